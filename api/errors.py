@@ -1,0 +1,156 @@
+"""The API's exceptions and the one JSON error envelope every non-2xx response uses.
+
+`{"error": {"message": str, "type": str, "code": int}}` — for our own errors, FastAPI's HTTP errors,
+request validation (422) and anything unexpected (500, with the detail kept in the log only).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+logger = logging.getLogger(__name__)
+
+
+class ErrorBody(BaseModel):
+    message: str
+    type: str
+    code: int
+
+
+class ErrorEnvelope(BaseModel):
+    """The body of every non-2xx response."""
+
+    error: ErrorBody
+
+
+class ApiError(Exception):
+    """Root of the API's own errors; each subclass fixes its status code and type."""
+
+    status_code = 500
+    error_type = "internal_error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class BadRequestError(ApiError):
+    """The request is well-formed JSON but asks for something impossible."""
+
+    status_code = 400
+    error_type = "bad_request"
+
+
+class UnauthorizedError(ApiError):
+    """No or an unknown API key."""
+
+    status_code = 401
+    error_type = "unauthorized"
+
+
+class ForbiddenError(ApiError):
+    """The API key's role does not allow this."""
+
+    status_code = 403
+    error_type = "forbidden"
+
+
+class NotFoundError(ApiError):
+    """The named resource does not exist."""
+
+    status_code = 404
+    error_type = "not_found"
+
+
+class ConflictError(ApiError):
+    """The request conflicts with the current state."""
+
+    status_code = 409
+    error_type = "conflict"
+
+
+class PayloadTooLargeError(ApiError):
+    """The request body exceeds the configured limit."""
+
+    status_code = 413
+    error_type = "payload_too_large"
+
+
+class ServiceUnavailableError(ApiError):
+    """A dependency (Neo4j, the executor, a model) is not available."""
+
+    status_code = 503
+    error_type = "service_unavailable"
+
+
+_TYPE_BY_STATUS = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    422: "validation_error",
+    429: "rate_limited",
+    503: "service_unavailable",
+}
+
+
+def envelope(status: int, message: str, error_type: str | None = None) -> JSONResponse:
+    """A JSON response in the error envelope."""
+    body = ErrorEnvelope(
+        error=ErrorBody(message=message, type=error_type or _TYPE_BY_STATUS.get(status, "error"), code=status)
+    )
+    return JSONResponse(status_code=status, content=body.model_dump())
+
+
+def _format_validation(errors: list[Any]) -> str:
+    parts = []
+    for err in errors:
+        location = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
+        parts.append(f"{location or 'body'}: {err.get('msg', 'invalid')}")
+    return "; ".join(parts) or "invalid request"
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Route every failure through the envelope."""
+
+    @app.exception_handler(ApiError)
+    async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
+        return envelope(exc.status_code, exc.message, exc.error_type)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return envelope(exc.status_code, str(exc.detail))
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return envelope(422, _format_validation(list(exc.errors())), "validation_error")
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        logger.exception("unhandled error", extra={"path": request.url.path})
+        return envelope(500, "internal error; see the service log", "internal_error")
+
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorEnvelope, "description": kind.replace("_", " ")}
+    for status, kind in [
+        (400, "bad_request"),
+        (401, "unauthorized"),
+        (403, "forbidden"),
+        (404, "not_found"),
+        (422, "validation_error"),
+        (503, "service_unavailable"),
+    ]
+}
+"""Declared on routes so that the OpenAPI document shows the envelope for each error status."""

@@ -1,0 +1,62 @@
+"""What the running API holds: the graph server (embedded or external), its driver, the settings."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from neo4j import Driver
+
+from api.settings import ApiSettings
+from graphdb.connection import GraphServer, GraphServerOptions, Neo4jTarget, open_driver
+from graphdb.migrations import MigrationRunner
+
+logger = logging.getLogger(__name__)
+
+
+def graph_options(settings: ApiSettings) -> GraphServerOptions:
+    """The graph server options that the API settings describe."""
+    return GraphServerOptions(
+        uri=settings.neo4j_uri,
+        user=settings.neo4j_user,
+        password=settings.neo4j_password.get_secret_value() if settings.neo4j_password else None,
+        database=settings.neo4j_database,
+        data_dir=settings.data_dir,
+        embedded_port=settings.neo4j_port,
+        embedded_heap_mb=settings.neo4j_heap_mb,
+        embedded_pagecache_mb=settings.neo4j_pagecache_mb,
+    )
+
+
+@dataclass
+class AppState:
+    """Resources opened at start-up and closed at shut-down."""
+
+    settings: ApiSettings
+    server: GraphServer
+    target: Neo4jTarget
+    driver: Driver
+    migrations_applied: list[str] = field(default_factory=list)
+
+    @classmethod
+    def open(cls, settings: ApiSettings) -> AppState:
+        """Start or reach Neo4j, then migrate (when enabled) before anything is served."""
+        server = GraphServer(graph_options(settings))
+        target = server.start()
+        driver = open_driver(target)
+        state = cls(settings=settings, server=server, target=target, driver=driver)
+        try:
+            if settings.migrate_on_start:
+                applied = MigrationRunner(driver, target.database).migrate()
+                state.migrations_applied = [m.path.name for m in applied]
+                logger.info(
+                    "schema migrated", extra={"applied": ",".join(state.migrations_applied) or "none"}
+                )
+        except BaseException:
+            state.close()
+            raise
+        return state
+
+    def close(self) -> None:
+        self.driver.close()
+        self.server.stop()

@@ -1,0 +1,144 @@
+"""Where the graph lives: an external Neo4j (NEO4J_URI set) or the embedded one, behind one interface."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from neo4j import Driver, GraphDatabase
+from neo4j.exceptions import AuthError, Neo4jError, ServiceUnavailable
+from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
+
+from graphdb import queries
+from graphdb.embedded import EmbeddedConfig, EmbeddedNeo4j, default_cache_dir
+from graphdb.errors import Neo4jUnavailableError
+from graphdb.migrations import MigrationRunner
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Neo4jTarget:
+    """Everything a driver needs to reach one database."""
+
+    uri: str
+    user: str
+    password: str
+    database: str = "neo4j"
+
+
+@dataclass(frozen=True)
+class GraphServerOptions:
+    """Where to find (or how to start) the graph database; built from a service's settings."""
+
+    uri: str | None
+    user: str
+    password: str | None
+    database: str
+    data_dir: Path
+    embedded_port: int
+    embedded_heap_mb: int = 1024
+    embedded_pagecache_mb: int = 256
+    connect_timeout_s: float = 60.0
+    cache_dir: Path | None = None
+
+
+class GraphServer:
+    """Starts the embedded Neo4j when no URI is configured; otherwise just points at the given server."""
+
+    def __init__(self, options: GraphServerOptions) -> None:
+        self.options = options
+        self.embedded: EmbeddedNeo4j | None = None
+        self._target: Neo4jTarget | None = None
+
+    @property
+    def target(self) -> Neo4jTarget:
+        if self._target is None:
+            raise Neo4jUnavailableError("the graph server has not been started")
+        return self._target
+
+    def start(self) -> Neo4jTarget:
+        """Start (embedded) or reach (external) the server; block until it answers."""
+        opts = self.options
+        if opts.uri:
+            if opts.password is None:
+                raise Neo4jUnavailableError(
+                    f"NEO4J_URI is set to {opts.uri} but no password is configured (NEO4J_PASSWORD)"
+                )
+            self._target = Neo4jTarget(opts.uri, opts.user, opts.password, opts.database)
+            wait_until_answering(self._target, opts.connect_timeout_s)
+            return self._target
+        config = EmbeddedConfig(
+            home=opts.data_dir / "neo4j",
+            port=opts.embedded_port,
+            heap_mb=opts.embedded_heap_mb,
+            pagecache_mb=opts.embedded_pagecache_mb,
+            cache_dir=opts.cache_dir or default_cache_dir(),
+        )
+        self.embedded = EmbeddedNeo4j(config)
+        self.embedded.start()
+        user, password = self.embedded.auth
+        # Community edition serves exactly one user database, named neo4j.
+        self._target = Neo4jTarget(self.embedded.uri, user, password, "neo4j")
+        return self._target
+
+    def stop(self) -> None:
+        if self.embedded is not None:
+            self.embedded.stop()
+            self.embedded = None
+
+    def __enter__(self) -> GraphServer:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def open_driver(target: Neo4jTarget) -> Driver:
+    """A driver for the target (the caller closes it)."""
+    return GraphDatabase.driver(target.uri, auth=(target.user, target.password))
+
+
+def wait_until_answering(target: Neo4jTarget, timeout_s: float) -> None:
+    """Block until the server accepts our credentials, retrying while it is unreachable."""
+    retrying = Retrying(
+        stop=stop_after_delay(timeout_s),
+        wait=wait_fixed(1.0),
+        retry=retry_if_exception_type((ServiceUnavailable, OSError)),
+    )
+    try:
+        for attempt in retrying:
+            with attempt, open_driver(target) as driver:
+                driver.verify_connectivity()
+    except RetryError as e:
+        raise Neo4jUnavailableError(f"Neo4j at {target.uri} did not answer within {timeout_s:.0f} s") from e
+    except AuthError as e:
+        raise Neo4jUnavailableError(f"Neo4j at {target.uri} refused the credentials: {e}") from e
+
+
+def readiness(driver: Driver, database: str) -> dict[str, Any]:
+    """What /readyz reports: the server answers, its version, and the schema's migration level."""
+    try:
+        records, _, _ = driver.execute_query(queries.SERVER_COMPONENTS, database_=database)
+        runner = MigrationRunner(driver, database)
+        current, latest = runner.current_version(), runner.latest_version()
+    except (Neo4jError, ServiceUnavailable, OSError) as e:
+        raise Neo4jUnavailableError(f"Neo4j is not answering: {e}") from e
+    component = records[0] if records else {}
+    return {
+        "neo4j": "ready",
+        "server_version": (component.get("versions") or ["unknown"])[0],
+        "edition": component.get("edition", "unknown"),
+        "schema_version": current,
+        "latest_schema_version": latest,
+        "schema_up_to_date": current == latest,
+    }

@@ -1,0 +1,172 @@
+"""The `regraph` command line."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Annotated
+
+import httpx
+import typer
+import uvicorn
+from rich.console import Console
+from rich.table import Table
+
+from api.app import create_app
+from api.logs import configure_logging
+from api.settings import ApiSettings
+from api.state import graph_options
+from graphdb.connection import GraphServer, open_driver
+from graphdb.errors import GraphDBError
+from graphdb.migrations import MigrationRunner
+
+app = typer.Typer(
+    no_args_is_help=True, help="ReGraph: CUDA optimization with a reasoning graph and a small model."
+)
+db_app = typer.Typer(no_args_is_help=True, help="The graph database: schema migrations and status.")
+executor_app = typer.Typer(no_args_is_help=True, help="The GPU executor microservice.")
+app.add_typer(db_app, name="db")
+app.add_typer(executor_app, name="executor")
+
+console = Console(stderr=True)
+logger = logging.getLogger("regraph")
+
+
+def _fail(message: str) -> typer.Exit:
+    console.print(f"[bold red]error:[/] {message}")
+    return typer.Exit(code=1)
+
+
+@db_app.command("migrate")
+def db_migrate() -> None:
+    """Apply pending schema migrations (starting the embedded Neo4j when NEO4J_URI is unset)."""
+    settings = ApiSettings()
+    configure_logging(settings.log_level, "text")
+    try:
+        with GraphServer(graph_options(settings)) as server, open_driver(server.target) as driver:
+            applied = MigrationRunner(driver, server.target.database).migrate()
+    except GraphDBError as e:
+        raise _fail(str(e)) from e
+    if applied:
+        for migration in applied:
+            console.print(f"applied {migration.path.name}")
+    else:
+        console.print("schema is up to date")
+
+
+@db_app.command("status")
+def db_status() -> None:
+    """Show each migration and whether it is applied."""
+    settings = ApiSettings()
+    configure_logging(settings.log_level, "text")
+    try:
+        with GraphServer(graph_options(settings)) as server, open_driver(server.target) as driver:
+            statuses = MigrationRunner(driver, server.target.database).status()
+    except GraphDBError as e:
+        raise _fail(str(e)) from e
+    table = Table("version", "name", "state", "applied at", "checksum")
+    for s in statuses:
+        table.add_row(f"V{s.version:03d}", s.name, s.state, s.applied_at or "", s.checksum[:12])
+    Console().print(table)
+
+
+@executor_app.command("serve")
+def executor_serve(
+    host: Annotated[str | None, typer.Option(help="listen address")] = None,
+    port: Annotated[int | None, typer.Option(help="listen port")] = None,
+) -> None:
+    """Run the executor service alone (compile, verify and time candidates)."""
+    from executor.server import serve
+    from executor.settings import ExecutorSettings
+
+    overrides: dict[str, object] = {}
+    if host is not None:
+        overrides["host"] = host
+    if port is not None:
+        overrides["port"] = port
+    serve(ExecutorSettings(**overrides))  # type: ignore[arg-type]
+
+
+def _start_local_executor(port: int) -> tuple[subprocess.Popen[bytes], str]:
+    """Start the executor as its own process (as in production) and wait until it answers."""
+    url = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "REGRAPH_EXECUTOR_HOST": "127.0.0.1", "REGRAPH_EXECUTOR_PORT": str(port)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "regraph_cli", "executor", "serve"], env=env, start_new_session=True
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise _fail(f"the executor exited with code {process.returncode} during start-up")
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1.0).status_code == 200:
+                return process, url
+        except httpx.TransportError:
+            time.sleep(0.3)
+    process.terminate()
+    raise _fail(f"the executor did not answer on {url} within 60 s")
+
+
+@app.command("up")
+def up(
+    host: Annotated[str | None, typer.Option(help="API listen address (REGRAPH_HOST)")] = None,
+    port: Annotated[int | None, typer.Option(help="API listen port (REGRAPH_PORT)")] = None,
+    executor_port: Annotated[int, typer.Option(help="port for the local executor")] = 8081,
+    with_executor: Annotated[
+        bool, typer.Option(help="start a local executor unless REGRAPH_EXECUTOR_URL")
+    ] = True,
+) -> None:
+    """Bring the stack up on this machine: Neo4j (embedded unless NEO4J_URI), migrations, executor, API."""
+    overrides: dict[str, object] = {}
+    if host is not None:
+        overrides["host"] = host
+    if port is not None:
+        overrides["port"] = port
+    settings = ApiSettings(**overrides)  # type: ignore[arg-type]
+    executor: subprocess.Popen[bytes] | None = None
+    if settings.executor_url is None and with_executor:
+        executor, url = _start_local_executor(executor_port)
+        settings = settings.model_copy(update={"executor_url": url})
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(settings), host=settings.host, port=settings.port, log_config=None)
+    )
+
+    def announce() -> None:
+        while not server.started:
+            if server.should_exit:
+                return
+            time.sleep(0.2)
+        state = server.config.loaded_app and getattr(server.config.loaded_app, "state", None)
+        neo4j_uri = getattr(getattr(state, "regraph", None), "target", None)
+        bound = settings.port
+        for srv in server.servers:
+            for sock in srv.sockets:
+                bound = sock.getsockname()[1]
+        print(f"ReGraph API serving on http://{settings.host}:{bound}  (docs: /docs, readiness: /readyz)")
+        print(f"  Neo4j: {neo4j_uri.uri if neo4j_uri else settings.neo4j_uri}")
+        print(f"  executor: {settings.executor_url or 'not started'}")
+        print("Press Ctrl-C to stop.", flush=True)
+
+    threading.Thread(target=announce, daemon=True).start()
+    try:
+        server.run()
+    finally:
+        if executor is not None and executor.poll() is None:
+            os.killpg(executor.pid, signal.SIGTERM)
+            try:
+                executor.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(executor.pid, signal.SIGKILL)
+
+
+def run() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    run()

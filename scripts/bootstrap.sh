@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Installs everything ReGraph needs on a fresh machine of this kind; a no-op on a warm one.
+#  1. Java 17+ and Maven (Debian packages) for the embedded Neo4j, g++ for serial references.
+#  2. A virtualenv with the pinned Python dependencies (PyPI), nvcc included (PyPI's CUDA wheels).
+#  3. The Neo4j launcher: Maven resolves Neo4j Community from Maven Central and compiles it.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=/dev/null
+source "$ROOT/scripts/env.sh"
+say() { printf '\033[1m[bootstrap]\033[0m %s\n' "$*" >&2; }
+
+# 1. System tools.
+missing=()
+command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
+command -v mvn >/dev/null 2>&1 || missing+=(maven)
+command -v g++ >/dev/null 2>&1 || missing+=(g++)
+if ((${#missing[@]})); then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing ${missing[*]} (apt-get)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  else
+    say "missing system packages: ${missing[*]} — install them (Debian: apt-get install ${missing[*]})"
+    exit 1
+  fi
+fi
+
+# 2. Python dependencies, pinned by requirements/constraints.txt.
+python_bin="${PYTHON:-}"
+if [ -z "$python_bin" ]; then
+  for candidate in python3.11 python3.12 python3.13 python3; do
+    if command -v "$candidate" >/dev/null 2>&1 && "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+      python_bin="$candidate"; break
+    fi
+  done
+fi
+[ -n "$python_bin" ] || { say "Python 3.11+ is required"; exit 1; }
+stamp_value="$(cat "$ROOT/pyproject.toml" "$ROOT/requirements/constraints.txt" | sha256sum | cut -c1-16)"
+stamp_file="$REGRAPH_VENV/.regraph-deps"
+if [ ! -x "$REGRAPH_VENV/bin/python" ]; then
+  say "creating the virtualenv at $REGRAPH_VENV"
+  "$python_bin" -m venv "$REGRAPH_VENV"
+fi
+if [ "$(cat "$stamp_file" 2>/dev/null)" != "$stamp_value" ]; then
+  say "installing Python dependencies (the first time pulls torch: several GB)"
+  "$REGRAPH_VENV/bin/python" "$ROOT/scripts/requirements.py" "$ROOT/pyproject.toml" nvcc dev > "$REGRAPH_VENV/.regraph-requirements.txt"
+  "$REGRAPH_VENV/bin/python" -m pip install -q --disable-pip-version-check \
+    -r "$REGRAPH_VENV/.regraph-requirements.txt" -c "$ROOT/requirements/constraints.txt"
+  echo "$stamp_value" > "$stamp_file"
+fi
+
+# 3. The embedded Neo4j's launcher (cached by the hash of its sources).
+"$REGRAPH_VENV/bin/python" -c 'from graphdb.embedded import build_launcher; build_launcher()'

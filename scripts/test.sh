@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The lint/type gate, then the whole test suite. Extra arguments go to pytest.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=/dev/null
+source "$ROOT/scripts/env.sh"
+cd "$ROOT"
+echo "== ruff check" >&2
+ruff check .
+echo "== ruff format --check" >&2
+ruff format --check .
+echo "== mypy" >&2
+mypy
+echo "== pytest" >&2
+set +e
+python -m pytest "$@"
+status=$?
+set -e
+if [ "$status" = 5 ]; then
+  echo "pytest collected no tests: the suite must never be empty" >&2
+  exit 1
+fi
+exit "$status"

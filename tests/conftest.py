@@ -1,0 +1,67 @@
+"""Shared fixtures: one real embedded Neo4j for the whole session, migrated to the latest schema."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from neo4j import Driver
+
+from graphdb.connection import GraphServer, GraphServerOptions, Neo4jTarget, open_driver
+from graphdb.embedded import free_port
+from graphdb.migrations import MigrationRunner
+
+CLEAR_GRAPH = (
+    "MATCH (n) WHERE NOT n:SchemaMigration CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 5000 ROWS"
+)
+
+
+def graph_server_options(data_dir: Path) -> GraphServerOptions:
+    """Options for a test server: the embedded one, unless the run points at an external Neo4j."""
+    return GraphServerOptions(
+        uri=os.environ.get("REGRAPH_TEST_NEO4J_URI"),
+        user=os.environ.get("REGRAPH_TEST_NEO4J_USER", "neo4j"),
+        password=os.environ.get("REGRAPH_TEST_NEO4J_PASSWORD"),
+        database="neo4j",
+        data_dir=data_dir,
+        embedded_port=free_port(),
+        embedded_heap_mb=1024,
+        embedded_pagecache_mb=128,
+    )
+
+
+@pytest.fixture(scope="session")
+def graph_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GraphServer]:
+    """The session's Neo4j server, started once and migrated to the latest schema."""
+    server = GraphServer(graph_server_options(tmp_path_factory.mktemp("neo4j-session")))
+    server.start()
+    try:
+        with open_driver(server.target) as driver:
+            MigrationRunner(driver, server.target.database).migrate()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def neo4j_target(graph_server: GraphServer) -> Neo4jTarget:
+    return graph_server.target
+
+
+@pytest.fixture(scope="session")
+def neo4j_driver(neo4j_target: Neo4jTarget) -> Iterator[Driver]:
+    driver = open_driver(neo4j_target)
+    try:
+        yield driver
+    finally:
+        driver.close()
+
+
+@pytest.fixture()
+def clean_graph(neo4j_driver: Driver, neo4j_target: Neo4jTarget) -> Driver:
+    """The session driver over a graph emptied of everything but the schema bookkeeping."""
+    with neo4j_driver.session(database=neo4j_target.database) as session:
+        session.run(CLEAR_GRAPH).consume()
+    return neo4j_driver

@@ -1,0 +1,64 @@
+"""The API over real HTTP against the session's real Neo4j: health, readiness, envelope, limits."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from pydantic import SecretStr
+
+from api.app import create_app
+from api.settings import ApiSettings
+from graphdb.connection import Neo4jTarget
+from graphdb.migrations import discover
+from tests.support.servers import serve_in_thread
+
+
+@pytest.fixture(scope="module")
+def api_url(neo4j_target: Neo4jTarget, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    settings = ApiSettings(
+        neo4j_uri=neo4j_target.uri,
+        neo4j_password=SecretStr(neo4j_target.password),
+        data_dir=Path(tmp_path_factory.mktemp("api-data")),
+        max_request_bytes=10_000,
+        log_format="text",
+    )
+    with serve_in_thread(create_app(settings)) as url:
+        yield url
+
+
+def test_healthz(api_url: str) -> None:
+    response = httpx.get(f"{api_url}/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}
+
+
+def test_readyz_reports_neo4j_and_latest_schema(api_url: str) -> None:
+    response = httpx.get(f"{api_url}/readyz")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["neo4j"] == "ready"
+    assert body["server_version"].startswith("5.26")
+    assert body["schema_version"] == discover()[-1].version
+    assert body["schema_up_to_date"] is True
+
+
+def test_unknown_route_uses_the_envelope(api_url: str) -> None:
+    response = httpx.get(f"{api_url}/v1/no-such-thing")
+    assert response.status_code == 404
+    assert response.json()["error"]["type"] == "not_found"
+
+
+def test_oversized_body_is_refused_with_413(api_url: str) -> None:
+    response = httpx.post(f"{api_url}/healthz", content=b"x" * 20_000)
+    assert response.status_code == 413
+    assert response.json()["error"]["type"] == "payload_too_large"
+
+
+def test_openapi_documents_the_error_envelope(api_url: str) -> None:
+    spec = httpx.get(f"{api_url}/openapi.json").json()
+    readyz = spec["paths"]["/readyz"]["get"]["responses"]
+    assert "503" in readyz
+    assert "ErrorEnvelope" in str(readyz["503"])
