@@ -1,0 +1,17 @@
+"""ReGraph's GPU executor: static checks, compilation and isolated correctness/timing of CUDA candidates.
+
+The package imports nothing from the rest of ReGraph so that it can run alone on a GPU host.
+"""
+
+from executor.errors import ExecutorError, TaskFormatError
+from executor.taskformat import FunctionTask, KernelTask, Task, dump_task, load_task
+
+__all__ = [
+    "ExecutorError",
+    "FunctionTask",
+    "KernelTask",
+    "Task",
+    "TaskFormatError",
+    "dump_task",
+    "load_task",
+]

@@ -1,0 +1,217 @@
+"""The executor's HTTP API (FastAPI): evaluate candidates, describe the device, health probes.
+
+Every non-2xx answer, validation errors and 404s included, has the same envelope:
+``{"error": {"message": str, "type": str, "code": int}}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shutil
+import subprocess
+import time
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from executor.errors import ExecutorError, TaskFormatError, ToolchainError
+from executor.evaluate import EvaluateRequest, Evaluator, evaluate_safely
+from executor.settings import ExecutorSettings
+from executor.verdict import Verdict
+
+logger = logging.getLogger(__name__)
+
+
+class BatchRequest(BaseModel):
+    """``POST /v1/evaluate/batch``: several independent evaluations."""
+
+    items: list[EvaluateRequest] = Field(min_length=1)
+
+
+class BatchResponse(BaseModel):
+    """Verdicts in request order."""
+
+    verdicts: list[Verdict]
+
+
+class DeviceInfo(BaseModel):
+    """``GET /v1/device``."""
+
+    name: str | None = None
+    compute_capability: str | None = None
+    driver: str | None = None
+    memory_total_mib: int | None = None
+    arch: str
+    runtime: str
+    runtime_checks_available: bool
+    nvcc: str | None = None
+
+
+class ErrorBody(BaseModel):
+    """The body of every error answer."""
+
+    message: str
+    type: str
+    code: int
+
+
+class ErrorEnvelope(BaseModel):
+    """``{"error": {...}}``."""
+
+    error: ErrorBody
+
+
+def _error(status: int, kind: str, message: str) -> JSONResponse:
+    return JSONResponse(
+        status_code=status,
+        content=ErrorEnvelope(error=ErrorBody(message=message, type=kind, code=status)).model_dump(),
+    )
+
+
+def _query_gpu() -> dict[str, Any]:
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return {}
+    try:
+        out = subprocess.run(
+            [
+                smi,
+                "--query-gpu=name,compute_cap,driver_version,memory.total",
+                "--format=csv,noheader,nounits",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    fields = [f.strip() for f in out.stdout.splitlines()[0].split(",")] if out.stdout.strip() else []
+    if out.returncode != 0 or len(fields) < 4:
+        return {}
+    return {
+        "name": fields[0],
+        "compute_capability": fields[1],
+        "driver": fields[2],
+        "memory_total_mib": int(fields[3]) if fields[3].isdigit() else None,
+    }
+
+
+def create_app(settings: ExecutorSettings | None = None) -> FastAPI:
+    """Build the executor app. Compiles run on a thread pool; GPU runs are serialised by the evaluator."""
+    settings = settings or ExecutorSettings()
+    evaluator = Evaluator(settings)
+    pool = ThreadPoolExecutor(max_workers=settings.compile_workers, thread_name_prefix="executor")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        pool.shutdown(wait=False, cancel_futures=True)
+
+    app = FastAPI(title="ReGraph executor", version="1", lifespan=lifespan)
+    app.state.evaluator = evaluator
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return _error(exc.status_code, kind, str(exc.detail))
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:20])
+        return _error(422, "validation_error", problems)
+
+    @app.exception_handler(TaskFormatError)
+    async def task_error(_: Request, exc: TaskFormatError) -> JSONResponse:
+        return _error(422, "task_format_error", str(exc))
+
+    @app.exception_handler(ToolchainError)
+    async def toolchain_error(_: Request, exc: ToolchainError) -> JSONResponse:
+        return _error(503, "toolchain_unavailable", str(exc))
+
+    @app.exception_handler(ExecutorError)
+    async def executor_error(_: Request, exc: ExecutorError) -> JSONResponse:
+        logger.exception("executor error")
+        return _error(500, "executor_error", str(exc))
+
+    @app.exception_handler(Exception)
+    async def unexpected_error(_: Request, exc: Exception) -> JSONResponse:
+        logger.exception("unhandled error")
+        return _error(500, "internal_error", f"{type(exc).__name__}: {exc}")
+
+    @app.middleware("http")
+    async def access_log(request: Request, call_next: Any) -> Any:
+        start = time.perf_counter()
+        response = await call_next(request)
+        logger.info(
+            "request",
+            extra={
+                "method": request.method,
+                "path": request.url.path,
+                "status": response.status_code,
+                "ms": round((time.perf_counter() - start) * 1e3, 1),
+            },
+        )
+        return response
+
+    async def in_pool(request: EvaluateRequest) -> Verdict:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            pool, evaluator.evaluate, request.task, request.candidate, request.options
+        )
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz")
+    async def readyz() -> JSONResponse:
+        try:
+            chain = evaluator.compiler.toolchain
+        except ToolchainError as e:
+            return _error(503, "toolchain_unavailable", str(e))
+        return JSONResponse({"status": "ready", "nvcc": chain.release, "runtime": evaluator.runtime})
+
+    @app.get("/v1/device", response_model=DeviceInfo)
+    async def device() -> DeviceInfo:
+        gpu = await asyncio.to_thread(_query_gpu)
+        try:
+            nvcc: str | None = evaluator.compiler.toolchain.release
+        except ToolchainError:
+            nvcc = None
+        return DeviceInfo(
+            **gpu,
+            arch=evaluator.arch,
+            runtime=evaluator.runtime,
+            runtime_checks_available=evaluator.runtime_checks_available,
+            nvcc=nvcc,
+        )
+
+    @app.post("/v1/evaluate", response_model=Verdict)
+    async def evaluate(request: EvaluateRequest) -> Verdict | JSONResponse:
+        try:
+            return await asyncio.wait_for(in_pool(request), timeout=settings.request_timeout_s)
+        except TimeoutError:
+            return _error(504, "timeout", f"evaluation took longer than {settings.request_timeout_s:.0f}s")
+
+    @app.post("/v1/evaluate/batch", response_model=BatchResponse)
+    async def evaluate_batch(batch: BatchRequest) -> BatchResponse | JSONResponse:
+        if len(batch.items) > settings.max_batch:
+            return _error(413, "batch_too_large", f"at most {settings.max_batch} items per batch")
+        loop = asyncio.get_running_loop()
+        futures = [loop.run_in_executor(pool, evaluate_safely, evaluator, item) for item in batch.items]
+        try:
+            verdicts = await asyncio.wait_for(asyncio.gather(*futures), timeout=settings.request_timeout_s)
+        except TimeoutError:
+            return _error(504, "timeout", f"batch took longer than {settings.request_timeout_s:.0f}s")
+        return BatchResponse(verdicts=list(verdicts))
+
+    return app

@@ -1,0 +1,321 @@
+"""Compiling candidates with nvcc: toolchain discovery, resource reports, a content-hash cache.
+
+A compile error is an ordinary outcome (a :class:`CompileResult` with ``ok=False`` and the log), never
+an exception; only a missing toolchain raises :class:`ToolchainError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import logging
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from executor.cache import DEFAULT_CACHE_DIR, content_key
+from executor.errors import ToolchainError
+from executor.taskformat import FunctionTask, KernelTask
+from executor.verdict import CompileResult, KernelResources
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_ARCH = "sm_90"
+MAX_LOG_CHARS = 20_000
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """A usable nvcc and what is needed to call it correctly."""
+
+    nvcc: Path
+    version: str  # the full `nvcc --version` text, part of every cache key
+    release: str  # "13.5"
+    extra_flags: tuple[str, ...] = ()
+
+    @property
+    def root(self) -> Path:
+        """The toolkit directory (the parent of bin/)."""
+        return self.nvcc.parent.parent
+
+
+def _pypi_nvcc() -> Path | None:
+    spec = importlib.util.find_spec("nvidia")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for base in spec.submodule_search_locations:
+        for sub in ("cu13", "cu12", "cuda_nvcc"):
+            candidate = Path(base) / sub / "bin" / "nvcc"
+            if candidate.is_file():
+                return candidate
+    return None
+
+
+def _header_cudart_version(root: Path) -> str | None:
+    header = root / "include" / "cuda_runtime_api.h"
+    if not header.is_file():
+        return None
+    m = re.search(r"#define\s+CUDART_VERSION\s+(\d+)", header.read_text(errors="replace"))
+    if m is None:
+        return None
+    value = int(m.group(1))
+    return f"{value // 1000}.{(value % 1000) // 10}"
+
+
+_toolchains: dict[str, Toolchain] = {}
+_toolchain_lock = threading.Lock()
+
+
+def find_toolchain(nvcc_path: str | None = None) -> Toolchain:
+    """Locate nvcc: an explicit path, then PATH, $CUDA_HOME/bin, /usr/local/cuda/bin, the PyPI wheel."""
+    with _toolchain_lock:
+        cache_key = nvcc_path or ""
+        if cache_key in _toolchains:
+            return _toolchains[cache_key]
+        candidates: list[Path] = []
+        if nvcc_path:
+            candidates.append(Path(nvcc_path))
+        else:
+            on_path = shutil.which("nvcc")
+            if on_path:
+                candidates.append(Path(on_path))
+            for env in ("CUDA_HOME", "CUDA_PATH"):
+                if os.environ.get(env):
+                    candidates.append(Path(os.environ[env]) / "bin" / "nvcc")
+            candidates.append(Path("/usr/local/cuda/bin/nvcc"))
+            wheel = _pypi_nvcc()
+            if wheel is not None:
+                candidates.append(wheel)
+        for nvcc in candidates:
+            if not nvcc.is_file():
+                continue
+            try:
+                out = subprocess.run(
+                    [str(nvcc), "--version"], capture_output=True, text=True, timeout=60, check=False
+                )
+            except (OSError, subprocess.TimeoutExpired) as e:
+                logger.warning("nvcc at %s is unusable: %s", nvcc, e)
+                continue
+            m = re.search(r"release (\d+\.\d+)", out.stdout)
+            if out.returncode != 0 or m is None:
+                logger.warning("nvcc at %s does not report a version", nvcc)
+                continue
+            extra: list[str] = []
+            header = _header_cudart_version(nvcc.parent.parent)
+            if header is not None and header != m.group(1):
+                # The PyPI wheels version nvcc and the runtime headers independently (e.g. nvcc 13.5 with
+                # cudart 13.2 headers); CCCL refuses that pairing unless told the mix is intended.
+                extra.append("-DCCCL_DISABLE_CTK_COMPATIBILITY_CHECK")
+            chain = Toolchain(
+                nvcc=nvcc, version=out.stdout.strip(), release=m.group(1), extra_flags=tuple(extra)
+            )
+            logger.info("using nvcc %s at %s", chain.release, nvcc)
+            _toolchains[cache_key] = chain
+            return chain
+        raise ToolchainError(f"no usable nvcc found (tried {[str(c) for c in candidates]})")
+
+
+_ENTRY = re.compile(r"Compiling entry function '([^']+)' for '(\w+)'")
+_PROPS = re.compile(r"Function properties for (\S+)")
+_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_USED = re.compile(r"Used (\d+) registers")
+_BARRIERS = re.compile(r"used (\d+) barriers")
+_SMEM = re.compile(r"(\d+) bytes smem")
+_CMEM = re.compile(r"(\d+) bytes cmem\[0\]")
+
+
+def parse_ptxas_report(log: str) -> list[KernelResources]:
+    """Per-kernel registers, shared/constant memory, stack and spills from ``-Xptxas -v`` output."""
+    entries: dict[str, dict[str, int | None]] = {}
+    order: list[str] = []
+    current: str | None = None
+    props_for: str | None = None
+    for line in log.splitlines():
+        if m := _ENTRY.search(line):
+            current = m.group(1)
+            if current not in entries:
+                entries[current] = {}
+                order.append(current)
+            continue
+        if m := _PROPS.search(line):
+            props_for = m.group(1)
+            continue
+        if (m := _FRAME.search(line)) and props_for in entries:
+            entries[props_for].update(
+                stack_bytes=int(m.group(1)),
+                spill_store_bytes=int(m.group(2)),
+                spill_load_bytes=int(m.group(3)),
+            )
+            continue
+        if (m := _USED.search(line)) and current is not None:
+            fields = entries[current]
+            fields["registers"] = int(m.group(1))
+            if b := _BARRIERS.search(line):
+                fields["barriers"] = int(b.group(1))
+            if s := _SMEM.search(line):
+                fields["shared_bytes"] = int(s.group(1))
+            if c := _CMEM.search(line):
+                fields["constant_bytes"] = int(c.group(1))
+    return [
+        KernelResources(name=name, **{k: v for k, v in entries[name].items() if v is not None})
+        for name in order
+    ]
+
+
+def kernel_symbol(kernels: list[KernelResources], entry: str) -> str | None:
+    """The (possibly C++-mangled) symbol of the kernel named ``entry`` in a ptxas report."""
+    mangled_prefix = f"_Z{len(entry)}{entry}"
+    for k in kernels:
+        if k.name == entry or k.name.startswith(mangled_prefix):
+            return k.name
+    return None
+
+
+def _run_killable(cmd: list[str], cwd: Path, timeout_s: float) -> tuple[int | None, str]:
+    """Run a command in its own process group; on timeout kill the whole group (nvcc spawns cicc, ptxas)."""
+    proc = subprocess.Popen(
+        cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+        return proc.returncode, out
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        return None, out
+
+
+class Compiler:
+    """Compiles candidates (and tasks' naive.cu) into cached products; safe to share between threads."""
+
+    def __init__(
+        self,
+        cache_dir: Path | None = None,
+        arch: str = DEFAULT_ARCH,
+        nvcc_path: str | None = None,
+        timeout_s: float = 180.0,
+        extra_flags: tuple[str, ...] = (),
+    ) -> None:
+        self.cache_dir = (cache_dir or DEFAULT_CACHE_DIR) / "candidates"
+        self.arch = arch
+        self.nvcc_path = nvcc_path
+        self.timeout_s = timeout_s
+        self.extra_flags = extra_flags
+
+    @property
+    def toolchain(self) -> Toolchain:
+        """The nvcc in use (located on first use)."""
+        return find_toolchain(self.nvcc_path)
+
+    def flags(self, kind: str) -> list[str]:
+        """The nvcc flags for a product kind (``shared_library`` or ``cubin``)."""
+        common = [
+            "-O3",
+            f"-arch={self.arch}",
+            "-Xptxas",
+            "-v",
+            "-std=c++17",
+            *self.toolchain.extra_flags,
+            *self.extra_flags,
+        ]
+        if kind == "shared_library":
+            return [*common, "-shared", "-Xcompiler", "-fPIC"]
+        return [*common, "-cubin"]
+
+    def compile(self, task: FunctionTask | KernelTask, source: str) -> CompileResult:
+        """Compile a candidate for a task: a .so for function tasks, a .cubin for kernel tasks."""
+        kind: Literal["shared_library", "cubin"] = (
+            "cubin" if isinstance(task, KernelTask) else "shared_library"
+        )
+        return self.compile_source(source, kind)
+
+    def compile_source(self, source: str, kind: Literal["shared_library", "cubin"]) -> CompileResult:
+        """Compile one translation unit, answering from the cache when the same build was done before."""
+        chain = self.toolchain
+        flags = self.flags(kind)
+        key = content_key("candidate", chain.version, kind, " ".join(flags), source)
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        suffix = ".so" if kind == "shared_library" else ".cubin"
+        product = self.cache_dir / f"{key}{suffix}"
+        record = self.cache_dir / f"{key}.json"
+        start = time.perf_counter()
+        if record.is_file():
+            try:
+                cached = CompileResult.model_validate_json(record.read_text())
+                if not cached.ok or product.is_file():
+                    return cached.model_copy(
+                        update={"cache_hit": True, "seconds": time.perf_counter() - start}
+                    )
+            except ValueError:
+                logger.warning("ignoring unreadable compile record %s", record)
+        with tempfile.TemporaryDirectory(dir=self.cache_dir, prefix=f".build-{key[:8]}-") as tmp:
+            work = Path(tmp)
+            (work / "candidate.cu").write_text(source, encoding="utf-8")
+            out_name = f"candidate{suffix}"
+            cmd = [str(chain.nvcc), *flags, "candidate.cu", "-o", out_name]
+            returncode, log = _run_killable(cmd, work, self.timeout_s)
+            log = log.replace(str(work) + "/", "")[-MAX_LOG_CHARS:]
+            ok = returncode == 0 and (work / out_name).is_file()
+            kernels = parse_ptxas_report(log) if ok else []
+            result = CompileResult(
+                ok=ok,
+                kind=kind,
+                product=str(product) if ok else None,
+                log=log,
+                command=["nvcc", *flags, "candidate.cu", "-o", out_name],
+                timed_out=returncode is None,
+                kernels=kernels,
+                arch=self.arch,
+                seconds=time.perf_counter() - start,
+            )
+            if ok:
+                os.replace(work / out_name, product)
+            if returncode is not None:  # a timeout may be load-dependent: do not remember it
+                tmp_record = work / "record.json"
+                tmp_record.write_text(result.model_dump_json())
+                os.replace(tmp_record, record)
+        logger.info("compiled %s in %.2fs (ok=%s)", key[:12], result.seconds, ok)
+        return result
+
+
+def device_arch() -> str | None:
+    """``sm_XY`` of GPU 0 via nvidia-smi, or None where there is no GPU."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    try:
+        out = subprocess.run(
+            [smi, "--query-gpu=compute_cap", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    first = out.stdout.strip().splitlines()[0] if out.stdout.strip() else ""
+    if out.returncode != 0 or not re.fullmatch(r"\d+\.\d+", first):
+        return None
+    return "sm_" + first.replace(".", "")
+
+
+def compile_record(result: CompileResult) -> str:
+    """A compact JSON line describing a compile, for structured logs."""
+    return json.dumps(
+        {
+            "ok": result.ok,
+            "hit": result.cache_hit,
+            "s": round(result.seconds, 3),
+            "kernels": [k.name for k in result.kernels],
+        }
+    )

@@ -1,0 +1,35 @@
+"""The executor's exception hierarchy: one root, one subclass per failure family.
+
+Only *infrastructure* failures are exceptions. A candidate that fails static checks, does not compile,
+crashes or computes the wrong answer is a normal outcome and is reported as a `Verdict`.
+"""
+
+from __future__ import annotations
+
+
+class ExecutorError(Exception):
+    """Root of every exception raised by the `executor` package."""
+
+
+class TaskFormatError(ExecutorError):
+    """A task (on disk or on the wire) does not follow `regraph.task/v1`."""
+
+
+class ExpressionError(TaskFormatError):
+    """A size/scalar expression is malformed, uses an unknown name or does not evaluate."""
+
+
+class ToolchainError(ExecutorError):
+    """A compiler (g++ or nvcc) is missing or unusable."""
+
+
+class ReferenceBuildError(ExecutorError):
+    """The task's own reference.cpp / generator.cpp failed to compile."""
+
+
+class ReferenceRunError(ExecutorError):
+    """The task's reference could not be loaded or run."""
+
+
+class WorkerError(ExecutorError):
+    """The isolated worker process could not be started or talked to (not a candidate failure)."""

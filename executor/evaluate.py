@@ -1,0 +1,255 @@
+"""The evaluation pipeline: static checks -> compile -> isolated correctness and timing -> Verdict."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import secrets
+import threading
+import time
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from executor.compile import DEFAULT_ARCH, Compiler, device_arch, kernel_symbol
+from executor.errors import ExecutorError, ReferenceBuildError
+from executor.reference import build_reference
+from executor.sandbox import run_job
+from executor.settings import ExecutorSettings
+from executor.static import check_source
+from executor.taskformat import FunctionTask, KernelTask, Task
+from executor.verdict import CompileResult, ErrorKind, Stage, TimingStats, Verdict, reward_for
+from executor.worker import EvaluationOptions, WorkerJob
+
+logger = logging.getLogger(__name__)
+
+
+class Candidate(BaseModel):
+    """A candidate solution: one CUDA translation unit (function tasks) or kernel source (kernel tasks)."""
+
+    source: str = Field(min_length=1, max_length=400_000)
+
+
+class EvaluateRequest(BaseModel):
+    """``POST /v1/evaluate``: one task, one candidate."""
+
+    task: Task
+    candidate: Candidate
+    options: EvaluationOptions = EvaluationOptions()
+
+
+class Evaluator:
+    """Evaluates candidates; thread-safe. Compiles run concurrently, GPU work is serialised."""
+
+    def __init__(self, settings: ExecutorSettings) -> None:
+        self.settings = settings
+        detected = device_arch()
+        self.arch = settings.arch if settings.arch != "auto" else (detected or DEFAULT_ARCH)
+        self.runtime: Literal["gpu", "host", "none"] = self._choose_runtime(
+            settings.runtime, detected is not None
+        )
+        self.compiler = Compiler(
+            cache_dir=settings.cache_dir,
+            arch=self.arch,
+            nvcc_path=settings.nvcc_path,
+            timeout_s=settings.compile_timeout_s,
+        )
+        self._gpu_lock = threading.Lock()
+        self._timing_cache: dict[tuple[str, str], TimingStats] = {}
+        self._cache_lock = threading.Lock()
+
+    @staticmethod
+    def _choose_runtime(requested: str, has_gpu: bool) -> Literal["gpu", "host", "none"]:
+        if requested in ("gpu", "host", "none"):
+            return requested  # type: ignore[return-value]
+        if has_gpu and importlib.util.find_spec("pycuda") is not None:
+            return "gpu"
+        return "none"
+
+    @property
+    def runtime_checks_available(self) -> bool:
+        """Whether correctness and timing can run here (a GPU with pycuda, or the test-only host mode)."""
+        return self.runtime in ("gpu", "host")
+
+    def evaluate(
+        self, task: FunctionTask | KernelTask, candidate: Candidate, options: EvaluationOptions | None = None
+    ) -> Verdict:
+        """Run every stage that applies and return the verdict (never raises for candidate failures)."""
+        options = options or EvaluationOptions()
+        seconds: dict[str, float] = {}
+        t0 = time.perf_counter()
+        violations = check_source(task, candidate.source)
+        seconds["static"] = time.perf_counter() - t0
+        if violations:
+            return Verdict(
+                task_id=task.id,
+                stage=Stage.STATIC,
+                passed=False,
+                error=ErrorKind.STATIC_REJECTED,
+                message="; ".join(f"{v.rule}: {v.reason}" for v in violations[:5]),
+                static_violations=violations,
+                reward=-1.0,
+                seconds=seconds,
+            )
+        compiled = self.compiler.compile(task, candidate.source)
+        seconds["compile"] = compiled.seconds
+        symbol = task.entry
+        if compiled.ok and isinstance(task, KernelTask):
+            found = kernel_symbol(compiled.kernels, task.entry)
+            if found is None:
+                compiled = compiled.model_copy(update={"ok": False})
+                return self._compile_failure(
+                    task, compiled, seconds, f"the cubin has no kernel named {task.entry!r}"
+                )
+            symbol = found
+        if not compiled.ok:
+            return self._compile_failure(task, compiled, seconds, None)
+        try:
+            reference = build_reference(task, self.settings.cache_dir)
+        except ReferenceBuildError as e:
+            return Verdict(
+                task_id=task.id,
+                stage=Stage.COMPILE,
+                passed=False,
+                error=ErrorKind.REFERENCE_ERROR,
+                message=str(e),
+                compile=compiled,
+                seconds=seconds,
+            )
+        runtime: Literal["gpu", "host", "none"] = self.runtime if self.runtime_checks_available else "none"
+        if runtime == "host" and isinstance(task, KernelTask):
+            runtime = "none"  # a kernel cannot run without a GPU
+        baseline = self._baseline(task, options) if runtime == "gpu" else None
+        job = WorkerJob(
+            task=task,
+            runtime=runtime,
+            candidate_product=str(compiled.product),
+            candidate_symbol=symbol,
+            baseline_product=baseline,
+            reference_library=str(reference),
+            seeds=[
+                secrets.randbits(62) for _ in range(options.correctness_sets + options.timing_size_checks + 1)
+            ],
+            options=options,
+            reference_timing=self._cached_timing("reference", task),
+            baseline_timing=self._cached_timing("baseline", task) if baseline else None,
+        )
+        with self._gpu_lock:
+            outcome = run_job(
+                job,
+                timeout_s=self.settings.run_timeout_s,
+                memory_limit_bytes=self.settings.memory_limit_bytes,
+            )
+        seconds.update(outcome.seconds)
+        if outcome.error is ErrorKind.RUNTIME_NOT_AVAILABLE:
+            return Verdict(
+                task_id=task.id,
+                stage=Stage.COMPILE,
+                passed=False,
+                error=outcome.error,
+                message=outcome.message,
+                compile=compiled,
+                runtime_stages="not_run",
+                reward=None,
+                seconds=seconds,
+            )
+        if outcome.error is ErrorKind.REFERENCE_ERROR:
+            return Verdict(
+                task_id=task.id,
+                stage=Stage.CORRECTNESS,
+                passed=False,
+                error=outcome.error,
+                message=outcome.message,
+                compile=compiled,
+                seconds=seconds,
+            )
+        if outcome.reference_timing is not None:
+            self._remember("reference", task, outcome.reference_timing)
+        if outcome.baseline_timing is not None:
+            self._remember("baseline", task, outcome.baseline_timing)
+        speedup = baseline_speedup = None
+        cand = outcome.candidate_timing
+        if outcome.passed and cand is not None and cand.median_ms > 0:
+            if outcome.reference_timing is not None:
+                speedup = outcome.reference_timing.median_ms / cand.median_ms
+            if outcome.baseline_timing is not None:
+                baseline_speedup = outcome.baseline_timing.median_ms / cand.median_ms
+        # Correct but not timed (run_timing=False) gives no speedup: reward stays None, not -1.
+        reward = reward_for(outcome.passed, speedup) if (speedup is not None or not outcome.passed) else None
+        return Verdict(
+            task_id=task.id,
+            stage=Stage(outcome.stage),
+            passed=outcome.passed,
+            error=outcome.error,
+            message=outcome.message,
+            runtime_stages="run",
+            compile=compiled,
+            mismatch=outcome.mismatch,
+            input_sets_checked=outcome.input_sets_checked,
+            candidate_timing=cand,
+            reference_timing=outcome.reference_timing,
+            baseline_timing=outcome.baseline_timing,
+            speedup=speedup,
+            baseline_speedup=baseline_speedup,
+            reward=reward,
+            device=outcome.device or None,
+            seconds=seconds,
+        )
+
+    def _compile_failure(
+        self,
+        task: FunctionTask | KernelTask,
+        compiled: CompileResult,
+        seconds: dict[str, float],
+        message: str | None,
+    ) -> Verdict:
+        kind = ErrorKind.COMPILE_TIMEOUT if compiled.timed_out else ErrorKind.COMPILE_ERROR
+        text = message or (compiled.log.strip().splitlines() or ["compilation failed"])[0]
+        return Verdict(
+            task_id=task.id,
+            stage=Stage.COMPILE,
+            passed=False,
+            error=kind,
+            message=text,
+            compile=compiled,
+            reward=-1.0,
+            seconds=seconds,
+        )
+
+    def _baseline(self, task: FunctionTask | KernelTask, options: EvaluationOptions) -> str | None:
+        if not options.baseline or not task.naive_source or isinstance(task, KernelTask):
+            return None
+        if self._cached_timing("baseline", task) is not None:
+            return "cached"
+        result = self.compiler.compile(task, task.naive_source)
+        if not result.ok:
+            logger.warning("naive.cu of %s does not compile; no baseline speedup", task.id)
+            return None
+        return result.product
+
+    def _key(self, what: str, task: FunctionTask | KernelTask) -> tuple[str, str]:
+        source = task.reference_source if what == "reference" else (task.naive_source or "")
+        return what, f"{task.id}:{hash((source, task.model_dump_json(include={'params', 'args'})))}"
+
+    def _cached_timing(self, what: str, task: FunctionTask | KernelTask) -> TimingStats | None:
+        with self._cache_lock:
+            return self._timing_cache.get(self._key(what, task))
+
+    def _remember(self, what: str, task: FunctionTask | KernelTask, stats: TimingStats) -> None:
+        with self._cache_lock:
+            self._timing_cache[self._key(what, task)] = stats
+
+
+def evaluate_safely(evaluator: Evaluator, request: EvaluateRequest) -> Verdict:
+    """Evaluate, turning infrastructure failures into an ``internal_error`` verdict for batch use."""
+    try:
+        return evaluator.evaluate(request.task, request.candidate, request.options)
+    except ExecutorError as e:
+        logger.exception("evaluation of %s failed", request.task.id)
+        return Verdict(
+            task_id=request.task.id,
+            stage=Stage.STATIC,
+            passed=False,
+            error=ErrorKind.INTERNAL_ERROR,
+            message=str(e),
+        )

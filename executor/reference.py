@@ -1,0 +1,177 @@
+"""Build and run a task's serial C++ reference on the CPU.
+
+The reference (and the optional generator.cpp) is compiled with ``g++ -O3 -shared -fPIC`` into a
+content-hash-cached library and called through ctypes *in the calling process*. That is fine for the
+project's own tasks; candidate code never goes through this path (see :mod:`executor.worker`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import shutil
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from executor.abi import bind_entry, call_entry
+from executor.cache import DEFAULT_CACHE_DIR, cached_product, content_key
+from executor.errors import ReferenceBuildError, ReferenceRunError, ToolchainError
+from executor.expr import Number
+from executor.inputs import INT_POISON, InputSet, generate_inputs
+from executor.taskformat import FunctionTask, KernelTask, Size, is_float
+
+logger = logging.getLogger(__name__)
+
+CXX_FLAGS = ("-O3", "-std=c++17", "-shared", "-fPIC")
+REFERENCE_BUILD_TIMEOUT_S = 120.0
+
+_loaded: dict[Path, ctypes.CDLL] = {}
+_load_lock = threading.Lock()
+
+
+@dataclass
+class ReferenceRun:
+    """The reference's inputs (as handed over) and its outputs, for one input set."""
+
+    seed: int
+    size: Size
+    scalars: dict[str, Number]
+    inputs: dict[str, np.ndarray]
+    outputs: dict[str, np.ndarray]
+    seconds: float
+
+
+def find_cxx() -> str:
+    """The host C++ compiler (``$CXX`` semantics are left to the settings; here: g++ on PATH)."""
+    cxx = shutil.which("g++")
+    if cxx is None:
+        raise ToolchainError("g++ not found on PATH; it is needed to build task references")
+    return cxx
+
+
+def _cxx_version(cxx: str) -> str:
+    out = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=False, timeout=30)
+    return out.stdout.splitlines()[0] if out.stdout else cxx
+
+
+def build_reference(task: FunctionTask | KernelTask, cache_dir: Path | None = None) -> Path:
+    """Compile reference.cpp (+ generator.cpp) into a cached shared library and return its path."""
+    cxx = find_cxx()
+    cache = (cache_dir or DEFAULT_CACHE_DIR) / "reference"
+    key = content_key(
+        "reference",
+        _cxx_version(cxx),
+        " ".join(CXX_FLAGS),
+        task.reference_source,
+        task.generator_source or "",
+    )
+
+    def build(work: Path, output: Path) -> None:
+        sources = [work / "reference.cpp"]
+        sources[0].write_text(task.reference_source, encoding="utf-8")
+        if task.generator_source:
+            sources.append(work / "generator.cpp")
+            sources[1].write_text(task.generator_source, encoding="utf-8")
+        cmd = [cxx, *CXX_FLAGS, *map(str, sources), "-o", str(output)]
+        try:
+            proc = subprocess.run(
+                cmd, capture_output=True, text=True, timeout=REFERENCE_BUILD_TIMEOUT_S, check=False
+            )
+        except subprocess.TimeoutExpired as e:
+            raise ReferenceBuildError(f"building the reference of {task.id!r} timed out") from e
+        if proc.returncode != 0:
+            raise ReferenceBuildError(f"reference of {task.id!r} does not compile:\n{proc.stderr[-4000:]}")
+
+    path, hit = cached_product(cache, key, ".so", build)
+    logger.debug("reference library %s (%s)", path, "cache hit" if hit else "built")
+    return path
+
+
+def load_library(path: Path) -> ctypes.CDLL:
+    """Load a shared library once per process (content-hashed paths make reuse safe)."""
+    with _load_lock:
+        if path not in _loaded:
+            try:
+                _loaded[path] = ctypes.CDLL(str(path))
+            except OSError as e:
+                raise ReferenceRunError(f"cannot load {path}: {e}") from e
+        return _loaded[path]
+
+
+def check_reference_outputs(task: FunctionTask | KernelTask, outputs: dict[str, np.ndarray]) -> None:
+    """A reference must write every output element with a finite value (NaN never passes, so a task
+    whose reference yields NaN/inf could never be solved), and must not leave the integer sentinel."""
+    for arg in task.outputs:
+        out = outputs[arg.name]
+        if is_float(arg.dtype):
+            bad = ~np.isfinite(out)
+            if bad.any():
+                raise ReferenceRunError(
+                    f"reference of {task.id!r} left {int(bad.sum())} non-finite elements in {arg.name!r} "
+                    f"(first at {int(np.argmax(bad))})"
+                )
+        elif arg.intent == "out" and out.itemsize >= 4:
+            # A 1-byte sentinel is an ordinary value that a correct reference may write (0xA5 is a
+            # plausible pixel), so only wider integer outputs can be checked this way.
+            unwritten = out == INT_POISON[arg.dtype]
+            if unwritten.any():
+                raise ReferenceRunError(
+                    f"reference of {task.id!r} did not write {int(unwritten.sum())} elements of {arg.name!r}"
+                )
+
+
+def reference_on(
+    task: FunctionTask | KernelTask, lib: ctypes.CDLL, inputs: InputSet
+) -> tuple[dict[str, np.ndarray], float]:
+    """Run the reference on a copy of an input set; return its outputs and the call's wall time."""
+    fn = bind_entry(lib, task.reference_symbol, task)
+    work = inputs.copy()
+    start = time.perf_counter()
+    call_entry(fn, task, work.scalars, work.arrays)
+    seconds = time.perf_counter() - start
+    outputs = {a.name: work.arrays[a.name] for a in task.outputs}
+    check_reference_outputs(task, outputs)
+    return outputs, seconds
+
+
+def run_reference(
+    task: FunctionTask | KernelTask,
+    size: Literal["test", "timing"],
+    seed: int,
+    cache_dir: Path | None = None,
+) -> ReferenceRun:
+    """Build (cached) and run the task's reference on one freshly generated input set.
+
+    Returns the inputs as handed to the reference (outputs poisoned) and the outputs it produced.
+    Raises :class:`ReferenceBuildError` / :class:`ReferenceRunError` when the task itself is broken.
+    """
+    lib = load_library(build_reference(task, cache_dir))
+    inputs = generate_inputs(task, size, seed, lib)
+    outputs, seconds = reference_on(task, lib, inputs)
+    return ReferenceRun(seed, size, dict(inputs.scalars), inputs.arrays, outputs, seconds)
+
+
+def time_reference(
+    task: FunctionTask | KernelTask,
+    seed: int,
+    repeats: int = 3,
+    cache_dir: Path | None = None,
+) -> list[float]:
+    """Wall-clock seconds of the serial reference at the timing size, ``repeats`` times.
+
+    Each repeat works on a fresh copy of the same inputs (copying is outside the timed region), so
+    in-place updates of ``inout`` arrays never change the work done.
+    """
+    lib = load_library(build_reference(task, cache_dir))
+    inputs = generate_inputs(task, "timing", seed, lib)
+    times = []
+    for _ in range(max(1, repeats)):
+        _, seconds = reference_on(task, lib, inputs)
+        times.append(seconds)
+    return times

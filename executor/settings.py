@@ -1,0 +1,35 @@
+"""The executor service's settings, read from ``REGRAPH_EXECUTOR_*`` environment variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from executor.cache import DEFAULT_CACHE_DIR
+
+
+class ExecutorSettings(BaseSettings):
+    """Configuration of one executor process (one GPU)."""
+
+    model_config = SettingsConfigDict(env_prefix="REGRAPH_EXECUTOR_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8081, ge=0, le=65535)
+    cache_dir: Path = DEFAULT_CACHE_DIR
+    arch: str = Field(default="auto", description="'auto' (from the GPU, sm_90 without one) or e.g. 'sm_90'")
+    nvcc_path: str | None = None
+    runtime: Literal["auto", "gpu", "host", "none"] = Field(
+        default="auto",
+        description="'auto': the GPU when pycuda and a device are present, else none. 'host' runs function-"
+        "task libraries on the CPU and exists for testing the isolation machinery only.",
+    )
+    compile_timeout_s: float = Field(default=180.0, gt=0)
+    run_timeout_s: float = Field(default=300.0, gt=0, description="wall-clock limit of one worker process")
+    request_timeout_s: float = Field(default=900.0, gt=0, description="limit of one synchronous request")
+    memory_limit_bytes: int = Field(default=16 << 30, gt=0, description="host memory of one worker process")
+    compile_workers: int = Field(default=2, ge=1, le=64)
+    max_batch: int = Field(default=64, ge=1)
+    log_level: str = "INFO"

@@ -1,0 +1,138 @@
+"""The executor's one result model, `Verdict`, and the parts it is built from.
+
+Every evaluation ends in a Verdict, whatever happened to the candidate: static rejection, compile
+error, crash, timeout, wrong answer or success. Runtime stages that could not run (no GPU) are
+reported as ``runtime_stages="not_run"`` with ``passed=False`` and ``reward=None``, never as passed.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from executor.static import StaticViolation
+
+VERDICT_FORMAT: Literal["regraph.verdict/v1"] = "regraph.verdict/v1"
+
+
+class Stage(StrEnum):
+    """How far the evaluation got (the last stage that was attempted)."""
+
+    STATIC = "static"
+    COMPILE = "compile"
+    CORRECTNESS = "correctness"
+    TIMING = "timing"
+
+
+class ErrorKind(StrEnum):
+    """Why a candidate did not pass."""
+
+    STATIC_REJECTED = "static_rejected"
+    COMPILE_ERROR = "compile_error"
+    COMPILE_TIMEOUT = "compile_timeout"
+    TIMEOUT = "timeout"
+    CRASH = "crash"
+    CUDA_ERROR = "cuda_error"
+    WRONG_OUTPUT = "wrong_output"
+    UNWRITTEN_OUTPUT = "unwritten_output"
+    NONDETERMINISTIC = "nondeterministic"
+    OUT_OF_MEMORY = "out_of_memory"
+    RUNTIME_NOT_AVAILABLE = "runtime_not_available"
+    REFERENCE_ERROR = "reference_error"
+    INTERNAL_ERROR = "internal_error"
+
+
+class KernelResources(BaseModel):
+    """What ``ptxas -v`` reports for one kernel."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    registers: int | None = None
+    shared_bytes: int = 0
+    constant_bytes: int = 0
+    stack_bytes: int = 0
+    spill_store_bytes: int = 0
+    spill_load_bytes: int = 0
+    barriers: int | None = None
+
+
+class CompileResult(BaseModel):
+    """The outcome of compiling a candidate: a product path on success, the log either way."""
+
+    ok: bool
+    kind: Literal["shared_library", "cubin"]
+    product: str | None = None
+    log: str = ""
+    command: list[str] = Field(default_factory=list)
+    cache_hit: bool = False
+    seconds: float = 0.0
+    timed_out: bool = False
+    kernels: list[KernelResources] = Field(default_factory=list)
+    arch: str = ""
+
+
+class TimingStats(BaseModel):
+    """Robust statistics over timing trials, in milliseconds."""
+
+    trials: int
+    median_ms: float
+    mean_ms: float
+    min_ms: float
+    max_ms: float
+    iqr_ms: float
+    cov: float = Field(description="coefficient of variation (std/mean)")
+
+
+class Mismatch(BaseModel):
+    """The first disagreement found in an output, for the model's feedback."""
+
+    arg: str
+    index: int
+    expected: str
+    got: str
+    count: int = Field(description="number of elements that failed")
+    total: int
+    size: Literal["test", "timing"]
+    seed: int
+
+
+class Verdict(BaseModel):
+    """The result of evaluating one candidate for one task."""
+
+    format: Literal["regraph.verdict/v1"] = VERDICT_FORMAT
+    task_id: str
+    stage: Stage
+    passed: bool
+    error: ErrorKind | None = None
+    message: str = ""
+    runtime_stages: Literal["run", "not_run"] = "not_run"
+    static_violations: list[StaticViolation] = Field(default_factory=list)
+    compile: CompileResult | None = None
+    mismatch: Mismatch | None = None
+    input_sets_checked: int = 0
+    candidate_timing: TimingStats | None = None
+    reference_timing: TimingStats | None = None
+    baseline_timing: TimingStats | None = None
+    speedup: float | None = Field(default=None, description="serial reference time / candidate time")
+    baseline_speedup: float | None = Field(default=None, description="naive CUDA time / candidate time")
+    reward: float | None = None
+    device: str | None = None
+    seconds: dict[str, float] = Field(default_factory=dict, description="wall time spent per stage")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Verdict:
+        if self.passed and (self.error is not None or self.runtime_stages != "run"):
+            raise ValueError("a verdict can only pass when the runtime stages ran without error")
+        if self.reward is not None and self.runtime_stages != "run" and self.error is None:
+            raise ValueError("a reward without runtime stages is only possible for a failure (-1)")
+        return self
+
+
+def reward_for(passed: bool, speedup: float | None) -> float:
+    """The paper's reward: -1 if any test fails; speedup-1 if correct but slower; speedup otherwise."""
+    if not passed or speedup is None:
+        return -1.0
+    return speedup - 1.0 if speedup < 1.0 else speedup

@@ -1,0 +1,136 @@
+"""Crash / timeout / memory isolation of the worker, exercised on the CPU with host-code candidates.
+
+The candidates here are plain C++ compiled into shared libraries: the worker path that loads a .so
+and calls its entry through ctypes is the same with or without a GPU.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from executor.reference import build_reference
+from executor.sandbox import run_job
+from executor.taskformat import FunctionTask, KernelTask, load_task
+from executor.verdict import ErrorKind
+from executor.worker import EvaluationOptions, WorkerJob
+
+TASKS_DIR = Path(__file__).parents[2] / "unit" / "executor" / "fixtures" / "tasks"
+FAST = EvaluationOptions(
+    correctness_sets=2,
+    timing_size_checks=1,
+    warmup=1,
+    min_trials=3,
+    max_trials=5,
+    min_timing_ms=0,
+    rotate_buffers=2,
+    reference_repeats=1,
+    baseline=False,
+)
+
+HEAD = 'extern "C" void saxpy(int n, float a, const float* x, float* y) {\n'
+CANDIDATES = {
+    "correct": HEAD + "for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i]; }",
+    "segfault": HEAD + "volatile int* p = nullptr; *p = 1; }",
+    "abort": "#include <cstdlib>\n" + HEAD + "std::abort(); }",
+    "hang": HEAD + "volatile int k = 0; while (true) { k = k + 1; } }",
+    "wrong": HEAD + "for (int i = 0; i < n; ++i) y[i] = a * x[i] - y[i]; }",
+    "partial": HEAD + "for (int i = 0; i < n / 2; ++i) y[i] = a * x[i] + y[i]; }",
+    "imprecise": HEAD + "for (int i = 0; i < n; ++i) y[i] = (float)(int)(a * x[i] + y[i]); }",
+    "hog": "#include <cstring>\n#include <new>\n"
+    + HEAD
+    + "for (int k = 0; k < 1000; ++k) { char* p = new char[1 << 28]; std::memset(p, 1, 1 << 28); } }",
+    # Remembers the first answer and replays it: right once, wrong on the next input set.
+    "cached": "#include <vector>\nstatic std::vector<float> memo;\n"
+    + HEAD
+    + "if (memo.empty()) { for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i]; memo.assign(y, y + n); }"
+    " else { for (int i = 0; i < n && i < (int)memo.size(); ++i) y[i] = memo[i]; } }",
+}
+
+
+@pytest.fixture(scope="module")
+def task() -> FunctionTask | KernelTask:
+    return load_task(TASKS_DIR / "saxpy")
+
+
+@pytest.fixture(scope="module")
+def products(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    out = tmp_path_factory.mktemp("host-candidates")
+    built = {}
+    for name, source in CANDIDATES.items():
+        src, lib = out / f"{name}.cpp", out / f"{name}.so"
+        src.write_text(source)
+        subprocess.run(["g++", "-O1", "-shared", "-fPIC", str(src), "-o", str(lib)], check=True)
+        built[name] = str(lib)
+    return built
+
+
+def _job(task: FunctionTask | KernelTask, product: str, cache: Path, run_timing: bool = False) -> WorkerJob:
+    return WorkerJob(
+        task=task,
+        runtime="host",
+        candidate_product=product,
+        candidate_symbol="saxpy",
+        reference_library=str(build_reference(task, cache)),
+        seeds=[101, 202, 303, 404],
+        options=FAST.model_copy(update={"run_timing": run_timing}),
+    )
+
+
+def test_correct_host_candidate_passes_and_is_timed(
+    task: FunctionTask | KernelTask, products: dict[str, str], tmp_path: Path
+) -> None:
+    outcome = run_job(_job(task, products["correct"], tmp_path, run_timing=True), timeout_s=120)
+    assert outcome.passed, outcome.message
+    assert outcome.error is None and outcome.stage == "timing"
+    assert outcome.input_sets_checked == 4
+    assert outcome.candidate_timing is not None and outcome.candidate_timing.trials >= 3
+    assert outcome.reference_timing is not None and outcome.reference_timing.median_ms > 0
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "words"),
+    [
+        ("segfault", ErrorKind.CRASH, "SIGSEGV"),
+        ("abort", ErrorKind.CRASH, "SIGABRT"),
+        ("wrong", ErrorKind.WRONG_OUTPUT, "differ from the reference"),
+        ("partial", ErrorKind.WRONG_OUTPUT, "differ"),
+        ("imprecise", ErrorKind.WRONG_OUTPUT, "differ"),
+        ("cached", ErrorKind.WRONG_OUTPUT, "differ"),
+    ],
+)
+def test_failures_become_outcomes(
+    task: FunctionTask | KernelTask,
+    products: dict[str, str],
+    tmp_path: Path,
+    name: str,
+    kind: ErrorKind,
+    words: str,
+) -> None:
+    outcome = run_job(_job(task, products[name], tmp_path), timeout_s=60)
+    assert not outcome.passed
+    assert outcome.error is kind, outcome.message
+    assert words in outcome.message
+
+
+def test_hang_is_killed_at_the_deadline(
+    task: FunctionTask | KernelTask, products: dict[str, str], tmp_path: Path
+) -> None:
+    start = time.monotonic()
+    outcome = run_job(_job(task, products["hang"], tmp_path), timeout_s=3)
+    assert outcome.error is ErrorKind.TIMEOUT and not outcome.passed
+    assert "correctness" in outcome.message
+    assert time.monotonic() - start < 15
+
+
+def test_memory_hog_is_stopped_by_the_limit(
+    task: FunctionTask | KernelTask, products: dict[str, str], tmp_path: Path
+) -> None:
+    outcome = run_job(_job(task, products["hog"], tmp_path), timeout_s=60, memory_limit_bytes=2 << 30)
+    assert not outcome.passed
+    assert outcome.error in (ErrorKind.OUT_OF_MEMORY, ErrorKind.CRASH), outcome.message
+    # after all of that, a good candidate still runs: nothing in the parent was harmed
+    assert run_job(_job(task, products["correct"], tmp_path), timeout_s=60).passed
