@@ -51,14 +51,19 @@ def _load_inline_seconds(task: FunctionTask | KernelTask, source: str, build_dir
     return time.perf_counter() - start
 
 
-def bench(tasks_dir: Path, limit: int, load_inline: bool, runtime: str) -> dict[str, Any]:
+def bench(
+    tasks_dir: Path, limit: int, load_inline: bool, runtime: str, out: Path | None = None
+) -> dict[str, Any]:
     """Evaluate every task's naive candidate once and collect per-stage wall times."""
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="executor-bench-") as tmp:
         settings = ExecutorSettings(cache_dir=Path(tmp) / "cache", runtime=runtime)
         evaluator = Evaluator(settings)
         compiler: Compiler = evaluator.compiler
-        options = EvaluationOptions(min_trials=10, max_trials=50, min_timing_ms=100, reference_repeats=1)
+        # The candidate is the naive version itself, so a naive baseline would only time it twice.
+        options = EvaluationOptions(
+            min_trials=10, max_trials=50, min_timing_ms=50, reference_repeats=1, baseline=False
+        )
         dirs = [
             d
             for d in sorted(tasks_dir.iterdir())
@@ -94,6 +99,9 @@ def bench(tasks_dir: Path, limit: int, load_inline: bool, runtime: str) -> dict[
             if load_inline:
                 row["load_inline"] = _load_inline_seconds(task, source, Path(tmp) / f"inline-{task.id}")
             rows.append(row)
+            if out is not None:  # written after every task, so an interrupted run still leaves its rows
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_text(json.dumps({"partial": True, "rows": rows}, indent=2, default=str) + "\n")
             logger.info("%s", json.dumps({k: v for k, v in row.items() if k != "compile_log"}, default=str))
         summary = {
             stage: _summary([r[stage] for r in rows if isinstance(r.get(stage), float)]) for stage in STAGES
@@ -144,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--load-inline", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    result = bench(args.tasks, args.limit, args.load_inline, args.runtime)
+    result = bench(args.tasks, args.limit, args.load_inline, args.runtime, args.out)
     result["command"] = " ".join(sys.argv)
     result["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     args.out.parent.mkdir(parents=True, exist_ok=True)

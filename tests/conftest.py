@@ -5,13 +5,15 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from neo4j import Driver
 
-from graphdb.connection import GraphServer, GraphServerOptions, Neo4jTarget, open_driver
-from graphdb.embedded import free_port
-from graphdb.migrations import MigrationRunner
+if TYPE_CHECKING:
+    # Imported lazily below: the GPU host that runs `pytest tests/gpu` has no neo4j driver.
+    from neo4j import Driver
+
+    from graphdb.connection import GraphServer, GraphServerOptions, Neo4jTarget
 
 CLEAR_GRAPH = (
     "MATCH (n) WHERE NOT n:SchemaMigration CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 5000 ROWS"
@@ -20,6 +22,9 @@ CLEAR_GRAPH = (
 
 def graph_server_options(data_dir: Path) -> GraphServerOptions:
     """Options for a test server: the embedded one, unless the run points at an external Neo4j."""
+    from graphdb.connection import GraphServerOptions
+    from graphdb.embedded import free_port
+
     return GraphServerOptions(
         uri=os.environ.get("REGRAPH_TEST_NEO4J_URI"),
         user=os.environ.get("REGRAPH_TEST_NEO4J_USER", "neo4j"),
@@ -35,6 +40,9 @@ def graph_server_options(data_dir: Path) -> GraphServerOptions:
 @pytest.fixture(scope="session")
 def graph_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GraphServer]:
     """The session's Neo4j server, started once and migrated to the latest schema."""
+    from graphdb.connection import GraphServer, open_driver
+    from graphdb.migrations import MigrationRunner
+
     server = GraphServer(graph_server_options(tmp_path_factory.mktemp("neo4j-session")))
     server.start()
     try:
@@ -52,6 +60,8 @@ def neo4j_target(graph_server: GraphServer) -> Neo4jTarget:
 
 @pytest.fixture(scope="session")
 def neo4j_driver(neo4j_target: Neo4jTarget) -> Iterator[Driver]:
+    from graphdb.connection import open_driver
+
     driver = open_driver(neo4j_target)
     try:
         yield driver
