@@ -11,7 +11,8 @@ from fastapi import FastAPI, Request, Response
 
 from api.errors import envelope, install_error_handlers
 from api.logs import configure_logging
-from api.routers import health
+from api.optimize.service import build_job_service
+from api.routers import cypher, graph, health, optimize
 from api.settings import ApiSettings
 from api.state import AppState
 
@@ -26,12 +27,20 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         state = await anyio.to_thread.run_sync(AppState.open, settings)
+        jobs = build_job_service(settings, state.driver, state.target.database)
+        try:
+            await jobs.start()
+        except BaseException:
+            await anyio.to_thread.run_sync(state.close)
+            raise
+        state.jobs = jobs
         app.state.regraph = state
         logger.info("api ready", extra={"neo4j": state.target.uri})
         try:
             yield
         finally:
             app.state.regraph = None
+            await jobs.stop()
             await anyio.to_thread.run_sync(state.close)
 
     app = FastAPI(
@@ -52,4 +61,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         return await call_next(request)
 
     app.include_router(health.router)
+    app.include_router(optimize.router)
+    app.include_router(graph.router)
+    app.include_router(cypher.router)
     return app

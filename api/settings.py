@@ -8,9 +8,16 @@ from typing import Literal
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from search.backends.config import ModelRoles
+
 
 def default_data_dir() -> Path:
     return Path.home() / ".local" / "share" / "regraph"
+
+
+def default_tasks_dir() -> Path:
+    """The benchmark tasks shipped with the package (bench/tasks)."""
+    return Path(__file__).resolve().parent.parent / "bench" / "tasks"
 
 
 class ApiSettings(BaseSettings):
@@ -45,3 +52,31 @@ class ApiSettings(BaseSettings):
         None, description="the GPU executor service; unset = `regraph up` starts a local one"
     )
     max_request_bytes: int = Field(5_000_000, ge=1024, description="larger request bodies are refused (413)")
+
+    # Optimization jobs (/v1/optimize).
+    models: ModelRoles = Field(
+        default_factory=ModelRoles,
+        description="model backends per role, from REGRAPH_MODELS__<ROLE>__<FIELD> (see search.backends.config)",
+    )
+    max_concurrent_jobs: int = Field(
+        2, ge=1, le=64, description="optimization jobs running at once; others queue"
+    )
+    tasks_dir: Path | None = Field(
+        default_factory=default_tasks_dir,
+        description="where `task_ref` ids are looked up (one directory per task)",
+    )
+    offer_improvements_to_graph: bool = Field(
+        False, description="add a job's verified improvement to the graph as pending examples"
+    )
+    job_events_kept: int = Field(2000, ge=10, description="newest progress events kept per job")
+    executor_timeout_s: float = Field(
+        960.0, gt=0, description="limit of one evaluation request to the executor"
+    )
+
+    # The graph API (/v1/retrieve, /v1/techniques, /v1/examples, /v1/cypher, ...).
+    anonymous_read: bool = Field(
+        False,
+        description="let requests without an API key read the graph (as role reader); writes always need a key",
+    )
+    cypher_timeout_s: float = Field(10.0, gt=0, le=600, description="longest a /v1/cypher query may run")
+    cypher_row_limit: int = Field(1000, ge=1, le=100_000, description="most rows a /v1/cypher query returns")

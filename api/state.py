@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from neo4j import Driver
 
 from api.settings import ApiSettings
 from graphdb.connection import GraphServer, GraphServerOptions, Neo4jTarget, open_driver
 from graphdb.migrations import MigrationRunner
+from graphdb.store import Neo4jGraphStore
+from search.embeddings import Embedder, shared_embedder
+
+if TYPE_CHECKING:
+    from api.optimize.service import JobService
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +43,9 @@ class AppState:
     target: Neo4jTarget
     driver: Driver
     migrations_applied: list[str] = field(default_factory=list)
+    jobs: JobService | None = None  # optimization jobs; started in the app's lifespan (needs the loop)
+    graph_store: Neo4jGraphStore | None = None  # the reasoning graph, over `driver`
+    embedder: Embedder | None = None  # code and technique embeddings (loaded once per process)
 
     @classmethod
     def open(cls, settings: ApiSettings) -> AppState:
@@ -52,6 +61,8 @@ class AppState:
                 logger.info(
                     "schema migrated", extra={"applied": ",".join(state.migrations_applied) or "none"}
                 )
+            state.graph_store = Neo4jGraphStore(driver, target.database)
+            state.embedder = shared_embedder()
         except BaseException:
             state.close()
             raise

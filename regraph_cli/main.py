@@ -24,6 +24,9 @@ from api.state import graph_options
 from graphdb.connection import GraphServer, open_driver
 from graphdb.errors import GraphDBError
 from graphdb.migrations import MigrationRunner
+from regraph_cli.bench import bench_app
+from regraph_cli.graph import graph_app, keys_app
+from regraph_cli.optimize import optimize_command
 
 app = typer.Typer(
     no_args_is_help=True, help="ReGraph: CUDA optimization with a reasoning graph and a small model."
@@ -32,6 +35,10 @@ db_app = typer.Typer(no_args_is_help=True, help="The graph database: schema migr
 executor_app = typer.Typer(no_args_is_help=True, help="The GPU executor microservice.")
 app.add_typer(db_app, name="db")
 app.add_typer(executor_app, name="executor")
+app.command("optimize")(optimize_command)
+app.add_typer(bench_app, name="bench")
+app.add_typer(graph_app, name="graph")
+app.add_typer(keys_app, name="keys")
 
 console = Console(stderr=True)
 logger = logging.getLogger("regraph")

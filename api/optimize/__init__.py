@@ -1,0 +1,1 @@
+"""The optimize endpoint: wire models and the job runner."""

@@ -1,0 +1,127 @@
+"""Wire models of the optimize endpoint and its jobs (``/v1/optimize``, ``/v1/jobs``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from executor.taskformat import Task
+from search.baselines import Method
+from search.engine import SearchResult
+
+JobStateName = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+Verification = Literal["verified", "compile-only"]
+
+MAX_SOURCE_CHARS = 400_000
+"""The executor's own limit on one candidate's source."""
+
+
+class OptimizeCreate(BaseModel):
+    """``POST /v1/optimize``: optimize one program for one task."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_SOURCE_CHARS,
+        description="the program to optimize (serial C++ or CUDA); default: the task's serial reference. "
+        "When the task has no reference_source, a serial C++ `source` is also used as the reference.",
+    )
+    task: Task | None = Field(
+        default=None, description="the task inline, in the executor's regraph.task/v1 format"
+    )
+    task_ref: str | None = Field(
+        default=None,
+        pattern=r"^[a-z0-9_]+$",
+        max_length=100,
+        description="the id of a task directory under the service's tasks directory (REGRAPH_TASKS_DIR)",
+    )
+    method: Method = "regraph-mcgs"
+    budget: int = Field(default=20, ge=1, le=1000, description="executor evaluations, hard limit")
+    token_budget: int | None = Field(default=None, ge=1, description="model tokens, prompt plus completion")
+    seed: int = Field(default=0, ge=0)
+    rollouts: int | None = Field(default=None, ge=1, le=1000, description="regraph-mcgs: iterations")
+    verification: Literal["auto", "verified", "compile-only"] = Field(
+        default="auto",
+        description="'verified': fail unless the executor can run and time candidates (GPU); "
+        "'compile-only': only compile and statically check (nothing is verified, no speedup); "
+        "'auto': verified when the executor has a GPU, else compile-only (the result says which)",
+    )
+
+    @model_validator(mode="after")
+    def _one_task(self) -> OptimizeCreate:
+        if (self.task is None) == (self.task_ref is None):
+            raise ValueError("give exactly one of 'task' (inline regraph.task/v1) and 'task_ref' (a task id)")
+        return self
+
+
+class CandidateCounts(BaseModel):
+    """How the candidates of a job fared."""
+
+    total: int = 0
+    passed: int = Field(0, description="correct on every input set and timed")
+    not_verified: int = Field(0, description="compiled, but not run (compile-only executor)")
+    failed: int = Field(0, description="rejected, did not compile, crashed, wrong output...")
+    no_code: int = Field(0, description="the model's answer had no usable code (no evaluation spent)")
+
+
+class OptimizeResult(BaseModel):
+    """What a finished job produced. Only a verified candidate can be the best one."""
+
+    verification: Verification
+    note: str = Field(description="in words: what was verified and what the best result is")
+    counts: CandidateCounts
+    search: SearchResult = Field(description="every candidate with its path and verdict, the best code")
+    offered_examples: list[str] = Field(
+        default_factory=list, description="ids of pending graph examples made from the best path"
+    )
+
+
+class JobPublic(BaseModel):
+    """A job as the API shows it."""
+
+    id: str
+    state: JobStateName
+    method: str
+    task_id: str
+    created_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    error: str | None = Field(None, description="why the job failed or was cancelled")
+    event_count: int = 0
+    events_url: str
+    request: dict[str, Any] = Field(description="the request as submitted")
+    result: OptimizeResult | None = None
+
+
+class JobAccepted(BaseModel):
+    """``202 Accepted`` answer of ``POST /v1/optimize``."""
+
+    id: str
+    state: JobStateName
+    job_url: str
+    events_url: str
+
+
+class JobList(BaseModel):
+    """``GET /v1/jobs``."""
+
+    jobs: list[JobPublic]
+
+
+class JobEventPublic(BaseModel):
+    """One progress event, as sent over server-sent events (``event: <kind>``, ``id: <seq>``).
+
+    Kinds: ``state`` (the job's state changed: ``data.state``, ``data.error``), and the search's own
+    events ``started``, ``candidate`` (the candidate with its verdict), ``new_best``, ``iteration``,
+    ``finished``; each search event carries the best so far and the budgets spent. The stream ends
+    with ``event: end`` whose data is the finished job.
+    """
+
+    seq: int
+    kind: str
+    at: datetime
+    data: dict[str, Any]

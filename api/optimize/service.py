@@ -1,0 +1,609 @@
+"""The job runner behind ``/v1/optimize``: optimization jobs as asyncio tasks, persisted in Neo4j.
+
+* Bounded concurrency: at most `max_concurrent` searches run at once; later jobs wait in ``queued``.
+* Every state change and search event is appended to the job's events (stored in Neo4j) and fanned
+  out to live subscribers; a subscriber first gets the past events, then follows live, and its stream
+  ends when the job ends. Finished jobs (and jobs of a previous process) are replayed from Neo4j.
+* Cancel: the job's task is cancelled and the job is recorded ``cancelled``.
+* A job is never lost silently: on start, jobs a previous process left queued or running are marked
+  failed ("interrupted by a restart"); on a clean stop, the jobs still running are marked the same.
+* Verification: see `search.evaluation`. With an executor without a GPU a job runs in compile-only
+  mode (unless the request insists on verification) and its result says that nothing was verified.
+
+No FastAPI here: the router translates `OptimizeError`s into HTTP errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal, ParamSpec, TypeVar
+
+from neo4j import Driver
+
+from api.optimize.protocol import CandidateCounts, JobEventPublic, OptimizeCreate, OptimizeResult
+from api.settings import ApiSettings
+from executor.client import ExecutorClient
+from executor.errors import ExecutorError, TaskFormatError
+from executor.taskformat import FunctionTask, KernelTask, load_task
+from graphdb.errors import GraphDBError
+from graphdb.jobs import JobEventRecord, JobNotFoundError, JobRecord, JobStateError, JobStore
+from graphdb.models import Example, IngestBatch, ReviewStatus, content_id, utc_now
+from graphdb.models import Verdict as ExampleVerdict
+from graphdb.store import GraphStore, Neo4jGraphStore
+from search.backends.base import ChatModel
+from search.backends.config import RoleConfig, build_model
+from search.baselines import optimize
+from search.engine import Candidate, SearchConfig, SearchEvent, SearchResult
+from search.errors import SearchError
+from search.evaluation import NOT_VERIFIED, ExecutorEvaluator, VerificationMode, executor_can_verify
+from search.mcgs import MCGSConfig
+from search.policy import TaskContext
+from search.protocols import INITIAL_TECHNIQUE, KnowledgeSource
+
+logger = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+RESTART_REASON = "interrupted by a restart"
+MODEL_SETTINGS_HINT = (
+    "set REGRAPH_MODELS__GENERATOR__BACKEND (openai, vllm or replay) and its settings: "
+    "REGRAPH_MODELS__GENERATOR__BASE_URL and REGRAPH_MODELS__GENERATOR__MODEL for openai, "
+    "REGRAPH_MODELS__GENERATOR__MODEL for vllm, REGRAPH_MODELS__GENERATOR__REPLAY_PATH for replay"
+)
+
+
+class OptimizeError(Exception):
+    """Root of the optimize service's errors."""
+
+
+class NotConfiguredError(OptimizeError):
+    """A dependency the job needs (generator model, executor) is not configured."""
+
+
+class InvalidTaskError(OptimizeError):
+    """The request's task or program cannot be used."""
+
+
+class TaskNotFoundError(OptimizeError):
+    """`task_ref` names no task in the tasks directory."""
+
+
+class JobUnknownError(OptimizeError):
+    """No job has this id."""
+
+
+class JobAlreadyFinishedError(OptimizeError):
+    """The job already ended, so it cannot be cancelled."""
+
+
+class JobStorageError(OptimizeError):
+    """The job store (Neo4j) failed."""
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """Nothing happened for a while: lets a stream send a keep-alive."""
+
+
+@dataclass
+class _Plan:
+    task: FunctionTask | KernelTask
+    context: TaskContext
+    request: OptimizeCreate
+
+
+@dataclass
+class _LiveJob:
+    plan: _Plan
+    history: list[JobEventRecord] = field(default_factory=list)
+    subscribers: set[asyncio.Queue[JobEventRecord | None]] = field(default_factory=set)
+    task: asyncio.Task[None] | None = None
+    stop_reason: str | None = None  # set when the service stops: the job ends failed, not cancelled
+
+
+def public_event(event: JobEventRecord) -> JobEventPublic:
+    """A stored event as the API shows it."""
+    return JobEventPublic(seq=event.seq, kind=event.kind, at=event.at, data=event.payload)
+
+
+class Subscription:
+    """A job's events: the past ones first, then live ones until the job ends.
+
+    Iterating yields `JobEventPublic`s and, after `heartbeat_s` without an event, a `Heartbeat`.
+    """
+
+    def __init__(
+        self,
+        backlog: list[JobEventRecord],
+        queue: asyncio.Queue[JobEventRecord | None] | None,
+        on_close: Callable[[], None],
+        heartbeat_s: float,
+        after: int = -1,
+    ) -> None:
+        """`queue` is None for a job that already ended (the backlog is then everything)."""
+        self._backlog = list(backlog)
+        self._queue = queue
+        self._on_close = on_close
+        self._heartbeat_s = heartbeat_s
+        self._last = after
+
+    def __aiter__(self) -> Subscription:
+        return self
+
+    async def __anext__(self) -> JobEventPublic | Heartbeat:
+        if self._backlog:
+            event = self._backlog.pop(0)
+            self._last = event.seq
+            return public_event(event)
+        if self._queue is None:
+            raise StopAsyncIteration
+        while True:
+            try:
+                # Cancelling a queue.get() on timeout is safe (unlike cancelling a generator's step).
+                item = await asyncio.wait_for(self._queue.get(), timeout=self._heartbeat_s)
+            except TimeoutError:
+                return Heartbeat()
+            if item is None:  # the job ended
+                self.close()
+                raise StopAsyncIteration
+            if item.seq > self._last:  # the backlog may already hold it
+                self._last = item.seq
+                return public_event(item)
+
+    def close(self) -> None:
+        """Stop following the job."""
+        if self._queue is not None:
+            self._on_close()
+            self._queue = None
+
+
+def count_candidates(candidates: list[Candidate]) -> CandidateCounts:
+    """Tally the candidates' outcomes."""
+    counts = CandidateCounts(total=len(candidates))
+    for c in candidates:
+        if c.evaluation is None:
+            counts.no_code += 1
+        elif c.evaluation.passed:
+            counts.passed += 1
+        elif c.evaluation.error_kind == NOT_VERIFIED:
+            counts.not_verified += 1
+        else:
+            counts.failed += 1
+    return counts
+
+
+def describe_result(result: SearchResult, verification: VerificationMode, counts: CandidateCounts) -> str:
+    """The job's outcome in one honest sentence or two."""
+    if verification == "compile-only":
+        return (
+            f"compile-only: the executor has no GPU, so no candidate was run. {counts.not_verified} of "
+            f"{counts.total} candidates compiled and passed the static checks, {counts.failed} failed, "
+            f"{counts.no_code} had no code. Correctness and speedup were not measured; nothing is "
+            "reported as an improvement."
+        )
+    if result.best_speedup is None:
+        return f"verified: none of the {counts.total} candidates passed every test ({counts.failed} failed)."
+    return (
+        f"verified: the best candidate (#{result.best_index}, path {' -> '.join(result.best_path or [])}) "
+        f"passed every test with a {result.best_speedup:.3g}x speedup over the serial reference."
+    )
+
+
+def resolve_task(request: OptimizeCreate, tasks_dir: Path | None) -> _Plan:
+    """The task and the starting code a request describes; raises `InvalidTaskError`/`TaskNotFoundError`."""
+    if request.task is not None:
+        task = request.task
+    else:
+        assert request.task_ref is not None  # OptimizeCreate requires one of the two
+        if tasks_dir is None:
+            raise TaskNotFoundError(
+                "no tasks directory is configured; set REGRAPH_TASKS_DIR or send the task inline"
+            )
+        path = tasks_dir / request.task_ref
+        if not (path / "task.json").is_file():
+            raise TaskNotFoundError(f"no task {request.task_ref!r} in the tasks directory")
+        try:
+            task = load_task(path)
+        except TaskFormatError as e:
+            raise InvalidTaskError(f"task {request.task_ref!r} is invalid: {e}") from e
+    if not task.reference_source.strip():
+        serial = (
+            request.source is not None and "__global__" not in request.source and "cuda" not in request.source
+        )
+        if not serial:
+            raise InvalidTaskError(
+                "the task has no reference_source: send the serial C++ reference in the task, or a serial "
+                "C++ program as 'source' (it then serves as the reference)"
+            )
+        task = task.model_copy(update={"reference_source": request.source})
+    context = TaskContext.from_task_json(task.model_dump(mode="json"))
+    if request.source is not None:
+        context = context.model_copy(update={"initial_code": request.source})
+    return _Plan(task=task, context=context, request=request)
+
+
+def search_config(request: OptimizeCreate) -> SearchConfig:
+    """The search settings a request asks for."""
+    common: dict[str, Any] = {
+        "seed": request.seed,
+        "evaluation_budget": request.budget,
+        "token_budget": request.token_budget,
+    }
+    if request.method == "regraph-mcgs":
+        if request.rollouts is not None:
+            common["rollouts"] = request.rollouts
+        return MCGSConfig(**common)
+    return SearchConfig(**common)
+
+
+def verified_path(result: SearchResult) -> list[Candidate]:
+    """The candidates from the first step to the best one, following parents (empty without a best)."""
+    if result.best_index is None:
+        return []
+    by_index = {c.index: c for c in result.candidates}
+    chain: list[Candidate] = []
+    index: int | None = result.best_index
+    while index is not None:
+        candidate = by_index[index]
+        chain.append(candidate)
+        index = candidate.parent_index
+    return list(reversed(chain))
+
+
+def offer_verified_steps(
+    store: GraphStore,
+    embed_code: Callable[[list[str]], list[list[float]]],
+    result: SearchResult,
+    initial_code: str,
+    *,
+    job_id: str,
+) -> list[str]:
+    """Add each step of the best verified path to the graph as a pending example; returns their ids.
+
+    Only for a verified improvement (best speedup > 1, every step on the path passed); curators review
+    the examples before retrieval trusts them. Uses the store's public `ingest` (pending status); a
+    step the graph already holds (same task and code) is skipped by the store and keeps its record.
+    """
+    chain = verified_path(result)
+    if not chain or result.best_speedup is None or result.best_speedup <= 1.0:
+        return []
+    if not all(c.passed and c.code is not None and c.technique is not None for c in chain):
+        return []
+    examples: list[Example] = []
+    code_before, previous, previous_speedup = initial_code, INITIAL_TECHNIQUE, 1.0
+    for candidate in chain:
+        assert candidate.evaluation is not None and candidate.code is not None and candidate.technique
+        serial = candidate.evaluation.speedup
+        examples.append(
+            Example(
+                id=content_id("example", result.task_id, code_before, candidate.code),
+                source=previous,
+                target=candidate.technique,
+                task_id=result.task_id,
+                detail=f"found by a {result.method} search (job {job_id}, candidate #{candidate.index})",
+                code_before=code_before,
+                code_after=candidate.code,
+                source_label=previous,
+                target_label=candidate.technique,
+                speedup=serial / previous_speedup if serial else None,
+                speedup_over_serial=serial,
+                verdict=ExampleVerdict.PASSED,
+                device=candidate.evaluation.raw.get("device"),
+                model=f"{candidate.backend}:{candidate.model}",
+                review_status=ReviewStatus.PENDING,
+                review_reason="offered by an optimize job; awaiting review",
+                created_at=utc_now(),
+            )
+        )
+        code_before, previous, previous_speedup = (
+            candidate.code,
+            candidate.technique,
+            serial or previous_speedup,
+        )
+    vectors = embed_code([e.code_before for e in examples])
+    examples = [e.model_copy(update={"code_embedding": v}) for e, v in zip(examples, vectors, strict=True)]
+    store.ingest(IngestBatch(examples=examples, actor=f"job:{job_id}"))
+    return [e.id for e in examples]
+
+
+@dataclass
+class ImprovementSink:
+    """Where verified improvements are offered (the graph store and the code embedder)."""
+
+    store: GraphStore
+    embed_code: Callable[[list[str]], list[list[float]]]
+
+
+class JobService:
+    """Runs optimization jobs in the current event loop; create once per process, `start` then `stop`."""
+
+    def __init__(
+        self,
+        store: JobStore,
+        *,
+        knowledge: Callable[[], KnowledgeSource],
+        generator: RoleConfig | None,
+        executor_url: str | None,
+        tasks_dir: Path | None,
+        max_concurrent: int = 2,
+        executor_timeout_s: float = 960.0,
+        improvements: Callable[[], ImprovementSink] | None = None,
+        heartbeat_s: float = 15.0,
+    ) -> None:
+        """`knowledge` and `improvements` are factories called (in a worker thread) when a job needs them."""
+        self.store = store
+        self._knowledge_factory = knowledge
+        self._knowledge: KnowledgeSource | None = None
+        self.generator = generator
+        self.executor_url = executor_url
+        self.tasks_dir = tasks_dir
+        self.executor_timeout_s = executor_timeout_s
+        self._improvements = improvements
+        self.heartbeat_s = heartbeat_s
+        self._slots = asyncio.Semaphore(max_concurrent)
+        self._live: dict[str, _LiveJob] = {}
+        self._model: ChatModel | None = None
+        self._setup_lock = asyncio.Lock()
+        self._executor: ExecutorClient | None = None
+
+    # ---- life cycle -----------------------------------------------------------------------------
+
+    async def start(self) -> list[str]:
+        """Mark jobs a previous process left unfinished as failed; returns their ids."""
+        try:
+            return await asyncio.to_thread(
+                self.store.fail_unfinished, f"{RESTART_REASON}: the process running it ended"
+            )
+        except GraphDBError as e:
+            raise JobStorageError(f"could not recover unfinished jobs: {e}") from e
+
+    async def stop(self) -> None:
+        """Stop every job (recorded failed: interrupted), then release the model and the executor client."""
+        live = list(self._live.values())
+        for job in live:
+            job.stop_reason = f"{RESTART_REASON}: the service stopped while the job ran"
+            if job.task is not None:
+                job.task.cancel()
+        await asyncio.gather(*(j.task for j in live if j.task is not None), return_exceptions=True)
+        if self._model is not None:
+            await self._model.aclose()
+            self._model = None
+        if self._executor is not None:
+            self._executor.close()
+            self._executor = None
+
+    # ---- requests -------------------------------------------------------------------------------
+
+    def check_configured(self) -> None:
+        """Raise `NotConfiguredError` when jobs cannot run here, naming the settings to set."""
+        if self.generator is None:
+            raise NotConfiguredError(f"no generator model is configured: {MODEL_SETTINGS_HINT}")
+        if self.executor_url is None:
+            raise NotConfiguredError(
+                "no executor is configured: set REGRAPH_EXECUTOR_URL (or start the stack with `regraph up`)"
+            )
+
+    async def submit(self, request: OptimizeCreate) -> JobRecord:
+        """Validate and queue a job; it starts when a slot is free."""
+        self.check_configured()
+        plan = resolve_task(request, self.tasks_dir)
+        job_id = uuid.uuid4().hex
+        record = await self._store(
+            self.store.create,
+            job_id,
+            method=request.method,
+            task_id=plan.task.id,
+            request=request.model_dump(mode="json", exclude_none=True),
+        )
+        live = _LiveJob(plan=plan)
+        self._live[job_id] = live
+        live.task = asyncio.create_task(self._run(job_id, live), name=f"job-{job_id}")
+        logger.info("job queued", extra={"job": job_id, "method": request.method, "task": plan.task.id})
+        return record
+
+    async def get(self, job_id: str) -> JobRecord:
+        """The job as stored."""
+        try:
+            return await self._store(self.store.get, job_id)
+        except JobNotFoundError as e:
+            raise JobUnknownError(str(e)) from e
+
+    async def list_jobs(self, *, limit: int = 50, offset: int = 0) -> list[JobRecord]:
+        """Jobs, newest first."""
+        return await self._store(self.store.list_jobs, limit=limit, offset=offset)
+
+    async def cancel(self, job_id: str) -> JobRecord:
+        """Cancel a queued or running job and return it once it is recorded as cancelled."""
+        live = self._live.get(job_id)
+        if live is None or live.task is None:
+            record = await self.get(job_id)
+            if record.finished:
+                raise JobAlreadyFinishedError(f"job {job_id} already {record.state}")
+            # Queued or running but not in this process: nothing runs it, so it can only be cancelled.
+            return await self._store(self.store.finish, job_id, "cancelled", error="cancelled by a request")
+        live.task.cancel()
+        await asyncio.gather(live.task, return_exceptions=True)
+        return await self.get(job_id)
+
+    async def subscribe(self, job_id: str, *, after: int = -1) -> Subscription:
+        """Follow a job's events with ``seq > after`` (past ones first); raises `JobUnknownError`."""
+        live = self._live.get(job_id)
+        if live is None:
+            await self.get(job_id)  # unknown id -> JobUnknownError
+            stored = await self._store(self.store.events, job_id, after=after)
+            return Subscription(stored, None, lambda: None, self.heartbeat_s, after)
+        # No await between copying the history and registering the queue: nothing can slip between.
+        queue: asyncio.Queue[JobEventRecord | None] = asyncio.Queue()
+        backlog = [e for e in live.history if e.seq > after]
+        live.subscribers.add(queue)
+        return Subscription(backlog, queue, lambda: live.subscribers.discard(queue), self.heartbeat_s, after)
+
+    # ---- running --------------------------------------------------------------------------------
+
+    async def _store(self, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return await asyncio.to_thread(call, *args, **kwargs)
+        except JobNotFoundError:
+            raise
+        except JobStateError as e:
+            raise JobAlreadyFinishedError(str(e)) from e
+        except GraphDBError as e:
+            raise JobStorageError(f"the job store failed: {e}") from e
+
+    async def _publish(self, job_id: str, live: _LiveJob, kind: str, payload: dict[str, Any]) -> None:
+        event = JobEventRecord(
+            job_id=job_id, seq=len(live.history), kind=kind, payload=payload, at=datetime.now(UTC)
+        )
+        live.history.append(event)
+        for queue in live.subscribers:
+            queue.put_nowait(event)
+        await self._store(self.store.append_event, event)
+
+    async def _dependencies(self) -> tuple[ChatModel, KnowledgeSource, ExecutorClient]:
+        async with self._setup_lock:
+            if self._model is None:
+                assert self.generator is not None  # check_configured ran at submit
+                self._model = await asyncio.to_thread(build_model, self.generator)
+            if self._knowledge is None:
+                self._knowledge = await asyncio.to_thread(self._knowledge_factory)
+            if self._executor is None:
+                assert self.executor_url is not None
+                self._executor = ExecutorClient(self.executor_url, timeout_s=self.executor_timeout_s)
+            return self._model, self._knowledge, self._executor
+
+    async def _search(self, job_id: str, live: _LiveJob) -> OptimizeResult:
+        plan = live.plan
+        request = plan.request
+        model, knowledge, executor = await self._dependencies()
+        can_verify = await asyncio.to_thread(executor_can_verify, executor)
+        if request.verification == "verified" and not can_verify:
+            raise NotConfiguredError(
+                "the job asked for verified results but the executor has no GPU runtime; point "
+                "REGRAPH_EXECUTOR_URL at a GPU executor or ask for verification 'compile-only' or 'auto'"
+            )
+        mode: VerificationMode = (
+            "verified" if can_verify and request.verification != "compile-only" else "compile-only"
+        )
+        await self._publish(job_id, live, "state", {"state": "running", "verification": mode})
+        evaluator = ExecutorEvaluator(executor, plan.task, mode=mode)
+
+        async def on_event(event: SearchEvent) -> None:
+            await self._publish(job_id, live, event.kind, event.model_dump(mode="json"))
+
+        result = await optimize(
+            request.method, plan.context, knowledge, model, evaluator, search_config(request), on_event
+        )
+        counts = count_candidates(result.candidates)
+        offered: list[str] = []
+        if mode == "verified" and self._improvements is not None:
+            sink = await asyncio.to_thread(self._improvements)
+            try:
+                offered = await asyncio.to_thread(
+                    offer_verified_steps,
+                    sink.store,
+                    sink.embed_code,
+                    result,
+                    plan.context.initial_code,
+                    job_id=job_id,
+                )
+            except GraphDBError as e:
+                # The search itself succeeded; a failed offer must not throw its result away.
+                logger.warning(
+                    "could not offer the improvement to the graph", extra={"job": job_id, "error": str(e)}
+                )
+        return OptimizeResult(
+            verification=mode,
+            note=describe_result(result, mode, counts),
+            counts=counts,
+            search=result,
+            offered_examples=offered,
+        )
+
+    async def _finish(
+        self,
+        job_id: str,
+        live: _LiveJob,
+        state: Literal["succeeded", "failed", "cancelled"],
+        *,
+        result: OptimizeResult | None = None,
+        error: str | None = None,
+    ) -> None:
+        payload = {"state": state, "error": error}
+        await self._publish(job_id, live, "state", payload)
+        await self._store(
+            self.store.finish,
+            job_id,
+            state,
+            result=result.model_dump(mode="json") if result is not None else None,
+            error=error,
+        )
+
+    async def _run(self, job_id: str, live: _LiveJob) -> None:
+        try:
+            await self._publish(job_id, live, "state", {"state": "queued"})
+            async with self._slots:
+                await self._store(self.store.mark_running, job_id)
+                result = await self._search(job_id, live)
+            await self._finish(job_id, live, "succeeded", result=result)
+            logger.info("job succeeded", extra={"job": job_id})
+        except asyncio.CancelledError:
+            # Record the end even though this task is being cancelled: shield the writes.
+            if live.stop_reason is not None:
+                await asyncio.shield(self._finish(job_id, live, "failed", error=live.stop_reason))
+            else:
+                await asyncio.shield(self._finish(job_id, live, "cancelled", error="cancelled by a request"))
+            logger.info("job ended early", extra={"job": job_id, "reason": live.stop_reason or "cancelled"})
+        except (SearchError, OptimizeError, ExecutorError, GraphDBError) as e:
+            logger.warning("job failed", extra={"job": job_id, "error": str(e)})
+            await self._finish(job_id, live, "failed", error=str(e))
+        except Exception as e:
+            # The job boundary: a bug must still end the job as failed (and be logged), never leave it running.
+            logger.exception("job crashed", extra={"job": job_id})
+            await self._finish(job_id, live, "failed", error=f"internal error: {type(e).__name__}: {e}")
+        finally:
+            self._live.pop(job_id, None)
+            for queue in live.subscribers:
+                queue.put_nowait(None)
+            live.subscribers.clear()
+
+
+async def follow(subscription: Subscription) -> AsyncIterator[JobEventPublic | Heartbeat]:
+    """Iterate a subscription, closing it however the consumer stops."""
+    try:
+        async for item in subscription:
+            yield item
+    finally:
+        subscription.close()
+
+
+def build_job_service(settings: ApiSettings, driver: Driver, database: str) -> JobService:
+    """The job service the API settings describe, over the graph in `database`."""
+
+    def knowledge() -> KnowledgeSource:
+        from search.embeddings import shared_embedder
+        from search.retrieval import GraphKnowledge
+
+        return GraphKnowledge(Neo4jGraphStore(driver, database), shared_embedder())
+
+    def improvements() -> ImprovementSink:
+        from search.embeddings import shared_embedder
+
+        return ImprovementSink(Neo4jGraphStore(driver, database), shared_embedder().embed_code)
+
+    return JobService(
+        JobStore(driver, database, keep_events=settings.job_events_kept),
+        knowledge=knowledge,
+        generator=settings.models.generator,
+        executor_url=settings.executor_url,
+        tasks_dir=settings.tasks_dir,
+        max_concurrent=settings.max_concurrent_jobs,
+        executor_timeout_s=settings.executor_timeout_s,
+        improvements=improvements if settings.offer_improvements_to_graph else None,
+    )

@@ -1,0 +1,204 @@
+"""``/v1/optimize`` and ``/v1/jobs``: start an optimization job, read it, follow it live, cancel it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Query, Response, status
+from fastapi.responses import StreamingResponse
+
+from api.deps import StateDep
+from api.errors import (
+    ERROR_RESPONSES,
+    ApiError,
+    ConflictError,
+    NotFoundError,
+    ServiceUnavailableError,
+)
+from api.optimize.protocol import (
+    JobAccepted,
+    JobEventPublic,
+    JobList,
+    JobPublic,
+    OptimizeCreate,
+    OptimizeResult,
+)
+from api.optimize.service import (
+    Heartbeat,
+    InvalidTaskError,
+    JobAlreadyFinishedError,
+    JobService,
+    JobStorageError,
+    JobUnknownError,
+    NotConfiguredError,
+    OptimizeError,
+    TaskNotFoundError,
+    follow,
+)
+from graphdb.jobs import JobRecord
+
+router = APIRouter(prefix="/v1", tags=["optimize"])
+
+
+class NotConfiguredApiError(ServiceUnavailableError):
+    """A setting the request needs is missing (the message names it)."""
+
+    error_type = "not_configured"
+
+
+class InvalidTaskApiError(ApiError):
+    """The task or program in the request cannot be optimized."""
+
+    status_code = 422
+    error_type = "invalid_task"
+
+
+_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **ERROR_RESPONSES,
+    409: {"model": ERROR_RESPONSES[404]["model"], "description": "conflict"},
+    413: {"model": ERROR_RESPONSES[404]["model"], "description": "payload too large"},
+}
+
+
+def get_jobs(state: StateDep) -> JobService:
+    """The running job service."""
+    if state.jobs is None:
+        raise ServiceUnavailableError("the job service is starting or stopping")
+    return state.jobs
+
+
+JobsDep = Annotated[JobService, Depends(get_jobs)]
+
+
+def _translate(error: OptimizeError) -> ApiError:
+    if isinstance(error, NotConfiguredError):
+        return NotConfiguredApiError(str(error))
+    if isinstance(error, InvalidTaskError):
+        return InvalidTaskApiError(str(error))
+    if isinstance(error, TaskNotFoundError | JobUnknownError):
+        return NotFoundError(str(error))
+    if isinstance(error, JobAlreadyFinishedError):
+        return ConflictError(str(error))
+    if isinstance(error, JobStorageError):
+        return ServiceUnavailableError(str(error))
+    return ApiError(str(error))
+
+
+def _public(record: JobRecord) -> JobPublic:
+    return JobPublic(
+        id=record.id,
+        state=record.state,
+        method=record.method,
+        task_id=record.task_id,
+        created_at=record.created_at,
+        started_at=record.started_at,
+        finished_at=record.finished_at,
+        error=record.error,
+        event_count=record.event_count,
+        events_url=f"/v1/jobs/{record.id}/events",
+        request=record.request,
+        result=OptimizeResult.model_validate(record.result) if record.result is not None else None,
+    )
+
+
+@router.post(
+    "/optimize",
+    status_code=status.HTTP_202_ACCEPTED,
+    summary="Start optimizing a program for a task; follow the job at events_url",
+    responses=_RESPONSES,
+)
+async def create_job(body: OptimizeCreate, jobs: JobsDep, response: Response) -> JobAccepted:
+    try:
+        record = await jobs.submit(body)
+    except OptimizeError as e:
+        raise _translate(e) from e
+    response.headers["Location"] = f"/v1/jobs/{record.id}"
+    return JobAccepted(
+        id=record.id,
+        state=record.state,
+        job_url=f"/v1/jobs/{record.id}",
+        events_url=f"/v1/jobs/{record.id}/events",
+    )
+
+
+@router.get("/jobs", summary="Jobs, newest first", responses=_RESPONSES)
+async def list_jobs(
+    jobs: JobsDep,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> JobList:
+    try:
+        records = await jobs.list_jobs(limit=limit, offset=offset)
+    except OptimizeError as e:
+        raise _translate(e) from e
+    return JobList(jobs=[_public(r) for r in records])
+
+
+@router.get(
+    "/jobs/{job_id}", summary="A job: state, request and, once finished, its result", responses=_RESPONSES
+)
+async def get_job(job_id: str, jobs: JobsDep) -> JobPublic:
+    try:
+        return _public(await jobs.get(job_id))
+    except OptimizeError as e:
+        raise _translate(e) from e
+
+
+@router.delete("/jobs/{job_id}", summary="Cancel a queued or running job", responses=_RESPONSES)
+async def cancel_job(job_id: str, jobs: JobsDep) -> JobPublic:
+    try:
+        return _public(await jobs.cancel(job_id))
+    except OptimizeError as e:
+        raise _translate(e) from e
+
+
+def _sse(event: str, data: str, event_id: int | None = None) -> str:
+    lines = [f"id: {event_id}"] if event_id is not None else []
+    lines.append(f"event: {event}")
+    lines.extend(f"data: {line}" for line in data.splitlines() or [""])
+    return "\n".join(lines) + "\n\n"
+
+
+@router.get(
+    "/jobs/{job_id}/events",
+    summary="Server-sent events: the job's past events, then live ones; ends with `event: end`",
+    response_class=StreamingResponse,
+    responses={
+        **_RESPONSES,
+        200: {"content": {"text/event-stream": {}}, "description": JobEventPublic.__doc__},
+    },
+)
+async def job_events(
+    job_id: str,
+    jobs: JobsDep,
+    after: Annotated[int, Query(ge=-1, description="only events with a larger seq")] = -1,
+    last_event_id: Annotated[
+        str | None, Header(description="set by reconnecting EventSource clients")
+    ] = None,
+) -> StreamingResponse:
+    if last_event_id is not None and last_event_id.strip().isdigit():
+        after = max(after, int(last_event_id))
+    try:
+        subscription = await jobs.subscribe(job_id, after=after)
+    except OptimizeError as e:
+        raise _translate(e) from e
+
+    async def stream() -> AsyncIterator[str]:
+        async for item in follow(subscription):
+            if isinstance(item, Heartbeat):
+                yield ": keep-alive\n\n"
+            else:
+                yield _sse(item.kind, item.model_dump_json(), item.seq)
+        try:
+            final = _public(await jobs.get(job_id))
+        except OptimizeError as e:
+            yield _sse("error", _translate(e).message)
+            return
+        yield _sse("end", final.model_dump_json())
+
+    return StreamingResponse(
+        stream(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )

@@ -1,0 +1,915 @@
+"""The CUDAEval-style benchmark runner: search every held-out task `samples` times, judge, score, report.
+
+For each selected task and each sample (seed ``seed + i``) the runner runs one optimization method
+(`search.baselines.optimize`) with a fresh evaluator and the run's knowledge source, then settles the
+sample's answer:
+
+* the search's best code (it passed every test) is evaluated once more by the executor, so that its
+  recorded speedup is a fresh measurement rather than the luckiest of the search's timings;
+* when nothing passed, the sample's answer is the latest candidate that compiled (else the latest
+  with code), with the verdict the search already got for it: a failure, or "not run" on an executor
+  without a GPU, where correctness is unknown and never counted as a pass;
+* a search that produced no code at all is a failure that did not compile.
+
+Every sample is appended to ``samples.jsonl`` in the output directory as soon as it is settled, so an
+interrupted run (or one stopped by ``time_limit_s``) resumes where it stopped. At the end the metrics
+(`bench.metrics`) are computed and the result JSON and the markdown report are written.
+
+`--teacher` mode instead sends every step of every selected task's teacher trajectories to the
+executor and scores the trajectories themselves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx
+from pydantic import BaseModel, Field, ValidationError
+
+from bench.metrics import (
+    DEFAULT_FAST_P,
+    BenchError,
+    MetricSummary,
+    SampleOutcome,
+    TeacherStepOutcome,
+    TeacherSummary,
+    Tier,
+    summarize_by_tier,
+    summarize_teacher_by_tier,
+)
+from bench.split import (
+    DEFAULT_SPLIT_PATH,
+    DEFAULT_TASKS_DIR,
+    DEFAULT_TRAJECTORIES_DIR,
+    SplitError,
+    check_split,
+    load_bench_tasks,
+    read_split,
+)
+from executor.client import ExecutorClient, ExecutorClientError
+from executor.errors import ExecutorError
+from executor.taskformat import FunctionTask, KernelTask, load_task
+from executor.verdict import ErrorKind, Verdict
+from executor.worker import EvaluationOptions
+from search.backends.base import ChatModel, ModelError
+from search.backends.config import RoleConfig, build_model
+from search.backends.replay import ReplayModel, load_replay, records_from_trajectories
+from search.baselines import METHODS, optimize
+from search.construction import ConstructionError, Trajectory, read_trajectory_file
+from search.engine import Candidate, SearchConfig, SearchResult
+from search.errors import SearchError
+from search.evaluation import ExecutorEvaluator, VerificationMode, executor_can_verify
+from search.inmemory import InMemoryKnowledge
+from search.policy import TaskContext
+from search.protocols import INITIAL_TECHNIQUE, CandidateEvaluator, KnowledgeSource, RetrievedExample
+
+logger = logging.getLogger(__name__)
+
+RESULT_FORMAT: Literal["regraph.bench-result/v1"] = "regraph.bench-result/v1"
+DEFAULT_KS: tuple[int, ...] = (1, 5, 10)
+_MESSAGE_CHARS = 600
+_LOG_CHARS = 2000
+
+RUNTIME_NOT_RUN_NOTE = (
+    "The executor had no GPU runtime: candidates were statically checked and compiled, but never run. "
+    "Correctness and speed were NOT measured, so no pass@k, speedup or fast_p is reported; only compile "
+    "rates are."
+)
+
+
+class RunnerError(BenchError):
+    """The benchmark cannot run (bad selection, unreadable inputs, executor or model unavailable)."""
+
+
+# ---- records ------------------------------------------------------------------------------------
+
+
+class SampleRecord(BaseModel):
+    """One sample of one task: the search that produced it and the verdict on its answer."""
+
+    task_id: str
+    tier: Tier
+    domain: str
+    sample: int = Field(ge=0)
+    seed: int
+    method: str
+    answer: Literal["best", "compiled", "last", "none"] = Field(
+        description="best: the search's verified best; compiled/last: nothing passed, the latest candidate "
+        "that compiled / that had code; none: no code at all"
+    )
+    compiled: bool
+    correct: bool | None = Field(description="None: compiled, but the runtime stages did not run")
+    runtime_stages: Literal["run", "not_run"] | None = None
+    speedup: float | None = None
+    baseline_speedup: float | None = None
+    error: str | None = None
+    message: str = ""
+    search_speedup: float | None = Field(
+        default=None, description="the best's speedup as timed in the search"
+    )
+    best_path: list[str] | None = None
+    code_sha256: str | None = None
+    candidates: int = 0
+    candidates_with_code: int = 0
+    candidates_compiled: int = 0
+    failures: dict[str, int] = Field(
+        default_factory=dict,
+        description="why candidates failed, counted: proposal failures and verdict errors",
+    )
+    search_evaluations: int = 0
+    final_evaluations: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    stop_reason: str | None = None
+    backends: list[str] = Field(default_factory=list)
+    seconds: float = 0.0
+    verdict: dict[str, Any] | None = Field(default=None, description="the executor's verdict on the answer")
+
+    def outcome(self) -> SampleOutcome:
+        """What the metrics need."""
+        return SampleOutcome(
+            task_id=self.task_id,
+            tier=self.tier,
+            compiled=self.compiled,
+            correct=self.correct,
+            speedup=self.speedup if self.correct else None,
+            baseline_speedup=self.baseline_speedup if self.correct else None,
+        )
+
+
+class TeacherStepRecord(BaseModel):
+    """One teacher trajectory step and the executor's verdict on it."""
+
+    task_id: str
+    tier: Tier
+    domain: str
+    trajectory: int = Field(ge=1)
+    step: int = Field(ge=1)
+    method: str
+    compiled: bool
+    correct: bool | None
+    runtime_stages: Literal["run", "not_run"]
+    speedup: float | None = None
+    baseline_speedup: float | None = None
+    error: str | None = None
+    message: str = ""
+    verdict: dict[str, Any]
+
+    def outcome(self) -> TeacherStepOutcome:
+        """What the teacher metrics need."""
+        return TeacherStepOutcome(
+            task_id=self.task_id,
+            tier=self.tier,
+            step=self.step,
+            method=self.method,
+            compiled=self.compiled,
+            correct=self.correct,
+            speedup=self.speedup if self.correct else None,
+            baseline_speedup=self.baseline_speedup if self.correct else None,
+        )
+
+
+class RunInfo(BaseModel):
+    """What was run, on what, and how; also the identity a resumed run must match."""
+
+    kind: Literal["search", "teacher"]
+    method: str | None = None
+    model: str | None = None
+    knowledge: str | None = None
+    samples: int | None = None
+    evaluation_budget: int | None = None
+    token_budget: int | None = None
+    seed: int = 0
+    final_evaluation: bool = True
+    tasks: list[str]
+    task_selection: str
+    split: dict[str, Any] | None = Field(default=None, description="seed and task-set hash of the split used")
+    executor_url: str
+    device: dict[str, Any] = Field(default_factory=dict)
+    verification: VerificationMode
+    evaluation_options: dict[str, Any] | None = Field(
+        default=None, description="None: the executor's defaults"
+    )
+    ks: list[int] = Field(default_factory=lambda: list(DEFAULT_KS))
+    ps: list[float] = Field(default_factory=lambda: list(DEFAULT_FAST_P))
+
+    def identity(self) -> dict[str, Any]:
+        """The settings that make two runs comparable sample by sample (for resuming)."""
+        return self.model_dump(
+            include={
+                "kind",
+                "method",
+                "model",
+                "knowledge",
+                "samples",
+                "evaluation_budget",
+                "token_budget",
+                "seed",
+                "final_evaluation",
+                "verification",
+                "evaluation_options",
+            }
+        )
+
+
+class Totals(BaseModel):
+    """What the run spent."""
+
+    executor_evaluations: int = Field(description="search evaluations plus final evaluations")
+    search_evaluations: int = 0
+    final_evaluations: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = Field(
+        default=0.0,
+        description="search runs: time spent on the recorded samples (summed over resumed invocations); "
+        "teacher runs: the executor's stage times of the recorded steps",
+    )
+
+
+class BenchResult(BaseModel):
+    """The result file (``result.json``): schema-versioned, the input of `bench.report`."""
+
+    format: Literal["regraph.bench-result/v1"] = RESULT_FORMAT
+    created_at: str
+    run: RunInfo
+    complete: bool = Field(description="False: stopped early; `missing_tasks` were not (fully) run")
+    missing_tasks: list[str] = Field(default_factory=list)
+    runtime_measured: bool = Field(description="False: the runtime stages never ran; no pass/speed numbers")
+    note: str = ""
+    totals: Totals
+    metrics: dict[str, MetricSummary] | None = None
+    teacher_metrics: dict[str, TeacherSummary] | None = None
+    samples: list[SampleRecord] = Field(default_factory=list)
+    teacher_steps: list[TeacherStepRecord] = Field(default_factory=list)
+
+
+def read_result(path: Path) -> BenchResult:
+    """Read a result file."""
+    try:
+        return BenchResult.model_validate_json(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise RunnerError(f"cannot read the result {path}: {e}") from e
+    except ValidationError as e:
+        raise RunnerError(f"{path} is not a {RESULT_FORMAT} result: {e}") from e
+
+
+# ---- tasks, models and knowledge --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BenchTaskEntry:
+    """A selected task, ready to run."""
+
+    id: str
+    tier: Tier
+    domain: str
+    task: FunctionTask | KernelTask
+    context: TaskContext
+    trajectories: list[Trajectory]
+
+
+@dataclass(frozen=True)
+class TaskSelection:
+    """The tasks to run and the split they came from."""
+
+    tasks: list[BenchTaskEntry]
+    description: str
+    split: dict[str, Any] | None
+    build_ids: list[str]
+
+
+def _read_trajectories(trajectories_dir: Path, task_id: str) -> list[Trajectory]:
+    path = trajectories_dir / f"{task_id}.jsonl"
+    if not path.is_file():
+        return []
+    try:
+        return [t.trajectory for t in read_trajectory_file(path)]
+    except ConstructionError as e:
+        raise RunnerError(str(e)) from e
+
+
+def select_tasks(
+    selection: Sequence[str],
+    *,
+    tasks_dir: Path = DEFAULT_TASKS_DIR,
+    trajectories_dir: Path = DEFAULT_TRAJECTORIES_DIR,
+    split_path: Path = DEFAULT_SPLIT_PATH,
+) -> TaskSelection:
+    """Resolve ``eval`` (the split's held-out tasks, after checking the split), ``all`` or explicit ids."""
+    names = [part.strip() for item in selection for part in item.split(",") if part.strip()] or ["eval"]
+    try:
+        split = read_split(split_path) if split_path.is_file() else None
+        bench_tasks, _ = load_bench_tasks(tasks_dir, trajectories_dir)
+    except SplitError as e:
+        raise RunnerError(str(e)) from e
+    known = {t.id: t for t in bench_tasks}
+    if names == ["eval"]:
+        if split is None:
+            raise RunnerError(f"no split at {split_path}; make one with `regraph bench split`")
+        try:
+            check_split(split, bench_tasks)
+        except SplitError as e:
+            raise RunnerError(f"the split cannot be used: {e}") from e
+        ids, description = list(split.eval), f"eval split ({len(split.eval)} held-out tasks)"
+    elif names == ["all"]:
+        ids, description = sorted(known), f"all tasks ({len(known)})"
+    else:
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise RunnerError(f"unknown or incomplete task(s): {', '.join(unknown)}")
+        ids, description = names, f"listed tasks ({len(names)})"
+    entries = []
+    for task_id in ids:
+        try:
+            task = load_task(tasks_dir / task_id)
+        except ExecutorError as e:
+            raise RunnerError(f"task {task_id}: {e}") from e
+        entries.append(
+            BenchTaskEntry(
+                id=task_id,
+                tier=known[task_id].tier,
+                domain=known[task_id].domain,
+                task=task,
+                context=TaskContext.from_task_json(task.model_dump(mode="json")),
+                trajectories=_read_trajectories(trajectories_dir, task_id),
+            )
+        )
+    # A selected task never lends its own trajectories to the graph it is searched with.
+    building = split.build if split is not None else sorted(known)
+    build_ids = [i for i in building if i not in set(ids)]
+    split_info = {"seed": split.seed, "task_set": split.task_set, "path": str(split_path)} if split else None
+    return TaskSelection(entries, description, split_info, build_ids)
+
+
+def knowledge_from_trajectories(
+    task_ids: Sequence[str],
+    *,
+    tasks_dir: Path = DEFAULT_TASKS_DIR,
+    trajectories_dir: Path = DEFAULT_TRAJECTORIES_DIR,
+) -> InMemoryKnowledge:
+    """An in-memory reasoning graph of the given tasks' trajectories (method names used as they are).
+
+    Step 1 starts from the task's serial reference at the initial node; each step is an example of the
+    transition previous method -> this method. Speedups are unknown (not measured here).
+    """
+    knowledge = InMemoryKnowledge()
+    for task_id in task_ids:
+        try:
+            reference = (tasks_dir / task_id / "reference.cpp").read_text(encoding="utf-8")
+        except OSError as e:
+            raise RunnerError(f"task {task_id}: cannot read reference.cpp: {e}") from e
+        for number, trajectory in enumerate(_read_trajectories(trajectories_dir, task_id), start=1):
+            source, before = INITIAL_TECHNIQUE, reference
+            for step_number, step in enumerate(trajectory.steps, start=1):
+                knowledge.add_example(
+                    RetrievedExample(
+                        id=f"{task_id}:{number}:{step_number}",
+                        task_id=task_id,
+                        source_technique=source,
+                        target_technique=step.method,
+                        code_before=before,
+                        code_after=step.code,
+                        think=step.think,
+                        detail=step.detail,
+                    )
+                )
+                source, before = step.method, step.code
+    return knowledge
+
+
+ModelFactory = Callable[[], ChatModel]
+KnowledgeFactory = Callable[[], KnowledgeSource]
+EvaluatorFactory = Callable[[FunctionTask | KernelTask], CandidateEvaluator]
+
+
+def teacher_replay_model(trajectories_dir: Path = DEFAULT_TRAJECTORIES_DIR) -> ReplayModel:
+    """A replay model answering step prompts with the teacher trajectories' own steps."""
+    lines: list[str] = []
+    for path in sorted(trajectories_dir.glob("*.jsonl")):
+        lines.extend(path.read_text(encoding="utf-8").splitlines())
+    try:
+        records = records_from_trajectories(lines)
+    except ModelError as e:
+        raise RunnerError(f"the teacher trajectories cannot be replayed: {e}") from e
+    return ReplayModel(records, name=f"replay:teacher-trajectories:{trajectories_dir.name}")
+
+
+def model_factory(
+    spec: str, *, trajectories_dir: Path = DEFAULT_TRAJECTORIES_DIR
+) -> tuple[ModelFactory, str]:
+    """The model a ``--model`` value names, and a description of it for the result.
+
+    ``teacher``: replay the teacher trajectories; a directory: replay the trajectories in it; a
+    ``.jsonl`` file: a replay file or a trajectory file (told apart by its first record's format); a
+    ``.json`` file: a `RoleConfig` (any backend).
+    """
+    if spec == "teacher":
+        return (
+            lambda: teacher_replay_model(trajectories_dir)
+        ), f"replay of the teacher trajectories ({trajectories_dir})"
+    path = Path(spec)
+    if path.is_dir():
+        return (lambda: teacher_replay_model(path)), f"replay of the trajectories in {path}"
+    if not path.is_file():
+        raise RunnerError(
+            f"--model {spec!r}: expected 'teacher', a trajectory directory, a .jsonl or a .json file"
+        )
+    if path.suffix == ".json":
+        try:
+            role = RoleConfig.model_validate_json(path.read_text(encoding="utf-8"))
+        except (OSError, ValidationError) as e:
+            raise RunnerError(f"{path} is not a role configuration: {e}") from e
+        description = f"{role.backend}:{role.model or role.replay_path} (role config {path.name})"
+        return (lambda: build_model(role)), description
+    try:
+        first = next((line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()), "{}")
+        kind = json.loads(first).get("format")
+    except (OSError, ValueError, AttributeError) as e:
+        raise RunnerError(f"{path} is neither a replay nor a trajectory file: {e}") from e
+    if kind == "regraph.trajectory/v1":
+
+        def from_trajectory_file() -> ChatModel:
+            try:
+                return ReplayModel(
+                    records_from_trajectories(path.read_text(encoding="utf-8").splitlines()),
+                    name=f"replay:{path.name}",
+                )
+            except ModelError as e:
+                raise RunnerError(f"{path}: {e}") from e
+
+        return from_trajectory_file, f"replay of the trajectories in {path}"
+    try:
+        load_replay(path)
+    except ModelError as e:
+        raise RunnerError(str(e)) from e
+    return (lambda: ReplayModel.from_file(path)), f"replay file {path}"
+
+
+# ---- settling one sample ----------------------------------------------------------------------
+
+
+def _verdict_of(candidate: Candidate) -> Verdict | None:
+    if candidate.evaluation is None or not candidate.evaluation.raw:
+        return None
+    try:
+        return Verdict.model_validate(candidate.evaluation.raw)
+    except ValidationError:
+        # An evaluator other than the executor's: no verdict to read, only its Evaluation.
+        return None
+
+
+def _compiled(verdict: Verdict | None) -> bool:
+    return verdict is not None and verdict.compile is not None and verdict.compile.ok
+
+
+def _trimmed_verdict(verdict: Verdict) -> dict[str, Any]:
+    data = verdict.model_dump(mode="json")
+    if data.get("compile") and len(data["compile"].get("log", "")) > _LOG_CHARS:
+        data["compile"]["log"] = data["compile"]["log"][:_LOG_CHARS] + "\n... (truncated)"
+    return data
+
+
+def verdict_outcome(verdict: Verdict) -> tuple[bool, bool | None]:
+    """(compiled, correct) of a verdict; correct is None when it compiled but could not be run."""
+    compiled = _compiled(verdict)
+    if verdict.passed:
+        return compiled, True
+    if verdict.runtime_stages == "not_run" and verdict.error is ErrorKind.RUNTIME_NOT_AVAILABLE:
+        return compiled, None
+    return compiled, False
+
+
+def _sha(code: str) -> str:
+    return hashlib.sha256(code.encode()).hexdigest()
+
+
+# ---- the runs ---------------------------------------------------------------------------------
+
+
+@dataclass
+class CudaEvalRunner:
+    """Runs one method over the selected tasks; see the module docstring."""
+
+    method: str
+    selection: TaskSelection
+    client: ExecutorClient
+    executor_url: str
+    model: ModelFactory
+    model_description: str
+    knowledge: KnowledgeFactory
+    knowledge_description: str
+    out_dir: Path
+    samples: int = 1
+    evaluation_budget: int = 20
+    token_budget: int | None = None
+    seed: int = 0
+    final_evaluation: bool = True
+    evaluator: EvaluatorFactory | None = None
+    evaluation_options: EvaluationOptions | None = None
+    search_overrides: dict[str, Any] | None = None
+    time_limit_s: float | None = None
+    ks: Sequence[int] = DEFAULT_KS
+    ps: Sequence[float] = DEFAULT_FAST_P
+
+    def _info(self, device: dict[str, Any], mode: VerificationMode) -> RunInfo:
+        return RunInfo(
+            kind="search",
+            method=self.method,
+            model=self.model_description,
+            knowledge=self.knowledge_description,
+            samples=self.samples,
+            evaluation_budget=self.evaluation_budget,
+            token_budget=self.token_budget,
+            seed=self.seed,
+            final_evaluation=self.final_evaluation,
+            tasks=[t.id for t in self.selection.tasks],
+            task_selection=self.selection.description,
+            split=self.selection.split,
+            executor_url=self.executor_url,
+            device=device,
+            verification=mode,
+            evaluation_options=self.evaluation_options.model_dump() if self.evaluation_options else None,
+            ks=sorted({*self.ks, self.samples}),
+            ps=list(self.ps),
+        )
+
+    def run(self) -> BenchResult:
+        """Run (or resume) the benchmark and write ``result.json`` and the report; returns the result."""
+        if self.method not in METHODS:
+            raise RunnerError(f"unknown method {self.method!r}; expected one of {', '.join(METHODS)}")
+        if self.samples < 1:
+            raise RunnerError("--samples must be at least 1")
+        device, mode = describe_executor(self.client)
+        info = self._info(device, mode)
+        journal = _Journal(self.out_dir, info, "samples.jsonl")
+        done = {(r.task_id, r.sample): r for r in (SampleRecord.model_validate(x) for x in journal.records)}
+        started = time.monotonic()
+        stopped_early = asyncio.run(self._run_all(info, mode, journal, done, started))
+        records = [
+            done[(t.id, i)] for t in self.selection.tasks for i in range(self.samples) if (t.id, i) in done
+        ]
+        missing = sorted(
+            {t.id for t in self.selection.tasks for i in range(self.samples) if (t.id, i) not in done}
+        )
+        complete = [r for r in records if r.task_id not in missing]
+        result = build_search_result(info, complete, missing)
+        if stopped_early:
+            logger.warning(
+                "stopped at the time limit; %d task(s) left to run: resume with the same --out", len(missing)
+            )
+        write_result(result, self.out_dir)
+        return result
+
+    async def _run_all(
+        self,
+        info: RunInfo,
+        mode: VerificationMode,
+        journal: _Journal,
+        done: dict[tuple[str, int], SampleRecord],
+        started: float,
+    ) -> bool:
+        model = self.model()
+        try:
+            knowledge = self.knowledge()
+            for entry in self.selection.tasks:
+                for sample in range(self.samples):
+                    if (entry.id, sample) in done:
+                        continue
+                    if self.time_limit_s is not None and time.monotonic() - started > self.time_limit_s:
+                        return True
+                    record = await self._one_sample(entry, sample, model, knowledge, mode)
+                    journal.append(record)
+                    done[(entry.id, sample)] = record
+                    logger.info(
+                        "sample settled",
+                        extra={
+                            "task": entry.id,
+                            "sample": sample,
+                            "compiled": record.compiled,
+                            "correct": record.correct,
+                            "speedup": record.speedup,
+                        },
+                    )
+        finally:
+            await model.aclose()
+        return False
+
+    async def _one_sample(
+        self,
+        entry: BenchTaskEntry,
+        sample: int,
+        model: ChatModel,
+        knowledge: KnowledgeSource,
+        mode: VerificationMode,
+    ) -> SampleRecord:
+        seed = self.seed + sample
+        config = SearchConfig.model_validate(
+            {
+                **(self.search_overrides or {}),
+                "seed": seed,
+                "evaluation_budget": self.evaluation_budget,
+                "token_budget": self.token_budget,
+            }
+        )
+        evaluator = (
+            self.evaluator(entry.task)
+            if self.evaluator
+            else ExecutorEvaluator(self.client, entry.task, mode=mode, options=self.evaluation_options)
+        )
+        began = time.monotonic()
+        try:
+            result = await optimize(self.method, entry.context, knowledge, model, evaluator, config)
+        except SearchError as e:
+            raise RunnerError(f"task {entry.id}, sample {sample}: the search could not run: {e}") from e
+        record = await self._settle(entry, sample, seed, result)
+        record.seconds = round(time.monotonic() - began, 3)
+        return record
+
+    async def _settle(
+        self, entry: BenchTaskEntry, sample: int, seed: int, result: SearchResult
+    ) -> SampleRecord:
+        with_code = [c for c in result.candidates if c.code is not None]
+        verdicts = {c.index: _verdict_of(c) for c in with_code}
+        failures = Counter(
+            c.failure_kind or (c.evaluation.error_kind if c.evaluation else None) or "failed"
+            for c in result.candidates
+            if not c.passed
+        )
+        record = SampleRecord(
+            task_id=entry.id,
+            tier=entry.tier,
+            domain=entry.domain,
+            sample=sample,
+            seed=seed,
+            method=self.method,
+            answer="none",
+            compiled=False,
+            correct=False,
+            error="no_code",
+            message="the search produced no code",
+            best_path=result.best_path,
+            candidates=len(result.candidates),
+            candidates_with_code=len(with_code),
+            candidates_compiled=sum(_compiled(v) for v in verdicts.values()),
+            failures=dict(sorted(failures.items())),
+            search_evaluations=result.evaluations_used,
+            prompt_tokens=result.prompt_tokens,
+            completion_tokens=result.completion_tokens,
+            stop_reason=result.stop_reason,
+            backends=result.backends,
+            search_speedup=result.best_speedup,
+        )
+        if result.best_code is not None:
+            record.answer, record.code_sha256 = "best", _sha(result.best_code)
+            best = next(c for c in result.candidates if c.index == result.best_index)
+            verdict = verdicts.get(best.index)
+            if self.final_evaluation:
+                verdict = await self._final_verdict(entry, result.best_code)
+                record.final_evaluations = 1
+            if verdict is None:
+                # Not an executor verdict: trust the evaluator's own judgement of the best.
+                record.compiled, record.correct, record.speedup = True, True, result.best_speedup
+                record.error, record.message = None, ""
+                _save_code(self.out_dir, entry.id, sample, result.best_code)
+                return record
+            _apply_verdict(record, verdict)
+            _save_code(self.out_dir, entry.id, sample, result.best_code)
+            return record
+        compiled = [c for c in with_code if _compiled(verdicts[c.index])]
+        chosen = compiled[-1] if compiled else (with_code[-1] if with_code else None)
+        if chosen is None or chosen.code is None:
+            return record
+        record.answer, record.code_sha256 = ("compiled" if compiled else "last"), _sha(chosen.code)
+        _save_code(self.out_dir, entry.id, sample, chosen.code)
+        verdict = verdicts[chosen.index]
+        if verdict is not None:
+            _apply_verdict(record, verdict)
+        else:
+            evaluation = chosen.evaluation
+            record.error = evaluation.error_kind if evaluation else "not_evaluated"
+            record.message = (evaluation.message if evaluation else "")[:_MESSAGE_CHARS]
+        return record
+
+    async def _final_verdict(self, entry: BenchTaskEntry, code: str) -> Verdict:
+        try:
+            return await asyncio.to_thread(self.client.evaluate, entry.task, code, self.evaluation_options)
+        except (ExecutorClientError, httpx.HTTPError, ValidationError) as e:
+            raise RunnerError(
+                f"task {entry.id}: the executor could not re-evaluate the best code: {e}"
+            ) from e
+
+
+def _apply_verdict(record: SampleRecord, verdict: Verdict) -> None:
+    record.compiled, record.correct = verdict_outcome(verdict)
+    record.runtime_stages = verdict.runtime_stages
+    record.speedup = verdict.speedup if verdict.passed else None
+    record.baseline_speedup = verdict.baseline_speedup if verdict.passed else None
+    record.error = verdict.error.value if verdict.error is not None else None
+    record.message = verdict.message[:_MESSAGE_CHARS]
+    record.verdict = _trimmed_verdict(verdict)
+
+
+def _save_code(out_dir: Path, task_id: str, sample: int, code: str) -> None:
+    # The answers themselves, for people to read and diff.
+    directory = out_dir / "code" / task_id
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / f"sample{sample}.cu").write_text(code, encoding="utf-8")
+
+
+def describe_executor(client: ExecutorClient) -> tuple[dict[str, Any], VerificationMode]:
+    """The executor's device description and whether its verdicts are verified or compile-only."""
+    try:
+        device = client.device()
+        verified = executor_can_verify(client)
+    except (ExecutorClientError, httpx.HTTPError, SearchError) as e:
+        raise RunnerError(f"the executor cannot be used: {e}") from e
+    return device, "verified" if verified else "compile-only"
+
+
+class _Journal:
+    """Append-only JSONL of settled records, tied to the run's identity so a resume is sound."""
+
+    def __init__(self, out_dir: Path, info: RunInfo, name: str) -> None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        self.path = out_dir / name
+        identity_path = out_dir / "run.json"
+        identity = info.identity()
+        self.records: list[dict[str, Any]] = []
+        if self.path.is_file() and identity_path.is_file():
+            previous = json.loads(identity_path.read_text(encoding="utf-8"))
+            if previous != identity:
+                raise RunnerError(
+                    f"{out_dir} holds a different run ({previous}); use another --out or remove it"
+                )
+            for line in self.path.read_text(encoding="utf-8").splitlines():
+                if line.strip():
+                    self.records.append(json.loads(line))
+            logger.info("resuming: %d record(s) already in %s", len(self.records), self.path)
+        else:
+            self.path.write_text("", encoding="utf-8")
+        identity_path.write_text(json.dumps(identity, indent=2) + "\n", encoding="utf-8")
+
+    def append(self, record: BaseModel) -> None:
+        with self.path.open("a", encoding="utf-8") as out:
+            out.write(record.model_dump_json() + "\n")
+
+
+def build_search_result(info: RunInfo, records: list[SampleRecord], missing: list[str]) -> BenchResult:
+    """Assemble the result of a search run from its settled samples."""
+    metrics = summarize_by_tier([r.outcome() for r in records], info.ks, info.ps)
+    measured = bool(records) and all(r.correct is not None for r in records)
+    totals = Totals(
+        executor_evaluations=sum(r.search_evaluations + r.final_evaluations for r in records),
+        search_evaluations=sum(r.search_evaluations for r in records),
+        final_evaluations=sum(r.final_evaluations for r in records),
+        prompt_tokens=sum(r.prompt_tokens for r in records),
+        completion_tokens=sum(r.completion_tokens for r in records),
+        seconds=round(sum(r.seconds for r in records), 2),
+    )
+    return BenchResult(
+        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        run=info,
+        complete=not missing,
+        missing_tasks=missing,
+        runtime_measured=measured,
+        note="" if measured or not records else RUNTIME_NOT_RUN_NOTE,
+        totals=totals,
+        metrics=metrics,
+        samples=records,
+    )
+
+
+def write_result(result: BenchResult, out_dir: Path) -> Path:
+    """Write ``result.json`` and the markdown report into `out_dir`; returns the result path."""
+    from bench.report import write_report
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "result.json"
+    path.write_text(result.model_dump_json(indent=1) + "\n", encoding="utf-8")
+    write_report([result], out_dir)
+    return path
+
+
+@dataclass
+class TeacherRunner:
+    """Sends every step of the selected tasks' teacher trajectories to the executor and scores them."""
+
+    selection: TaskSelection
+    client: ExecutorClient
+    executor_url: str
+    out_dir: Path
+    time_limit_s: float | None = None
+
+    def run(self) -> BenchResult:
+        """Evaluate (or resume evaluating) the trajectories and write the result and the report."""
+        device, mode = describe_executor(self.client)
+        info = RunInfo(
+            kind="teacher",
+            model="teacher trajectories",
+            tasks=[t.id for t in self.selection.tasks],
+            task_selection=self.selection.description,
+            split=self.selection.split,
+            executor_url=self.executor_url,
+            device=device,
+            verification=mode,
+        )
+        journal = _Journal(self.out_dir, info, "teacher_steps.jsonl")
+        steps = [TeacherStepRecord.model_validate(x) for x in journal.records]
+        finished = {s.task_id for s in steps}
+        started = time.monotonic()
+        for entry in self.selection.tasks:
+            if entry.id in finished:
+                continue
+            if self.time_limit_s is not None and time.monotonic() - started > self.time_limit_s:
+                break
+            if not entry.trajectories:
+                raise RunnerError(f"task {entry.id} has no teacher trajectory")
+            task_steps = self._task_steps(entry)
+            # A task's steps are journalled together, so a resumed run never holds half a task.
+            for record in task_steps:
+                journal.append(record)
+            steps.extend(task_steps)
+            finished.add(entry.id)
+            logger.info("teacher task evaluated", extra={"task": entry.id, "steps": len(task_steps)})
+        missing = [t.id for t in self.selection.tasks if t.id not in finished]
+        selected = {t.id for t in self.selection.tasks}
+        steps = [s for s in steps if s.task_id in selected]
+        measured = bool(steps) and all(s.correct is not None for s in steps)
+        result = BenchResult(
+            created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            run=info,
+            complete=not missing,
+            missing_tasks=missing,
+            runtime_measured=measured,
+            note="" if measured or not steps else RUNTIME_NOT_RUN_NOTE,
+            totals=Totals(
+                executor_evaluations=len(steps),
+                seconds=round(sum(sum(s.verdict.get("seconds", {}).values()) for s in steps), 2),
+            ),
+            # Metrics score each task's first (the teacher's) trajectory; every step is still recorded.
+            teacher_metrics=summarize_teacher_by_tier([s.outcome() for s in steps if s.trajectory == 1]),
+            teacher_steps=steps,
+        )
+        write_result(result, self.out_dir)
+        return result
+
+    def _task_steps(self, entry: BenchTaskEntry) -> list[TeacherStepRecord]:
+        items = [
+            (number, step_number, step.method, step.code)
+            for number, trajectory in enumerate(entry.trajectories, start=1)
+            for step_number, step in enumerate(trajectory.steps, start=1)
+        ]
+        try:
+            verdicts = self.client.evaluate_batch([(entry.task, code) for *_, code in items])
+        except (ExecutorClientError, httpx.HTTPError, ValidationError) as e:
+            raise RunnerError(f"task {entry.id}: the executor could not evaluate the trajectory: {e}") from e
+        records = []
+        for (number, step_number, method, _), verdict in zip(items, verdicts, strict=True):
+            compiled, correct = verdict_outcome(verdict)
+            records.append(
+                TeacherStepRecord(
+                    task_id=entry.id,
+                    tier=entry.tier,
+                    domain=entry.domain,
+                    trajectory=number,
+                    step=step_number,
+                    method=method,
+                    compiled=compiled,
+                    correct=correct,
+                    runtime_stages=verdict.runtime_stages,
+                    speedup=verdict.speedup if verdict.passed else None,
+                    baseline_speedup=verdict.baseline_speedup if verdict.passed else None,
+                    error=verdict.error.value if verdict.error is not None else None,
+                    message=verdict.message[:_MESSAGE_CHARS],
+                    verdict=_trimmed_verdict(verdict),
+                )
+            )
+        return records
+
+
+__all__ = [
+    "RESULT_FORMAT",
+    "BenchResult",
+    "CudaEvalRunner",
+    "RunInfo",
+    "RunnerError",
+    "SampleRecord",
+    "TaskSelection",
+    "TeacherRunner",
+    "TeacherStepRecord",
+    "knowledge_from_trajectories",
+    "model_factory",
+    "read_result",
+    "select_tasks",
+]

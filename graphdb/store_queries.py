@@ -1,0 +1,344 @@
+"""Every Cypher statement of the graph store: named constants and small builders.
+
+Values always travel as `$parameters`. The few pieces of text that are built (map projections) come
+from the property allowlists below, never from a caller.
+"""
+
+from __future__ import annotations
+
+TECHNIQUE_PROPERTIES = ("name", "description", "aliases", "embedding", "created_at", "created_by")
+EXAMPLE_PROPERTIES = (
+    "id",
+    "source",
+    "target",
+    "task_id",
+    "think",
+    "detail",
+    "code_before",
+    "code_after",
+    "code_embedding",
+    "source_label",
+    "target_label",
+    "speedup",
+    "speedup_over_serial",
+    "verdict",
+    "device",
+    "model",
+    "review_status",
+    "review_reason",
+    "trajectory_id",
+    "step_index",
+    "created_at",
+)
+TRANSITION_STAT_PROPERTIES = (
+    "n_examples",
+    "n_verified",
+    "n_rejected",
+    "success_rate",
+    "mean_speedup",
+    "median_speedup",
+)
+
+
+def projection(variable: str, properties: tuple[str, ...], *, without: tuple[str, ...] = ()) -> str:
+    """A map projection `v {.a, .b}` over allowlisted properties (retrieval leaves out the embeddings)."""
+    if not variable.isidentifier():
+        raise ValueError(f"not a Cypher variable: {variable!r}")
+    chosen = [p for p in properties if p not in without]
+    return variable + " {" + ", ".join(f".{p}" for p in chosen) + "}"
+
+
+EXAMPLE_LIGHT = projection("e", EXAMPLE_PROPERTIES, without=("code_embedding",))
+EXAMPLE_FULL = projection("e", EXAMPLE_PROPERTIES)
+TECHNIQUE_FULL = projection("t", TECHNIQUE_PROPERTIES)
+TECHNIQUE_LIGHT = projection("t", TECHNIQUE_PROPERTIES, without=("embedding",))
+
+# --- techniques -------------------------------------------------------------------------------------
+
+GET_TECHNIQUE = f"MATCH (t:Technique {{name: $name}}) RETURN {TECHNIQUE_FULL} AS t"
+
+FIND_TECHNIQUE_BY_LABEL = f"""
+MATCH (t:Technique)
+WHERE toLower(t.name) = toLower($label) OR any(a IN coalesce(t.aliases, []) WHERE toLower(a) = toLower($label))
+RETURN {TECHNIQUE_FULL} AS t
+ORDER BY CASE WHEN toLower(t.name) = toLower($label) THEN 0 ELSE 1 END, t.name
+LIMIT 1
+"""
+
+LIST_TECHNIQUES = f"""
+MATCH (t:Technique)
+RETURN {TECHNIQUE_LIGHT} AS t
+ORDER BY t.name SKIP $offset LIMIT $limit
+"""
+
+EXISTING_TECHNIQUE_NAMES = "MATCH (t:Technique) WHERE t.name IN $names RETURN t.name AS name"
+
+CREATE_TECHNIQUES = "UNWIND $rows AS row CREATE (t:Technique) SET t = row"
+
+ADD_ALIAS = """
+MATCH (t:Technique {name: $technique})
+SET t.aliases = CASE WHEN $alias IN coalesce(t.aliases, []) OR $alias = t.name
+                     THEN coalesce(t.aliases, []) ELSE coalesce(t.aliases, []) + $alias END
+RETURN t.name AS name
+"""
+
+REMOVE_ALIAS = """
+MATCH (t:Technique {name: $technique})
+SET t.aliases = [a IN coalesce(t.aliases, []) WHERE a <> $alias]
+RETURN t.name AS name
+"""
+
+SET_TECHNIQUE_DESCRIPTION = """
+MATCH (t:Technique {name: $name})
+SET t.description = $description, t.embedding = $embedding
+RETURN t.name AS name
+"""
+
+RENAME_TECHNIQUE = """
+MATCH (t:Technique {name: $old})
+SET t.name = $new,
+    t.aliases = [a IN coalesce(t.aliases, []) WHERE a <> $new] + $old,
+    t.embedding = coalesce($embedding, t.embedding)
+RETURN t.name AS name
+"""
+
+DELETE_TECHNIQUE = "MATCH (t:Technique {name: $name}) DETACH DELETE t"
+
+NEAREST_TECHNIQUES = f"""
+CALL db.index.vector.queryNodes('technique_embedding', $k, $embedding) YIELD node AS t, score
+RETURN {TECHNIQUE_FULL} AS t, score
+ORDER BY score DESC, t.name
+"""
+
+FULLTEXT_TECHNIQUES = f"""
+CALL db.index.fulltext.queryNodes('technique_text', $query, {{limit: $k}}) YIELD node AS t, score
+RETURN {TECHNIQUE_LIGHT} AS t, score
+ORDER BY score DESC, t.name
+"""
+
+# Every transition touching a technique, with both ends' names (for renames and merges).
+TRANSITIONS_OF_TECHNIQUE = """
+MATCH (s:Technique)-[r:TRANSITION]->(t:Technique)
+WHERE s.name = $name OR t.name = $name
+RETURN r.key AS key, s.name AS source, t.name AS target
+"""
+
+# --- transitions ------------------------------------------------------------------------------------
+
+EXISTING_TRANSITION_KEYS = "MATCH ()-[r:TRANSITION]->() WHERE r.key IN $keys RETURN r.key AS key"
+
+ENSURE_TRANSITIONS = """
+UNWIND $rows AS row
+MATCH (s:Technique {name: row.source}), (t:Technique {name: row.target})
+MERGE (s)-[r:TRANSITION {key: row.key}]->(t)
+ON CREATE SET r.created_at = $at, r.n_examples = 0, r.n_verified = 0, r.n_rejected = 0
+RETURN count(r) AS n
+"""
+
+# Statistics are recomputed from the examples, so they cannot drift whatever operation ran; a
+# transition left without any example (all moved or deleted) goes away.
+RECOMPUTE_TRANSITION_STATS = """
+UNWIND $keys AS key
+MATCH ()-[r:TRANSITION {key: key}]->()
+CALL (r) {
+  OPTIONAL MATCH (e:Example {transition_key: r.key})
+  RETURN count(e) AS total,
+         sum(CASE WHEN e.review_status = 'rejected' THEN 1 ELSE 0 END) AS n_rejected
+}
+CALL (r) {
+  OPTIONAL MATCH (e:Example {transition_key: r.key})
+  WHERE e.review_status <> 'rejected' AND e.verdict = 'passed' AND e.speedup IS NOT NULL
+  RETURN count(e) AS n_verified, avg(e.speedup) AS mean_speedup,
+         percentileCont(e.speedup, 0.5) AS median_speedup,
+         sum(CASE WHEN e.speedup > 1.0 THEN 1 ELSE 0 END) AS n_faster
+}
+SET r.n_examples = total - n_rejected, r.n_rejected = n_rejected, r.n_verified = n_verified,
+    r.mean_speedup = mean_speedup,
+    r.median_speedup = CASE WHEN n_verified > 0 THEN median_speedup ELSE null END,
+    r.success_rate = CASE WHEN n_verified > 0 THEN toFloat(n_faster) / n_verified ELSE null END
+WITH r, total WHERE total = 0
+DELETE r
+"""
+
+GET_TRANSITION = """
+MATCH (s:Technique {name: $source})-[r:TRANSITION]->(t:Technique {name: $target})
+RETURN r {.*} AS r, s.name AS source, t.name AS target
+"""
+
+LIST_TRANSITIONS = """
+MATCH (s:Technique)-[r:TRANSITION]->(t:Technique)
+RETURN r {.*} AS r, s.name AS source, t.name AS target
+ORDER BY s.name, t.name SKIP $offset LIMIT $limit
+"""
+
+RENAME_TRANSITION_KEYS = """
+UNWIND $rows AS row
+MATCH ()-[r:TRANSITION {key: row.old}]->()
+SET r.key = row.new
+WITH row
+MATCH (e:Example {transition_key: row.old})
+SET e.transition_key = row.new, e.source = row.source, e.target = row.target
+"""
+
+DELETE_TRANSITIONS = "UNWIND $keys AS key MATCH ()-[r:TRANSITION {key: key}]->() DELETE r"
+
+# --- examples ---------------------------------------------------------------------------------------
+
+EXISTING_EXAMPLE_IDS = "MATCH (e:Example) WHERE e.id IN $ids RETURN e.id AS id"
+
+CREATE_EXAMPLES = "UNWIND $rows AS row CREATE (e:Example) SET e = row"
+
+GET_EXAMPLE = f"MATCH (e:Example {{id: $id}}) RETURN {EXAMPLE_FULL} AS e"
+
+LIST_EXAMPLES_OF_TRANSITION = f"""
+MATCH (e:Example {{transition_key: $key}})
+WHERE $status IS NULL OR e.review_status = $status
+RETURN {EXAMPLE_LIGHT} AS e
+ORDER BY e.created_at, e.id SKIP $offset LIMIT $limit
+"""
+
+LIST_EXAMPLES_BY_STATUS = f"""
+MATCH (e:Example {{review_status: $status}})
+RETURN {EXAMPLE_LIGHT} AS e
+ORDER BY e.created_at, e.id SKIP $offset LIMIT $limit
+"""
+
+SET_REVIEW_STATUS = """
+MATCH (e:Example {id: $id})
+SET e.review_status = $status, e.review_reason = $reason
+RETURN e.transition_key AS key
+"""
+
+DELETE_EXAMPLE = "MATCH (e:Example {id: $id}) WITH e, e.transition_key AS key DELETE e RETURN key"
+
+# Moves examples (rows: id, source, target, key) to other transitions; the caller recomputes stats.
+RETARGET_EXAMPLES = """
+UNWIND $rows AS row
+MATCH (e:Example {id: row.id})
+SET e.source = row.source, e.target = row.target, e.transition_key = row.key
+"""
+
+EXAMPLES_OF_KEYS_WITH_LABEL = """
+MATCH (e:Example) WHERE e.transition_key IN $keys
+  AND ((e.target = $technique AND e.target_label = $label) OR (e.source = $technique AND e.source_label = $label))
+RETURN e.id AS id, e.source AS source, e.target AS target, e.source_label AS source_label,
+       e.target_label AS target_label
+"""
+
+EXAMPLE_IDS_OF_KEYS = """
+MATCH (e:Example) WHERE e.transition_key IN $keys
+RETURN e.id AS id, e.source AS source, e.target AS target
+"""
+
+# --- retrieval --------------------------------------------------------------------------------------
+
+# One hop from a technique; for each successor a bounded scan of its examples ranked by code
+# similarity, then verified speedup, then id (deterministic). Missing embeddings rank last.
+SUCCESSORS = f"""
+MATCH (s:Technique {{name: $name}})-[r:TRANSITION]->(t:Technique)
+WHERE r.n_examples > 0
+CALL (r) {{
+  MATCH (e:Example {{transition_key: r.key}})
+  WHERE e.review_status <> 'rejected'
+  WITH e LIMIT $scan_limit
+  WITH e, coalesce(vector.similarity.cosine(e.code_embedding, $embedding), 0.0) AS similarity
+  ORDER BY similarity DESC, coalesce(e.speedup, 0.0) DESC, e.id
+  LIMIT $k
+  RETURN collect({EXAMPLE_LIGHT.replace("e {", "e {similarity: similarity, ", 1)}) AS examples
+}}
+RETURN r {{.*}} AS r, s.name AS source, t.name AS target, examples
+ORDER BY t.name
+"""
+
+# The complement of the bounded scan: the global vector index, restricted to the given transitions.
+SIMILAR_EXAMPLES_IN_KEYS = f"""
+CALL db.index.vector.queryNodes('example_code_embedding', $candidates, $embedding) YIELD node AS e, score
+WHERE e.transition_key IN $keys AND e.review_status <> 'rejected'
+RETURN {EXAMPLE_LIGHT.replace("e {", "e {similarity: score, ", 1)} AS e
+"""
+
+SIMILAR_EXAMPLES = f"""
+CALL db.index.vector.queryNodes('example_code_embedding', $candidates, $embedding) YIELD node AS e, score
+WHERE e.review_status <> 'rejected'
+RETURN {EXAMPLE_LIGHT.replace("e {", "e {similarity: score, ", 1)} AS e
+ORDER BY score DESC, coalesce(e.speedup, 0.0) DESC, e.id
+LIMIT $k
+"""
+
+# --- relabel decisions, audit, API keys, trajectories ----------------------------------------------
+
+CREATE_DECISIONS = "UNWIND $rows AS row CREATE (d:RelabelDecision) SET d = row"
+
+GET_DECISION = "MATCH (d:RelabelDecision {id: $id}) RETURN d {.*} AS d"
+
+LIST_DECISIONS = """
+MATCH (d:RelabelDecision)
+WHERE ($outcome IS NULL OR d.outcome = $outcome) AND ($include_undone OR d.undone_at IS NULL)
+RETURN d {.*} AS d
+ORDER BY d.at DESC, d.id SKIP $offset LIMIT $limit
+"""
+
+MARK_DECISION_UNDONE = """
+MATCH (d:RelabelDecision {id: $id})
+SET d.undone_at = $at, d.undone_by = $actor
+"""
+
+CREATE_AUDIT = "UNWIND $rows AS row CREATE (a:AuditEntry) SET a = row"
+
+LIST_AUDIT = """
+MATCH (a:AuditEntry)
+WHERE $target IS NULL OR a.target = $target
+RETURN a {.*} AS a
+ORDER BY a.at DESC, a.id SKIP $offset LIMIT $limit
+"""
+
+CREATE_API_KEY = "CREATE (k:ApiKey) SET k = $row"
+
+GET_API_KEY_BY_HASH = "MATCH (k:ApiKey {key_hash: $key_hash}) RETURN k {.*} AS k"
+
+LIST_API_KEYS = "MATCH (k:ApiKey) RETURN k {.*} AS k ORDER BY k.created_at, k.id"
+
+REVOKE_API_KEY = """
+MATCH (k:ApiKey {id: $id})
+SET k.revoked_at = coalesce(k.revoked_at, $at)
+RETURN k {.*} AS k
+"""
+
+TRAJECTORY_EXISTS = "MATCH (t:Trajectory {id: $id}) RETURN t.id AS id"
+
+CREATE_TRAJECTORIES = "UNWIND $rows AS row CREATE (t:Trajectory) SET t = row"
+
+LIST_TRAJECTORIES = (
+    "MATCH (t:Trajectory) RETURN t {.*} AS t ORDER BY t.ingested_at, t.id SKIP $offset LIMIT $limit"
+)
+
+# --- export / import --------------------------------------------------------------------------------
+
+EXPORT_TECHNIQUES = f"MATCH (t:Technique) RETURN {TECHNIQUE_FULL} AS t ORDER BY t.name"
+EXPORT_TRANSITIONS = """
+MATCH (s:Technique)-[r:TRANSITION]->(t:Technique)
+RETURN r {.*} AS r, s.name AS source, t.name AS target ORDER BY r.key
+"""
+EXPORT_EXAMPLES = f"MATCH (e:Example) RETURN {EXAMPLE_FULL} AS e ORDER BY e.id"
+EXPORT_DECISIONS = "MATCH (d:RelabelDecision) RETURN d {.*} AS d ORDER BY d.at, d.id"
+EXPORT_AUDIT = "MATCH (a:AuditEntry) RETURN a {.*} AS a ORDER BY a.at, a.id"
+EXPORT_API_KEYS = "MATCH (k:ApiKey) RETURN k {.*} AS k ORDER BY k.created_at, k.id"
+EXPORT_TRAJECTORIES = "MATCH (t:Trajectory) RETURN t {.*} AS t ORDER BY t.ingested_at, t.id"
+
+COUNT_GRAPH_NODES = """
+MATCH (n) WHERE n:Technique OR n:Example OR n:RelabelDecision OR n:AuditEntry OR n:ApiKey OR n:Trajectory
+RETURN count(n) AS n
+"""
+
+IMPORT_TRANSITIONS = """
+UNWIND $rows AS row
+MATCH (s:Technique {name: row.source}), (t:Technique {name: row.target})
+CREATE (s)-[r:TRANSITION]->(t) SET r = row.props
+"""
+
+COUNTS = """
+CALL () { MATCH (t:Technique) RETURN count(t) AS techniques }
+CALL () { MATCH ()-[r:TRANSITION]->() RETURN count(r) AS transitions }
+CALL () { MATCH (e:Example) RETURN count(e) AS examples }
+RETURN techniques, transitions, examples
+"""

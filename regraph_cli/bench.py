@@ -1,0 +1,245 @@
+"""``regraph bench``: the benchmark split, the CUDAEval-style runner and its reports."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from bench.metrics import BenchError
+from bench.split import (
+    DEFAULT_EVAL_FRACTION,
+    DEFAULT_SEED,
+    DEFAULT_SPLIT_PATH,
+    DEFAULT_TASKS_DIR,
+    DEFAULT_TRAJECTORIES_DIR,
+    check_split,
+    load_bench_tasks,
+    make_split,
+    read_split,
+    write_split,
+)
+
+bench_app = typer.Typer(no_args_is_help=True, help="Benchmark: the task split, CUDAEval runs and reports.")
+console = Console(stderr=True)
+logger = logging.getLogger("regraph.bench")
+
+
+def _fail(message: str) -> typer.Exit:
+    console.print(f"[bold red]error:[/] {message}")
+    return typer.Exit(code=1)
+
+
+def _logging() -> None:
+    from api.logs import configure_logging
+
+    configure_logging("INFO", "text")
+    # One line per HTTP request to the executor would drown the progress lines.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+
+
+@bench_app.command("split")
+def split_command(
+    seed: Annotated[int, typer.Option(help="seed of the split")] = DEFAULT_SEED,
+    eval_fraction: Annotated[
+        float, typer.Option(help="share of tasks held out for evaluation")
+    ] = DEFAULT_EVAL_FRACTION,
+    out: Annotated[Path, typer.Option(help="where to write the split")] = DEFAULT_SPLIT_PATH,
+    check: Annotated[
+        bool, typer.Option("--check", help="only check the existing split, write nothing")
+    ] = False,
+    tasks_dir: Annotated[Path, typer.Option(help="task directories")] = DEFAULT_TASKS_DIR,
+    trajectories_dir: Annotated[Path, typer.Option(help="trajectory files")] = DEFAULT_TRAJECTORIES_DIR,
+) -> None:
+    """Make the graph-building / evaluation split (deterministic, stratified) and check it for leakage."""
+    _logging()
+    try:
+        tasks, skipped = load_bench_tasks(tasks_dir, trajectories_dir)
+        if check:
+            split = read_split(out)
+            check_split(split, tasks)
+        else:
+            split = make_split(tasks, seed=seed, eval_fraction=eval_fraction, skipped=skipped)
+            write_split(split, out)
+    except BenchError as e:
+        raise _fail(str(e)) from e
+    for task_id, reason in split.skipped.items():
+        console.print(f"[yellow]left out[/] {task_id}: {reason}")
+    tiers = ", ".join(f"{t} {c.build}/{c.eval}" for t, c in split.counts.by_tier.items())
+    verb = "checked" if check else "wrote"
+    console.print(
+        f"{verb} {out}: {split.counts.build} building, {split.counts.eval} evaluation tasks "
+        f"(seed {split.seed}; building/evaluation per tier: {tiers}); no leakage"
+    )
+
+
+def _search_overrides(options: list[str]) -> dict[str, Any]:
+    overrides: dict[str, Any] = {}
+    for option in options:
+        key, sep, value = option.partition("=")
+        if not sep:
+            raise _fail(f"--search-option {option!r}: expected key=value")
+        try:
+            overrides[key.strip()] = json.loads(value)
+        except ValueError:
+            overrides[key.strip()] = value
+    return overrides
+
+
+@bench_app.command("cudaeval")
+def cudaeval_command(
+    executor_url: Annotated[str, typer.Option(envvar="REGRAPH_EXECUTOR_URL", help="the executor service")],
+    out: Annotated[Path, typer.Option(help="output directory (result.json, report.md, samples, code)")],
+    method: Annotated[
+        str, typer.Option(help="standard | cot | rag | regraph | regraph-mcgs")
+    ] = "regraph-mcgs",
+    model: Annotated[
+        str,
+        typer.Option(
+            help="'teacher' (replay the teacher trajectories), a replay/trajectory .jsonl, a "
+            "trajectory directory, or a role-config .json"
+        ),
+    ] = "teacher",
+    samples: Annotated[int, typer.Option(help="searches (seeds) per task")] = 1,
+    budget: Annotated[int, typer.Option(help="executor evaluations per search")] = 20,
+    token_budget: Annotated[int | None, typer.Option(help="model tokens per search")] = None,
+    tasks: Annotated[
+        list[str] | None,
+        typer.Option(help="'eval' (held-out split), 'all', or task ids (repeat or comma-separate)"),
+    ] = None,
+    teacher: Annotated[
+        bool, typer.Option("--teacher", help="evaluate the teacher trajectories themselves")
+    ] = False,
+    knowledge: Annotated[
+        str,
+        typer.Option(
+            help="'memory' (the building split's trajectories) or 'graph' (Neo4j, NEO4J_URI or embedded)"
+        ),
+    ] = "memory",
+    seed: Annotated[int, typer.Option(help="seed of sample 0 (sample i uses seed+i)")] = 0,
+    final_evaluation: Annotated[bool, typer.Option(help="re-evaluate each search's best code")] = True,
+    search_option: Annotated[
+        list[str] | None,
+        typer.Option(help="extra SearchConfig/MCGSConfig setting, key=value (e.g. rollouts=4)"),
+    ] = None,
+    time_limit: Annotated[
+        float | None, typer.Option(help="start no new task after this many seconds")
+    ] = None,
+    split_path: Annotated[Path, typer.Option("--split", help="the split file")] = DEFAULT_SPLIT_PATH,
+    tasks_dir: Annotated[Path, typer.Option(help="task directories")] = DEFAULT_TASKS_DIR,
+    trajectories_dir: Annotated[Path, typer.Option(help="trajectory files")] = DEFAULT_TRAJECTORIES_DIR,
+) -> None:
+    """Run a method over the held-out tasks (or, with --teacher, score the teacher trajectories)."""
+    from bench.runner import (
+        CudaEvalRunner,
+        TeacherRunner,
+        knowledge_from_trajectories,
+        model_factory,
+        select_tasks,
+    )
+    from executor.client import ExecutorClient
+
+    _logging()
+    selection_names = tasks or (["all"] if teacher else ["eval"])
+    try:
+        with contextlib.ExitStack() as stack:
+            selection = select_tasks(
+                selection_names, tasks_dir=tasks_dir, trajectories_dir=trajectories_dir, split_path=split_path
+            )
+            client = stack.enter_context(ExecutorClient(executor_url))
+            if teacher:
+                result = TeacherRunner(selection, client, executor_url, out, time_limit_s=time_limit).run()
+            else:
+                factory, description = model_factory(model, trajectories_dir=trajectories_dir)
+                if knowledge == "memory":
+                    build_ids = selection.build_ids
+                    if not build_ids:
+                        raise _fail("no graph-building task is left once the selected tasks are excluded")
+
+                    def knowledge_source() -> Any:
+                        return knowledge_from_trajectories(
+                            build_ids, tasks_dir=tasks_dir, trajectories_dir=trajectories_dir
+                        )
+
+                    knowledge_description = (
+                        f"in memory: trajectories of {len(build_ids)} graph-building tasks"
+                    )
+                elif knowledge == "graph":
+                    knowledge_source = _graph_knowledge(stack)
+                    knowledge_description = "reasoning graph in Neo4j"
+                else:
+                    raise _fail(f"--knowledge {knowledge!r}: expected 'memory' or 'graph'")
+                result = CudaEvalRunner(
+                    method=method,
+                    selection=selection,
+                    client=client,
+                    executor_url=executor_url,
+                    model=factory,
+                    model_description=description,
+                    knowledge=knowledge_source,
+                    knowledge_description=knowledge_description,
+                    out_dir=out,
+                    samples=samples,
+                    evaluation_budget=budget,
+                    token_budget=token_budget,
+                    seed=seed,
+                    final_evaluation=final_evaluation,
+                    search_overrides=_search_overrides(search_option or []),
+                    time_limit_s=time_limit,
+                ).run()
+    except BenchError as e:
+        raise _fail(str(e)) from e
+    state = (
+        "complete"
+        if result.complete
+        else f"partial ({len(result.missing_tasks)} task(s) left; re-run to resume)"
+    )
+    console.print(f"wrote {out / 'result.json'} and {out / 'report.md'}: {state}")
+    if not result.runtime_measured:
+        console.print("[yellow]runtime stages not run[/]: only compile rates were measured (no GPU executor)")
+
+
+def _graph_knowledge(stack: contextlib.ExitStack) -> Any:
+    """A factory of `GraphKnowledge` over the graph the API settings point at (kept open by `stack`)."""
+    from api.settings import ApiSettings
+    from api.state import graph_options
+    from graphdb.connection import GraphServer, open_driver
+    from graphdb.errors import GraphDBError
+    from graphdb.store import Neo4jGraphStore
+    from search.embeddings import shared_embedder
+    from search.retrieval import GraphKnowledge
+
+    settings = ApiSettings()
+    try:
+        server = stack.enter_context(GraphServer(graph_options(settings)))
+        driver = stack.enter_context(open_driver(server.target))
+    except GraphDBError as e:
+        raise _fail(f"the graph database is not available: {e}") from e
+    database = server.target.database
+
+    def factory() -> Any:
+        return GraphKnowledge(Neo4jGraphStore(driver, database), shared_embedder())
+
+    return factory
+
+
+@bench_app.command("report")
+def report_command(
+    results: Annotated[list[Path], typer.Argument(help="result.json files of one or more runs")],
+    out: Annotated[Path, typer.Option(help="directory for report.md, plots and comparison.json")],
+) -> None:
+    """Write a markdown report (with plots) of one or several runs; several are also compared."""
+    from bench.report import write_report
+    from bench.runner import read_result
+
+    _logging()
+    try:
+        path = write_report([read_result(p) for p in results], out)
+    except BenchError as e:
+        raise _fail(str(e)) from e
+    console.print(f"wrote {path}")

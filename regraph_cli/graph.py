@@ -1,0 +1,238 @@
+"""`regraph graph ...` (build, export, import, stats) and `regraph keys create-admin` (the admin bootstrap).
+
+These work on the graph database directly (embedded unless NEO4J_URI is set), like `regraph db`, so
+they need no running API and no API key.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from api.logs import configure_logging
+from api.settings import ApiSettings, default_tasks_dir
+from api.state import graph_options
+from executor.client import ExecutorClient
+from executor.errors import ExecutorError
+from executor.taskformat import load_task
+from graphdb.connection import GraphServer, open_driver
+from graphdb.errors import GraphDBError
+from graphdb.export import export_to_file, import_from_file
+from graphdb.models import RelabelOutcome, ReviewStatus, Role
+from graphdb.store import Neo4jGraphStore
+from search.construction import (
+    BuildSummary,
+    GraphBuilder,
+    StepCheck,
+    TaskDirectoryReferences,
+    read_trajectories,
+)
+from search.embeddings import shared_embedder
+from search.errors import SearchError
+from search.relabel import Relabeler
+
+graph_app = typer.Typer(
+    no_args_is_help=True, help="The reasoning graph: build it from trajectories, export, import."
+)
+keys_app = typer.Typer(no_args_is_help=True, help="API keys.")
+
+console = Console(stderr=True)
+logger = logging.getLogger("regraph")
+
+
+def _fail(message: str) -> typer.Exit:
+    console.print(f"[bold red]error:[/] {message}")
+    return typer.Exit(code=1)
+
+
+@contextmanager
+def _store() -> Iterator[Neo4jGraphStore]:
+    """The graph store over the configured Neo4j, migrated first (as the API does at start-up)."""
+    from graphdb.migrations import MigrationRunner
+
+    settings = ApiSettings()
+    configure_logging(settings.log_level, "text")
+    with GraphServer(graph_options(settings)) as server, open_driver(server.target) as driver:
+        if settings.migrate_on_start:
+            MigrationRunner(driver, server.target.database).migrate()
+        yield Neo4jGraphStore(driver, server.target.database)
+
+
+class ExecutorStepValidator:
+    """Validates trajectory steps with the executor service (compile, test and time on its GPU)."""
+
+    def __init__(self, client: ExecutorClient, tasks_dir: Path) -> None:
+        """Evaluate through `client`, with tasks read from `tasks_dir`."""
+        self.client = client
+        self.tasks_dir = tasks_dir
+
+    def __call__(self, task_id: str, code: str) -> StepCheck:
+        """The executor's verdict on `code` for `task_id`, as a step check."""
+        verdict = self.client.evaluate(load_task(self.tasks_dir / task_id), code)
+        reason = verdict.message or (verdict.error.value if verdict.error else "")
+        return StepCheck(
+            passed=verdict.passed,
+            speedup_over_serial=verdict.speedup if verdict.passed else None,
+            device=verdict.device,
+            reason=reason,
+        )
+
+
+def summary_table(summary: BuildSummary) -> Table:
+    """The build summary as a two-column table."""
+    table = Table("", "count", title="graph build")
+    rows = [
+        ("trajectories read", summary.trajectories_read),
+        ("ingested", summary.trajectories_ingested),
+        ("already ingested (skipped)", summary.trajectories_already_ingested),
+        ("examples added", summary.examples_added),
+        ("steps rejected by validation", summary.rejected_steps),
+        ("steps skipped", summary.skipped_steps),
+        ("techniques created", summary.techniques_created),
+        ("names merged into a technique", summary.merges),
+        ("names flagged for curators", summary.flagged),
+        ("transitions created", summary.transitions_created),
+        ("graph: techniques", summary.nodes),
+        ("graph: transitions", summary.transitions),
+        ("graph: examples", summary.examples),
+    ]
+    for label, value in rows:
+        table.add_row(label, str(value))
+    return table
+
+
+@graph_app.command("build")
+def build(
+    files: Annotated[list[Path], typer.Argument(help="trajectory files (JSONL) or directories of them")],
+    executor_url: Annotated[
+        str | None, typer.Option(help="validate every step with this executor (default: no validation)")
+    ] = None,
+    tasks_dir: Annotated[
+        Path | None, typer.Option(help="task directories (serial references); default: the bundled tasks")
+    ] = None,
+    on_failure: Annotated[
+        str,
+        typer.Option(
+            help="a step failing validation: 'reject' it (kept, never retrieved) or 'skip' the rest"
+        ),
+    ] = "reject",
+    approve: Annotated[
+        bool, typer.Option(help="mark new examples approved instead of pending review")
+    ] = False,
+) -> None:
+    """Build (or extend) the graph from trajectories; re-running adds only what is new."""
+    if on_failure not in ("reject", "skip"):
+        raise _fail("--on-failure is 'reject' or 'skip'")
+    tasks = tasks_dir or default_tasks_dir()
+    try:
+        trajectories = read_trajectories(files)
+    except SearchError as e:
+        raise _fail(f"{e} (nothing was written)") from e
+    client = ExecutorClient(executor_url) if executor_url else None
+    try:
+        with (
+            _store() as store,
+            Progress(
+                TextColumn("[progress.description]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=console,
+            ) as progress,
+        ):
+            embedder = shared_embedder()
+            builder = GraphBuilder(
+                store=store,
+                embedder=embedder,
+                relabeler=Relabeler(store, embedder),
+                references=TaskDirectoryReferences(tasks),
+                validator=ExecutorStepValidator(client, tasks) if client else None,
+                on_failure="skip" if on_failure == "skip" else "reject",
+                review_status=ReviewStatus.APPROVED if approve else ReviewStatus.PENDING,
+                actor="cli",
+            )
+            bar = progress.add_task("ingesting trajectories", total=len(trajectories))
+            summary = builder.build(
+                trajectories,
+                lambda done, _total, origin: progress.update(bar, completed=done, description=origin),
+            )
+    except (GraphDBError, SearchError, ExecutorError) as e:
+        raise _fail(f"{e} (trajectories ingested before this one are kept; re-run to resume)") from e
+    finally:
+        if client is not None:
+            client.close()
+    Console().print(summary_table(summary))
+
+
+@graph_app.command("export")
+def export(out: Annotated[Path, typer.Argument(help="the JSON file to write")]) -> None:
+    """Write the whole graph (techniques, transitions, examples, decisions, audit, keys) to one file."""
+    try:
+        with _store() as store:
+            document = export_to_file(store, out)
+    except (GraphDBError, OSError) as e:
+        raise _fail(str(e)) from e
+    console.print(
+        f"exported {len(document.techniques)} techniques, {len(document.transitions)} transitions, "
+        f"{len(document.examples)} examples to {out}"
+    )
+
+
+@graph_app.command("import")
+def import_(source: Annotated[Path, typer.Argument(help="a file written by `regraph graph export`")]) -> None:
+    """Load an export into an empty graph, all or nothing."""
+    try:
+        with _store() as store:
+            document = import_from_file(store, source, actor="cli")
+    except GraphDBError as e:
+        raise _fail(str(e)) from e
+    console.print(
+        f"imported {len(document.techniques)} techniques, {len(document.transitions)} transitions, "
+        f"{len(document.examples)} examples"
+    )
+
+
+@graph_app.command("stats")
+def stats() -> None:
+    """Sizes of the graph and what waits for curators."""
+    try:
+        with _store() as store:
+            counts = store.counts()
+            pending = len(store.list_examples(status=ReviewStatus.PENDING, limit=100_000))
+            flagged = len(store.list_decisions(outcome=RelabelOutcome.FLAGGED, limit=100_000))
+    except GraphDBError as e:
+        raise _fail(str(e)) from e
+    table = Table("", "count", title="reasoning graph")
+    for label, value in [
+        ("techniques", counts["techniques"]),
+        ("transitions", counts["transitions"]),
+        ("examples", counts["examples"]),
+        ("examples pending review", pending),
+        ("relabel decisions flagged", flagged),
+    ]:
+        table.add_row(label, str(value))
+    Console().print(table)
+
+
+@keys_app.command("create-admin")
+def create_admin(
+    name: Annotated[str, typer.Argument(help="the key's name, recorded with every change")],
+) -> None:
+    """Create an admin API key and print its token (shown this once; only its hash is stored)."""
+    try:
+        with _store() as store:
+            if any(k.name == name and k.revoked_at is None for k in store.list_api_keys()):
+                raise _fail(f"a live API key is already called {name!r}")
+            key, token = store.create_api_key(name, Role.ADMIN, actor="cli")
+    except GraphDBError as e:
+        raise _fail(str(e)) from e
+    console.print(f"created admin key {key.name!r} (id {key.id}); its token is shown once:")
+    print(token)

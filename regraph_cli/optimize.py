@@ -1,0 +1,424 @@
+"""``regraph optimize FILE``: optimize one program for one task, in process or through the API.
+
+In process (the default), everything runs here: the knowledge comes from Neo4j (``--graph neo4j``,
+embedded unless NEO4J_URI) or from trajectory files held in memory (``--graph trajectories``), the
+model from a replay file (``--replay``) or the REGRAPH_MODELS__GENERATOR__* settings, and candidates
+are judged by the executor at ``--executor-url``. With ``--api URL`` the job runs on that service and
+its events are followed live. Either way the best verified code is written under ``--out`` and its
+path and speedup printed; an executor without a GPU gives a compile-only run, which verifies nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Annotated, Any
+
+import httpx
+import typer
+from pydantic import ValidationError
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from api.optimize.protocol import OptimizeCreate, OptimizeResult
+from api.optimize.service import (
+    MODEL_SETTINGS_HINT,
+    OptimizeError,
+    count_candidates,
+    describe_result,
+    resolve_task,
+    search_config,
+)
+from executor.client import ExecutorClient
+from executor.errors import TaskFormatError
+from executor.taskformat import FunctionTask, KernelTask, load_task, parse_task
+from search.backends.base import ChatModel, ModelError
+from search.backends.config import ModelRoles, build_model
+from search.backends.replay import REPLAY_FORMAT, ReplayModel, load_replay, records_from_trajectories
+from search.baselines import METHODS, optimize
+from search.engine import SearchEvent
+from search.errors import SearchError
+from search.evaluation import ExecutorEvaluator, VerificationMode, executor_can_verify
+from search.inmemory import InMemoryKnowledge
+from search.protocols import INITIAL_TECHNIQUE, KnowledgeSource, RetrievedExample
+
+console = Console(stderr=True)
+logger = logging.getLogger("regraph.optimize")
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_TRAJECTORIES = REPO_ROOT / "bench" / "trajectories"
+DEFAULT_TASKS = REPO_ROOT / "bench" / "tasks"
+
+
+class OptimizeCommandError(Exception):
+    """The command cannot go on; the message says why (printed without a traceback)."""
+
+
+# ---- inputs ---------------------------------------------------------------------------------------
+
+
+def read_task(task_dir: Path | None, task_json: Path | None) -> FunctionTask | KernelTask:
+    """The task from a task directory or a ``regraph.task/v1`` JSON file (with its sources inline)."""
+    if (task_dir is None) == (task_json is None):
+        raise OptimizeCommandError("give exactly one of --task DIR and --task-json FILE")
+    try:
+        if task_dir is not None:
+            return load_task(task_dir)
+        assert task_json is not None
+        data = json.loads(task_json.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            raise OptimizeCommandError(f"{task_json}: expected a JSON object")
+        return parse_task(data)
+    except (TaskFormatError, OSError, json.JSONDecodeError) as e:
+        raise OptimizeCommandError(f"cannot read the task: {e}") from e
+
+
+def replay_model(path: Path, *, one_shot_from_final: bool) -> ReplayModel:
+    """A replay model from a ``regraph.replay/v1`` file or from teacher trajectories (``.jsonl``)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as e:
+        raise OptimizeCommandError(f"cannot read {path}: {e}") from e
+    try:
+        first: Any = next((json.loads(line) for line in lines if line.strip()), {})
+    except json.JSONDecodeError as e:
+        raise OptimizeCommandError(f"{path}: not JSON Lines: {e}") from e
+    if not isinstance(first, dict):
+        raise OptimizeCommandError(f"{path}: expected one JSON object per line")
+    try:
+        if first.get("format") == REPLAY_FORMAT:
+            return ReplayModel(load_replay(path), name=f"replay:{path.name}")
+        records = records_from_trajectories(lines, one_shot_from_final=one_shot_from_final)
+    except ModelError as e:
+        raise OptimizeCommandError(str(e)) from e
+    return ReplayModel(records, name=f"replay:{path.name}")
+
+
+def trajectory_knowledge(directory: Path, tasks_dir: Path, *, exclude_task: str | None) -> InMemoryKnowledge:
+    """An in-memory reasoning graph from trajectory files (method names as written, not relabeled).
+
+    Each step is an example of the transition previous method -> its method; step 1 starts from the
+    task's reference in `tasks_dir`. The optimized task's own trajectories are left out when
+    `exclude_task` names it, so the search does not see its own answer as an example.
+    """
+    knowledge = InMemoryKnowledge()
+    files = sorted(directory.glob("*.jsonl")) if directory.is_dir() else [directory]
+    for file in files:
+        for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
+            if not line.strip():
+                continue
+            trajectory = json.loads(line)
+            task_id = trajectory["task_id"]
+            if task_id == exclude_task:
+                continue
+            reference = tasks_dir / task_id / "reference.cpp"
+            if not reference.is_file():
+                logger.warning("skipping %s:%d: no reference for task %s", file, number, task_id)
+                continue
+            before, source = reference.read_text(encoding="utf-8"), INITIAL_TECHNIQUE
+            for index, step in enumerate(trajectory["steps"]):
+                target = " ".join(step["method"].split())
+                knowledge.add_example(
+                    RetrievedExample(
+                        id=f"{file.stem}:{number}:{index}",
+                        task_id=task_id,
+                        source_technique=source,
+                        target_technique=target,
+                        code_before=before,
+                        code_after=step["code"],
+                        think=step.get("think", ""),
+                        detail=step.get("detail", ""),
+                    )
+                )
+                before, source = step["code"], target
+    return knowledge
+
+
+# ---- progress display -----------------------------------------------------------------------------
+
+
+def verdict_text(candidate: dict[str, Any]) -> Text:
+    """A candidate's outcome in a few coloured words."""
+    evaluation = candidate.get("evaluation")
+    if evaluation is None:
+        return Text(f"no code ({candidate.get('failure_kind') or 'no answer'})", style="yellow")
+    if evaluation["passed"]:
+        return Text(f"passed {evaluation['speedup']:.3g}x", style="bold green")
+    kind = evaluation.get("error_kind") or "failed"
+    if kind == "not_verified":
+        return Text("compiled, not run", style="cyan")
+    return Text(kind.replace("_", " "), style="red")
+
+
+class ProgressView:
+    """The live table: the latest candidates and a status line with the best so far."""
+
+    def __init__(self, title: str, budget: int, rows: int = 14) -> None:
+        """Show at most `rows` candidates (the newest)."""
+        self.title = title
+        self.budget = budget
+        self.rows = rows
+        self.candidates: list[dict[str, Any]] = []
+        self.status = "starting"
+        self.best = "none yet"
+
+    def update(self, kind: str, event: dict[str, Any]) -> None:
+        """Take one search event (as JSON)."""
+        if kind == "candidate" and event.get("candidate"):
+            self.candidates.append(event["candidate"])
+        if event.get("best_speedup") is not None:
+            self.best = f"#{event['best_index']} {event['best_speedup']:.3g}x"
+        used, tokens = event.get("evaluations_used", 0), event.get("tokens_used", 0)
+        self.status = f"{kind}: {used}/{self.budget} evaluations, {tokens} tokens"
+
+    def render(self) -> Group:
+        """The table and the status line."""
+        table = Table(title=self.title, expand=True)
+        for column in ("#", "phase", "path", "verdict"):
+            table.add_column(column, overflow="fold")
+        for c in self.candidates[-self.rows :]:
+            table.add_row(str(c["index"]), c["phase"], " -> ".join(c["path"][1:]) or "-", verdict_text(c))
+        return Group(table, Text(f"{self.status}   best verified: {self.best}"))
+
+
+# ---- running --------------------------------------------------------------------------------------
+
+
+def write_outputs(out_dir: Path, result: OptimizeResult, suffix: str) -> Path | None:
+    """Write result.json (and best<suffix> when something was verified); returns the best code's path."""
+    target = out_dir / result.search.task_id
+    target.mkdir(parents=True, exist_ok=True)
+    (target / "result.json").write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    if result.search.best_code is None:
+        return None
+    best = target / f"best{suffix}"
+    best.write_text(result.search.best_code, encoding="utf-8")
+    return best
+
+
+def _knowledge(
+    graph: str, trajectories: Path, tasks_dir: Path, task_id: str, stack: ExitStack
+) -> KnowledgeSource:
+    if graph == "trajectories":
+        return trajectory_knowledge(trajectories, tasks_dir, exclude_task=task_id)
+    from api.settings import ApiSettings
+    from api.state import graph_options
+    from graphdb.connection import GraphServer, open_driver
+    from graphdb.errors import GraphDBError
+    from graphdb.store import Neo4jGraphStore
+    from search.embeddings import shared_embedder
+    from search.retrieval import GraphKnowledge
+
+    settings = ApiSettings()
+    try:
+        server = stack.enter_context(GraphServer(graph_options(settings)))
+        driver = stack.enter_context(open_driver(server.target))
+    except GraphDBError as e:
+        raise OptimizeCommandError(
+            f"cannot open the graph (use --graph trajectories without Neo4j): {e}"
+        ) from e
+    return GraphKnowledge(Neo4jGraphStore(driver, server.target.database), shared_embedder())
+
+
+def _model(replay: Path | None, one_shot_from_final: bool) -> ChatModel:
+    if replay is not None:
+        return replay_model(replay, one_shot_from_final=one_shot_from_final)
+    role = ModelRoles().generator
+    if role is None:
+        raise OptimizeCommandError(f"no generator model: pass --replay FILE or {MODEL_SETTINGS_HINT}")
+    try:
+        return build_model(role)
+    except (ModelError, SearchError) as e:
+        raise OptimizeCommandError(f"cannot build the generator model: {e}") from e
+
+
+async def run_in_process(
+    request: OptimizeCreate,
+    task: FunctionTask | KernelTask,
+    *,
+    model: ChatModel,
+    knowledge: KnowledgeSource,
+    executor_url: str,
+    view: ProgressView,
+    live: Live,
+) -> OptimizeResult:
+    """Run the search here and return its result (the same shape as an API job's)."""
+    plan = resolve_task(request.model_copy(update={"task": task, "task_ref": None}), None)
+    with ExecutorClient(executor_url) as client:
+        can_verify = await asyncio.to_thread(executor_can_verify, client)
+        if request.verification == "verified" and not can_verify:
+            raise OptimizeCommandError(
+                "the executor has no GPU runtime and --verification verified was asked"
+            )
+        mode: VerificationMode = (
+            "verified" if can_verify and request.verification != "compile-only" else "compile-only"
+        )
+        view.status = f"running ({mode})"
+        live.update(view.render())
+        evaluator = ExecutorEvaluator(client, plan.task, mode=mode)
+
+        def on_event(event: SearchEvent) -> None:
+            view.update(event.kind, event.model_dump(mode="json"))
+            live.update(view.render())
+
+        try:
+            result = await optimize(
+                request.method, plan.context, knowledge, model, evaluator, search_config(request), on_event
+            )
+        finally:
+            await model.aclose()
+    counts = count_candidates(result.candidates)
+    return OptimizeResult(
+        verification=mode, note=describe_result(result, mode, counts), counts=counts, search=result
+    )
+
+
+def _sse(response: httpx.Response) -> Iterator[tuple[str, dict[str, Any]]]:
+    kind: str | None = None
+    data: list[str] = []
+    for line in response.iter_lines():
+        if line.startswith("event: "):
+            kind = line[len("event: ") :]
+        elif line.startswith("data: "):
+            data.append(line[len("data: ") :])
+        elif line == "" and kind is not None:
+            yield kind, json.loads("\n".join(data))
+            kind, data = None, []
+
+
+def run_through_api(api: str, request: OptimizeCreate, view: ProgressView, live: Live) -> OptimizeResult:
+    """Submit the job to the API, follow its events and return its result."""
+    with httpx.Client(base_url=api, timeout=httpx.Timeout(30.0, read=None)) as http:
+        response = http.post("/v1/optimize", json=request.model_dump(mode="json", exclude_none=True))
+        if response.status_code != 202:
+            raise OptimizeCommandError(
+                f"the API refused the job ({response.status_code}): {_error_text(response)}"
+            )
+        job_id = response.json()["id"]
+        view.status = f"job {job_id} queued"
+        live.update(view.render())
+        final: dict[str, Any] | None = None
+        with http.stream("GET", f"/v1/jobs/{job_id}/events") as events:
+            for kind, data in _sse(events):
+                if kind == "end":
+                    final = data
+                elif kind == "state":
+                    view.status = f"job {job_id} {data['data']['state']}"
+                else:
+                    view.update(kind, data["data"])
+                live.update(view.render())
+    if final is None:
+        raise OptimizeCommandError(
+            f"the event stream of job {job_id} ended early; see {api}/v1/jobs/{job_id}"
+        )
+    if final["state"] != "succeeded":
+        raise OptimizeCommandError(f"job {job_id} {final['state']}: {final.get('error')}")
+    return OptimizeResult.model_validate(final["result"])
+
+
+def _error_text(response: httpx.Response) -> str:
+    try:
+        return str(response.json()["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        return response.text[:500]
+
+
+def optimize_command(
+    file: Annotated[Path, typer.Argument(help="the program to optimize (serial C++ or CUDA)", exists=True)],
+    task: Annotated[
+        Path | None, typer.Option("--task", help="a task directory (task.json, reference.cpp)")
+    ] = None,
+    task_json: Annotated[Path | None, typer.Option("--task-json", help="a regraph.task/v1 JSON file")] = None,
+    method: Annotated[str, typer.Option(help=f"one of {', '.join(METHODS)}")] = "regraph-mcgs",
+    budget: Annotated[int, typer.Option(help="executor evaluations, hard limit")] = 20,
+    rollouts: Annotated[int | None, typer.Option(help="regraph-mcgs iterations")] = None,
+    seed: Annotated[int, typer.Option(help="search seed")] = 0,
+    verification: Annotated[
+        str, typer.Option(help="auto | verified | compile-only (auto: verified when the executor has a GPU)")
+    ] = "auto",
+    api: Annotated[str | None, typer.Option("--api", help="run the job on this ReGraph API instead")] = None,
+    executor_url: Annotated[
+        str | None,
+        typer.Option("--executor-url", envvar="REGRAPH_EXECUTOR_URL", help="the executor (in process)"),
+    ] = None,
+    replay: Annotated[
+        Path | None, typer.Option(help="answer from a replay file or teacher trajectories (.jsonl), no model")
+    ] = None,
+    replay_one_shot: Annotated[
+        bool, typer.Option(help="with trajectories: answer one-shot prompts with the final step too")
+    ] = False,
+    graph: Annotated[
+        str, typer.Option(help="neo4j | trajectories (in-memory graph from --trajectories)")
+    ] = "neo4j",
+    trajectories: Annotated[Path, typer.Option(help="trajectory files for --graph trajectories")] = (
+        DEFAULT_TRAJECTORIES
+    ),
+    tasks_dir: Annotated[Path, typer.Option(help="task references for --graph trajectories")] = DEFAULT_TASKS,
+    out: Annotated[
+        Path, typer.Option(help="where result.json and the best code go (<out>/<task id>/)")
+    ] = Path("regraph-out"),
+) -> None:
+    """Optimize FILE for a task and print where the best verified code is and its speedup."""
+    try:
+        the_task = read_task(task, task_json)
+        request = OptimizeCreate.model_validate(
+            {
+                "source": file.read_text(encoding="utf-8"),
+                "task": the_task.model_dump(mode="json"),
+                "method": method,
+                "budget": budget,
+                "rollouts": rollouts,
+                "seed": seed,
+                "verification": verification,
+            }
+        )
+    except (ValidationError, OSError) as e:
+        raise typer.BadParameter(str(e)) from e
+    except OptimizeCommandError as e:
+        console.print(f"[bold red]error:[/] {e}")
+        raise typer.Exit(code=2) from e
+    view = ProgressView(f"{method} on {the_task.id}", budget)
+    suffix = ".cu" if the_task.kind == "function" else ".cuh"
+    try:
+        with ExitStack() as stack, Live(view.render(), console=console, refresh_per_second=8) as live:
+            if api is not None:
+                result = run_through_api(api.rstrip("/"), request, view, live)
+            else:
+                if executor_url is None:
+                    raise OptimizeCommandError(
+                        "no executor: pass --executor-url URL (or set REGRAPH_EXECUTOR_URL)"
+                    )
+                model = _model(replay, replay_one_shot)
+                knowledge = _knowledge(graph, trajectories, tasks_dir, the_task.id, stack)
+                result = asyncio.run(
+                    run_in_process(
+                        request,
+                        the_task,
+                        model=model,
+                        knowledge=knowledge,
+                        executor_url=executor_url,
+                        view=view,
+                        live=live,
+                    )
+                )
+    except (OptimizeCommandError, OptimizeError, SearchError, httpx.HTTPError) as e:
+        console.print(f"[bold red]error:[/] {e}")
+        raise typer.Exit(code=1) from e
+    best = write_outputs(out, result, suffix)
+    search = result.search
+    console.print()
+    console.print(result.note)
+    print(f"result: {out / search.task_id / 'result.json'}")
+    if best is not None and search.best_speedup is not None:
+        print(f"best verified code: {best}")
+        print(
+            f"speedup over the serial reference: {search.best_speedup:.3f}x (path: {' -> '.join(search.best_path or [])})"
+        )
+    else:
+        print("best verified code: none")

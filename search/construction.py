@@ -1,0 +1,350 @@
+"""Building the reasoning graph from optimization trajectories (the paper's Algorithm 1, made durable).
+
+For each trajectory: walk from the initial node ("sequential code"), relabel each step's method onto
+the graph's techniques, optionally validate the step's code, and append the step as an example of
+the transition previous technique -> this technique. A trajectory is committed in one transaction
+together with a record of it, so an interrupted build resumes where it stopped, and re-ingesting the
+same trajectory adds nothing (trajectory and example ids are content hashes).
+
+Step 1 starts from the task's serial reference, read through `ReferenceSource`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from graphdb.errors import GraphDBError
+from graphdb.models import (
+    Example,
+    IngestBatch,
+    RelabelOutcome,
+    ReviewStatus,
+    Technique,
+    TrajectoryRecord,
+    Verdict,
+    content_id,
+    utc_now,
+)
+from graphdb.store import GraphStore
+from search.embeddings import Embedder
+from search.errors import SearchError
+from search.protocols import INITIAL_TECHNIQUE
+from search.relabel import Relabeler
+
+logger = logging.getLogger(__name__)
+
+TRAJECTORY_FORMAT = "regraph.trajectory/v1"
+
+
+class ConstructionError(SearchError):
+    """Root of graph-construction failures."""
+
+
+class TrajectoryFormatError(ConstructionError):
+    """A trajectory file or line is not a valid `regraph.trajectory/v1` object."""
+
+
+class ReferenceNotFoundError(ConstructionError):
+    """The serial reference a trajectory starts from cannot be found."""
+
+
+class GraphWriteError(ConstructionError):
+    """The graph store refused or failed a trajectory's batch (nothing of it was written)."""
+
+
+class TrajectoryStep(BaseModel):
+    """One optimization step: the method applied, why, what changed, and the complete code after it."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    method: str = Field(min_length=1, max_length=200)
+    think: str = ""
+    detail: str = ""
+    code: str = Field(min_length=1)
+
+
+class Trajectory(BaseModel):
+    """An optimization trajectory for one task."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    format: Literal["regraph.trajectory/v1"]
+    task_id: str = Field(pattern=r"^[a-z0-9_]+$")
+    model: str = Field(min_length=1)
+    steps: list[TrajectoryStep] = Field(min_length=1)
+
+    @property
+    def id(self) -> str:
+        """Content hash of the whole trajectory (what makes re-ingestion a no-op)."""
+        return content_id("trajectory", json.dumps(self.model_dump(), sort_keys=True))
+
+
+@dataclass(frozen=True)
+class SourcedTrajectory:
+    """A trajectory and where it came from (a "file:line" or a teacher model's name)."""
+
+    trajectory: Trajectory
+    origin: str
+
+
+def read_trajectory_file(path: Path) -> list[SourcedTrajectory]:
+    """Parse every line of a JSONL file first, so a malformed line fails before anything is written."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as e:
+        raise TrajectoryFormatError(f"{path}: cannot read: {e}") from e
+    out = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            trajectory = Trajectory.model_validate_json(line)
+        except ValidationError as e:
+            raise TrajectoryFormatError(f"{path}:{number}: not a {TRAJECTORY_FORMAT} trajectory: {e}") from e
+        out.append(SourcedTrajectory(trajectory, f"{path}:{number}"))
+    return out
+
+
+def read_trajectories(paths: Iterable[Path]) -> list[SourcedTrajectory]:
+    """Trajectories of files and directories (every `*.jsonl` inside, sorted), all parsed up front."""
+    out: list[SourcedTrajectory] = []
+    for path in paths:
+        files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
+        for file in files:
+            out.extend(read_trajectory_file(file))
+    return out
+
+
+class ReferenceSource(Protocol):
+    """The serial reference code of a task (the code step 1 starts from)."""
+
+    def __call__(self, task_id: str) -> str: ...
+
+
+class TaskDirectoryReferences:
+    """References from a task directory laid out as `<root>/<task_id>/reference.cpp`."""
+
+    def __init__(self, root: Path) -> None:
+        """Read references under `root` (e.g. bench/tasks)."""
+        self.root = root
+
+    def __call__(self, task_id: str) -> str:
+        """The reference source of `task_id`; raises `ReferenceNotFoundError`."""
+        path = self.root / task_id / "reference.cpp"
+        try:
+            return path.read_text()
+        except OSError as e:
+            raise ReferenceNotFoundError(f"no serial reference for task {task_id!r} at {path}") from e
+
+
+class StepCheck(BaseModel):
+    """The validation of one step's code (as reported by the executor)."""
+
+    passed: bool
+    speedup_over_serial: float | None = Field(None, gt=0)
+    device: str | None = None
+    reason: str = ""
+
+
+class StepValidator(Protocol):
+    """Validates a step's code for a task (an executor client adapter); raises on infrastructure failure."""
+
+    def __call__(self, task_id: str, code: str) -> StepCheck: ...
+
+
+class TrajectorySource(Protocol):
+    """Where trajectories come from besides files, e.g. a teacher model generating them.
+
+    Hook for the teacher-model path: an implementation prompts a `ChatModel` per task and yields the
+    trajectories it writes; `build_graph` treats them exactly like file trajectories.
+    """
+
+    def __call__(self) -> Iterable[SourcedTrajectory]: ...
+
+
+ProgressCallback = Callable[[int, int, str], None]
+"""Called after each trajectory with (done, total, origin)."""
+
+
+class BuildSummary(BaseModel):
+    """What a build did."""
+
+    trajectories_read: int = 0
+    trajectories_ingested: int = 0
+    trajectories_already_ingested: int = 0
+    techniques_created: int = 0
+    transitions_created: int = 0
+    examples_added: int = 0
+    examples_skipped: int = 0
+    merges: int = 0
+    new_techniques: int = 0
+    flagged: int = 0
+    rejected_steps: int = 0
+    skipped_steps: int = 0
+    nodes: int = 0
+    transitions: int = 0
+    examples: int = 0
+
+
+@dataclass
+class GraphBuilder:
+    """Ingests trajectories into a store: relabeling, optional validation, one transaction per trajectory."""
+
+    store: GraphStore
+    embedder: Embedder
+    relabeler: Relabeler
+    references: ReferenceSource
+    validator: StepValidator | None = None
+    on_failure: Literal["reject", "skip"] = "reject"
+    review_status: ReviewStatus = ReviewStatus.PENDING
+    actor: str = "construction"
+    _summary: BuildSummary = field(default_factory=BuildSummary)
+
+    def build(
+        self, trajectories: Iterable[SourcedTrajectory], progress: ProgressCallback | None = None
+    ) -> BuildSummary:
+        """Ingest `trajectories` in order and return the summary (with the graph's final size)."""
+        items = list(trajectories)
+        summary = BuildSummary(trajectories_read=len(items))
+        self._ensure_initial()
+        for done, item in enumerate(items, start=1):
+            self._ingest_one(item, summary)
+            if progress is not None:
+                progress(done, len(items), item.origin)
+        counts = self.store.counts()
+        summary.nodes, summary.transitions, summary.examples = (
+            counts["techniques"],
+            counts["transitions"],
+            counts["examples"],
+        )
+        return summary
+
+    def _ensure_initial(self) -> None:
+        if self.store.find_technique_by_label(INITIAL_TECHNIQUE) is None:
+            text = "the serial C++ reference every optimization path starts from"
+            self.store.ingest(
+                IngestBatch(
+                    new_techniques=[
+                        Technique(
+                            name=INITIAL_TECHNIQUE,
+                            description=text,
+                            embedding=self.embedder.embed_one(f"{INITIAL_TECHNIQUE}: {text}"),
+                            created_at=utc_now(),
+                            created_by=self.actor,
+                        )
+                    ],
+                    actor=self.actor,
+                )
+            )
+
+    def _ingest_one(self, item: SourcedTrajectory, summary: BuildSummary) -> None:
+        trajectory = item.trajectory
+        trajectory_id = trajectory.id
+        if self.store.is_trajectory_ingested(trajectory_id):
+            summary.trajectories_already_ingested += 1
+            return
+        code_before = self.references(trajectory.task_id)
+        session = self.relabeler.session()
+        examples: list[Example] = []
+        previous = INITIAL_TECHNIQUE
+        # Speedup over serial of the code before this step (the serial reference itself: 1).
+        previous_serial: float | None = 1.0
+        previous_label = INITIAL_TECHNIQUE
+        rejected = 0
+        for index, step in enumerate(trajectory.steps):
+            target = session.resolve(step.method)
+            check = self.validator(trajectory.task_id, step.code) if self.validator is not None else None
+            status, verdict, reason = self.review_status, None, ""
+            speedup = serial = None
+            if check is not None:
+                verdict = Verdict.PASSED if check.passed else Verdict.FAILED
+                serial = check.speedup_over_serial if check.passed else None
+                if serial is not None and previous_serial is not None:
+                    speedup = serial / previous_serial
+                if not check.passed:
+                    if self.on_failure == "skip":
+                        summary.skipped_steps += len(trajectory.steps) - index
+                        break
+                    status, reason = ReviewStatus.REJECTED, f"validation failed: {check.reason}"
+                    rejected += 1
+            examples.append(
+                Example(
+                    id=content_id("example", trajectory.task_id, code_before, step.code),
+                    source=previous,
+                    target=target,
+                    task_id=trajectory.task_id,
+                    think=step.think,
+                    detail=step.detail,
+                    code_before=code_before,
+                    code_after=step.code,
+                    source_label=previous_label,
+                    target_label=" ".join(step.method.split()),
+                    speedup=speedup,
+                    speedup_over_serial=serial,
+                    verdict=verdict,
+                    device=check.device if check else None,
+                    model=trajectory.model,
+                    review_status=status,
+                    review_reason=reason,
+                    trajectory_id=trajectory_id,
+                    step_index=index,
+                    created_at=utc_now(),
+                )
+            )
+            previous, previous_label, code_before = target, " ".join(step.method.split()), step.code
+            previous_serial = serial if check is not None else previous_serial
+        vectors = self.embedder.embed_code([e.code_before for e in examples])
+        examples = [
+            e.model_copy(update={"code_embedding": v}) for e, v in zip(examples, vectors, strict=True)
+        ]
+        record = TrajectoryRecord(
+            id=trajectory_id,
+            task_id=trajectory.task_id,
+            model=trajectory.model,
+            source=item.origin,
+            n_steps=len(trajectory.steps),
+            n_examples_added=len(examples),
+            n_rejected=rejected,
+            ingested_at=utc_now(),
+        )
+        batch = IngestBatch(
+            trajectory=record,
+            new_techniques=session.new_techniques,
+            aliases=session.aliases,
+            decisions=session.decisions,
+            examples=examples,
+            actor=self.actor,
+        )
+        try:
+            result = self.store.ingest(batch)
+        except GraphDBError as e:
+            raise GraphWriteError(f"{item.origin}: the graph refused the trajectory: {e}") from e
+        if result.already_ingested:
+            summary.trajectories_already_ingested += 1
+            return
+        summary.trajectories_ingested += 1
+        summary.techniques_created += result.techniques_created
+        summary.transitions_created += result.transitions_created
+        summary.examples_added += result.examples_created
+        summary.examples_skipped += result.examples_skipped
+        summary.rejected_steps += rejected
+        for decision in session.decisions:
+            if decision.outcome is RelabelOutcome.MERGED:
+                summary.merges += 1
+            elif decision.outcome is RelabelOutcome.NEW:
+                summary.new_techniques += 1
+            elif decision.outcome is RelabelOutcome.FLAGGED:
+                summary.flagged += 1
+
+
+def iter_sources(*sources: TrajectorySource) -> Iterator[SourcedTrajectory]:
+    """Chain several trajectory sources (files read with `read_trajectories`, teacher models...)."""
+    for source in sources:
+        yield from source()
