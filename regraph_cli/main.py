@@ -139,23 +139,22 @@ def up(
     if settings.executor_url is None and with_executor:
         executor, url = _start_local_executor(executor_port)
         settings = settings.model_copy(update={"executor_url": url})
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(settings), host=settings.host, port=settings.port, log_config=None)
-    )
+    api = create_app(settings)
+    server = uvicorn.Server(uvicorn.Config(api, host=settings.host, port=settings.port, log_config=None))
 
     def announce() -> None:
         while not server.started:
             if server.should_exit:
                 return
             time.sleep(0.2)
-        state = server.config.loaded_app and getattr(server.config.loaded_app, "state", None)
-        neo4j_uri = getattr(getattr(state, "regraph", None), "target", None)
+        state = getattr(api.state, "regraph", None)
+        neo4j_uri = state.target.uri if state is not None else settings.neo4j_uri
         bound = settings.port
         for srv in server.servers:
             for sock in srv.sockets:
                 bound = sock.getsockname()[1]
         print(f"ReGraph API serving on http://{settings.host}:{bound}  (docs: /docs, readiness: /readyz)")
-        print(f"  Neo4j: {neo4j_uri.uri if neo4j_uri else settings.neo4j_uri}")
+        print(f"  Neo4j: {neo4j_uri}")
         print(f"  executor: {settings.executor_url or 'not started'}")
         print("Press Ctrl-C to stop.", flush=True)
 
