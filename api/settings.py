@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from search.backends.config import ModelRoles
@@ -18,6 +18,11 @@ def default_data_dir() -> Path:
 def default_tasks_dir() -> Path:
     """The benchmark tasks shipped with the package (bench/tasks)."""
     return Path(__file__).resolve().parent.parent / "bench" / "tasks"
+
+
+def default_seed_graph() -> Path:
+    """The committed seed graph export (bench/seed_graph/seed_graph.json, built by `python -m bench.seed_graph`)."""
+    return Path(__file__).resolve().parent.parent / "bench" / "seed_graph" / "seed_graph.json"
 
 
 class ApiSettings(BaseSettings):
@@ -47,6 +52,10 @@ class ApiSettings(BaseSettings):
     neo4j_heap_mb: int = Field(1024, ge=256, description="JVM heap of the embedded server")
     neo4j_pagecache_mb: int = Field(256, ge=16, description="page cache of the embedded server")
     migrate_on_start: bool = Field(True, description="apply pending schema migrations before serving")
+    seed_graph: Path | None = Field(
+        default_factory=default_seed_graph,
+        description="graph export imported at start-up when the graph has no techniques; empty or 'none': off",
+    )
 
     executor_url: str | None = Field(
         None, description="the GPU executor service; unset = `regraph up` starts a local one"
@@ -80,3 +89,11 @@ class ApiSettings(BaseSettings):
     )
     cypher_timeout_s: float = Field(10.0, gt=0, le=600, description="longest a /v1/cypher query may run")
     cypher_row_limit: int = Field(1000, ge=1, le=100_000, description="most rows a /v1/cypher query returns")
+
+    @field_validator("seed_graph", mode="before")
+    @classmethod
+    def _seed_graph_off(cls, value: object) -> object:
+        # REGRAPH_SEED_GRAPH="" (or "none") turns the seed off; a plain Path("") would mean ".".
+        if isinstance(value, str) and value.strip().lower() in ("", "none"):
+            return None
+        return value

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from neo4j import Driver
 
 from api.settings import ApiSettings
 from graphdb.connection import GraphServer, GraphServerOptions, Neo4jTarget, open_driver
+from graphdb.export import import_from_file
 from graphdb.migrations import MigrationRunner
-from graphdb.store import Neo4jGraphStore
+from graphdb.models import GraphExport
+from graphdb.store import ImportConflictError, InvalidOperationError, Neo4jGraphStore
 from search.embeddings import Embedder, shared_embedder
 
 if TYPE_CHECKING:
@@ -32,6 +35,35 @@ def graph_options(settings: ApiSettings) -> GraphServerOptions:
         embedded_heap_mb=settings.neo4j_heap_mb,
         embedded_pagecache_mb=settings.neo4j_pagecache_mb,
     )
+
+
+def load_seed_graph(store: Neo4jGraphStore, path: Path) -> GraphExport | None:
+    """Import the seed export when the graph has no technique yet (a fresh database); return what was loaded.
+
+    A missing file or a graph that already holds other records (API keys, audit entries: the import
+    wants an empty graph) leaves the graph empty with a warning; a malformed file fails start-up.
+    """
+    if store.counts()["techniques"] > 0:
+        return None
+    if not path.is_file():
+        logger.warning("seed graph not loaded: no file", extra={"path": str(path)})
+        return None
+    try:
+        export = import_from_file(store, path, actor="seed-graph")
+    except (ImportConflictError, InvalidOperationError) as e:
+        # Another replica may have seeded it first, or keys were created before the first start.
+        logger.warning("seed graph not loaded", extra={"path": str(path), "reason": str(e)})
+        return None
+    logger.info(
+        "seed graph loaded into the empty graph",
+        extra={
+            "path": str(path),
+            "techniques": len(export.techniques),
+            "transitions": len(export.transitions),
+            "examples": len(export.examples),
+        },
+    )
+    return export
 
 
 @dataclass
@@ -62,6 +94,8 @@ class AppState:
                     "schema migrated", extra={"applied": ",".join(state.migrations_applied) or "none"}
                 )
             state.graph_store = Neo4jGraphStore(driver, target.database)
+            if settings.seed_graph is not None:
+                load_seed_graph(state.graph_store, settings.seed_graph)
             state.embedder = shared_embedder()
         except BaseException:
             state.close()

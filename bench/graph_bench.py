@@ -1,9 +1,11 @@
 """Benchmark of the graph store: ingestion rate and the latency of the retrieval call on a large graph.
 
 Generates a synthetic reasoning graph (default 100,000 examples) in a fresh embedded Neo4j, then
-times `Neo4jGraphStore.successors` (the call behind `GraphKnowledge.successors`) from random
-techniques. Embeddings are pre-computed random unit vectors, so the numbers measure the database,
-not the embedding model (which adds ~5-20 ms per new code on CPU, once per code thanks to caching).
+times `Neo4jGraphStore.successors` (the call behind `GraphKnowledge.successors`, with its default
+scan limit) from random techniques. Embeddings are pre-computed random unit vectors, so the numbers
+measure the database, not the embedding model (which adds ~5-20 ms per new code on CPU, once per code
+thanks to caching). The load average is recorded before and after: other processes on the machine
+change the numbers a lot.
 
     python -m bench.graph_bench --examples 100000
 """
@@ -13,8 +15,10 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import platform
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -99,6 +103,7 @@ def percentile(values: list[float], p: float) -> float:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Build the graph, time ingestion and retrieval, and return the results."""
+    load_before = os.getloadavg()
     names, examples = synthetic_examples(args.examples, args.techniques, args.seed)
     with tempfile.TemporaryDirectory(prefix="regraph-graph-bench-") as tmp:
         options = GraphServerOptions(
@@ -142,7 +147,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for i in range(args.queries + args.warmup):
                 vector = [float(x) for x in queries[i]]
                 t0 = time.perf_counter()
-                store.successors(sources[int(picks[i])], vector, args.k, scan_limit=args.scan_limit)
+                store.successors(
+                    sources[int(picks[i])], vector, args.k, scan_limit=args.scan_limit, nearest=args.nearest
+                )
                 elapsed = (time.perf_counter() - t0) * 1000
                 if i >= args.warmup:
                     latencies.append(elapsed)
@@ -150,13 +157,28 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for i in range(min(200, args.queries)):
                 t0 = time.perf_counter()
                 store.successors(
-                    INITIAL_TECHNIQUE, [float(x) for x in queries[i]], args.k, scan_limit=args.scan_limit
+                    INITIAL_TECHNIQUE,
+                    [float(x) for x in queries[i]],
+                    args.k,
+                    scan_limit=args.scan_limit,
+                    nearest=args.nearest,
                 )
                 initial.append((time.perf_counter() - t0) * 1000)
     biggest = max(t.stats.n_examples for t in transitions)
+    load_after = os.getloadavg()
     return {
         "benchmark": "graph_store",
-        "machine": {"platform": platform.platform(), "python": platform.python_version()},
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "command": " ".join(["python -m bench.graph_bench", *sys.argv[1:]]),
+        "machine": {
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "load_average_1_5_15_before": [round(x, 2) for x in load_before],
+            "load_average_1_5_15_after": [round(x, 2) for x in load_after],
+            "neo4j_heap_mb": args.heap_mb,
+            "neo4j_pagecache_mb": args.pagecache_mb,
+        },
         "embeddings": "pre-computed random unit vectors (measures the database, not the model)",
         "examples": len(examples),
         "graph": {**counts, "largest_transition_examples": biggest},
@@ -170,6 +192,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "calls": len(latencies),
             "k": args.k,
             "scan_limit": args.scan_limit,
+            "nearest": args.nearest,
             "p50_ms": round(statistics.median(latencies), 2),
             "p99_ms": round(percentile(latencies, 99), 2),
             "max_ms": round(max(latencies), 2),
@@ -191,7 +214,12 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--warmup", type=int, default=100)
     parser.add_argument("--k", type=int, default=3)
-    parser.add_argument("--scan-limit", type=int, default=DEFAULT_SCAN_LIMIT)
+    parser.add_argument(
+        "--scan-limit", type=int, default=DEFAULT_SCAN_LIMIT, help="candidates ranked per transition"
+    )
+    parser.add_argument(
+        "--nearest", type=int, default=0, help="vector-index complement (0: off, the default)"
+    )
     parser.add_argument("--heap-mb", type=int, default=2048)
     parser.add_argument("--pagecache-mb", type=int, default=2048)
     parser.add_argument("--seed", type=int, default=7)
@@ -216,6 +244,14 @@ def main() -> None:
             "",
         ),
     ]
+    load = result["machine"]
+    rows.append(
+        (
+            "load average before / after (1 min)",
+            f"{load['load_average_1_5_15_before'][0]:.2f} / {load['load_average_1_5_15_after'][0]:.2f}",
+            "",
+        )
+    )
     width = max(len(a) for a, _, _ in rows)
     for name, value, target in rows:
         print(f"{name:<{width}}  {value:>22}  {target}")

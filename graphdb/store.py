@@ -4,13 +4,16 @@ Storage shape (all common queries are one hop and indexed):
 
 - `(:Technique {name, description, aliases, embedding, created_at, created_by})`;
 - `(:Technique)-[:TRANSITION {key, n_examples, n_verified, n_rejected, success_rate, mean_speedup,
-  median_speedup}]->(:Technique)`, `key` = "source -> target";
+  median_speedup}]->(:Technique)`, `key` = "source -> target", plus two hidden properties that keep
+  retrieval and ingestion bounded whatever a transition's size: `candidate_ids` (the examples retrieval
+  ranks, see `successors`) and `verified_speedups` (what the statistics are computed from);
 - `(:Example {id, transition_key, source, target, ...})` found through the range index on
   `transition_key`; examples are never linked by relationships, so moving one is a property update;
 - `(:RelabelDecision)`, `(:AuditEntry)`, `(:ApiKey)`, `(:Trajectory)` records.
 
-Every mutation runs in one managed write transaction together with its audit entry, and transition
-statistics are recomputed from the examples inside that transaction, so they never drift. Embeddings
+Every mutation runs in one managed write transaction together with its audit entry. Transition
+statistics are maintained inside that transaction: added examples are folded in (bounded work), and
+curation (review, move, delete, merge) recomputes them from the examples, so they never drift. Embeddings
 are computed by callers (`search.embeddings`); the store only stores and compares them.
 """
 
@@ -22,9 +25,10 @@ import logging
 import secrets
 import uuid
 from collections.abc import Callable, Iterable
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from neo4j import Driver, ManagedTransaction
+from neo4j import READ_ACCESS, Driver, ManagedTransaction
 from neo4j.exceptions import ConstraintError, Neo4jError, ServiceUnavailable
 from neo4j.time import DateTime as Neo4jDateTime
 from pydantic import ValidationError
@@ -49,16 +53,26 @@ from graphdb.models import (
     TrajectoryRecord,
     Transition,
     TransitionStats,
+    Verdict,
     transition_key,
     utc_now,
 )
+from search.protocols import INITIAL_TECHNIQUE
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-DEFAULT_SCAN_LIMIT = 2000
-"""How many examples of one transition retrieval compares by brute force at most."""
+CANDIDATES_PER_TRANSITION = 32
+"""How many retrieval candidates each transition keeps (V004 backfills with the same number)."""
+
+DEFAULT_SCAN_LIMIT = 16
+"""How many candidates of one transition retrieval compares with the query code by default.
+
+Bounding this is what keeps the search's per-step call fast on a large graph: the most connected
+technique has ~40 successors, each ranking this many candidates (see bench/graph_bench.py); a
+transition of at most this many examples is ranked exactly. At most `CANDIDATES_PER_TRANSITION`.
+"""
 
 
 class GraphStoreError(GraphDBError):
@@ -145,7 +159,13 @@ class GraphStore(Protocol):
     def move_example(self, example_id: str, *, source: str, target: str, actor: str) -> Example: ...
     # retrieval
     def successors(
-        self, technique: str, embedding: list[float], k: int, *, scan_limit: int = DEFAULT_SCAN_LIMIT
+        self,
+        technique: str,
+        embedding: list[float],
+        k: int,
+        *,
+        scan_limit: int = DEFAULT_SCAN_LIMIT,
+        nearest: int = 0,
     ) -> list[SuccessorTransition]: ...
     def similar_examples(self, embedding: list[float], k: int) -> list[ScoredExample]: ...
     # relabel decisions, audit, keys, trajectories
@@ -196,6 +216,15 @@ def _technique(row: dict[str, Any]) -> Technique:
 
 def _example(row: dict[str, Any]) -> Example:
     return Example.model_validate({k: v for k, v in _native(row).items() if v is not None})
+
+
+def _retrieved(row: dict[str, Any]) -> ScoredExample:
+    """A row of `store_queries.retrieved_projection` as a scored example (no driver datetimes to convert)."""
+    props = {k: v for k, v in row.items() if v is not None}
+    similarity = _similarity(props.pop("similarity"))
+    seconds, micros = props.pop("created_at_s"), props.pop("created_at_us")
+    props["created_at"] = datetime.fromtimestamp(seconds, UTC) + timedelta(microseconds=micros)
+    return ScoredExample(example=Example.model_validate(props), similarity=similarity)
 
 
 def _transition(row: dict[str, Any], source: str, target: str) -> Transition:
@@ -271,6 +300,21 @@ class Neo4jGraphStore:
         except (Neo4jError, ServiceUnavailable, OSError) as e:
             raise StoreUnavailableError(f"the graph database failed a read: {e}") from e
 
+    def _rows_autocommit(self, cypher: str, /, **params: Any) -> list[dict[str, Any]]:
+        """One read query in an auto-commit transaction: one round trip instead of a managed one's two.
+
+        For the hot read paths (the search asks for successors at every step); no retry on transient
+        errors, which a single read does not need.
+        """
+        try:
+            with self._driver.session(
+                database=self._database, default_access_mode=READ_ACCESS, notifications_min_severity="OFF"
+            ) as session:
+                # Plain record access: `Record.data()` walks every nested value again, which costs here.
+                return [dict(zip(r.keys(), r.values(), strict=True)) for r in session.run(cypher, params)]
+        except (Neo4jError, ServiceUnavailable, OSError) as e:
+            raise StoreUnavailableError(f"the graph database failed a read: {e}") from e
+
     def _rows(self, cypher: str, /, **params: Any) -> list[dict[str, Any]]:
         def work(tx: ManagedTransaction) -> list[dict[str, Any]]:
             return [record.data() for record in tx.run(cypher, params)]
@@ -304,7 +348,45 @@ class Neo4jGraphStore:
 
     @staticmethod
     def _recompute(tx: ManagedTransaction, keys: Iterable[str]) -> None:
-        tx.run(q.RECOMPUTE_TRANSITION_STATS, keys=sorted(set(keys))).consume()
+        tx.run(
+            q.RECOMPUTE_TRANSITION_STATS, keys=sorted(set(keys)), candidates=CANDIDATES_PER_TRANSITION
+        ).consume()
+
+    @classmethod
+    def _add_to_stats(cls, tx: ManagedTransaction, added: list[Example]) -> None:
+        """Fold newly created examples into their transitions' statistics and candidates.
+
+        The work is bounded by the number of new examples (plus the candidates), not by the size of the
+        transitions; a transition without the bookkeeping this needs is recomputed in full instead.
+        """
+        keys = sorted({e.transition_key for e in added})
+        legacy = {r["key"] for r in tx.run(q.TRANSITIONS_WITHOUT_UPKEEP, keys=keys)}
+        rows: dict[str, dict[str, Any]] = {
+            key: {"key": key, "live": 0, "rejected": 0, "speedups": [], "ids": []}
+            for key in keys
+            if key not in legacy
+        }
+        for e in added:
+            row = rows.get(e.transition_key)
+            if row is None:
+                continue
+            if e.review_status == ReviewStatus.REJECTED:
+                row["rejected"] += 1
+                continue
+            row["live"] += 1
+            row["ids"].append(e.id)
+            if e.verdict == Verdict.PASSED and e.speedup is not None:
+                row["speedups"].append(float(e.speedup))
+        if rows:
+            tx.run(
+                q.ADD_TO_TRANSITION_STATS, rows=list(rows.values()), candidates=CANDIDATES_PER_TRANSITION
+            ).consume()
+        if legacy:
+            cls._recompute(tx, legacy)
+
+    @staticmethod
+    def _write_candidates(tx: ManagedTransaction, keys: Iterable[str]) -> None:
+        tx.run(q.SET_CANDIDATE_IDS, keys=sorted(set(keys)), candidates=CANDIDATES_PER_TRANSITION).consume()
 
     @classmethod
     def _retarget(cls, tx: ManagedTransaction, moves: list[dict[str, str]], old_keys: Iterable[str]) -> None:
@@ -486,7 +568,7 @@ class Neo4jGraphStore:
                     for e in fresh.values()
                 ]
                 tx.run(q.CREATE_EXAMPLES, rows=rows).consume()
-                self._recompute(tx, (e.transition_key for e in fresh.values()))
+                self._add_to_stats(tx, list(fresh.values()))
             result.examples_created = len(fresh)
             if batch.trajectory is not None:
                 tx.run(q.CREATE_TRAJECTORIES, rows=[_props(batch.trajectory.model_dump())]).consume()
@@ -602,45 +684,49 @@ class Neo4jGraphStore:
     # -- retrieval -------------------------------------------------------------------------------------
 
     def successors(
-        self, technique: str, embedding: list[float], k: int, *, scan_limit: int = DEFAULT_SCAN_LIMIT
+        self,
+        technique: str,
+        embedding: list[float],
+        k: int,
+        *,
+        scan_limit: int = DEFAULT_SCAN_LIMIT,
+        nearest: int = 0,
     ) -> list[SuccessorTransition]:
         """Transitions out of `technique` (by target name) with their top-`k` examples for the query code.
 
-        Each transition's examples are compared by brute force up to `scan_limit`; for larger
-        transitions the global vector index adds its nearest examples, so a close match is not missed.
-        Examples rank by code similarity, then speedup, then id.
+        Each transition keeps up to `CANDIDATES_PER_TRANSITION` retrieval candidates: all of its live
+        examples when they fit, else its best verified speedups and its most recent examples. The first
+        `scan_limit` of them rank by code similarity, then speedup, then id; so a transition of up to
+        `scan_limit` examples is ranked exactly and a larger one at a bounded cost. With `nearest` > 0
+        the global vector index also offers its `nearest` closest examples of the larger transitions
+        (a near-duplicate outside the candidates is then found, for about 10 ms more per call).
         """
 
-        def work(tx: ManagedTransaction) -> list[dict[str, Any]]:
-            rows = [
-                r.data()
-                for r in tx.run(q.SUCCESSORS, name=technique, embedding=embedding, k=k, scan_limit=scan_limit)
-            ]
-            if not rows and not list(tx.run(q.GET_TECHNIQUE, name=technique)):
-                raise TechniqueNotFoundError(f"no technique is called {technique!r}")
-            big = [r["r"]["key"] for r in rows if (r["r"].get("n_examples") or 0) > scan_limit]
-            if big and k > 0:
-                extra: dict[str, list[dict[str, Any]]] = {}
-                for rec in tx.run(
-                    q.SIMILAR_EXAMPLES_IN_KEYS,
-                    keys=big,
-                    embedding=embedding,
-                    candidates=max(100, 20 * k * len(big)),
-                ):
-                    e = rec["e"]
-                    extra.setdefault(transition_key(e["source"], e["target"]), []).append(e)
-                for row in rows:
-                    found = extra.get(row["r"]["key"])
-                    if found:
-                        row["examples"] = [*row["examples"], *found]
-            return rows
+        rows = self._rows_autocommit(
+            q.SUCCESSORS, name=technique, embedding=embedding, k=k, scan_limit=scan_limit
+        )
+        if not rows and not self._rows(q.GET_TECHNIQUE, name=technique):
+            raise TechniqueNotFoundError(f"no technique is called {technique!r}")
+        scanned = min(scan_limit, CANDIDATES_PER_TRANSITION)
+        big = [r["r"]["key"] for r in rows if (r["r"].get("n_examples") or 0) > scanned]
+        if big and k > 0 and nearest > 0:
+            extra: dict[str, list[dict[str, Any]]] = {}
+            for rec in self._rows(
+                q.SIMILAR_EXAMPLES_IN_KEYS, keys=big, embedding=embedding, candidates=nearest
+            ):
+                e = rec["e"]
+                extra.setdefault(transition_key(e["source"], e["target"]), []).append(e)
+            for row in rows:
+                found = extra.get(row["r"]["key"])
+                if found:
+                    row["examples"] = [*row["examples"], *found]
 
         out: list[SuccessorTransition] = []
-        for row in self._read(work):
+        for row in rows:
             by_id: dict[str, ScoredExample] = {}
             for e in row["examples"]:
-                sim = _similarity(e.pop("similarity"))
-                by_id.setdefault(e["id"], ScoredExample(example=_example(e), similarity=sim))
+                if e["id"] not in by_id:
+                    by_id[e["id"]] = _retrieved(e)
             ranked = sorted(
                 by_id.values(),
                 key=lambda s: (-round(s.similarity, 9), -(s.example.speedup or 0.0), s.example.id),
@@ -658,12 +744,7 @@ class Neo4jGraphStore:
         if k <= 0:
             return []
         rows = self._rows(q.SIMILAR_EXAMPLES, embedding=embedding, k=k, candidates=max(4 * k, 50))
-        out = []
-        for r in rows:
-            e = dict(r["e"])
-            sim = _similarity(e.pop("similarity"))
-            out.append(ScoredExample(example=_example(e), similarity=sim))
-        return out
+        return [_retrieved(dict(r["e"])) for r in rows]
 
     # -- relabel decisions -----------------------------------------------------------------------------
 
@@ -850,11 +931,22 @@ class Neo4jGraphStore:
         return self._read(work)
 
     def import_graph(self, export: GraphExport, *, actor: str) -> None:
-        """Load an export into an empty graph, all in one transaction (refused if the graph is not empty)."""
+        """Load an export into a graph without knowledge, all in one transaction.
 
-        def work(tx: ManagedTransaction) -> None:
-            if next(iter(tx.run(q.COUNT_GRAPH_NODES)))["n"] > 0:
-                raise ImportConflictError("import needs an empty graph; this one already holds data")
+        The graph must hold no technique other than the initial node, no example, relabel decision or
+        trajectory (else `ImportConflictError`). The deployment's API keys and audit log stay: imported
+        keys and audit entries whose id already exists are skipped, so importing over HTTP with the
+        admin's own key works and nothing is duplicated. An imported key whose token hash belongs to
+        another existing key is a conflict. An existing initial node is replaced by the exported one.
+        """
+
+        def work(tx: ManagedTransaction) -> tuple[int, int]:
+            held = next(iter(tx.run(q.COUNT_KNOWLEDGE_NODES, initial=INITIAL_TECHNIQUE))).data()
+            if any(held.values()):
+                found = ", ".join(f"{n} {kind}" for kind, n in held.items() if n)
+                raise ImportConflictError(f"import needs a graph without knowledge; this one holds {found}")
+            if any(t.name == INITIAL_TECHNIQUE for t in export.techniques):
+                tx.run(q.DELETE_TECHNIQUE, name=INITIAL_TECHNIQUE).consume()
             tx.run(q.CREATE_TECHNIQUES, rows=[_props(t.model_dump()) for t in export.techniques]).consume()
             transitions = [
                 {
@@ -872,19 +964,47 @@ class Neo4jGraphStore:
                     for e in chunk
                 ]
                 tx.run(q.CREATE_EXAMPLES, rows=rows).consume()
+            self._write_candidates(tx, [t.key for t in export.transitions])
             tx.run(
                 q.CREATE_DECISIONS, rows=[_enum_values(_decision_props(d)) for d in export.decisions]
             ).consume()
-            tx.run(q.CREATE_AUDIT, rows=[_audit_props(a) for a in export.audit]).consume()
-            for key in export.api_keys:
+            audit_ids = [a.id for a in export.audit]
+            known_audit = {r["id"] for r in tx.run(q.EXISTING_AUDIT_IDS, ids=audit_ids)}
+            audit = [_audit_props(a) for a in export.audit if a.id not in known_audit]
+            tx.run(q.CREATE_AUDIT, rows=audit).consume()
+            existing = [
+                r.data()
+                for r in tx.run(
+                    q.EXISTING_API_KEYS,
+                    ids=[k.id for k in export.api_keys],
+                    hashes=[k.key_hash for k in export.api_keys],
+                )
+            ]
+            known_ids = {r["id"] for r in existing}
+            hash_owner = {r["key_hash"]: r["id"] for r in existing}
+            keys = [k for k in export.api_keys if k.id not in known_ids]
+            for key in keys:
+                if key.key_hash in hash_owner:
+                    raise ImportConflictError(
+                        f"imported API key {key.id} has the token of existing key {hash_owner[key.key_hash]}"
+                    )
                 tx.run(q.CREATE_API_KEY, row=_enum_values(_props(key.model_dump()))).consume()
             tx.run(
                 q.CREATE_TRAJECTORIES, rows=[_props(t.model_dump()) for t in export.trajectories]
             ).consume()
+            return len(export.audit) - len(audit), len(export.api_keys) - len(keys)
 
-        self._write(work)
+        skipped_audit, skipped_keys = self._write(work)
         # The import itself is audited after the fact, so the imported audit log stays exactly as it was.
-        logger.info("graph imported", extra={"actor": actor, "examples": len(export.examples)})
+        logger.info(
+            "graph imported",
+            extra={
+                "actor": actor,
+                "examples": len(export.examples),
+                "audit_entries_kept": skipped_audit,
+                "api_keys_kept": skipped_keys,
+            },
+        )
 
 
 _LUCENE_SPECIAL = set('+-&|!(){}[]^"~*?:\\/')

@@ -38,6 +38,8 @@ TRANSITION_STAT_PROPERTIES = (
     "mean_speedup",
     "median_speedup",
 )
+# What readers see of a transition (its retrieval candidates stay in the database).
+TRANSITION_PROPERTIES = ("key", *TRANSITION_STAT_PROPERTIES)
 
 
 def projection(variable: str, properties: tuple[str, ...], *, without: tuple[str, ...] = ()) -> str:
@@ -49,9 +51,29 @@ def projection(variable: str, properties: tuple[str, ...], *, without: tuple[str
 
 
 EXAMPLE_LIGHT = projection("e", EXAMPLE_PROPERTIES, without=("code_embedding",))
+
+
+def retrieved_projection(score: str) -> str:
+    """An example as retrieval returns it: `similarity` = the Cypher expression `score`, no embedding.
+
+    `created_at` travels as epoch seconds and microseconds (`created_at_s`, `created_at_us`): the
+    driver's conversion of Neo4j datetimes was the larger part of the retrieval call's time.
+    """
+    if not score.isidentifier():
+        raise ValueError(f"not a Cypher variable: {score!r}")
+    light = projection("e", EXAMPLE_PROPERTIES, without=("code_embedding", "created_at"))
+    return light.replace(
+        "e {",
+        f"e {{similarity: {score}, created_at_s: e.created_at.epochSeconds, "
+        "created_at_us: e.created_at.microsecond, ",
+        1,
+    )
+
+
 EXAMPLE_FULL = projection("e", EXAMPLE_PROPERTIES)
 TECHNIQUE_FULL = projection("t", TECHNIQUE_PROPERTIES)
 TECHNIQUE_LIGHT = projection("t", TECHNIQUE_PROPERTIES, without=("embedding",))
+TRANSITION_PUBLIC = projection("r", TRANSITION_PROPERTIES)
 
 # --- techniques -------------------------------------------------------------------------------------
 
@@ -131,15 +153,60 @@ ENSURE_TRANSITIONS = """
 UNWIND $rows AS row
 MATCH (s:Technique {name: row.source}), (t:Technique {name: row.target})
 MERGE (s)-[r:TRANSITION {key: row.key}]->(t)
-ON CREATE SET r.created_at = $at, r.n_examples = 0, r.n_verified = 0, r.n_rejected = 0
+ON CREATE SET r.created_at = $at, r.n_examples = 0, r.n_verified = 0, r.n_rejected = 0,
+              r.verified_speedups = [], r.candidate_ids = []
 RETURN count(r) AS n
 """
 
-# Statistics are recomputed from the examples, so they cannot drift whatever operation ran; a
-# transition left without any example (all moved or deleted) goes away.
-RECOMPUTE_TRANSITION_STATS = """
+# Each transition carries two hidden properties besides its statistics, so that both retrieval and
+# ingestion cost a bounded amount of work whatever the transition's size:
+# - `r.candidate_ids`: its retrieval candidates, none rejected: all of its live examples when at most
+#   $candidates of them, else the $candidates/2 best verified speedups and the $candidates/2 most
+#   recent examples, interleaved so that any prefix mixes both. Retrieval ranks a prefix by similarity.
+# - `r.verified_speedups`: the speedups of its verified examples (not rejected, passed, measured),
+#   from which the statistics are computed.
+# Adding examples then only needs the old candidates plus the new ones (the new best and most recent
+# are among them) and the old speedups plus the new ones; curation falls back to a full recompute.
+
+
+def _pool_ranking(pool: str) -> str:
+    """Cypher computing `best` and `recent` (ids, $candidates each) over the examples `pool` matches."""
+    return f"""
+CALL (r, row) {{
+  {pool}
+  WITH e ORDER BY CASE WHEN e.verdict = 'passed' THEN coalesce(e.speedup, -1.0) ELSE -1.0 END DESC, e.id
+  LIMIT $candidates
+  RETURN collect(e.id) AS best
+}}
+CALL (r, row) {{
+  {pool}
+  WITH e ORDER BY e.created_at DESC, e.id DESC
+  LIMIT $candidates
+  RETURN collect(e.id) AS recent
+}}"""
+
+
+_CANDIDATE_IDS = """reduce(acc = [], i IN range(0, CASE WHEN live <= $candidates THEN $candidates ELSE $candidates / 2 END - 1) |
+         reduce(a = acc, x IN [best[i], recent[i]] | CASE WHEN x IS NULL OR x IN a THEN a ELSE a + x END))"""
+
+_SET_STATS_AND_CANDIDATES = f"""
+CALL (speedups) {{
+  UNWIND speedups AS x
+  RETURN count(x) AS n_verified, avg(x) AS mean_speedup, percentileCont(x, 0.5) AS median_speedup,
+         sum(CASE WHEN x > 1.0 THEN 1 ELSE 0 END) AS n_faster
+}}
+SET r.n_examples = live, r.n_rejected = n_rejected, r.n_verified = n_verified,
+    r.mean_speedup = mean_speedup,
+    r.median_speedup = CASE WHEN n_verified > 0 THEN median_speedup ELSE null END,
+    r.success_rate = CASE WHEN n_verified > 0 THEN toFloat(n_faster) / n_verified ELSE null END,
+    r.verified_speedups = speedups,
+    r.candidate_ids = {_CANDIDATE_IDS}"""
+
+_FULL_SCAN = (
+    """
 UNWIND $keys AS key
 MATCH ()-[r:TRANSITION {key: key}]->()
+WITH r, key AS row
 CALL (r) {
   OPTIONAL MATCH (e:Example {transition_key: r.key})
   RETURN count(e) AS total,
@@ -148,26 +215,60 @@ CALL (r) {
 CALL (r) {
   OPTIONAL MATCH (e:Example {transition_key: r.key})
   WHERE e.review_status <> 'rejected' AND e.verdict = 'passed' AND e.speedup IS NOT NULL
-  RETURN count(e) AS n_verified, avg(e.speedup) AS mean_speedup,
-         percentileCont(e.speedup, 0.5) AS median_speedup,
-         sum(CASE WHEN e.speedup > 1.0 THEN 1 ELSE 0 END) AS n_faster
-}
-SET r.n_examples = total - n_rejected, r.n_rejected = n_rejected, r.n_verified = n_verified,
-    r.mean_speedup = mean_speedup,
-    r.median_speedup = CASE WHEN n_verified > 0 THEN median_speedup ELSE null END,
-    r.success_rate = CASE WHEN n_verified > 0 THEN toFloat(n_faster) / n_verified ELSE null END
+  RETURN collect(e.speedup) AS speedups
+}"""
+    + _pool_ranking("MATCH (e:Example {transition_key: r.key}) WHERE e.review_status <> 'rejected'")
+    + """
+WITH r, total, n_rejected, speedups, best, recent, total - n_rejected AS live"""
+)
+
+# Statistics and candidates recomputed from all of the transitions' examples (after curation: they
+# cannot drift whatever operation ran); a transition left without any example goes away.
+RECOMPUTE_TRANSITION_STATS = (
+    _FULL_SCAN
+    + _SET_STATS_AND_CANDIDATES
+    + """
 WITH r, total WHERE total = 0
 DELETE r
 """
+)
 
-GET_TRANSITION = """
-MATCH (s:Technique {name: $source})-[r:TRANSITION]->(t:Technique {name: $target})
-RETURN r {.*} AS r, s.name AS source, t.name AS target
+# After an import, which writes the exported statistics as they are: only the hidden properties.
+SET_CANDIDATE_IDS = (
+    _FULL_SCAN
+    + f"""
+SET r.verified_speedups = speedups, r.candidate_ids = {_CANDIDATE_IDS}
+"""
+)
+
+# Ingestion of new examples. Rows: key, live (new examples not rejected), rejected, speedups (of the
+# new verified ones), ids (of the new live ones). Needs both hidden properties on every transition
+# (`TRANSITIONS_WITHOUT_UPKEEP` finds those that lack them, for a full recompute instead).
+ADD_TO_TRANSITION_STATS = (
+    """
+UNWIND $rows AS row
+MATCH ()-[r:TRANSITION {key: row.key}]->()
+WITH r, row, r.n_examples + row.live AS live, r.n_rejected + row.rejected AS n_rejected,
+     r.verified_speedups + row.speedups AS speedups"""
+    + _pool_ranking("UNWIND r.candidate_ids + row.ids AS id MATCH (e:Example {id: id})")
+    + _SET_STATS_AND_CANDIDATES
+    + "\n"
+)
+
+TRANSITIONS_WITHOUT_UPKEEP = """
+MATCH ()-[r:TRANSITION]->()
+WHERE r.key IN $keys AND (r.verified_speedups IS NULL OR r.candidate_ids IS NULL OR r.n_rejected IS NULL)
+RETURN r.key AS key
 """
 
-LIST_TRANSITIONS = """
+GET_TRANSITION = f"""
+MATCH (s:Technique {{name: $source}})-[r:TRANSITION]->(t:Technique {{name: $target}})
+RETURN {TRANSITION_PUBLIC} AS r, s.name AS source, t.name AS target
+"""
+
+LIST_TRANSITIONS = f"""
 MATCH (s:Technique)-[r:TRANSITION]->(t:Technique)
-RETURN r {.*} AS r, s.name AS source, t.name AS target
+RETURN {TRANSITION_PUBLIC} AS r, s.name AS source, t.name AS target
 ORDER BY s.name, t.name SKIP $offset LIMIT $limit
 """
 
@@ -232,35 +333,35 @@ RETURN e.id AS id, e.source AS source, e.target AS target
 
 # --- retrieval --------------------------------------------------------------------------------------
 
-# One hop from a technique; for each successor a bounded scan of its examples ranked by code
-# similarity, then verified speedup, then id (deterministic). Missing embeddings rank last.
+# One hop from a technique; for each successor a prefix of its retrieval candidates (see
+# CANDIDATE_IDS_OF_TRANSITION) ranked by code similarity, then verified speedup, then id
+# (deterministic). Missing embeddings rank last. Cost: one id seek and one cosine per candidate.
 SUCCESSORS = f"""
 MATCH (s:Technique {{name: $name}})-[r:TRANSITION]->(t:Technique)
 WHERE r.n_examples > 0
 CALL (r) {{
-  MATCH (e:Example {{transition_key: r.key}})
-  WHERE e.review_status <> 'rejected'
-  WITH e LIMIT $scan_limit
+  UNWIND coalesce(r.candidate_ids, [])[0..$scan_limit] AS id
+  MATCH (e:Example {{id: id}})
   WITH e, coalesce(vector.similarity.cosine(e.code_embedding, $embedding), 0.0) AS similarity
   ORDER BY similarity DESC, coalesce(e.speedup, 0.0) DESC, e.id
   LIMIT $k
-  RETURN collect({EXAMPLE_LIGHT.replace("e {", "e {similarity: similarity, ", 1)}) AS examples
+  RETURN collect({retrieved_projection("similarity")}) AS examples
 }}
-RETURN r {{.*}} AS r, s.name AS source, t.name AS target, examples
+RETURN {TRANSITION_PUBLIC} AS r, s.name AS source, t.name AS target, examples
 ORDER BY t.name
 """
 
-# The complement of the bounded scan: the global vector index, restricted to the given transitions.
+# Opt-in complement of the candidates: the global vector index, restricted to the given transitions.
 SIMILAR_EXAMPLES_IN_KEYS = f"""
 CALL db.index.vector.queryNodes('example_code_embedding', $candidates, $embedding) YIELD node AS e, score
 WHERE e.transition_key IN $keys AND e.review_status <> 'rejected'
-RETURN {EXAMPLE_LIGHT.replace("e {", "e {similarity: score, ", 1)} AS e
+RETURN {retrieved_projection("score")} AS e
 """
 
 SIMILAR_EXAMPLES = f"""
 CALL db.index.vector.queryNodes('example_code_embedding', $candidates, $embedding) YIELD node AS e, score
 WHERE e.review_status <> 'rejected'
-RETURN {EXAMPLE_LIGHT.replace("e {", "e {similarity: score, ", 1)} AS e
+RETURN {retrieved_projection("score")} AS e
 ORDER BY score DESC, coalesce(e.speedup, 0.0) DESC, e.id
 LIMIT $k
 """
@@ -315,9 +416,9 @@ LIST_TRAJECTORIES = (
 # --- export / import --------------------------------------------------------------------------------
 
 EXPORT_TECHNIQUES = f"MATCH (t:Technique) RETURN {TECHNIQUE_FULL} AS t ORDER BY t.name"
-EXPORT_TRANSITIONS = """
+EXPORT_TRANSITIONS = f"""
 MATCH (s:Technique)-[r:TRANSITION]->(t:Technique)
-RETURN r {.*} AS r, s.name AS source, t.name AS target ORDER BY r.key
+RETURN {TRANSITION_PUBLIC} AS r, s.name AS source, t.name AS target ORDER BY r.key
 """
 EXPORT_EXAMPLES = f"MATCH (e:Example) RETURN {EXAMPLE_FULL} AS e ORDER BY e.id"
 EXPORT_DECISIONS = "MATCH (d:RelabelDecision) RETURN d {.*} AS d ORDER BY d.at, d.id"
@@ -325,9 +426,21 @@ EXPORT_AUDIT = "MATCH (a:AuditEntry) RETURN a {.*} AS a ORDER BY a.at, a.id"
 EXPORT_API_KEYS = "MATCH (k:ApiKey) RETURN k {.*} AS k ORDER BY k.created_at, k.id"
 EXPORT_TRAJECTORIES = "MATCH (t:Trajectory) RETURN t {.*} AS t ORDER BY t.ingested_at, t.id"
 
-COUNT_GRAPH_NODES = """
-MATCH (n) WHERE n:Technique OR n:Example OR n:RelabelDecision OR n:AuditEntry OR n:ApiKey OR n:Trajectory
-RETURN count(n) AS n
+# The graph's knowledge, which an import must not mix with: API keys and the audit log are the
+# deployment's own records and the initial node is created by every build, so none of them count.
+COUNT_KNOWLEDGE_NODES = """
+CALL () { MATCH (t:Technique) WHERE t.name <> $initial RETURN count(t) AS techniques }
+CALL () { MATCH (e:Example) RETURN count(e) AS examples }
+CALL () { MATCH (d:RelabelDecision) RETURN count(d) AS decisions }
+CALL () { MATCH (t:Trajectory) RETURN count(t) AS trajectories }
+RETURN techniques, examples, decisions, trajectories
+"""
+
+EXISTING_AUDIT_IDS = "MATCH (a:AuditEntry) WHERE a.id IN $ids RETURN a.id AS id"
+
+EXISTING_API_KEYS = """
+MATCH (k:ApiKey) WHERE k.id IN $ids OR k.key_hash IN $hashes
+RETURN k.id AS id, k.key_hash AS key_hash
 """
 
 IMPORT_TRANSITIONS = """

@@ -51,13 +51,20 @@ class GraphKnowledge:
         embedder: Embedder,
         *,
         scan_limit: int = DEFAULT_SCAN_LIMIT,
+        nearest: int = 0,
         unverified_success_rate: float = 0.5,
         cache_size: int = 256,
     ) -> None:
-        """`unverified_success_rate` stands in for an edge none of whose examples was validated."""
+        """`unverified_success_rate` stands in for an edge none of whose examples was validated.
+
+        `scan_limit` and `nearest` are passed to `GraphStore.successors`: how many of a transition's
+        retrieval candidates are ranked, and how many globally nearest examples (vector index, about
+        10 ms more per step) may complement the candidates of large transitions.
+        """
         self.store = store
         self.embedder = embedder
         self.scan_limit = scan_limit
+        self.nearest = nearest
         self.unverified_success_rate = unverified_success_rate
         self._cache: OrderedDict[str, list[float]] = OrderedDict()
         self._cache_size = cache_size
@@ -81,7 +88,9 @@ class GraphKnowledge:
         """Techniques one hop from `technique` (by name), each with its top-`k` examples for `code`."""
         vector = self._code_vector(code)
         try:
-            found = self.store.successors(technique, vector, k, scan_limit=self.scan_limit)
+            found = self.store.successors(
+                technique, vector, k, scan_limit=self.scan_limit, nearest=self.nearest
+            )
         except TechniqueNotFoundError as e:
             raise KnowledgeError(f"the graph has no technique {technique!r}") from e
         except GraphDBError as e:

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, Query, Response, status
 from fastapi.responses import StreamingResponse
 
+from api.auth import require_reader
 from api.deps import StateDep
 from api.errors import (
     ERROR_RESPONSES,
@@ -38,7 +39,9 @@ from api.optimize.service import (
 )
 from graphdb.jobs import JobRecord
 
-router = APIRouter(prefix="/v1", tags=["optimize"])
+# Any valid key may run and read optimizations (or anyone, with REGRAPH_ANONYMOUS_READ on): a job
+# spends executor and model time but never changes the graph except through curator review.
+router = APIRouter(prefix="/v1", tags=["optimize"], dependencies=[Depends(require_reader)])
 
 
 class NotConfiguredApiError(ServiceUnavailableError):

@@ -162,7 +162,8 @@ def restore(driver: Driver, target: Neo4jTarget, seeded: SeededGraph) -> None:
 
 
 def api_settings(target: Neo4jTarget, data_dir: Path, **overrides: object) -> ApiSettings:
-    """API settings against the session's Neo4j."""
+    """API settings against the session's Neo4j (no seed graph unless asked: tests bring their own)."""
+    overrides.setdefault("seed_graph", None)
     return ApiSettings(
         neo4j_uri=target.uri,
         neo4j_password=SecretStr(target.password),

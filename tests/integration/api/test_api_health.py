@@ -24,6 +24,7 @@ def api_url(neo4j_target: Neo4jTarget, tmp_path_factory: pytest.TempPathFactory)
         data_dir=Path(tmp_path_factory.mktemp("api-data")),
         max_request_bytes=10_000,
         log_format="text",
+        seed_graph=None,  # the session's shared database stays as the tests leave it
     )
     with serve_in_thread(create_app(settings)) as url:
         yield url

@@ -323,11 +323,6 @@ def test_export_and_import_refusals_write_nothing(api_url: str, graph: SeededGra
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Neo4jGraphStore.import_graph counts ApiKey nodes as data, so the admin key making the request "
-    "makes the graph 'not empty'; needs the store to ignore/merge existing keys and audit entries",
-)
 def test_export_import_round_trip_over_http_is_exact(
     api_url: str, graph: SeededGraph, neo4j_driver: Driver, neo4j_target: Neo4jTarget
 ) -> None:

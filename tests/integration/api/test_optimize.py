@@ -96,6 +96,8 @@ def _write_graph(driver: Driver, database: str) -> None:
 
 
 def _settings(target: Neo4jTarget, data_dir: Path, **overrides: Any) -> ApiSettings:
+    overrides.setdefault("seed_graph", None)  # these tests bring their own graph
+    overrides.setdefault("anonymous_read", True)  # auth is covered by test_optimize_requires_a_key
     return ApiSettings(
         neo4j_uri=target.uri,
         neo4j_password=SecretStr(target.password),
@@ -412,3 +414,13 @@ def test_a_verified_improvement_is_offered_as_pending_examples(
     # Without an improvement over the serial code nothing is offered.
     slower = result.model_copy(update={"best_speedup": 0.9})
     assert offer_verified_steps(store, shared_embedder().embed_code, slower, reference, job_id="j2") == []
+
+
+def test_optimize_requires_a_key(neo4j_target: Neo4jTarget, tmp_path: Path) -> None:
+    settings = _settings(neo4j_target, tmp_path, anonymous_read=False)
+    with serve_in_thread(create_app(settings)) as url:
+        created = httpx.post(f"{url}/v1/optimize", json={"program": "int main(){}"}, timeout=30)
+        listed = httpx.get(f"{url}/v1/jobs", timeout=30)
+    for response in (created, listed):
+        assert response.status_code == 401
+        assert response.json()["error"]["type"] == "unauthorized"

@@ -79,7 +79,7 @@ def test_export_import_and_admin_bootstrap(
     before = read_export(out)
     assert len(before.examples) == 2 and len(before.api_keys) == 1
     into_full = runner.invoke(cli, ["graph", "import", str(out)])
-    assert into_full.exit_code == 1 and "empty" in into_full.output
+    assert into_full.exit_code == 1 and "without knowledge" in into_full.output
     clean_graph.execute_query("MATCH (n) WHERE NOT n:SchemaMigration DETACH DELETE n")
     imported = runner.invoke(cli, ["graph", "import", str(out)])
     assert imported.exit_code == 0, imported.output

@@ -12,6 +12,7 @@ from graphdb.cypher_guard import CypherQueryError, CypherRefusedError, check_rea
 from graphdb.export import ExportFormatError, export_to_file, import_from_file, read_export
 from graphdb.models import IngestBatch, ReviewStatus, Role
 from graphdb.store import GraphStore, ImportConflictError
+from search.protocols import INITIAL_TECHNIQUE
 from tests.integration.graph.conftest import unit_vector
 from tests.integration.graph.test_store_conformance import example, seed, technique
 
@@ -42,6 +43,32 @@ def test_export_import_round_trip_is_exact(store: GraphStore, clean_graph: Drive
     (tmp_path / "bad.json").write_text('{"format": "something else"}')
     with pytest.raises(ExportFormatError):
         read_export(tmp_path / "bad.json")
+
+
+def test_import_keeps_the_deployments_keys_and_audit_and_replaces_the_initial_node(
+    store: GraphStore, clean_graph: Driver
+) -> None:
+    populate(store)
+    store.ingest(IngestBatch(new_techniques=[technique(INITIAL_TECHNIQUE, "exported description")]))
+    before = store.export_graph()
+    # A fresh deployment: its own keys, audit log and an initial node, but no knowledge.
+    clean_graph.execute_query(
+        "MATCH (n) WHERE n:Technique OR n:Example OR n:RelabelDecision OR n:Trajectory DETACH DELETE n"
+    )
+    store.ingest(IngestBatch(new_techniques=[technique(INITIAL_TECHNIQUE, "local description")]))
+    _, admin_token = store.create_api_key("local-admin", Role.ADMIN, actor="bootstrap")
+    store.import_graph(before, actor="local-admin")
+    after = store.export_graph()
+    assert after.techniques == before.techniques  # the exported initial node replaced the local one
+    assert after.examples == before.examples and after.transitions == before.transitions
+    assert {k.id for k in after.api_keys} == {k.id for k in before.api_keys} | {
+        store.lookup_api_key(admin_token).id
+    }
+    assert len(after.api_keys) == len(before.api_keys) + 1  # nothing duplicated
+    assert {a.id for a in before.audit} <= {a.id for a in after.audit}
+    assert len({a.id for a in after.audit}) == len(after.audit)
+    with pytest.raises(ImportConflictError, match="example"):
+        store.import_graph(before, actor="local-admin")
 
 
 @pytest.mark.parametrize(

@@ -176,13 +176,65 @@ def test_successors_rank_by_similarity_then_speedup(store: GraphStore) -> None:
     assert flat[0].example.code_before == query
 
 
-def test_successors_beyond_the_scan_limit_still_find_the_closest(store: GraphStore) -> None:
+def test_successors_beyond_the_scan_limit_rank_the_best_and_the_nearest(store: GraphStore) -> None:
     query = "the one that matters"
-    examples = [example("A", "B", n, speedup=1.0 + n / 100) for n in range(30)]
-    examples.append(example("A", "B", 99, speedup=1.01, code=query))
+    # The closest example is the oldest and among the slowest, so it is no candidate of a short scan.
+    examples = [example("A", "B", 99, speedup=1.01, code=query)]
+    examples += [example("A", "B", n, speedup=1.0 + n / 100) for n in range(30)]
     seed(store, ["A", "B"], examples)
-    options = store.successors("A", unit_vector(query), 3, scan_limit=5)
+    # Only candidates are ranked: the fastest verified examples (and the most recent ones) come first.
+    bounded = store.successors("A", unit_vector(query), 30, scan_limit=4)[0].examples
+    assert len(bounded) == 4
+    assert {content_id("A", "B", str(n)) for n in (29, 28)} <= {s.example.id for s in bounded}
+    assert query not in {s.example.code_before for s in bounded}
+    # The vector index complements them, so a near-duplicate outside the candidates is found.
+    options = store.successors("A", unit_vector(query), 3, scan_limit=5, nearest=10)
     assert options[0].examples[0].example.code_before == query
+    # Within the scan limit, every example of the transition is ranked.
+    exact = store.successors("A", unit_vector(query), 3, scan_limit=31)
+    assert exact[0].examples[0].example.code_before == query
+
+
+def test_candidates_follow_rejection(store: GraphStore) -> None:
+    query = "rejected code"
+    seed(
+        store, ["A", "B"], [example("A", "B", 1, speedup=3.0, code=query), example("A", "B", 2, speedup=1.5)]
+    )
+    top = store.successors("A", unit_vector(query), 1)[0].examples[0].example
+    assert top.code_before == query
+    store.set_review_status(top.id, ReviewStatus.REJECTED, actor="alice", reason="wrong")
+    remaining = store.successors("A", unit_vector(query), 2)[0].examples
+    assert [s.example.id for s in remaining] == [content_id("A", "B", "2")]
+
+
+def test_batched_ingestion_keeps_the_same_stats_and_candidates_as_a_full_recompute(store: GraphStore) -> None:
+    query = "some code"
+    examples = [
+        example("A", "B", n, speedup=(0.5 + (n * 37 % 41) / 10) if n % 4 else None, code=f"code {n % 7}")
+        for n in range(45)
+    ]
+    store.ingest(IngestBatch(new_techniques=[technique("A"), technique("B")]))
+    # Three batches: the last crosses the point where the candidates stop holding every example.
+    for batch in (examples[:10], examples[10:30], examples[30:]):
+        store.ingest(IngestBatch(examples=batch))
+    stats_added = store.get_transition("A", "B").stats
+    candidates_added = {
+        s.example.id for s in store.successors("A", unit_vector(query), 45, scan_limit=32)[0].examples
+    }
+    # Approving an example changes nothing that counts but recomputes everything from the examples.
+    store.set_review_status(examples[0].id, ReviewStatus.APPROVED, actor="alice")
+    stats_full = store.get_transition("A", "B").stats
+    candidates_full = {
+        s.example.id for s in store.successors("A", unit_vector(query), 45, scan_limit=32)[0].examples
+    }
+    assert stats_added.n_examples == stats_full.n_examples == 45
+    assert stats_added.n_verified == stats_full.n_verified == len([e for e in examples if e.speedup])
+    assert stats_added.mean_speedup == pytest.approx(stats_full.mean_speedup)
+    assert stats_added.median_speedup == pytest.approx(stats_full.median_speedup)
+    assert stats_added.success_rate == pytest.approx(stats_full.success_rate)
+    assert candidates_added == candidates_full and len(candidates_full) <= 32
+    fastest = max((e for e in examples if e.speedup), key=lambda e: e.speedup or 0.0)
+    assert fastest.id in candidates_full and examples[-1].id in candidates_full
 
 
 def test_api_keys_are_stored_hashed(store: GraphStore) -> None:
