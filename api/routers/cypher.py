@@ -15,13 +15,12 @@ from api.errors import BadRequestError
 from api.graph.protocol import CypherRequest, CypherResponse
 from api.graph.service import (
     CypherLimits,
-    GraphServiceError,
     QueryFailedError,
     QueryRefusedError,
     QueryTimedOutError,
     run_cypher,
 )
-from api.routers.graph import api_error, responses
+from api.routers.graph import responses
 
 router = APIRouter(prefix="/v1", tags=["cypher"])
 
@@ -61,5 +60,3 @@ def cypher(body: CypherRequest, caller: RequireReader, state: StateDep, driver: 
         raise CypherTimeoutApiError(str(e)) from e
     except QueryFailedError as e:
         raise CypherFailedApiError(str(e)) from e
-    except GraphServiceError as e:
-        raise api_error(e) from e

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Response, status
+from fastapi import APIRouter, FastAPI, Query, Request, Response, status
+from fastapi.responses import JSONResponse
 
 from api.auth import GraphServiceDep, RequireAdmin, RequireCurator, RequireReader
 from api.errors import (
@@ -19,6 +20,7 @@ from api.errors import (
     ErrorEnvelope,
     NotFoundError,
     ServiceUnavailableError,
+    envelope,
 )
 from api.graph.protocol import (
     ApiKeyCreate,
@@ -83,6 +85,15 @@ def api_error(error: GraphServiceError) -> ApiError:
     return ApiError(str(error))
 
 
+def install_error_handler(app: FastAPI) -> None:
+    """Answer every GraphServiceError that a route lets through with its status, in the envelope."""
+
+    @app.exception_handler(GraphServiceError)
+    async def _graph_service_error(_: Request, exc: GraphServiceError) -> JSONResponse:
+        error = api_error(exc)
+        return envelope(error.status_code, error.message, error.error_type)
+
+
 Limit = Annotated[int, Query(ge=1, le=1000, description="page size")]
 Offset = Annotated[int, Query(ge=0, le=10_000_000, description="items to skip")]
 
@@ -96,10 +107,7 @@ Offset = Annotated[int, Query(ge=0, le=10_000_000, description="items to skip")]
     responses=responses(404, 413),
 )
 def retrieve(body: RetrieveRequest, caller: RequireReader, service: GraphServiceDep) -> RetrieveResponse:
-    try:
-        return service.retrieve(body)
-    except GraphServiceError as e:
-        raise api_error(e) from e
+    return service.retrieve(body)
 
 
 # -- techniques ---------------------------------------------------------------------------------------
@@ -116,20 +124,14 @@ def search_techniques(
     q: Annotated[str, Query(min_length=1, max_length=500, description="free text")],
     k: Annotated[int, Query(ge=1, le=100, description="most hits returned")] = 10,
 ) -> TechniqueSearchResponse:
-    try:
-        return service.search_techniques(q, k)
-    except GraphServiceError as e:
-        raise api_error(e) from e
+    return service.search_techniques(q, k)
 
 
 @router.get("/techniques", summary="List techniques by name", responses=READ)
 def list_techniques(
     caller: RequireReader, service: GraphServiceDep, limit: Limit = 100, offset: Offset = 0
 ) -> TechniqueList:
-    try:
-        return service.list_techniques(limit, offset)
-    except GraphServiceError as e:
-        raise api_error(e) from e
+    return service.list_techniques(limit, offset)
 
 
 @router.post(
@@ -138,10 +140,7 @@ def list_techniques(
 def create_technique(
     body: TechniqueCreate, caller: RequireCurator, service: GraphServiceDep
 ) -> TechniquePublic:
-    try:
-        return service.create_technique(body, actor=caller.name)
-    except GraphServiceError as e:
-        raise api_error(e) from e
+    return service.create_technique(body, actor=caller.name)
 
 
 @router.post(
@@ -150,19 +149,13 @@ def create_technique(
     responses=responses(400, 403, 404, 409, 413),
 )
 def merge_techniques(body: MergeRequest, caller: RequireCurator, service: GraphServiceDep) -> TechniquePublic:
-    try:
-        return service.merge_techniques(body, actor=caller.name)
-    except GraphServiceError as e:
-        raise api_error(e) from e
+    return service.merge_techniques(body, actor=caller.name)
 
 
 # `:path` because technique names may hold a slash ("Precomputation / lookup table").
 @router.get("/techniques/{name:path}", summary="One technique by exact name", responses=READ_ONE)
 def get_technique(name: str, caller: RequireReader, service: GraphServiceDep) -> TechniquePublic:
-    try:
-        return service.get_technique(name)
-    except GraphServiceError as e:
-        raise api_error(e) from e
+    return service.get_technique(name)
 
 
 @router.patch(
@@ -173,10 +166,7 @@ def get_technique(name: str, caller: RequireReader, service: GraphServiceDep) ->
 def update_technique(
     name: str, body: TechniqueUpdate, caller: RequireCurator, service: GraphServiceDep
 ) -> TechniquePublic:
-    try:
-        return service.update_technique(name, body, actor=caller.name)
-    except GraphServiceError as e:
-        raise api_error(e) from e
+    return service.update_technique(name, body, actor=caller.name)
 
 
 # -- transitions and examples -------------------------------------------------------------------------
@@ -199,10 +189,7 @@ def list_transitions(
     limit: Limit = 1000,
     offset: Offset = 0,
 ) -> TransitionList:
-    try:
-        return service.list_transitions(source=source, target=target, limit=limit, offset=offset)
-    except GraphServiceError as e:
-        raise api_error(e) from e
+    return service.list_transitions(source=source, target=target, limit=limit, offset=offset)
 
 
 @router.get(
@@ -219,18 +206,12 @@ def list_examples(
     limit: Limit = 100,
     offset: Offset = 0,
 ) -> ExampleList:
-    try:
-        return service.list_examples(source=source, target=target, status=status, limit=limit, offset=offset)
-    except GraphServiceError as e:
-        raise api_error(e) from e
+    return service.list_examples(source=source, target=target, status=status, limit=limit, offset=offset)
 
 
 @router.get("/examples/{example_id}", summary="One example", responses=READ_ONE)
 def get_example(example_id: str, caller: RequireReader, service: GraphServiceDep) -> ExamplePublic:
-    try:
-        return service.get_example(example_id)
-    except GraphServiceError as e:
-        raise api_error(e) from e
+    return service.get_example(example_id)
 
 
 @router.post(
@@ -241,10 +222,7 @@ def get_example(example_id: str, caller: RequireReader, service: GraphServiceDep
 def review_example(
     example_id: str, body: ReviewRequest, caller: RequireCurator, service: GraphServiceDep
 ) -> ExamplePublic:
-    try:
-        return service.review_example(example_id, body, actor=caller.name)
-    except GraphServiceError as e:
-        raise api_error(e) from e
+    return service.review_example(example_id, body, actor=caller.name)
 
 
 @router.delete(
@@ -254,10 +232,7 @@ def review_example(
     responses=responses(403, 404),
 )
 def delete_example(example_id: str, caller: RequireCurator, service: GraphServiceDep) -> Response:
-    try:
-        service.delete_example(example_id, actor=caller.name)
-    except GraphServiceError as e:
-        raise api_error(e) from e
+    service.delete_example(example_id, actor=caller.name)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
@@ -269,10 +244,7 @@ def delete_example(example_id: str, caller: RequireCurator, service: GraphServic
 def split_example(
     example_id: str, body: SplitRequest, caller: RequireCurator, service: GraphServiceDep
 ) -> ExamplePublic:
-    try:
-        return service.split_example(example_id, body, actor=caller.name)
-    except GraphServiceError as e:
-        raise api_error(e) from e
+    return service.split_example(example_id, body, actor=caller.name)
 
 
 # -- relabel decisions and audit ----------------------------------------------------------------------
@@ -291,12 +263,7 @@ def list_decisions(
     limit: Limit = 100,
     offset: Offset = 0,
 ) -> DecisionList:
-    try:
-        return service.list_decisions(
-            outcome=outcome, include_undone=include_undone, limit=limit, offset=offset
-        )
-    except GraphServiceError as e:
-        raise api_error(e) from e
+    return service.list_decisions(outcome=outcome, include_undone=include_undone, limit=limit, offset=offset)
 
 
 @router.post(
@@ -305,10 +272,7 @@ def list_decisions(
     responses=responses(403, 404, 409),
 )
 def undo_decision(decision_id: str, caller: RequireCurator, service: GraphServiceDep) -> DecisionPublic:
-    try:
-        return service.undo_decision(decision_id, actor=caller.name)
-    except GraphServiceError as e:
-        raise api_error(e) from e
+    return service.undo_decision(decision_id, actor=caller.name)
 
 
 @router.get("/audit", summary="Who changed what and when, newest first", responses=READ)
@@ -321,10 +285,7 @@ def list_audit(
     limit: Limit = 100,
     offset: Offset = 0,
 ) -> AuditList:
-    try:
-        return service.list_audit(target=target, limit=limit, offset=offset)
-    except GraphServiceError as e:
-        raise api_error(e) from e
+    return service.list_audit(target=target, limit=limit, offset=offset)
 
 
 # -- whole graph and keys -----------------------------------------------------------------------------
@@ -336,10 +297,7 @@ def list_audit(
     responses=responses(403),
 )
 def export_graph(caller: RequireAdmin, service: GraphServiceDep) -> GraphExport:
-    try:
-        return service.export_graph()
-    except GraphServiceError as e:
-        raise api_error(e) from e
+    return service.export_graph()
 
 
 @router.post(
@@ -348,10 +306,7 @@ def export_graph(caller: RequireAdmin, service: GraphServiceDep) -> GraphExport:
     responses=responses(400, 403, 409, 413),
 )
 def import_graph(body: GraphExport, caller: RequireAdmin, service: GraphServiceDep) -> ImportSummary:
-    try:
-        return service.import_graph(body, actor=caller.name)
-    except GraphServiceError as e:
-        raise api_error(e) from e
+    return service.import_graph(body, actor=caller.name)
 
 
 @router.post(
@@ -361,23 +316,14 @@ def import_graph(body: GraphExport, caller: RequireAdmin, service: GraphServiceD
     responses=responses(403, 409),
 )
 def create_key(body: ApiKeyCreate, caller: RequireAdmin, service: GraphServiceDep) -> ApiKeyCreated:
-    try:
-        return service.create_key(body, actor=caller.name)
-    except GraphServiceError as e:
-        raise api_error(e) from e
+    return service.create_key(body, actor=caller.name)
 
 
 @router.get("/keys", summary="List API keys, without tokens (admin)", responses=responses(403))
 def list_keys(caller: RequireAdmin, service: GraphServiceDep) -> list[ApiKeyPublic]:
-    try:
-        return service.list_keys()
-    except GraphServiceError as e:
-        raise api_error(e) from e
+    return service.list_keys()
 
 
 @router.post("/keys/{key_id}/revoke", summary="Revoke an API key (admin)", responses=responses(403, 404))
 def revoke_key(key_id: str, caller: RequireAdmin, service: GraphServiceDep) -> ApiKeyPublic:
-    try:
-        return service.revoke_key(key_id, actor=caller.name)
-    except GraphServiceError as e:
-        raise api_error(e) from e
+    return service.revoke_key(key_id, actor=caller.name)
