@@ -264,6 +264,57 @@ def read_result(path: Path) -> BenchResult:
         raise RunnerError(f"{path} is not a {RESULT_FORMAT} result: {e}") from e
 
 
+def merge_teacher_results(results: list[BenchResult]) -> BenchResult:
+    """One teacher result from several teacher runs (e.g. runs split across device sessions).
+
+    A task measured in more than one run keeps the steps of the *last* run (in the order given) that
+    holds it, so a re-measurement replaces an older one instead of being counted twice. The runs must
+    be teacher runs with the same verification mode and the same device name; the merged result is
+    complete when no run left a task missing that no other run measured.
+    """
+    if not results:
+        raise RunnerError("nothing to merge: give at least one teacher result")
+    kinds = {r.run.kind for r in results}
+    if kinds != {"teacher"}:
+        raise RunnerError(f"only teacher results can be merged, got kinds {sorted(kinds)}")
+    verifications = {r.run.verification for r in results}
+    if len(verifications) != 1:
+        raise RunnerError(f"the runs used different verification modes: {sorted(verifications)}")
+    devices = {str(r.run.device.get("name", "")) for r in results}
+    if len(devices) != 1:
+        raise RunnerError(f"the runs were measured on different devices: {sorted(devices)}")
+    by_task: dict[str, list[TeacherStepRecord]] = {}
+    for result in results:
+        latest: dict[str, list[TeacherStepRecord]] = {}
+        for step in result.teacher_steps:
+            latest.setdefault(step.task_id, []).append(step)
+        by_task.update(latest)
+    steps = [step for task in sorted(by_task) for step in by_task[task]]
+    measured_tasks = set(by_task)
+    missing = sorted({t for r in results for t in r.missing_tasks} - measured_tasks)
+    last = results[-1]
+    info = last.run.model_copy(
+        update={
+            "tasks": sorted(measured_tasks | set(missing)),
+            "task_selection": f"merged from {len(results)} runs",
+        }
+    )
+    return BenchResult(
+        created_at=max(r.created_at for r in results),
+        run=info,
+        complete=not missing,
+        missing_tasks=missing,
+        runtime_measured=all(r.runtime_measured for r in results),
+        note=f"merged from {len(results)} teacher runs; per task the steps of the last run holding it",
+        totals=Totals(
+            executor_evaluations=len(steps),
+            seconds=round(sum(sum(s.verdict.get("seconds", {}).values()) for s in steps), 2),
+        ),
+        teacher_metrics=summarize_teacher_by_tier([s.outcome() for s in steps if s.trajectory == 1]),
+        teacher_steps=steps,
+    )
+
+
 # ---- tasks, models and knowledge --------------------------------------------------------------
 
 
@@ -909,6 +960,7 @@ __all__ = [
     "TeacherRunner",
     "TeacherStepRecord",
     "knowledge_from_trajectories",
+    "merge_teacher_results",
     "model_factory",
     "read_result",
     "select_tasks",

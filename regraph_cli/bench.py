@@ -243,3 +243,24 @@ def report_command(
     except BenchError as e:
         raise _fail(str(e)) from e
     console.print(f"wrote {path}")
+
+
+@bench_app.command("merge-teacher")
+def merge_teacher_command(
+    results: Annotated[list[Path], typer.Argument(help="result.json files of teacher runs, oldest first")],
+    out: Annotated[Path, typer.Option(help="directory for the merged result.json, report.md and plots")],
+) -> None:
+    """Merge teacher runs (e.g. split across device sessions) into one result and report.
+
+    A task measured by several runs keeps the steps of the last run given that holds it.
+    """
+    from bench.runner import merge_teacher_results, read_result, write_result
+
+    _logging()
+    try:
+        merged = merge_teacher_results([read_result(p) for p in results])
+        path = write_result(merged, out)
+    except BenchError as e:
+        raise _fail(str(e)) from e
+    state = "complete" if merged.complete else f"partial ({len(merged.missing_tasks)} task(s) missing)"
+    console.print(f"wrote {path} and {out / 'report.md'}: {len(merged.teacher_steps)} steps, {state}")
