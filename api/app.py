@@ -51,6 +51,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     )
     install_error_handlers(app)
     graph.install_error_handler(app)
+    optimize.install_error_handler(app)
 
     @app.middleware("http")
     async def limit_body_size(

@@ -70,6 +70,7 @@ from search.engine import Candidate, SearchConfig, SearchResult
 from search.errors import SearchError
 from search.evaluation import ExecutorEvaluator, VerificationMode, executor_can_verify
 from search.inmemory import InMemoryKnowledge
+from search.mcgs import MCGSConfig
 from search.policy import TaskContext
 from search.protocols import INITIAL_TECHNIQUE, CandidateEvaluator, KnowledgeSource, RetrievedExample
 
@@ -262,6 +263,25 @@ def read_result(path: Path) -> BenchResult:
         raise RunnerError(f"cannot read the result {path}: {e}") from e
     except ValidationError as e:
         raise RunnerError(f"{path} is not a {RESULT_FORMAT} result: {e}") from e
+
+
+def search_config(method: str, fields: dict[str, Any]) -> SearchConfig:
+    """The search settings of a run: `MCGSConfig` for ``regraph-mcgs``, `SearchConfig` otherwise.
+
+    A field the method's settings do not have (a typo, or an MCGS knob given to a baseline) is an
+    error rather than silently ignored.
+    """
+    cls: type[SearchConfig] = MCGSConfig if method == "regraph-mcgs" else SearchConfig
+    unknown = sorted(set(fields) - set(cls.model_fields))
+    if unknown:
+        raise RunnerError(
+            f"unknown search setting(s) for --method {method}: {', '.join(unknown)} "
+            f"(known: {', '.join(sorted(cls.model_fields))})"
+        )
+    try:
+        return cls.model_validate(fields)
+    except ValidationError as e:
+        raise RunnerError(f"invalid search settings: {e}") from e
 
 
 def merge_teacher_results(results: list[BenchResult]) -> BenchResult:
@@ -601,6 +621,7 @@ class CudaEvalRunner:
             raise RunnerError(f"unknown method {self.method!r}; expected one of {', '.join(METHODS)}")
         if self.samples < 1:
             raise RunnerError("--samples must be at least 1")
+        search_config(self.method, dict(self.search_overrides or {}))  # bad settings fail before any work
         device, mode = describe_executor(self.client)
         info = self._info(device, mode)
         journal = _Journal(self.out_dir, info, "samples.jsonl")
@@ -665,13 +686,14 @@ class CudaEvalRunner:
         mode: VerificationMode,
     ) -> SampleRecord:
         seed = self.seed + sample
-        config = SearchConfig.model_validate(
+        config = search_config(
+            self.method,
             {
                 **(self.search_overrides or {}),
                 "seed": seed,
                 "evaluation_budget": self.evaluation_budget,
                 "token_budget": self.token_budget,
-            }
+            },
         )
         evaluator = (
             self.evaluator(entry.task)
@@ -963,5 +985,6 @@ __all__ = [
     "merge_teacher_results",
     "model_factory",
     "read_result",
+    "search_config",
     "select_tasks",
 ]

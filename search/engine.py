@@ -24,6 +24,7 @@ from search.protocols import CandidateEvaluator, Evaluation
 logger = logging.getLogger(__name__)
 
 Phase = Literal["expansion", "rollout", "attempt", "one-shot"]
+EventKind = Literal["started", "candidate", "new_best", "iteration", "finished"]
 StopReason = Literal["completed", "evaluation_budget", "token_budget", "exhausted"]
 
 
@@ -77,7 +78,7 @@ class Candidate(BaseModel):
 class SearchEvent(BaseModel):
     """A progress event (the API streams these as server-sent events)."""
 
-    kind: Literal["started", "candidate", "new_best", "iteration", "finished"]
+    kind: EventKind
     method: str
     task_id: str
     candidate: Candidate | None = None
@@ -181,23 +182,21 @@ class SearchSession:
 
     # ---- events ---------------------------------------------------------------------------------
 
-    async def emit(self, kind: str, **fields: Any) -> None:
+    async def emit(self, kind: EventKind, **fields: Any) -> None:
         """Send a progress event to the callback (sync or async), if there is one."""
         if self.on_event is None:
             return
         best = self.best
-        event = SearchEvent.model_validate(
-            {
-                "kind": kind,
-                "method": self.method,
-                "task_id": self.task.id,
-                "best_index": best.index if best else None,
-                "best_reward": best.reward if best else None,
-                "best_speedup": best.evaluation.speedup if best and best.evaluation else None,
-                "evaluations_used": self.evaluations_used,
-                "tokens_used": self.tokens_used,
-                **fields,
-            }
+        event = SearchEvent(
+            kind=kind,
+            method=self.method,
+            task_id=self.task.id,
+            best_index=best.index if best else None,
+            best_reward=best.reward if best else None,
+            best_speedup=best.evaluation.speedup if best and best.evaluation else None,
+            evaluations_used=self.evaluations_used,
+            tokens_used=self.tokens_used,
+            **fields,
         )
         outcome = self.on_event(event)
         if inspect.isawaitable(outcome):

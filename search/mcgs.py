@@ -17,6 +17,17 @@ One iteration: select down the tree by P-UCB (unvisited children first); expand 
 and evaluate a candidate for every successor technique); pick a child and roll out from it
 epsilon-greedily over argmax[Q(s,a) - lambda * N(s,a)] (N(s,a): how often `a` is already on the path);
 back up the maximum (or last) reward of the rollout.
+
+Rollout steps are sequential (step k+1 rewrites the code of step k), so one iteration alone keeps
+either the model or the executor busy, never both. Up to `rollouts_in_flight` iterations therefore
+run at once (tree parallelism). They advance in lock-step *rounds*: each round, every iteration in
+flight contributes its next model calls (an expansion, or one rollout step), all of them run as one
+batch (so the model writes some candidates while the executor times others), and the results are
+applied in the order the iterations started, whatever order the calls finished in. Every decision
+(selection, the rollout's random draws, edge statistics) happens between rounds, so a seed and a
+deterministic model give the same search however long each call takes. While an iteration is in
+flight, every state on its path counts one extra visit valued as a failure (a virtual loss), so the
+next selections spread to other branches; a state being expanded cannot be selected again.
 """
 
 from __future__ import annotations
@@ -30,10 +41,13 @@ from typing import Literal
 
 from pydantic import Field
 
-from search.engine import SearchConfig, SearchResult, SearchSession, StepJob, StopReason
+from search.engine import Candidate, SearchConfig, SearchResult, SearchSession, StepJob
 from search.protocols import INITIAL_TECHNIQUE, KnowledgeSource, SuccessorOption
 
 logger = logging.getLogger(__name__)
+
+VIRTUAL_LOSS = -1.0
+"""The value an in-flight visit counts as in P-UCB until it is backed up: the reward of a failure."""
 
 
 class MCGSConfig(SearchConfig):
@@ -48,6 +62,13 @@ class MCGSConfig(SearchConfig):
     revisit_penalty: float = Field(default=0.5, ge=0.0, description="lambda in Q(s,a) - lambda*N(s,a)")
     max_rollout_depth: int = Field(default=3, ge=0, description="steps per rollout")
     backprop: Literal["max", "last"] = Field(default="max", description="value backed up from a rollout")
+    rollouts_in_flight: int = Field(
+        default=4,
+        ge=1,
+        le=64,
+        description="iterations run at once in lock-step rounds, so generation overlaps evaluation; "
+        "1: the sequential algorithm",
+    )
 
 
 @dataclass(eq=False)
@@ -67,6 +88,8 @@ class SearchState:
     value_sum: float = 0.0
     children: list[SearchState] | None = None  # None: not expanded yet
     exhausted: bool = False  # nothing left to explore below
+    in_flight: int = 0  # iterations in flight whose path passes through this state
+    expanding: bool = False  # an iteration in flight is expanding (or finishing) it
 
     @property
     def q(self) -> float:
@@ -107,17 +130,45 @@ def priors(options: list[SuccessorOption], mode: Literal["edge", "uniform"]) -> 
 
 
 def p_ucb(child: SearchState, parent_visits: int, c: float) -> float:
-    """P-UCB score of a visited child: Q + c * P * sqrt(ln N(parent) / n(child))."""
-    return child.q + c * child.prior * math.sqrt(math.log(max(parent_visits, 1)) / child.visits)
+    """P-UCB score of a visited child: Q + c * P * sqrt(ln N(parent) / n(child)).
+
+    Visits of iterations still in flight count, valued `VIRTUAL_LOSS` (none in a sequential search).
+    """
+    if child.in_flight:
+        n = child.visits + child.in_flight
+        q = (child.value_sum + VIRTUAL_LOSS * child.in_flight) / n
+    else:
+        n, q = child.visits, child.q
+    return q + c * child.prior * math.sqrt(math.log(max(parent_visits, 1)) / n)
 
 
 def select_child(parent: SearchState, children: list[SearchState], c: float) -> SearchState:
     """Unvisited children first (best own reward, then prior, then graph order); else highest P-UCB."""
-    unvisited = [ch for ch in children if ch.visits == 0]
+    unvisited = [ch for ch in children if ch.visits == 0 and ch.in_flight == 0]
     if unvisited:
         return min(unvisited, key=lambda ch: (-ch.reward, -ch.prior, ch.order))
+    parent_visits = parent.visits + parent.in_flight
     # max() keeps the first of equal scores, i.e. graph order breaks ties.
-    return max(children, key=lambda ch: p_ucb(ch, parent.visits, c))
+    return max(children, key=lambda ch: p_ucb(ch, parent_visits, c))
+
+
+@dataclass(eq=False)
+class _Iteration:
+    """One iteration in flight: its leaf, then (once expanded) the rollout from the chosen child."""
+
+    leaf: SearchState
+    start: SearchState | None = None  # the child the rollout starts from; None while expanding
+    rewards: list[float] = field(default_factory=list)
+    # Where the rollout stands: the last state's technique, code, path and candidate.
+    technique: str = ""
+    code: str = ""
+    path: list[str] = field(default_factory=list)
+    parent_index: int | None = None
+    steps: int = 0
+    # What the current round asked for.
+    options: list[SuccessorOption] = field(default_factory=list)
+    jobs: list[StepJob] = field(default_factory=list)
+    done: bool = False
 
 
 class MonteCarloGraphSearch:
@@ -131,12 +182,29 @@ class MonteCarloGraphSearch:
         self.rng = random.Random(config.seed)
         self.tables = _Tables()
         self.root = SearchState(INITIAL_TECHNIQUE, session.task.initial_code, [INITIAL_TECHNIQUE])
+        # Successors per (technique, code) for this search: the code a rollout starts from is queried
+        # again when its state is expanded later, and the graph must look the same to the whole search.
+        self._successor_cache: dict[tuple[str, str], list[SuccessorOption]] = {}
+        self._started = 0
 
-    async def _successors(self, state_technique: str, code: str) -> list[SuccessorOption]:
-        k = self.config.examples_per_step
-        if self.config.knowledge_in_thread:
-            return await asyncio.to_thread(self.knowledge.successors, state_technique, code, k)
-        return self.knowledge.successors(state_technique, code, k)
+    # ---- knowledge ------------------------------------------------------------------------------
+
+    async def _successors(self, keys: list[tuple[str, str]]) -> list[list[SuccessorOption]]:
+        """Successors for each (technique, code), querying concurrently what is not cached yet."""
+        cache = self._successor_cache
+        missing = list(dict.fromkeys(key for key in keys if key not in cache))
+        if missing:
+            k = self.config.examples_per_step
+            query = self.knowledge.successors
+            if not self.config.knowledge_in_thread:
+                found = [query(t, code, k) for t, code in missing]
+            elif len(missing) == 1:
+                found = [await asyncio.to_thread(query, *missing[0], k)]
+            else:
+                # One worker thread per query: a database answers them in parallel.
+                found = await asyncio.gather(*(asyncio.to_thread(query, t, code, k) for t, code in missing))
+            cache.update(zip(missing, found, strict=True))
+        return [cache[key] for key in keys]
 
     def _job(
         self,
@@ -154,43 +222,134 @@ class MonteCarloGraphSearch:
             messages=messages, phase=phase, path=path, technique=technique, parent_index=parent_index
         )
 
-    def _edge(self, source: str, target: str) -> _EdgeStats:
-        return self.tables.edges.setdefault((source, target), _EdgeStats())
-
     def _edge_q(self, source: str, option: SuccessorOption) -> float:
         stats = self.tables.edges.get((source, option.technique))
         if stats is None or stats.n == 0:
             return expected_reward(option)
         return stats.total / stats.n
 
-    # ---- the four phases ------------------------------------------------------------------------
+    def _record_edge(self, source: str, target: str, reward: float) -> None:
+        stats = self.tables.edges.get((source, target))
+        if stats is None:
+            stats = self.tables.edges[(source, target)] = _EdgeStats()
+        stats.n += 1
+        stats.total += reward
 
-    def _select(self) -> SearchState:
+    # ---- selection ------------------------------------------------------------------------------
+
+    def _select(self) -> SearchState | None:
+        """The leaf for a new iteration; None when every open branch is being expanded right now."""
         node = self.root
         while node.children is not None:
             open_children = [ch for ch in node.children if ch.viable and not ch.exhausted]
             if not open_children:
                 return node
-            node = select_child(node, open_children, self.config.exploration)
-        return node
+            selectable = [ch for ch in open_children if not ch.expanding]
+            if not selectable:
+                return None
+            node = select_child(node, selectable, self.config.exploration)
+        return None if node.expanding else node
 
-    async def _expand(self, node: SearchState) -> list[SearchState]:
-        options = await self._successors(node.technique, node.code)
-        weights = priors(options, self.config.prior)
-        jobs = [
-            self._job(o.technique, node.code, [*node.path, o.technique], o, "expansion", node.candidate_index)
-            for o in options
-        ]
-        candidates = await self.session.run_batch(jobs)
+    @staticmethod
+    def _mark_in_flight(state: SearchState, delta: int) -> None:
+        node: SearchState | None = state
+        while node is not None:
+            node.in_flight += delta
+            node = node.parent
+
+    def _begin(self) -> _Iteration | None:
+        leaf = self._select()
+        if leaf is None:
+            return None
+        self._started += 1
+        self._mark_in_flight(leaf, 1)
+        if leaf.children is None:
+            leaf.expanding = True  # claimed: no other iteration may select it until this one is done
+        return _Iteration(leaf)
+
+    # ---- one round: plan, run, apply ------------------------------------------------------------
+
+    async def _plan(self, iterations: list[_Iteration]) -> None:
+        """Give each iteration its next jobs, or mark it done when it has nothing more to do."""
+        config, session = self.config, self.session
+        asking: list[_Iteration] = []
+        for it in iterations:
+            it.jobs, it.options = [], []
+            if it.start is None:  # expansion
+                if it.leaf.children is None and it.leaf.steps < config.max_path_length:
+                    asking.append(it)
+                else:
+                    it.done = True  # a depth limit (or no open child): this state is final
+            elif (
+                it.steps >= config.max_rollout_depth
+                or len(it.path) - 1 >= config.max_path_length
+                or session.out_of_budget() is not None
+            ):
+                it.done = True
+            else:
+                asking.append(it)
+        if not asking:
+            return
+        found = await self._successors(
+            [
+                (it.leaf.technique, it.leaf.code) if it.start is None else (it.technique, it.code)
+                for it in asking
+            ]
+        )
+        # Decisions in start order: the rollout's random draws do not depend on timing.
+        for it, options in zip(asking, found, strict=True):
+            if it.start is None:
+                leaf = it.leaf
+                it.options = options
+                it.jobs = [
+                    self._job(
+                        o.technique,
+                        leaf.code,
+                        [*leaf.path, o.technique],
+                        o,
+                        "expansion",
+                        leaf.candidate_index,
+                    )
+                    for o in options
+                ]
+                continue
+            if not options:
+                it.done = True  # dead end in the graph
+                continue
+            if self.rng.random() < config.epsilon:
+                option = options[self.rng.randrange(len(options))]
+            else:
+                penalty, technique, path = config.revisit_penalty, it.technique, it.path
+                option = max(
+                    options, key=lambda o: self._edge_q(technique, o) - penalty * path.count(o.technique)
+                )
+            it.options = [option]
+            it.jobs = [
+                self._job(
+                    option.technique,
+                    it.code,
+                    [*it.path, option.technique],
+                    option,
+                    "rollout",
+                    it.parent_index,
+                )
+            ]
+
+    def _apply_expansion(self, it: _Iteration, candidates: list[Candidate]) -> None:
+        leaf = it.leaf
+        weights = priors(it.options, self.config.prior)
         children = []
-        for order, (option, prior, candidate) in enumerate(zip(options, weights, candidates, strict=False)):
-            self._record_edge(node.technique, option.technique, candidate.reward)
+        # A batch cut short by a budget yields candidates for a prefix of the options only.
+        for order, (option, prior, candidate) in enumerate(
+            zip(it.options, weights, candidates, strict=False)
+        ):
+            self._record_edge(leaf.technique, option.technique, candidate.reward)
             children.append(
                 SearchState(
                     technique=option.technique,
                     code=candidate.code or "",
                     path=candidate.path,
-                    parent=node,
+                    parent=leaf,
                     candidate_index=candidate.index,
                     reward=candidate.reward,
                     viable=candidate.passed,
@@ -198,49 +357,58 @@ class MonteCarloGraphSearch:
                     order=order,
                 )
             )
-        node.children = children
-        return children
-
-    def _record_edge(self, source: str, target: str, reward: float) -> None:
-        stats = self._edge(source, target)
-        stats.n += 1
-        stats.total += reward
-
-    async def _rollout(self, start: SearchState) -> list[float]:
-        """Rewards of the steps taken after `start` (its own reward is not included)."""
-        rewards: list[float] = []
-        technique, code, path, parent_index = (
+        leaf.children = children
+        leaf.expanding = False
+        open_children = [ch for ch in children if ch.viable]
+        if not open_children:
+            it.done = True  # a dead end, or every successor failed: this state is final
+            return
+        start = select_child(leaf, open_children, self.config.exploration)
+        start.in_flight += 1
+        it.start = start
+        it.rewards = [start.reward]
+        it.technique, it.code, it.path, it.parent_index = (
             start.technique,
             start.code,
             list(start.path),
             start.candidate_index,
         )
-        for _ in range(self.config.max_rollout_depth):
-            if len(path) - 1 >= self.config.max_path_length or self.session.out_of_budget():
-                break
-            options = await self._successors(technique, code)
-            if not options:
-                break  # dead end in the graph
-            if self.rng.random() < self.config.epsilon:
-                option = options[self.rng.randrange(len(options))]
+
+    def _apply_step(self, it: _Iteration, candidates: list[Candidate]) -> None:
+        if not candidates:
+            it.done = True  # a budget ran out before this step
+            return
+        option, candidate = it.options[0], candidates[0]
+        self._record_edge(it.technique, option.technique, candidate.reward)
+        it.rewards.append(candidate.reward)
+        if not candidate.passed or candidate.code is None:
+            it.done = True  # a failed step ends the rollout
+            return
+        it.technique, it.code, it.path, it.parent_index = (
+            option.technique,
+            candidate.code,
+            [*it.path, option.technique],
+            candidate.index,
+        )
+        it.steps += 1
+        if it.steps >= self.config.max_rollout_depth:
+            it.done = True
+
+    async def _round(self, iterations: list[_Iteration]) -> None:
+        """Run every planned job as one batch and hand each iteration its candidates, in start order."""
+        jobs = [job for it in iterations for job in it.jobs]
+        candidates = await self.session.run_batch(jobs)
+        # run_batch drops jobs only at the end of the batch (budgets), so positions line up.
+        position = 0
+        for it in iterations:
+            mine = candidates[position : position + len(it.jobs)]
+            position += len(it.jobs)
+            if it.start is None:
+                self._apply_expansion(it, mine)
             else:
-                penalty = self.config.revisit_penalty
-                option = max(
-                    options, key=lambda o: self._edge_q(technique, o) - penalty * path.count(o.technique)
-                )
-            step_path = [*path, option.technique]
-            batch = await self.session.run_batch(
-                [self._job(option.technique, code, step_path, option, "rollout", parent_index)]
-            )
-            if not batch:
-                break
-            candidate = batch[0]
-            self._record_edge(technique, option.technique, candidate.reward)
-            rewards.append(candidate.reward)
-            if not candidate.passed or candidate.code is None:
-                break  # a failed step ends the rollout
-            technique, code, path, parent_index = option.technique, candidate.code, step_path, candidate.index
-        return rewards
+                self._apply_step(it, mine)
+
+    # ---- back-up --------------------------------------------------------------------------------
 
     def _backup(self, state: SearchState, value: float) -> None:
         node: SearchState | None = state
@@ -262,38 +430,67 @@ class MonteCarloGraphSearch:
             current.exhausted = True
             current = current.parent
 
+    async def _complete(self, it: _Iteration) -> None:
+        """Back up a finished iteration, take its virtual loss back, and count it."""
+        if it.start is not None:
+            self._mark_in_flight(it.start, -1)
+            self._backup(it.start, self._value(it.rewards))
+        else:
+            leaf = it.leaf
+            leaf.expanding = False
+            self._mark_in_flight(leaf, -1)
+            failed = [ch.reward for ch in leaf.children or []]
+            rewards = [leaf.reward, max(failed)] if failed else [leaf.reward]
+            self._mark_exhausted(leaf)
+            self._backup(leaf, self._value(rewards))
+        self.session.iterations += 1
+        await self.session.emit("iteration", iteration=self.session.iterations)
+
+    async def _settle(self, active: list[_Iteration]) -> list[_Iteration]:
+        """Complete the finished iterations (in start order); return those still in flight."""
+        settled: list[_Iteration] = []
+        for it in active:
+            if it.done:
+                await self._complete(it)
+            else:
+                settled.append(it)
+        return settled
+
+    def _fill(self, active: list[_Iteration]) -> list[_Iteration]:
+        """Start new iterations while slots, rollouts and budgets allow; return them."""
+        started: list[_Iteration] = []
+        while (
+            len(active) + len(started) < self.config.rollouts_in_flight
+            and self._started < self.config.rollouts
+            and self.session.out_of_budget() is None
+            and not self.root.exhausted
+        ):
+            it = self._begin()
+            if it is None:
+                break  # everything open is being expanded: wait for a round
+            started.append(it)
+        return started
+
     async def run(self) -> SearchResult:
         """Search until the rollouts, a budget or the graph is exhausted; return the best verified code."""
         session = self.session
         await session.emit("started")
-        stop: StopReason = "completed"
-        for iteration in range(self.config.rollouts):
-            if (spent := session.out_of_budget()) is not None:
-                stop = spent
+        active: list[_Iteration] = []
+        while True:
+            # Plan until every iteration in flight has a job: planning can finish iterations (a
+            # budget, a dead end), which frees slots for new ones, which need planning in turn.
+            unplanned = active
+            while True:
+                await self._plan(unplanned)
+                active = await self._settle(active)
+                started = self._fill(active)
+                if not started:
+                    break
+                active.extend(started)
+                unplanned = started
+            if not active:
                 break
-            if self.root.exhausted:
-                stop = "exhausted"
-                break
-            leaf = self._select()
-            start: SearchState | None = None
-            if leaf.children is None and leaf.steps < self.config.max_path_length:
-                children = await self._expand(leaf)
-                open_children = [ch for ch in children if ch.viable]
-                if open_children:
-                    start = select_child(leaf, open_children, self.config.exploration)
-            if start is not None:
-                rewards = [start.reward, *await self._rollout(start)]
-                self._backup(start, self._value(rewards))
-            else:
-                # A dead end, a depth limit, or every successor failed: this state is final.
-                failed = [ch.reward for ch in leaf.children or []]
-                rewards = [leaf.reward, max(failed)] if failed else [leaf.reward]
-                self._mark_exhausted(leaf)
-                self._backup(leaf, self._value(rewards))
-            session.iterations = iteration + 1
-            await session.emit("iteration", iteration=iteration + 1)
-        else:
-            stop = session.out_of_budget() or "completed"
-        if self.root.exhausted and stop == "completed":
-            stop = "exhausted"
+            await self._round(active)
+            active = await self._settle(active)
+        stop = session.out_of_budget() or ("exhausted" if self.root.exhausted else "completed")
         return await session.finish(stop)

@@ -213,19 +213,19 @@ class StepPolicy:
         except ReplayMissError as e:
             logger.info("replay miss: %s", e)
             return StepProposal(failure=str(e), failure_kind="replay_miss", backend="replay")
-        spent = StepProposal(
-            answer=completion.text,
-            prompt_tokens=completion.prompt_tokens,
-            completion_tokens=completion.completion_tokens,
-            model=completion.model,
-            backend=completion.backend,
-        )
+        spent: dict[str, Any] = {
+            "answer": completion.text,
+            "prompt_tokens": completion.prompt_tokens,
+            "completion_tokens": completion.completion_tokens,
+            "model": completion.model,
+            "backend": completion.backend,
+        }
         try:
             code = extract_code(completion.text, self.task.entry, self.task.kind)
         except CodeExtractionError as e:
-            return spent.model_copy(update={"failure": str(e), "failure_kind": "no_code"})
+            return StepProposal(**spent, failure=str(e), failure_kind="no_code")
         if not entry_point_preserved(code, self.task.entry, self.task.kind):
             what = "__global__ kernel" if self.task.kind == "kernel" else 'extern "C" function'
             failure = f"the answer does not define the {what} `{self.task.entry}`"
-            return spent.model_copy(update={"failure": failure, "failure_kind": "entry_point_lost"})
-        return spent.model_copy(update={"code": code})
+            return StepProposal(**spent, failure=failure, failure_kind="entry_point_lost")
+        return StepProposal(**spent, code=code)

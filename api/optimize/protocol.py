@@ -44,6 +44,14 @@ class OptimizeCreate(BaseModel):
     token_budget: int | None = Field(default=None, ge=1, description="model tokens, prompt plus completion")
     seed: int = Field(default=0, ge=0)
     rollouts: int | None = Field(default=None, ge=1, le=1000, description="regraph-mcgs: iterations")
+    rollouts_in_flight: int | None = Field(
+        default=None,
+        ge=1,
+        le=64,
+        description="regraph-mcgs: iterations run at once, so the model writes candidates while the "
+        "executor times others (default 4); 1 runs the sequential algorithm. Results do not depend on "
+        "timing either way, only on the seed and this setting",
+    )
     verification: Literal["auto", "verified", "compile-only"] = Field(
         default="auto",
         description="'verified': fail unless the executor can run and time candidates (GPU); "

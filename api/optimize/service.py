@@ -239,6 +239,8 @@ def search_config(request: OptimizeCreate) -> SearchConfig:
     if request.method == "regraph-mcgs":
         if request.rollouts is not None:
             common["rollouts"] = request.rollouts
+        if request.rollouts_in_flight is not None:
+            common["rollouts_in_flight"] = request.rollouts_in_flight
         return MCGSConfig(**common)
     return SearchConfig(**common)
 

@@ -1,12 +1,17 @@
-"""``/v1/optimize`` and ``/v1/jobs``: start an optimization job, read it, follow it live, cancel it."""
+"""``/v1/optimize`` and ``/v1/jobs``: start an optimization job, read it, follow it live, cancel it.
+
+Thin: routes call `JobService` and let its `OptimizeError`s through; one app exception handler
+(`install_error_handler`) answers them in the error envelope. Only the event stream, whose response
+has already begun, reports an error inside the stream.
+"""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, Query, Response, status
-from fastapi.responses import StreamingResponse
+from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request, Response, status
+from fastapi.responses import JSONResponse, StreamingResponse
 
 from api.auth import require_reader
 from api.deps import StateDep
@@ -14,8 +19,10 @@ from api.errors import (
     ERROR_RESPONSES,
     ApiError,
     ConflictError,
+    ErrorEnvelope,
     NotFoundError,
     ServiceUnavailableError,
+    envelope,
 )
 from api.optimize.protocol import (
     JobAccepted,
@@ -57,11 +64,16 @@ class InvalidTaskApiError(ApiError):
     error_type = "invalid_task"
 
 
-_RESPONSES: dict[int | str, dict[str, Any]] = {
-    **ERROR_RESPONSES,
-    409: {"model": ERROR_RESPONSES[404]["model"], "description": "conflict"},
-    413: {"model": ERROR_RESPONSES[404]["model"], "description": "payload too large"},
+_EXTRA_RESPONSES: dict[int | str, dict[str, Any]] = {
+    409: {"model": ErrorEnvelope, "description": "conflict"},
+    413: {"model": ErrorEnvelope, "description": "payload too large"},
 }
+
+
+def responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """The error responses a route can give (each in the envelope), for a truthful OpenAPI document."""
+    table = {**ERROR_RESPONSES, **_EXTRA_RESPONSES}
+    return {code: table[code] for code in sorted({401, 422, 503, *codes})}
 
 
 def get_jobs(state: StateDep) -> JobService:
@@ -74,7 +86,8 @@ def get_jobs(state: StateDep) -> JobService:
 JobsDep = Annotated[JobService, Depends(get_jobs)]
 
 
-def _translate(error: OptimizeError) -> ApiError:
+def api_error(error: OptimizeError) -> ApiError:
+    """The HTTP error for an optimize service error."""
     if isinstance(error, NotConfiguredError):
         return NotConfiguredApiError(str(error))
     if isinstance(error, InvalidTaskError):
@@ -86,6 +99,15 @@ def _translate(error: OptimizeError) -> ApiError:
     if isinstance(error, JobStorageError):
         return ServiceUnavailableError(str(error))
     return ApiError(str(error))
+
+
+def install_error_handler(app: FastAPI) -> None:
+    """Answer every OptimizeError that a route lets through with its status, in the envelope."""
+
+    @app.exception_handler(OptimizeError)
+    async def _optimize_error(_: Request, exc: OptimizeError) -> JSONResponse:
+        error = api_error(exc)
+        return envelope(error.status_code, error.message, error.error_type)
 
 
 def _public(record: JobRecord) -> JobPublic:
@@ -109,13 +131,10 @@ def _public(record: JobRecord) -> JobPublic:
     "/optimize",
     status_code=status.HTTP_202_ACCEPTED,
     summary="Start optimizing a program for a task; follow the job at events_url",
-    responses=_RESPONSES,
+    responses=responses(404, 413),
 )
 async def create_job(body: OptimizeCreate, jobs: JobsDep, response: Response) -> JobAccepted:
-    try:
-        record = await jobs.submit(body)
-    except OptimizeError as e:
-        raise _translate(e) from e
+    record = await jobs.submit(body)
     response.headers["Location"] = f"/v1/jobs/{record.id}"
     return JobAccepted(
         id=record.id,
@@ -125,35 +144,26 @@ async def create_job(body: OptimizeCreate, jobs: JobsDep, response: Response) ->
     )
 
 
-@router.get("/jobs", summary="Jobs, newest first", responses=_RESPONSES)
+@router.get("/jobs", summary="Jobs, newest first", responses=responses())
 async def list_jobs(
     jobs: JobsDep,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> JobList:
-    try:
-        records = await jobs.list_jobs(limit=limit, offset=offset)
-    except OptimizeError as e:
-        raise _translate(e) from e
+    records = await jobs.list_jobs(limit=limit, offset=offset)
     return JobList(jobs=[_public(r) for r in records])
 
 
 @router.get(
-    "/jobs/{job_id}", summary="A job: state, request and, once finished, its result", responses=_RESPONSES
+    "/jobs/{job_id}", summary="A job: state, request and, once finished, its result", responses=responses(404)
 )
 async def get_job(job_id: str, jobs: JobsDep) -> JobPublic:
-    try:
-        return _public(await jobs.get(job_id))
-    except OptimizeError as e:
-        raise _translate(e) from e
+    return _public(await jobs.get(job_id))
 
 
-@router.delete("/jobs/{job_id}", summary="Cancel a queued or running job", responses=_RESPONSES)
+@router.delete("/jobs/{job_id}", summary="Cancel a queued or running job", responses=responses(404, 409))
 async def cancel_job(job_id: str, jobs: JobsDep) -> JobPublic:
-    try:
-        return _public(await jobs.cancel(job_id))
-    except OptimizeError as e:
-        raise _translate(e) from e
+    return _public(await jobs.cancel(job_id))
 
 
 def _sse(event: str, data: str, event_id: int | None = None) -> str:
@@ -168,7 +178,7 @@ def _sse(event: str, data: str, event_id: int | None = None) -> str:
     summary="Server-sent events: the job's past events, then live ones; ends with `event: end`",
     response_class=StreamingResponse,
     responses={
-        **_RESPONSES,
+        **responses(404),
         200: {"content": {"text/event-stream": {}}, "description": JobEventPublic.__doc__},
     },
 )
@@ -182,10 +192,7 @@ async def job_events(
 ) -> StreamingResponse:
     if last_event_id is not None and last_event_id.strip().isdigit():
         after = max(after, int(last_event_id))
-    try:
-        subscription = await jobs.subscribe(job_id, after=after)
-    except OptimizeError as e:
-        raise _translate(e) from e
+    subscription = await jobs.subscribe(job_id, after=after)
 
     async def stream() -> AsyncIterator[str]:
         async for item in follow(subscription):
@@ -196,7 +203,8 @@ async def job_events(
         try:
             final = _public(await jobs.get(job_id))
         except OptimizeError as e:
-            yield _sse("error", _translate(e).message)
+            # The response has begun: the error goes into the stream, not into a status code.
+            yield _sse("error", api_error(e).message)
             return
         yield _sse("end", final.model_dump_json())
 

@@ -217,6 +217,50 @@ def test_job_streams_every_candidate_and_finishes_compile_only(api_url: str) -> 
     assert streamed[0]["evaluation"]["error_kind"] == "not_verified"
 
 
+def test_mcgs_jobs_with_iterations_in_flight_are_reproducible(api_url: str) -> None:
+    # Replayed answers and the real (GPU-less) executor: the request's setting reaches the search, and
+    # two runs record the same candidates in the same order. Without a GPU nothing passes, so the
+    # search ends after expanding the initial node; the schedule of iterations in flight itself is
+    # tested with randomised latencies in tests/unit/search/test_mcgs.py.
+    body = {
+        "task_ref": TASK_ID,
+        "method": "regraph-mcgs",
+        "budget": 5,
+        "rollouts": 3,
+        "rollouts_in_flight": 3,
+    }
+    traces = []
+    for _ in range(2):
+        job_id = _submit(api_url, body)
+        final = _follow(api_url, job_id)[-1][1]
+        assert final["state"] == "succeeded"
+        search = final["result"]["search"]
+        assert search["config"]["rollouts_in_flight"] == 3
+        assert search["evaluations_used"] <= 5
+        traces.append(
+            [
+                (
+                    c["index"],
+                    c["path"],
+                    c["parent_index"],
+                    c["code"],
+                    c["evaluation"] and c["evaluation"]["error_kind"],
+                )
+                for c in search["candidates"]
+            ]
+        )
+    assert traces[0] and traces[0] == traces[1]
+
+
+def test_openapi_declares_each_optimize_routes_errors(api_url: str) -> None:
+    paths = httpx.get(f"{api_url}/openapi.json").json()["paths"]
+    assert {"401", "404", "413", "422", "503"} <= set(paths["/v1/optimize"]["post"]["responses"])
+    assert {"404", "409"} <= set(paths["/v1/jobs/{job_id}"]["delete"]["responses"])
+    assert "409" not in paths["/v1/jobs/{job_id}"]["get"]["responses"]
+    assert "404" not in paths["/v1/jobs"]["get"]["responses"]
+    assert "ErrorEnvelope" in str(paths["/v1/jobs/{job_id}/events"]["get"]["responses"]["404"])
+
+
 def test_finished_job_replays_its_events_from_the_store(api_url: str) -> None:
     job_id = _submit(api_url, {"task_ref": TASK_ID, "method": "cot", "budget": 1})
     live = _follow(api_url, job_id)

@@ -116,5 +116,8 @@ def test_search_config_follows_the_request() -> None:
     )
     assert isinstance(config, MCGSConfig)
     assert (config.evaluation_budget, config.rollouts, config.seed) == (7, 3, 5)
+    assert config.rollouts_in_flight == MCGSConfig().rollouts_in_flight > 1  # overlap by default
+    sequential = search_config(OptimizeCreate(task_ref=TASK_ID, method="regraph-mcgs", rollouts_in_flight=1))
+    assert isinstance(sequential, MCGSConfig) and sequential.rollouts_in_flight == 1
     plain = search_config(OptimizeCreate(task_ref=TASK_ID, method="cot", budget=2))
     assert not isinstance(plain, MCGSConfig) and plain.evaluation_budget == 2

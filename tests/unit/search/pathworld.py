@@ -3,7 +3,7 @@ function of the technique path.
 
 `PathModel` (the only stand-in: it replaces the LLM) reads the technique from the prompt's regraph
 header and the path so far from the ``// path:`` line of the current code, and answers with code whose
-path line has the technique appended. `PathEvaluator` is a genuine `CandidateEvaluator`: it parses
+path line has the technique appended, optionally after a random delay. `PathEvaluator` is a genuine `CandidateEvaluator`: it parses
 that line and scores the path (product of per-technique speedup factors, failing on broken techniques).
 """
 
@@ -45,12 +45,20 @@ class PathModel:
     """TEST STAND-IN FOR THE LLM (see module docstring). Fixed token costs per call."""
 
     def __init__(
-        self, prompt_tokens: int = 10, completion_tokens: int = 5, lose_entry: frozenset[str] = frozenset()
+        self,
+        prompt_tokens: int = 10,
+        completion_tokens: int = 5,
+        lose_entry: frozenset[str] = frozenset(),
+        jitter_s: float = 0.0,
+        seed: int = 0,
     ):
         self.prompt_tokens = prompt_tokens
         self.completion_tokens = completion_tokens
         self.lose_entry = lose_entry
+        self.jitter_s = jitter_s
+        self._rng = random.Random(seed)
         self.calls: list[dict[str, Any]] = []
+        self.in_flight = 0  # calls being answered right now
 
     async def complete(
         self,
@@ -68,6 +76,13 @@ class PathModel:
         path = path_of(match.group(1))
         step = header["technique"] if header["prompt"] == "step" else header["prompt"]
         self.calls.append({"header": header, "seed": seed, "path": path})
+        if self.jitter_s:
+            self.in_flight += 1
+            try:
+                # Random durations make concurrent calls finish out of order.
+                await asyncio.sleep(self._rng.random() * self.jitter_s)
+            finally:
+                self.in_flight -= 1
         code = code_for([*path, step])
         if step in self.lose_entry:
             code = code.replace('extern "C" ', "")
@@ -92,6 +107,7 @@ class PathEvaluator:
         broken: frozenset[str] = frozenset(),
         jitter_s: float = 0.0,
         seed: int = 0,
+        model: PathModel | None = None,
     ) -> None:
         self.factors = factors
         self.broken = broken
@@ -100,6 +116,8 @@ class PathEvaluator:
         self.evaluated: list[list[str]] = []
         self.in_flight = 0
         self.max_in_flight = 0
+        self.model = model
+        self.overlapped: list[list[str]] = []  # paths evaluated while `model` was generating
 
     def score(self, path: list[str]) -> tuple[bool, float]:
         passed = not any(t in self.broken for t in path)
@@ -110,12 +128,15 @@ class PathEvaluator:
         self.evaluated.append(path)
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        generating = self.model is not None and self.model.in_flight > 0
         try:
             if self.jitter_s:
                 # Random durations make concurrent calls finish out of order.
                 await asyncio.sleep(self._rng.random() * self.jitter_s)
         finally:
             self.in_flight -= 1
+        if generating or (self.model is not None and self.model.in_flight > 0):
+            self.overlapped.append(path)
         passed, speedup = self.score(path)
         return Evaluation(
             passed=passed,

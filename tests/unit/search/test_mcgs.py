@@ -54,9 +54,10 @@ def run(
     )
 
 
-def test_finds_the_known_optimum() -> None:
+@pytest.mark.parametrize("in_flight", [1, 4])
+def test_finds_the_known_optimum(in_flight: int) -> None:
     evaluator = PathEvaluator(TRAP_FACTORS, broken=frozenset({"X"}))
-    result = run(TRAP, evaluator, rollouts=40, max_path_length=4, seed=3)
+    result = run(TRAP, evaluator, rollouts=40, max_path_length=4, seed=3, rollouts_in_flight=in_flight)
     optimum = best_verified(evaluator, TRAP, max_steps=4)
     assert result.best_reward == pytest.approx(optimum)
     assert result.best_code is not None and result.best_path is not None
@@ -76,20 +77,35 @@ def test_best_is_the_best_passing_candidate() -> None:
     assert result.best_speedup == best.evaluation.speedup  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize("in_flight", [1, 4])
 @pytest.mark.parametrize("budget", [1, 5, 7, 12])
-def test_evaluation_budget_is_exact(budget: int) -> None:
+def test_evaluation_budget_is_exact(budget: int, in_flight: int) -> None:
     evaluator = PathEvaluator(TRAP_FACTORS, broken=frozenset({"X"}))
-    result = run(TRAP, evaluator, rollouts=100, evaluation_budget=budget, generation_concurrency=4)
+    result = run(
+        TRAP,
+        evaluator,
+        rollouts=100,
+        evaluation_budget=budget,
+        generation_concurrency=4,
+        rollouts_in_flight=in_flight,
+    )
     assert result.evaluations_used == budget == len(evaluator.evaluated)
     assert sum(1 for c in result.candidates if c.evaluation is not None) == budget
     assert result.stop_reason == "evaluation_budget"
 
 
+@pytest.mark.parametrize("in_flight", [1, 4])
 @pytest.mark.parametrize("budget", [15, 44, 45, 46, 100])
-def test_token_budget_is_exact(budget: int) -> None:
+def test_token_budget_is_exact(budget: int, in_flight: int) -> None:
     model = PathModel(prompt_tokens=10, completion_tokens=5)
     result = run(
-        TRAP, PathEvaluator(TRAP_FACTORS), model, rollouts=100, token_budget=budget, generation_concurrency=1
+        TRAP,
+        PathEvaluator(TRAP_FACTORS),
+        model,
+        rollouts=100,
+        token_budget=budget,
+        generation_concurrency=1,
+        rollouts_in_flight=in_flight,
     )
     # No call starts once the budget is spent, so exactly ceil(budget / 15) calls are made.
     assert len(model.calls) == math.ceil(budget / 15)
@@ -144,38 +160,132 @@ def _trace(result: SearchResult) -> list[tuple[int, list[str], str | None, float
     return [(c.index, c.path, c.code, c.reward, c.parent_index) for c in result.candidates]
 
 
-def test_same_seed_same_candidates_despite_concurrency() -> None:
+@pytest.mark.parametrize("in_flight", [1, 4])
+def test_same_seed_same_candidates_despite_concurrency(in_flight: int) -> None:
     settings: dict[str, Any] = {
         "rollouts": 12,
         "seed": 11,
         "epsilon": 0.5,
         "generation_concurrency": 4,
         "evaluation_concurrency": 3,
+        "rollouts_in_flight": in_flight,
     }
     runs = []
     for jitter_seed in (1, 2):
-        # Different random evaluation durations: concurrent calls finish in different orders.
-        evaluator = PathEvaluator(TRAP_FACTORS, broken=frozenset({"X"}), jitter_s=0.003, seed=jitter_seed)
-        model = PathModel()
+        # Random model and evaluation durations: concurrent calls finish in different orders.
+        model = PathModel(jitter_s=0.003, seed=jitter_seed)
+        evaluator = PathEvaluator(
+            TRAP_FACTORS, broken=frozenset({"X"}), jitter_s=0.003, seed=jitter_seed + 10
+        )
         runs.append((run(TRAP, evaluator, model, **settings), model))
     (first, m1), (second, m2) = runs
     assert _trace(first) == _trace(second)
+    assert (first.stop_reason, first.iterations) == (second.stop_reason, second.iterations)
     assert [c["seed"] for c in m1.calls] == [c["seed"] for c in m2.calls]
     assert len({c["seed"] for c in m1.calls}) == len(m1.calls)  # every call samples with its own seed
 
 
-def test_generation_overlaps_evaluation() -> None:
-    evaluator = PathEvaluator({}, jitter_s=0.01)
-    graph = {S: [f"T{i}" for i in range(8)]}
-    run(graph, evaluator, rollouts=1, generation_concurrency=4, evaluation_concurrency=2)
-    assert evaluator.max_in_flight == 2
+def test_one_in_flight_is_the_sequential_search() -> None:
+    # Recorded from the sequential implementation (before iterations could run concurrently):
+    # (phase, path, parent candidate) of every candidate.
+    result = run(
+        TRAP,
+        PathEvaluator(TRAP_FACTORS, broken=frozenset({"X"})),
+        rollouts=6,
+        seed=5,
+        epsilon=0.5,
+        max_path_length=4,
+        rollouts_in_flight=1,
+    )
+    assert [(c.phase[0], "/".join(c.path[1:]), c.parent_index) for c in result.candidates] == [
+        ("e", "A", None),
+        ("e", "B", None),
+        ("e", "C", None),
+        ("r", "A/A2", 0),
+        ("e", "B/D", 1),
+        ("e", "B/X", 1),
+        ("r", "B/D/E", 4),
+        ("r", "B/D/E/E", 6),
+        ("e", "C/X", 2),
+        ("e", "B/D/E", 4),
+        ("e", "B/D/B", 4),
+        ("r", "B/D/E/E", 9),
+        ("e", "B/D/B/D", 10),
+        ("e", "B/D/B/X", 10),
+        ("e", "B/D/E/E", 9),
+    ]
+    assert (result.stop_reason, result.iterations) == ("completed", 6)
+
+
+# Four branches from the initial node, each a chain: after the first expansion every iteration
+# submits one job per round, so only iterations running side by side can overlap model and executor.
+CHAINS = {
+    S: ["A", "B", "C", "D"],
+    **{f"{b}{i}" if i else b: [f"{b}{i + 1}"] for b in "ABCD" for i in range(4)},
+}
+CHAIN_FACTORS = {"A": 1.4, "B": 1.3, "C": 1.2, "D": 1.1}
+
+
+def test_concurrent_iterations_spread_over_the_tree() -> None:
+    result = run(CHAINS, PathEvaluator(CHAIN_FACTORS), rollouts=4, rollouts_in_flight=4, epsilon=0.0)
+    first, second = result.candidates[:4], result.candidates[4:8]
+    assert [c.path[1:] for c in first] == [["A"], ["B"], ["C"], ["D"]]
+    # Round two: the rollout from A and the expansions of B, C and D, side by side (virtual loss
+    # steers the later selections away from A, and a state being expanded is not selected again).
+    assert [c.path[1:] for c in second] == [["A", "A1"], ["B", "B1"], ["C", "C1"], ["D", "D1"]]
+    assert [c.phase for c in second] == ["rollout", "expansion", "expansion", "expansion"]
+    assert result.iterations == 4
+
+
+@pytest.mark.parametrize(("in_flight", "overlaps"), [(1, False), (4, True)])
+def test_iterations_in_flight_overlap_generation_with_evaluation(in_flight: int, overlaps: bool) -> None:
+    model = PathModel(jitter_s=0.004, seed=1)
+    evaluator = PathEvaluator(CHAIN_FACTORS, jitter_s=0.004, seed=2, model=model)
+    result = run(CHAINS, evaluator, model, rollouts=8, rollouts_in_flight=in_flight, generation_concurrency=4)
+    assert result.evaluations_used > 8
+    # Beyond the first expansion (whose four siblings overlap either way), a candidate is evaluated
+    # while the model writes another only when several iterations are in flight.
+    deeper = [path for path in evaluator.overlapped if len(path) >= 2]
+    assert bool(deeper) is overlaps
+    assert evaluator.max_in_flight == 1  # evaluation_concurrency=1: the executor is never shared
+
+
+def _states(root: SearchState) -> list[SearchState]:
+    found, stack = [], [root]
+    while stack:
+        state = stack.pop()
+        found.append(state)
+        stack.extend(state.children or [])
+    return found
+
+
+@pytest.mark.parametrize("in_flight", [2, 8])
+def test_no_state_is_expanded_twice_and_every_visit_is_backed_up(in_flight: int) -> None:
+    evaluator = PathEvaluator(TRAP_FACTORS, broken=frozenset({"X"}), jitter_s=0.001)
+    config = MCGSConfig(rollouts=30, max_path_length=5, seed=2, rollouts_in_flight=in_flight)
+    session = SearchSession("regraph-mcgs", TASK, StepPolicy(PathModel(), TASK), evaluator, config)
+    search = MonteCarloGraphSearch(session, knowledge(TRAP), config)
+    result = asyncio.run(search.run())
+    expansions = [(c.parent_index, c.technique) for c in result.candidates if c.phase == "expansion"]
+    assert len(expansions) == len(set(expansions))
+    assert result.iterations <= 30 and result.stop_reason in {"completed", "exhausted"}
+    # Every iteration was backed up once through the root, and no virtual loss is left behind.
+    assert search.root.visits == result.iterations
+    assert all(s.in_flight == 0 and not s.expanding for s in _states(search.root))
+    assert result.best_reward == max(c.reward for c in result.candidates if c.passed)
 
 
 def _tree_after(backprop: str, rollouts: int) -> MonteCarloGraphSearch:
     # A looks best on its own (x5) but every step after it fails; B is modest (x2) and leads to Y (x1.5).
     graph = {S: ["A", "B"], "A": ["F"], "B": ["Y"], "Y": []}
     evaluator = PathEvaluator({"A": 5.0, "B": 2.0, "Y": 1.5}, broken=frozenset({"F"}))
-    config = MCGSConfig(rollouts=rollouts, backprop=backprop, epsilon=0.0, max_rollout_depth=1)  # type: ignore[arg-type]
+    config = MCGSConfig(
+        rollouts=rollouts,
+        backprop=backprop,  # type: ignore[arg-type]
+        epsilon=0.0,
+        max_rollout_depth=1,
+        rollouts_in_flight=1,
+    )
     session = SearchSession("regraph-mcgs", TASK, StepPolicy(PathModel(), TASK), evaluator, config)
     search = MonteCarloGraphSearch(session, knowledge(graph), config)
     asyncio.run(search.run())

@@ -1,4 +1,4 @@
-"""Merging teacher runs that were split across device sessions into one result."""
+"""Runner helpers: merging teacher runs split across device sessions, and per-method search settings."""
 
 from __future__ import annotations
 
@@ -95,3 +95,15 @@ def test_merge_refuses_mixed_devices_and_nothing() -> None:
         )
     with pytest.raises(RunnerError, match="at least one"):
         merge_teacher_results([])
+
+
+def test_search_settings_are_checked_per_method() -> None:
+    from bench.runner import search_config
+    from search.mcgs import MCGSConfig
+
+    config = search_config("regraph-mcgs", {"rollouts": 4, "seed": 3})
+    assert isinstance(config, MCGSConfig) and config.rollouts == 4 and config.seed == 3
+    with pytest.raises(RunnerError, match="unknown search setting"):
+        search_config("standard", {"rollouts": 4})
+    with pytest.raises(RunnerError, match="invalid search settings"):
+        search_config("regraph-mcgs", {"rollouts": 0})
