@@ -1,11 +1,28 @@
-"""Time the executor's stages over the benchmark tasks' naive CUDA candidates.
+"""Time the executor's stages over benchmark tasks, the repeatability of its timings, and load_inline.
 
-    python -m bench.executor_bench --tasks bench/tasks --out bench/results/executor_bench.json
+    python -m bench.executor_bench --tasks bench/tasks --tasks bench/kernel_tasks \\
+        --out bench/results/executor_bench.json --md bench/results/executor_bench.md [--load-inline 3]
 
-For each task with a naive.cu it measures: static checks, a compile with an empty cache (miss), the same
-compile again (hit) and, where a runtime is available (GPU with pycuda), the correctness and timing
-stages. ``--load-inline`` also times a KernelBench-style ``torch.utils.cpp_extension.load_inline`` build of
-the same source for comparison (needs torch with its CUDA toolchain).
+The candidate of a function task is its ``naive.cu``; that of a kernel task is ``candidate.cu`` in its
+directory. For each task it measures:
+
+* ``static``, ``compile_miss`` (an empty cache) and ``compile_hit`` (the same source again), with the
+  compiler that was used (nvcc, or NVRTC for kernel tasks);
+* where a runtime is available, a ``first`` evaluation (the task's first: builds and times the serial
+  reference) and ``--evals`` *steady* evaluations, each of a variant of the candidate that differs by a
+  comment, so that every one is a compile-cache miss with fresh seeds, as in a search. The steady
+  evaluations are what the speed targets are about; their per-stage seconds and ``total`` are reported.
+  ``--gap S`` sleeps S seconds before each steady evaluation, as a search's model does while it writes
+  the next candidate; the executor uses that time to prepare the evaluation (``prepare_next``).
+
+``--cov-tasks K --cov-repeats R`` then evaluates the same candidate of K passing tasks per kind R times
+and reports the CoV of the R medians next to the within-run CoV. ``--load-inline N`` builds the first N
+candidates through ``torch.utils.cpp_extension.load_inline`` (KernelBench's route), runs each once on
+test-size inputs and compares with the reference.
+
+``--runtime host`` is for profiling on a machine without a GPU: function-task candidates are the task's
+``reference.cpp`` made into a candidate (a CUDA candidate cannot run on a CPU), so the worker phases
+and the parent's orchestration are measured, not CUDA code.
 """
 
 from __future__ import annotations
@@ -18,126 +35,417 @@ import statistics
 import sys
 import tempfile
 import time
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from executor.checking import compare_output
 from executor.compile import Compiler
 from executor.evaluate import Candidate, Evaluator
+from executor.inputs import generate_inputs
+from executor.reference import build_reference, load_library, reference_on
 from executor.settings import ExecutorSettings
 from executor.static import check_source
-from executor.taskformat import FunctionTask, KernelTask, load_task
+from executor.taskformat import C_SPELLING, ArrayArg, FunctionTask, KernelTask, ScalarArg, load_task
+from executor.verdict import Verdict
 from executor.worker import EvaluationOptions
 
 logger = logging.getLogger("bench.executor_bench")
 
-STAGES = ("static", "compile_miss", "compile_hit", "correctness", "timing")
+STEADY_STAGES = (
+    "compile",
+    "reference_wait",
+    "inputs",
+    "correctness",
+    "timing",
+    "run",
+    "total",
+)
+# A kernel shorter than this is not held to the repeatability target.
+COV_MIN_KERNEL_MS = 0.05
+COV_TARGET = 0.02
+HOST_STUB = (
+    "\n__global__ void bench_host_stub() {}\nstatic void bench_unused() { bench_host_stub<<<1, 1>>>(); }\n"
+)
 
 
-def _load_inline_seconds(task: FunctionTask | KernelTask, source: str, build_dir: Path) -> float | None:
-    """Compile time of the same source through torch's load_inline (the KernelBench route)."""
-    try:
-        from torch.utils.cpp_extension import load_inline
-    except ImportError:
-        return None
-    start = time.perf_counter()
-    load_inline(
-        name=f"bench_{task.id}",
-        cpp_sources=["void regraph_bench_unused() {}"],
-        cuda_sources=[source],
-        functions=["regraph_bench_unused"],
-        build_directory=str(build_dir),
-        verbose=False,
-    )
-    return time.perf_counter() - start
+def candidate_source(task_dir: Path, task: FunctionTask | KernelTask, runtime: str) -> str | None:
+    """The candidate the benchmark evaluates for a task (None: the task has none)."""
+    if runtime == "host":
+        if isinstance(task, KernelTask):
+            return None
+        # The serial reference, made into a function candidate: it runs on the CPU and passes the
+        # static rule that a candidate launches something (the stub is never called).
+        return task.reference_source + HOST_STUB
+    if isinstance(task, KernelTask):
+        path = task_dir / "candidate.cu"
+        return path.read_text(encoding="utf-8") if path.is_file() else None
+    return task.naive_source
 
 
-def bench(
-    tasks_dir: Path, limit: int, load_inline: bool, runtime: str, out: Path | None = None
+def task_dirs(roots: list[Path]) -> list[Path]:
+    """Every task directory under the given roots, in order."""
+    return [d for root in roots for d in sorted(root.iterdir()) if (d / "task.json").is_file()]
+
+
+def _verdict_row(verdict: Verdict) -> dict[str, Any]:
+    timing = verdict.candidate_timing
+    return {
+        "passed": verdict.passed,
+        "error": verdict.error.value if verdict.error else None,
+        "message": verdict.message[:300],
+        "seconds": verdict.seconds,
+        "compiler": verdict.compile.compiler if verdict.compile else None,
+        "speedup": verdict.speedup,
+        "median_ms": timing.median_ms if timing else None,
+        "cov": timing.cov if timing else None,
+        "robust_cov": timing.robust_cov if timing else None,
+        "trials": timing.trials if timing else None,
+        "stop": timing.stop if timing else None,
+    }
+
+
+def _variant(source: str, k: int) -> str:
+    # A different content hash (our cache misses) *and* different code after preprocessing: NVRTC 13.0
+    # keeps its own in-process cache keyed on what it compiles, so a changed comment alone returns in
+    # ~20 ms without running ptxas (seen on the H100). An unused device variable changes the module.
+    return f"{source}\n__device__ int xbench_variant_{k}_{time.time_ns()};\n"
+
+
+# --- load_inline (KernelBench's route) ------------------------------------------------------------
+
+
+def _launcher(task: FunctionTask | KernelTask) -> tuple[str, str]:
+    """C++ for a function that takes torch tensors and scalars and runs the candidate: a kernel
+    launch for kernel tasks, a call of the entry for function tasks. Returns (definition, declaration)."""
+    params, call = [], []
+    for arg in task.args:
+        ctype = C_SPELLING[arg.dtype]
+        if isinstance(arg, ScalarArg):
+            params.append(f"{'double' if arg.dtype.startswith('float') else 'long long'} {arg.name}")
+            call.append(f"({ctype}){arg.name}")
+        else:
+            params.append(f"torch::Tensor {arg.name}")
+            const = "const " if arg.intent == "in" else ""
+            call.append(f"static_cast<{const}{ctype}*>({arg.name}.data_ptr())")
+    if isinstance(task, KernelTask):
+        params = [
+            "long long gx, long long gy, long long gz, long long bx, long long by, long long bz, long long smem",
+            *params,
+        ]
+        body = (
+            f"  {task.entry}<<<dim3(gx, gy, gz), dim3(bx, by, bz), smem>>>({', '.join(call)});\n"
+            "  cudaError_t err = cudaDeviceSynchronize();\n"
+            "  TORCH_CHECK(err == cudaSuccess, cudaGetErrorString(err));\n"
+        )
+    else:
+        body = f"  {task.entry}({', '.join(call)});\n"
+    signature = f"void bench_launch({', '.join(params)})"
+    return f"{signature} {{\n{body}}}\n", signature + ";"
+
+
+def load_inline_check(
+    task: FunctionTask | KernelTask, source: str, build_dir: Path, cache: Path
 ) -> dict[str, Any]:
-    """Evaluate every task's naive candidate once and collect per-stage wall times."""
+    """Build the candidate as a torch extension, run it once at the test size and compare outputs."""
+    row: dict[str, Any] = {"task": task.id, "kind": task.kind}
+    try:
+        import torch
+        from torch.utils.cpp_extension import load_inline
+    except ImportError as e:
+        return {**row, "error": f"torch is not importable: {e}"}
+    definition, declaration = _launcher(task)
+    build_dir.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    try:
+        module = load_inline(
+            name=f"bench_{task.id}",
+            cpp_sources=[declaration],
+            cuda_sources=[source + "\n#include <torch/types.h>\n" + definition],
+            functions=["bench_launch"],
+            build_directory=str(build_dir),
+            extra_cuda_cflags=["-O3"],
+            verbose=False,
+        )
+    except (RuntimeError, OSError, ImportError) as e:
+        return {**row, "build_s": time.perf_counter() - start, "error": f"build failed: {str(e)[-600:]}"}
+    row["build_s"] = time.perf_counter() - start
+    lib = load_library(build_reference(task, cache))
+    inputs = generate_inputs(task, "test", 12345, lib)
+    expected, _ = reference_on(task, lib, inputs)
+    work = inputs.copy()
+    device = "cuda" if isinstance(task, KernelTask) else "cpu"
+    tensors = {name: torch.from_numpy(array).to(device) for name, array in work.arrays.items()}
+    values: list[Any] = []
+    if isinstance(task, KernelTask):
+        grid, block, shared = task.launch_config("test")
+        values.extend([*grid, *block, shared])
+    for arg in task.args:
+        values.append(tensors[arg.name] if isinstance(arg, ArrayArg) else work.scalars[arg.name])
+    start = time.perf_counter()
+    try:
+        module.bench_launch(*values)
+        if device == "cuda":
+            torch.cuda.synchronize()
+    except RuntimeError as e:
+        return {**row, "error": f"run failed: {str(e)[-600:]}"}
+    row["run_s"] = time.perf_counter() - start
+    problems = []
+    for arg in task.outputs:
+        got = tensors[arg.name].cpu().numpy()
+        failure = compare_output(task, arg, got, expected[arg.name], "test", 12345)
+        if failure is not None:
+            problems.append(f"{arg.name}: {failure[0].value}")
+    row["correct"] = not problems
+    if problems:
+        row["error"] = "; ".join(problems)
+    return row
+
+
+# --- the benchmark ----------------------------------------------------------------------------------
+
+
+def bench(args: argparse.Namespace) -> dict[str, Any]:
+    """Run every measurement and return the JSON document (also written as it goes)."""
     rows: list[dict[str, Any]] = []
+    cov_rows: list[dict[str, Any]] = []
+    inline_rows: list[dict[str, Any]] = []
+    out: Path = args.out
     with tempfile.TemporaryDirectory(prefix="executor-bench-") as tmp:
-        settings = ExecutorSettings(cache_dir=Path(tmp) / "cache", runtime=runtime)
+        settings = ExecutorSettings(
+            cache_dir=Path(tmp) / "cache", runtime=args.runtime, compiler=args.compiler, run_timeout_s=120
+        )
         evaluator = Evaluator(settings)
         compiler: Compiler = evaluator.compiler
-        # The candidate is the naive version itself, so a naive baseline would only time it twice.
-        options = EvaluationOptions(
-            min_trials=10, max_trials=50, min_timing_ms=50, reference_repeats=1, baseline=False
-        )
-        dirs = [
-            d
-            for d in sorted(tasks_dir.iterdir())
-            if (d / "task.json").is_file() and (d / "naive.cu").is_file()
-        ]
-        for d in dirs[:limit]:
-            task = load_task(d)
-            source = task.naive_source or ""
-            row: dict[str, Any] = {"task": task.id, "kind": task.kind}
-            t0 = time.perf_counter()
-            violations = check_source(task, source)
-            row["static"] = time.perf_counter() - t0
-            row["static_violations"] = [v.rule for v in violations]
-            miss = compiler.compile(task, source)
-            row["compile_miss"] = miss.seconds
-            row["compile_ok"] = miss.ok
-            hit = compiler.compile(task, source)
-            row["compile_hit"] = hit.seconds
-            if not miss.ok:
-                row["compile_log"] = miss.log[-800:]
-            if evaluator.runtime_checks_available and miss.ok and not violations:
-                verdict = evaluator.evaluate(task, Candidate(source=source), options)
-                row["correctness"] = verdict.seconds.get("correctness")
-                row["timing"] = verdict.seconds.get("timing")
-                row["passed"] = verdict.passed
-                row["error"] = verdict.error
-                row["message"] = verdict.message[:300]
-                row["speedup"] = verdict.speedup
-                row["candidate_median_ms"] = (
-                    verdict.candidate_timing.median_ms if verdict.candidate_timing else None
+        # The function candidate is the naive version itself, so a naive baseline would time it twice.
+        options = EvaluationOptions(baseline=False)
+        try:
+            dirs = [d for root in args.tasks for d in task_dirs([root])[: args.limit]]
+            for d in dirs:
+                task = load_task(d)
+                source = candidate_source(d, task, args.runtime)
+                if source is None:
+                    continue
+                row = measure_task(evaluator, compiler, task, source, options, args.evals, args.gap)
+                rows.append(row)
+                _checkpoint(out, rows, cov_rows, inline_rows)
+                logger.info("%s", json.dumps(row, default=str)[:600])
+            if evaluator.runtime_checks_available and args.cov_repeats > 0:
+                for kind in ("kernel", "function"):
+                    passing = [
+                        r for r in rows if r["kind"] == kind and r.get("steady") and r["steady"][0]["passed"]
+                    ]
+                    for r in passing[: args.cov_tasks]:
+                        d = next(d for d in dirs if d.name == r["task"])
+                        task = load_task(d)
+                        src = candidate_source(d, task, args.runtime) or ""
+                        cov_rows.append(repeatability(evaluator, task, src, options, args.cov_repeats))
+                        _checkpoint(out, rows, cov_rows, inline_rows)
+            for d in _alternate_kinds(dirs):
+                if len(inline_rows) >= args.load_inline:
+                    break
+                task = load_task(d)
+                inline_source = candidate_source(d, task, "gpu")
+                if inline_source is None:
+                    continue
+                inline_rows.append(
+                    load_inline_check(
+                        task, inline_source, Path(tmp) / f"inline-{task.id}", Path(tmp) / "cache"
+                    )
                 )
-                row["candidate_cov"] = verdict.candidate_timing.cov if verdict.candidate_timing else None
-            if load_inline:
-                row["load_inline"] = _load_inline_seconds(task, source, Path(tmp) / f"inline-{task.id}")
-            rows.append(row)
-            if out is not None:  # written after every task, so an interrupted run still leaves its rows
-                out.parent.mkdir(parents=True, exist_ok=True)
-                out.write_text(json.dumps({"partial": True, "rows": rows}, indent=2, default=str) + "\n")
-            logger.info("%s", json.dumps({k: v for k, v in row.items() if k != "compile_log"}, default=str))
-        summary = {
-            stage: _summary([r[stage] for r in rows if isinstance(r.get(stage), float)]) for stage in STAGES
-        }
+                _checkpoint(out, rows, cov_rows, inline_rows)
+        finally:
+            evaluator.close()
+        nvrtc = compiler.nvrtc if args.compiler != "nvcc" else None
         return {
             "tasks": len(rows),
             "runtime": evaluator.runtime,
             "arch": evaluator.arch,
             "nvcc": compiler.toolchain.release,
+            "nvrtc": f"{nvrtc.release} ({nvrtc.path})" if nvrtc else None,
             "host": platform.node(),
+            "options": options.model_dump(),
             "rows": rows,
-            "summary": summary,
+            "summary": summarize(rows),
+            "repeatability": cov_rows,
+            "load_inline": inline_rows,
         }
 
 
-def _summary(values: list[float]) -> dict[str, float | int | None]:
+def measure_task(
+    evaluator: Evaluator,
+    compiler: Compiler,
+    task: FunctionTask | KernelTask,
+    source: str,
+    options: EvaluationOptions,
+    evals: int,
+    gap_s: float = 0.0,
+) -> dict[str, Any]:
+    """Static, compile miss/hit, then a first and ``evals`` steady evaluations of one task.
+
+    ``gap_s`` is slept before each steady evaluation: the time a search's model spends writing the next
+    candidate, during which the executor prepares that evaluation (fresh seeds, reference outputs).
+    """
+    row: dict[str, Any] = {"task": task.id, "kind": task.kind}
+    t0 = time.perf_counter()
+    violations = check_source(task, source)
+    row["static"] = time.perf_counter() - t0
+    row["static_violations"] = [v.rule for v in violations]
+    miss = compiler.compile(task, source)
+    row.update(compile_miss=miss.seconds, compile_ok=miss.ok, compiler=miss.compiler, fallback=miss.fallback)
+    row["kernels"] = [k.model_dump() for k in miss.kernels]
+    row["compile_hit"] = compiler.compile(task, source).seconds
+    if not miss.ok:
+        row["compile_log"] = miss.log[-800:]
+    if evaluator.runtime_checks_available and miss.ok and not violations:
+        row["first"] = _verdict_row(evaluator.evaluate(task, Candidate(source=_variant(source, 0)), options))
+        row["steady"] = []
+        for k in range(evals):
+            time.sleep(gap_s)
+            verdict = evaluator.evaluate(task, Candidate(source=_variant(source, k + 1)), options)
+            row["steady"].append(_verdict_row(verdict))
+    return row
+
+
+def repeatability(
+    evaluator: Evaluator,
+    task: FunctionTask | KernelTask,
+    source: str,
+    options: EvaluationOptions,
+    repeats: int,
+) -> dict[str, Any]:
+    """The same candidate timed ``repeats`` times by the executor: CoV of the medians, within-run CoV."""
+    verdicts = [evaluator.evaluate(task, Candidate(source=source), options) for _ in range(repeats)]
+    timings = [v.candidate_timing for v in verdicts if v.passed and v.candidate_timing]
+    medians = [t.median_ms for t in timings]
+    row: dict[str, Any] = {"task": task.id, "kind": task.kind, "repeats": repeats, "passed": len(timings)}
+    if len(medians) >= 2:
+        mean = statistics.fmean(medians)
+        row.update(
+            median_ms=statistics.median(medians),
+            medians_ms=medians,
+            cov_of_medians=statistics.pstdev(medians) / mean if mean > 0 else 0.0,
+            within_run_cov=statistics.median(t.cov for t in timings),
+            within_run_robust_cov=statistics.median(t.robust_cov or 0.0 for t in timings),
+            trials=[t.trials for t in timings],
+            stops=[t.stop for t in timings],
+        )
+    return row
+
+
+def _stat(values: list[float]) -> dict[str, float | int | None]:
     if not values:
-        return {"n": 0, "median_s": None, "mean_s": None, "max_s": None}
+        return {"n": 0, "median_s": None, "p90_s": None, "max_s": None}
+    arr = np.asarray(values)
     return {
         "n": len(values),
-        "median_s": statistics.median(values),
-        "mean_s": statistics.fmean(values),
-        "max_s": max(values),
+        "median_s": float(np.median(arr)),
+        "p90_s": float(np.percentile(arr, 90)),
+        "max_s": float(arr.max()),
     }
 
 
-def _cell(value: object) -> str:
-    return f"{value:12.4f}" if isinstance(value, float) else f"{'-':>12}"
+def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, float | int | None]]]:
+    """Per task kind: medians of static/compile seconds and of the steady evaluations' stages."""
+    summary: dict[str, dict[str, dict[str, float | int | None]]] = {}
+    for kind in ("function", "kernel"):
+        mine = [r for r in rows if r["kind"] == kind]
+        if not mine:
+            continue
+        stages: dict[str, list[float]] = {
+            "static": [r["static"] for r in mine],
+            "compile_miss": [r["compile_miss"] for r in mine if r["compile_ok"]],
+            "compile_hit": [r["compile_hit"] for r in mine if r["compile_ok"]],
+            "first_total": [r["first"]["seconds"].get("total", 0.0) for r in mine if r.get("first")],
+        }
+        steady = [s for r in mine for s in r.get("steady", [])]
+        for stage in STEADY_STAGES:
+            stages[stage] = [s["seconds"][stage] for s in steady if stage in s["seconds"]]
+        stages["total_passed"] = [
+            s["seconds"]["total"] for s in steady if s["passed"] and "total" in s["seconds"]
+        ]
+        summary[kind] = {stage: _stat(values) for stage, values in stages.items()}
+    return summary
 
 
-def print_table(result: dict[str, Any]) -> None:
-    """A plain table of the per-stage summary (stdout is this script's product)."""
-    lines = [f"{'stage':<14}{'n':>4}{'median s':>12}{'mean s':>12}{'max s':>12}"]
-    for stage, s in result["summary"].items():
-        lines.append(f"{stage:<14}{s['n']:>4}{_cell(s['median_s'])}{_cell(s['mean_s'])}{_cell(s['max_s'])}")
-    sys.stdout.write("\n".join(lines) + "\n")
+def _alternate_kinds(dirs: list[Path]) -> list[Path]:
+    """Kernel and function tasks interleaved, so that a few load_inline builds cover both kinds."""
+    kinds: dict[str, list[Path]] = {"kernel": [], "function": []}
+    for d in dirs:
+        kinds[load_task(d).kind].append(d)
+    mixed: list[Path] = []
+    for pair in zip_longest(kinds["kernel"], kinds["function"]):
+        mixed.extend(p for p in pair if p is not None)
+    return mixed
+
+
+def _checkpoint(out: Path, rows: list[Any], cov: list[Any], inline: list[Any]) -> None:
+    # Written after every step, so an interrupted run still leaves what it measured.
+    out.parent.mkdir(parents=True, exist_ok=True)
+    document = {"partial": True, "rows": rows, "repeatability": cov, "load_inline": inline}
+    out.write_text(json.dumps(document, indent=2, default=str) + "\n")
+
+
+def _f(value: object, digits: int = 3) -> str:
+    return f"{value:.{digits}f}" if isinstance(value, float) else "-"
+
+
+def render(result: dict[str, Any]) -> str:
+    """The markdown tables: stage medians per kind, repeatability, load_inline."""
+    lines = [
+        f"executor benchmark: runtime={result['runtime']} arch={result['arch']} nvcc={result['nvcc']} "
+        f"nvrtc={result['nvrtc']} tasks={result['tasks']}",
+        "",
+        "| kind | stage | n | median s | p90 s | max s |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for kind, stages in result["summary"].items():
+        for stage, s in stages.items():
+            lines.append(
+                f"| {kind} | {stage} | {s['n']} | {_f(s['median_s'])} | {_f(s['p90_s'])} | {_f(s['max_s'])} |"
+            )
+    rows = result["rows"]
+    compilers: dict[str, int] = {}
+    for r in rows:
+        compilers[f"{r['kind']}:{r['compiler']}"] = compilers.get(f"{r['kind']}:{r['compiler']}", 0) + 1
+    steady = [s for r in rows for s in r.get("steady", [])]
+    lines += [
+        "",
+        f"compilers used: {compilers}; steady evaluations passed: {sum(s['passed'] for s in steady)}/{len(steady)}",
+    ]
+    if result["repeatability"]:
+        lines += [
+            "",
+            "| task | kind | median ms | CoV of medians | within-run CoV | robust CoV | trials | target met |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for r in result["repeatability"]:
+            if "median_ms" not in r:
+                lines.append(
+                    f"| {r['task']} | {r['kind']} | - | - | - | - | - | passed {r['passed']}/{r['repeats']} |"
+                )
+                continue
+            held = r["median_ms"] >= COV_MIN_KERNEL_MS
+            met = ("yes" if r["cov_of_medians"] <= COV_TARGET else "NO") if held else "n/a (< 50 us)"
+            lines.append(
+                f"| {r['task']} | {r['kind']} | {r['median_ms']:.4f} | {r['cov_of_medians']:.4f} | "
+                f"{r['within_run_cov']:.4f} | {r['within_run_robust_cov']:.4f} | {r['trials']} | {met} |"
+            )
+    if result["load_inline"]:
+        lines += [
+            "",
+            "| load_inline task | kind | build s | run s | correct | error |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
+        for r in result["load_inline"]:
+            err = str(r.get("error", "")).replace("|", "/").replace("\n", " ")[:120]
+            lines.append(
+                f"| {r['task']} | {r['kind']} | {_f(r.get('build_s'), 1)} | {_f(r.get('run_s'), 3)} | "
+                f"{r.get('correct', '-')} | {err} |"
+            )
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -145,19 +453,46 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--tasks", type=Path, default=Path("bench/tasks"))
+    parser.add_argument("--tasks", type=Path, action="append", help="a directory of tasks (repeatable)")
     parser.add_argument("--out", type=Path, default=Path("bench/results/executor_bench.json"))
-    parser.add_argument("--limit", type=int, default=1000)
-    parser.add_argument("--runtime", choices=["auto", "gpu", "none"], default="auto")
-    parser.add_argument("--load-inline", action="store_true")
+    parser.add_argument("--md", type=Path, default=None, help="also write the tables here")
+    parser.add_argument(
+        "--limit", type=int, default=1000, help="at most this many tasks per --tasks directory"
+    )
+    parser.add_argument("--render", type=Path, default=None, help="only print the tables of a (partial) JSON")
+    parser.add_argument("--runtime", choices=["auto", "gpu", "host", "none"], default="auto")
+    parser.add_argument("--compiler", choices=["auto", "nvrtc", "nvcc"], default="auto")
+    parser.add_argument("--evals", type=int, default=2, help="steady evaluations per task")
+    parser.add_argument(
+        "--gap",
+        type=float,
+        default=0.0,
+        help="seconds slept before each steady evaluation (a search's generation time, during which the "
+        "executor prepares the next evaluation); 0 = back to back",
+    )
+    parser.add_argument("--cov-tasks", type=int, default=5, help="tasks per kind in the repeatability table")
+    parser.add_argument("--cov-repeats", type=int, default=5, help="evaluations of one candidate for it")
+    parser.add_argument("--load-inline", type=int, default=0, metavar="N", help="load_inline the first N")
     args = parser.parse_args(argv)
+    args.tasks = args.tasks or [Path("bench/tasks")]
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    result = bench(args.tasks, args.limit, args.load_inline, args.runtime, args.out)
+    if args.render is not None:  # e.g. the checkpoint of a run that hit its time limit
+        partial = json.loads(args.render.read_text())
+        header = {"runtime": "?", "arch": "?", "nvcc": "?", "nvrtc": "?", "tasks": len(partial["rows"])}
+        table = render({**header, **partial, "summary": summarize(partial["rows"])})
+        if args.md is not None:
+            args.md.write_text(table)
+        sys.stdout.write(table)
+        return 0
+    result = bench(args)
     result["command"] = " ".join(sys.argv)
     result["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2, default=str) + "\n")
-    print_table(result)
+    table = render(result)
+    if args.md is not None:
+        args.md.write_text(table)
+    sys.stdout.write(table)
     return 0
 
 

@@ -115,6 +115,7 @@ def create_app(settings: ExecutorSettings | None = None) -> FastAPI:
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
         pool.shutdown(wait=False, cancel_futures=True)
+        evaluator.close()
 
     app = FastAPI(title="ReGraph executor", version="1", lifespan=lifespan)
     app.state.evaluator = evaluator

@@ -1,4 +1,4 @@
-"""Compiling candidates with nvcc: toolchain discovery, resource reports, a content-hash cache.
+"""Compiling candidates with nvcc or NVRTC: toolchain discovery, resource reports, a content-hash cache.
 
 A compile error is an ordinary outcome (a :class:`CompileResult` with ``ok=False`` and the log), never
 an exception; only a missing toolchain raises :class:`ToolchainError`.
@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import Literal
 
 from executor.cache import DEFAULT_CACHE_DIR, content_key
+from executor.cubin import CubinFormatError, kernel_names
 from executor.errors import ToolchainError
+from executor.nvrtc import Nvrtc, candidate_libraries, find_nvrtc
 from executor.taskformat import FunctionTask, KernelTask
 from executor.verdict import CompileResult, KernelResources
 
@@ -171,6 +173,21 @@ def parse_ptxas_report(log: str) -> list[KernelResources]:
     ]
 
 
+def kernels_of(log: str, cubin: bytes | None) -> list[KernelResources]:
+    """The kernels of a build: from the resource report, else (no report) the names in the CUBIN.
+
+    Kernels known only from the CUBIN carry no register or memory figures.
+    """
+    kernels = parse_ptxas_report(log)
+    if kernels or cubin is None:
+        return kernels
+    try:
+        return [KernelResources(name=name) for name in kernel_names(cubin)]
+    except CubinFormatError:
+        logger.warning("the compiler's output is not a readable CUBIN; no kernel names")
+        return []
+
+
 def kernel_symbol(kernels: list[KernelResources], entry: str) -> str | None:
     """The (possibly C++-mangled) symbol of the kernel named ``entry`` in a ptxas report."""
     mangled_prefix = f"_Z{len(entry)}{entry}"
@@ -195,8 +212,17 @@ def _run_killable(cmd: list[str], cwd: Path, timeout_s: float) -> tuple[int | No
         return None, out
 
 
+CompilerChoice = Literal["auto", "nvrtc", "nvcc"]
+
+
 class Compiler:
-    """Compiles candidates (and tasks' naive.cu) into cached products; safe to share between threads."""
+    """Compiles candidates (and tasks' naive.cu) into cached products; safe to share between threads.
+
+    Kernel tasks (a CUBIN) go through NVRTC when ``choice`` is ``auto`` or ``nvrtc`` and the library is
+    found; ``auto`` falls back to nvcc when NVRTC is missing or rejects the source (a header NVRTC
+    cannot provide, host code), so what compiles is exactly what nvcc accepts. Function tasks (a shared
+    library with host code) always use nvcc.
+    """
 
     def __init__(
         self,
@@ -205,17 +231,34 @@ class Compiler:
         nvcc_path: str | None = None,
         timeout_s: float = 180.0,
         extra_flags: tuple[str, ...] = (),
+        choice: CompilerChoice = "auto",
+        nvrtc_path: str | None = None,
     ) -> None:
         self.cache_dir = (cache_dir or DEFAULT_CACHE_DIR) / "candidates"
         self.arch = arch
         self.nvcc_path = nvcc_path
         self.timeout_s = timeout_s
         self.extra_flags = extra_flags
+        self.choice = choice
+        self.nvrtc_path = nvrtc_path
 
     @property
     def toolchain(self) -> Toolchain:
         """The nvcc in use (located on first use)."""
         return find_toolchain(self.nvcc_path)
+
+    @property
+    def nvrtc(self) -> Nvrtc | None:
+        """The NVRTC library in use for kernel tasks, or None (not found, or ``choice="nvcc"``)."""
+        if self.choice == "nvcc":
+            return None
+        found = find_nvrtc(self.nvrtc_path)
+        if found is None and self.choice == "nvrtc":
+            raise ToolchainError(
+                f"compiler=nvrtc but no libnvrtc was found (tried {[str(p) for p in candidate_libraries(self.nvrtc_path)]}"
+                " and the nvidia-cuda-nvrtc wheel)"
+            )
+        return found
 
     def flags(self, kind: str) -> list[str]:
         """The nvcc flags for a product kind (``shared_library`` or ``cubin``)."""
@@ -232,6 +275,34 @@ class Compiler:
             return [*common, "-shared", "-Xcompiler", "-fPIC"]
         return [*common, "-cubin"]
 
+    def _has_nvcc(self) -> bool:
+        try:
+            find_toolchain(self.nvcc_path)
+        except ToolchainError:
+            return False
+        return True
+
+    def nvrtc_options(self, nvrtc: Nvrtc) -> list[str]:
+        """NVRTC options equivalent to the nvcc cubin build.
+
+        NVVM and ptxas optimise at their highest level by default, which is what nvcc gives device
+        code (nvcc's ``-O3`` sets the host compiler's level). ``-default-device`` compiles functions
+        without an execution-space annotation as device functions, as nvcc's device pass sees them.
+        """
+        options = [
+            f"--gpu-architecture={self.arch}",
+            "-std=c++17",
+            "--ptxas-options=-v",
+            "-default-device",
+            "-DCCCL_DISABLE_CTK_COMPATIBILITY_CHECK",
+            *self.extra_flags,
+        ]
+        if nvrtc.include_dir is not None:
+            options.append(f"-I{nvrtc.include_dir}")
+            if (nvrtc.include_dir / "cccl").is_dir():
+                options.append(f"-I{nvrtc.include_dir / 'cccl'}")
+        return options
+
     def compile(self, task: FunctionTask | KernelTask, source: str) -> CompileResult:
         """Compile a candidate for a task: a .so for function tasks, a .cubin for kernel tasks."""
         kind: Literal["shared_library", "cubin"] = (
@@ -239,16 +310,25 @@ class Compiler:
         )
         return self.compile_source(source, kind)
 
+    def _key(self, kind: str, source: str, nvrtc: Nvrtc | None) -> str:
+        if nvrtc is None:
+            return content_key("candidate", self.toolchain.version, kind, " ".join(self.flags(kind)), source)
+        try:  # the nvcc that a fallback would use is part of what determines the product
+            fallback = self.toolchain.version + " ".join(self.flags(kind)) if self.choice == "auto" else ""
+        except ToolchainError:
+            fallback = "no nvcc"
+        options = " ".join(self.nvrtc_options(nvrtc))
+        return content_key("candidate", "nvrtc", nvrtc.release, fallback, kind, options, source)
+
     def compile_source(self, source: str, kind: Literal["shared_library", "cubin"]) -> CompileResult:
         """Compile one translation unit, answering from the cache when the same build was done before."""
-        chain = self.toolchain
-        flags = self.flags(kind)
-        key = content_key("candidate", chain.version, kind, " ".join(flags), source)
+        start = time.perf_counter()
+        nvrtc = self.nvrtc if kind == "cubin" else None
+        key = self._key(kind, source, nvrtc)
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         suffix = ".so" if kind == "shared_library" else ".cubin"
         product = self.cache_dir / f"{key}{suffix}"
         record = self.cache_dir / f"{key}.json"
-        start = time.perf_counter()
         if record.is_file():
             try:
                 cached = CompileResult.model_validate_json(record.read_text())
@@ -260,32 +340,80 @@ class Compiler:
                 logger.warning("ignoring unreadable compile record %s", record)
         with tempfile.TemporaryDirectory(dir=self.cache_dir, prefix=f".build-{key[:8]}-") as tmp:
             work = Path(tmp)
-            (work / "candidate.cu").write_text(source, encoding="utf-8")
-            out_name = f"candidate{suffix}"
-            cmd = [str(chain.nvcc), *flags, "candidate.cu", "-o", out_name]
-            returncode, log = _run_killable(cmd, work, self.timeout_s)
-            log = log.replace(str(work) + "/", "")[-MAX_LOG_CHARS:]
-            ok = returncode == 0 and (work / out_name).is_file()
-            kernels = parse_ptxas_report(log) if ok else []
-            result = CompileResult(
-                ok=ok,
-                kind=kind,
-                product=str(product) if ok else None,
-                log=log,
-                command=["nvcc", *flags, "candidate.cu", "-o", out_name],
-                timed_out=returncode is None,
-                kernels=kernels,
-                arch=self.arch,
-                seconds=time.perf_counter() - start,
+            result, built = self._build(work, source, kind, nvrtc)
+            result = result.model_copy(
+                update={
+                    "product": str(product) if result.ok else None,
+                    "seconds": time.perf_counter() - start,
+                }
             )
-            if ok:
-                os.replace(work / out_name, product)
-            if returncode is not None:  # a timeout may be load-dependent: do not remember it
+            if result.ok and built is not None:
+                os.replace(built, product)
+            if not result.timed_out:  # a timeout may be load-dependent: do not remember it
                 tmp_record = work / "record.json"
                 tmp_record.write_text(result.model_dump_json())
                 os.replace(tmp_record, record)
-        logger.info("compiled %s in %.2fs (ok=%s)", key[:12], result.seconds, ok)
+        logger.info(
+            "compiled %s with %s in %.2fs (ok=%s)", key[:12], result.compiler, result.seconds, result.ok
+        )
         return result
+
+    def _build(
+        self, work: Path, source: str, kind: Literal["shared_library", "cubin"], nvrtc: Nvrtc | None
+    ) -> tuple[CompileResult, Path | None]:
+        if nvrtc is None:
+            return self._nvcc(work, source, kind)
+        options = self.nvrtc_options(nvrtc)
+        output = nvrtc.compile(source, options)
+        log = output.log[-MAX_LOG_CHARS:]
+        if output.ok:
+            cubin = work / "candidate.cubin"
+            cubin.write_bytes(output.cubin)
+            return CompileResult(
+                ok=True,
+                kind=kind,
+                log=log,
+                command=["nvrtc", *options],
+                kernels=kernels_of(log, output.cubin),
+                arch=self.arch,
+                compiler="nvrtc",
+            ), cubin
+        if self.choice == "auto":
+            if not self._has_nvcc():
+                logger.info("NVRTC rejected a candidate and there is no nvcc to fall back to")
+            else:
+                first = next((ln for ln in log.splitlines() if "error" in ln), log.strip()[:200])
+                result, built = self._nvcc(work, source, kind)
+                return result.model_copy(update={"fallback": f"NVRTC: {first.strip()}"}), built
+        return CompileResult(
+            ok=False, kind=kind, log=log, command=["nvrtc", *options], arch=self.arch, compiler="nvrtc"
+        ), None
+
+    def _nvcc(
+        self, work: Path, source: str, kind: Literal["shared_library", "cubin"]
+    ) -> tuple[CompileResult, Path | None]:
+        chain = self.toolchain
+        flags = self.flags(kind)
+        (work / "candidate.cu").write_text(source, encoding="utf-8")
+        out_name = "candidate.so" if kind == "shared_library" else "candidate.cubin"
+        cmd = [str(chain.nvcc), *flags, "candidate.cu", "-o", out_name]
+        returncode, log = _run_killable(cmd, work, self.timeout_s)
+        log = log.replace(str(work) + "/", "")[-MAX_LOG_CHARS:]
+        ok = returncode == 0 and (work / out_name).is_file()
+        kernels: list[KernelResources] = []
+        if ok:
+            cubin = (work / out_name).read_bytes() if kind == "cubin" else None
+            kernels = kernels_of(log, cubin)
+        return CompileResult(
+            ok=ok,
+            kind=kind,
+            log=log,
+            command=["nvcc", *flags, "candidate.cu", "-o", out_name],
+            timed_out=returncode is None,
+            kernels=kernels,
+            arch=self.arch,
+            compiler="nvcc",
+        ), (work / out_name if ok else None)
 
 
 def device_arch() -> str | None:

@@ -7,19 +7,30 @@ import logging
 import secrets
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from executor.cache import content_key
 from executor.compile import DEFAULT_ARCH, Compiler, device_arch, kernel_symbol
 from executor.errors import ExecutorError, ReferenceBuildError
 from executor.reference import build_reference
-from executor.sandbox import run_job
+from executor.sandbox import (
+    PreparedEvaluation,
+    WorkerPool,
+    WorkerProcess,
+    finish_candidate,
+    finish_reference,
+    start_candidate,
+    start_reference,
+)
 from executor.settings import ExecutorSettings
 from executor.static import check_source
 from executor.taskformat import FunctionTask, KernelTask, Task
 from executor.verdict import CompileResult, ErrorKind, Stage, TimingStats, Verdict, reward_for
-from executor.worker import EvaluationOptions, WorkerJob
+from executor.worker import CandidateRun, EvaluationOptions, ReferenceJob, WorkerJob, seeds_needed
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +50,13 @@ class EvaluateRequest(BaseModel):
 
 
 class Evaluator:
-    """Evaluates candidates; thread-safe. Compiles run concurrently, GPU work is serialised."""
+    """Evaluates candidates; thread-safe. Compiles run concurrently, GPU work is serialised.
+
+    One evaluation overlaps what does not depend on the candidate with its compile: a reference worker
+    computes the expected outputs for the candidate's fresh seeds (and, the first time for a task,
+    times the serial reference), and the candidate's worker, already started, generates the same
+    inputs. Call :meth:`close` to stop the spare workers.
+    """
 
     def __init__(self, settings: ExecutorSettings) -> None:
         self.settings = settings
@@ -53,10 +70,24 @@ class Evaluator:
             arch=self.arch,
             nvcc_path=settings.nvcc_path,
             timeout_s=settings.compile_timeout_s,
+            choice=settings.compiler,
+            nvrtc_path=settings.nvrtc_path,
         )
         self._gpu_lock = threading.Lock()
         self._timing_cache: dict[tuple[str, str], TimingStats] = {}
         self._cache_lock = threading.Lock()
+        self._threads = ThreadPoolExecutor(
+            max_workers=2 * settings.compile_workers, thread_name_prefix="executor-compile"
+        )
+        self.pool = WorkerPool(self.runtime, prewarm=settings.prewarm_workers)
+        self.pool.replenish("reference")
+        if self.runtime_checks_available:
+            self.pool.replenish("candidate")
+
+    def close(self) -> None:
+        """Stop the spare workers and the compile threads."""
+        self.pool.close()
+        self._threads.shutdown(wait=False, cancel_futures=True)
 
     @staticmethod
     def _choose_runtime(requested: str, has_gpu: bool) -> Literal["gpu", "host", "none"]:
@@ -91,7 +122,68 @@ class Evaluator:
                 reward=-1.0,
                 seconds=seconds,
             )
-        compiled = self.compiler.compile(task, candidate.source)
+        runtime: Literal["gpu", "host", "none"] = self.runtime if self.runtime_checks_available else "none"
+        if runtime == "host" and isinstance(task, KernelTask):
+            runtime = "none"  # a kernel cannot run without a GPU
+        compiling = self._threads.submit(self.compiler.compile, task, candidate.source)
+        baseline_build = (
+            self._threads.submit(self._baseline, task, options)
+            if runtime == "gpu" and options.run_timing
+            else None
+        )
+        workers: list[WorkerProcess] = []
+        try:
+            verdict = self._run(
+                task, candidate, options, runtime, compiling, baseline_build, workers, seconds
+            )
+        finally:
+            for worker in workers:
+                worker.close()
+            if not compiling.done():
+                compiling.cancel()
+        verdict.seconds["total"] = time.perf_counter() - t0
+        if runtime != "none" and self.settings.prewarm_workers and self.settings.prepare_next:
+            self._prepare_next(task, options, runtime)
+        return verdict
+
+    def _run(
+        self,
+        task: FunctionTask | KernelTask,
+        candidate: Candidate,
+        options: EvaluationOptions,
+        runtime: Literal["gpu", "host", "none"],
+        compiling: Future[CompileResult],
+        baseline_build: Future[str | None] | None,
+        workers: list[WorkerProcess],
+        seconds: dict[str, float],
+    ) -> Verdict:
+        limit = self.settings.memory_limit_bytes
+        try:
+            reference = build_reference(task, self.settings.cache_dir)
+        except ReferenceBuildError as e:
+            compiled = compiling.result()
+            seconds["compile"] = compiled.seconds
+            return Verdict(
+                task_id=task.id,
+                stage=Stage.COMPILE,
+                passed=False,
+                error=ErrorKind.REFERENCE_ERROR,
+                message=str(e),
+                compile=compiled,
+                seconds=seconds,
+            )
+        key = self._prepared_key(task, options, runtime)
+        ref_started = time.perf_counter()
+        prepared = self.pool.take_prepared(key) if self.settings.prepare_next else None
+        if prepared is not None:
+            logger.info("%s: using workers prepared for this task", task.id)
+        else:
+            prepared = self._start_workers(task, options, runtime, reference, key)
+        workers.append(prepared.reference)
+        ref_worker, cand_worker = prepared.reference, prepared.candidate
+        if cand_worker is not None:
+            workers.append(cand_worker)
+        compiled = compiling.result()
         seconds["compile"] = compiled.seconds
         symbol = task.entry
         if compiled.ok and isinstance(task, KernelTask):
@@ -104,55 +196,53 @@ class Evaluator:
             symbol = found
         if not compiled.ok:
             return self._compile_failure(task, compiled, seconds, None)
-        try:
-            reference = build_reference(task, self.settings.cache_dir)
-        except ReferenceBuildError as e:
+        waited = time.perf_counter()
+        ref_outcome = finish_reference(ref_worker, self.settings.run_timeout_s)
+        seconds["reference_wait"] = time.perf_counter() - waited
+        seconds["reference"] = time.perf_counter() - ref_started
+        if not ref_outcome.ok:
             return Verdict(
                 task_id=task.id,
-                stage=Stage.COMPILE,
+                stage=Stage.CORRECTNESS,
                 passed=False,
                 error=ErrorKind.REFERENCE_ERROR,
-                message=str(e),
+                message=ref_outcome.message,
                 compile=compiled,
                 seconds=seconds,
             )
-        runtime: Literal["gpu", "host", "none"] = self.runtime if self.runtime_checks_available else "none"
-        if runtime == "host" and isinstance(task, KernelTask):
-            runtime = "none"  # a kernel cannot run without a GPU
-        baseline = self._baseline(task, options) if runtime == "gpu" else None
-        job = WorkerJob(
-            task=task,
-            runtime=runtime,
-            candidate_product=str(compiled.product),
-            candidate_symbol=symbol,
-            baseline_product=baseline,
-            reference_library=str(reference),
-            seeds=[
-                secrets.randbits(62) for _ in range(options.correctness_sets + options.timing_size_checks + 1)
-            ],
-            options=options,
-            reference_timing=self._cached_timing("reference", task),
-            baseline_timing=self._cached_timing("baseline", task) if baseline else None,
+        if ref_outcome.reference_timing is not None:
+            self._remember("reference", task, ref_outcome.reference_timing)
+        seconds.update(
+            {"reference_run" if k == "reference" else k: v for k, v in ref_outcome.seconds.items()}
         )
-        with self._gpu_lock:
-            outcome = run_job(
-                job,
-                timeout_s=self.settings.run_timeout_s,
-                memory_limit_bytes=self.settings.memory_limit_bytes,
-            )
-        seconds.update(outcome.seconds)
-        if outcome.error is ErrorKind.RUNTIME_NOT_AVAILABLE:
+        if cand_worker is None:
             return Verdict(
                 task_id=task.id,
                 stage=Stage.COMPILE,
                 passed=False,
-                error=outcome.error,
-                message=outcome.message,
+                error=ErrorKind.RUNTIME_NOT_AVAILABLE,
+                message="no GPU runtime on this executor: static checks and compilation passed and "
+                "the reference ran on the CPU; correctness and timing were not run",
                 compile=compiled,
                 runtime_stages="not_run",
                 reward=None,
                 seconds=seconds,
+                device="none",
             )
+        baseline = baseline_build.result() if baseline_build is not None else None
+        run = CandidateRun(
+            candidate_product=str(compiled.product),
+            candidate_symbol=symbol,
+            baseline_product=baseline if baseline != "cached" else None,
+            reference_timing=self._cached_timing("reference", task),
+            baseline_timing=self._cached_timing("baseline", task) if baseline else None,
+        )
+        with self._gpu_lock:
+            outcome = finish_candidate(cand_worker, run, self.settings.run_timeout_s, limit)
+        # A new spare starts only now: making a CUDA context while another worker is timed would
+        # disturb its trials. Its start-up overlaps the next candidate's compile instead.
+        self.pool.replenish("candidate")
+        seconds.update(outcome.seconds)
         if outcome.error is ErrorKind.REFERENCE_ERROR:
             return Verdict(
                 task_id=task.id,
@@ -195,6 +285,80 @@ class Evaluator:
             device=outcome.device or None,
             seconds=seconds,
         )
+
+    @staticmethod
+    def _prepared_key(task: FunctionTask | KernelTask, options: EvaluationOptions, runtime: str) -> str:
+        return content_key("prepared", runtime, task.model_dump_json(), options.model_dump_json())
+
+    def _start_workers(
+        self,
+        task: FunctionTask | KernelTask,
+        options: EvaluationOptions,
+        runtime: Literal["gpu", "host", "none"],
+        reference: Path,
+        key: str,
+    ) -> PreparedEvaluation:
+        """Hand a reference worker and (with a runtime) a candidate worker their jobs for fresh seeds."""
+        limit = self.settings.memory_limit_bytes
+        seeds = [secrets.randbits(62) for _ in range(seeds_needed(options))]
+        time_reference = (
+            runtime != "none" and options.run_timing and self._cached_timing("reference", task) is None
+        )
+        ref_worker = self.pool.take("reference")
+        self.pool.replenish("reference")
+        prepared = PreparedEvaluation(key=key, seeds=seeds, reference=ref_worker, candidate=None)
+        try:
+            start_reference(
+                ref_worker,
+                ReferenceJob(
+                    task=task,
+                    reference_library=str(reference),
+                    seeds=seeds,
+                    options=options,
+                    sets=None if runtime != "none" else 1,
+                    out_dir="",
+                    time_reference=time_reference,
+                ),
+                limit,
+            )
+            if runtime != "none":
+                prepared.candidate = self.pool.take("candidate")
+                start_candidate(
+                    prepared.candidate,
+                    WorkerJob(
+                        task=task,
+                        runtime=runtime,
+                        reference_library=str(reference),
+                        seeds=seeds,
+                        options=options,
+                        expected_dir=str(ref_worker.dir / "expected"),
+                    ),
+                    limit,
+                )
+        except BaseException:
+            prepared.close()
+            raise
+        return prepared
+
+    def _prepare_next(
+        self,
+        task: FunctionTask | KernelTask,
+        options: EvaluationOptions,
+        runtime: Literal["gpu", "host", "none"],
+    ) -> None:
+        """Start the workers for another candidate of the same task, so that its inputs and expected
+        outputs are ready by the time it is compiled. Runs after the GPU work of this evaluation, so
+        the reference's CPU work never overlaps the trials of the candidate just timed."""
+        try:
+            reference = build_reference(task, self.settings.cache_dir)
+            prepared = self._start_workers(
+                task, options, runtime, reference, self._prepared_key(task, options, runtime)
+            )
+        except ExecutorError as e:
+            logger.warning("could not prepare the next evaluation of %s: %s", task.id, e)
+            return
+        self.pool.keep_prepared(prepared)
+        self.pool.replenish("candidate")
 
     def _compile_failure(
         self,

@@ -1,8 +1,13 @@
-"""Running a worker job in an isolated process: own process group, wall-clock limit, memory watch.
+"""Worker processes: started ahead of their jobs, isolated, watched, and always cleaned up.
 
 Whatever the candidate does (segfault, abort, infinite loop, runaway allocation, sticky CUDA error),
 the worker process takes the hit; this module turns its fate into a :class:`WorkerOutcome` and the
 service keeps serving.
+
+A :class:`WorkerPool` keeps one started *spare* per role (``candidate``, ``reference``): a process that
+has already imported numpy and the executor and, for a GPU candidate worker, made its CUDA context and
+L2-flush buffer, and now waits for a job on its stdin. Taking a spare saves that start-up on the
+critical path; each job still gets a process of its own, used once.
 """
 
 from __future__ import annotations
@@ -10,22 +15,30 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from pydantic import BaseModel
+
 from executor.errors import WorkerError
 from executor.verdict import ErrorKind
-from executor.worker import WorkerJob, WorkerOutcome
+from executor.worker import CandidateRun, ReferenceJob, ReferenceOutcome, WorkerJob, WorkerOutcome
 
 logger = logging.getLogger(__name__)
 
-POLL_S = 0.05
+POLL_S = 0.01
 STDERR_TAIL = 4000
+
+Role = Literal["candidate", "reference"]
+Runtime = Literal["gpu", "host", "none"]
 
 
 def _rss_bytes(pid: int) -> int:
@@ -40,108 +53,306 @@ def _rss_bytes(pid: int) -> int:
     return 0
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+def _worker_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(Path(__file__).resolve().parent.parent), env.get("PYTHONPATH", "")])
+    )
+    return env
 
 
-def run_job(
-    job: WorkerJob, timeout_s: float, memory_limit_bytes: int | None = None, workdir: Path | None = None
-) -> WorkerOutcome:
-    """Run ``job`` in a fresh worker process and return its outcome, including crash and timeout."""
-    with tempfile.TemporaryDirectory(dir=workdir, prefix="regraph-worker-") as tmp:
-        tmpdir = Path(tmp)
-        job_path, result_path = tmpdir / "job.json", tmpdir / "result.json"
-        progress = tmpdir / "progress"
-        job = job.model_copy(
-            update={"memory_limit_bytes": memory_limit_bytes, "progress_path": str(progress)}
-        )
-        job_path.write_text(job.model_dump_json())
-        stderr_path = tmpdir / "stderr"
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            filter(None, [str(Path(__file__).resolve().parent.parent), env.get("PYTHONPATH", "")])
-        )
-        start = time.monotonic()
-        with stderr_path.open("wb") as err:
+class WorkerProcess:
+    """One ``python -m executor.worker serve ROLE RUNTIME`` process with a private directory."""
+
+    def __init__(self, role: Role, runtime: Runtime, workdir: Path | None = None) -> None:
+        self.role = role
+        self.runtime = runtime
+        self.dir = Path(tempfile.mkdtemp(prefix=f"regraph-{role}-", dir=workdir))
+        self.stderr_path = self.dir / "stderr"
+        self.result_path = self.dir / "result.json"
+        self.progress_path = self.dir / "progress"
+        self.started = time.monotonic()
+        self.job_sent: float | None = None
+        with self.stderr_path.open("wb") as err:
             try:
-                proc = subprocess.Popen(
-                    [sys.executable, "-m", "executor.worker", str(job_path), str(result_path)],
-                    stdin=subprocess.DEVNULL,
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-m", "executor.worker", "serve", role, runtime],
+                    stdin=subprocess.PIPE,
                     stdout=err,
                     stderr=err,
-                    cwd=tmpdir,
-                    env=env,
+                    cwd=self.dir,
+                    env=_worker_env(),
                     start_new_session=True,
                 )
             except OSError as e:
+                shutil.rmtree(self.dir, ignore_errors=True)
                 raise WorkerError(f"cannot start a worker: {e}") from e
-            killed_for: ErrorKind | None = None
+
+    @property
+    def alive(self) -> bool:
+        """Whether the process is still running."""
+        return self.proc.poll() is None
+
+    def _send_line(self, text: str) -> None:
+        # A worker that died during start-up cannot read; its exit is reported when it is waited for.
+        with contextlib.suppress(BrokenPipeError, OSError, ValueError):
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(text.encode() + b"\n")
+            self.proc.stdin.flush()
+
+    def send(self, name: str, message: BaseModel) -> None:
+        """Write ``message`` to a file in the worker's directory and hand the worker its path."""
+        path = self.dir / name
+        path.write_text(message.model_dump_json())
+        self._send_line(str(path))
+        if self.job_sent is None:
+            self.job_sent = time.monotonic()
+
+    def kill(self) -> None:
+        """Kill the worker's whole process group (anything the candidate forked goes too)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(OSError, ValueError):
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+        self.proc.wait()
+
+    def close(self) -> None:
+        """Kill the worker if it still runs and remove its directory."""
+        self.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def wait(self, timeout_s: float, memory_limit_bytes: int | None, watch_rss: bool) -> ErrorKind | None:
+        """Wait for the worker's result; kill it at the deadline or above the memory limit.
+
+        The worker is killed as soon as its result file is there (written by an atomic rename):
+        letting it tear down a CUDA context and gigabytes of arrays would only delay the next job.
+        Returns :attr:`ErrorKind.TIMEOUT` / :attr:`ErrorKind.OUT_OF_MEMORY` when it had to be killed.
+        """
+        start = time.monotonic()
+        killed_for: ErrorKind | None = None
+        try:
+            while self.proc.poll() is None and not self.result_path.exists():
+                if time.monotonic() - start > timeout_s:
+                    killed_for = ErrorKind.TIMEOUT
+                    break
+                if (
+                    memory_limit_bytes is not None
+                    and watch_rss
+                    and _rss_bytes(self.proc.pid) > memory_limit_bytes
+                ):
+                    killed_for = ErrorKind.OUT_OF_MEMORY
+                    break
+                time.sleep(POLL_S)
+        finally:
+            # On a kill, an interruption (service shutdown) or a normal exit alike: nothing stays behind.
+            self.kill()
+        return killed_for
+
+    def stage_text(self, default: str = "startup") -> str:
+        """The last stage the worker reported."""
+        try:
+            return self.progress_path.read_text() or default
+        except OSError:
+            return default
+
+    def stderr_tail(self) -> str:
+        """The end of the worker's stderr."""
+        try:
+            return self.stderr_path.read_bytes()[-STDERR_TAIL:].decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+
+@dataclass
+class PreparedEvaluation:
+    """Workers that already hold a job for a given task and options, with seeds no candidate has seen:
+    the reference worker computes the expected outputs, the candidate worker generates the inputs."""
+
+    key: str
+    seeds: list[int]
+    reference: WorkerProcess
+    candidate: WorkerProcess | None
+
+    def close(self) -> None:
+        """Stop both workers."""
+        self.reference.close()
+        if self.candidate is not None:
+            self.candidate.close()
+
+
+class WorkerPool:
+    """Spare worker processes, one per role, started ahead of the jobs that will take them, and at
+    most one :class:`PreparedEvaluation` for the next candidate of the task evaluated last."""
+
+    def __init__(self, runtime: Runtime, prewarm: bool = True, workdir: Path | None = None) -> None:
+        self.runtime = runtime
+        self.prewarm = prewarm
+        self.workdir = workdir
+        self._spares: dict[Role, WorkerProcess] = {}
+        self._prepared: PreparedEvaluation | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def take_prepared(self, key: str) -> PreparedEvaluation | None:
+        """The prepared evaluation for ``key`` (handed over once), or None; one for another key is
+        stopped, since the next candidate is for a different task or options."""
+        with self._lock:
+            prepared, self._prepared = self._prepared, None
+        if prepared is None:
+            return None
+        alive = prepared.reference.alive or prepared.reference.result_path.exists()
+        if prepared.key == key and alive and (prepared.candidate is None or prepared.candidate.alive):
+            return prepared
+        prepared.close()
+        return None
+
+    def keep_prepared(self, prepared: PreparedEvaluation) -> None:
+        """Hold ``prepared`` for the next evaluation (replacing and stopping any older one)."""
+        stale: PreparedEvaluation | None
+        with self._lock:
+            if self._closed:
+                stale = prepared
+            else:
+                stale, self._prepared = self._prepared, prepared
+        if stale is not None:
+            stale.close()
+
+    def _runtime_of(self, role: Role) -> Runtime:
+        return self.runtime if role == "candidate" else "none"
+
+    def take(self, role: Role) -> WorkerProcess:
+        """A started worker for ``role``: the spare when there is a live one, else a new process."""
+        with self._lock:
+            spare = self._spares.pop(role, None)
+        if spare is not None and not spare.alive:
+            logger.warning("spare %s worker died while waiting: %s", role, spare.stderr_tail()[-500:])
+            spare.close()
+            spare = None
+        return spare or WorkerProcess(role, self._runtime_of(role), self.workdir)
+
+    def replenish(self, role: Role) -> None:
+        """Start a spare for ``role`` if pre-warming is on and there is none."""
+        if not self.prewarm:
+            return
+        with self._lock:
+            if self._closed or role in self._spares:
+                return
             try:
-                while proc.poll() is None:
-                    if time.monotonic() - start > timeout_s:
-                        killed_for = ErrorKind.TIMEOUT
-                        _kill_group(proc)
-                        break
-                    if (
-                        memory_limit_bytes is not None
-                        and job.runtime == "gpu"
-                        and _rss_bytes(proc.pid) > memory_limit_bytes
-                    ):
-                        killed_for = ErrorKind.OUT_OF_MEMORY
-                        _kill_group(proc)
-                        break
-                    time.sleep(POLL_S)
-            finally:
-                if proc.poll() is None:  # interrupted (e.g. service shutdown): never leave a worker behind
-                    _kill_group(proc)
-            # Anything the candidate forked into the group goes too.
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-        elapsed = time.monotonic() - start
-        stage_text = progress.read_text() if progress.exists() else "startup"
-        stage: Literal["correctness", "timing"] = (
-            "timing" if stage_text in ("timing", "baseline", "reference_timing") else "correctness"
-        )
-        stderr_tail = stderr_path.read_bytes()[-STDERR_TAIL:].decode("utf-8", "replace")
-        if killed_for is ErrorKind.TIMEOUT:
-            return WorkerOutcome(
-                passed=False,
-                stage=stage,
-                error=ErrorKind.TIMEOUT,
-                message=f"killed after {timeout_s:.0f}s during {stage_text}",
-                seconds={stage: elapsed},
-            )
-        if killed_for is ErrorKind.OUT_OF_MEMORY:
-            return WorkerOutcome(
-                passed=False,
-                stage=stage,
-                error=ErrorKind.OUT_OF_MEMORY,
-                message=f"worker exceeded {memory_limit_bytes} bytes of host memory during {stage_text}",
-                seconds={stage: elapsed},
-            )
-        if result_path.exists():
-            return WorkerOutcome.model_validate_json(result_path.read_text())
-        code = proc.returncode
-        if code is not None and code < 0:
-            try:
-                name = signal.Signals(-code).name
-            except ValueError:
-                name = f"signal {-code}"
-            what = f"worker died from {name} during {stage_text}"
-        else:
-            what = f"worker exited with status {code} during {stage_text} without a result"
-        kind = (
-            ErrorKind.OUT_OF_MEMORY
-            if "MemoryError" in stderr_tail or "std::bad_alloc" in stderr_tail
-            else ErrorKind.CRASH
-        )
-        logger.info("%s", what)
+                self._spares[role] = WorkerProcess(role, self._runtime_of(role), self.workdir)
+            except WorkerError as e:
+                logger.warning("could not start a spare %s worker: %s", role, e)
+
+    def close(self) -> None:
+        """Stop the spares; later ``replenish`` calls do nothing."""
+        with self._lock:
+            self._closed = True
+            spares, self._spares = list(self._spares.values()), {}
+            prepared, self._prepared = self._prepared, None
+        for spare in spares:
+            spare.close()
+        if prepared is not None:
+            prepared.close()
+
+
+def _death_message(proc: WorkerProcess, stage_text: str) -> tuple[ErrorKind, str]:
+    code = proc.proc.returncode
+    if code is not None and code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        what = f"worker died from {name} during {stage_text}"
+    else:
+        what = f"worker exited with status {code} during {stage_text} without a result"
+    tail = proc.stderr_tail()
+    kind = ErrorKind.OUT_OF_MEMORY if "MemoryError" in tail or "std::bad_alloc" in tail else ErrorKind.CRASH
+    logger.info("%s", what)
+    return kind, f"{what}\n{tail.strip()[-1500:]}".strip()
+
+
+def start_candidate(proc: WorkerProcess, job: WorkerJob, memory_limit_bytes: int | None) -> None:
+    """Hand a candidate worker the candidate-independent part of its job (it starts generating inputs)."""
+    job = job.model_copy(
+        update={
+            "memory_limit_bytes": memory_limit_bytes,
+            "progress_path": str(proc.progress_path),
+            "result_path": str(proc.result_path),
+        }
+    )
+    proc.send("job.json", job)
+
+
+def finish_candidate(
+    proc: WorkerProcess, run: CandidateRun, timeout_s: float, memory_limit_bytes: int | None
+) -> WorkerOutcome:
+    """Hand the worker its compiled candidate and wait for the outcome (crash and timeout included)."""
+    start = time.monotonic()
+    proc.send("run.json", run)
+    killed_for = proc.wait(timeout_s, memory_limit_bytes, watch_rss=proc.runtime == "gpu")
+    elapsed = time.monotonic() - start
+    stage_text = proc.stage_text()
+    stage: Literal["correctness", "timing"] = (
+        "timing" if stage_text in ("timing", "baseline", "reference_timing") else "correctness"
+    )
+    if killed_for is ErrorKind.TIMEOUT:
         return WorkerOutcome(
             passed=False,
             stage=stage,
-            error=kind,
-            message=f"{what}\n{stderr_tail.strip()[-1500:]}".strip(),
+            error=ErrorKind.TIMEOUT,
+            message=f"killed after {timeout_s:.0f}s during {stage_text}",
             seconds={stage: elapsed},
         )
+    if killed_for is ErrorKind.OUT_OF_MEMORY:
+        return WorkerOutcome(
+            passed=False,
+            stage=stage,
+            error=ErrorKind.OUT_OF_MEMORY,
+            message=f"worker exceeded {memory_limit_bytes} bytes of host memory during {stage_text}",
+            seconds={stage: elapsed},
+        )
+    if proc.result_path.exists():
+        outcome = WorkerOutcome.model_validate_json(proc.result_path.read_text())
+        return outcome.model_copy(update={"seconds": {**outcome.seconds, "run": elapsed}})
+    kind, message = _death_message(proc, stage_text)
+    return WorkerOutcome(passed=False, stage=stage, error=kind, message=message, seconds={stage: elapsed})
+
+
+def start_reference(proc: WorkerProcess, job: ReferenceJob, memory_limit_bytes: int | None) -> None:
+    """Hand a reference worker its job; it runs at once."""
+    job = job.model_copy(
+        update={
+            "memory_limit_bytes": memory_limit_bytes,
+            "progress_path": str(proc.progress_path),
+            "result_path": str(proc.result_path),
+            "out_dir": str(proc.dir / "expected"),
+        }
+    )
+    proc.send("job.json", job)
+
+
+def finish_reference(proc: WorkerProcess, timeout_s: float) -> ReferenceOutcome:
+    """Wait for a reference worker; a crash or timeout is the task's failure, reported as such."""
+    killed_for = proc.wait(timeout_s, None, watch_rss=False)
+    if killed_for is ErrorKind.TIMEOUT:
+        return ReferenceOutcome(ok=False, message=f"the reference was killed after {timeout_s:.0f}s")
+    if proc.result_path.exists():
+        return ReferenceOutcome.model_validate_json(proc.result_path.read_text())
+    _, message = _death_message(proc, proc.stage_text("reference"))
+    return ReferenceOutcome(ok=False, message="the reference's worker failed: " + message)
+
+
+def run_job(
+    job: WorkerJob,
+    run: CandidateRun,
+    timeout_s: float,
+    memory_limit_bytes: int | None = None,
+    workdir: Path | None = None,
+) -> WorkerOutcome:
+    """Run one candidate job in a fresh worker process, start to finish, and return its outcome."""
+    proc = WorkerProcess("candidate", job.runtime, workdir)
+    try:
+        start_candidate(proc, job, memory_limit_bytes)
+        return finish_candidate(proc, run, timeout_s, memory_limit_bytes)
+    finally:
+        proc.close()

@@ -21,6 +21,25 @@ class ExecutorSettings(BaseSettings):
     cache_dir: Path = DEFAULT_CACHE_DIR
     arch: str = Field(default="auto", description="'auto' (from the GPU, sm_90 without one) or e.g. 'sm_90'")
     nvcc_path: str | None = None
+    compiler: Literal["auto", "nvrtc", "nvcc"] = Field(
+        default="auto",
+        description="kernel tasks: 'auto' uses NVRTC when found and falls back to nvcc when NVRTC is "
+        "missing or rejects the source; function tasks (host code) always use nvcc",
+    )
+    nvrtc_path: str | None = Field(
+        default=None,
+        description="libnvrtc (file or directory); otherwise the wheel, $CUDA_HOME, /usr/local/cuda",
+    )
+    prewarm_workers: bool = Field(
+        default=True,
+        description="keep one worker process started (imports done, CUDA context made) for the next "
+        "candidate, and one for the reference; each candidate still gets a fresh process",
+    )
+    prepare_next: bool = Field(
+        default=True,
+        description="after an evaluation, start the workers of the next candidate of the same task: "
+        "fresh seeds, inputs generated and reference outputs computed before that candidate arrives",
+    )
     runtime: Literal["auto", "gpu", "host", "none"] = Field(
         default="auto",
         description="'auto': the GPU when pycuda and a device are present, else none. 'host' runs function-"

@@ -72,6 +72,10 @@ class CompileResult(BaseModel):
     timed_out: bool = False
     kernels: list[KernelResources] = Field(default_factory=list)
     arch: str = ""
+    compiler: Literal["nvcc", "nvrtc"] = "nvcc"
+    fallback: str | None = Field(
+        default=None, description="why NVRTC was not used for a kernel task although it was chosen"
+    )
 
 
 class TimingStats(BaseModel):
@@ -84,6 +88,14 @@ class TimingStats(BaseModel):
     max_ms: float
     iqr_ms: float
     cov: float = Field(description="coefficient of variation (std/mean)")
+    robust_cov: float | None = Field(
+        default=None, description="1.4826*MAD/median, the spread that the stopping rule uses"
+    )
+    stop: Literal["stable", "min_time", "max_trials", "time_cap"] | None = Field(
+        default=None,
+        description="why trials stopped: the median was stable, the plain minimum (no stability "
+        "target), the trial limit, or the wall-clock cap",
+    )
 
 
 class Mismatch(BaseModel):

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
@@ -30,11 +32,13 @@ QUICK = EvaluationOptions(min_trials=5, max_trials=20, min_timing_ms=20, referen
 
 
 @pytest.fixture(scope="module")
-def evaluator(tmp_path_factory: pytest.TempPathFactory) -> Evaluator:
+def evaluator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Evaluator]:
     settings = ExecutorSettings(
         cache_dir=tmp_path_factory.mktemp("gpu-cache"), runtime="gpu", run_timeout_s=60
     )
-    return Evaluator(settings)
+    built = Evaluator(settings)
+    yield built
+    built.close()
 
 
 def _task(name: str) -> FunctionTask | KernelTask:
@@ -106,3 +110,49 @@ def test_adversarial_candidates_are_rejected(
     assert verdict.error in kinds, f"{file}: {verdict.error} {verdict.message}"
     assert verdict.reward == -1.0
     assert verdict.runtime_stages == "run"
+
+
+@pytest.mark.parametrize("compiler", ["nvrtc", "nvcc"])
+def test_kernel_candidates_pass_with_either_compiler(
+    tmp_path: Path, compiler: Literal["nvrtc", "nvcc"]
+) -> None:
+    settings = ExecutorSettings(cache_dir=tmp_path, runtime="gpu", run_timeout_s=60, compiler=compiler)
+    own = Evaluator(settings)
+    try:
+        source = (ADVERSARIAL / "block_sum_correct.cu").read_text()
+        for k in range(2):  # the second one runs on workers prepared by the first
+            verdict = _evaluate(own, "block_sum", source + f"\n// variant {k}\n")
+            assert verdict.passed, verdict.message
+            assert verdict.compile is not None and verdict.compile.compiler == compiler
+            assert verdict.compile.kernels and verdict.compile.kernels[0].name.startswith(
+                "_Z16block_sum_kernel"
+            )
+            if compiler == "nvcc":
+                # NVRTC may answer a source it compiled before in this process from its own cache,
+                # without running ptxas: then the kernels come from the CUBIN, with no register count.
+                assert verdict.compile.kernels[0].registers
+            timing = verdict.candidate_timing
+            assert timing is not None and timing.trials >= QUICK.min_trials and timing.stop is not None
+            assert "total" in verdict.seconds and "compile" in verdict.seconds
+        wrong = _evaluate(own, "block_sum", (ADVERSARIAL / "block_sum_writes_zeros.cu").read_text())
+        assert wrong.error is ErrorKind.WRONG_OUTPUT
+    finally:
+        own.close()
+
+
+def test_a_sticky_cuda_error_costs_only_its_worker(evaluator: Evaluator) -> None:
+    broken = _evaluate(evaluator, "block_sum", (ADVERSARIAL / "block_sum_out_of_bounds.cu").read_text())
+    assert not broken.passed
+    source = (ADVERSARIAL / "block_sum_correct.cu").read_text()
+    after = _evaluate(evaluator, "block_sum", source + "\n// after a sticky error\n")
+    assert after.passed, after.message
+
+
+def test_timing_records_its_trials_and_spread(evaluator: Evaluator) -> None:
+    source = (ADVERSARIAL / "block_sum_correct.cu").read_text()
+    verdict = _evaluate(evaluator, "block_sum", source, EvaluationOptions(reference_repeats=1))
+    assert verdict.passed, verdict.message
+    timing = verdict.candidate_timing
+    assert timing is not None and timing.robust_cov is not None
+    assert timing.stop in ("stable", "max_trials", "time_cap")
+    assert 5 <= timing.trials <= 100

@@ -16,7 +16,7 @@ from executor.reference import build_reference
 from executor.sandbox import run_job
 from executor.taskformat import FunctionTask, KernelTask, load_task
 from executor.verdict import ErrorKind
-from executor.worker import EvaluationOptions, WorkerJob
+from executor.worker import CandidateRun, EvaluationOptions, WorkerJob
 
 TASKS_DIR = Path(__file__).parents[2] / "unit" / "executor" / "fixtures" / "tasks"
 FAST = EvaluationOptions(
@@ -68,22 +68,24 @@ def products(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return built
 
 
-def _job(task: FunctionTask | KernelTask, product: str, cache: Path, run_timing: bool = False) -> WorkerJob:
+def _job(task: FunctionTask | KernelTask, cache: Path, run_timing: bool = False) -> WorkerJob:
     return WorkerJob(
         task=task,
         runtime="host",
-        candidate_product=product,
-        candidate_symbol="saxpy",
         reference_library=str(build_reference(task, cache)),
         seeds=[101, 202, 303, 404],
         options=FAST.model_copy(update={"run_timing": run_timing}),
     )
 
 
+def _run(product: str) -> CandidateRun:
+    return CandidateRun(candidate_product=product, candidate_symbol="saxpy")
+
+
 def test_correct_host_candidate_passes_and_is_timed(
     task: FunctionTask | KernelTask, products: dict[str, str], tmp_path: Path
 ) -> None:
-    outcome = run_job(_job(task, products["correct"], tmp_path, run_timing=True), timeout_s=120)
+    outcome = run_job(_job(task, tmp_path, run_timing=True), _run(products["correct"]), timeout_s=120)
     assert outcome.passed, outcome.message
     assert outcome.error is None and outcome.stage == "timing"
     assert outcome.input_sets_checked == 4
@@ -110,7 +112,7 @@ def test_failures_become_outcomes(
     kind: ErrorKind,
     words: str,
 ) -> None:
-    outcome = run_job(_job(task, products[name], tmp_path), timeout_s=60)
+    outcome = run_job(_job(task, tmp_path), _run(products[name]), timeout_s=60)
     assert not outcome.passed
     assert outcome.error is kind, outcome.message
     assert words in outcome.message
@@ -120,7 +122,7 @@ def test_hang_is_killed_at_the_deadline(
     task: FunctionTask | KernelTask, products: dict[str, str], tmp_path: Path
 ) -> None:
     start = time.monotonic()
-    outcome = run_job(_job(task, products["hang"], tmp_path), timeout_s=3)
+    outcome = run_job(_job(task, tmp_path), _run(products["hang"]), timeout_s=3)
     assert outcome.error is ErrorKind.TIMEOUT and not outcome.passed
     assert "correctness" in outcome.message
     assert time.monotonic() - start < 15
@@ -129,8 +131,8 @@ def test_hang_is_killed_at_the_deadline(
 def test_memory_hog_is_stopped_by_the_limit(
     task: FunctionTask | KernelTask, products: dict[str, str], tmp_path: Path
 ) -> None:
-    outcome = run_job(_job(task, products["hog"], tmp_path), timeout_s=60, memory_limit_bytes=2 << 30)
+    outcome = run_job(_job(task, tmp_path), _run(products["hog"]), timeout_s=60, memory_limit_bytes=2 << 30)
     assert not outcome.passed
     assert outcome.error in (ErrorKind.OUT_OF_MEMORY, ErrorKind.CRASH), outcome.message
     # after all of that, a good candidate still runs: nothing in the parent was harmed
-    assert run_job(_job(task, products["correct"], tmp_path), timeout_s=60).passed
+    assert run_job(_job(task, tmp_path), _run(products["correct"]), timeout_s=60).passed

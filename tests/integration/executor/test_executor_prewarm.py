@@ -1,0 +1,137 @@
+"""The evaluator's pre-warmed and prepared workers, end to end in the test-only ``host`` runtime.
+
+Candidates are C++ function candidates compiled by the real nvcc (an unused kernel launch keeps the
+static rule that a candidate launches something satisfied) and run on the CPU by real worker
+processes: spares started ahead of time, and workers prepared for the next candidate of a task.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from executor.evaluate import Candidate, Evaluator
+from executor.settings import ExecutorSettings
+from executor.taskformat import FunctionTask, KernelTask, load_task
+from executor.verdict import ErrorKind
+from executor.worker import EvaluationOptions
+
+TASKS_DIR = Path(__file__).parents[2] / "unit" / "executor" / "fixtures" / "tasks"
+STUB = "\n__global__ void stub_kernel() {}\nstatic void never_called() { stub_kernel<<<1, 1>>>(); }\n"
+HEAD = 'extern "C" void saxpy(int n, float a, const float* x, float* y) {\n'
+CORRECT = HEAD + "for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i]; }" + STUB
+WRONG = HEAD + "for (int i = 0; i < n; ++i) y[i] = a * x[i] - y[i]; }" + STUB
+SEGFAULT = HEAD + "volatile int* p = nullptr; *p = 1; }" + STUB
+CACHED = (
+    "#include <vector>\nstatic std::vector<float> memo;\n"
+    + HEAD
+    + "if (memo.empty()) { for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i]; memo.assign(y, y + n); }"
+    " else { for (int i = 0; i < n && i < (int)memo.size(); ++i) y[i] = memo[i]; } }" + STUB
+)
+QUICK = EvaluationOptions(min_trials=3, max_trials=10, min_timing_ms=5, reference_repeats=1, baseline=False)
+
+
+def _worker_children() -> list[int]:
+    """Worker processes started by this test process (spares included)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == os.getpid() and b"executor.worker" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.fixture(scope="module")
+def evaluator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Evaluator]:
+    settings = ExecutorSettings(
+        cache_dir=tmp_path_factory.mktemp("prewarm-cache"), runtime="host", run_timeout_s=60
+    )
+    built = Evaluator(settings)
+    yield built
+    built.close()
+
+
+@pytest.fixture(scope="module")
+def saxpy() -> FunctionTask | KernelTask:
+    return load_task(TASKS_DIR / "saxpy")
+
+
+def test_repeated_candidates_pass_with_prepared_workers(
+    evaluator: Evaluator, saxpy: FunctionTask | KernelTask
+) -> None:
+    for k in range(3):
+        verdict = evaluator.evaluate(saxpy, Candidate(source=CORRECT + f"// variant {k}\n"), QUICK)
+        assert verdict.passed, verdict.message
+        assert verdict.input_sets_checked == QUICK.correctness_sets + QUICK.timing_size_checks + 1
+        timing = verdict.candidate_timing
+        assert timing is not None and timing.trials >= QUICK.min_trials and timing.stop is not None
+        assert verdict.reference_timing is not None
+        for stage in ("compile", "reference_wait", "correctness", "timing", "total"):
+            assert stage in verdict.seconds
+
+
+def test_every_evaluation_draws_fresh_seeds(evaluator: Evaluator, saxpy: FunctionTask | KernelTask) -> None:
+    seeds = set()
+    for k in range(3):
+        verdict = evaluator.evaluate(saxpy, Candidate(source=WRONG + f"// variant {k}\n"), QUICK)
+        assert verdict.error is ErrorKind.WRONG_OUTPUT and verdict.mismatch is not None
+        seeds.add(verdict.mismatch.seed)
+    assert len(seeds) == 3
+
+
+def test_a_cached_answer_is_caught_with_prepared_inputs(
+    evaluator: Evaluator, saxpy: FunctionTask | KernelTask
+) -> None:
+    verdict = evaluator.evaluate(saxpy, Candidate(source=CACHED), QUICK)
+    assert not verdict.passed and verdict.error is ErrorKind.WRONG_OUTPUT
+
+
+def test_a_crash_costs_only_its_own_worker(evaluator: Evaluator, saxpy: FunctionTask | KernelTask) -> None:
+    crashed = evaluator.evaluate(saxpy, Candidate(source=SEGFAULT), QUICK)
+    assert crashed.error is ErrorKind.CRASH and "SIGSEGV" in crashed.message
+    after = evaluator.evaluate(saxpy, Candidate(source=CORRECT + "// after the crash\n"), QUICK)
+    assert after.passed, after.message
+
+
+def test_other_options_do_not_reuse_prepared_workers(
+    evaluator: Evaluator, saxpy: FunctionTask | KernelTask
+) -> None:
+    more_sets = QUICK.model_copy(update={"correctness_sets": 5})
+    verdict = evaluator.evaluate(saxpy, Candidate(source=CORRECT + "// other options\n"), more_sets)
+    assert verdict.passed, verdict.message
+    assert verdict.input_sets_checked == 5 + QUICK.timing_size_checks + 1
+
+
+def test_closing_stops_every_spare(tmp_path: Path, saxpy: FunctionTask | KernelTask) -> None:
+    settings = ExecutorSettings(cache_dir=tmp_path, runtime="host", run_timeout_s=60)
+    before = set(_worker_children())
+    own = Evaluator(settings)
+    verdict = own.evaluate(saxpy, Candidate(source=CORRECT), QUICK)
+    assert verdict.passed, verdict.message
+    assert set(_worker_children()) - before  # spares and a prepared pair are waiting
+    own.close()
+    assert not set(_worker_children()) - before
+
+
+def test_without_prewarming_the_same_verdicts_come_back(
+    tmp_path: Path, saxpy: FunctionTask | KernelTask
+) -> None:
+    settings = ExecutorSettings(cache_dir=tmp_path, runtime="host", run_timeout_s=60, prewarm_workers=False)
+    cold = Evaluator(settings)
+    before = set(_worker_children())
+    try:
+        assert cold.evaluate(saxpy, Candidate(source=CORRECT), QUICK).passed
+        assert cold.evaluate(saxpy, Candidate(source=WRONG), QUICK).error is ErrorKind.WRONG_OUTPUT
+        assert not set(_worker_children()) - before  # nothing is left waiting
+    finally:
+        cold.close()
