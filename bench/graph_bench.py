@@ -29,9 +29,8 @@ import numpy as np
 from graphdb.connection import GraphServer, GraphServerOptions, open_driver
 from graphdb.embedded import free_port
 from graphdb.migrations import MigrationRunner
-from graphdb.models import Example, IngestBatch, Technique, Verdict, content_id, utc_now
+from graphdb.models import INITIAL_TECHNIQUE, Example, IngestBatch, Technique, Verdict, content_id, utc_now
 from graphdb.store import DEFAULT_SCAN_LIMIT, Neo4jGraphStore
-from search.protocols import INITIAL_TECHNIQUE
 
 logger = logging.getLogger(__name__)
 

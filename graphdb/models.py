@@ -14,6 +14,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 EMBEDDING_DIMENSIONS = 384
+INITIAL_TECHNIQUE = "sequential code"
+"""The graph's initial node: the serial C++ reference every optimization path starts from."""
 EXPORT_FORMAT: Literal["regraph.graph/v1"] = "regraph.graph/v1"
 TRANSITION_KEY_SEPARATOR = " -> "
 

@@ -36,6 +36,7 @@ from pydantic import ValidationError
 from graphdb import store_queries as q
 from graphdb.errors import GraphDBError
 from graphdb.models import (
+    INITIAL_TECHNIQUE,
     ApiKey,
     AuditEntry,
     Example,
@@ -57,7 +58,7 @@ from graphdb.models import (
     transition_key,
     utc_now,
 )
-from search.protocols import INITIAL_TECHNIQUE
+from graphdb.vectors import cosine_similarities, pack_vector
 
 logger = logging.getLogger(__name__)
 
@@ -218,21 +219,35 @@ def _example(row: dict[str, Any]) -> Example:
     return Example.model_validate({k: v for k, v in _native(row).items() if v is not None})
 
 
-def _retrieved(row: dict[str, Any]) -> ScoredExample:
-    """A row of `store_queries.retrieved_projection` as a scored example (no driver datetimes to convert)."""
+def _retrieved_example(row: dict[str, Any]) -> Example:
+    """A row of `store_queries.retrieved_projection` as an example (no driver datetimes to convert)."""
     props = {k: v for k, v in row.items() if v is not None}
-    similarity = _similarity(props.pop("similarity"))
+    props.pop("similarity", None)
     seconds, micros = props.pop("created_at_s"), props.pop("created_at_us")
     props["created_at"] = datetime.fromtimestamp(seconds, UTC) + timedelta(microseconds=micros)
-    return ScoredExample(example=Example.model_validate(props), similarity=similarity)
+    return Example.model_validate(props)
+
+
+def _retrieved(row: dict[str, Any]) -> ScoredExample:
+    """A row of `store_queries.retrieved_projection` with a `similarity` as a scored example."""
+    return ScoredExample(example=_retrieved_example(row), similarity=_similarity(row["similarity"]))
+
+
+def _example_rows(examples: Iterable[Example]) -> list[dict[str, Any]]:
+    """Examples as node properties, with their transition key and packed code vector (see graphdb.vectors)."""
+    rows = []
+    for e in examples:
+        row = _enum_values(_props({**e.model_dump(), "transition_key": e.transition_key}))
+        if e.code_embedding is not None:
+            row["code_vector"] = pack_vector(e.code_embedding)
+        rows.append(row)
+    return rows
 
 
 def _transition(row: dict[str, Any], source: str, target: str) -> Transition:
-    props = _native(row)
-    stats = TransitionStats.model_validate(
-        {k: props.get(k) for k in q.TRANSITION_STAT_PROPERTIES if k in props}
-    )
-    return Transition(key=props["key"], source=source, target=target, stats=stats)
+    # `TRANSITION_PUBLIC` holds numbers and the key only: nothing for `_native` to convert.
+    stats = TransitionStats.model_validate({k: row[k] for k in q.TRANSITION_STAT_PROPERTIES if k in row})
+    return Transition(key=row["key"], source=source, target=target, stats=stats)
 
 
 def _decision(row: dict[str, Any]) -> RelabelDecision:
@@ -362,7 +377,7 @@ class Neo4jGraphStore:
         keys = sorted({e.transition_key for e in added})
         legacy = {r["key"] for r in tx.run(q.TRANSITIONS_WITHOUT_UPKEEP, keys=keys)}
         rows: dict[str, dict[str, Any]] = {
-            key: {"key": key, "live": 0, "rejected": 0, "speedups": [], "ids": []}
+            key: {"key": key, "live": 0, "rejected": 0, "speedups": [], "new": []}
             for key in keys
             if key not in legacy
         }
@@ -374,8 +389,11 @@ class Neo4jGraphStore:
                 row["rejected"] += 1
                 continue
             row["live"] += 1
-            row["ids"].append(e.id)
-            if e.verdict == Verdict.PASSED and e.speedup is not None:
+            passed = e.verdict == Verdict.PASSED
+            # The ranking keys of the candidates (see store_queries._pool_ranking).
+            score = float(e.speedup) if passed and e.speedup is not None else -1.0
+            row["new"].append({"id": e.id, "at": e.created_at, "score": score})
+            if passed and e.speedup is not None:
                 row["speedups"].append(float(e.speedup))
         if rows:
             tx.run(
@@ -563,11 +581,7 @@ class Neo4jGraphStore:
                 result.transitions_created = self._ensure_transitions(
                     tx, ((e.source, e.target) for e in fresh.values())
                 )
-                rows = [
-                    _enum_values(_props({**e.model_dump(), "transition_key": e.transition_key}))
-                    for e in fresh.values()
-                ]
-                tx.run(q.CREATE_EXAMPLES, rows=rows).consume()
+                tx.run(q.CREATE_EXAMPLES, rows=_example_rows(fresh.values())).consume()
                 self._add_to_stats(tx, list(fresh.values()))
             result.examples_created = len(fresh)
             if batch.trajectory is not None:
@@ -700,44 +714,80 @@ class Neo4jGraphStore:
         `scan_limit` examples is ranked exactly and a larger one at a bounded cost. With `nearest` > 0
         the global vector index also offers its `nearest` closest examples of the larger transitions
         (a near-duplicate outside the candidates is then found, for about 10 ms more per call).
-        """
 
-        rows = self._rows_autocommit(
-            q.SUCCESSORS, name=technique, embedding=embedding, k=k, scan_limit=scan_limit
-        )
+        Two reads: the transitions with their candidates' ids, speedups and packed code vectors (ranked
+        here, all at once, see `graphdb.vectors`), then the text of the chosen top-`k` examples only.
+        """
+        rows: list[dict[str, Any]] = self._rows_autocommit(
+            q.SUCCESSORS, name=technique, scan_limit=scan_limit
+        )[0]["successors"]
         if not rows and not self._rows(q.GET_TECHNIQUE, name=technique):
             raise TechniqueNotFoundError(f"no technique is called {technique!r}")
+        if k <= 0:
+            return [
+                SuccessorTransition(transition=_transition(r["r"], r["source"], r["target"]), examples=[])
+                for r in rows
+            ]
+        pools = self._candidate_pools(rows, embedding)
         scanned = min(scan_limit, CANDIDATES_PER_TRANSITION)
         big = [r["r"]["key"] for r in rows if (r["r"].get("n_examples") or 0) > scanned]
-        if big and k > 0 and nearest > 0:
-            extra: dict[str, list[dict[str, Any]]] = {}
-            for rec in self._rows(
+        if big and nearest > 0:
+            for hit in self._rows(
                 q.SIMILAR_EXAMPLES_IN_KEYS, keys=big, embedding=embedding, candidates=nearest
             ):
-                e = rec["e"]
-                extra.setdefault(transition_key(e["source"], e["target"]), []).append(e)
-            for row in rows:
-                found = extra.get(row["r"]["key"])
-                if found:
-                    row["examples"] = [*row["examples"], *found]
+                pools[hit["key"]].setdefault(hit["id"], (_similarity(hit["score"]), float(hit["speedup"])))
 
+        def top(pool: dict[str, tuple[float, float]]) -> list[str]:
+            # Similarity to 6 digits (float32 precision), so that identical code ties and speedup decides.
+            order = sorted(pool.items(), key=lambda item: (-round(item[1][0], 6), -item[1][1], item[0]))
+            return [example_id for example_id, _ in order[:k]]
+
+        chosen = {key: top(pool) for key, pool in pools.items()}
+        wanted = sorted({i for ids in chosen.values() for i in ids})
+        found: dict[str, Example] = {}
+        if wanted:
+            for row in self._rows_autocommit(q.EXAMPLES_BY_IDS, ids=wanted)[0]["examples"]:
+                example = _retrieved_example(row)
+                found[example.id] = example
         out: list[SuccessorTransition] = []
         for row in rows:
-            by_id: dict[str, ScoredExample] = {}
-            for e in row["examples"]:
-                if e["id"] not in by_id:
-                    by_id[e["id"]] = _retrieved(e)
-            ranked = sorted(
-                by_id.values(),
-                key=lambda s: (-round(s.similarity, 9), -(s.example.speedup or 0.0), s.example.id),
-            )
+            pool, ids = pools[row["r"]["key"]], chosen[row["r"]["key"]]
             out.append(
                 SuccessorTransition(
                     transition=_transition(row["r"], row["source"], row["target"]),
-                    examples=ranked[: max(k, 0)],
+                    # An example deleted between the two reads is left out.
+                    examples=[
+                        ScoredExample(example=found[i], similarity=pool[i][0]) for i in ids if i in found
+                    ],
                 )
             )
         return out
+
+    def _candidate_pools(
+        self, rows: list[dict[str, Any]], embedding: list[float]
+    ) -> dict[str, dict[str, tuple[float, float]]]:
+        """Per transition key: candidate id -> (cosine with the query, speedup); all compared at once."""
+        legacy_ids = [i for row in rows for i in row["legacy"]]
+        legacy: dict[str, Any] = {}
+        if legacy_ids:
+            # Examples written before `code_vector` existed: their float lists, read separately.
+            legacy = dict(self._rows_autocommit(q.CODE_EMBEDDINGS_BY_IDS, ids=legacy_ids)[0]["vectors"])
+        vectors: list[Any] = []
+        for row in rows:
+            if row["legacy"]:
+                packed = iter(row["vectors"])
+                old = set(row["legacy"])
+                vectors.extend(legacy.get(i) if i in old else next(packed) for i in row["ids"])
+            else:
+                vectors.extend(row["vectors"])
+        similarities = iter(cosine_similarities(embedding, vectors))
+        return {
+            row["r"]["key"]: {
+                i: (next(similarities), float(speedup))
+                for i, speedup in zip(row["ids"], row["speedups"], strict=True)
+            }
+            for row in rows
+        }
 
     def similar_examples(self, embedding: list[float], k: int) -> list[ScoredExample]:
         """The `k` examples (not rejected) whose code before is closest to the query, over the whole graph."""
@@ -959,11 +1009,7 @@ class Neo4jGraphStore:
             tx.run(q.IMPORT_TRANSITIONS, rows=transitions).consume()
             for start in range(0, len(export.examples), 1000):
                 chunk = export.examples[start : start + 1000]
-                rows = [
-                    _enum_values(_props({**e.model_dump(), "transition_key": e.transition_key}))
-                    for e in chunk
-                ]
-                tx.run(q.CREATE_EXAMPLES, rows=rows).consume()
+                tx.run(q.CREATE_EXAMPLES, rows=_example_rows(chunk)).consume()
             self._write_candidates(tx, [t.key for t in export.transitions])
             tx.run(
                 q.CREATE_DECISIONS, rows=[_enum_values(_decision_props(d)) for d in export.decisions]

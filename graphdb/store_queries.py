@@ -53,19 +53,19 @@ def projection(variable: str, properties: tuple[str, ...], *, without: tuple[str
 EXAMPLE_LIGHT = projection("e", EXAMPLE_PROPERTIES, without=("code_embedding",))
 
 
-def retrieved_projection(score: str) -> str:
-    """An example as retrieval returns it: `similarity` = the Cypher expression `score`, no embedding.
+def retrieved_projection(score: str | None) -> str:
+    """An example as retrieval returns it, without embedding; `similarity` = the variable `score` if any.
 
     `created_at` travels as epoch seconds and microseconds (`created_at_s`, `created_at_us`): the
     driver's conversion of Neo4j datetimes was the larger part of the retrieval call's time.
     """
-    if not score.isidentifier():
+    if score is not None and not score.isidentifier():
         raise ValueError(f"not a Cypher variable: {score!r}")
     light = projection("e", EXAMPLE_PROPERTIES, without=("code_embedding", "created_at"))
+    similarity = f"similarity: {score}, " if score is not None else ""
     return light.replace(
         "e {",
-        f"e {{similarity: {score}, created_at_s: e.created_at.epochSeconds, "
-        "created_at_us: e.created_at.microsecond, ",
+        f"e {{{similarity}created_at_s: e.created_at.epochSeconds, created_at_us: e.created_at.microsecond, ",
         1,
     )
 
@@ -242,15 +242,35 @@ SET r.verified_speedups = speedups, r.candidate_ids = {_CANDIDATE_IDS}
 )
 
 # Ingestion of new examples. Rows: key, live (new examples not rejected), rejected, speedups (of the
-# new verified ones), ids (of the new live ones). Needs both hidden properties on every transition
-# (`TRANSITIONS_WITHOUT_UPKEEP` finds those that lack them, for a full recompute instead).
+# new verified ones), new (the new live ones as {id, score, at}: the ranking keys of `_pool_ranking`,
+# known to the caller, so only the old candidates are read, once). Needs both hidden properties on
+# every transition (`TRANSITIONS_WITHOUT_UPKEEP` finds those that lack them, for a full recompute).
 ADD_TO_TRANSITION_STATS = (
     """
 UNWIND $rows AS row
 MATCH ()-[r:TRANSITION {key: row.key}]->()
 WITH r, row, r.n_examples + row.live AS live, r.n_rejected + row.rejected AS n_rejected,
-     r.verified_speedups + row.speedups AS speedups"""
-    + _pool_ranking("UNWIND r.candidate_ids + row.ids AS id MATCH (e:Example {id: id})")
+     r.verified_speedups + row.speedups AS speedups
+CALL (r, row) {
+  UNWIND r.candidate_ids AS id
+  MATCH (e:Example {id: id})
+  WITH collect({id: e.id, at: e.created_at,
+                score: CASE WHEN e.verdict = 'passed' THEN coalesce(e.speedup, -1.0) ELSE -1.0 END}) AS old
+  WITH old + row.new AS pool
+  CALL (pool) {
+    UNWIND pool AS p
+    WITH p ORDER BY p.score DESC, p.id
+    LIMIT $candidates
+    RETURN collect(p.id) AS best
+  }
+  CALL (pool) {
+    UNWIND pool AS p
+    WITH p ORDER BY p.at DESC, p.id DESC
+    LIMIT $candidates
+    RETURN collect(p.id) AS recent
+  }
+  RETURN best, recent
+}"""
     + _SET_STATS_AND_CANDIDATES
     + "\n"
 )
@@ -333,29 +353,45 @@ RETURN e.id AS id, e.source AS source, e.target AS target
 
 # --- retrieval --------------------------------------------------------------------------------------
 
-# One hop from a technique; for each successor a prefix of its retrieval candidates (see
-# CANDIDATE_IDS_OF_TRANSITION) ranked by code similarity, then verified speedup, then id
-# (deterministic). Missing embeddings rank last. Cost: one id seek and one cosine per candidate.
+# One hop from a technique: each successor's statistics and a prefix of its retrieval candidates (see
+# `r.candidate_ids` above) as parallel lists: ids, speedups and packed float32 code vectors. The store
+# ranks them by cosine in Python (graphdb/vectors.py): a byte array is one value to read, where the
+# float list `code_embedding` and a Cypher cosine per candidate were most of the call's time. Examples
+# written before `code_vector` existed are listed in `legacy` (their vectors are read separately, by
+# `CODE_EMBEDDINGS_BY_IDS`). No example text here: only the top-k of each successor are read, by
+# `EXAMPLES_BY_IDS`. Everything comes back as one row: each record costs the driver more than its size.
 SUCCESSORS = f"""
 MATCH (s:Technique {{name: $name}})-[r:TRANSITION]->(t:Technique)
 WHERE r.n_examples > 0
 CALL (r) {{
   UNWIND coalesce(r.candidate_ids, [])[0..$scan_limit] AS id
   MATCH (e:Example {{id: id}})
-  WITH e, coalesce(vector.similarity.cosine(e.code_embedding, $embedding), 0.0) AS similarity
-  ORDER BY similarity DESC, coalesce(e.speedup, 0.0) DESC, e.id
-  LIMIT $k
-  RETURN collect({retrieved_projection("similarity")}) AS examples
+  RETURN collect(e.id) AS ids, collect(coalesce(e.speedup, 0.0)) AS speedups,
+         collect(e.code_vector) AS vectors, collect(CASE WHEN e.code_vector IS NULL THEN e.id END) AS legacy
 }}
-RETURN {TRANSITION_PUBLIC} AS r, s.name AS source, t.name AS target, examples
-ORDER BY t.name
+WITH s, r, t, ids, speedups, vectors, legacy ORDER BY t.name
+RETURN collect({{r: {TRANSITION_PUBLIC}, source: s.name, target: t.name, ids: ids, speedups: speedups,
+                vectors: vectors, legacy: legacy}}) AS successors
+"""
+
+CODE_EMBEDDINGS_BY_IDS = """
+UNWIND $ids AS id
+MATCH (e:Example {id: id})
+RETURN collect([e.id, e.code_embedding]) AS vectors
+"""
+
+# The examples retrieval returns, by id, in one row (no embedding).
+EXAMPLES_BY_IDS = f"""
+UNWIND $ids AS id
+MATCH (e:Example {{id: id}})
+RETURN collect({retrieved_projection(None)}) AS examples
 """
 
 # Opt-in complement of the candidates: the global vector index, restricted to the given transitions.
-SIMILAR_EXAMPLES_IN_KEYS = f"""
+SIMILAR_EXAMPLES_IN_KEYS = """
 CALL db.index.vector.queryNodes('example_code_embedding', $candidates, $embedding) YIELD node AS e, score
 WHERE e.transition_key IN $keys AND e.review_status <> 'rejected'
-RETURN {retrieved_projection("score")} AS e
+RETURN e.id AS id, e.transition_key AS key, coalesce(e.speedup, 0.0) AS speedup, score
 """
 
 SIMILAR_EXAMPLES = f"""

@@ -28,9 +28,14 @@ from graphdb.errors import GraphDBError
 from graphdb.export import export_to_file, import_from_file
 from graphdb.models import RelabelOutcome, ReviewStatus, Role
 from graphdb.store import Neo4jGraphStore
+from search.backends.base import ChatModel
+from search.backends.config import ModelRoles, RoleConfig, build_model
 from search.construction import (
     BuildSummary,
     GraphBuilder,
+    ReferencesInOrder,
+    ReferenceSource,
+    SourcedTrajectory,
     StepCheck,
     TaskDirectoryReferences,
     read_trajectories,
@@ -38,6 +43,7 @@ from search.construction import (
 from search.embeddings import shared_embedder
 from search.errors import SearchError
 from search.relabel import Relabeler
+from search.teacher import DEFAULT_MAX_STEPS, TeacherTrajectorySource, load_teacher_tasks
 
 graph_app = typer.Typer(
     no_args_is_help=True, help="The reasoning graph: build it from trajectories, export, import."
@@ -109,9 +115,34 @@ def summary_table(summary: BuildSummary) -> Table:
     return table
 
 
+def _teacher_role(url: str | None, model: str | None, api_key: str | None) -> RoleConfig:
+    """The teacher's backend: --teacher-url/--teacher-model, else the `teacher` role of the environment."""
+    if url or model:
+        if not (url and model):
+            raise _fail("--teacher-url and --teacher-model go together")
+        return RoleConfig(backend="openai", base_url=url, model=model, api_key=api_key)
+    role = ModelRoles().teacher
+    if role is None:
+        raise _fail(
+            "--teacher-tasks needs a teacher model: --teacher-url and --teacher-model, or the "
+            "REGRAPH_MODELS__TEACHER__* settings"
+        )
+    return role
+
+
+def _teacher_trajectories(source: TeacherTrajectorySource, progress: Progress) -> list[SourcedTrajectory]:
+    bar = progress.add_task("asking the teacher", total=len(source.tasks))
+    source.progress = lambda done, _total, task_id: progress.update(
+        bar, completed=done, description=f"teacher: {task_id}"
+    )
+    return list(source())
+
+
 @graph_app.command("build")
 def build(
-    files: Annotated[list[Path], typer.Argument(help="trajectory files (JSONL) or directories of them")],
+    files: Annotated[
+        list[Path] | None, typer.Argument(help="trajectory files (JSONL) or directories of them")
+    ] = None,
     executor_url: Annotated[
         str | None, typer.Option(help="validate every step with this executor (default: no validation)")
     ] = None,
@@ -127,15 +158,57 @@ def build(
     approve: Annotated[
         bool, typer.Option(help="mark new examples approved instead of pending review")
     ] = False,
+    teacher_tasks: Annotated[
+        str | None,
+        typer.Option(
+            help="also ask a teacher model for one trajectory per task: a task directory, a directory "
+            "of them, or comma-separated task ids (in --tasks-dir)"
+        ),
+    ] = None,
+    teacher_url: Annotated[
+        str | None, typer.Option(help="the teacher's OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
+    ] = None,
+    teacher_model: Annotated[str | None, typer.Option(help="the teacher's model name on that server")] = None,
+    teacher_api_key: Annotated[
+        str | None, typer.Option(envvar="REGRAPH_TEACHER_API_KEY", help="the teacher server's API key")
+    ] = None,
+    teacher_max_steps: Annotated[int, typer.Option(min=1, help="steps per teacher trajectory")] = (
+        DEFAULT_MAX_STEPS
+    ),
+    teacher_concurrency: Annotated[int, typer.Option(min=1, help="teacher requests at once")] = 1,
+    teacher_out: Annotated[
+        Path | None,
+        typer.Option(help="append the teacher's trajectories to this JSONL file (re-buildable without it)"),
+    ] = None,
 ) -> None:
     """Build (or extend) the graph from trajectories; re-running adds only what is new."""
     if on_failure not in ("reject", "skip"):
         raise _fail("--on-failure is 'reject' or 'skip'")
+    if not files and not teacher_tasks:
+        raise _fail("give trajectory files, --teacher-tasks, or both")
     tasks = tasks_dir or default_tasks_dir()
     try:
-        trajectories = read_trajectories(files)
+        trajectories = read_trajectories(files or [])
     except SearchError as e:
         raise _fail(f"{e} (nothing was written)") from e
+    teacher: TeacherTrajectorySource | None = None
+    references: ReferenceSource = TaskDirectoryReferences(tasks)
+    if teacher_tasks:
+        role = _teacher_role(teacher_url, teacher_model, teacher_api_key)
+        try:
+            teacher_model_obj: ChatModel = build_model(role)
+            teacher = TeacherTrajectorySource(
+                teacher_model_obj,
+                load_teacher_tasks(teacher_tasks, tasks),
+                model_name=role.model or role.backend,
+                max_steps=teacher_max_steps,
+                concurrency=teacher_concurrency,
+                record_path=teacher_out,
+                close_model=True,
+            )
+        except SearchError as e:
+            raise _fail(f"{e} (nothing was written)") from e
+        references = ReferencesInOrder(teacher.reference, references)
     client = ExecutorClient(executor_url) if executor_url else None
     try:
         with (
@@ -148,12 +221,14 @@ def build(
                 console=console,
             ) as progress,
         ):
+            if teacher is not None:
+                trajectories += _teacher_trajectories(teacher, progress)
             embedder = shared_embedder()
             builder = GraphBuilder(
                 store=store,
                 embedder=embedder,
                 relabeler=Relabeler(store, embedder),
-                references=TaskDirectoryReferences(tasks),
+                references=references,
                 validator=ExecutorStepValidator(client, tasks) if client else None,
                 on_failure="skip" if on_failure == "skip" else "reject",
                 review_status=ReviewStatus.APPROVED if approve else ReviewStatus.PENDING,
@@ -170,6 +245,13 @@ def build(
         if client is not None:
             client.close()
     Console().print(summary_table(summary))
+    if teacher is not None:
+        console.print(
+            f"teacher: {len(teacher.tasks) - len(teacher.skipped)} of {len(teacher.tasks)} tasks answered"
+            + (f", trajectories appended to {teacher_out}" if teacher_out else "")
+        )
+        for skip in teacher.skipped:
+            console.print(f"  skipped {skip.task_id}: {skip.reason}")
 
 
 @graph_app.command("export")

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from graphdb.errors import GraphDBError
 from graphdb.models import (
+    INITIAL_TECHNIQUE,
     Example,
     IngestBatch,
     RelabelOutcome,
@@ -35,7 +36,6 @@ from graphdb.models import (
 from graphdb.store import GraphStore
 from search.embeddings import Embedder
 from search.errors import SearchError
-from search.protocols import INITIAL_TECHNIQUE
 from search.relabel import Relabeler
 
 logger = logging.getLogger(__name__)
@@ -144,6 +144,24 @@ class TaskDirectoryReferences:
             raise ReferenceNotFoundError(f"no serial reference for task {task_id!r} at {path}") from e
 
 
+class ReferencesInOrder:
+    """The first of several reference sources that knows the task (e.g. a teacher's tasks, then a directory)."""
+
+    def __init__(self, *sources: ReferenceSource) -> None:
+        """Ask `sources` in this order."""
+        self.sources = sources
+
+    def __call__(self, task_id: str) -> str:
+        """The reference of `task_id` from the first source that has it; raises `ReferenceNotFoundError`."""
+        reasons = []
+        for source in self.sources:
+            try:
+                return source(task_id)
+            except ReferenceNotFoundError as e:
+                reasons.append(str(e))
+        raise ReferenceNotFoundError("; ".join(reasons) or f"no reference source for task {task_id!r}")
+
+
 class StepCheck(BaseModel):
     """The validation of one step's code (as reported by the executor)."""
 
@@ -162,8 +180,8 @@ class StepValidator(Protocol):
 class TrajectorySource(Protocol):
     """Where trajectories come from besides files, e.g. a teacher model generating them.
 
-    Hook for the teacher-model path: an implementation prompts a `ChatModel` per task and yields the
-    trajectories it writes; `build_graph` treats them exactly like file trajectories.
+    `search.teacher.TeacherTrajectorySource` prompts a `ChatModel` per task and returns the trajectories
+    it writes; `GraphBuilder.build` treats them exactly like file trajectories.
     """
 
     def __call__(self) -> Iterable[SourcedTrajectory]: ...

@@ -11,8 +11,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-INITIAL_TECHNIQUE = "sequential code"
-"""The graph's initial node: the serial C++ reference every optimization path starts from."""
+# The initial node is part of the graph's own model; re-exported here for the engine's callers.
+from graphdb.models import INITIAL_TECHNIQUE as INITIAL_TECHNIQUE
 
 
 class RetrievedExample(BaseModel):
