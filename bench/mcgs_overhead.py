@@ -88,9 +88,12 @@ class CpuClock:
 class TimedKnowledge:
     """Forwards to the in-memory graph and adds up the CPU time spent there (the database's share)."""
 
-    def __init__(self, inner: InMemoryKnowledge) -> None:
+    def __init__(self, inner: InMemoryKnowledge, blocking: bool = False) -> None:
         self.inner = inner
         self.clock = CpuClock()
+        # As the wrapped in-memory graph: non-blocking, so queried inline. `blocking=True` makes the
+        # search treat it like a database (a worker thread per query), to show what that hop costs.
+        self.blocking = blocking
 
     def successors(self, technique: str, code: str, k: int) -> list[SuccessorOption]:
         """Timed `InMemoryKnowledge.successors`."""
@@ -164,7 +167,7 @@ class Measurement:
     graph_cpu: float  # CPU time inside the in-memory graph
 
 
-def measure(knowledge: InMemoryKnowledge, config: MCGSConfig) -> Measurement:
+def measure(knowledge: InMemoryKnowledge, config: MCGSConfig, blocking_graph: bool = False) -> Measurement:
     """Run one search and split its time between the engine and the stand-ins.
 
     The stand-ins' share is their CPU time, so time the engine spends waiting (for the GIL, for a
@@ -174,7 +177,7 @@ def measure(knowledge: InMemoryKnowledge, config: MCGSConfig) -> Measurement:
     task = TaskContext(
         id="bench", entry="f", signature="void f(int n, float* x)", initial_code=f"// path: \n{BODY}"
     )
-    model, evaluator, timed = InstantModel(), HashEvaluator(), TimedKnowledge(knowledge)
+    model, evaluator, timed = InstantModel(), HashEvaluator(), TimedKnowledge(knowledge, blocking_graph)
 
     async def search() -> Measurement:
         wall, cpu = time.perf_counter(), time.process_time()
@@ -192,15 +195,16 @@ def measure(knowledge: InMemoryKnowledge, config: MCGSConfig) -> Measurement:
     return asyncio.run(search())
 
 
+BLOCKING = "graph_blocks"
+"""Not an MCGS setting: the stand-in graph says it blocks, so each query goes to a worker thread, as a
+Neo4j-backed source does (the in-memory graph does not block and is queried inline)."""
+
 SETTINGS: dict[str, dict[str, Any]] = {
-    "defaults (4 in flight, graph in thread)": {},
-    "1 in flight (sequential), graph in thread": {"rollouts_in_flight": 1},
-    "4 in flight, graph inline": {"knowledge_in_thread": False},
-    "1 in flight, graph inline, concurrency 1/1": {
-        "rollouts_in_flight": 1,
-        "knowledge_in_thread": False,
-        "generation_concurrency": 1,
-    },
+    "defaults (4 in flight, in-memory graph inline)": {},
+    "1 in flight (sequential)": {"rollouts_in_flight": 1},
+    "4 in flight, graph as if blocking (threads)": {BLOCKING: True},
+    "1 in flight, as if blocking (threads)": {"rollouts_in_flight": 1, BLOCKING: True},
+    "1 in flight, concurrency 1/1": {"rollouts_in_flight": 1, "generation_concurrency": 1},
 }
 """The rows of the table: MCGS settings on top of the defaults (the first row is what the service runs)."""
 
@@ -222,20 +226,22 @@ def main() -> None:
     print(f"graph: {len(knowledge.techniques)} techniques, 2000 transitions; rollouts={args.rollouts}")
     print(f"load average before: {load_before}")
     print(
-        f"{'setting':<44}{'iters':>6}{'evals':>7}{'engine ms/iter':>16}{'engine ms/eval':>16}"
+        f"{'setting':<50}{'iters':>6}{'evals':>7}{'engine ms/iter':>16}{'engine ms/eval':>16}"
         f"{'engine CPU ms/iter':>20}{'graph ms/iter':>15}"
     )
     rows = []
     for label, extra in SETTINGS.items():
-        config = MCGSConfig(rollouts=args.rollouts, evaluation_budget=10**9, **extra)
-        runs = [measure(knowledge, config) for _ in range(args.repeats)]
+        settings = dict(extra)
+        blocking = bool(settings.pop(BLOCKING, False))
+        config = MCGSConfig(rollouts=args.rollouts, evaluation_budget=10**9, **settings)
+        runs = [measure(knowledge, config, blocking) for _ in range(args.repeats)]
         iterations, evaluations = runs[0].iterations, runs[0].evaluations
         wall_ms = [1000 * r.engine_wall / r.iterations for r in runs]
         cpu_ms = [1000 * r.engine_cpu / r.iterations for r in runs]
         graph_ms = statistics.median(1000 * r.graph_cpu / r.iterations for r in runs)
         engine_ms = statistics.median(wall_ms)
         print(
-            f"{label:<44}{iterations:>6}{evaluations:>7}{engine_ms:>16.3f}"
+            f"{label:<50}{iterations:>6}{evaluations:>7}{engine_ms:>16.3f}"
             f"{engine_ms * iterations / max(evaluations, 1):>16.3f}{statistics.median(cpu_ms):>20.3f}"
             f"{graph_ms:>15.3f}"
         )

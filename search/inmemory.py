@@ -37,6 +37,8 @@ class _Edge:
 class InMemoryKnowledge:
     """A reasoning graph held in dictionaries: technique -> successor technique -> examples."""
 
+    blocking = False  # answers from memory: the search calls it inline, no thread hop
+
     def __init__(
         self, examples: Iterable[RetrievedExample] = (), edges: Iterable[tuple[str, str]] = ()
     ) -> None:

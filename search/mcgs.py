@@ -196,7 +196,9 @@ class MonteCarloGraphSearch:
         if missing:
             k = self.config.examples_per_step
             query = self.knowledge.successors
-            if not self.config.knowledge_in_thread:
+            # Only a source that blocks (a database) is worth a thread hop per query; one that answers
+            # from memory says so with `blocking = False` (see `KnowledgeSource`).
+            if not self.config.knowledge_in_thread or not getattr(self.knowledge, "blocking", True):
                 found = [query(t, code, k) for t, code in missing]
             elif len(missing) == 1:
                 found = [await asyncio.to_thread(query, *missing[0], k)]

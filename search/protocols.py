@@ -46,7 +46,11 @@ class SuccessorOption(BaseModel):
 
 @runtime_checkable
 class KnowledgeSource(Protocol):
-    """Read access to the reasoning graph."""
+    """Read access to the reasoning graph.
+
+    A source may set a class attribute ``blocking = False`` when its queries answer from memory without
+    I/O; the search then calls it inline instead of in a worker thread (absent means blocking).
+    """
 
     def successors(self, technique: str, code: str, k: int) -> list[SuccessorOption]:
         """Techniques one hop from `technique`, each with its top-`k` examples ranked for `code`.

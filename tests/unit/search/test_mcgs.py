@@ -341,3 +341,45 @@ def test_events_stream_in_order() -> None:
     assert bests == sorted(bests) and bests[-1] == result.best_reward
     assert [e.iteration for e in events if e.kind == "iteration"] == list(range(1, result.iterations + 1))
     assert result.backends == ["test-stand-in:path-model"]
+
+
+class _ThreadRecordingKnowledge:
+    """The TRAP graph, recording which thread answers each query; `blocking` as a database says."""
+
+    def __init__(self, blocking: bool) -> None:
+        self.inner = knowledge(TRAP)
+        self.blocking = blocking
+        self.threads: set[int] = set()
+
+    def successors(self, technique: str, code: str, k: int) -> Any:
+        import threading
+
+        self.threads.add(threading.get_ident())
+        return self.inner.successors(technique, code, k)
+
+    def similar_examples(self, code: str, k: int) -> Any:
+        return self.inner.similar_examples(code, k)
+
+
+@pytest.mark.parametrize("blocking", [True, False])
+def test_only_a_blocking_knowledge_source_is_queried_in_worker_threads(blocking: bool) -> None:
+    import threading
+
+    source = _ThreadRecordingKnowledge(blocking)
+    loop_threads: set[int] = set()
+
+    def on_event(_: SearchEvent) -> None:
+        loop_threads.add(threading.get_ident())
+
+    evaluator = PathEvaluator(TRAP_FACTORS, broken=frozenset({"X"}))
+    result = asyncio.run(
+        optimize(
+            "regraph-mcgs", TASK, source, PathModel(), evaluator, MCGSConfig(rollouts=6, seed=1), on_event
+        )
+    )
+    assert result.candidates and source.threads and len(loop_threads) == 1
+    if blocking:
+        assert not (source.threads & loop_threads)  # every query left the event loop's thread
+    else:
+        assert source.threads == loop_threads  # answered inline: no thread hop per query
+    assert InMemoryKnowledge.blocking is False
