@@ -1,0 +1,68 @@
+#include <cuda_runtime.h>
+#include <cstddef>
+#include <utility>
+
+#define CUDA_TRY(call) if ((call) != cudaSuccess) break
+
+__global__ void init_labels(int n, int* label) {
+    int v = blockIdx.x * blockDim.x + threadIdx.x;
+    if (v < n) label[v] = v;
+}
+
+// Asynchronous (in-place) propagation: a vertex only ever lowers its own label, and labels only
+// decrease, so reading a neighbour's already-updated label is safe and speeds convergence.  An
+// iteration with no change at all saw only the previous iteration's values, so it is a fixed point.
+__global__ void hook(int n, const int* __restrict__ row_ptr, const int* __restrict__ col_idx, int* label, int* changed) {
+    int v = blockIdx.x * blockDim.x + threadIdx.x;
+    if (v >= n) return;
+    int old = label[v], best = old;
+    for (int p = row_ptr[v]; p < row_ptr[v + 1]; ++p) best = min(best, label[col_idx[p]]);
+    if (best < old) {
+        label[v] = best;
+        *changed = 1;
+    }
+}
+
+// Pointer jumping: label[v] is a smaller id of the same component, so its label is one too.
+__global__ void jump(int n, int* label) {
+    int v = blockIdx.x * blockDim.x + threadIdx.x;
+    if (v >= n) return;
+    int l = label[v], ll = label[l];
+    while (ll < l) {
+        l = ll;
+        ll = label[l];
+    }
+    label[v] = l;
+}
+
+extern "C" void cc_label_prop_i32(int n, int m, const int* row_ptr, const int* col_idx, int* label) {
+    int *drp = nullptr, *dci = nullptr, *dl = nullptr, *dl2 = nullptr, *dflag = nullptr;
+    do {
+        if (n <= 0) break;
+        CUDA_TRY(cudaMalloc(&drp, (static_cast<size_t>(n) + 1) * sizeof(int)));
+        CUDA_TRY(cudaMalloc(&dci, static_cast<size_t>(m > 0 ? m : 1) * sizeof(int)));
+        CUDA_TRY(cudaMalloc(&dl, static_cast<size_t>(n) * sizeof(int)));
+        CUDA_TRY(cudaMalloc(&dl2, static_cast<size_t>(n) * sizeof(int)));
+        CUDA_TRY(cudaMalloc(&dflag, sizeof(int)));
+        CUDA_TRY(cudaMemcpy(drp, row_ptr, (static_cast<size_t>(n) + 1) * sizeof(int), cudaMemcpyHostToDevice));
+        CUDA_TRY(cudaMemcpy(dci, col_idx, static_cast<size_t>(m) * sizeof(int), cudaMemcpyHostToDevice));
+        int blocks = (n + 255) / 256;
+        bool ok = true;
+        init_labels<<<blocks, 256>>>(n, dl);
+        int changed = 1;
+        while (changed && ok) {
+            ok = cudaMemset(dflag, 0, sizeof(int)) == cudaSuccess;
+            hook<<<blocks, 256>>>(n, drp, dci, dl, dflag);
+            jump<<<blocks, 256>>>(n, dl);
+            ok = ok && cudaGetLastError() == cudaSuccess;
+            ok = ok && cudaMemcpy(&changed, dflag, sizeof(int), cudaMemcpyDeviceToHost) == cudaSuccess;
+        }
+        if (!ok) break;
+        CUDA_TRY(cudaMemcpy(label, dl, static_cast<size_t>(n) * sizeof(int), cudaMemcpyDeviceToHost));
+    } while (0);
+    cudaFree(drp);
+    cudaFree(dci);
+    cudaFree(dl);
+    cudaFree(dl2);
+    cudaFree(dflag);
+}
