@@ -9,9 +9,10 @@ from contextlib import asynccontextmanager
 import anyio
 from fastapi import FastAPI, Request, Response
 
-from api.errors import envelope, install_error_handlers
+from api.errors import envelope, install_error_handlers, translate_errors
+from api.graph.service import GraphServiceError
 from api.logs import configure_logging
-from api.optimize.service import build_job_service
+from api.optimize.service import OptimizeError, build_job_service
 from api.routers import cypher, graph, health, optimize
 from api.settings import ApiSettings
 from api.state import AppState
@@ -50,8 +51,8 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     install_error_handlers(app)
-    graph.install_error_handler(app)
-    optimize.install_error_handler(app)
+    translate_errors(app, GraphServiceError, graph.api_error)
+    translate_errors(app, OptimizeError, optimize.api_error)
 
     @app.middleware("http")
     async def limit_body_size(

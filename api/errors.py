@@ -7,7 +7,8 @@ request validation (422) and anything unexpected (500, with the detail kept in t
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -140,6 +141,25 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         logger.exception("unhandled error", extra={"path": request.url.path})
         return envelope(500, "internal error; see the service log", "internal_error")
+
+
+ServiceError = TypeVar("ServiceError", bound=Exception)
+
+
+def translate_errors(
+    app: FastAPI, error_type: type[ServiceError], to_api_error: Callable[[ServiceError], ApiError]
+) -> None:
+    """Answer every `error_type` a route lets through as the `ApiError` that `to_api_error` makes of it.
+
+    Services raise their own errors (graph, optimize jobs); routes let them through and this one
+    handler per family gives each its status in the envelope.
+    """
+
+    async def _translated(_: Request, exc: Exception) -> JSONResponse:
+        error = to_api_error(exc)  # type: ignore[arg-type]  # registered for error_type only
+        return envelope(error.status_code, error.message, error.error_type)
+
+    app.add_exception_handler(error_type, _translated)
 
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {

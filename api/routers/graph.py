@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, FastAPI, Query, Request, Response, status
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Query, Response, status
 
 from api.auth import GraphServiceDep, RequireAdmin, RequireCurator, RequireReader
 from api.errors import (
@@ -20,7 +19,6 @@ from api.errors import (
     ErrorEnvelope,
     NotFoundError,
     ServiceUnavailableError,
-    envelope,
 )
 from api.graph.protocol import (
     ApiKeyCreate,
@@ -83,15 +81,6 @@ def api_error(error: GraphServiceError) -> ApiError:
     if isinstance(error, GraphUnavailableError):
         return ServiceUnavailableError(str(error))
     return ApiError(str(error))
-
-
-def install_error_handler(app: FastAPI) -> None:
-    """Answer every GraphServiceError that a route lets through with its status, in the envelope."""
-
-    @app.exception_handler(GraphServiceError)
-    async def _graph_service_error(_: Request, exc: GraphServiceError) -> JSONResponse:
-        error = api_error(exc)
-        return envelope(error.status_code, error.message, error.error_type)
 
 
 Limit = Annotated[int, Query(ge=1, le=1000, description="page size")]

@@ -1,7 +1,7 @@
 """``/v1/optimize`` and ``/v1/jobs``: start an optimization job, read it, follow it live, cancel it.
 
 Thin: routes call `JobService` and let its `OptimizeError`s through; one app exception handler
-(`install_error_handler`) answers them in the error envelope. Only the event stream, whose response
+(`api.errors.translate_errors` with `api_error`) answers them in the error envelope. Only the event stream, whose response
 has already begun, reports an error inside the stream.
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request, Response, status
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi import APIRouter, Depends, Header, Query, Response, status
+from fastapi.responses import StreamingResponse
 
 from api.auth import require_reader
 from api.deps import StateDep
@@ -22,7 +22,6 @@ from api.errors import (
     ErrorEnvelope,
     NotFoundError,
     ServiceUnavailableError,
-    envelope,
 )
 from api.optimize.protocol import (
     JobAccepted,
@@ -99,15 +98,6 @@ def api_error(error: OptimizeError) -> ApiError:
     if isinstance(error, JobStorageError):
         return ServiceUnavailableError(str(error))
     return ApiError(str(error))
-
-
-def install_error_handler(app: FastAPI) -> None:
-    """Answer every OptimizeError that a route lets through with its status, in the envelope."""
-
-    @app.exception_handler(OptimizeError)
-    async def _optimize_error(_: Request, exc: OptimizeError) -> JSONResponse:
-        error = api_error(exc)
-        return envelope(error.status_code, error.message, error.error_type)
 
 
 def _public(record: JobRecord) -> JobPublic:
