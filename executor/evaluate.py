@@ -163,15 +163,7 @@ class Evaluator:
         except ReferenceBuildError as e:
             compiled = compiling.result()
             seconds["compile"] = compiled.seconds
-            return Verdict(
-                task_id=task.id,
-                stage=Stage.COMPILE,
-                passed=False,
-                error=ErrorKind.REFERENCE_ERROR,
-                message=str(e),
-                compile=compiled,
-                seconds=seconds,
-            )
+            return _reference_failure(task, Stage.COMPILE, str(e), compiled, seconds)
         key = self._prepared_key(task, options, runtime)
         ref_started = time.perf_counter()
         prepared = self.pool.take_prepared(key) if self.settings.prepare_next else None
@@ -201,15 +193,7 @@ class Evaluator:
         seconds["reference_wait"] = time.perf_counter() - waited
         seconds["reference"] = time.perf_counter() - ref_started
         if not ref_outcome.ok:
-            return Verdict(
-                task_id=task.id,
-                stage=Stage.CORRECTNESS,
-                passed=False,
-                error=ErrorKind.REFERENCE_ERROR,
-                message=ref_outcome.message,
-                compile=compiled,
-                seconds=seconds,
-            )
+            return _reference_failure(task, Stage.CORRECTNESS, ref_outcome.message, compiled, seconds)
         if ref_outcome.reference_timing is not None:
             self._remember("reference", task, ref_outcome.reference_timing)
         seconds.update(
@@ -244,15 +228,7 @@ class Evaluator:
         self.pool.replenish("candidate")
         seconds.update(outcome.seconds)
         if outcome.error is ErrorKind.REFERENCE_ERROR:
-            return Verdict(
-                task_id=task.id,
-                stage=Stage.CORRECTNESS,
-                passed=False,
-                error=outcome.error,
-                message=outcome.message,
-                compile=compiled,
-                seconds=seconds,
-            )
+            return _reference_failure(task, Stage.CORRECTNESS, outcome.message, compiled, seconds)
         if outcome.reference_timing is not None:
             self._remember("reference", task, outcome.reference_timing)
         if outcome.baseline_timing is not None:
@@ -402,6 +378,25 @@ class Evaluator:
     def _remember(self, what: str, task: FunctionTask | KernelTask, stats: TimingStats) -> None:
         with self._cache_lock:
             self._timing_cache[self._key(what, task)] = stats
+
+
+def _reference_failure(
+    task: FunctionTask | KernelTask,
+    stage: Stage,
+    message: str,
+    compiled: CompileResult,
+    seconds: dict[str, float],
+) -> Verdict:
+    """The task's own reference failed (to build or to run): no reward, the candidate is not to blame."""
+    return Verdict(
+        task_id=task.id,
+        stage=stage,
+        passed=False,
+        error=ErrorKind.REFERENCE_ERROR,
+        message=message,
+        compile=compiled,
+        seconds=seconds,
+    )
 
 
 def evaluate_safely(evaluator: Evaluator, request: EvaluateRequest) -> Verdict:
