@@ -19,18 +19,14 @@ import os
 import platform
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from graphdb.connection import GraphServer, GraphServerOptions, open_driver
-from graphdb.embedded import free_port
-from graphdb.migrations import MigrationRunner
 from graphdb.models import INITIAL_TECHNIQUE, Example, IngestBatch, Technique, Verdict, content_id, utc_now
-from graphdb.store import DEFAULT_SCAN_LIMIT, Neo4jGraphStore
+from graphdb.store import DEFAULT_SCAN_LIMIT, scratch_store
 
 logger = logging.getLogger(__name__)
 
@@ -104,65 +100,54 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     """Build the graph, time ingestion and retrieval, and return the results."""
     load_before = os.getloadavg()
     names, examples = synthetic_examples(args.examples, args.techniques, args.seed)
-    with tempfile.TemporaryDirectory(prefix="regraph-graph-bench-") as tmp:
-        options = GraphServerOptions(
-            uri=None,
-            user="neo4j",
-            password=None,
-            database="neo4j",
-            data_dir=Path(tmp),
-            embedded_port=free_port(),
-            embedded_heap_mb=args.heap_mb,
-            embedded_pagecache_mb=args.pagecache_mb,
-        )
-        with GraphServer(options) as server, open_driver(server.target) as driver:
-            MigrationRunner(driver).migrate()
-            store = Neo4jGraphStore(driver)
-            store.ingest(
-                IngestBatch(
-                    new_techniques=[
-                        Technique(name=n, embedding=[float(x) for x in v], created_at=utc_now())
-                        for n, v in zip(
-                            [INITIAL_TECHNIQUE, *names],
-                            unit_vectors(np.random.default_rng(1), len(names) + 1),
-                            strict=True,
-                        )
-                    ]
-                )
+    with scratch_store(
+        heap_mb=args.heap_mb, pagecache_mb=args.pagecache_mb, prefix="regraph-graph-bench-"
+    ) as store:
+        store.ingest(
+            IngestBatch(
+                new_techniques=[
+                    Technique(name=n, embedding=[float(x) for x in v], created_at=utc_now())
+                    for n, v in zip(
+                        [INITIAL_TECHNIQUE, *names],
+                        unit_vectors(np.random.default_rng(1), len(names) + 1),
+                        strict=True,
+                    )
+                ]
             )
-            start = time.perf_counter()
-            for at in range(0, len(examples), args.batch):
-                store.ingest(IngestBatch(examples=examples[at : at + args.batch]))
-                if (at // args.batch) % 10 == 0:
-                    logger.info("ingested %d / %d", at + args.batch, len(examples))
-            ingest_s = time.perf_counter() - start
-            counts = store.counts()
-            transitions = store.list_transitions(limit=1_000_000)
-            sources = sorted({t.source for t in transitions})
-            rng = np.random.default_rng(args.seed + 1)
-            queries = unit_vectors(rng, args.queries + args.warmup)
-            picks = rng.choice(len(sources), size=args.queries + args.warmup)
-            latencies: list[float] = []
-            for i in range(args.queries + args.warmup):
-                vector = [float(x) for x in queries[i]]
-                t0 = time.perf_counter()
-                store.successors(
-                    sources[int(picks[i])], vector, args.k, scan_limit=args.scan_limit, nearest=args.nearest
-                )
-                elapsed = (time.perf_counter() - t0) * 1000
-                if i >= args.warmup:
-                    latencies.append(elapsed)
-            initial: list[float] = []
-            for i in range(min(200, args.queries)):
-                t0 = time.perf_counter()
-                store.successors(
-                    INITIAL_TECHNIQUE,
-                    [float(x) for x in queries[i]],
-                    args.k,
-                    scan_limit=args.scan_limit,
-                    nearest=args.nearest,
-                )
-                initial.append((time.perf_counter() - t0) * 1000)
+        )
+        start = time.perf_counter()
+        for at in range(0, len(examples), args.batch):
+            store.ingest(IngestBatch(examples=examples[at : at + args.batch]))
+            if (at // args.batch) % 10 == 0:
+                logger.info("ingested %d / %d", at + args.batch, len(examples))
+        ingest_s = time.perf_counter() - start
+        counts = store.counts()
+        transitions = store.list_transitions(limit=1_000_000)
+        sources = sorted({t.source for t in transitions})
+        rng = np.random.default_rng(args.seed + 1)
+        queries = unit_vectors(rng, args.queries + args.warmup)
+        picks = rng.choice(len(sources), size=args.queries + args.warmup)
+        latencies: list[float] = []
+        for i in range(args.queries + args.warmup):
+            vector = [float(x) for x in queries[i]]
+            t0 = time.perf_counter()
+            store.successors(
+                sources[int(picks[i])], vector, args.k, scan_limit=args.scan_limit, nearest=args.nearest
+            )
+            elapsed = (time.perf_counter() - t0) * 1000
+            if i >= args.warmup:
+                latencies.append(elapsed)
+        initial: list[float] = []
+        for i in range(min(200, args.queries)):
+            t0 = time.perf_counter()
+            store.successors(
+                INITIAL_TECHNIQUE,
+                [float(x) for x in queries[i]],
+                args.k,
+                scan_limit=args.scan_limit,
+                nearest=args.nearest,
+            )
+            initial.append((time.perf_counter() - t0) * 1000)
     biggest = max(t.stats.n_examples for t in transitions)
     load_after = os.getloadavg()
     return {

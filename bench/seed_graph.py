@@ -28,7 +28,6 @@ import json
 import logging
 import re
 import sys
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -53,12 +52,9 @@ from bench.split import (
     load_bench_tasks,
     read_split,
 )
-from graphdb.connection import GraphServer, GraphServerOptions, open_driver
-from graphdb.embedded import free_port
 from graphdb.errors import GraphDBError
-from graphdb.migrations import MigrationRunner
 from graphdb.models import GraphExport, RelabelOutcome, Verdict
-from graphdb.store import Neo4jGraphStore
+from graphdb.store import Neo4jGraphStore, scratch_store
 from search.construction import (
     GraphBuilder,
     SourcedTrajectory,
@@ -565,22 +561,9 @@ def run(args: argparse.Namespace) -> GraphExport:
         len(measured.steps),
     )
     embedder = shared_embedder()
-    with tempfile.TemporaryDirectory(prefix="regraph-seed-graph-") as tmp:
-        options = GraphServerOptions(
-            uri=None,
-            user="neo4j",
-            password=None,
-            database="neo4j",
-            data_dir=Path(tmp),
-            embedded_port=free_port(),
-            embedded_heap_mb=1024,
-            embedded_pagecache_mb=256,
-        )
-        with GraphServer(options) as server, open_driver(server.target) as driver:
-            MigrationRunner(driver, server.target.database).migrate()
-            store = Neo4jGraphStore(driver, server.target.database)
-            points = build(store, embedder, trajectories, measured, args.tasks_dir)
-            export = store.export_graph()
+    with scratch_store(prefix="regraph-seed-graph-") as store:
+        points = build(store, embedder, trajectories, measured, args.tasks_dir)
+        export = store.export_graph()
     text = export_text(export)
     eval_tasks = [t for t in tasks if t.id in eval_ids]
     check_no_leakage(export, text, set(build_ids), eval_tasks, split.near_duplicate_jaccard)

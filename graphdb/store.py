@@ -23,9 +23,12 @@ import hashlib
 import json
 import logging
 import secrets
+import tempfile
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from neo4j import READ_ACCESS, Driver, ManagedTransaction
@@ -34,7 +37,10 @@ from neo4j.time import DateTime as Neo4jDateTime
 from pydantic import ValidationError
 
 from graphdb import store_queries as q
+from graphdb.connection import GraphServer, GraphServerOptions, open_driver
+from graphdb.embedded import free_port
 from graphdb.errors import GraphDBError
+from graphdb.migrations import MigrationRunner
 from graphdb.models import (
     INITIAL_TECHNIQUE,
     ApiKey,
@@ -1058,3 +1064,25 @@ _LUCENE_SPECIAL = set('+-&|!(){}[]^"~*?:\\/')
 
 def _lucene_escape(text: str) -> str:
     return "".join("\\" + ch if ch in _LUCENE_SPECIAL else ch for ch in text)
+
+
+@contextmanager
+def scratch_store(
+    *, heap_mb: int = 1024, pagecache_mb: int = 256, prefix: str = "regraph-scratch-"
+) -> Iterator[Neo4jGraphStore]:
+    """A store on a fresh embedded Neo4j in a temporary directory, migrated to the latest schema; the
+    server stops and the directory goes when the block ends (benchmarks, seed-graph builds)."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        options = GraphServerOptions(
+            uri=None,
+            user="neo4j",
+            password=None,
+            database="neo4j",
+            data_dir=Path(tmp),
+            embedded_port=free_port(),
+            embedded_heap_mb=heap_mb,
+            embedded_pagecache_mb=pagecache_mb,
+        )
+        with GraphServer(options) as server, open_driver(server.target) as driver:
+            MigrationRunner(driver, server.target.database).migrate()
+            yield Neo4jGraphStore(driver, server.target.database)
