@@ -173,8 +173,9 @@ def parse_ptxas_report(log: str) -> list[KernelResources]:
     ]
 
 
-def kernels_of(log: str, cubin: bytes | None) -> list[KernelResources]:
-    """The kernels of a build: from the resource report, else (no report) the names in the CUBIN.
+def kernels_of(log: str, cubin: bytes | Path | None) -> list[KernelResources]:
+    """The kernels of a build: from the resource report, else (no report) the names in the CUBIN
+    (its bytes, or its file, read only then).
 
     Kernels known only from the CUBIN carry no register or memory figures.
     """
@@ -182,7 +183,8 @@ def kernels_of(log: str, cubin: bytes | None) -> list[KernelResources]:
     if kernels or cubin is None:
         return kernels
     try:
-        return [KernelResources(name=name) for name in kernel_names(cubin)]
+        data = cubin.read_bytes() if isinstance(cubin, Path) else cubin
+        return [KernelResources(name=name) for name in kernel_names(data)]
     except CubinFormatError:
         logger.warning("the compiler's output is not a readable CUBIN; no kernel names")
         return []
@@ -400,10 +402,7 @@ class Compiler:
         returncode, log = _run_killable(cmd, work, self.timeout_s)
         log = log.replace(str(work) + "/", "")[-MAX_LOG_CHARS:]
         ok = returncode == 0 and (work / out_name).is_file()
-        kernels: list[KernelResources] = []
-        if ok:
-            cubin = (work / out_name).read_bytes() if kind == "cubin" else None
-            kernels = kernels_of(log, cubin)
+        kernels = kernels_of(log, work / out_name if kind == "cubin" else None) if ok else []
         return CompileResult(
             ok=ok,
             kind=kind,
