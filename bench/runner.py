@@ -265,6 +265,33 @@ def read_result(path: Path) -> BenchResult:
         raise RunnerError(f"{path} is not a {RESULT_FORMAT} result: {e}") from e
 
 
+def build_teacher_result(
+    info: RunInfo,
+    steps: list[TeacherStepRecord],
+    missing: list[str],
+    *,
+    created_at: str,
+    runtime_measured: bool,
+    note: str,
+) -> BenchResult:
+    """A teacher run's result: totals from the steps' executor stage times, and metrics that score each
+    task's first (the teacher's) trajectory; every step is still recorded."""
+    return BenchResult(
+        created_at=created_at,
+        run=info,
+        complete=not missing,
+        missing_tasks=missing,
+        runtime_measured=runtime_measured,
+        note=note,
+        totals=Totals(
+            executor_evaluations=len(steps),
+            seconds=round(sum(sum(s.verdict.get("seconds", {}).values()) for s in steps), 2),
+        ),
+        teacher_metrics=summarize_teacher_by_tier([s.outcome() for s in steps if s.trajectory == 1]),
+        teacher_steps=steps,
+    )
+
+
 def search_config(method: str, fields: dict[str, Any]) -> SearchConfig:
     """The search settings of a run: `MCGSConfig` for ``regraph-mcgs``, `SearchConfig` otherwise.
 
@@ -319,19 +346,13 @@ def merge_teacher_results(results: list[BenchResult]) -> BenchResult:
             "task_selection": f"merged from {len(results)} runs",
         }
     )
-    return BenchResult(
+    return build_teacher_result(
+        info,
+        steps,
+        missing,
         created_at=max(r.created_at for r in results),
-        run=info,
-        complete=not missing,
-        missing_tasks=missing,
         runtime_measured=all(r.runtime_measured for r in results),
         note=f"merged from {len(results)} teacher runs; per task the steps of the last run holding it",
-        totals=Totals(
-            executor_evaluations=len(steps),
-            seconds=round(sum(sum(s.verdict.get("seconds", {}).values()) for s in steps), 2),
-        ),
-        teacher_metrics=summarize_teacher_by_tier([s.outcome() for s in steps if s.trajectory == 1]),
-        teacher_steps=steps,
     )
 
 
@@ -919,20 +940,13 @@ class TeacherRunner:
         selected = {t.id for t in self.selection.tasks}
         steps = [s for s in steps if s.task_id in selected]
         measured = bool(steps) and all(s.correct is not None for s in steps)
-        result = BenchResult(
+        result = build_teacher_result(
+            info,
+            steps,
+            missing,
             created_at=datetime.now(UTC).isoformat(timespec="seconds"),
-            run=info,
-            complete=not missing,
-            missing_tasks=missing,
             runtime_measured=measured,
             note="" if measured or not steps else RUNTIME_NOT_RUN_NOTE,
-            totals=Totals(
-                executor_evaluations=len(steps),
-                seconds=round(sum(sum(s.verdict.get("seconds", {}).values()) for s in steps), 2),
-            ),
-            # Metrics score each task's first (the teacher's) trajectory; every step is still recorded.
-            teacher_metrics=summarize_teacher_by_tier([s.outcome() for s in steps if s.trajectory == 1]),
-            teacher_steps=steps,
         )
         write_result(result, self.out_dir)
         return result
