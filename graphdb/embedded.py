@@ -145,8 +145,14 @@ def build_launcher(cache_dir: Path | None = None) -> Path:
 
 
 def port_is_free(host: str, port: int) -> bool:
-    """Whether nothing listens on host:port (a bind test, so it also catches non-Neo4j listeners)."""
+    """Whether nothing listens on host:port (a bind test, so it also catches non-Neo4j listeners).
+
+    SO_REUSEADDR is set as Neo4j sets it on its own listener: connections the server closed first
+    linger in TIME_WAIT on its port for a minute after a stop, and without the option the probe
+    would call that port busy although a new server binds it fine. A live listener still fails.
+    """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((host, port))
         except OSError:
