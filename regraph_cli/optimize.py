@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Annotated, Any
@@ -279,10 +279,11 @@ async def run_in_process(
     )
 
 
-def _sse(response: httpx.Response) -> Iterator[tuple[str, dict[str, Any]]]:
+def parse_sse(lines: Iterable[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(event, data) pairs of a server-sent event stream whose data are JSON (the jobs' events)."""
     kind: str | None = None
     data: list[str] = []
-    for line in response.iter_lines():
+    for line in lines:
         if line.startswith("event: "):
             kind = line[len("event: ") :]
         elif line.startswith("data: "):
@@ -305,7 +306,7 @@ def run_through_api(api: str, request: OptimizeCreate, view: ProgressView, live:
         live.update(view.render())
         final: dict[str, Any] | None = None
         with http.stream("GET", f"/v1/jobs/{job_id}/events") as events:
-            for kind, data in _sse(events):
+            for kind, data in parse_sse(events.iter_lines()):
                 if kind == "end":
                     final = data
                 elif kind == "state":

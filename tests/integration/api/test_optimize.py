@@ -29,6 +29,7 @@ from graphdb.connection import Neo4jTarget
 from graphdb.jobs import JobStore
 from graphdb.models import Example, IngestBatch, ReviewStatus, Technique, content_id, utc_now
 from graphdb.store import Neo4jGraphStore
+from regraph_cli.optimize import parse_sse
 from search.backends.config import ModelRoles, RoleConfig
 from search.backends.replay import records_from_trajectories, teacher_answer, write_replay
 from search.embeddings import shared_embedder
@@ -149,27 +150,13 @@ def api_url(
         yield url
 
 
-def _events(lines: Iterator[str]) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Parse a server-sent event stream into (event, data) pairs."""
-    kind: str | None = None
-    data: list[str] = []
-    for line in lines:
-        if line.startswith("event: "):
-            kind = line[len("event: ") :]
-        elif line.startswith("data: "):
-            data.append(line[len("data: ") :])
-        elif line == "" and kind is not None:
-            yield kind, json.loads("\n".join(data))
-            kind, data = None, []
-
-
 def _follow(url: str, job_id: str, after: int = -1) -> list[tuple[str, dict[str, Any]]]:
     with httpx.stream(
         "GET", f"{url}/v1/jobs/{job_id}/events", params={"after": after}, timeout=300
     ) as response:
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
-        return list(_events(response.iter_lines()))
+        return list(parse_sse(response.iter_lines()))
 
 
 def _submit(url: str, body: dict[str, Any]) -> str:
@@ -349,7 +336,7 @@ def _stalling_api(
 
 def _wait_running(url: str, job_id: str) -> None:
     with httpx.stream("GET", f"{url}/v1/jobs/{job_id}/events", timeout=120) as response:
-        for kind, data in _events(response.iter_lines()):
+        for kind, data in parse_sse(response.iter_lines()):
             if kind == "state" and data["data"]["state"] == "running":
                 return
     raise AssertionError("the job never started running")

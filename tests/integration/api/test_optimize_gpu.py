@@ -41,6 +41,7 @@ from api.settings import ApiSettings, default_seed_graph  # noqa: E402
 from executor.app import create_app as create_executor_app  # noqa: E402
 from executor.settings import ExecutorSettings  # noqa: E402
 from graphdb.connection import Neo4jTarget  # noqa: E402
+from regraph_cli.optimize import parse_sse  # noqa: E402
 from search.backends.config import ModelRoles, RoleConfig  # noqa: E402
 from search.backends.replay import records_from_trajectories, teacher_answer, write_replay  # noqa: E402
 from tests.conftest import CLEAR_GRAPH  # noqa: E402
@@ -55,19 +56,6 @@ CANCEL_TASK = "black_scholes_f32"
 BUDGET = 8
 
 
-def _events(lines: Iterator[str]) -> Iterator[tuple[str, dict[str, Any]]]:
-    kind: str | None = None
-    data: list[str] = []
-    for line in lines:
-        if line.startswith("event: "):
-            kind = line[len("event: ") :]
-        elif line.startswith("data: "):
-            data.append(line[len("data: ") :])
-        elif line == "" and kind is not None:
-            yield kind, json.loads("\n".join(data))
-            kind, data = None, []
-
-
 def _submit(url: str, body: dict[str, Any]) -> str:
     response = httpx.post(f"{url}/v1/optimize", json=body, timeout=60)
     assert response.status_code == 202, response.text
@@ -78,7 +66,7 @@ def _submit(url: str, body: dict[str, Any]) -> str:
 def _follow(url: str, job_id: str) -> list[tuple[str, dict[str, Any]]]:
     with httpx.stream("GET", f"{url}/v1/jobs/{job_id}/events", timeout=900) as response:
         assert response.status_code == 200
-        return list(_events(response.iter_lines()))
+        return list(parse_sse(response.iter_lines()))
 
 
 @pytest.fixture(scope="module")
@@ -222,7 +210,7 @@ def test_cancelling_a_job_mid_search_leaves_both_services_serving(
             job_id = _submit(url, body)
             evaluated = 0
             with httpx.stream("GET", f"{url}/v1/jobs/{job_id}/events", timeout=600) as response:
-                for kind, data in _events(response.iter_lines()):
+                for kind, data in parse_sse(response.iter_lines()):
                     if kind == "candidate" and data["data"]["candidate"]["evaluation"] is not None:
                         evaluated += 1
                         if evaluated == 2:
