@@ -7,6 +7,8 @@
 # pycuda_build.log + the pycuda wheel only when pycuda had to be built.
 # Knobs: TASK_DIRS ("bench/kernel_tasks bench/tasks"), BENCH_GAP (s before each steady evaluation, 2), SKIP_TESTS=1, TESTS_TIMEOUT (s, 200), BENCH_TIMEOUT (s, 300), BENCH_LIMIT (tasks per directory,
 # 16), BENCH_EVALS (steady evaluations per task, 2), COV_TASKS (4), COV_REPEATS (5), LOAD_INLINE (2).
+# The repeatability table evaluates each of its tasks 2*COV_REPEATS times (on the task's timing set,
+# then on fresh inputs), each after BENCH_GAP: budget about 2*COV_REPEATS*(BENCH_GAP+0.5) s per task.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH  # a carried ninja wheel lands in /tmp/site/bin

@@ -15,6 +15,7 @@ import pytest
 from executor.reference import build_reference
 from executor.sandbox import run_job
 from executor.taskformat import FunctionTask, KernelTask, load_task
+from executor.timingset import TimingSetSpec
 from executor.verdict import ErrorKind
 from executor.worker import CandidateRun, EvaluationOptions, WorkerJob
 
@@ -43,6 +44,10 @@ CANDIDATES = {
     "hog": "#include <cstring>\n#include <new>\n"
     + HEAD
     + "for (int k = 0; k < 1000; ++k) { char* p = new char[1 << 28]; std::memset(p, 1, 1 << 28); } }",
+    # Right on the first four calls (the correctness calls of FAST), wrong from then on.
+    "late_wrong": HEAD
+    + "static int calls = 0; if (++calls <= 4) { for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i]; }"
+    " else { for (int i = 0; i < n; ++i) y[i] = a * x[i] - y[i]; } }",
     # Remembers the first answer and replays it: right once, wrong on the next input set.
     "cached": "#include <vector>\nstatic std::vector<float> memo;\n"
     + HEAD
@@ -116,6 +121,22 @@ def test_failures_become_outcomes(
     assert not outcome.passed
     assert outcome.error is kind, outcome.message
     assert words in outcome.message
+
+
+def test_trials_run_on_the_timing_set_even_before_it_is_stored(
+    task: FunctionTask | KernelTask, products: dict[str, str], tmp_path: Path
+) -> None:
+    """A timing set that no reference worker has stored yet (or that was pruned) is drawn from its seed
+    by the candidate's worker, and the last trial is checked against the reference run after it."""
+    spec = TimingSetSpec(dir=str(tmp_path / "not-stored"), seed=777)
+    job = _job(task, tmp_path, run_timing=True).model_copy(update={"timing_set": spec})
+    good = run_job(job, _run(products["correct"]), timeout_s=120)
+    assert good.passed, good.message
+    assert good.input_sets_checked == 4 and "timing_inputs" in good.seconds
+    late = run_job(job, _run(products["late_wrong"]), timeout_s=120)
+    assert late.error is ErrorKind.WRONG_OUTPUT and late.stage == "timing"
+    assert late.mismatch is not None and (late.mismatch.seed, late.mismatch.size) == (777, "timing")
+    assert not Path(spec.dir).exists()  # only a reference worker stores it
 
 
 def test_hang_is_killed_at_the_deadline(
