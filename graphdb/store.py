@@ -4,9 +4,10 @@ Storage shape (all common queries are one hop and indexed):
 
 - `(:Technique {name, description, aliases, embedding, created_at, created_by})`;
 - `(:Technique)-[:TRANSITION {key, n_examples, n_verified, n_rejected, success_rate, mean_speedup,
-  median_speedup}]->(:Technique)`, `key` = "source -> target", plus two hidden properties that keep
+  median_speedup}]->(:Technique)`, `key` = "source -> target", plus hidden properties that keep
   retrieval and ingestion bounded whatever a transition's size: `candidate_ids` (the examples retrieval
-  ranks, see `successors`) and `verified_speedups` (what the statistics are computed from);
+  ranks, see `successors`), `verified_speedups` (what the statistics are computed from) and
+  `candidates_rev` (a revision under which a process may cache what it read of the candidates);
 - `(:Example {id, transition_key, source, target, ...})` found through the range index on
   `transition_key`; examples are never linked by relationships, so moving one is a property update;
 - `(:RelabelDecision)`, `(:AuditEntry)`, `(:ApiKey)`, `(:Trajectory)` records.
@@ -31,6 +32,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+import numpy as np
 from neo4j import READ_ACCESS, Driver, ManagedTransaction
 from neo4j.exceptions import ConstraintError, Neo4jError, ServiceUnavailable
 from neo4j.time import DateTime as Neo4jDateTime
@@ -42,6 +44,7 @@ from graphdb.embedded import free_port
 from graphdb.errors import GraphDBError
 from graphdb.migrations import MigrationRunner
 from graphdb.models import (
+    EMBEDDING_DIMENSIONS,
     INITIAL_TECHNIQUE,
     ApiKey,
     AuditEntry,
@@ -64,7 +67,8 @@ from graphdb.models import (
     transition_key,
     utc_now,
 )
-from graphdb.vectors import cosine_similarities, pack_vector
+from graphdb.retrieval_cache import CandidateCache, TransitionCandidates
+from graphdb.vectors import cosines, pack_vector, unpack_vectors
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +84,12 @@ Bounding this is what keeps the search's per-step call fast on a large graph: th
 technique has ~40 successors, each ranking this many candidates (see bench/graph_bench.py); a
 transition of at most this many examples is ranked exactly. At most `CANDIDATES_PER_TRANSITION`.
 """
+
+
+# One cache for every store of the process: the search service builds a store per job
+# (api/optimize/service.py), and an entry is keyed by a random revision that no other data can have
+# (see graphdb/retrieval_cache.py), so sharing it across stores, drivers and databases is safe.
+PROCESS_CANDIDATE_CACHE = CandidateCache()
 
 
 class GraphStoreError(GraphDBError):
@@ -294,10 +304,17 @@ def _similarity(normalized: float) -> float:
 class Neo4jGraphStore:
     """`GraphStore` over a Neo4j database (embedded or external)."""
 
-    def __init__(self, driver: Driver, database: str = "neo4j") -> None:
-        """Use `driver` (owned by the caller) against `database`, which must be migrated."""
+    def __init__(
+        self, driver: Driver, database: str = "neo4j", *, candidate_cache: CandidateCache | None = None
+    ) -> None:
+        """Use `driver` (owned by the caller) against `database`, which must be migrated.
+
+        Retrieval keeps what it read of each transition's candidates in `candidate_cache` (by default
+        the process's `PROCESS_CANDIDATE_CACHE`); a write makes the old entries unreachable.
+        """
         self._driver = driver
         self._database = database
+        self.candidate_cache = candidate_cache if candidate_cache is not None else PROCESS_CANDIDATE_CACHE
 
     # -- plumbing --------------------------------------------------------------------------------------
 
@@ -721,79 +738,157 @@ class Neo4jGraphStore:
         the global vector index also offers its `nearest` closest examples of the larger transitions
         (a near-duplicate outside the candidates is then found, for about 10 ms more per call).
 
-        Two reads: the transitions with their candidates' ids, speedups and packed code vectors (ranked
-        here, all at once, see `graphdb.vectors`), then the text of the chosen top-`k` examples only.
+        What was read of a transition's candidates (ids, speedups, packed code vectors, and the text of
+        those returned) is kept in `candidate_cache` under the transition's revision, which every write
+        that changes it renews (see `graphdb.retrieval_cache`). One read then brings the transitions with
+        their statistics and revisions, the candidates of those not cached under their current revision,
+        and the text of the examples that the cached candidates rank first; all candidates are ranked
+        here at once (see `graphdb.vectors`), and a second read brings the text of the chosen examples
+        still missing (all of them, when nothing was cached).
         """
-        rows: list[dict[str, Any]] = self._rows_autocommit(
-            q.SUCCESSORS, name=technique, scan_limit=scan_limit
-        )[0]["successors"]
-        if not rows and not self._rows(q.GET_TECHNIQUE, name=technique):
-            raise TechniqueNotFoundError(f"no technique is called {technique!r}")
         if k <= 0:
+            rows, _ = self._successor_rows(technique, scan_limit=0, known=[], texts=[])
             return [
                 SuccessorTransition(transition=_transition(r["r"], r["source"], r["target"]), examples=[])
                 for r in rows
             ]
-        pools = self._candidate_pools(rows, embedding)
+        cache = self.candidate_cache
+        held = cache.held(technique, scan_limit)
+        # Rank the cached candidates now, as if their transitions had not changed since: the text of the
+        # examples they would return, where not cached yet, then comes with the same read.
+        held_pools = _similarity_pools(list(held.values()), embedding)
+        expected = [_top_ids(pool, k) for pool in held_pools]
+        texts = {
+            i for c, ids in zip(held.values(), expected, strict=True) for i in ids if i not in c.examples
+        }
+        rows, prefetched = self._successor_rows(
+            technique, scan_limit=scan_limit, known=list(held), texts=sorted(texts)
+        )
+        candidates = self._candidates(technique, scan_limit, rows, held)
+        # The same matrices in the same order give the same similarities: no need to compare again.
+        unchanged = all(r["cached"] for r in rows) and [r["rev"] for r in rows] == list(held)
+        pools = held_pools if unchanged else _similarity_pools(candidates, embedding)
         scanned = min(scan_limit, CANDIDATES_PER_TRANSITION)
-        big = [r["r"]["key"] for r in rows if (r["r"].get("n_examples") or 0) > scanned]
+        big = [i for i, r in enumerate(rows) if (r["r"].get("n_examples") or 0) > scanned]
         if big and nearest > 0:
+            position = {rows[i]["r"]["key"]: i for i in big}
             for hit in self._rows(
-                q.SIMILAR_EXAMPLES_IN_KEYS, keys=big, embedding=embedding, candidates=nearest
+                q.SIMILAR_EXAMPLES_IN_KEYS,
+                lists={"keys": list(position)},
+                embedding=embedding,
+                candidates=nearest,
             ):
-                pools[hit["key"]].setdefault(hit["id"], (_similarity(hit["score"]), float(hit["speedup"])))
-
-        def top(pool: dict[str, tuple[float, float]]) -> list[str]:
-            # Similarity to 6 digits (float32 precision), so that identical code ties and speedup decides.
-            order = sorted(pool.items(), key=lambda item: (-round(item[1][0], 6), -item[1][1], item[0]))
-            return [example_id for example_id, _ in order[:k]]
-
-        chosen = {key: top(pool) for key, pool in pools.items()}
-        wanted = sorted({i for ids in chosen.values() for i in ids})
-        found: dict[str, Example] = {}
-        if wanted:
-            for row in self._rows_autocommit(q.EXAMPLES_BY_IDS, ids=wanted)[0]["examples"]:
-                example = _retrieved_example(row)
-                found[example.id] = example
-        out: list[SuccessorTransition] = []
-        for row in rows:
-            pool, ids = pools[row["r"]["key"]], chosen[row["r"]["key"]]
-            out.append(
-                SuccessorTransition(
-                    transition=_transition(row["r"], row["source"], row["target"]),
-                    # An example deleted between the two reads is left out.
-                    examples=[
-                        ScoredExample(example=found[i], similarity=pool[i][0]) for i in ids if i in found
-                    ],
+                pools[position[hit["key"]]].setdefault(
+                    hit["id"], (_similarity(hit["score"]), float(hit["speedup"]))
                 )
+            unchanged = False
+        chosen = expected if unchanged else [_top_ids(pool, k) for pool in pools]
+        read = {e.id: e for e in map(_retrieved_example, prefetched)}
+        found: dict[str, Example] = {}
+        for c, ids in zip(candidates, chosen, strict=True):
+            found.update((i, c.examples[i]) for i in ids if i in c.examples)
+        hits = len(found)
+        found.update((i, read[i]) for ids in chosen for i in ids if i in read)
+        wanted = sorted({i for ids in chosen for i in ids} - found.keys())
+        if wanted:
+            more = self._rows_autocommit(q.EXAMPLES_BY_IDS, lists={"ids": wanted})[0]["examples"]
+            read.update((e.id, e) for e in map(_retrieved_example, more))
+            found.update((i, read[i]) for i in wanted if i in read)
+        cache.count_examples(hit=hits, read=len(found) - hits)
+        cache.add_examples(
+            [(c, [read[i] for i in ids if i in read]) for c, ids in zip(candidates, chosen, strict=True)]
+        )
+        return [
+            SuccessorTransition(
+                transition=_transition(row["r"], row["source"], row["target"]),
+                # An example deleted between the two reads is left out.
+                examples=[ScoredExample(example=found[i], similarity=pool[i][0]) for i in ids if i in found],
             )
-        return out
+            for row, pool, ids in zip(rows, pools, chosen, strict=True)
+        ]
 
-    def _candidate_pools(
-        self, rows: list[dict[str, Any]], embedding: list[float]
-    ) -> dict[str, dict[str, tuple[float, float]]]:
-        """Per transition key: candidate id -> (cosine with the query, speedup); all compared at once."""
-        legacy_ids = [i for row in rows for i in row["legacy"]]
+    def preload_retrieval(self, *, scan_limit: int = DEFAULT_SCAN_LIMIT, k: int = 1) -> int:
+        """Read every technique's successor candidates into `candidate_cache`; the number of techniques.
+
+        What a service does at start so that its first retrieval per technique costs what a later one
+        does (the candidates' vectors are the costly part of a first read): one `successors` call per
+        technique with a neutral query, which also caches the text of each transition's first example.
+        Safe to run beside other calls; a technique removed meanwhile is skipped.
+        """
+        names: list[str] = []
+        offset, page = 0, 1000
+        while batch := self.list_techniques(limit=page, offset=offset):
+            names.extend(t.name for t in batch)
+            offset += page
+        neutral = [1.0 / np.sqrt(EMBEDDING_DIMENSIONS)] * EMBEDDING_DIMENSIONS
+        done = 0
+        for name in names:
+            try:
+                self.successors(name, neutral, k, scan_limit=scan_limit)
+            except TechniqueNotFoundError:
+                continue
+            done += 1
+        return done
+
+    def _successor_rows(
+        self, technique: str, *, scan_limit: int, known: list[str], texts: list[str]
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The successors and examples of `store_queries.SUCCESSORS`; raises `TechniqueNotFoundError`."""
+        row = self._rows_autocommit(
+            q.SUCCESSORS, name=technique, scan_limit=scan_limit, lists={"known": known, "texts": texts}
+        )[0]
+        rows: list[dict[str, Any]] = row["successors"]
+        if not rows and not self._rows(q.GET_TECHNIQUE, name=technique):
+            raise TechniqueNotFoundError(f"no technique is called {technique!r}")
+        return rows, row["examples"]
+
+    def _candidates(
+        self,
+        technique: str,
+        scan_limit: int,
+        rows: list[dict[str, Any]],
+        held: dict[str, TransitionCandidates],
+    ) -> list[TransitionCandidates]:
+        """Each row's candidates: from `held` when the database left them out, else as read (and cached)."""
+        legacy_ids = [i for row in rows if not row["cached"] for i in row["legacy"]]
         legacy: dict[str, Any] = {}
         if legacy_ids:
             # Examples written before `code_vector` existed: their float lists, read separately.
-            legacy = dict(self._rows_autocommit(q.CODE_EMBEDDINGS_BY_IDS, ids=legacy_ids)[0]["vectors"])
+            legacy = dict(
+                self._rows_autocommit(q.CODE_EMBEDDINGS_BY_IDS, lists={"ids": legacy_ids})[0]["vectors"]
+            )
+        fresh = [row for row in rows if not row["cached"]]
         vectors: list[Any] = []
-        for row in rows:
+        for row in fresh:
             if row["legacy"]:
-                packed = iter(row["vectors"])
-                old = set(row["legacy"])
+                packed, old = iter(row["vectors"]), set(row["legacy"])
                 vectors.extend(legacy.get(i) if i in old else next(packed) for i in row["ids"])
             else:
                 vectors.extend(row["vectors"])
-        similarities = iter(cosine_similarities(embedding, vectors))
-        return {
-            row["r"]["key"]: {
-                i: (next(similarities), float(speedup))
-                for i, speedup in zip(row["ids"], row["speedups"], strict=True)
-            }
-            for row in rows
-        }
+        # One matrix for every vector read (unpacking is cheaper at once); each transition its own copy.
+        matrix, start = unpack_vectors(vectors), 0
+        read: list[TransitionCandidates] = []
+        for row in fresh:
+            end = start + len(row["ids"])
+            read.append(
+                TransitionCandidates(
+                    ids=row["ids"],
+                    speedups=[float(x) for x in row["speedups"]],
+                    matrix=matrix[start:end].copy(),
+                )
+            )
+            start = end
+        self.candidate_cache.remember(
+            technique,
+            scan_limit,
+            [row["rev"] for row in rows if row["rev"] is not None],
+            {row["rev"]: c for row, c in zip(fresh, read, strict=True) if row["rev"] is not None},
+        )
+        built = iter(read)
+        out = [held[row["rev"]] if row["cached"] else next(built) for row in rows]
+        hits = sum(1 for row in rows if row["cached"])
+        self.candidate_cache.count_transitions(hit=hits, read=len(rows) - hits)
+        return out
 
     def similar_examples(self, embedding: list[float], k: int) -> list[ScoredExample]:
         """The `k` examples (not rejected) whose code before is closest to the query, over the whole graph."""
@@ -1059,6 +1154,23 @@ class Neo4jGraphStore:
         )
 
 
+def _similarity_pools(
+    candidates: list[TransitionCandidates], embedding: list[float]
+) -> list[dict[str, tuple[float, float]]]:
+    """Per transition: candidate id -> (cosine with the query, speedup); all compared at once."""
+    if not candidates:
+        return []
+    similarities = iter(cosines(embedding, np.concatenate([c.matrix for c in candidates])))
+    return [{i: (next(similarities), s) for i, s in zip(c.ids, c.speedups, strict=True)} for c in candidates]
+
+
+def _top_ids(pool: dict[str, tuple[float, float]], k: int) -> list[str]:
+    """The `k` best of a pool: by similarity, then speedup, then id."""
+    # Similarity to 6 digits (float32 precision), so that identical code ties and speedup decides.
+    order = sorted(pool.items(), key=lambda item: (-round(item[1][0], 6), -item[1][1], item[0]))
+    return [example_id for example_id, _ in order[:k]]
+
+
 _LUCENE_SPECIAL = set('+-&|!(){}[]^"~*?:\\/')
 
 
@@ -1068,7 +1180,11 @@ def _lucene_escape(text: str) -> str:
 
 @contextmanager
 def scratch_store(
-    *, heap_mb: int = 1024, pagecache_mb: int = 256, prefix: str = "regraph-scratch-"
+    *,
+    heap_mb: int = 1024,
+    pagecache_mb: int = 256,
+    prefix: str = "regraph-scratch-",
+    candidate_cache: CandidateCache | None = None,
 ) -> Iterator[Neo4jGraphStore]:
     """A store on a fresh embedded Neo4j in a temporary directory, migrated to the latest schema; the
     server stops and the directory goes when the block ends (benchmarks, seed-graph builds)."""
@@ -1085,4 +1201,4 @@ def scratch_store(
         )
         with GraphServer(options) as server, open_driver(server.target) as driver:
             MigrationRunner(driver, server.target.database).migrate()
-            yield Neo4jGraphStore(driver, server.target.database)
+            yield Neo4jGraphStore(driver, server.target.database, candidate_cache=candidate_cache)

@@ -154,17 +154,20 @@ UNWIND $rows AS row
 MATCH (s:Technique {name: row.source}), (t:Technique {name: row.target})
 MERGE (s)-[r:TRANSITION {key: row.key}]->(t)
 ON CREATE SET r.created_at = $at, r.n_examples = 0, r.n_verified = 0, r.n_rejected = 0,
-              r.verified_speedups = [], r.candidate_ids = []
+              r.verified_speedups = [], r.candidate_ids = [], r.candidates_rev = randomUUID()
 RETURN count(r) AS n
 """
 
-# Each transition carries two hidden properties besides its statistics, so that both retrieval and
+# Each transition carries three hidden properties besides its statistics, so that both retrieval and
 # ingestion cost a bounded amount of work whatever the transition's size:
 # - `r.candidate_ids`: its retrieval candidates, none rejected: all of its live examples when at most
 #   $candidates of them, else the $candidates/2 best verified speedups and the $candidates/2 most
 #   recent examples, interleaved so that any prefix mixes both. Retrieval ranks a prefix by similarity.
 # - `r.verified_speedups`: the speedups of its verified examples (not rejected, passed, measured),
 #   from which the statistics are computed.
+# - `r.candidates_rev`: a random revision, new on every write that may change what retrieval returns
+#   about the candidates (the statements that set `r.candidate_ids`, and renames, which change the
+#   examples' ends), so a process may cache what it read under it (graphdb/retrieval_cache.py).
 # Adding examples then only needs the old candidates plus the new ones (the new best and most recent
 # are among them) and the old speedups plus the new ones; curation falls back to a full recompute.
 
@@ -200,7 +203,8 @@ SET r.n_examples = live, r.n_rejected = n_rejected, r.n_verified = n_verified,
     r.median_speedup = CASE WHEN n_verified > 0 THEN median_speedup ELSE null END,
     r.success_rate = CASE WHEN n_verified > 0 THEN toFloat(n_faster) / n_verified ELSE null END,
     r.verified_speedups = speedups,
-    r.candidate_ids = {_CANDIDATE_IDS}"""
+    r.candidate_ids = {_CANDIDATE_IDS},
+    r.candidates_rev = randomUUID()"""
 
 _FULL_SCAN = (
     """
@@ -237,7 +241,7 @@ DELETE r
 SET_CANDIDATE_IDS = (
     _FULL_SCAN
     + f"""
-SET r.verified_speedups = speedups, r.candidate_ids = {_CANDIDATE_IDS}
+SET r.verified_speedups = speedups, r.candidate_ids = {_CANDIDATE_IDS}, r.candidates_rev = randomUUID()
 """
 )
 
@@ -295,7 +299,7 @@ ORDER BY s.name, t.name SKIP $offset LIMIT $limit
 RENAME_TRANSITION_KEYS = """
 UNWIND $rows AS row
 MATCH ()-[r:TRANSITION {key: row.old}]->()
-SET r.key = row.new
+SET r.key = row.new, r.candidates_rev = randomUUID()
 WITH row
 MATCH (e:Example {transition_key: row.old})
 SET e.transition_key = row.new, e.source = row.source, e.target = row.target
@@ -353,36 +357,51 @@ RETURN e.id AS id, e.source AS source, e.target AS target
 
 # --- retrieval --------------------------------------------------------------------------------------
 
-# One hop from a technique: each successor's statistics and a prefix of its retrieval candidates (see
-# `r.candidate_ids` above) as parallel lists: ids, speedups and packed float32 code vectors. The store
-# ranks them by cosine in Python (graphdb/vectors.py): a byte array is one value to read, where the
-# float list `code_embedding` and a Cypher cosine per candidate were most of the call's time. Examples
-# written before `code_vector` existed are listed in `legacy` (their vectors are read separately, by
-# `CODE_EMBEDDINGS_BY_IDS`). No example text here: only the top-k of each successor are read, by
-# `EXAMPLES_BY_IDS`. Everything comes back as one row: each record costs the driver more than its size.
+# The retrieval queries take their lists inside one map parameter, `$lists`: Neo4j plans a query anew
+# for each size range of a list parameter (0, 1, 2-10, 11-100, over 100 items), a few hundred ms each,
+# which the search's per-step call cannot afford when the sizes vary from call to call; a list inside a
+# map leaves the cached plan as it is.
+
+# One hop from a technique: each successor's statistics, its `candidates_rev`, and a prefix of its
+# retrieval candidates (see `r.candidate_ids` above) as parallel lists: ids, speedups and packed float32
+# code vectors, except for the transitions whose revision is in `known` (the caller has them cached).
+# The store ranks the candidates by cosine in Python (graphdb/vectors.py): a byte array is one value to
+# read, where the float list `code_embedding` and a Cypher cosine per candidate were most of the call's
+# time. Examples written before `code_vector` existed are listed in `legacy` (their vectors are read
+# separately, by `CODE_EMBEDDINGS_BY_IDS`). No candidate text: only the examples in `texts` (those the
+# caller expects to return, from its cached candidates) come with theirs; the others it returns are
+# read by `EXAMPLES_BY_IDS`. Everything comes back as one row: each record costs the driver more than
+# its size.
 SUCCESSORS = f"""
 MATCH (s:Technique {{name: $name}})-[r:TRANSITION]->(t:Technique)
 WHERE r.n_examples > 0
-CALL (r) {{
-  UNWIND coalesce(r.candidate_ids, [])[0..$scan_limit] AS id
+WITH s, r, t, coalesce(r.candidates_rev IN $lists.known, false) AS cached
+CALL (r, cached) {{
+  UNWIND CASE WHEN cached THEN [] ELSE coalesce(r.candidate_ids, [])[0..$scan_limit] END AS id
   MATCH (e:Example {{id: id}})
   RETURN collect(e.id) AS ids, collect(coalesce(e.speedup, 0.0)) AS speedups,
          collect(e.code_vector) AS vectors, collect(CASE WHEN e.code_vector IS NULL THEN e.id END) AS legacy
 }}
-WITH s, r, t, ids, speedups, vectors, legacy ORDER BY t.name
-RETURN collect({{r: {TRANSITION_PUBLIC}, source: s.name, target: t.name, ids: ids, speedups: speedups,
-                vectors: vectors, legacy: legacy}}) AS successors
+WITH s, r, t, cached, ids, speedups, vectors, legacy ORDER BY t.name
+WITH collect({{r: {TRANSITION_PUBLIC}, rev: r.candidates_rev, cached: cached, source: s.name,
+              target: t.name, ids: ids, speedups: speedups, vectors: vectors, legacy: legacy}}) AS successors
+CALL () {{
+  UNWIND $lists.texts AS id
+  MATCH (e:Example {{id: id}})
+  RETURN collect({retrieved_projection(None)}) AS examples
+}}
+RETURN successors, examples
 """
 
 CODE_EMBEDDINGS_BY_IDS = """
-UNWIND $ids AS id
+UNWIND $lists.ids AS id
 MATCH (e:Example {id: id})
 RETURN collect([e.id, e.code_embedding]) AS vectors
 """
 
 # The examples retrieval returns, by id, in one row (no embedding).
 EXAMPLES_BY_IDS = f"""
-UNWIND $ids AS id
+UNWIND $lists.ids AS id
 MATCH (e:Example {{id: id}})
 RETURN collect({retrieved_projection(None)}) AS examples
 """
@@ -390,7 +409,7 @@ RETURN collect({retrieved_projection(None)}) AS examples
 # Opt-in complement of the candidates: the global vector index, restricted to the given transitions.
 SIMILAR_EXAMPLES_IN_KEYS = """
 CALL db.index.vector.queryNodes('example_code_embedding', $candidates, $embedding) YIELD node AS e, score
-WHERE e.transition_key IN $keys AND e.review_status <> 'rejected'
+WHERE e.transition_key IN $lists.keys AND e.review_status <> 'rejected'
 RETURN e.id AS id, e.transition_key AS key, coalesce(e.speedup, 0.0) AS speedup, score
 """
 

@@ -36,24 +36,35 @@ def _row(value: Any) -> np.ndarray[Any, np.dtype[np.float32]] | None:
     return None
 
 
+def unpack_vectors(vectors: Sequence[Any]) -> np.ndarray[Any, np.dtype[np.float32]]:
+    """Packed bytes, float lists or None (missing) as one float32 matrix, a row each (zeros if missing)."""
+    if vectors and all(isinstance(v, bytes) and len(v) == VECTOR_BYTES for v in vectors):
+        return np.frombuffer(b"".join(vectors), dtype=VECTOR_DTYPE).reshape(len(vectors), -1)
+    matrix = np.zeros((len(vectors), EMBEDDING_DIMENSIONS), dtype=np.float32)
+    for i, value in enumerate(vectors):
+        row = _row(value)
+        if row is not None:
+            matrix[i] = row
+    return matrix
+
+
+def cosines(query: Sequence[float], matrix: np.ndarray[Any, np.dtype[np.float32]]) -> list[float]:
+    """The cosine of `query` with each row of `matrix` (see `unpack_vectors`); a zero row gets
+    `MISSING_SIMILARITY`."""
+    if len(matrix) == 0:
+        return []
+    q = np.asarray(query, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1) * float(np.linalg.norm(q))
+    dots = matrix @ q
+    safe = np.where(norms > 0, norms, 1.0)
+    sims = np.where(norms > 0, dots / safe, MISSING_SIMILARITY)
+    clipped: list[float] = np.clip(sims, -1.0, 1.0).tolist()
+    return clipped
+
+
 def cosine_similarities(query: Sequence[float], vectors: Sequence[Any]) -> list[float]:
     """The cosine of `query` with each of `vectors` (packed bytes, float lists, or None for missing).
 
     A missing or zero vector gets `MISSING_SIMILARITY`.
     """
-    if not vectors:
-        return []
-    q = np.asarray(query, dtype=np.float32)
-    if all(isinstance(v, bytes) and len(v) == VECTOR_BYTES for v in vectors):
-        matrix = np.frombuffer(b"".join(vectors), dtype=VECTOR_DTYPE).reshape(len(vectors), -1)
-    else:
-        matrix = np.zeros((len(vectors), EMBEDDING_DIMENSIONS), dtype=np.float32)
-        for i, value in enumerate(vectors):
-            row = _row(value)
-            if row is not None:
-                matrix[i] = row
-    norms = np.linalg.norm(matrix, axis=1) * float(np.linalg.norm(q))
-    dots = matrix @ q
-    safe = np.where(norms > 0, norms, 1.0)
-    sims = np.where(norms > 0, dots / safe, MISSING_SIMILARITY)
-    return [float(x) for x in np.clip(sims, -1.0, 1.0)]
+    return cosines(query, unpack_vectors(vectors))

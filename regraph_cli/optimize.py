@@ -339,6 +339,12 @@ def optimize_command(
     method: Annotated[str, typer.Option(help=f"one of {', '.join(METHODS)}")] = "regraph-mcgs",
     budget: Annotated[int, typer.Option(help="executor evaluations, hard limit")] = 20,
     rollouts: Annotated[int | None, typer.Option(help="regraph-mcgs iterations")] = None,
+    rollouts_in_flight: Annotated[
+        int | None,
+        typer.Option(
+            help="regraph-mcgs iterations run at once (generation overlaps evaluation); 1: sequential"
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option(help="search seed")] = 0,
     verification: Annotated[
         str, typer.Option(help="auto | verified | compile-only (auto: verified when the executor has a GPU)")
@@ -375,6 +381,7 @@ def optimize_command(
                 "method": method,
                 "budget": budget,
                 "rollouts": rollouts,
+                "rollouts_in_flight": rollouts_in_flight,
                 "seed": seed,
                 "verification": verification,
             }

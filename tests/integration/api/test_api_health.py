@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from neo4j import Driver
 from pydantic import SecretStr
 
 from api.app import create_app
-from api.settings import ApiSettings
+from api.settings import ApiSettings, default_seed_graph
 from graphdb.connection import Neo4jTarget
 from graphdb.migrations import discover
+from graphdb.store import Neo4jGraphStore
 from tests.support.servers import serve_in_thread
 
 
@@ -63,3 +67,28 @@ def test_openapi_documents_the_error_envelope(api_url: str) -> None:
     readyz = spec["paths"]["/readyz"]["get"]["responses"]
     assert "503" in readyz
     assert "ErrorEnvelope" in str(readyz["503"])
+
+
+def test_start_up_preloads_the_retrieval_cache_in_the_background(
+    clean_graph: Driver, neo4j_target: Neo4jTarget, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="api.state")
+    settings = ApiSettings(
+        neo4j_uri=neo4j_target.uri,
+        neo4j_password=SecretStr(neo4j_target.password),
+        data_dir=tmp_path,
+        log_format="text",
+        seed_graph=default_seed_graph(),  # loaded into the emptied database, then preloaded
+    )
+    with serve_in_thread(create_app(settings)):
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            done = [r for r in caplog.records if r.getMessage() == "retrieval preloaded"]
+            if done:
+                break
+            time.sleep(0.2)
+    assert done, "the preload never finished"
+    record = done[0].__dict__
+    techniques = Neo4jGraphStore(clean_graph, neo4j_target.database).list_techniques(limit=1000)
+    assert record["techniques"] == len(techniques) > 20  # every technique of the seed graph
+    assert record["transitions"] > 0 and record["mib"] > 0

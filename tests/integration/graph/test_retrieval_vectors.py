@@ -6,6 +6,7 @@ from neo4j import Driver
 
 from graphdb.connection import Neo4jTarget
 from graphdb.models import IngestBatch
+from graphdb.retrieval_cache import CandidateCache
 from graphdb.store import Neo4jGraphStore
 from tests.integration.graph.conftest import unit_vector
 from tests.integration.graph.test_store_conformance import example, technique
@@ -14,7 +15,8 @@ from tests.integration.graph.test_store_conformance import example, technique
 def test_examples_without_a_packed_vector_are_ranked_from_their_float_list(
     clean_graph: Driver, neo4j_target: Neo4jTarget
 ) -> None:
-    store = Neo4jGraphStore(clean_graph, neo4j_target.database)
+    # No candidate cache: the second call must read the vectors again, the way an older graph holds them.
+    store = Neo4jGraphStore(clean_graph, neo4j_target.database, candidate_cache=CandidateCache(max_bytes=0))
     query = "the code we ask about"
     examples = [example("A", "B", 1, speedup=1.5, code=query)]
     examples += [example("A", "B", n, speedup=1.0 + n) for n in range(2, 6)]

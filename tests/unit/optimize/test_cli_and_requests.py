@@ -53,6 +53,8 @@ def test_optimize_runs_in_process_and_reports_compile_only(executor_url: str, tm
         "trajectories",
         "--budget",
         "4",
+        "--rollouts-in-flight",
+        "2",
         "--out",
         str(tmp_path),
     ]
@@ -62,6 +64,7 @@ def test_optimize_runs_in_process_and_reports_compile_only(executor_url: str, tm
     result = json.loads((tmp_path / TASK_ID / "result.json").read_text())
     assert result["verification"] == "compile-only"
     assert result["search"]["best_code"] is None
+    assert result["search"]["config"]["rollouts_in_flight"] == 2  # the option reached the search
     first = result["search"]["candidates"][0]
     assert first["technique"] == "Parallelization"
     assert first["evaluation"]["error_kind"] == "not_verified"
