@@ -39,11 +39,11 @@ def graph_options(settings: ApiSettings) -> GraphServerOptions:
     )
 
 
-def preload_retrieval(store: Neo4jGraphStore) -> None:
+def preload_retrieval(store: Neo4jGraphStore, stopping: threading.Event) -> None:
     """Fill the process's retrieval cache (run in a background thread; a failure only costs speed)."""
     started = time.monotonic()
     try:
-        techniques = store.preload_retrieval()
+        techniques = store.preload_retrieval(stop=stopping)
     except Exception as e:  # the API may be closing, or Neo4j gone: retrieval then reads as usual
         logger.warning("retrieval preload stopped: %s", e)
         return
@@ -100,6 +100,8 @@ class AppState:
     jobs: JobService | None = None  # optimization jobs; started in the app's lifespan (needs the loop)
     graph_store: Neo4jGraphStore | None = None  # the reasoning graph, over `driver`
     embedder: Embedder | None = None  # code and technique embeddings (loaded once per process)
+    preload: threading.Thread | None = None  # fills the retrieval cache after start-up
+    stopping: threading.Event = field(default_factory=threading.Event)  # set by close()
 
     @classmethod
     def open(cls, settings: ApiSettings) -> AppState:
@@ -119,9 +121,13 @@ class AppState:
             if settings.seed_graph is not None:
                 load_seed_graph(state.graph_store, settings.seed_graph)
             if settings.preload_retrieval:
-                threading.Thread(
-                    target=preload_retrieval, args=(state.graph_store,), name="preload-retrieval", daemon=True
-                ).start()
+                state.preload = threading.Thread(
+                    target=preload_retrieval,
+                    args=(state.graph_store, state.stopping),
+                    name="preload-retrieval",
+                    daemon=True,
+                )
+                state.preload.start()
             state.embedder = shared_embedder()
         except BaseException:
             state.close()
@@ -129,5 +135,8 @@ class AppState:
         return state
 
     def close(self) -> None:
+        self.stopping.set()
+        if self.preload is not None:
+            self.preload.join(timeout=30)  # it stops after the technique in hand, before the driver goes
         self.driver.close()
         self.server.stop()

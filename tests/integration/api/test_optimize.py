@@ -35,6 +35,7 @@ from search.backends.replay import records_from_trajectories, teacher_answer, wr
 from search.embeddings import shared_embedder
 from search.engine import Candidate, SearchResult
 from search.protocols import INITIAL_TECHNIQUE, Evaluation
+from tests.support.jobs import follow_job, submit_job
 from tests.support.openai_test_server import OpenAITestServer
 from tests.support.servers import serve_in_thread
 
@@ -150,27 +151,9 @@ def api_url(
         yield url
 
 
-def _follow(url: str, job_id: str, after: int = -1) -> list[tuple[str, dict[str, Any]]]:
-    with httpx.stream(
-        "GET", f"{url}/v1/jobs/{job_id}/events", params={"after": after}, timeout=300
-    ) as response:
-        assert response.status_code == 200
-        assert response.headers["content-type"].startswith("text/event-stream")
-        return list(parse_sse(response.iter_lines()))
-
-
-def _submit(url: str, body: dict[str, Any]) -> str:
-    response = httpx.post(f"{url}/v1/optimize", json=body, timeout=60)
-    assert response.status_code == 202, response.text
-    accepted = response.json()
-    assert response.headers["location"] == accepted["job_url"]
-    job_id: str = accepted["id"]
-    return job_id
-
-
 def test_job_streams_every_candidate_and_finishes_compile_only(api_url: str) -> None:
-    job_id = _submit(api_url, {"task_ref": TASK_ID, "method": "regraph-mcgs", "budget": 6, "rollouts": 3})
-    events = _follow(api_url, job_id)
+    job_id = submit_job(api_url, {"task_ref": TASK_ID, "method": "regraph-mcgs", "budget": 6, "rollouts": 3})
+    events = follow_job(api_url, job_id)
     kinds = [kind for kind, _ in events]
     assert kinds[0] == "state" and events[0][1]["data"]["state"] == "queued"
     assert events[1][1]["data"] == {"state": "running", "verification": "compile-only"}
@@ -218,8 +201,8 @@ def test_mcgs_jobs_with_iterations_in_flight_are_reproducible(api_url: str) -> N
     }
     traces = []
     for _ in range(2):
-        job_id = _submit(api_url, body)
-        final = _follow(api_url, job_id)[-1][1]
+        job_id = submit_job(api_url, body)
+        final = follow_job(api_url, job_id)[-1][1]
         assert final["state"] == "succeeded"
         search = final["result"]["search"]
         assert search["config"]["rollouts_in_flight"] == 3
@@ -249,19 +232,19 @@ def test_openapi_declares_each_optimize_routes_errors(api_url: str) -> None:
 
 
 def test_finished_job_replays_its_events_from_the_store(api_url: str) -> None:
-    job_id = _submit(api_url, {"task_ref": TASK_ID, "method": "cot", "budget": 1})
-    live = _follow(api_url, job_id)
-    again = _follow(api_url, job_id)
+    job_id = submit_job(api_url, {"task_ref": TASK_ID, "method": "cot", "budget": 1})
+    live = follow_job(api_url, job_id)
+    again = follow_job(api_url, job_id)
     assert again == live
-    later = _follow(api_url, job_id, after=2)
+    later = follow_job(api_url, job_id, after=2)
     assert [d["seq"] for _, d in later[:-1]] == [d["seq"] for _, d in live[3:-1]]
 
 
 def test_inline_task_with_a_source_program(api_url: str) -> None:
     task = load_task(TASK_DIR).model_dump(mode="json")
     body = {"task": task, "source": task["reference_source"], "method": "standard", "budget": 1, "seed": 3}
-    job_id = _submit(api_url, body)
-    events = _follow(api_url, job_id)
+    job_id = submit_job(api_url, body)
+    events = follow_job(api_url, job_id)
     job = events[-1][1]
     assert job["state"] == "succeeded"
     assert job["request"]["method"] == "standard" and job["request"]["seed"] == 3
@@ -303,8 +286,8 @@ def test_unknown_and_finished_jobs(api_url: str) -> None:
     assert httpx.get(f"{api_url}/v1/jobs/nope").json()["error"]["type"] == "not_found"
     assert httpx.get(f"{api_url}/v1/jobs/nope/events").status_code == 404
     assert httpx.delete(f"{api_url}/v1/jobs/nope").status_code == 404
-    job_id = _submit(api_url, {"task_ref": TASK_ID, "method": "standard", "budget": 1})
-    _follow(api_url, job_id)
+    job_id = submit_job(api_url, {"task_ref": TASK_ID, "method": "standard", "budget": 1})
+    follow_job(api_url, job_id)
     response = httpx.delete(f"{api_url}/v1/jobs/{job_id}")
     assert response.status_code == 409
     assert response.json()["error"]["type"] == "conflict"
@@ -347,14 +330,14 @@ def test_cancel_a_running_job(
 ) -> None:
     with _stalling_api(neo4j_target, executor_url, tmp_path) as (url, llm):
         llm.stall_next(60)
-        job_id = _submit(url, {"task_ref": TASK_ID, "method": "standard", "budget": 1})
+        job_id = submit_job(url, {"task_ref": TASK_ID, "method": "standard", "budget": 1})
         _wait_running(url, job_id)
         response = httpx.delete(f"{url}/v1/jobs/{job_id}", timeout=60)
         assert response.status_code == 200
         job = response.json()
         assert job["state"] == "cancelled" and job["error"] == "cancelled by a request"
         assert job["result"] is None
-        events = _follow(url, job_id)
+        events = follow_job(url, job_id)
         assert events[-2][1]["data"]["state"] == "cancelled"
         assert events[-1][1]["state"] == "cancelled"
 
@@ -365,11 +348,11 @@ def test_jobs_survive_a_restart_and_interrupted_ones_are_failed(
     answer = teacher_answer("parallelize the pixels", _trajectory(TRAJECTORY)["steps"][0]["code"])
     with _stalling_api(neo4j_target, executor_url, tmp_path) as (url, llm):
         llm.script(answer)
-        done = _submit(url, {"task_ref": TASK_ID, "method": "standard", "budget": 1})
-        done_events = _follow(url, done)
+        done = submit_job(url, {"task_ref": TASK_ID, "method": "standard", "budget": 1})
+        done_events = follow_job(url, done)
         assert done_events[-1][1]["state"] == "succeeded"
         llm.stall_next(60)
-        running = _submit(url, {"task_ref": TASK_ID, "method": "standard", "budget": 1})
+        running = submit_job(url, {"task_ref": TASK_ID, "method": "standard", "budget": 1})
         _wait_running(url, running)
     # A process that crashed leaves a running job behind (written as it would have).
     store = JobStore(graph, neo4j_target.database)
@@ -381,7 +364,7 @@ def test_jobs_survive_a_restart_and_interrupted_ones_are_failed(
         old = httpx.get(f"{url}/v1/jobs/{done}").json()
         assert old["state"] == "succeeded"
         assert old["result"]["search"]["candidates"][0]["evaluation"]["error_kind"] == "not_verified"
-        assert _follow(url, done) == done_events
+        assert follow_job(url, done) == done_events
         stopped = httpx.get(f"{url}/v1/jobs/{running}").json()
         assert stopped["state"] == "failed" and "interrupted by a restart" in stopped["error"]
         lost = httpx.get(f"{url}/v1/jobs/{crashed}").json()

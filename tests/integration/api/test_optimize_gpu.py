@@ -45,6 +45,7 @@ from regraph_cli.optimize import parse_sse  # noqa: E402
 from search.backends.config import ModelRoles, RoleConfig  # noqa: E402
 from search.backends.replay import records_from_trajectories, teacher_answer, write_replay  # noqa: E402
 from tests.conftest import CLEAR_GRAPH  # noqa: E402
+from tests.support.jobs import follow_job, submit_job  # noqa: E402
 from tests.support.openai_test_server import OpenAITestServer  # noqa: E402
 from tests.support.servers import serve_in_thread  # noqa: E402
 
@@ -54,19 +55,6 @@ TRAJECTORIES = ROOT / "bench" / "trajectories"
 TASKS = {"fir_decimate_f32": "easy", "poly_eval_horner_f32": "medium", "heat2d_steps_f32": "hard"}
 CANCEL_TASK = "black_scholes_f32"
 BUDGET = 8
-
-
-def _submit(url: str, body: dict[str, Any]) -> str:
-    response = httpx.post(f"{url}/v1/optimize", json=body, timeout=60)
-    assert response.status_code == 202, response.text
-    job_id: str = response.json()["id"]
-    return job_id
-
-
-def _follow(url: str, job_id: str) -> list[tuple[str, dict[str, Any]]]:
-    with httpx.stream("GET", f"{url}/v1/jobs/{job_id}/events", timeout=900) as response:
-        assert response.status_code == 200
-        return list(parse_sse(response.iter_lines()))
 
 
 @pytest.fixture(scope="module")
@@ -130,8 +118,8 @@ def test_a_replayed_search_over_http_ends_with_verified_faster_code(
     assert len(listed.json()["items"]) >= 20  # the seed graph was loaded on start-up
 
     started = time.monotonic()
-    job_id = _submit(api_url, {"task_ref": task_id, "method": "regraph-mcgs", "budget": BUDGET, "seed": 0})
-    events = _follow(api_url, job_id)
+    job_id = submit_job(api_url, {"task_ref": task_id, "method": "regraph-mcgs", "budget": BUDGET, "seed": 0})
+    events = follow_job(api_url, job_id, timeout=900)
     wall_s = time.monotonic() - started
     kinds = [kind for kind, _ in events]
     assert events[1][1]["data"] == {"state": "running", "verification": "verified"}
@@ -207,7 +195,7 @@ def test_cancelling_a_job_mid_search_leaves_both_services_serving(
         )
         with serve_in_thread(create_app(settings)) as url:
             body = {"task_ref": CANCEL_TASK, "method": "regraph-mcgs", "budget": 200, "seed": 0}
-            job_id = _submit(url, body)
+            job_id = submit_job(url, body)
             evaluated = 0
             with httpx.stream("GET", f"{url}/v1/jobs/{job_id}/events", timeout=600) as response:
                 for kind, data in parse_sse(response.iter_lines()):
@@ -219,14 +207,14 @@ def test_cancelling_a_job_mid_search_leaves_both_services_serving(
             assert deleted.status_code == 200, deleted.text
             job = deleted.json()
             assert job["state"] == "cancelled" and job["result"] is None
-            tail = _follow(url, job_id)
+            tail = follow_job(url, job_id, timeout=900)
             assert tail[-1][1]["state"] == "cancelled"
             passed = [d["data"]["candidate"]["evaluation"]["passed"] for k, d in tail if k == "candidate"]
             assert passed and passed[0] is True  # the teacher's code was verified before the cancel
             # Both services still answer, and a new job runs to the end after the cancellation.
             assert httpx.get(f"{gpu_executor}/v1/device", timeout=60).status_code == 200
-            again = _submit(url, {"task_ref": CANCEL_TASK, "method": "standard", "budget": 1})
-            final = _follow(url, again)[-1][1]
+            again = submit_job(url, {"task_ref": CANCEL_TASK, "method": "standard", "budget": 1})
+            final = follow_job(url, again, timeout=900)[-1][1]
             assert final["state"] == "succeeded"
             assert final["result"]["search"]["candidates"][0]["evaluation"]["passed"] is True
     summary["cancel"] = {

@@ -6,6 +6,8 @@ nothing, over the same graph: every curation write must be seen through the cach
 
 from __future__ import annotations
 
+import threading
+
 from neo4j import Driver
 
 from graphdb.connection import Neo4jTarget
@@ -247,3 +249,13 @@ def test_preloading_reads_every_transition_once_so_later_calls_read_none(
         assert answer(cached, name) == answer(plain, name)
     # Every candidate came from the cache: no transition was read again.
     assert cached.candidate_cache.stats().transitions_read == 4
+
+
+def test_a_preload_told_to_stop_reads_nothing_more(clean_graph: Driver, neo4j_target: Neo4jTarget) -> None:
+    cached, _ = stores(clean_graph, neo4j_target)
+    seed(cached, ["A", "B"], [example("A", "B", 1), example("B", "A", 2)])
+    stop = threading.Event()
+    stop.set()  # as AppState.close() does before it closes the driver
+    assert cached.preload_retrieval(stop=stop) == 0
+    assert cached.candidate_cache.stats().transitions_read == 0
+    assert cached.preload_retrieval() == 2  # and without the signal it reads both techniques
