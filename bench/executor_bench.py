@@ -79,9 +79,12 @@ CRITICAL_STAGES = (
     "inputs_wait",
     "correctness",
     "timing",
+    "timing_trials",
+    "compare",
     "other",
 )
-# The parts of "call" that do not overlap each other ("run" holds inputs_wait, correctness, timing).
+# The parts of "call" that do not overlap each other ("run" holds inputs_wait, correctness, timing;
+# "timing" holds timing_trials; "compare", the output comparisons, is spread over both).
 CALL_PARTS = ("static", "compile", "reference_wait", "reap_wait", "run")
 # Prepared ahead by the workers of the next candidate while the previous verdict was out.
 PREPARED_STAGES = ("inputs", "timing_inputs", "reference_run", "timing_set")

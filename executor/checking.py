@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import math
+import os
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal
 
@@ -18,6 +21,21 @@ from executor.verdict import ErrorKind, Mismatch, TimingStats
 # L2, where whole-array float64 temporaries of a timing-size output (hundreds of MB, freshly
 # page-faulted in every worker process) took seconds.
 COMPARE_BLOCK = 1 << 16
+# Outputs of at least this many elements are compared by several threads, each over its own range of
+# blocks (numpy releases the GIL inside its loops): a timing-size output is tens of millions of
+# elements, compared twice per evaluation on the critical path.
+PARALLEL_MIN = 1 << 20
+COMPARE_THREADS = max(1, min(8, os.cpu_count() or 1))
+_compare_pool: ThreadPoolExecutor | None = None
+_compare_pool_lock = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _compare_pool
+    with _compare_pool_lock:
+        if _compare_pool is None:
+            _compare_pool = ThreadPoolExecutor(COMPARE_THREADS, thread_name_prefix="executor-compare")
+        return _compare_pool
 
 
 def outputs_match(
@@ -27,7 +45,9 @@ def outputs_match(
 
     The same element test in the same float64 arithmetic as the full comparison (``|got-ref| <=
     atol + rtol*|ref|``, NaN never passing), only without whole-array temporaries; it says nothing
-    about *which* elements fail, which the full comparison works out when this returns False.
+    about *which* elements fail, which the full comparison works out when this returns False. Large
+    outputs are split into :data:`COMPARE_THREADS` ranges checked in parallel; the first failing
+    range stops the others.
     """
     if got.shape != expected.shape:
         return False
@@ -37,15 +57,43 @@ def outputs_match(
     n = a.size
     if n == 0:
         return True
-    block = min(n, COMPARE_BLOCK)
     tolerance = floating and mode != "exact"
+    if n < PARALLEL_MIN or COMPARE_THREADS == 1:
+        return _range_matches(a, b, 0, n, tolerance, atol, rtol, None)
+    failed = threading.Event()
+    step = -(-n // COMPARE_THREADS)
+    step = -(-step // COMPARE_BLOCK) * COMPARE_BLOCK  # whole blocks per range
+    ranges = [(start, min(n, start + step)) for start in range(0, n, step)]
+    futures = [
+        _pool().submit(_range_matches, a, b, lo, hi, tolerance, atol, rtol, failed) for lo, hi in ranges
+    ]
+    return all(f.result() for f in futures)
+
+
+def _range_matches(
+    a: np.ndarray,
+    b: np.ndarray,
+    lo: int,
+    hi: int,
+    tolerance: bool,
+    atol: float,
+    rtol: float,
+    failed: threading.Event | None,
+) -> bool:
+    """The test of :func:`outputs_match` over elements ``[lo, hi)``; sets ``failed`` on a failure and
+    gives up (returning True, which does not count) once another range has set it."""
+    block = min(hi - lo, COMPARE_BLOCK)
     if tolerance:
         x_buf, y_buf, t_buf = np.empty(block), np.empty(block), np.empty(block)
-    for start in range(0, n, block):
-        stop = min(n, start + block)
+    for start in range(lo, hi, block):
+        if failed is not None and failed.is_set():
+            return True
+        stop = min(hi, start + block)
         if not tolerance:
             # NaN != NaN, so a NaN in ``got`` fails here as in the full comparison.
             if not bool(np.equal(a[start:stop], b[start:stop]).all()):
+                if failed is not None:
+                    failed.set()
                 return False
             continue
         m = stop - start
@@ -60,6 +108,8 @@ def outputs_match(
             np.abs(x, out=x)
             # NaN anywhere makes the difference NaN, and NaN <= t is False: it never passes.
             if not bool(np.less_equal(x, t).all()):
+                if failed is not None:
+                    failed.set()
                 return False
     return True
 

@@ -258,9 +258,6 @@ class Evaluator:
                 logger.warning("a finished worker is still being torn down; timing anyway")
             seconds["reap_wait"] = time.perf_counter() - reaped
             outcome = finish_candidate(cand_worker, run, self.settings.run_timeout_s, limit)
-        # A new spare starts only now: making a CUDA context while another worker is timed would
-        # disturb its trials. Its start-up overlaps the next candidate's compile instead.
-        self.pool.replenish("candidate")
         seconds.update(outcome.seconds)
         if outcome.error is ErrorKind.REFERENCE_ERROR:
             return _reference_failure(task, Stage.CORRECTNESS, outcome.message, compiled, seconds)
@@ -340,6 +337,9 @@ class Evaluator:
             )
             if runtime != "none":
                 prepared.candidate = self.pool.take("candidate")
+                # The next spare starts at once: its imports overlap this evaluation, and its CUDA
+                # context waits for the GPU lock (executor.gpulock), never for another's trials.
+                self.pool.replenish("candidate")
                 start_candidate(
                     prepared.candidate,
                     WorkerJob(
@@ -377,7 +377,6 @@ class Evaluator:
             logger.warning("could not prepare the next evaluation of %s: %s", task.id, e)
             return
         self.pool.keep_prepared(prepared)
-        self.pool.replenish("candidate")
         keep = {Path(timing_set_spec(task, reference, self.timing_sets_dir).dir).name}
         try:
             prune_timing_sets(self.timing_sets_dir, self.settings.timing_set_cache_bytes, keep)

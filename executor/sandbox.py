@@ -30,6 +30,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from executor.errors import WorkerError
+from executor.gpulock import LOCK_ENV
 from executor.verdict import ErrorKind
 from executor.worker import CandidateRun, ReferenceJob, ReferenceOutcome, WorkerJob, WorkerOutcome
 
@@ -56,8 +57,11 @@ def _rss_bytes(pid: int) -> int:
     return 0
 
 
-def _worker_env() -> dict[str, str]:
+def _worker_env(gpu_lock: Path | None = None) -> dict[str, str]:
     env = dict(os.environ)
+    env.pop(LOCK_ENV, None)
+    if gpu_lock is not None:
+        env[LOCK_ENV] = str(gpu_lock)
     env["PYTHONPATH"] = os.pathsep.join(
         filter(None, [str(Path(__file__).resolve().parent.parent), env.get("PYTHONPATH", "")])
     )
@@ -67,7 +71,9 @@ def _worker_env() -> dict[str, str]:
 class WorkerProcess:
     """One ``python -m executor.worker serve ROLE RUNTIME`` process with a private directory."""
 
-    def __init__(self, role: Role, runtime: Runtime, workdir: Path | None = None) -> None:
+    def __init__(
+        self, role: Role, runtime: Runtime, workdir: Path | None = None, gpu_lock: Path | None = None
+    ) -> None:
         self.role = role
         self.runtime = runtime
         self.dir = Path(tempfile.mkdtemp(prefix=f"regraph-{role}-", dir=workdir))
@@ -84,7 +90,7 @@ class WorkerProcess:
                     stdout=err,
                     stderr=err,
                     cwd=self.dir,
-                    env=_worker_env(),
+                    env=_worker_env(gpu_lock),
                     start_new_session=True,
                 )
             except OSError as e:
@@ -257,6 +263,10 @@ class WorkerPool:
         self._lock = threading.Lock()
         self._closed = False
         self.reaper = Reaper()
+        # The lock file of this pool's GPU work (see executor.gpulock); candidate workers hold it.
+        handle, name = tempfile.mkstemp(prefix="regraph-gpu-", suffix=".lock", dir=workdir)
+        os.close(handle)
+        self.gpu_lock = Path(name)
 
     def discard(self, proc: WorkerProcess) -> None:
         """Kill a worker that is done with; it is waited for and cleaned up in the background."""
@@ -295,6 +305,10 @@ class WorkerPool:
     def _runtime_of(self, role: Role) -> Runtime:
         return self.runtime if role == "candidate" else "none"
 
+    def _start(self, role: Role) -> WorkerProcess:
+        lock = self.gpu_lock if role == "candidate" else None
+        return WorkerProcess(role, self._runtime_of(role), self.workdir, gpu_lock=lock)
+
     def take(self, role: Role) -> WorkerProcess:
         """A started worker for ``role``: the spare when there is a live one, else a new process."""
         with self._lock:
@@ -303,7 +317,7 @@ class WorkerPool:
             logger.warning("spare %s worker died while waiting: %s", role, spare.stderr_tail()[-500:])
             spare.close()
             spare = None
-        return spare or WorkerProcess(role, self._runtime_of(role), self.workdir)
+        return spare or self._start(role)
 
     def replenish(self, role: Role) -> None:
         """Start a spare for ``role`` if pre-warming is on and there is none."""
@@ -313,7 +327,7 @@ class WorkerPool:
             if self._closed or role in self._spares:
                 return
             try:
-                self._spares[role] = WorkerProcess(role, self._runtime_of(role), self.workdir)
+                self._spares[role] = self._start(role)
             except WorkerError as e:
                 logger.warning("could not start a spare %s worker: %s", role, e)
 
@@ -328,6 +342,7 @@ class WorkerPool:
         if prepared is not None:
             prepared.close()
         self.drain()
+        self.gpu_lock.unlink(missing_ok=True)
 
 
 def _death_message(proc: WorkerProcess, stage_text: str) -> tuple[ErrorKind, str]:

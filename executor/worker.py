@@ -49,6 +49,7 @@ from executor import timingset
 from executor.abi import bind_entry, call_entry
 from executor.checking import TrialPolicy, compare_output, measure, measure_batched, timing_stats
 from executor.errors import ExecutorError
+from executor.gpulock import gpu_exclusive
 from executor.inputs import InputSet, generate_inputs
 from executor.reference import check_reference_outputs
 from executor.taskformat import NUMPY_DTYPES, FunctionTask, KernelTask, ScalarArg, Size, Task
@@ -661,9 +662,11 @@ class Worker:
         t1 = time.perf_counter()
         if self.job.options.run_timing:
             self.timing_sources = self._timing_sources()
-            self.slots = self._prepared_slots()
-        if isinstance(self.slots, DeviceSlots):
-            self.uploaded = self._uploaded_timing_sets()
+            # Device uploads wait for (and never overlap) another worker's run.
+            with gpu_exclusive():
+                self.slots = self._prepared_slots()
+                if isinstance(self.slots, DeviceSlots):
+                    self.uploaded = self._uploaded_timing_sets()
         self.seconds["timing_inputs"] = time.perf_counter() - t1
         self.ready_at = time.monotonic()
 
@@ -741,9 +744,11 @@ class Worker:
     def check(self, inputs: InputSet, got: dict[str, np.ndarray], expected: dict[str, np.ndarray]) -> None:
         """Raise CandidateFailed on the first output that disagrees with the reference."""
         for arg in self.task.outputs:
+            t0 = time.perf_counter()
             failure = compare_output(
                 self.task, arg, got[arg.name], expected[arg.name], inputs.size, inputs.seed
             )
+            self.seconds["compare"] = self.seconds.get("compare", 0.0) + time.perf_counter() - t0
             if failure is not None:
                 kind, mismatch = failure
                 raise CandidateFailed(
@@ -815,6 +820,7 @@ class Worker:
         try:
             slots = self.slots or make_slots(self.task, self.gpu, sources, opts.rotate_buffers)
             stats, last = candidate.time(slots, opts)
+            self.seconds["timing_trials"] = time.perf_counter() - t0
             # The last timed trial's outputs must still be right: races and state kept across calls
             # that only show up under repetition are caught here.
             self.check(sources[last["set"]], last["outputs"], self.timing_expected(last["set"]))
@@ -921,7 +927,8 @@ def serve_candidate(job_path: str, gpu: GpuContext | None) -> int:
             if not line:  # cancelled (the candidate did not compile, or the parent is gone)
                 return 0
             run = CandidateRun.model_validate_json(Path(line).read_text())
-            outcome = worker.run(run)
+            with gpu_exclusive():
+                outcome = worker.run(run)
         except ExecutorError as e:  # the task's own reference or generator failed, not the candidate
             outcome = _failure(ErrorKind.REFERENCE_ERROR, str(e), worker.seconds)
         except MemoryError as e:
@@ -943,7 +950,10 @@ def main(argv: list[str]) -> int:
         return 2
     role, runtime = argv[1], argv[2]
     # Start-up that every job needs is done before the job arrives: that is what a spare pre-warms.
-    gpu = GpuContext.create_or_none() if role == "candidate" and runtime == "gpu" else None
+    gpu = None
+    if role == "candidate" and runtime == "gpu":
+        with gpu_exclusive():  # making a context during another worker's trials would disturb them
+            gpu = GpuContext.create_or_none()
     job_path = sys.stdin.readline().strip()
     if not job_path:
         if gpu is not None:

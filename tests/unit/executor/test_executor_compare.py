@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
-from executor.checking import COMPARE_BLOCK, compare_output, outputs_match
+from executor.checking import COMPARE_BLOCK, COMPARE_THREADS, PARALLEL_MIN, compare_output, outputs_match
 from executor.inputs import INT_POISON
 from executor.taskformat import ArrayArg, load_task
 
@@ -136,3 +138,30 @@ def test_a_large_failing_output_is_still_reported_in_full() -> None:
     assert found is not None
     kind, mismatch = found
     assert kind.value == "unwritten_output" and mismatch.count == 2 and mismatch.index == COMPARE_BLOCK + 1
+
+
+@pytest.mark.parametrize("floating", [True, False])
+def test_large_outputs_are_checked_in_parallel_ranges_without_missing_an_element(floating: bool) -> None:
+    """Above PARALLEL_MIN the check is split into ranges on threads: one bad element in any range
+    (first, last, on a range boundary) still fails it, and a matching output still passes."""
+    assert COMPARE_THREADS >= 1
+    n = 2 * PARALLEL_MIN + 3 * COMPARE_BLOCK + 7
+    rng = np.random.default_rng(17)
+    expected: np.ndarray
+    if floating:
+        expected = rng.uniform(-3, 3, n).astype(np.float32)
+        bad_value: float = np.nan
+    else:
+        expected = rng.integers(-1000, 1000, n, dtype=np.int32)
+        bad_value = 1001
+    per_thread = math.ceil(n / COMPARE_THREADS)
+    step = math.ceil(per_thread / COMPARE_BLOCK) * COMPARE_BLOCK  # the range length used
+    positions = {0, n - 1, n // 2, min(step, n - 1), min(step - 1, n - 1)}
+    assert outputs_match(expected.copy(), expected, "tolerance", 2e-6, 1e-5, floating)
+    for where in sorted(positions):
+        got = expected.copy()
+        got[where] = bad_value
+        assert not outputs_match(got, expected, "tolerance", 2e-6, 1e-5, floating), where
+        assert outputs_match(got, expected, "tolerance", 2e-6, 1e-5, floating) == _full_rule(
+            got, expected, "tolerance", 2e-6, 1e-5
+        )
