@@ -80,6 +80,7 @@ CRITICAL_STAGES = (
     "correctness",
     "timing",
     "timing_trials",
+    "timing_warmup",
     "compare",
     "other",
 )
@@ -258,7 +259,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         evaluator = Evaluator(settings)
         compiler: Compiler = evaluator.compiler
         # The function candidate is the naive version itself, so a naive baseline would time it twice.
-        options = EvaluationOptions(baseline=False)
+        options = EvaluationOptions.model_validate({"baseline": False, **json.loads(args.options)})
         try:
             dirs = [d for root in args.tasks for d in task_dirs([root])[: args.limit]]
             for d in dirs:
@@ -544,6 +545,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runtime", choices=["auto", "gpu", "host", "none"], default="auto")
     parser.add_argument("--compiler", choices=["auto", "nvrtc", "nvcc"], default="auto")
     parser.add_argument("--evals", type=int, default=2, help="steady evaluations per task")
+    parser.add_argument(
+        "--options", default="{}", help="EvaluationOptions fields as JSON, over the defaults (baseline off)"
+    )
     parser.add_argument(
         "--gap",
         type=float,

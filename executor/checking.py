@@ -318,7 +318,10 @@ def next_batch_size(
 
 
 def measure_batched(
-    run_batch: Callable[[list[int]], list[float]], policy: TrialPolicy, max_batch: int
+    run_batch: Callable[[list[int]], list[float]],
+    policy: TrialPolicy,
+    max_batch: int,
+    warmup: dict[str, float] | None = None,
 ) -> tuple[list[float], StopReason]:
     """Warm up and time in batches: ``run_batch(indices)`` runs one trial per index (negative: warm-up)
     and returns each trial's milliseconds; a device runtime enqueues them all and waits once.
@@ -327,6 +330,7 @@ def measure_batched(
     batches), then trials until :func:`stop_rule`, applied to every prefix of the samples so that the
     samples kept are exactly those after which one-at-a-time timing would have stopped (the rest of
     that batch is discarded), or until ``max_wall_s`` has passed at the end of a batch (``time_cap``).
+    ``warmup``, when given, receives the warm-up's ``calls`` and wall ``seconds``.
     """
     max_batch = max(1, max_batch)
     warm_ms: list[float] = []
@@ -349,6 +353,8 @@ def measure_batched(
         size = min(size, max_batch, limit - n)
         warm_ms.extend(run_batch([-1 - n - k for k in range(size)]))
     warm_wall_s = time.perf_counter() - warm_start
+    if warmup is not None:
+        warmup.update(calls=float(len(warm_ms)), seconds=warm_wall_s)
     trial_wall_s = warm_wall_s / len(warm_ms) if warm_ms else 0.0
     samples: list[float] = []
     start = time.perf_counter()

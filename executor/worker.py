@@ -544,7 +544,10 @@ class GpuKernelRuntime(Runtime):
             except cuda.Error as e:
                 raise CandidateFailed(ErrorKind.CUDA_ERROR, f"CUDA error while timing: {e}") from e
 
-        samples, stop = measure_batched(run_batch, options.trial_policy(device_timed=True), MAX_BATCH)
+        warmup: dict[str, float] = {}
+        policy = options.trial_policy(device_timed=True)
+        samples, stop = measure_batched(run_batch, policy, MAX_BATCH, warmup)
+        last["warmup_s"] = warmup.get("seconds", 0.0)
         last["outputs"] = self._download(slots.sources[last["set"]], slots.rotated[last["slot"]])
         return timing_stats(samples, stop), last
 
@@ -821,6 +824,8 @@ class Worker:
             slots = self.slots or make_slots(self.task, self.gpu, sources, opts.rotate_buffers)
             stats, last = candidate.time(slots, opts)
             self.seconds["timing_trials"] = time.perf_counter() - t0
+            if "warmup_s" in last:  # kernel tasks: the part of the trials spent warming up
+                self.seconds["timing_warmup"] = last["warmup_s"]
             # The last timed trial's outputs must still be right: races and state kept across calls
             # that only show up under repetition are caught here.
             self.check(sources[last["set"]], last["outputs"], self.timing_expected(last["set"]))

@@ -246,10 +246,12 @@ def test_warm_up_goes_on_until_the_times_settle() -> None:
     policy = TrialPolicy(
         warmup=1, min_trials=5, max_trials=5, min_total_ms=0, settle=0.01, max_warmup_ms=10_000
     )
-    samples, _ = measure_batched(run_batch, policy, max_batch=4)
+    report: dict[str, float] = {}
+    samples, _ = measure_batched(run_batch, policy, max_batch=4, warmup=report)
     warm = [i for b in batches for i in b if i < 0]
     assert len(warm) >= 10 + 2 * SETTLE_MIN_WINDOW - 1  # past the ramp, then two equal windows
     assert samples == [1.0] * 5
+    assert report["calls"] == len(warm) and report["seconds"] >= 0.0  # what the warm-up cost
 
 
 def test_settling_is_capped_by_its_wall_time() -> None:
