@@ -9,16 +9,27 @@ directory. For each task it measures:
 * ``static``, ``compile_miss`` (an empty cache) and ``compile_hit`` (the same source again), with the
   compiler that was used (nvcc, or NVRTC for kernel tasks);
 * where a runtime is available, a ``first`` evaluation (the task's first: builds and times the serial
-  reference) and ``--evals`` *steady* evaluations, each of a variant of the candidate that differs by a
-  comment, so that every one is a compile-cache miss with fresh seeds, as in a search. The steady
-  evaluations are what the speed targets are about; their per-stage seconds and ``total`` are reported.
-  ``--gap S`` sleeps S seconds before each steady evaluation, as a search's model does while it writes
-  the next candidate; the executor uses that time to prepare the evaluation (``prepare_next``).
+  reference, stores the task's timing set) and ``--evals`` *steady* evaluations, each of a variant of
+  the candidate with different code, so that every one is a compile-cache miss with fresh seeds, as in
+  a search. The steady evaluations are what the speed targets are about. ``--gap S`` sleeps S seconds
+  before each steady evaluation, as a search's model does while it writes the next candidate; the
+  executor uses that time to prepare the evaluation (``prepare_next``).
+
+  The stage table separates what the caller waits for from what was prepared ahead. On the critical
+  path: ``call`` (wall time of ``Evaluator.evaluate`` as the caller sees it: the target), the
+  verdict's ``total``, and its parts ``static``, ``compile``, ``reference_wait``, ``reap_wait``, ``run``
+  (candidate handed over to result; of it ``inputs_wait``, the wait for the worker's preparation,
+  ``correctness`` and ``timing``) and ``other`` (``call`` minus those parts: the parent's own work).
+  Prepared ahead, while the previous verdict was out: ``inputs``, ``timing_inputs``, ``reference_run``
+  and ``timing_set``; they cost the critical path only through ``reference_wait`` and ``inputs_wait``.
 
 ``--cov-tasks K --cov-repeats R`` then evaluates the same candidate of K passing tasks per kind R times
-and reports the CoV of the R medians next to the within-run CoV. ``--load-inline N`` builds the first N
-candidates through ``torch.utils.cpp_extension.load_inline`` (KernelBench's route), runs each once on
-test-size inputs and compares with the reference.
+on the task's timing set (``timing_inputs="task"``: the same inputs each time, so the spread of the R
+medians is run-to-run spread) and R times on fresh timing-size inputs (``"fresh"``: run-to-run plus
+input-dependent spread), each after the same gap, and reports both CoVs of the medians, the
+input-dependent part ``sqrt(fresh^2 - same^2)`` and the within-run CoV. ``--load-inline N`` builds the
+first N candidates through ``torch.utils.cpp_extension.load_inline`` (KernelBench's route), runs each
+once on test-size inputs and compares with the reference.
 
 ``--runtime host`` is for profiling on a machine without a GPU: function-task candidates are the task's
 ``reference.cpp`` made into a candidate (a CUDA candidate cannot run on a CPU), so the worker phases
@@ -30,6 +41,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import platform
 import statistics
 import sys
@@ -54,15 +66,29 @@ from executor.worker import EvaluationOptions
 
 logger = logging.getLogger("bench.executor_bench")
 
-STEADY_STAGES = (
+# A steady evaluation's stages on the critical path (the caller waits for them), in order; "call" and
+# "other" are computed here, the rest come from the verdict's seconds.
+CRITICAL_STAGES = (
+    "call",
+    "total",
+    "static",
     "compile",
     "reference_wait",
-    "inputs",
+    "reap_wait",
+    "run",
+    "inputs_wait",
     "correctness",
     "timing",
-    "run",
-    "total",
+    "timing_trials",
+    "timing_warmup",
+    "compare",
+    "other",
 )
+# The parts of "call" that do not overlap each other ("run" holds inputs_wait, correctness, timing;
+# "timing" holds timing_trials; "compare", the output comparisons, is spread over both).
+CALL_PARTS = ("static", "compile", "reference_wait", "reap_wait", "run")
+# Prepared ahead by the workers of the next candidate while the previous verdict was out.
+PREPARED_STAGES = ("inputs", "timing_inputs", "reference_run", "timing_set")
 # A kernel shorter than this is not held to the repeatability target.
 COV_MIN_KERNEL_MS = 0.05
 COV_TARGET = 0.02
@@ -90,13 +116,17 @@ def task_dirs(roots: list[Path]) -> list[Path]:
     return [d for root in roots for d in sorted(root.iterdir()) if (d / "task.json").is_file()]
 
 
-def _verdict_row(verdict: Verdict) -> dict[str, Any]:
+def _verdict_row(verdict: Verdict, call_s: float | None = None) -> dict[str, Any]:
     timing = verdict.candidate_timing
+    seconds = dict(verdict.seconds)
+    if call_s is not None:
+        seconds["call"] = call_s
+        seconds["other"] = max(0.0, call_s - sum(seconds.get(k, 0.0) for k in CALL_PARTS))
     return {
         "passed": verdict.passed,
         "error": verdict.error.value if verdict.error else None,
         "message": verdict.message[:300],
-        "seconds": verdict.seconds,
+        "seconds": seconds,
         "compiler": verdict.compile.compiler if verdict.compile else None,
         "speedup": verdict.speedup,
         "median_ms": timing.median_ms if timing else None,
@@ -105,6 +135,15 @@ def _verdict_row(verdict: Verdict) -> dict[str, Any]:
         "trials": timing.trials if timing else None,
         "stop": timing.stop if timing else None,
     }
+
+
+def _timed_evaluation(
+    evaluator: Evaluator, task: FunctionTask | KernelTask, source: str, options: EvaluationOptions
+) -> tuple[Verdict, float]:
+    """One evaluation and the wall time of the call, as a search waits for it."""
+    start = time.perf_counter()
+    verdict = evaluator.evaluate(task, Candidate(source=source), options)
+    return verdict, time.perf_counter() - start
 
 
 def _variant(source: str, k: int) -> str:
@@ -220,7 +259,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         evaluator = Evaluator(settings)
         compiler: Compiler = evaluator.compiler
         # The function candidate is the naive version itself, so a naive baseline would time it twice.
-        options = EvaluationOptions(baseline=False)
+        options = EvaluationOptions.model_validate({"baseline": False, **json.loads(args.options)})
         try:
             dirs = [d for root in args.tasks for d in task_dirs([root])[: args.limit]]
             for d in dirs:
@@ -241,7 +280,9 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
                         d = next(d for d in dirs if d.name == r["task"])
                         task = load_task(d)
                         src = candidate_source(d, task, args.runtime) or ""
-                        cov_rows.append(repeatability(evaluator, task, src, options, args.cov_repeats))
+                        cov_rows.append(
+                            repeatability(evaluator, task, src, options, args.cov_repeats, args.gap)
+                        )
                         _checkpoint(out, rows, cov_rows, inline_rows)
             for d in _alternate_kinds(dirs):
                 if len(inline_rows) >= args.load_inline:
@@ -300,13 +341,32 @@ def measure_task(
     if not miss.ok:
         row["compile_log"] = miss.log[-800:]
     if evaluator.runtime_checks_available and miss.ok and not violations:
-        row["first"] = _verdict_row(evaluator.evaluate(task, Candidate(source=_variant(source, 0)), options))
+        row["first"] = _verdict_row(*_timed_evaluation(evaluator, task, _variant(source, 0), options))
         row["steady"] = []
         for k in range(evals):
             time.sleep(gap_s)
-            verdict = evaluator.evaluate(task, Candidate(source=_variant(source, k + 1)), options)
-            row["steady"].append(_verdict_row(verdict))
+            verdict, call_s = _timed_evaluation(evaluator, task, _variant(source, k + 1), options)
+            row["steady"].append(_verdict_row(verdict, call_s))
     return row
+
+
+def _spread(verdicts: list[Verdict]) -> dict[str, Any]:
+    """Medians of the passing evaluations and their CoV, with the median within-run CoVs."""
+    timings = [v.candidate_timing for v in verdicts if v.passed and v.candidate_timing]
+    medians = [t.median_ms for t in timings]
+    if len(medians) < 2:
+        return {"passed": len(timings)}
+    mean = statistics.fmean(medians)
+    return {
+        "passed": len(timings),
+        "median_ms": statistics.median(medians),
+        "medians_ms": medians,
+        "cov_of_medians": statistics.pstdev(medians) / mean if mean > 0 else 0.0,
+        "within_run_cov": statistics.median(t.cov for t in timings),
+        "within_run_robust_cov": statistics.median(t.robust_cov or 0.0 for t in timings),
+        "trials": [t.trials for t in timings],
+        "stops": [t.stop for t in timings],
+    }
 
 
 def repeatability(
@@ -315,23 +375,21 @@ def repeatability(
     source: str,
     options: EvaluationOptions,
     repeats: int,
+    gap_s: float = 0.0,
 ) -> dict[str, Any]:
-    """The same candidate timed ``repeats`` times by the executor: CoV of the medians, within-run CoV."""
-    verdicts = [evaluator.evaluate(task, Candidate(source=source), options) for _ in range(repeats)]
-    timings = [v.candidate_timing for v in verdicts if v.passed and v.candidate_timing]
-    medians = [t.median_ms for t in timings]
-    row: dict[str, Any] = {"task": task.id, "kind": task.kind, "repeats": repeats, "passed": len(timings)}
-    if len(medians) >= 2:
-        mean = statistics.fmean(medians)
-        row.update(
-            median_ms=statistics.median(medians),
-            medians_ms=medians,
-            cov_of_medians=statistics.pstdev(medians) / mean if mean > 0 else 0.0,
-            within_run_cov=statistics.median(t.cov for t in timings),
-            within_run_robust_cov=statistics.median(t.robust_cov or 0.0 for t in timings),
-            trials=[t.trials for t in timings],
-            stops=[t.stop for t in timings],
-        )
+    """The same candidate timed ``repeats`` times on the task's timing set (run-to-run spread) and
+    ``repeats`` times on fresh inputs (run-to-run and input-dependent spread), ``gap_s`` before each."""
+    row: dict[str, Any] = {"task": task.id, "kind": task.kind, "repeats": repeats}
+    for name, inputs in (("same", "task"), ("fresh", "fresh")):
+        chosen = options.model_copy(update={"timing_inputs": inputs})
+        verdicts = []
+        for _ in range(repeats):
+            time.sleep(gap_s)
+            verdicts.append(evaluator.evaluate(task, Candidate(source=source), chosen))
+        row[name] = _spread(verdicts)
+    same, fresh = row["same"].get("cov_of_medians"), row["fresh"].get("cov_of_medians")
+    if same is not None and fresh is not None:
+        row["input_cov"] = math.sqrt(max(0.0, fresh**2 - same**2))
     return row
 
 
@@ -361,10 +419,10 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, float
             "first_total": [r["first"]["seconds"].get("total", 0.0) for r in mine if r.get("first")],
         }
         steady = [s for r in mine for s in r.get("steady", [])]
-        for stage in STEADY_STAGES:
+        for stage in (*CRITICAL_STAGES, *PREPARED_STAGES):
             stages[stage] = [s["seconds"][stage] for s in steady if stage in s["seconds"]]
-        stages["total_passed"] = [
-            s["seconds"]["total"] for s in steady if s["passed"] and "total" in s["seconds"]
+        stages["call_passed"] = [
+            s["seconds"]["call"] for s in steady if s["passed"] and "call" in s["seconds"]
         ]
         summary[kind] = {stage: _stat(values) for stage, values in stages.items()}
     return summary
@@ -388,6 +446,15 @@ def _checkpoint(out: Path, rows: list[Any], cov: list[Any], inline: list[Any]) -
     out.write_text(json.dumps(document, indent=2, default=str) + "\n")
 
 
+def _path_of(stage: str) -> str:
+    """``critical`` (the caller waits for it), ``ahead`` (prepared before the candidate) or ``-``."""
+    if stage in CRITICAL_STAGES or stage == "call_passed":
+        return "critical"
+    if stage in PREPARED_STAGES:
+        return "ahead"
+    return "-"
+
+
 def _f(value: object, digits: int = 3) -> str:
     return f"{value:.{digits}f}" if isinstance(value, float) else "-"
 
@@ -398,13 +465,15 @@ def render(result: dict[str, Any]) -> str:
         f"executor benchmark: runtime={result['runtime']} arch={result['arch']} nvcc={result['nvcc']} "
         f"nvrtc={result['nvrtc']} tasks={result['tasks']}",
         "",
-        "| kind | stage | n | median s | p90 s | max s |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| kind | stage | path | n | median s | p90 s | max s |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for kind, stages in result["summary"].items():
         for stage, s in stages.items():
+            path = _path_of(stage)
             lines.append(
-                f"| {kind} | {stage} | {s['n']} | {_f(s['median_s'])} | {_f(s['p90_s'])} | {_f(s['max_s'])} |"
+                f"| {kind} | {stage} | {path} | {s['n']} | {_f(s['median_s'])} | {_f(s['p90_s'])} | "
+                f"{_f(s['max_s'])} |"
             )
     rows = result["rows"]
     compilers: dict[str, int] = {}
@@ -418,20 +487,33 @@ def render(result: dict[str, Any]) -> str:
     if result["repeatability"]:
         lines += [
             "",
-            "| task | kind | median ms | CoV of medians | within-run CoV | robust CoV | trials | target met |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- |",
+            "Repeatability: CoV of the medians of repeated evaluations of one candidate, on the task's "
+            "timing set (same inputs: run-to-run) and on fresh inputs (run-to-run and input-dependent); "
+            "the target (<= 2 % for kernels >= 50 us) is about the same-input CoV.",
+            "",
+            "| task | kind | median ms | CoV same inputs | CoV fresh inputs | input-dependent | "
+            "within-run CoV | robust CoV | trials (same) | target met |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
         for r in result["repeatability"]:
-            if "median_ms" not in r:
+            # A row of an older run (repeats on fresh inputs only) has its figures at the top.
+            same, fresh = r.get("same", {}), r.get("fresh", r if "same" not in r else {})
+            basis = same if "median_ms" in same else fresh
+            if "median_ms" not in basis:
                 lines.append(
-                    f"| {r['task']} | {r['kind']} | - | - | - | - | - | passed {r['passed']}/{r['repeats']} |"
+                    f"| {r['task']} | {r['kind']} | - | - | - | - | - | - | - | "
+                    f"passed {same.get('passed', 0)}+{fresh.get('passed', 0)}/{2 * r['repeats']} |"
                 )
                 continue
-            held = r["median_ms"] >= COV_MIN_KERNEL_MS
-            met = ("yes" if r["cov_of_medians"] <= COV_TARGET else "NO") if held else "n/a (< 50 us)"
+            met = "-"
+            if "cov_of_medians" in same:
+                held = same["median_ms"] >= COV_MIN_KERNEL_MS
+                met = ("yes" if same["cov_of_medians"] <= COV_TARGET else "NO") if held else "n/a (< 50 us)"
             lines.append(
-                f"| {r['task']} | {r['kind']} | {r['median_ms']:.4f} | {r['cov_of_medians']:.4f} | "
-                f"{r['within_run_cov']:.4f} | {r['within_run_robust_cov']:.4f} | {r['trials']} | {met} |"
+                f"| {r['task']} | {r['kind']} | {basis['median_ms']:.4f} | {_f(same.get('cov_of_medians'), 4)} | "
+                f"{_f(fresh.get('cov_of_medians'), 4)} | {_f(r.get('input_cov'), 4)} | "
+                f"{basis['within_run_cov']:.4f} | {basis['within_run_robust_cov']:.4f} | "
+                f"{same.get('trials', '-')} | {met} |"
             )
     if result["load_inline"]:
         lines += [
@@ -463,6 +545,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runtime", choices=["auto", "gpu", "host", "none"], default="auto")
     parser.add_argument("--compiler", choices=["auto", "nvrtc", "nvcc"], default="auto")
     parser.add_argument("--evals", type=int, default=2, help="steady evaluations per task")
+    parser.add_argument(
+        "--options", default="{}", help="EvaluationOptions fields as JSON, over the defaults (baseline off)"
+    )
     parser.add_argument(
         "--gap",
         type=float,

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import math
+import os
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal
 
@@ -12,6 +16,102 @@ import numpy as np
 from executor.inputs import INT_POISON
 from executor.taskformat import ArrayArg, FunctionTask, KernelTask, Size, is_float
 from executor.verdict import ErrorKind, Mismatch, TimingStats
+
+# Elements per block of the fast comparison: two float64 scratch blocks of this size stay in the CPU's
+# L2, where whole-array float64 temporaries of a timing-size output (hundreds of MB, freshly
+# page-faulted in every worker process) took seconds.
+COMPARE_BLOCK = 1 << 16
+# Outputs of at least this many elements are compared by several threads, each over its own range of
+# blocks (numpy releases the GIL inside its loops): a timing-size output is tens of millions of
+# elements, compared twice per evaluation on the critical path.
+PARALLEL_MIN = 1 << 20
+COMPARE_THREADS = max(1, min(8, os.cpu_count() or 1))
+_compare_pool: ThreadPoolExecutor | None = None
+_compare_pool_lock = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _compare_pool
+    with _compare_pool_lock:
+        if _compare_pool is None:
+            _compare_pool = ThreadPoolExecutor(COMPARE_THREADS, thread_name_prefix="executor-compare")
+        return _compare_pool
+
+
+def outputs_match(
+    got: np.ndarray, expected: np.ndarray, mode: str, atol: float, rtol: float, floating: bool
+) -> bool:
+    """Whether every element passes the rule of :func:`compare_output`, decided block by block.
+
+    The same element test in the same float64 arithmetic as the full comparison (``|got-ref| <=
+    atol + rtol*|ref|``, NaN never passing), only without whole-array temporaries; it says nothing
+    about *which* elements fail, which the full comparison works out when this returns False. Large
+    outputs are split into :data:`COMPARE_THREADS` ranges checked in parallel; the first failing
+    range stops the others.
+    """
+    if got.shape != expected.shape:
+        return False
+    a, b = got.reshape(-1), expected.reshape(-1)
+    if mode == "sorted":
+        a, b = np.sort(a), np.sort(b)
+    n = a.size
+    if n == 0:
+        return True
+    tolerance = floating and mode != "exact"
+    if n < PARALLEL_MIN or COMPARE_THREADS == 1:
+        return _range_matches(a, b, 0, n, tolerance, atol, rtol, None)
+    failed = threading.Event()
+    step = -(-n // COMPARE_THREADS)
+    step = -(-step // COMPARE_BLOCK) * COMPARE_BLOCK  # whole blocks per range
+    ranges = [(start, min(n, start + step)) for start in range(0, n, step)]
+    futures = [
+        _pool().submit(_range_matches, a, b, lo, hi, tolerance, atol, rtol, failed) for lo, hi in ranges
+    ]
+    return all(f.result() for f in futures)
+
+
+def _range_matches(
+    a: np.ndarray,
+    b: np.ndarray,
+    lo: int,
+    hi: int,
+    tolerance: bool,
+    atol: float,
+    rtol: float,
+    failed: threading.Event | None,
+) -> bool:
+    """The test of :func:`outputs_match` over elements ``[lo, hi)``; sets ``failed`` on a failure and
+    gives up (returning True, which does not count) once another range has set it."""
+    block = min(hi - lo, COMPARE_BLOCK)
+    if tolerance:
+        x_buf, y_buf, t_buf = np.empty(block), np.empty(block), np.empty(block)
+    for start in range(lo, hi, block):
+        if failed is not None and failed.is_set():
+            return True
+        stop = min(hi, start + block)
+        if not tolerance:
+            # NaN != NaN, so a NaN in ``got`` fails here as in the full comparison.
+            if not bool(np.equal(a[start:stop], b[start:stop]).all()):
+                if failed is not None:
+                    failed.set()
+                return False
+            continue
+        m = stop - start
+        x, y, t = x_buf[:m], y_buf[:m], t_buf[:m]
+        x[...] = a[start:stop]
+        y[...] = b[start:stop]
+        with np.errstate(invalid="ignore", over="ignore"):
+            np.abs(y, out=t)
+            t *= rtol
+            t += atol
+            np.subtract(x, y, out=x)
+            np.abs(x, out=x)
+            # NaN anywhere makes the difference NaN, and NaN <= t is False: it never passes.
+            if not bool(np.less_equal(x, t).all()):
+                if failed is not None:
+                    failed.set()
+                return False
+    return True
 
 
 def compare_output(
@@ -28,6 +128,8 @@ def compare_output(
     Elements still holding the poison value are reported as ``unwritten_output``.
     """
     rule = task.compare_rule(arg)
+    if outputs_match(got, expected, rule.mode, rule.atol or 0.0, rule.rtol or 0.0, is_float(arg.dtype)):
+        return None
     if got.shape != expected.shape:
         return ErrorKind.WRONG_OUTPUT, Mismatch(
             arg=arg.name,
@@ -104,7 +206,7 @@ def timing_stats(samples_ms: list[float], stop: StopReason | None = None) -> Tim
 
 @dataclass(frozen=True)
 class TrialPolicy:
-    """When to stop timing: see :func:`measure`."""
+    """When to stop warming up and timing: see :func:`measure` and :func:`measure_batched`."""
 
     warmup: int
     min_trials: int
@@ -113,43 +215,168 @@ class TrialPolicy:
     target_error: float = 0.0
     max_wall_s: float = float("inf")
     warmup_ms: float = 0.0
+    settle: float = 0.0
+    max_warmup_ms: float = 0.0
+
+
+# Warm-up windows compared by the settle rule hold at least this many trials.
+SETTLE_MIN_WINDOW = 3
+
+
+def stop_rule(samples_ms: list[float], policy: TrialPolicy) -> StopReason | None:
+    """Whether timing stops after exactly these samples (the wall-clock cap aside).
+
+    It stops at ``max_trials``; otherwise, once there are ``min_trials`` samples and ``min_total_ms``
+    of timed work, as soon as the median is known well enough: its relative standard error,
+    estimated robustly as ``1.2533 * robust_cov / sqrt(n)``, is at most ``target_error`` (with
+    ``target_error <= 0``: at once, the fixed rule).
+    """
+    n = len(samples_ms)
+    if n >= policy.max_trials:
+        return "max_trials"
+    if n < policy.min_trials or sum(samples_ms) < policy.min_total_ms:
+        return None
+    if policy.target_error <= 0:
+        return "min_time"
+    if median_error(samples_ms) <= policy.target_error:
+        return "stable"
+    return None
+
+
+def settle_window(policy: TrialPolicy, trial_wall_ms: float) -> int:
+    """Trials per window of the settle rule: about half of ``warmup_ms`` of trials, at least
+    :data:`SETTLE_MIN_WINDOW`."""
+    if trial_wall_ms <= 0:
+        return SETTLE_MIN_WINDOW
+    return max(SETTLE_MIN_WINDOW, math.ceil(policy.warmup_ms / 2 / trial_wall_ms))
+
+
+def settled(warm_ms: list[float], window: int, tolerance: float) -> bool:
+    """Whether the median of the last ``window`` warm-up times is within ``tolerance`` (relative) of
+    the median of the ``window`` before: the clocks have stopped moving."""
+    if tolerance <= 0:
+        return True
+    if len(warm_ms) < 2 * window:
+        return False
+    last = float(np.median(warm_ms[-window:]))
+    before = float(np.median(warm_ms[-2 * window : -window]))
+    return before > 0 and abs(last - before) <= tolerance * before
+
+
+def warm_up_done(policy: TrialPolicy, warm_ms: list[float], wall_ms: float) -> bool:
+    """The warm-up rule: at least ``warmup`` untimed calls and ``warmup_ms`` of wall time; with a
+    ``settle`` tolerance also until :func:`settled` says the times have stopped moving, for at most
+    ``max_warmup_ms`` of wall time."""
+    n = len(warm_ms)
+    if n < policy.warmup or wall_ms < policy.warmup_ms:
+        return False
+    if policy.settle <= 0 or wall_ms >= policy.max_warmup_ms:
+        return True
+    return settled(warm_ms, settle_window(policy, wall_ms / max(n, 1)), policy.settle)
 
 
 def measure(trial: Callable[[int], float], policy: TrialPolicy) -> tuple[list[float], StopReason]:
-    """Run ``trial(i)`` (which returns the milliseconds of its timed region) after at least
-    ``policy.warmup`` untimed calls lasting at least ``policy.warmup_ms`` of wall time, and stop
-    adaptively.
-
-    After at least ``min_trials`` samples and ``min_total_ms`` of timed work, timing stops as soon as
-    the median is known well enough: its relative standard error, estimated robustly as
-    ``1.2533 * robust_cov / sqrt(n)``, is at most ``target_error`` (with ``target_error <= 0``: at once,
-    the fixed rule). A candidate whose times keep scattering runs on until ``max_trials`` or until the
-    trials have taken ``max_wall_s`` of wall time, whichever comes first.
+    """Run ``trial(i)`` (which returns the milliseconds of its timed region) one call at a time: warm-up
+    calls (``i = -1, -2, ...``) until :func:`warm_up_done`, then trials until :func:`stop_rule` says
+    stop. A candidate whose times keep scattering runs on until ``max_trials`` or until the trials
+    have taken ``max_wall_s`` of wall time, whichever comes first.
     """
-    # Warm-up by count and by time: a GPU that idled drops its clocks, and a few launches of a short
-    # kernel are over before the clocks are back up, which would leave the first trials slow.
+    return measure_batched(lambda indices: [trial(i) for i in indices], policy, max_batch=1)
+
+
+def next_batch_size(
+    samples_ms: list[float],
+    policy: TrialPolicy,
+    *,
+    max_batch: int,
+    trial_wall_s: float,
+    elapsed_s: float,
+    hint_ms: list[float],
+) -> int:
+    """How many trials to enqueue next: enough to reach ``min_trials``, ``min_total_ms`` and the
+    number of trials that the current spread says the ``target_error`` needs, but never more than
+    ``max_batch``, than the trials left to ``max_trials``, or (after ``min_trials``) than fit in
+    what is left of ``max_wall_s``. ``hint_ms`` (the warm-up's times) stands in for the spread and
+    the trial time before the first sample. At least 1.
+    """
+    if max_batch <= 1:
+        return 1
+    n = len(samples_ms)
+    basis = samples_ms if n >= policy.min_trials or not hint_ms else hint_ms
+    want = max(policy.min_trials - n, 1)
+    if basis:
+        median = float(np.median(basis))
+        if median > 0 and policy.min_total_ms > 0:
+            want = max(want, math.ceil((policy.min_total_ms - sum(samples_ms)) / median))
+        if policy.target_error > 0 and len(basis) >= SETTLE_MIN_WINDOW:
+            needed = (1.2533 * robust_cov(basis) / policy.target_error) ** 2
+            want = max(want, math.ceil(needed) - n)
+    want = min(want, max_batch, policy.max_trials - n)
+    if n >= policy.min_trials and trial_wall_s > 0 and math.isfinite(policy.max_wall_s):
+        want = min(want, math.ceil(max(policy.max_wall_s - elapsed_s, 0.0) / trial_wall_s))
+    return max(want, 1)
+
+
+def measure_batched(
+    run_batch: Callable[[list[int]], list[float]],
+    policy: TrialPolicy,
+    max_batch: int,
+    warmup: dict[str, float] | None = None,
+) -> tuple[list[float], StopReason]:
+    """Warm up and time in batches: ``run_batch(indices)`` runs one trial per index (negative: warm-up)
+    and returns each trial's milliseconds; a device runtime enqueues them all and waits once.
+
+    The rules are those of one call at a time: warm-up until :func:`warm_up_done` (checked between
+    batches), then trials until :func:`stop_rule`, applied to every prefix of the samples so that the
+    samples kept are exactly those after which one-at-a-time timing would have stopped (the rest of
+    that batch is discarded), or until ``max_wall_s`` has passed at the end of a batch (``time_cap``).
+    ``warmup``, when given, receives the warm-up's ``calls`` and wall ``seconds``.
+    """
+    max_batch = max(1, max_batch)
+    warm_ms: list[float] = []
     warm_start = time.perf_counter()
-    i = 0
-    while i < policy.warmup or (time.perf_counter() - warm_start) * 1000.0 < policy.warmup_ms:
-        trial(-1 - i)
-        i += 1
-        if i >= 10 * max(policy.max_trials, 1):  # a stuck clock must not spin forever
+    limit = 10 * max(policy.max_trials, 1)  # a stuck clock must not spin forever
+    while len(warm_ms) < limit:
+        wall_ms = (time.perf_counter() - warm_start) * 1000.0
+        if warm_up_done(policy, warm_ms, wall_ms):
             break
+        n = len(warm_ms)
+        size = max(policy.warmup - n, 1)
+        if n:
+            per_trial_ms = wall_ms / n
+            # Enough trials for the missing warm-up time (or half a settle window) per batch; the
+            # average so far counts the slow first call, so this errs on the short side.
+            missing_ms = max(policy.warmup_ms - wall_ms, 0.0)
+            size = max(size, math.ceil(missing_ms / per_trial_ms) if per_trial_ms > 0 else 1)
+            if policy.settle > 0 and missing_ms <= 0:
+                size = max(size, settle_window(policy, per_trial_ms) // 2)
+        size = min(size, max_batch, limit - n)
+        warm_ms.extend(run_batch([-1 - n - k for k in range(size)]))
+    warm_wall_s = time.perf_counter() - warm_start
+    if warmup is not None:
+        warmup.update(calls=float(len(warm_ms)), seconds=warm_wall_s)
+    trial_wall_s = warm_wall_s / len(warm_ms) if warm_ms else 0.0
     samples: list[float] = []
     start = time.perf_counter()
     while True:
-        samples.append(trial(len(samples)))
-        n = len(samples)
-        if n >= policy.max_trials:
-            return samples, "max_trials"
-        if n < policy.min_trials:
-            continue
-        if sum(samples) >= policy.min_total_ms:
-            if policy.target_error <= 0:
-                return samples, "min_time"
-            if median_error(samples) <= policy.target_error:
-                return samples, "stable"
-        if time.perf_counter() - start >= policy.max_wall_s:
+        elapsed = time.perf_counter() - start
+        size = next_batch_size(
+            samples,
+            policy,
+            max_batch=max_batch,
+            trial_wall_s=trial_wall_s,
+            elapsed_s=elapsed,
+            hint_ms=warm_ms,
+        )
+        began = time.perf_counter()
+        times = run_batch(list(range(len(samples), len(samples) + size)))
+        trial_wall_s = (time.perf_counter() - began) / max(len(times), 1)
+        for value in times:
+            samples.append(value)
+            reason = stop_rule(samples, policy)
+            if reason is not None:
+                return samples, reason
+        if len(samples) >= policy.min_trials and time.perf_counter() - start >= policy.max_wall_s:
             return samples, "time_cap"
 
 

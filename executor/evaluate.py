@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import logging
 import secrets
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Literal
 
@@ -29,6 +30,8 @@ from executor.sandbox import (
 from executor.settings import ExecutorSettings
 from executor.static import check_source
 from executor.taskformat import FunctionTask, KernelTask, Task
+from executor.timingset import prune as prune_timing_sets
+from executor.timingset import timing_set_spec
 from executor.verdict import CompileResult, ErrorKind, Stage, TimingStats, Verdict, reward_for
 from executor.worker import CandidateRun, EvaluationOptions, ReferenceJob, WorkerJob, seeds_needed
 
@@ -54,8 +57,10 @@ class Evaluator:
 
     One evaluation overlaps what does not depend on the candidate with its compile: a reference worker
     computes the expected outputs for the candidate's fresh seeds (and, the first time for a task,
-    times the serial reference), and the candidate's worker, already started, generates the same
-    inputs. Call :meth:`close` to stop the spare workers.
+    stores the task's timing set with its outputs and times the serial reference), and the candidate's
+    worker, already started, generates the same inputs, loads the timing set and makes its rotated
+    copies. After the verdict, the workers of the task's next candidate are prepared in the background
+    and the finished workers are reaped there too. Call :meth:`close` to stop the spare workers.
     """
 
     def __init__(self, settings: ExecutorSettings) -> None:
@@ -83,11 +88,28 @@ class Evaluator:
         self.pool.replenish("reference")
         if self.runtime_checks_available:
             self.pool.replenish("candidate")
+        self._preparing: Future[None] | None = None
+        self._prepare_lock = threading.Lock()
+
+    @property
+    def timing_sets_dir(self) -> Path:
+        """Where the tasks' timing sets are stored (see :mod:`executor.timingset`)."""
+        return self.settings.cache_dir / "timing-sets"
 
     def close(self) -> None:
         """Stop the spare workers and the compile threads."""
+        self.wait_for_preparation()
         self.pool.close()
         self._threads.shutdown(wait=False, cancel_futures=True)
+
+    def wait_for_preparation(self) -> None:
+        """Wait for the background preparation of the next evaluation, if one is running (the next
+        evaluation does this by itself; tests that count processes need it)."""
+        with self._prepare_lock:
+            preparing, self._preparing = self._preparing, None
+        if preparing is not None:
+            with contextlib.suppress(CancelledError):  # close() cancelled it before it started
+                preparing.result()
 
     @staticmethod
     def _choose_runtime(requested: str, has_gpu: bool) -> Literal["gpu", "host", "none"]:
@@ -138,12 +160,18 @@ class Evaluator:
             )
         finally:
             for worker in workers:
-                worker.close()
+                self.pool.discard(worker)
             if not compiling.done():
                 compiling.cancel()
         verdict.seconds["total"] = time.perf_counter() - t0
         if runtime != "none" and self.settings.prewarm_workers and self.settings.prepare_next:
-            self._prepare_next(task, options, runtime)
+            # In the background: the caller has its verdict now, and the workers of the next candidate
+            # get the whole time the next candidate takes to write.
+            with self._prepare_lock:
+                try:
+                    self._preparing = self._threads.submit(self._prepare_next, task, options, runtime)
+                except RuntimeError:  # closed meanwhile: nothing to prepare for
+                    self._preparing = None
         return verdict
 
     def _run(
@@ -166,6 +194,7 @@ class Evaluator:
             return _reference_failure(task, Stage.COMPILE, str(e), compiled, seconds)
         key = self._prepared_key(task, options, runtime)
         ref_started = time.perf_counter()
+        self.wait_for_preparation()
         prepared = self.pool.take_prepared(key) if self.settings.prepare_next else None
         if prepared is not None:
             logger.info("%s: using workers prepared for this task", task.id)
@@ -222,10 +251,13 @@ class Evaluator:
             baseline_timing=self._cached_timing("baseline", task) if baseline else None,
         )
         with self._gpu_lock:
+            # Workers of earlier evaluations may still be in teardown (their CUDA context too): the
+            # trials wait for that, not for the verdict before them.
+            reaped = time.perf_counter()
+            if not self.pool.drain(timeout_s=10.0):
+                logger.warning("a finished worker is still being torn down; timing anyway")
+            seconds["reap_wait"] = time.perf_counter() - reaped
             outcome = finish_candidate(cand_worker, run, self.settings.run_timeout_s, limit)
-        # A new spare starts only now: making a CUDA context while another worker is timed would
-        # disturb its trials. Its start-up overlaps the next candidate's compile instead.
-        self.pool.replenish("candidate")
         seconds.update(outcome.seconds)
         if outcome.error is ErrorKind.REFERENCE_ERROR:
             return _reference_failure(task, Stage.CORRECTNESS, outcome.message, compiled, seconds)
@@ -280,6 +312,11 @@ class Evaluator:
         time_reference = (
             runtime != "none" and options.run_timing and self._cached_timing("reference", task) is None
         )
+        timing_set = (
+            timing_set_spec(task, reference, self.timing_sets_dir)
+            if runtime != "none" and options.run_timing and options.timing_inputs == "task"
+            else None
+        )
         ref_worker = self.pool.take("reference")
         self.pool.replenish("reference")
         prepared = PreparedEvaluation(key=key, seeds=seeds, reference=ref_worker, candidate=None)
@@ -294,11 +331,15 @@ class Evaluator:
                     sets=None if runtime != "none" else 1,
                     out_dir="",
                     time_reference=time_reference,
+                    timing_set=timing_set,
                 ),
                 limit,
             )
             if runtime != "none":
                 prepared.candidate = self.pool.take("candidate")
+                # The next spare starts at once: its imports overlap this evaluation, and its CUDA
+                # context waits for the GPU lock (executor.gpulock), never for another's trials.
+                self.pool.replenish("candidate")
                 start_candidate(
                     prepared.candidate,
                     WorkerJob(
@@ -308,6 +349,7 @@ class Evaluator:
                         seeds=seeds,
                         options=options,
                         expected_dir=str(ref_worker.dir / "expected"),
+                        timing_set=timing_set,
                     ),
                     limit,
                 )
@@ -324,7 +366,8 @@ class Evaluator:
     ) -> None:
         """Start the workers for another candidate of the same task, so that its inputs and expected
         outputs are ready by the time it is compiled. Runs after the GPU work of this evaluation, so
-        the reference's CPU work never overlaps the trials of the candidate just timed."""
+        the reference's CPU work never overlaps the trials of the candidate just timed. Also keeps
+        the stored timing sets under their size limit (never this task's)."""
         try:
             reference = build_reference(task, self.settings.cache_dir)
             prepared = self._start_workers(
@@ -334,7 +377,11 @@ class Evaluator:
             logger.warning("could not prepare the next evaluation of %s: %s", task.id, e)
             return
         self.pool.keep_prepared(prepared)
-        self.pool.replenish("candidate")
+        keep = {Path(timing_set_spec(task, reference, self.timing_sets_dir).dir).name}
+        try:
+            prune_timing_sets(self.timing_sets_dir, self.settings.timing_set_cache_bytes, keep)
+        except OSError as e:
+            logger.warning("could not prune the timing sets: %s", e)
 
     def _compile_failure(
         self,

@@ -8,6 +8,7 @@ project's own tasks; candidate code never goes through this path (see :mod:`exec
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
 import shutil
 import subprocess
@@ -55,7 +56,10 @@ def find_cxx() -> str:
     return cxx
 
 
+@functools.lru_cache(maxsize=8)
 def _cxx_version(cxx: str) -> str:
+    # Asked once per compiler path: every evaluation looks its reference up, and a `g++ --version`
+    # process per lookup cost milliseconds on the evaluation's path.
     out = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=False, timeout=30)
     return out.stdout.splitlines()[0] if out.stdout else cxx
 

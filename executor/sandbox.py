@@ -7,7 +7,8 @@ service keeps serving.
 A :class:`WorkerPool` keeps one started *spare* per role (``candidate``, ``reference``): a process that
 has already imported numpy and the executor and, for a GPU candidate worker, made its CUDA context and
 L2-flush buffer, and now waits for a job on its stdin. Taking a spare saves that start-up on the
-critical path; each job still gets a process of its own, used once.
+critical path; each job still gets a process of its own, used once. A finished worker is killed at
+once, and a :class:`Reaper` waits for its teardown and removes its directory in the background.
 """
 
 from __future__ import annotations
@@ -29,12 +30,15 @@ from typing import Literal
 from pydantic import BaseModel
 
 from executor.errors import WorkerError
+from executor.gpulock import LOCK_ENV
 from executor.verdict import ErrorKind
 from executor.worker import CandidateRun, ReferenceJob, ReferenceOutcome, WorkerJob, WorkerOutcome
 
 logger = logging.getLogger(__name__)
 
-POLL_S = 0.01
+# How often a waiting parent looks for the worker's result (and its memory): half of it, on average,
+# is added to every verdict.
+POLL_S = 0.002
 STDERR_TAIL = 4000
 
 Role = Literal["candidate", "reference"]
@@ -53,8 +57,11 @@ def _rss_bytes(pid: int) -> int:
     return 0
 
 
-def _worker_env() -> dict[str, str]:
+def _worker_env(gpu_lock: Path | None = None) -> dict[str, str]:
     env = dict(os.environ)
+    env.pop(LOCK_ENV, None)
+    if gpu_lock is not None:
+        env[LOCK_ENV] = str(gpu_lock)
     env["PYTHONPATH"] = os.pathsep.join(
         filter(None, [str(Path(__file__).resolve().parent.parent), env.get("PYTHONPATH", "")])
     )
@@ -64,7 +71,9 @@ def _worker_env() -> dict[str, str]:
 class WorkerProcess:
     """One ``python -m executor.worker serve ROLE RUNTIME`` process with a private directory."""
 
-    def __init__(self, role: Role, runtime: Runtime, workdir: Path | None = None) -> None:
+    def __init__(
+        self, role: Role, runtime: Runtime, workdir: Path | None = None, gpu_lock: Path | None = None
+    ) -> None:
         self.role = role
         self.runtime = runtime
         self.dir = Path(tempfile.mkdtemp(prefix=f"regraph-{role}-", dir=workdir))
@@ -81,7 +90,7 @@ class WorkerProcess:
                     stdout=err,
                     stderr=err,
                     cwd=self.dir,
-                    env=_worker_env(),
+                    env=_worker_env(gpu_lock),
                     start_new_session=True,
                 )
             except OSError as e:
@@ -108,13 +117,18 @@ class WorkerProcess:
         if self.job_sent is None:
             self.job_sent = time.monotonic()
 
-    def kill(self) -> None:
-        """Kill the worker's whole process group (anything the candidate forked goes too)."""
+    def stop(self) -> None:
+        """Send SIGKILL to the worker's whole process group (anything the candidate forked goes too),
+        without waiting for the processes to be gone."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
         with contextlib.suppress(OSError, ValueError):
             if self.proc.stdin is not None:
                 self.proc.stdin.close()
+
+    def kill(self) -> None:
+        """Kill the worker's whole process group and wait for the worker to be gone."""
+        self.stop()
         self.proc.wait()
 
     def close(self) -> None:
@@ -127,6 +141,8 @@ class WorkerProcess:
 
         The worker is killed as soon as its result file is there (written by an atomic rename):
         letting it tear down a CUDA context and gigabytes of arrays would only delay the next job.
+        The kill is sent, not waited for: the kernel's teardown of the process (its memory, its CUDA
+        context) is left to :meth:`close`, which a :class:`Reaper` runs off the critical path.
         Returns :attr:`ErrorKind.TIMEOUT` / :attr:`ErrorKind.OUT_OF_MEMORY` when it had to be killed.
         """
         start = time.monotonic()
@@ -145,8 +161,8 @@ class WorkerProcess:
                     break
                 time.sleep(POLL_S)
         finally:
-            # On a kill, an interruption (service shutdown) or a normal exit alike: nothing stays behind.
-            self.kill()
+            # On a kill, an interruption (service shutdown) or a normal exit alike: nothing keeps running.
+            self.stop()
         return killed_for
 
     def stage_text(self, default: str = "startup") -> str:
@@ -162,6 +178,55 @@ class WorkerProcess:
             return self.stderr_path.read_bytes()[-STDERR_TAIL:].decode("utf-8", "replace")
         except OSError:
             return ""
+
+
+class Reaper:
+    """Closes finished workers in a thread of its own: the wait for a killed process to be torn down
+    (its memory and CUDA context, tens of milliseconds) and the removal of its directory (the expected
+    outputs) are then not part of the verdict's time. :meth:`drain` waits for them, so the GPU work of
+    the next candidate never overlaps a teardown."""
+
+    def __init__(self) -> None:
+        self._pending: list[WorkerProcess] = []
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def discard(self, proc: WorkerProcess) -> None:
+        """Kill ``proc`` now; wait for it and remove its directory in the background."""
+        proc.stop()
+        with self._cond:
+            self._pending.append(proc)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="executor-reaper", daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                if not self._pending:
+                    self._thread = None
+                    self._cond.notify_all()
+                    return
+                proc = self._pending[0]
+            try:
+                proc.close()
+            except OSError as e:  # never leave the queue stuck on one process
+                logger.warning("could not close worker %s: %s", proc.proc.pid, e)
+            with self._cond:
+                self._pending.pop(0)
+                self._cond.notify_all()
+
+    def drain(self, timeout_s: float = 30.0) -> bool:
+        """Wait until every discarded worker is closed; False if that took longer than ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while self._pending:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+        return True
 
 
 @dataclass
@@ -180,6 +245,10 @@ class PreparedEvaluation:
         if self.candidate is not None:
             self.candidate.close()
 
+    def workers(self) -> list[WorkerProcess]:
+        """The reference worker and, when there is one, the candidate worker."""
+        return [self.reference] + ([self.candidate] if self.candidate is not None else [])
+
 
 class WorkerPool:
     """Spare worker processes, one per role, started ahead of the jobs that will take them, and at
@@ -193,6 +262,19 @@ class WorkerPool:
         self._prepared: PreparedEvaluation | None = None
         self._lock = threading.Lock()
         self._closed = False
+        self.reaper = Reaper()
+        # The lock file of this pool's GPU work (see executor.gpulock); candidate workers hold it.
+        handle, name = tempfile.mkstemp(prefix="regraph-gpu-", suffix=".lock", dir=workdir)
+        os.close(handle)
+        self.gpu_lock = Path(name)
+
+    def discard(self, proc: WorkerProcess) -> None:
+        """Kill a worker that is done with; it is waited for and cleaned up in the background."""
+        self.reaper.discard(proc)
+
+    def drain(self, timeout_s: float = 30.0) -> bool:
+        """Wait for the discarded workers to be gone (see :meth:`Reaper.drain`)."""
+        return self.reaper.drain(timeout_s)
 
     def take_prepared(self, key: str) -> PreparedEvaluation | None:
         """The prepared evaluation for ``key`` (handed over once), or None; one for another key is
@@ -204,7 +286,8 @@ class WorkerPool:
         alive = prepared.reference.alive or prepared.reference.result_path.exists()
         if prepared.key == key and alive and (prepared.candidate is None or prepared.candidate.alive):
             return prepared
-        prepared.close()
+        for proc in prepared.workers():
+            self.discard(proc)
         return None
 
     def keep_prepared(self, prepared: PreparedEvaluation) -> None:
@@ -216,10 +299,15 @@ class WorkerPool:
             else:
                 stale, self._prepared = self._prepared, prepared
         if stale is not None:
-            stale.close()
+            for proc in stale.workers():
+                self.discard(proc)
 
     def _runtime_of(self, role: Role) -> Runtime:
         return self.runtime if role == "candidate" else "none"
+
+    def _start(self, role: Role) -> WorkerProcess:
+        lock = self.gpu_lock if role == "candidate" else None
+        return WorkerProcess(role, self._runtime_of(role), self.workdir, gpu_lock=lock)
 
     def take(self, role: Role) -> WorkerProcess:
         """A started worker for ``role``: the spare when there is a live one, else a new process."""
@@ -229,7 +317,7 @@ class WorkerPool:
             logger.warning("spare %s worker died while waiting: %s", role, spare.stderr_tail()[-500:])
             spare.close()
             spare = None
-        return spare or WorkerProcess(role, self._runtime_of(role), self.workdir)
+        return spare or self._start(role)
 
     def replenish(self, role: Role) -> None:
         """Start a spare for ``role`` if pre-warming is on and there is none."""
@@ -239,7 +327,7 @@ class WorkerPool:
             if self._closed or role in self._spares:
                 return
             try:
-                self._spares[role] = WorkerProcess(role, self._runtime_of(role), self.workdir)
+                self._spares[role] = self._start(role)
             except WorkerError as e:
                 logger.warning("could not start a spare %s worker: %s", role, e)
 
@@ -253,6 +341,8 @@ class WorkerPool:
             spare.close()
         if prepared is not None:
             prepared.close()
+        self.drain()
+        self.gpu_lock.unlink(missing_ok=True)
 
 
 def _death_message(proc: WorkerProcess, stage_text: str) -> tuple[ErrorKind, str]:
@@ -288,7 +378,7 @@ def finish_candidate(
 ) -> WorkerOutcome:
     """Hand the worker its compiled candidate and wait for the outcome (crash and timeout included)."""
     start = time.monotonic()
-    proc.send("run.json", run)
+    proc.send("run.json", run.model_copy(update={"sent_at": start}))
     killed_for = proc.wait(timeout_s, memory_limit_bytes, watch_rss=proc.runtime == "gpu")
     elapsed = time.monotonic() - start
     stage_text = proc.stage_text()

@@ -40,6 +40,12 @@ class ExecutorSettings(BaseSettings):
         description="after an evaluation, start the workers of the next candidate of the same task: "
         "fresh seeds, inputs generated and reference outputs computed before that candidate arrives",
     )
+    timing_set_cache_bytes: int = Field(
+        default=16 << 30,
+        ge=0,
+        description="disk space for the tasks' timing sets (inputs and reference outputs at the timing "
+        "size, one per task); the least recently used beyond it are removed",
+    )
     runtime: Literal["auto", "gpu", "host", "none"] = Field(
         default="auto",
         description="'auto': the GPU when pycuda and a device are present, else none. 'host' runs function-"

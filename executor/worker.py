@@ -5,12 +5,15 @@ group. A worker does its start-up first (imports; for a GPU candidate worker als
 the L2-flush buffer), then reads job files named on its stdin, one job per process:
 
 * role ``reference``: one line, a :class:`ReferenceJob`. It generates the evaluation's input sets, runs
-  the task's serial reference on them, writes the expected outputs as ``.npy`` files, times the
+  the task's serial reference on them, writes the expected outputs as ``.npy`` files, stores the
+  task's timing set with its outputs when it is not stored yet (:mod:`executor.timingset`), times the
   reference when asked, writes a :class:`ReferenceOutcome` and exits.
 * role ``candidate``: a first line names a :class:`WorkerJob` (task, seeds, options); the worker
-  generates the same input sets while the candidate is still compiling. A second line names a
-  :class:`CandidateRun` (the compiled product); the worker checks correctness, times, writes a
-  :class:`WorkerOutcome` and exits. An empty line or end of input instead of the second line cancels.
+  generates the same input sets while the candidate is still compiling, loads (or draws) the task's
+  timing set and makes the rotated copies the trials run on (on the device, for kernel tasks). A
+  second line names a :class:`CandidateRun` (the compiled product); the worker checks correctness,
+  times, writes a :class:`WorkerOutcome` and exits. An empty line or end of input instead of the
+  second line cancels.
 
 Each candidate gets a fresh process, so a crash, hang, runaway allocation or sticky CUDA error costs
 only that process; the parent turns its fate into a verdict. The expected outputs of an input set are
@@ -20,7 +23,9 @@ so the candidate never runs while the answer to its current inputs is in its pro
 Two runtimes share the same flow:
 
 * ``gpu``: pycuda with the device's primary context; function-task candidates are .so files called
-  through ctypes on host pointers, kernel-task candidates are cubins launched here.
+  through ctypes on host pointers and timed one call at a time on the host clock; kernel-task
+  candidates are cubins launched here and timed with CUDA events, in batches of trials enqueued on a
+  stream with one wait per batch.
 * ``host``: function-task .so files called on the CPU. No CUDA is involved; it exists to exercise the
   isolation and checking machinery on machines without a GPU, and is never used to pass a candidate
   in the service unless explicitly enabled.
@@ -40,12 +45,15 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
+from executor import timingset
 from executor.abi import bind_entry, call_entry
-from executor.checking import TrialPolicy, compare_output, measure, timing_stats
+from executor.checking import TrialPolicy, compare_output, measure, measure_batched, timing_stats
 from executor.errors import ExecutorError
+from executor.gpulock import gpu_exclusive
 from executor.inputs import InputSet, generate_inputs
 from executor.reference import check_reference_outputs
 from executor.taskformat import NUMPY_DTYPES, FunctionTask, KernelTask, ScalarArg, Size, Task
+from executor.timingset import TimingSetSpec
 from executor.verdict import ErrorKind, Mismatch, TimingStats
 
 logger = logging.getLogger(__name__)
@@ -59,9 +67,31 @@ class EvaluationOptions(BaseModel):
         default=1, ge=0, le=5, description="input sets checked at the timing size"
     )
     run_timing: bool = True
-    warmup: int = Field(default=2, ge=0, le=50, description="untimed calls before the trials")
+    timing_inputs: Literal["task", "fresh"] = Field(
+        default="task",
+        description="what the trials run on: 'task', the task's timing set (drawn once from a seed "
+        "derived from the task, the same for every candidate and repeat; its output is still checked); "
+        "'fresh', the evaluation's fresh timing-size set(s)",
+    )
+    warmup: int = Field(
+        default=1,
+        ge=0,
+        le=50,
+        description="untimed calls before the trials (the correctness calls, one of them at the timing "
+        "size, come before these)",
+    )
     warmup_ms: float = Field(
         default=30.0, ge=0, le=2000, description="untimed calls go on until this much wall time has passed"
+    )
+    warmup_settle: float = Field(
+        default=0.02,
+        ge=0,
+        le=1,
+        description="kernel tasks: untimed launches also go on until the median time of the last window "
+        "of them is within this fraction of the window before (the clocks have settled); 0: off",
+    )
+    max_warmup_ms: float = Field(
+        default=200.0, ge=0, le=5000, description="wall-time cap of the settling (not of warmup/warmup_ms)"
     )
     min_trials: int = Field(default=5, ge=3, le=1000)
     max_trials: int = Field(default=100, ge=3, le=10000)
@@ -80,8 +110,13 @@ class EvaluationOptions(BaseModel):
     reference_repeats: int = Field(default=3, ge=1, le=20)
     baseline: bool = True
 
-    def trial_policy(self) -> TrialPolicy:
-        """The stopping rule of :func:`executor.checking.measure` for these options."""
+    def trial_policy(self, device_timed: bool = False) -> TrialPolicy:
+        """The warm-up and stopping rules of :mod:`executor.checking` for these options.
+
+        The settle rule applies only to ``device_timed`` trials (kernels timed by CUDA events), whose
+        times move with the GPU's clocks; a function task's call is timed on the host clock with its
+        copies, whose spread would keep a settle rule waiting until its cap.
+        """
         return TrialPolicy(
             warmup=self.warmup,
             warmup_ms=self.warmup_ms,
@@ -90,6 +125,8 @@ class EvaluationOptions(BaseModel):
             min_total_ms=self.min_timing_ms,
             target_error=self.target_error,
             max_wall_s=self.max_timing_s,
+            settle=self.warmup_settle if device_timed else 0.0,
+            max_warmup_ms=self.max_warmup_ms if device_timed else 0.0,
         )
 
 
@@ -130,6 +167,10 @@ class WorkerJob(BaseModel):
         description="the reference's outputs (from a ReferenceJob); None: run the reference here, "
         "after the candidate on each set",
     )
+    timing_set: TimingSetSpec | None = Field(
+        default=None,
+        description="the task's timing set, which the trials run on; None: the fresh timing-size sets",
+    )
     result_path: str = "result.json"
     memory_limit_bytes: int | None = None
     progress_path: str | None = None
@@ -143,6 +184,11 @@ class CandidateRun(BaseModel):
     baseline_product: str | None = None
     reference_timing: TimingStats | None = None
     baseline_timing: TimingStats | None = None
+    sent_at: float | None = Field(
+        default=None,
+        description="time.monotonic() when the parent handed this over: the worker reports how long "
+        "the candidate then waited for the worker's preparation (``inputs_wait``)",
+    )
 
 
 class ReferenceJob(BaseModel):
@@ -155,6 +201,9 @@ class ReferenceJob(BaseModel):
     sets: int | None = Field(default=None, description="only the first N planned sets (None: all)")
     out_dir: str
     time_reference: bool = False
+    timing_set: TimingSetSpec | None = Field(
+        default=None, description="store the task's timing set and its outputs here unless stored"
+    )
     result_path: str = "result.json"
     memory_limit_bytes: int | None = None
     progress_path: str | None = None
@@ -196,19 +245,36 @@ class CandidateFailed(Exception):
 
 # --- runtimes -------------------------------------------------------------------------------------------
 
+# Trials enqueued on the stream before the host waits: 6 stream operations each stay well inside the
+# driver's launch queue, and the stopping rule is applied between batches.
+MAX_BATCH = 64
+
+
+class HostSlots:
+    """Rotated host copies of the timing sources (function tasks), made before the candidate arrives.
+
+    Distinct copies per rotation slot, so that no trial finds its inputs in the CPU caches.
+    """
+
+    def __init__(self, sources: list[InputSet], rotate: int) -> None:
+        self.sources = sources
+        self.rotated = [sources[j % len(sources)].copy() for j in range(rotate)]
+
 
 class Runtime:
     """Runs one callable (candidate or baseline) on an input set and times it."""
 
     device = "host-cpu"
 
-    def run(self, inputs: InputSet) -> dict[str, np.ndarray]:
-        """Call on a copy of ``inputs``; return the output arrays."""
+    def run(self, inputs: InputSet, uploaded: dict[str, Any] | None = None) -> dict[str, np.ndarray]:
+        """Call on a copy of ``inputs`` (``uploaded``: a device copy of it made ahead, used once, by
+        the kernel runtime); return the output arrays."""
         raise NotImplementedError
 
-    def time(self, sources: list[InputSet], options: EvaluationOptions) -> tuple[TimingStats, dict[str, Any]]:
-        """Timing statistics over trials on rotated copies of ``sources``, and the last trial's
-        outputs with the index of its source set (for a final check)."""
+    def time(self, slots: Any, options: EvaluationOptions) -> tuple[TimingStats, dict[str, Any]]:
+        """Timing statistics over trials on the rotated copies in ``slots`` (:class:`HostSlots` or
+        :class:`DeviceSlots`), and the last trial's outputs with the index of its source set (for a
+        final check)."""
         raise NotImplementedError
 
 
@@ -225,15 +291,15 @@ class FunctionRuntime(Runtime):
     def after_call(self) -> None:
         """Wait for the call's work to finish (part of the timed region)."""
 
-    def run(self, inputs: InputSet) -> dict[str, np.ndarray]:
+    def run(self, inputs: InputSet, uploaded: dict[str, Any] | None = None) -> dict[str, np.ndarray]:
         work = inputs.copy()
         call_entry(self.fn, self.task, work.scalars, work.arrays)
         self.after_call()
         return {a.name: work.arrays[a.name] for a in self.task.outputs}
 
-    def time(self, sources: list[InputSet], options: EvaluationOptions) -> tuple[TimingStats, dict[str, Any]]:
-        # Distinct host copies per rotation slot, so that no trial finds its inputs in the CPU caches.
-        rotated = [sources[j % len(sources)].copy() for j in range(options.rotate_buffers)]
+    def time(self, slots: Any, options: EvaluationOptions) -> tuple[TimingStats, dict[str, Any]]:
+        assert isinstance(slots, HostSlots)
+        sources, rotated = slots.sources, slots.rotated
         outputs = [a.name for a in self.task.outputs]
         last: dict[str, Any] = {}
 
@@ -250,6 +316,7 @@ class FunctionRuntime(Runtime):
             last.update(set=j % len(sources), outputs={name: work.arrays[name] for name in outputs})
             return elapsed
 
+        # One call at a time: each is timed on the host clock around the call and its synchronisation.
         samples, stop = measure(trial, options.trial_policy())
         return timing_stats(samples, stop), last
 
@@ -295,12 +362,27 @@ class GpuContext:
         self.cuda.memset_d32(self.flush_buffer, 0x5A5A5A5A, self.flush_bytes // 4)
         self.cuda.Context.synchronize()
 
+    def flush_l2_async(self, stream: Any) -> None:
+        """Enqueue the same overwrite on ``stream`` (ordered before whatever is enqueued after it)."""
+        self.cuda.memset_d32_async(self.flush_buffer, 0x5A5A5A5A, self.flush_bytes // 4, stream)
+
     def synchronize(self) -> None:
         """Wait for all work on the device; a sticky error surfaces here as a CUDA error."""
         try:
             self.cuda.Context.synchronize()
         except self.cuda.Error as e:
             raise CandidateFailed(ErrorKind.CUDA_ERROR, f"CUDA error after the call: {e}") from e
+
+    def upload(self, inputs: InputSet, names: list[str] | None = None) -> dict[str, Any]:
+        """Device copies of the arrays of ``inputs`` (all, or those in ``names``)."""
+        buffers = {}
+        for name, array in inputs.arrays.items():
+            if names is not None and name not in names:
+                continue
+            buf = self.cuda.mem_alloc(max(array.nbytes, 1))
+            self.cuda.memcpy_htod(buf, array)  # outputs carry their poison, inout their initial values
+            buffers[name] = buf
+        return buffers
 
     def close(self) -> None:
         """Release the context (best effort: a broken context cannot be popped cleanly)."""
@@ -309,6 +391,57 @@ class GpuContext:
             self.ctx.pop()
         except self.cuda.Error as e:
             logger.warning("could not release the CUDA context: %s", e)
+
+
+class DeviceSlots:
+    """Rotated device copies of the timing sources (kernel tasks), so that no trial finds its data
+    already in L2, and one pristine device copy of each source's outputs to restore them from before
+    every trial (a device-to-device copy: a host upload of a large output would dominate each trial).
+
+    Made before the candidate arrives: nothing in it depends on the candidate.
+    """
+
+    def __init__(
+        self, gpu: GpuContext, task: FunctionTask | KernelTask, sources: list[InputSet], rotate: int
+    ):
+        self.gpu = gpu
+        self.sources = sources
+        self.outputs = [a.name for a in task.outputs]
+        self.nbytes = [{name: max(s.arrays[name].nbytes, 1) for name in self.outputs} for s in sources]
+        self.rotated: list[dict[str, Any]] = []
+        self.pristine: list[dict[str, Any]] = []
+        try:
+            self.pristine.extend(gpu.upload(s, self.outputs) for s in sources)
+            self.rotated.extend(gpu.upload(sources[j % len(sources)]) for j in range(rotate))
+        except gpu.cuda.MemoryError as e:
+            self.free()
+            raise CandidateFailed(ErrorKind.OUT_OF_MEMORY, f"rotated timing buffers do not fit: {e}") from e
+
+    def enqueue_restore(self, slot: int, source: int, stream: Any) -> None:
+        """Restore inout / re-poison out of rotation slot ``slot`` from source ``source`` (untimed)."""
+        for name in self.outputs:
+            self.gpu.cuda.memcpy_dtod_async(
+                self.rotated[slot][name], self.pristine[source][name], self.nbytes[source][name], stream
+            )
+
+    def free(self) -> None:
+        """Free every buffer (the process's exit would too)."""
+        for buffers in self.rotated + self.pristine:
+            for buf in buffers.values():
+                buf.free()
+        self.rotated, self.pristine = [], []
+
+
+def make_slots(
+    task: FunctionTask | KernelTask, gpu: GpuContext | None, sources: list[InputSet], rotate: int
+) -> HostSlots | DeviceSlots:
+    """The rotated copies that a runtime's trials run on: on the device for kernel tasks (``gpu`` is
+    required), in host memory for function tasks."""
+    if isinstance(task, KernelTask):
+        if gpu is None:
+            raise ExecutorError("a kernel task's timing buffers need a CUDA context")
+        return DeviceSlots(gpu, task, sources, rotate)
+    return HostSlots(sources, rotate)
 
 
 class GpuFunctionRuntime(FunctionRuntime):
@@ -332,7 +465,7 @@ class GpuFunctionRuntime(FunctionRuntime):
 
 class GpuKernelRuntime(Runtime):
     """A kernel-task cubin: device buffers allocated here, inputs copied, outputs poisoned, launched
-    with the task's grid/block, timed with CUDA events on the default stream."""
+    with the task's grid/block; timed with CUDA events on a stream of its own."""
 
     def __init__(self, gpu: GpuContext, task: KernelTask, product: str, symbol: str) -> None:
         self.gpu = gpu
@@ -341,18 +474,7 @@ class GpuKernelRuntime(Runtime):
         self.module = gpu.cuda.module_from_file(product)
         self.kernel = self.module.get_function(symbol)
 
-    def _upload(self, inputs: InputSet, names: list[str] | None = None) -> dict[str, Any]:
-        cuda = self.gpu.cuda
-        buffers = {}
-        for name, array in inputs.arrays.items():
-            if names is not None and name not in names:
-                continue
-            buf = cuda.mem_alloc(max(array.nbytes, 1))
-            cuda.memcpy_htod(buf, array)  # outputs carry their poison, inout their initial values
-            buffers[name] = buf
-        return buffers
-
-    def _launch(self, inputs: InputSet, buffers: dict[str, Any], size: Size) -> None:
+    def _launch(self, inputs: InputSet, buffers: dict[str, Any], size: Size, stream: Any = None) -> None:
         grid, block, shared = self.task.launch_config(size)
         args: list[Any] = []
         for arg in self.task.args:
@@ -361,7 +483,7 @@ class GpuKernelRuntime(Runtime):
             else:
                 args.append(buffers[arg.name])
         try:
-            self.kernel(*args, block=block, grid=grid, shared=shared)
+            self.kernel(*args, block=block, grid=grid, shared=shared, stream=stream)
         except self.gpu.cuda.Error as e:
             raise CandidateFailed(ErrorKind.CUDA_ERROR, f"kernel launch failed: {e}") from e
 
@@ -378,11 +500,13 @@ class GpuKernelRuntime(Runtime):
         for buf in buffers.values():
             buf.free()
 
-    def run(self, inputs: InputSet) -> dict[str, np.ndarray]:
-        try:
-            buffers = self._upload(inputs)
-        except self.gpu.cuda.MemoryError as e:
-            raise CandidateFailed(ErrorKind.OUT_OF_MEMORY, f"task buffers do not fit: {e}") from e
+    def run(self, inputs: InputSet, uploaded: dict[str, Any] | None = None) -> dict[str, np.ndarray]:
+        buffers = uploaded
+        if buffers is None:
+            try:
+                buffers = self.gpu.upload(inputs)
+            except self.gpu.cuda.MemoryError as e:
+                raise CandidateFailed(ErrorKind.OUT_OF_MEMORY, f"task buffers do not fit: {e}") from e
         try:
             self._launch(inputs, buffers, inputs.size)
             self.gpu.synchronize()
@@ -390,45 +514,41 @@ class GpuKernelRuntime(Runtime):
         finally:
             self._free(buffers)
 
-    def time(self, sources: list[InputSet], options: EvaluationOptions) -> tuple[TimingStats, dict[str, Any]]:
+    def time(self, slots: Any, options: EvaluationOptions) -> tuple[TimingStats, dict[str, Any]]:
+        """Trials enqueued in batches on one stream, each ``restore outputs -> flush L2 -> start event ->
+        launch -> end event``, with one wait per batch: a sample is still one launch after a flush,
+        timed by its own pair of events, without a host round trip per trial."""
+        assert isinstance(slots, DeviceSlots)
         cuda = self.gpu.cuda
-        outputs = [a.name for a in self.task.outputs]
-        # Rotated copies of the inputs on the device, so that no trial finds its data already in L2,
-        # and one pristine device copy of each source's outputs to restore them from between trials
-        # (a device-to-device copy: a host upload of a large output would dominate each trial).
-        rotated: list[dict[str, Any]] = []
-        pristine: list[dict[str, Any]] = []
-        start, end = cuda.Event(), cuda.Event()
+        stream = cuda.Stream()
+        events: list[tuple[Any, Any]] = []  # reused by every batch
         last: dict[str, Any] = {}
-        try:
+
+        def run_batch(indices: list[int]) -> list[float]:
             try:
-                pristine.extend(self._upload(s, outputs) for s in sources)
-                rotated.extend(self._upload(sources[j % len(sources)]) for j in range(options.rotate_buffers))
-            except cuda.MemoryError as e:
-                raise CandidateFailed(
-                    ErrorKind.OUT_OF_MEMORY, f"rotated timing buffers do not fit: {e}"
-                ) from e
+                while len(events) < len(indices):
+                    events.append((cuda.Event(), cuda.Event()))
+                for (start, end), i in zip(events, indices, strict=False):
+                    j = i % len(slots.rotated)
+                    k = j % len(slots.sources)
+                    slots.enqueue_restore(j, k, stream)
+                    self.gpu.flush_l2_async(stream)
+                    start.record(stream)
+                    self._launch(slots.sources[k], slots.rotated[j], slots.sources[k].size, stream)
+                    end.record(stream)
+                    last.update(set=k, slot=j)
+                events[len(indices) - 1][1].synchronize()
+                # A fault in any launch of the batch is sticky: it surfaces here, if not before.
+                cuda.Context.synchronize()
+                return [float(start.time_till(end)) for start, end in events[: len(indices)]]
+            except cuda.Error as e:
+                raise CandidateFailed(ErrorKind.CUDA_ERROR, f"CUDA error while timing: {e}") from e
 
-            def trial(i: int) -> float:
-                j = i % len(rotated)
-                k = j % len(sources)
-                for name in outputs:  # restore inout / re-poison out (untimed)
-                    nbytes = max(sources[k].arrays[name].nbytes, 1)
-                    cuda.memcpy_dtod(rotated[j][name], pristine[k][name], nbytes)
-                self.gpu.flush_l2()
-                start.record()
-                self._launch(sources[k], rotated[j], sources[k].size)
-                end.record()
-                end.synchronize()
-                self.gpu.synchronize()
-                last.update(set=k, slot=j)
-                return float(start.time_till(end))
-
-            samples, stop = measure(trial, options.trial_policy())
-            last["outputs"] = self._download(sources[last["set"]], rotated[last["slot"]])
-        finally:
-            for buffers in rotated + pristine:
-                self._free(buffers)
+        warmup: dict[str, float] = {}
+        policy = options.trial_policy(device_timed=True)
+        samples, stop = measure_batched(run_batch, policy, MAX_BATCH, warmup)
+        last["warmup_s"] = warmup.get("seconds", 0.0)
+        last["outputs"] = self._download(slots.sources[last["set"]], slots.rotated[last["slot"]])
         return timing_stats(samples, stop), last
 
 
@@ -475,6 +595,20 @@ class ReferenceWorker:
             if size == "timing" and timing_inputs is None:
                 timing_inputs = inputs
         self.seconds["reference"] = time.perf_counter() - t0
+        spec = self.job.timing_set
+        if spec is not None:
+            # The task's timing set: its outputs are stored once for every later evaluation, and the
+            # serial reference is timed on it, as the candidates are.
+            fixed = None
+            if not timingset.stored(spec):
+                _progress(self.job.progress_path, "timing_set")
+                t1 = time.perf_counter()
+                fixed = generate_inputs(self.task, "timing", spec.seed, self.lib)
+                timingset.store(spec, self.task, fixed, self.call(fixed))
+                self.seconds["timing_set"] = time.perf_counter() - t1
+            if self.job.time_reference:
+                fixed = fixed or timingset.load_inputs(spec, self.task)
+                timing_inputs = fixed or generate_inputs(self.task, "timing", spec.seed, self.lib)
         stats = None
         if self.job.time_reference and timing_inputs is not None:
             _progress(self.job.progress_path, "reference_timing")
@@ -508,17 +642,79 @@ class Worker:
         self.plan = input_plan(job.options, job.seeds)
         self.sets: list[InputSet] = []
         self._expected: dict[int, dict[str, np.ndarray]] = {}
+        # The fresh timing-size sets' positions in the plan, and what the trials run on.
+        self.timing_indices = [i for i, (_, size) in enumerate(self.plan) if size == "timing"]
+        self.timing_sources: list[InputSet] = []
+        self.slots: HostSlots | DeviceSlots | None = None
+        # Device copies of the fresh timing-size sets (kernel tasks), made ahead and used once each.
+        self.uploaded: dict[int, dict[str, Any]] = {}
+        self.ready_at: float | None = None
 
     def progress(self, stage: str) -> None:
         """Record the current stage, so that a timeout can say where it happened."""
         _progress(self.job.progress_path, stage)
 
     def prepare(self) -> None:
-        """Generate every planned input set (does not depend on the candidate: runs while it compiles)."""
+        """Everything that does not depend on the candidate, done while it compiles: every planned
+        input set, the sets the trials run on and their rotated copies (on the device for kernel
+        tasks, where the CUDA context is already made)."""
         t0 = time.perf_counter()
         self.progress("inputs")
         self.sets = [generate_inputs(self.task, size, seed, self.reference_lib) for seed, size in self.plan]
         self.seconds["inputs"] = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        if self.job.options.run_timing:
+            self.timing_sources = self._timing_sources()
+            # Device uploads wait for (and never overlap) another worker's run.
+            with gpu_exclusive():
+                self.slots = self._prepared_slots()
+                if isinstance(self.slots, DeviceSlots):
+                    self.uploaded = self._uploaded_timing_sets()
+        self.seconds["timing_inputs"] = time.perf_counter() - t1
+        self.ready_at = time.monotonic()
+
+    def _uploaded_timing_sets(self) -> dict[int, dict[str, Any]]:
+        """Device copies of the fresh timing-size sets for their correctness runs (uploading hundreds
+        of MB from pageable memory would otherwise wait for the candidate). Empty when they do not
+        fit: then each run uploads its set itself."""
+        assert self.gpu is not None
+        uploaded: dict[int, dict[str, Any]] = {}
+        try:
+            for index in self.timing_indices:
+                uploaded[index] = self.gpu.upload(self.sets[index])
+        except self.gpu.cuda.Error as e:
+            logger.warning("the timing-size sets are uploaded by their runs: %s", e)
+            for buffers in uploaded.values():
+                GpuKernelRuntime._free(buffers)
+            return {}
+        return uploaded
+
+    def _timing_sources(self) -> list[InputSet]:
+        spec = self.job.timing_set
+        if spec is None:
+            return [self.sets[i] for i in self.timing_indices]
+        loaded = timingset.load_inputs(spec, self.task)
+        # Not stored yet (the task's first evaluation): drawn here from the same seed, as the
+        # reference worker does; generation is deterministic for a seed.
+        return [loaded or generate_inputs(self.task, "timing", spec.seed, self.reference_lib)]
+
+    def _prepared_slots(self) -> HostSlots | DeviceSlots | None:
+        """The rotated copies made ahead; None when that fails, in which case the timing stage makes
+        them again and the failure (no device memory, no context) becomes the candidate's verdict."""
+        if isinstance(self.task, KernelTask) and self.gpu is None:
+            if self.job.runtime != "gpu":
+                return None
+            self.gpu = GpuContext.create_or_none()
+            if self.gpu is None:
+                return None
+        errors: tuple[type[BaseException], ...] = (CandidateFailed, ExecutorError)
+        if self.gpu is not None:
+            errors = (*errors, self.gpu.cuda.Error)
+        try:
+            return make_slots(self.task, self.gpu, self.timing_sources, self.job.options.rotate_buffers)
+        except errors as e:
+            logger.warning("no timing buffers ahead of the candidate: %s", e)
+            return None
 
     def runtime_for(self, product: str, symbol: str) -> Runtime:
         """The runtime that fits the job (GPU function/kernel, or host function)."""
@@ -551,9 +747,11 @@ class Worker:
     def check(self, inputs: InputSet, got: dict[str, np.ndarray], expected: dict[str, np.ndarray]) -> None:
         """Raise CandidateFailed on the first output that disagrees with the reference."""
         for arg in self.task.outputs:
+            t0 = time.perf_counter()
             failure = compare_output(
                 self.task, arg, got[arg.name], expected[arg.name], inputs.size, inputs.seed
             )
+            self.seconds["compare"] = self.seconds.get("compare", 0.0) + time.perf_counter() - t0
             if failure is not None:
                 kind, mismatch = failure
                 raise CandidateFailed(
@@ -569,6 +767,10 @@ class Worker:
         opts = self.job.options
         if not self.sets:
             self.prepare()
+        if run.sent_at is not None and self.ready_at is not None:
+            # The part of the preparation that the candidate had to wait for (both clocks are the
+            # system's monotonic clock).
+            self.seconds["inputs_wait"] = max(0.0, self.ready_at - run.sent_at)
         t0 = time.perf_counter()
         self.progress("correctness")
         candidate = self.runtime_for(run.candidate_product, run.candidate_symbol)
@@ -579,7 +781,7 @@ class Worker:
                 inputs = self.sets[index]
                 # Candidate first, then the reference's answer, then the candidate again on other data:
                 # a candidate that caches results between calls answers the next set with stale values.
-                got = candidate.run(inputs)
+                got = candidate.run(inputs, self.uploaded.pop(index, None))
                 self.check(inputs, got, self.expected(index))
                 done += 1
             # Repeat the first set: a race that happened to pass once should not pass twice by luck.
@@ -608,20 +810,25 @@ class Worker:
     def timing(self, candidate: Runtime, run: CandidateRun, checked: int) -> WorkerOutcome:
         """Time candidate, serial reference and (optionally) the naive CUDA baseline at the timing size.
 
-        The trials run on rotated copies of the timing-size sets, whose reference outputs are known, so
-        the last trial's outputs are checked without running the serial reference again.
+        The trials run on rotated copies of the task's timing set (or of the fresh timing-size sets),
+        whose reference outputs are known, so the last trial's outputs are checked without running the
+        serial reference again.
         """
         opts = self.job.options
         t0 = time.perf_counter()
         self.progress("timing")
-        timing_indices = [i for i, (_, size) in enumerate(self.plan) if size == "timing"]
-        sources = [self.sets[i] for i in timing_indices]
+        if not self.timing_sources:
+            self.timing_sources = self._timing_sources()
+        sources = self.timing_sources
         try:
-            stats, last = candidate.time(sources, opts)
+            slots = self.slots or make_slots(self.task, self.gpu, sources, opts.rotate_buffers)
+            stats, last = candidate.time(slots, opts)
+            self.seconds["timing_trials"] = time.perf_counter() - t0
+            if "warmup_s" in last:  # kernel tasks: the part of the trials spent warming up
+                self.seconds["timing_warmup"] = last["warmup_s"]
             # The last timed trial's outputs must still be right: races and state kept across calls
             # that only show up under repetition are caught here.
-            index = timing_indices[last["set"]]
-            self.check(self.sets[index], last["outputs"], self.expected(index))
+            self.check(sources[last["set"]], last["outputs"], self.timing_expected(last["set"]))
         except CandidateFailed as e:
             self.seconds["timing"] = time.perf_counter() - t0
             return self.outcome(e, "timing", checked, candidate.device)
@@ -633,7 +840,9 @@ class Worker:
         if baseline_stats is None and opts.baseline and run.baseline_product:
             self.progress("baseline")
             baseline = self.runtime_for(run.baseline_product, self.task.entry)
-            baseline_stats, _ = baseline.time(sources, opts)
+            # Copies of their own: the candidate may have written into its inputs.
+            baseline_slots = make_slots(self.task, self.gpu, sources, opts.rotate_buffers)
+            baseline_stats, _ = baseline.time(baseline_slots, opts)
         self.seconds["timing"] = time.perf_counter() - t0
         return WorkerOutcome(
             passed=True,
@@ -645,6 +854,22 @@ class Worker:
             device=candidate.device,
             seconds=self.seconds,
         )
+
+    def timing_expected(self, source: int) -> dict[str, np.ndarray]:
+        """The reference's outputs for timing source ``source``, read after the trials: from the task's
+        timing set, else (not stored, or pruned meanwhile) from the reference run here, now that the
+        candidate has run."""
+        spec = self.job.timing_set
+        if spec is None:
+            return self.expected(self.timing_indices[source])
+        stored = timingset.load_expected(spec, self.task)
+        if stored is not None:
+            return stored
+        work = self.timing_sources[source].copy()
+        call_entry(self.reference_fn, self.task, work.scalars, work.arrays)
+        outputs = {a.name: work.arrays[a.name] for a in self.task.outputs}
+        check_reference_outputs(self.task, outputs)
+        return outputs
 
     def outcome(
         self, failure: CandidateFailed, stage: Literal["correctness", "timing"], checked: int, device: str
@@ -701,20 +926,24 @@ def serve_candidate(job_path: str, gpu: GpuContext | None) -> int:
     _limit_memory(job.memory_limit_bytes, uses_cuda=job.runtime == "gpu")
     worker = Worker(job, gpu)
     try:
-        worker.prepare()
-        line = sys.stdin.readline().strip()
-        if not line:  # cancelled (the candidate did not compile, or the parent is gone)
-            return 0
-        run = CandidateRun.model_validate_json(Path(line).read_text())
-        outcome = worker.run(run)
-    except ExecutorError as e:  # the task's own reference or generator failed, not the candidate
-        outcome = _failure(ErrorKind.REFERENCE_ERROR, str(e), worker.seconds)
-    except MemoryError as e:
-        outcome = _failure(ErrorKind.OUT_OF_MEMORY, f"host memory exhausted: {e}", worker.seconds)
+        try:
+            worker.prepare()
+            line = sys.stdin.readline().strip()
+            if not line:  # cancelled (the candidate did not compile, or the parent is gone)
+                return 0
+            run = CandidateRun.model_validate_json(Path(line).read_text())
+            with gpu_exclusive():
+                outcome = worker.run(run)
+        except ExecutorError as e:  # the task's own reference or generator failed, not the candidate
+            outcome = _failure(ErrorKind.REFERENCE_ERROR, str(e), worker.seconds)
+        except MemoryError as e:
+            outcome = _failure(ErrorKind.OUT_OF_MEMORY, f"host memory exhausted: {e}", worker.seconds)
+        # The result first: the parent kills this process as soon as it is there, so tearing down
+        # the context would only delay the verdict.
+        _write_result(job.result_path, outcome)
     finally:
         if worker.gpu is not None:
             worker.gpu.close()
-    _write_result(job.result_path, outcome)
     return 0
 
 
@@ -726,7 +955,10 @@ def main(argv: list[str]) -> int:
         return 2
     role, runtime = argv[1], argv[2]
     # Start-up that every job needs is done before the job arrives: that is what a spare pre-warms.
-    gpu = GpuContext.create_or_none() if role == "candidate" and runtime == "gpu" else None
+    gpu = None
+    if role == "candidate" and runtime == "gpu":
+        with gpu_exclusive():  # making a context during another worker's trials would disturb them
+            gpu = GpuContext.create_or_none()
     job_path = sys.stdin.readline().strip()
     if not job_path:
         if gpu is not None:

@@ -16,6 +16,7 @@ import pytest
 from executor.evaluate import Candidate, Evaluator
 from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
+from executor.timingset import timing_seed
 from executor.verdict import ErrorKind, Verdict
 from executor.worker import EvaluationOptions
 
@@ -156,3 +157,80 @@ def test_timing_records_its_trials_and_spread(evaluator: Evaluator) -> None:
     assert timing is not None and timing.robust_cov is not None
     assert timing.stop in ("stable", "max_trials", "time_cap")
     assert 5 <= timing.trials <= 100
+
+
+# block_sum at the timing size has 65536 blocks: blocks counted past the first 65536 belong to the
+# second and later timing-size launches, i.e. to the warm-up and the timed batches (the correctness
+# stage launches once at that size). AFTER_FIRST_TIMING_LAUNCH is the body that then runs.
+LATE = """
+__device__ unsigned int timing_blocks_seen;
+__global__ void block_sum_kernel(int blocks, const float* values, float* sums) {
+    __shared__ float s[256];
+    __shared__ unsigned int seen;
+    int t = threadIdx.x;
+    if (t == 0) seen = blocks == 65536 ? atomicAdd(&timing_blocks_seen, 1u) : 0u;
+    s[t] = values[blockIdx.x * 256 + t];
+    __syncthreads();
+    for (int stride = 128; stride > 0; stride >>= 1) {
+        if (t < stride) s[t] += s[t + stride];
+        __syncthreads();
+    }
+    if (t == 0) {
+        if (seen >= 65536u) { AFTER_FIRST_TIMING_LAUNCH } else { sums[blockIdx.x] = s[0]; }
+    }
+}
+"""
+
+
+def test_the_last_timed_launch_is_checked_on_the_task_timing_set(evaluator: Evaluator) -> None:
+    """Right in the correctness stage, wrong in the timed batches: the output of the last timed launch
+    is checked, against the reference's outputs for the task's timing set."""
+    source = LATE.replace("AFTER_FIRST_TIMING_LAUNCH", "sums[blockIdx.x] = s[0] + 1.0f;")
+    for k in range(2):
+        verdict = _evaluate(evaluator, "block_sum", source + f"\n// late {k}\n")
+        assert verdict.error is ErrorKind.WRONG_OUTPUT, verdict.message
+        assert verdict.stage.value == "timing"
+        assert verdict.mismatch is not None and verdict.mismatch.size == "timing"
+        assert verdict.mismatch.seed == timing_seed(_task("block_sum"))
+
+
+def test_a_fault_in_a_timed_batch_costs_only_its_worker(evaluator: Evaluator) -> None:
+    """An illegal address in one launch of a batch is sticky: it surfaces when the batch is waited
+    for, as a CUDA error (or the worker's death), and the next candidate runs normally. (Should the
+    stray write land in mapped memory instead, the timed output is left unwritten.)"""
+    source = LATE.replace("AFTER_FIRST_TIMING_LAUNCH", "sums[blockIdx.x + (1 << 28)] = s[0];")
+    broken = _evaluate(evaluator, "block_sum", source)
+    kinds = {ErrorKind.CUDA_ERROR, ErrorKind.CRASH, ErrorKind.UNWRITTEN_OUTPUT}
+    assert broken.error in kinds, broken.message
+    assert broken.stage.value == "timing" and broken.reward == -1.0
+    after = _evaluate(evaluator, "block_sum", (ADVERSARIAL / "block_sum_correct.cu").read_text())
+    assert after.passed, after.message
+
+
+def test_a_hang_in_a_timed_batch_is_a_timeout(tmp_path: Path) -> None:
+    settings = ExecutorSettings(cache_dir=tmp_path, runtime="gpu", run_timeout_s=15)
+    own = Evaluator(settings)
+    try:
+        source = LATE.replace(
+            "AFTER_FIRST_TIMING_LAUNCH", "volatile int k = 0; while (blocks > 0) { k = k + 1; } sums[0] = k;"
+        )
+        verdict = _evaluate(own, "block_sum", source)
+        assert verdict.error is ErrorKind.TIMEOUT, verdict.message
+        assert verdict.stage.value == "timing" and "timing" in verdict.message
+    finally:
+        own.close()
+
+
+def test_repeated_timing_on_the_timing_set_agrees(evaluator: Evaluator) -> None:
+    """Batched trials give sane, repeatable medians (a loose bound here; the benchmark measures the
+    spread against the 2 % target on larger kernels)."""
+    source = (ADVERSARIAL / "block_sum_correct.cu").read_text()
+    medians = []
+    for k in range(3):
+        verdict = _evaluate(evaluator, "block_sum", source + f"\n// repeat {k}\n")
+        assert verdict.passed, verdict.message
+        timing = verdict.candidate_timing
+        assert timing is not None and timing.median_ms > 0 and timing.trials >= QUICK.min_trials
+        assert verdict.seconds.get("inputs_wait") is not None
+        medians.append(timing.median_ms)
+    assert max(medians) <= 1.25 * min(medians), medians

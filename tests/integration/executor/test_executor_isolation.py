@@ -6,17 +6,21 @@ and calls its entry through ctypes is the same with or without a GPU.
 
 from __future__ import annotations
 
+import fcntl
 import subprocess
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from executor.gpulock import LOCK_ENV
 from executor.reference import build_reference
-from executor.sandbox import run_job
+from executor.sandbox import WorkerPool, finish_candidate, run_job, start_candidate
 from executor.taskformat import FunctionTask, KernelTask, load_task
+from executor.timingset import TimingSetSpec
 from executor.verdict import ErrorKind
-from executor.worker import CandidateRun, EvaluationOptions, WorkerJob
+from executor.worker import CandidateRun, EvaluationOptions, WorkerJob, WorkerOutcome
 
 TASKS_DIR = Path(__file__).parents[2] / "unit" / "executor" / "fixtures" / "tasks"
 FAST = EvaluationOptions(
@@ -43,6 +47,10 @@ CANDIDATES = {
     "hog": "#include <cstring>\n#include <new>\n"
     + HEAD
     + "for (int k = 0; k < 1000; ++k) { char* p = new char[1 << 28]; std::memset(p, 1, 1 << 28); } }",
+    # Right on the first four calls (the correctness calls of FAST), wrong from then on.
+    "late_wrong": HEAD
+    + "static int calls = 0; if (++calls <= 4) { for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i]; }"
+    " else { for (int i = 0; i < n; ++i) y[i] = a * x[i] - y[i]; } }",
     # Remembers the first answer and replays it: right once, wrong on the next input set.
     "cached": "#include <vector>\nstatic std::vector<float> memo;\n"
     + HEAD
@@ -118,6 +126,22 @@ def test_failures_become_outcomes(
     assert words in outcome.message
 
 
+def test_trials_run_on_the_timing_set_even_before_it_is_stored(
+    task: FunctionTask | KernelTask, products: dict[str, str], tmp_path: Path
+) -> None:
+    """A timing set that no reference worker has stored yet (or that was pruned) is drawn from its seed
+    by the candidate's worker, and the last trial is checked against the reference run after it."""
+    spec = TimingSetSpec(dir=str(tmp_path / "not-stored"), seed=777)
+    job = _job(task, tmp_path, run_timing=True).model_copy(update={"timing_set": spec})
+    good = run_job(job, _run(products["correct"]), timeout_s=120)
+    assert good.passed, good.message
+    assert good.input_sets_checked == 4 and "timing_inputs" in good.seconds
+    late = run_job(job, _run(products["late_wrong"]), timeout_s=120)
+    assert late.error is ErrorKind.WRONG_OUTPUT and late.stage == "timing"
+    assert late.mismatch is not None and (late.mismatch.seed, late.mismatch.size) == (777, "timing")
+    assert not Path(spec.dir).exists()  # only a reference worker stores it
+
+
 def test_hang_is_killed_at_the_deadline(
     task: FunctionTask | KernelTask, products: dict[str, str], tmp_path: Path
 ) -> None:
@@ -136,3 +160,40 @@ def test_memory_hog_is_stopped_by_the_limit(
     assert outcome.error in (ErrorKind.OUT_OF_MEMORY, ErrorKind.CRASH), outcome.message
     # after all of that, a good candidate still runs: nothing in the parent was harmed
     assert run_job(_job(task, tmp_path), _run(products["correct"]), timeout_s=60).passed
+
+
+def test_a_pool_worker_holds_the_gpu_lock_while_it_runs_and_a_kill_releases_it(
+    task: FunctionTask | KernelTask, products: dict[str, str], tmp_path: Path
+) -> None:
+    """The pool names its lock file to its candidate workers; a worker holds the lock through its run
+    (here a hanging candidate), so no other worker's GPU work can overlap it, and its death frees it."""
+    pool = WorkerPool("host", prewarm=False, workdir=tmp_path)
+    proc = pool.take("candidate")
+    try:
+        environ = Path(f"/proc/{proc.proc.pid}/environ").read_bytes().split(b"\0")
+        assert f"{LOCK_ENV}={pool.gpu_lock}".encode() in environ
+        start_candidate(proc, _job(task, tmp_path), None)
+        result: dict[str, WorkerOutcome] = {}
+        waiter = threading.Thread(
+            target=lambda: result.update(out=finish_candidate(proc, _run(products["hang"]), 4.0, None))
+        )
+        waiter.start()
+        deadline = time.monotonic() + 3.0
+        held = False
+        with pool.gpu_lock.open("ab") as handle:
+            while not held and time.monotonic() < deadline:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    fcntl.flock(handle, fcntl.LOCK_UN)
+                    time.sleep(0.05)
+                except BlockingIOError:
+                    held = True
+            assert held, "the running worker never held the GPU lock"
+            waiter.join()
+            assert result["out"].error is ErrorKind.TIMEOUT
+            proc.kill()
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free again once the worker is gone
+    finally:
+        proc.close()
+        pool.close()
+    assert not pool.gpu_lock.exists()

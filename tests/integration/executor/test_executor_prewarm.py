@@ -16,6 +16,7 @@ import pytest
 from executor.evaluate import Candidate, Evaluator
 from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
+from executor.timingset import timing_seed
 from executor.verdict import ErrorKind
 from executor.worker import EvaluationOptions
 
@@ -30,6 +31,12 @@ CACHED = (
     + HEAD
     + "if (memo.empty()) { for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i]; memo.assign(y, y + n); }"
     " else { for (int i = 0; i < n && i < (int)memo.size(); ++i) y[i] = memo[i]; } }" + STUB
+)
+# Right on the five correctness calls (three test-size sets, the timing-size set, the repeat of the
+# first), wrong from then on: it fails on the output of the last timed trial, on the sets timed.
+LATE_WRONG = (
+    HEAD + "static int calls = 0; if (++calls <= 5) { for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i]; }"
+    " else { for (int i = 0; i < n; ++i) y[i] = a * x[i] - y[i]; } }" + STUB
 )
 QUICK = EvaluationOptions(min_trials=3, max_trials=10, min_timing_ms=5, reference_repeats=1, baseline=False)
 
@@ -89,6 +96,43 @@ def test_every_evaluation_draws_fresh_seeds(evaluator: Evaluator, saxpy: Functio
     assert len(seeds) == 3
 
 
+def test_every_candidate_is_timed_on_the_task_timing_set(
+    evaluator: Evaluator, saxpy: FunctionTask | KernelTask
+) -> None:
+    """Correctness draws fresh seeds; the trials run on the task's timing set, the same every time,
+    and their last output is still checked against the reference's for it."""
+    for k in range(2):
+        verdict = evaluator.evaluate(saxpy, Candidate(source=LATE_WRONG + f"// timed {k}\n"), QUICK)
+        assert verdict.error is ErrorKind.WRONG_OUTPUT and verdict.stage.value == "timing"
+        assert verdict.mismatch is not None and verdict.mismatch.size == "timing"
+        assert verdict.mismatch.seed == timing_seed(saxpy)
+    stored = list((evaluator.settings.cache_dir / "timing-sets").glob("*/manifest.json"))
+    assert len(stored) == 1
+    fresh = QUICK.model_copy(update={"timing_inputs": "fresh"})
+    seeds = set()
+    for k in range(2):
+        verdict = evaluator.evaluate(saxpy, Candidate(source=LATE_WRONG + f"// fresh {k}\n"), fresh)
+        assert verdict.error is ErrorKind.WRONG_OUTPUT and verdict.mismatch is not None
+        assert verdict.stage.value == "timing" and verdict.mismatch.seed != timing_seed(saxpy)
+        seeds.add(verdict.mismatch.seed)
+    assert len(seeds) == 2
+
+
+def test_the_caller_waits_only_for_what_needs_the_candidate(
+    evaluator: Evaluator, saxpy: FunctionTask | KernelTask
+) -> None:
+    """With the workers prepared ahead, the inputs and the timing set's copies are ready when the
+    candidate arrives: the verdict says how long it waited for them, and the finished workers are
+    torn down after the verdict."""
+    evaluator.evaluate(saxpy, Candidate(source=CORRECT + "// prepares the next\n"), QUICK)
+    evaluator.wait_for_preparation()
+    verdict = evaluator.evaluate(saxpy, Candidate(source=CORRECT + "// prepared\n"), QUICK)
+    assert verdict.passed, verdict.message
+    for stage in ("inputs", "timing_inputs", "inputs_wait", "reap_wait", "run", "total"):
+        assert stage in verdict.seconds, stage
+    assert verdict.seconds["inputs_wait"] < 0.05  # prepared while this candidate compiled
+
+
 def test_a_cached_answer_is_caught_with_prepared_inputs(
     evaluator: Evaluator, saxpy: FunctionTask | KernelTask
 ) -> None:
@@ -112,8 +156,12 @@ def test_other_options_do_not_reuse_prepared_workers(
     assert verdict.input_sets_checked == 5 + QUICK.timing_size_checks + 1
 
 
-def test_closing_stops_every_spare(tmp_path: Path, saxpy: FunctionTask | KernelTask) -> None:
+def test_closing_stops_every_spare(
+    evaluator: Evaluator, tmp_path: Path, saxpy: FunctionTask | KernelTask
+) -> None:
     settings = ExecutorSettings(cache_dir=tmp_path, runtime="host", run_timeout_s=60)
+    # The module's evaluator prepares its next evaluation in the background; let it finish first.
+    evaluator.wait_for_preparation()
     before = set(_worker_children())
     own = Evaluator(settings)
     verdict = own.evaluate(saxpy, Candidate(source=CORRECT), QUICK)

@@ -1,4 +1,5 @@
-"""The adaptive stopping rule of the timing stage and the fast input draws (pure logic, no clocks)."""
+"""The warm-up and adaptive stopping rules of the timing stage, one trial at a time and in batches, and
+the fast input draws (pure logic; a few tests use short sleeps for the wall-clock rules)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,21 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from executor.checking import TrialPolicy, measure, median_error, robust_cov, timing_stats
+from executor.checking import (
+    SETTLE_MIN_WINDOW,
+    TrialPolicy,
+    measure,
+    measure_batched,
+    median_error,
+    next_batch_size,
+    robust_cov,
+    settled,
+    stop_rule,
+    timing_stats,
+)
 from executor.inputs import generate_inputs
 from executor.taskformat import FunctionTask, KernelTask, parse_task
+from executor.worker import EvaluationOptions
 
 
 def _trials(values: list[float]) -> tuple[list[int], Callable[[int], float]]:
@@ -141,3 +154,172 @@ def test_warm_up_lasts_its_wall_time_not_only_its_count() -> None:
     assert len(warm) > 1  # more than the one counted call
     assert first_timed - began >= 0.020  # no timed trial before 20 ms of warm-up
     assert warm == list(range(-1, -len(warm) - 1, -1)) and [i for i, _ in calls[len(warm) :]] == [0, 1, 2]
+
+
+# --- batched timing: the same rule, applied between batches ----------------------------------------
+
+
+def _batches(values: list[float]) -> tuple[list[list[int]], Callable[[list[int]], list[float]]]:
+    """A batch runner replaying ``values`` in order (warm-up included), recording each batch's indices."""
+    batches: list[list[int]] = []
+    stream = itertools.cycle(values)
+
+    def run_batch(indices: list[int]) -> list[float]:
+        batches.append(list(indices))
+        return [next(stream) for _ in indices]
+
+    return batches, run_batch
+
+
+SEQUENCES = [
+    [10.0, 10.01, 9.99],
+    [10.0, 13.0, 8.0, 11.5, 9.0, 14.0, 7.0],
+    [1.0, 1.3, 0.9, 1.05, 1.0, 1.01, 0.99, 1.2],
+    [0.2, 0.21, 0.19, 0.2, 0.35, 0.2, 0.2, 0.18, 0.22],
+]
+
+
+@pytest.mark.parametrize("values", SEQUENCES)
+@pytest.mark.parametrize(
+    "policy",
+    [
+        TrialPolicy(warmup=0, min_trials=5, max_trials=100, min_total_ms=20, target_error=0.01),
+        TrialPolicy(warmup=0, min_trials=5, max_trials=40, min_total_ms=0, target_error=0.005),
+        TrialPolicy(warmup=0, min_trials=3, max_trials=1000, min_total_ms=5, target_error=0.02),
+        TrialPolicy(warmup=0, min_trials=4, max_trials=100, min_total_ms=0, target_error=0),
+    ],
+)
+def test_batches_keep_exactly_the_samples_of_one_at_a_time(values: list[float], policy: TrialPolicy) -> None:
+    """Stopping is checked on every prefix of a batch: the samples kept are those after which timing
+    one trial at a time would have stopped; what the batch ran beyond that is discarded."""
+    _, one_at_a_time = _trials(values)
+    expected, expected_stop = measure(one_at_a_time, policy)
+    batches, run_batch = _batches(values)
+    samples, stop = measure_batched(run_batch, policy, max_batch=16)
+    assert (samples, stop) == (expected, expected_stop)
+    ran = [i for batch in batches for i in batch]
+    assert ran == list(range(len(ran))) and len(ran) >= len(samples)
+    assert all(len(b) <= 16 for b in batches)
+    assert len(batches) < len(samples) or len(samples) <= 16  # fewer host round trips than trials
+
+
+def test_a_batch_never_goes_past_the_trial_limit() -> None:
+    batches, run_batch = _batches([10.0, 13.0, 8.0, 11.5, 9.0, 14.0, 7.0])
+    policy = TrialPolicy(warmup=0, min_trials=5, max_trials=37, min_total_ms=0, target_error=0.001)
+    samples, stop = measure_batched(run_batch, policy, max_batch=16)
+    assert stop == "max_trials" and len(samples) == 37
+    assert sum(len(b) for b in batches) == 37
+
+
+def test_the_wall_clock_cap_is_checked_between_batches() -> None:
+    import time as _time
+
+    calls: list[list[int]] = []
+
+    def run_batch(indices: list[int]) -> list[float]:
+        calls.append(indices)
+        _time.sleep(0.001 * len(indices))
+        return [(10.0, 13.0, 16.0)[i % 3] for i in indices]  # never stable
+
+    policy = TrialPolicy(
+        warmup=0, min_trials=5, max_trials=100000, min_total_ms=0, target_error=0.0001, max_wall_s=0.05
+    )
+    samples, stop = measure_batched(run_batch, policy, max_batch=8)
+    assert stop == "time_cap"
+    assert 5 <= len(samples) < 200
+    assert max(len(b) for b in calls) <= 8
+
+
+def test_warm_up_runs_as_batches_with_negative_indices() -> None:
+    batches, run_batch = _batches([1.0])
+    policy = TrialPolicy(warmup=3, min_trials=3, max_trials=3, min_total_ms=0)
+    _, stop = measure_batched(run_batch, policy, max_batch=64)
+    assert batches[0] == [-1, -2, -3]
+    assert [i for b in batches[1:] for i in b] == [0, 1, 2] and stop == "max_trials"
+
+
+def test_warm_up_goes_on_until_the_times_settle() -> None:
+    """A GPU coming back from idle runs the first launches slowly: the warm-up waits until the median
+    of the last window of launches agrees with the window before."""
+    ramp = [2.0 - 0.1 * k for k in range(10)] + [1.0] * 200  # slow, then steady at 1.0
+    batches, run_batch = _batches(ramp)
+    policy = TrialPolicy(
+        warmup=1, min_trials=5, max_trials=5, min_total_ms=0, settle=0.01, max_warmup_ms=10_000
+    )
+    report: dict[str, float] = {}
+    samples, _ = measure_batched(run_batch, policy, max_batch=4, warmup=report)
+    warm = [i for b in batches for i in b if i < 0]
+    assert len(warm) >= 10 + 2 * SETTLE_MIN_WINDOW - 1  # past the ramp, then two equal windows
+    assert samples == [1.0] * 5
+    assert report["calls"] == len(warm) and report["seconds"] >= 0.0  # what the warm-up cost
+
+
+def test_settling_is_capped_by_its_wall_time() -> None:
+    import time as _time
+
+    batches: list[list[int]] = []
+
+    def run_batch(indices: list[int]) -> list[float]:
+        batches.append(indices)
+        _time.sleep(0.001 * len(indices))
+        return [1.0 + (i % 7) for i in indices]  # never settles
+
+    policy = TrialPolicy(
+        warmup=1, warmup_ms=5, min_trials=3, max_trials=3, min_total_ms=0, settle=0.01, max_warmup_ms=40
+    )
+    began = _time.perf_counter()
+    measure_batched(run_batch, policy, max_batch=4)
+    assert _time.perf_counter() - began < 1.0
+    assert sum(len(b) for b in batches if b[0] < 0) >= 10
+
+
+def test_settled_compares_the_last_two_windows() -> None:
+    assert not settled([2.0, 1.9, 1.8, 1.0, 1.0, 1.0], window=3, tolerance=0.02)
+    assert settled([2.0, 1.0, 1.01, 0.99, 1.0, 1.0, 1.0], window=3, tolerance=0.02)
+    assert not settled([1.0] * 5, window=3, tolerance=0.02)  # not two windows yet
+    assert settled([], window=3, tolerance=0.0)  # no settle rule
+
+
+def test_stop_rule_on_its_own() -> None:
+    policy = TrialPolicy(warmup=0, min_trials=3, max_trials=6, min_total_ms=25, target_error=0.01)
+    assert stop_rule([10.0, 10.0], policy) is None  # below min_trials
+    assert stop_rule([1.0, 1.0, 1.0], policy) is None  # below min_total_ms
+    assert stop_rule([10.0, 10.0, 10.0], policy) == "stable"
+    assert stop_rule([10.0, 15.0, 5.0, 12.0, 8.0], policy) is None
+    assert stop_rule([10.0, 15.0, 5.0, 12.0, 8.0, 11.0], policy) == "max_trials"
+
+
+def test_batch_sizes_aim_at_what_the_rule_needs() -> None:
+    policy = TrialPolicy(warmup=0, min_trials=5, max_trials=100, min_total_ms=20, target_error=0.01)
+
+    def size(samples: list[float], hint: list[float], **kw: float) -> int:
+        args = {"max_batch": 64, "trial_wall_s": 0.001, "elapsed_s": 0.0, **kw}
+        return next_batch_size(
+            samples,
+            policy,
+            max_batch=int(args["max_batch"]),
+            trial_wall_s=args["trial_wall_s"],
+            elapsed_s=args["elapsed_s"],
+            hint_ms=hint,
+        )
+
+    assert size([], []) == 5  # nothing known: min_trials
+    assert size([], [0.5] * 10) == 40  # 20 ms of work at 0.5 ms a trial
+    scattered = [1.0, 1.1, 0.9, 1.2, 0.8, 1.05, 0.95]
+    need = (1.2533 * robust_cov(scattered) / 0.01) ** 2
+    assert size(scattered, []) == min(64, int(np.ceil(need)) - len(scattered))
+    assert size(scattered, [], max_batch=4) == 4
+    # After min_trials, no more than fits in what is left of the wall-clock cap.
+    capped = TrialPolicy(
+        warmup=0, min_trials=5, max_trials=100, min_total_ms=0, target_error=0.001, max_wall_s=1.0
+    )
+    assert next_batch_size(scattered, capped, max_batch=64, trial_wall_s=0.1, elapsed_s=0.75, hint_ms=[]) == 3
+    assert next_batch_size(scattered, policy, max_batch=1, trial_wall_s=0.0, elapsed_s=0.0, hint_ms=[]) == 1
+
+
+def test_only_device_timed_trials_wait_for_the_clocks_to_settle() -> None:
+    options = EvaluationOptions(warmup_settle=0.03, max_warmup_ms=150)
+    kernel, function = options.trial_policy(device_timed=True), options.trial_policy()
+    assert (kernel.settle, kernel.max_warmup_ms) == (0.03, 150)
+    assert (function.settle, function.max_warmup_ms) == (0.0, 0.0)
+    assert kernel.warmup == function.warmup == options.warmup

@@ -1,0 +1,213 @@
+"""The task's timing set: the timing-size inputs that every candidate of a task is timed on.
+
+Correctness draws fresh seeds for every evaluation, at both sizes. The timed trials instead run on one
+input set per task, drawn from a seed derived from the task's content. The same candidate timed twice
+then sees the same data, so data-dependent kernels (graphs, histograms, sparse matrices) do not vary
+with the draw, and the speedups of different candidates of one task are measured on the same inputs.
+
+The set and the reference's outputs for it are kept on disk under the executor's cache, one directory
+per task content and reference build, written once (atomically) by a reference worker. A candidate
+worker loads the inputs while the candidate compiles and reads the outputs only after its timed trials,
+to check the last trial. The directories are pruned to a size limit, least recently used first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from pydantic import BaseModel
+
+from executor.cache import content_key
+from executor.inputs import INT_POISON, InputSet, poison
+from executor.taskformat import NUMPY_DTYPES, FunctionTask, KernelTask, ScalarArg, is_float
+
+logger = logging.getLogger(__name__)
+
+TIMING_SEED_VERSION = "regraph.timing-seed/v1"
+MANIFEST = "manifest.json"
+
+
+class TimingSetSpec(BaseModel):
+    """Where a task's timing set lives and the seed it is drawn from."""
+
+    dir: str
+    seed: int
+
+
+def timing_seed(task: FunctionTask | KernelTask) -> int:
+    """The seed of the task's timing set: a hash of the task's id, arguments, sizes and generator.
+
+    Fixed for a task: every candidate and every repeat is timed on the same inputs. Any change to
+    what the inputs are made from gives another seed (and another directory).
+    """
+    content = task.model_dump_json(include={"id", "args", "params"}) + "\0" + (task.generator_source or "")
+    digest = hashlib.sha256(f"{TIMING_SEED_VERSION}\0{content}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 2  # 62 bits, like the fresh seeds
+
+
+def timing_set_spec(task: FunctionTask | KernelTask, reference_library: Path, root: Path) -> TimingSetSpec:
+    """The spec of the task's timing set under ``root``, keyed by the task's content and the reference
+    build (whose content-hashed file name changes with its source and compiler)."""
+    key = content_key(
+        "timing-set",
+        TIMING_SEED_VERSION,
+        task.model_dump_json(include={"id", "args", "params"}),
+        task.generator_source or "",
+        reference_library.name,
+    )
+    return TimingSetSpec(dir=str(root / key), seed=timing_seed(task))
+
+
+def _input_path(directory: Path, name: str) -> Path:
+    return directory / f"input-{name}.npy"
+
+
+def _expected_path(directory: Path, name: str) -> Path:
+    return directory / f"expected-{name}.npy"
+
+
+def _expected_shapes(task: FunctionTask | KernelTask) -> dict[str, tuple[str, int]]:
+    return {a.name: (a.dtype, task.array_length(a, "timing")) for a in task.arrays}
+
+
+def _checked(task: FunctionTask | KernelTask, name: str, array: np.ndarray) -> np.ndarray:
+    dtype, length = _expected_shapes(task)[name]
+    if array.dtype != np.dtype(NUMPY_DTYPES[dtype]) or array.shape != (length,):
+        raise ValueError(f"{name}: {array.dtype}{array.shape}, expected {dtype}[{length}]")
+    return array
+
+
+def stored(spec: TimingSetSpec) -> bool:
+    """Whether the timing set and its expected outputs are on disk."""
+    return (Path(spec.dir) / MANIFEST).is_file()
+
+
+def load_inputs(spec: TimingSetSpec, task: FunctionTask | KernelTask) -> InputSet | None:
+    """The stored timing set (outputs still poisoned, as drawn), or None when it is not (or not
+    readably) stored; the caller then draws it from the seed."""
+    directory = Path(spec.dir)
+    if not stored(spec):
+        return None
+    try:
+        arrays = {}
+        for arg in task.arrays:
+            path = _input_path(directory, arg.name)
+            if arg.intent == "out" and not path.exists():  # stored as "all poison"
+                array = np.empty(task.array_length(arg, "timing"), dtype=NUMPY_DTYPES[arg.dtype])
+                poison(array, arg.dtype)
+                arrays[arg.name] = array
+            else:
+                arrays[arg.name] = _checked(task, arg.name, np.load(path, allow_pickle=False))
+    except (OSError, ValueError) as e:
+        logger.warning("timing set %s is unreadable (%s); drawing it again", directory.name, e)
+        return None
+    scalars = {a.name: task.scalar_value(a, "timing") for a in task.args if isinstance(a, ScalarArg)}
+    with contextlib.suppress(OSError):  # least recently used goes first when pruning
+        os.utime(directory / MANIFEST)
+    return InputSet(seed=spec.seed, size="timing", scalars=scalars, arrays=arrays)
+
+
+def load_expected(spec: TimingSetSpec, task: FunctionTask | KernelTask) -> dict[str, np.ndarray] | None:
+    """The reference's outputs for the timing set, or None when they are not (readably) stored."""
+    directory = Path(spec.dir)
+    if not stored(spec):
+        return None
+    try:
+        return {
+            a.name: _checked(task, a.name, np.load(_expected_path(directory, a.name), allow_pickle=False))
+            for a in task.outputs
+        }
+    except (OSError, ValueError) as e:
+        logger.warning("expected outputs of timing set %s are unreadable: %s", directory.name, e)
+        return None
+
+
+def store(
+    spec: TimingSetSpec,
+    task: FunctionTask | KernelTask,
+    inputs: InputSet,
+    expected: dict[str, np.ndarray],
+) -> None:
+    """Write the timing set and the reference's outputs for it, unless another writer was first.
+
+    Everything goes into a private directory that is renamed into place, so a reader sees all of
+    it or nothing.
+    """
+    target = Path(spec.dir)
+    if stored(spec):
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{target.name[:12]}-", dir=target.parent))
+    try:
+        for arg in task.arrays:
+            array = inputs.arrays[arg.name]
+            if arg.intent == "out" and _all_poison(array, arg.dtype):
+                continue  # drawn again on loading: an output buffer as it is before every run
+            np.save(_input_path(work, arg.name), array, allow_pickle=False)
+        for name, array in expected.items():
+            np.save(_expected_path(work, name), array, allow_pickle=False)
+        manifest = {"seed": spec.seed, "task": task.id}
+        (work / MANIFEST).write_text(json.dumps(manifest))
+        try:
+            os.rename(work, target)
+        except OSError:  # another worker stored it first (the directory exists and is not empty)
+            if not stored(spec):
+                raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _all_poison(array: np.ndarray, dtype: str) -> bool:
+    if is_float(dtype):
+        return bool(np.isnan(array).all())
+    return bool((array == INT_POISON[dtype]).all())
+
+
+def _size_bytes(directory: Path) -> int:
+    total = 0
+    for entry in directory.iterdir():
+        with contextlib.suppress(OSError):
+            total += entry.stat().st_size
+    return total
+
+
+def prune(root: Path, limit_bytes: int, keep: set[str]) -> list[str]:
+    """Remove the least recently used timing sets under ``root`` until the rest fit in
+    ``limit_bytes``; never those named in ``keep``. Returns the names removed."""
+    if not root.is_dir():
+        return []
+    entries: list[tuple[float, int, Path]] = []
+    for directory in root.iterdir():
+        manifest = directory / MANIFEST
+        if not directory.is_dir():
+            continue
+        try:
+            used = manifest.stat().st_mtime
+        except OSError:
+            # An unfinished write: left alone for an hour, then it is debris.
+            if directory.name.startswith(".") and time.time() - directory.stat().st_mtime > 3600:
+                shutil.rmtree(directory, ignore_errors=True)
+            continue
+        entries.append((used, _size_bytes(directory), directory))
+    total = sum(size for _, size, _ in entries)
+    removed: list[str] = []
+    for _, size, directory in sorted(entries, key=lambda e: e[0]):
+        if total <= limit_bytes:
+            break
+        if directory.name in keep:
+            continue
+        shutil.rmtree(directory, ignore_errors=True)
+        total -= size
+        removed.append(directory.name)
+    if removed:
+        logger.info("pruned %d timing sets to stay under %d bytes", len(removed), limit_bytes)
+    return removed
