@@ -174,3 +174,15 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     ]
 }
 """Declared on routes so that the OpenAPI document shows the envelope for each error status."""
+
+_EXTRA_RESPONSES: dict[int | str, dict[str, Any]] = {
+    409: {"model": ErrorEnvelope, "description": "conflict"},
+    413: {"model": ErrorEnvelope, "description": "payload too large"},
+}
+
+
+def responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """The error responses a route can give (each in the envelope), for a truthful OpenAPI document:
+    401, 422 and 503, which every authenticated route can give, and ``codes``."""
+    table = {**ERROR_RESPONSES, **_EXTRA_RESPONSES}
+    return {code: table[code] for code in sorted({401, 422, 503, *codes})}

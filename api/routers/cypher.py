@@ -11,7 +11,7 @@ from fastapi import APIRouter
 
 from api.auth import RequireReader
 from api.deps import DriverDep, StateDep
-from api.errors import BadRequestError
+from api.errors import BadRequestError, responses
 from api.graph.protocol import CypherRequest, CypherResponse
 from api.graph.service import (
     CypherLimits,
@@ -20,7 +20,6 @@ from api.graph.service import (
     QueryTimedOutError,
     run_cypher,
 )
-from api.routers.graph import responses
 
 router = APIRouter(prefix="/v1", tags=["cypher"])
 

@@ -6,19 +6,18 @@ store is synchronous) and translates its errors. Every write is recorded with th
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
 
 from api.auth import GraphServiceDep, RequireAdmin, RequireCurator, RequireReader
 from api.errors import (
-    ERROR_RESPONSES,
     ApiError,
     BadRequestError,
     ConflictError,
-    ErrorEnvelope,
     NotFoundError,
     ServiceUnavailableError,
+    responses,
 )
 from api.graph.protocol import (
     ApiKeyCreate,
@@ -52,18 +51,6 @@ from api.graph.service import (
 from graphdb.models import GraphExport, RelabelOutcome, ReviewStatus
 
 router = APIRouter(prefix="/v1", tags=["graph"])
-
-_EXTRA_RESPONSES: dict[int | str, dict[str, Any]] = {
-    409: {"model": ErrorEnvelope, "description": "conflict"},
-    413: {"model": ErrorEnvelope, "description": "payload too large"},
-}
-
-
-def responses(*codes: int) -> dict[int | str, dict[str, Any]]:
-    """The error responses a route can give (each in the envelope), for a truthful OpenAPI document."""
-    table = {**ERROR_RESPONSES, **_EXTRA_RESPONSES}
-    return {code: table[code] for code in sorted({401, 422, 503, *codes})}
-
 
 READ = responses()
 READ_ONE = responses(404)

@@ -8,7 +8,7 @@ has already begun, reports an error inside the stream.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Query, Response, status
 from fastapi.responses import StreamingResponse
@@ -16,12 +16,11 @@ from fastapi.responses import StreamingResponse
 from api.auth import require_reader
 from api.deps import StateDep
 from api.errors import (
-    ERROR_RESPONSES,
     ApiError,
     ConflictError,
-    ErrorEnvelope,
     NotFoundError,
     ServiceUnavailableError,
+    responses,
 )
 from api.optimize.protocol import (
     JobAccepted,
@@ -61,18 +60,6 @@ class InvalidTaskApiError(ApiError):
 
     status_code = 422
     error_type = "invalid_task"
-
-
-_EXTRA_RESPONSES: dict[int | str, dict[str, Any]] = {
-    409: {"model": ErrorEnvelope, "description": "conflict"},
-    413: {"model": ErrorEnvelope, "description": "payload too large"},
-}
-
-
-def responses(*codes: int) -> dict[int | str, dict[str, Any]]:
-    """The error responses a route can give (each in the envelope), for a truthful OpenAPI document."""
-    table = {**ERROR_RESPONSES, **_EXTRA_RESPONSES}
-    return {code: table[code] for code in sorted({401, 422, 503, *codes})}
 
 
 def get_jobs(state: StateDep) -> JobService:
