@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 import typer
 from neo4j import Driver
 from typer.testing import CliRunner
@@ -22,16 +21,6 @@ TRAJECTORIES = Path(__file__).resolve().parents[3] / "bench" / "trajectories"
 cli = typer.Typer()
 cli.add_typer(graph_app, name="graph")
 cli.add_typer(keys_app, name="keys")
-
-
-@pytest.fixture()
-def runner(
-    clean_graph: Driver, neo4j_target: Neo4jTarget, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> CliRunner:
-    monkeypatch.setenv("NEO4J_URI", neo4j_target.uri)
-    monkeypatch.setenv("NEO4J_PASSWORD", neo4j_target.password)
-    monkeypatch.setenv("REGRAPH_DATA_DIR", str(tmp_path / "data"))
-    return CliRunner()
 
 
 def test_build_is_resumable_and_malformed_input_writes_nothing(

@@ -24,16 +24,6 @@ cli.command("noop")(lambda: None)  # a second command keeps "graph" a subcommand
 
 
 @pytest.fixture()
-def runner(
-    clean_graph: Driver, neo4j_target: Neo4jTarget, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> CliRunner:
-    monkeypatch.setenv("NEO4J_URI", neo4j_target.uri)
-    monkeypatch.setenv("NEO4J_PASSWORD", neo4j_target.password)
-    monkeypatch.setenv("REGRAPH_DATA_DIR", str(tmp_path / "data"))
-    return CliRunner()
-
-
-@pytest.fixture()
 def teacher() -> Iterator[OpenAITestServer]:
     with OpenAITestServer(model="teacher-7b") as server:
         yield server
