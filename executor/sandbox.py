@@ -25,7 +25,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -116,6 +116,13 @@ class WorkerProcess:
         self._send_line(str(path))
         if self.job_sent is None:
             self.job_sent = time.monotonic()
+
+    def send_job(self, job: BaseModel, memory_limit_bytes: int | None, **fields: Any) -> None:
+        """Hand the worker its job, pointed at this worker's result and progress files and memory
+        limit (and any other ``fields``)."""
+        paths = {"progress_path": str(self.progress_path), "result_path": str(self.result_path)}
+        update = {"memory_limit_bytes": memory_limit_bytes, **paths, **fields}
+        self.send("job.json", job.model_copy(update=update))
 
     def stop(self) -> None:
         """Send SIGKILL to the worker's whole process group (anything the candidate forked goes too),
@@ -363,14 +370,7 @@ def _death_message(proc: WorkerProcess, stage_text: str) -> tuple[ErrorKind, str
 
 def start_candidate(proc: WorkerProcess, job: WorkerJob, memory_limit_bytes: int | None) -> None:
     """Hand a candidate worker the candidate-independent part of its job (it starts generating inputs)."""
-    job = job.model_copy(
-        update={
-            "memory_limit_bytes": memory_limit_bytes,
-            "progress_path": str(proc.progress_path),
-            "result_path": str(proc.result_path),
-        }
-    )
-    proc.send("job.json", job)
+    proc.send_job(job, memory_limit_bytes)
 
 
 def finish_candidate(
@@ -410,15 +410,7 @@ def finish_candidate(
 
 def start_reference(proc: WorkerProcess, job: ReferenceJob, memory_limit_bytes: int | None) -> None:
     """Hand a reference worker its job; it runs at once."""
-    job = job.model_copy(
-        update={
-            "memory_limit_bytes": memory_limit_bytes,
-            "progress_path": str(proc.progress_path),
-            "result_path": str(proc.result_path),
-            "out_dir": str(proc.dir / "expected"),
-        }
-    )
-    proc.send("job.json", job)
+    proc.send_job(job, memory_limit_bytes, out_dir=str(proc.dir / "expected"))
 
 
 def finish_reference(proc: WorkerProcess, timeout_s: float) -> ReferenceOutcome:
