@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -321,7 +321,7 @@ def measure_batched(
     run_batch: Callable[[list[int]], list[float]],
     policy: TrialPolicy,
     max_batch: int,
-    warmup: dict[str, float] | None = None,
+    warmup: dict[str, Any] | None = None,
 ) -> tuple[list[float], StopReason]:
     """Warm up and time in batches: ``run_batch(indices)`` runs one trial per index (negative: warm-up)
     and returns each trial's milliseconds; a device runtime enqueues them all and waits once.
@@ -330,10 +330,12 @@ def measure_batched(
     batches), then trials until :func:`stop_rule`, applied to every prefix of the samples so that the
     samples kept are exactly those after which one-at-a-time timing would have stopped (the rest of
     that batch is discarded), or until ``max_wall_s`` has passed at the end of a batch (``time_cap``).
-    ``warmup``, when given, receives the warm-up's ``calls`` and wall ``seconds``.
+    ``warmup``, when given, receives the warm-up's ``calls``, wall ``seconds`` and ``batches`` (trials and
+    wall milliseconds of each).
     """
     max_batch = max(1, max_batch)
     warm_ms: list[float] = []
+    batches: list[tuple[int, float]] = []  # (trials, wall ms) of each warm-up batch
     warm_start = time.perf_counter()
     limit = 10 * max(policy.max_trials, 1)  # a stuck clock must not spin forever
     while len(warm_ms) < limit:
@@ -351,10 +353,12 @@ def measure_batched(
             if policy.settle > 0 and missing_ms <= 0:
                 size = max(size, settle_window(policy, per_trial_ms) // 2)
         size = min(size, max_batch, limit - n)
+        began = time.perf_counter()
         warm_ms.extend(run_batch([-1 - n - k for k in range(size)]))
+        batches.append((size, (time.perf_counter() - began) * 1000.0))
     warm_wall_s = time.perf_counter() - warm_start
     if warmup is not None:
-        warmup.update(calls=float(len(warm_ms)), seconds=warm_wall_s)
+        warmup.update(calls=float(len(warm_ms)), seconds=warm_wall_s, batches=batches)
     trial_wall_s = warm_wall_s / len(warm_ms) if warm_ms else 0.0
     samples: list[float] = []
     start = time.perf_counter()
@@ -378,6 +382,20 @@ def measure_batched(
                 return samples, reason
         if len(samples) >= policy.min_trials and time.perf_counter() - start >= policy.max_wall_s:
             return samples, "time_cap"
+
+
+def prime() -> None:
+    """Run the statistics of the warm-up and stopping rules once on made-up numbers.
+
+    Their first use in a process is slow: ``np.median`` imports ``numpy.ma`` the first time it is
+    called (12-16 ms here, and about 58 ms in a fresh process on the lent H100 under gVisor, where a
+    kernel's whole warm-up then took 0.085-0.11 s instead of 0.03 s). A worker primes them while it
+    starts, so that a candidate's warm-up does not pay for the import.
+    """
+    samples = [1.0, 1.1, 0.9, 1.0, 1.05, 0.95]
+    settled(samples, SETTLE_MIN_WINDOW, 0.02)
+    median_error(samples)
+    timing_stats(samples)
 
 
 def median_error(samples_ms: list[float]) -> float:

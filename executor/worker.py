@@ -39,6 +39,7 @@ import os
 import resource
 import sys
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
 
@@ -48,6 +49,7 @@ from pydantic import BaseModel, Field
 from executor import timingset
 from executor.abi import bind_entry, call_entry
 from executor.checking import TrialPolicy, compare_output, measure, measure_batched, timing_stats
+from executor.checking import prime as prime_statistics
 from executor.errors import ExecutorError
 from executor.gpulock import gpu_exclusive
 from executor.inputs import InputSet, generate_inputs
@@ -544,10 +546,13 @@ class GpuKernelRuntime(Runtime):
             except cuda.Error as e:
                 raise CandidateFailed(ErrorKind.CUDA_ERROR, f"CUDA error while timing: {e}") from e
 
-        warmup: dict[str, float] = {}
+        warmup: dict[str, Any] = {}
         policy = options.trial_policy(device_timed=True)
         samples, stop = measure_batched(run_batch, policy, MAX_BATCH, warmup)
         last["warmup_s"] = warmup.get("seconds", 0.0)
+        last["warmup_calls"] = warmup.get("calls", 0.0)
+        last["warmup_batches"] = warmup.get("batches", [])
+        last["samples_ms"] = samples  # for bench/device/warmup_trace.py
         last["outputs"] = self._download(slots.sources[last["set"]], slots.rotated[last["slot"]])
         return timing_stats(samples, stop), last
 
@@ -649,6 +654,9 @@ class Worker:
         # Device copies of the fresh timing-size sets (kernel tasks), made ahead and used once each.
         self.uploaded: dict[int, dict[str, Any]] = {}
         self.ready_at: float | None = None
+        # Checks of timing-size outputs running behind the GPU work (kernel tasks): see check_behind.
+        self._checker: ThreadPoolExecutor | None = None
+        self._behind: list[tuple[int, Future[None]]] = []
 
     def progress(self, stage: str) -> None:
         """Record the current stage, so that a timeout can say where it happened."""
@@ -744,14 +752,21 @@ class Worker:
                 self._expected[index] = outputs
         return self._expected[index]
 
-    def check(self, inputs: InputSet, got: dict[str, np.ndarray], expected: dict[str, np.ndarray]) -> None:
-        """Raise CandidateFailed on the first output that disagrees with the reference."""
+    def check(
+        self,
+        inputs: InputSet,
+        got: dict[str, np.ndarray],
+        expected: dict[str, np.ndarray],
+        key: str = "compare",
+    ) -> None:
+        """Raise CandidateFailed on the first output that disagrees with the reference (the time spent
+        is added to ``seconds[key]``)."""
         for arg in self.task.outputs:
             t0 = time.perf_counter()
             failure = compare_output(
                 self.task, arg, got[arg.name], expected[arg.name], inputs.size, inputs.seed
             )
-            self.seconds["compare"] = self.seconds.get("compare", 0.0) + time.perf_counter() - t0
+            self.seconds[key] = self.seconds.get(key, 0.0) + time.perf_counter() - t0
             if failure is not None:
                 kind, mismatch = failure
                 raise CandidateFailed(
@@ -761,6 +776,35 @@ class Worker:
                     f"expected {mismatch.expected}, got {mismatch.got})",
                     mismatch,
                 )
+
+    def check_behind(self, index: int, got: dict[str, np.ndarray]) -> None:
+        """Check planned set ``index`` in a thread (its expected outputs are read there, now that the
+        candidate has run on it); :meth:`checks_behind_failure` collects the result."""
+        if self._checker is None:
+            self._checker = ThreadPoolExecutor(1, thread_name_prefix="executor-check")
+        inputs = self.sets[index]
+        future = self._checker.submit(
+            lambda: self.check(inputs, got, self.expected(index), key="compare_behind")
+        )
+        self._behind.append((index, future))
+
+    def checks_behind_failure(self) -> tuple[int, CandidateFailed] | None:
+        """Wait for the checks made in a thread; the first failing set's index and failure, if any
+        (an ExecutorError from the task's own reference is raised as it would be in line)."""
+        behind, self._behind = self._behind, []
+        for index, future in behind:
+            try:
+                future.result()
+            except CandidateFailed as e:
+                for _, rest in behind:
+                    rest.cancel()
+                return index, e
+        return None
+
+    def behind_outcome(self, device: str) -> WorkerOutcome | None:
+        """The correctness failure of a check run in a thread (after waiting for them all), or None."""
+        failed = self.checks_behind_failure()
+        return None if failed is None else self.outcome(failed[1], "correctness", failed[0], device)
 
     def run(self, run: CandidateRun) -> WorkerOutcome:
         """Correctness on fresh input sets, then timing; failures come back as outcomes."""
@@ -775,6 +819,9 @@ class Worker:
         self.progress("correctness")
         candidate = self.runtime_for(run.candidate_product, run.candidate_symbol)
         checked = opts.correctness_sets + opts.timing_size_checks
+        # A kernel's timing-size outputs are checked in a thread while the GPU warms up and times
+        # (device-timed trials do not see the host's work); the verdict waits for that check.
+        overlap = opts.run_timing and isinstance(candidate, GpuKernelRuntime)
         done = 0
         try:
             for index in range(checked):
@@ -782,7 +829,10 @@ class Worker:
                 # Candidate first, then the reference's answer, then the candidate again on other data:
                 # a candidate that caches results between calls answers the next set with stale values.
                 got = candidate.run(inputs, self.uploaded.pop(index, None))
-                self.check(inputs, got, self.expected(index))
+                if overlap and inputs.size == "timing":
+                    self.check_behind(index, got)
+                else:
+                    self.check(inputs, got, self.expected(index))
                 done += 1
             # Repeat the first set: a race that happened to pass once should not pass twice by luck.
             try:
@@ -795,7 +845,10 @@ class Worker:
                 ) from e
         except CandidateFailed as e:
             self.seconds["correctness"] = time.perf_counter() - t0
-            return self.outcome(e, "correctness", done, candidate.device)
+            # An earlier set checked in a thread may have failed first.
+            return self.behind_outcome(candidate.device) or self.outcome(
+                e, "correctness", done, candidate.device
+            )
         self.seconds["correctness"] = time.perf_counter() - t0
         if not opts.run_timing:
             return WorkerOutcome(
@@ -826,12 +879,20 @@ class Worker:
             self.seconds["timing_trials"] = time.perf_counter() - t0
             if "warmup_s" in last:  # kernel tasks: the part of the trials spent warming up
                 self.seconds["timing_warmup"] = last["warmup_s"]
+                self.seconds["timing_warmup_calls"] = last["warmup_calls"]
+            failed_behind = self.behind_outcome(candidate.device)
+            if failed_behind is not None:
+                self.seconds["timing"] = time.perf_counter() - t0
+                return failed_behind
             # The last timed trial's outputs must still be right: races and state kept across calls
             # that only show up under repetition are caught here.
             self.check(sources[last["set"]], last["outputs"], self.timing_expected(last["set"]))
         except CandidateFailed as e:
             self.seconds["timing"] = time.perf_counter() - t0
-            return self.outcome(e, "timing", checked, candidate.device)
+            # A correctness failure comes first.
+            return self.behind_outcome(candidate.device) or self.outcome(
+                e, "timing", checked, candidate.device
+            )
         ref_stats = run.reference_timing
         if ref_stats is None:
             self.progress("reference_timing")
@@ -895,11 +956,22 @@ def _limit_memory(limit: int | None, uses_cuda: bool) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
+# The descriptor of the pipe on which a worker tells its parent that its result is written (see
+# executor.sandbox.WorkerProcess.wait); the parent names it in this variable.
+DONE_FD_ENV = "REGRAPH_DONE_FD"
+
+
 def _write_result(path: str, model: BaseModel) -> None:
     target = Path(path)
     tmp = target.with_suffix(".tmp")
     tmp.write_text(model.model_dump_json())
     os.replace(tmp, target)
+    fd = os.environ.get(DONE_FD_ENV)
+    if fd:
+        try:  # the parent wakes up at once; without this it still finds the file, later
+            os.write(int(fd), b"\n")
+        except (OSError, ValueError) as e:
+            logger.warning("could not tell the parent that the result is written: %s", e)
 
 
 def _failure(kind: ErrorKind, message: str, seconds: dict[str, float]) -> WorkerOutcome:
@@ -955,6 +1027,7 @@ def main(argv: list[str]) -> int:
         return 2
     role, runtime = argv[1], argv[2]
     # Start-up that every job needs is done before the job arrives: that is what a spare pre-warms.
+    prime_statistics()
     gpu = None
     if role == "candidate" and runtime == "gpu":
         with gpu_exclusive():  # making a context during another worker's trials would disturb them

@@ -234,3 +234,20 @@ def test_repeated_timing_on_the_timing_set_agrees(evaluator: Evaluator) -> None:
         assert verdict.seconds.get("inputs_wait") is not None
         medians.append(timing.median_ms)
     assert max(medians) <= 1.25 * min(medians), medians
+
+
+def test_a_kernel_wrong_only_at_the_timing_size_fails_its_correctness_check(evaluator: Evaluator) -> None:
+    """A kernel's fresh timing-size set is checked in a thread while the kernel is timed; a failure
+    there is still the verdict, as a correctness failure on that (fresh) set."""
+    source = (
+        "__global__ void scale_kernel(long long count, double s, const double* in, double* out) {\n"
+        "    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n"
+        "    if (i < count) out[i] = (count > 100000 && i == count - 1) ? 0.0 : s * in[i];\n"
+        "}\n"
+    )
+    verdict = _evaluate(evaluator, "scale_kernel", source)
+    assert verdict.error is ErrorKind.WRONG_OUTPUT, verdict.message
+    assert verdict.stage.value == "correctness"
+    assert verdict.mismatch is not None and verdict.mismatch.size == "timing"
+    assert verdict.mismatch.seed != timing_seed(_task("scale_kernel"))
+    assert verdict.mismatch.index == verdict.mismatch.total - 1 and verdict.mismatch.count == 1

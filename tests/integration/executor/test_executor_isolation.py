@@ -7,6 +7,7 @@ and calls its entry through ctypes is the same with or without a GPU.
 from __future__ import annotations
 
 import fcntl
+import os
 import subprocess
 import threading
 import time
@@ -16,11 +17,25 @@ import pytest
 
 from executor.gpulock import LOCK_ENV
 from executor.reference import build_reference
-from executor.sandbox import WorkerPool, finish_candidate, run_job, start_candidate
+from executor.sandbox import (
+    WorkerPool,
+    WorkerProcess,
+    finish_candidate,
+    run_job,
+    start_candidate,
+)
 from executor.taskformat import FunctionTask, KernelTask, load_task
 from executor.timingset import TimingSetSpec
 from executor.verdict import ErrorKind
-from executor.worker import CandidateRun, EvaluationOptions, WorkerJob, WorkerOutcome
+from executor.worker import (
+    DONE_FD_ENV,
+    CandidateRun,
+    EvaluationOptions,
+    Worker,
+    WorkerJob,
+    WorkerOutcome,
+    _write_result,
+)
 
 TASKS_DIR = Path(__file__).parents[2] / "unit" / "executor" / "fixtures" / "tasks"
 FAST = EvaluationOptions(
@@ -197,3 +212,62 @@ def test_a_pool_worker_holds_the_gpu_lock_while_it_runs_and_a_kill_releases_it(
         proc.close()
         pool.close()
     assert not pool.gpu_lock.exists()
+
+
+def test_a_check_run_behind_reports_the_first_failing_set(
+    task: FunctionTask | KernelTask, tmp_path: Path
+) -> None:
+    """A kernel's timing-size outputs are checked in a thread (Worker.check_behind) while it is timed;
+    the verdict waits for those checks and reports the first set that failed."""
+    job = _job(task, tmp_path)
+    worker = Worker(job)
+    worker.prepare()
+    right = {a.name: worker.expected(0)[a.name].copy() for a in task.outputs}
+    wrong = {a.name: worker.expected(1)[a.name].copy() for a in task.outputs}
+    name = task.outputs[0].name
+    wrong[name][len(wrong[name]) // 2] += 1.0
+    worker.check_behind(0, right)
+    assert worker.checks_behind_failure() is None
+    assert worker.seconds["compare_behind"] > 0
+    worker.check_behind(0, right)
+    worker.check_behind(1, wrong)
+    failed = worker.checks_behind_failure()
+    assert failed is not None
+    index, failure = failed
+    assert index == 1 and failure.kind is ErrorKind.WRONG_OUTPUT
+    assert failure.mismatch is not None and failure.mismatch.index == len(wrong[name]) // 2
+    assert worker.checks_behind_failure() is None  # collected once
+
+
+def test_a_worker_wakes_its_waiting_parent_when_its_result_is_written_or_it_dies(
+    task: FunctionTask | KernelTask, products: dict[str, str], tmp_path: Path
+) -> None:
+    """The parent sleeps on the worker's done pipe, not on a clock: a written result (or the worker's
+    death, which closes the pipe) ends a sleep that would otherwise last 60 s. (A host worker exits
+    right after its result; the note written with the result is checked on its own below.)"""
+    for name, done in (("correct", "result"), ("segfault", "exit")):
+        proc = WorkerProcess("candidate", "host", tmp_path)
+        try:
+            start_candidate(proc, _job(task, tmp_path), None)
+            proc.send("run.json", _run(products[name]))
+            t0 = time.monotonic()
+            while not proc.result_path.exists() and proc.proc.poll() is None:
+                proc._sleep_until_done(60.0)
+                assert time.monotonic() - t0 < 30.0, f"{name}: the parent was not woken"
+            assert proc.result_path.exists() if done == "result" else proc.proc.wait(10) != 0
+        finally:
+            proc.close()
+
+
+def test_writing_a_result_notes_it_on_the_done_pipe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GPU worker tears its context down after its result: the note on the pipe, not its exit, is
+    what wakes the parent then."""
+    read_end, write_end = os.pipe()
+    try:
+        monkeypatch.setenv(DONE_FD_ENV, str(write_end))
+        _write_result(str(tmp_path / "result.json"), FAST)
+        assert os.read(read_end, 16) == b"\n"
+        assert EvaluationOptions.model_validate_json((tmp_path / "result.json").read_text()) == FAST
+    finally:
+        os.close(read_end)
+        os.close(write_end)

@@ -4,6 +4,8 @@ the fast input draws (pure logic; a few tests use short sleeps for the wall-cloc
 from __future__ import annotations
 
 import itertools
+import subprocess
+import sys
 from collections.abc import Callable
 
 import numpy as np
@@ -323,3 +325,19 @@ def test_only_device_timed_trials_wait_for_the_clocks_to_settle() -> None:
     assert (kernel.settle, kernel.max_warmup_ms) == (0.03, 150)
     assert (function.settle, function.max_warmup_ms) == (0.0, 0.0)
     assert kernel.warmup == function.warmup == options.warmup
+
+
+def test_after_priming_the_timing_statistics_import_nothing_more() -> None:
+    """A worker primes the warm-up's statistics while it starts: a first np.median imports numpy.ma
+    (tens of ms under gVisor), which would otherwise land in a candidate's warm-up."""
+    code = (
+        "import sys\n"
+        "from executor.checking import prime, settled, median_error, timing_stats\n"
+        "prime()\n"
+        "before = set(sys.modules)\n"
+        "samples = [0.5, 0.52, 0.49, 0.51, 0.5, 0.48, 0.5]\n"
+        "settled(samples, 3, 0.02); median_error(samples); timing_stats(samples)\n"
+        "print(sorted(set(sys.modules) - before))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
