@@ -266,6 +266,7 @@ def test_writing_a_result_notes_it_on_the_done_pipe(tmp_path: Path, monkeypatch:
     try:
         monkeypatch.setenv(DONE_FD_ENV, str(write_end))
         _write_result(str(tmp_path / "result.json"), FAST)
+        os.set_blocking(read_end, False)  # nothing written: BlockingIOError, not a hang
         assert os.read(read_end, 16) == b"\n"
         assert EvaluationOptions.model_validate_json((tmp_path / "result.json").read_text()) == FAST
     finally:
