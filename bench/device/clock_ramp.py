@@ -4,7 +4,7 @@
 
 The executor's kernel warm-up waits until the clocks have settled; this shows what it waits for. After
 ``--idle`` seconds with nothing on the GPU, one thread keeps the GPU busy with L2-flush writes (what
-the executor's heater does) for ``--busy-ms`` while the main thread samples the SM clock through NVML
+a heater tried in session 5 did) for ``--busy-ms`` while the main thread samples the SM clock through NVML
 every 2 ms; then the load stops and the sampling goes on for ``--after-ms``. Prints a table of the
 clock over time (and writes it as JSON with ``--out``). Needs pycuda and nvidia-ml-py (pynvml).
 """
