@@ -215,6 +215,8 @@ def _run_killable(cmd: list[str], cwd: Path, timeout_s: float) -> tuple[int | No
 
 
 CompilerChoice = Literal["auto", "nvrtc", "nvcc"]
+# NVRTC's option (12.4 and later) that leaves out texture, device-runtime and driver-type declarations.
+MINIMAL = "--minimal"
 
 
 class Compiler:
@@ -366,7 +368,16 @@ class Compiler:
         if nvrtc is None:
             return self._nvcc(work, source, kind)
         options = self.nvrtc_options(nvrtc)
-        output = nvrtc.compile(source, options)
+        output = None
+        if nvrtc.has_minimal:
+            # Without the declarations that device-only kernels rarely use (texture objects, the device
+            # runtime, driver types) the front end is about 10 % faster; a source that needs them is
+            # compiled again with everything.
+            output = nvrtc.compile(source, [*options, MINIMAL])
+            if output.ok:
+                options = [*options, MINIMAL]
+        if output is None or not output.ok:
+            output = nvrtc.compile(source, options)
         log = output.log[-MAX_LOG_CHARS:]
         if output.ok:
             cubin = work / "candidate.cubin"

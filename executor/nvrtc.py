@@ -137,6 +137,8 @@ class Nvrtc:
         if self.lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor)) != NVRTC_SUCCESS:
             raise ToolchainError(f"nvrtcVersion failed for {library}")
         self.release = f"{major.value}.{minor.value}"
+        # ``--minimal`` (fewer implicit declarations, a faster front end) exists from 12.4 on.
+        self.has_minimal = (major.value, minor.value) >= (12, 4)
         self.lib.nvrtcGetErrorString.restype = ctypes.c_char_p
         self.lib.nvrtcCreateProgram.argtypes = [
             ctypes.POINTER(ctypes.c_void_p),

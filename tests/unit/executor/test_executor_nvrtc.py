@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from executor.compile import Compiler, parse_ptxas_report
+from executor.compile import MINIMAL, Compiler, parse_ptxas_report
 from executor.errors import ToolchainError
 from executor.nvrtc import candidate_libraries, find_nvrtc
 from executor.taskformat import FunctionTask, KernelTask
@@ -193,3 +193,28 @@ def test_kernel_names_are_read_from_the_cubin_itself(
         kernel_names(b"// PTX, not a CUBIN" + bytes(64))
     with pytest.raises(CubinFormatError):
         kernel_names(cubin[:80])
+
+
+TEXTURE_KERNEL = """
+__global__ void scale_kernel(long long count, double s, const double* in, double* out) {
+    cudaTextureObject_t unused = 0;  // a type that NVRTC's --minimal leaves out
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i < count) out[i] = s * in[i] + (double)(unused & 0);
+}
+"""
+
+
+def test_nvrtc_compiles_minimal_first_and_again_in_full_when_that_fails(
+    nvrtc_compiler: Compiler, scale_kernel: FunctionTask | KernelTask
+) -> None:
+    nvrtc = nvrtc_compiler.nvrtc
+    assert nvrtc is not None
+    if not nvrtc.has_minimal:
+        pytest.skip(f"NVRTC {nvrtc.release} has no --minimal")
+    plain = nvrtc_compiler.compile(scale_kernel, SCALE)
+    assert plain.ok and MINIMAL in plain.command
+    # The texture type is unknown under --minimal (checked here), so the full compile is what built it.
+    assert not nvrtc.compile(TEXTURE_KERNEL, [*nvrtc_compiler.nvrtc_options(nvrtc), MINIMAL]).ok
+    texture = nvrtc_compiler.compile(scale_kernel, TEXTURE_KERNEL)
+    assert texture.ok, texture.log
+    assert texture.compiler == "nvrtc" and MINIMAL not in texture.command and texture.fallback is None
