@@ -22,8 +22,10 @@ directory. For each task it measures:
   ``correctness`` and ``timing``) and ``other`` (``call`` minus those parts: the parent's own work).
   Prepared ahead, while the previous verdict was out: ``inputs``, ``timing_inputs``, ``reference_run``
   and ``timing_set``; they cost the critical path only through ``reference_wait`` and ``inputs_wait``.
-  Alongside the critical path (path ``-``): ``compare_behind``, the checks of a kernel's fresh
-  timing-size outputs, which run in a thread during its warm-up and trials.
+  ``compare_behind`` is the check of a kernel's fresh timing-size outputs: on the device after the
+  trials (``compare_on_device``, the default), else in a thread during its warm-up and trials (then
+  it overlaps them). ``expected_load`` is the reading of the reference's outputs from files and
+  ``download`` the copying of kernel outputs that were not passed on the device to the host.
 
 ``--cov-tasks K --cov-repeats R`` then evaluates the same candidate of K passing tasks per kind R times
 on the task's timing set (``timing_inputs="task"``: the same inputs each time, so the spread of the R
@@ -84,15 +86,18 @@ CRITICAL_STAGES = (
     "timing_trials",
     "timing_warmup",
     "compare",
+    "compare_behind",
+    "expected_load",
+    "download",
     "other",
 )
 # The parts of "call" that do not overlap each other ("run" holds inputs_wait, correctness, timing;
-# "timing" holds timing_trials; "compare", the output comparisons, is spread over both).
+# "timing" holds timing_trials; "compare", the output comparisons, is spread over both, and so are
+# "expected_load" and "download", the reading of the reference's outputs and of a kernel's outputs
+# that the device did not pass; "compare_behind" is part of "timing").
 CALL_PARTS = ("static", "compile", "reference_wait", "reap_wait", "run")
 # Prepared ahead by the workers of the next candidate while the previous verdict was out.
 PREPARED_STAGES = ("inputs", "timing_inputs", "reference_run", "timing_set")
-# Overlapped with the critical path: checks run in a thread while the kernel is timed.
-ALONGSIDE_STAGES = ("compare_behind",)
 # A kernel shorter than this is not held to the repeatability target.
 COV_MIN_KERNEL_MS = 0.05
 COV_TARGET = 0.02
@@ -423,7 +428,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, float
             "first_total": [r["first"]["seconds"].get("total", 0.0) for r in mine if r.get("first")],
         }
         steady = [s for r in mine for s in r.get("steady", [])]
-        for stage in (*CRITICAL_STAGES, *PREPARED_STAGES, *ALONGSIDE_STAGES):
+        for stage in (*CRITICAL_STAGES, *PREPARED_STAGES):
             stages[stage] = [s["seconds"][stage] for s in steady if stage in s["seconds"]]
         stages["call_passed"] = [
             s["seconds"]["call"] for s in steady if s["passed"] and "call" in s["seconds"]

@@ -114,6 +114,25 @@ def _range_matches(
     return True
 
 
+def passing_elements(
+    got: np.ndarray, expected: np.ndarray, mode: str, atol: float, rtol: float, floating: bool
+) -> np.ndarray:
+    """Which elements pass (same shapes; ``sorted`` outputs already sorted): floats under a tolerance
+    rule when ``|got-ref| <= atol + rtol*|ref|`` in float64, NaN never; everything else when equal.
+    The rule that :func:`outputs_match` and the device comparison (:mod:`executor.devcompare`) decide
+    without naming the failing elements."""
+    ok: np.ndarray
+    if floating and mode != "exact":
+        with np.errstate(invalid="ignore", over="ignore"):
+            a64, b64 = got.astype(np.float64), expected.astype(np.float64)
+            ok = np.abs(a64 - b64) <= atol + rtol * np.abs(b64)
+    else:
+        ok = np.equal(got, expected)
+    if floating:
+        ok &= ~np.isnan(got)
+    return ok
+
+
 def compare_output(
     task: FunctionTask | KernelTask,
     arg: ArrayArg,
@@ -148,15 +167,7 @@ def compare_output(
         # A sentinel the reference also produced is a legitimate value, not an unwritten slot.
         unwritten &= expected != INT_POISON[arg.dtype]
     a, b = (np.sort(got), np.sort(expected)) if rule.mode == "sorted" else (got, expected)
-    if is_float(arg.dtype) and rule.mode != "exact":
-        with np.errstate(invalid="ignore", over="ignore"):
-            a64, b64 = a.astype(np.float64), b.astype(np.float64)
-            ok = np.abs(a64 - b64) <= (rule.atol or 0.0) + (rule.rtol or 0.0) * np.abs(b64)
-        ok &= ~np.isnan(a)
-    else:
-        ok = a == b
-        if is_float(arg.dtype):
-            ok &= ~np.isnan(a)
+    ok = passing_elements(a, b, rule.mode, rule.atol or 0.0, rule.rtol or 0.0, is_float(arg.dtype))
     if bool(ok.all()):
         return None
     bad = np.flatnonzero(~ok)

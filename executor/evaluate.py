@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 
 from executor.cache import content_key
 from executor.compile import DEFAULT_ARCH, Compiler, device_arch, kernel_symbol
+from executor.devcompare import compare_source
 from executor.errors import ExecutorError, ReferenceBuildError
 from executor.reference import build_reference
 from executor.sandbox import (
@@ -83,6 +84,11 @@ class Evaluator:
         self._cache_lock = threading.Lock()
         self._threads = ThreadPoolExecutor(
             max_workers=2 * settings.compile_workers, thread_name_prefix="executor-compile"
+        )
+        # The comparison kernels of executor.devcompare, built once (from the compile cache after the
+        # first start) while the first candidate compiles.
+        self._comparison: Future[str | None] | None = (
+            self._threads.submit(self._build_comparison) if self.runtime == "gpu" else None
         )
         self.pool = WorkerPool(self.runtime, prewarm=settings.prewarm_workers)
         self.pool.replenish("reference")
@@ -350,6 +356,7 @@ class Evaluator:
                         options=options,
                         expected_dir=str(ref_worker.dir / "expected"),
                         timing_set=timing_set,
+                        compare_product=self._comparison_product() if isinstance(task, KernelTask) else None,
                     ),
                     limit,
                 )
@@ -402,6 +409,25 @@ class Evaluator:
             reward=-1.0,
             seconds=seconds,
         )
+
+    def _build_comparison(self) -> str | None:
+        result = self.compiler.compile_source(compare_source(), "cubin")
+        if not result.ok:
+            logger.warning(
+                "the comparison kernels do not compile; outputs are compared on the host:\n%s", result.log
+            )
+            return None
+        return result.product
+
+    def _comparison_product(self) -> str | None:
+        """The cubin of the comparison kernels; None where there is none (no GPU, or it failed)."""
+        if self._comparison is None:
+            return None
+        try:
+            return self._comparison.result()
+        except (ExecutorError, CancelledError) as e:
+            logger.warning("no comparison kernels; outputs are compared on the host: %s", e)
+            return None
 
     def _baseline(self, task: FunctionTask | KernelTask, options: EvaluationOptions) -> str | None:
         if not options.baseline or not task.naive_source or isinstance(task, KernelTask):

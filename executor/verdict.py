@@ -96,6 +96,9 @@ class TimingStats(BaseModel):
         description="why trials stopped: the median was stable, the plain minimum (no stability "
         "target), the trial limit, or the wall-clock cap",
     )
+    warmup_calls: int | None = Field(
+        default=None, description="untimed launches of the warm-up before the trials (kernel tasks)"
+    )
 
 
 class Mismatch(BaseModel):

@@ -50,6 +50,7 @@ from executor import timingset
 from executor.abi import bind_entry, call_entry
 from executor.checking import TrialPolicy, compare_output, measure, measure_batched, timing_stats
 from executor.checking import prime as prime_statistics
+from executor.devcompare import DeviceComparer
 from executor.errors import ExecutorError
 from executor.gpulock import gpu_exclusive
 from executor.inputs import InputSet, generate_inputs
@@ -111,6 +112,12 @@ class EvaluationOptions(BaseModel):
     rotate_buffers: int = Field(default=3, ge=1, le=8, description="input copies cycled through while timing")
     reference_repeats: int = Field(default=3, ge=1, le=20)
     baseline: bool = True
+    compare_on_device: bool = Field(
+        default=True,
+        description="kernel tasks: check timing-size outputs on the device where they were written "
+        "(executor.devcompare; the host re-checks whatever fails there); False: download them and "
+        "compare on the host",
+    )
 
     def trial_policy(self, device_timed: bool = False) -> TrialPolicy:
         """The warm-up and stopping rules of :mod:`executor.checking` for these options.
@@ -172,6 +179,11 @@ class WorkerJob(BaseModel):
     timing_set: TimingSetSpec | None = Field(
         default=None,
         description="the task's timing set, which the trials run on; None: the fresh timing-size sets",
+    )
+    compare_product: str | None = Field(
+        default=None,
+        description="the cubin of executor.devcompare's kernels (kernel tasks); None: every output is "
+        "compared on the host",
     )
     result_path: str = "result.json"
     memory_limit_bytes: int | None = None
@@ -275,8 +287,9 @@ class Runtime:
 
     def time(self, slots: Any, options: EvaluationOptions) -> tuple[TimingStats, dict[str, Any]]:
         """Timing statistics over trials on the rotated copies in ``slots`` (:class:`HostSlots` or
-        :class:`DeviceSlots`), and the last trial's outputs with the index of its source set (for a
-        final check)."""
+        :class:`DeviceSlots`), and what the last trial left for a final check: the index of its source
+        set (``set``) and its outputs, as host arrays (``outputs``) or, for kernels, as the device
+        buffers of its rotation slot (``device_outputs``)."""
         raise NotImplementedError
 
 
@@ -489,7 +502,8 @@ class GpuKernelRuntime(Runtime):
         except self.gpu.cuda.Error as e:
             raise CandidateFailed(ErrorKind.CUDA_ERROR, f"kernel launch failed: {e}") from e
 
-    def _download(self, inputs: InputSet, buffers: dict[str, Any]) -> dict[str, np.ndarray]:
+    def download(self, inputs: InputSet, buffers: dict[str, Any]) -> dict[str, np.ndarray]:
+        """Host copies of the outputs in ``buffers`` (shaped like those of ``inputs``)."""
         outputs = {}
         for arg in self.task.outputs:
             host = np.empty_like(inputs.arrays[arg.name])
@@ -498,11 +512,14 @@ class GpuKernelRuntime(Runtime):
         return outputs
 
     @staticmethod
-    def _free(buffers: dict[str, Any]) -> None:
+    def free(buffers: dict[str, Any]) -> None:
+        """Free device buffers."""
         for buf in buffers.values():
             buf.free()
 
-    def run(self, inputs: InputSet, uploaded: dict[str, Any] | None = None) -> dict[str, np.ndarray]:
+    def run_on_device(self, inputs: InputSet, uploaded: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Launch on ``inputs`` (uploaded now unless ``uploaded``) and wait; the outputs' device buffers
+        are returned and the caller frees them, the other buffers are freed here."""
         buffers = uploaded
         if buffers is None:
             try:
@@ -512,9 +529,19 @@ class GpuKernelRuntime(Runtime):
         try:
             self._launch(inputs, buffers, inputs.size)
             self.gpu.synchronize()
-            return self._download(inputs, buffers)
+        except BaseException:
+            self.free(buffers)
+            raise
+        outputs = {arg.name: buffers.pop(arg.name) for arg in self.task.outputs}
+        self.free(buffers)
+        return outputs
+
+    def run(self, inputs: InputSet, uploaded: dict[str, Any] | None = None) -> dict[str, np.ndarray]:
+        outputs = self.run_on_device(inputs, uploaded)
+        try:
+            return self.download(inputs, outputs)
         finally:
-            self._free(buffers)
+            self.free(outputs)
 
     def time(self, slots: Any, options: EvaluationOptions) -> tuple[TimingStats, dict[str, Any]]:
         """Trials enqueued in batches on one stream, each ``restore outputs -> flush L2 -> start event ->
@@ -553,8 +580,10 @@ class GpuKernelRuntime(Runtime):
         last["warmup_calls"] = warmup.get("calls", 0.0)
         last["warmup_batches"] = warmup.get("batches", [])
         last["samples_ms"] = samples  # for bench/device/warmup_trace.py
-        last["outputs"] = self._download(slots.sources[last["set"]], slots.rotated[last["slot"]])
-        return timing_stats(samples, stop), last
+        # The last trial's outputs stay where it wrote them: the worker checks them there.
+        last["device_outputs"] = {a.name: slots.rotated[last["slot"]][a.name] for a in self.task.outputs}
+        stats = timing_stats(samples, stop).model_copy(update={"warmup_calls": int(warmup.get("calls", 0))})
+        return stats, last
 
 
 # --- the flows ------------------------------------------------------------------------------------------
@@ -657,6 +686,13 @@ class Worker:
         # Checks of timing-size outputs running behind the GPU work (kernel tasks): see check_behind.
         self._checker: ThreadPoolExecutor | None = None
         self._behind: list[tuple[int, Future[None]]] = []
+        # ... or left on the device and checked there after the trials (with a comparer).
+        self._kept: list[tuple[int, GpuKernelRuntime, dict[str, Any]]] = []
+        self.comparer: DeviceComparer | None = None
+
+    def _add_seconds(self, key: str, since: float) -> None:
+        """Add the time since ``since`` (a perf_counter reading) to ``seconds[key]``."""
+        self.seconds[key] = self.seconds.get(key, 0.0) + time.perf_counter() - since
 
     def progress(self, stage: str) -> None:
         """Record the current stage, so that a timeout can say where it happened."""
@@ -678,6 +714,7 @@ class Worker:
                 self.slots = self._prepared_slots()
                 if isinstance(self.slots, DeviceSlots):
                     self.uploaded = self._uploaded_timing_sets()
+                    self.comparer = self._comparer()
         self.seconds["timing_inputs"] = time.perf_counter() - t1
         self.ready_at = time.monotonic()
 
@@ -693,9 +730,21 @@ class Worker:
         except self.gpu.cuda.Error as e:
             logger.warning("the timing-size sets are uploaded by their runs: %s", e)
             for buffers in uploaded.values():
-                GpuKernelRuntime._free(buffers)
+                GpuKernelRuntime.free(buffers)
             return {}
         return uploaded
+
+    def _comparer(self) -> DeviceComparer | None:
+        """The comparison kernels, when the job names them and the options allow; None (every output
+        is compared on the host) when loading them fails."""
+        product = self.job.compare_product
+        if self.gpu is None or product is None or not self.job.options.compare_on_device:
+            return None
+        try:
+            return DeviceComparer(self.gpu.cuda, product)
+        except self.gpu.cuda.Error as e:
+            logger.warning("outputs are compared on the host: %s", e)
+            return None
 
     def _timing_sources(self) -> list[InputSet]:
         spec = self.job.timing_set
@@ -739,11 +788,13 @@ class Worker:
         on that set, so the answer is never in this process while the candidate computes it."""
         if index not in self._expected:
             if self.job.expected_dir is not None:
+                t0 = time.perf_counter()
                 directory = Path(self.job.expected_dir)
                 self._expected[index] = {
                     a.name: np.load(expected_path(directory, index, a.name), allow_pickle=False)
                     for a in self.task.outputs
                 }
+                self._add_seconds("expected_load", t0)
             else:
                 work = self.sets[index].copy()
                 call_entry(self.reference_fn, self.task, work.scalars, work.arrays)
@@ -766,7 +817,7 @@ class Worker:
             failure = compare_output(
                 self.task, arg, got[arg.name], expected[arg.name], inputs.size, inputs.seed
             )
-            self.seconds[key] = self.seconds.get(key, 0.0) + time.perf_counter() - t0
+            self._add_seconds(key, t0)
             if failure is not None:
                 kind, mismatch = failure
                 raise CandidateFailed(
@@ -777,33 +828,91 @@ class Worker:
                     mismatch,
                 )
 
+    def check_device_outputs(
+        self,
+        candidate: GpuKernelRuntime,
+        inputs: InputSet,
+        outputs: dict[str, Any],
+        expected: dict[str, np.ndarray],
+        key: str = "compare",
+    ) -> None:
+        """Check a kernel's outputs where it left them (device buffers): on the device when the
+        comparer decides that every element passes; otherwise (failures, or a rule the device does not
+        decide) downloaded and checked on the host, which names the failure."""
+        if self.comparer is not None:
+            t0 = time.perf_counter()
+            try:
+                passed = all(
+                    self.comparer.failures(
+                        self.task.compare_rule(arg),
+                        arg.dtype,
+                        outputs[arg.name],
+                        inputs.arrays[arg.name].size,
+                        expected[arg.name],
+                    )
+                    == 0
+                    for arg in self.task.outputs
+                )
+            except self.comparer.cuda.Error as e:
+                raise CandidateFailed(ErrorKind.CUDA_ERROR, f"CUDA error while checking outputs: {e}") from e
+            finally:
+                self._add_seconds(key, t0)
+            if passed:
+                return
+        t0 = time.perf_counter()
+        got = candidate.download(inputs, outputs)
+        self._add_seconds("download", t0)
+        self.check(inputs, got, expected, key)
+
+    def check_later(self, index: int, candidate: GpuKernelRuntime, outputs: dict[str, Any]) -> None:
+        """Check the device outputs of planned set ``index`` on the device after the trials, when
+        :meth:`checks_behind_failure` is called (the expected outputs are read then)."""
+        self._kept.append((index, candidate, outputs))
+
     def check_behind(self, index: int, got: dict[str, np.ndarray]) -> None:
         """Check planned set ``index`` in a thread (its expected outputs are read there, now that the
         candidate has run on it); :meth:`checks_behind_failure` collects the result."""
+        inputs = self.sets[index]
         if self._checker is None:
             self._checker = ThreadPoolExecutor(1, thread_name_prefix="executor-check")
-        inputs = self.sets[index]
         future = self._checker.submit(
             lambda: self.check(inputs, got, self.expected(index), key="compare_behind")
         )
         self._behind.append((index, future))
 
-    def checks_behind_failure(self) -> tuple[int, CandidateFailed] | None:
-        """Wait for the checks made in a thread; the first failing set's index and failure, if any
-        (an ExecutorError from the task's own reference is raised as it would be in line)."""
+    def checks_behind_failure(self, on_device: bool = True) -> tuple[int, CandidateFailed] | None:
+        """Finish the checks of :meth:`check_later` and :meth:`check_behind`; the first failing set's
+        index and failure, if any (an ExecutorError from the task's own reference is raised as it
+        would be in line). ``on_device=False`` (after a CUDA error, which leaves the context
+        unusable) drops the checks that would run on the device."""
+        kept, self._kept = self._kept, []
+        if not on_device:
+            kept = []
+        for position, (index, candidate, outputs) in enumerate(kept):
+            try:
+                self.check_device_outputs(
+                    candidate, self.sets[index], outputs, self.expected(index), key="compare_behind"
+                )
+            except CandidateFailed as e:
+                for _, owner, unchecked in kept[position:]:
+                    owner.free(unchecked)
+                return index, e
+            candidate.free(outputs)
         behind, self._behind = self._behind, []
         for index, future in behind:
             try:
                 future.result()
             except CandidateFailed as e:
-                for _, rest in behind:
-                    rest.cancel()
+                for _, pending in behind:
+                    pending.cancel()
                 return index, e
         return None
 
-    def behind_outcome(self, device: str) -> WorkerOutcome | None:
-        """The correctness failure of a check run in a thread (after waiting for them all), or None."""
-        failed = self.checks_behind_failure()
+    def behind_outcome(self, device: str, after: CandidateFailed | None = None) -> WorkerOutcome | None:
+        """The correctness failure of a check left for later (after waiting for them all), or None.
+        ``after``: the failure that ended the run, after which the device may no longer be usable."""
+        on_device = after is None or after.kind is not ErrorKind.CUDA_ERROR
+        failed = self.checks_behind_failure(on_device)
         return None if failed is None else self.outcome(failed[1], "correctness", failed[0], device)
 
     def run(self, run: CandidateRun) -> WorkerOutcome:
@@ -819,8 +928,9 @@ class Worker:
         self.progress("correctness")
         candidate = self.runtime_for(run.candidate_product, run.candidate_symbol)
         checked = opts.correctness_sets + opts.timing_size_checks
-        # A kernel's timing-size outputs are checked in a thread while the GPU warms up and times
-        # (device-timed trials do not see the host's work); the verdict waits for that check.
+        # A kernel's timing-size outputs are checked after the trials on the device, or (no comparer)
+        # in a thread while the GPU warms up and times (device-timed trials do not see the host's
+        # work); the verdict waits for that check.
         overlap = opts.run_timing and isinstance(candidate, GpuKernelRuntime)
         done = 0
         try:
@@ -828,11 +938,15 @@ class Worker:
                 inputs = self.sets[index]
                 # Candidate first, then the reference's answer, then the candidate again on other data:
                 # a candidate that caches results between calls answers the next set with stale values.
-                got = candidate.run(inputs, self.uploaded.pop(index, None))
-                if overlap and inputs.size == "timing":
-                    self.check_behind(index, got)
+                uploaded = self.uploaded.pop(index, None)
+                if overlap and inputs.size == "timing" and self.comparer is not None:
+                    # Left on the device and checked there after the trials (no download).
+                    assert isinstance(candidate, GpuKernelRuntime)
+                    self.check_later(index, candidate, candidate.run_on_device(inputs, uploaded))
+                elif overlap and inputs.size == "timing":
+                    self.check_behind(index, candidate.run(inputs, uploaded))
                 else:
-                    self.check(inputs, got, self.expected(index))
+                    self.check(inputs, candidate.run(inputs, uploaded), self.expected(index))
                 done += 1
             # Repeat the first set: a race that happened to pass once should not pass twice by luck.
             try:
@@ -846,7 +960,7 @@ class Worker:
         except CandidateFailed as e:
             self.seconds["correctness"] = time.perf_counter() - t0
             # An earlier set checked in a thread may have failed first.
-            return self.behind_outcome(candidate.device) or self.outcome(
+            return self.behind_outcome(candidate.device, e) or self.outcome(
                 e, "correctness", done, candidate.device
             )
         self.seconds["correctness"] = time.perf_counter() - t0
@@ -879,18 +993,22 @@ class Worker:
             self.seconds["timing_trials"] = time.perf_counter() - t0
             if "warmup_s" in last:  # kernel tasks: the part of the trials spent warming up
                 self.seconds["timing_warmup"] = last["warmup_s"]
-                self.seconds["timing_warmup_calls"] = last["warmup_calls"]
             failed_behind = self.behind_outcome(candidate.device)
             if failed_behind is not None:
                 self.seconds["timing"] = time.perf_counter() - t0
                 return failed_behind
             # The last timed trial's outputs must still be right: races and state kept across calls
             # that only show up under repetition are caught here.
-            self.check(sources[last["set"]], last["outputs"], self.timing_expected(last["set"]))
+            inputs, expected = sources[last["set"]], self.timing_expected(last["set"])
+            if "device_outputs" in last:
+                assert isinstance(candidate, GpuKernelRuntime)
+                self.check_device_outputs(candidate, inputs, last["device_outputs"], expected)
+            else:
+                self.check(inputs, last["outputs"], expected)
         except CandidateFailed as e:
             self.seconds["timing"] = time.perf_counter() - t0
             # A correctness failure comes first.
-            return self.behind_outcome(candidate.device) or self.outcome(
+            return self.behind_outcome(candidate.device, e) or self.outcome(
                 e, "timing", checked, candidate.device
             )
         ref_stats = run.reference_timing
@@ -923,8 +1041,10 @@ class Worker:
         spec = self.job.timing_set
         if spec is None:
             return self.expected(self.timing_indices[source])
+        t0 = time.perf_counter()
         stored = timingset.load_expected(spec, self.task)
         if stored is not None:
+            self._add_seconds("expected_load", t0)
             return stored
         work = self.timing_sources[source].copy()
         call_entry(self.reference_fn, self.task, work.scalars, work.arrays)

@@ -64,13 +64,19 @@ def test_naive_function_candidate_passes_repeatedly(evaluator: Evaluator) -> Non
         assert verdict.device and "sm_" in verdict.device
 
 
+@pytest.mark.parametrize("on_device", [True, False])
 @pytest.mark.parametrize(("task", "file"), [("block_sum", "block_sum_correct.cu")])
-def test_correct_kernel_candidate_passes_repeatedly(evaluator: Evaluator, task: str, file: str) -> None:
+def test_correct_kernel_candidate_passes_repeatedly(
+    evaluator: Evaluator, task: str, file: str, on_device: bool
+) -> None:
     source = (ADVERSARIAL / file).read_text()
+    options = QUICK.model_copy(update={"compare_on_device": on_device})
     for _ in range(3):
-        verdict = _evaluate(evaluator, task, source)
+        verdict = _evaluate(evaluator, task, source, options)
         assert verdict.passed, verdict.message
         assert verdict.speedup is not None and verdict.speedup > 0
+        # Checked on the device, a passing kernel's timing-size outputs are never downloaded.
+        assert ("download" in verdict.seconds) is not on_device, verdict.seconds
 
 
 def test_scale_kernel_passes(evaluator: Evaluator) -> None:
@@ -157,6 +163,8 @@ def test_timing_records_its_trials_and_spread(evaluator: Evaluator) -> None:
     assert timing is not None and timing.robust_cov is not None
     assert timing.stop in ("stable", "max_trials", "time_cap")
     assert 5 <= timing.trials <= 100
+    # The warm-up ran at least `warmup` launches, and at least `warmup_ms` (30 ms) of them.
+    assert timing.warmup_calls is not None and timing.warmup_calls >= 1
 
 
 # block_sum at the timing size has 65536 blocks: blocks counted past the first 65536 belong to the
@@ -182,12 +190,17 @@ __global__ void block_sum_kernel(int blocks, const float* values, float* sums) {
 """
 
 
-def test_the_last_timed_launch_is_checked_on_the_task_timing_set(evaluator: Evaluator) -> None:
+@pytest.mark.parametrize("on_device", [True, False])
+def test_the_last_timed_launch_is_checked_on_the_task_timing_set(
+    evaluator: Evaluator, on_device: bool
+) -> None:
     """Right in the correctness stage, wrong in the timed batches: the output of the last timed launch
-    is checked, against the reference's outputs for the task's timing set."""
+    is checked, against the reference's outputs for the task's timing set (on the device or the
+    host; either way the host names the failure)."""
     source = LATE.replace("AFTER_FIRST_TIMING_LAUNCH", "sums[blockIdx.x] = s[0] + 1.0f;")
+    options = QUICK.model_copy(update={"compare_on_device": on_device})
     for k in range(2):
-        verdict = _evaluate(evaluator, "block_sum", source + f"\n// late {k}\n")
+        verdict = _evaluate(evaluator, "block_sum", source + f"\n// late {k}\n", options)
         assert verdict.error is ErrorKind.WRONG_OUTPUT, verdict.message
         assert verdict.stage.value == "timing"
         assert verdict.mismatch is not None and verdict.mismatch.size == "timing"
@@ -236,16 +249,22 @@ def test_repeated_timing_on_the_timing_set_agrees(evaluator: Evaluator) -> None:
     assert max(medians) <= 1.25 * min(medians), medians
 
 
-def test_a_kernel_wrong_only_at_the_timing_size_fails_its_correctness_check(evaluator: Evaluator) -> None:
-    """A kernel's fresh timing-size set is checked in a thread while the kernel is timed; a failure
-    there is still the verdict, as a correctness failure on that (fresh) set."""
+@pytest.mark.parametrize("on_device", [True, False])
+def test_a_kernel_wrong_only_at_the_timing_size_fails_its_correctness_check(
+    evaluator: Evaluator, on_device: bool
+) -> None:
+    """A kernel's fresh timing-size set is checked after the trials on the device, or in a thread while
+    the kernel is timed; a failure there is still the verdict, as a correctness failure on that
+    (fresh) set."""
     source = (
         "__global__ void scale_kernel(long long count, double s, const double* in, double* out) {\n"
         "    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n"
         "    if (i < count) out[i] = (count > 100000 && i == count - 1) ? 0.0 : s * in[i];\n"
         "}\n"
     )
-    verdict = _evaluate(evaluator, "scale_kernel", source)
+    verdict = _evaluate(
+        evaluator, "scale_kernel", source, QUICK.model_copy(update={"compare_on_device": on_device})
+    )
     assert verdict.error is ErrorKind.WRONG_OUTPUT, verdict.message
     assert verdict.stage.value == "correctness"
     assert verdict.mismatch is not None and verdict.mismatch.size == "timing"

@@ -1,0 +1,156 @@
+"""Checking a kernel's outputs against the reference's on the device.
+
+A kernel task's timing-size output has tens of millions of elements. Downloading it and comparing it
+on the CPU took 0.05-0.1 s per output on the H100 host, twice per evaluation (the fresh timing-size
+set and the last trial), which was most of what kept a kernel evaluation above its 0.25 s target.
+The same element test runs here as a kernel over the output where the candidate left it, after the
+reference's outputs are uploaded next to it; only the number of failing elements comes back.
+
+Zero failing elements is a pass, decided by exactly the host's rule (:func:`executor.checking.
+compare_output`): ``|got-ref| <= atol + rtol*|ref|`` in float64 with every operation rounded on its
+own (no fused multiply-add, as numpy computes it), NaN never passing, integers and ``exact`` rules
+compared for equality. Anything else (failing elements, a ``sorted`` rule, an output the device
+cannot judge) is handed to the host comparison, which names the kind and the first failing element.
+
+The kernels are compiled once per toolchain by the service (:func:`compare_source`, through the
+candidate compiler and its cache) and loaded by each candidate worker while it prepares.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from executor.taskformat import CompareRule, DType, is_float
+
+THREADS = 256
+# Enough blocks to fill an H100/H200 several times over; the grid-stride loop covers any size.
+MAX_BLOCKS = 4096
+
+_SOURCE = r"""
+// Kernels of executor.devcompare: count the elements of an output that fail the host's rule.
+extern "C" {
+
+__device__ __forceinline__ void add_failures(unsigned int failures, unsigned long long* count) {
+  for (int offset = 16; offset > 0; offset >>= 1)
+    failures += __shfl_down_sync(0xffffffffu, failures, offset);
+  if ((threadIdx.x & 31u) == 0u && failures != 0u) atomicAdd(count, (unsigned long long)failures);
+}
+
+#define REGRAPH_STRIDE_LOOP(i, n) \
+  for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < (n); \
+       i += (unsigned long long)gridDim.x * blockDim.x)
+
+// |got - ref| <= atol + rtol * |ref| in float64, each operation rounded separately; NaN fails.
+#define REGRAPH_TOLERANCE(NAME, T)                                                              \
+  __global__ void NAME(const T* got, const T* ref, unsigned long long n, double atol, double rtol, \
+                       unsigned long long* count) {                                             \
+    unsigned int failures = 0u;                                                                 \
+    REGRAPH_STRIDE_LOOP(i, n) {                                                                 \
+      const double x = (double)got[i], y = (double)ref[i];                                      \
+      const double limit = __dadd_rn(__dmul_rn(fabs(y), rtol), atol);                           \
+      failures += !(fabs(__dsub_rn(x, y)) <= limit);                                            \
+    }                                                                                           \
+    add_failures(failures, count);                                                              \
+  }
+
+// Equality (NaN != NaN, so a NaN fails as on the host).
+#define REGRAPH_EXACT(NAME, T)                                                                  \
+  __global__ void NAME(const T* got, const T* ref, unsigned long long n, double atol, double rtol, \
+                       unsigned long long* count) {                                             \
+    unsigned int failures = 0u;                                                                 \
+    REGRAPH_STRIDE_LOOP(i, n) { failures += !(got[i] == ref[i]); }                              \
+    add_failures(failures, count);                                                              \
+  }
+
+REGRAPH_TOLERANCE(regraph_tolerance_f32, float)
+REGRAPH_TOLERANCE(regraph_tolerance_f64, double)
+REGRAPH_EXACT(regraph_exact_f32, float)
+REGRAPH_EXACT(regraph_exact_f64, double)
+REGRAPH_EXACT(regraph_exact_b1, unsigned char)
+REGRAPH_EXACT(regraph_exact_b4, unsigned int)
+REGRAPH_EXACT(regraph_exact_b8, unsigned long long)
+
+}
+"""
+
+
+def compare_source() -> str:
+    """The CUDA source of the comparison kernels (compiled to a cubin like a kernel candidate)."""
+    return _SOURCE
+
+
+def kernel_name(dtype: DType, mode: str) -> str | None:
+    """The comparison kernel for an output of ``dtype`` under rule ``mode``; None when the rule is not
+    decided on the device (``sorted``)."""
+    if mode == "sorted":
+        return None
+    if is_float(dtype):
+        width = "f32" if dtype == "float32" else "f64"
+        return f"regraph_{'exact' if mode == 'exact' else 'tolerance'}_{width}"
+    size = np.dtype(dtype).itemsize
+    return f"regraph_exact_b{size}" if size in (1, 4, 8) else None
+
+
+class DeviceComparer:
+    """The comparison kernels loaded in a worker's CUDA context, with a device buffer that receives
+    the reference's outputs (grown as needed, reused) and the failure counter."""
+
+    def __init__(self, cuda: Any, product: str) -> None:
+        self.cuda = cuda
+        self.module = cuda.module_from_file(product)
+        self.kernels: dict[str, Any] = {}
+        self.counter = cuda.mem_alloc(8)
+        self.scratch: Any = None
+        self.scratch_bytes = 0
+
+    def _kernel(self, name: str) -> Any:
+        if name not in self.kernels:
+            self.kernels[name] = self.module.get_function(name)
+        return self.kernels[name]
+
+    def _scratch(self, nbytes: int) -> Any:
+        if nbytes > self.scratch_bytes:
+            if self.scratch is not None:
+                self.scratch.free()
+                self.scratch, self.scratch_bytes = None, 0
+            self.scratch = self.cuda.mem_alloc(nbytes)
+            self.scratch_bytes = nbytes
+        return self.scratch
+
+    def failures(
+        self, rule: CompareRule, dtype: DType, got: Any, got_elements: int, expected: np.ndarray
+    ) -> int | None:
+        """How many elements of the device output ``got`` (``got_elements`` of ``dtype``) fail
+        ``rule`` against ``expected``; None when the device cannot decide (the host must)."""
+        name = kernel_name(dtype, rule.mode)
+        if name is None or expected.size != got_elements or expected.dtype != np.dtype(dtype):
+            return None
+        if got_elements == 0:
+            return 0
+        cuda = self.cuda
+        reference = self._scratch(expected.nbytes)
+        cuda.memcpy_htod(reference, np.ascontiguousarray(expected))
+        cuda.memset_d32(self.counter, 0, 2)
+        blocks = min(MAX_BLOCKS, -(-got_elements // THREADS))
+        self._kernel(name)(
+            got,
+            reference,
+            np.uint64(got_elements),
+            np.float64(rule.atol or 0.0),
+            np.float64(rule.rtol or 0.0),
+            self.counter,
+            block=(THREADS, 1, 1),
+            grid=(blocks, 1),
+        )
+        count = np.zeros(1, dtype=np.uint64)
+        cuda.memcpy_dtoh(count, self.counter)  # synchronous: waits for the kernel
+        return int(count[0])
+
+    def free(self) -> None:
+        """Release the device buffers (the process's exit would too)."""
+        for buf in (self.scratch, self.counter):
+            if buf is not None:
+                buf.free()
+        self.scratch, self.counter, self.scratch_bytes = None, None, 0
