@@ -123,14 +123,18 @@ class DeviceComparer:
         self, rule: CompareRule, dtype: DType, got: Any, got_elements: int, expected: np.ndarray
     ) -> int | None:
         """How many elements of the device output ``got`` (``got_elements`` of ``dtype``) fail
-        ``rule`` against ``expected``; None when the device cannot decide (the host must)."""
+        ``rule`` against ``expected``; None when the device cannot decide (the host must): a rule it
+        does not handle, an ``expected`` of another size or dtype, no device memory for it."""
         name = kernel_name(dtype, rule.mode)
         if name is None or expected.size != got_elements or expected.dtype != np.dtype(dtype):
             return None
         if got_elements == 0:
             return 0
         cuda = self.cuda
-        reference = self._scratch(expected.nbytes)
+        try:
+            reference = self._scratch(expected.nbytes)
+        except cuda.MemoryError:  # the candidate's buffers leave no room: the host decides
+            return None
         cuda.memcpy_htod(reference, np.ascontiguousarray(expected))
         cuda.memset_d32(self.counter, 0, 2)
         blocks = min(MAX_BLOCKS, -(-got_elements // THREADS))

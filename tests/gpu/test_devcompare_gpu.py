@@ -138,3 +138,28 @@ def test_the_comparison_cubin_is_compiled_once(tmp_path: Path) -> None:
     first = compiler.compile_source(compare_source(), "cubin")
     again = compiler.compile_source(compare_source(), "cubin")
     assert first.ok and again.cache_hit and again.product == first.product
+
+
+def test_without_device_memory_for_the_reference_the_host_decides(comparer: DeviceComparer) -> None:
+    """A candidate that leaves no device memory for the reference's outputs is not blamed for it:
+    the device gives no answer, and the worker compares on the host instead."""
+    cuda: Any = comparer.cuda
+    values = np.zeros(32 << 20, dtype=np.float32)  # 128 MiB, more than any earlier scratch buffer
+    got = cuda.mem_alloc(values.nbytes)
+    cuda.memcpy_htod(got, values)
+    hog: list[Any] = []
+    try:
+        for chunk in (1 << 30, 64 << 20):  # take the device's free memory, big pieces first
+            while True:
+                try:
+                    hog.append(cuda.mem_alloc(chunk))
+                except cuda.MemoryError:
+                    break
+        assert comparer.failures(CompareRule(), "float32", got, values.size, values) is None
+    finally:
+        for buf in hog:
+            buf.free()
+    try:
+        assert comparer.failures(CompareRule(), "float32", got, values.size, values) == 0
+    finally:
+        got.free()
