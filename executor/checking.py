@@ -197,7 +197,9 @@ def robust_cov(samples_ms: list[float]) -> float:
     return float(1.4826 * np.median(np.abs(arr - med)) / med)
 
 
-def timing_stats(samples_ms: list[float], stop: StopReason | None = None) -> TimingStats:
+def timing_stats(
+    samples_ms: list[float], stop: StopReason | None = None, warmup_calls: int | None = None
+) -> TimingStats:
     """Median, spread (IQR) and coefficients of variation of timing samples."""
     arr = np.asarray(samples_ms, dtype=np.float64)
     q1, med, q3 = np.percentile(arr, [25, 50, 75])
@@ -212,6 +214,7 @@ def timing_stats(samples_ms: list[float], stop: StopReason | None = None) -> Tim
         cov=float(arr.std() / mean) if mean > 0 else 0.0,
         robust_cov=robust_cov(samples_ms),
         stop=stop,
+        warmup_calls=warmup_calls,
     )
 
 
@@ -369,7 +372,7 @@ def measure_batched(
         batches.append((size, (time.perf_counter() - began) * 1000.0))
     warm_wall_s = time.perf_counter() - warm_start
     if warmup is not None:
-        warmup.update(calls=float(len(warm_ms)), seconds=warm_wall_s, batches=batches)
+        warmup.update(calls=len(warm_ms), seconds=warm_wall_s, batches=batches)
     trial_wall_s = warm_wall_s / len(warm_ms) if warm_ms else 0.0
     samples: list[float] = []
     start = time.perf_counter()

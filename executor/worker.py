@@ -576,14 +576,11 @@ class GpuKernelRuntime(Runtime):
         warmup: dict[str, Any] = {}
         policy = options.trial_policy(device_timed=True)
         samples, stop = measure_batched(run_batch, policy, MAX_BATCH, warmup)
-        last["warmup_s"] = warmup.get("seconds", 0.0)
-        last["warmup_calls"] = warmup.get("calls", 0.0)
-        last["warmup_batches"] = warmup.get("batches", [])
+        last["warmup"] = warmup  # calls, seconds, batches
         last["samples_ms"] = samples  # for bench/device/warmup_trace.py
         # The last trial's outputs stay where it wrote them: the worker checks them there.
         last["device_outputs"] = {a.name: slots.rotated[last["slot"]][a.name] for a in self.task.outputs}
-        stats = timing_stats(samples, stop).model_copy(update={"warmup_calls": int(warmup.get("calls", 0))})
-        return stats, last
+        return timing_stats(samples, stop, warmup["calls"]), last
 
 
 # --- the flows ------------------------------------------------------------------------------------------
@@ -991,8 +988,8 @@ class Worker:
             slots = self.slots or make_slots(self.task, self.gpu, sources, opts.rotate_buffers)
             stats, last = candidate.time(slots, opts)
             self.seconds["timing_trials"] = time.perf_counter() - t0
-            if "warmup_s" in last:  # kernel tasks: the part of the trials spent warming up
-                self.seconds["timing_warmup"] = last["warmup_s"]
+            if "warmup" in last:  # kernel tasks: the part of the trials spent warming up
+                self.seconds["timing_warmup"] = last["warmup"]["seconds"]
             failed_behind = self.behind_outcome(candidate.device)
             if failed_behind is not None:
                 self.seconds["timing"] = time.perf_counter() - t0

@@ -104,11 +104,11 @@ def main() -> None:
             runtime.run(source)
             began = time.perf_counter()
             stats, last = runtime.time(slots, EvaluationOptions())
-            batches = last["warmup_batches"]
+            batches = last["warmup"]["batches"]
             row["policy_first"] = {
                 "wall_ms": (time.perf_counter() - began) * 1000,
-                "warmup_ms": last["warmup_s"] * 1000,
-                "warmup_calls": last["warmup_calls"],
+                "warmup_ms": last["warmup"]["seconds"] * 1000,
+                "warmup_calls": stats.warmup_calls,
                 "warmup_in_batches_ms": sum(wall for _, wall in batches),
             }
             row["policy_first_batches"] = batches
@@ -131,8 +131,8 @@ def main() -> None:
             stats, last = runtime.time(slots, EvaluationOptions())
             row[condition] = {
                 "wall_ms": (time.perf_counter() - began) * 1000,
-                "warmup_ms": last["warmup_s"] * 1000,
-                "warmup_calls": last["warmup_calls"],
+                "warmup_ms": last["warmup"]["seconds"] * 1000,
+                "warmup_calls": stats.warmup_calls,
                 "trials": stats.trials,
                 "median_ms": stats.median_ms,
             }
