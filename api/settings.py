@@ -96,6 +96,14 @@ class ApiSettings(BaseSettings):
     cypher_timeout_s: float = Field(10.0, gt=0, le=600, description="longest a /v1/cypher query may run")
     cypher_row_limit: int = Field(1000, ge=1, le=100_000, description="most rows a /v1/cypher query returns")
 
+    # The curation workspace (/ui).
+    ui_session_ttl_s: float = Field(
+        8 * 3600.0, gt=0, description="a /ui session ends after this many seconds without a request"
+    )
+    ui_secure_cookie: bool = Field(
+        False, description="mark the /ui session cookie Secure (set it when the API is served over HTTPS)"
+    )
+
     @field_validator("seed_graph", mode="before")
     @classmethod
     def _seed_graph_off(cls, value: object) -> object:

@@ -11,7 +11,7 @@ from fastapi import APIRouter
 
 from api.auth import RequireReader
 from api.deps import DriverDep, StateDep
-from api.errors import BadRequestError, responses
+from api.errors import ApiError, BadRequestError, responses
 from api.graph.protocol import CypherRequest, CypherResponse
 from api.graph.service import (
     CypherLimits,
@@ -53,9 +53,14 @@ def cypher(body: CypherRequest, caller: RequireReader, state: StateDep, driver: 
     )
     try:
         return run_cypher(driver, state.target.database, body, limits)
-    except QueryRefusedError as e:
-        raise CypherRefusedApiError(str(e)) from e
-    except QueryTimedOutError as e:
-        raise CypherTimeoutApiError(str(e)) from e
-    except QueryFailedError as e:
-        raise CypherFailedApiError(str(e)) from e
+    except (QueryRefusedError, QueryFailedError) as e:
+        raise cypher_api_error(e) from e
+
+
+def cypher_api_error(error: QueryRefusedError | QueryFailedError) -> ApiError:
+    """The HTTP error of a refused or failed query (the /ui console shows the same type and message)."""
+    if isinstance(error, QueryRefusedError):
+        return CypherRefusedApiError(str(error))
+    if isinstance(error, QueryTimedOutError):
+        return CypherTimeoutApiError(str(error))
+    return CypherFailedApiError(str(error))

@@ -87,7 +87,8 @@ def api_error(error: OptimizeError) -> ApiError:
     return ApiError(str(error))
 
 
-def _public(record: JobRecord) -> JobPublic:
+def public_job(record: JobRecord) -> JobPublic:
+    """The wire view of a stored job."""
     return JobPublic(
         id=record.id,
         state=record.state,
@@ -128,19 +129,19 @@ async def list_jobs(
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> JobList:
     records = await jobs.list_jobs(limit=limit, offset=offset)
-    return JobList(jobs=[_public(r) for r in records])
+    return JobList(jobs=[public_job(r) for r in records])
 
 
 @router.get(
     "/jobs/{job_id}", summary="A job: state, request and, once finished, its result", responses=responses(404)
 )
 async def get_job(job_id: str, jobs: JobsDep) -> JobPublic:
-    return _public(await jobs.get(job_id))
+    return public_job(await jobs.get(job_id))
 
 
 @router.delete("/jobs/{job_id}", summary="Cancel a queued or running job", responses=responses(404, 409))
 async def cancel_job(job_id: str, jobs: JobsDep) -> JobPublic:
-    return _public(await jobs.cancel(job_id))
+    return public_job(await jobs.cancel(job_id))
 
 
 def _sse(event: str, data: str, event_id: int | None = None) -> str:
@@ -169,6 +170,11 @@ async def job_events(
 ) -> StreamingResponse:
     if last_event_id is not None and last_event_id.strip().isdigit():
         after = max(after, int(last_event_id))
+    return await event_stream_response(jobs, job_id, after)
+
+
+async def event_stream_response(jobs: JobService, job_id: str, after: int) -> StreamingResponse:
+    """The job's events with ``seq > after`` as server-sent events (also served to the /ui pages)."""
     subscription = await jobs.subscribe(job_id, after=after)
 
     async def stream() -> AsyncIterator[str]:
@@ -178,7 +184,7 @@ async def job_events(
             else:
                 yield _sse(item.kind, item.model_dump_json(), item.seq)
         try:
-            final = _public(await jobs.get(job_id))
+            final = public_job(await jobs.get(job_id))
         except OptimizeError as e:
             # The response has begun: the error goes into the stream, not into a status code.
             yield _sse("error", api_error(e).message)
