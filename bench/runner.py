@@ -58,9 +58,9 @@ from bench.split import (
 )
 from executor.client import ExecutorClient, ExecutorClientError
 from executor.errors import ExecutorError
+from executor.protocol import EvaluationOptions
 from executor.taskformat import FunctionTask, KernelTask, load_task
 from executor.verdict import ErrorKind, Verdict
-from executor.worker import EvaluationOptions
 from search.backends.base import ChatModel, ModelError
 from search.backends.config import RoleConfig, build_model
 from search.backends.replay import ReplayModel, load_replay, records_from_trajectories
@@ -824,7 +824,7 @@ def _save_code(out_dir: Path, task_id: str, sample: int, code: str) -> None:
 def describe_executor(client: ExecutorClient) -> tuple[dict[str, Any], VerificationMode]:
     """The executor's device description and whether its verdicts are verified or compile-only."""
     try:
-        device = client.device()
+        device = client.device().model_dump(mode="json")
         verified = executor_can_verify(client)
     except (ExecutorClientError, httpx.HTTPError, SearchError) as e:
         raise RunnerError(f"the executor cannot be used: {e}") from e
