@@ -203,6 +203,10 @@ class RunInfo(BaseModel):
     )
     ks: list[int] = Field(default_factory=lambda: list(DEFAULT_KS))
     ps: list[float] = Field(default_factory=lambda: list(DEFAULT_FAST_P))
+    search: dict[str, Any] | None = Field(
+        default=None,
+        description="the resolved search settings (MCGS: its preset too); seed and budgets are above",
+    )
 
     def identity(self) -> dict[str, Any]:
         """The settings that make two runs comparable sample by sample (for resuming)."""
@@ -219,6 +223,7 @@ class RunInfo(BaseModel):
                 "final_evaluation",
                 "verification",
                 "evaluation_options",
+                "search",
             }
         )
 
@@ -634,6 +639,9 @@ class CudaEvalRunner:
             evaluation_options=self.evaluation_options.model_dump() if self.evaluation_options else None,
             ks=sorted({*self.ks, self.samples}),
             ps=list(self.ps),
+            search=search_config(self.method, dict(self.search_overrides or {})).model_dump(
+                exclude={"seed", "evaluation_budget", "token_budget"}
+            ),
         )
 
     def run(self) -> BenchResult:
