@@ -148,6 +148,23 @@ class SearchState:
     in_flight: int = 0  # iterations in flight whose path passes through this state
     expanding: bool = False  # an iteration in flight is expanding (or finishing) it
 
+    @classmethod
+    def child(
+        cls, parent: SearchState, technique: str, candidate: Candidate, order: int, prior: float = 1.0
+    ) -> SearchState:
+        """The state `candidate` reached from `parent`; terminal when the candidate failed."""
+        return cls(
+            technique=technique,
+            code=candidate.code or "",
+            path=candidate.path,
+            parent=parent,
+            candidate_index=candidate.index,
+            reward=candidate.reward,
+            viable=candidate.passed,
+            prior=prior,
+            order=order,
+        )
+
     @property
     def q(self) -> float:
         """Mean backed-up value."""
@@ -209,6 +226,32 @@ def select_child(parent: SearchState, children: list[SearchState], c: float) -> 
     parent_visits = parent.visits + parent.in_flight
     # max() keeps the first of equal scores, i.e. graph order breaks ties.
     return max(children, key=lambda ch: p_ucb(ch, parent_visits, c))
+
+
+def backup(state: SearchState, value: float) -> None:
+    """Count one visit worth `value` on `state` and every ancestor."""
+    node: SearchState | None = state
+    while node is not None:
+        node.visits += 1
+        node.value_sum += value
+        node = node.parent
+
+
+def backed_up_value(rewards: list[float], backprop: Literal["max", "last"]) -> float:
+    """What an iteration backs up: the maximum reward it saw (the paper's) or its last one."""
+    return max(rewards) if backprop == "max" else rewards[-1]
+
+
+def mark_exhausted(node: SearchState) -> None:
+    """Mark `node` final, and each ancestor whose children are now all failed or exhausted."""
+    current: SearchState | None = node
+    while current is not None:
+        if current is not node and (
+            current.children is None or any(ch.viable and not ch.exhausted for ch in current.children)
+        ):
+            return
+        current.exhausted = True
+        current = current.parent
 
 
 @dataclass(eq=False)
@@ -405,19 +448,7 @@ class MonteCarloGraphSearch:
             zip(it.options, weights, candidates, strict=False)
         ):
             self._record_edge(leaf.technique, option.technique, candidate.reward)
-            children.append(
-                SearchState(
-                    technique=option.technique,
-                    code=candidate.code or "",
-                    path=candidate.path,
-                    parent=leaf,
-                    candidate_index=candidate.index,
-                    reward=candidate.reward,
-                    viable=candidate.passed,
-                    prior=prior,
-                    order=order,
-                )
-            )
+            children.append(SearchState.child(leaf, option.technique, candidate, order, prior))
         leaf.children = children
         leaf.expanding = False
         open_children = [ch for ch in children if ch.viable]
@@ -471,39 +502,22 @@ class MonteCarloGraphSearch:
 
     # ---- back-up --------------------------------------------------------------------------------
 
-    def _backup(self, state: SearchState, value: float) -> None:
-        node: SearchState | None = state
-        while node is not None:
-            node.visits += 1
-            node.value_sum += value
-            node = node.parent
-
     def _value(self, rewards: list[float]) -> float:
-        return max(rewards) if self.config.backprop == "max" else rewards[-1]
-
-    def _mark_exhausted(self, node: SearchState) -> None:
-        current: SearchState | None = node
-        while current is not None:
-            if current is not node and (
-                current.children is None or any(ch.viable and not ch.exhausted for ch in current.children)
-            ):
-                return
-            current.exhausted = True
-            current = current.parent
+        return backed_up_value(rewards, self.config.backprop)
 
     async def _complete(self, it: _Iteration) -> None:
         """Back up a finished iteration, take its virtual loss back, and count it."""
         if it.start is not None:
             self._mark_in_flight(it.start, -1)
-            self._backup(it.start, self._value(it.rewards))
+            backup(it.start, self._value(it.rewards))
         else:
             leaf = it.leaf
             leaf.expanding = False
             self._mark_in_flight(leaf, -1)
             failed = [ch.reward for ch in leaf.children or []]
             rewards = [leaf.reward, max(failed)] if failed else [leaf.reward]
-            self._mark_exhausted(leaf)
-            self._backup(leaf, self._value(rewards))
+            mark_exhausted(leaf)
+            backup(leaf, self._value(rewards))
         self.session.iterations += 1
         await self.session.emit("iteration", iteration=self.session.iterations)
 
