@@ -23,7 +23,7 @@ from tests.support.servers import serve_in_thread
 
 TASKS_DIR = Path(__file__).parents[2] / "unit" / "executor" / "fixtures" / "tasks"
 # Rejected by the static checks (a process call; no entry point), each with its own message.
-SHELL = "void saxpy(int n, float a, const float* x, float* y) { system(\"id\"); }\n"
+SHELL = 'void saxpy(int n, float a, const float* x, float* y) { system("id"); }\n'
 NO_ENTRY = "int main() { return 0; }\n"
 
 
@@ -60,7 +60,11 @@ def test_the_routes_take_and_answer_the_protocol_models(app_settings: ExecutorSe
 def test_evaluate_answers_a_verdict(client: ExecutorClient, saxpy: FunctionTask | KernelTask) -> None:
     verdict = client.evaluate(saxpy, SHELL, EvaluationOptions(correctness_sets=1))
     assert isinstance(verdict, protocol.Verdict)
-    assert (verdict.task_id, verdict.stage, verdict.error) == ("saxpy", Stage.STATIC, ErrorKind.STATIC_REJECTED)
+    assert (verdict.task_id, verdict.stage, verdict.error) == (
+        "saxpy",
+        Stage.STATIC,
+        ErrorKind.STATIC_REJECTED,
+    )
     assert verdict.reward == protocol.reward_for(False, None) == -1.0
     assert any(v.rule for v in verdict.static_violations) and "system" in verdict.message
 
