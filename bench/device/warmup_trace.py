@@ -41,11 +41,7 @@ from executor.protocol import EvaluationOptions
 from executor.reference import build_reference, load_library
 from executor.taskformat import KernelTask, load_task
 from executor.timingset import timing_seed
-from executor.worker import (
-    DeviceSlots,
-    GpuContext,
-    GpuKernelRuntime,
-)
+from executor.worker.gpu import DeviceSlots, GpuContext, GpuKernelRuntime
 
 WINDOW = 25
 
