@@ -48,95 +48,19 @@ from pydantic import BaseModel, Field
 
 from executor import timingset
 from executor.abi import bind_entry, call_entry
-from executor.checking import TrialPolicy, compare_output, measure, measure_batched, timing_stats
+from executor.checking import compare_output, measure, measure_batched, timing_stats
 from executor.checking import prime as prime_statistics
 from executor.devcompare import DeviceComparer
 from executor.errors import ExecutorError
 from executor.gpulock import gpu_exclusive
 from executor.inputs import InputSet, generate_inputs
+from executor.protocol import EvaluationOptions
 from executor.reference import check_reference_outputs
 from executor.taskformat import NUMPY_DTYPES, FunctionTask, KernelTask, ScalarArg, Size, Task
 from executor.timingset import TimingSetSpec
 from executor.verdict import ErrorKind, Mismatch, TimingStats
 
 logger = logging.getLogger(__name__)
-
-
-class EvaluationOptions(BaseModel):
-    """Knobs of the runtime stages (sent with a request or taken from the settings)."""
-
-    correctness_sets: int = Field(default=3, ge=1, le=20, description="fresh input sets at the test size")
-    timing_size_checks: int = Field(
-        default=1, ge=0, le=5, description="input sets checked at the timing size"
-    )
-    run_timing: bool = True
-    timing_inputs: Literal["task", "fresh"] = Field(
-        default="task",
-        description="what the trials run on: 'task', the task's timing set (drawn once from a seed "
-        "derived from the task, the same for every candidate and repeat; its output is still checked); "
-        "'fresh', the evaluation's fresh timing-size set(s)",
-    )
-    warmup: int = Field(
-        default=1,
-        ge=0,
-        le=50,
-        description="untimed calls before the trials (the correctness calls, one of them at the timing "
-        "size, come before these)",
-    )
-    warmup_ms: float = Field(
-        default=30.0, ge=0, le=2000, description="untimed calls go on until this much wall time has passed"
-    )
-    warmup_settle: float = Field(
-        default=0.02,
-        ge=0,
-        le=1,
-        description="kernel tasks: untimed launches also go on until the median time of the last window "
-        "of them is within this fraction of the window before (the clocks have settled); 0: off",
-    )
-    max_warmup_ms: float = Field(
-        default=200.0, ge=0, le=5000, description="wall-time cap of the settling (not of warmup/warmup_ms)"
-    )
-    min_trials: int = Field(default=5, ge=3, le=1000)
-    max_trials: int = Field(default=100, ge=3, le=10000)
-    min_timing_ms: float = Field(default=20.0, ge=0, description="timed work before timing may stop")
-    target_error: float = Field(
-        default=0.01,
-        ge=0,
-        le=1,
-        description="stop once the median's relative standard error (1.2533*robust CoV/sqrt(trials)) is "
-        "at most this; 0: stop at min_trials and min_timing_ms",
-    )
-    max_timing_s: float = Field(
-        default=2.0, gt=0, description="wall-clock cap of the trials of one candidate (after min_trials)"
-    )
-    rotate_buffers: int = Field(default=3, ge=1, le=8, description="input copies cycled through while timing")
-    reference_repeats: int = Field(default=3, ge=1, le=20)
-    baseline: bool = True
-    compare_on_device: bool = Field(
-        default=True,
-        description="kernel tasks: check timing-size outputs on the device where they were written "
-        "(executor.devcompare; the host re-checks whatever fails there); False: download them and "
-        "compare on the host",
-    )
-
-    def trial_policy(self, device_timed: bool = False) -> TrialPolicy:
-        """The warm-up and stopping rules of :mod:`executor.checking` for these options.
-
-        The settle rule applies only to ``device_timed`` trials (kernels timed by CUDA events), whose
-        times move with the GPU's clocks; a function task's call is timed on the host clock with its
-        copies, whose spread would keep a settle rule waiting until its cap.
-        """
-        return TrialPolicy(
-            warmup=self.warmup,
-            warmup_ms=self.warmup_ms,
-            min_trials=self.min_trials,
-            max_trials=max(self.max_trials, self.min_trials),
-            min_total_ms=self.min_timing_ms,
-            target_error=self.target_error,
-            max_wall_s=self.max_timing_s,
-            settle=self.warmup_settle if device_timed else 0.0,
-            max_warmup_ms=self.max_warmup_ms if device_timed else 0.0,
-        )
 
 
 def input_plan(options: EvaluationOptions, seeds: list[int]) -> list[tuple[int, Size]]:

@@ -96,7 +96,7 @@ def cudaeval_command(
     executor_url: Annotated[str, typer.Option(envvar="REGRAPH_EXECUTOR_URL", help="the executor service")],
     out: Annotated[Path, typer.Option(help="output directory (result.json, report.md, samples, code)")],
     method: Annotated[
-        str, typer.Option(help="standard | cot | rag | regraph | regraph-mcgs")
+        str, typer.Option(help="standard | cot | rag | mcts-rag | regraph | regraph-mcgs")
     ] = "regraph-mcgs",
     model: Annotated[
         str,

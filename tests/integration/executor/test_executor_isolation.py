@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from executor.gpulock import LOCK_ENV
+from executor.protocol import EvaluationOptions
 from executor.reference import build_reference
 from executor.sandbox import (
     WorkerPool,
@@ -30,7 +31,6 @@ from executor.verdict import ErrorKind
 from executor.worker import (
     DONE_FD_ENV,
     CandidateRun,
-    EvaluationOptions,
     Worker,
     WorkerJob,
     WorkerOutcome,
