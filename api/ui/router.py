@@ -76,6 +76,7 @@ ROOT = HERE.parent.parent
 CYPHER_EXAMPLES = ROOT / "docs" / "cypher-examples.md"
 PAGE = 1000  # the API's largest page; lists longer than this are read page by page
 QUEUE_LIMIT = 1000  # pending examples read for the review queue (filters apply to these)
+GRAPH_EDGE_LIMIT = 3000  # transitions drawn by the graph view, the busiest first
 
 # Every asset the pages load, by the name they load it under: our own files and the pinned npm
 # packages installed by scripts/bootstrap.sh (nothing is fetched from elsewhere at run time).
@@ -634,7 +635,9 @@ def build_router(sessions: SessionStore, settings: ApiSettings) -> APIRouter:
     async def graph_data(visit: VisitDep) -> JSONResponse:
         def load() -> dict[str, Any]:
             names = _technique_names(visit.service)
-            transitions = _all_transitions(visit.service)
+            every = _all_transitions(visit.service)
+            # Past a few thousand edges a browser drawing them all stops being usable: the thinnest go.
+            transitions = sorted(every, key=lambda t: -t.stats.n_examples)[:GRAPH_EDGE_LIMIT]
             degree = Counter[str]()
             for t in transitions:
                 degree[t.source] += t.stats.n_examples
@@ -642,6 +645,7 @@ def build_router(sessions: SessionStore, settings: ApiSettings) -> APIRouter:
             top = max((t.stats.n_examples for t in transitions), default=1) or 1
             return {
                 "initial": INITIAL_TECHNIQUE,
+                "transitions_total": len(every),
                 "nodes": [{"data": {"id": n, "weight": degree[n]}} for n in names],
                 "edges": [
                     {

@@ -13,13 +13,45 @@ import tempfile
 import time
 from pathlib import Path
 
-from playwright.sync_api import sync_playwright
+from playwright.sync_api import Page, sync_playwright
 
 from graphdb.connection import GraphServer, open_driver
 from graphdb.migrations import MigrationRunner
 from graphdb.models import Role
 from tests.conftest import graph_server_options
 from tests.e2e.stack import JOB_TASK, chromium, fresh_context, running_stack, sign_in
+
+SHOTS = [
+    ("queue", "/ui/queue", "#diff"),
+    ("technique", "/ui/technique?name=Shared+memory+tiling", "#technique-name"),
+    ("techniques", "/ui/techniques", "#techniques"),
+    ("graph", "/ui/graph", "#graph[data-ready=true]"),
+    ("relabel", "/ui/relabel", "#decisions"),
+    ("cypher", "/ui/cypher?example=0", "#cypher-query"),
+    ("audit", "/ui/audit", "#audit"),
+    ("admin", "/ui/admin", "#keys"),
+]
+
+
+def take(page: Page, url: str, out: Path) -> None:
+    """Save each page of SHOTS, then a finished job's page, as PNGs in `out` (signed in already)."""
+    page.set_default_timeout(120_000)
+    for name, path, ready in SHOTS:
+        page.goto(url + path)
+        page.wait_for_selector(ready)
+        if name == "cypher":
+            page.click("#cypher-run")
+            page.wait_for_selector("#cypher-result")
+        time.sleep(0.5)  # the graph's layout and fonts settle
+        page.screenshot(path=str(out / f"{name}.png"))
+    page.goto(f"{url}/ui/jobs")
+    page.fill("#job-task", JOB_TASK)
+    page.fill("#job-budget", "4")
+    page.click("#job-start")
+    page.wait_for_selector("#job-result")
+    page.wait_for_selector("#job[data-ended=true]")
+    time.sleep(0.5)
+    page.screenshot(path=str(out / "job.png"))
 
 
 def main(out: Path) -> None:
@@ -38,30 +70,7 @@ def main(out: Path) -> None:
                 ):
                     page = context.new_page()
                     sign_in(page, stack.url, stack.tokens[Role.ADMIN])
-                    shots = [
-                        ("queue", "/ui/queue", "#diff"),
-                        ("technique", "/ui/technique?name=Shared-memory+tiling", "#technique-name"),
-                        ("techniques", "/ui/techniques", "#techniques"),
-                        ("graph", "/ui/graph", "#graph[data-ready=true]"),
-                        ("relabel", "/ui/relabel", "#decisions"),
-                        ("cypher", "/ui/cypher?example=0", "#cypher-query"),
-                        ("audit", "/ui/audit", "#audit"),
-                        ("admin", "/ui/admin", "#keys"),
-                    ]
-                    for name, path, ready in shots:
-                        page.goto(stack.url + path)
-                        page.wait_for_selector(ready)
-                        if name == "cypher":
-                            page.click("#cypher-run")
-                            page.wait_for_selector("#cypher-result")
-                        time.sleep(0.3)
-                        page.screenshot(path=str(out / f"{name}.png"))
-                    page.goto(f"{stack.url}/ui/jobs")
-                    page.fill("#job-task", JOB_TASK)
-                    page.fill("#job-budget", "4")
-                    page.click("#job-start")
-                    page.wait_for_selector("#job-result", timeout=120_000)
-                    page.screenshot(path=str(out / "job.png"), full_page=False)
+                    take(page, stack.url, out)
         finally:
             server.stop()
 

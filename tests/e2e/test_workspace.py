@@ -7,6 +7,7 @@ works on its own examples and techniques, so their order does not matter.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -115,8 +116,11 @@ def test_sign_out_ends_the_session(stack: Stack, signed_in: SignedIn) -> None:
 
 
 def test_curator_approves_rejects_and_splits_from_the_queue(stack: Stack, signed_in: SignedIn) -> None:
+    # The task with the most pending examples: the queue filtered to it holds at least three.
+    pending = stack.store.list_examples(status=ReviewStatus.PENDING, limit=1000)
+    task = Counter(e.task_id for e in pending).most_common(1)[0][0]
     with signed_in(Role.CURATOR) as page:
-        page.goto(f"{stack.url}/ui/queue?task=adler32_blocks_u32")
+        page.goto(f"{stack.url}/ui/queue?task={task}")
         first = page.locator("#example").get_attribute("data-example-id")
         assert first is not None
         page.keyboard.press("a")  # the approve shortcut
@@ -205,7 +209,7 @@ def test_merge_techniques_and_see_the_graph_change(stack: Stack, signed_in: Sign
         expect(page.locator("#technique-name")).to_have_text("Memory access coalescing")
         expect(page.locator("#aliases")).to_contain_text("Memory coalescing")
 
-        page.get_by_role("link", name="Graph").click()
+        page.get_by_role("link", name="Graph", exact=True).click()
         expect(page.locator("#graph[data-ready=true]")).to_have_count(1)
         assert int(page.locator("#graph-status").inner_text().split()[0]) == before - 1
         expect(page.locator('#graph-names option[value="Memory coalescing"]')).to_have_count(0)
@@ -278,6 +282,7 @@ def test_audit_log_filters_by_who_and_what(stack: Stack, signed_in: SignedIn) ->
         page.get_by_role("link", name="Audit").click()
         page.select_option("select[name=actor]", "seed-graph")
         page.click("#audit-filters button")
+        expect(page).to_have_url(re.compile(r"actor=seed-graph"))
         actors = page.locator("#audit tbody tr td:nth-child(2)").all_inner_texts()
         assert actors and set(actors) == {"seed-graph"}
 

@@ -67,6 +67,7 @@ async function setUpGraph(box) {
         style: {
           label: "data(id)",
           "font-size": 9,
+          "min-zoomed-font-size": 6,
           "text-wrap": "wrap",
           "text-max-width": 90,
           width: "mapData(weight, 0, 200, 10, 40)",
@@ -93,7 +94,7 @@ async function setUpGraph(box) {
     ],
     layout: big
       ? { name: "concentric", concentric: (n) => n.data("weight"), levelWidth: () => 20, animate: false }
-      : { name: "cose", animate: false, nodeRepulsion: () => 9000, idealEdgeLength: () => 90, randomize: false },
+      : { name: "breadthfirst", directed: true, roots: `[id = "${data.initial}"]`, spacingFactor: 1.1, animate: false },
   });
   graphView.on("tap", "node", (e) => {
     window.location.href = "/ui/technique?name=" + encodeURIComponent(e.target.id());
@@ -119,7 +120,9 @@ async function setUpGraph(box) {
     graphView.edges().forEach((edge) => edge.toggleClass("hidden", edge.data("examples") < min));
   });
   box.dataset.ready = "true";
-  status.textContent = `${data.nodes.length} techniques, ${data.edges.length} transitions`;
+  const hidden = data.transitions_total - data.edges.length;
+  status.textContent = `${data.nodes.length} techniques, ${data.edges.length} transitions` +
+    (hidden > 0 ? ` (the ${hidden} with fewest examples not drawn)` : "");
 }
 
 // -- a job's live events ------------------------------------------------------------------------------
@@ -194,5 +197,9 @@ function boot() {
 
 document.addEventListener("DOMContentLoaded", boot);
 document.addEventListener("htmx:afterSettle", (e) => {
-  if (e.target === document.body) boot();
+  if (e.target !== document.body) return;
+  // htmx keeps focus on an element whose id survives the swap; after an action the next keystroke
+  // must reach the shortcuts, not the previous example's reason field.
+  if (document.activeElement && document.activeElement !== document.body) document.activeElement.blur();
+  boot();
 });
