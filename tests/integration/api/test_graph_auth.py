@@ -143,22 +143,32 @@ def test_role_boundaries(
         assert route.needs.value in response.json()["error"]["message"]
     # Refused requests wrote nothing, not even an audit entry.
     assert snapshot(neo4j_driver, neo4j_target) == before
-    for role in RANK[RANK.index(route.needs) :]:
+    for attempt, role in enumerate(RANK[RANK.index(route.needs) :]):
         token = graph.tokens[role]
-        # Both header forms are accepted; the import is the one route that can only succeed once.
+        # Both header forms are accepted. On the restored graph the first allowed call must succeed.
         response = call(api_url, route, graph, {"Authorization": f"Bearer {token}"})
-        assert response.status_code not in (401, 403), (role, response.text)
-        if name not in {
-            "import",
-            "create key",
-            "revoke key",
-            "delete example",
-            "undo decision",
-            "merge",
-            "split",
-            "create technique",
-        }:
+        if attempt == 0 or name not in ONCE_ONLY:
             assert response.status_code < 300, (role, response.text)
+        else:
+            # A repeat of a write that can only succeed once: success again, or a clean 404/409 in the
+            # error envelope; never a server error or a validation failure.
+            assert response.status_code < 300 or response.status_code in (404, 409), (role, response.text)
+            if response.status_code >= 300:
+                expected = "not_found" if response.status_code == 404 else "conflict"
+                assert response.json()["error"]["type"] == expected, response.text
+
+
+# Writes whose repeat by a higher role finds their target already changed (deleted, merged, imported...).
+ONCE_ONLY = {
+    "import",
+    "create key",
+    "revoke key",
+    "delete example",
+    "undo decision",
+    "merge",
+    "split",
+    "create technique",
+}
 
 
 def test_writes_are_audited_under_the_keys_name(api_url: str, graph: SeededGraph) -> None:
