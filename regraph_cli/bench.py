@@ -146,21 +146,17 @@ def cudaeval_command(
             selection = select_tasks(
                 selection_names, tasks_dir=tasks_dir, trajectories_dir=trajectories_dir, split_path=split_path
             )
-            client = stack.enter_context(ExecutorClient(executor_url))
             if teacher:
+                client = stack.enter_context(ExecutorClient(executor_url))
                 result = TeacherRunner(selection, client, executor_url, out, time_limit_s=time_limit).run()
             else:
                 result = (
                     _search_runner(
                         stack,
-                        method=method,
-                        model=model,
-                        knowledge=knowledge,
-                        selection=selection,
-                        client=client,
-                        executor_url=executor_url,
-                        trajectories_dir=trajectories_dir,
-                        tasks_dir=tasks_dir,
+                        selection,
+                        executor_url,
+                        (method, model, knowledge),
+                        (tasks_dir, trajectories_dir),
                     )
                     .configured(
                         out_dir=out,
@@ -200,18 +196,18 @@ class _SearchRunnerFactory:
 
 def _search_runner(
     stack: contextlib.ExitStack,
-    *,
-    method: str,
-    model: str,
-    knowledge: str,
     selection: Any,
-    client: Any,
     executor_url: str,
-    trajectories_dir: Path,
-    tasks_dir: Path,
+    options: tuple[str, str, str],
+    dirs: tuple[Path, Path],
 ) -> _SearchRunnerFactory:
-    """The model and knowledge of a search run, from the command's options."""
+    """What a command's search runs share: `options` = (method, model, knowledge), `dirs` = (tasks, trajectories)."""
     from bench.runner import knowledge_from_trajectories, model_factory
+    from executor.client import ExecutorClient
+
+    method, model, knowledge = options
+    tasks_dir, trajectories_dir = dirs
+    client = stack.enter_context(ExecutorClient(executor_url))
 
     factory, description = model_factory(model, trajectories_dir=trajectories_dir)
     if knowledge == "memory":
@@ -279,7 +275,6 @@ def sweep_command(
     """Budget and rollout sensitivity: one benchmark run per (budget, rollouts), curves with error bars."""
     from bench.runner import select_tasks
     from bench.sweep import run_sweep
-    from executor.client import ExecutorClient
 
     _logging()
     budget_values, rollout_values = _int_list(budgets, "--budgets"), _int_list(rollouts, "--rollouts")
@@ -294,17 +289,8 @@ def sweep_command(
                 trajectories_dir=trajectories_dir,
                 split_path=split_path,
             )
-            client = stack.enter_context(ExecutorClient(executor_url))
             runner = _search_runner(
-                stack,
-                method=method,
-                model=model,
-                knowledge=knowledge,
-                selection=selection,
-                client=client,
-                executor_url=executor_url,
-                trajectories_dir=trajectories_dir,
-                tasks_dir=tasks_dir,
+                stack, selection, executor_url, (method, model, knowledge), (tasks_dir, trajectories_dir)
             )
 
             def run_one(budget: int, rollout_count: int, run_dir: Path) -> Any:
@@ -332,6 +318,75 @@ def sweep_command(
     measured = sum(p.runtime_measured for p in sweep.points)
     console.print(f"wrote {out / 'sweep.md'}: {len(sweep.points)} points, {measured} with runtime metrics")
     if not measured:
+        console.print("[yellow]runtime stages not run[/]: only compile rates were measured (no GPU executor)")
+
+
+@bench_app.command("pareval")
+def pareval_command(
+    pareval_dir: Annotated[
+        Path, typer.Option(help="a ParEval checkout (github.com/parallelcodefoundry/ParEval)")
+    ],
+    out: Annotated[Path, typer.Option(help="output directory: tasks/ (converted), conversion.json, run/")],
+    executor_url: Annotated[
+        str | None, typer.Option(envvar="REGRAPH_EXECUTOR_URL", help="the executor; none: convert only")
+    ] = None,
+    method: Annotated[
+        str, typer.Option(help="standard | cot | rag | mcts-rag | regraph | regraph-mcgs")
+    ] = "standard",
+    model: Annotated[
+        str, typer.Option(help="as for cudaeval (a role-config .json for a real model)")
+    ] = "teacher",
+    samples: Annotated[int, typer.Option(help="searches (seeds) per task")] = 1,
+    budget: Annotated[int, typer.Option(help="executor evaluations per search")] = 20,
+    seed: Annotated[int, typer.Option(help="seed of sample 0")] = 0,
+    search_option: Annotated[list[str] | None, typer.Option(help="extra search setting, key=value")] = None,
+    time_limit: Annotated[
+        float | None, typer.Option(help="start no new task after this many seconds")
+    ] = None,
+    tasks_dir: Annotated[
+        Path, typer.Option(help="our task directories (the graph's trajectories)")
+    ] = DEFAULT_TASKS_DIR,
+    trajectories_dir: Annotated[Path, typer.Option(help="trajectory files")] = DEFAULT_TRAJECTORIES_DIR,
+) -> None:
+    """Convert ParEval's CUDA problems into kernel tasks and run them with the benchmark runner.
+
+    Each problem is checked at ParEval's validation size (test) and its benchmark size (timing), with
+    fresh seeds and poisoned outputs; conversion.json says why each unconverted problem was left out.
+    The graph (--knowledge memory) is built from all of our own tasks' trajectories.
+    """
+    from bench.pareval import convert_pareval, pareval_selection
+
+    _logging()
+    try:
+        conversion = convert_pareval(pareval_dir, out / "tasks")
+        left_out = [p for p in conversion.problems if not p.converted]
+        console.print(
+            f"converted {len(conversion.converted)} of {len(conversion.problems)} ParEval CUDA problems into "
+            f"{out / 'tasks'} ({len(left_out)} left out, reasons in {out / 'tasks' / 'conversion.json'})"
+        )
+        if executor_url is None:
+            return
+        build_ids, _ = load_bench_tasks(tasks_dir, trajectories_dir)
+        selection = pareval_selection(out / "tasks", conversion, [t.id for t in build_ids])
+        with contextlib.ExitStack() as stack:
+            result = (
+                _search_runner(
+                    stack, selection, executor_url, (method, model, "memory"), (tasks_dir, trajectories_dir)
+                )
+                .configured(
+                    out_dir=out / "run",
+                    samples=samples,
+                    evaluation_budget=budget,
+                    seed=seed,
+                    search_overrides=_search_overrides(search_option or []),
+                    time_limit_s=time_limit,
+                )
+                .run()
+            )
+    except BenchError as e:
+        raise _fail(str(e)) from e
+    console.print(f"wrote {out / 'run' / 'result.json'} and {out / 'run' / 'report.md'}")
+    if not result.runtime_measured:
         console.print("[yellow]runtime stages not run[/]: only compile rates were measured (no GPU executor)")
 
 
