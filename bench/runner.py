@@ -1,8 +1,8 @@
 """The CUDAEval-style benchmark runner: search every held-out task `samples` times, judge, score, report.
 
 For each selected task and each sample (seed ``seed + i``) the runner runs one optimization method
-(`search.baselines.optimize`) with a fresh evaluator and the run's knowledge source, then settles the
-sample's answer:
+(`search.run.run_optimization`, as the API and the CLI do) with a fresh evaluator and the run's
+knowledge source, then settles the sample's answer:
 
 * the search's best code (it passed every test) is evaluated once more by the executor, so that its
   recorded speedup is a fresh measurement rather than the luckiest of the search's timings;
@@ -61,17 +61,18 @@ from executor.errors import ExecutorError
 from executor.protocol import EvaluationOptions
 from executor.taskformat import FunctionTask, KernelTask, load_task
 from executor.verdict import ErrorKind, Verdict
+from search import run
 from search.backends.base import ChatModel, ModelError
 from search.backends.config import RoleConfig, build_model
 from search.backends.replay import ReplayModel, load_replay, records_from_trajectories
-from search.baselines import METHODS, config_class, optimize
+from search.baselines import METHODS
 from search.construction import ConstructionError, Trajectory, read_trajectory_file
 from search.engine import Candidate, SearchConfig, SearchResult
-from search.errors import SearchError
-from search.evaluation import ExecutorEvaluator, VerificationMode, executor_can_verify
+from search.errors import SearchConfigError, SearchError
+from search.evaluation import VerificationMode, executor_can_verify
 from search.inmemory import InMemoryKnowledge
 from search.policy import TaskContext
-from search.protocols import INITIAL_TECHNIQUE, CandidateEvaluator, KnowledgeSource, RetrievedExample
+from search.protocols import CandidateEvaluator, KnowledgeSource
 
 logger = logging.getLogger(__name__)
 
@@ -297,22 +298,11 @@ def build_teacher_result(
 
 
 def search_config(method: str, fields: dict[str, Any]) -> SearchConfig:
-    """The search settings of a run: the method's own (`search.baselines.config_class`).
-
-    A field the method's settings do not have (a typo, or an MCGS knob given to a baseline) is an
-    error rather than silently ignored.
-    """
-    cls = config_class(method)
-    unknown = sorted(set(fields) - set(cls.model_fields))
-    if unknown:
-        raise RunnerError(
-            f"unknown search setting(s) for --method {method}: {', '.join(unknown)} "
-            f"(known: {', '.join(sorted(cls.model_fields))})"
-        )
+    """The search settings of a run (`search.run.search_config`), a bad one as a `RunnerError`."""
     try:
-        return cls.model_validate(fields)
-    except ValidationError as e:
-        raise RunnerError(f"invalid search settings: {e}") from e
+        return run.search_config(method, fields)
+    except SearchConfigError as e:
+        raise RunnerError(str(e)) from e
 
 
 def merge_teacher_results(results: list[BenchResult]) -> BenchResult:
@@ -466,21 +456,7 @@ def knowledge_from_trajectories(
         except OSError as e:
             raise RunnerError(f"task {task_id}: cannot read reference.cpp: {e}") from e
         for number, trajectory in enumerate(_read_trajectories(trajectories_dir, task_id), start=1):
-            source, before = INITIAL_TECHNIQUE, reference
-            for step_number, step in enumerate(trajectory.steps, start=1):
-                knowledge.add_example(
-                    RetrievedExample(
-                        id=f"{task_id}:{number}:{step_number}",
-                        task_id=task_id,
-                        source_technique=source,
-                        target_technique=step.method,
-                        code_before=before,
-                        code_after=step.code,
-                        think=step.think,
-                        detail=step.detail,
-                    )
-                )
-                source, before = step.method, step.code
+            knowledge.add_path(task_id, reference, trajectory.steps, f"{task_id}:{number}", first=1)
     return knowledge
 
 
@@ -556,13 +532,8 @@ def model_factory(
 
 
 def _verdict_of(candidate: Candidate) -> Verdict | None:
-    if candidate.evaluation is None or not candidate.evaluation.raw:
-        return None
-    try:
-        return Verdict.model_validate(candidate.evaluation.raw)
-    except ValidationError:
-        # An evaluator other than the executor's: no verdict to read, only its Evaluation.
-        return None
+    # None: no evaluation, or an evaluator other than the executor's (no verdict, only its Evaluation).
+    return candidate.evaluation.verdict() if candidate.evaluation is not None else None
 
 
 def _compiled(verdict: Verdict | None) -> bool:
@@ -723,16 +694,23 @@ class CudaEvalRunner:
                 "token_budget": self.token_budget,
             },
         )
-        evaluator = (
-            self.evaluator(entry.task)
-            if self.evaluator
-            else ExecutorEvaluator(self.client, entry.task, mode=mode, options=self.evaluation_options)
-        )
         began = time.monotonic()
         try:
-            result = await optimize(self.method, entry.context, knowledge, model, evaluator, config)
+            outcome = await run.run_optimization(
+                self.method,
+                entry.task,
+                entry.context,
+                config,
+                model=model,
+                knowledge=knowledge,
+                executor=self.client,
+                verification=mode,
+                evaluation_options=self.evaluation_options,
+                evaluator=self.evaluator(entry.task) if self.evaluator else None,
+            )
         except SearchError as e:
             raise RunnerError(f"task {entry.id}, sample {sample}: the search could not run: {e}") from e
+        result = outcome.result
         record = await self._settle(entry, sample, seed, result)
         record.seconds = round(time.monotonic() - began, 3)
         return record
