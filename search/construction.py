@@ -27,12 +27,12 @@ from graphdb.models import (
     IngestBatch,
     RelabelOutcome,
     ReviewStatus,
+    StepVerdict,
     Technique,
     TrajectoryRecord,
     content_id,
     utc_now,
 )
-from graphdb.models import Verdict as StepVerdict
 from graphdb.store import GraphStore
 from search.embeddings import Embedder
 from search.engine import SearchResult
