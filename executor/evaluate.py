@@ -33,7 +33,7 @@ from executor.taskformat import FunctionTask, KernelTask
 from executor.timingset import prune as prune_timing_sets
 from executor.timingset import timing_set_spec
 from executor.verdict import CompileResult, ErrorKind, Stage, TimingStats, Verdict, reward_for
-from executor.worker import CandidateRun, ReferenceJob, WorkerJob, seeds_needed
+from executor.worker.messages import CandidateRun, ReferenceJob, WorkerJob, seeds_needed
 
 logger = logging.getLogger(__name__)
 
