@@ -4,27 +4,26 @@ from __future__ import annotations
 
 import pytest
 
+from graphdb.errors import (
+    ApiKeyNotFoundError,
+    ExampleNotFoundError,
+    InvalidOperationError,
+    TechniqueExistsError,
+    TechniqueNotFoundError,
+    TransitionNotFoundError,
+)
 from graphdb.models import (
     Example,
     IngestBatch,
     ReviewStatus,
     Role,
+    StepVerdict,
     Technique,
     TrajectoryRecord,
-    Verdict,
     content_id,
     utc_now,
 )
-from graphdb.store import (
-    ApiKeyNotFoundError,
-    ExampleNotFoundError,
-    GraphStore,
-    InvalidOperationError,
-    TechniqueExistsError,
-    TechniqueNotFoundError,
-    TransitionNotFoundError,
-    hash_token,
-)
+from graphdb.store import GraphStore, hash_token
 from tests.integration.graph.conftest import unit_vector
 
 
@@ -39,7 +38,7 @@ def example(
     *,
     speedup: float | None = None,
     code: str | None = None,
-    verdict: Verdict | None = Verdict.PASSED,
+    verdict: StepVerdict | None = StepVerdict.PASSED,
 ) -> Example:
     before = code if code is not None else f"// {source} code {n}\n"
     return Example(

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from bench.pareval import OUTPUT_NOTE, SIZE, Conversion, ParEvalError, convert_pareval, pareval_selection
-from executor.evaluate import Candidate, Evaluator
+from executor.evaluate import Evaluator
+from executor.protocol import CandidateSource
 from executor.settings import ExecutorSettings
 from executor.taskformat import load_task
 
@@ -108,7 +109,7 @@ def test_a_converted_task_runs_through_the_executor(
     )
     evaluator = Evaluator(ExecutorSettings(cache_dir=tmp_path / "cache"))
     try:
-        verdict = evaluator.evaluate(selection.tasks[0].task, Candidate(source=kernel))
+        verdict = evaluator.evaluate(selection.tasks[0].task, CandidateSource(source=kernel))
     finally:
         evaluator.close()
     assert verdict.error is not None and verdict.error.value == "runtime_not_available", verdict.message
