@@ -38,7 +38,7 @@ from neo4j.graph import Node, Path, Relationship
 from neo4j.time import Date, DateTime, Duration, Time
 from pydantic import BaseModel, Field
 
-from graphdb.errors import GraphDBError
+from graphdb.errors import CypherQueryError, CypherRefusedError, CypherTimeoutError
 
 MAX_QUERY_CHARS = 10_000
 MAX_QUERY_TOKENS = 2_000
@@ -108,22 +108,6 @@ class Token:
     kind: TokenKind
     text: str
     offset: int
-
-
-class CypherGuardError(GraphDBError):
-    """Root of the guard's errors."""
-
-
-class CypherRefusedError(CypherGuardError):
-    """The query is not allowed for readers (it writes, administers, loads files...)."""
-
-
-class CypherQueryError(CypherGuardError):
-    """The query is allowed but failed: a syntax error, a timeout, a type error."""
-
-
-class CypherTimeoutError(CypherQueryError):
-    """The query ran past its time limit and was stopped by the server."""
 
 
 class CypherResult(BaseModel):

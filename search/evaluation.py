@@ -3,7 +3,7 @@
 How verdicts become `Evaluation`s:
 
 * **passed** (correct on every input set and timed): ``passed=True``, ``speedup`` as measured by the
-  executor (serial reference time / candidate time), reward `hierarchical_reward`.
+  executor (serial reference time / candidate time), reward `executor.protocol.reward_for`.
 * **failed** (static rejection, compile error, crash, timeout, wrong or unwritten output...):
   ``passed=False``, reward -1, ``error_kind`` the executor's error kind.
 * **not run** (the executor has no GPU runtime: static checks and compilation ran, correctness and
@@ -26,15 +26,12 @@ import asyncio
 import logging
 from typing import Literal
 
-import httpx
 from pydantic import ValidationError
 
-from executor.client import ExecutorClient, ExecutorClientError
-from executor.taskformat import FunctionTask, KernelTask
-from executor.verdict import ErrorKind, Verdict
-from executor.worker import EvaluationOptions
+from executor.client import ExecutorClient, ExecutorClientError, ExecutorUnreachableError
+from executor.protocol import ErrorKind, EvaluationOptions, FunctionTask, KernelTask, Verdict, reward_for
 from search.errors import EvaluatorUnavailableError
-from search.protocols import Evaluation, hierarchical_reward
+from search.protocols import Evaluation
 
 logger = logging.getLogger(__name__)
 
@@ -54,9 +51,9 @@ def executor_can_verify(client: ExecutorClient) -> bool:
     """
     try:
         device = client.device()
-    except (ExecutorClientError, httpx.HTTPError, ValueError) as e:
+    except ExecutorClientError as e:
         raise EvaluatorUnavailableError(f"the executor did not describe its device: {e}") from e
-    return bool(device.get("runtime_checks_available"))
+    return device.runtime_checks_available
 
 
 def evaluation_from_verdict(verdict: Verdict, mode: VerificationMode) -> Evaluation:
@@ -89,14 +86,14 @@ def evaluation_from_verdict(verdict: Verdict, mode: VerificationMode) -> Evaluat
             )
         return Evaluation(
             passed=True,
-            reward=hierarchical_reward(passed=True, speedup=verdict.speedup),
+            reward=reward_for(True, verdict.speedup),
             speedup=verdict.speedup,
             message=verdict.message,
             raw=raw,
         )
     return Evaluation(
         passed=False,
-        reward=hierarchical_reward(passed=False, speedup=None),
+        reward=reward_for(False, None),
         error_kind=verdict.error.value if verdict.error is not None else "failed",
         message=verdict.message,
         raw=raw,
@@ -125,14 +122,12 @@ class ExecutorEvaluator:
         try:
             # The client is synchronous (httpx.Client): keep the event loop free while nvcc runs.
             verdict = await asyncio.to_thread(self.client.evaluate, self.task, code, self.options)
-        except ExecutorClientError as e:
-            raise EvaluatorUnavailableError(f"the executor refused the evaluation: {e}") from e
-        except httpx.HTTPError as e:
+        except ExecutorUnreachableError as e:
             raise EvaluatorUnavailableError(f"the executor could not be reached: {e}") from e
-        except ValidationError as e:
-            raise EvaluatorUnavailableError(
-                f"the executor answered something that is not a verdict: {e}"
-            ) from e
+        except ExecutorClientError as e:  # an error answer, or one that is not a verdict
+            raise EvaluatorUnavailableError(f"the executor refused the evaluation: {e}") from e
+        except ValidationError as e:  # the request itself (e.g. an empty source) could not be built
+            raise EvaluatorUnavailableError(f"the candidate could not be sent to the executor: {e}") from e
         evaluation = evaluation_from_verdict(verdict, self.mode)
         logger.debug(
             "evaluated candidate",
