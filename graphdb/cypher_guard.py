@@ -38,7 +38,7 @@ from neo4j.graph import Node, Path, Relationship
 from neo4j.time import Date, DateTime, Duration, Time
 from pydantic import BaseModel, Field
 
-from graphdb.errors import CypherQueryError, CypherRefusedError, CypherTimeoutError
+from graphdb.errors import CypherGuardError, CypherQueryError, CypherRefusedError, CypherTimeoutError
 
 MAX_QUERY_CHARS = 10_000
 MAX_QUERY_TOKENS = 2_000

@@ -44,11 +44,10 @@ from api.graph.protocol import (
     TransitionList,
     TransitionPublic,
 )
-from graphdb.cypher_guard import run_read_only
+from graphdb.cypher_guard import CypherLimits, run_read_only
 from graphdb.errors import (
     ApiKeyNotFoundError,
     CypherGuardError,
-    CypherLimits,
     CypherRefusedError,
     CypherTimeoutError,
     DecisionNotFoundError,

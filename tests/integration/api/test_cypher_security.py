@@ -17,7 +17,8 @@ from neo4j import Driver
 from neo4j.exceptions import ClientError
 
 from graphdb.connection import Neo4jTarget
-from graphdb.cypher_guard import CypherRefusedError, check_plan
+from graphdb.cypher_guard import check_plan
+from graphdb.errors import CypherRefusedError
 from graphdb.jobs import JobStore
 from graphdb.models import Role
 from graphdb.store import Neo4jGraphStore

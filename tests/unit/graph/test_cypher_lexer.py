@@ -7,11 +7,11 @@ import pytest
 from graphdb.cypher_guard import (
     MAX_QUERY_NESTING,
     MAX_VALUE_DEPTH,
-    CypherRefusedError,
     check_parameters,
     check_read_only,
     tokenize,
 )
+from graphdb.errors import CypherRefusedError
 
 
 def test_tokens_keep_strings_comments_and_quoted_names_apart() -> None:
