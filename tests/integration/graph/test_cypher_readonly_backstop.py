@@ -1,9 +1,10 @@
 """The second layer behind the read-only Cypher guard: the READ transaction, against the real Neo4j.
 
-The guard's lexical check is the first layer; these tests are about what holds when it misses a write
-(the audit found one: a backtick-quoted name holding a quote hides what follows from the check). The
-lexical layer is switched off with monkeypatch so that only the transaction stands between the query
-and the graph, whatever the check accepts or refuses on a given day.
+The guard's lexical check and its check of the query plan come first; these tests are about what holds
+when they miss a write (the audit found one: a backtick-quoted name holding a quote hid what followed
+from the lexical check). Both checks are switched off with monkeypatch so that only the READ access
+mode of the transaction stands between the query and the graph, whatever the checks accept or refuse
+on a given day.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ def test_the_read_transaction_refuses_a_write_the_check_let_through(
     store.ingest(IngestBatch(new_techniques=[technique("A", "a technique")]))
     before = _graph_state(clean_graph, neo4j_target)
     monkeypatch.setattr(cypher_guard, "check_read_only", lambda query: None)
+    monkeypatch.setattr(cypher_guard, "check_plan", lambda *args: None)
     with pytest.raises(CypherRefusedError, match="refused by the server"):
         run_read_only(clean_graph, query, database=neo4j_target.database)
     assert _graph_state(clean_graph, neo4j_target) == before
