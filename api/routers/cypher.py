@@ -20,6 +20,7 @@ from api.graph.service import (
     QueryTimedOutError,
     run_cypher,
 )
+from api.settings import ApiSettings
 from graphdb.cypher_guard import CypherLimits
 
 router = APIRouter(prefix="/v1", tags=["cypher"])
@@ -49,16 +50,19 @@ class CypherTimeoutApiError(BadRequestError):
     responses=responses(400, 413),
 )
 def cypher(body: CypherRequest, caller: RequireReader, state: StateDep, driver: DriverDep) -> CypherResponse:
-    settings = state.settings
-    limits = CypherLimits(
+    try:
+        return run_cypher(driver, state.target.database, body, cypher_limits(state.settings))
+    except (QueryRefusedError, QueryFailedError) as e:
+        raise cypher_api_error(e) from e
+
+
+def cypher_limits(settings: ApiSettings) -> CypherLimits:
+    """The server's limits on a reader's query (the /ui console runs under the same ones)."""
+    return CypherLimits(
         row_limit=settings.cypher_row_limit,
         timeout_s=settings.cypher_timeout_s,
         max_response_bytes=settings.cypher_max_response_bytes,
     )
-    try:
-        return run_cypher(driver, state.target.database, body, limits)
-    except (QueryRefusedError, QueryFailedError) as e:
-        raise cypher_api_error(e) from e
 
 
 def cypher_api_error(error: QueryRefusedError | QueryFailedError) -> ApiError:

@@ -40,7 +40,6 @@ from api.graph.protocol import (
     TransitionPublic,
 )
 from api.graph.service import (
-    CypherLimits,
     GraphService,
     GraphServiceError,
     GraphUnavailableError,
@@ -51,7 +50,7 @@ from api.graph.service import (
 )
 from api.optimize.protocol import OptimizeCreate
 from api.optimize.service import JobService, OptimizeError
-from api.routers.cypher import cypher_api_error
+from api.routers.cypher import cypher_api_error, cypher_limits
 from api.routers.optimize import api_error as optimize_api_error
 from api.routers.optimize import event_stream_response, public_job
 from api.settings import ApiSettings
@@ -694,7 +693,7 @@ def build_router(sessions: SessionStore, settings: ApiSettings) -> APIRouter:
         except (ValueError, ValidationError) as e:
             error = {"type": "invalid_request", "message": f"the query or its parameters are not valid: {e}"}
         else:
-            limits = CypherLimits(row_limit=settings.cypher_row_limit, timeout_s=settings.cypher_timeout_s)
+            limits = cypher_limits(settings)
             try:
                 result = await _in_thread(
                     lambda: run_cypher(state.driver, state.target.database, body, limits)
