@@ -5,8 +5,9 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from api.optimize.protocol import CandidateCounts, JobStateName, Verification
-from executor.verdict import Verdict
+from api.optimize.protocol import JobStateName, Verification
+from executor.protocol import Verdict
+from search.run import CandidateCounts
 
 
 class McpSettings(BaseSettings):

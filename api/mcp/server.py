@@ -19,7 +19,7 @@ from pydantic import Field
 from api.auth import Caller
 from api.mcp.service import McpServiceError, ProgressReporter, ReasoningGraphService, dump
 from api.optimize.protocol import MAX_SOURCE_CHARS
-from graphdb.models import INITIAL_TECHNIQUE, ReviewStatus, Verdict
+from graphdb.models import INITIAL_TECHNIQUE, ReviewStatus, StepVerdict
 from search.baselines import Method
 
 SERVICE_NAME = "regraph"
@@ -117,7 +117,7 @@ def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf) -> MCPServer:
         target: Annotated[str | None, Field(description="the technique applied")] = None,
         device: Annotated[str | None, Field(description="only examples measured on this GPU")] = None,
         verdict: Annotated[
-            Verdict | None, Field(description="only validated steps that passed/failed")
+            StepVerdict | None, Field(description="only validated steps that passed/failed")
         ] = None,
         review_status: Annotated[
             ReviewStatus | None, Field(description="only examples in this status")

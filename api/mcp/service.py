@@ -36,10 +36,10 @@ from api.optimize.protocol import JobPublic, OptimizeCreate, OptimizeResult
 from api.optimize.service import JobService, OptimizeError, Subscription, resolve_task
 from api.state import AppState
 from executor.client import ExecutorClient, ExecutorClientError
-from executor.taskformat import Task
+from executor.protocol import Task
 from graphdb.errors import GraphDBError
 from graphdb.jobs import JobEventRecord
-from graphdb.models import ReviewStatus, Role, Verdict
+from graphdb.models import ReviewStatus, Role, StepVerdict
 from graphdb.schema import GraphSchema, SchemaReadError, read_schema
 from search.errors import EvaluatorUnavailableError
 from search.evaluation import evaluation_from_verdict, executor_can_verify
@@ -263,7 +263,7 @@ class ReasoningGraphService:
         source: str | None,
         target: str | None,
         device: str | None,
-        verdict: Verdict | None,
+        verdict: StepVerdict | None,
         review_status: ReviewStatus | None,
         limit: int,
         offset: int,
