@@ -1,6 +1,7 @@
 """The graph's schema in a compact form: labels and their properties, relationship types, indexes.
 
-For readers who write Cypher against the graph (the MCP server hands it to coding agents, so it is
+Only what a reader's Cypher may reach (`graphdb.cypher_guard.READABLE_LABELS`) is described. For
+readers who write Cypher against the graph (the MCP server hands it to coding agents, so it is
 kept short enough for a model's context): one line per property, one line per index. Read in a READ
 transaction with a server-side timeout.
 """
@@ -14,6 +15,7 @@ from neo4j import READ_ACCESS, Driver, ManagedTransaction, unit_of_work
 from neo4j.exceptions import Neo4jError, ServiceUnavailable
 from pydantic import BaseModel, Field
 
+from graphdb.cypher_guard import READABLE_LABELS
 from graphdb.errors import GraphDBError
 from graphdb.queries import NODE_TYPE_PROPERTIES, REL_TYPE_PROPERTIES, SCHEMA_PATTERNS, SHOW_INDEXES
 
@@ -24,9 +26,6 @@ JOINS = (
     "Technique 'sequential code' is where every optimization path starts",
     "embedding and code_embedding are 384-float vectors (db.index.vector.queryNodes); code_vector packs one",
 )
-
-# Labels that only the services' own bookkeeping uses; a reader's queries have no reason to touch them.
-INTERNAL_LABELS = frozenset({"SchemaMigration"})
 
 
 class SchemaReadError(GraphDBError):
@@ -62,7 +61,8 @@ def read_schema(driver: Driver, database: str, *, timeout_s: float = 10.0) -> Gr
         labels: dict[str, list[str]] = defaultdict(list)
         for row in tx.run(NODE_TYPE_PROPERTIES).data():
             for label in row["nodeLabels"]:
-                if label not in INTERNAL_LABELS and row["propertyName"] is not None:
+                # Only what a reader's query may reach (the Cypher guard refuses the other labels).
+                if label in READABLE_LABELS and row["propertyName"] is not None:
                     labels[label].append(_property_line(row))
         relationships: dict[str, list[str]] = defaultdict(list)
         for row in tx.run(REL_TYPE_PROPERTIES).data():
@@ -75,9 +75,14 @@ def read_schema(driver: Driver, database: str, *, timeout_s: float = 10.0) -> Gr
             # The schema's nodes are virtual: their labels reach the driver but not Cypher's labels().
             for rel in record["relationships"]:
                 ends = [sorted(n.labels) if n is not None else [] for n in (rel.start_node, rel.end_node)]
-                if all(ends) and not set(ends[0]) & INTERNAL_LABELS:
+                if all(ends) and set(ends[0]) <= READABLE_LABELS and set(ends[1]) <= READABLE_LABELS:
                     patterns.add(f"(:{ends[0][0]})-[:{rel.type}]->(:{ends[1][0]})")
-        indexes = [_index_line(row) for row in tx.run(SHOW_INDEXES).data() if row["type"] != "LOOKUP"]
+        readable = READABLE_LABELS | set(relationships)
+        indexes = [
+            _index_line(row)
+            for row in tx.run(SHOW_INDEXES).data()
+            if row["type"] != "LOOKUP" and set(row.get("labelsOrTypes") or []) <= readable
+        ]
         return GraphSchema(
             labels={k: sorted(v) for k, v in sorted(labels.items())},
             relationships={k: sorted(v) for k, v in sorted(relationships.items())},

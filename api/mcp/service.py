@@ -25,7 +25,6 @@ from pydantic import BaseModel, ValidationError
 from api.auth import Caller
 from api.graph.protocol import CypherRequest, ExamplePublic, RetrieveRequest, ReviewRequest
 from api.graph.service import (
-    CypherLimits,
     GraphService,
     GraphServiceError,
     InvalidGraphRequestError,
@@ -37,6 +36,7 @@ from api.optimize.service import JobService, OptimizeError, Subscription, resolv
 from api.state import AppState
 from executor.client import ExecutorClient, ExecutorClientError
 from executor.protocol import Task
+from graphdb.cypher_guard import CypherLimits
 from graphdb.errors import GraphDBError
 from graphdb.jobs import JobEventRecord
 from graphdb.models import ReviewStatus, Role, StepVerdict
@@ -311,13 +311,17 @@ class ReasoningGraphService:
         return self.capped(data)
 
     async def cypher(self, query: str, parameters: dict[str, Any], row_limit: int | None) -> dict[str, Any]:
-        """A read-only Cypher query through the path of /v1/cypher (its guard, limits and timeout)."""
+        """A read-only Cypher query through the path of /v1/cypher: its lexical guard, Neo4j's EXPLAIN verdict,
+        a read transaction with a server-side timeout, and its row and byte limits."""
         try:
             request = CypherRequest(query=query, parameters=parameters, row_limit=row_limit)
         except ValidationError as e:
             raise McpInputError(f"invalid arguments: {e}") from e
+        settings = self.state.settings
         limits = CypherLimits(
-            row_limit=self.state.settings.cypher_row_limit, timeout_s=self.state.settings.cypher_timeout_s
+            row_limit=settings.cypher_row_limit,
+            timeout_s=settings.cypher_timeout_s,
+            max_response_bytes=settings.cypher_max_response_bytes,
         )
         # The query carries its own server-side timeout; the thread needs no second one.
         try:
@@ -329,7 +333,8 @@ class ReasoningGraphService:
         data = dump(response)
         if response.truncated:
             data["note"] = (
-                f"only the first {response.row_limit} rows: the query returned more. Aggregate, filter "
+                f"only the first {len(response.rows)} rows (limits: {response.row_limit} rows, "
+                f"{settings.cypher_max_response_bytes} bytes): the query returned more. Aggregate, filter "
                 "or page (SKIP/LIMIT) to see the rest."
             )
         return self.capped(data)

@@ -150,10 +150,11 @@ WRITES = [
     "DROP INDEX technique_text",
     "LOAD CSV FROM 'file:///etc/passwd' AS line RETURN line",
     "MATCH (t:Technique) CALL (t) { DETACH DELETE t } IN TRANSACTIONS RETURN 1",
+    "MATCH (k:ApiKey) RETURN k.key_hash",  # a read, but of secrets: refused by Neo4j's EXPLAIN check
 ]
 
 
-def test_cypher_writes_are_refused_and_change_nothing(stack: Stack) -> None:
+def test_cypher_writes_and_secret_reads_are_refused_and_change_nothing(stack: Stack) -> None:
     everything = "MATCH (n) OPTIONAL MATCH (n)-[r]->() RETURN count(DISTINCT n) + count(r)"
     before = stack.graph.count(everything)
     properties = stack.graph.count("MATCH (e:Example) WHERE e.code_after IS NOT NULL RETURN count(e)")
