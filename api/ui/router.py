@@ -48,11 +48,11 @@ from api.graph.service import (
     QueryRefusedError,
     run_cypher,
 )
-from api.optimize.protocol import OptimizeCreate
+from api.optimize.protocol import JobPublic, OptimizeCreate
 from api.optimize.service import JobService, OptimizeError
 from api.routers.cypher import cypher_api_error, cypher_limits
 from api.routers.optimize import api_error as optimize_api_error
-from api.routers.optimize import event_stream_response, public_job
+from api.routers.optimize import event_stream_response
 from api.settings import ApiSettings
 from api.ui.render import fmt_speedup, highlight_css, side_by_side, speedup_colour
 from api.ui.session import (
@@ -722,7 +722,7 @@ def build_router(sessions: SessionStore, settings: ApiSettings) -> APIRouter:
     async def jobs_page(visit: VisitDep) -> HTMLResponse:
         records = await _jobs(visit).list_jobs(limit=50)
         return visit.render(
-            "jobs.html", nav="jobs", jobs=[public_job(r) for r in records], tasks=task_ids, methods=METHODS
+            "jobs.html", nav="jobs", jobs=[JobPublic.of(r) for r in records], tasks=task_ids, methods=METHODS
         )
 
     @router.post("/jobs")
@@ -746,7 +746,7 @@ def build_router(sessions: SessionStore, settings: ApiSettings) -> APIRouter:
     @router.get("/jobs/{job_id}")
     async def job_page(visit: VisitDep, job_id: str) -> Response:
         try:
-            job = public_job(await _jobs(visit).get(job_id))
+            job = JobPublic.of(await _jobs(visit).get(job_id))
         except OptimizeError as e:
             visit.flash("error", optimize_api_error(e).message)
             return _see("/ui/jobs")
