@@ -57,4 +57,25 @@ class ExecutorSettings(BaseSettings):
     memory_limit_bytes: int = Field(default=16 << 30, gt=0, description="host memory of one worker process")
     compile_workers: int = Field(default=2, ge=1, le=64)
     max_batch: int = Field(default=64, ge=1)
+    ray: str | None = Field(
+        default=None,
+        description="serve a fleet on a Ray cluster: 'auto' (a running cluster, or a local one) or the "
+        "cluster's address (host:port); unset: this one executor on this machine's GPU",
+    )
+    fleet_replicas: int = Field(
+        default=0, ge=0, description="fleet: executor replicas to start; 0: one per GPU of the cluster"
+    )
+    fleet_gpu_resource: str = Field(
+        default="GPU",
+        description="fleet: the Ray resource one replica takes one unit of ('GPU'; tests name a custom one)",
+    )
+    fleet_affinity_depth: int = Field(
+        default=2,
+        ge=1,
+        description="fleet: evaluations a task's replica may have in flight before a candidate of that "
+        "task goes to a less busy replica instead",
+    )
+    fleet_probe_timeout_s: float = Field(
+        default=60.0, gt=0, description="fleet: limit of the health probe of a replica's GPU"
+    )
     log_level: str = "INFO"
