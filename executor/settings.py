@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from executor.cache import DEFAULT_CACHE_DIR
@@ -79,3 +79,8 @@ class ExecutorSettings(BaseSettings):
         default=60.0, gt=0, description="fleet: limit of the health probe of a replica's GPU"
     )
     log_level: str = "INFO"
+
+    @field_validator("ray")
+    @classmethod
+    def _empty_is_unset(cls, value: str | None) -> str | None:
+        return value or None  # compose passes an unset variable as ""

@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from executor.runlimit import RunLimit
 from executor.static import StaticViolation
 
 VERDICT_FORMAT: Literal["regraph.verdict/v1"] = "regraph.verdict/v1"
@@ -147,6 +148,9 @@ class Verdict(BaseModel):
     reward: float | None = None
     device: str | None = None
     seconds: dict[str, float] = Field(default_factory=dict, description="wall time spent per stage")
+    run_limit: RunLimit | None = Field(
+        default=None, description="the wall-clock limit of the candidate's run and what it came from"
+    )
     fleet: FleetRecord | None = None
 
     @model_validator(mode="after")

@@ -11,6 +11,7 @@ spill: the task keeps its home as long as that replica lives.
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -39,7 +40,8 @@ class RoutingTable:
 
     def choose(self, key: str, exclude: frozenset[str] = frozenset()) -> str | None:
         """The replica for a candidate of the task ``key`` (None when no live replica is left)."""
-        choice = choose_replica(self.in_flight, self.home.get(key), self.depth, exclude)
+        homes = Counter(self.home.values())
+        choice = choose_replica(self.in_flight, self.home.get(key), self.depth, exclude, homes)
         if choice is not None and key not in self.home:
             self.home[key] = choice
         return choice
@@ -56,14 +58,19 @@ class RoutingTable:
 
 
 def choose_replica(
-    in_flight: Mapping[str, int], holder: str | None, depth: int, exclude: frozenset[str] = frozenset()
+    in_flight: Mapping[str, int],
+    holder: str | None,
+    depth: int,
+    exclude: frozenset[str] = frozenset(),
+    homes: Mapping[str, int] | None = None,
 ) -> str | None:
     """The holder while it has fewer than ``depth`` evaluations in flight, else the least busy live
-    replica (ties by name, so the choice is deterministic); ``exclude`` (a replica that just failed
-    this evaluation) is never chosen."""
+    replica (ties: the fewest ``homes``, the tasks it holds, then the name, so the choice is
+    deterministic); ``exclude`` (a replica that just failed this evaluation) is never chosen."""
+    homes = homes or {}
     live = {r: n for r, n in in_flight.items() if r not in exclude}
     if not live:
         return None
     if holder in live and live[holder] < depth:
         return holder
-    return min(live, key=lambda r: (live[r], r))
+    return min(live, key=lambda r: (live[r], homes.get(r, 0), r))

@@ -33,6 +33,14 @@ def test_other_tasks_get_their_own_home_on_the_least_busy_replica() -> None:
     assert table.home == {"task-b": "r1"}
 
 
+def test_new_tasks_are_spread_over_idle_replicas_and_keep_their_home() -> None:
+    table = RoutingTable(depth=2)
+    for name in ("r0", "r1"):
+        table.add_replica(name)
+    # Nothing in flight: a new task goes to the replica that holds the fewest tasks.
+    assert [table.choose(t) for t in ("a", "b", "c", "a", "b", "c")] == ["r0", "r1", "r0", "r0", "r1", "r0"]
+
+
 def test_a_removed_replica_loses_its_tasks_and_is_never_chosen() -> None:
     table = RoutingTable(depth=4)
     table.add_replica("r0")
