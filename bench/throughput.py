@@ -50,13 +50,11 @@ import uvicorn
 
 from bench.executor_bench import candidate_source, task_dirs
 from executor.app import create_app
-from executor.evaluate import Candidate, EvaluateRequest
 from executor.fleet.app import create_fleet_app
 from executor.fleet.router import Fleet
+from executor.protocol import CandidateSource, EvaluateRequest, EvaluationOptions, Verdict
 from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
-from executor.verdict import Verdict
-from executor.worker import EvaluationOptions
 
 logger = logging.getLogger("bench.throughput")
 
@@ -181,7 +179,9 @@ async def _drain(
         nonlocal done
         while not queue.empty():
             i, item = queue.get_nowait()
-            body = EvaluateRequest(task=item.task, candidate=Candidate(source=item.source), options=options)
+            body = EvaluateRequest(
+                task=item.task, candidate=CandidateSource(source=item.source), options=options
+            )
             start = time.perf_counter()
             try:
                 answer = await http.post("/v1/evaluate", content=body.model_dump_json())
@@ -304,7 +304,7 @@ def measure_overhead(args: argparse.Namespace, cache: Path) -> dict[str, Any]:
     task_dir = task_dirs(args.tasks)[0]
     task = load_task(task_dir)
     source = candidate_source(task_dir, task, "gpu") or ""
-    body = EvaluateRequest(task=task, candidate=Candidate(source=source)).model_dump_json()
+    body = EvaluateRequest(task=task, candidate=CandidateSource(source=source)).model_dump_json()
     settings = ExecutorSettings(cache_dir=cache, runtime="none", prewarm_workers=False)
     resource = start_ray("none", 1, None)
     fleet = Fleet(settings.model_copy(update={"ray": "auto", "fleet_gpu_resource": resource}))

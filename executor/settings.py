@@ -41,10 +41,11 @@ class ExecutorSettings(BaseSettings):
         "fresh seeds, inputs generated and reference outputs computed before that candidate arrives",
     )
     timing_set_cache_bytes: int = Field(
-        default=16 << 30,
+        default=24 << 30,
         ge=0,
-        description="disk space for the tasks' timing sets (inputs and reference outputs at the timing "
-        "size, one per task); the least recently used beyond it are removed",
+        description="disk space for the tasks' timing sets (reference outputs at the timing size, one "
+        "per task, and their inputs while they fit; executor.timingset): the benchmark's 102 tasks "
+        "need 18.2 GiB",
     )
     runtime: Literal["auto", "gpu", "host", "none"] = Field(
         default="auto",
@@ -52,7 +53,20 @@ class ExecutorSettings(BaseSettings):
         "task libraries on the CPU and exists for testing the isolation machinery only.",
     )
     compile_timeout_s: float = Field(default=180.0, gt=0)
-    run_timeout_s: float = Field(default=300.0, gt=0, description="wall-clock limit of one worker process")
+    run_timeout_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="wall-clock limit of one worker process, and the cap of a candidate's run limit",
+    )
+    run_limit_factor: float = Field(
+        default=10.0,
+        ge=1,
+        description="a candidate's run may take this many times the parent's (or else the serial "
+        "reference's) time per call, for each call outside the trials, plus the trials' time budget",
+    )
+    run_limit_floor_s: float = Field(
+        default=5.0, gt=0, description="the least run limit a candidate gets (executor.runlimit)"
+    )
     request_timeout_s: float = Field(default=900.0, gt=0, description="limit of one synchronous request")
     memory_limit_bytes: int = Field(default=16 << 30, gt=0, description="host memory of one worker process")
     compile_workers: int = Field(default=2, ge=1, le=64)

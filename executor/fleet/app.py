@@ -15,29 +15,21 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
-from pydantic import Field
 
-from executor.app import BatchRequest, BatchResponse, DeviceInfo, _error
-from executor.evaluate import EvaluateRequest
+from executor.app import error_response, install_error_handlers
 from executor.fleet.router import Fleet, FleetUnavailableError
+from executor.protocol import (
+    BatchRequest,
+    BatchResponse,
+    DeviceInfo,
+    EvaluateRequest,
+    FleetDeviceInfo,
+    ReplicaDevice,
+    Verdict,
+)
 from executor.settings import ExecutorSettings
-from executor.verdict import Verdict
 
 logger = logging.getLogger(__name__)
-
-
-class ReplicaDevice(DeviceInfo):
-    """One replica of the fleet and its GPU."""
-
-    replica: str
-    node: str | None = None
-    gpu_ids: str = ""
-
-
-class FleetDeviceInfo(DeviceInfo):
-    """``GET /v1/device`` of a fleet: the first replica's device, and all of them under ``gpus``."""
-
-    gpus: list[ReplicaDevice] = Field(default_factory=list)
 
 
 def create_fleet_app(settings: ExecutorSettings, fleet: Fleet | None = None) -> FastAPI:
@@ -55,11 +47,11 @@ def create_fleet_app(settings: ExecutorSettings, fleet: Fleet | None = None) -> 
 
     app = FastAPI(title="ReGraph executor fleet", version="1", lifespan=lifespan)
     app.state.fleet = fleet
-    _install_error_handlers(app)
+    install_error_handlers(app)
 
     @app.exception_handler(FleetUnavailableError)
     async def unavailable(_: Any, exc: FleetUnavailableError) -> JSONResponse:
-        return _error(503, "fleet_unavailable", str(exc))
+        return error_response(503, "fleet_unavailable", str(exc))
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:
@@ -68,7 +60,7 @@ def create_fleet_app(settings: ExecutorSettings, fleet: Fleet | None = None) -> 
     @app.get("/readyz")
     async def readyz() -> JSONResponse:
         if not fleet.replicas:
-            return _error(503, "fleet_unavailable", "no live replica")
+            return error_response(503, "fleet_unavailable", "no live replica")
         return JSONResponse({"status": "ready", "replicas": len(fleet.replicas)})
 
     @app.get("/v1/device", response_model=FleetDeviceInfo)
@@ -84,41 +76,20 @@ def create_fleet_app(settings: ExecutorSettings, fleet: Fleet | None = None) -> 
         try:
             return await asyncio.wait_for(fleet.evaluate(request), timeout=settings.request_timeout_s)
         except TimeoutError:
-            return _error(504, "timeout", f"evaluation took longer than {settings.request_timeout_s:.0f}s")
+            return error_response(
+                504, "timeout", f"evaluation took longer than {settings.request_timeout_s:.0f}s"
+            )
 
     @app.post("/v1/evaluate/batch", response_model=BatchResponse)
     async def evaluate_batch(batch: BatchRequest) -> BatchResponse | JSONResponse:
         if len(batch.items) > settings.max_batch:
-            return _error(413, "batch_too_large", f"at most {settings.max_batch} items per batch")
+            return error_response(413, "batch_too_large", f"at most {settings.max_batch} items per batch")
         try:
             verdicts = await asyncio.wait_for(
                 fleet.evaluate_many(batch.items), timeout=settings.request_timeout_s
             )
         except TimeoutError:
-            return _error(504, "timeout", f"batch took longer than {settings.request_timeout_s:.0f}s")
+            return error_response(504, "timeout", f"batch took longer than {settings.request_timeout_s:.0f}s")
         return BatchResponse(verdicts=verdicts)
 
     return app
-
-
-def _install_error_handlers(app: FastAPI) -> None:
-    from fastapi import Request
-    from fastapi.exceptions import RequestValidationError
-    from starlette.exceptions import HTTPException as StarletteHTTPException
-
-    from executor.errors import ExecutorError
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return _error(exc.status_code, kind, str(exc.detail))
-
-    @app.exception_handler(RequestValidationError)
-    async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:20])
-        return _error(422, "validation_error", problems)
-
-    @app.exception_handler(ExecutorError)
-    async def executor_error(_: Request, exc: ExecutorError) -> JSONResponse:
-        logger.exception("fleet error")
-        return _error(500, "executor_error", str(exc))

@@ -17,8 +17,10 @@ import socket
 import subprocess
 import sys
 
+from executor.app import query_gpu
 from executor.errors import ToolchainError
-from executor.evaluate import EvaluateRequest, Evaluator, evaluate_safely
+from executor.evaluate import Evaluator, evaluate_safely
+from executor.protocol import EvaluateRequest
 from executor.settings import ExecutorSettings
 
 logger = logging.getLogger(__name__)
@@ -54,13 +56,14 @@ class ExecutorReplica:
         """The evaluator's runtime (``gpu``, ``host`` or ``none``)."""
         return self.evaluator.runtime
 
-    def describe(self) -> dict[str, str | bool | None]:
-        """Who this replica is: id, node, GPU ids, runtime, arch and whether candidates run here."""
+    def describe(self) -> dict[str, object]:
+        """Who this replica is (a ``ReplicaDevice``): id, node, its GPU, runtime, arch, nvcc."""
         try:
             nvcc: str | None = self.evaluator.compiler.toolchain.release
         except ToolchainError:  # described, not raised
             nvcc = None
         return {
+            **query_gpu(self.gpu_ids.split(",")[0] or None),
             "replica": self.replica,
             "node": self.node,
             "gpu_ids": self.gpu_ids,
@@ -68,7 +71,6 @@ class ExecutorReplica:
             "arch": self.evaluator.arch,
             "runtime_checks_available": self.evaluator.runtime_checks_available,
             "nvcc": nvcc,
-            "pid": str(os.getpid()),
         }
 
     def evaluate(self, request_json: str) -> str:

@@ -22,11 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from executor.errors import ExecutorError
-from executor.evaluate import EvaluateRequest
 from executor.fleet.replica import ExecutorReplica
 from executor.fleet.routing import RoutingTable, task_key
+from executor.protocol import ErrorKind, EvaluateRequest, FleetRecord, Stage, Verdict
 from executor.settings import ExecutorSettings
-from executor.verdict import ErrorKind, FleetRecord, Stage, Verdict
 
 logger = logging.getLogger(__name__)
 
