@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from bench.metrics import OVERALL, TIERS, BenchError, MetricSummary, TeacherSummary
-from bench.runner import RUNTIME_NOT_RUN_NOTE, BenchResult
+from bench.results import RUNTIME_NOT_RUN_NOTE, BenchResult
 
 logger = logging.getLogger(__name__)
 

@@ -17,9 +17,9 @@ from graphdb.models import (
     IngestBatch,
     ReviewStatus,
     Role,
+    StepVerdict,
     Technique,
     TrajectoryRecord,
-    Verdict,
     content_id,
     utc_now,
 )
@@ -38,7 +38,7 @@ def example(
     *,
     speedup: float | None = None,
     code: str | None = None,
-    verdict: Verdict | None = Verdict.PASSED,
+    verdict: StepVerdict | None = StepVerdict.PASSED,
 ) -> Example:
     before = code if code is not None else f"// {source} code {n}\n"
     return Example(
