@@ -168,16 +168,18 @@ async def _drain(
     clients: int,
     fleet: Fleet | None,
     kill_after: int | None,
+    max_seconds: float | None = None,
 ) -> list[tuple[QueueItem, Verdict | None, float, str | None]]:
     queue: asyncio.Queue[tuple[int, QueueItem]] = asyncio.Queue()
     for i, item in enumerate(items):
         queue.put_nowait((i, item))
     results: list[Any] = [None] * len(items)
     done = 0
+    stop_at = time.monotonic() + max_seconds if max_seconds else None
 
     async def caller(http: httpx.AsyncClient) -> None:
         nonlocal done
-        while not queue.empty():
+        while not queue.empty() and (stop_at is None or time.monotonic() < stop_at):
             i, item = queue.get_nowait()
             body = EvaluateRequest(
                 task=item.task, candidate=CandidateSource(source=item.source), options=options
@@ -201,7 +203,7 @@ async def _drain(
     headers = {"content-type": "application/json"}
     async with httpx.AsyncClient(base_url=url, timeout=1200, headers=headers) as http:
         await asyncio.gather(*(caller(http) for _ in range(clients)))
-    return results
+    return [r for r in results if r is not None]  # those started before the time was up
 
 
 def _stat(values: list[float]) -> dict[str, float | None]:
@@ -285,7 +287,7 @@ def run_queue(args: argparse.Namespace, items: list[QueueItem], replicas: int, c
         with serving(app) as url:
             start = time.perf_counter()
             results = asyncio.run(
-                _drain(url, items, options, args.clients * replicas, fleet, args.kill_after)
+                _drain(url, items, options, args.clients * replicas, fleet, args.kill_after, args.max_seconds)
             )
             wall = time.perf_counter() - start
     finally:
@@ -417,6 +419,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="the queue's shuffle")
     parser.add_argument("--kill-after", type=int, default=None, help="kill one replica after K verdicts")
     parser.add_argument("--options", default="{}", help="EvaluationOptions fields as JSON")
+    parser.add_argument(
+        "--max-seconds", type=float, default=None, help="stop starting candidates after this (per fleet size)"
+    )
     parser.add_argument("--overhead", action="store_true", help="measure the fleet's overhead on the CPU")
     parser.add_argument("--evals", type=int, default=200, help="overhead mode: evaluations measured")
     parser.add_argument("--out", type=Path, default=None)

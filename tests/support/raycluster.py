@@ -116,10 +116,8 @@ def _wait_started(process: subprocess.Popen[bytes], log: Path, timeout_s: float)
         time.sleep(0.2)
 
 
-def _start_worker(
-    args: list[str], env: dict[str, str], log: Path, timeout_s: float
-) -> subprocess.Popen[bytes]:
-    """Start a worker node, again if it fails: a raylet gives its agents 15 s to start, which a
+def _start_node(args: list[str], env: dict[str, str], log: Path, timeout_s: float) -> subprocess.Popen[bytes]:
+    """Start a node, again if it fails: a raylet gives its agents 15 s to start, which a
     loaded 2-core machine does not always give a fresh Python (the next try finds its files cached)."""
     for attempt in range(3):
         process = _start(args, env, log)
@@ -158,7 +156,7 @@ def ray_cluster(workers: int = 2, worker_cpus: int = 1, timeout_s: float = 240.0
     base = 20000 + (os.getpid() % 200) * 100  # worker-port ranges of this test run, one block per node
     try:
         head_log = temp_dir / "head.log"
-        cluster.head = _start(
+        cluster.head = _start_node(
             [
                 "--head",
                 f"--port={gcs}",
@@ -170,8 +168,8 @@ def ray_cluster(workers: int = 2, worker_cpus: int = 1, timeout_s: float = 240.0
             ],
             env,
             head_log,
+            timeout_s,
         )
-        _wait_started(cluster.head, head_log, timeout_s)
         for index in range(workers):
             cluster.manager_ports.append(_free_ports(1)[0])
             args = [
@@ -181,7 +179,7 @@ def ray_cluster(workers: int = 2, worker_cpus: int = 1, timeout_s: float = 240.0
                 "--object-store-memory=100000000",
                 *_node_ports(cluster.manager_ports[-1], base + 100 * (index + 1)),
             ]
-            cluster.workers.append(_start_worker(args, env, temp_dir / f"worker-{index}.log", timeout_s))
+            cluster.workers.append(_start_node(args, env, temp_dir / f"worker-{index}.log", timeout_s))
         yield cluster
     finally:
         for process in [*cluster.workers, *([cluster.head] if cluster.head else [])]:

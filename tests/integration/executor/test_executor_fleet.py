@@ -99,10 +99,10 @@ def _comparable(verdict: Verdict) -> dict[str, Any]:
 
 def test_device_lists_every_replica(client: ExecutorClient) -> None:
     device = client.device()
-    assert len(device["gpus"]) == 2
-    assert {g["replica"] for g in device["gpus"]} == {"replica-0", "replica-1"}
-    assert len({g["node"] for g in device["gpus"]}) == 2  # one replica per worker node
-    assert device["runtime"] == "none" and device["arch"].startswith("sm_")  # the contract's fields
+    assert len(device.gpus) == 2
+    assert {g.replica for g in device.gpus} == {"replica-0", "replica-1"}
+    assert len({g.node for g in device.gpus}) == 2  # one replica per worker node
+    assert device.runtime == "none" and device.arch.startswith("sm_")  # the contract's fields
 
 
 def test_same_verdicts_as_a_single_executor(
