@@ -428,7 +428,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--md", type=Path, default=None)
     args = parser.parse_args(argv)
     args.tasks = args.tasks or [Path("bench/tasks"), Path("bench/kernel_tasks")]
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s", stream=sys.stderr)
+    logger.setLevel(logging.INFO)
     result: dict[str, Any] = {
         "command": "python -m bench.throughput " + " ".join(argv if argv is not None else sys.argv[1:]),
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
