@@ -77,7 +77,7 @@ from search.baselines import METHODS
 from search.construction import ConstructionError, Trajectory, read_trajectory_file
 from search.engine import Candidate, SearchConfig, SearchResult
 from search.errors import SearchConfigError, SearchError
-from search.evaluation import VerificationMode, executor_can_verify
+from search.evaluation import VerificationMode
 from search.inmemory import InMemoryKnowledge
 from search.policy import TaskContext
 from search.protocols import CandidateEvaluator, KnowledgeSource
@@ -646,10 +646,10 @@ def describe_executor(client: ExecutorClient) -> tuple[dict[str, Any], Verificat
     """The executor's device description and whether its verdicts are verified or compile-only."""
     try:
         device = client.device().model_dump(mode="json")
-        verified = executor_can_verify(client)
+        mode = run.choose_verification(client, "auto")
     except (ExecutorClientError, httpx.HTTPError, SearchError) as e:
         raise RunnerError(f"the executor cannot be used: {e}") from e
-    return device, "verified" if verified else "compile-only"
+    return device, mode
 
 
 class _Journal:

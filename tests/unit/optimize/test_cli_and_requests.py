@@ -12,13 +12,11 @@ from typer.testing import CliRunner
 
 from api.optimize.protocol import OptimizeCreate
 from api.optimize.service import InvalidTaskError, TaskNotFoundError, resolve_task
-from executor.app import create_app as create_executor_app
-from executor.settings import ExecutorSettings
 from executor.taskformat import load_task
 from regraph_cli.optimize import optimize_command, trajectory_knowledge
 from search.mcgs import MCGSConfig
 from search.protocols import INITIAL_TECHNIQUE
-from tests.support.servers import serve_in_thread
+from tests.support.servers import compile_only_executor
 
 ROOT = Path(__file__).resolve().parents[3]
 TASKS = ROOT / "bench" / "tasks"
@@ -27,8 +25,7 @@ TASK_ID = "mandelbrot_q28_i32"
 
 @pytest.fixture(scope="module")
 def executor_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    settings = ExecutorSettings(cache_dir=tmp_path_factory.mktemp("executor-cache"), runtime="none")
-    with serve_in_thread(create_executor_app(settings)) as url:
+    with compile_only_executor(tmp_path_factory.mktemp("executor-cache")) as url:
         yield url
 
 
