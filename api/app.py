@@ -10,7 +10,7 @@ import anyio
 from fastapi import FastAPI
 
 from api.auth import key_is_live
-from api.edge import RequestGate
+from api.edge import RequestGate, document_edge_responses
 from api.errors import install_error_handlers, translate_errors
 from api.graph.service import GraphServiceError
 from api.logs import configure_logging
@@ -62,6 +62,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         anonymous_read=settings.anonymous_read,
         check_token=key_is_live,
     )
+    document_edge_responses(app)
 
     app.include_router(health.router)
     app.include_router(optimize.router)

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
-from fastapi import HTTPException
+from fastapi import FastAPI, HTTPException
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -106,3 +106,33 @@ class RequestGate:
             return message
 
         return receive_within_limit
+
+
+def document_edge_responses(app: FastAPI) -> None:
+    """Declare in the OpenAPI document what the gate itself answers: 413 on every route with a body,
+    401 on every `/v1/` route that takes one (the envelope, as for the routes' own errors)."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        schema = build()
+        for path, operations in schema.get("paths", {}).items():
+            for operation in operations.values():
+                if not isinstance(operation, dict) or "requestBody" not in operation:
+                    continue
+                answers = operation.setdefault("responses", {})
+                answers.setdefault("413", _envelope_response("payload too large"))
+                if path.startswith(_GATED_PREFIX):
+                    answers.setdefault("401", _envelope_response("unauthorized"))
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _envelope_response(description: str) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorEnvelope"}}},
+    }

@@ -180,6 +180,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 _EXTRA_RESPONSES: dict[int | str, dict[str, Any]] = {
     409: {"model": ErrorEnvelope, "description": "conflict"},
     413: {"model": ErrorEnvelope, "description": "payload too large"},
+    429: {"model": ErrorEnvelope, "description": "too many requests of this key at once"},
 }
 
 

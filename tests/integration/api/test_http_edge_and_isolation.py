@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -19,6 +20,8 @@ from graphdb.store import Neo4jGraphStore
 from tests.integration.api.graph_support import clear, serve
 
 MAX_BODY = 100_000
+PER_KEY = 2
+SLOW = "UNWIND range(1, 1000000000) AS x WITH x WHERE x % 7 = 12 RETURN count(x) AS c"
 SOURCE = "__global__ void the_admins_kernel() {}"
 
 
@@ -38,7 +41,13 @@ def keys(neo4j_driver: Driver, neo4j_target: Neo4jTarget) -> dict[Role, tuple[st
 def api_url(
     neo4j_target: Neo4jTarget, tmp_path_factory: pytest.TempPathFactory, keys: dict[Role, tuple[str, str]]
 ) -> Iterator[str]:
-    yield from serve(neo4j_target, Path(tmp_path_factory.mktemp("edge")), max_request_bytes=MAX_BODY)
+    yield from serve(
+        neo4j_target,
+        Path(tmp_path_factory.mktemp("edge")),
+        max_request_bytes=MAX_BODY,
+        cypher_timeout_s=3.0,
+        cypher_max_concurrent_per_key=PER_KEY,
+    )
 
 
 def auth(keys: dict[Role, tuple[str, str]], role: Role) -> dict[str, str]:
@@ -166,3 +175,36 @@ def test_the_last_admin_key_cannot_be_revoked(
     revoked = httpx.post(f"{api_url}/v1/keys/{second.id}/revoke", headers=auth(keys, Role.ADMIN))
     assert revoked.status_code == 200 and revoked.json()["revoked_at"] is not None
     assert httpx.get(f"{api_url}/v1/keys", headers={"X-API-Key": second_token}).status_code == 401
+
+
+def test_openapi_declares_what_the_gate_answers(api_url: str) -> None:
+    paths = httpx.get(f"{api_url}/openapi.json").json()["paths"]
+    with_body = [
+        (path, method, operation["responses"])
+        for path, operations in paths.items()
+        for method, operation in operations.items()
+        if "requestBody" in operation
+    ]
+    assert len(with_body) > 10
+    for path, method, answers in with_body:
+        assert "413" in answers, (method, path)
+        assert not path.startswith("/v1/") or "401" in answers, (method, path)
+
+
+def test_one_key_runs_a_bounded_number_of_queries_and_health_still_answers(
+    api_url: str, keys: dict[Role, tuple[str, str]]
+) -> None:
+    def slow(token: str) -> int:
+        body = {"query": SLOW}
+        return httpx.post(
+            f"{api_url}/v1/cypher", headers={"X-API-Key": token}, json=body, timeout=120
+        ).status_code
+
+    with ThreadPoolExecutor(max_workers=PER_KEY + 3) as pool:
+        reader = [pool.submit(slow, keys[Role.READER][1]) for _ in range(PER_KEY + 2)]
+        other = pool.submit(slow, keys[Role.CURATOR][1])
+        # While they run, liveness answers (not timed: only that it answers at all here).
+        assert httpx.get(f"{api_url}/healthz", timeout=60).status_code == 200
+        statuses = sorted(f.result() for f in reader)
+        assert other.result() == 400  # stopped at the timeout: another key's slots are its own
+    assert statuses.count(429) >= 1 and set(statuses) <= {400, 429}, statuses
