@@ -185,7 +185,7 @@ def test_openapi_declares_what_the_gate_answers(api_url: str) -> None:
         for method, operation in operations.items()
         if "requestBody" in operation
     ]
-    assert len(with_body) > 10
+    assert len(with_body) >= 5
     for path, method, answers in with_body:
         assert "413" in answers, (method, path)
         assert not path.startswith("/v1/") or "401" in answers, (method, path)
