@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from executor.protocol import Task
+from graphdb.jobs import JobRecord
 from search.baselines import Method
 from search.engine import SearchConfig
 from search.run import CandidateCounts, OptimizationOutcome, search_config
@@ -176,6 +177,24 @@ class JobPublic(BaseModel):
     events_url: str
     request: dict[str, Any] = Field(description="the request as submitted")
     result: OptimizeResult | None = None
+
+    @classmethod
+    def of(cls, record: JobRecord) -> JobPublic:
+        """The public view of a stored job."""
+        return cls(
+            id=record.id,
+            state=record.state,
+            method=record.method,
+            task_id=record.task_id,
+            created_at=record.created_at,
+            started_at=record.started_at,
+            finished_at=record.finished_at,
+            error=record.error,
+            event_count=record.event_count,
+            events_url=f"/v1/jobs/{record.id}/events",
+            request=record.request,
+            result=OptimizeResult.model_validate(record.result) if record.result is not None else None,
+        )
 
 
 class JobAccepted(BaseModel):

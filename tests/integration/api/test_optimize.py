@@ -21,8 +21,6 @@ from pydantic import SecretStr
 
 from api.app import create_app
 from api.settings import ApiSettings
-from executor.app import create_app as create_executor_app
-from executor.settings import ExecutorSettings
 from executor.taskformat import load_task
 from graphdb.connection import Neo4jTarget
 from graphdb.jobs import JobStore
@@ -37,7 +35,7 @@ from search.engine import Candidate, SearchResult
 from search.protocols import INITIAL_TECHNIQUE, Evaluation
 from tests.support.jobs import follow_job, submit_job
 from tests.support.openai_test_server import OpenAITestServer
-from tests.support.servers import serve_in_thread
+from tests.support.servers import compile_only_executor, serve_in_thread
 
 pytestmark = pytest.mark.neo4j
 
@@ -113,8 +111,7 @@ def _settings(target: Neo4jTarget, data_dir: Path, **overrides: Any) -> ApiSetti
 @pytest.fixture(scope="module")
 def executor_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The real executor, compile-only (no GPU runtime) whatever machine the test runs on."""
-    settings = ExecutorSettings(cache_dir=tmp_path_factory.mktemp("executor-cache"), runtime="none")
-    with serve_in_thread(create_executor_app(settings)) as url:
+    with compile_only_executor(tmp_path_factory.mktemp("executor-cache")) as url:
         yield url
 
 
