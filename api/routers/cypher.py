@@ -25,6 +25,7 @@ from api.graph.service import (
     QueryTimedOutError,
     run_cypher,
 )
+from api.settings import ApiSettings
 from graphdb.cypher_guard import CypherLimits
 
 router = APIRouter(prefix="/v1", tags=["cypher"])
@@ -99,20 +100,29 @@ async def cypher(
     body: CypherRequest, caller: RequireReader, state: StateDep, driver: DriverDep, request: Request
 ) -> CypherResponse:
     settings = state.settings
-    limits = CypherLimits(
-        row_limit=settings.cypher_row_limit,
-        timeout_s=settings.cypher_timeout_s,
-        max_response_bytes=settings.cypher_max_response_bytes,
-    )
     slots = cypher_slots(request, settings.cypher_max_concurrent, settings.cypher_max_concurrent_per_key)
     try:
         async with slots.slot(caller.key_id or ANONYMOUS) as limiter:
             return await anyio.to_thread.run_sync(
-                run_cypher, driver, state.target.database, body, limits, limiter=limiter
+                run_cypher, driver, state.target.database, body, cypher_limits(settings), limiter=limiter
             )
-    except QueryRefusedError as e:
-        raise CypherRefusedApiError(str(e)) from e
-    except QueryTimedOutError as e:
-        raise CypherTimeoutApiError(str(e)) from e
-    except QueryFailedError as e:
-        raise CypherFailedApiError(str(e)) from e
+    except (QueryRefusedError, QueryFailedError) as e:
+        raise cypher_api_error(e) from e
+
+
+def cypher_limits(settings: ApiSettings) -> CypherLimits:
+    """The server's limits on a reader's query (the /ui console runs under the same ones)."""
+    return CypherLimits(
+        row_limit=settings.cypher_row_limit,
+        timeout_s=settings.cypher_timeout_s,
+        max_response_bytes=settings.cypher_max_response_bytes,
+    )
+
+
+def cypher_api_error(error: QueryRefusedError | QueryFailedError) -> ApiError:
+    """The HTTP error of a refused or failed query (the /ui console shows the same type and message)."""
+    if isinstance(error, QueryRefusedError):
+        return CypherRefusedApiError(str(error))
+    if isinstance(error, QueryTimedOutError):
+        return CypherTimeoutApiError(str(error))
+    return CypherFailedApiError(str(error))

@@ -182,6 +182,11 @@ async def job_events(
     if last_event_id is not None and last_event_id.strip().isdigit():
         after = max(after, min(int(last_event_id), MAX_EVENT_SEQ))
     await visible_job(jobs, job_id, caller)
+    return await event_stream_response(jobs, job_id, after)
+
+
+async def event_stream_response(jobs: JobService, job_id: str, after: int) -> StreamingResponse:
+    """The job's events with ``seq > after`` as server-sent events (also served to the /ui pages)."""
     subscription = await jobs.subscribe(job_id, after=after)
 
     async def stream() -> AsyncIterator[str]:
