@@ -164,7 +164,7 @@ def verified_path(result: SearchResult) -> list[Candidate]:
     return list(reversed(chain))
 
 
-async def choose_verification(executor: ExecutorClient, asked: Verification) -> VerificationMode:
+def choose_verification(executor: ExecutorClient, asked: Verification) -> VerificationMode:
     """What a run does for what was asked: verified where the executor can run candidates.
 
     Raises `VerificationUnavailableError` when ``verified`` was asked of an executor without a GPU
@@ -172,7 +172,7 @@ async def choose_verification(executor: ExecutorClient, asked: Verification) -> 
     """
     if asked == "compile-only":
         return "compile-only"
-    if await asyncio.to_thread(executor_can_verify, executor):
+    if executor_can_verify(executor):
         return "verified"
     if asked == "verified":
         raise VerificationUnavailableError("verified results were asked but the executor has no GPU runtime")
@@ -204,7 +204,7 @@ async def run_optimization(
     is logged and does not lose the outcome. Raises `SearchError`
     (`VerificationUnavailableError`, `EvaluatorUnavailableError`, `SearchConfigError`, ...).
     """
-    mode = await choose_verification(executor, verification)
+    mode = await asyncio.to_thread(choose_verification, executor, verification)
     if on_start is not None:
         started = on_start(mode)
         if started is not None:
