@@ -17,6 +17,7 @@ from api.optimize.service import OptimizeError, build_job_service
 from api.routers import cypher, graph, health, optimize
 from api.settings import ApiSettings
 from api.state import AppState
+from api.ui import mount as mount_ui
 
 logger = logging.getLogger(__name__)
 
@@ -70,4 +71,5 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     app.include_router(optimize.router)
     app.include_router(graph.router)
     app.include_router(cypher.router)
+    mount_ui(app, settings)  # the curation workspace under /ui
     return app

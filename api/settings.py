@@ -99,6 +99,14 @@ class ApiSettings(BaseSettings):
         5_000_000, ge=1024, le=100_000_000, description="most bytes of rows a /v1/cypher answer carries"
     )
 
+    # The curation workspace (/ui).
+    ui_session_ttl_s: float = Field(
+        8 * 3600.0, gt=0, description="a /ui session ends after this many seconds without a request"
+    )
+    ui_secure_cookie: bool = Field(
+        False, description="mark the /ui session cookie Secure (set it when the API is served over HTTPS)"
+    )
+
     @field_validator("seed_graph", mode="before")
     @classmethod
     def _seed_graph_off(cls, value: object) -> object:

@@ -173,6 +173,7 @@ def up(
             for sock in srv.sockets:
                 bound = sock.getsockname()[1]
         print(f"ReGraph API serving on http://{settings.host}:{bound}  (docs: /docs, readiness: /readyz)")
+        print(f"  curation workspace: http://{settings.host}:{bound}/ui  (sign in with an API key)")
         print(f"  Neo4j: {neo4j_uri}")
         print(f"  executor: {settings.executor_url or 'not started'}")
         print("Press Ctrl-C to stop.", flush=True)

@@ -12,7 +12,7 @@ from fastapi import APIRouter
 
 from api.auth import RequireReader
 from api.deps import DriverDep, StateDep
-from api.errors import BadRequestError, responses
+from api.errors import ApiError, BadRequestError, responses
 from api.graph.protocol import CypherRequest, CypherResponse
 from api.graph.service import (
     QueryFailedError,
@@ -20,6 +20,7 @@ from api.graph.service import (
     QueryTimedOutError,
     run_cypher,
 )
+from api.settings import ApiSettings
 from graphdb.cypher_guard import CypherLimits
 
 router = APIRouter(prefix="/v1", tags=["cypher"])
@@ -49,17 +50,25 @@ class CypherTimeoutApiError(BadRequestError):
     responses=responses(400, 413),
 )
 def cypher(body: CypherRequest, caller: RequireReader, state: StateDep, driver: DriverDep) -> CypherResponse:
-    settings = state.settings
-    limits = CypherLimits(
+    try:
+        return run_cypher(driver, state.target.database, body, cypher_limits(state.settings))
+    except (QueryRefusedError, QueryFailedError) as e:
+        raise cypher_api_error(e) from e
+
+
+def cypher_limits(settings: ApiSettings) -> CypherLimits:
+    """The server's limits on a reader's query (the /ui console runs under the same ones)."""
+    return CypherLimits(
         row_limit=settings.cypher_row_limit,
         timeout_s=settings.cypher_timeout_s,
         max_response_bytes=settings.cypher_max_response_bytes,
     )
-    try:
-        return run_cypher(driver, state.target.database, body, limits)
-    except QueryRefusedError as e:
-        raise CypherRefusedApiError(str(e)) from e
-    except QueryTimedOutError as e:
-        raise CypherTimeoutApiError(str(e)) from e
-    except QueryFailedError as e:
-        raise CypherFailedApiError(str(e)) from e
+
+
+def cypher_api_error(error: QueryRefusedError | QueryFailedError) -> ApiError:
+    """The HTTP error of a refused or failed query (the /ui console shows the same type and message)."""
+    if isinstance(error, QueryRefusedError):
+        return CypherRefusedApiError(str(error))
+    if isinstance(error, QueryTimedOutError):
+        return CypherTimeoutApiError(str(error))
+    return CypherFailedApiError(str(error))

@@ -150,6 +150,11 @@ async def job_events(
 ) -> StreamingResponse:
     if last_event_id is not None and last_event_id.strip().isdigit():
         after = max(after, int(last_event_id))
+    return await event_stream_response(jobs, job_id, after)
+
+
+async def event_stream_response(jobs: JobService, job_id: str, after: int) -> StreamingResponse:
+    """The job's events with ``seq > after`` as server-sent events (also served to the /ui pages)."""
     subscription = await jobs.subscribe(job_id, after=after)
 
     async def stream() -> AsyncIterator[str]:
