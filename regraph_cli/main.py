@@ -123,7 +123,9 @@ def _start_local_executor(port: int, *, quiet_stdout: bool = False) -> tuple[sub
         start_new_session=True,
         stdout=sys.stderr if quiet_stdout else None,
     )
-    deadline = time.monotonic() + 60
+    # A fleet (REGRAPH_EXECUTOR_RAY) answers once Ray is up and every replica has started.
+    wait_s = 300 if os.environ.get("REGRAPH_EXECUTOR_RAY") else 60
+    deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise _fail(f"the executor exited with code {process.returncode} during start-up")
@@ -133,7 +135,7 @@ def _start_local_executor(port: int, *, quiet_stdout: bool = False) -> tuple[sub
         except httpx.TransportError:
             time.sleep(0.3)
     process.terminate()
-    raise _fail(f"the executor did not answer on {url} within 60 s")
+    raise _fail(f"the executor did not answer on {url} within {wait_s} s")
 
 
 @app.command("up")
