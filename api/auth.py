@@ -50,6 +50,16 @@ class Caller:
         """Whether this caller's role is at least `role`."""
         return ROLE_RANK[self.role] >= ROLE_RANK[role]
 
+    @property
+    def job_owner(self) -> str:
+        """What a job this caller submits records as its owner: the key id ('anonymous' without a key)."""
+        return self.key_id or ANONYMOUS
+
+    @property
+    def job_scope(self) -> str | None:
+        """Whose jobs this caller may see and cancel: None for admins (everyone's), else its own."""
+        return None if self.may(Role.ADMIN) else self.job_owner
+
 
 def get_graph_service(state: StateDep) -> GraphService:
     """The graph service over the app's store and embedding model."""

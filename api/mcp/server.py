@@ -199,7 +199,8 @@ def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf) -> MCPServer:
             "verification": verification,
         }
         body = {k: v for k, v in request.items() if v is not None}
-        return await tool_call(ctx, lambda s: s.start_optimization(body))
+        caller = caller_of(ctx)
+        return await tool_call(ctx, lambda s: s.start_optimization(caller, body))
 
     @server.tool(annotations=_READ)
     async def job_status(
@@ -211,14 +212,18 @@ def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf) -> MCPServer:
     ) -> dict[str, Any]:
         """An optimization job's state and, once finished, its outcome and best code. With wait_s > 0 the
         call follows the job's events as progress notifications until it ends or the time is up."""
-        return await tool_call(ctx, lambda s: s.job_status(job_id, wait_s=wait_s, progress=_progress(ctx)))
+        caller = caller_of(ctx)
+        return await tool_call(
+            ctx, lambda s: s.job_status(caller, job_id, wait_s=wait_s, progress=_progress(ctx))
+        )
 
     @server.tool(annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=False))
     async def cancel_job(
         job_id: Annotated[str, Field(min_length=1, max_length=100)], ctx: Context
     ) -> dict[str, Any]:
         """Cancel a queued or running optimization job."""
-        return await tool_call(ctx, lambda s: s.cancel_job(job_id))
+        caller = caller_of(ctx)
+        return await tool_call(ctx, lambda s: s.cancel_job(caller, job_id))
 
     @server.tool(annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=True))
     async def review_example(
@@ -261,7 +266,8 @@ def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf) -> MCPServer:
     @server.resource("regraph://jobs/{job_id}/result", name="job-result", mime_type="application/json")
     async def job_result_resource(job_id: str, ctx: Context) -> dict[str, Any]:
         """An optimization job's full result: every candidate with its path and verdict, the best code."""
-        return await resource_read(ctx, lambda s: s.job_result(job_id))
+        caller = caller_of(ctx)
+        return await resource_read(ctx, lambda s: s.job_result(caller, job_id))
 
     # -- prompts -----------------------------------------------------------------------------------------
 

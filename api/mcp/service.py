@@ -446,14 +446,14 @@ class ReasoningGraphService:
 
     # -- optimization jobs --------------------------------------------------------------------------------
 
-    async def start_optimization(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Queue an optimization job on the API's job service; returns its id at once."""
+    async def start_optimization(self, caller: Caller, request: dict[str, Any]) -> dict[str, Any]:
+        """Queue an optimization job of `caller` on the API's job service; returns its id at once."""
         try:
             body = OptimizeCreate.model_validate(request)
         except ValidationError as e:
             raise McpInputError(f"invalid optimization request: {e}") from e
         try:
-            record = await self.jobs.submit(body)
+            record = await self.jobs.submit(body, owner=caller.job_owner)
         except OptimizeError as e:
             raise McpInputError(str(e)) from e
         return {
@@ -465,17 +465,18 @@ class ReasoningGraphService:
             "cancel_job",
         }
 
-    async def _job(self, job_id: str) -> JobPublic:
+    async def _job(self, caller: Caller, job_id: str) -> JobPublic:
         try:
-            return JobPublic.of(await self.jobs.get(job_id))
+            return JobPublic.of(await self.jobs.get(job_id, owner=caller.job_scope))
         except OptimizeError as e:
             raise McpInputError(str(e)) from e
 
     async def job_status(
-        self, job_id: str, *, wait_s: float, progress: ProgressReporter = NO_PROGRESS
+        self, caller: Caller, job_id: str, *, wait_s: float, progress: ProgressReporter = NO_PROGRESS
     ) -> dict[str, Any]:
-        """The job in brief; with `wait_s` > 0, follow its events (as progress) until it ends or time is up."""
-        job = await self._job(job_id)
+        """The job in brief (only `caller`'s own, admins' any); with `wait_s` > 0, follow its events (as
+        progress) until it ends or time is up."""
+        job = await self._job(caller, job_id)
         lines: list[str] = []
         wait_s = min(wait_s, self.settings.max_wait_s)
         if wait_s > 0 and job.state not in ("succeeded", "failed", "cancelled"):
@@ -491,7 +492,7 @@ class ReasoningGraphService:
                         await progress.report(candidates, budget, line)
             finally:
                 subscription.close()
-            job = await self._job(job_id)
+            job = await self._job(caller, job_id)
         return self.capped(dump(_status(job, lines)))
 
     async def _subscribe(self, job_id: str) -> Subscription:
@@ -500,17 +501,18 @@ class ReasoningGraphService:
         except OptimizeError as e:
             raise McpInputError(str(e)) from e
 
-    async def cancel_job(self, job_id: str) -> dict[str, Any]:
-        """Cancel a queued or running job."""
+    async def cancel_job(self, caller: Caller, job_id: str) -> dict[str, Any]:
+        """Cancel a queued or running job of `caller`'s (admins: anyone's)."""
         try:
-            record = await self.jobs.cancel(job_id)
+            record = await self.jobs.cancel(job_id, owner=caller.job_scope)
         except OptimizeError as e:
             raise McpInputError(str(e)) from e
         return self.capped(dump(_status(JobPublic.of(record), [])))
 
-    async def job_result(self, job_id: str) -> dict[str, Any]:
-        """A job's full result (every candidate with its verdict), once it has ended."""
-        job = await self._job(job_id)
+    async def job_result(self, caller: Caller, job_id: str) -> dict[str, Any]:
+        """A job's full result (every candidate with its verdict), once it has ended; `caller`'s own only
+        (admins: any)."""
+        job = await self._job(caller, job_id)
         if job.result is None:
             return {"job_id": job.id, "state": job.state, "error": job.error, "result": None}
         return self.capped({"job_id": job.id, "state": job.state, "result": dump(job.result)})

@@ -280,12 +280,16 @@ class JobService:
         logger.info("job queued", extra={"job": job_id, "method": request.method, "task": plan.task.id})
         return record
 
-    async def get(self, job_id: str) -> JobRecord:
-        """The job as stored."""
+    async def get(self, job_id: str, *, owner: str | None = None) -> JobRecord:
+        """The job as stored; with `owner`, someone else's job is unknown (`JobUnknownError`) like a
+        missing one, so a caller cannot tell another user's job id from a wrong one."""
         try:
-            return await self._store(self.store.get, job_id)
+            record = await self._store(self.store.get, job_id)
         except JobNotFoundError as e:
             raise JobUnknownError(str(e)) from e
+        if owner is not None and record.owner != owner:
+            raise JobUnknownError(f"job {job_id!r} not found")
+        return record
 
     async def list_jobs(
         self, *, limit: int = 50, offset: int = 0, owner: str | None = None
@@ -293,8 +297,11 @@ class JobService:
         """Jobs, newest first (only `owner`'s when given)."""
         return await self._store(self.store.list_jobs, limit=limit, offset=offset, owner=owner)
 
-    async def cancel(self, job_id: str) -> JobRecord:
-        """Cancel a queued or running job and return it once it is recorded as cancelled."""
+    async def cancel(self, job_id: str, *, owner: str | None = None) -> JobRecord:
+        """Cancel a queued or running job (only `owner`'s, when given) and return it once it is
+        recorded as cancelled."""
+        if owner is not None:
+            await self.get(job_id, owner=owner)
         live = self._live.get(job_id)
         if live is None or live.task is None:
             record = await self.get(job_id)
@@ -306,8 +313,11 @@ class JobService:
         await asyncio.gather(live.task, return_exceptions=True)
         return await self.get(job_id)
 
-    async def subscribe(self, job_id: str, *, after: int = -1) -> Subscription:
-        """Follow a job's events with ``seq > after`` (past ones first); raises `JobUnknownError`."""
+    async def subscribe(self, job_id: str, *, after: int = -1, owner: str | None = None) -> Subscription:
+        """Follow a job's events with ``seq > after`` (past ones first), only `owner`'s when given;
+        raises `JobUnknownError`."""
+        if owner is not None:
+            await self.get(job_id, owner=owner)
         live = self._live.get(job_id)
         if live is None:
             await self.get(job_id)  # unknown id -> JobUnknownError

@@ -13,7 +13,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Header, Query, Response, status
 from fastapi.responses import StreamingResponse
 
-from api.auth import ANONYMOUS, Caller, RequireReader, require_reader
+from api.auth import RequireReader, require_reader
 from api.deps import StateDep
 from api.errors import (
     ApiError,
@@ -41,8 +41,6 @@ from api.optimize.service import (
     TaskNotFoundError,
     follow,
 )
-from graphdb.jobs import JobRecord
-from graphdb.models import Role
 
 # Any valid key may run and read optimizations (or anyone, with REGRAPH_ANONYMOUS_READ on): a job
 # spends executor and model time but never changes the graph except through curator review.
@@ -75,24 +73,6 @@ MAX_OFFSET = 10_000_000
 MAX_EVENT_SEQ = 2**31
 
 
-def owner_of(caller: Caller) -> str:
-    """What a job records as its owner: the caller's key id ('anonymous' for anonymous readers)."""
-    return caller.key_id or ANONYMOUS
-
-
-def may_see(caller: Caller, record: JobRecord) -> bool:
-    """Admins see every job; anyone else only the jobs they submitted (source included)."""
-    return caller.may(Role.ADMIN) or record.owner == owner_of(caller)
-
-
-async def visible_job(jobs: JobService, job_id: str, caller: Caller) -> JobRecord:
-    """The job if `caller` may see it; someone else's job is answered as unknown (404), like a missing one."""
-    record = await jobs.get(job_id)
-    if not may_see(caller, record):
-        raise NotFoundError(f"job {job_id!r} not found")
-    return record
-
-
 def api_error(error: OptimizeError) -> ApiError:
     """The HTTP error for an optimize service error."""
     if isinstance(error, NotConfiguredError):
@@ -117,7 +97,7 @@ def api_error(error: OptimizeError) -> ApiError:
 async def create_job(
     body: OptimizeCreate, jobs: JobsDep, response: Response, caller: RequireReader
 ) -> JobAccepted:
-    record = await jobs.submit(body, owner=owner_of(caller))
+    record = await jobs.submit(body, owner=caller.job_owner)
     response.headers["Location"] = f"/v1/jobs/{record.id}"
     return JobAccepted(
         id=record.id,
@@ -136,8 +116,7 @@ async def list_jobs(
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> JobList:
-    owner = None if caller.may(Role.ADMIN) else owner_of(caller)
-    records = await jobs.list_jobs(limit=limit, offset=offset, owner=owner)
+    records = await jobs.list_jobs(limit=limit, offset=offset, owner=caller.job_scope)
     return JobList(jobs=[JobPublic.of(r) for r in records])
 
 
@@ -145,13 +124,12 @@ async def list_jobs(
     "/jobs/{job_id}", summary="A job: state, request and, once finished, its result", responses=responses(404)
 )
 async def get_job(job_id: str, jobs: JobsDep, caller: RequireReader) -> JobPublic:
-    return JobPublic.of(await visible_job(jobs, job_id, caller))
+    return JobPublic.of(await jobs.get(job_id, owner=caller.job_scope))
 
 
 @router.delete("/jobs/{job_id}", summary="Cancel a queued or running job", responses=responses(404, 409))
 async def cancel_job(job_id: str, jobs: JobsDep, caller: RequireReader) -> JobPublic:
-    await visible_job(jobs, job_id, caller)
-    return JobPublic.of(await jobs.cancel(job_id))
+    return JobPublic.of(await jobs.cancel(job_id, owner=caller.job_scope))
 
 
 def _sse(event: str, data: str, event_id: int | None = None) -> str:
@@ -181,7 +159,7 @@ async def job_events(
 ) -> StreamingResponse:
     if last_event_id is not None and last_event_id.strip().isdigit():
         after = max(after, min(int(last_event_id), MAX_EVENT_SEQ))
-    await visible_job(jobs, job_id, caller)
+    await jobs.get(job_id, owner=caller.job_scope)
     return await event_stream_response(jobs, job_id, after)
 
 

@@ -720,7 +720,7 @@ def build_router(sessions: SessionStore, settings: ApiSettings) -> APIRouter:
 
     @router.get("/jobs")
     async def jobs_page(visit: VisitDep) -> HTMLResponse:
-        records = await _jobs(visit).list_jobs(limit=50)
+        records = await _jobs(visit).list_jobs(limit=50, owner=visit.caller.job_scope)
         return visit.render(
             "jobs.html", nav="jobs", jobs=[JobPublic.of(r) for r in records], tasks=task_ids, methods=METHODS
         )
@@ -736,7 +736,7 @@ def build_router(sessions: SessionStore, settings: ApiSettings) -> APIRouter:
             visit.flash("error", f"the job request is not valid: {e}")
             return _see("/ui/jobs")
         try:
-            record = await _jobs(visit).submit(body)
+            record = await _jobs(visit).submit(body, owner=visit.caller.job_owner)
         except OptimizeError as e:
             visit.flash("error", optimize_api_error(e).message)
             return _see("/ui/jobs")
@@ -746,7 +746,7 @@ def build_router(sessions: SessionStore, settings: ApiSettings) -> APIRouter:
     @router.get("/jobs/{job_id}")
     async def job_page(visit: VisitDep, job_id: str) -> Response:
         try:
-            job = JobPublic.of(await _jobs(visit).get(job_id))
+            job = JobPublic.of(await _jobs(visit).get(job_id, owner=visit.caller.job_scope))
         except OptimizeError as e:
             visit.flash("error", optimize_api_error(e).message)
             return _see("/ui/jobs")
@@ -756,6 +756,7 @@ def build_router(sessions: SessionStore, settings: ApiSettings) -> APIRouter:
     @router.get("/jobs/{job_id}/events")
     async def job_events(visit: VisitDep, job_id: str, after: Annotated[int, Query(ge=-1)] = -1) -> Response:
         try:
+            await _jobs(visit).get(job_id, owner=visit.caller.job_scope)
             return await event_stream_response(_jobs(visit), job_id, after)
         except OptimizeError as e:
             api = optimize_api_error(e)
@@ -764,7 +765,7 @@ def build_router(sessions: SessionStore, settings: ApiSettings) -> APIRouter:
     @router.post("/jobs/{job_id}/cancel")
     async def cancel_job(visit: WriteDep, job_id: str) -> RedirectResponse:
         with visit.reported("Cancelled."):
-            await _jobs(visit).cancel(job_id)
+            await _jobs(visit).cancel(job_id, owner=visit.caller.job_scope)
         return _see(f"/ui/jobs/{job_id}")
 
     # -- relabel decisions ----------------------------------------------------------------------------

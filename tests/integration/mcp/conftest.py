@@ -53,7 +53,7 @@ def seeded(neo4j_driver: Driver, neo4j_target: Neo4jTarget) -> SeededGraph:
     assert load_seed_graph(store, default_seed_graph()) is not None
     tokens = {
         role: store.create_api_key(f"mcp-{role.value}", role, actor="test")[1]
-        for role in (Role.READER, Role.CURATOR)
+        for role in (Role.READER, Role.CURATOR, Role.ADMIN)
     }
     return SeededGraph(neo4j_driver, neo4j_target, tokens)
 

@@ -205,7 +205,7 @@ def test_oversized_results_are_capped_with_a_note(stack: Stack) -> None:
     anyio.run(scenario)
 
 
-def test_a_running_job_is_cancelled_over_mcp(stack: Stack) -> None:
+def test_a_running_job_is_cancelled_over_mcp_by_its_owner_only(stack: Stack) -> None:
     async def scenario() -> None:
         async with connect(stack, {"X-API-Key": stack.graph.tokens[Role.READER]}) as client:
             started = data(
@@ -213,7 +213,17 @@ def test_a_running_job_is_cancelled_over_mcp(stack: Stack) -> None:
                     "start_optimization", {"task_ref": TASK_ID, "budget": 50, "rollouts": 50}
                 )
             )
-            cancelled = data(await client.call_tool("cancel_job", {"job_id": started["job_id"]}))
+            job_id = started["job_id"]
+            # Another key (a curator's, not an admin's) neither sees nor cancels the reader's job.
+            async with connect(stack, {"X-API-Key": stack.graph.tokens[Role.CURATOR]}) as other:
+                for tool in ("job_status", "cancel_job"):
+                    refused = await other.call_tool(tool, {"job_id": job_id})
+                    assert "not found" in error_text(refused), tool
+                with pytest.raises(Exception, match="not found"):
+                    await other.read_resource(f"regraph://jobs/{job_id}/result")
+            async with connect(stack, {"X-API-Key": stack.graph.tokens[Role.ADMIN]}) as admin:
+                assert data(await admin.call_tool("job_status", {"job_id": job_id}))["state"] != "cancelled"
+            cancelled = data(await client.call_tool("cancel_job", {"job_id": job_id}))
             assert cancelled["state"] == "cancelled" and cancelled["finished"]
             unknown = await client.call_tool("job_status", {"job_id": "no-such-job"})
             assert "no-such-job" in error_text(unknown)
