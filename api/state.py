@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 from neo4j import Driver
 
 from api.settings import ApiSettings
-from graphdb.connection import GraphServer, GraphServerOptions, Neo4jTarget, open_driver
+from graphdb.connection import GraphServer, GraphServerOptions, Neo4jTarget, open_graph
+from graphdb.errors import ImportConflictError, InvalidOperationError
 from graphdb.export import import_from_file
-from graphdb.migrations import MigrationRunner
 from graphdb.models import GraphExport
-from graphdb.store import ImportConflictError, InvalidOperationError, Neo4jGraphStore
+from graphdb.store import Neo4jGraphStore
 from search.embeddings import Embedder, shared_embedder
 
 if TYPE_CHECKING:
@@ -106,24 +106,26 @@ class AppState:
     @classmethod
     def open(cls, settings: ApiSettings) -> AppState:
         """Start or reach Neo4j, then migrate (when enabled) before anything is served."""
-        server = GraphServer(graph_options(settings))
-        target = server.start()
-        driver = open_driver(target)
-        state = cls(settings=settings, server=server, target=target, driver=driver)
+        graph = open_graph(graph_options(settings), migrate=settings.migrate_on_start)
+        state = cls(
+            settings=settings,
+            server=graph.server,
+            target=graph.target,
+            driver=graph.driver,
+            migrations_applied=graph.migrations_applied,
+            graph_store=graph.store,
+        )
         try:
             if settings.migrate_on_start:
-                applied = MigrationRunner(driver, target.database).migrate()
-                state.migrations_applied = [m.path.name for m in applied]
                 logger.info(
                     "schema migrated", extra={"applied": ",".join(state.migrations_applied) or "none"}
                 )
-            state.graph_store = Neo4jGraphStore(driver, target.database)
             if settings.seed_graph is not None:
-                load_seed_graph(state.graph_store, settings.seed_graph)
+                load_seed_graph(graph.store, settings.seed_graph)
             if settings.preload_retrieval:
                 state.preload = threading.Thread(
                     target=preload_retrieval,
-                    args=(state.graph_store, state.stopping),
+                    args=(graph.store, state.stopping),
                     name="preload-retrieval",
                     daemon=True,
                 )

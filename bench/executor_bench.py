@@ -59,14 +59,14 @@ import numpy as np
 
 from executor.checking import compare_output
 from executor.compile import Compiler
-from executor.evaluate import Candidate, Evaluator
+from executor.evaluate import Evaluator
 from executor.inputs import generate_inputs
+from executor.protocol import CandidateSource, EvaluationOptions
 from executor.reference import build_reference, load_library, reference_on
 from executor.settings import ExecutorSettings
 from executor.static import check_source
 from executor.taskformat import C_SPELLING, ArrayArg, FunctionTask, KernelTask, ScalarArg, load_task
 from executor.verdict import Verdict
-from executor.worker import EvaluationOptions
 
 logger = logging.getLogger("bench.executor_bench")
 
@@ -151,7 +151,7 @@ def _timed_evaluation(
 ) -> tuple[Verdict, float]:
     """One evaluation and the wall time of the call, as a search waits for it."""
     start = time.perf_counter()
-    verdict = evaluator.evaluate(task, Candidate(source=source), options)
+    verdict = evaluator.evaluate(task, CandidateSource(source=source), options)
     return verdict, time.perf_counter() - start
 
 
@@ -394,7 +394,7 @@ def repeatability(
         verdicts = []
         for _ in range(repeats):
             time.sleep(gap_s)
-            verdicts.append(evaluator.evaluate(task, Candidate(source=source), chosen))
+            verdicts.append(evaluator.evaluate(task, CandidateSource(source=source), chosen))
         row[name] = _spread(verdicts)
     same, fresh = row["same"].get("cov_of_medians"), row["fresh"].get("cov_of_medians")
     if same is not None and fresh is not None:

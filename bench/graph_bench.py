@@ -36,9 +36,10 @@ from typing import Any
 
 import numpy as np
 
+from graphdb.connection import scratch_store
 from graphdb.models import INITIAL_TECHNIQUE, Example, IngestBatch, Technique, Verdict, content_id, utc_now
 from graphdb.retrieval_cache import CacheStats, CandidateCache
-from graphdb.store import DEFAULT_SCAN_LIMIT, Neo4jGraphStore, scratch_store
+from graphdb.store import DEFAULT_SCAN_LIMIT, Neo4jGraphStore
 
 logger = logging.getLogger(__name__)
 

@@ -5,10 +5,24 @@ Definitions (also in ``docs/benchmark.md``):
 * **pass@k** (ParEval, after Chen et al.): for a task with ``n`` samples of which ``c`` are correct,
   the unbiased estimate ``1 - C(n-c, k) / C(n, k)`` of the chance that at least one of ``k`` samples
   drawn without replacement is correct; averaged over tasks.
-* **speedup@k** (ParEval's ``speedup_n@k``): the expected *best* speedup over the serial reference among
-  ``k`` samples drawn without replacement from the task's ``n``; a failed sample counts as speedup 0,
-  so a task with no correct sample scores 0. With the speedups sorted ascending ``s_1 <= ... <= s_n``
-  it is ``sum_{i=k..n} C(i-1, k-1) / C(n, k) * s_i``. Averaged (arithmetically) over tasks.
+* **speedup@k**, two conventions, both reported:
+
+  - ``speedup_at_k`` (**ours**, the expected best of k): the expected *best* speedup over the serial
+    reference among ``k`` samples drawn without replacement from the task's ``n``; a failed sample
+    counts as speedup 0, so a task with no correct sample scores 0. With the speedups sorted ascending
+    ``s_1 <= ... <= s_n`` it is ``sum_{i=k..n} C(i-1, k-1) / C(n, k) * s_i``. Averaged
+    (arithmetically) over all tasks. Only ``k <= n``.
+  - ``speedup_at_k_pareval`` (**ParEval's released code**, ``analysis/metrics.py`` ``speedupk``):
+    failed samples are dropped first, so a task's ``m`` correct samples alone enter, and a task with
+    none is left out of the mean over tasks. With the correct samples' runtimes sorted ascending
+    (speedups descending, ``t_1 >= ... >= t_m``) it is ``sum_{j=1..m} C'(j-1, k-1) / C'(m, k) * t_j``,
+    where ``C'(a, b)`` is ``C(a, b)`` but **1 when a < b** (its ``nCr``). For ``k = 1`` this is the mean
+    speedup of the correct samples; for ``k > 1`` it weights the *slowest* of each draw (an expected
+    minimum), and the ``C' = 1`` rule adds every ``j < k`` term with weight ``1 / C'(m, k)``; with
+    ``m < k`` it is the *sum* of the correct speedups. Reproduced as released, quirks included, so
+    that our numbers can be set beside ParEval's; ours is the one we read as "best of k".
+
+  Example: A = [fail, 4x], B = [2x, 2x] give speedup@1 = 2.0 ours, 3.0 ParEval's.
 * **fast_p** (KernelBench): the fraction of samples that are correct *and* faster than ``p`` times the
   baseline (``speedup > p``, strictly), computed per task and averaged over tasks (with one sample per
   task this is exactly KernelBench's fraction of tasks). Reported against the serial C++ reference
@@ -67,7 +81,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 
 def expected_best_of_k(values: Sequence[float], k: int) -> float:
-    """The expected maximum of `k` values drawn without replacement from `values` (ParEval speedup@k)."""
+    """The expected maximum of `k` values drawn without replacement from `values` (our speedup@k)."""
     n = len(values)
     if not 1 <= k <= n:
         raise MetricsError(f"best-of-k needs 1 <= k <= n, got n={n} k={k}")
@@ -77,6 +91,32 @@ def expected_best_of_k(values: Sequence[float], k: int) -> float:
     total = math.comb(n, k)
     # The i-th smallest (1-based) is the maximum of exactly C(i-1, k-1) of the C(n, k) draws.
     return sum(math.comb(i - 1, k - 1) * ordered[i - 1] for i in range(k, n + 1)) / total
+
+
+def _pareval_comb(n: int, r: int) -> int:
+    # ParEval's nCr: 1 (not 0) when n < r.
+    return 1 if n < r else math.comb(n, r)
+
+
+def pareval_speedup_at_k(correct_speedups: Sequence[float], k: int) -> float | None:
+    """speedup@k of one task as ParEval's released ``analysis/metrics.py`` computes it.
+
+    Only the task's correct samples are given; None when there are none (ParEval leaves such a task
+    out of the mean). See the module docstring for the formula and its quirks (``k > 1``, ``m < k``).
+    """
+    if k < 1:
+        raise MetricsError(f"speedup@k needs k >= 1, got {k}")
+    if any(v <= 0 or math.isnan(v) for v in correct_speedups):
+        raise MetricsError(
+            f"correct samples' speedups must be positive numbers, got {list(correct_speedups)}"
+        )
+    m = len(correct_speedups)
+    if m == 0:
+        return None
+    # Runtimes ascending is speedups descending: t_1 is the fastest sample.
+    ordered = sorted(correct_speedups, reverse=True)
+    total = _pareval_comb(m, k)
+    return sum(_pareval_comb(j - 1, k - 1) * ordered[j - 1] for j in range(1, m + 1)) / total
 
 
 def geometric_mean(values: Sequence[float]) -> float | None:
@@ -127,7 +167,14 @@ class MetricSummary(BaseModel):
     runtime_measured: bool = Field(description="False: some compiled sample was never run; no runtime metric")
     unmeasured_samples: int = Field(description="compiled samples whose correctness and speed are unknown")
     pass_at_k: dict[str, float] | None = None
-    speedup_at_k: dict[str, float] | None = None
+    speedup_at_k: dict[str, float] | None = Field(
+        default=None, description="ours: expected best of k samples, a failure counting 0, over all tasks"
+    )
+    speedup_at_k_pareval: dict[str, float] | None = Field(
+        default=None,
+        description="ParEval's released analysis/metrics.py: correct samples only, tasks with none left "
+        "out, its nCr (1 when n < r); None when no task has a correct sample",
+    )
     fast_p: dict[str, float] | None = Field(default=None, description="over the serial C++ reference")
     fast_p_naive: dict[str, float] | None = Field(default=None, description="over the naive CUDA version")
     correct_rate: float | None = Field(default=None, description="fraction of samples that are correct")
@@ -187,6 +234,16 @@ def summarize(
         str(k): _mean([expected_best_of_k([o.measured_speedup() for o in g], k) for g in groups])
         for k in usable_ks
     }
+    pareval = {
+        str(k): [
+            v
+            for g in groups
+            if (v := pareval_speedup_at_k([o.measured_speedup() for o in g if o.correct], k)) is not None
+        ]
+        for k in usable_ks
+    }
+    if all(pareval.values()):
+        summary.speedup_at_k_pareval = {k: _mean(values) for k, values in pareval.items()}
     summary.fast_p = {
         _key(p): _mean([sum(1 for o in g if o.correct and o.measured_speedup() > p) / len(g) for g in groups])
         for p in ps

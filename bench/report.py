@@ -40,7 +40,8 @@ def _label(result: BenchResult) -> str:
     run = result.run
     if run.kind == "teacher":
         return "teacher trajectories"
-    return f"{run.method} ({run.model})"
+    preset = f" [preset {run.search['preset']}]" if run.search and "preset" in run.search else ""
+    return f"{run.method}{preset} ({run.model})"
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -60,6 +61,7 @@ def _run_table(result: BenchResult) -> str:
         ["samples per task", str(run.samples or "–")],
         ["evaluation budget per sample", str(run.evaluation_budget or "–")],
         ["token budget per sample", str(run.token_budget or "none")],
+        ["search settings", _search_settings(run.search)],
         ["tasks", run.task_selection],
         ["split", f"seed {run.split['seed']}" if run.split else "–"],
         ["executor", f"{run.executor_url} ({device}, nvcc {run.device.get('nvcc') or '?'})"],
@@ -70,9 +72,24 @@ def _run_table(result: BenchResult) -> str:
     return _table(["", ""], rows)
 
 
+def _search_settings(search: dict[str, Any] | None) -> str:
+    if not search:
+        return "–"
+    shown = ["rollouts", "exploration", "prior", "epsilon", "revisit_penalty", "max_rollout_depth"]
+    shown += ["rollouts_in_flight", "examples_per_step", "rag_examples", "attempts", "max_path_length"]
+    values = ", ".join(
+        f"{k} {search[k]:.3g}" if isinstance(search[k], float) else f"{k} {search[k]}"
+        for k in shown
+        if k in search
+    )
+    preset = f"preset **{search['preset']}**: " if "preset" in search else ""
+    return preset + values
+
+
 def _metric_rows(metrics: dict[str, MetricSummary], ks: Sequence[int], ps: Sequence[float]) -> str:
     header = ["tier", "tasks", "samples", "compile rate"]
-    header += [f"pass@{k}" for k in ks] + [f"speedup@{k}" for k in ks] + [f"fast_{p:g}" for p in ps]
+    header += [f"pass@{k}" for k in ks] + [f"speedup@{k} (ours)" for k in ks]
+    header += [f"speedup@{k} (ParEval code)" for k in ks] + [f"fast_{p:g}" for p in ps]
     header += ["geo-mean speedup", "arith-mean speedup", "median speedup"]
     rows = []
     for tier in [*TIERS, OVERALL]:
@@ -81,10 +98,11 @@ def _metric_rows(metrics: dict[str, MetricSummary], ks: Sequence[int], ps: Seque
             continue
         row = [tier, str(m.tasks), str(m.samples), _pct(m.compile_rate)]
         if not m.runtime_measured:
-            row += [NOT_RUN] * (2 * len(ks) + len(ps) + 3)
+            row += [NOT_RUN] * (3 * len(ks) + len(ps) + 3)
         else:
             row += [_pct((m.pass_at_k or {}).get(str(k))) for k in ks]
             row += [_num((m.speedup_at_k or {}).get(str(k))) for k in ks]
+            row += [_num((m.speedup_at_k_pareval or {}).get(str(k))) for k in ks]
             row += [_pct((m.fast_p or {}).get(f"{p:g}")) for p in ps]
             row += [_num(m.speedup_geometric_mean), _num(m.speedup_arithmetic_mean), _num(m.speedup_median)]
         rows.append(row)
@@ -268,8 +286,10 @@ def render_result(result: BenchResult, out_dir: Path, prefix: str = "") -> str:
         parts.append("### Per tier")
         parts.append(_metric_rows(result.metrics or {}, _usable_ks(result), result.run.ps))
         parts.append(
-            "pass@k: unbiased estimator averaged over tasks. speedup@k: expected best speedup over the serial "
-            "reference among k samples, failures counting 0, averaged over tasks. fast_p: fraction of samples "
+            "pass@k: unbiased estimator averaged over tasks. speedup@k (ours): expected best speedup over the "
+            "serial reference among k samples, failures counting 0, averaged over all tasks. speedup@k "
+            "(ParEval code): as ParEval's released analysis/metrics.py computes it, over correct samples only "
+            "(a task with none left out; for k > 1 its own weighting, see docs/benchmark.md). fast_p: fraction of samples "
             "correct and more than p times faster than the serial reference, averaged over tasks. "
             "Geo-/arith-mean and median speedups are over correct samples only."
         )
@@ -348,6 +368,7 @@ def _comparison_table(comparison: Comparison) -> str:
                 ),
                 _pct((m.pass_at_k or {}).get("1")) if measured and m else NOT_RUN,
                 _num((m.speedup_at_k or {}).get("1")) if measured and m else NOT_RUN,
+                _num((m.speedup_at_k_pareval or {}).get("1")) if measured and m else NOT_RUN,
                 _pct((m.fast_p or {}).get("1")) if measured and m else NOT_RUN,
                 _num(m.speedup_geometric_mean) if measured and m else NOT_RUN,
                 str(run.executor_evaluations),
@@ -355,7 +376,17 @@ def _comparison_table(comparison: Comparison) -> str:
             ]
         )
     return _table(
-        ["run", "compile rate", "pass@1", "speedup@1", "fast_1", "geo-mean speedup", "evaluations", "tokens"],
+        [
+            "run",
+            "compile rate",
+            "pass@1",
+            "speedup@1 (ours)",
+            "speedup@1 (ParEval code)",
+            "fast_1",
+            "geo-mean speedup",
+            "evaluations",
+            "tokens",
+        ],
         rows,
     )
 

@@ -58,19 +58,18 @@ from bench.split import (
 )
 from executor.client import ExecutorClient, ExecutorClientError
 from executor.errors import ExecutorError
+from executor.protocol import EvaluationOptions
 from executor.taskformat import FunctionTask, KernelTask, load_task
 from executor.verdict import ErrorKind, Verdict
-from executor.worker import EvaluationOptions
 from search.backends.base import ChatModel, ModelError
 from search.backends.config import RoleConfig, build_model
 from search.backends.replay import ReplayModel, load_replay, records_from_trajectories
-from search.baselines import METHODS, optimize
+from search.baselines import METHODS, config_class, optimize
 from search.construction import ConstructionError, Trajectory, read_trajectory_file
 from search.engine import Candidate, SearchConfig, SearchResult
 from search.errors import SearchError
 from search.evaluation import ExecutorEvaluator, VerificationMode, executor_can_verify
 from search.inmemory import InMemoryKnowledge
-from search.mcgs import MCGSConfig
 from search.policy import TaskContext
 from search.protocols import INITIAL_TECHNIQUE, CandidateEvaluator, KnowledgeSource, RetrievedExample
 
@@ -203,6 +202,10 @@ class RunInfo(BaseModel):
     )
     ks: list[int] = Field(default_factory=lambda: list(DEFAULT_KS))
     ps: list[float] = Field(default_factory=lambda: list(DEFAULT_FAST_P))
+    search: dict[str, Any] | None = Field(
+        default=None,
+        description="the resolved search settings (MCGS: its preset too); seed and budgets are above",
+    )
 
     def identity(self) -> dict[str, Any]:
         """The settings that make two runs comparable sample by sample (for resuming)."""
@@ -219,6 +222,7 @@ class RunInfo(BaseModel):
                 "final_evaluation",
                 "verification",
                 "evaluation_options",
+                "search",
             }
         )
 
@@ -293,12 +297,12 @@ def build_teacher_result(
 
 
 def search_config(method: str, fields: dict[str, Any]) -> SearchConfig:
-    """The search settings of a run: `MCGSConfig` for ``regraph-mcgs``, `SearchConfig` otherwise.
+    """The search settings of a run: the method's own (`search.baselines.config_class`).
 
     A field the method's settings do not have (a typo, or an MCGS knob given to a baseline) is an
     error rather than silently ignored.
     """
-    cls: type[SearchConfig] = MCGSConfig if method == "regraph-mcgs" else SearchConfig
+    cls = config_class(method)
     unknown = sorted(set(fields) - set(cls.model_fields))
     if unknown:
         raise RunnerError(
@@ -634,6 +638,9 @@ class CudaEvalRunner:
             evaluation_options=self.evaluation_options.model_dump() if self.evaluation_options else None,
             ks=sorted({*self.ks, self.samples}),
             ps=list(self.ps),
+            search=search_config(self.method, dict(self.search_overrides or {})).model_dump(
+                exclude={"seed", "evaluation_budget", "token_budget"}
+            ),
         )
 
     def run(self) -> BenchResult:
@@ -824,7 +831,7 @@ def _save_code(out_dir: Path, task_id: str, sample: int, code: str) -> None:
 def describe_executor(client: ExecutorClient) -> tuple[dict[str, Any], VerificationMode]:
     """The executor's device description and whether its verdicts are verified or compile-only."""
     try:
-        device = client.device()
+        device = client.device().model_dump(mode="json")
         verified = executor_can_verify(client)
     except (ExecutorClientError, httpx.HTTPError, SearchError) as e:
         raise RunnerError(f"the executor cannot be used: {e}") from e

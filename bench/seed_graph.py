@@ -52,9 +52,10 @@ from bench.split import (
     load_bench_tasks,
     read_split,
 )
+from graphdb.connection import scratch_store
 from graphdb.errors import GraphDBError
 from graphdb.models import GraphExport, RelabelOutcome, Verdict
-from graphdb.store import Neo4jGraphStore, scratch_store
+from graphdb.store import Neo4jGraphStore
 from search.construction import (
     GraphBuilder,
     SourcedTrajectory,

@@ -19,54 +19,22 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from executor.errors import ExecutorError, TaskFormatError, ToolchainError
-from executor.evaluate import EvaluateRequest, Evaluator, evaluate_safely
+from executor.evaluate import Evaluator, evaluate_safely
+from executor.protocol import (
+    BatchRequest,
+    BatchResponse,
+    DeviceInfo,
+    ErrorBody,
+    ErrorEnvelope,
+    EvaluateRequest,
+    Verdict,
+)
 from executor.settings import ExecutorSettings
-from executor.verdict import Verdict
 
 logger = logging.getLogger(__name__)
-
-
-class BatchRequest(BaseModel):
-    """``POST /v1/evaluate/batch``: several independent evaluations."""
-
-    items: list[EvaluateRequest] = Field(min_length=1)
-
-
-class BatchResponse(BaseModel):
-    """Verdicts in request order."""
-
-    verdicts: list[Verdict]
-
-
-class DeviceInfo(BaseModel):
-    """``GET /v1/device``."""
-
-    name: str | None = None
-    compute_capability: str | None = None
-    driver: str | None = None
-    memory_total_mib: int | None = None
-    arch: str
-    runtime: str
-    runtime_checks_available: bool
-    nvcc: str | None = None
-
-
-class ErrorBody(BaseModel):
-    """The body of every error answer."""
-
-    message: str
-    type: str
-    code: int
-
-
-class ErrorEnvelope(BaseModel):
-    """``{"error": {...}}``."""
-
-    error: ErrorBody
 
 
 def _error(status: int, kind: str, message: str) -> JSONResponse:

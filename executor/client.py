@@ -1,28 +1,42 @@
-"""A small typed client of the executor's HTTP API."""
+"""A small typed client of the executor's HTTP API.
+
+It speaks :mod:`executor.protocol` and nothing else of the executor, so a caller needs neither the
+evaluator nor a GPU. Whatever goes wrong on the way is raised as an `ExecutorClientError`: the
+service unreachable (`ExecutorUnreachableError`, after retries) or an error answer, or an answer
+that is not the expected model (`ExecutorAnswerError`). A candidate that fails is not an error: it
+comes back as a `Verdict`.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
+from pydantic import BaseModel, ValidationError
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from executor.errors import ExecutorError
-from executor.evaluate import Candidate, EvaluateRequest
-from executor.taskformat import FunctionTask, KernelTask
-from executor.verdict import Verdict
-from executor.worker import EvaluationOptions
+from executor.errors import ExecutorAnswerError, ExecutorClientError, ExecutorUnreachableError
+from executor.protocol import (
+    BatchRequest,
+    BatchResponse,
+    CandidateSource,
+    DeviceInfo,
+    ErrorEnvelope,
+    EvaluateRequest,
+    EvaluationOptions,
+    FunctionTask,
+    KernelTask,
+    Verdict,
+)
 
+__all__ = [
+    "ExecutorAnswerError",
+    "ExecutorClient",
+    "ExecutorClientError",
+    "ExecutorUnreachableError",
+]
 
-class ExecutorClientError(ExecutorError):
-    """The executor answered with an error envelope (or something unreadable)."""
-
-    def __init__(self, status: int, kind: str, message: str) -> None:
-        super().__init__(f"executor answered {status} {kind}: {message}")
-        self.status = status
-        self.kind = kind
-        self.message = message
-
+_Model = TypeVar("_Model", bound=BaseModel)
 
 # Only transport failures (connection refused/reset, timeouts) are retried: an answer, even 5xx, is final.
 _transport_retry = retry(
@@ -50,48 +64,70 @@ class ExecutorClient:
         self.close()
 
     @_transport_retry
+    def _send(self, method: str, path: str, json: Any) -> httpx.Response:
+        return self._http.request(method, path, json=json)
+
     def _request(self, method: str, path: str, json: Any = None) -> Any:
-        response = self._http.request(method, path, json=json)
-        if response.is_success:
-            return response.json()
+        """The decoded JSON of a successful answer; every failure as an `ExecutorClientError`."""
         try:
-            error = response.json()["error"]
-            raise ExecutorClientError(response.status_code, str(error["type"]), str(error["message"]))
-        except (ValueError, KeyError, TypeError) as e:
-            raise ExecutorClientError(response.status_code, "unreadable", response.text[:500]) from e
+            response = self._send(method, path, json)
+        except httpx.TransportError as e:
+            raise ExecutorUnreachableError(
+                f"the executor at {self._http.base_url} did not answer: {e}"
+            ) from e
+        except httpx.HTTPError as e:  # a broken answer (undecodable body, redirect loop)
+            raise ExecutorAnswerError(None, "unreadable", str(e)) from e
+        if response.is_success:
+            try:
+                return response.json()
+            except ValueError as e:
+                raise ExecutorAnswerError(response.status_code, "unreadable", response.text[:500]) from e
+        try:
+            error = ErrorEnvelope.model_validate_json(response.content).error
+        except ValidationError as e:
+            raise ExecutorAnswerError(response.status_code, "unreadable", response.text[:500]) from e
+        raise ExecutorAnswerError(response.status_code, error.type, error.message)
+
+    def _call(self, model: type[_Model], method: str, path: str, body: BaseModel | None = None) -> _Model:
+        data = self._request(method, path, None if body is None else body.model_dump(mode="json"))
+        try:
+            return model.model_validate(data)
+        except ValidationError as e:
+            raise ExecutorAnswerError(200, "invalid_answer", f"not a {model.__name__}: {e}") from e
 
     def evaluate(
         self,
         task: FunctionTask | KernelTask,
-        candidate: str | Candidate,
+        candidate: str | CandidateSource,
         options: EvaluationOptions | None = None,
     ) -> Verdict:
         """Evaluate one candidate source for a task."""
         request = EvaluateRequest(
             task=task,
-            candidate=candidate if isinstance(candidate, Candidate) else Candidate(source=candidate),
+            candidate=candidate
+            if isinstance(candidate, CandidateSource)
+            else CandidateSource(source=candidate),
             options=options or EvaluationOptions(),
         )
-        return Verdict.model_validate(self._request("POST", "/v1/evaluate", request.model_dump(mode="json")))
+        return self._call(Verdict, "POST", "/v1/evaluate", request)
 
     def evaluate_batch(
         self, items: list[tuple[FunctionTask | KernelTask, str]], options: EvaluationOptions | None = None
     ) -> list[Verdict]:
         """Evaluate several (task, source) pairs; verdicts come back in the same order."""
         opts = options or EvaluationOptions()
-        body = {
-            "items": [
-                EvaluateRequest(task=t, candidate=Candidate(source=s), options=opts).model_dump(mode="json")
-                for t, s in items
+        # Each item is validated here; the batch's own limits (not empty, at most max_batch items) are the
+        # service's to enforce, with its error envelope.
+        batch = BatchRequest.model_construct(
+            items=[
+                EvaluateRequest(task=t, candidate=CandidateSource(source=s), options=opts) for t, s in items
             ]
-        }
-        data = self._request("POST", "/v1/evaluate/batch", body)
-        return [Verdict.model_validate(v) for v in data["verdicts"]]
+        )
+        return self._call(BatchResponse, "POST", "/v1/evaluate/batch", batch).verdicts
 
-    def device(self) -> dict[str, Any]:
+    def device(self) -> DeviceInfo:
         """The executor's device description (``GET /v1/device``)."""
-        result: dict[str, Any] = self._request("GET", "/v1/device")
-        return result
+        return self._call(DeviceInfo, "GET", "/v1/device")
 
     def health(self) -> bool:
         """True when the service answers ``/healthz``."""

@@ -33,3 +33,24 @@ class ReferenceRunError(ExecutorError):
 
 class WorkerError(ExecutorError):
     """The isolated worker process could not be started or talked to (not a candidate failure)."""
+
+
+class ExecutorClientError(ExecutorError):
+    """A call to the executor service gave no usable answer (root of what `executor.client` raises)."""
+
+
+class ExecutorUnreachableError(ExecutorClientError):
+    """The executor could not be reached or did not answer in time, after the client's retries."""
+
+
+class ExecutorAnswerError(ExecutorClientError):
+    """The executor answered with an error envelope, or with something that is not the expected model."""
+
+    def __init__(self, status: int | None, kind: str, message: str) -> None:
+        # status: the HTTP status, None when the answer broke off before one could be read.
+        super().__init__(
+            f"executor answered {status if status is not None else 'brokenly'} {kind}: {message}"
+        )
+        self.status = status
+        self.kind = kind
+        self.message = message

@@ -12,12 +12,11 @@ from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
-
 from executor.cache import content_key
 from executor.compile import DEFAULT_ARCH, Compiler, device_arch, kernel_symbol
 from executor.devcompare import compare_source
 from executor.errors import ExecutorError, ReferenceBuildError
+from executor.protocol import CandidateSource, EvaluateRequest, EvaluationOptions
 from executor.reference import build_reference
 from executor.sandbox import (
     PreparedEvaluation,
@@ -30,27 +29,13 @@ from executor.sandbox import (
 )
 from executor.settings import ExecutorSettings
 from executor.static import check_source
-from executor.taskformat import FunctionTask, KernelTask, Task
+from executor.taskformat import FunctionTask, KernelTask
 from executor.timingset import prune as prune_timing_sets
 from executor.timingset import timing_set_spec
 from executor.verdict import CompileResult, ErrorKind, Stage, TimingStats, Verdict, reward_for
-from executor.worker import CandidateRun, EvaluationOptions, ReferenceJob, WorkerJob, seeds_needed
+from executor.worker.messages import CandidateRun, ReferenceJob, WorkerJob, seeds_needed
 
 logger = logging.getLogger(__name__)
-
-
-class Candidate(BaseModel):
-    """A candidate solution: one CUDA translation unit (function tasks) or kernel source (kernel tasks)."""
-
-    source: str = Field(min_length=1, max_length=400_000)
-
-
-class EvaluateRequest(BaseModel):
-    """``POST /v1/evaluate``: one task, one candidate."""
-
-    task: Task
-    candidate: Candidate
-    options: EvaluationOptions = EvaluationOptions()
 
 
 class Evaluator:
@@ -131,7 +116,10 @@ class Evaluator:
         return self.runtime in ("gpu", "host")
 
     def evaluate(
-        self, task: FunctionTask | KernelTask, candidate: Candidate, options: EvaluationOptions | None = None
+        self,
+        task: FunctionTask | KernelTask,
+        candidate: CandidateSource,
+        options: EvaluationOptions | None = None,
     ) -> Verdict:
         """Run every stage that applies and return the verdict (never raises for candidate failures)."""
         options = options or EvaluationOptions()
@@ -183,7 +171,7 @@ class Evaluator:
     def _run(
         self,
         task: FunctionTask | KernelTask,
-        candidate: Candidate,
+        candidate: CandidateSource,
         options: EvaluationOptions,
         runtime: Literal["gpu", "host", "none"],
         compiling: Future[CompileResult],

@@ -33,7 +33,7 @@ from pydantic import BaseModel
 from executor.errors import WorkerError
 from executor.gpulock import LOCK_ENV
 from executor.verdict import ErrorKind
-from executor.worker import (
+from executor.worker.messages import (
     DONE_FD_ENV,
     CandidateRun,
     ReferenceJob,

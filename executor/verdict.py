@@ -147,7 +147,18 @@ class Verdict(BaseModel):
 
 
 def reward_for(passed: bool, speedup: float | None) -> float:
-    """The paper's reward: -1 if any test fails; speedup-1 if correct but slower; speedup otherwise."""
+    """The paper's hierarchical reward of one candidate, the one formula of the whole project.
+
+    * ``-1`` if the candidate failed (static rejection, compile error, crash, wrong output...);
+    * ``speedup - 1`` if it passed but is slower than the serial reference (``speedup < 1``), so a slow
+      correct candidate, in (-1, 0), still beats a broken one;
+    * ``speedup`` otherwise (``speedup >= 1``).
+
+    `speedup` is the serial reference's time over the candidate's. This function never raises: a
+    candidate that passed without a measured speedup also gets ``-1``, because nothing about its speed
+    is known. The evaluator does not call it for such a verdict (its reward stays ``None``), and the
+    search refuses to score one (`search.evaluation`), so that case never becomes a real reward.
+    """
     if not passed or speedup is None:
         return -1.0
     return speedup - 1.0 if speedup < 1.0 else speedup

@@ -1,9 +1,16 @@
-"""Where the graph lives: an external Neo4j (NEO4J_URI set) or the embedded one, behind one interface."""
+"""Where the graph lives: an external Neo4j (NEO4J_URI set) or the embedded one, behind one interface.
+
+`open_graph` is the one way every entry point (the API, the CLI, the benchmarks, the tests) gets a
+graph: start or reach the server, open a driver, migrate, and hand back the store over it.
+"""
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -13,9 +20,11 @@ from neo4j.exceptions import AuthError, Neo4jError, ServiceUnavailable
 from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
 from graphdb import queries
-from graphdb.embedded import EmbeddedConfig, EmbeddedNeo4j, default_cache_dir
+from graphdb.embedded import EmbeddedConfig, EmbeddedNeo4j, default_cache_dir, free_port
 from graphdb.errors import Neo4jUnavailableError
 from graphdb.migrations import MigrationRunner
+from graphdb.retrieval_cache import CandidateCache
+from graphdb.store import Neo4jGraphStore
 
 logger = logging.getLogger(__name__)
 
@@ -106,6 +115,89 @@ class GraphServer:
 def open_driver(target: Neo4jTarget) -> Driver:
     """A driver for the target (the caller closes it)."""
     return GraphDatabase.driver(target.uri, auth=(target.user, target.password))
+
+
+@dataclass
+class OpenGraph:
+    """A started (or reached) graph server, a driver over its database and the store over that driver."""
+
+    server: GraphServer
+    driver: Driver
+    store: Neo4jGraphStore
+    migrations_applied: list[str] = field(default_factory=list)  # file names, in the order applied
+
+    @property
+    def target(self) -> Neo4jTarget:
+        """Where the database is and how to log in."""
+        return self.server.target
+
+    def close(self) -> None:
+        """Close the driver and stop the server if it was started here (an external one keeps running)."""
+        try:
+            self.driver.close()
+        finally:
+            self.server.stop()
+
+    def __enter__(self) -> OpenGraph:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def open_graph(
+    options: GraphServerOptions, *, migrate: bool = True, candidate_cache: CandidateCache | None = None
+) -> OpenGraph:
+    """Start the embedded Neo4j or reach the configured one, open a driver and (unless told not to)
+    apply the pending migrations; the caller closes what it gets (or uses it as a context manager).
+
+    Raises `Neo4jUnavailableError`, `LauncherError` or `MigrationError` (all `GraphDBError`), having
+    stopped whatever it had started.
+    """
+    server = GraphServer(options)
+    target = server.start()
+    try:
+        driver = open_driver(target)
+        try:
+            applied = MigrationRunner(driver, target.database).migrate() if migrate else []
+        except BaseException:
+            driver.close()
+            raise
+    except BaseException:
+        server.stop()
+        raise
+    store = Neo4jGraphStore(driver, target.database, candidate_cache=candidate_cache)
+    return OpenGraph(server, driver, store, [m.path.name for m in applied])
+
+
+@contextmanager
+def scratch_store(
+    *,
+    heap_mb: int = 1024,
+    pagecache_mb: int = 256,
+    prefix: str = "regraph-scratch-",
+    candidate_cache: CandidateCache | None = None,
+) -> Iterator[Neo4jGraphStore]:
+    """A store on a fresh embedded Neo4j in a temporary directory, migrated to the latest schema; the
+    server stops and the directory goes when the block ends (benchmarks, seed-graph builds)."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        options = GraphServerOptions(
+            uri=None,
+            user="neo4j",
+            password=None,
+            database="neo4j",
+            data_dir=Path(tmp),
+            embedded_port=free_port(),
+            embedded_heap_mb=heap_mb,
+            embedded_pagecache_mb=pagecache_mb,
+        )
+        with open_graph(options, candidate_cache=candidate_cache) as graph:
+            yield graph.store
 
 
 def wait_until_answering(target: Neo4jTarget, timeout_s: float) -> None:

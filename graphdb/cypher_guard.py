@@ -17,7 +17,7 @@ from neo4j.graph import Node, Path, Relationship
 from neo4j.time import Date, DateTime, Duration, Time
 from pydantic import BaseModel, Field
 
-from graphdb.errors import GraphDBError
+from graphdb.errors import CypherQueryError, CypherRefusedError, CypherTimeoutError
 
 MAX_QUERY_CHARS = 10_000
 # Procedures a reader may call; everything else under CALL (dbms.*, db.*, apoc.*, ...) is refused.
@@ -63,22 +63,6 @@ _CALL_RE = re.compile(r"(?<![.$\w])CALL\s+([A-Za-z_][\w.]*)", re.IGNORECASE)
 _STRING_RE = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"", re.DOTALL)
 _COMMENT_RE = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
 _BACKTICK_RE = re.compile(r"`(?:[^`]|``)*`")
-
-
-class CypherGuardError(GraphDBError):
-    """Root of the guard's errors."""
-
-
-class CypherRefusedError(CypherGuardError):
-    """The query is not allowed for readers (it writes, administers, loads files...)."""
-
-
-class CypherQueryError(CypherGuardError):
-    """The query is allowed but failed: a syntax error, a timeout, a type error."""
-
-
-class CypherTimeoutError(CypherQueryError):
-    """The query ran past its time limit and was stopped by the server."""
 
 
 class CypherResult(BaseModel):

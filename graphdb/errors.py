@@ -1,4 +1,8 @@
-"""The graph database package's exceptions: one root, one subclass per failure a caller can act on."""
+"""Every exception of the graph database package: one root, one subclass per failure a caller can act on.
+
+The server and migrations, the reasoning-graph store (and its export files), the job store and the
+read-only Cypher guard each have a branch under `GraphDBError`.
+"""
 
 
 class GraphDBError(Exception):
@@ -31,3 +35,75 @@ class MigrationError(GraphDBError):
 
 class MigrationChecksumError(MigrationError):
     """An already-applied migration file was edited; migrations are append-only."""
+
+
+class GraphStoreError(GraphDBError):
+    """Root of the reasoning-graph store's errors."""
+
+
+class TechniqueNotFoundError(GraphStoreError):
+    """No technique has this name."""
+
+
+class TechniqueExistsError(GraphStoreError):
+    """A technique with this name already exists."""
+
+
+class ExampleNotFoundError(GraphStoreError):
+    """No example has this id."""
+
+
+class TransitionNotFoundError(GraphStoreError):
+    """No transition joins these two techniques."""
+
+
+class DecisionNotFoundError(GraphStoreError):
+    """No relabel decision has this id."""
+
+
+class ApiKeyNotFoundError(GraphStoreError):
+    """No API key has this hash or id."""
+
+
+class InvalidOperationError(GraphStoreError):
+    """The operation is well-formed but not possible in the graph's current state."""
+
+
+class ImportConflictError(GraphStoreError):
+    """An import was asked into a graph that is not empty."""
+
+
+class StoreUnavailableError(GraphStoreError):
+    """The database did not answer or failed the query."""
+
+
+class ExportFormatError(GraphStoreError):
+    """A file is not a `regraph.graph/v1` export."""
+
+
+class JobStoreError(GraphDBError):
+    """Root of the job store's errors."""
+
+
+class JobNotFoundError(JobStoreError):
+    """No job has this id."""
+
+
+class JobStateError(JobStoreError):
+    """The job is not in a state that allows this change (e.g. finishing a finished job)."""
+
+
+class CypherGuardError(GraphDBError):
+    """Root of the read-only Cypher guard's errors."""
+
+
+class CypherRefusedError(CypherGuardError):
+    """The query is not allowed for readers (it writes, administers, loads files...)."""
+
+
+class CypherQueryError(CypherGuardError):
+    """The query is allowed but failed: a syntax error, a timeout, a type error."""
+
+
+class CypherTimeoutError(CypherQueryError):
+    """The query ran past its time limit and was stopped by the server."""

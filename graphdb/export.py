@@ -8,14 +8,11 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from graphdb.errors import ExportFormatError
 from graphdb.models import GraphExport
-from graphdb.store import GraphStore, GraphStoreError
+from graphdb.store import GraphStore
 
 logger = logging.getLogger(__name__)
-
-
-class ExportFormatError(GraphStoreError):
-    """A file is not a `regraph.graph/v1` export."""
 
 
 def export_to_file(store: GraphStore, path: Path) -> GraphExport:

@@ -20,25 +20,13 @@ from neo4j.time import DateTime as Neo4jDateTime
 from pydantic import BaseModel, ConfigDict, Field
 
 from graphdb import job_queries as q
-from graphdb.errors import GraphDBError
+from graphdb.errors import JobNotFoundError, JobStateError, JobStoreError
 
 logger = logging.getLogger(__name__)
 
 JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 FINAL_STATES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
 DEFAULT_EVENTS_KEPT = 2000
-
-
-class JobStoreError(GraphDBError):
-    """Root of the job store's errors."""
-
-
-class JobNotFoundError(JobStoreError):
-    """No job has this id."""
-
-
-class JobStateError(JobStoreError):
-    """The job is not in a state that allows this change (e.g. finishing a finished job)."""
 
 
 class JobRecord(BaseModel):

@@ -96,7 +96,7 @@ def cudaeval_command(
     executor_url: Annotated[str, typer.Option(envvar="REGRAPH_EXECUTOR_URL", help="the executor service")],
     out: Annotated[Path, typer.Option(help="output directory (result.json, report.md, samples, code)")],
     method: Annotated[
-        str, typer.Option(help="standard | cot | rag | regraph | regraph-mcgs")
+        str, typer.Option(help="standard | cot | rag | mcts-rag | regraph | regraph-mcgs")
     ] = "regraph-mcgs",
     model: Annotated[
         str,
@@ -208,22 +208,19 @@ def _graph_knowledge(stack: contextlib.ExitStack) -> Any:
     """A factory of `GraphKnowledge` over the graph the API settings point at (kept open by `stack`)."""
     from api.settings import ApiSettings
     from api.state import graph_options
-    from graphdb.connection import GraphServer, open_driver
+    from graphdb.connection import open_graph
     from graphdb.errors import GraphDBError
-    from graphdb.store import Neo4jGraphStore
     from search.embeddings import shared_embedder
     from search.retrieval import GraphKnowledge
 
     settings = ApiSettings()
     try:
-        server = stack.enter_context(GraphServer(graph_options(settings)))
-        driver = stack.enter_context(open_driver(server.target))
+        graph = stack.enter_context(open_graph(graph_options(settings), migrate=settings.migrate_on_start))
     except GraphDBError as e:
         raise _fail(f"the graph database is not available: {e}") from e
-    database = server.target.database
 
     def factory() -> Any:
-        return GraphKnowledge(Neo4jGraphStore(driver, database), shared_embedder())
+        return GraphKnowledge(graph.store, shared_embedder())
 
     return factory
 

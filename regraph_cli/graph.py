@@ -23,7 +23,7 @@ from api.state import graph_options
 from executor.client import ExecutorClient
 from executor.errors import ExecutorError
 from executor.taskformat import load_task
-from graphdb.connection import GraphServer, open_driver
+from graphdb.connection import open_graph
 from graphdb.errors import GraphDBError
 from graphdb.export import export_to_file, import_from_file
 from graphdb.models import RelabelOutcome, ReviewStatus, Role
@@ -62,14 +62,10 @@ def _fail(message: str) -> typer.Exit:
 @contextmanager
 def _store() -> Iterator[Neo4jGraphStore]:
     """The graph store over the configured Neo4j, migrated first (as the API does at start-up)."""
-    from graphdb.migrations import MigrationRunner
-
     settings = ApiSettings()
     configure_logging(settings.log_level, "text")
-    with GraphServer(graph_options(settings)) as server, open_driver(server.target) as driver:
-        if settings.migrate_on_start:
-            MigrationRunner(driver, server.target.database).migrate()
-        yield Neo4jGraphStore(driver, server.target.database)
+    with open_graph(graph_options(settings), migrate=settings.migrate_on_start) as graph:
+        yield graph.store
 
 
 class ExecutorStepValidator:

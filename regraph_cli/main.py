@@ -21,7 +21,7 @@ from api.app import create_app
 from api.logs import configure_logging
 from api.settings import ApiSettings
 from api.state import graph_options
-from graphdb.connection import GraphServer, open_driver
+from graphdb.connection import open_graph
 from graphdb.errors import GraphDBError
 from graphdb.migrations import MigrationRunner
 from regraph_cli.bench import bench_app
@@ -55,13 +55,13 @@ def db_migrate() -> None:
     settings = ApiSettings()
     configure_logging(settings.log_level, "text")
     try:
-        with GraphServer(graph_options(settings)) as server, open_driver(server.target) as driver:
-            applied = MigrationRunner(driver, server.target.database).migrate()
+        with open_graph(graph_options(settings)) as graph:
+            applied = graph.migrations_applied
     except GraphDBError as e:
         raise _fail(str(e)) from e
     if applied:
-        for migration in applied:
-            console.print(f"applied {migration.path.name}")
+        for name in applied:
+            console.print(f"applied {name}")
     else:
         console.print("schema is up to date")
 
@@ -72,8 +72,8 @@ def db_status() -> None:
     settings = ApiSettings()
     configure_logging(settings.log_level, "text")
     try:
-        with GraphServer(graph_options(settings)) as server, open_driver(server.target) as driver:
-            statuses = MigrationRunner(driver, server.target.database).status()
+        with open_graph(graph_options(settings), migrate=False) as graph:
+            statuses = MigrationRunner(graph.driver, graph.target.database).status()
     except GraphDBError as e:
         raise _fail(str(e)) from e
     table = Table("version", "name", "state", "applied at", "checksum")

@@ -209,21 +209,19 @@ def _knowledge(
         return trajectory_knowledge(trajectories, tasks_dir, exclude_task=task_id)
     from api.settings import ApiSettings
     from api.state import graph_options
-    from graphdb.connection import GraphServer, open_driver
+    from graphdb.connection import open_graph
     from graphdb.errors import GraphDBError
-    from graphdb.store import Neo4jGraphStore
     from search.embeddings import shared_embedder
     from search.retrieval import GraphKnowledge
 
     settings = ApiSettings()
     try:
-        server = stack.enter_context(GraphServer(graph_options(settings)))
-        driver = stack.enter_context(open_driver(server.target))
+        opened = stack.enter_context(open_graph(graph_options(settings), migrate=settings.migrate_on_start))
     except GraphDBError as e:
         raise OptimizeCommandError(
             f"cannot open the graph (use --graph trajectories without Neo4j): {e}"
         ) from e
-    return GraphKnowledge(Neo4jGraphStore(driver, server.target.database), shared_embedder())
+    return GraphKnowledge(opened.store, shared_embedder())
 
 
 def _model(replay: Path | None, one_shot_from_final: bool) -> ChatModel:

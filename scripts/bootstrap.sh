@@ -3,6 +3,8 @@
 #  1. Java 17+ and Maven (Debian packages) for the embedded Neo4j, g++ for serial references.
 #  2. A virtualenv with the pinned Python dependencies (PyPI), nvcc included (PyPI's CUDA wheels).
 #  3. The Neo4j launcher: Maven resolves Neo4j Community from Maven Central and compiles it.
+#  4. The curation workspace's front-end assets (npm, pinned by package-lock.json) and Debian's
+#     Chromium for its browser tests.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=/dev/null
@@ -50,3 +52,33 @@ fi
 
 # 3. The embedded Neo4j's launcher (cached by the hash of its sources).
 "$REGRAPH_VENV/bin/python" -c 'from graphdb.embedded import build_launcher; build_launcher()'
+
+# 4. Front-end assets of /ui (served from node_modules; no CDN) and Chromium for the browser tests.
+#    Playwright drives Debian's chromium (/usr/bin/chromium): its own browser download is not used.
+#    REGRAPH_SKIP_BROWSER=1 skips the browser (a server that never runs the browser tests).
+if [ -z "${REGRAPH_SKIP_BROWSER:-}" ] && ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing chromium (apt-get) for the browser tests"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    say "chromium is missing: the browser tests (tests/e2e) will fail (Debian: apt-get install chromium)"
+  fi
+fi
+if [ -f "$ROOT/package-lock.json" ]; then
+  if ! command -v npm >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      say "installing npm (apt-get)"
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null
+    else
+      say "npm is missing: the curation workspace (/ui) needs its assets (Debian: apt-get install npm)"
+      exit 1
+    fi
+  fi
+  npm_stamp_value="$(cat "$ROOT/package.json" "$ROOT/package-lock.json" | sha256sum | cut -c1-16)"
+  npm_stamp_file="$ROOT/node_modules/.regraph-npm"
+  if [ "$(cat "$npm_stamp_file" 2>/dev/null)" != "$npm_stamp_value" ]; then
+    say "installing the front-end assets (npm ci)"
+    (cd "$ROOT" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+    echo "$npm_stamp_value" > "$npm_stamp_file"
+  fi
+fi

@@ -6,6 +6,8 @@
 * ``regraph``: graph-guided walk without search (ReGraphT without MCGS): from the initial node, sample
   a successor uniformly at random and apply it; if the step fails, sample again, up to `attempts`
   tries for that step; stop at a dead end, the path-length limit, or when a step's tries all fail.
+* ``mcts-rag``: Monte Carlo Tree Search over the model's own rewrites with flat retrieval at every
+  step, no graph (`search.mcts_rag`): the paper's strongest baseline without the reasoning graph.
 * ``regraph-mcgs``: Monte Carlo Graph Search (`search.mcgs`).
 """
 
@@ -19,11 +21,18 @@ from search.backends.base import ChatModel
 from search.engine import ProgressCallback, SearchConfig, SearchResult, SearchSession, StepJob, StopReason
 from search.errors import SearchConfigError
 from search.mcgs import MCGSConfig, MonteCarloGraphSearch
+from search.mcts_rag import MCTSRAGConfig, MCTSRAGSearch
 from search.policy import StepPolicy, TaskContext
 from search.protocols import INITIAL_TECHNIQUE, CandidateEvaluator, KnowledgeSource
 
-Method = Literal["standard", "cot", "rag", "regraph", "regraph-mcgs"]
+Method = Literal["standard", "cot", "rag", "mcts-rag", "regraph", "regraph-mcgs"]
 METHODS: tuple[str, ...] = get_args(Method)
+
+
+def config_class(method: str) -> type[SearchConfig]:
+    """The settings class of `method`: its own for the searches, `SearchConfig` for the others."""
+    own: dict[str, type[SearchConfig]] = {"regraph-mcgs": MCGSConfig, "mcts-rag": MCTSRAGConfig}
+    return own.get(method, SearchConfig)
 
 
 async def _one_shot(
@@ -109,19 +118,22 @@ async def optimize(
 ) -> SearchResult:
     """Optimize one task with `method` (one of `METHODS`) and return the best verified code found.
 
-    `config` may be a `SearchConfig` or, for ``regraph-mcgs``, an `MCGSConfig` (a plain
-    `SearchConfig` is widened with MCGS defaults). `on_event` receives progress events in order.
+    `config` may be a `SearchConfig` or the method's own settings (`config_class`); a plain
+    `SearchConfig` is widened with that method's defaults. `on_event` receives progress events in order.
     """
     if method not in METHODS:
         raise SearchConfigError(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
-    config = config or (MCGSConfig() if method == "regraph-mcgs" else SearchConfig())
-    if method == "regraph-mcgs" and not isinstance(config, MCGSConfig):
-        config = MCGSConfig.model_validate(config.model_dump())
+    cls = config_class(method)
+    config = config or cls()
+    if not isinstance(config, cls):
+        config = cls.model_validate(config.model_dump())
     policy = StepPolicy(model, task_context, config.policy)
     session = SearchSession(method, task_context, policy, evaluator, config, on_event)
     if method in ("standard", "cot", "rag"):
         return await _one_shot(session, method, knowledge)  # type: ignore[arg-type]
     if method == "regraph":
         return await _regraph_walk(session, knowledge)
+    if isinstance(config, MCTSRAGConfig):
+        return await MCTSRAGSearch(session, knowledge, config).run()
     assert isinstance(config, MCGSConfig)
     return await MonteCarloGraphSearch(session, knowledge, config).run()

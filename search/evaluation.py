@@ -26,13 +26,10 @@ import asyncio
 import logging
 from typing import Literal
 
-import httpx
 from pydantic import ValidationError
 
-from executor.client import ExecutorClient, ExecutorClientError
-from executor.taskformat import FunctionTask, KernelTask
-from executor.verdict import ErrorKind, Verdict
-from executor.worker import EvaluationOptions
+from executor.client import ExecutorClient, ExecutorClientError, ExecutorUnreachableError
+from executor.protocol import ErrorKind, EvaluationOptions, FunctionTask, KernelTask, Verdict
 from search.errors import EvaluatorUnavailableError
 from search.protocols import Evaluation, hierarchical_reward
 
@@ -54,9 +51,9 @@ def executor_can_verify(client: ExecutorClient) -> bool:
     """
     try:
         device = client.device()
-    except (ExecutorClientError, httpx.HTTPError, ValueError) as e:
+    except ExecutorClientError as e:
         raise EvaluatorUnavailableError(f"the executor did not describe its device: {e}") from e
-    return bool(device.get("runtime_checks_available"))
+    return device.runtime_checks_available
 
 
 def evaluation_from_verdict(verdict: Verdict, mode: VerificationMode) -> Evaluation:
@@ -125,14 +122,12 @@ class ExecutorEvaluator:
         try:
             # The client is synchronous (httpx.Client): keep the event loop free while nvcc runs.
             verdict = await asyncio.to_thread(self.client.evaluate, self.task, code, self.options)
-        except ExecutorClientError as e:
-            raise EvaluatorUnavailableError(f"the executor refused the evaluation: {e}") from e
-        except httpx.HTTPError as e:
+        except ExecutorUnreachableError as e:
             raise EvaluatorUnavailableError(f"the executor could not be reached: {e}") from e
-        except ValidationError as e:
-            raise EvaluatorUnavailableError(
-                f"the executor answered something that is not a verdict: {e}"
-            ) from e
+        except ExecutorClientError as e:  # an error answer, or one that is not a verdict
+            raise EvaluatorUnavailableError(f"the executor refused the evaluation: {e}") from e
+        except ValidationError as e:  # the request itself (e.g. an empty source) could not be built
+            raise EvaluatorUnavailableError(f"the candidate could not be sent to the executor: {e}") from e
         evaluation = evaluation_from_verdict(verdict, self.mode)
         logger.debug(
             "evaluated candidate",

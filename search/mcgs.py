@@ -37,9 +37,9 @@ import logging
 import math
 import random
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from search.engine import Candidate, SearchConfig, SearchResult, SearchSession, StepJob
 from search.protocols import INITIAL_TECHNIQUE, KnowledgeSource, SuccessorOption
@@ -50,13 +50,52 @@ VIRTUAL_LOSS = -1.0
 """The value an in-flight visit counts as in P-UCB until it is backed up: the reward of a failure."""
 
 
-class MCGSConfig(SearchConfig):
-    """MCGS settings (plus the common `SearchConfig` ones). Paper defaults where it gives them."""
+MCGSPreset = Literal["ours", "paper"]
 
+PAPER_PRESET: dict[str, Any] = {
+    "prior": "uniform",
+    "exploration": math.sqrt(2),
+    "examples_per_step": 1,
+    "rollouts_in_flight": 1,
+}
+"""What ``preset="paper"`` fixes: P-UCB exactly ``Q + sqrt(2 ln N(parent) / N(s))`` (no prior, c = sqrt 2),
+one example of the chosen transition in each step prompt, and one rollout at a time."""
+
+
+class MCGSConfig(SearchConfig):
+    """MCGS settings (plus the common `SearchConfig` ones).
+
+    Two presets. ``preset="paper"`` is the paper's algorithm where the paper states it
+    (`PAPER_PRESET`): P-UCB ``Q + sqrt(2 ln N(parent) / N(s))``, one example per step, sequential
+    rollouts; a setting given together with it that contradicts it is refused, so a run that says
+    "paper" is the paper's. ``preset="ours"`` (the default) deviates from the paper in three ways,
+    each our choice:
+
+    * ``prior="edge"`` (ours): the exploration term is scaled by the edge's Laplace-smoothed success
+      rate, to explore transitions whose examples sped code up more often. Where examples carry no
+      validation (an in-memory graph built from trajectories without speedups, success rate 0) it
+      reduces to ``1/(n_examples+2)`` and explores common transitions *less*; the replay benchmark of
+      both presets decides which is the default.
+    * ``examples_per_step=2`` (ours, from `SearchConfig`): two retrieved examples per step prompt
+      instead of one, to show the small model the transition in more than one program.
+    * ``rollouts_in_flight=4`` (ours): several iterations in lock-step rounds with virtual loss, so the
+      model writes while the executor times; a different (equally valid) search than the sequential
+      one.
+
+    Settings the paper does not give are ours in both presets: ``epsilon`` 0.2, ``revisit_penalty``
+    (lambda) 0.5, ``max_rollout_depth`` 3, N(parent) counted per search-tree state, unvisited children
+    selected first, Q(s,a) before any observation taken from the edge's examples (`expected_reward`).
+    The paper's own values are kept: 10 rollouts, an evaluation budget of 200, max backup.
+    """
+
+    preset: MCGSPreset = Field(
+        default="ours", description="'paper': the paper's P-UCB, one example, sequential; 'ours': see above"
+    )
     rollouts: int = Field(default=10, ge=1, description="iterations: select, expand, roll out, back up")
     exploration: float = Field(default=math.sqrt(2), ge=0.0, description="c in Q + c*P*sqrt(ln N / n)")
     prior: Literal["edge", "uniform"] = Field(
-        default="edge", description="P(s,a): edge success rate (Laplace-smoothed, mean 1) or 1"
+        default="edge",
+        description="P(s,a): edge success rate (Laplace-smoothed, mean 1; ours) or 1 (the paper's)",
     )
     epsilon: float = Field(default=0.2, ge=0.0, le=1.0, description="rollout: probability of a random step")
     revisit_penalty: float = Field(default=0.5, ge=0.0, description="lambda in Q(s,a) - lambda*N(s,a)")
@@ -66,9 +105,27 @@ class MCGSConfig(SearchConfig):
         default=4,
         ge=1,
         le=64,
-        description="iterations run at once in lock-step rounds, so generation overlaps evaluation; "
-        "1: the sequential algorithm",
+        description="iterations run at once in lock-step rounds, so generation overlaps evaluation "
+        "(ours); 1: the sequential algorithm (the paper's)",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_preset(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("preset") == "paper":
+            return {**PAPER_PRESET, **data}
+        return data
+
+    @model_validator(mode="after")
+    def _check_preset(self) -> MCGSConfig:
+        if self.preset == "paper":
+            clash = {k: getattr(self, k) for k, v in PAPER_PRESET.items() if getattr(self, k) != v}
+            if clash:
+                raise ValueError(
+                    f"preset 'paper' fixes {', '.join(f'{k}={PAPER_PRESET[k]!r}' for k in clash)}; "
+                    f"got {', '.join(f'{k}={v!r}' for k, v in clash.items())} (use preset 'ours' to change them)"
+                )
+        return self
 
 
 @dataclass(eq=False)
@@ -90,6 +147,23 @@ class SearchState:
     exhausted: bool = False  # nothing left to explore below
     in_flight: int = 0  # iterations in flight whose path passes through this state
     expanding: bool = False  # an iteration in flight is expanding (or finishing) it
+
+    @classmethod
+    def child(
+        cls, parent: SearchState, technique: str, candidate: Candidate, order: int, prior: float = 1.0
+    ) -> SearchState:
+        """The state `candidate` reached from `parent`; terminal when the candidate failed."""
+        return cls(
+            technique=technique,
+            code=candidate.code or "",
+            path=candidate.path,
+            parent=parent,
+            candidate_index=candidate.index,
+            reward=candidate.reward,
+            viable=candidate.passed,
+            prior=prior,
+            order=order,
+        )
 
     @property
     def q(self) -> float:
@@ -132,6 +206,8 @@ def priors(options: list[SuccessorOption], mode: Literal["edge", "uniform"]) -> 
 def p_ucb(child: SearchState, parent_visits: int, c: float) -> float:
     """P-UCB score of a visited child: Q + c * P * sqrt(ln N(parent) / n(child)).
 
+    With P = 1 and c = sqrt(2) (``preset="paper"``) this is the paper's Q + sqrt(2 ln N(parent) / N(s)).
+
     Visits of iterations still in flight count, valued `VIRTUAL_LOSS` (none in a sequential search).
     """
     if child.in_flight:
@@ -150,6 +226,32 @@ def select_child(parent: SearchState, children: list[SearchState], c: float) -> 
     parent_visits = parent.visits + parent.in_flight
     # max() keeps the first of equal scores, i.e. graph order breaks ties.
     return max(children, key=lambda ch: p_ucb(ch, parent_visits, c))
+
+
+def backup(state: SearchState, value: float) -> None:
+    """Count one visit worth `value` on `state` and every ancestor."""
+    node: SearchState | None = state
+    while node is not None:
+        node.visits += 1
+        node.value_sum += value
+        node = node.parent
+
+
+def backed_up_value(rewards: list[float], backprop: Literal["max", "last"]) -> float:
+    """What an iteration backs up: the maximum reward it saw (the paper's) or its last one."""
+    return max(rewards) if backprop == "max" else rewards[-1]
+
+
+def mark_exhausted(node: SearchState) -> None:
+    """Mark `node` final, and each ancestor whose children are now all failed or exhausted."""
+    current: SearchState | None = node
+    while current is not None:
+        if current is not node and (
+            current.children is None or any(ch.viable and not ch.exhausted for ch in current.children)
+        ):
+            return
+        current.exhausted = True
+        current = current.parent
 
 
 @dataclass(eq=False)
@@ -346,19 +448,7 @@ class MonteCarloGraphSearch:
             zip(it.options, weights, candidates, strict=False)
         ):
             self._record_edge(leaf.technique, option.technique, candidate.reward)
-            children.append(
-                SearchState(
-                    technique=option.technique,
-                    code=candidate.code or "",
-                    path=candidate.path,
-                    parent=leaf,
-                    candidate_index=candidate.index,
-                    reward=candidate.reward,
-                    viable=candidate.passed,
-                    prior=prior,
-                    order=order,
-                )
-            )
+            children.append(SearchState.child(leaf, option.technique, candidate, order, prior))
         leaf.children = children
         leaf.expanding = False
         open_children = [ch for ch in children if ch.viable]
@@ -412,39 +502,22 @@ class MonteCarloGraphSearch:
 
     # ---- back-up --------------------------------------------------------------------------------
 
-    def _backup(self, state: SearchState, value: float) -> None:
-        node: SearchState | None = state
-        while node is not None:
-            node.visits += 1
-            node.value_sum += value
-            node = node.parent
-
     def _value(self, rewards: list[float]) -> float:
-        return max(rewards) if self.config.backprop == "max" else rewards[-1]
-
-    def _mark_exhausted(self, node: SearchState) -> None:
-        current: SearchState | None = node
-        while current is not None:
-            if current is not node and (
-                current.children is None or any(ch.viable and not ch.exhausted for ch in current.children)
-            ):
-                return
-            current.exhausted = True
-            current = current.parent
+        return backed_up_value(rewards, self.config.backprop)
 
     async def _complete(self, it: _Iteration) -> None:
         """Back up a finished iteration, take its virtual loss back, and count it."""
         if it.start is not None:
             self._mark_in_flight(it.start, -1)
-            self._backup(it.start, self._value(it.rewards))
+            backup(it.start, self._value(it.rewards))
         else:
             leaf = it.leaf
             leaf.expanding = False
             self._mark_in_flight(leaf, -1)
             failed = [ch.reward for ch in leaf.children or []]
             rewards = [leaf.reward, max(failed)] if failed else [leaf.reward]
-            self._mark_exhausted(leaf)
-            self._backup(leaf, self._value(rewards))
+            mark_exhausted(leaf)
+            backup(leaf, self._value(rewards))
         self.session.iterations += 1
         await self.session.emit("iteration", iteration=self.session.iterations)
 

@@ -15,7 +15,7 @@ from search.protocols import INITIAL_TECHNIQUE, RetrievedExample
 
 logger = logging.getLogger(__name__)
 
-PromptKind = Literal["step", "standard", "cot", "rag"]
+PromptKind = Literal["step", "standard", "cot", "rag", "mcts-rag"]
 
 SYSTEM_PROMPT = (
     "You are an expert CUDA performance engineer. You rewrite programs to run fast on NVIDIA GPUs "
@@ -193,6 +193,27 @@ class StepPolicy:
                 "should be accessed, which optimizations apply. Then write the code. "
             )
         parts.append(instruction + self._answer_format())
+        return [
+            ChatMessage(role="system", content=SYSTEM_PROMPT),
+            ChatMessage(role="user", content="\n\n".join(parts)),
+        ]
+
+    def rewrite_messages(
+        self, code: str, examples: list[RetrievedExample], *, step: int
+    ) -> list[ChatMessage]:
+        """The MCTS-RAG step: make `code` faster, shown the examples most similar to it (no technique)."""
+        header = format_header({"prompt": "mcts-rag", "step": step, "task": self.task.id})
+        parts = [header, self._task_block(), self._current(code)]
+        if examples:
+            parts.append(
+                "Examples of CUDA optimizations of similar programs:\n\n"
+                + "\n\n".join(self._example(i, ex) for i, ex in enumerate(examples, start=1))
+            )
+        parts.append(
+            "Make the current code run faster on a modern NVIDIA GPU (if it is serial C++, rewrite it in "
+            "CUDA), learning from the examples where they apply. Keep the results identical. "
+            + self._answer_format()
+        )
         return [
             ChatMessage(role="system", content=SYSTEM_PROMPT),
             ChatMessage(role="user", content="\n\n".join(parts)),

@@ -12,9 +12,9 @@ import logging
 import threading
 from collections import OrderedDict
 
-from graphdb.errors import GraphDBError
+from graphdb.errors import GraphDBError, TechniqueNotFoundError
 from graphdb.models import Example, ScoredExample, ScoredTechnique, Technique
-from graphdb.store import DEFAULT_SCAN_LIMIT, GraphStore, TechniqueNotFoundError
+from graphdb.store import DEFAULT_SCAN_LIMIT, GraphStore
 from search.embeddings import Embedder, technique_text
 from search.errors import KnowledgeError
 from search.protocols import RetrievedExample, SuccessorOption

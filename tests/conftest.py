@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     # Imported lazily below: the GPU host that runs `pytest tests/gpu` has no neo4j driver.
     from neo4j import Driver
 
-    from graphdb.connection import GraphServer, GraphServerOptions, Neo4jTarget
+    from graphdb.connection import GraphServerOptions, Neo4jTarget, OpenGraph
 
 CLEAR_GRAPH = (
     "MATCH (n) WHERE NOT n:SchemaMigration CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 5000 ROWS"
@@ -38,35 +38,22 @@ def graph_server_options(data_dir: Path) -> GraphServerOptions:
 
 
 @pytest.fixture(scope="session")
-def graph_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GraphServer]:
-    """The session's Neo4j server, started once and migrated to the latest schema."""
-    from graphdb.connection import GraphServer, open_driver
-    from graphdb.migrations import MigrationRunner
+def open_test_graph(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OpenGraph]:
+    """The session's Neo4j server, started once and migrated to the latest schema, with its driver."""
+    from graphdb.connection import open_graph
 
-    server = GraphServer(graph_server_options(tmp_path_factory.mktemp("neo4j-session")))
-    server.start()
-    try:
-        with open_driver(server.target) as driver:
-            MigrationRunner(driver, server.target.database).migrate()
-        yield server
-    finally:
-        server.stop()
+    with open_graph(graph_server_options(tmp_path_factory.mktemp("neo4j-session"))) as graph:
+        yield graph
 
 
 @pytest.fixture(scope="session")
-def neo4j_target(graph_server: GraphServer) -> Neo4jTarget:
-    return graph_server.target
+def neo4j_target(open_test_graph: OpenGraph) -> Neo4jTarget:
+    return open_test_graph.target
 
 
 @pytest.fixture(scope="session")
-def neo4j_driver(neo4j_target: Neo4jTarget) -> Iterator[Driver]:
-    from graphdb.connection import open_driver
-
-    driver = open_driver(neo4j_target)
-    try:
-        yield driver
-    finally:
-        driver.close()
+def neo4j_driver(open_test_graph: OpenGraph) -> Driver:
+    return open_test_graph.driver
 
 
 @pytest.fixture()

@@ -44,13 +44,22 @@ from api.graph.protocol import (
     TransitionList,
     TransitionPublic,
 )
-from graphdb.cypher_guard import (
+from graphdb.cypher_guard import run_read_only
+from graphdb.errors import (
+    ApiKeyNotFoundError,
     CypherGuardError,
     CypherRefusedError,
     CypherTimeoutError,
-    run_read_only,
+    DecisionNotFoundError,
+    ExampleNotFoundError,
+    GraphDBError,
+    ImportConflictError,
+    InvalidOperationError,
+    StoreUnavailableError,
+    TechniqueExistsError,
+    TechniqueNotFoundError,
+    TransitionNotFoundError,
 )
-from graphdb.errors import GraphDBError
 from graphdb.models import (
     ApiKey,
     GraphExport,
@@ -60,18 +69,7 @@ from graphdb.models import (
     transition_key,
     utc_now,
 )
-from graphdb.store import (
-    ApiKeyNotFoundError,
-    DecisionNotFoundError,
-    ExampleNotFoundError,
-    GraphStore,
-    ImportConflictError,
-    InvalidOperationError,
-    StoreUnavailableError,
-    TechniqueExistsError,
-    TechniqueNotFoundError,
-    TransitionNotFoundError,
-)
+from graphdb.store import GraphStore
 from search.embeddings import Embedder, EmbeddingError, technique_text
 from search.errors import KnowledgeError
 from search.protocols import INITIAL_TECHNIQUE

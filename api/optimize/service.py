@@ -31,8 +31,8 @@ from api.settings import ApiSettings
 from executor.client import ExecutorClient
 from executor.errors import ExecutorError, TaskFormatError
 from executor.taskformat import FunctionTask, KernelTask, load_task
-from graphdb.errors import GraphDBError
-from graphdb.jobs import JobEventRecord, JobNotFoundError, JobRecord, JobStateError, JobStore
+from graphdb.errors import GraphDBError, JobNotFoundError, JobStateError
+from graphdb.jobs import JobEventRecord, JobRecord, JobStore
 from graphdb.models import Example, IngestBatch, ReviewStatus, content_id, utc_now
 from graphdb.models import Verdict as ExampleVerdict
 from graphdb.store import GraphStore, Neo4jGraphStore

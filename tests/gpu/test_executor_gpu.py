@@ -13,12 +13,12 @@ from typing import Literal
 
 import pytest
 
-from executor.evaluate import Candidate, Evaluator
+from executor.evaluate import Evaluator
+from executor.protocol import CandidateSource, EvaluationOptions
 from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
 from executor.timingset import timing_seed
 from executor.verdict import ErrorKind, Verdict
-from executor.worker import EvaluationOptions
 
 pytestmark = pytest.mark.gpu
 
@@ -47,7 +47,7 @@ def _task(name: str) -> FunctionTask | KernelTask:
 
 
 def _evaluate(evaluator: Evaluator, task: str, source: str, options: EvaluationOptions = QUICK) -> Verdict:
-    return evaluator.evaluate(_task(task), Candidate(source=source), options)
+    return evaluator.evaluate(_task(task), CandidateSource(source=source), options)
 
 
 def test_naive_function_candidate_passes_repeatedly(evaluator: Evaluator) -> None:

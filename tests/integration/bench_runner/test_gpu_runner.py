@@ -22,8 +22,8 @@ from bench.runner import (
 )
 from executor.app import create_app
 from executor.client import ExecutorClient
+from executor.protocol import EvaluationOptions
 from executor.settings import ExecutorSettings
-from executor.worker import EvaluationOptions
 from tests.support.servers import serve_in_thread
 
 pytestmark = pytest.mark.gpu

@@ -18,8 +18,8 @@ from bench.metrics import OVERALL
 from bench.runner import CudaEvalRunner, model_factory, select_tasks
 from executor.app import create_app
 from executor.client import ExecutorClient
+from executor.protocol import EvaluationOptions
 from executor.settings import ExecutorSettings
-from executor.worker import EvaluationOptions
 from search.inmemory import InMemoryKnowledge
 from search.protocols import INITIAL_TECHNIQUE
 from tests.support.servers import serve_in_thread

@@ -18,11 +18,11 @@ import pytest
 import uvicorn
 
 from executor.app import create_app
-from executor.client import ExecutorClient, ExecutorClientError
+from executor.client import ExecutorAnswerError, ExecutorClient, ExecutorUnreachableError
+from executor.protocol import EvaluationOptions
 from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
 from executor.verdict import ErrorKind, Stage, Verdict
-from executor.worker import EvaluationOptions
 
 TASKS_DIR = Path(__file__).parents[2] / "unit" / "executor" / "fixtures" / "tasks"
 
@@ -70,9 +70,9 @@ def saxpy() -> FunctionTask | KernelTask:
 def test_health_and_device(client: ExecutorClient) -> None:
     assert client.health()
     device = client.device()
-    assert device["runtime_checks_available"] is False  # no GPU on this machine
-    assert device["arch"].startswith("sm_")
-    assert device["nvcc"]
+    assert device.runtime_checks_available is False  # no GPU on this machine
+    assert device.arch.startswith("sm_")
+    assert device.nvcc
 
 
 def test_good_candidate_compiles_but_is_not_passed_without_gpu(
@@ -135,7 +135,7 @@ def test_error_envelope_everywhere(server: str, saxpy: FunctionTask | KernelTask
 def test_client_raises_on_error_answers_without_retrying(
     server: str, saxpy: FunctionTask | KernelTask
 ) -> None:
-    with ExecutorClient(server) as c, pytest.raises(ExecutorClientError) as info:
+    with ExecutorClient(server) as c, pytest.raises(ExecutorAnswerError) as info:
         c._request("GET", "/v1/nothing-here")
     assert info.value.status == 404
 
@@ -144,10 +144,11 @@ def test_client_retries_transport_errors_then_gives_up() -> None:
     start = time.monotonic()
     with (
         ExecutorClient(f"http://127.0.0.1:{_free_port()}", timeout_s=2) as c,
-        pytest.raises(httpx.ConnectError),
+        pytest.raises(ExecutorUnreachableError) as info,
     ):
         c.health()
     assert time.monotonic() - start > 0.5  # waited between attempts
+    assert isinstance(info.value.__cause__, httpx.ConnectError)
 
 
 def test_verdict_round_trips_through_json(client: ExecutorClient, saxpy: FunctionTask | KernelTask) -> None:

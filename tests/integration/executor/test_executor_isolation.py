@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from executor.gpulock import LOCK_ENV
+from executor.protocol import EvaluationOptions
 from executor.reference import build_reference
 from executor.sandbox import (
     WorkerPool,
@@ -27,15 +28,8 @@ from executor.sandbox import (
 from executor.taskformat import FunctionTask, KernelTask, load_task
 from executor.timingset import TimingSetSpec
 from executor.verdict import ErrorKind
-from executor.worker import (
-    DONE_FD_ENV,
-    CandidateRun,
-    EvaluationOptions,
-    Worker,
-    WorkerJob,
-    WorkerOutcome,
-    _write_result,
-)
+from executor.worker.candidate import Worker
+from executor.worker.messages import DONE_FD_ENV, CandidateRun, WorkerJob, WorkerOutcome, write_result
 
 TASKS_DIR = Path(__file__).parents[2] / "unit" / "executor" / "fixtures" / "tasks"
 FAST = EvaluationOptions(
@@ -265,7 +259,7 @@ def test_writing_a_result_notes_it_on_the_done_pipe(tmp_path: Path, monkeypatch:
     read_end, write_end = os.pipe()
     try:
         monkeypatch.setenv(DONE_FD_ENV, str(write_end))
-        _write_result(str(tmp_path / "result.json"), FAST)
+        write_result(str(tmp_path / "result.json"), FAST)
         os.set_blocking(read_end, False)  # nothing written: BlockingIOError, not a hang
         assert os.read(read_end, 16) == b"\n"
         assert EvaluationOptions.model_validate_json((tmp_path / "result.json").read_text()) == FAST

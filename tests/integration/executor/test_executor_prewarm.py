@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from executor.evaluate import Candidate, Evaluator
+from executor.evaluate import Evaluator
+from executor.protocol import CandidateSource, EvaluationOptions
 from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
 from executor.timingset import timing_seed
 from executor.verdict import ErrorKind
-from executor.worker import EvaluationOptions
 
 TASKS_DIR = Path(__file__).parents[2] / "unit" / "executor" / "fixtures" / "tasks"
 STUB = "\n__global__ void stub_kernel() {}\nstatic void never_called() { stub_kernel<<<1, 1>>>(); }\n"
@@ -77,7 +77,7 @@ def test_repeated_candidates_pass_with_prepared_workers(
     evaluator: Evaluator, saxpy: FunctionTask | KernelTask
 ) -> None:
     for k in range(3):
-        verdict = evaluator.evaluate(saxpy, Candidate(source=CORRECT + f"// variant {k}\n"), QUICK)
+        verdict = evaluator.evaluate(saxpy, CandidateSource(source=CORRECT + f"// variant {k}\n"), QUICK)
         assert verdict.passed, verdict.message
         assert verdict.input_sets_checked == QUICK.correctness_sets + QUICK.timing_size_checks + 1
         timing = verdict.candidate_timing
@@ -90,7 +90,7 @@ def test_repeated_candidates_pass_with_prepared_workers(
 def test_every_evaluation_draws_fresh_seeds(evaluator: Evaluator, saxpy: FunctionTask | KernelTask) -> None:
     seeds = set()
     for k in range(3):
-        verdict = evaluator.evaluate(saxpy, Candidate(source=WRONG + f"// variant {k}\n"), QUICK)
+        verdict = evaluator.evaluate(saxpy, CandidateSource(source=WRONG + f"// variant {k}\n"), QUICK)
         assert verdict.error is ErrorKind.WRONG_OUTPUT and verdict.mismatch is not None
         seeds.add(verdict.mismatch.seed)
     assert len(seeds) == 3
@@ -102,7 +102,7 @@ def test_every_candidate_is_timed_on_the_task_timing_set(
     """Correctness draws fresh seeds; the trials run on the task's timing set, the same every time,
     and their last output is still checked against the reference's for it."""
     for k in range(2):
-        verdict = evaluator.evaluate(saxpy, Candidate(source=LATE_WRONG + f"// timed {k}\n"), QUICK)
+        verdict = evaluator.evaluate(saxpy, CandidateSource(source=LATE_WRONG + f"// timed {k}\n"), QUICK)
         assert verdict.error is ErrorKind.WRONG_OUTPUT and verdict.stage.value == "timing"
         assert verdict.mismatch is not None and verdict.mismatch.size == "timing"
         assert verdict.mismatch.seed == timing_seed(saxpy)
@@ -111,7 +111,7 @@ def test_every_candidate_is_timed_on_the_task_timing_set(
     fresh = QUICK.model_copy(update={"timing_inputs": "fresh"})
     seeds = set()
     for k in range(2):
-        verdict = evaluator.evaluate(saxpy, Candidate(source=LATE_WRONG + f"// fresh {k}\n"), fresh)
+        verdict = evaluator.evaluate(saxpy, CandidateSource(source=LATE_WRONG + f"// fresh {k}\n"), fresh)
         assert verdict.error is ErrorKind.WRONG_OUTPUT and verdict.mismatch is not None
         assert verdict.stage.value == "timing" and verdict.mismatch.seed != timing_seed(saxpy)
         seeds.add(verdict.mismatch.seed)
@@ -124,9 +124,9 @@ def test_the_caller_waits_only_for_what_needs_the_candidate(
     """With the workers prepared ahead, the inputs and the timing set's copies are ready when the
     candidate arrives: the verdict says how long it waited for them, and the finished workers are
     torn down after the verdict."""
-    evaluator.evaluate(saxpy, Candidate(source=CORRECT + "// prepares the next\n"), QUICK)
+    evaluator.evaluate(saxpy, CandidateSource(source=CORRECT + "// prepares the next\n"), QUICK)
     evaluator.wait_for_preparation()
-    verdict = evaluator.evaluate(saxpy, Candidate(source=CORRECT + "// prepared\n"), QUICK)
+    verdict = evaluator.evaluate(saxpy, CandidateSource(source=CORRECT + "// prepared\n"), QUICK)
     assert verdict.passed, verdict.message
     for stage in ("inputs", "timing_inputs", "inputs_wait", "reap_wait", "run", "total"):
         assert stage in verdict.seconds, stage
@@ -136,14 +136,14 @@ def test_the_caller_waits_only_for_what_needs_the_candidate(
 def test_a_cached_answer_is_caught_with_prepared_inputs(
     evaluator: Evaluator, saxpy: FunctionTask | KernelTask
 ) -> None:
-    verdict = evaluator.evaluate(saxpy, Candidate(source=CACHED), QUICK)
+    verdict = evaluator.evaluate(saxpy, CandidateSource(source=CACHED), QUICK)
     assert not verdict.passed and verdict.error is ErrorKind.WRONG_OUTPUT
 
 
 def test_a_crash_costs_only_its_own_worker(evaluator: Evaluator, saxpy: FunctionTask | KernelTask) -> None:
-    crashed = evaluator.evaluate(saxpy, Candidate(source=SEGFAULT), QUICK)
+    crashed = evaluator.evaluate(saxpy, CandidateSource(source=SEGFAULT), QUICK)
     assert crashed.error is ErrorKind.CRASH and "SIGSEGV" in crashed.message
-    after = evaluator.evaluate(saxpy, Candidate(source=CORRECT + "// after the crash\n"), QUICK)
+    after = evaluator.evaluate(saxpy, CandidateSource(source=CORRECT + "// after the crash\n"), QUICK)
     assert after.passed, after.message
 
 
@@ -151,7 +151,7 @@ def test_other_options_do_not_reuse_prepared_workers(
     evaluator: Evaluator, saxpy: FunctionTask | KernelTask
 ) -> None:
     more_sets = QUICK.model_copy(update={"correctness_sets": 5})
-    verdict = evaluator.evaluate(saxpy, Candidate(source=CORRECT + "// other options\n"), more_sets)
+    verdict = evaluator.evaluate(saxpy, CandidateSource(source=CORRECT + "// other options\n"), more_sets)
     assert verdict.passed, verdict.message
     assert verdict.input_sets_checked == 5 + QUICK.timing_size_checks + 1
 
@@ -164,7 +164,7 @@ def test_closing_stops_every_spare(
     evaluator.wait_for_preparation()
     before = set(_worker_children())
     own = Evaluator(settings)
-    verdict = own.evaluate(saxpy, Candidate(source=CORRECT), QUICK)
+    verdict = own.evaluate(saxpy, CandidateSource(source=CORRECT), QUICK)
     assert verdict.passed, verdict.message
     assert set(_worker_children()) - before  # spares and a prepared pair are waiting
     own.close()
@@ -178,8 +178,8 @@ def test_without_prewarming_the_same_verdicts_come_back(
     cold = Evaluator(settings)
     before = set(_worker_children())
     try:
-        assert cold.evaluate(saxpy, Candidate(source=CORRECT), QUICK).passed
-        assert cold.evaluate(saxpy, Candidate(source=WRONG), QUICK).error is ErrorKind.WRONG_OUTPUT
+        assert cold.evaluate(saxpy, CandidateSource(source=CORRECT), QUICK).passed
+        assert cold.evaluate(saxpy, CandidateSource(source=WRONG), QUICK).error is ErrorKind.WRONG_OUTPUT
         assert not set(_worker_children()) - before  # nothing is left waiting
     finally:
         cold.close()

@@ -8,10 +8,11 @@ import pytest
 from neo4j import Driver
 
 from graphdb.connection import Neo4jTarget
-from graphdb.cypher_guard import CypherQueryError, CypherRefusedError, check_read_only, run_read_only
-from graphdb.export import ExportFormatError, export_to_file, import_from_file, read_export
+from graphdb.cypher_guard import check_read_only, run_read_only
+from graphdb.errors import CypherQueryError, CypherRefusedError, ExportFormatError, ImportConflictError
+from graphdb.export import export_to_file, import_from_file, read_export
 from graphdb.models import IngestBatch, ReviewStatus, Role
-from graphdb.store import GraphStore, ImportConflictError
+from graphdb.store import GraphStore
 from search.protocols import INITIAL_TECHNIQUE
 from tests.integration.graph.conftest import unit_vector
 from tests.integration.graph.test_store_conformance import example, seed, technique

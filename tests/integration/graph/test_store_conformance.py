@@ -4,6 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from graphdb.errors import (
+    ApiKeyNotFoundError,
+    ExampleNotFoundError,
+    InvalidOperationError,
+    TechniqueExistsError,
+    TechniqueNotFoundError,
+    TransitionNotFoundError,
+)
 from graphdb.models import (
     Example,
     IngestBatch,
@@ -15,16 +23,7 @@ from graphdb.models import (
     content_id,
     utc_now,
 )
-from graphdb.store import (
-    ApiKeyNotFoundError,
-    ExampleNotFoundError,
-    GraphStore,
-    InvalidOperationError,
-    TechniqueExistsError,
-    TechniqueNotFoundError,
-    TransitionNotFoundError,
-    hash_token,
-)
+from graphdb.store import GraphStore, hash_token
 from tests.integration.graph.conftest import unit_vector
 
 

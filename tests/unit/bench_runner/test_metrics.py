@@ -12,6 +12,7 @@ from bench.metrics import (
     TeacherStepOutcome,
     expected_best_of_k,
     geometric_mean,
+    pareval_speedup_at_k,
     pass_at_k,
     summarize,
     summarize_by_tier,
@@ -184,3 +185,58 @@ def test_teacher_summary_without_runtime() -> None:
     steps = [TeacherStepOutcome(task_id="x", tier="hard", step=1, method="P", compiled=True, correct=None)]
     s = summarize_teacher_by_tier(steps)["overall"]
     assert not s.runtime_measured and s.compile_rate == 1.0 and s.final_pass_rate is None
+
+
+def _issue_example() -> list[SampleOutcome]:
+    # A = [fail, 4x], B = [2x, 2x]
+    return [
+        SampleOutcome(task_id="A", tier="easy", compiled=True, correct=False),
+        SampleOutcome(task_id="A", tier="easy", compiled=True, correct=True, speedup=4.0),
+        SampleOutcome(task_id="B", tier="easy", compiled=True, correct=True, speedup=2.0),
+        SampleOutcome(task_id="B", tier="easy", compiled=True, correct=True, speedup=2.0),
+    ]
+
+
+def test_both_speedup_at_k_conventions_on_the_issue_example() -> None:
+    s = summarize(_issue_example(), ks=(1, 2))
+    assert s.speedup_at_k is not None and s.speedup_at_k_pareval is not None
+    # Ours, k=1: A mean(0, 4) = 2, B mean(2, 2) = 2 -> 2.0. k=2: A max = 4, B 2 -> 3.0.
+    assert s.speedup_at_k == pytest.approx({"1": 2.0, "2": 3.0})
+    # ParEval's code, k=1: A only its correct 4 -> 4, B 2 -> 3.0. k=2: A has m=1 < k: the sum, 4;
+    # B m=2: j=1 weight C'(0,1)=1, j=2 weight C(1,1)=1, over C(2,2)=1 -> 2 + 2 = 4 -> 4.0.
+    assert s.speedup_at_k_pareval == pytest.approx({"1": 3.0, "2": 4.0})
+
+
+@pytest.mark.parametrize(
+    ("speedups", "k", "expected"),
+    [
+        ([4.0], 1, 4.0),
+        ([2.0, 2.0], 1, 2.0),
+        ([1.0, 2.0, 4.0], 1, 7 / 3),  # k=1: the mean of the correct samples
+        # Descending 4, 2, 1: C'(0,1)=1, C(1,1)=1, C(2,1)=2 over C(3,2)=3: (4 + 2 + 2*1) / 3.
+        ([1.0, 2.0, 4.0], 2, 8 / 3),
+        # k=3=m: C'(0,2)=1, C'(1,2)=1, C(2,2)=1 over 1: the sum, 7.
+        ([1.0, 2.0, 4.0], 3, 7.0),
+        ([4.0], 3, 4.0),  # m < k: the sum of the correct speedups
+        ([3.0, 5.0], 4, 8.0),
+    ],
+)
+def test_pareval_speedup_at_k_matches_hand_values(speedups: list[float], k: int, expected: float) -> None:
+    assert pareval_speedup_at_k(speedups, k) == pytest.approx(expected)
+
+
+def test_pareval_speedup_at_k_leaves_out_tasks_without_a_correct_sample() -> None:
+    assert pareval_speedup_at_k([], 1) is None
+    outcomes = [
+        *_issue_example(),
+        SampleOutcome(task_id="C", tier="easy", compiled=False, correct=False),
+        SampleOutcome(task_id="C", tier="easy", compiled=True, correct=False),
+    ]
+    s = summarize(outcomes, ks=(1,))
+    # Ours counts C as 0 over three tasks; ParEval's code averages A and B only.
+    assert s.speedup_at_k == pytest.approx({"1": 4.0 / 3})
+    assert s.speedup_at_k_pareval == pytest.approx({"1": 3.0})
+    nothing = summarize(outcomes[-2:], ks=(1,))
+    assert nothing.speedup_at_k == pytest.approx({"1": 0.0}) and nothing.speedup_at_k_pareval is None
+    with pytest.raises(MetricsError):
+        pareval_speedup_at_k([0.0], 1)

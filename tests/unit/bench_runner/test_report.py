@@ -121,3 +121,22 @@ def test_verdict_outcomes() -> None:
         compile=CompileResult(ok=False, kind="shared_library"),
     )
     assert verdict_outcome(broken) == (False, False)
+
+
+def test_report_names_the_preset_and_both_speedup_conventions(tmp_path: Path) -> None:
+    from search.mcgs import MCGSConfig
+
+    info = _info("regraph-mcgs")
+    info.search = MCGSConfig(preset="paper").model_dump(exclude={"seed", "evaluation_budget", "token_budget"})
+    samples = [_sample("a", "easy", 0, None), _sample("a", "easy", 1, 4.0)]
+    samples += [_sample("b", "hard", 0, 2.0), _sample("b", "hard", 1, 2.0)]
+    report = write_report([build_search_result(info, samples, [])], tmp_path).read_text()
+    assert "regraph-mcgs [preset paper] (replay)" in report
+    assert "| search settings | preset **paper**: rollouts 10, exploration 1.41, prior uniform," in report
+    assert "rollouts_in_flight 1, examples_per_step 1," in report
+    # A = [fail, 4x], B = [2x, 2x]: speedup@1 2.00 ours, 3.00 by ParEval's code; speedup@2 3.00 and 4.00.
+    assert (
+        "| speedup@1 (ours) | speedup@2 (ours) | speedup@1 (ParEval code) | speedup@2 (ParEval code) |"
+        in report
+    )
+    assert "| 2.00 | 3.00 | 3.00 | 4.00 |" in report

@@ -107,3 +107,13 @@ def test_search_settings_are_checked_per_method() -> None:
         search_config("standard", {"rollouts": 4})
     with pytest.raises(RunnerError, match="invalid search settings"):
         search_config("regraph-mcgs", {"rollouts": 0})
+    from search.mcts_rag import MCTSRAGConfig
+
+    mcts = search_config("mcts-rag", {"branching": 2})
+    assert isinstance(mcts, MCTSRAGConfig) and mcts.branching == 2
+    with pytest.raises(RunnerError, match="unknown search setting"):
+        search_config("rag", {"branching": 2})
+    paper = search_config("regraph-mcgs", {"preset": "paper"})
+    assert isinstance(paper, MCGSConfig) and paper.prior == "uniform" and paper.rollouts_in_flight == 1
+    with pytest.raises(RunnerError, match="preset 'paper' fixes"):
+        search_config("regraph-mcgs", {"preset": "paper", "examples_per_step": 3})

@@ -24,8 +24,8 @@ from executor.checking import (
     timing_stats,
 )
 from executor.inputs import generate_inputs
+from executor.protocol import EvaluationOptions
 from executor.taskformat import FunctionTask, KernelTask, parse_task
-from executor.worker import EvaluationOptions
 
 
 def _trials(values: list[float]) -> tuple[list[int], Callable[[int], float]]:

@@ -75,7 +75,7 @@ class PathModel:
         assert match is not None
         path = path_of(match.group(1))
         step = header["technique"] if header["prompt"] == "step" else header["prompt"]
-        self.calls.append({"header": header, "seed": seed, "path": path})
+        self.calls.append({"header": header, "seed": seed, "path": path, "prompt": messages[-1].content})
         if self.jitter_s:
             self.in_flight += 1
             try:

@@ -21,6 +21,7 @@ from search.engine import SearchConfig
 from search.errors import SearchConfigError
 from search.inmemory import InMemoryKnowledge
 from search.mcgs import MCGSConfig
+from search.mcts_rag import MCTSRAGConfig
 from search.policy import StepPolicy
 from search.protocols import INITIAL_TECHNIQUE as S
 from search.protocols import RetrievedExample
@@ -29,12 +30,98 @@ from tests.unit.search.pathworld import TASK, PathEvaluator, PathModel, code_for
 GRAPH = InMemoryKnowledge(edges=[(S, "A"), (S, "B"), ("A", "C"), ("B", "C")])
 
 
+def _example(name: str, code_before: str) -> RetrievedExample:
+    return RetrievedExample(
+        id=name,
+        task_id=f"task_{name}",
+        source_technique=S,
+        target_technique="A",
+        code_before=code_before,
+        code_after=f"int {name}_after_marker;",
+        think=f"{name} reasoning marker",
+    )
+
+
+# Examples whose code is more or less like the task's code (token Jaccard): "near" shares most tokens.
+NEAR = _example("near", TASK.initial_code.replace("2.0f", "3.0f"))
+MIDDLE = _example("middle", 'extern "C" void f(int n) { for (int i = 0; i < n; ++i) {} }')
+FAR = _example("far", "struct unrelated { double q; };")
+# Like the code after one MCTS-RAG rewrite (its path line names the step): closer to that code than
+# NEAR is, farther from the serial reference than NEAR is.
+LATER = _example("later", code_for(["mcts-rag"]).replace("2.0f", "3.0f"))
+GRAPH_WITH_EXAMPLES = InMemoryKnowledge(examples=[FAR, MIDDLE, NEAR, LATER])
+
+
 @pytest.mark.parametrize("method", ["standard", "cot", "rag"])
 def test_one_shot_baselines(method: str) -> None:
     model = PathModel()
     result = asyncio.run(optimize(method, TASK, GRAPH, model, PathEvaluator({method: 3.0})))
     assert len(result.candidates) == 1 and model.calls[0]["header"] == {"prompt": method, "task": TASK.id}
     assert result.best_speedup == 3.0 and result.best_path == [S]
+
+
+def test_rag_prompt_carries_the_most_similar_examples() -> None:
+    model = PathModel()
+    config = SearchConfig(rag_examples=2)
+    asyncio.run(optimize("rag", TASK, GRAPH_WITH_EXAMPLES, model, PathEvaluator({"rag": 3.0}), config))
+    prompt = model.calls[0]["prompt"]
+    # The two most similar to the reference (Jaccard 12/14 and 12/16), most similar first; the others
+    # (9/13 and 0) are left out.
+    assert "near reasoning marker" in prompt and "later reasoning marker" in prompt
+    assert prompt.index("near_after_marker") < prompt.index("later_after_marker")
+    assert "middle_after_marker" not in prompt and "far_after_marker" not in prompt
+
+
+def test_mcts_rag_searches_with_retrieved_examples_at_every_step() -> None:
+    model = PathModel()
+    evaluator = PathEvaluator({"mcts-rag": 2.0})
+    config = MCTSRAGConfig(rollouts=2, branching=2, max_rollout_depth=2, rag_examples=1)
+    result = asyncio.run(optimize("mcts-rag", TASK, GRAPH_WITH_EXAMPLES, model, evaluator, config))
+    # Iteration 1: expand the root (two rewrites, x2 each), roll out two steps from the first (x4, x8).
+    # Iteration 2: the root's other child is unvisited: expand it (x4, x4) and roll out (x8, x16).
+    assert [(c.phase[0], len(c.path) - 1, c.parent_index) for c in result.candidates] == [
+        ("e", 1, None),
+        ("e", 1, None),
+        ("r", 2, 0),
+        ("r", 3, 2),
+        ("e", 2, 1),
+        ("e", 2, 1),
+        ("r", 3, 4),
+        ("r", 4, 6),
+    ]
+    assert result.best_speedup == pytest.approx(16.0) and result.iterations == 2
+    assert all(c.technique is None and set(c.path[1:]) == {"rewrite"} for c in result.candidates)
+    headers = [call["header"] for call in model.calls]
+    assert headers[0] == {"prompt": "mcts-rag", "step": 1, "task": TASK.id}
+    assert [h["step"] for h in headers] == [1, 1, 2, 3, 2, 2, 3, 4]
+    # Every prompt carries the example most similar to *its own* code, and only that one
+    # (rag_examples=1): NEAR for the serial reference, LATER for code already rewritten.
+    for call in model.calls:
+        shown, hidden = ("near", "later") if call["header"]["step"] == 1 else ("later", "near")
+        assert f"{shown} reasoning marker" in call["prompt"] and f"{shown}_after_marker" in call["prompt"]
+        assert f"{hidden}_after_marker" not in call["prompt"] and "middle_after_marker" not in call["prompt"]
+    # Each rewrite of one expansion is sampled with its own seed.
+    assert len({call["seed"] for call in model.calls}) == len(model.calls)
+
+
+def test_mcts_rag_stops_at_a_failed_step_and_keeps_the_budget() -> None:
+    evaluator = PathEvaluator({}, broken=frozenset({"mcts-rag"}))
+    config = MCTSRAGConfig(rollouts=5, branching=3, evaluation_budget=7)
+    result = asyncio.run(optimize("mcts-rag", TASK, GRAPH_WITH_EXAMPLES, PathModel(), evaluator, config))
+    # Every rewrite fails: the root's three children are terminal, so the tree is exhausted at once.
+    assert len(result.candidates) == 3 and result.best_code is None
+    assert result.stop_reason == "exhausted" and result.evaluations_used == 3
+    budgeted = asyncio.run(
+        optimize(
+            "mcts-rag",
+            TASK,
+            GRAPH_WITH_EXAMPLES,
+            PathModel(),
+            PathEvaluator({"mcts-rag": 1.5}),
+            MCTSRAGConfig(rollouts=50, evaluation_budget=7),
+        )
+    )
+    assert budgeted.evaluations_used == 7 and budgeted.stop_reason == "evaluation_budget"
 
 
 def test_regraph_walk_retries_failed_steps() -> None:

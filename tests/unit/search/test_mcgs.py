@@ -123,15 +123,27 @@ def test_cycles_and_self_loops_terminate_and_repeat_with_penalty() -> None:
     assert max(len(c.path) - 1 for c in result.candidates) <= 5
 
 
-def test_revisit_penalty_steers_rollouts_away_from_repeats() -> None:
-    # From P the rollout can repeat P (known good) or try R; a big lambda must prefer R.
-    graph = {S: ["P"], "P": ["P", "R"], "R": []}
-    for penalty, expected in [(0.0, "P"), (100.0, "R")]:
-        evaluator = PathEvaluator({"P": 2.0, "R": 1.01})
-        result = run(graph, evaluator, rollouts=1, max_rollout_depth=1, epsilon=0.0, revisit_penalty=penalty)
-        # Iteration 1: expand the root (P), then one rollout step from P.
-        rollout = [c for c in result.candidates if c.phase == "rollout"]
-        assert [c.technique for c in rollout] == [expected]
+@pytest.mark.parametrize(("penalty", "expected"), [(0.0, ["R", "P"]), (100.0, ["R", "R"])])
+def test_learned_q_and_the_revisit_penalty_steer_rollouts(penalty: float, expected: list[str]) -> None:
+    # Graph order puts R (x1.01) before P (x2), so only what the search learned can pick P.
+    graph = {S: ["P"], "P": ["R", "P"], "R": []}
+    evaluator = PathEvaluator({"P": 2.0, "R": 1.01})
+    result = run(
+        graph,
+        evaluator,
+        rollouts=2,
+        max_rollout_depth=1,
+        epsilon=0.0,
+        revisit_penalty=penalty,
+        rollouts_in_flight=1,
+    )
+    # Iteration 1: expand the root (P: 2), roll out one step from P. Nothing is known of P->R or P->P
+    # (no examples: both -1), so graph order picks R (2.02). Iteration 2: expand P (P/R 2.02, P/P 4),
+    # start from P/P (best own reward), roll out from it: learned Q(P,R) = 2.02, Q(P,P) = 4, and P is
+    # on the path twice: lambda 0 -> P (4 > 2.02); lambda 100 -> 4 - 200 < 2.02 -> R.
+    rollout = [c for c in result.candidates if c.phase == "rollout"]
+    assert [c.technique for c in rollout] == expected
+    assert rollout[1].path == [S, "P", "P", expected[1]]
 
 
 def test_dead_end_exhausts_the_search() -> None:
@@ -215,6 +227,56 @@ def test_one_in_flight_is_the_sequential_search() -> None:
         ("e", "B/D/E/E", 9),
     ]
     assert (result.stop_reason, result.iterations) == ("completed", 6)
+
+
+def test_paper_preset_by_hand() -> None:
+    # Worked out by hand with the paper's P-UCB, Q + sqrt(2 ln N(parent) / N(s)), independently of any
+    # recorded output. Rewards are path speedups (all >= 1): A 4, A/A1 2.5, B 2, B/B1 3, B/B1/B2 3.
+    graph = {S: ["A", "B"], "A": ["A1"], "A1": [], "B": ["B1"], "B1": ["B2"], "B2": []}
+    evaluator = PathEvaluator({"A": 4.0, "A1": 0.625, "B": 2.0, "B1": 1.5, "B2": 1.0})
+    config = MCGSConfig(preset="paper", rollouts=5, epsilon=0.0, max_rollout_depth=1)
+    assert (config.prior, config.examples_per_step, config.rollouts_in_flight) == ("uniform", 1, 1)
+    session = SearchSession("regraph-mcgs", TASK, StepPolicy(PathModel(), TASK), evaluator, config)
+    search = MonteCarloGraphSearch(session, knowledge(graph), config)
+    result = asyncio.run(search.run())
+    # 1: expand the root (c0 A 4, c1 B 2); start at the unvisited child with the best reward, A; roll
+    #    out A1 (c2, 2.5); back up max(4, 2.5) = 4.  Root N=1.
+    # 2: B is unvisited: expand it (c3 B/B1 3), roll out from B1 to B2 (c4, 3); back up 3.  N=2.
+    # 3: A = 4 + sqrt(2 ln 2 / 1) = 5.18, B = 3 + 1.18 = 4.18 -> A; expand A (c5 A/A1 2.5), the
+    #    rollout from A1 hits a dead end; back up 2.5, so Q(A) = 6.5 / 2 = 3.25.  N=3.
+    # 4: A = 3.25 + sqrt(2 ln 3 / 2) = 3.25 + 1.048 = 4.298; B = 3 + sqrt(2 ln 3 / 1) = 3 + 1.482 = 4.482:
+    #    B, although Q(A) > Q(B) (exploration); down to B1, expand it (c6 B/B1/B2 3); back up 3.  N=4.
+    # 5: A = 3.25 + sqrt(2 ln 4 / 2) = 4.427, B = 3 + 1.177 = 4.177 -> A, then A1: no successors, so
+    #    no candidate; A1 and then A are exhausted; back up A1's 2.5.
+    assert [(c.phase[0], "/".join(c.path[1:]), c.parent_index, c.reward) for c in result.candidates] == [
+        ("e", "A", None, 4.0),
+        ("e", "B", None, 2.0),
+        ("r", "A/A1", 0, 2.5),
+        ("e", "B/B1", 1, 3.0),
+        ("r", "B/B1/B2", 3, 3.0),
+        ("e", "A/A1", 0, 2.5),
+        ("e", "B/B1/B2", 3, 3.0),
+    ]
+    a, b = search.root.children  # type: ignore[misc]
+    assert (search.root.visits, a.visits, a.value_sum, b.visits, b.value_sum) == (5, 3, 9.0, 2, 6.0)
+    assert a.exhausted and not b.exhausted and result.iterations == 5
+
+
+def test_paper_preset_refuses_settings_that_contradict_it() -> None:
+    with pytest.raises(ValueError, match="preset 'paper' fixes prior='uniform'"):
+        MCGSConfig(preset="paper", prior="edge")
+    with pytest.raises(ValueError, match="rollouts_in_flight=1"):
+        MCGSConfig(preset="paper", rollouts_in_flight=4)
+    ours = MCGSConfig()
+    assert (ours.preset, ours.prior, ours.examples_per_step, ours.rollouts_in_flight) == (
+        "ours",
+        "edge",
+        2,
+        4,
+    )
+    # A dumped config validates back to itself (the runner and the API round-trip settings).
+    paper = MCGSConfig(preset="paper", rollouts=3)
+    assert MCGSConfig.model_validate(paper.model_dump()) == paper
 
 
 # Four branches from the initial node, each a chain: after the first expansion every iteration

@@ -1,0 +1,184 @@
+"""The executor's wire protocol: every model that crosses its HTTP API, in one module.
+
+Both sides build on this module: :mod:`executor.app` serves it and :mod:`executor.client` speaks it,
+so neither can drift from the other. It holds the requests (:class:`EvaluateRequest`,
+:class:`BatchRequest` with :class:`CandidateSource` and :class:`EvaluationOptions`), the answers
+(:class:`~executor.verdict.Verdict`, :class:`BatchResponse`, :class:`DeviceInfo`) and the error
+envelope that every non-2xx answer carries (:class:`ErrorEnvelope`), plus the reward function
+(:func:`reward_for`). The task and verdict models live in :mod:`executor.taskformat` and
+:mod:`executor.verdict` (the task format is also a file format) and are re-exported here, so callers
+of the service import from this module only.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from executor.checking import TrialPolicy
+from executor.taskformat import FunctionTask, KernelTask, Task
+from executor.verdict import (
+    VERDICT_FORMAT,
+    CompileResult,
+    ErrorKind,
+    KernelResources,
+    Mismatch,
+    Stage,
+    TimingStats,
+    Verdict,
+    reward_for,
+)
+
+__all__ = [
+    "VERDICT_FORMAT",
+    "BatchRequest",
+    "BatchResponse",
+    "CandidateSource",
+    "CompileResult",
+    "DeviceInfo",
+    "ErrorBody",
+    "ErrorEnvelope",
+    "ErrorKind",
+    "EvaluateRequest",
+    "EvaluationOptions",
+    "FunctionTask",
+    "KernelResources",
+    "KernelTask",
+    "Mismatch",
+    "Stage",
+    "Task",
+    "TimingStats",
+    "Verdict",
+    "reward_for",
+]
+
+
+class CandidateSource(BaseModel):
+    """A candidate's code: one CUDA translation unit (function tasks) or kernel source (kernel tasks)."""
+
+    source: str = Field(min_length=1, max_length=400_000)
+
+
+class EvaluationOptions(BaseModel):
+    """Knobs of the runtime stages (sent with a request or taken from the settings)."""
+
+    correctness_sets: int = Field(default=3, ge=1, le=20, description="fresh input sets at the test size")
+    timing_size_checks: int = Field(
+        default=1, ge=0, le=5, description="input sets checked at the timing size"
+    )
+    run_timing: bool = True
+    timing_inputs: Literal["task", "fresh"] = Field(
+        default="task",
+        description="what the trials run on: 'task', the task's timing set (drawn once from a seed "
+        "derived from the task, the same for every candidate and repeat; its output is still checked); "
+        "'fresh', the evaluation's fresh timing-size set(s)",
+    )
+    warmup: int = Field(
+        default=1,
+        ge=0,
+        le=50,
+        description="untimed calls before the trials (the correctness calls, one of them at the timing "
+        "size, come before these)",
+    )
+    warmup_ms: float = Field(
+        default=30.0, ge=0, le=2000, description="untimed calls go on until this much wall time has passed"
+    )
+    warmup_settle: float = Field(
+        default=0.02,
+        ge=0,
+        le=1,
+        description="kernel tasks: untimed launches also go on until the median time of the last window "
+        "of them is within this fraction of the window before (the clocks have settled); 0: off",
+    )
+    max_warmup_ms: float = Field(
+        default=200.0, ge=0, le=5000, description="wall-time cap of the settling (not of warmup/warmup_ms)"
+    )
+    min_trials: int = Field(default=5, ge=3, le=1000)
+    max_trials: int = Field(default=100, ge=3, le=10000)
+    min_timing_ms: float = Field(default=20.0, ge=0, description="timed work before timing may stop")
+    target_error: float = Field(
+        default=0.01,
+        ge=0,
+        le=1,
+        description="stop once the median's relative standard error (1.2533*robust CoV/sqrt(trials)) is "
+        "at most this; 0: stop at min_trials and min_timing_ms",
+    )
+    max_timing_s: float = Field(
+        default=2.0, gt=0, description="wall-clock cap of the trials of one candidate (after min_trials)"
+    )
+    rotate_buffers: int = Field(default=3, ge=1, le=8, description="input copies cycled through while timing")
+    reference_repeats: int = Field(default=3, ge=1, le=20)
+    baseline: bool = True
+    compare_on_device: bool = Field(
+        default=True,
+        description="kernel tasks: check timing-size outputs on the device where they were written "
+        "(executor.devcompare; the host re-checks whatever fails there); False: download them and "
+        "compare on the host",
+    )
+
+    def trial_policy(self, device_timed: bool = False) -> TrialPolicy:
+        """The warm-up and stopping rules of :mod:`executor.checking` for these options.
+
+        The settle rule applies only to ``device_timed`` trials (kernels timed by CUDA events), whose
+        times move with the GPU's clocks; a function task's call is timed on the host clock with its
+        copies, whose spread would keep a settle rule waiting until its cap.
+        """
+        return TrialPolicy(
+            warmup=self.warmup,
+            warmup_ms=self.warmup_ms,
+            min_trials=self.min_trials,
+            max_trials=max(self.max_trials, self.min_trials),
+            min_total_ms=self.min_timing_ms,
+            target_error=self.target_error,
+            max_wall_s=self.max_timing_s,
+            settle=self.warmup_settle if device_timed else 0.0,
+            max_warmup_ms=self.max_warmup_ms if device_timed else 0.0,
+        )
+
+
+class EvaluateRequest(BaseModel):
+    """``POST /v1/evaluate``: one task, one candidate."""
+
+    task: Task
+    candidate: CandidateSource
+    options: EvaluationOptions = EvaluationOptions()
+
+
+class BatchRequest(BaseModel):
+    """``POST /v1/evaluate/batch``: several independent evaluations."""
+
+    items: list[EvaluateRequest] = Field(min_length=1)
+
+
+class BatchResponse(BaseModel):
+    """Verdicts in request order."""
+
+    verdicts: list[Verdict]
+
+
+class DeviceInfo(BaseModel):
+    """``GET /v1/device``."""
+
+    name: str | None = None
+    compute_capability: str | None = None
+    driver: str | None = None
+    memory_total_mib: int | None = None
+    arch: str
+    runtime: str
+    runtime_checks_available: bool
+    nvcc: str | None = None
+
+
+class ErrorBody(BaseModel):
+    """The body of every error answer."""
+
+    message: str
+    type: str
+    code: int
+
+
+class ErrorEnvelope(BaseModel):
+    """``{"error": {...}}``: what every non-2xx answer of the executor carries."""
+
+    error: ErrorBody

@@ -1,0 +1,450 @@
+"""The candidate worker's flow: prepare while the candidate compiles, then check and time it.
+
+:meth:`Worker.prepare` generates the evaluation's input sets, loads (or draws) the task's timing set and
+makes the rotated copies the trials run on (on the device, for kernel tasks); :meth:`Worker.run` checks
+the candidate's correctness on every planned set and times it against the serial reference and the
+naive CUDA baseline. A failing check is a :class:`~executor.worker.runtime.CandidateFailed` signal,
+turned here into a failed :class:`~executor.worker.messages.WorkerOutcome`. The expected outputs of an
+input set are read only after the candidate has produced its own outputs for that set.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from executor import timingset
+from executor.abi import bind_entry, call_entry
+from executor.checking import compare_output
+from executor.devcompare import DeviceComparer
+from executor.errors import ExecutorError
+from executor.gpulock import gpu_exclusive
+from executor.inputs import InputSet, generate_inputs
+from executor.reference import check_reference_outputs
+from executor.taskformat import KernelTask
+from executor.verdict import ErrorKind
+from executor.worker.gpu import DeviceSlots, GpuContext, GpuFunctionRuntime, GpuKernelRuntime, make_slots
+from executor.worker.host import HostFunctionRuntime, HostSlots
+from executor.worker.messages import (
+    CandidateRun,
+    WorkerJob,
+    WorkerOutcome,
+    expected_path,
+    input_plan,
+    write_progress,
+)
+from executor.worker.reference import time_reference
+from executor.worker.runtime import CandidateFailed, Runtime
+
+logger = logging.getLogger(__name__)
+
+
+class Worker:
+    """Runs one candidate job's runtime stages."""
+
+    def __init__(self, job: WorkerJob, gpu: GpuContext | None = None) -> None:
+        self.job = job
+        self.task = job.task
+        self.reference_lib = ctypes.CDLL(job.reference_library)
+        self.reference_fn = bind_entry(self.reference_lib, self.task.reference_symbol, self.task)
+        self.gpu = gpu
+        self.seconds: dict[str, float] = {}
+        self.plan = input_plan(job.options, job.seeds)
+        self.sets: list[InputSet] = []
+        self._expected: dict[int, dict[str, np.ndarray]] = {}
+        # The fresh timing-size sets' positions in the plan, and what the trials run on.
+        self.timing_indices = [i for i, (_, size) in enumerate(self.plan) if size == "timing"]
+        self.timing_sources: list[InputSet] = []
+        self.slots: HostSlots | DeviceSlots | None = None
+        # Device copies of the fresh timing-size sets (kernel tasks), made ahead and used once each.
+        self.uploaded: dict[int, dict[str, Any]] = {}
+        self.ready_at: float | None = None
+        # Checks of timing-size outputs running behind the GPU work (kernel tasks): see check_behind.
+        self._checker: ThreadPoolExecutor | None = None
+        self._behind: list[tuple[int, Future[None]]] = []
+        # ... or left on the device and checked there after the trials (with a comparer).
+        self._kept: list[tuple[int, GpuKernelRuntime, dict[str, Any]]] = []
+        self.comparer: DeviceComparer | None = None
+
+    def _add_seconds(self, key: str, since: float) -> None:
+        """Add the time since ``since`` (a perf_counter reading) to ``seconds[key]``."""
+        self.seconds[key] = self.seconds.get(key, 0.0) + time.perf_counter() - since
+
+    def progress(self, stage: str) -> None:
+        """Record the current stage, so that a timeout can say where it happened."""
+        write_progress(self.job.progress_path, stage)
+
+    def prepare(self) -> None:
+        """Everything that does not depend on the candidate, done while it compiles: every planned
+        input set, the sets the trials run on and their rotated copies (on the device for kernel
+        tasks, where the CUDA context is already made)."""
+        t0 = time.perf_counter()
+        self.progress("inputs")
+        self.sets = [generate_inputs(self.task, size, seed, self.reference_lib) for seed, size in self.plan]
+        self.seconds["inputs"] = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        if self.job.options.run_timing:
+            self.timing_sources = self._timing_sources()
+            # Device uploads wait for (and never overlap) another worker's run.
+            with gpu_exclusive():
+                self.slots = self._prepared_slots()
+                if isinstance(self.slots, DeviceSlots):
+                    self.uploaded = self._uploaded_timing_sets()
+                    self.comparer = self._comparer()
+        self.seconds["timing_inputs"] = time.perf_counter() - t1
+        self.ready_at = time.monotonic()
+
+    def _uploaded_timing_sets(self) -> dict[int, dict[str, Any]]:
+        """Device copies of the fresh timing-size sets for their correctness runs (uploading hundreds
+        of MB from pageable memory would otherwise wait for the candidate). Empty when they do not
+        fit: then each run uploads its set itself."""
+        assert self.gpu is not None
+        uploaded: dict[int, dict[str, Any]] = {}
+        try:
+            for index in self.timing_indices:
+                uploaded[index] = self.gpu.upload(self.sets[index])
+        except self.gpu.cuda.Error as e:
+            logger.warning("the timing-size sets are uploaded by their runs: %s", e)
+            for buffers in uploaded.values():
+                GpuKernelRuntime.free(buffers)
+            return {}
+        return uploaded
+
+    def _comparer(self) -> DeviceComparer | None:
+        """The comparison kernels, when the job names them and the options allow; None (every output
+        is compared on the host) when loading them fails."""
+        product = self.job.compare_product
+        if self.gpu is None or product is None or not self.job.options.compare_on_device:
+            return None
+        try:
+            return DeviceComparer(self.gpu.cuda, product)
+        except self.gpu.cuda.Error as e:
+            logger.warning("outputs are compared on the host: %s", e)
+            return None
+
+    def _timing_sources(self) -> list[InputSet]:
+        spec = self.job.timing_set
+        if spec is None:
+            return [self.sets[i] for i in self.timing_indices]
+        loaded = timingset.load_inputs(spec, self.task)
+        # Not stored yet (the task's first evaluation): drawn here from the same seed, as the
+        # reference worker does; generation is deterministic for a seed.
+        return [loaded or generate_inputs(self.task, "timing", spec.seed, self.reference_lib)]
+
+    def _prepared_slots(self) -> HostSlots | DeviceSlots | None:
+        """The rotated copies made ahead; None when that fails, in which case the timing stage makes
+        them again and the failure (no device memory, no context) becomes the candidate's verdict."""
+        if isinstance(self.task, KernelTask) and self.gpu is None:
+            if self.job.runtime != "gpu":
+                return None
+            self.gpu = GpuContext.create_or_none()
+            if self.gpu is None:
+                return None
+        errors: tuple[type[BaseException], ...] = (CandidateFailed, ExecutorError)
+        if self.gpu is not None:
+            errors = (*errors, self.gpu.cuda.Error)
+        try:
+            return make_slots(self.task, self.gpu, self.timing_sources, self.job.options.rotate_buffers)
+        except errors as e:
+            logger.warning("no timing buffers ahead of the candidate: %s", e)
+            return None
+
+    def runtime_for(self, product: str, symbol: str) -> Runtime:
+        """The runtime that fits the job (GPU function/kernel, or host function)."""
+        if self.job.runtime == "host":
+            return HostFunctionRuntime(self.task, product, symbol)
+        if self.gpu is None:
+            self.gpu = GpuContext()
+        if isinstance(self.task, KernelTask):
+            return GpuKernelRuntime(self.gpu, self.task, product, symbol)
+        return GpuFunctionRuntime(self.gpu, self.task, product, symbol)
+
+    def expected(self, index: int) -> dict[str, np.ndarray]:
+        """The reference's outputs for planned set ``index``: called only after the candidate has run
+        on that set, so the answer is never in this process while the candidate computes it."""
+        if index not in self._expected:
+            if self.job.expected_dir is not None:
+                t0 = time.perf_counter()
+                directory = Path(self.job.expected_dir)
+                self._expected[index] = {
+                    a.name: np.load(expected_path(directory, index, a.name), allow_pickle=False)
+                    for a in self.task.outputs
+                }
+                self._add_seconds("expected_load", t0)
+            else:
+                work = self.sets[index].copy()
+                call_entry(self.reference_fn, self.task, work.scalars, work.arrays)
+                outputs = {a.name: work.arrays[a.name] for a in self.task.outputs}
+                check_reference_outputs(self.task, outputs)
+                self._expected[index] = outputs
+        return self._expected[index]
+
+    def check(
+        self,
+        inputs: InputSet,
+        got: dict[str, np.ndarray],
+        expected: dict[str, np.ndarray],
+        key: str = "compare",
+    ) -> None:
+        """Raise CandidateFailed on the first output that disagrees with the reference (the time spent
+        is added to ``seconds[key]``)."""
+        for arg in self.task.outputs:
+            t0 = time.perf_counter()
+            failure = compare_output(
+                self.task, arg, got[arg.name], expected[arg.name], inputs.size, inputs.seed
+            )
+            self._add_seconds(key, t0)
+            if failure is not None:
+                kind, mismatch = failure
+                raise CandidateFailed(
+                    kind,
+                    f"{mismatch.count}/{mismatch.total} elements of {arg.name!r} differ from the reference "
+                    f"at the {inputs.size} size (first at [{mismatch.index}]: "
+                    f"expected {mismatch.expected}, got {mismatch.got})",
+                    mismatch,
+                )
+
+    def check_device_outputs(
+        self,
+        candidate: GpuKernelRuntime,
+        inputs: InputSet,
+        outputs: dict[str, Any],
+        expected: dict[str, np.ndarray],
+        key: str = "compare",
+    ) -> None:
+        """Check a kernel's outputs where it left them (device buffers): on the device when the
+        comparer decides that every element passes; otherwise (failures, or a rule the device does not
+        decide) downloaded and checked on the host, which names the failure."""
+        if self.comparer is not None:
+            t0 = time.perf_counter()
+            try:
+                passed = all(
+                    self.comparer.failures(
+                        self.task.compare_rule(arg),
+                        arg.dtype,
+                        outputs[arg.name],
+                        inputs.arrays[arg.name].size,
+                        expected[arg.name],
+                    )
+                    == 0
+                    for arg in self.task.outputs
+                )
+            except self.comparer.cuda.Error as e:
+                raise CandidateFailed(ErrorKind.CUDA_ERROR, f"CUDA error while checking outputs: {e}") from e
+            finally:
+                self._add_seconds(key, t0)
+            if passed:
+                return
+        t0 = time.perf_counter()
+        got = candidate.download(inputs, outputs)
+        self._add_seconds("download", t0)
+        self.check(inputs, got, expected, key)
+
+    def check_later(self, index: int, candidate: GpuKernelRuntime, outputs: dict[str, Any]) -> None:
+        """Check the device outputs of planned set ``index`` on the device after the trials, when
+        :meth:`checks_behind_failure` is called (the expected outputs are read then)."""
+        self._kept.append((index, candidate, outputs))
+
+    def check_behind(self, index: int, got: dict[str, np.ndarray]) -> None:
+        """Check planned set ``index`` in a thread (its expected outputs are read there, now that the
+        candidate has run on it); :meth:`checks_behind_failure` collects the result."""
+        inputs = self.sets[index]
+        if self._checker is None:
+            self._checker = ThreadPoolExecutor(1, thread_name_prefix="executor-check")
+        future = self._checker.submit(
+            lambda: self.check(inputs, got, self.expected(index), key="compare_behind")
+        )
+        self._behind.append((index, future))
+
+    def checks_behind_failure(self, on_device: bool = True) -> tuple[int, CandidateFailed] | None:
+        """Finish the checks of :meth:`check_later` and :meth:`check_behind`; the first failing set's
+        index and failure, if any (an ExecutorError from the task's own reference is raised as it
+        would be in line). ``on_device=False`` (after a CUDA error, which leaves the context
+        unusable) drops the checks that would run on the device."""
+        kept, self._kept = self._kept, []
+        if not on_device:
+            kept = []
+        for position, (index, candidate, outputs) in enumerate(kept):
+            try:
+                self.check_device_outputs(
+                    candidate, self.sets[index], outputs, self.expected(index), key="compare_behind"
+                )
+            except CandidateFailed as e:
+                for _, owner, unchecked in kept[position:]:
+                    owner.free(unchecked)
+                return index, e
+            candidate.free(outputs)
+        behind, self._behind = self._behind, []
+        for index, future in behind:
+            try:
+                future.result()
+            except CandidateFailed as e:
+                for _, pending in behind:
+                    pending.cancel()
+                return index, e
+        return None
+
+    def behind_outcome(self, device: str, after: CandidateFailed | None = None) -> WorkerOutcome | None:
+        """The correctness failure of a check left for later (after waiting for them all), or None.
+        ``after``: the failure that ended the run, after which the device may no longer be usable."""
+        on_device = after is None or after.kind is not ErrorKind.CUDA_ERROR
+        failed = self.checks_behind_failure(on_device)
+        return None if failed is None else self.outcome(failed[1], "correctness", failed[0], device)
+
+    def run(self, run: CandidateRun) -> WorkerOutcome:
+        """Correctness on fresh input sets, then timing; failures come back as outcomes."""
+        opts = self.job.options
+        if not self.sets:
+            self.prepare()
+        if run.sent_at is not None and self.ready_at is not None:
+            # The part of the preparation that the candidate had to wait for (both clocks are the
+            # system's monotonic clock).
+            self.seconds["inputs_wait"] = max(0.0, self.ready_at - run.sent_at)
+        t0 = time.perf_counter()
+        self.progress("correctness")
+        candidate = self.runtime_for(run.candidate_product, run.candidate_symbol)
+        checked = opts.correctness_sets + opts.timing_size_checks
+        # A kernel's timing-size outputs are checked after the trials on the device, or (no comparer)
+        # in a thread while the GPU warms up and times (device-timed trials do not see the host's
+        # work); the verdict waits for that check.
+        overlap = opts.run_timing and isinstance(candidate, GpuKernelRuntime)
+        done = 0
+        try:
+            for index in range(checked):
+                inputs = self.sets[index]
+                # Candidate first, then the reference's answer, then the candidate again on other data:
+                # a candidate that caches results between calls answers the next set with stale values.
+                uploaded = self.uploaded.pop(index, None)
+                if overlap and inputs.size == "timing" and self.comparer is not None:
+                    # Left on the device and checked there after the trials (no download).
+                    assert isinstance(candidate, GpuKernelRuntime)
+                    self.check_later(index, candidate, candidate.run_on_device(inputs, uploaded))
+                elif overlap and inputs.size == "timing":
+                    self.check_behind(index, candidate.run(inputs, uploaded))
+                else:
+                    self.check(inputs, candidate.run(inputs, uploaded), self.expected(index))
+                done += 1
+            # Repeat the first set: a race that happened to pass once should not pass twice by luck.
+            try:
+                self.check(self.sets[0], candidate.run(self.sets[0]), self.expected(0))
+            except CandidateFailed as e:
+                raise CandidateFailed(
+                    ErrorKind.NONDETERMINISTIC,
+                    "the same inputs gave a correct answer once and a wrong one later: " + str(e),
+                    e.mismatch,
+                ) from e
+        except CandidateFailed as e:
+            self.seconds["correctness"] = time.perf_counter() - t0
+            # An earlier set checked in a thread may have failed first.
+            return self.behind_outcome(candidate.device, e) or self.outcome(
+                e, "correctness", done, candidate.device
+            )
+        self.seconds["correctness"] = time.perf_counter() - t0
+        if not opts.run_timing:
+            return WorkerOutcome(
+                passed=True,
+                stage="correctness",
+                input_sets_checked=done,
+                device=candidate.device,
+                seconds=self.seconds,
+            )
+        return self.timing(candidate, run, done)
+
+    def timing(self, candidate: Runtime, run: CandidateRun, checked: int) -> WorkerOutcome:
+        """Time candidate, serial reference and (optionally) the naive CUDA baseline at the timing size.
+
+        The trials run on rotated copies of the task's timing set (or of the fresh timing-size sets),
+        whose reference outputs are known, so the last trial's outputs are checked without running the
+        serial reference again.
+        """
+        opts = self.job.options
+        t0 = time.perf_counter()
+        self.progress("timing")
+        if not self.timing_sources:
+            self.timing_sources = self._timing_sources()
+        sources = self.timing_sources
+        try:
+            slots = self.slots or make_slots(self.task, self.gpu, sources, opts.rotate_buffers)
+            stats, last = candidate.time(slots, opts)
+            self.seconds["timing_trials"] = time.perf_counter() - t0
+            if "warmup" in last:  # kernel tasks: the part of the trials spent warming up
+                self.seconds["timing_warmup"] = last["warmup"]["seconds"]
+            failed_behind = self.behind_outcome(candidate.device)
+            if failed_behind is not None:
+                self.seconds["timing"] = time.perf_counter() - t0
+                return failed_behind
+            # The last timed trial's outputs must still be right: races and state kept across calls
+            # that only show up under repetition are caught here.
+            inputs, expected = sources[last["set"]], self.timing_expected(last["set"])
+            if "device_outputs" in last:
+                assert isinstance(candidate, GpuKernelRuntime)
+                self.check_device_outputs(candidate, inputs, last["device_outputs"], expected)
+            else:
+                self.check(inputs, last["outputs"], expected)
+        except CandidateFailed as e:
+            self.seconds["timing"] = time.perf_counter() - t0
+            # A correctness failure comes first.
+            return self.behind_outcome(candidate.device, e) or self.outcome(
+                e, "timing", checked, candidate.device
+            )
+        ref_stats = run.reference_timing
+        if ref_stats is None:
+            self.progress("reference_timing")
+            ref_stats = time_reference(self.reference_fn, self.task, sources[0], opts.reference_repeats)
+        baseline_stats = run.baseline_timing
+        if baseline_stats is None and opts.baseline and run.baseline_product:
+            self.progress("baseline")
+            baseline = self.runtime_for(run.baseline_product, self.task.entry)
+            # Copies of their own: the candidate may have written into its inputs.
+            baseline_slots = make_slots(self.task, self.gpu, sources, opts.rotate_buffers)
+            baseline_stats, _ = baseline.time(baseline_slots, opts)
+        self.seconds["timing"] = time.perf_counter() - t0
+        return WorkerOutcome(
+            passed=True,
+            stage="timing",
+            input_sets_checked=checked + 1,
+            candidate_timing=stats,
+            reference_timing=ref_stats,
+            baseline_timing=baseline_stats,
+            device=candidate.device,
+            seconds=self.seconds,
+        )
+
+    def timing_expected(self, source: int) -> dict[str, np.ndarray]:
+        """The reference's outputs for timing source ``source``, read after the trials: from the task's
+        timing set, else (not stored, or pruned meanwhile) from the reference run here, now that the
+        candidate has run."""
+        spec = self.job.timing_set
+        if spec is None:
+            return self.expected(self.timing_indices[source])
+        t0 = time.perf_counter()
+        stored = timingset.load_expected(spec, self.task)
+        if stored is not None:
+            self._add_seconds("expected_load", t0)
+            return stored
+        work = self.timing_sources[source].copy()
+        call_entry(self.reference_fn, self.task, work.scalars, work.arrays)
+        outputs = {a.name: work.arrays[a.name] for a in self.task.outputs}
+        check_reference_outputs(self.task, outputs)
+        return outputs
+
+    def outcome(
+        self, failure: CandidateFailed, stage: Literal["correctness", "timing"], checked: int, device: str
+    ) -> WorkerOutcome:
+        """A failed outcome from a CandidateFailed signal."""
+        return WorkerOutcome(
+            passed=False,
+            stage=stage,
+            error=failure.kind,
+            message=str(failure),
+            mismatch=failure.mismatch,
+            input_sets_checked=checked,
+            device=device,
+            seconds=self.seconds,
+        )

@@ -1,0 +1,275 @@
+"""The GPU runtimes: pycuda with the device's primary context (:class:`GpuContext`).
+
+Function-task candidates are ``.so`` files called through ctypes on host pointers and timed one call
+at a time on the host clock, after an L2 flush and with a device-wide synchronisation
+(:class:`GpuFunctionRuntime`); kernel-task candidates are cubins launched here and timed with CUDA
+events, in batches of trials enqueued on a stream with one wait per batch (:class:`GpuKernelRuntime`),
+on rotated device copies of their inputs (:class:`DeviceSlots`). pycuda is imported only when a
+context is made, so this module imports on machines without it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+
+from executor.checking import measure_batched, timing_stats
+from executor.errors import ExecutorError
+from executor.inputs import InputSet
+from executor.protocol import EvaluationOptions
+from executor.taskformat import NUMPY_DTYPES, FunctionTask, KernelTask, ScalarArg, Size
+from executor.verdict import ErrorKind, TimingStats
+from executor.worker.host import FunctionRuntime, HostSlots
+from executor.worker.runtime import CandidateFailed, Runtime
+
+logger = logging.getLogger(__name__)
+
+
+# Trials enqueued on the stream before the host waits: 6 stream operations each stay well inside the
+# driver's launch queue, and the stopping rule is applied between batches.
+MAX_BATCH = 64
+
+
+class GpuContext:
+    """The device's primary context through pycuda, shared with the CUDA runtime inside candidates."""
+
+    def __init__(self) -> None:
+        import pycuda.driver as cuda  # lazily: only the GPU path needs pycuda
+
+        cuda.init()
+        self.cuda = cuda
+        self.dev = cuda.Device(0)
+        self.ctx = self.dev.retain_primary_context()
+        self.ctx.push()
+        major, minor = self.dev.compute_capability()
+        self.device = f"{self.dev.name()} (sm_{major}{minor})"
+        l2 = int(self.dev.get_attribute(cuda.device_attribute.L2_CACHE_SIZE))
+        # Writing more than the L2 holds between trials evicts whatever the last trial left there.
+        self.flush_bytes = max(4 * l2, 64 << 20)
+        self.flush_buffer = cuda.mem_alloc(self.flush_bytes)
+
+    @staticmethod
+    def create_or_none() -> GpuContext | None:
+        """A context made ahead of the job (a pre-warmed worker); None when that fails, in which case
+        the job makes it again and the failure shows in its verdict."""
+        try:
+            import pycuda.driver as cuda
+        except ImportError:
+            return None
+        try:
+            return GpuContext()
+        except cuda.Error as e:
+            logger.warning("no CUDA context ahead of the job: %s", e)
+            return None
+
+    def flush_l2(self) -> None:
+        """Overwrite a buffer larger than L2 and wait for it."""
+        self.cuda.memset_d32(self.flush_buffer, 0x5A5A5A5A, self.flush_bytes // 4)
+        self.cuda.Context.synchronize()
+
+    def flush_l2_async(self, stream: Any) -> None:
+        """Enqueue the same overwrite on ``stream`` (ordered before whatever is enqueued after it)."""
+        self.cuda.memset_d32_async(self.flush_buffer, 0x5A5A5A5A, self.flush_bytes // 4, stream)
+
+    def synchronize(self) -> None:
+        """Wait for all work on the device; a sticky error surfaces here as a CUDA error."""
+        try:
+            self.cuda.Context.synchronize()
+        except self.cuda.Error as e:
+            raise CandidateFailed(ErrorKind.CUDA_ERROR, f"CUDA error after the call: {e}") from e
+
+    def upload(self, inputs: InputSet, names: list[str] | None = None) -> dict[str, Any]:
+        """Device copies of the arrays of ``inputs`` (all, or those in ``names``)."""
+        buffers = {}
+        for name, array in inputs.arrays.items():
+            if names is not None and name not in names:
+                continue
+            buf = self.cuda.mem_alloc(max(array.nbytes, 1))
+            self.cuda.memcpy_htod(buf, array)  # outputs carry their poison, inout their initial values
+            buffers[name] = buf
+        return buffers
+
+    def close(self) -> None:
+        """Release the context (best effort: a broken context cannot be popped cleanly)."""
+        try:
+            self.flush_buffer.free()
+            self.ctx.pop()
+        except self.cuda.Error as e:
+            logger.warning("could not release the CUDA context: %s", e)
+
+
+class DeviceSlots:
+    """Rotated device copies of the timing sources (kernel tasks), so that no trial finds its data
+    already in L2, and one pristine device copy of each source's outputs to restore them from before
+    every trial (a device-to-device copy: a host upload of a large output would dominate each trial).
+
+    Made before the candidate arrives: nothing in it depends on the candidate.
+    """
+
+    def __init__(
+        self, gpu: GpuContext, task: FunctionTask | KernelTask, sources: list[InputSet], rotate: int
+    ):
+        self.gpu = gpu
+        self.sources = sources
+        self.outputs = [a.name for a in task.outputs]
+        self.nbytes = [{name: max(s.arrays[name].nbytes, 1) for name in self.outputs} for s in sources]
+        self.rotated: list[dict[str, Any]] = []
+        self.pristine: list[dict[str, Any]] = []
+        try:
+            self.pristine.extend(gpu.upload(s, self.outputs) for s in sources)
+            self.rotated.extend(gpu.upload(sources[j % len(sources)]) for j in range(rotate))
+        except gpu.cuda.MemoryError as e:
+            self.free()
+            raise CandidateFailed(ErrorKind.OUT_OF_MEMORY, f"rotated timing buffers do not fit: {e}") from e
+
+    def enqueue_restore(self, slot: int, source: int, stream: Any) -> None:
+        """Restore inout / re-poison out of rotation slot ``slot`` from source ``source`` (untimed)."""
+        for name in self.outputs:
+            self.gpu.cuda.memcpy_dtod_async(
+                self.rotated[slot][name], self.pristine[source][name], self.nbytes[source][name], stream
+            )
+
+    def free(self) -> None:
+        """Free every buffer (the process's exit would too)."""
+        for buffers in self.rotated + self.pristine:
+            for buf in buffers.values():
+                buf.free()
+        self.rotated, self.pristine = [], []
+
+
+def make_slots(
+    task: FunctionTask | KernelTask, gpu: GpuContext | None, sources: list[InputSet], rotate: int
+) -> HostSlots | DeviceSlots:
+    """The rotated copies that a runtime's trials run on: on the device for kernel tasks (``gpu`` is
+    required), in host memory for function tasks."""
+    if isinstance(task, KernelTask):
+        if gpu is None:
+            raise ExecutorError("a kernel task's timing buffers need a CUDA context")
+        return DeviceSlots(gpu, task, sources, rotate)
+    return HostSlots(sources, rotate)
+
+
+class GpuFunctionRuntime(FunctionRuntime):
+    """A function-task .so (host pointers in, host pointers out) timed on the GPU host.
+
+    The call allocates, copies and launches by itself, possibly on other streams, so the timed region
+    is the call plus a device-wide synchronisation, measured with the host clock.
+    """
+
+    def __init__(self, gpu: GpuContext, task: FunctionTask | KernelTask, product: str, symbol: str) -> None:
+        super().__init__(task, product, symbol)
+        self.gpu = gpu
+        self.device = gpu.device
+
+    def before_trial(self) -> None:
+        self.gpu.flush_l2()
+
+    def after_call(self) -> None:
+        self.gpu.synchronize()
+
+
+class GpuKernelRuntime(Runtime):
+    """A kernel-task cubin: device buffers allocated here, inputs copied, outputs poisoned, launched
+    with the task's grid/block; timed with CUDA events on a stream of its own."""
+
+    def __init__(self, gpu: GpuContext, task: KernelTask, product: str, symbol: str) -> None:
+        self.gpu = gpu
+        self.device = gpu.device
+        self.task = task
+        self.module = gpu.cuda.module_from_file(product)
+        self.kernel = self.module.get_function(symbol)
+
+    def _launch(self, inputs: InputSet, buffers: dict[str, Any], size: Size, stream: Any = None) -> None:
+        grid, block, shared = self.task.launch_config(size)
+        args: list[Any] = []
+        for arg in self.task.args:
+            if isinstance(arg, ScalarArg):
+                args.append(NUMPY_DTYPES[arg.dtype](inputs.scalars[arg.name]))
+            else:
+                args.append(buffers[arg.name])
+        try:
+            self.kernel(*args, block=block, grid=grid, shared=shared, stream=stream)
+        except self.gpu.cuda.Error as e:
+            raise CandidateFailed(ErrorKind.CUDA_ERROR, f"kernel launch failed: {e}") from e
+
+    def download(self, inputs: InputSet, buffers: dict[str, Any]) -> dict[str, np.ndarray]:
+        """Host copies of the outputs in ``buffers`` (shaped like those of ``inputs``)."""
+        outputs = {}
+        for arg in self.task.outputs:
+            host = np.empty_like(inputs.arrays[arg.name])
+            self.gpu.cuda.memcpy_dtoh(host, buffers[arg.name])
+            outputs[arg.name] = host
+        return outputs
+
+    @staticmethod
+    def free(buffers: dict[str, Any]) -> None:
+        """Free device buffers."""
+        for buf in buffers.values():
+            buf.free()
+
+    def run_on_device(self, inputs: InputSet, uploaded: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Launch on ``inputs`` (uploaded now unless ``uploaded``) and wait; the outputs' device buffers
+        are returned and the caller frees them, the other buffers are freed here."""
+        buffers = uploaded
+        if buffers is None:
+            try:
+                buffers = self.gpu.upload(inputs)
+            except self.gpu.cuda.MemoryError as e:
+                raise CandidateFailed(ErrorKind.OUT_OF_MEMORY, f"task buffers do not fit: {e}") from e
+        try:
+            self._launch(inputs, buffers, inputs.size)
+            self.gpu.synchronize()
+        except BaseException:
+            self.free(buffers)
+            raise
+        outputs = {arg.name: buffers.pop(arg.name) for arg in self.task.outputs}
+        self.free(buffers)
+        return outputs
+
+    def run(self, inputs: InputSet, uploaded: dict[str, Any] | None = None) -> dict[str, np.ndarray]:
+        outputs = self.run_on_device(inputs, uploaded)
+        try:
+            return self.download(inputs, outputs)
+        finally:
+            self.free(outputs)
+
+    def time(self, slots: Any, options: EvaluationOptions) -> tuple[TimingStats, dict[str, Any]]:
+        """Trials enqueued in batches on one stream, each ``restore outputs -> flush L2 -> start event ->
+        launch -> end event``, with one wait per batch: a sample is still one launch after a flush,
+        timed by its own pair of events, without a host round trip per trial."""
+        assert isinstance(slots, DeviceSlots)
+        cuda = self.gpu.cuda
+        stream = cuda.Stream()
+        events: list[tuple[Any, Any]] = []  # reused by every batch
+        last: dict[str, Any] = {}
+
+        def run_batch(indices: list[int]) -> list[float]:
+            try:
+                while len(events) < len(indices):
+                    events.append((cuda.Event(), cuda.Event()))
+                for (start, end), i in zip(events, indices, strict=False):
+                    j = i % len(slots.rotated)
+                    k = j % len(slots.sources)
+                    slots.enqueue_restore(j, k, stream)
+                    self.gpu.flush_l2_async(stream)
+                    start.record(stream)
+                    self._launch(slots.sources[k], slots.rotated[j], slots.sources[k].size, stream)
+                    end.record(stream)
+                    last.update(set=k, slot=j)
+                events[len(indices) - 1][1].synchronize()
+                # A fault in any launch of the batch is sticky: it surfaces here, if not before.
+                cuda.Context.synchronize()
+                return [float(start.time_till(end)) for start, end in events[: len(indices)]]
+            except cuda.Error as e:
+                raise CandidateFailed(ErrorKind.CUDA_ERROR, f"CUDA error while timing: {e}") from e
+
+        warmup: dict[str, Any] = {}
+        policy = options.trial_policy(device_timed=True)
+        samples, stop = measure_batched(run_batch, policy, MAX_BATCH, warmup)
+        last["warmup"] = warmup  # calls, seconds, batches
+        last["samples_ms"] = samples  # for bench/device/warmup_trace.py
+        # The last trial's outputs stay where it wrote them: the worker checks them there.
+        last["device_outputs"] = {a.name: slots.rotated[last["slot"]][a.name] for a in self.task.outputs}
+        return timing_stats(samples, stop, warmup["calls"]), last

@@ -1,0 +1,159 @@
+"""What the parent (:mod:`executor.sandbox`) and a worker process tell each other.
+
+The parent writes a job file (:class:`WorkerJob` then :class:`CandidateRun` for a candidate worker, a
+:class:`ReferenceJob` for a reference worker) and names it on the worker's stdin. The worker writes the
+stage it is in to the job's progress file (:func:`write_progress`, so that a timeout can say where it
+happened) and its outcome (:class:`WorkerOutcome` or :class:`ReferenceOutcome`) to the job's result
+file (:func:`write_result`), then wakes the parent through the pipe named in :data:`DONE_FD_ENV`.
+Both sides derive the evaluation's input sets from the same seeds with :func:`input_plan`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from executor.protocol import EvaluationOptions
+from executor.taskformat import Size, Task
+from executor.timingset import TimingSetSpec
+from executor.verdict import ErrorKind, Mismatch, TimingStats
+
+logger = logging.getLogger(__name__)
+
+
+def input_plan(options: EvaluationOptions, seeds: list[int]) -> list[tuple[int, Size]]:
+    """The evaluation's input sets as ``(seed, size)``: the test-size sets, then the timing-size sets.
+
+    There is always at least one timing-size set: it is what the trials run on and what the last trial
+    is checked against, even when ``timing_size_checks`` is 0.
+    """
+    test: list[Size] = ["test"] * options.correctness_sets
+    timing: list[Size] = ["timing"] * max(1, options.timing_size_checks)
+    sizes = test + timing
+    if len(seeds) < len(sizes):
+        raise ValueError(f"{len(seeds)} seeds for {len(sizes)} input sets")
+    return list(zip(seeds, sizes, strict=False))
+
+
+def seeds_needed(options: EvaluationOptions) -> int:
+    """How many fresh seeds an evaluation with these options draws."""
+    return options.correctness_sets + max(1, options.timing_size_checks)
+
+
+def expected_path(directory: Path, index: int, name: str) -> Path:
+    """Where the reference's output ``name`` for input set ``index`` is stored."""
+    return directory / f"set{index}-{name}.npy"
+
+
+class WorkerJob(BaseModel):
+    """The candidate-independent part of a worker's job, sent before the candidate is compiled."""
+
+    task: Task
+    runtime: Literal["gpu", "host", "none"]
+    reference_library: str
+    seeds: list[int]
+    options: EvaluationOptions = EvaluationOptions()
+    expected_dir: str | None = Field(
+        default=None,
+        description="the reference's outputs (from a ReferenceJob); None: run the reference here, "
+        "after the candidate on each set",
+    )
+    timing_set: TimingSetSpec | None = Field(
+        default=None,
+        description="the task's timing set, which the trials run on; None: the fresh timing-size sets",
+    )
+    compare_product: str | None = Field(
+        default=None,
+        description="the cubin of executor.devcompare's kernels (kernel tasks); None: every output is "
+        "compared on the host",
+    )
+    result_path: str = "result.json"
+    memory_limit_bytes: int | None = None
+    progress_path: str | None = None
+
+
+class CandidateRun(BaseModel):
+    """The second half of a candidate worker's job: what to run, once it is compiled."""
+
+    candidate_product: str
+    candidate_symbol: str
+    baseline_product: str | None = None
+    reference_timing: TimingStats | None = None
+    baseline_timing: TimingStats | None = None
+    sent_at: float | None = Field(
+        default=None,
+        description="time.monotonic() when the parent handed this over: the worker reports how long "
+        "the candidate then waited for the worker's preparation (``inputs_wait``)",
+    )
+
+
+class ReferenceJob(BaseModel):
+    """A reference worker's job: expected outputs for the evaluation's input sets, and its timing."""
+
+    task: Task
+    reference_library: str
+    seeds: list[int]
+    options: EvaluationOptions = EvaluationOptions()
+    sets: int | None = Field(default=None, description="only the first N planned sets (None: all)")
+    out_dir: str
+    time_reference: bool = False
+    timing_set: TimingSetSpec | None = Field(
+        default=None, description="store the task's timing set and its outputs here unless stored"
+    )
+    result_path: str = "result.json"
+    memory_limit_bytes: int | None = None
+    progress_path: str | None = None
+
+
+class ReferenceOutcome(BaseModel):
+    """What a reference worker reports: done (files written) or the task's own failure."""
+
+    ok: bool
+    message: str = ""
+    reference_timing: TimingStats | None = None
+    seconds: dict[str, float] = Field(default_factory=dict)
+
+
+class WorkerOutcome(BaseModel):
+    """What the worker reports back (the parent adds compile info and wraps it in a Verdict)."""
+
+    passed: bool
+    stage: Literal["correctness", "timing"]
+    error: ErrorKind | None = None
+    message: str = ""
+    mismatch: Mismatch | None = None
+    input_sets_checked: int = 0
+    candidate_timing: TimingStats | None = None
+    reference_timing: TimingStats | None = None
+    baseline_timing: TimingStats | None = None
+    device: str = ""
+    seconds: dict[str, float] = Field(default_factory=dict)
+
+
+# The descriptor of the pipe on which a worker tells its parent that its result is written (see
+# executor.sandbox.WorkerProcess.wait); the parent names it in this variable.
+DONE_FD_ENV = "REGRAPH_DONE_FD"
+
+
+def write_progress(path: str | None, stage: str) -> None:
+    """Record the stage a worker is in (nothing when the job names no progress file)."""
+    if path:
+        Path(path).write_text(stage)
+
+
+def write_result(path: str, model: BaseModel) -> None:
+    """Write a worker's outcome atomically and tell the parent that it is there."""
+    target = Path(path)
+    tmp = target.with_suffix(".tmp")
+    tmp.write_text(model.model_dump_json())
+    os.replace(tmp, target)
+    fd = os.environ.get(DONE_FD_ENV)
+    if fd:
+        try:  # the parent wakes up at once; without this it still finds the file, later
+            os.write(int(fd), b"\n")
+        except (OSError, ValueError) as e:
+            logger.warning("could not tell the parent that the result is written: %s", e)

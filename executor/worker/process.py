@@ -1,0 +1,102 @@
+"""The worker process: start-up, one job, the outcome written for the parent (see :mod:`executor.worker`)."""
+
+from __future__ import annotations
+
+import logging
+import resource
+import sys
+from pathlib import Path
+
+from executor.checking import prime as prime_statistics
+from executor.errors import ExecutorError
+from executor.gpulock import gpu_exclusive
+from executor.verdict import ErrorKind
+from executor.worker.candidate import Worker
+from executor.worker.gpu import GpuContext
+from executor.worker.messages import (
+    CandidateRun,
+    ReferenceJob,
+    ReferenceOutcome,
+    WorkerJob,
+    WorkerOutcome,
+    write_result,
+)
+from executor.worker.reference import ReferenceWorker
+
+logger = logging.getLogger(__name__)
+
+
+def _limit_memory(limit: int | None, uses_cuda: bool) -> None:
+    # RLIMIT_AS breaks CUDA (the driver reserves huge virtual ranges), so on the GPU path the parent
+    # watches resident memory instead; elsewhere the kernel enforces the limit here.
+    if limit is not None and not uses_cuda:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def _failure(kind: ErrorKind, message: str, seconds: dict[str, float]) -> WorkerOutcome:
+    return WorkerOutcome(passed=False, stage="correctness", error=kind, message=message, seconds=seconds)
+
+
+def serve_reference(job_path: str) -> int:
+    """Run one reference job (the task's own code; its failures are the task's, not a candidate's)."""
+    job = ReferenceJob.model_validate_json(Path(job_path).read_text())
+    _limit_memory(job.memory_limit_bytes, uses_cuda=False)
+    try:
+        outcome = ReferenceWorker(job).run()
+    except (ExecutorError, OSError) as e:
+        outcome = ReferenceOutcome(ok=False, message=str(e))
+    except MemoryError as e:
+        outcome = ReferenceOutcome(ok=False, message=f"the reference exhausted host memory: {e}")
+    write_result(job.result_path, outcome)
+    return 0
+
+
+def serve_candidate(job_path: str, gpu: GpuContext | None) -> int:
+    """Prepare a candidate job, wait for the compiled candidate, run it and write the outcome."""
+    job = WorkerJob.model_validate_json(Path(job_path).read_text())
+    _limit_memory(job.memory_limit_bytes, uses_cuda=job.runtime == "gpu")
+    worker = Worker(job, gpu)
+    try:
+        try:
+            worker.prepare()
+            line = sys.stdin.readline().strip()
+            if not line:  # cancelled (the candidate did not compile, or the parent is gone)
+                return 0
+            run = CandidateRun.model_validate_json(Path(line).read_text())
+            with gpu_exclusive():
+                outcome = worker.run(run)
+        except ExecutorError as e:  # the task's own reference or generator failed, not the candidate
+            outcome = _failure(ErrorKind.REFERENCE_ERROR, str(e), worker.seconds)
+        except MemoryError as e:
+            outcome = _failure(ErrorKind.OUT_OF_MEMORY, f"host memory exhausted: {e}", worker.seconds)
+        # The result first: the parent kills this process as soon as it is there, so tearing down
+        # the context would only delay the verdict.
+        write_result(job.result_path, outcome)
+    finally:
+        if worker.gpu is not None:
+            worker.gpu.close()
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    """Entry point: ``python -m executor.worker serve {candidate|reference} {gpu|host|none}``."""
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    if len(argv) != 3 or argv[0] != "serve" or argv[1] not in ("candidate", "reference"):
+        sys.stderr.write("usage: python -m executor.worker serve {candidate|reference} {gpu|host|none}\n")
+        return 2
+    role, runtime = argv[1], argv[2]
+    # Start-up that every job needs is done before the job arrives: that is what a spare pre-warms.
+    prime_statistics()
+    gpu = None
+    if role == "candidate" and runtime == "gpu":
+        with gpu_exclusive():  # making a context during another worker's trials would disturb them
+            gpu = GpuContext.create_or_none()
+    job_path = sys.stdin.readline().strip()
+    if not job_path:
+        if gpu is not None:
+            gpu.close()
+        return 0
+    if role == "reference":
+        return serve_reference(job_path)
+    return serve_candidate(job_path, gpu)

@@ -1,0 +1,106 @@
+"""Curation records: relabel decisions (and undoing them) and the audit log."""
+
+from __future__ import annotations
+
+from neo4j import ManagedTransaction
+
+from graphdb import store_queries as q
+from graphdb.errors import DecisionNotFoundError, InvalidOperationError, TechniqueExistsError
+from graphdb.models import AuditEntry, RelabelDecision, RelabelOutcome, Technique, utc_now
+from graphdb.store.base import StoreBase
+from graphdb.store.records import _audit, _decision, _props
+
+
+class CurationStore(StoreBase):
+    """The relabel-decision and audit part of `Neo4jGraphStore`."""
+
+    def list_decisions(
+        self,
+        *,
+        outcome: RelabelOutcome | None = None,
+        include_undone: bool = False,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[RelabelDecision]:
+        """Relabel decisions, newest first; undone ones only when asked."""
+        rows = self._rows(
+            q.LIST_DECISIONS,
+            outcome=outcome.value if outcome else None,
+            include_undone=include_undone,
+            limit=limit,
+            offset=offset,
+        )
+        return [_decision(r["d"]) for r in rows]
+
+    def get_decision(self, decision_id: str) -> RelabelDecision:
+        """One relabel decision; raises `DecisionNotFoundError`."""
+        rows = self._rows(q.GET_DECISION, id=decision_id)
+        if not rows:
+            raise DecisionNotFoundError(f"no relabel decision has id {decision_id!r}")
+        return _decision(rows[0]["d"])
+
+    def undo_decision(self, decision_id: str, *, actor: str) -> RelabelDecision:
+        """Reverse a relabel decision.
+
+        A merge is split back out: the candidate becomes its own technique again (with the embedding
+        recorded at decision time) and the examples written under that label move to it. A new or
+        flagged technique is merged into the technique it was closest to. Exact matches cannot be undone.
+        """
+
+        def work(tx: ManagedTransaction) -> None:
+            rows = list(tx.run(q.GET_DECISION, id=decision_id))
+            if not rows:
+                raise DecisionNotFoundError(f"no relabel decision has id {decision_id!r}")
+            decision = _decision(rows[0]["d"])
+            if decision.undone_at is not None:
+                raise InvalidOperationError(f"decision {decision_id} was already undone")
+            if decision.outcome is RelabelOutcome.EXACT:
+                raise InvalidOperationError("an exact name match is not a relabeling; nothing to undo")
+            if decision.outcome is RelabelOutcome.MERGED:
+                self._split_out(tx, decision, actor)
+            else:
+                if decision.matched is None:
+                    raise InvalidOperationError(
+                        f"decision {decision_id} had no nearest technique to merge {decision.candidate!r} into"
+                    )
+                self._require_techniques(tx, [decision.technique, decision.matched])
+                self._merge_in(tx, decision.technique, decision.matched)
+            tx.run(q.MARK_DECISION_UNDONE, id=decision_id, at=utc_now(), actor=actor).consume()
+            self._audit_in(
+                tx,
+                actor,
+                "relabel.undo",
+                f"decision:{decision_id}",
+                candidate=decision.candidate,
+                outcome=decision.outcome.value,
+                technique=decision.technique,
+            )
+
+        self._write(work)
+        return self.get_decision(decision_id)
+
+    def _split_out(self, tx: ManagedTransaction, decision: RelabelDecision, actor: str) -> None:
+        host, label = decision.technique, decision.candidate
+        self._require_techniques(tx, [host])
+        if list(tx.run(q.GET_TECHNIQUE, name=label)):
+            raise TechniqueExistsError(f"{label!r} is a technique again already")
+        technique = Technique(
+            name=label,
+            description=decision.candidate_description,
+            embedding=decision.candidate_embedding,
+            created_at=utc_now(),
+            created_by=actor,
+        )
+        tx.run(q.CREATE_TECHNIQUES, rows=[_props(technique.model_dump())]).consume()
+        tx.run(q.REMOVE_ALIAS, technique=host, alias=label).consume()
+        keys = [e["key"] for e in (r.data() for r in tx.run(q.TRANSITIONS_OF_TECHNIQUE, name=host))]
+        moves = []
+        for r in tx.run(q.EXAMPLES_OF_KEYS_WITH_LABEL, keys=keys, technique=host, label=label):
+            source = label if r["source"] == host and r["source_label"] == label else r["source"]
+            target = label if r["target"] == host and r["target_label"] == label else r["target"]
+            moves.append({"id": r["id"], "source": source, "target": target})
+        self._retarget(tx, moves, keys)
+
+    def list_audit(self, *, target: str | None = None, limit: int = 100, offset: int = 0) -> list[AuditEntry]:
+        """Audit entries, newest first, optionally for one target ("technique:<name>", "example:<id>")."""
+        return [_audit(r["a"]) for r in self._rows(q.LIST_AUDIT, target=target, limit=limit, offset=offset)]

@@ -1,0 +1,206 @@
+"""`GraphStore`: what the API, the construction and the retrieval need from the reasoning graph.
+
+The one implementation is `graphdb.store.Neo4jGraphStore`; the store conformance suite
+(`test_store_conformance.py` under tests/integration) is the suite every implementation must pass. Errors are those of `graphdb.errors` (all `GraphStoreError`).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from graphdb.models import (
+    ApiKey,
+    AuditEntry,
+    Example,
+    GraphExport,
+    IngestBatch,
+    IngestResult,
+    RelabelDecision,
+    RelabelOutcome,
+    ReviewStatus,
+    Role,
+    ScoredExample,
+    ScoredTechnique,
+    SuccessorTransition,
+    Technique,
+    TrajectoryRecord,
+    Transition,
+)
+from graphdb.store.retrieval import DEFAULT_SCAN_LIMIT
+
+
+@runtime_checkable
+class GraphStore(Protocol):
+    """The reasoning graph: techniques, transitions with examples, curation records, keys, export."""
+
+    # -- techniques --------------------------------------------------------------------------------------
+
+    def get_technique(self, name: str) -> Technique:
+        """The technique called exactly `name`; raises `TechniqueNotFoundError`."""
+        ...
+
+    def find_technique_by_label(self, label: str) -> Technique | None:
+        """The technique whose name or one of whose aliases equals `label` ignoring case, if any."""
+        ...
+
+    def list_techniques(self, *, limit: int = 100, offset: int = 0) -> list[Technique]:
+        """Techniques by name, without their embeddings."""
+        ...
+
+    def create_technique(self, technique: Technique, *, actor: str) -> Technique:
+        """Add a technique node; raises `TechniqueExistsError` when the name (or an alias) is taken."""
+        ...
+
+    def rename_technique(
+        self, old: str, new: str, *, actor: str, embedding: list[float] | None = None
+    ) -> Technique:
+        """Rename a technique, keeping the old name as an alias; its transitions and examples follow."""
+        ...
+
+    def describe_technique(
+        self, name: str, description: str, *, actor: str, embedding: list[float] | None
+    ) -> Technique:
+        """Replace a technique's description (and the embedding of its "name: description")."""
+        ...
+
+    def merge_techniques(self, source: str, into: str, *, actor: str) -> Technique:
+        """Fold `source` into `into`: its transitions and examples move, its names become aliases."""
+        ...
+
+    def nearest_techniques(self, embedding: list[float], k: int) -> list[ScoredTechnique]:
+        """The `k` techniques whose embedding is closest (plain cosine, best first)."""
+        ...
+
+    def search_techniques_text(self, query: str, k: int) -> list[ScoredTechnique]:
+        """Full-text search over names, aliases and descriptions; `query` is escaped, not parsed."""
+        ...
+
+    # -- transitions and examples ------------------------------------------------------------------------
+
+    def ingest(self, batch: IngestBatch) -> IngestResult:
+        """Write one batch (new techniques, aliases, decisions, examples) atomically and idempotently."""
+        ...
+
+    def get_transition(self, source: str, target: str) -> Transition:
+        """The transition source -> target with its statistics; raises `TransitionNotFoundError`."""
+        ...
+
+    def list_transitions(self, *, limit: int = 1000, offset: int = 0) -> list[Transition]:
+        """Transitions ordered by source then target name."""
+        ...
+
+    def get_example(self, example_id: str) -> Example:
+        """One example with everything, its code embedding included; raises `ExampleNotFoundError`."""
+        ...
+
+    def list_examples(
+        self,
+        *,
+        source: str | None = None,
+        target: str | None = None,
+        status: ReviewStatus | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[Example]:
+        """Examples of one transition (give both ends) or, with only `status`, all in that status."""
+        ...
+
+    def set_review_status(
+        self, example_id: str, status: ReviewStatus, *, actor: str, reason: str = ""
+    ) -> Example:
+        """Approve, reject or reset an example; its transition's statistics follow."""
+        ...
+
+    def delete_example(self, example_id: str, *, actor: str) -> None:
+        """Delete an example; a transition left without examples is deleted with it."""
+        ...
+
+    def move_example(self, example_id: str, *, source: str, target: str, actor: str) -> Example:
+        """Split a mislabeled example off to the transition source -> target (created if needed)."""
+        ...
+
+    def is_trajectory_ingested(self, trajectory_id: str) -> bool:
+        """Whether a trajectory with this content id was committed."""
+        ...
+
+    def list_trajectories(self, *, limit: int = 100, offset: int = 0) -> list[TrajectoryRecord]:
+        """Ingested trajectories, oldest first."""
+        ...
+
+    # -- retrieval ---------------------------------------------------------------------------------------
+
+    def successors(
+        self,
+        technique: str,
+        embedding: list[float],
+        k: int,
+        *,
+        scan_limit: int = DEFAULT_SCAN_LIMIT,
+        nearest: int = 0,
+    ) -> list[SuccessorTransition]:
+        """Transitions out of `technique` with their top-`k` examples for the query code's embedding.
+
+        Raises `TechniqueNotFoundError`; see `Neo4jGraphStore.successors` for the ranking.
+        """
+        ...
+
+    def similar_examples(self, embedding: list[float], k: int) -> list[ScoredExample]:
+        """The `k` examples (not rejected) whose code before is closest to the query, graph-wide."""
+        ...
+
+    # -- curation: relabel decisions and the audit log --------------------------------------------------
+
+    def list_decisions(
+        self,
+        *,
+        outcome: RelabelOutcome | None = None,
+        include_undone: bool = False,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[RelabelDecision]:
+        """Relabel decisions, newest first; undone ones only when asked."""
+        ...
+
+    def get_decision(self, decision_id: str) -> RelabelDecision:
+        """One relabel decision; raises `DecisionNotFoundError`."""
+        ...
+
+    def undo_decision(self, decision_id: str, *, actor: str) -> RelabelDecision:
+        """Reverse a relabel decision (a merge is split back out, a new technique merged away)."""
+        ...
+
+    def list_audit(self, *, target: str | None = None, limit: int = 100, offset: int = 0) -> list[AuditEntry]:
+        """Audit entries, newest first, optionally for one target ("technique:<name>", ...)."""
+        ...
+
+    # -- API keys ----------------------------------------------------------------------------------------
+
+    def create_api_key(self, name: str, role: Role, *, actor: str) -> tuple[ApiKey, str]:
+        """Create a key; return it and its token (shown once: only the token's sha256 is stored)."""
+        ...
+
+    def lookup_api_key(self, token: str) -> ApiKey:
+        """The live key for `token`; raises `ApiKeyNotFoundError` for unknown or revoked keys."""
+        ...
+
+    def list_api_keys(self) -> list[ApiKey]:
+        """Every key (hashes only), oldest first."""
+        ...
+
+    def revoke_api_key(self, key_id: str, *, actor: str) -> ApiKey:
+        """Revoke a key (idempotent); raises `ApiKeyNotFoundError`."""
+        ...
+
+    # -- the whole graph ---------------------------------------------------------------------------------
+
+    def counts(self) -> dict[str, int]:
+        """Numbers of techniques, transitions and examples."""
+        ...
+
+    def export_graph(self) -> GraphExport:
+        """Everything in the graph, in a stable order, read in one transaction."""
+        ...
+
+    def import_graph(self, export: GraphExport, *, actor: str) -> None:
+        """Load an export into a graph without knowledge (else `ImportConflictError`), in one transaction."""
+        ...

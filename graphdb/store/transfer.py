@@ -1,0 +1,138 @@
+"""The whole graph at once: counts, export to one `GraphExport` and import into a graph without knowledge."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from neo4j import ManagedTransaction
+from pydantic import ValidationError
+
+from graphdb import store_queries as q
+from graphdb.errors import GraphStoreError, ImportConflictError
+from graphdb.models import INITIAL_TECHNIQUE, ApiKey, GraphExport, TrajectoryRecord, utc_now
+from graphdb.store.base import StoreBase
+from graphdb.store.records import (
+    _audit,
+    _audit_props,
+    _decision,
+    _decision_props,
+    _enum_values,
+    _example,
+    _example_rows,
+    _native,
+    _props,
+    _technique,
+    _transition,
+)
+
+logger = logging.getLogger(__name__)
+
+
+class TransferStore(StoreBase):
+    """The whole-graph part of `Neo4jGraphStore`."""
+
+    def counts(self) -> dict[str, int]:
+        """Numbers of techniques, transitions and examples."""
+        row = self._rows(q.COUNTS)[0]
+        return {k: int(v) for k, v in row.items()}
+
+    def export_graph(self) -> GraphExport:
+        """Everything in the graph, in a stable order, read in one transaction."""
+
+        def work(tx: ManagedTransaction) -> GraphExport:
+            def rows(query: str, key: str) -> list[dict[str, Any]]:
+                return [_native(r[key]) for r in tx.run(query)]
+
+            try:
+                return GraphExport(
+                    exported_at=utc_now(),
+                    techniques=[_technique(r) for r in rows(q.EXPORT_TECHNIQUES, "t")],
+                    transitions=[
+                        _transition(r["r"], r["source"], r["target"])
+                        for r in (rec.data() for rec in tx.run(q.EXPORT_TRANSITIONS))
+                    ],
+                    examples=[_example(r) for r in rows(q.EXPORT_EXAMPLES, "e")],
+                    decisions=[_decision(r) for r in rows(q.EXPORT_DECISIONS, "d")],
+                    audit=[_audit(r) for r in rows(q.EXPORT_AUDIT, "a")],
+                    api_keys=[ApiKey.model_validate(r) for r in rows(q.EXPORT_API_KEYS, "k")],
+                    trajectories=[
+                        TrajectoryRecord.model_validate(r) for r in rows(q.EXPORT_TRAJECTORIES, "t")
+                    ],
+                )
+            except ValidationError as e:
+                raise GraphStoreError(f"the graph holds a record the models refuse: {e}") from e
+
+        return self._read(work)
+
+    def import_graph(self, export: GraphExport, *, actor: str) -> None:
+        """Load an export into a graph without knowledge, all in one transaction.
+
+        The graph must hold no technique other than the initial node, no example, relabel decision or
+        trajectory (else `ImportConflictError`). The deployment's API keys and audit log stay: imported
+        keys and audit entries whose id already exists are skipped, so importing over HTTP with the
+        admin's own key works and nothing is duplicated. An imported key whose token hash belongs to
+        another existing key is a conflict. An existing initial node is replaced by the exported one.
+        """
+
+        def work(tx: ManagedTransaction) -> tuple[int, int]:
+            held = next(iter(tx.run(q.COUNT_KNOWLEDGE_NODES, initial=INITIAL_TECHNIQUE))).data()
+            if any(held.values()):
+                found = ", ".join(f"{n} {kind}" for kind, n in held.items() if n)
+                raise ImportConflictError(f"import needs a graph without knowledge; this one holds {found}")
+            if any(t.name == INITIAL_TECHNIQUE for t in export.techniques):
+                tx.run(q.DELETE_TECHNIQUE, name=INITIAL_TECHNIQUE).consume()
+            tx.run(q.CREATE_TECHNIQUES, rows=[_props(t.model_dump()) for t in export.techniques]).consume()
+            transitions = [
+                {
+                    "source": t.source,
+                    "target": t.target,
+                    "props": _props({"key": t.key, **t.stats.model_dump()}),
+                }
+                for t in export.transitions
+            ]
+            tx.run(q.IMPORT_TRANSITIONS, rows=transitions).consume()
+            for start in range(0, len(export.examples), 1000):
+                chunk = export.examples[start : start + 1000]
+                tx.run(q.CREATE_EXAMPLES, rows=_example_rows(chunk)).consume()
+            self._write_candidates(tx, [t.key for t in export.transitions])
+            tx.run(
+                q.CREATE_DECISIONS, rows=[_enum_values(_decision_props(d)) for d in export.decisions]
+            ).consume()
+            audit_ids = [a.id for a in export.audit]
+            known_audit = {r["id"] for r in tx.run(q.EXISTING_AUDIT_IDS, ids=audit_ids)}
+            audit = [_audit_props(a) for a in export.audit if a.id not in known_audit]
+            tx.run(q.CREATE_AUDIT, rows=audit).consume()
+            existing = [
+                r.data()
+                for r in tx.run(
+                    q.EXISTING_API_KEYS,
+                    ids=[k.id for k in export.api_keys],
+                    hashes=[k.key_hash for k in export.api_keys],
+                )
+            ]
+            known_ids = {r["id"] for r in existing}
+            hash_owner = {r["key_hash"]: r["id"] for r in existing}
+            keys = [k for k in export.api_keys if k.id not in known_ids]
+            for key in keys:
+                if key.key_hash in hash_owner:
+                    raise ImportConflictError(
+                        f"imported API key {key.id} has the token of existing key {hash_owner[key.key_hash]}"
+                    )
+                tx.run(q.CREATE_API_KEY, row=_enum_values(_props(key.model_dump()))).consume()
+            tx.run(
+                q.CREATE_TRAJECTORIES, rows=[_props(t.model_dump()) for t in export.trajectories]
+            ).consume()
+            return len(export.audit) - len(audit), len(export.api_keys) - len(keys)
+
+        skipped_audit, skipped_keys = self._write(work)
+        # The import itself is audited after the fact, so the imported audit log stays exactly as it was.
+        logger.info(
+            "graph imported",
+            extra={
+                "actor": actor,
+                "examples": len(export.examples),
+                "audit_entries_kept": skipped_audit,
+                "api_keys_kept": skipped_keys,
+            },
+        )

@@ -1,0 +1,103 @@
+"""The executor's wire contract: the real client against the real app, served on loopback.
+
+Both sides must speak `executor.protocol`: the app's routes take and answer its models, and the
+client turns every answer, error envelopes included, into those models or into the client's errors.
+This machine has no GPU, so the candidates here are ones the static checks reject (no compile needed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.routing import APIRoute
+
+from executor import protocol
+from executor.app import create_app
+from executor.client import ExecutorAnswerError, ExecutorClient
+from executor.protocol import DeviceInfo, ErrorKind, EvaluationOptions, FunctionTask, KernelTask, Stage
+from executor.settings import ExecutorSettings
+from executor.taskformat import load_task
+from tests.support.servers import serve_in_thread
+
+TASKS_DIR = Path(__file__).parents[2] / "unit" / "executor" / "fixtures" / "tasks"
+# Rejected by the static checks (a process call; no entry point), each with its own message.
+SHELL = 'void saxpy(int n, float a, const float* x, float* y) { system("id"); }\n'
+NO_ENTRY = "int main() { return 0; }\n"
+
+
+@pytest.fixture(scope="module")
+def app_settings(tmp_path_factory: pytest.TempPathFactory) -> ExecutorSettings:
+    return ExecutorSettings(cache_dir=tmp_path_factory.mktemp("cache"), max_batch=2, prewarm_workers=False)
+
+
+@pytest.fixture(scope="module")
+def client(app_settings: ExecutorSettings) -> Iterator[ExecutorClient]:
+    with serve_in_thread(create_app(app_settings)) as url, ExecutorClient(url, timeout_s=120) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def saxpy() -> FunctionTask | KernelTask:
+    return load_task(TASKS_DIR / "saxpy")
+
+
+def test_the_routes_take_and_answer_the_protocol_models(app_settings: ExecutorSettings) -> None:
+    routes = {r.path: r for r in create_app(app_settings).routes if isinstance(r, APIRoute)}
+    expected = {
+        "/v1/evaluate": (protocol.EvaluateRequest, protocol.Verdict),
+        "/v1/evaluate/batch": (protocol.BatchRequest, protocol.BatchResponse),
+        "/v1/device": (None, protocol.DeviceInfo),
+    }
+    for path, (request, response) in expected.items():
+        route = routes[path]
+        assert route.response_model is response, path
+        bodies = [p.field_info.annotation for p in route.dependant.body_params]
+        assert bodies == ([request] if request else []), path
+
+
+def test_evaluate_answers_a_verdict(client: ExecutorClient, saxpy: FunctionTask | KernelTask) -> None:
+    verdict = client.evaluate(saxpy, SHELL, EvaluationOptions(correctness_sets=1))
+    assert isinstance(verdict, protocol.Verdict)
+    assert (verdict.task_id, verdict.stage, verdict.error) == (
+        "saxpy",
+        Stage.STATIC,
+        ErrorKind.STATIC_REJECTED,
+    )
+    assert verdict.reward == protocol.reward_for(False, None) == -1.0
+    assert any(v.rule for v in verdict.static_violations) and "system" in verdict.message
+
+
+def test_batch_answers_verdicts_in_order(client: ExecutorClient, saxpy: FunctionTask | KernelTask) -> None:
+    verdicts = client.evaluate_batch([(saxpy, NO_ENTRY), (saxpy, SHELL)])
+    assert [v.error for v in verdicts] == [ErrorKind.STATIC_REJECTED, ErrorKind.STATIC_REJECTED]
+    assert "system" not in verdicts[0].message and "system" in verdicts[1].message
+
+
+def test_device_answers_device_info(client: ExecutorClient) -> None:
+    device = client.device()
+    assert isinstance(device, DeviceInfo)
+    assert device.runtime == "none" and device.runtime_checks_available is False  # no GPU here
+    assert device.arch.startswith("sm_")
+
+
+@pytest.mark.parametrize(
+    ("sources", "status", "kind", "text"),
+    [
+        ([NO_ENTRY, SHELL, NO_ENTRY], 413, "batch_too_large", "at most 2 items"),
+        ([], 422, "validation_error", "items"),
+    ],
+)
+def test_error_envelopes_become_answer_errors(
+    client: ExecutorClient,
+    saxpy: FunctionTask | KernelTask,
+    sources: list[str],
+    status: int,
+    kind: str,
+    text: str,
+) -> None:
+    with pytest.raises(ExecutorAnswerError) as info:
+        client.evaluate_batch([(saxpy, s) for s in sources])
+    assert (info.value.status, info.value.kind) == (status, kind)
+    assert text in info.value.message
