@@ -13,7 +13,7 @@ from api.errors import envelope, install_error_handlers, translate_errors
 from api.graph.service import GraphServiceError
 from api.logs import configure_logging
 from api.optimize.service import OptimizeError, build_job_service
-from api.routers import cypher, graph, health, optimize
+from api.routers import cypher, graph, health, optimize, relabel
 from api.settings import ApiSettings
 from api.state import AppState
 
@@ -66,5 +66,6 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.include_router(optimize.router)
     app.include_router(graph.router)
+    app.include_router(relabel.router)
     app.include_router(cypher.router)
     return app

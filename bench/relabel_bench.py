@@ -339,10 +339,10 @@ def fit(items: list[Item], vectors: TextVectors, taxonomy: Taxonomy) -> ScoringM
                 if new_t > merge_t:
                     break
                 correct = missed = queued = 0
-                for p, gap, _top_right, has_right in tops:
-                    if p >= merge_t and gap >= margin:
+                for top_p, gap, _top_right, has_right in tops:
+                    if top_p >= merge_t and gap >= margin:
                         correct += 1
-                    elif p < new_t:
+                    elif top_p < new_t:
                         correct += not has_right
                         missed += has_right
                     else:

@@ -172,7 +172,8 @@ class RelabelDecision(BaseModel):
     undone_at: datetime | None = None
     undone_by: str | None = None
     flags: list[str] = Field(
-        default_factory=list, description="why a curator should look (name/code disagreement, unparsed code...)"
+        default_factory=list,
+        description="why a curator should look (name/code disagreement, unparsed code...)",
     )
     evidence: dict[str, Any] | None = Field(
         None, description="what the decision rested on: best candidates with features, the code evidence"

@@ -20,12 +20,18 @@ import json
 import logging
 import re
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, Protocol
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from graphdb.models import AliasAddition, RelabelDecision, RelabelOutcome, Technique, utc_now
 from graphdb.store import GraphStore
 from search.backends.base import ChatMessage, ChatModel, ModelError
+from search.backends.config import ModelRoles, build_model
 from search.embeddings import Embedder, technique_text
 from search.errors import SearchError
 from search.evidence import CodeEvidence, code_evidence, name_code_mismatch
@@ -41,7 +47,7 @@ from search.relabel_scoring import (
     load_model,
     rank,
 )
-from search.taxonomy import Taxonomy, default_taxonomy, label_key
+from search.taxonomy import Taxonomy, default_taxonomy, label_key, taxonomy_setting
 
 logger = logging.getLogger(__name__)
 
@@ -83,9 +89,10 @@ class ChatModelJudge:
             "You maintain a catalogue of CUDA optimization methods.\n"
             f"Known methods:\n{listing}\n\n"
             f"New method name: {candidate}\n"
-            + (f"Description: {description}\n" if description else "")
-            + 'Is the new method the same as one of the known methods? Answer JSON {"existed": true, '
-            '"method": "<the known method, copied exactly>"} or {"existed": false, "method": "<the new name>"}.'
+            + (f"What the step did: {description}\n" if description else "")
+            + "Is the new method the same technique as one of the known methods (not merely related)? "
+            'Answer JSON {"existed": true, "method": "<the known method, copied exactly>"} or '
+            '{"existed": false, "method": "<the new name>"}.'
         )
         try:
             completion = asyncio.run(
@@ -453,7 +460,7 @@ class RelabelSession:
                 score=score,
                 outcome=outcome,
                 technique=target,
-                decided_by=decided_by,  # type: ignore[arg-type]
+                decided_by=decided_by,
                 judge_answer=judge_answer,
                 at=utc_now(),
                 flags=flags,
@@ -526,6 +533,63 @@ class Relabeler:
             if len(batch) < page:
                 return out
 
+    def prepare(self, steps: Sequence[Any]) -> None:
+        """Embed the names and details of many steps (objects with method/detail/think) in one batch."""
+        self.policy.prepare(
+            [
+                StepInput(normalize_label(s.method), s.detail, s.think)
+                for s in steps
+                if normalize_label(s.method)
+            ]
+        )
+
     def session(self) -> RelabelSession:
         """A fresh session for one batch."""
         return RelabelSession(self)
+
+
+class RelabelConfig(BaseSettings):
+    """Relabeling settings, from the environment (`REGRAPH_TAXONOMY`, `REGRAPH_RELABEL_MODEL`...)."""
+
+    model_config = SettingsConfigDict(env_prefix="REGRAPH_", extra="ignore")
+
+    taxonomy: str = Field(
+        default="default",
+        description='the taxonomy used as knowledge and to seed an empty graph: "default" (packaged), "none", or a path',
+    )
+    relabel_model: Path | None = Field(
+        default=None, description="a fitted scorer file (default: the packaged one)"
+    )
+    relabel_candidates: int = Field(default=5, ge=1, le=20, description="options offered to the judge")
+
+    def resolved_taxonomy(self) -> Taxonomy | None:
+        """The taxonomy the setting names (None for "none")."""
+        return taxonomy_setting(self.taxonomy)
+
+
+def build_relabeler(
+    store: GraphStore,
+    embedder: Embedder,
+    *,
+    config: RelabelConfig | None = None,
+    roles: ModelRoles | None = None,
+    judge: Judge | None = None,
+) -> Relabeler:
+    """The relabeler every graph-building path uses: the settings' taxonomy and scorer, and the judge.
+
+    The judge is `judge` when given, else the `judge` model role (`REGRAPH_MODELS__JUDGE__*`) when set,
+    else none (undecided names then wait in the curator queue).
+    """
+    settings = config or RelabelConfig()
+    if judge is None:
+        role = (roles or ModelRoles()).judge
+        if role is not None:
+            judge = ChatModelJudge(build_model(role))
+    return Relabeler(
+        store,
+        embedder,
+        judge=judge,
+        candidates=settings.relabel_candidates,
+        taxonomy=settings.resolved_taxonomy(),
+        model=load_model(settings.relabel_model) if settings.relabel_model else None,
+    )

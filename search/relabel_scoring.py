@@ -286,7 +286,7 @@ class ScoringModel:
     ) -> np.ndarray[Any, np.dtype[np.float64]]:
         """P(candidate is the step's technique) per row."""
         z = features @ np.asarray(self.weights) + self.bias
-        return 1.0 / (1.0 + np.exp(-np.clip(z, -50, 50)))
+        return np.asarray(1.0 / (1.0 + np.exp(-np.clip(z, -50, 50))), dtype=np.float64)
 
     def to_json(self) -> dict[str, Any]:
         """The committed file's content."""
