@@ -71,6 +71,26 @@ _FILLER = frozenset(
         "better",
         "improved",
         "improve",
+        # Informal filler: "just unroll it", "slap __ldg on the reads", "more stuff per thread".
+        "it",
+        "its",
+        "this",
+        "that",
+        "these",
+        "those",
+        "just",
+        "stuff",
+        "thing",
+        "things",
+        "we",
+        "our",
+        "let",
+        "so",
+        "really",
+        "little",
+        "bit",
+        "slap",
+        "throw",
     }
 )
 _TOKEN = re.compile(r"[a-z0-9_]+")
@@ -152,6 +172,8 @@ def _stem(token: str) -> str:
 def content_tokens(text: str) -> list[str]:
     """The stemmed content words of `text` (filler words dropped; `__ldg` keeps its underscores)."""
     lowered = expand_abbreviations(text).lower().replace("-", " ").replace("/", " ")
+    # "Loop tiling without shared memory" is not about shared memory: what follows "without" is dropped.
+    lowered = lowered.split(" without ", 1)[0]
     return [
         _stem(t.strip("_") or t)
         for t in _TOKEN.findall(lowered)
