@@ -46,6 +46,7 @@ from search.relabel_scoring import (
     decide,
     load_model,
     rank,
+    shared_text_vectors,
 )
 from search.taxonomy import Taxonomy, default_taxonomy, label_key, taxonomy_setting
 
@@ -115,6 +116,8 @@ class ChatModelJudge:
         return answer
 
 
+MAX_DETAIL_FLAG_CHARS = 100_000
+"""A step detail longer than this is flagged for a curator (a teacher's detail is a paragraph)."""
 MAX_NAME_CHARS = 200
 """A method name longer than this is refused (a technique's name is a few words)."""
 
@@ -239,7 +242,7 @@ class RelabelPolicy:
         self.embedder = embedder
         self.taxonomy = taxonomy
         self.model = model
-        self.vectors = vectors or TextVectors(embedder)
+        self.vectors = vectors or shared_text_vectors(embedder)
 
     def index(self, techniques: list[Technique]) -> CandidateIndex:
         """Candidates for the graph's `techniques` (with the taxonomy techniques it lacks)."""
@@ -254,6 +257,8 @@ class RelabelPolicy:
         name = step.name
         evidence = None
         flags: list[str] = []
+        if len(step.detail) > MAX_DETAIL_FLAG_CHARS:
+            flags.append(f"detail_oversized: {len(step.detail)} characters (only the start was read)")
         if step.code_after is not None:
             evidence = code_evidence(step.code_before or "", step.code_after)
             if not evidence.parsed:
@@ -393,9 +398,21 @@ class RelabelSession:
         choice = rl.policy.choose(step, index)
         vector = rl.policy.vectors.get(step.text.embedded_text()).tolist()
         ranked = choice.ranked
-        matched, score = ranked.top if ranked is not None and ranked.top is not None else (None, None)
+        in_graph = {c.name for c in index.candidates if c.in_graph}
+        matched: str | None = None
+        score: float | None = None
         if choice.decided_by != "model":
-            matched, score = choice.technique, 1.0
+            # An alias or taxonomy hit: the match is the technique itself (nothing nearer to undo into
+            # when the hit created it).
+            if choice.outcome == "merge":
+                matched, score = choice.technique, 1.0
+        elif ranked is not None:
+            # The nearest technique already in the graph other than the chosen one: what an undo of a
+            # new technique merges it into, and what a merge matched.
+            for name, probability in zip(ranked.names, ranked.probabilities, strict=True):
+                if name in in_graph and (choice.outcome == "merge" or name != choice.technique):
+                    matched, score = name, probability
+                    break
         judge_answer: dict[str, Any] | None = None
         outcome_kind, target, decided_by = choice.outcome, choice.technique, choice.decided_by
         canonical = choice.canonical

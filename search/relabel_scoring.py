@@ -166,6 +166,19 @@ class TextVectors:
         return np.stack([self.get(t) for t in texts]) if texts else np.zeros((0, 1), dtype=np.float32)
 
 
+_shared_vectors: dict[int, TextVectors] = {}
+_shared_vectors_lock = threading.Lock()
+
+
+def shared_text_vectors(embedder: Embedder) -> TextVectors:
+    """The process-wide embedding cache of `embedder` (technique labels are embedded once per process)."""
+    with _shared_vectors_lock:
+        vectors = _shared_vectors.get(id(embedder))
+        if vectors is None or vectors.embedder is not embedder:
+            vectors = _shared_vectors[id(embedder)] = TextVectors(embedder)
+        return vectors
+
+
 def candidate_text(candidate: Candidate) -> str:
     """The text a candidate is embedded from: "name: description"."""
     return f"{candidate.name}: {candidate.description}" if candidate.description else candidate.name

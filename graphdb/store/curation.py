@@ -60,7 +60,7 @@ class CurationStore(StoreBase):
             if decision.outcome is RelabelOutcome.MERGED:
                 self._split_out(tx, decision, actor)
             else:
-                if decision.matched is None:
+                if decision.matched is None or decision.matched == decision.technique:
                     raise InvalidOperationError(
                         f"decision {decision_id} had no nearest technique to merge {decision.candidate!r} into"
                     )

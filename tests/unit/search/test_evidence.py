@@ -64,10 +64,13 @@ def test_a_shuffle_rewrite_introduces_shuffles_and_drops_shared_memory() -> None
 
 
 def test_fusion_removes_a_kernel_and_a_launch() -> None:
-    two = NAIVE.replace(
-        "scale_k<<<(n + 255) / 256, 256>>>(dx, dy, n);",
-        "scale_k<<<(n + 255) / 256, 256>>>(dx, dy, n);\n    scale2_k<<<(n + 255) / 256, 256>>>(dy, dy, n);",
-    ) + "\n__global__ void scale2_k(const float* x, float* y, int n) { y[0] = x[0]; }\n"
+    two = (
+        NAIVE.replace(
+            "scale_k<<<(n + 255) / 256, 256>>>(dx, dy, n);",
+            "scale_k<<<(n + 255) / 256, 256>>>(dx, dy, n);\n    scale2_k<<<(n + 255) / 256, 256>>>(dy, dy, n);",
+        )
+        + "\n__global__ void scale2_k(const float* x, float* y, int n) { y[0] = x[0]; }\n"
+    )
     evidence = code_evidence(two, NAIVE)
     assert {"kernel_removed", "launch_removed"} <= evidence.introduced
 

@@ -92,7 +92,9 @@ def test_the_scorer_merges_a_paraphrase_and_keeps_an_unknown_technique_apart(
     )
     assert paraphrase.decided_by == "model"
     assert (paraphrase.outcome, paraphrase.technique) == ("merge", "Warp-level shuffle reduction")
-    assert paraphrase.ranked is not None and paraphrase.ranked.summary()[0]["technique"] == paraphrase.technique
+    assert (
+        paraphrase.ranked is not None and paraphrase.ranked.summary()[0]["technique"] == paraphrase.technique
+    )
     outside = policy.choose(
         StepInput("Kahan compensated summation", "a running compensation term keeps the lost low bits"), index
     )

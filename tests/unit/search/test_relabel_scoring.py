@@ -42,7 +42,9 @@ def _ranked(*probabilities: float) -> Ranked:
 
 
 def test_decide_merges_creates_or_leaves_undecided() -> None:
-    model = ScoringModel(weights=(0.0,) * len(FEATURES), bias=0.0, merge_threshold=0.7, new_threshold=0.2, margin=0.1)
+    model = ScoringModel(
+        weights=(0.0,) * len(FEATURES), bias=0.0, merge_threshold=0.7, new_threshold=0.2, margin=0.1
+    )
     assert decide(model, _ranked(0.9, 0.3)) == "merge"
     assert decide(model, _ranked(0.9, 0.85)) == "undecided"  # the runner-up is too close
     assert decide(model, _ranked(0.5, 0.1)) == "undecided"
