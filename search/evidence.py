@@ -379,7 +379,9 @@ def _analyze_cached(_digest: str, code: str) -> CodeFacts:
         node, device = stack.pop()
         kind = node.type
         if kind == "ERROR":
+            # The outermost broken region counts once; nothing read inside it is trusted.
             error_bytes += node.end_byte - node.start_byte
+            continue
         elif kind in ("comment", "string_literal", "raw_string_literal", "char_literal"):
             continue
         elif kind == "gnu_asm_expression":

@@ -199,6 +199,20 @@ class CandidateIndex:
     _label_tokens: list[list[set[str]]] = field(default_factory=list)
     _vocab: list[frozenset[str]] = field(default_factory=list)
     _keys: dict[str, int] = field(default_factory=dict)
+    _word_index: dict[str, int] = field(default_factory=dict)
+    _label_owner: np.ndarray[Any, np.dtype[np.int64]] = field(
+        default_factory=lambda: np.zeros(0, dtype=np.int64)
+    )
+    _label_matrix: np.ndarray[Any, np.dtype[np.float32]] = field(
+        default_factory=lambda: np.zeros((0, 0), dtype=np.float32)
+    )
+    _label_sizes: np.ndarray[Any, np.dtype[np.float32]] = field(
+        default_factory=lambda: np.zeros(0, dtype=np.float32)
+    )
+    _vocab_matrix: np.ndarray[Any, np.dtype[np.float32]] = field(
+        default_factory=lambda: np.zeros((0, 0), dtype=np.float32)
+    )
+    _mentions: list[tuple[str, ...]] = field(default_factory=list)
     _specificity: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -216,6 +230,27 @@ class CandidateIndex:
         )
         self._label_tokens = [[set(content_tokens(label)) for label in c.labels] for c in self.candidates]
         self._vocab = [c.vocabulary() for c in self.candidates]
+        # Token overlaps as matrix products: one row per label (and per candidate vocabulary) over the
+        # words of all labels, so a step is scored against every label at once.
+        words = sorted(
+            {w for vocab in self._vocab for w in vocab}
+            | {w for ls in self._label_tokens for t in ls for w in t}
+        )
+        self._word_index = {w: i for i, w in enumerate(words)}
+        label_sets = [t for ls in self._label_tokens for t in ls]
+        self._label_owner = np.array(
+            [i for i, ls in enumerate(self._label_tokens) for _ in ls], dtype=np.int64
+        )
+        self._label_matrix = np.zeros((len(label_sets), len(words)), dtype=np.float32)
+        for row, tokens in enumerate(label_sets):
+            for word in tokens:
+                self._label_matrix[row, self._word_index[word]] = 1.0
+        self._label_sizes = self._label_matrix.sum(axis=1)
+        self._vocab_matrix = np.zeros((len(self.candidates), len(words)), dtype=np.float32)
+        for row, vocab in enumerate(self._vocab):
+            for word in vocab:
+                self._vocab_matrix[row, self._word_index[word]] = 1.0
+        self._mentions = [tuple(m.lower() for m in c.mentions) for c in self.candidates]
         self._keys = {}
         counts: dict[str, int] = {}
         for candidate in self.candidates:
@@ -264,15 +299,26 @@ class CandidateIndex:
                     support[i] = max((self._specificity[s] for s in shown), default=0.0)
                     absent[i] = 0.0 if candidate.evidence & seen else 1.0
         strongest = float(np.max(support))
-        for i, candidate in enumerate(self.candidates):
-            lexical = max((_jaccard(tokens, label) for label in self._label_tokens[i]), default=0.0)
-            unexplained = len(tokens - self._vocab[i]) / len(tokens) if tokens else 1.0
-            mentions = 1.0 if any(m.lower() in said for m in candidate.mentions) else 0.0
+        step_words = np.zeros(len(self._word_index), dtype=np.float32)
+        for word in tokens:
+            index = self._word_index.get(word)
+            if index is not None:
+                step_words[index] = 1.0
+        lexical = np.zeros(n)
+        if len(self._label_owner) and tokens:
+            shared = self._label_matrix @ step_words
+            jaccard = shared / np.maximum(self._label_sizes + len(tokens) - shared, 1.0)
+            np.maximum.at(lexical, self._label_owner, jaccard)
+        unexplained = (
+            1.0 - (self._vocab_matrix @ step_words) / len(tokens) if tokens else np.ones(n, dtype=np.float32)
+        )
+        for i in range(n):
+            mentions = 1.0 if any(m in said for m in self._mentions[i]) else 0.0
             out[i] = (
                 name_sims[i],
                 text_sims[i],
-                lexical,
-                unexplained,
+                lexical[i],
+                unexplained[i],
                 support[i],
                 1.0 if strongest > 0 and support[i] == strongest else 0.0,
                 absent[i],

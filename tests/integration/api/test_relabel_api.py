@@ -27,6 +27,7 @@ from tests.integration.api.graph_support import TASKS, TRAJECTORIES, clear, serv
 
 # Building the graph embeds code and labels: give a loaded shared machine room (it takes seconds idle).
 pytestmark = pytest.mark.timeout(1200)
+TIMEOUT = 300
 
 KEEP = ["Parallelization", "Shared memory tiling", "Thread coarsening", "Loop unrolling"]
 FLAGGED_NAME = "Tiles read through __ldg"
@@ -94,19 +95,36 @@ def test_the_queue_shows_the_evidence_and_a_merge_moves_the_examples(
     assert item["detail"]
 
     # Readers cannot resolve; unknown ids and techniques are 404; the initial node is refused.
-    assert httpx.post(f"{api_url}/v1/relabel-queue/{item['id']}/accept", headers=reader).status_code == 403
-    assert httpx.post(f"{api_url}/v1/relabel-queue/nope/accept", headers=curator).status_code == 404
+    assert (
+        httpx.post(
+            f"{api_url}/v1/relabel-queue/{item['id']}/accept", headers=reader, timeout=TIMEOUT
+        ).status_code
+        == 403
+    )
+    assert (
+        httpx.post(f"{api_url}/v1/relabel-queue/nope/accept", headers=curator, timeout=TIMEOUT).status_code
+        == 404
+    )
     missing = httpx.post(
-        f"{api_url}/v1/relabel-queue/{item['id']}/merge", headers=curator, json={"into": "Nope"}
+        f"{api_url}/v1/relabel-queue/{item['id']}/merge",
+        headers=curator,
+        json={"into": "Nope"},
+        timeout=TIMEOUT,
     )
     assert missing.status_code == 404 and missing.json()["error"]["code"] == 404
     initial = httpx.post(
-        f"{api_url}/v1/relabel-queue/{item['id']}/merge", headers=curator, json={"into": "sequential code"}
+        f"{api_url}/v1/relabel-queue/{item['id']}/merge",
+        headers=curator,
+        json={"into": "sequential code"},
+        timeout=TIMEOUT,
     )
     assert initial.status_code == 400
 
     moved = httpx.post(
-        f"{api_url}/v1/relabel-queue/{item['id']}/merge", headers=curator, json={"into": "Loop unrolling"}
+        f"{api_url}/v1/relabel-queue/{item['id']}/merge",
+        headers=curator,
+        json={"into": "Loop unrolling"},
+        timeout=TIMEOUT,
     )
     assert moved.status_code == 200, moved.text
     assert moved.json()["resolution"] == "merged:Loop unrolling"
@@ -115,9 +133,9 @@ def test_the_queue_shows_the_evidence_and_a_merge_moves_the_examples(
     step = next(e for e in examples if e.target_label == FLAGGED_NAME)
     assert step.target == "Loop unrolling"
     assert FLAGGED_NAME in store.get_technique("Loop unrolling").aliases
-    after = httpx.get(f"{api_url}/v1/relabel-queue", headers=reader).json()
+    after = httpx.get(f"{api_url}/v1/relabel-queue", headers=reader, timeout=TIMEOUT).json()
     assert item["id"] not in {i["id"] for i in after["items"]}
-    again = httpx.post(f"{api_url}/v1/relabel-queue/{item['id']}/accept", headers=curator)
+    again = httpx.post(f"{api_url}/v1/relabel-queue/{item['id']}/accept", headers=curator, timeout=TIMEOUT)
     assert again.status_code == 409
 
 
@@ -142,13 +160,17 @@ def test_likely_duplicates_rank_a_duplicate_first_and_merge_in_one_call(
     assert {top["keep"], top["merge"]} == {"Shared memory tiling", "Block tiles in on-chip shared memory"}
     assert top["keep"] == "Shared memory tiling" and top["probability"] >= 0.5
     refused = httpx.post(
-        f"{api_url}/v1/technique-duplicates/merge", headers=curator, json={"keep": "a", "merge": "a"}
+        f"{api_url}/v1/technique-duplicates/merge",
+        headers=curator,
+        json={"keep": "a", "merge": "a"},
+        timeout=TIMEOUT,
     )
     assert refused.status_code == 400
     merged = httpx.post(
         f"{api_url}/v1/technique-duplicates/merge",
         headers=curator,
         json={"keep": top["keep"], "merge": top["merge"]},
+        timeout=TIMEOUT,
     )
     assert merged.status_code == 200, merged.text
     assert "Block tiles in on-chip shared memory" in merged.json()["aliases"]

@@ -25,6 +25,9 @@ from search.relabel import MAX_DESCRIPTION_CHARS, RelabelConfig, Relabeler, buil
 from search.relabel_scoring import load_model
 from tests.support.openai_test_server import OpenAITestServer
 
+# Building embeds code and labels: give a loaded shared machine room (it takes seconds idle).
+pytestmark = pytest.mark.timeout(1200)
+
 ROOT = Path(__file__).resolve().parents[3]
 TASKS = ROOT / "bench" / "tasks"
 KAHAN = "Each thread keeps a running compensation term so that the float sum loses fewer low bits."
