@@ -2,12 +2,15 @@
 
     python -m bench.relabel_convergence [--out bench/results/relabel/convergence.md]
 
-Builds two graphs on throwaway embedded Neo4j databases with the real construction pipeline (the
-taxonomy-seeded graph, `build_relabeler`, no judge): one from the building tasks' trajectories as
-written (what `python -m bench.seed_graph` builds), one from the same trajectories with every method
-name re-worded by `bench.reword_trajectories`. The code of every step is unchanged, so each example has
-the same id in both graphs; the check compares, example by example, the technique the step landed on,
-and the sets of techniques that have examples. It passes when every step lands on the same technique.
+Relabels the building tasks' trajectories twice with the relabeler every graph-building path uses
+(`build_relabeler`: the packaged taxonomy seeding the graph, the fitted scorer, no judge), trajectory by
+trajectory, one `RelabelSession` each, exactly as `GraphBuilder` does (name, detail, think, the code
+before and after each step): once as written (what `python -m bench.seed_graph` builds), once with
+every method name re-worded by `bench.reword_trajectories`. What a session creates (techniques, aliases)
+is applied to an in-memory technique catalogue before the next trajectory, as the store's `ingest`
+would. No Neo4j and no code embeddings are needed: relabeling reads only techniques. The check compares,
+step by step, the technique each step lands on, and the sets of techniques used. It passes when every
+step lands on the same technique.
 """
 
 from __future__ import annotations
@@ -26,32 +29,75 @@ from pathlib import Path
 from bench.reword_trajectories import write_reworded
 from bench.seed_graph import building_trajectories
 from bench.split import DEFAULT_SPLIT_PATH, DEFAULT_TASKS_DIR, DEFAULT_TRAJECTORIES_DIR, read_split
-from graphdb.connection import scratch_store
-from search.construction import GraphBuilder, SourcedTrajectory, TaskDirectoryReferences
+from graphdb.models import INITIAL_TECHNIQUE, Technique, utc_now
+from search.construction import SourcedTrajectory, TaskDirectoryReferences
 from search.embeddings import shared_embedder
-from search.relabel import build_relabeler
-from search.relabel_scoring import shared_text_vectors
+from search.relabel import RelabelConfig, Relabeler
+from search.relabel_scoring import load_model
 
 
-def build_graph(trajectories: list[SourcedTrajectory]) -> tuple[dict[str, str], dict[str, int], float]:
-    """Build a graph from `trajectories`; return example id -> technique, decisions by rule, seconds."""
-    embedder = shared_embedder()
-    with scratch_store(prefix="regraph-relabel-convergence-") as store:
-        relabeler = build_relabeler(store, embedder)
-        builder = GraphBuilder(
-            store=store,
-            embedder=embedder,
-            relabeler=relabeler,
-            references=TaskDirectoryReferences(DEFAULT_TASKS_DIR),
-            seed_taxonomy=relabeler.policy.taxonomy,
-            actor="convergence",
-        )
-        start = time.perf_counter()
-        builder.build(trajectories)
-        seconds = time.perf_counter() - start
-        targets = {e.id: e.target for e in store.list_examples(limit=100_000)}
-        rules = Counter(f"{d.decided_by}:{d.outcome.value}" for d in store.list_decisions(limit=100_000))
-    return targets, dict(rules), seconds
+class TechniqueCatalogue:
+    """The techniques of a graph in memory: what relabeling reads (`search.relabel.TechniqueReader`)."""
+
+    def __init__(self, techniques: list[Technique]) -> None:
+        """Start from `techniques` (e.g. the taxonomy's)."""
+        self.techniques = {t.name: t for t in techniques}
+
+    def find_technique_by_label(self, label: str) -> Technique | None:
+        """The technique whose name or alias equals `label` ignoring case."""
+        folded = label.lower()
+        for technique in self.techniques.values():
+            if technique.name.lower() == folded or any(a.lower() == folded for a in technique.aliases):
+                return technique
+        return None
+
+    def list_techniques(self, *, limit: int = 100, offset: int = 0) -> list[Technique]:
+        """Techniques by name."""
+        return sorted(self.techniques.values(), key=lambda t: t.name)[offset : offset + limit]
+
+    def apply(self, new: list[Technique], aliases: list[tuple[str, str]]) -> None:
+        """What a trajectory's batch adds."""
+        for technique in new:
+            self.techniques[technique.name] = technique
+        for name, alias in aliases:
+            technique = self.techniques[name]
+            if alias not in technique.aliases:
+                self.techniques[name] = technique.model_copy(update={"aliases": [*technique.aliases, alias]})
+
+
+def relabel_all(trajectories: list[SourcedTrajectory]) -> tuple[list[str], dict[str, int], float]:
+    """The technique of every step, in order, the decisions by rule, and the seconds it took."""
+    config = RelabelConfig()
+    taxonomy = config.resolved_taxonomy()
+    now = utc_now()
+    catalogue = TechniqueCatalogue(
+        [Technique(name=INITIAL_TECHNIQUE, created_at=now)]
+        + [
+            Technique(name=t.name, description=t.description, aliases=list(t.aliases), created_at=now)
+            for t in (taxonomy.techniques if taxonomy is not None else ())
+        ]
+    )
+    relabeler = Relabeler(
+        catalogue, shared_embedder(), taxonomy=taxonomy, model=load_model(config.relabel_model)
+    )
+    references = TaskDirectoryReferences(DEFAULT_TASKS_DIR)
+    targets: list[str] = []
+    rules: Counter[str] = Counter()
+    start = time.perf_counter()
+    for item in trajectories:
+        session = relabeler.session()
+        relabeler.prepare(item.trajectory.steps)
+        before = references(item.trajectory.task_id)
+        for step in item.trajectory.steps:
+            targets.append(
+                session.resolve(
+                    step.method, step.detail, think=step.think, code_before=before, code_after=step.code
+                )
+            )
+            before = step.code
+        catalogue.apply(session.new_techniques, [(a.technique, a.alias) for a in session.aliases])
+        rules.update(f"{d.decided_by}:{d.outcome.value}" for d in session.decisions)
+    return targets, dict(rules), time.perf_counter() - start
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,7 +107,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     split = read_split(DEFAULT_SPLIT_PATH)
     original = building_trajectories(list(split.build), DEFAULT_TRAJECTORIES_DIR)
-    shared_text_vectors(shared_embedder())  # one label cache for both builds
     with tempfile.TemporaryDirectory(prefix="regraph-reworded-") as tmp:
         write_reworded(Path(tmp))
         reworded = building_trajectories(list(split.build), Path(tmp))
@@ -71,14 +116,19 @@ def main(argv: list[str] | None = None) -> int:
             for a, b in zip(x.trajectory.steps, y.trajectory.steps, strict=True)
         )
         steps = sum(len(x.trajectory.steps) for x in original)
-        a, rules_a, seconds_a = build_graph(original)
-        b, rules_b, seconds_b = build_graph(reworded)
-    same = [i for i in a if b.get(i) == a[i]]
+        a, rules_a, seconds_a = relabel_all(original)
+        b, rules_b, seconds_b = relabel_all(reworded)
+    labels = [
+        (item.trajectory.task_id, step.method, other.method)
+        for item, changed in zip(original, reworded, strict=True)
+        for step, other in zip(item.trajectory.steps, changed.trajectory.steps, strict=True)
+    ]
+    same = [i for i in range(len(a)) if a[i] == b[i]]
     differ = sorted(
-        ((i, a[i], b.get(i, "-")) for i in a if b.get(i) != a[i]),
-        key=lambda r: (r[1], r[2]),
+        ((labels[i][0], labels[i][1], labels[i][2], a[i], b[i]) for i in range(len(a)) if a[i] != b[i]),
+        key=lambda r: (r[3], r[4], r[0]),
     )
-    techniques_a, techniques_b = set(a.values()), set(b.values())
+    techniques_a, techniques_b = set(a), set(b)
     ok = not differ and techniques_a == techniques_b
     lines = [
         f"# Relabel convergence ({datetime.now(UTC):%Y-%m-%d %H:%M} UTC)",
@@ -89,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         f"- trajectories: {len(original)} (building tasks of bench/split.json), {steps} steps, "
         f"{renamed} method names re-worded by `bench.reword_trajectories`",
         "",
-        "| graph | techniques with examples | build seconds | decisions (rule:outcome) |",
+        "| graph | techniques used | relabel seconds | decisions (rule:outcome) |",
         "| --- | ---: | ---: | --- |",
         f"| original names | {len(techniques_a)} | {seconds_a:.0f} | {json.dumps(rules_a, sort_keys=True)} |",
         f"| re-worded names | {len(techniques_b)} | {seconds_b:.0f} | {json.dumps(rules_b, sort_keys=True)} |",
@@ -101,8 +151,12 @@ def main(argv: list[str] | None = None) -> int:
         "Converged: " + ("yes" if ok else "no"),
     ]
     if differ:
-        lines += ["", "| example | original graph | re-worded graph |", "| --- | --- | --- |"]
-        lines += [f"| {i[:12]} | {x} | {y} |" for i, x, y in differ]
+        lines += [
+            "",
+            "| task | name as written | re-worded | original graph | re-worded graph |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        lines += [f"| {t} | {m} | {r} | {x} | {y} |" for t, m, r, x, y in differ]
     report = "\n".join(lines) + "\n"
     print(report)
     if args.out is not None:

@@ -61,6 +61,14 @@ class JudgeError(SearchError):
     """The judge could not answer; the relabeler then flags the name for curators."""
 
 
+class TechniqueReader(Protocol):
+    """What relabeling reads of a graph (a `GraphStore` is one; so is an in-memory catalogue)."""
+
+    def find_technique_by_label(self, label: str) -> Technique | None: ...
+
+    def list_techniques(self, *, limit: int = 100, offset: int = 0) -> list[Technique]: ...
+
+
 class Judge(Protocol):
     """Decides whether `candidate` names one of `options`; answers {"existed": bool, "method": str}."""
 
@@ -520,7 +528,7 @@ class Relabeler:
 
     def __init__(
         self,
-        store: GraphStore,
+        store: TechniqueReader,
         embedder: Embedder,
         *,
         judge: Judge | None = None,

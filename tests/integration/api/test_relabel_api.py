@@ -16,6 +16,7 @@ import httpx
 import pytest
 from neo4j import Driver
 
+from api.app import create_app
 from graphdb.connection import Neo4jTarget
 from graphdb.models import Role, Technique, utc_now
 from graphdb.store import Neo4jGraphStore
@@ -23,7 +24,8 @@ from search.construction import GraphBuilder, SourcedTrajectory, TaskDirectoryRe
 from search.embeddings import shared_embedder, technique_text
 from search.relabel import Relabeler
 from search.taxonomy import default_taxonomy, load_taxonomy
-from tests.integration.api.graph_support import TASKS, TRAJECTORIES, clear, serve
+from tests.integration.api.graph_support import TASKS, TRAJECTORIES, api_settings, clear
+from tests.support.servers import serve_in_thread
 
 # Building the graph embeds code and labels: give a loaded shared machine room (it takes seconds idle).
 pytestmark = pytest.mark.timeout(1200)
@@ -76,7 +78,9 @@ def built(neo4j_driver: Driver, neo4j_target: Neo4jTarget, taxonomy_file: Path) 
 def api_url(
     neo4j_target: Neo4jTarget, tmp_path_factory: pytest.TempPathFactory, taxonomy_file: Path
 ) -> Iterator[str]:
-    yield from serve(neo4j_target, Path(tmp_path_factory.mktemp("relabel-api")))
+    settings = api_settings(neo4j_target, Path(tmp_path_factory.mktemp("relabel-api")))
+    with serve_in_thread(create_app(settings), startup_timeout_s=900) as url:
+        yield url
 
 
 def _headers(tokens: dict[Role, str], role: Role) -> dict[str, str]:
