@@ -12,6 +12,7 @@ from fastapi import FastAPI, Request, Response
 from api.errors import envelope, install_error_handlers, translate_errors
 from api.graph.service import GraphServiceError
 from api.logs import configure_logging
+from api.mcp.http import mount_mcp
 from api.optimize.service import OptimizeError, build_job_service
 from api.routers import cypher, graph, health, optimize, relabel
 from api.settings import ApiSettings
@@ -38,7 +39,8 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         app.state.regraph = state
         logger.info("api ready", extra={"neo4j": state.target.uri})
         try:
-            yield
+            async with mcp.running():
+                yield
         finally:
             app.state.regraph = None
             await jobs.stop()
@@ -51,6 +53,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     install_error_handlers(app)
+    mcp = mount_mcp(app, settings)  # /mcp: the MCP server over the same services (api/mcp)
     translate_errors(app, GraphServiceError, graph.api_error)
     translate_errors(app, OptimizeError, optimize.api_error)
 

@@ -37,7 +37,15 @@ from typing import Any
 import numpy as np
 
 from graphdb.connection import scratch_store
-from graphdb.models import INITIAL_TECHNIQUE, Example, IngestBatch, Technique, Verdict, content_id, utc_now
+from graphdb.models import (
+    INITIAL_TECHNIQUE,
+    Example,
+    IngestBatch,
+    StepVerdict,
+    Technique,
+    content_id,
+    utc_now,
+)
 from graphdb.retrieval_cache import CacheStats, CandidateCache
 from graphdb.store import DEFAULT_SCAN_LIMIT, Neo4jGraphStore
 
@@ -90,7 +98,7 @@ def synthetic_examples(n_examples: int, n_techniques: int, seed: int) -> tuple[l
                     code_embedding=[float(x) for x in vectors[i]],
                     speedup=speedup,
                     speedup_over_serial=speedup,
-                    verdict=Verdict.PASSED,
+                    verdict=StepVerdict.PASSED,
                     model="bench",
                     created_at=now,
                     source_label=source,

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from executor.protocol import reward_for
 from search.backends.base import ChatMessage, Completion
 from search.backends.replay import request_header
 from search.baselines import optimize
@@ -39,7 +40,6 @@ from search.protocols import (
     Evaluation,
     RetrievedExample,
     SuccessorOption,
-    hierarchical_reward,
 )
 
 BODY = 'extern "C" void f(int n, float* x) {\n    for (int i = 0; i < n; ++i) x[i] *= 2.0f;\n}\n'
@@ -151,9 +151,7 @@ class HashEvaluator:
             digest = int.from_bytes(hashlib.blake2b(code.encode(), digest_size=8).digest(), "big")
             passed = digest % 10 != 0
             speedup = 0.5 + (digest % 3500) / 1000 if passed else None
-            return Evaluation(
-                passed=passed, reward=hierarchical_reward(passed=passed, speedup=speedup), speedup=speedup
-            )
+            return Evaluation(passed=passed, reward=reward_for(passed, speedup), speedup=speedup)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from bench.metrics import OVERALL, TIERS, BenchError, MetricSummary, TeacherSummary
-from bench.runner import RUNTIME_NOT_RUN_NOTE, BenchResult
+from bench.results import RUNTIME_NOT_RUN_NOTE, BenchResult
 
 logger = logging.getLogger(__name__)
 
@@ -166,7 +166,8 @@ def _speedups_by_tier(result: BenchResult) -> dict[str, list[float]]:
     return {tier: values for tier, values in found.items() if values}
 
 
-def _pyplot() -> Any:
+def pyplot() -> Any:
+    """matplotlib's pyplot on the Agg backend (no display needed)."""
     try:
         import matplotlib
 
@@ -182,7 +183,7 @@ def plot_speedups(result: BenchResult, path: Path) -> bool:
     by_tier = _speedups_by_tier(result)
     if not result.runtime_measured or not by_tier:
         return False
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     tiers = list(by_tier)
     ax.boxplot([by_tier[t] for t in tiers], showfliers=False)
@@ -214,7 +215,7 @@ def plot_pass_at_k(results: Sequence[BenchResult], path: Path) -> bool:
         series.append((_label(result), points))
     if not series:
         return False
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     for label, points in series:
         ax.plot([k for k, _ in points], [100 * v for _, v in points], marker="o", label=label)

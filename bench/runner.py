@@ -1,8 +1,8 @@
 """The CUDAEval-style benchmark runner: search every held-out task `samples` times, judge, score, report.
 
 For each selected task and each sample (seed ``seed + i``) the runner runs one optimization method
-(`search.baselines.optimize`) with a fresh evaluator and the run's knowledge source, then settles the
-sample's answer:
+(`search.run.run_optimization`, as the API and the CLI do) with a fresh evaluator and the run's
+knowledge source, then settles the sample's answer:
 
 * the search's best code (it passed every test) is evaluated once more by the executor, so that its
   recorded speedup is a fresh measurement rather than the luckiest of the search's timings;
@@ -31,21 +31,29 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import httpx
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from bench.metrics import (
     DEFAULT_FAST_P,
-    BenchError,
-    MetricSummary,
-    SampleOutcome,
-    TeacherStepOutcome,
-    TeacherSummary,
     Tier,
     summarize_by_tier,
     summarize_teacher_by_tier,
+)
+from bench.report import write_report
+from bench.results import (
+    DEFAULT_KS,
+    RESULT_FORMAT,
+    RUNTIME_NOT_RUN_NOTE,
+    BenchResult,
+    RunInfo,
+    RunnerError,
+    SampleRecord,
+    TeacherStepRecord,
+    Totals,
+    read_result,
 )
 from bench.split import (
     DEFAULT_SPLIT_PATH,
@@ -61,212 +69,23 @@ from executor.errors import ExecutorError
 from executor.protocol import EvaluationOptions
 from executor.taskformat import FunctionTask, KernelTask, load_task
 from executor.verdict import ErrorKind, Verdict
+from search import run
 from search.backends.base import ChatModel, ModelError
 from search.backends.config import RoleConfig, build_model
 from search.backends.replay import ReplayModel, load_replay, records_from_trajectories
-from search.baselines import METHODS, config_class, optimize
+from search.baselines import METHODS
 from search.construction import ConstructionError, Trajectory, read_trajectory_file
 from search.engine import Candidate, SearchConfig, SearchResult
-from search.errors import SearchError
-from search.evaluation import ExecutorEvaluator, VerificationMode, executor_can_verify
+from search.errors import SearchConfigError, SearchError
+from search.evaluation import VerificationMode
 from search.inmemory import InMemoryKnowledge
 from search.policy import TaskContext
-from search.protocols import INITIAL_TECHNIQUE, CandidateEvaluator, KnowledgeSource, RetrievedExample
+from search.protocols import CandidateEvaluator, KnowledgeSource
 
 logger = logging.getLogger(__name__)
 
-RESULT_FORMAT: Literal["regraph.bench-result/v1"] = "regraph.bench-result/v1"
-DEFAULT_KS: tuple[int, ...] = (1, 5, 10)
 _MESSAGE_CHARS = 600
 _LOG_CHARS = 2000
-
-RUNTIME_NOT_RUN_NOTE = (
-    "The executor had no GPU runtime: candidates were statically checked and compiled, but never run. "
-    "Correctness and speed were NOT measured, so no pass@k, speedup or fast_p is reported; only compile "
-    "rates are."
-)
-
-
-class RunnerError(BenchError):
-    """The benchmark cannot run (bad selection, unreadable inputs, executor or model unavailable)."""
-
-
-# ---- records ------------------------------------------------------------------------------------
-
-
-class SampleRecord(BaseModel):
-    """One sample of one task: the search that produced it and the verdict on its answer."""
-
-    task_id: str
-    tier: Tier
-    domain: str
-    sample: int = Field(ge=0)
-    seed: int
-    method: str
-    answer: Literal["best", "compiled", "last", "none"] = Field(
-        description="best: the search's verified best; compiled/last: nothing passed, the latest candidate "
-        "that compiled / that had code; none: no code at all"
-    )
-    compiled: bool
-    correct: bool | None = Field(description="None: compiled, but the runtime stages did not run")
-    runtime_stages: Literal["run", "not_run"] | None = None
-    speedup: float | None = None
-    baseline_speedup: float | None = None
-    error: str | None = None
-    message: str = ""
-    search_speedup: float | None = Field(
-        default=None, description="the best's speedup as timed in the search"
-    )
-    best_path: list[str] | None = None
-    code_sha256: str | None = None
-    candidates: int = 0
-    candidates_with_code: int = 0
-    candidates_compiled: int = 0
-    failures: dict[str, int] = Field(
-        default_factory=dict,
-        description="why candidates failed, counted: proposal failures and verdict errors",
-    )
-    search_evaluations: int = 0
-    final_evaluations: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    stop_reason: str | None = None
-    backends: list[str] = Field(default_factory=list)
-    seconds: float = 0.0
-    verdict: dict[str, Any] | None = Field(default=None, description="the executor's verdict on the answer")
-
-    def outcome(self) -> SampleOutcome:
-        """What the metrics need."""
-        return SampleOutcome(
-            task_id=self.task_id,
-            tier=self.tier,
-            compiled=self.compiled,
-            correct=self.correct,
-            speedup=self.speedup if self.correct else None,
-            baseline_speedup=self.baseline_speedup if self.correct else None,
-        )
-
-
-class TeacherStepRecord(BaseModel):
-    """One teacher trajectory step and the executor's verdict on it."""
-
-    task_id: str
-    tier: Tier
-    domain: str
-    trajectory: int = Field(ge=1)
-    step: int = Field(ge=1)
-    method: str
-    compiled: bool
-    correct: bool | None
-    runtime_stages: Literal["run", "not_run"]
-    speedup: float | None = None
-    baseline_speedup: float | None = None
-    error: str | None = None
-    message: str = ""
-    verdict: dict[str, Any]
-
-    def outcome(self) -> TeacherStepOutcome:
-        """What the teacher metrics need."""
-        return TeacherStepOutcome(
-            task_id=self.task_id,
-            tier=self.tier,
-            step=self.step,
-            method=self.method,
-            compiled=self.compiled,
-            correct=self.correct,
-            speedup=self.speedup if self.correct else None,
-            baseline_speedup=self.baseline_speedup if self.correct else None,
-        )
-
-
-class RunInfo(BaseModel):
-    """What was run, on what, and how; also the identity a resumed run must match."""
-
-    kind: Literal["search", "teacher"]
-    method: str | None = None
-    model: str | None = None
-    knowledge: str | None = None
-    samples: int | None = None
-    evaluation_budget: int | None = None
-    token_budget: int | None = None
-    seed: int = 0
-    final_evaluation: bool = True
-    tasks: list[str]
-    task_selection: str
-    split: dict[str, Any] | None = Field(default=None, description="seed and task-set hash of the split used")
-    executor_url: str
-    device: dict[str, Any] = Field(default_factory=dict)
-    verification: VerificationMode
-    evaluation_options: dict[str, Any] | None = Field(
-        default=None, description="None: the executor's defaults"
-    )
-    ks: list[int] = Field(default_factory=lambda: list(DEFAULT_KS))
-    ps: list[float] = Field(default_factory=lambda: list(DEFAULT_FAST_P))
-    search: dict[str, Any] | None = Field(
-        default=None,
-        description="the resolved search settings (MCGS: its preset too); seed and budgets are above",
-    )
-
-    def identity(self) -> dict[str, Any]:
-        """The settings that make two runs comparable sample by sample (for resuming)."""
-        return self.model_dump(
-            include={
-                "kind",
-                "method",
-                "model",
-                "knowledge",
-                "samples",
-                "evaluation_budget",
-                "token_budget",
-                "seed",
-                "final_evaluation",
-                "verification",
-                "evaluation_options",
-                "search",
-            }
-        )
-
-
-class Totals(BaseModel):
-    """What the run spent."""
-
-    executor_evaluations: int = Field(description="search evaluations plus final evaluations")
-    search_evaluations: int = 0
-    final_evaluations: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    seconds: float = Field(
-        default=0.0,
-        description="search runs: time spent on the recorded samples (summed over resumed invocations); "
-        "teacher runs: the executor's stage times of the recorded steps",
-    )
-
-
-class BenchResult(BaseModel):
-    """The result file (``result.json``): schema-versioned, the input of `bench.report`."""
-
-    format: Literal["regraph.bench-result/v1"] = RESULT_FORMAT
-    created_at: str
-    run: RunInfo
-    complete: bool = Field(description="False: stopped early; `missing_tasks` were not (fully) run")
-    missing_tasks: list[str] = Field(default_factory=list)
-    runtime_measured: bool = Field(description="False: the runtime stages never ran; no pass/speed numbers")
-    note: str = ""
-    totals: Totals
-    metrics: dict[str, MetricSummary] | None = None
-    teacher_metrics: dict[str, TeacherSummary] | None = None
-    samples: list[SampleRecord] = Field(default_factory=list)
-    teacher_steps: list[TeacherStepRecord] = Field(default_factory=list)
-
-
-def read_result(path: Path) -> BenchResult:
-    """Read a result file."""
-    try:
-        return BenchResult.model_validate_json(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise RunnerError(f"cannot read the result {path}: {e}") from e
-    except ValidationError as e:
-        raise RunnerError(f"{path} is not a {RESULT_FORMAT} result: {e}") from e
 
 
 def build_teacher_result(
@@ -297,22 +116,11 @@ def build_teacher_result(
 
 
 def search_config(method: str, fields: dict[str, Any]) -> SearchConfig:
-    """The search settings of a run: the method's own (`search.baselines.config_class`).
-
-    A field the method's settings do not have (a typo, or an MCGS knob given to a baseline) is an
-    error rather than silently ignored.
-    """
-    cls = config_class(method)
-    unknown = sorted(set(fields) - set(cls.model_fields))
-    if unknown:
-        raise RunnerError(
-            f"unknown search setting(s) for --method {method}: {', '.join(unknown)} "
-            f"(known: {', '.join(sorted(cls.model_fields))})"
-        )
+    """The search settings of a run (`search.run.search_config`), a bad one as a `RunnerError`."""
     try:
-        return cls.model_validate(fields)
-    except ValidationError as e:
-        raise RunnerError(f"invalid search settings: {e}") from e
+        return run.search_config(method, fields)
+    except SearchConfigError as e:
+        raise RunnerError(str(e)) from e
 
 
 def merge_teacher_results(results: list[BenchResult]) -> BenchResult:
@@ -466,21 +274,7 @@ def knowledge_from_trajectories(
         except OSError as e:
             raise RunnerError(f"task {task_id}: cannot read reference.cpp: {e}") from e
         for number, trajectory in enumerate(_read_trajectories(trajectories_dir, task_id), start=1):
-            source, before = INITIAL_TECHNIQUE, reference
-            for step_number, step in enumerate(trajectory.steps, start=1):
-                knowledge.add_example(
-                    RetrievedExample(
-                        id=f"{task_id}:{number}:{step_number}",
-                        task_id=task_id,
-                        source_technique=source,
-                        target_technique=step.method,
-                        code_before=before,
-                        code_after=step.code,
-                        think=step.think,
-                        detail=step.detail,
-                    )
-                )
-                source, before = step.method, step.code
+            knowledge.add_path(task_id, reference, trajectory.steps, f"{task_id}:{number}", first=1)
     return knowledge
 
 
@@ -556,13 +350,8 @@ def model_factory(
 
 
 def _verdict_of(candidate: Candidate) -> Verdict | None:
-    if candidate.evaluation is None or not candidate.evaluation.raw:
-        return None
-    try:
-        return Verdict.model_validate(candidate.evaluation.raw)
-    except ValidationError:
-        # An evaluator other than the executor's: no verdict to read, only its Evaluation.
-        return None
+    # None: no evaluation, or an evaluator other than the executor's (no verdict, only its Evaluation).
+    return candidate.evaluation.verdict() if candidate.evaluation is not None else None
 
 
 def _compiled(verdict: Verdict | None) -> bool:
@@ -723,16 +512,23 @@ class CudaEvalRunner:
                 "token_budget": self.token_budget,
             },
         )
-        evaluator = (
-            self.evaluator(entry.task)
-            if self.evaluator
-            else ExecutorEvaluator(self.client, entry.task, mode=mode, options=self.evaluation_options)
-        )
         began = time.monotonic()
         try:
-            result = await optimize(self.method, entry.context, knowledge, model, evaluator, config)
+            outcome = await run.run_optimization(
+                self.method,
+                entry.task,
+                entry.context,
+                config,
+                model=model,
+                knowledge=knowledge,
+                executor=self.client,
+                verification=mode,
+                evaluation_options=self.evaluation_options,
+                evaluator=self.evaluator(entry.task) if self.evaluator else None,
+            )
         except SearchError as e:
             raise RunnerError(f"task {entry.id}, sample {sample}: the search could not run: {e}") from e
+        result = outcome.result
         record = await self._settle(entry, sample, seed, result)
         record.seconds = round(time.monotonic() - began, 3)
         return record
@@ -832,10 +628,10 @@ def describe_executor(client: ExecutorClient) -> tuple[dict[str, Any], Verificat
     """The executor's device description and whether its verdicts are verified or compile-only."""
     try:
         device = client.device().model_dump(mode="json")
-        verified = executor_can_verify(client)
+        mode = run.choose_verification(client, "auto")
     except (ExecutorClientError, httpx.HTTPError, SearchError) as e:
         raise RunnerError(f"the executor cannot be used: {e}") from e
-    return device, "verified" if verified else "compile-only"
+    return device, mode
 
 
 class _Journal:
@@ -893,8 +689,6 @@ def build_search_result(info: RunInfo, records: list[SampleRecord], missing: lis
 
 def write_result(result: BenchResult, out_dir: Path) -> Path:
     """Write ``result.json`` and the markdown report into `out_dir`; returns the result path."""
-    from bench.report import write_report
-
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "result.json"
     path.write_text(result.model_dump_json(indent=1) + "\n", encoding="utf-8")

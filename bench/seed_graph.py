@@ -55,7 +55,7 @@ from bench.split import (
 )
 from graphdb.connection import scratch_store
 from graphdb.errors import GraphDBError
-from graphdb.models import GraphExport, RelabelOutcome, Verdict
+from graphdb.models import GraphExport, RelabelOutcome, StepVerdict
 from graphdb.store import Neo4jGraphStore
 from search.backends.config import ModelRoles
 from search.construction import (
@@ -432,7 +432,7 @@ def readme_text(
     examples_by_target = Counter(e.target for e in export.examples)
     out_degree = Counter(t.source for t in export.transitions)
     measured_examples = [e for e in export.examples if e.verdict is not None]
-    passed = [e for e in measured_examples if e.verdict is Verdict.PASSED]
+    passed = [e for e in measured_examples if e.verdict is StepVerdict.PASSED]
     outcomes = Counter(d.outcome for d in export.decisions)
     last = points[-1]
     tail = points[max(0, len(points) - 11)]

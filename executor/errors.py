@@ -48,9 +48,8 @@ class ExecutorAnswerError(ExecutorClientError):
 
     def __init__(self, status: int | None, kind: str, message: str) -> None:
         # status: the HTTP status, None when the answer broke off before one could be read.
-        super().__init__(
-            f"executor answered {status if status is not None else 'brokenly'} {kind}: {message}"
-        )
+        answered = f"executor answered {status}" if status is not None else "executor's answer broke off"
+        super().__init__(f"{answered} {kind}: {message}")
         self.status = status
         self.kind = kind
         self.message = message

@@ -1,25 +1,53 @@
-"""Read-only Cypher for users: checked before it runs, then run in a READ transaction with limits.
+"""Read-only Cypher for users: the one path by which a reader's query reaches Neo4j.
 
-Two layers: a lexical check refuses anything that writes, administers, loads files, batches its own
-transactions or switches database (with an error naming the refused clause), and the query then runs
-in a read-access transaction with a server-side timeout, so the server refuses a write the check
-missed. Results are capped at a row limit; graph values are returned as plain JSON-able dicts.
+`run_read_only` is that path (``POST /v1/cypher`` and the MCP server both call it, through
+`api.graph.service.run_cypher`). A query passes four layers before any row comes back, each enough on
+its own for what it guards (docs/security.md):
+
+1. **Lexical check** (`check_read_only`): the query is tokenized the way Neo4j reads it (strings,
+   comments, backtick-quoted names; unicode escapes, which Neo4j decodes before it tokenizes, are
+   refused), then refused when a clause keyword writes, administers, loads files or URLs, commits
+   batches of its own or switches database, when a called procedure's parsed name is not on
+   `READ_PROCEDURES`, or when it is too long, has too many tokens or nests too deeply (Neo4j's
+   parser recurses on nesting and a few hundred levels stop its worker for minutes).
+2. **Neo4j's verdict** (`check_plan`): the query is EXPLAINed (planned, never run) and refused unless
+   Neo4j calls it read-only (query type ``r``), its plan has no ``LoadCSV``, every ``ProcedureCall``
+   is on the allow-list, and every operator that finds nodes starts from labels in `READABLE_LABELS`
+   (no all-node scans or id seeks), so internal nodes (API keys, jobs and their submitted sources,
+   migrations) stay out of reach. Only ``TRANSITION`` relationships exist, between techniques.
+3. **A read transaction** with a server-side timeout (it covers planning too), on a server configured
+   so that a query that slipped through can do no harm (graphdb/embedded.py: no file URLs for
+   LOAD CSV, every address blocked for URL loads, plugin procedures off).
+4. **Limits on what comes back**: at most `CypherLimits.row_limit` rows and `max_response_bytes`
+   bytes of JSON, values nested at most `MAX_VALUE_DEPTH` deep; parameters are bounded likewise.
+
+Neo4j Community has no roles (every user may administer), so the connection itself cannot be made
+read-only there: layers 1, 2 and 4 are what keep a reader a reader.
 """
 
 from __future__ import annotations
 
+import json
 import re
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
-from neo4j import READ_ACCESS, Driver, ManagedTransaction, unit_of_work
-from neo4j.exceptions import ClientError, Neo4jError, ServiceUnavailable
+from neo4j import READ_ACCESS, Driver
+from neo4j.exceptions import ClientError, DriverError, Neo4jError
 from neo4j.graph import Node, Path, Relationship
 from neo4j.time import Date, DateTime, Duration, Time
 from pydantic import BaseModel, Field
 
-from graphdb.errors import CypherQueryError, CypherRefusedError, CypherTimeoutError
+from graphdb.errors import CypherGuardError, CypherQueryError, CypherRefusedError, CypherTimeoutError
 
 MAX_QUERY_CHARS = 10_000
+MAX_QUERY_TOKENS = 2_000
+# Brackets, CASE and chains of prefix operators each cost Neo4j's parser a level of recursion.
+MAX_QUERY_NESTING = 40
+MAX_PARAMETER_BYTES = 1_000_000
+MAX_VALUE_DEPTH = 32
+DEFAULT_MAX_RESPONSE_BYTES = 5_000_000
+
 # Procedures a reader may call; everything else under CALL (dbms.*, db.*, apoc.*, ...) is refused.
 READ_PROCEDURES = frozenset(
     {
@@ -34,39 +62,56 @@ READ_PROCEDURES = frozenset(
         "db.index.fulltext.queryrelationships",
     }
 )
+# Node labels a reader may reach. ApiKey, Job, JobEvent and SchemaMigration are internal; AuditEntry
+# is readable because GET /v1/audit shows the same entries to readers.
+READABLE_LABELS = frozenset({"Technique", "Example", "Task", "Trajectory", "RelabelDecision", "AuditEntry"})
+
 # Clause keywords that write, administer or escape the read-only sandbox, with the reason shown.
-_REFUSED = (
-    (r"CREATE", "CREATE writes to the graph (or changes the schema)"),
-    (r"MERGE", "MERGE writes to the graph"),
-    (r"SET", "SET writes properties or labels"),
-    (r"DELETE", "DELETE removes data"),
-    (r"DETACH", "DETACH DELETE removes data"),
-    (r"REMOVE", "REMOVE deletes properties or labels"),
-    (r"DROP", "DROP changes the schema"),
-    (r"ALTER", "ALTER is an administration command"),
-    (r"FOREACH", "FOREACH exists only to write"),
-    (r"LOAD\s+CSV", "LOAD CSV reads files or URLs from the server"),
-    (
-        r"IN\s+(?:\d+\s+)?(?:CONCURRENT\s+)?TRANSACTIONS",
-        "CALL { } IN TRANSACTIONS commits batches of its own",
-    ),
-    (r"PERIODIC\s+COMMIT", "PERIODIC COMMIT commits batches of its own"),
-    (r"USE", "USE switches to another database"),
-    (r"SHOW", "SHOW commands are administration commands"),
-    (r"GRANT|REVOKE|DENY", "privilege commands are administration commands"),
-    (r"(?:START|STOP)\s+DATABASE", "database commands are administration commands"),
-    (r"TERMINATE", "TERMINATE is an administration command"),
-    (r"ENABLE|DEALLOCATE|REALLOCATE", "server commands are administration commands"),
-)
-_REFUSED_RE = [(re.compile(rf"(?<![.$\w]){pattern}\b", re.IGNORECASE), why) for pattern, why in _REFUSED]
-_CALL_RE = re.compile(r"(?<![.$\w])CALL\s+([A-Za-z_][\w.]*)", re.IGNORECASE)
-_STRING_RE = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"", re.DOTALL)
-_COMMENT_RE = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
-_BACKTICK_RE = re.compile(r"`(?:[^`]|``)*`")
+_REFUSED_WORDS: dict[str, str] = {
+    "CREATE": "CREATE writes to the graph (or changes the schema)",
+    "MERGE": "MERGE writes to the graph",
+    "SET": "SET writes properties or labels",
+    "DELETE": "DELETE removes data",
+    "DETACH": "DETACH DELETE removes data",
+    "REMOVE": "REMOVE deletes properties or labels",
+    "DROP": "DROP changes the schema",
+    "ALTER": "ALTER is an administration command",
+    "RENAME": "RENAME is an administration command",
+    "FOREACH": "FOREACH exists only to write",
+    "LOAD": "LOAD CSV reads files or URLs from the server",
+    "TRANSACTIONS": "CALL { } IN TRANSACTIONS commits batches of its own",
+    "PERIODIC": "PERIODIC COMMIT commits batches of its own",
+    "USE": "USE switches to another database",
+    "SHOW": "SHOW commands are administration commands",
+    "GRANT": "privilege commands are administration commands",
+    "REVOKE": "privilege commands are administration commands",
+    "DENY": "privilege commands are administration commands",
+    "START": "database commands are administration commands",
+    "STOP": "database commands are administration commands",
+    "TERMINATE": "TERMINATE is an administration command",
+    "ENABLE": "server commands are administration commands",
+    "DEALLOCATE": "server commands are administration commands",
+    "REALLOCATE": "server commands are administration commands",
+}
+# Query prefixes that change how the server treats the query; the service EXPLAINs it itself.
+_REFUSED_PREFIXES = {"EXPLAIN", "PROFILE", "CYPHER"}
+_OPENING = {"(": ")", "[": "]", "{": "}"}
+_PREFIX_OPERATORS = {"NOT", "-", "+"}
+
+TokenKind = Literal["word", "name", "string", "number", "parameter", "symbol"]
+
+
+@dataclass(frozen=True)
+class Token:
+    """One lexical token: a bare word, a `quoted` name (unquoted here), a literal or a symbol."""
+
+    kind: TokenKind
+    text: str
+    offset: int
 
 
 class CypherResult(BaseModel):
-    """Rows of a read query, at most the row limit; `truncated` says more were available."""
+    """Rows of a read query, within the limits; `truncated` says more were available."""
 
     columns: list[str]
     rows: list[dict[str, Any]]
@@ -74,42 +119,282 @@ class CypherResult(BaseModel):
     row_limit: int = Field(ge=1)
 
 
-def _mask(query: str) -> str:
-    """The query with comments removed and literals/quoted names blanked, so keywords inside them don't count."""
-    masked = _COMMENT_RE.sub(" ", query)
-    masked = _STRING_RE.sub("''", masked)
-    return _BACKTICK_RE.sub("`x`", masked)
+@dataclass(frozen=True)
+class CypherLimits:
+    """The most one reader's query may take: rows, seconds (server-side) and response bytes."""
+
+    row_limit: int = 1000
+    timeout_s: float = 10.0
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+
+
+# -- layer 1: the lexical check ----------------------------------------------------------------------
+
+
+def _refuse(reason: str) -> CypherRefusedError:
+    return CypherRefusedError(f"refused: {reason}")
+
+
+def _end_of_quoted(query: str, start: int, quote: str) -> int:
+    """Index just past the literal or name opened by `quote` at `start`."""
+    i = start + 1
+    while i < len(query):
+        c = query[i]
+        if quote != "`" and c == "\\":
+            i += 2
+            continue
+        if c == quote:
+            if quote == "`" and query.startswith("``", i):
+                i += 2  # a doubled backtick is one backtick inside the name
+                continue
+            return i + 1
+        i += 1
+    what = "name" if quote == "`" else "string"
+    raise _refuse(f"a quoted {what} opened at offset {start} is never closed")
+
+
+def tokenize(query: str) -> list[Token]:
+    """The query's tokens, without whitespace and comments, as Neo4j's lexer would split them.
+
+    Raises `CypherRefusedError` for what this lexer would read differently from Neo4j's: unicode
+    escapes (Neo4j decodes ``\\uXXXX`` anywhere before it tokenizes, so one could close a string)
+    and unterminated strings, names or comments.
+    """
+    if re.search(r"\\[uU]", query):
+        raise _refuse(
+            "unicode escapes (\\u...) are not accepted: write the character itself or pass it as a $parameter"
+        )
+    tokens: list[Token] = []
+    i, n = 0, len(query)
+    while i < n:
+        c = query[i]
+        if c.isspace():
+            i += 1
+        elif query.startswith("//", i):
+            end = query.find("\n", i)
+            i = n if end < 0 else end + 1
+        elif query.startswith("/*", i):
+            end = query.find("*/", i + 2)
+            if end < 0:
+                raise _refuse(f"a comment opened at offset {i} is never closed")
+            i = end + 2
+        elif c in "'\"`":
+            end = _end_of_quoted(query, i, c)
+            if c == "`":
+                tokens.append(Token("name", query[i + 1 : end - 1].replace("``", "`"), i))
+            else:
+                tokens.append(Token("string", query[i:end], i))
+            i = end
+        elif c == "$":
+            match = re.match(r"\$(?:`(?:[^`]|``)*`|\w*)", query[i:])
+            length = len(match.group(0)) if match else 1
+            tokens.append(Token("parameter", query[i : i + length], i))
+            i += length
+        elif c.isdigit():
+            match = re.match(r"\d[\w.]*", query[i:])
+            length = len(match.group(0)) if match else 1
+            tokens.append(Token("number", query[i : i + length], i))
+            i += length
+        elif c.isalpha() or c == "_":
+            match = re.match(r"\w+", query[i:])
+            length = len(match.group(0)) if match else 1
+            tokens.append(Token("word", query[i : i + length], i))
+            i += length
+        else:
+            tokens.append(Token("symbol", c, i))
+            i += 1
+    return tokens
+
+
+def _nesting(tokens: list[Token]) -> int:
+    """The deepest nesting: open brackets and CASEs, plus the current run of prefix operators."""
+    deepest = depth = run = 0
+    for t in tokens:
+        word = t.text.upper() if t.kind == "word" else None
+        if (t.kind == "symbol" and t.text in _OPENING) or word == "CASE":
+            depth += 1
+        elif (t.kind == "symbol" and t.text in _OPENING.values()) or word == "END":
+            depth = max(depth - 1, 0)
+        operator = word if word is not None else t.text if t.kind == "symbol" else None
+        if operator in _PREFIX_OPERATORS:
+            run += 1
+        else:
+            run = 0
+        deepest = max(deepest, depth + run)
+    return deepest
+
+
+def _is_clause_word(tokens: list[Token], i: int) -> bool:
+    """Whether the bare word at `i` can be a keyword (not a property, label, map key or variable)."""
+    before = tokens[i - 1] if i > 0 else None
+    after = tokens[i + 1] if i + 1 < len(tokens) else None
+    if before is not None and before.kind == "symbol" and before.text in ".:":
+        return False
+    return not (after is not None and after.kind == "symbol" and after.text == ":")
+
+
+def _procedure_name(tokens: list[Token], start: int) -> tuple[str, str] | None:
+    """The dotted name after CALL at `start` (as written, and lowercased), or None for a subquery."""
+    parts: list[str] = []
+    i = start
+    while i < len(tokens) and tokens[i].kind in ("word", "name"):
+        parts.append(tokens[i].text)
+        if i + 1 < len(tokens) and tokens[i + 1].kind == "symbol" and tokens[i + 1].text == ".":
+            i += 2
+            continue
+        break
+    if not parts:
+        return None
+    written = ".".join(parts)
+    return written, written.lower()
 
 
 def check_read_only(query: str) -> None:
-    """Raise `CypherRefusedError` unless `query` is a plain read (allowlisted procedures only)."""
+    """Raise `CypherRefusedError` unless `query` is a plain read (allowlisted procedures only).
+
+    This is layer 1 (lexical); `check_plan` asks Neo4j for its own verdict.
+    """
     if not query.strip():
         raise CypherRefusedError("the query is empty")
     if len(query) > MAX_QUERY_CHARS:
         raise CypherRefusedError(f"the query is longer than {MAX_QUERY_CHARS} characters")
-    masked = _mask(query)
-    for pattern, why in _REFUSED_RE:
-        match = pattern.search(masked)
-        if match:
-            raise CypherRefusedError(
-                f"refused: {why} (found {match.group(0).upper()!r}); only reads are allowed"
-            )
-    for match in _CALL_RE.finditer(masked):
-        procedure = match.group(1).lower()
-        if procedure not in READ_PROCEDURES:
-            allowed = ", ".join(sorted(READ_PROCEDURES))
-            raise CypherRefusedError(
-                f"refused: procedure {match.group(1)!r} is not allowed; allowed: {allowed}"
-            )
+    tokens = tokenize(query)
+    if len(tokens) > MAX_QUERY_TOKENS:
+        raise _refuse(f"the query has more than {MAX_QUERY_TOKENS} tokens")
+    if (deepest := _nesting(tokens)) > MAX_QUERY_NESTING:
+        raise _refuse(
+            f"the query nests {deepest} levels deep (brackets, CASE, NOT/-); at most {MAX_QUERY_NESTING}"
+        )
+    if tokens and tokens[0].kind == "word" and tokens[0].text.upper() in _REFUSED_PREFIXES:
+        raise _refuse(f"{tokens[0].text.upper()} prefixes are not accepted; send the query alone")
+    for i, token in enumerate(tokens):
+        if token.kind != "word" or not _is_clause_word(tokens, i):
+            continue
+        word = token.text.upper()
+        if word in _REFUSED_WORDS:
+            found = "LOAD CSV" if word == "LOAD" else "IN TRANSACTIONS" if word == "TRANSACTIONS" else word
+            raise _refuse(f"{_REFUSED_WORDS[word]} (found {found!r}); only reads are allowed")
+        if word == "CALL":
+            name = _procedure_name(tokens, i + 1)
+            if name is not None and name[1] not in READ_PROCEDURES:
+                raise _refuse(
+                    f"procedure {name[0]!r} is not allowed; allowed: {', '.join(sorted(READ_PROCEDURES))}"
+                )
 
 
-def to_json(value: Any) -> Any:
-    """Graph values as JSON-able data (nodes and relationships as dicts with their labels/type)."""
+# -- layer 2: Neo4j's verdict on the plan ------------------------------------------------------------
+
+_PROCEDURE_RE = re.compile(r"^\s*([^\s(]+)\s*\(")
+_LABEL_RE = re.compile(r"(?<!:):(?!:)\s*(`(?:[^`]|``)+`|\w+)((?:\s*[|&]\s*(?:`(?:[^`]|``)+`|\w+))*)")
+
+
+def _labels_in(details: str) -> set[str]:
+    labels: set[str] = set()
+    for match in _LABEL_RE.finditer(details):
+        for part in re.split(r"\s*[|&]\s*", match.group(1) + match.group(2)):
+            name = part.strip()
+            if name.startswith("`") and name.endswith("`"):
+                name = name[1:-1].replace("``", "`")
+            if name:
+                labels.add(name)
+    return labels
+
+
+def _plan_operators(plan: dict[str, Any]) -> list[tuple[str, str]]:
+    """Every (operator, details) of a plan tree, the operator's name without its ``@runtime`` tag."""
+    out: list[tuple[str, str]] = []
+    stack = [plan]
+    while stack:
+        node = stack.pop()
+        operator = str(node.get("operatorType", "")).split("@")[0]
+        arguments = node.get("args") or node.get("arguments") or {}
+        out.append((operator, str(arguments.get("Details") or "")))
+        stack.extend(node.get("children") or [])
+    return out
+
+
+def _check_operator(operator: str, details: str) -> None:
+    if operator == "LoadCSV":
+        raise _refuse("LOAD CSV reads files or URLs from the server (found in the plan)")
+    if operator == "ProcedureCall":
+        match = _PROCEDURE_RE.match(details)
+        name = match.group(1) if match else details
+        if name.lower() not in READ_PROCEDURES:
+            raise _refuse(f"procedure {name!r} is not allowed (found in the plan)")
+        return
+    if "AllNodes" in operator:
+        raise _refuse(
+            "a query must find its nodes by label (e.g. MATCH (t:Technique)); "
+            f"readable labels: {', '.join(sorted(READABLE_LABELS))}"
+        )
+    if operator.startswith("Node") and ("ById" in operator or "ByElementId" in operator):
+        raise _refuse("nodes cannot be looked up by id; match them by label and property")
+    if "Node" in operator and ("Scan" in operator or "Seek" in operator or "Count" in operator):
+        labels = _labels_in(details)
+        hidden = labels - READABLE_LABELS
+        if hidden:
+            raise _refuse(
+                f"label(s) {', '.join(sorted(hidden))} are not readable; "
+                f"readable labels: {', '.join(sorted(READABLE_LABELS))}"
+            )
+        if not labels and "Count" not in operator:
+            raise _refuse(f"the plan finds nodes without a label ({operator})")
+
+
+def check_plan(query_type: str | None, plan: dict[str, Any] | None) -> None:
+    """Raise `CypherRefusedError` unless Neo4j's EXPLAIN of a query shows a read of readable nodes.
+
+    This is layer 2: `query_type` must be ``r`` (read-only), and `plan` (the EXPLAIN plan tree) must
+    have no LOAD CSV, no procedure outside `READ_PROCEDURES`, and find nodes only by readable labels.
+    """
+    if query_type != "r":
+        kinds = {"rw": "reads and writes", "w": "writes", "s": "changes the schema or administers"}
+        raise _refuse(
+            f"Neo4j says this query {kinds.get(str(query_type), 'is not a read')}; only reads are allowed"
+        )
+    if plan is None:
+        raise _refuse("Neo4j gave no plan for this query")
+    for operator, details in _plan_operators(plan):
+        _check_operator(operator, details)
+
+
+# -- layer 4: parameters in, values out ---------------------------------------------------------------
+
+
+def check_parameters(parameters: dict[str, Any]) -> None:
+    """Raise `CypherRefusedError` when parameters nest deeper than `MAX_VALUE_DEPTH` or are too large."""
+    stack: list[tuple[Any, int]] = [(parameters, 0)]
+    size = 0
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_VALUE_DEPTH:
+            raise _refuse(f"parameters nest more than {MAX_VALUE_DEPTH} levels deep")
+        if isinstance(value, dict):
+            size += sum(len(str(k)) + 4 for k in value)
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, (list, tuple)):
+            size += 2 + len(value)
+            stack.extend((v, depth + 1) for v in value)
+        else:
+            size += len(value) if isinstance(value, (str, bytes)) else 8
+        if size > MAX_PARAMETER_BYTES:
+            raise _refuse(f"parameters are larger than {MAX_PARAMETER_BYTES} bytes")
+
+
+def to_json(value: Any, _depth: int = 0) -> Any:
+    """Graph values as JSON-able data (nodes and relationships as dicts with their labels/type).
+
+    Raises `CypherQueryError` for a value nested deeper than `MAX_VALUE_DEPTH` (a query can build
+    one with reduce() although its text is shallow).
+    """
+    if _depth > MAX_VALUE_DEPTH:
+        raise CypherQueryError(f"a returned value nests more than {MAX_VALUE_DEPTH} levels deep")
+    deeper = _depth + 1
     if isinstance(value, Node):
         return {
             "_id": value.element_id,
             "_labels": sorted(value.labels),
-            **{k: to_json(v) for k, v in value.items()},
+            **{k: to_json(v, deeper) for k, v in value.items()},
         }
     if isinstance(value, Relationship):
         return {
@@ -117,20 +402,36 @@ def to_json(value: Any) -> Any:
             "_type": value.type,
             "_start": value.start_node.element_id if value.start_node else None,
             "_end": value.end_node.element_id if value.end_node else None,
-            **{k: to_json(v) for k, v in value.items()},
+            **{k: to_json(v, deeper) for k, v in value.items()},
         }
     if isinstance(value, Path):
         return {
-            "nodes": [to_json(n) for n in value.nodes],
-            "relationships": [to_json(r) for r in value.relationships],
+            "nodes": [to_json(n, deeper) for n in value.nodes],
+            "relationships": [to_json(r, deeper) for r in value.relationships],
         }
     if isinstance(value, (DateTime, Date, Time, Duration)):
         return value.iso_format()
     if isinstance(value, dict):
-        return {k: to_json(v) for k, v in value.items()}
+        return {k: to_json(v, deeper) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [to_json(v) for v in value]
+        return [to_json(v, deeper) for v in value]
     return value
+
+
+# -- the path ----------------------------------------------------------------------------------------
+
+
+def _translate(e: Exception, timeout_s: float) -> CypherGuardError:
+    if isinstance(e, ClientError):
+        code = e.code or ""
+        if "TransactionTimedOut" in code or "Terminated" in code:
+            return CypherTimeoutError(f"the query ran past {timeout_s:g} s and was stopped")
+        if "Forbidden" in code or "AccessMode" in code:
+            return CypherRefusedError(f"refused by the server: {e.message}")
+        if "ExternalResource" in code or "LoadExternalResource" in code:
+            return CypherRefusedError(f"refused by the server: {e.message}")
+        return CypherQueryError(f"the query failed: {e.message}")
+    return CypherQueryError(f"the query failed: {e}")
 
 
 def run_read_only(
@@ -139,35 +440,59 @@ def run_read_only(
     parameters: dict[str, Any] | None = None,
     *,
     database: str = "neo4j",
-    row_limit: int = 1000,
-    timeout_s: float = 10.0,
+    limits: CypherLimits | None = None,
+    row_limit: int | None = None,
+    timeout_s: float | None = None,
 ) -> CypherResult:
-    """Check `query`, then run it read-only with `parameters`, a timeout and at most `row_limit` rows."""
+    """Run a reader's `query` with `parameters` through every layer; the one read-only Cypher path.
+
+    Args:
+        driver: a driver to the graph's server (its user may be an administrator: the layers below
+            are what keep the query a read).
+        query: Cypher text from an untrusted caller.
+        parameters: `$name` values (JSON-like), bounded by `check_parameters`.
+        database: the database to read.
+        limits: rows, seconds and response bytes (`CypherLimits()` when None); `row_limit` and
+            `timeout_s`, when given, override the matching field.
+
+    Returns the rows (at most `row_limit`, at most `max_response_bytes` of JSON; `truncated` says
+    more were available). Raises `CypherRefusedError` (not a read, or over an input limit),
+    `CypherTimeoutError` (stopped by the server at the timeout) or `CypherQueryError` (anything else
+    the database reported, or a row larger than the response limit by itself).
+    """
+    limits = limits or CypherLimits()
+    rows_max = row_limit if row_limit is not None else limits.row_limit
+    seconds = timeout_s if timeout_s is not None else limits.timeout_s
+    params = parameters or {}
     check_read_only(query)
-
-    @unit_of_work(timeout=timeout_s)
-    def work(tx: ManagedTransaction) -> CypherResult:
-        result = tx.run(query, parameters or {})
-        rows: list[dict[str, Any]] = []
-        truncated = False
-        for record in result:
-            if len(rows) >= row_limit:
-                truncated = True
-                break
-            rows.append({k: to_json(record[k]) for k in record.keys()})  # noqa: SIM118 - Record is not a dict
-        columns = list(result.keys())
-        result.consume()
-        return CypherResult(columns=columns, rows=rows, truncated=truncated, row_limit=row_limit)
-
+    check_parameters(params)
     try:
-        with driver.session(database=database, default_access_mode=READ_ACCESS) as session:
-            return session.execute_read(work)
-    except ClientError as e:
-        code = e.code or ""
-        if "TransactionTimedOut" in code or "Terminated" in code:
-            raise CypherTimeoutError(f"the query ran past {timeout_s:g} s and was stopped") from e
-        if "Forbidden" in code or "AccessMode" in code:
-            raise CypherRefusedError(f"refused by the server: {e.message}") from e
-        raise CypherQueryError(f"the query failed: {e.message}") from e
-    except (Neo4jError, ServiceUnavailable, OSError) as e:
-        raise CypherQueryError(f"the query failed: {e}") from e
+        with driver.session(database=database, default_access_mode=READ_ACCESS, fetch_size=100) as session:
+            # Explicit transactions: no driver retries, and the timeout is the server's to enforce.
+            with session.begin_transaction(timeout=seconds) as tx:
+                summary = tx.run("EXPLAIN " + query, params).consume()
+                check_plan(summary.query_type, summary.plan)
+            with session.begin_transaction(timeout=seconds) as tx:
+                result = tx.run(query, params)
+                columns = list(result.keys())
+                rows: list[dict[str, Any]] = []
+                truncated = False
+                size = 0
+                for record in result:
+                    if len(rows) >= rows_max:
+                        truncated = True
+                        break
+                    row = {k: to_json(record[k]) for k in columns}
+                    size += len(json.dumps(row, default=str))
+                    if size > limits.max_response_bytes:
+                        if not rows:
+                            raise CypherQueryError(
+                                f"the first row alone is over the response limit of {limits.max_response_bytes} bytes"
+                            )
+                        truncated = True
+                        break
+                    rows.append(row)
+                tx.rollback()
+    except (Neo4jError, DriverError, OSError) as e:
+        raise _translate(e, seconds) from e
+    return CypherResult(columns=columns, rows=rows, truncated=truncated, row_limit=rows_max)

@@ -109,7 +109,7 @@ class Transition(BaseModel):
     stats: TransitionStats
 
 
-class Verdict(StrEnum):
+class StepVerdict(StrEnum):
     """Whether a step's code passed validation; absent when the step was not validated."""
 
     PASSED = "passed"
@@ -136,7 +136,7 @@ class Example(BaseModel):
     target_label: str = Field("", description="the method as the trajectory wrote it, before relabeling")
     speedup: float | None = Field(None, gt=0, description="over the previous step, when measured")
     speedup_over_serial: float | None = Field(None, gt=0)
-    verdict: Verdict | None = None
+    verdict: StepVerdict | None = None
     device: str | None = None
     model: str = Field("", description="the model (or person) that produced the step")
     review_status: ReviewStatus = ReviewStatus.PENDING

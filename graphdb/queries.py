@@ -34,3 +34,17 @@ ORDER BY name
 """
 
 SHOW_CONSTRAINTS = "SHOW CONSTRAINTS YIELD name, type, labelsOrTypes, properties RETURN name, type, labelsOrTypes, properties"
+
+# The compact schema of graphdb/schema.py (labels' and relationship types' properties, and which
+# labels each relationship type joins).
+NODE_TYPE_PROPERTIES = (
+    "CALL db.schema.nodeTypeProperties() YIELD nodeLabels, propertyName, propertyTypes "
+    "RETURN nodeLabels, propertyName, propertyTypes"
+)
+
+REL_TYPE_PROPERTIES = (
+    "CALL db.schema.relTypeProperties() YIELD relType, propertyName, propertyTypes "
+    "RETURN relType, propertyName, propertyTypes"
+)
+
+SCHEMA_PATTERNS = "CALL db.schema.visualization() YIELD nodes, relationships RETURN nodes, relationships"

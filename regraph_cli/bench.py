@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -135,13 +136,7 @@ def cudaeval_command(
     trajectories_dir: Annotated[Path, typer.Option(help="trajectory files")] = DEFAULT_TRAJECTORIES_DIR,
 ) -> None:
     """Run a method over the held-out tasks (or, with --teacher, score the teacher trajectories)."""
-    from bench.runner import (
-        CudaEvalRunner,
-        TeacherRunner,
-        knowledge_from_trajectories,
-        model_factory,
-        select_tasks,
-    )
+    from bench.runner import TeacherRunner, select_tasks
     from executor.client import ExecutorClient
 
     _logging()
@@ -151,47 +146,30 @@ def cudaeval_command(
             selection = select_tasks(
                 selection_names, tasks_dir=tasks_dir, trajectories_dir=trajectories_dir, split_path=split_path
             )
-            client = stack.enter_context(ExecutorClient(executor_url))
             if teacher:
+                client = stack.enter_context(ExecutorClient(executor_url))
                 result = TeacherRunner(selection, client, executor_url, out, time_limit_s=time_limit).run()
             else:
-                factory, description = model_factory(model, trajectories_dir=trajectories_dir)
-                if knowledge == "memory":
-                    build_ids = selection.build_ids
-                    if not build_ids:
-                        raise _fail("no graph-building task is left once the selected tasks are excluded")
-
-                    def knowledge_source() -> Any:
-                        return knowledge_from_trajectories(
-                            build_ids, tasks_dir=tasks_dir, trajectories_dir=trajectories_dir
-                        )
-
-                    knowledge_description = (
-                        f"in memory: trajectories of {len(build_ids)} graph-building tasks"
+                result = (
+                    _search_runner(
+                        stack,
+                        selection,
+                        executor_url,
+                        (method, model, knowledge),
+                        (tasks_dir, trajectories_dir),
                     )
-                elif knowledge == "graph":
-                    knowledge_source = _graph_knowledge(stack)
-                    knowledge_description = "reasoning graph in Neo4j"
-                else:
-                    raise _fail(f"--knowledge {knowledge!r}: expected 'memory' or 'graph'")
-                result = CudaEvalRunner(
-                    method=method,
-                    selection=selection,
-                    client=client,
-                    executor_url=executor_url,
-                    model=factory,
-                    model_description=description,
-                    knowledge=knowledge_source,
-                    knowledge_description=knowledge_description,
-                    out_dir=out,
-                    samples=samples,
-                    evaluation_budget=budget,
-                    token_budget=token_budget,
-                    seed=seed,
-                    final_evaluation=final_evaluation,
-                    search_overrides=_search_overrides(search_option or []),
-                    time_limit_s=time_limit,
-                ).run()
+                    .configured(
+                        out_dir=out,
+                        samples=samples,
+                        evaluation_budget=budget,
+                        token_budget=token_budget,
+                        seed=seed,
+                        final_evaluation=final_evaluation,
+                        search_overrides=_search_overrides(search_option or []),
+                        time_limit_s=time_limit,
+                    )
+                    .run()
+                )
     except BenchError as e:
         raise _fail(str(e)) from e
     state = (
@@ -200,6 +178,214 @@ def cudaeval_command(
         else f"partial ({len(result.missing_tasks)} task(s) left; re-run to resume)"
     )
     console.print(f"wrote {out / 'result.json'} and {out / 'report.md'}: {state}")
+    if not result.runtime_measured:
+        console.print("[yellow]runtime stages not run[/]: only compile rates were measured (no GPU executor)")
+
+
+@dataclass
+class _SearchRunnerFactory:
+    """What every search run of a command shares (method, model, knowledge, tasks, executor)."""
+
+    base: dict[str, Any]
+
+    def configured(self, **settings: Any) -> Any:
+        from bench.runner import CudaEvalRunner
+
+        return CudaEvalRunner(**self.base, **settings)
+
+
+def _search_runner(
+    stack: contextlib.ExitStack,
+    selection: Any,
+    executor_url: str,
+    options: tuple[str, str, str],
+    dirs: tuple[Path, Path],
+) -> _SearchRunnerFactory:
+    """What a command's search runs share: `options` = (method, model, knowledge), `dirs` = (tasks, trajectories)."""
+    from bench.runner import knowledge_from_trajectories, model_factory
+    from executor.client import ExecutorClient
+
+    method, model, knowledge = options
+    tasks_dir, trajectories_dir = dirs
+    client = stack.enter_context(ExecutorClient(executor_url))
+
+    factory, description = model_factory(model, trajectories_dir=trajectories_dir)
+    if knowledge == "memory":
+        build_ids = selection.build_ids
+        if not build_ids:
+            raise _fail("no graph-building task is left once the selected tasks are excluded")
+
+        def knowledge_source() -> Any:
+            return knowledge_from_trajectories(
+                build_ids, tasks_dir=tasks_dir, trajectories_dir=trajectories_dir
+            )
+
+        knowledge_description = f"in memory: trajectories of {len(build_ids)} graph-building tasks"
+    elif knowledge == "graph":
+        knowledge_source = _graph_knowledge(stack)
+        knowledge_description = "reasoning graph in Neo4j"
+    else:
+        raise _fail(f"--knowledge {knowledge!r}: expected 'memory' or 'graph'")
+    return _SearchRunnerFactory(
+        {
+            "method": method,
+            "selection": selection,
+            "client": client,
+            "executor_url": executor_url,
+            "model": factory,
+            "model_description": description,
+            "knowledge": knowledge_source,
+            "knowledge_description": knowledge_description,
+        }
+    )
+
+
+def _int_list(text: str, option: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError as e:
+        raise _fail(f"{option} {text!r}: expected comma-separated integers") from e
+    if not values or any(v < 1 for v in values):
+        raise _fail(f"{option} {text!r}: expected positive integers")
+    return values
+
+
+@bench_app.command("sweep")
+def sweep_command(
+    executor_url: Annotated[str, typer.Option(envvar="REGRAPH_EXECUTOR_URL", help="the executor service")],
+    out: Annotated[Path, typer.Option(help="output directory: one run per point, sweep.json/.md, plots")],
+    budgets: Annotated[str, typer.Option(help="evaluation budgets, comma-separated")] = "4,8,16",
+    rollouts: Annotated[str, typer.Option(help="MCGS rollout counts, comma-separated")] = "2,5,10",
+    method: Annotated[
+        str, typer.Option(help="a method with rollouts: regraph-mcgs or mcts-rag")
+    ] = "regraph-mcgs",
+    model: Annotated[str, typer.Option(help="as for cudaeval ('teacher': the replay model)")] = "teacher",
+    samples: Annotated[int, typer.Option(help="searches (seeds) per task and point")] = 3,
+    tasks: Annotated[list[str] | None, typer.Option(help="'eval', 'all', or task ids")] = None,
+    knowledge: Annotated[str, typer.Option(help="'memory' or 'graph'")] = "memory",
+    seed: Annotated[int, typer.Option(help="seed of sample 0")] = 0,
+    search_option: Annotated[
+        list[str] | None, typer.Option(help="extra search setting, key=value (e.g. preset=paper)")
+    ] = None,
+    time_limit: Annotated[float | None, typer.Option(help="per point: start no new task after this")] = None,
+    split_path: Annotated[Path, typer.Option("--split", help="the split file")] = DEFAULT_SPLIT_PATH,
+    tasks_dir: Annotated[Path, typer.Option(help="task directories")] = DEFAULT_TASKS_DIR,
+    trajectories_dir: Annotated[Path, typer.Option(help="trajectory files")] = DEFAULT_TRAJECTORIES_DIR,
+) -> None:
+    """Budget and rollout sensitivity: one benchmark run per (budget, rollouts), curves with error bars."""
+    from bench.runner import select_tasks
+    from bench.sweep import run_sweep
+
+    _logging()
+    budget_values, rollout_values = _int_list(budgets, "--budgets"), _int_list(rollouts, "--rollouts")
+    if method not in ("regraph-mcgs", "mcts-rag"):
+        raise _fail(f"--method {method!r}: the sweep varies rollouts, so regraph-mcgs or mcts-rag")
+    overrides = _search_overrides(search_option or [])
+    try:
+        with contextlib.ExitStack() as stack:
+            selection = select_tasks(
+                tasks or ["eval"],
+                tasks_dir=tasks_dir,
+                trajectories_dir=trajectories_dir,
+                split_path=split_path,
+            )
+            runner = _search_runner(
+                stack, selection, executor_url, (method, model, knowledge), (tasks_dir, trajectories_dir)
+            )
+
+            def run_one(budget: int, rollout_count: int, run_dir: Path) -> Any:
+                return runner.configured(
+                    out_dir=run_dir,
+                    samples=samples,
+                    evaluation_budget=budget,
+                    seed=seed,
+                    search_overrides={**overrides, "rollouts": rollout_count},
+                    time_limit_s=time_limit,
+                    ks=sorted({1, samples}),
+                ).run()
+
+            sweep = run_sweep(
+                run_one,
+                budget_values,
+                rollout_values,
+                out,
+                method=method,
+                model=runner.base["model_description"],
+                ks=sorted({1, samples}),
+            )
+    except BenchError as e:
+        raise _fail(str(e)) from e
+    measured = sum(p.runtime_measured for p in sweep.points)
+    console.print(f"wrote {out / 'sweep.md'}: {len(sweep.points)} points, {measured} with runtime metrics")
+    if not measured:
+        console.print("[yellow]runtime stages not run[/]: only compile rates were measured (no GPU executor)")
+
+
+@bench_app.command("pareval")
+def pareval_command(
+    pareval_dir: Annotated[
+        Path, typer.Option(help="a ParEval checkout (github.com/parallelcodefoundry/ParEval)")
+    ],
+    out: Annotated[Path, typer.Option(help="output directory: tasks/ (converted), conversion.json, run/")],
+    executor_url: Annotated[
+        str | None, typer.Option(envvar="REGRAPH_EXECUTOR_URL", help="the executor; none: convert only")
+    ] = None,
+    method: Annotated[
+        str, typer.Option(help="standard | cot | rag | mcts-rag | regraph | regraph-mcgs")
+    ] = "standard",
+    model: Annotated[
+        str, typer.Option(help="as for cudaeval (a role-config .json for a real model)")
+    ] = "teacher",
+    samples: Annotated[int, typer.Option(help="searches (seeds) per task")] = 1,
+    budget: Annotated[int, typer.Option(help="executor evaluations per search")] = 20,
+    seed: Annotated[int, typer.Option(help="seed of sample 0")] = 0,
+    search_option: Annotated[list[str] | None, typer.Option(help="extra search setting, key=value")] = None,
+    time_limit: Annotated[
+        float | None, typer.Option(help="start no new task after this many seconds")
+    ] = None,
+    tasks_dir: Annotated[
+        Path, typer.Option(help="our task directories (the graph's trajectories)")
+    ] = DEFAULT_TASKS_DIR,
+    trajectories_dir: Annotated[Path, typer.Option(help="trajectory files")] = DEFAULT_TRAJECTORIES_DIR,
+) -> None:
+    """Convert ParEval's CUDA problems into kernel tasks and run them with the benchmark runner.
+
+    Each problem is checked at ParEval's validation size (test) and its benchmark size (timing), with
+    fresh seeds and poisoned outputs; conversion.json says why each unconverted problem was left out.
+    The graph (--knowledge memory) is built from all of our own tasks' trajectories.
+    """
+    from bench.pareval import convert_pareval, pareval_selection
+
+    _logging()
+    try:
+        conversion = convert_pareval(pareval_dir, out / "tasks")
+        left_out = [p for p in conversion.problems if not p.converted]
+        console.print(
+            f"converted {len(conversion.converted)} of {len(conversion.problems)} ParEval CUDA problems into "
+            f"{out / 'tasks'} ({len(left_out)} left out, reasons in {out / 'tasks' / 'conversion.json'})"
+        )
+        if executor_url is None:
+            return
+        build_ids, _ = load_bench_tasks(tasks_dir, trajectories_dir)
+        selection = pareval_selection(out / "tasks", conversion, [t.id for t in build_ids])
+        with contextlib.ExitStack() as stack:
+            result = (
+                _search_runner(
+                    stack, selection, executor_url, (method, model, "memory"), (tasks_dir, trajectories_dir)
+                )
+                .configured(
+                    out_dir=out / "run",
+                    samples=samples,
+                    evaluation_budget=budget,
+                    seed=seed,
+                    search_overrides=_search_overrides(search_option or []),
+                    time_limit_s=time_limit,
+                )
+                .run()
+            )
+    except BenchError as e:
+        raise _fail(str(e)) from e
+    console.print(f"wrote {out / 'run' / 'result.json'} and {out / 'run' / 'report.md'}")
     if not result.runtime_measured:
         console.print("[yellow]runtime stages not run[/]: only compile rates were measured (no GPU executor)")
 

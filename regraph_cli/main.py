@@ -26,6 +26,7 @@ from graphdb.errors import GraphDBError
 from graphdb.migrations import MigrationRunner
 from regraph_cli.bench import bench_app
 from regraph_cli.graph import graph_app, keys_app
+from regraph_cli.mcp import mcp_command
 from regraph_cli.optimize import optimize_command
 
 app = typer.Typer(
@@ -36,6 +37,7 @@ executor_app = typer.Typer(no_args_is_help=True, help="The GPU executor microser
 app.add_typer(db_app, name="db")
 app.add_typer(executor_app, name="executor")
 app.command("optimize")(optimize_command)
+app.command("mcp")(mcp_command)
 app.add_typer(bench_app, name="bench")
 app.add_typer(graph_app, name="graph")
 app.add_typer(keys_app, name="keys")
@@ -99,12 +101,18 @@ def executor_serve(
     serve(ExecutorSettings(**overrides))  # type: ignore[arg-type]
 
 
-def _start_local_executor(port: int) -> tuple[subprocess.Popen[bytes], str]:
-    """Start the executor as its own process (as in production) and wait until it answers."""
+def _start_local_executor(port: int, *, quiet_stdout: bool = False) -> tuple[subprocess.Popen[bytes], str]:
+    """Start the executor as its own process (as in production) and wait until it answers.
+
+    `quiet_stdout` sends its standard output to our standard error (`regraph mcp` speaks on stdout).
+    """
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, "REGRAPH_EXECUTOR_HOST": "127.0.0.1", "REGRAPH_EXECUTOR_PORT": str(port)}
     process = subprocess.Popen(
-        [sys.executable, "-m", "regraph_cli", "executor", "serve"], env=env, start_new_session=True
+        [sys.executable, "-m", "regraph_cli", "executor", "serve"],
+        env=env,
+        start_new_session=True,
+        stdout=sys.stderr if quiet_stdout else None,
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -162,12 +170,18 @@ def up(
     try:
         server.run()
     finally:
-        if executor is not None and executor.poll() is None:
-            os.killpg(executor.pid, signal.SIGTERM)
-            try:
-                executor.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(executor.pid, signal.SIGKILL)
+        if executor is not None:
+            _stop_local_executor(executor)
+
+
+def _stop_local_executor(process: subprocess.Popen[bytes]) -> None:
+    """Stop an executor `_start_local_executor` started (its whole process group)."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
 
 
 def run() -> None:

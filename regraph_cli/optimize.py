@@ -27,26 +27,20 @@ from rich.table import Table
 from rich.text import Text
 
 from api.optimize.protocol import OptimizeCreate, OptimizeResult
-from api.optimize.service import (
-    MODEL_SETTINGS_HINT,
-    OptimizeError,
-    count_candidates,
-    describe_result,
-    resolve_task,
-    search_config,
-)
 from executor.client import ExecutorClient
 from executor.errors import TaskFormatError
 from executor.taskformat import FunctionTask, KernelTask, load_task, parse_task
 from search.backends.base import ChatModel, ModelError
-from search.backends.config import ModelRoles, build_model
+from search.backends.config import MODEL_SETTINGS_HINT, ModelRoles, build_model
 from search.backends.replay import REPLAY_FORMAT, ReplayModel, load_replay, records_from_trajectories
-from search.baselines import METHODS, optimize
+from search.baselines import METHODS
+from search.construction import TrajectoryStep
 from search.engine import SearchEvent
 from search.errors import SearchError
-from search.evaluation import ExecutorEvaluator, VerificationMode, executor_can_verify
+from search.evaluation import VerificationMode
 from search.inmemory import InMemoryKnowledge
-from search.protocols import INITIAL_TECHNIQUE, KnowledgeSource, RetrievedExample
+from search.protocols import KnowledgeSource
+from search.run import VerificationUnavailableError, prepare_task, run_optimization
 
 console = Console(stderr=True)
 logger = logging.getLogger("regraph.optimize")
@@ -121,22 +115,13 @@ def trajectory_knowledge(directory: Path, tasks_dir: Path, *, exclude_task: str 
             if not reference.is_file():
                 logger.warning("skipping %s:%d: no reference for task %s", file, number, task_id)
                 continue
-            before, source = reference.read_text(encoding="utf-8"), INITIAL_TECHNIQUE
-            for index, step in enumerate(trajectory["steps"]):
-                target = " ".join(step["method"].split())
-                knowledge.add_example(
-                    RetrievedExample(
-                        id=f"{file.stem}:{number}:{index}",
-                        task_id=task_id,
-                        source_technique=source,
-                        target_technique=target,
-                        code_before=before,
-                        code_after=step["code"],
-                        think=step.get("think", ""),
-                        detail=step.get("detail", ""),
-                    )
-                )
-                before, source = step["code"], target
+            steps = [TrajectoryStep.model_validate(step) for step in trajectory["steps"]]
+            knowledge.add_path(
+                task_id,
+                reference.read_text(encoding="utf-8"),
+                steps,
+                f"{file.stem}:{number}",
+            )
     return knowledge
 
 
@@ -247,34 +232,37 @@ async def run_in_process(
     live: Live,
 ) -> OptimizeResult:
     """Run the search here and return its result (the same shape as an API job's)."""
-    plan = resolve_task(request.model_copy(update={"task": task, "task_ref": None}), None)
-    with ExecutorClient(executor_url) as client:
-        can_verify = await asyncio.to_thread(executor_can_verify, client)
-        if request.verification == "verified" and not can_verify:
-            raise OptimizeCommandError(
-                "the executor has no GPU runtime and --verification verified was asked"
-            )
-        mode: VerificationMode = (
-            "verified" if can_verify and request.verification != "compile-only" else "compile-only"
-        )
+    task, context = prepare_task(task, request.source)
+
+    def on_start(mode: VerificationMode) -> None:
         view.status = f"running ({mode})"
         live.update(view.render())
-        evaluator = ExecutorEvaluator(client, plan.task, mode=mode)
 
-        def on_event(event: SearchEvent) -> None:
-            view.update(event.kind, event.model_dump(mode="json"))
-            live.update(view.render())
+    def on_event(event: SearchEvent) -> None:
+        view.update(event.kind, event.model_dump(mode="json"))
+        live.update(view.render())
 
+    with ExecutorClient(executor_url) as client:
         try:
-            result = await optimize(
-                request.method, plan.context, knowledge, model, evaluator, search_config(request), on_event
+            outcome = await run_optimization(
+                request.method,
+                task,
+                context,
+                request.search_config(),
+                model=model,
+                knowledge=knowledge,
+                executor=client,
+                verification=request.verification,
+                on_event=on_event,
+                on_start=on_start,
             )
+        except VerificationUnavailableError as e:
+            raise OptimizeCommandError(
+                "the executor has no GPU runtime and --verification verified was asked"
+            ) from e
         finally:
             await model.aclose()
-    counts = count_candidates(result.candidates)
-    return OptimizeResult(
-        verification=mode, note=describe_result(result, mode, counts), counts=counts, search=result
-    )
+    return OptimizeResult.from_outcome(outcome)
 
 
 def parse_sse(lines: Iterable[str]) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -413,7 +401,7 @@ def optimize_command(
                         live=live,
                     )
                 )
-    except (OptimizeCommandError, OptimizeError, SearchError, httpx.HTTPError) as e:
+    except (OptimizeCommandError, SearchError, httpx.HTTPError) as e:
         console.print(f"[bold red]error:[/] {e}")
         raise typer.Exit(code=1) from e
     best = write_outputs(out, result, suffix)

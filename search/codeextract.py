@@ -13,6 +13,14 @@ _CODE_LANGS = {"", "cuda", "cu", "cpp", "c++", "cxx", "cc", "c", "h", "hpp", "cu
 _FENCE = re.compile(r"^[ \t]*```[ \t]*([A-Za-z+#]*)[^\n]*\n", re.MULTILINE)
 _CLOSE = re.compile(r"^[ \t]*```[ \t]*$", re.MULTILINE)
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+# What makes a program CUDA rather than serial C++: execution-space or memory-space qualifiers, a
+# kernel launch, the built-in thread indices, a call into the CUDA runtime or driver API, or a CUDA
+# header. Matched on whole words outside comments (a comment or a name like "barracuda" is not CUDA).
+_CUDA_MARKERS = re.compile(
+    r"\b__(?:global|device|host|shared|constant|managed)__\b|<<<|"
+    r"\b(?:threadIdx|blockIdx|blockDim|gridDim|warpSize)\b|"
+    r"\b(?:cuda|cu)[A-Z]\w*\s*\(|#\s*include\s*[<\"](?:cuda|cooperative_groups|cub/|thrust/)"
+)
 _CODE_START = re.compile(
     r"^\s*(#\s*(include|define|pragma|if)|extern\b|__global__|__device__|template\b|static\b|struct\b|"
     r"typedef\b|namespace\b|using\b|constexpr\b|inline\b|void\b|//|/\*)"
@@ -69,6 +77,11 @@ def extract_code(answer: str, entry: str | None = None, kind: TaskKind = "functi
     if not code.strip():
         raise CodeExtractionError("the answer contains no code")
     return code
+
+
+def is_serial_cpp(code: str) -> bool:
+    """Whether `code` is plain (serial) C++: no CUDA construct outside its comments."""
+    return _CUDA_MARKERS.search(_strip_comments(code)) is None
 
 
 def _strip_comments(code: str) -> str:

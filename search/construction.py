@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -27,16 +27,18 @@ from graphdb.models import (
     IngestBatch,
     RelabelOutcome,
     ReviewStatus,
+    StepVerdict,
     Technique,
     TrajectoryRecord,
-    Verdict,
     content_id,
     utc_now,
 )
 from graphdb.store import GraphStore
 from search.embeddings import Embedder, technique_text
+from search.engine import SearchResult
 from search.errors import SearchError
 from search.relabel import Relabeler, RelabelError
+from search.run import verified_path
 from search.taxonomy import Taxonomy
 
 logger = logging.getLogger(__name__)
@@ -212,6 +214,103 @@ class BuildSummary(BaseModel):
     examples: int = 0
 
 
+def step_example(
+    task_id: str,
+    code_before: str,
+    code_after: str,
+    *,
+    source: tuple[str, str],
+    target: tuple[str, str],
+    serial: float | None,
+    previous_serial: float | None,
+    **fields: Any,
+) -> Example:
+    """One step of a path as an example of the transition source -> target (each a (technique, label)
+    pair: the graph's technique and the label the step was written with).
+
+    The id is a content hash of the task and the code before and after, so the same step is never
+    stored twice. `serial` is the step's measured speedup over the serial reference; its speedup over
+    the step before is `serial / previous_serial` when both are known. `fields` are the remaining
+    `Example` fields (verdict, review status, provenance...).
+    """
+    speedup = serial / previous_serial if serial is not None and previous_serial is not None else None
+    return Example(
+        id=content_id("example", task_id, code_before, code_after),
+        source=source[0],
+        target=target[0],
+        task_id=task_id,
+        code_before=code_before,
+        code_after=code_after,
+        source_label=source[1],
+        target_label=target[1],
+        speedup=speedup,
+        speedup_over_serial=serial,
+        created_at=utc_now(),
+        **fields,
+    )
+
+
+def with_code_embeddings(
+    examples: list[Example], embed_code: Callable[[list[str]], list[list[float]]]
+) -> list[Example]:
+    """The examples with the embedding of their code before (what retrieval compares), in one call."""
+    vectors = embed_code([e.code_before for e in examples])
+    return [e.model_copy(update={"code_embedding": v}) for e, v in zip(examples, vectors, strict=True)]
+
+
+@dataclass
+class GraphImprovements:
+    """Offers the path of a verified improvement to the graph as pending examples (an `ImprovementSink`).
+
+    Only a verified improvement is offered (best speedup > 1, every step on the path passed); curators
+    review the examples before retrieval trusts them. A step the graph already holds (same task and
+    code) is skipped by the store and keeps its record.
+    """
+
+    store: GraphStore
+    embed_code: Callable[[list[str]], list[list[float]]]
+    job_id: str
+
+    def offer(self, result: SearchResult, initial_code: str) -> list[str]:
+        """Add each step of the best path as a pending example; their ids. Raises `GraphWriteError`."""
+        chain = verified_path(result)
+        if not chain or result.best_speedup is None or result.best_speedup <= 1.0:
+            return []
+        if not all(c.passed and c.code is not None and c.technique is not None for c in chain):
+            return []
+        examples: list[Example] = []
+        code_before, previous, previous_serial = initial_code, INITIAL_TECHNIQUE, 1.0
+        for candidate in chain:
+            assert candidate.evaluation is not None and candidate.code is not None and candidate.technique
+            serial = candidate.evaluation.speedup
+            verdict = candidate.evaluation.verdict()
+            examples.append(
+                step_example(
+                    result.task_id,
+                    code_before,
+                    candidate.code,
+                    source=(previous, previous),
+                    target=(candidate.technique, candidate.technique),
+                    serial=serial,
+                    previous_serial=previous_serial,
+                    detail=f"found by a {result.method} search (job {self.job_id}, candidate #{candidate.index})",
+                    verdict=StepVerdict.PASSED,
+                    device=verdict.device if verdict is not None else None,
+                    model=f"{candidate.backend}:{candidate.model}",
+                    review_status=ReviewStatus.PENDING,
+                    review_reason="offered by an optimize job; awaiting review",
+                )
+            )
+            code_before, previous = candidate.code, candidate.technique
+            previous_serial = serial or previous_serial
+        examples = with_code_embeddings(examples, self.embed_code)
+        try:
+            self.store.ingest(IngestBatch(examples=examples, actor=f"job:{self.job_id}"))
+        except GraphDBError as e:
+            raise GraphWriteError(f"the graph refused the improvement of job {self.job_id}: {e}") from e
+        return [e.id for e in examples]
+
+
 @dataclass
 class GraphBuilder:
     """Ingests trajectories into a store: relabeling, optional validation, one transaction per trajectory."""
@@ -305,32 +404,28 @@ class GraphBuilder:
         for index, (step, target) in enumerate(zip(trajectory.steps, targets, strict=True)):
             check = self.validator(trajectory.task_id, step.code) if self.validator is not None else None
             status, verdict, reason = self.review_status, None, ""
-            speedup = serial = None
+            serial = None
             if check is not None:
-                verdict = Verdict.PASSED if check.passed else Verdict.FAILED
+                verdict = StepVerdict.PASSED if check.passed else StepVerdict.FAILED
                 serial = check.speedup_over_serial if check.passed else None
-                if serial is not None and previous_serial is not None:
-                    speedup = serial / previous_serial
                 if not check.passed:
                     if self.on_failure == "skip":
                         summary.skipped_steps += len(trajectory.steps) - index
                         break
                     status, reason = ReviewStatus.REJECTED, f"validation failed: {check.reason}"
                     rejected += 1
+            label = " ".join(step.method.split())
             examples.append(
-                Example(
-                    id=content_id("example", trajectory.task_id, code_before, step.code),
-                    source=previous,
-                    target=target,
-                    task_id=trajectory.task_id,
+                step_example(
+                    trajectory.task_id,
+                    code_before,
+                    step.code,
+                    source=(previous, previous_label),
+                    target=(target, label),
+                    serial=serial,
+                    previous_serial=previous_serial,
                     think=step.think,
                     detail=step.detail,
-                    code_before=code_before,
-                    code_after=step.code,
-                    source_label=previous_label,
-                    target_label=" ".join(step.method.split()),
-                    speedup=speedup,
-                    speedup_over_serial=serial,
                     verdict=verdict,
                     device=check.device if check else None,
                     model=trajectory.model,
@@ -338,15 +433,11 @@ class GraphBuilder:
                     review_reason=reason,
                     trajectory_id=trajectory_id,
                     step_index=index,
-                    created_at=utc_now(),
                 )
             )
-            previous, previous_label, code_before = target, " ".join(step.method.split()), step.code
+            previous, previous_label, code_before = target, label, step.code
             previous_serial = serial if check is not None else previous_serial
-        vectors = self.embedder.embed_code([e.code_before for e in examples])
-        examples = [
-            e.model_copy(update={"code_embedding": v}) for e, v in zip(examples, vectors, strict=True)
-        ]
+        examples = with_code_embeddings(examples, self.embedder.embed_code)
         record = TrajectoryRecord(
             id=trajectory_id,
             task_id=trajectory.task_id,

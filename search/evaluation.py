@@ -3,7 +3,7 @@
 How verdicts become `Evaluation`s:
 
 * **passed** (correct on every input set and timed): ``passed=True``, ``speedup`` as measured by the
-  executor (serial reference time / candidate time), reward `hierarchical_reward`.
+  executor (serial reference time / candidate time), reward `executor.protocol.reward_for`.
 * **failed** (static rejection, compile error, crash, timeout, wrong or unwritten output...):
   ``passed=False``, reward -1, ``error_kind`` the executor's error kind.
 * **not run** (the executor has no GPU runtime: static checks and compilation ran, correctness and
@@ -29,9 +29,9 @@ from typing import Literal
 from pydantic import ValidationError
 
 from executor.client import ExecutorClient, ExecutorClientError, ExecutorUnreachableError
-from executor.protocol import ErrorKind, EvaluationOptions, FunctionTask, KernelTask, Verdict
+from executor.protocol import ErrorKind, EvaluationOptions, FunctionTask, KernelTask, Verdict, reward_for
 from search.errors import EvaluatorUnavailableError
-from search.protocols import Evaluation, hierarchical_reward
+from search.protocols import Evaluation
 
 logger = logging.getLogger(__name__)
 
@@ -86,14 +86,14 @@ def evaluation_from_verdict(verdict: Verdict, mode: VerificationMode) -> Evaluat
             )
         return Evaluation(
             passed=True,
-            reward=hierarchical_reward(passed=True, speedup=verdict.speedup),
+            reward=reward_for(True, verdict.speedup),
             speedup=verdict.speedup,
             message=verdict.message,
             raw=raw,
         )
     return Evaluation(
         passed=False,
-        reward=hierarchical_reward(passed=False, speedup=None),
+        reward=reward_for(False, None),
         error_kind=verdict.error.value if verdict.error is not None else "failed",
         message=verdict.message,
         raw=raw,

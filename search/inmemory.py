@@ -9,8 +9,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from search.protocols import RetrievedExample, SuccessorOption
+from search.protocols import INITIAL_TECHNIQUE, RetrievedExample, SuccessorOption
 
 _TOKEN = re.compile(r"[A-Za-z_][A-Za-z_0-9]*|\d+")
 
@@ -25,6 +26,19 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     if not a and not b:
         return 1.0
     return len(a & b) / len(a | b)
+
+
+class PathStep(Protocol):
+    """One step of an optimization path as a trajectory records it."""
+
+    @property
+    def method(self) -> str: ...
+    @property
+    def code(self) -> str: ...
+    @property
+    def think(self) -> str: ...
+    @property
+    def detail(self) -> str: ...
 
 
 @dataclass
@@ -65,6 +79,29 @@ class InMemoryKnowledge:
         edge.examples.append(example)
         edge.tokens.append(tokens)
         self._all.append((example, tokens))
+
+    def add_path(
+        self, task_id: str, start_code: str, steps: Iterable[PathStep], id_prefix: str, *, first: int = 0
+    ) -> None:
+        """Add a trajectory's steps, walked from the initial node and `start_code` (the task's serial
+        reference): each step is an example of previous method -> its method (method names as written,
+        whitespace normalised, not relabeled). Step i's example is named ``{id_prefix}:{first + i}``."""
+        source, before = INITIAL_TECHNIQUE, start_code
+        for index, step in enumerate(steps):
+            target = " ".join(step.method.split())
+            self.add_example(
+                RetrievedExample(
+                    id=f"{id_prefix}:{first + index}",
+                    task_id=task_id,
+                    source_technique=source,
+                    target_technique=target,
+                    code_before=before,
+                    code_after=step.code,
+                    think=step.think,
+                    detail=step.detail,
+                )
+            )
+            source, before = target, step.code
 
     @property
     def techniques(self) -> list[str]:

@@ -1,4 +1,4 @@
-"""The ports the search engine depends on, plus the hierarchical reward.
+"""The ports the search engine depends on.
 
 `KnowledgeSource` is implemented against Neo4j by the graph helpers and in memory by
 `search.inmemory.InMemoryKnowledge`; `CandidateEvaluator` is implemented by the executor client.
@@ -9,10 +9,14 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-# The initial node is part of the graph's own model; re-exported here for the engine's callers.
-from graphdb.models import INITIAL_TECHNIQUE as INITIAL_TECHNIQUE
+from executor.protocol import Verdict
+
+INITIAL_TECHNIQUE = "sequential code"
+"""The node every path starts from: the serial program. The graph names it the same
+(`graphdb.models.INITIAL_TECHNIQUE`; the search core does not import graphdb, and a layering test
+checks that the two agree)."""
 
 
 class RetrievedExample(BaseModel):
@@ -74,6 +78,15 @@ class Evaluation(BaseModel):
     message: str = ""
     raw: dict[str, Any] = Field(default_factory=dict, description="the executor's full verdict JSON")
 
+    def verdict(self) -> Verdict | None:
+        """The executor's verdict, typed; None when `raw` is not one (an evaluator other than the executor's)."""
+        if not self.raw:
+            return None
+        try:
+            return Verdict.model_validate(self.raw)
+        except ValidationError:
+            return None
+
 
 @runtime_checkable
 class CandidateEvaluator(Protocol):
@@ -86,19 +99,3 @@ class CandidateEvaluator(Protocol):
     async def evaluate(self, code: str) -> Evaluation:
         """Return the verdict for `code` (a complete translation unit or kernel source)."""
         ...
-
-
-def hierarchical_reward(*, passed: bool, speedup: float | None) -> float:
-    """The paper's hierarchical reward.
-
-    -1 if the candidate does not compile or any test fails; ``speedup - 1`` if it passes but is slower
-    than the serial reference (so a slow correct candidate still beats a broken one); ``speedup``
-    otherwise. `speedup` is over the serial C++ reference.
-    """
-    if not passed:
-        return -1.0
-    if speedup is None:
-        raise ValueError("a passing candidate needs a measured speedup")
-    if speedup < 1.0:
-        return speedup - 1.0
-    return speedup

@@ -21,10 +21,10 @@ from graphdb.models import (
     ReviewStatus,
     Role,
     ScoredExample,
+    StepVerdict,
     Technique,
     Transition,
     TransitionStats,
-    Verdict,
 )
 
 MAX_CODE_CHARS = 200_000
@@ -155,7 +155,7 @@ class ExamplePublic(BaseModel):
     target_label: str
     speedup: float | None
     speedup_over_serial: float | None
-    verdict: Verdict | None
+    verdict: StepVerdict | None
     device: str | None
     model: str
     review_status: ReviewStatus

@@ -11,7 +11,7 @@ import logging
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import replace
 
 from neo4j import Driver
 
@@ -44,7 +44,7 @@ from api.graph.protocol import (
     TransitionList,
     TransitionPublic,
 )
-from graphdb.cypher_guard import run_read_only
+from graphdb.cypher_guard import CypherLimits, run_read_only
 from graphdb.errors import (
     ApiKeyNotFoundError,
     CypherGuardError,
@@ -144,14 +144,6 @@ def _refuse_initial(name: str, what: str) -> None:
     # The search starts every path at this node by name; renaming or merging it would orphan the graph.
     if name == INITIAL_TECHNIQUE:
         raise InvalidGraphRequestError(f"the initial technique {INITIAL_TECHNIQUE!r} cannot be {what}")
-
-
-@dataclass(frozen=True)
-class CypherLimits:
-    """The most a reader's query may take: rows returned and seconds run."""
-
-    row_limit: int
-    timeout_s: float
 
 
 class GraphService:
@@ -439,7 +431,12 @@ def check_export(export: GraphExport) -> None:
 
 
 def run_cypher(driver: Driver, database: str, request: CypherRequest, limits: CypherLimits) -> CypherResponse:
-    """Run a reader's query read-only, within the server's row and time limits (or the request's lower ones)."""
+    """Run a reader's query read-only: the HTTP and MCP faces of `graphdb.cypher_guard.run_read_only`.
+
+    `limits` are the server's (rows, seconds, response bytes); the request may only lower the first
+    two. Raises `QueryRefusedError` (not a read, or over an input limit), `QueryTimedOutError` or
+    `QueryFailedError`; never a driver error.
+    """
     row_limit = min(request.row_limit or limits.row_limit, limits.row_limit)
     timeout_s = min(request.timeout_s or limits.timeout_s, limits.timeout_s)
     try:
@@ -448,8 +445,7 @@ def run_cypher(driver: Driver, database: str, request: CypherRequest, limits: Cy
             request.query,
             request.parameters,
             database=database,
-            row_limit=row_limit,
-            timeout_s=timeout_s,
+            limits=replace(limits, row_limit=row_limit, timeout_s=timeout_s),
         )
     except CypherRefusedError as e:
         raise QueryRefusedError(str(e)) from e

@@ -7,9 +7,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from executor.taskformat import Task
+from executor.protocol import Task
+from graphdb.jobs import JobRecord
 from search.baselines import Method
-from search.engine import SearchResult
+from search.engine import SearchConfig
+from search.run import CandidateCounts, OptimizationOutcome, search_config
 
 JobStateName = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 Verification = Literal["verified", "compile-only"]
@@ -65,15 +67,77 @@ class OptimizeCreate(BaseModel):
             raise ValueError("give exactly one of 'task' (inline regraph.task/v1) and 'task_ref' (a task id)")
         return self
 
+    def search_config(self) -> SearchConfig:
+        """The search settings this request asks for (MCGS's own knobs only for ``regraph-mcgs``)."""
+        fields: dict[str, Any] = {
+            "seed": self.seed,
+            "evaluation_budget": self.budget,
+            "token_budget": self.token_budget,
+        }
+        if self.method == "regraph-mcgs":
+            if self.rollouts is not None:
+                fields["rollouts"] = self.rollouts
+            if self.rollouts_in_flight is not None:
+                fields["rollouts_in_flight"] = self.rollouts_in_flight
+        return search_config(self.method, fields)
 
-class CandidateCounts(BaseModel):
-    """How the candidates of a job fared."""
 
-    total: int = 0
-    passed: int = Field(0, description="correct on every input set and timed")
-    not_verified: int = Field(0, description="compiled, but not run (compile-only executor)")
-    failed: int = Field(0, description="rejected, did not compile, crashed, wrong output...")
-    no_code: int = Field(0, description="the model's answer had no usable code (no evaluation spent)")
+class EvaluationPublic(BaseModel):
+    """The verdict on one candidate: passed or not, its reward, and the executor's full verdict."""
+
+    passed: bool
+    reward: float
+    speedup: float | None = Field(default=None, description="speedup over the serial C++ reference")
+    error_kind: str | None = None
+    message: str = ""
+    raw: dict[str, Any] = Field(default_factory=dict, description="the executor's full verdict JSON")
+
+
+class CandidatePublic(BaseModel):
+    """One piece of code the model proposed, with its place in the search and its verdict."""
+
+    index: int
+    parent_index: int | None = Field(
+        description="the candidate this one was derived from; None: the initial code"
+    )
+    method: str
+    phase: str = Field(description="expansion, rollout, attempt or one-shot")
+    path: list[str] = Field(description="techniques from the initial node to this candidate")
+    technique: str | None
+    code: str | None
+    proposal_failure: str | None = None
+    failure_kind: str | None = None
+    evaluation: EvaluationPublic | None = Field(
+        default=None, description="None when there was no code to evaluate"
+    )
+    reward: float
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    model: str | None = None
+    backend: str | None = None
+
+
+class SearchPublic(BaseModel):
+    """What the search produced: every candidate and the best verified one (its code and path)."""
+
+    method: str
+    task_id: str
+    best_code: str | None
+    best_path: list[str] | None
+    best_reward: float | None
+    best_speedup: float | None
+    best_index: int | None
+    candidates: list[CandidatePublic]
+    evaluations_used: int
+    tokens_used: int
+    prompt_tokens: int
+    completion_tokens: int
+    iterations: int
+    stop_reason: str = Field(description="completed, evaluation_budget, token_budget or exhausted")
+    backends: list[str] = Field(
+        description='"backend:model" of every model answer; replay shows as "replay:..."'
+    )
+    config: dict[str, Any] = Field(description="the search settings the run used")
 
 
 class OptimizeResult(BaseModel):
@@ -82,10 +146,20 @@ class OptimizeResult(BaseModel):
     verification: Verification
     note: str = Field(description="in words: what was verified and what the best result is")
     counts: CandidateCounts
-    search: SearchResult = Field(description="every candidate with its path and verdict, the best code")
+    search: SearchPublic = Field(description="every candidate with its path and verdict, the best code")
     offered_examples: list[str] = Field(
         default_factory=list, description="ids of pending graph examples made from the best path"
     )
+
+    @classmethod
+    def from_outcome(cls, outcome: OptimizationOutcome) -> OptimizeResult:
+        """The wire form of an optimization's outcome."""
+        return cls.model_validate(
+            {
+                **outcome.model_dump(mode="json", exclude={"result"}),
+                "search": outcome.result.model_dump(mode="json"),
+            }
+        )
 
 
 class JobPublic(BaseModel):
@@ -103,6 +177,24 @@ class JobPublic(BaseModel):
     events_url: str
     request: dict[str, Any] = Field(description="the request as submitted")
     result: OptimizeResult | None = None
+
+    @classmethod
+    def of(cls, record: JobRecord) -> JobPublic:
+        """The public view of a stored job."""
+        return cls(
+            id=record.id,
+            state=record.state,
+            method=record.method,
+            task_id=record.task_id,
+            created_at=record.created_at,
+            started_at=record.started_at,
+            finished_at=record.finished_at,
+            error=record.error,
+            event_count=record.event_count,
+            events_url=f"/v1/jobs/{record.id}/events",
+            request=record.request,
+            result=OptimizeResult.model_validate(record.result) if record.result is not None else None,
+        )
 
 
 class JobAccepted(BaseModel):

@@ -1,5 +1,8 @@
 """The job runner behind ``/v1/optimize``: optimization jobs as asyncio tasks, persisted in Neo4j.
 
+The optimization itself is `search.run.run_optimization` (the same function the CLI and the benchmark
+call); this module only queues jobs, persists them and their events, and fans the events out.
+
 * Bounded concurrency: at most `max_concurrent` searches run at once; later jobs wait in ``queued``.
 * Every state change and search event is appended to the job's events (stored in Neo4j) and fanned
   out to live subscribers; a subscriber first gets the past events, then follows live, and its stream
@@ -7,8 +10,8 @@
 * Cancel: the job's task is cancelled and the job is recorded ``cancelled``.
 * A job is never lost silently: on start, jobs a previous process left queued or running are marked
   failed ("interrupted by a restart"); on a clean stop, the jobs still running are marked the same.
-* Verification: see `search.evaluation`. With an executor without a GPU a job runs in compile-only
-  mode (unless the request insists on verification) and its result says that nothing was verified.
+* Verification: see `search.run`. With an executor without a GPU a job runs in compile-only mode
+  (unless the request insists on verification) and its result says that nothing was verified.
 
 No FastAPI here: the router translates `OptimizeError`s into HTTP errors.
 """
@@ -26,25 +29,30 @@ from typing import Any, Literal, ParamSpec, TypeVar
 
 from neo4j import Driver
 
-from api.optimize.protocol import CandidateCounts, JobEventPublic, OptimizeCreate, OptimizeResult
+from api.optimize.protocol import JobEventPublic, OptimizeCreate, OptimizeResult
 from api.settings import ApiSettings
 from executor.client import ExecutorClient
 from executor.errors import ExecutorError, TaskFormatError
-from executor.taskformat import FunctionTask, KernelTask, load_task
+from executor.protocol import FunctionTask, KernelTask
+from executor.taskformat import load_task
 from graphdb.errors import GraphDBError, JobNotFoundError, JobStateError
 from graphdb.jobs import JobEventRecord, JobRecord, JobStore
-from graphdb.models import Example, IngestBatch, ReviewStatus, content_id, utc_now
-from graphdb.models import Verdict as ExampleVerdict
-from graphdb.store import GraphStore, Neo4jGraphStore
+from graphdb.store import Neo4jGraphStore
 from search.backends.base import ChatModel
-from search.backends.config import RoleConfig, build_model
-from search.baselines import optimize
-from search.engine import Candidate, SearchConfig, SearchEvent, SearchResult
+from search.backends.config import MODEL_SETTINGS_HINT, RoleConfig, build_model
+from search.construction import GraphImprovements
+from search.engine import SearchEvent
 from search.errors import SearchError
-from search.evaluation import NOT_VERIFIED, ExecutorEvaluator, VerificationMode, executor_can_verify
-from search.mcgs import MCGSConfig
+from search.evaluation import VerificationMode
 from search.policy import TaskContext
-from search.protocols import INITIAL_TECHNIQUE, KnowledgeSource
+from search.protocols import KnowledgeSource
+from search.run import (
+    ImprovementSink,
+    TaskInputError,
+    VerificationUnavailableError,
+    prepare_task,
+    run_optimization,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -52,11 +60,6 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 RESTART_REASON = "interrupted by a restart"
-MODEL_SETTINGS_HINT = (
-    "set REGRAPH_MODELS__GENERATOR__BACKEND (openai, vllm or replay) and its settings: "
-    "REGRAPH_MODELS__GENERATOR__BASE_URL and REGRAPH_MODELS__GENERATOR__MODEL for openai, "
-    "REGRAPH_MODELS__GENERATOR__MODEL for vllm, REGRAPH_MODELS__GENERATOR__REPLAY_PATH for replay"
-)
 
 
 class OptimizeError(Exception):
@@ -164,38 +167,6 @@ class Subscription:
             self._queue = None
 
 
-def count_candidates(candidates: list[Candidate]) -> CandidateCounts:
-    """Tally the candidates' outcomes."""
-    counts = CandidateCounts(total=len(candidates))
-    for c in candidates:
-        if c.evaluation is None:
-            counts.no_code += 1
-        elif c.evaluation.passed:
-            counts.passed += 1
-        elif c.evaluation.error_kind == NOT_VERIFIED:
-            counts.not_verified += 1
-        else:
-            counts.failed += 1
-    return counts
-
-
-def describe_result(result: SearchResult, verification: VerificationMode, counts: CandidateCounts) -> str:
-    """The job's outcome in one honest sentence or two."""
-    if verification == "compile-only":
-        return (
-            f"compile-only: the executor has no GPU, so no candidate was run. {counts.not_verified} of "
-            f"{counts.total} candidates compiled and passed the static checks, {counts.failed} failed, "
-            f"{counts.no_code} had no code. Correctness and speedup were not measured; nothing is "
-            "reported as an improvement."
-        )
-    if result.best_speedup is None:
-        return f"verified: none of the {counts.total} candidates passed every test ({counts.failed} failed)."
-    return (
-        f"verified: the best candidate (#{result.best_index}, path {' -> '.join(result.best_path or [])}) "
-        f"passed every test with a {result.best_speedup:.3g}x speedup over the serial reference."
-    )
-
-
 def resolve_task(request: OptimizeCreate, tasks_dir: Path | None) -> _Plan:
     """The task and the starting code a request describes; raises `InvalidTaskError`/`TaskNotFoundError`."""
     if request.task is not None:
@@ -213,114 +184,11 @@ def resolve_task(request: OptimizeCreate, tasks_dir: Path | None) -> _Plan:
             task = load_task(path)
         except TaskFormatError as e:
             raise InvalidTaskError(f"task {request.task_ref!r} is invalid: {e}") from e
-    if not task.reference_source.strip():
-        serial = (
-            request.source is not None and "__global__" not in request.source and "cuda" not in request.source
-        )
-        if not serial:
-            raise InvalidTaskError(
-                "the task has no reference_source: send the serial C++ reference in the task, or a serial "
-                "C++ program as 'source' (it then serves as the reference)"
-            )
-        task = task.model_copy(update={"reference_source": request.source})
-    context = TaskContext.from_task_json(task.model_dump(mode="json"))
-    if request.source is not None:
-        context = context.model_copy(update={"initial_code": request.source})
+    try:
+        task, context = prepare_task(task, request.source)
+    except TaskInputError as e:
+        raise InvalidTaskError(str(e)) from e
     return _Plan(task=task, context=context, request=request)
-
-
-def search_config(request: OptimizeCreate) -> SearchConfig:
-    """The search settings a request asks for."""
-    common: dict[str, Any] = {
-        "seed": request.seed,
-        "evaluation_budget": request.budget,
-        "token_budget": request.token_budget,
-    }
-    if request.method == "regraph-mcgs":
-        if request.rollouts is not None:
-            common["rollouts"] = request.rollouts
-        if request.rollouts_in_flight is not None:
-            common["rollouts_in_flight"] = request.rollouts_in_flight
-        return MCGSConfig(**common)
-    return SearchConfig(**common)
-
-
-def verified_path(result: SearchResult) -> list[Candidate]:
-    """The candidates from the first step to the best one, following parents (empty without a best)."""
-    if result.best_index is None:
-        return []
-    by_index = {c.index: c for c in result.candidates}
-    chain: list[Candidate] = []
-    index: int | None = result.best_index
-    while index is not None:
-        candidate = by_index[index]
-        chain.append(candidate)
-        index = candidate.parent_index
-    return list(reversed(chain))
-
-
-def offer_verified_steps(
-    store: GraphStore,
-    embed_code: Callable[[list[str]], list[list[float]]],
-    result: SearchResult,
-    initial_code: str,
-    *,
-    job_id: str,
-) -> list[str]:
-    """Add each step of the best verified path to the graph as a pending example; returns their ids.
-
-    Only for a verified improvement (best speedup > 1, every step on the path passed); curators review
-    the examples before retrieval trusts them. Uses the store's public `ingest` (pending status); a
-    step the graph already holds (same task and code) is skipped by the store and keeps its record.
-    """
-    chain = verified_path(result)
-    if not chain or result.best_speedup is None or result.best_speedup <= 1.0:
-        return []
-    if not all(c.passed and c.code is not None and c.technique is not None for c in chain):
-        return []
-    examples: list[Example] = []
-    code_before, previous, previous_speedup = initial_code, INITIAL_TECHNIQUE, 1.0
-    for candidate in chain:
-        assert candidate.evaluation is not None and candidate.code is not None and candidate.technique
-        serial = candidate.evaluation.speedup
-        examples.append(
-            Example(
-                id=content_id("example", result.task_id, code_before, candidate.code),
-                source=previous,
-                target=candidate.technique,
-                task_id=result.task_id,
-                detail=f"found by a {result.method} search (job {job_id}, candidate #{candidate.index})",
-                code_before=code_before,
-                code_after=candidate.code,
-                source_label=previous,
-                target_label=candidate.technique,
-                speedup=serial / previous_speedup if serial else None,
-                speedup_over_serial=serial,
-                verdict=ExampleVerdict.PASSED,
-                device=candidate.evaluation.raw.get("device"),
-                model=f"{candidate.backend}:{candidate.model}",
-                review_status=ReviewStatus.PENDING,
-                review_reason="offered by an optimize job; awaiting review",
-                created_at=utc_now(),
-            )
-        )
-        code_before, previous, previous_speedup = (
-            candidate.code,
-            candidate.technique,
-            serial or previous_speedup,
-        )
-    vectors = embed_code([e.code_before for e in examples])
-    examples = [e.model_copy(update={"code_embedding": v}) for e, v in zip(examples, vectors, strict=True)]
-    store.ingest(IngestBatch(examples=examples, actor=f"job:{job_id}"))
-    return [e.id for e in examples]
-
-
-@dataclass
-class ImprovementSink:
-    """Where verified improvements are offered (the graph store and the code embedder)."""
-
-    store: GraphStore
-    embed_code: Callable[[list[str]], list[list[float]]]
 
 
 class JobService:
@@ -336,10 +204,11 @@ class JobService:
         tasks_dir: Path | None,
         max_concurrent: int = 2,
         executor_timeout_s: float = 960.0,
-        improvements: Callable[[], ImprovementSink] | None = None,
+        improvements: Callable[[str], ImprovementSink] | None = None,
         heartbeat_s: float = 15.0,
     ) -> None:
-        """`knowledge` and `improvements` are factories called (in a worker thread) when a job needs them."""
+        """`knowledge` and `improvements` (given the job's id) are factories called in a worker thread
+        when a job needs them."""
         self.store = store
         self._knowledge_factory = knowledge
         self._knowledge: KnowledgeSource | None = None
@@ -484,49 +353,34 @@ class JobService:
         plan = live.plan
         request = plan.request
         model, knowledge, executor = await self._dependencies()
-        can_verify = await asyncio.to_thread(executor_can_verify, executor)
-        if request.verification == "verified" and not can_verify:
-            raise NotConfiguredError(
-                "the job asked for verified results but the executor has no GPU runtime; point "
-                "REGRAPH_EXECUTOR_URL at a GPU executor or ask for verification 'compile-only' or 'auto'"
-            )
-        mode: VerificationMode = (
-            "verified" if can_verify and request.verification != "compile-only" else "compile-only"
-        )
-        await self._publish(job_id, live, "state", {"state": "running", "verification": mode})
-        evaluator = ExecutorEvaluator(executor, plan.task, mode=mode)
+
+        async def on_start(mode: VerificationMode) -> None:
+            await self._publish(job_id, live, "state", {"state": "running", "verification": mode})
 
         async def on_event(event: SearchEvent) -> None:
             await self._publish(job_id, live, event.kind, event.model_dump(mode="json"))
 
-        result = await optimize(
-            request.method, plan.context, knowledge, model, evaluator, search_config(request), on_event
-        )
-        counts = count_candidates(result.candidates)
-        offered: list[str] = []
-        if mode == "verified" and self._improvements is not None:
-            sink = await asyncio.to_thread(self._improvements)
-            try:
-                offered = await asyncio.to_thread(
-                    offer_verified_steps,
-                    sink.store,
-                    sink.embed_code,
-                    result,
-                    plan.context.initial_code,
-                    job_id=job_id,
-                )
-            except GraphDBError as e:
-                # The search itself succeeded; a failed offer must not throw its result away.
-                logger.warning(
-                    "could not offer the improvement to the graph", extra={"job": job_id, "error": str(e)}
-                )
-        return OptimizeResult(
-            verification=mode,
-            note=describe_result(result, mode, counts),
-            counts=counts,
-            search=result,
-            offered_examples=offered,
-        )
+        improvements = self._improvements
+        try:
+            outcome = await run_optimization(
+                request.method,
+                plan.task,
+                plan.context,
+                request.search_config(),
+                model=model,
+                knowledge=knowledge,
+                executor=executor,
+                verification=request.verification,
+                on_event=on_event,
+                on_start=on_start,
+                improvements=(lambda: improvements(job_id)) if improvements is not None else None,
+            )
+        except VerificationUnavailableError as e:
+            raise NotConfiguredError(
+                "the job asked for verified results but the executor has no GPU runtime; point "
+                "REGRAPH_EXECUTOR_URL at a GPU executor or ask for verification 'compile-only' or 'auto'"
+            ) from e
+        return OptimizeResult.from_outcome(outcome)
 
     async def _finish(
         self,
@@ -594,10 +448,10 @@ def build_job_service(settings: ApiSettings, driver: Driver, database: str) -> J
 
         return GraphKnowledge(Neo4jGraphStore(driver, database), shared_embedder())
 
-    def improvements() -> ImprovementSink:
+    def improvements(job_id: str) -> ImprovementSink:
         from search.embeddings import shared_embedder
 
-        return ImprovementSink(Neo4jGraphStore(driver, database), shared_embedder().embed_code)
+        return GraphImprovements(Neo4jGraphStore(driver, database), shared_embedder().embed_code, job_id)
 
     return JobService(
         JobStore(driver, database, keep_events=settings.job_events_kept),

@@ -1,8 +1,9 @@
 """``POST /v1/cypher``: read-only Cypher for readers (see docs/cypher-examples.md for useful queries).
 
-The query is checked by `graphdb.cypher_guard` (writes, administration, LOAD CSV, self-committing
-batches and unlisted procedures are refused with 400), then runs in a read transaction with
-`$parameters`, a server-side timeout (REGRAPH_CYPHER_TIMEOUT_S) and a row cap (REGRAPH_CYPHER_ROW_LIMIT).
+The query goes through `graphdb.cypher_guard.run_read_only` (via `api.graph.service.run_cypher`, which
+the MCP server calls too): a lexical check, Neo4j's own EXPLAIN verdict, a read transaction with a
+server-side timeout (REGRAPH_CYPHER_TIMEOUT_S), and caps on rows (REGRAPH_CYPHER_ROW_LIMIT) and bytes
+(REGRAPH_CYPHER_MAX_RESPONSE_BYTES). Refusals are 400 `cypher_refused` (docs/security.md).
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ from api.deps import DriverDep, StateDep
 from api.errors import BadRequestError, responses
 from api.graph.protocol import CypherRequest, CypherResponse
 from api.graph.service import (
-    CypherLimits,
     QueryFailedError,
     QueryRefusedError,
     QueryTimedOutError,
     run_cypher,
 )
+from graphdb.cypher_guard import CypherLimits
 
 router = APIRouter(prefix="/v1", tags=["cypher"])
 
@@ -48,8 +49,11 @@ class CypherTimeoutApiError(BadRequestError):
     responses=responses(400, 413),
 )
 def cypher(body: CypherRequest, caller: RequireReader, state: StateDep, driver: DriverDep) -> CypherResponse:
+    settings = state.settings
     limits = CypherLimits(
-        row_limit=state.settings.cypher_row_limit, timeout_s=state.settings.cypher_timeout_s
+        row_limit=settings.cypher_row_limit,
+        timeout_s=settings.cypher_timeout_s,
+        max_response_bytes=settings.cypher_max_response_bytes,
     )
     try:
         return run_cypher(driver, state.target.database, body, limits)

@@ -28,7 +28,6 @@ from api.optimize.protocol import (
     JobList,
     JobPublic,
     OptimizeCreate,
-    OptimizeResult,
 )
 from api.optimize.service import (
     Heartbeat,
@@ -42,7 +41,6 @@ from api.optimize.service import (
     TaskNotFoundError,
     follow,
 )
-from graphdb.jobs import JobRecord
 
 # Any valid key may run and read optimizations (or anyone, with REGRAPH_ANONYMOUS_READ on): a job
 # spends executor and model time but never changes the graph except through curator review.
@@ -87,23 +85,6 @@ def api_error(error: OptimizeError) -> ApiError:
     return ApiError(str(error))
 
 
-def _public(record: JobRecord) -> JobPublic:
-    return JobPublic(
-        id=record.id,
-        state=record.state,
-        method=record.method,
-        task_id=record.task_id,
-        created_at=record.created_at,
-        started_at=record.started_at,
-        finished_at=record.finished_at,
-        error=record.error,
-        event_count=record.event_count,
-        events_url=f"/v1/jobs/{record.id}/events",
-        request=record.request,
-        result=OptimizeResult.model_validate(record.result) if record.result is not None else None,
-    )
-
-
 @router.post(
     "/optimize",
     status_code=status.HTTP_202_ACCEPTED,
@@ -128,19 +109,19 @@ async def list_jobs(
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> JobList:
     records = await jobs.list_jobs(limit=limit, offset=offset)
-    return JobList(jobs=[_public(r) for r in records])
+    return JobList(jobs=[JobPublic.of(r) for r in records])
 
 
 @router.get(
     "/jobs/{job_id}", summary="A job: state, request and, once finished, its result", responses=responses(404)
 )
 async def get_job(job_id: str, jobs: JobsDep) -> JobPublic:
-    return _public(await jobs.get(job_id))
+    return JobPublic.of(await jobs.get(job_id))
 
 
 @router.delete("/jobs/{job_id}", summary="Cancel a queued or running job", responses=responses(404, 409))
 async def cancel_job(job_id: str, jobs: JobsDep) -> JobPublic:
-    return _public(await jobs.cancel(job_id))
+    return JobPublic.of(await jobs.cancel(job_id))
 
 
 def _sse(event: str, data: str, event_id: int | None = None) -> str:
@@ -178,7 +159,7 @@ async def job_events(
             else:
                 yield _sse(item.kind, item.model_dump_json(), item.seq)
         try:
-            final = _public(await jobs.get(job_id))
+            final = JobPublic.of(await jobs.get(job_id))
         except OptimizeError as e:
             # The response has begun: the error goes into the stream, not into a status code.
             yield _sse("error", api_error(e).message)

@@ -45,10 +45,10 @@ ID_PATTERN = re.compile(r"^[a-z0-9_]+$")
 TIERS = ("easy", "medium", "hard")
 
 GXX_FLAGS = ("-std=c++17", "-O2", "-Wall", "-Werror=return-type", "-c")
-# The pip-packaged nvcc (13.x) ships CCCL headers of a slightly different minor version than the
-# runtime wheel; the compatibility check is a version guard only, so it is disabled for a compile
-# check.  The system toolkit on a GPU host does not need it, and the define is harmless there.
-NVCC_FLAGS = ("-std=c++17", "-arch=sm_90", "-DCCCL_DISABLE_CTK_COMPATIBILITY_CHECK", "-c")
+# The flags the toolchain itself needs (the executor's `Toolchain.extra_flags`: e.g. the CCCL
+# version-guard define when a PyPI nvcc comes with runtime headers of another minor version) are
+# added to these by `find_nvcc`, exactly as the executor adds them.
+NVCC_FLAGS = ("-std=c++17", "-arch=sm_90")
 
 # Things a candidate must not do (task-format.md, "Function tasks"): print, touch files, exit.
 FORBIDDEN_CALLS = re.compile(r"\b(printf|fprintf|puts|std::cout|std::cerr|fopen|exit|abort)\s*\(")
@@ -71,20 +71,19 @@ def tier_for_steps(steps: int) -> str:
     return "hard"
 
 
-def find_nvcc() -> Path:
-    """Locate nvcc: ``$REGRAPH_NVCC``, then ``PATH``, then the ``nvidia-cuda-nvcc`` wheel."""
-    override = os.environ.get("REGRAPH_NVCC")
-    if override:
-        return Path(override)
-    on_path = shutil.which("nvcc")
-    if on_path:
-        return Path(on_path)
-    for entry in sys.path:
-        for sub in ("cu13", "cuda_nvcc"):
-            candidate = Path(entry) / "nvidia" / sub / "bin" / "nvcc"
-            if candidate.is_file():
-                return candidate
-    raise ToolchainError("nvcc not found: set REGRAPH_NVCC or install the 'nvcc' extra")
+def find_nvcc() -> tuple[Path, tuple[str, ...]]:
+    """The nvcc that the executor would use and the flags it needs (the executor's discovery,
+    `executor.compile.find_toolchain`); ``$REGRAPH_NVCC`` names one explicitly."""
+    try:  # imported here, like load_task: the structural checks run without the executor's packages
+        from executor.compile import find_toolchain
+        from executor.errors import ToolchainError as ExecutorToolchainError
+    except ImportError as e:
+        raise ToolchainError(f"finding nvcc needs the executor package (or pass --no-nvcc): {e}") from e
+    try:
+        toolchain = find_toolchain(os.environ.get("REGRAPH_NVCC"))
+    except ExecutorToolchainError as e:
+        raise ToolchainError(f"{e}: set REGRAPH_NVCC or install the 'nvcc' extra") from e
+    return toolchain.nvcc, toolchain.extra_flags
 
 
 def find_gxx() -> Path:
@@ -129,6 +128,12 @@ class Compiler:
             CACHE_DIR.mkdir(parents=True, exist_ok=True)
             stamp.touch()
         return None
+
+
+def nvcc_compiler(use_cache: bool = True) -> Compiler:
+    """The CUDA compile check: the executor's nvcc with the flags that its toolchain needs."""
+    executable, toolchain_flags = find_nvcc()
+    return Compiler(executable, (*NVCC_FLAGS, *toolchain_flags, "-c"), ".cu", use_cache=use_cache)
 
 
 @dataclass
@@ -380,7 +385,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.path.insert(0, str(REPO_ROOT))
     try:
         gxx = Compiler(find_gxx(), GXX_FLAGS, ".cpp", use_cache=not args.no_cache)
-        nvcc = None if args.no_nvcc else Compiler(find_nvcc(), NVCC_FLAGS, ".cu", use_cache=not args.no_cache)
+        nvcc = None if args.no_nvcc else nvcc_compiler(use_cache=not args.no_cache)
     except ToolchainError as e:
         logger.error("%s", e)
         return 2

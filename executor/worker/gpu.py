@@ -269,7 +269,7 @@ class GpuKernelRuntime(Runtime):
         policy = options.trial_policy(device_timed=True)
         samples, stop = measure_batched(run_batch, policy, MAX_BATCH, warmup)
         last["warmup"] = warmup  # calls, seconds, batches
-        last["samples_ms"] = samples  # for bench/device/warmup_trace.py
+        last["samples_ms"] = samples  # for executor.diagnostics.warmup_trace
         # The last trial's outputs stay where it wrote them: the worker checks them there.
         last["device_outputs"] = {a.name: slots.rotated[last["slot"]][a.name] for a in self.task.outputs}
         return timing_stats(samples, stop, warmup["calls"]), last

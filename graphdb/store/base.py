@@ -18,7 +18,7 @@ from graphdb.errors import (
     StoreUnavailableError,
     TechniqueNotFoundError,
 )
-from graphdb.models import AuditEntry, Example, ReviewStatus, Verdict, transition_key, utc_now
+from graphdb.models import AuditEntry, Example, ReviewStatus, StepVerdict, transition_key, utc_now
 from graphdb.retrieval_cache import CandidateCache
 from graphdb.store.records import _audit_props
 
@@ -147,7 +147,7 @@ class StoreBase:
                 row["rejected"] += 1
                 continue
             row["live"] += 1
-            passed = e.verdict == Verdict.PASSED
+            passed = e.verdict == StepVerdict.PASSED
             # The ranking keys of the candidates (see store_queries._pool_ranking).
             score = float(e.speedup) if passed and e.speedup is not None else -1.0
             row["new"].append({"id": e.id, "at": e.created_at, "score": score})

@@ -38,6 +38,13 @@ class RoleConfig(BaseModel):
         return self
 
 
+MODEL_SETTINGS_HINT = (  # what to set when no generator is configured
+    "set REGRAPH_MODELS__GENERATOR__BACKEND (openai, vllm or replay) and its settings: "
+    "REGRAPH_MODELS__GENERATOR__BASE_URL and REGRAPH_MODELS__GENERATOR__MODEL for openai, "
+    "REGRAPH_MODELS__GENERATOR__MODEL for vllm, REGRAPH_MODELS__GENERATOR__REPLAY_PATH for replay"
+)
+
+
 class ModelRoles(BaseSettings):
     """Backends per role, read from the environment, e.g. ``REGRAPH_MODELS__GENERATOR__BACKEND=replay``."""
 

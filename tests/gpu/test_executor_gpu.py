@@ -103,10 +103,12 @@ def test_scale_kernel_passes(evaluator: Evaluator) -> None:
         ),
         ("block_sum", "block_sum_infinite_loop.cu", {ErrorKind.TIMEOUT}),
         ("scale_kernel", "scale_low_precision.cu", {ErrorKind.WRONG_OUTPUT}),
+        # Stale results from the staging buffer: wrong, or different from call to call.
         ("saxpy", "saxpy_other_stream.cu", {ErrorKind.WRONG_OUTPUT, ErrorKind.NONDETERMINISTIC}),
         ("saxpy", "saxpy_cached.cu", {ErrorKind.WRONG_OUTPUT}),
         ("saxpy", "saxpy_leftover.cu", {ErrorKind.WRONG_OUTPUT}),
-        ("saxpy", "saxpy_huge_allocation.cu", {ErrorKind.WRONG_OUTPUT, ErrorKind.OUT_OF_MEMORY}),
+        ("saxpy", "saxpy_huge_allocation.cu", {ErrorKind.WRONG_OUTPUT}),
+        ("saxpy", "saxpy_huge_host_allocation.cu", {ErrorKind.OUT_OF_MEMORY}),
     ],
 )
 def test_adversarial_candidates_are_rejected(
@@ -117,6 +119,16 @@ def test_adversarial_candidates_are_rejected(
     assert verdict.error in kinds, f"{file}: {verdict.error} {verdict.message}"
     assert verdict.reward == -1.0
     assert verdict.runtime_stages == "run"
+
+
+def test_other_stream_candidate_passes_once_it_waits(evaluator: Evaluator) -> None:
+    # The control for saxpy_other_stream.cu: the same code with the wait it lacks is correct, so its
+    # rejection above is due to the stream hazard alone (its arithmetic is right).
+    racy = (ADVERSARIAL / "saxpy_other_stream.cu").read_text()
+    waits = racy.replace("/* SYNC */", "cudaStreamSynchronize(s);")
+    assert waits != racy
+    verdict = _evaluate(evaluator, "saxpy", waits)
+    assert verdict.passed, verdict.message
 
 
 @pytest.mark.parametrize("compiler", ["nvrtc", "nvcc"])

@@ -6,6 +6,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -33,3 +34,13 @@ def serve_in_thread(app: Any, *, startup_timeout_s: float = 120.0) -> Iterator[s
     finally:
         server.should_exit = True
         thread.join(timeout=60)
+
+
+@contextmanager
+def compile_only_executor(cache_dir: Path) -> Iterator[str]:
+    """The real executor service without a GPU runtime (compile-only, whatever the machine), on loopback."""
+    from executor.app import create_app
+    from executor.settings import ExecutorSettings
+
+    with serve_in_thread(create_app(ExecutorSettings(cache_dir=cache_dir, runtime="none"))) as url:
+        yield url

@@ -1,4 +1,7 @@
-// Asks for a terabyte; the allocation fails and the output is never produced.
+// Asks the device for a terabyte; the allocation fails and the candidate returns without an output.
+// The executor cannot see a candidate's own CUDA runtime errors (its cudart is linked into the
+// candidate), so "no output" (wrong_output) is the verdict to expect, exactly; running out of HOST
+// memory is saxpy_huge_host_allocation.cu.
 #include <cuda_runtime.h>
 __global__ void saxpy_kernel(int n, float a, const float* x, float* y) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;

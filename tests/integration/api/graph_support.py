@@ -19,7 +19,16 @@ from pydantic import SecretStr
 from api.app import create_app
 from api.settings import ApiSettings
 from graphdb.connection import Neo4jTarget
-from graphdb.models import Example, GraphExport, IngestBatch, ReviewStatus, Role, Verdict, content_id, utc_now
+from graphdb.models import (
+    Example,
+    GraphExport,
+    IngestBatch,
+    ReviewStatus,
+    Role,
+    StepVerdict,
+    content_id,
+    utc_now,
+)
 from graphdb.store import Neo4jGraphStore
 from search.construction import BuildSummary, GraphBuilder, TaskDirectoryReferences, read_trajectories
 from search.embeddings import Embedder, shared_embedder
@@ -73,7 +82,7 @@ def measured_examples(embedder: Embedder) -> list[Example]:
             gemm[1]["code"],
             gemm[2]["code"],
             "Thread coarsening",
-            Verdict.PASSED,
+            StepVerdict.PASSED,
             1.8,
             ReviewStatus.APPROVED,
         ),
@@ -82,7 +91,7 @@ def measured_examples(embedder: Embedder) -> list[Example]:
             gemm[1]["code"],
             gemm[3]["code"],
             "Register tiling",
-            Verdict.PASSED,
+            StepVerdict.PASSED,
             2.6,
             ReviewStatus.APPROVED,
         ),
@@ -91,7 +100,7 @@ def measured_examples(embedder: Embedder) -> list[Example]:
             knn[1]["code"],
             knn[2]["code"],
             "Loop unrolling",
-            Verdict.PASSED,
+            StepVerdict.PASSED,
             1.3,
             ReviewStatus.PENDING,
         ),
@@ -100,7 +109,7 @@ def measured_examples(embedder: Embedder) -> list[Example]:
             knn[1]["code"],
             knn[4]["code"],
             "Vectorized memory access",
-            Verdict.FAILED,
+            StepVerdict.FAILED,
             None,
             ReviewStatus.REJECTED,
         ),
@@ -124,7 +133,7 @@ def measured_examples(embedder: Embedder) -> list[Example]:
             verdict=verdict,
             model="human-expert",
             review_status=status,
-            review_reason="validation failed" if verdict is Verdict.FAILED else "",
+            review_reason="validation failed" if verdict is StepVerdict.FAILED else "",
             created_at=utc_now(),
         )
         for (task, before, after, target, verdict, speedup, status), vector in zip(rows, vectors, strict=True)

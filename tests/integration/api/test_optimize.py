@@ -20,10 +20,7 @@ from neo4j import Driver
 from pydantic import SecretStr
 
 from api.app import create_app
-from api.optimize.service import offer_verified_steps
 from api.settings import ApiSettings
-from executor.app import create_app as create_executor_app
-from executor.settings import ExecutorSettings
 from executor.taskformat import load_task
 from graphdb.connection import Neo4jTarget
 from graphdb.jobs import JobStore
@@ -32,12 +29,13 @@ from graphdb.store import Neo4jGraphStore
 from regraph_cli.optimize import parse_sse
 from search.backends.config import ModelRoles, RoleConfig
 from search.backends.replay import records_from_trajectories, teacher_answer, write_replay
+from search.construction import GraphImprovements
 from search.embeddings import shared_embedder
 from search.engine import Candidate, SearchResult
 from search.protocols import INITIAL_TECHNIQUE, Evaluation
 from tests.support.jobs import follow_job, submit_job
 from tests.support.openai_test_server import OpenAITestServer
-from tests.support.servers import serve_in_thread
+from tests.support.servers import compile_only_executor, serve_in_thread
 
 pytestmark = pytest.mark.neo4j
 
@@ -113,8 +111,7 @@ def _settings(target: Neo4jTarget, data_dir: Path, **overrides: Any) -> ApiSetti
 @pytest.fixture(scope="module")
 def executor_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The real executor, compile-only (no GPU runtime) whatever machine the test runs on."""
-    settings = ExecutorSettings(cache_dir=tmp_path_factory.mktemp("executor-cache"), runtime="none")
-    with serve_in_thread(create_executor_app(settings)) as url:
+    with compile_only_executor(tmp_path_factory.mktemp("executor-cache")) as url:
         yield url
 
 
@@ -417,7 +414,7 @@ def test_a_verified_improvement_is_offered_as_pending_examples(
         config={},
     )
     store = Neo4jGraphStore(graph, neo4j_target.database)
-    offered = offer_verified_steps(store, shared_embedder().embed_code, result, reference, job_id="j1")
+    offered = GraphImprovements(store, shared_embedder().embed_code, "j1").offer(result, reference)
     assert len(offered) == 2
     examples = [store.get_example(i) for i in offered]
     assert [(e.source, e.target) for e in examples] == list(pairwise(path))
@@ -427,7 +424,7 @@ def test_a_verified_improvement_is_offered_as_pending_examples(
     assert examples[0].code_before == reference and examples[1].code_before == candidates[0].code
     # Without an improvement over the serial code nothing is offered.
     slower = result.model_copy(update={"best_speedup": 0.9})
-    assert offer_verified_steps(store, shared_embedder().embed_code, slower, reference, job_id="j2") == []
+    assert GraphImprovements(store, shared_embedder().embed_code, "j2").offer(slower, reference) == []
 
 
 def test_optimize_requires_a_key(neo4j_target: Neo4jTarget, tmp_path: Path) -> None:

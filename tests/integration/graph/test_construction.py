@@ -10,8 +10,8 @@ import pytest
 
 from executor.static import check_source
 from executor.taskformat import load_task
-from graphdb.models import RelabelOutcome, ReviewStatus
-from graphdb.store import GraphStore
+from graphdb.models import RelabelOutcome, ReviewStatus, Technique, utc_now
+from graphdb.store import GraphStore, TechniqueExistsError
 from search.construction import (
     GraphBuilder,
     GraphWriteError,
@@ -141,15 +141,15 @@ def test_undo_relabel_decisions_both_ways(store: GraphStore, embedder: Embedder,
 def test_judge_decides_undecided_names_and_unknown_answers_are_refused(
     store: GraphStore, embedder: Embedder, tmp_path: Path
 ) -> None:
-    asked: list[list[str]] = []
+    asked: dict[str, list[str]] = {}
 
     def replay_judge(candidate: str, description: str, options: list[str]) -> dict[str, Any]:
-        # An LLM stand-in replaying fixed answers: a new method, one valid merge, one made-up method.
-        asked.append(options)
+        # An LLM stand-in replaying fixed answers: one valid merge, one made-up method, else "new".
+        asked[candidate] = options
         if candidate == "Memory access coalescing":
-            return {"existed": True, "method": "Memory coalescing"}
+            return {"existed": True, "method": "memory COALESCING"}  # matched without regard to case
         if candidate == "Shared memory blocking":
-            return {"existed": True, "method": "Quantum tiling"}
+            return {"existed": True, "method": "Quantum tiling"}  # offered nowhere: must be refused
         return {"existed": False, "method": candidate}
 
     file = write(
@@ -161,7 +161,8 @@ def test_judge_decides_undecided_names_and_unknown_answers_are_refused(
             ),
         ],
     )
-    # No taxonomy and a scorer that never decides alone: every new name goes to the judge.
+    # No taxonomy and a scorer that never decides alone: every unknown name with a neighbour goes to
+    # the judge, whatever the embeddings say.
     fitted = load_model()
     undecided = ScoringModel(
         weights=fitted.weights, bias=fitted.bias, merge_threshold=1.0, new_threshold=0.0, margin=1.0
@@ -170,15 +171,31 @@ def test_judge_decides_undecided_names_and_unknown_answers_are_refused(
     summary = GraphBuilder(
         store=store, embedder=embedder, relabeler=relabeler, references=TaskDirectoryReferences(TASKS)
     ).build(read_trajectories([file]))
-    assert any("Memory coalescing" in options for options in asked)
-    assert "Memory access coalescing" in store.get_technique("Memory coalescing").aliases
+    assert "Memory coalescing" in asked["Memory access coalescing"]
+    assert "Quantum tiling" not in asked["Shared memory blocking"]
     by_candidate = {d.candidate: d for d in store.list_decisions()}
-    assert by_candidate["Memory access coalescing"].decided_by == "judge"
-    assert by_candidate["Memory access coalescing"].outcome is RelabelOutcome.MERGED
+    merged = by_candidate["Memory access coalescing"]
+    assert (merged.decided_by, merged.outcome, merged.technique) == (
+        "judge",
+        RelabelOutcome.MERGED,
+        "Memory coalescing",
+    )
+    assert "Memory access coalescing" in store.get_technique("Memory coalescing").aliases
+    # The paper's rule: a relabel onto a method that is not among the offered ones is refused. The
+    # name is kept as its own technique, flagged for a curator, and the refusal is on record.
     refused = by_candidate["Shared memory blocking"]
-    assert refused.outcome is RelabelOutcome.FLAGGED and "Quantum tiling" in str(refused.judge_answer)
+    assert (refused.decided_by, refused.outcome) == ("judge", RelabelOutcome.FLAGGED)
+    assert "Quantum tiling" in str(refused.judge_answer) and "not one of the offered" in str(
+        refused.judge_answer
+    )
+    assert refused.technique == "Shared memory blocking"
+    assert store.get_technique("Shared memory blocking").name == "Shared memory blocking"
+    assert all(
+        "Shared memory blocking" not in store.get_technique(n).aliases
+        for n in asked["Shared memory blocking"]
+    )
     assert refused.id in {d.id for d in store.list_queue()}
-    assert summary.merges == 1 and summary.flagged == 1
+    assert (summary.merges, summary.flagged) == (1, 1)
 
 
 class StaticCheckValidator:
@@ -264,8 +281,28 @@ def test_resume_after_an_interruption(store: GraphStore, embedder: Embedder, tmp
     assert store.counts()["examples"] == 6
 
 
-def test_write_errors_are_domain_errors(store: GraphStore, embedder: Embedder, tmp_path: Path) -> None:
-    assert issubclass(GraphWriteError, Exception)
+def test_a_write_the_store_refuses_is_a_graph_write_error(
+    store: GraphStore, embedder: Embedder, tmp_path: Path
+) -> None:
+    # A curator creates "Parallelization" while the build validates the step it has just relabeled as
+    # that new technique (between the relabel and the write): the store refuses the batch, and the
+    # builder says so with its own error, the store's error as the cause, and writes nothing.
+    curator_done: list[bool] = []
+
+    def validator_racing_a_curator(task_id: str, code: str) -> StepCheck:
+        if not curator_done:
+            store.create_technique(Technique(name="Parallelization", created_at=utc_now()), actor="curator")
+            curator_done.append(True)
+        return StepCheck(passed=True, speedup_over_serial=2.0)
+
+    file = write(tmp_path / "t.jsonl", [trajectory("reduce_sum_f64", ["Parallelization"])])
+    with pytest.raises(GraphWriteError, match="the graph refused the trajectory") as refused:
+        builder(store, embedder, validator=validator_racing_a_curator).build(read_trajectories([file]))
+    assert isinstance(refused.value.__cause__, TechniqueExistsError)
+    assert store.list_trajectories() == [] and store.counts()["examples"] == 0
+
+
+def test_retrieval_after_a_build(store: GraphStore, embedder: Embedder, tmp_path: Path) -> None:
     file = write(tmp_path / "t.jsonl", [trajectory("reduce_sum_f64", ["Parallelization"])])
     builder(store, embedder).build(read_trajectories([file]))
     knowledge = GraphKnowledge(store, embedder)

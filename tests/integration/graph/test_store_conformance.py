@@ -17,9 +17,9 @@ from graphdb.models import (
     IngestBatch,
     ReviewStatus,
     Role,
+    StepVerdict,
     Technique,
     TrajectoryRecord,
-    Verdict,
     content_id,
     utc_now,
 )
@@ -38,7 +38,7 @@ def example(
     *,
     speedup: float | None = None,
     code: str | None = None,
-    verdict: Verdict | None = Verdict.PASSED,
+    verdict: StepVerdict | None = StepVerdict.PASSED,
 ) -> Example:
     before = code if code is not None else f"// {source} code {n}\n"
     return Example(
@@ -153,21 +153,27 @@ def test_rename_and_merge_move_transitions_and_keep_aliases(store: GraphStore) -
 
 def test_successors_rank_by_similarity_then_speedup(store: GraphStore) -> None:
     query = "__global__ void k(float* x) { x[i] *= 2; }"
+    twin = "__global__ void twin(float* y) { y[i] += 1; }"
+    # Two examples with the same code (equal similarity to any query): the faster must come first, and
+    # the slower one gets the smaller id, so an id tie-break alone would order them the other way.
+    slower, faster = sorted([2, 3], key=lambda n: example("A", "B", n).id)
     seed(
         store,
         ["A", "B", "C"],
         [
             example("A", "B", 1, speedup=1.2, code=query),
-            example("A", "B", 2, speedup=9.0),
-            example("A", "B", 3, speedup=5.0),
+            example("A", "B", faster, speedup=9.0, code=twin),
+            example("A", "B", slower, speedup=5.0, code=twin),
             example("A", "C", 4, speedup=2.0),
         ],
     )
-    options = store.successors("A", unit_vector(query), 2)
+    options = store.successors("A", unit_vector(query), 3)
     assert [o.transition.target for o in options] == ["B", "C"]
     top = options[0].examples
     assert top[0].example.code_before == query and top[0].similarity == pytest.approx(1.0)
-    assert len(top) == 2 and top[0].example.code_embedding is None  # embeddings stay in the database
+    assert top[1].similarity == pytest.approx(top[2].similarity, abs=1e-6)
+    assert [e.example.id for e in top[1:]] == [example("A", "B", faster).id, example("A", "B", slower).id]
+    assert len(top) == 3 and top[0].example.code_embedding is None  # embeddings stay in the database
     assert store.successors("C", unit_vector(query), 2) == []
     with pytest.raises(TechniqueNotFoundError):
         store.successors("Nope", unit_vector(query), 2)

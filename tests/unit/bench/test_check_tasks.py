@@ -72,3 +72,24 @@ def test_wrong_tier_hint_and_printing_step_fail(
     out = capsys.readouterr().out
     assert "tier_hint 'medium'" in out
     assert "printf" in out
+
+
+def test_nvcc_is_the_executors(monkeypatch: pytest.MonkeyPatch) -> None:
+    from executor.compile import find_toolchain
+
+    monkeypatch.delenv("REGRAPH_NVCC", raising=False)
+    toolchain = find_toolchain()
+    assert _checker.find_nvcc() == (toolchain.nvcc, toolchain.extra_flags)
+    compiler = _checker.nvcc_compiler(use_cache=False)
+    assert compiler.flags == (*_checker.NVCC_FLAGS, *toolchain.extra_flags, "-c")
+    assert compiler.compile("__global__ void k(int* x) { *x = 1; }\n") is None
+    assert "undefined" in (compiler.compile("__global__ void k2(int* x) { *x = y; }\n") or "")
+
+
+def test_an_unusable_nvcc_is_a_toolchain_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    fake = tmp_path / "nvcc"
+    fake.write_text("#!/bin/sh\necho not a compiler\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("REGRAPH_NVCC", str(fake))
+    with pytest.raises(_checker.ToolchainError, match="no usable nvcc"):
+        _checker.find_nvcc()

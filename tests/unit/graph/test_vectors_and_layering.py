@@ -1,8 +1,7 @@
-"""Packed code vectors and their cosine ranking; and graphdb's place at the bottom of the imports."""
+"""Packed code vectors and their cosine ranking (graphdb's place in the imports: tests/unit/test_layering.py)."""
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import numpy as np
@@ -34,18 +33,3 @@ def test_packed_vectors_rank_like_the_float_lists() -> None:
     assert cosine_similarities(query, [pack_vector(query)]) == pytest.approx([1.0], abs=1e-6)
     assert cosine_similarities(query, [pack_vector([0.0] * 384)]) == [MISSING_SIMILARITY]
     assert cosine_similarities(query, []) == []
-
-
-def imported_packages(package: str) -> set[str]:
-    found = set()
-    for path in (ROOT / package).rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                found.add(node.module.split(".")[0])
-            elif isinstance(node, ast.Import):
-                found.update(alias.name.split(".")[0] for alias in node.names)
-    return found
-
-
-def test_graphdb_imports_none_of_the_packages_above_it() -> None:
-    assert imported_packages("graphdb") & {"search", "api", "executor", "bench", "regraph_cli"} == set()

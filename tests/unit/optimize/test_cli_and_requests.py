@@ -11,14 +11,12 @@ import typer
 from typer.testing import CliRunner
 
 from api.optimize.protocol import OptimizeCreate
-from api.optimize.service import InvalidTaskError, TaskNotFoundError, resolve_task, search_config
-from executor.app import create_app as create_executor_app
-from executor.settings import ExecutorSettings
+from api.optimize.service import InvalidTaskError, TaskNotFoundError, resolve_task
 from executor.taskformat import load_task
 from regraph_cli.optimize import optimize_command, trajectory_knowledge
 from search.mcgs import MCGSConfig
 from search.protocols import INITIAL_TECHNIQUE
-from tests.support.servers import serve_in_thread
+from tests.support.servers import compile_only_executor
 
 ROOT = Path(__file__).resolve().parents[3]
 TASKS = ROOT / "bench" / "tasks"
@@ -27,8 +25,7 @@ TASK_ID = "mandelbrot_q28_i32"
 
 @pytest.fixture(scope="module")
 def executor_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    settings = ExecutorSettings(cache_dir=tmp_path_factory.mktemp("executor-cache"), runtime="none")
-    with serve_in_thread(create_executor_app(settings)) as url:
+    with compile_only_executor(tmp_path_factory.mktemp("executor-cache")) as url:
         yield url
 
 
@@ -114,13 +111,13 @@ def test_task_refs_resolve_in_the_tasks_directory() -> None:
 
 
 def test_search_config_follows_the_request() -> None:
-    config = search_config(
-        OptimizeCreate(task_ref=TASK_ID, method="regraph-mcgs", budget=7, rollouts=3, seed=5)
-    )
+    config = OptimizeCreate(
+        task_ref=TASK_ID, method="regraph-mcgs", budget=7, rollouts=3, seed=5
+    ).search_config()
     assert isinstance(config, MCGSConfig)
     assert (config.evaluation_budget, config.rollouts, config.seed) == (7, 3, 5)
     assert config.rollouts_in_flight == MCGSConfig().rollouts_in_flight > 1  # overlap by default
-    sequential = search_config(OptimizeCreate(task_ref=TASK_ID, method="regraph-mcgs", rollouts_in_flight=1))
+    sequential = OptimizeCreate(task_ref=TASK_ID, method="regraph-mcgs", rollouts_in_flight=1).search_config()
     assert isinstance(sequential, MCGSConfig) and sequential.rollouts_in_flight == 1
-    plain = search_config(OptimizeCreate(task_ref=TASK_ID, method="cot", budget=2))
+    plain = OptimizeCreate(task_ref=TASK_ID, method="cot", budget=2).search_config()
     assert not isinstance(plain, MCGSConfig) and plain.evaluation_budget == 2

@@ -16,10 +16,11 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from executor.protocol import reward_for
 from search.backends.base import ChatMessage, Completion
 from search.backends.replay import request_header
 from search.policy import TaskContext
-from search.protocols import INITIAL_TECHNIQUE, Evaluation, hierarchical_reward
+from search.protocols import INITIAL_TECHNIQUE, Evaluation
 
 BODY = 'extern "C" void f(int n, float* x) {\n    for (int i = 0; i < n; ++i) x[i] *= 2.0f;\n}\n'
 _CURRENT = re.compile(r"Current code[^\n]*:\n```cuda\n(.*?)\n```", re.DOTALL)
@@ -140,7 +141,7 @@ class PathEvaluator:
         passed, speedup = self.score(path)
         return Evaluation(
             passed=passed,
-            reward=hierarchical_reward(passed=passed, speedup=speedup if passed else None),
+            reward=reward_for(passed, speedup if passed else None),
             speedup=speedup if passed else None,
             error_kind=None if passed else "wrong_answer",
             message="" if passed else "mismatch",
@@ -167,5 +168,5 @@ def best_verified(evaluator: PathEvaluator, edges: dict[str, list[str]], max_ste
     for path in all_paths(edges, max_steps):
         if all(evaluator.score(path[: i + 1])[0] for i in range(len(path))):
             passed, speedup = evaluator.score(path)
-            best = max(best, hierarchical_reward(passed=passed, speedup=speedup))
+            best = max(best, reward_for(passed, speedup))
     return best

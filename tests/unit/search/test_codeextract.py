@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from search.codeextract import defines_entry, entry_point_preserved, extract_code
+from search.codeextract import defines_entry, entry_point_preserved, extract_code, is_serial_cpp
 from search.errors import CodeExtractionError
 
 SAXPY = """#include <cuda_runtime.h>
@@ -101,3 +101,37 @@ def test_kernel_entry_point() -> None:
     assert not entry_point_preserved(SAXPY.replace("__global__", "__device__"), "saxpy_kernel", "kernel")
     assert defines_entry(SAXPY, "saxpy_kernel", "kernel")
     assert not entry_point_preserved(SAXPY, "saxpy", "kernel")
+
+
+SERIAL = 'extern "C" void scale(int n, float* x) {\n    for (int i = 0; i < n; ++i) x[i] *= 2.0f;\n}\n'
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        SERIAL,
+        "// a serial version; the cuda one comes later\n" + SERIAL,
+        "/* no __global__ here */\n" + SERIAL,
+        SERIAL.replace("scale", "barracuda_scale"),
+        '#include <cstdio>\nint main() { std::printf("cuda"); }\n',
+    ],
+)
+def test_serial_cpp_is_recognised_whatever_its_comments_and_names_say(code: str) -> None:
+    assert is_serial_cpp(code)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        SAXPY,
+        "__global__ void k(float* x) { x[0] = 1; }\n",
+        "__device__ float twice(float v) { return 2 * v; }\n",
+        "void f() { k<<<1, 1>>>(); }\n",
+        "void f(float* d) { cudaMemset(d, 0, 4); }\n",
+        "#include <cuda_runtime.h>\nint main() {}\n",
+        '#include "cooperative_groups.h"\nint main() {}\n',
+        "void f(int* i) { *i = threadIdx.x; }\n",
+    ],
+)
+def test_any_cuda_construct_makes_a_program_cuda(code: str) -> None:
+    assert not is_serial_cpp(code)

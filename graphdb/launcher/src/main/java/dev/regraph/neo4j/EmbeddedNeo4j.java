@@ -8,9 +8,12 @@ import java.nio.file.Path;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.util.HexFormat;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CountDownLatch;
 
+import inet.ipaddr.IPAddressString;
+import org.neo4j.configuration.GraphDatabaseInternalSettings;
 import org.neo4j.configuration.GraphDatabaseSettings;
 import org.neo4j.configuration.connectors.BoltConnector;
 import org.neo4j.configuration.helpers.SocketAddress;
@@ -33,7 +36,19 @@ public final class EmbeddedNeo4j {
     private static final String READY_LINE = "REGRAPH_NEO4J_READY";
     private static final String PASSWORD_MARKER = "regraph-password.sha256";
 
+    /** Procedures that may be loaded: the built-in ones ReGraph and its readers call. */
+    private static final String[] ALLOWED_PROCEDURES = {
+        "db.labels", "db.relationshipTypes", "db.propertyKeys", "db.schema.*", "db.index.vector.queryNodes",
+        "db.index.fulltext.queryNodes", "db.index.fulltext.queryRelationships", "db.awaitIndexes",
+        "dbms.components",
+    };
+
     private EmbeddedNeo4j() {}
+
+    private static Path emptyDir(Path dir) throws IOException {
+        Files.createDirectories(dir);
+        return dir;
+    }
 
     public static void main(String[] args) throws Exception {
         Map<String, String> options = parse(args);
@@ -56,6 +71,15 @@ public final class EmbeddedNeo4j {
                 .setConfig(GraphDatabaseSettings.auth_enabled, true)
                 .setConfig(GraphDatabaseSettings.pagecache_memory, ByteUnit.mebiBytes(pagecacheMb))
                 .setConfig(GraphDatabaseSettings.memory_transaction_global_max_size, ByteUnit.mebiBytes(txMaxMb))
+                // Even a query that got past the API's checks reads no file and fetches no URL:
+                // LOAD CSV file:// URLs are off (and rooted in an empty directory), every address is
+                // blocked for http(s)/ftp URLs, and no plugin procedures are loaded.
+                .setConfig(GraphDatabaseSettings.allow_file_urls, false)
+                .setConfig(GraphDatabaseSettings.load_csv_file_url_root, emptyDir(home.resolve("no-import")))
+                .setConfig(GraphDatabaseInternalSettings.cypher_ip_blocklist,
+                        List.of(new IPAddressString("0.0.0.0/0"), new IPAddressString("::/0")))
+                .setConfig(GraphDatabaseSettings.plugin_dir, emptyDir(home.resolve("no-plugins")))
+                .setConfig(GraphDatabaseSettings.procedure_allowlist, List.of(ALLOWED_PROCEDURES))
                 .build();
 
         CountDownLatch stopped = new CountDownLatch(1);

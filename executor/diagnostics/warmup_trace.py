@@ -1,6 +1,6 @@
 """Trace a kernel's trial times from a cold start: what the executor's warm-up waits for.
 
-    python3 bench/device/warmup_trace.py [--tasks bench/kernel_tasks] [--limit 4] [--trials 600] \\
+    python3 -m executor.diagnostics.warmup_trace [--tasks bench/kernel_tasks] [--limit 4] [--trials 600] \\
         [--idle 1.5] [--out FILE]
 
 For each kernel task's ``candidate.cu`` (compiled as the executor does) it builds the timing buffers
@@ -30,8 +30,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from executor.checking import TrialPolicy
 from executor.checking import prime as prime_statistics

@@ -1,6 +1,6 @@
 """How fast the GPU's SM clock rises under load after an idle spell, and how fast it falls again.
 
-    python3 bench/device/clock_ramp.py [--idle 1.5] [--busy-ms 400] [--after-ms 300] [--out FILE]
+    python3 -m executor.diagnostics.clock_ramp [--idle 1.5] [--busy-ms 400] [--after-ms 300] [--out FILE]
 
 The executor's kernel warm-up waits until the clocks have settled; this shows what it waits for. After
 ``--idle`` seconds with nothing on the GPU, one thread keeps the GPU busy with L2-flush writes (what

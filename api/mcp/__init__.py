@@ -1,0 +1,1 @@
+"""The reasoning graph as an MCP server for coding agents (tools, resources, prompts over stdio or /mcp)."""

@@ -1,0 +1,326 @@
+"""The MCP server: tools, resources and prompts over `ReasoningGraphService`, built with the MCP SDK.
+
+One server definition serves both transports: ``regraph mcp`` runs it over stdio for a local agent,
+and the API mounts it at ``/mcp`` (Streamable HTTP, see `api.mcp.http`). The transport decides who
+the caller is (`CallerOf`): over HTTP the request's API key, checked like any API request; over
+stdio the key given to ``regraph mcp``. Reads need any valid key; reviewing examples needs a curator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, Literal
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.types import ToolAnnotations
+from pydantic import Field
+
+from api.auth import Caller
+from api.mcp.service import McpServiceError, ProgressReporter, ReasoningGraphService, dump
+from api.optimize.protocol import MAX_SOURCE_CHARS
+from graphdb.models import INITIAL_TECHNIQUE, ReviewStatus, StepVerdict
+from search.baselines import Method
+
+SERVICE_NAME = "regraph"
+
+INSTRUCTIONS = f"""\
+ReGraph holds curated, verified CUDA optimization knowledge: techniques (nodes), observed transitions
+between them with statistics (how often and how much they sped code up), and examples (code before and
+after, with measured speedups), plus an executor that compiles, checks and times a kernel.
+To optimize code: next_techniques(code, technique) gives the techniques worth trying next from where the
+code is now (start at '{INITIAL_TECHNIQUE}'), each with statistics and the examples closest to the code;
+search_techniques finds a technique by name or idea; evaluate_candidate verifies your own kernel against a
+task; start_optimization runs the graph-guided search as a job (follow it with job_status).
+The graph schema for read-only Cypher is the resource regraph://schema.
+"""
+
+CallerOf = Callable[[Context], Caller]
+"""Who is calling, from the request's context (the transport decides)."""
+
+ServiceOf = Callable[[], ReasoningGraphService]
+"""The service over the running stack (raises `McpUnavailableError` while it starts or stops)."""
+
+_READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
+
+
+def _progress(ctx: Context) -> ProgressReporter:
+    async def report(progress: float, total: float | None, message: str) -> None:
+        await ctx.report_progress(progress, total, message)
+
+    return ProgressReporter(report)
+
+
+def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf) -> MCPServer:
+    """The MCP server over the services `service_of` returns, for callers `caller_of` tells apart."""
+    server: MCPServer = MCPServer(
+        SERVICE_NAME,
+        title="ReGraph reasoning graph",
+        instructions=INSTRUCTIONS,
+        version="0.1.0",
+        log_level="WARNING",
+    )
+
+    def service(ctx: Context) -> ReasoningGraphService:
+        caller_of(ctx)  # every call needs a known caller (the HTTP gate has checked the key already)
+        try:
+            return service_of()
+        except McpServiceError as e:
+            raise ToolError(str(e)) from e
+
+    async def tool_call(
+        ctx: Context, call: Callable[[ReasoningGraphService], Awaitable[dict[str, Any]]]
+    ) -> dict[str, Any]:
+        try:
+            return await call(service(ctx))
+        except McpServiceError as e:
+            raise ToolError(str(e)) from e
+
+    async def resource_read(
+        ctx: Context | None, call: Callable[[ReasoningGraphService], Awaitable[dict[str, Any]]]
+    ) -> dict[str, Any]:
+        # Static resources get no context (the SDK passes none): the transport authenticated the caller.
+        try:
+            return await call(service(ctx) if ctx is not None else service_of())
+        except (McpServiceError, ToolError) as e:
+            raise ResourceError(str(e)) from e
+
+    # -- tools -------------------------------------------------------------------------------------------
+
+    @server.tool(annotations=_READ)
+    async def search_techniques(
+        query: Annotated[str, Field(min_length=1, max_length=500, description="a name or an idea")],
+        ctx: Context,
+        k: Annotated[int, Field(ge=1, le=50, description="how many techniques")] = 5,
+    ) -> dict[str, Any]:
+        """Find techniques by name, alias or idea (full-text and vector search fused), best first."""
+        return await tool_call(ctx, lambda s: s.search_techniques(query, k))
+
+    @server.tool(annotations=_READ)
+    async def next_techniques(
+        code: Annotated[str, Field(min_length=1, description="the current source code (CUDA or C++)")],
+        ctx: Context,
+        technique: Annotated[
+            str, Field(description=f"the technique the code is at now; '{INITIAL_TECHNIQUE}' to start")
+        ] = INITIAL_TECHNIQUE,
+        k: Annotated[int, Field(ge=1, le=10, description="examples per successor technique")] = 2,
+    ) -> dict[str, Any]:
+        """The techniques to try next for this code: successors of `technique` in the graph, each with its
+        transition statistics (examples, verified share, success rate, mean and median speedup) and the
+        examples whose code is closest to yours. The same retrieval the graph search (MCGS) uses."""
+        return await tool_call(ctx, lambda s: s.next_techniques(code, technique, k))
+
+    @server.tool(annotations=_READ)
+    async def transition_examples(
+        ctx: Context,
+        source: Annotated[str | None, Field(description="the technique the code was at")] = None,
+        target: Annotated[str | None, Field(description="the technique applied")] = None,
+        device: Annotated[str | None, Field(description="only examples measured on this GPU")] = None,
+        verdict: Annotated[
+            StepVerdict | None, Field(description="only validated steps that passed/failed")
+        ] = None,
+        review_status: Annotated[
+            ReviewStatus | None, Field(description="only examples in this status")
+        ] = None,
+        limit: Annotated[int, Field(ge=1, le=100)] = 10,
+        offset: Annotated[int, Field(ge=0)] = 0,
+    ) -> dict[str, Any]:
+        """Examples of the transition source -> target (give both), or every example in one review status
+        (give only review_status); filter by device, verdict and review status."""
+        return await tool_call(
+            ctx,
+            lambda s: s.transition_examples(
+                source=source,
+                target=target,
+                device=device,
+                verdict=verdict,
+                review_status=review_status,
+                limit=limit,
+                offset=offset,
+            ),
+        )
+
+    @server.tool(annotations=_READ)
+    async def cypher(
+        query: Annotated[str, Field(min_length=1, max_length=10_000, description="a read-only Cypher query")],
+        ctx: Context,
+        parameters: Annotated[dict[str, Any] | None, Field(description="values for $parameters")] = None,
+        row_limit: Annotated[int | None, Field(ge=1, description="at most the server's row limit")] = None,
+    ) -> dict[str, Any]:
+        """Run a read-only Cypher query (schema: resource regraph://schema). Writes, administration and
+        unlisted procedures are refused; the query runs in a read transaction with a timeout and a row cap."""
+        return await tool_call(ctx, lambda s: s.cypher(query, parameters or {}, row_limit))
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
+    async def evaluate_candidate(
+        source: Annotated[
+            str, Field(min_length=1, max_length=MAX_SOURCE_CHARS, description="your candidate's source")
+        ],
+        ctx: Context,
+        task_ref: Annotated[str | None, Field(description="a task id of the service (bench/tasks)")] = None,
+        task: Annotated[
+            dict[str, Any] | None, Field(description="or the task inline (regraph.task/v1)")
+        ] = None,
+    ) -> dict[str, Any]:
+        """Verify a candidate against a task on the executor: static checks, compile, then (on a GPU) check
+        against the reference on fresh inputs and time it. Returns the executor's typed verdict; without a
+        GPU the verdict is compile-only and never a pass. Sends progress notifications while it runs."""
+
+        async def run(s: ReasoningGraphService) -> dict[str, Any]:
+            judged = await s.evaluate(source, task_ref=task_ref, task=task, progress=_progress(ctx))
+            return s.capped(dump(judged))
+
+        return await tool_call(ctx, run)
+
+    @server.tool()
+    async def start_optimization(
+        ctx: Context,
+        task_ref: Annotated[str | None, Field(description="a task id of the service (bench/tasks)")] = None,
+        task: Annotated[dict[str, Any] | None, Field(description="or the task inline")] = None,
+        source: Annotated[
+            str | None, Field(max_length=MAX_SOURCE_CHARS, description="the program to start from")
+        ] = None,
+        method: Method = "regraph-mcgs",
+        budget: Annotated[int, Field(ge=1, le=1000, description="executor evaluations")] = 20,
+        rollouts: Annotated[int | None, Field(ge=1, le=1000)] = None,
+        seed: Annotated[int, Field(ge=0)] = 0,
+        verification: Literal["auto", "verified", "compile-only"] = "auto",
+    ) -> dict[str, Any]:
+        """Start a graph-guided optimization job (the API's job queue, as POST /v1/optimize) and return its
+        id at once; follow it with job_status(job_id, wait_s=...), cancel it with cancel_job."""
+        request = {
+            "task_ref": task_ref,
+            "task": task,
+            "source": source,
+            "method": method,
+            "budget": budget,
+            "rollouts": rollouts,
+            "seed": seed,
+            "verification": verification,
+        }
+        body = {k: v for k, v in request.items() if v is not None}
+        return await tool_call(ctx, lambda s: s.start_optimization(body))
+
+    @server.tool(annotations=_READ)
+    async def job_status(
+        job_id: Annotated[str, Field(min_length=1, max_length=100)],
+        ctx: Context,
+        wait_s: Annotated[
+            float, Field(ge=0, le=3600, description="follow the job (progress notifications) up to this long")
+        ] = 0.0,
+    ) -> dict[str, Any]:
+        """An optimization job's state and, once finished, its outcome and best code. With wait_s > 0 the
+        call follows the job's events as progress notifications until it ends or the time is up."""
+        return await tool_call(ctx, lambda s: s.job_status(job_id, wait_s=wait_s, progress=_progress(ctx)))
+
+    @server.tool(annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=False))
+    async def cancel_job(
+        job_id: Annotated[str, Field(min_length=1, max_length=100)], ctx: Context
+    ) -> dict[str, Any]:
+        """Cancel a queued or running optimization job."""
+        return await tool_call(ctx, lambda s: s.cancel_job(job_id))
+
+    @server.tool(annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=True))
+    async def review_example(
+        example_id: Annotated[str, Field(min_length=1, max_length=200)],
+        decision: Literal["approve", "reject"],
+        ctx: Context,
+        reason: Annotated[str, Field(max_length=2000)] = "",
+    ) -> dict[str, Any]:
+        """Curators only: approve an example, or reject it (rejected examples leave retrieval and the
+        statistics). Recorded in the audit log under the key's name."""
+        caller = caller_of(ctx)
+        return await tool_call(ctx, lambda s: s.review_example(caller, example_id, decision, reason))
+
+    # -- resources ---------------------------------------------------------------------------------------
+
+    @server.resource("regraph://schema", name="graph-schema", mime_type="application/json")
+    async def schema_resource() -> dict[str, Any]:
+        """The graph's labels and properties, relationship types, the patterns they form, and indexes."""
+
+        async def read(s: ReasoningGraphService) -> dict[str, Any]:
+            return dump(await s.schema())
+
+        return await resource_read(None, read)
+
+    @server.resource("regraph://techniques", name="techniques", mime_type="application/json")
+    async def techniques_resource() -> dict[str, Any]:
+        """Every technique: name, description, aliases."""
+        return await resource_read(None, lambda s: s.list_techniques())
+
+    @server.resource("regraph://techniques/{name}", name="technique", mime_type="application/json")
+    async def technique_resource(name: str, ctx: Context) -> dict[str, Any]:
+        """One technique (name URL-encoded) with the statistics of the transitions out of it."""
+        return await resource_read(ctx, lambda s: s.technique(name))
+
+    @server.resource("regraph://examples/{example_id}", name="example", mime_type="application/json")
+    async def example_resource(example_id: str, ctx: Context) -> dict[str, Any]:
+        """One example: the code before and after a technique, its speedup, verdict and review status."""
+        return await resource_read(ctx, lambda s: s.example(example_id))
+
+    @server.resource("regraph://jobs/{job_id}/result", name="job-result", mime_type="application/json")
+    async def job_result_resource(job_id: str, ctx: Context) -> dict[str, Any]:
+        """An optimization job's full result: every candidate with its path and verdict, the best code."""
+        return await resource_read(ctx, lambda s: s.job_result(job_id))
+
+    # -- prompts -----------------------------------------------------------------------------------------
+
+    @server.prompt(name="optimize_cuda", title="Optimize this CUDA code with the reasoning graph")
+    def optimize_cuda(code: str, task_ref: str = "") -> str:
+        """A plan for optimizing a kernel step by step with the graph's techniques and the executor."""
+        task_line = (
+            f"Verify each version with evaluate_candidate(source, task_ref={task_ref!r})."
+            if task_ref
+            else "If you have a task for it (task_ref or an inline regraph.task/v1), verify each version with "
+            "evaluate_candidate; otherwise say clearly that a version is unverified."
+        )
+        return (
+            "Optimize the CUDA code below with the ReGraph reasoning graph.\n"
+            f"1. Call next_techniques(code, technique='{INITIAL_TECHNIQUE}') (later: the technique you last "
+            "applied). Prefer transitions with many verified examples and a high success rate and median "
+            "speedup; read the closest example's code_before/code_after to see how the technique was applied.\n"
+            "2. Apply one technique at a time, keeping the program's behaviour.\n"
+            f"3. {task_line}\n"
+            "4. Repeat from the technique you applied until no successor improves the code; report the path of "
+            "techniques, the verdicts and the measured speedups (never claim a speedup that was not measured).\n"
+            "For a longer autonomous search, start_optimization runs the graph search as a job.\n\n"
+            f"```cuda\n{code}\n```"
+        )
+
+    @server.prompt(name="next_technique", title="Explain which technique to try next and why")
+    async def next_technique(code: str, ctx: Context, technique: str = INITIAL_TECHNIQUE) -> str:
+        """The graph's successors of `technique` for this code, with the evidence, and a request to choose."""
+        try:
+            found = await service(ctx).next_techniques(code, technique, 1)
+        except (McpServiceError, ToolError) as e:
+            found = {"successors": [], "note": f"the graph could not be asked: {e}"}
+        lines = []
+        for successor in found.get("successors", []):
+            stats = successor["transition"]["stats"]
+            closest = successor["examples"][0] if successor["examples"] else None
+            lines.append(
+                f"- {successor['technique']}: {stats['n_examples']} examples, {stats['n_verified']} verified, "
+                f"success rate {stats['success_rate']}, median speedup {stats['median_speedup']}"
+                + (
+                    f"; closest example {closest['example']['id']} (similarity {closest['similarity']:.2f}, "
+                    f"task {closest['example']['task_id']})"
+                    if closest
+                    else ""
+                )
+            )
+        evidence = "\n".join(lines) or f"(none: {found.get('note', 'no transition out of this technique')})"
+        return (
+            f"The code below is at the technique '{technique}'. The reasoning graph records these next "
+            f"techniques, with how they fared on other code:\n{evidence}\n\n"
+            "Explain which technique to try next for this code and why: weigh the statistics against what the "
+            "code does (memory access pattern, divergence, arithmetic intensity), and read the closest example "
+            "(resource regraph://examples/<id>) before deciding. Say what you would change in the code.\n\n"
+            f"```cuda\n{code}\n```"
+        )
+
+    return server
+
+
+def fixed_caller(caller: Caller) -> CallerOf:
+    """A `CallerOf` that is always `caller` (stdio: one local user, the key given at start-up)."""
+    return lambda _ctx: caller

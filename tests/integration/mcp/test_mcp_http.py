@@ -1,0 +1,228 @@
+"""The MCP server at the API's ``/mcp`` (Streamable HTTP), with the MCP SDK's own client, on the real stack:
+the API on the session's Neo4j with the seed graph, the real executor (compile-only) and the replay model.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+from pydantic import SecretStr
+
+from api.app import create_app
+from api.settings import ApiSettings
+from graphdb.models import Role
+from search.backends.config import ModelRoles, RoleConfig
+from tests.integration.mcp.conftest import TASK_ID, SeededGraph
+from tests.integration.mcp.scenario import data, error_text, exercise_everything
+from tests.support.servers import serve_in_thread
+
+pytestmark = pytest.mark.neo4j
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw-http", "version": "0"},
+    },
+}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+@dataclass(frozen=True)
+class Stack:
+    url: str
+    graph: SeededGraph
+
+
+@pytest.fixture(scope="module")
+def stack(
+    seeded: SeededGraph, executor_url: str, replay_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
+    settings = ApiSettings(
+        neo4j_uri=seeded.target.uri,
+        neo4j_password=SecretStr(seeded.target.password),
+        data_dir=tmp_path_factory.mktemp("api-data"),
+        log_format="text",
+        seed_graph=None,  # loaded by the `seeded` fixture, the way the API loads it
+        preload_retrieval=False,
+        executor_url=executor_url,
+        models=ModelRoles(generator=RoleConfig(backend="replay", replay_path=replay_path)),
+    )
+    with serve_in_thread(create_app(settings)) as url:
+        yield Stack(url, seeded)
+
+
+@asynccontextmanager
+async def connect(stack: Stack, headers: dict[str, str]) -> AsyncIterator[Client]:
+    transport = streamable_http_client(
+        f"{stack.url}/mcp", http_client=create_mcp_http_client(headers=headers)
+    )
+    async with Client(transport) as client:
+        yield client
+
+
+def test_every_tool_resource_and_prompt_over_streamable_http(stack: Stack) -> None:
+    async def scenario() -> None:
+        headers = {"X-API-Key": stack.graph.tokens[Role.READER]}
+        async with connect(stack, headers) as client:
+            await exercise_everything(client)
+
+    anyio.run(scenario)
+
+
+def test_requests_without_a_valid_key_are_refused_before_mcp(stack: Stack) -> None:
+    for headers in ({}, {"X-API-Key": "rg_not-a-key"}, {"Authorization": "Bearer rg_not-a-key"}):
+        response = httpx.post(f"{stack.url}/mcp", json=INITIALIZE, headers={**MCP_HEADERS, **headers})
+        assert response.status_code == 401, headers
+        assert response.json()["error"]["type"] == "unauthorized"
+        assert response.headers["www-authenticate"].startswith("Bearer")
+    # The same key works as a bearer token, as on the API's routes.
+    token = stack.graph.tokens[Role.READER]
+    response = httpx.post(
+        f"{stack.url}/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": f"Bearer {token}"}
+    )
+    assert response.status_code == 200
+
+    async def sdk_client_without_key() -> None:
+        async with connect(stack, {}) as client:
+            await client.list_tools()
+
+    # The SDK's client surfaces the 401 as an error response to its first request (inside task groups).
+    with pytest.raises(BaseExceptionGroup) as refused:
+        anyio.run(sdk_client_without_key)
+    assert refused.group_contains(MCPError, match="error response", depth=None)
+
+
+def test_only_curators_review_examples(stack: Stack) -> None:
+    example_id = _an_example(stack.graph)
+
+    async def scenario() -> None:
+        async with connect(stack, {"X-API-Key": stack.graph.tokens[Role.READER]}) as reader:
+            refused = await reader.call_tool(
+                "review_example", {"example_id": example_id, "decision": "reject"}
+            )
+            assert "curator" in error_text(refused)
+        async with connect(stack, {"Authorization": f"Bearer {stack.graph.tokens[Role.CURATOR]}"}) as curator:
+            approved = data(
+                await curator.call_tool(
+                    "review_example", {"example_id": example_id, "decision": "approve", "reason": "read it"}
+                )
+            )
+            assert approved["review_status"] == "approved" and approved["review_reason"] == "read it"
+
+    anyio.run(scenario)
+    assert (
+        stack.graph.count(
+            f"MATCH (e:Example {{id: '{example_id}'}}) WHERE e.review_status = 'approved' RETURN count(e)"
+        )
+        == 1
+    )
+    assert (
+        stack.graph.count(
+            f"MATCH (a:AuditEntry {{target: 'example:{example_id}', actor: 'mcp-curator', action: 'example.approved'}}) "
+            "RETURN count(a)"
+        )
+        == 1
+    )
+
+
+WRITES = [
+    "CREATE (n:Intruder {name: 'x'}) RETURN n",
+    "MATCH (t:Technique) DETACH DELETE t",
+    "MATCH (t:Technique) SET t.name = 'renamed' RETURN t",
+    "MERGE (n:Intruder) RETURN n",
+    "MATCH (e:Example) REMOVE e.code_after RETURN count(e)",
+    "CALL dbms.components()",
+    "DROP INDEX technique_text",
+    "LOAD CSV FROM 'file:///etc/passwd' AS line RETURN line",
+    "MATCH (t:Technique) CALL (t) { DETACH DELETE t } IN TRANSACTIONS RETURN 1",
+    "MATCH (k:ApiKey) RETURN k.key_hash",  # a read, but of secrets: refused by Neo4j's EXPLAIN check
+]
+
+
+def test_cypher_writes_and_secret_reads_are_refused_and_change_nothing(stack: Stack) -> None:
+    everything = "MATCH (n) OPTIONAL MATCH (n)-[r]->() RETURN count(DISTINCT n) + count(r)"
+    before = stack.graph.count(everything)
+    properties = stack.graph.count("MATCH (e:Example) WHERE e.code_after IS NOT NULL RETURN count(e)")
+
+    async def scenario() -> None:
+        async with connect(stack, {"X-API-Key": stack.graph.tokens[Role.CURATOR]}) as client:
+            for query in WRITES:
+                refused = await client.call_tool("cypher", {"query": query})
+                assert "refused" in error_text(refused), query
+
+    anyio.run(scenario)
+    assert stack.graph.count(everything) == before
+    assert stack.graph.count("MATCH (e:Example) WHERE e.code_after IS NOT NULL RETURN count(e)") == properties
+    assert stack.graph.count("MATCH (n:Intruder) RETURN count(n)") == 0
+
+
+def test_oversized_results_are_capped_with_a_note(stack: Stack) -> None:
+    async def scenario() -> None:
+        async with connect(stack, {"X-API-Key": stack.graph.tokens[Role.READER]}) as client:
+            many = data(await client.call_tool("cypher", {"query": "UNWIND range(1, 5000) AS i RETURN i"}))
+            assert len(many["rows"]) == 1000 and many["truncated"] is True
+            assert "only the first 1000 rows" in many["note"]
+
+            # 40 rows of 20,000 characters: far over the 40,000-character result limit.
+            wide = data(
+                await client.call_tool(
+                    "cypher",
+                    {
+                        "query": "UNWIND range(1, 40) AS i RETURN i, reduce(s = '', x IN range(1, 2000) | s + '0123456789') AS s"
+                    },
+                )
+            )
+            assert len(json.dumps(wide)) <= 40_000
+            assert "result cut to fit 40000 characters" in wide["note"]
+            assert wide["rows"][0]["s"].endswith("more characters]")
+            assert wide["rows"][0]["i"] == 1
+
+            examples = data(
+                await client.call_tool(
+                    "transition_examples",
+                    {"source": "sequential code", "target": "Parallelization", "limit": 100},
+                )
+            )
+            assert len(json.dumps(examples)) <= 40_000 and "result cut" in examples["note"]
+
+    anyio.run(scenario)
+
+
+def test_a_running_job_is_cancelled_over_mcp(stack: Stack) -> None:
+    async def scenario() -> None:
+        async with connect(stack, {"X-API-Key": stack.graph.tokens[Role.READER]}) as client:
+            started = data(
+                await client.call_tool(
+                    "start_optimization", {"task_ref": TASK_ID, "budget": 50, "rollouts": 50}
+                )
+            )
+            cancelled = data(await client.call_tool("cancel_job", {"job_id": started["job_id"]}))
+            assert cancelled["state"] == "cancelled" and cancelled["finished"]
+            unknown = await client.call_tool("job_status", {"job_id": "no-such-job"})
+            assert "no-such-job" in error_text(unknown)
+
+    anyio.run(scenario)
+
+
+def _an_example(graph: SeededGraph) -> str:
+    with graph.driver.session(database=graph.target.database) as session:
+        record = session.run(
+            "MATCH (e:Example) WHERE e.review_status = 'pending' RETURN e.id AS id ORDER BY id LIMIT 1"
+        ).single(strict=True)
+        example_id: str = record["id"]
+        return example_id

@@ -1,0 +1,145 @@
+"""The packages' one-way flow: api -> search -> graphdb / executor, and the entry points on top.
+
+Each rule lists what a package may not import; the checks read every import statement (function-local
+ones included) with `ast`, so a forbidden import fails here before it becomes a habit. The executor's
+own rule (it imports nothing of ReGraph) is in tests/unit/executor.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import graphdb.models
+import search.protocols
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# The parts of search/ that build and read the Neo4j graph; everything else in search/ is its core
+# (the engine, the methods, the policy, the models, the use-case) and knows the graph only through
+# the `KnowledgeSource` port.
+SEARCH_GRAPH_ADAPTERS = frozenset({"construction.py", "relabel.py", "retrieval.py", "teacher.py"})
+# What the search core may use of the executor: its wire protocol, its client and the client's errors.
+EXECUTOR_PUBLIC = frozenset({"executor.protocol", "executor.client", "executor.errors"})
+# What the entry points (CLI, benchmarks) may use of the API: its settings, start-up, app factory,
+# logging and wire models (and the MCP server's stdio start-up, `regraph mcp`); never a service's or a
+# router's internals.
+API_FOR_ENTRY_POINTS = frozenset({"api.app", "api.logs", "api.settings", "api.state", "api.mcp.stdio"})
+
+
+@dataclass(frozen=True)
+class Import:
+    """One imported module, and where."""
+
+    path: Path
+    line: int
+    module: str
+
+    def __str__(self) -> str:
+        return f"{self.path.relative_to(ROOT)}:{self.line} {self.module}"
+
+
+def imports_of(paths: list[Path]) -> list[Import]:
+    """Every absolute import in the given files."""
+    found = []
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.append(Import(path, node.lineno, node.module))
+            elif isinstance(node, ast.Import):
+                found.extend(Import(path, node.lineno, alias.name) for alias in node.names)
+    return found
+
+
+def files(package: str, *, except_: frozenset[str] = frozenset()) -> list[Path]:
+    """The package's modules (at least one: a renamed package must not empty a rule)."""
+    found = sorted(p for p in (ROOT / package).rglob("*.py") if p.name not in except_)
+    assert found, f"no modules under {package}/"
+    return found
+
+
+def top(module: str) -> str:
+    return module.split(".")[0]
+
+
+def is_api_wire_model(module: str) -> bool:
+    return module.startswith("api.") and module.endswith(".protocol")
+
+
+def test_graphdb_imports_none_of_the_packages_above_it() -> None:
+    above = {"search", "api", "executor", "bench", "regraph_cli"}
+    assert [str(i) for i in imports_of(files("graphdb")) if top(i.module) in above] == []
+
+
+def test_search_imports_neither_the_api_nor_the_entry_points() -> None:
+    above = {"api", "bench", "regraph_cli"}
+    assert [str(i) for i in imports_of(files("search")) if top(i.module) in above] == []
+
+
+def test_the_search_core_knows_no_graph_database_and_only_the_executors_contract() -> None:
+    core = files("search", except_=SEARCH_GRAPH_ADAPTERS)
+    assert any(p.name == "run.py" for p in core) and any(p.name == "mcgs.py" for p in core)
+    wrong = [
+        str(i)
+        for i in imports_of(core)
+        if top(i.module) == "graphdb" or (top(i.module) == "executor" and i.module not in EXECUTOR_PUBLIC)
+    ]
+    assert wrong == []
+
+
+def test_the_api_imports_no_entry_point() -> None:
+    assert [str(i) for i in imports_of(files("api")) if top(i.module) in {"bench", "regraph_cli"}] == []
+
+
+def test_entry_points_use_the_api_only_through_its_settings_start_up_and_wire_models() -> None:
+    entry_points = files("regraph_cli") + files("bench")
+    wrong = [
+        str(i)
+        for i in imports_of(entry_points)
+        if top(i.module) == "api"
+        and i.module not in API_FOR_ENTRY_POINTS
+        and not is_api_wire_model(i.module)
+        and i.module != "api"
+    ]
+    assert wrong == []
+
+
+def test_the_search_core_names_the_graphs_initial_node_as_the_graph_does() -> None:
+    assert search.protocols.INITIAL_TECHNIQUE == graphdb.models.INITIAL_TECHNIQUE
+
+
+@pytest.mark.parametrize(
+    ("package", "module", "source", "rule"),
+    [
+        ("search", "mcgs.py", "from graphdb.models import Example\n", "core"),
+        ("search", "run.py", "def f():\n    from executor.worker import messages\n", "core"),
+        ("search", "retrieval.py", "import api.app\n", "search"),
+        ("api", "deps.py", "from bench.runner import CudaEvalRunner\n", "api"),
+        ("regraph_cli", "optimize.py", "from api.optimize.service import resolve_task\n", "entry"),
+    ],
+)
+def test_each_rule_fails_when_a_forbidden_import_is_added(
+    package: str, module: str, source: str, rule: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The rules above, run on a scratch tree with one forbidden import added.
+    for name in ("api", "search", "graphdb", "bench", "regraph_cli"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text("")
+    (tmp_path / "search" / "run.py").write_text("from executor.protocol import Verdict\n")
+    (tmp_path / "search" / "mcgs.py").write_text("from search.engine import SearchConfig\n")
+    target = tmp_path / package / module
+    target.write_text(source)
+    monkeypatch.setattr(f"{__name__}.ROOT", tmp_path)
+    checks = {
+        "core": test_the_search_core_knows_no_graph_database_and_only_the_executors_contract,
+        "search": test_search_imports_neither_the_api_nor_the_entry_points,
+        "api": test_the_api_imports_no_entry_point,
+        "entry": test_entry_points_use_the_api_only_through_its_settings_start_up_and_wire_models,
+    }
+    with pytest.raises(AssertionError):
+        checks[rule]()
+    target.write_text("")
+    checks[rule]()  # the same tree without the import passes
