@@ -406,6 +406,7 @@ class CudaEvalRunner:
     time_limit_s: float | None = None
     ks: Sequence[int] = DEFAULT_KS
     ps: Sequence[float] = DEFAULT_FAST_P
+    executors: int = 1
 
     def _info(self, device: dict[str, Any], mode: VerificationMode) -> RunInfo:
         return RunInfo(
@@ -471,12 +472,25 @@ class CudaEvalRunner:
         model = self.model()
         try:
             knowledge = self.knowledge()
-            for entry in self.selection.tasks:
-                for sample in range(self.samples):
-                    if (entry.id, sample) in done:
-                        continue
+            # `executors` lanes take the next (task, sample) each: with an executor fleet behind the
+            # URL their candidates run on several GPUs at once. Each search has its own seed and
+            # state, so what a sample finds does not depend on the lanes; the result keeps task order.
+            pending = iter(
+                [
+                    (entry, sample)
+                    for entry in self.selection.tasks
+                    for sample in range(self.samples)
+                    if (entry.id, sample) not in done
+                ]
+            )
+            stopped = False
+
+            async def lane() -> None:
+                nonlocal stopped
+                for entry, sample in pending:
                     if self.time_limit_s is not None and time.monotonic() - started > self.time_limit_s:
-                        return True
+                        stopped = True
+                        return
                     record = await self._one_sample(entry, sample, model, knowledge, mode)
                     journal.append(record)
                     done[(entry.id, sample)] = record
@@ -490,6 +504,10 @@ class CudaEvalRunner:
                             "speedup": record.speedup,
                         },
                     )
+
+            await asyncio.gather(*(lane() for _ in range(max(1, self.executors))))
+            if stopped:
+                return True
         finally:
             await model.aclose()
         return False

@@ -37,14 +37,17 @@ from executor.settings import ExecutorSettings
 logger = logging.getLogger(__name__)
 
 
-def _error(status: int, kind: str, message: str) -> JSONResponse:
+def error_response(status: int, kind: str, message: str) -> JSONResponse:
+    """An answer with the error envelope (every non-2xx answer of the executor, and of its fleet)."""
     return JSONResponse(
         status_code=status,
         content=ErrorEnvelope(error=ErrorBody(message=message, type=kind, code=status)).model_dump(),
     )
 
 
-def _query_gpu() -> dict[str, Any]:
+def query_gpu(gpu_id: str | None = None) -> dict[str, Any]:
+    """Name, compute capability, driver and memory of the first GPU, or of ``gpu_id`` (nvidia-smi
+    ignores ``CUDA_VISIBLE_DEVICES``, so a fleet's replica names its own); empty without one."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return {}
@@ -52,6 +55,7 @@ def _query_gpu() -> dict[str, Any]:
         out = subprocess.run(
             [
                 smi,
+                *([f"--id={gpu_id}"] if gpu_id else []),
                 "--query-gpu=name,compute_cap,driver_version,memory.total",
                 "--format=csv,noheader,nounits",
             ],
@@ -73,48 +77,37 @@ def _query_gpu() -> dict[str, Any]:
     }
 
 
-def create_app(settings: ExecutorSettings | None = None) -> FastAPI:
-    """Build the executor app. Compiles run on a thread pool; GPU runs are serialised by the evaluator."""
-    settings = settings or ExecutorSettings()
-    evaluator = Evaluator(settings)
-    pool = ThreadPoolExecutor(max_workers=settings.compile_workers, thread_name_prefix="executor")
-
-    @contextlib.asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        yield
-        pool.shutdown(wait=False, cancel_futures=True)
-        evaluator.close()
-
-    app = FastAPI(title="ReGraph executor", version="1", lifespan=lifespan)
-    app.state.evaluator = evaluator
+def install_error_handlers(app: FastAPI) -> None:
+    """The error envelope for every failure (HTTP errors, validation, the executor's own errors,
+    anything unexpected) and the access log: shared by the executor's app and its fleet's."""
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return _error(exc.status_code, kind, str(exc.detail))
+        return error_response(exc.status_code, kind, str(exc.detail))
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:20])
-        return _error(422, "validation_error", problems)
+        return error_response(422, "validation_error", problems)
 
     @app.exception_handler(TaskFormatError)
     async def task_error(_: Request, exc: TaskFormatError) -> JSONResponse:
-        return _error(422, "task_format_error", str(exc))
+        return error_response(422, "task_format_error", str(exc))
 
     @app.exception_handler(ToolchainError)
     async def toolchain_error(_: Request, exc: ToolchainError) -> JSONResponse:
-        return _error(503, "toolchain_unavailable", str(exc))
+        return error_response(503, "toolchain_unavailable", str(exc))
 
     @app.exception_handler(ExecutorError)
     async def executor_error(_: Request, exc: ExecutorError) -> JSONResponse:
         logger.exception("executor error")
-        return _error(500, "executor_error", str(exc))
+        return error_response(500, "executor_error", str(exc))
 
     @app.exception_handler(Exception)
     async def unexpected_error(_: Request, exc: Exception) -> JSONResponse:
         logger.exception("unhandled error")
-        return _error(500, "internal_error", f"{type(exc).__name__}: {exc}")
+        return error_response(500, "internal_error", f"{type(exc).__name__}: {exc}")
 
     @app.middleware("http")
     async def access_log(request: Request, call_next: Any) -> Any:
@@ -131,6 +124,24 @@ def create_app(settings: ExecutorSettings | None = None) -> FastAPI:
         )
         return response
 
+
+def create_app(settings: ExecutorSettings | None = None) -> FastAPI:
+    """Build the executor app. Compiles run on a thread pool; GPU runs are serialised by the evaluator."""
+    settings = settings or ExecutorSettings()
+    evaluator = Evaluator(settings)
+    pool = ThreadPoolExecutor(max_workers=settings.compile_workers, thread_name_prefix="executor")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        pool.shutdown(wait=False, cancel_futures=True)
+        evaluator.close()
+
+    app = FastAPI(title="ReGraph executor", version="1", lifespan=lifespan)
+    app.state.evaluator = evaluator
+
+    install_error_handlers(app)
+
     async def in_pool(request: EvaluateRequest) -> Verdict:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(
@@ -146,12 +157,12 @@ def create_app(settings: ExecutorSettings | None = None) -> FastAPI:
         try:
             chain = evaluator.compiler.toolchain
         except ToolchainError as e:
-            return _error(503, "toolchain_unavailable", str(e))
+            return error_response(503, "toolchain_unavailable", str(e))
         return JSONResponse({"status": "ready", "nvcc": chain.release, "runtime": evaluator.runtime})
 
     @app.get("/v1/device", response_model=DeviceInfo)
     async def device() -> DeviceInfo:
-        gpu = await asyncio.to_thread(_query_gpu)
+        gpu = await asyncio.to_thread(query_gpu)
         try:
             nvcc: str | None = evaluator.compiler.toolchain.release
         except ToolchainError:
@@ -169,18 +180,20 @@ def create_app(settings: ExecutorSettings | None = None) -> FastAPI:
         try:
             return await asyncio.wait_for(in_pool(request), timeout=settings.request_timeout_s)
         except TimeoutError:
-            return _error(504, "timeout", f"evaluation took longer than {settings.request_timeout_s:.0f}s")
+            return error_response(
+                504, "timeout", f"evaluation took longer than {settings.request_timeout_s:.0f}s"
+            )
 
     @app.post("/v1/evaluate/batch", response_model=BatchResponse)
     async def evaluate_batch(batch: BatchRequest) -> BatchResponse | JSONResponse:
         if len(batch.items) > settings.max_batch:
-            return _error(413, "batch_too_large", f"at most {settings.max_batch} items per batch")
+            return error_response(413, "batch_too_large", f"at most {settings.max_batch} items per batch")
         loop = asyncio.get_running_loop()
         futures = [loop.run_in_executor(pool, evaluate_safely, evaluator, item) for item in batch.items]
         try:
             verdicts = await asyncio.wait_for(asyncio.gather(*futures), timeout=settings.request_timeout_s)
         except TimeoutError:
-            return _error(504, "timeout", f"batch took longer than {settings.request_timeout_s:.0f}s")
+            return error_response(504, "timeout", f"batch took longer than {settings.request_timeout_s:.0f}s")
         return BatchResponse(verdicts=list(verdicts))
 
     return app

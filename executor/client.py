@@ -20,10 +20,10 @@ from executor.protocol import (
     BatchRequest,
     BatchResponse,
     CandidateSource,
-    DeviceInfo,
     ErrorEnvelope,
     EvaluateRequest,
     EvaluationOptions,
+    FleetDeviceInfo,
     FunctionTask,
     KernelTask,
     Verdict,
@@ -125,9 +125,10 @@ class ExecutorClient:
         )
         return self._call(BatchResponse, "POST", "/v1/evaluate/batch", batch).verdicts
 
-    def device(self) -> DeviceInfo:
-        """The executor's device description (``GET /v1/device``)."""
-        return self._call(DeviceInfo, "GET", "/v1/device")
+    def device(self) -> FleetDeviceInfo:
+        """The executor's device description (``GET /v1/device``); a fleet's lists every replica's
+        GPU under ``gpus`` (empty from a single executor)."""
+        return self._call(FleetDeviceInfo, "GET", "/v1/device")
 
     def health(self) -> bool:
         """True when the service answers ``/healthz``."""

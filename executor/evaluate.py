@@ -18,6 +18,7 @@ from executor.devcompare import compare_source
 from executor.errors import ExecutorError, ReferenceBuildError
 from executor.protocol import CandidateSource, EvaluateRequest, EvaluationOptions
 from executor.reference import build_reference
+from executor.runlimit import RunLimit, run_limit
 from executor.sandbox import (
     PreparedEvaluation,
     WorkerPool,
@@ -237,6 +238,7 @@ class Evaluator:
                 device="none",
             )
         baseline = baseline_build.result() if baseline_build is not None else None
+        applied = self.run_limit(task, options, timed_baseline=bool(baseline))
         run = CandidateRun(
             candidate_product=str(compiled.product),
             candidate_symbol=symbol,
@@ -251,7 +253,9 @@ class Evaluator:
             if not self.pool.drain(timeout_s=10.0):
                 logger.warning("a finished worker is still being torn down; timing anyway")
             seconds["reap_wait"] = time.perf_counter() - reaped
-            outcome = finish_candidate(cand_worker, run, self.settings.run_timeout_s, limit)
+            outcome = finish_candidate(
+                cand_worker, run, self.settings.run_timeout_s, limit, run_limit_s=applied.seconds
+            )
         seconds.update(outcome.seconds)
         if outcome.error is ErrorKind.REFERENCE_ERROR:
             return _reference_failure(task, Stage.CORRECTNESS, outcome.message, compiled, seconds)
@@ -286,6 +290,25 @@ class Evaluator:
             reward=reward,
             device=outcome.device or None,
             seconds=seconds,
+            run_limit=applied,
+        )
+
+    def run_limit(
+        self, task: FunctionTask | KernelTask, options: EvaluationOptions, timed_baseline: bool = False
+    ) -> RunLimit:
+        """The limit of a candidate's run (:mod:`executor.runlimit`): from the parent's time when the
+        caller gives it, else the serial reference's once the task's reference was timed."""
+        reference = self._cached_timing("reference", task)
+        timing_budget = options.max_warmup_ms / 1e3 + options.max_timing_s if options.run_timing else 0.0
+        return run_limit(
+            cap_s=self.settings.run_timeout_s,
+            floor_s=self.settings.run_limit_floor_s,
+            factor=self.settings.run_limit_factor,
+            # the fresh sets, the timing-size checks, the first set again, the reference's repeats
+            calls=options.correctness_sets + options.timing_size_checks + 1 + options.reference_repeats,
+            timing_budget_s=timing_budget * (2 if timed_baseline else 1),
+            reference_ms=reference.median_ms if reference is not None else None,
+            parent_ms=options.parent_ms,
         )
 
     @staticmethod
@@ -307,7 +330,7 @@ class Evaluator:
             runtime != "none" and options.run_timing and self._cached_timing("reference", task) is None
         )
         timing_set = (
-            timing_set_spec(task, reference, self.timing_sets_dir)
+            timing_set_spec(task, reference, self.timing_sets_dir, self.settings.timing_set_cache_bytes)
             if runtime != "none" and options.run_timing and options.timing_inputs == "task"
             else None
         )

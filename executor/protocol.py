@@ -17,11 +17,13 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from executor.checking import TrialPolicy
+from executor.runlimit import RunLimit
 from executor.taskformat import FunctionTask, KernelTask, Task
 from executor.verdict import (
     VERDICT_FORMAT,
     CompileResult,
     ErrorKind,
+    FleetRecord,
     KernelResources,
     Mismatch,
     Stage,
@@ -42,10 +44,14 @@ __all__ = [
     "ErrorKind",
     "EvaluateRequest",
     "EvaluationOptions",
+    "FleetDeviceInfo",
+    "FleetRecord",
     "FunctionTask",
     "KernelResources",
     "KernelTask",
     "Mismatch",
+    "ReplicaDevice",
+    "RunLimit",
     "Stage",
     "Task",
     "TimingStats",
@@ -117,6 +123,13 @@ class EvaluationOptions(BaseModel):
         "compare on the host",
     )
 
+    parent_ms: float | None = Field(
+        default=None,
+        gt=0,
+        description="the parent candidate's measured time per call (its timing median), when the "
+        "caller knows it: the candidate's run limit is derived from it instead of the reference's",
+    )
+
     def trial_policy(self, device_timed: bool = False) -> TrialPolicy:
         """The warm-up and stopping rules of :mod:`executor.checking` for these options.
 
@@ -168,6 +181,21 @@ class DeviceInfo(BaseModel):
     runtime: str
     runtime_checks_available: bool
     nvcc: str | None = None
+
+
+class ReplicaDevice(DeviceInfo):
+    """One replica of an executor fleet and its GPU."""
+
+    replica: str
+    node: str | None = None
+    gpu_ids: str = Field(default="", description="the replica's CUDA_VISIBLE_DEVICES")
+
+
+class FleetDeviceInfo(DeviceInfo):
+    """``GET /v1/device`` of a fleet: the first replica's device at the top level, as one executor
+    answers, and every replica's under ``gpus``."""
+
+    gpus: list[ReplicaDevice] = Field(default_factory=list)
 
 
 class ErrorBody(BaseModel):

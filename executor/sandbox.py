@@ -49,6 +49,8 @@ logger = logging.getLogger(__name__)
 # resident memory (/proc/PID/status) when it watches it, and look for its result and its exit. (It
 # used to look every 2 ms, which added half of that to every verdict on average.)
 POLL_S = 0.05
+# The candidate worker's stages (see executor.worker.candidate) in which the candidate itself runs.
+RUN_STAGES = frozenset({"correctness", "timing", "reference_timing", "baseline"})
 STDERR_TAIL = 4000
 
 Role = Literal["candidate", "reference"]
@@ -163,19 +165,32 @@ class WorkerProcess:
         self._close_done()
         shutil.rmtree(self.dir, ignore_errors=True)
 
-    def wait(self, timeout_s: float, memory_limit_bytes: int | None, watch_rss: bool) -> ErrorKind | None:
+    def wait(
+        self,
+        timeout_s: float,
+        memory_limit_bytes: int | None,
+        watch_rss: bool,
+        run_limit_s: float | None = None,
+    ) -> ErrorKind | None:
         """Wait for the worker's result; kill it at the deadline or above the memory limit.
 
         The worker is killed as soon as its result file is there (written by an atomic rename):
         letting it tear down a CUDA context and gigabytes of arrays would only delay the next job.
         The kill is sent, not waited for: the kernel's teardown of the process (its memory, its CUDA
         context) is left to :meth:`close`, which a :class:`Reaper` runs off the critical path.
+        With ``run_limit_s``, the worker is also killed that long after it reports that it runs the
+        candidate (its first stage in :data:`RUN_STAGES`): the inputs it was still preparing when the
+        job came do not count against the candidate.
         Returns :attr:`ErrorKind.TIMEOUT` / :attr:`ErrorKind.OUT_OF_MEMORY` when it had to be killed.
         """
         deadline = time.monotonic() + timeout_s
+        running = run_limit_s is None
         killed_for: ErrorKind | None = None
         try:
             while self.proc.poll() is None and not self.result_path.exists():
+                if not running and self.stage_text() in RUN_STAGES:
+                    running = True
+                    deadline = min(deadline, time.monotonic() + (run_limit_s or 0.0))
                 left = deadline - time.monotonic()
                 if left <= 0:
                     killed_for = ErrorKind.TIMEOUT
@@ -413,12 +428,19 @@ def start_candidate(proc: WorkerProcess, job: WorkerJob, memory_limit_bytes: int
 
 
 def finish_candidate(
-    proc: WorkerProcess, run: CandidateRun, timeout_s: float, memory_limit_bytes: int | None
+    proc: WorkerProcess,
+    run: CandidateRun,
+    timeout_s: float,
+    memory_limit_bytes: int | None,
+    run_limit_s: float | None = None,
 ) -> WorkerOutcome:
-    """Hand the worker its compiled candidate and wait for the outcome (crash and timeout included)."""
+    """Hand the worker its compiled candidate and wait for the outcome (crash and timeout included);
+    ``run_limit_s`` limits the candidate's own run (see :meth:`WorkerProcess.wait`)."""
     start = time.monotonic()
     proc.send("run.json", run.model_copy(update={"sent_at": start}))
-    killed_for = proc.wait(timeout_s, memory_limit_bytes, watch_rss=proc.runtime == "gpu")
+    killed_for = proc.wait(
+        timeout_s, memory_limit_bytes, watch_rss=proc.runtime == "gpu", run_limit_s=run_limit_s
+    )
     elapsed = time.monotonic() - start
     stage_text = proc.stage_text()
     stage: Literal["correctness", "timing"] = (
@@ -429,7 +451,12 @@ def finish_candidate(
             passed=False,
             stage=stage,
             error=ErrorKind.TIMEOUT,
-            message=f"killed after {timeout_s:.0f}s during {stage_text}",
+            message=f"killed after {elapsed:.1f}s during {stage_text}"
+            + (
+                f" (run limit {run_limit_s:.1f}s)"
+                if run_limit_s is not None and run_limit_s < timeout_s
+                else ""
+            ),
             seconds={stage: elapsed},
         )
     if killed_for is ErrorKind.OUT_OF_MEMORY:
@@ -469,11 +496,12 @@ def run_job(
     timeout_s: float,
     memory_limit_bytes: int | None = None,
     workdir: Path | None = None,
+    run_limit_s: float | None = None,
 ) -> WorkerOutcome:
     """Run one candidate job in a fresh worker process, start to finish, and return its outcome."""
     proc = WorkerProcess("candidate", job.runtime, workdir)
     try:
         start_candidate(proc, job, memory_limit_bytes)
-        return finish_candidate(proc, run, timeout_s, memory_limit_bytes)
+        return finish_candidate(proc, run, timeout_s, memory_limit_bytes, run_limit_s)
     finally:
         proc.close()

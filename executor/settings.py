@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from executor.cache import DEFAULT_CACHE_DIR
@@ -41,10 +41,11 @@ class ExecutorSettings(BaseSettings):
         "fresh seeds, inputs generated and reference outputs computed before that candidate arrives",
     )
     timing_set_cache_bytes: int = Field(
-        default=16 << 30,
+        default=24 << 30,
         ge=0,
-        description="disk space for the tasks' timing sets (inputs and reference outputs at the timing "
-        "size, one per task); the least recently used beyond it are removed",
+        description="disk space for the tasks' timing sets (reference outputs at the timing size, one "
+        "per task, and their inputs while they fit; executor.timingset): the benchmark's 102 tasks "
+        "need 18.2 GiB",
     )
     runtime: Literal["auto", "gpu", "host", "none"] = Field(
         default="auto",
@@ -52,9 +53,48 @@ class ExecutorSettings(BaseSettings):
         "task libraries on the CPU and exists for testing the isolation machinery only.",
     )
     compile_timeout_s: float = Field(default=180.0, gt=0)
-    run_timeout_s: float = Field(default=300.0, gt=0, description="wall-clock limit of one worker process")
+    run_timeout_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="wall-clock limit of one worker process, and the cap of a candidate's run limit",
+    )
+    run_limit_factor: float = Field(
+        default=10.0,
+        ge=1,
+        description="a candidate's run may take this many times the parent's (or else the serial "
+        "reference's) time per call, for each call outside the trials, plus the trials' time budget",
+    )
+    run_limit_floor_s: float = Field(
+        default=5.0, gt=0, description="the least run limit a candidate gets (executor.runlimit)"
+    )
     request_timeout_s: float = Field(default=900.0, gt=0, description="limit of one synchronous request")
     memory_limit_bytes: int = Field(default=16 << 30, gt=0, description="host memory of one worker process")
     compile_workers: int = Field(default=2, ge=1, le=64)
     max_batch: int = Field(default=64, ge=1)
+    ray: str | None = Field(
+        default=None,
+        description="serve a fleet on a Ray cluster: 'auto' (a running cluster, or a local one) or the "
+        "cluster's address (host:port); unset: this one executor on this machine's GPU",
+    )
+    fleet_replicas: int = Field(
+        default=0, ge=0, description="fleet: executor replicas to start; 0: one per GPU of the cluster"
+    )
+    fleet_gpu_resource: str = Field(
+        default="GPU",
+        description="fleet: the Ray resource one replica takes one unit of ('GPU'; tests name a custom one)",
+    )
+    fleet_affinity_depth: int = Field(
+        default=2,
+        ge=1,
+        description="fleet: evaluations a task's replica may have in flight before a candidate of that "
+        "task goes to a less busy replica instead",
+    )
+    fleet_probe_timeout_s: float = Field(
+        default=60.0, gt=0, description="fleet: limit of the health probe of a replica's GPU"
+    )
     log_level: str = "INFO"
+
+    @field_validator("ray")
+    @classmethod
+    def _empty_is_unset(cls, value: str | None) -> str | None:
+        return value or None  # compose passes an unset variable as ""

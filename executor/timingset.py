@@ -8,7 +8,17 @@ with the draw, and the speedups of different candidates of one task are measured
 The set and the reference's outputs for it are kept on disk under the executor's cache, one directory
 per task content and reference build, written once (atomically) by a reference worker. A candidate
 worker loads the inputs while the candidate compiles and reads the outputs only after its timed trials,
-to check the last trial. The directories are pruned to a size limit, least recently used first.
+to check the last trial.
+
+What fits. The reference's outputs are always stored (they cost a run of the serial reference at the
+timing size to make again), the inputs only while every stored set still fits in the limit
+(``TimingSetSpec.limit_bytes``): inputs can always be drawn again from the seed, in the candidate's
+worker while the candidate compiles. Nothing is removed to make room for a new set, so a queue that
+mixes more tasks than fit does not cycle through evicting and rebuilding them (least-recently-used
+eviction is the worst policy for such a queue: every set is evicted just before it is needed); the
+sets stored first keep their inputs, the others are drawn each time. The 80 function and 22 kernel
+tasks of the benchmark need 18.2 GiB with every input and 5.1 GiB of outputs alone. ``prune`` still
+keeps the directory under the limit when the limit is lowered.
 """
 
 from __future__ import annotations
@@ -37,10 +47,12 @@ MANIFEST = "manifest.json"
 
 
 class TimingSetSpec(BaseModel):
-    """Where a task's timing set lives and the seed it is drawn from."""
+    """Where a task's timing set lives, the seed it is drawn from, and the size the stored sets may
+    reach with this one's inputs (None: inputs always stored)."""
 
     dir: str
     seed: int
+    limit_bytes: int | None = None
 
 
 def timing_seed(task: FunctionTask | KernelTask) -> int:
@@ -54,7 +66,9 @@ def timing_seed(task: FunctionTask | KernelTask) -> int:
     return int.from_bytes(digest[:8], "little") >> 2  # 62 bits, like the fresh seeds
 
 
-def timing_set_spec(task: FunctionTask | KernelTask, reference_library: Path, root: Path) -> TimingSetSpec:
+def timing_set_spec(
+    task: FunctionTask | KernelTask, reference_library: Path, root: Path, limit_bytes: int | None = None
+) -> TimingSetSpec:
     """The spec of the task's timing set under ``root``, keyed by the task's content and the reference
     build (whose content-hashed file name changes with its source and compiler)."""
     key = content_key(
@@ -64,7 +78,7 @@ def timing_set_spec(task: FunctionTask | KernelTask, reference_library: Path, ro
         task.generator_source or "",
         reference_library.name,
     )
-    return TimingSetSpec(dir=str(root / key), seed=timing_seed(task))
+    return TimingSetSpec(dir=str(root / key), seed=timing_seed(task), limit_bytes=limit_bytes)
 
 
 def _input_path(directory: Path, name: str) -> Path:
@@ -87,15 +101,24 @@ def _checked(task: FunctionTask | KernelTask, name: str, array: np.ndarray) -> n
 
 
 def stored(spec: TimingSetSpec) -> bool:
-    """Whether the timing set and its expected outputs are on disk."""
+    """Whether the timing set's expected outputs (and maybe its inputs) are on disk."""
     return (Path(spec.dir) / MANIFEST).is_file()
+
+
+def inputs_stored(spec: TimingSetSpec) -> bool:
+    """Whether the stored set has its inputs (else they are drawn from the seed)."""
+    try:
+        manifest = json.loads((Path(spec.dir) / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return False
+    return bool(manifest.get("inputs", True))  # sets stored before the flag always had them
 
 
 def load_inputs(spec: TimingSetSpec, task: FunctionTask | KernelTask) -> InputSet | None:
     """The stored timing set (outputs still poisoned, as drawn), or None when it is not (or not
     readably) stored; the caller then draws it from the seed."""
     directory = Path(spec.dir)
-    if not stored(spec):
+    if not inputs_stored(spec):
         return None
     try:
         arrays = {}
@@ -140,22 +163,31 @@ def store(
     """Write the timing set and the reference's outputs for it, unless another writer was first.
 
     Everything goes into a private directory that is renamed into place, so a reader sees all of
-    it or nothing.
+    it or nothing. The inputs are left out when they would take the stored sets past
+    ``spec.limit_bytes`` (see the module's docstring).
     """
     target = Path(spec.dir)
     if stored(spec):
         return
     target.parent.mkdir(parents=True, exist_ok=True)
+    saved = [
+        (arg, inputs.arrays[arg.name])
+        for arg in task.arrays
+        # An output buffer as it is before every run is drawn again on loading.
+        if not (arg.intent == "out" and _all_poison(inputs.arrays[arg.name], arg.dtype))
+    ]
+    keep_inputs = admits_inputs(
+        target.parent,
+        spec.limit_bytes,
+        sum(a.nbytes for _, a in saved) + sum(a.nbytes for a in expected.values()),
+    )
     work = Path(tempfile.mkdtemp(prefix=f".{target.name[:12]}-", dir=target.parent))
     try:
-        for arg in task.arrays:
-            array = inputs.arrays[arg.name]
-            if arg.intent == "out" and _all_poison(array, arg.dtype):
-                continue  # drawn again on loading: an output buffer as it is before every run
+        for arg, array in saved if keep_inputs else []:
             np.save(_input_path(work, arg.name), array, allow_pickle=False)
         for name, array in expected.items():
             np.save(_expected_path(work, name), array, allow_pickle=False)
-        manifest = {"seed": spec.seed, "task": task.id}
+        manifest = {"seed": spec.seed, "task": task.id, "inputs": keep_inputs}
         (work / MANIFEST).write_text(json.dumps(manifest))
         try:
             os.rename(work, target)
@@ -164,6 +196,21 @@ def store(
                 raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def admits_inputs(root: Path, limit_bytes: int | None, set_bytes: int) -> bool:
+    """Whether a new set of ``set_bytes`` (inputs and outputs) fits beside the sets stored under
+    ``root`` within ``limit_bytes``; a set that does not is stored without its inputs."""
+    if limit_bytes is None:
+        return True
+    return stored_bytes(root) + set_bytes <= limit_bytes
+
+
+def stored_bytes(root: Path) -> int:
+    """The size of every stored timing set under ``root``."""
+    if not root.is_dir():
+        return 0
+    return sum(_size_bytes(d) for d in root.iterdir() if d.is_dir() and (d / MANIFEST).is_file())
 
 
 def _all_poison(array: np.ndarray, dtype: str) -> bool:

@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from executor.runlimit import RunLimit
 from executor.static import StaticViolation
 
 VERDICT_FORMAT: Literal["regraph.verdict/v1"] = "regraph.verdict/v1"
@@ -114,6 +115,17 @@ class Mismatch(BaseModel):
     seed: int
 
 
+class FleetRecord(BaseModel):
+    """Where a fleet evaluated the candidate; a single executor's verdicts have none."""
+
+    replica: str = Field(description="the replica whose verdict this is")
+    node: str | None = Field(default=None, description="the Ray node it ran on")
+    attempts: int = Field(default=1, ge=1, le=2, description="2: retried once on another replica")
+    lost: list[str] = Field(
+        default_factory=list, description="why an earlier attempt gave no verdict (its replica died...)"
+    )
+
+
 class Verdict(BaseModel):
     """The result of evaluating one candidate for one task."""
 
@@ -136,6 +148,10 @@ class Verdict(BaseModel):
     reward: float | None = None
     device: str | None = None
     seconds: dict[str, float] = Field(default_factory=dict, description="wall time spent per stage")
+    run_limit: RunLimit | None = Field(
+        default=None, description="the wall-clock limit of the candidate's run and what it came from"
+    )
+    fleet: FleetRecord | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> Verdict:

@@ -131,6 +131,13 @@ def cudaeval_command(
     time_limit: Annotated[
         float | None, typer.Option(help="start no new task after this many seconds")
     ] = None,
+    executors: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="searches (tasks, samples) run at once: the GPUs of an executor fleet behind the URL",
+        ),
+    ] = 1,
     split_path: Annotated[Path, typer.Option("--split", help="the split file")] = DEFAULT_SPLIT_PATH,
     tasks_dir: Annotated[Path, typer.Option(help="task directories")] = DEFAULT_TASKS_DIR,
     trajectories_dir: Annotated[Path, typer.Option(help="trajectory files")] = DEFAULT_TRAJECTORIES_DIR,
@@ -167,6 +174,7 @@ def cudaeval_command(
                         final_evaluation=final_evaluation,
                         search_overrides=_search_overrides(search_option or []),
                         time_limit_s=time_limit,
+                        executors=executors,
                     )
                     .run()
                 )

@@ -88,8 +88,15 @@ def db_status() -> None:
 def executor_serve(
     host: Annotated[str | None, typer.Option(help="listen address")] = None,
     port: Annotated[int | None, typer.Option(help="listen port")] = None,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            help="serve a fleet, one replica per GPU of a Ray cluster: 'auto' or the cluster's "
+            "address (default: REGRAPH_EXECUTOR_RAY; unset: one executor on this machine)"
+        ),
+    ] = None,
 ) -> None:
-    """Run the executor service alone (compile, verify and time candidates)."""
+    """Run the executor service alone (compile, verify and time candidates), or as a fleet on Ray."""
     from executor.server import serve
     from executor.settings import ExecutorSettings
 
@@ -98,6 +105,8 @@ def executor_serve(
         overrides["host"] = host
     if port is not None:
         overrides["port"] = port
+    if ray is not None:
+        overrides["ray"] = ray
     serve(ExecutorSettings(**overrides))  # type: ignore[arg-type]
 
 

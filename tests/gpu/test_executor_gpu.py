@@ -1,18 +1,23 @@
 """GPU runtime stages: correct candidates pass repeatedly, adversarial ones are rejected with the right kind.
 
-Needs an NVIDIA GPU, nvcc and pycuda; skipped cleanly elsewhere.
+Needs an NVIDIA GPU, nvcc and pycuda; skipped cleanly elsewhere. With ``REGRAPH_GPU_TESTS_EXECUTOR_URL``
+set (an executor or a fleet serving on that GPU), the tests that use the shared ``evaluator`` send
+their candidates there through the client instead of an evaluator in this process; the few that need
+settings of their own still build one here.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 import pytest
 
+from executor.client import ExecutorClient
 from executor.evaluate import Evaluator
 from executor.protocol import CandidateSource, EvaluationOptions
 from executor.settings import ExecutorSettings
@@ -32,8 +37,33 @@ if importlib.util.find_spec("pycuda") is None or shutil.which("nvidia-smi") is N
 QUICK = EvaluationOptions(min_trials=5, max_trials=20, min_timing_ms=20, reference_repeats=1)
 
 
+class CandidateEvaluator(Protocol):
+    """What the tests need of an evaluator: an in-process `Evaluator`, or a service through its URL."""
+
+    def evaluate(
+        self, task: FunctionTask | KernelTask, candidate: CandidateSource, options: EvaluationOptions | None
+    ) -> Verdict: ...
+
+
+class ThroughUrl:
+    """Evaluates through an executor's (or a fleet's) HTTP API."""
+
+    def __init__(self, client: ExecutorClient) -> None:
+        self.client = client
+
+    def evaluate(
+        self, task: FunctionTask | KernelTask, candidate: CandidateSource, options: EvaluationOptions | None
+    ) -> Verdict:
+        return self.client.evaluate(task, candidate, options)
+
+
 @pytest.fixture(scope="module")
-def evaluator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Evaluator]:
+def evaluator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CandidateEvaluator]:
+    url = os.environ.get("REGRAPH_GPU_TESTS_EXECUTOR_URL")
+    if url:
+        with ExecutorClient(url, timeout_s=600) as client:
+            yield ThroughUrl(client)
+        return
     settings = ExecutorSettings(
         cache_dir=tmp_path_factory.mktemp("gpu-cache"), runtime="gpu", run_timeout_s=60
     )
@@ -46,11 +76,13 @@ def _task(name: str) -> FunctionTask | KernelTask:
     return load_task(TASKS_DIR / name)
 
 
-def _evaluate(evaluator: Evaluator, task: str, source: str, options: EvaluationOptions = QUICK) -> Verdict:
+def _evaluate(
+    evaluator: CandidateEvaluator, task: str, source: str, options: EvaluationOptions = QUICK
+) -> Verdict:
     return evaluator.evaluate(_task(task), CandidateSource(source=source), options)
 
 
-def test_naive_function_candidate_passes_repeatedly(evaluator: Evaluator) -> None:
+def test_naive_function_candidate_passes_repeatedly(evaluator: CandidateEvaluator) -> None:
     task = _task("saxpy")
     assert task.naive_source is not None
     for _ in range(3):
@@ -67,7 +99,7 @@ def test_naive_function_candidate_passes_repeatedly(evaluator: Evaluator) -> Non
 @pytest.mark.parametrize("on_device", [True, False])
 @pytest.mark.parametrize(("task", "file"), [("block_sum", "block_sum_correct.cu")])
 def test_correct_kernel_candidate_passes_repeatedly(
-    evaluator: Evaluator, task: str, file: str, on_device: bool
+    evaluator: CandidateEvaluator, task: str, file: str, on_device: bool
 ) -> None:
     source = (ADVERSARIAL / file).read_text()
     options = QUICK.model_copy(update={"compare_on_device": on_device})
@@ -79,7 +111,7 @@ def test_correct_kernel_candidate_passes_repeatedly(
         assert ("download" in verdict.seconds) is not on_device, verdict.seconds
 
 
-def test_scale_kernel_passes(evaluator: Evaluator) -> None:
+def test_scale_kernel_passes(evaluator: CandidateEvaluator) -> None:
     source = (
         (ADVERSARIAL / "scale_low_precision.cu")
         .read_text()
@@ -112,7 +144,7 @@ def test_scale_kernel_passes(evaluator: Evaluator) -> None:
     ],
 )
 def test_adversarial_candidates_are_rejected(
-    evaluator: Evaluator, task: str, file: str, kinds: set[ErrorKind]
+    evaluator: CandidateEvaluator, task: str, file: str, kinds: set[ErrorKind]
 ) -> None:
     verdict = _evaluate(evaluator, task, (ADVERSARIAL / file).read_text())
     assert not verdict.passed
@@ -159,7 +191,7 @@ def test_kernel_candidates_pass_with_either_compiler(
         own.close()
 
 
-def test_a_sticky_cuda_error_costs_only_its_worker(evaluator: Evaluator) -> None:
+def test_a_sticky_cuda_error_costs_only_its_worker(evaluator: CandidateEvaluator) -> None:
     broken = _evaluate(evaluator, "block_sum", (ADVERSARIAL / "block_sum_out_of_bounds.cu").read_text())
     assert not broken.passed
     source = (ADVERSARIAL / "block_sum_correct.cu").read_text()
@@ -167,7 +199,7 @@ def test_a_sticky_cuda_error_costs_only_its_worker(evaluator: Evaluator) -> None
     assert after.passed, after.message
 
 
-def test_timing_records_its_trials_and_spread(evaluator: Evaluator) -> None:
+def test_timing_records_its_trials_and_spread(evaluator: CandidateEvaluator) -> None:
     source = (ADVERSARIAL / "block_sum_correct.cu").read_text()
     verdict = _evaluate(evaluator, "block_sum", source, EvaluationOptions(reference_repeats=1))
     assert verdict.passed, verdict.message
@@ -204,7 +236,7 @@ __global__ void block_sum_kernel(int blocks, const float* values, float* sums) {
 
 @pytest.mark.parametrize("on_device", [True, False])
 def test_the_last_timed_launch_is_checked_on_the_task_timing_set(
-    evaluator: Evaluator, on_device: bool
+    evaluator: CandidateEvaluator, on_device: bool
 ) -> None:
     """Right in the correctness stage, wrong in the timed batches: the output of the last timed launch
     is checked, against the reference's outputs for the task's timing set (on the device or the
@@ -219,7 +251,7 @@ def test_the_last_timed_launch_is_checked_on_the_task_timing_set(
         assert verdict.mismatch.seed == timing_seed(_task("block_sum"))
 
 
-def test_a_fault_in_a_timed_batch_costs_only_its_worker(evaluator: Evaluator) -> None:
+def test_a_fault_in_a_timed_batch_costs_only_its_worker(evaluator: CandidateEvaluator) -> None:
     """An illegal address in one launch of a batch is sticky: it surfaces when the batch is waited
     for, as a CUDA error (or the worker's death), and the next candidate runs normally. (Should the
     stray write land in mapped memory instead, the timed output is left unwritten.)"""
@@ -246,7 +278,7 @@ def test_a_hang_in_a_timed_batch_is_a_timeout(tmp_path: Path) -> None:
         own.close()
 
 
-def test_repeated_timing_on_the_timing_set_agrees(evaluator: Evaluator) -> None:
+def test_repeated_timing_on_the_timing_set_agrees(evaluator: CandidateEvaluator) -> None:
     """Batched trials give sane, repeatable medians (a loose bound here; the benchmark measures the
     spread against the 2 % target on larger kernels)."""
     source = (ADVERSARIAL / "block_sum_correct.cu").read_text()
@@ -263,7 +295,7 @@ def test_repeated_timing_on_the_timing_set_agrees(evaluator: Evaluator) -> None:
 
 @pytest.mark.parametrize("on_device", [True, False])
 def test_a_kernel_wrong_only_at_the_timing_size_fails_its_correctness_check(
-    evaluator: Evaluator, on_device: bool
+    evaluator: CandidateEvaluator, on_device: bool
 ) -> None:
     """A kernel's fresh timing-size set is checked after the trials on the device, or in a thread while
     the kernel is timed; a failure there is still the verdict, as a correctness failure on that

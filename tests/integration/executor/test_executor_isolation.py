@@ -161,6 +161,18 @@ def test_hang_is_killed_at_the_deadline(
     assert time.monotonic() - start < 15
 
 
+def test_a_run_limit_counts_from_the_candidates_first_run(
+    task: FunctionTask | KernelTask, products: dict[str, str], tmp_path: Path
+) -> None:
+    """The derived run limit (executor.runlimit) kills a hang seconds after it starts running, long
+    before the worker's overall limit; the inputs prepared before it do not count."""
+    start = time.monotonic()
+    outcome = run_job(_job(task, tmp_path), _run(products["hang"]), timeout_s=120, run_limit_s=2.0)
+    assert outcome.error is ErrorKind.TIMEOUT and not outcome.passed
+    assert "during correctness" in outcome.message and "run limit 2.0s" in outcome.message
+    assert time.monotonic() - start < 60
+
+
 def test_memory_hog_is_stopped_by_the_limit(
     task: FunctionTask | KernelTask, products: dict[str, str], tmp_path: Path
 ) -> None:

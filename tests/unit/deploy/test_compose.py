@@ -103,3 +103,38 @@ def test_dockerfiles_exist(compose: dict[str, Any]) -> None:
     for name in ("api", "executor"):
         build = compose["services"][name]["build"]
         assert (ROOT / build["context"] / build["dockerfile"]).is_file()
+
+
+def test_the_fleet_profile_has_a_ray_head_and_a_gpu_worker(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    head, worker = services["ray-head"], services["ray-gpu-worker"]
+    assert head["profiles"] == ["fleet"] and worker["profiles"] == ["fleet"]
+    assert "--head" in head["command"] and "--port=6379" in head["command"]
+    assert 6379 in _exposed(head)
+    # The worker joins the head on the port it listens on, and offers its GPUs to the replicas.
+    address = next(a.split("=", 1)[1] for a in worker["command"] if a.startswith("--address="))
+    host, port = address.split(":")
+    assert host in services and int(port) in _exposed(services[host])
+    devices = worker["deploy"]["resources"]["reservations"]["devices"]
+    assert devices[0]["driver"] == "nvidia" and "gpu" in devices[0]["capabilities"]
+    assert worker["depends_on"]["ray-head"]["condition"] == "service_healthy"
+    # Both run the executor's image, so the replicas import the same code as the router.
+    assert head["build"] == worker["build"] == services["executor"]["build"]
+    # Default `docker compose up` starts no Ray: only the profile does.
+    assert all("profiles" not in services[name] for name in ("neo4j", "api", "executor", "vllm"))
+
+
+def test_the_executor_becomes_the_fleet_router_when_ray_is_named(
+    compose: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from executor.settings import ExecutorSettings
+
+    env = _env(compose["services"]["executor"])
+    assert "REGRAPH_EXECUTOR_RAY" in env
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert not ExecutorSettings().ray  # unset by default: one executor, as before
+    monkeypatch.setenv("REGRAPH_EXECUTOR_RAY", "ray-head:6379")
+    settings = ExecutorSettings()
+    host = (settings.ray or "").split(":")[0]
+    assert host in compose["services"] and 6379 in _exposed(compose["services"][host])

@@ -109,3 +109,24 @@ def test_poisoned_output_buffers_are_not_stored_but_come_back_poisoned(tmp_path:
     assert sums.shape == drawn.arrays["sums"].shape and sums.dtype == drawn.arrays["sums"].dtype
     assert bool(np.isnan(sums).all())
     assert np.array_equal(loaded.arrays["values"], drawn.arrays["values"])
+
+
+def test_a_set_past_the_limit_keeps_its_outputs_and_evicts_nothing(
+    saxpy: FunctionTask | KernelTask, tmp_path: Path
+) -> None:
+    first = timingset.timing_set_spec(saxpy, Path("a.so"), tmp_path)
+    drawn = generate_inputs(saxpy, "timing", first.seed)
+    expected = {"y": drawn.arrays["y"] * np.float32(2)}
+    set_bytes = sum(a.nbytes for a in drawn.arrays.values()) + expected["y"].nbytes
+    limit = set_bytes + set_bytes // 2  # room for one whole set, not two
+    timingset.store(first.model_copy(update={"limit_bytes": limit}), saxpy, drawn, expected)
+    second = timingset.timing_set_spec(saxpy, Path("b.so"), tmp_path, limit_bytes=limit)
+    timingset.store(second, saxpy, drawn, expected)
+    assert timingset.inputs_stored(first) and timingset.load_inputs(first, saxpy) is not None
+    # The second set does not fit whole: its inputs are drawn from the seed, its outputs are kept,
+    # and the first set stays as it was.
+    assert timingset.stored(second) and not timingset.inputs_stored(second)
+    assert timingset.load_inputs(second, saxpy) is None
+    outputs = timingset.load_expected(second, saxpy)
+    assert outputs is not None and np.array_equal(outputs["y"], expected["y"])
+    assert timingset.stored_bytes(tmp_path) <= limit

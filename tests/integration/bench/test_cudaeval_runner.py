@@ -16,6 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bench.metrics import OVERALL
+from bench.results import SampleRecord
 from bench.runner import (
     CudaEvalRunner,
     knowledge_from_trajectories,
@@ -125,6 +126,31 @@ def test_mcgs_run_compile_only_reports_compile_rate_and_no_runtime_numbers(
     assert [s.model_dump(exclude={"seconds"}) for s in again.samples] == [
         s.model_dump(exclude={"seconds"}) for s in result.samples
     ]
+
+
+def _untimed(sample: SampleRecord) -> dict[str, object]:
+    """A sample without its times (and the compile cache's hits, which the second run has)."""
+    data = sample.model_dump(exclude={"seconds"})
+    verdict = data.get("verdict") or {}
+    verdict.pop("seconds", None)
+    for key in ("seconds", "cache_hit"):
+        (verdict.get("compile") or {}).pop(key, None)
+    return data
+
+
+def test_tasks_in_parallel_lanes_give_the_same_samples(
+    corpus: Path, executor_url: str, tmp_path: Path
+) -> None:
+    """--executors N: N (task, sample) searches at once, as over an executor fleet; same seeds, same
+    samples as one at a time (timings aside), in the selection's order."""
+    with ExecutorClient(executor_url) as client:
+        one = _runner(corpus, executor_url, client, "regraph-mcgs", tmp_path / "one").run()
+        lanes = _runner(corpus, executor_url, client, "regraph-mcgs", tmp_path / "lanes")
+        lanes.executors = 3
+        parallel = lanes.run()
+    assert [(s.task_id, s.sample) for s in parallel.samples] == [(t, i) for t in HELD_OUT for i in range(2)]
+    assert [_untimed(s) for s in parallel.samples] == [_untimed(s) for s in one.samples]
+    assert parallel.complete and parallel.totals.executor_evaluations == one.totals.executor_evaluations
 
 
 def test_one_shot_without_replayed_answers_has_no_code(

@@ -24,8 +24,8 @@ from graphdb.models import (
 )
 from graphdb.retrieval_cache import CandidateCache
 from graphdb.store import Neo4jGraphStore
-from tests.integration.graph.conftest import unit_vector
-from tests.integration.graph.test_store_conformance import example, seed
+from tests.integration.conftest import unit_vector
+from tests.integration.graphdb.test_store_conformance import example, seed
 
 QUERY = "the code the search is at"
 

@@ -8,7 +8,7 @@ import pytest
 
 from bench.runner import BenchResult, build_search_result
 from bench.sweep import SweepError, mean_with_error, read_sweep, run_sweep
-from tests.unit.bench_runner.test_report import PNG_MAGIC, _info, _sample
+from tests.unit.bench.test_report import PNG_MAGIC, _info, _sample
 
 
 def _result(b_speedup: float) -> BenchResult:

@@ -16,10 +16,11 @@ from neo4j import Driver
 
 from graphdb import cypher_guard
 from graphdb.connection import Neo4jTarget
-from graphdb.cypher_guard import CypherRefusedError, run_read_only
+from graphdb.cypher_guard import run_read_only
+from graphdb.errors import CypherRefusedError
 from graphdb.models import IngestBatch
 from graphdb.store import GraphStore
-from tests.integration.graph.test_store_conformance import technique
+from tests.integration.graphdb.test_store_conformance import technique
 
 WRITES = [
     "CREATE (x:Intruder {name: 'created'}) RETURN x",

@@ -10,8 +10,9 @@ import pytest
 
 from executor.static import check_source
 from executor.taskformat import load_task
+from graphdb.errors import TechniqueExistsError
 from graphdb.models import RelabelOutcome, ReviewStatus, Technique, utc_now
-from graphdb.store import GraphStore, TechniqueExistsError
+from graphdb.store import GraphStore
 from search.construction import (
     GraphBuilder,
     GraphWriteError,

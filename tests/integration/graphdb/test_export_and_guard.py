@@ -14,8 +14,8 @@ from graphdb.export import export_to_file, import_from_file, read_export
 from graphdb.models import IngestBatch, ReviewStatus, Role
 from graphdb.store import GraphStore
 from search.protocols import INITIAL_TECHNIQUE
-from tests.integration.graph.conftest import unit_vector
-from tests.integration.graph.test_store_conformance import example, seed, technique
+from tests.integration.conftest import unit_vector
+from tests.integration.graphdb.test_store_conformance import example, seed, technique
 
 
 def populate(store: GraphStore) -> None:

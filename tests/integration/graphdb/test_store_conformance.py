@@ -24,7 +24,7 @@ from graphdb.models import (
     utc_now,
 )
 from graphdb.store import GraphStore, hash_token
-from tests.integration.graph.conftest import unit_vector
+from tests.integration.conftest import unit_vector
 
 
 def technique(name: str, description: str = "") -> Technique:

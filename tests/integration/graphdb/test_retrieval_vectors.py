@@ -8,8 +8,8 @@ from graphdb.connection import Neo4jTarget
 from graphdb.models import IngestBatch
 from graphdb.retrieval_cache import CandidateCache
 from graphdb.store import Neo4jGraphStore
-from tests.integration.graph.conftest import unit_vector
-from tests.integration.graph.test_store_conformance import example, technique
+from tests.integration.conftest import unit_vector
+from tests.integration.graphdb.test_store_conformance import example, technique
 
 
 def test_examples_without_a_packed_vector_are_ranked_from_their_float_list(

@@ -1,0 +1,465 @@
+"""Throughput of the executor fleet on a mixed queue, and the fleet's own overhead per evaluation.
+
+Queue mode (default): candidates over every task of the ``--tasks`` directories, shuffled with a fixed
+seed: per task ``--per-task`` correct candidates (the task's ``naive.cu`` or ``candidate.cu``, each a
+distinct compile), one failing one (in turn: its entry returns at once, so its outputs stay unwritten;
+a compile error; a static rejection), and ``--hangs`` candidates that never return (a spin at the top
+of the entry). ``--clients`` callers keep the fleet busy over HTTP, as rollouts in flight or several
+jobs do, so compiles overlap the GPU work. Reported: evaluations per hour (and per GPU), the fraction
+of wall time each replica spent in the runtime stages that hold its GPU (``run``: correctness and
+timing; and each of those), call latency, what the hangs cost and which run limit applied, timing-set
+rebuilds (a task's set stored more than once in the run), and retried or lost evaluations.
+
+``--replicas 1,2,4`` runs the same queue on fleets of each size in one call and reports the scaling
+efficiency: (evaluations/hour with N) / (N x evaluations/hour with 1). ``--kill-after K`` kills one
+replica after K verdicts (the fault run of the multi-GPU issue).
+
+Overhead mode (``--overhead``): what the fleet adds to one evaluation on the CPU. One executor and a
+fleet of one replica (both runtime ``none``, same settings, cached compiles: the evaluation itself is
+a few milliseconds) answer the same requests over HTTP, alternating, one at a time; the difference of
+the medians is the fleet's scheduling overhead (router, Ray's actor call, the JSON crossing).
+
+    python -m bench.throughput --runtime gpu --tasks bench/tasks --tasks bench/kernel_tasks \\
+        --replicas 1 --out bench/results/throughput.json --md bench/results/throughput.md
+    python -m bench.throughput --overhead --evals 200 --md bench/results/fleet_overhead.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import platform
+import random
+import re
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvicorn
+
+from bench.executor_bench import candidate_source, task_dirs
+from executor.app import create_app
+from executor.fleet.app import create_fleet_app
+from executor.fleet.router import Fleet
+from executor.protocol import CandidateSource, EvaluateRequest, EvaluationOptions, Verdict
+from executor.settings import ExecutorSettings
+from executor.taskformat import FunctionTask, KernelTask, load_task
+
+logger = logging.getLogger("bench.throughput")
+
+# The runtime stages, all inside the replica's GPU lock (``run`` is their whole).
+GPU_STAGES = ("run", "correctness", "timing", "timing_trials", "compare", "compare_behind")
+FAKE_GPU = "bench_gpu"
+
+
+@dataclass(frozen=True)
+class QueueItem:
+    """One candidate of the queue and what it is meant to do."""
+
+    task: FunctionTask | KernelTask
+    source: str
+    kind: str  # correct, unwritten, compile_error, static, hang
+
+
+def _entry_body(task: FunctionTask | KernelTask, source: str) -> int | None:
+    """The offset just after the opening brace of the entry's definition (None when not found)."""
+    match = re.search(rf"\b{re.escape(task.entry)}\s*\([^;{{]*\)\s*\{{", source)
+    return match.end() if match else None
+
+
+def _inject(task: FunctionTask | KernelTask, source: str, statement: str) -> str | None:
+    at = _entry_body(task, source)
+    return None if at is None else f"{source[:at]}\n{statement}\n{source[at:]}"
+
+
+def _distinct(source: str, tag: str) -> str:
+    # A new content hash and a changed module (NVRTC caches what it compiled by preprocessed text).
+    return f"{source}\n__device__ int xthroughput_{tag};\n"
+
+
+def build_queue(dirs: list[Path], per_task: int, hangs: int, seed: int) -> list[QueueItem]:
+    """The mixed queue: correct and failing candidates of every task and a few hangs, shuffled."""
+    items: list[QueueItem] = []
+    failing = ("unwritten", "compile_error", "static")
+    hung = 0
+    for n, d in enumerate(dirs):
+        task = load_task(d)
+        source = candidate_source(d, task, "gpu")
+        if source is None:
+            continue
+        for k in range(per_task):
+            items.append(QueueItem(task, _distinct(source, f"{n}_{k}"), "correct"))
+        kind = failing[n % len(failing)]
+        broken: str | None
+        if kind == "unwritten":
+            broken = _inject(task, source, "return;")
+        elif kind == "compile_error":
+            broken = source + "\nthis is not CUDA;\n"
+        else:
+            broken = _inject(task, source, 'printf("x");')
+        if broken is not None:
+            items.append(QueueItem(task, _distinct(broken, f"{n}_f"), kind))
+        if hung < hangs and isinstance(task, KernelTask):
+            spin = _inject(task, source, "volatile int xspin = 1; while (xspin) {}")
+            if spin is not None:
+                items.append(QueueItem(task, _distinct(spin, f"{n}_h"), "hang"))
+                hung += 1
+    random.Random(seed).shuffle(items)
+    return items
+
+
+# --- serving -------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def serving(app: Any) -> Iterator[str]:
+    """Serve an ASGI app on a free loopback port in a thread; yields its URL."""
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 600
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("the server did not start")
+        time.sleep(0.05)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=60)
+
+
+def start_ray(runtime: str, replicas: int, address: str | None) -> str:
+    """Connect to ``address`` or start Ray on this machine; the resource that places replicas."""
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+    if address:
+        ray.init(address=address, log_to_driver=False, logging_level="warning")
+        return "GPU"
+    if runtime == "none":  # no GPU: a custom resource stands for one per replica
+        ray.init(num_cpus=2, resources={FAKE_GPU: replicas}, log_to_driver=False, logging_level="warning")
+        return FAKE_GPU
+    ray.init(log_to_driver=False, logging_level="warning")
+    return "GPU"
+
+
+# --- queue mode ----------------------------------------------------------------------------------
+
+
+async def _drain(
+    url: str,
+    items: list[QueueItem],
+    options: EvaluationOptions,
+    clients: int,
+    fleet: Fleet | None,
+    kill_after: int | None,
+    max_seconds: float | None = None,
+) -> list[tuple[QueueItem, Verdict | None, float, str | None]]:
+    queue: asyncio.Queue[tuple[int, QueueItem]] = asyncio.Queue()
+    for i, item in enumerate(items):
+        queue.put_nowait((i, item))
+    results: list[Any] = [None] * len(items)
+    done = 0
+    stop_at = time.monotonic() + max_seconds if max_seconds else None
+
+    async def caller(http: httpx.AsyncClient) -> None:
+        nonlocal done
+        while not queue.empty() and (stop_at is None or time.monotonic() < stop_at):
+            i, item = queue.get_nowait()
+            body = EvaluateRequest(
+                task=item.task, candidate=CandidateSource(source=item.source), options=options
+            )
+            start = time.perf_counter()
+            try:
+                answer = await http.post("/v1/evaluate", content=body.model_dump_json())
+                error = None if answer.is_success else answer.text[:300]
+                verdict = Verdict.model_validate_json(answer.content) if answer.is_success else None
+            except httpx.HTTPError as e:
+                verdict, error = None, f"{type(e).__name__}: {e}"
+            results[i] = (item, verdict, time.perf_counter() - start, error)
+            done += 1
+            if kill_after is not None and done == kill_after and fleet is not None:
+                import ray
+
+                victim = sorted(fleet.replicas)[0]
+                logger.warning("killing %s after %d verdicts", victim, done)
+                ray.kill(fleet.replicas[victim].handle, no_restart=True)
+
+    headers = {"content-type": "application/json"}
+    async with httpx.AsyncClient(base_url=url, timeout=1200, headers=headers) as http:
+        await asyncio.gather(*(caller(http) for _ in range(clients)))
+    return [r for r in results if r is not None]  # those started before the time was up
+
+
+def _stat(values: list[float]) -> dict[str, float | None]:
+    if not values:
+        return {"median": None, "p90": None, "max": None}
+    ordered = sorted(values)
+    return {
+        "median": statistics.median(ordered),
+        "p90": ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))],
+        "max": ordered[-1],
+    }
+
+
+def summarize(
+    results: list[tuple[QueueItem, Verdict | None, float, str | None]], wall_s: float, replicas: int
+) -> dict[str, Any]:
+    """The queue run's figures (see the module's docstring)."""
+    verdicts = [(item, v, call) for item, v, call, _ in results if v is not None]
+    per_replica: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for _, v, _ in verdicts:
+        name = v.fleet.replica if v.fleet else "single"
+        for stage in GPU_STAGES:
+            per_replica[name][stage] += v.seconds.get(stage, 0.0)
+        per_replica[name]["evaluations"] += 1
+    busy = {
+        name: {stage: round(total.get(stage, 0.0) / wall_s, 3) for stage in GPU_STAGES}
+        | {"evaluations": int(total["evaluations"])}
+        for name, total in sorted(per_replica.items())
+    }
+    stored = Counter(v.task_id for _, v, _ in verdicts if "timing_set" in v.seconds)
+    hangs = [
+        {
+            "task": v.task_id,
+            "error": v.error.value if v.error else None,
+            "run_s": round(v.seconds.get("run", 0.0), 2),
+            "call_s": round(call, 2),
+            "run_limit": v.run_limit.model_dump() if v.run_limit else None,
+        }
+        for item, v, call in verdicts
+        if item.kind == "hang"
+    ]
+    outcome = Counter(f"{item.kind}:{v.error.value if v.error else 'passed'}" for item, v, _ in verdicts)
+    by_kind: dict[str, list[float]] = defaultdict(list)
+    for item, _, call in verdicts:
+        by_kind["kernel" if isinstance(item.task, KernelTask) else "function"].append(call)
+    per_hour = len(verdicts) / wall_s * 3600 if wall_s > 0 else 0.0
+    return {
+        "evaluations": len(results),
+        "verdicts": len(verdicts),
+        "lost": len(results) - len(verdicts),
+        "errors": [e for *_, e in results if e is not None][:5],
+        "retried": sum(1 for _, v, _ in verdicts if v.fleet is not None and v.fleet.attempts > 1),
+        "wall_s": round(wall_s, 1),
+        "replicas": replicas,
+        "per_hour": round(per_hour),
+        "per_hour_per_gpu": round(per_hour / max(replicas, 1)),
+        "gpu_busy": busy,
+        "rebuilds": sum(n - 1 for n in stored.values()),
+        "timing_sets_stored": sum(stored.values()),
+        "latency_s": {kind: _stat(calls) for kind, calls in sorted(by_kind.items())},
+        "hangs": hangs,
+        "outcomes": dict(sorted(outcome.items())),
+    }
+
+
+def run_queue(args: argparse.Namespace, items: list[QueueItem], replicas: int, cache: Path) -> dict[str, Any]:
+    """Start a fleet of ``replicas`` (or one executor with ``--single``), drain the queue through its
+    URL, and summarize."""
+    options = EvaluationOptions.model_validate(json.loads(args.options))
+    settings = ExecutorSettings(cache_dir=cache, runtime=args.runtime, fleet_replicas=replicas)
+    fleet: Fleet | None = None
+    if args.single:
+        app = create_app(settings)
+    else:
+        resource = start_ray(args.runtime, replicas, args.ray)
+        settings = settings.model_copy(update={"ray": args.ray or "auto", "fleet_gpu_resource": resource})
+        fleet = Fleet(settings)
+        fleet.start()
+        app = create_fleet_app(settings, fleet)
+    try:
+        with serving(app) as url:
+            start = time.perf_counter()
+            results = asyncio.run(
+                _drain(url, items, options, args.clients * replicas, fleet, args.kill_after, args.max_seconds)
+            )
+            wall = time.perf_counter() - start
+    finally:
+        if fleet is not None:
+            fleet.close()
+    summary = summarize(results, wall, replicas)
+    logger.info("%d replicas: %s", replicas, json.dumps({k: summary[k] for k in ("per_hour", "wall_s")}))
+    return summary
+
+
+# --- overhead mode -------------------------------------------------------------------------------
+
+
+def measure_overhead(args: argparse.Namespace, cache: Path) -> dict[str, Any]:
+    """Median call time of one executor and of a one-replica fleet on the same cached requests."""
+    task_dir = task_dirs(args.tasks)[0]
+    task = load_task(task_dir)
+    source = candidate_source(task_dir, task, "gpu") or ""
+    body = EvaluateRequest(task=task, candidate=CandidateSource(source=source)).model_dump_json()
+    settings = ExecutorSettings(cache_dir=cache, runtime="none", prewarm_workers=False)
+    resource = start_ray("none", 1, None)
+    fleet = Fleet(settings.model_copy(update={"ray": "auto", "fleet_gpu_resource": resource}))
+    fleet.start()
+    calls: dict[str, list[float]] = {"single": [], "fleet": []}
+    inside: list[float] = []
+    try:
+        with (
+            serving(create_app(settings)) as single_url,
+            serving(create_fleet_app(settings, fleet)) as fleet_url,
+            httpx.Client(timeout=300, headers={"content-type": "application/json"}) as http,
+        ):
+            for round_ in range(args.evals + 10):
+                for name, url in (("single", single_url), ("fleet", fleet_url)):
+                    start = time.perf_counter()
+                    answer = http.post(f"{url}/v1/evaluate", content=body)
+                    elapsed = time.perf_counter() - start
+                    answer.raise_for_status()
+                    if round_ >= 10:  # the first ones compile and warm up
+                        calls[name].append(elapsed)
+                        if name == "fleet":
+                            inside.append(Verdict.model_validate_json(answer.content).seconds["total"])
+    finally:
+        fleet.close()
+    single = statistics.median(calls["single"])
+    fleet_median = statistics.median(calls["fleet"])
+    return {
+        "task": task.id,
+        "evaluations": len(calls["fleet"]),
+        "single_ms": round(single * 1e3, 2),
+        "fleet_ms": round(fleet_median * 1e3, 2),
+        "evaluation_ms": round(statistics.median(inside) * 1e3, 2),
+        "overhead_ms": round((fleet_median - single) * 1e3, 2),
+        "fleet_p90_ms": round(_stat(calls["fleet"])["p90"] or 0.0, 5) * 1e3,
+        "single_p90_ms": round(_stat(calls["single"])["p90"] or 0.0, 5) * 1e3,
+    }
+
+
+# --- report --------------------------------------------------------------------------------------
+
+
+def render(result: dict[str, Any]) -> str:
+    """The markdown tables of a result."""
+    lines = [
+        f"# Executor fleet throughput ({result['date']}, {result['host']}, runtime {result['runtime']})",
+        "",
+        f"Command: `{result['command']}`",
+        "",
+    ]
+    if "overhead" in result:
+        o = result["overhead"]
+        lines += [
+            "| task | evaluations | one executor (median ms) | fleet of 1 (median ms) | evaluation inside (ms) "
+            "| fleet overhead (ms) | p90 one / fleet (ms) |",
+            "|---|---|---|---|---|---|---|",
+            f"| {o['task']} | {o['evaluations']} | {o['single_ms']} | {o['fleet_ms']} | {o['evaluation_ms']} "
+            f"| **{o['overhead_ms']}** | {o['single_p90_ms']:.2f} / {o['fleet_p90_ms']:.2f} |",
+            "",
+        ]
+    runs = result.get("runs", [])
+    if runs:
+        base = runs[0]["per_hour"] / max(runs[0]["replicas"], 1)
+        lines += [
+            "| replicas | evaluations | lost | retried | wall s | evals/hour | per GPU | scaling eff. "
+            "| rebuilds | latency median/p90 s (function; kernel) |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in runs:
+            eff = r["per_hour"] / (r["replicas"] * base) if base else 0.0
+            lat = "; ".join(
+                f"{v['median']:.2f}/{v['p90']:.2f}"
+                for v in r["latency_s"].values()
+                if v["median"] is not None
+            )
+            lines.append(
+                f"| {r['replicas']} | {r['evaluations']} | {r['lost']} | {r['retried']} | {r['wall_s']} "
+                f"| {r['per_hour']} | {r['per_hour_per_gpu']} | {eff:.0%} | {r['rebuilds']} | {lat} |"
+            )
+        lines += ["", "GPU-busy fraction of the wall time per replica and stage:", ""]
+        lines += ["| replicas | replica | evaluations | " + " | ".join(GPU_STAGES) + " |"]
+        lines += ["|---|---|---|" + "---|" * len(GPU_STAGES)]
+        for r in runs:
+            for name, busy in r["gpu_busy"].items():
+                stages = " | ".join(f"{busy[s]:.0%}" for s in GPU_STAGES)
+                lines.append(f"| {r['replicas']} | {name} | {busy['evaluations']} | {stages} |")
+        lines += ["", "Hangs (what one cost, and the limit that applied):", ""]
+        for r in runs:
+            for h in r["hangs"]:
+                lines.append(f"- {r['replicas']} replicas: {json.dumps(h)}")
+        lines += ["", "Outcomes (candidate kind: verdict):", ""]
+        for r in runs:
+            lines.append(f"- {r['replicas']} replicas: {json.dumps(r['outcomes'])}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--tasks", type=Path, action="append", help="a directory of tasks (repeatable)")
+    parser.add_argument("--limit", type=int, default=1000, help="at most this many tasks per directory")
+    parser.add_argument("--runtime", choices=["gpu", "none", "auto"], default="auto")
+    parser.add_argument("--ray", default=None, help="a running cluster's address (default: start one here)")
+    parser.add_argument("--replicas", default="1", help="fleet sizes to run the queue on, e.g. 1,2,4")
+    parser.add_argument("--single", action="store_true", help="one executor without Ray instead of a fleet")
+    parser.add_argument("--per-task", type=int, default=2, help="correct candidates per task")
+    parser.add_argument("--hangs", type=int, default=3, help="candidates that never return")
+    parser.add_argument("--clients", type=int, default=4, help="concurrent callers per replica")
+    parser.add_argument("--seed", type=int, default=0, help="the queue's shuffle")
+    parser.add_argument("--kill-after", type=int, default=None, help="kill one replica after K verdicts")
+    parser.add_argument("--options", default="{}", help="EvaluationOptions fields as JSON")
+    parser.add_argument(
+        "--max-seconds", type=float, default=None, help="stop starting candidates after this (per fleet size)"
+    )
+    parser.add_argument("--overhead", action="store_true", help="measure the fleet's overhead on the CPU")
+    parser.add_argument("--evals", type=int, default=200, help="overhead mode: evaluations measured")
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--md", type=Path, default=None)
+    args = parser.parse_args(argv)
+    args.tasks = args.tasks or [Path("bench/tasks"), Path("bench/kernel_tasks")]
+    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s", stream=sys.stderr)
+    logger.setLevel(logging.INFO)
+    result: dict[str, Any] = {
+        "command": "python -m bench.throughput " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "host": f"{platform.node()} ({platform.processor() or platform.machine()})",
+        "runtime": "none" if args.overhead else args.runtime,
+    }
+    with tempfile.TemporaryDirectory(prefix="throughput-") as tmp:
+        if args.overhead:
+            result["overhead"] = measure_overhead(args, Path(tmp) / "cache")
+        else:
+            dirs = [d for root in args.tasks for d in task_dirs([root])[: args.limit]]
+            items = build_queue(dirs, args.per_task, args.hangs, args.seed)
+            logger.info("queue: %d candidates over %d tasks", len(items), len(dirs))
+            runs = []
+            for n in [int(x) for x in args.replicas.split(",")]:
+                # A fresh cache per fleet size: each run builds its references and timing sets itself.
+                runs.append(run_queue(args, items, 1 if args.single else n, Path(tmp) / f"cache-{n}"))
+                if args.out is not None:
+                    args.out.write_text(json.dumps({**result, "runs": runs}, indent=2, default=str) + "\n")
+            result["runs"] = runs
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    table = render(result)
+    if args.md is not None:
+        args.md.parent.mkdir(parents=True, exist_ok=True)
+        args.md.write_text(table)
+    sys.stdout.write(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""The fleet's HTTP face: the executor's contract (`executor.app`) in front of `Fleet`.
+
+``/v1/evaluate`` and ``/v1/evaluate/batch`` take and answer exactly what one executor does (each
+verdict gains ``fleet``: its replica and attempts); ``/v1/device`` describes the first replica's GPU at
+the top level, as one executor does, and lists every replica's under ``gpus``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+
+from executor.app import error_response, install_error_handlers
+from executor.fleet.router import Fleet, FleetUnavailableError
+from executor.protocol import (
+    BatchRequest,
+    BatchResponse,
+    DeviceInfo,
+    EvaluateRequest,
+    FleetDeviceInfo,
+    ReplicaDevice,
+    Verdict,
+)
+from executor.settings import ExecutorSettings
+
+logger = logging.getLogger(__name__)
+
+
+def create_fleet_app(settings: ExecutorSettings, fleet: Fleet | None = None) -> FastAPI:
+    """Build the fleet's app; the fleet is started when the app starts unless one is given started."""
+    owned = fleet is None
+    fleet = fleet or Fleet(settings)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if owned:
+            await asyncio.to_thread(fleet.start)
+        yield
+        if owned:
+            await asyncio.to_thread(fleet.close)
+
+    app = FastAPI(title="ReGraph executor fleet", version="1", lifespan=lifespan)
+    app.state.fleet = fleet
+    install_error_handlers(app)
+
+    @app.exception_handler(FleetUnavailableError)
+    async def unavailable(_: Any, exc: FleetUnavailableError) -> JSONResponse:
+        return error_response(503, "fleet_unavailable", str(exc))
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz")
+    async def readyz() -> JSONResponse:
+        if not fleet.replicas:
+            return error_response(503, "fleet_unavailable", "no live replica")
+        return JSONResponse({"status": "ready", "replicas": len(fleet.replicas)})
+
+    @app.get("/v1/device", response_model=FleetDeviceInfo)
+    async def device() -> FleetDeviceInfo:
+        described = await fleet.describe()
+        if not described:
+            raise FleetUnavailableError("the fleet has no live replica")
+        gpus = [ReplicaDevice.model_validate(d) for d in described]
+        return FleetDeviceInfo(**gpus[0].model_dump(include=set(DeviceInfo.model_fields)), gpus=gpus)
+
+    @app.post("/v1/evaluate", response_model=Verdict)
+    async def evaluate(request: EvaluateRequest) -> Verdict | JSONResponse:
+        try:
+            return await asyncio.wait_for(fleet.evaluate(request), timeout=settings.request_timeout_s)
+        except TimeoutError:
+            return error_response(
+                504, "timeout", f"evaluation took longer than {settings.request_timeout_s:.0f}s"
+            )
+
+    @app.post("/v1/evaluate/batch", response_model=BatchResponse)
+    async def evaluate_batch(batch: BatchRequest) -> BatchResponse | JSONResponse:
+        if len(batch.items) > settings.max_batch:
+            return error_response(413, "batch_too_large", f"at most {settings.max_batch} items per batch")
+        try:
+            verdicts = await asyncio.wait_for(
+                fleet.evaluate_many(batch.items), timeout=settings.request_timeout_s
+            )
+        except TimeoutError:
+            return error_response(504, "timeout", f"batch took longer than {settings.request_timeout_s:.0f}s")
+        return BatchResponse(verdicts=verdicts)
+
+    return app

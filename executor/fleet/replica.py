@@ -1,0 +1,102 @@
+"""One replica of the fleet: an executor (`executor.evaluate.Evaluator`) inside a Ray actor on one GPU.
+
+Ray gives the actor one unit of the fleet's GPU resource and sets ``CUDA_VISIBLE_DEVICES`` to that GPU,
+which the evaluator's worker processes inherit; the evaluator's own GPU lock still lets one candidate at
+a time run on it, while ``compile_workers`` requests are in the actor at once so that compiles overlap
+the run. Requests and verdicts cross the actor boundary as JSON text: the wire format, validated on
+both sides, and cheaper for Ray to move than pickled pydantic models.
+
+This module does not import Ray: the router wraps the class with ``ray.remote`` when it starts one.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import subprocess
+import sys
+
+from executor.app import query_gpu
+from executor.errors import ToolchainError
+from executor.evaluate import Evaluator, evaluate_safely
+from executor.protocol import EvaluateRequest
+from executor.settings import ExecutorSettings
+
+logger = logging.getLogger(__name__)
+
+# A CUDA context, an allocation, a memset and a synchronize in a fresh process: what every candidate
+# worker needs from the GPU. A GPU left with a sticky error, or held by a process that would not die,
+# fails this or hangs past the probe's limit.
+_GPU_PROBE = (
+    "import pycuda.driver as d; d.init(); c = d.Device(0).make_context(); n = 1 << 20; "
+    "a = d.mem_alloc(n); d.memset_d8(a, 0, n); c.synchronize(); a.free(); c.pop()"
+)
+
+
+def _ray_node_id() -> str:
+    import ray
+
+    return str(ray.get_runtime_context().get_node_id())
+
+
+class ExecutorReplica:
+    """The actor's class: evaluate requests given as JSON, describe the GPU, probe its health."""
+
+    def __init__(self, settings_json: str, replica: str) -> None:
+        self.settings = ExecutorSettings.model_validate_json(settings_json)
+        self.replica = replica
+        self.node = f"{socket.gethostname()}/{_ray_node_id()[:8]}"
+        self.gpu_ids = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+        self.evaluator = Evaluator(self.settings)
+        logger.info("replica %s on %s (GPU %s, runtime %s)", replica, self.node, self.gpu_ids, self.runtime)
+
+    @property
+    def runtime(self) -> str:
+        """The evaluator's runtime (``gpu``, ``host`` or ``none``)."""
+        return self.evaluator.runtime
+
+    def describe(self) -> dict[str, object]:
+        """Who this replica is (a ``ReplicaDevice``): id, node, its GPU, runtime, arch, nvcc."""
+        try:
+            nvcc: str | None = self.evaluator.compiler.toolchain.release
+        except ToolchainError:  # described, not raised
+            nvcc = None
+        return {
+            **query_gpu(self.gpu_ids.split(",")[0] or None),
+            "replica": self.replica,
+            "node": self.node,
+            "gpu_ids": self.gpu_ids,
+            "runtime": self.runtime,
+            "arch": self.evaluator.arch,
+            "runtime_checks_available": self.evaluator.runtime_checks_available,
+            "nvcc": nvcc,
+        }
+
+    def evaluate(self, request_json: str) -> str:
+        """Evaluate one request (``EvaluateRequest`` as JSON); the verdict as JSON."""
+        request = EvaluateRequest.model_validate_json(request_json)
+        return evaluate_safely(self.evaluator, request).model_dump_json()
+
+    def probe(self) -> bool:
+        """Whether the GPU still serves a fresh process (always True without a GPU runtime)."""
+        if self.runtime != "gpu":
+            return True
+        try:
+            done = subprocess.run(
+                [sys.executable, "-c", _GPU_PROBE],
+                capture_output=True,
+                text=True,
+                timeout=self.settings.fleet_probe_timeout_s,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            logger.error("replica %s: the GPU probe hung", self.replica)
+            return False
+        if done.returncode != 0:
+            logger.error("replica %s: the GPU probe failed: %s", self.replica, done.stderr[-500:])
+        return done.returncode == 0
+
+    def close(self) -> None:
+        """Stop the evaluator's spare workers (before the actor is killed)."""
+        self.evaluator.close()

@@ -1,0 +1,232 @@
+"""The fleet's router: starts one executor replica per GPU of a Ray cluster and sends each evaluation to
+one of them (`executor.fleet.routing`), retrying once elsewhere when its replica is lost.
+
+Faults. An evaluation whose replica dies under it (the actor's process, or its whole node) is sent once
+more, to another replica, and its verdict says so (``fleet.attempts == 2`` with the reason in
+``fleet.lost``); the dead attempt never produced a verdict, so nothing is counted twice. A verdict that
+may come from a sick GPU (a timeout, a crash, a CUDA error or an internal error) has the replica probe
+its GPU in a fresh process; a GPU that fails the probe (a sticky error, a process that would not die)
+has its replica taken out, the evaluation retried elsewhere, and a replacement started, which joins
+only once its own probe passes. Lost replicas are replaced the same way: Ray places the replacement
+wherever a unit of the GPU resource is free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from executor.errors import ExecutorError
+from executor.fleet.replica import ExecutorReplica
+from executor.fleet.routing import RoutingTable, task_key
+from executor.protocol import ErrorKind, EvaluateRequest, FleetRecord, Stage, Verdict
+from executor.settings import ExecutorSettings
+
+logger = logging.getLogger(__name__)
+
+NAMESPACE = "regraph-executor"
+
+# Verdicts after which the replica's GPU is probed before the next candidate is trusted to it.
+SUSPECT_ERRORS = frozenset(
+    {ErrorKind.TIMEOUT, ErrorKind.CRASH, ErrorKind.CUDA_ERROR, ErrorKind.INTERNAL_ERROR}
+)
+
+
+class FleetUnavailableError(ExecutorError):
+    """The fleet has no live replica (the cluster has no free GPU, or every replica was lost)."""
+
+
+@dataclass
+class Replica:
+    """A started replica: its actor and what it said about itself."""
+
+    name: str
+    handle: Any  # ray.actor.ActorHandle of ExecutorReplica
+    info: dict[str, Any]
+
+    @property
+    def node(self) -> str | None:
+        """The host the replica runs on."""
+        value = self.info.get("node")
+        return str(value) if value is not None else None
+
+
+class Fleet:
+    """One router over the cluster's replicas. ``start()`` connects and starts them; ``evaluate`` is a
+    coroutine (it awaits Ray's object references in the caller's event loop)."""
+
+    def __init__(self, settings: ExecutorSettings) -> None:
+        self.settings = settings
+        self.table = RoutingTable(depth=settings.fleet_affinity_depth)
+        self.replicas: dict[str, Replica] = {}
+        self.retired: list[str] = []
+        self._names = itertools.count()
+        self._replacing: set[asyncio.Task[None]] = set()
+        self._actor_class: Any = None
+
+    # -- start and stop -------------------------------------------------------------------------
+    def start(self) -> None:
+        """Connect to the cluster (``settings.ray``: ``auto`` or an address) and start the replicas."""
+        import ray
+
+        address = self.settings.ray or "auto"
+        if not ray.is_initialized():
+            try:
+                ray.init(address=address, namespace=NAMESPACE, log_to_driver=False, logging_level="warning")
+            except ConnectionError:
+                if address != "auto":
+                    raise
+                logger.info("no running Ray cluster found: starting one on this machine")
+                ray.init(namespace=NAMESPACE, log_to_driver=False, logging_level="warning")
+        count = self.settings.fleet_replicas or int(
+            ray.cluster_resources().get(self.settings.fleet_gpu_resource, 0)
+        )
+        if count < 1:
+            raise FleetUnavailableError(
+                f"the Ray cluster has no {self.settings.fleet_gpu_resource!r} resource to run a replica on"
+            )
+        self._actor_class = ray.remote(ExecutorReplica)
+        handles = [self._spawn() for _ in range(count)]
+        infos = ray.get([h.describe.remote() for _, h in handles], timeout=600)
+        for (name, handle), info in zip(handles, infos, strict=True):
+            self._join(Replica(name=name, handle=handle, info=info))
+        logger.info("fleet of %d replicas: %s", len(self.replicas), ", ".join(self.replicas))
+
+    def _spawn(self) -> tuple[str, Any]:
+        name = f"replica-{next(self._names)}"
+        resource = self.settings.fleet_gpu_resource
+        placement: dict[str, Any] = {"num_gpus": 1} if resource == "GPU" else {"resources": {resource: 1}}
+        handle = self._actor_class.options(
+            name=name,
+            num_cpus=0,  # the CPUs stay free for compiles; the GPU resource places the replica
+            max_concurrency=self.settings.compile_workers,
+            max_restarts=0,
+            **placement,
+        ).remote(self.settings.model_dump_json(), name)
+        return name, handle
+
+    def _join(self, replica: Replica) -> None:
+        self.replicas[replica.name] = replica
+        self.table.add_replica(replica.name)
+
+    def close(self) -> None:
+        """Stop the replicas (their spare workers first) and leave the cluster."""
+        import ray
+
+        for task in self._replacing:
+            task.cancel()
+        for replica in self.replicas.values():
+            with contextlib.suppress(ray.exceptions.RayError):
+                ray.get(replica.handle.close.remote(), timeout=30)
+            ray.kill(replica.handle, no_restart=True)
+        self.replicas.clear()
+        if ray.is_initialized():
+            ray.shutdown()
+
+    # -- evaluation -----------------------------------------------------------------------------
+    async def evaluate(self, request: EvaluateRequest) -> Verdict:
+        """Evaluate on a replica chosen for the task; once more elsewhere if that replica is lost."""
+        import ray
+
+        body = request.model_dump_json()
+        key = task_key(request.task.model_dump_json())
+        lost: list[str] = []
+        failed: frozenset[str] = frozenset()
+        verdict: Verdict | None = None
+        for attempt in (1, 2):
+            name = self.table.choose(key, exclude=failed)
+            if name is None:
+                if verdict is not None:  # the only replica left is the one that just failed
+                    break
+                raise FleetUnavailableError("the fleet has no live replica")
+            replica = self.replicas[name]
+            self.table.started(name)
+            try:
+                answer = await replica.handle.evaluate.remote(body)
+            except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError) as e:
+                lost.append(f"{name} on {replica.node} was lost: {type(e).__name__}")
+                self._retire(name)
+                failed = frozenset({name})
+                continue
+            finally:
+                self.table.finished(name)
+            verdict = Verdict.model_validate_json(answer)
+            record = FleetRecord(replica=name, node=replica.node, attempts=attempt, lost=list(lost))
+            verdict = verdict.model_copy(update={"fleet": record})
+            if verdict.error in SUSPECT_ERRORS and attempt == 1 and not await self._healthy(replica):
+                lost.append(f"{name}: its GPU failed the probe after a {verdict.error} verdict")
+                self._retire(name)
+                failed = frozenset({name})
+                continue
+            return verdict
+        if verdict is not None:
+            return verdict
+        return Verdict(
+            task_id=request.task.id,
+            stage=Stage.STATIC,
+            passed=False,
+            error=ErrorKind.INTERNAL_ERROR,
+            message="; ".join(lost),
+            fleet=FleetRecord(replica="none", attempts=2, lost=lost),
+        )
+
+    async def evaluate_many(self, requests: list[EvaluateRequest]) -> list[Verdict]:
+        """Evaluate independent requests concurrently over the fleet; verdicts in request order."""
+        return list(await asyncio.gather(*(self.evaluate(r) for r in requests)))
+
+    async def _healthy(self, replica: Replica) -> bool:
+        import ray
+
+        try:
+            return bool(
+                await asyncio.wait_for(
+                    replica.handle.probe.remote(), self.settings.fleet_probe_timeout_s + 10
+                )
+            )
+        except (TimeoutError, ray.exceptions.RayActorError):
+            return False
+
+    # -- replacing replicas ---------------------------------------------------------------------
+    def _retire(self, name: str) -> None:
+        """Take a replica out (idempotent) and start its replacement in the background."""
+        import ray
+
+        replica = self.replicas.pop(name, None)
+        if replica is None:
+            return
+        self.table.remove_replica(name)
+        self.retired.append(name)
+        logger.warning("replica %s on %s taken out; starting a replacement", name, replica.node)
+        with contextlib.suppress(ray.exceptions.RayError):
+            ray.kill(replica.handle, no_restart=True)
+        task = asyncio.get_running_loop().create_task(self._replace())
+        self._replacing.add(task)
+        task.add_done_callback(self._replacing.discard)
+
+    async def _replace(self) -> None:
+        import ray
+
+        name, handle = self._spawn()
+        started = time.monotonic()
+        try:
+            info = await handle.describe.remote()  # waits until Ray finds a free GPU for it
+            healthy = await handle.probe.remote()
+        except ray.exceptions.RayError as e:  # logged: the fleet goes on with the replicas it has
+            logger.error("replacement %s did not start: %s", name, e)
+            return
+        if not healthy:
+            logger.error("replacement %s failed its GPU probe; the fleet goes on without it", name)
+            ray.kill(handle, no_restart=True)
+            return
+        self._join(Replica(name=name, handle=handle, info=info))
+        logger.info("replacement %s joined after %.1fs", name, time.monotonic() - started)
+
+    async def describe(self) -> list[dict[str, Any]]:
+        """What every live replica says about itself (see `ExecutorReplica.describe`)."""
+        replicas = list(self.replicas.values())
+        return list(await asyncio.gather(*(r.handle.describe.remote() for r in replicas)))

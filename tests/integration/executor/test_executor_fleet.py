@@ -1,0 +1,176 @@
+"""The executor fleet on a real Ray cluster on this machine: a head and two worker nodes, each started
+by ``ray start`` as its own process group, one replica per worker node (placed by a ``fake_gpu``
+resource, runtime ``none``), the fleet's app served by uvicorn and driven by the real client.
+
+Static checks and compiles run for real (PyPI nvcc/NVRTC); the runtime stages report ``not_run`` as on
+any machine without a GPU. One cluster serves the whole module; the last test kills a worker node.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from executor.app import create_app
+from executor.client import ExecutorClient
+from executor.fleet.router import Fleet
+from executor.settings import ExecutorSettings
+from executor.taskformat import FunctionTask, KernelTask, load_task
+from executor.verdict import ErrorKind, Verdict
+from tests.support.raycluster import FAKE_GPU, RayCluster, ray_cluster
+from tests.support.servers import serve_in_thread
+
+TASKS_DIR = Path(__file__).parents[2] / "unit" / "executor" / "fixtures" / "tasks"
+ADVERSARIAL = Path(__file__).parents[2] / "gpu" / "adversarial"
+
+# Starting three Ray nodes takes a minute or more on a busy 2-core machine.
+pytestmark = pytest.mark.timeout(900)
+
+KERNEL = (
+    "__global__ void scale_kernel(long long count, double s, const double* in, double* out) {\n"
+    "  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n"
+    "  if (i < count) out[i] = s * in[i];\n}\n"
+)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[RayCluster]:
+    with ray_cluster(workers=2) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def settings(tmp_path_factory: pytest.TempPathFactory) -> ExecutorSettings:
+    return ExecutorSettings(
+        cache_dir=tmp_path_factory.mktemp("cache"),
+        runtime="none",
+        prewarm_workers=False,
+        compile_workers=2,
+        fleet_gpu_resource=FAKE_GPU,
+        fleet_affinity_depth=1,
+    )
+
+
+@pytest.fixture(scope="module")
+def fleet(cluster: RayCluster, settings: ExecutorSettings) -> Iterator[Fleet]:
+    started = Fleet(settings.model_copy(update={"ray": cluster.address}))
+    started.start()
+    yield started
+    started.close()
+
+
+@pytest.fixture(scope="module")
+def client(fleet: Fleet, settings: ExecutorSettings) -> Iterator[ExecutorClient]:
+    from executor.fleet.app import create_fleet_app
+
+    with serve_in_thread(create_fleet_app(settings, fleet)) as url, ExecutorClient(url, timeout_s=300) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def single(settings: ExecutorSettings) -> Iterator[ExecutorClient]:
+    """One executor without Ray, with the same settings: the verdicts the fleet must match."""
+    with (
+        serve_in_thread(create_app(settings.model_copy(update={"ray": None}))) as url,
+        ExecutorClient(url, timeout_s=300) as c,
+    ):
+        yield c
+
+
+@pytest.fixture(scope="module")
+def saxpy() -> FunctionTask | KernelTask:
+    return load_task(TASKS_DIR / "saxpy")
+
+
+def _comparable(verdict: Verdict) -> dict[str, Any]:
+    """A verdict without what differs between two runs of the same candidate: times and cache hits,
+    the product's path (under the same cache), and the fleet's record."""
+    data = verdict.model_dump(mode="json", exclude={"seconds", "fleet"})
+    if data["compile"] is not None:
+        for key in ("seconds", "cache_hit"):
+            data["compile"].pop(key)
+    return data
+
+
+def test_device_lists_every_replica(client: ExecutorClient) -> None:
+    device = client.device()
+    assert len(device.gpus) == 2
+    assert {g.replica for g in device.gpus} == {"replica-0", "replica-1"}
+    assert len({g.node for g in device.gpus}) == 2  # one replica per worker node
+    assert device.runtime == "none" and device.arch.startswith("sm_")  # the contract's fields
+
+
+def test_same_verdicts_as_a_single_executor(
+    client: ExecutorClient, single: ExecutorClient, saxpy: FunctionTask | KernelTask
+) -> None:
+    assert saxpy.naive_source is not None
+    kernel_task = load_task(TASKS_DIR / "scale_kernel")
+    items: list[tuple[FunctionTask | KernelTask, str]] = [
+        (saxpy, saxpy.naive_source),
+        (saxpy, saxpy.naive_source.replace("cudaFree(dx);", 'system("id"); cudaFree(dx);')),
+        (saxpy, saxpy.naive_source.replace("blockIdx.x", "blockIdx.q")),
+        (kernel_task, KERNEL),
+    ]
+    from_fleet = client.evaluate_batch(items)
+    from_single = single.evaluate_batch(items)
+    assert [v.error for v in from_fleet] == [
+        ErrorKind.RUNTIME_NOT_AVAILABLE,
+        ErrorKind.STATIC_REJECTED,
+        ErrorKind.COMPILE_ERROR,
+        ErrorKind.RUNTIME_NOT_AVAILABLE,
+    ]
+    assert [_comparable(v) for v in from_fleet] == [_comparable(v) for v in from_single]
+    assert all(v.fleet is not None and v.fleet.attempts == 1 for v in from_fleet)
+    assert all(v.fleet is None for v in from_single)
+
+
+def test_each_task_stays_on_its_replica_and_a_burst_spreads(
+    client: ExecutorClient, saxpy: FunctionTask | KernelTask
+) -> None:
+    assert saxpy.naive_source is not None
+    kernel_task = load_task(TASKS_DIR / "block_sum")
+    kernel = (ADVERSARIAL / "block_sum_correct.cu").read_text()
+    # Two tasks new to the fleet, one candidate at a time, alternating: each task gets a home of its
+    # own (the fleet is idle) and every later candidate of it goes there.
+    homes: dict[str, set[str]] = {saxpy.id: set(), kernel_task.id: set()}
+    for i in range(3):
+        for task, source in ((saxpy, saxpy.naive_source), (kernel_task, kernel)):
+            verdict = client.evaluate(task, f"{source}\n// home {i}\n")
+            assert verdict.fleet is not None
+            homes[task.id].add(verdict.fleet.replica)
+    assert all(len(replicas) == 1 for replicas in homes.values()), homes
+    assert homes[saxpy.id] != homes[kernel_task.id]
+    burst = client.evaluate_batch([(saxpy, f"{saxpy.naive_source}\n// burst {i}\n") for i in range(4)])
+    assert {v.fleet.replica for v in burst if v.fleet is not None} == {"replica-0", "replica-1"}
+    assert all(v.error is ErrorKind.RUNTIME_NOT_AVAILABLE for v in burst)
+
+
+def test_a_worker_node_killed_mid_batch_loses_no_evaluation(
+    cluster: RayCluster, fleet: Fleet, client: ExecutorClient, saxpy: FunctionTask | KernelTask
+) -> None:
+    assert saxpy.naive_source is not None
+    # Distinct sources: each is a compile miss, so the batch is still running when the node dies.
+    items: list[tuple[FunctionTask | KernelTask, str]] = [
+        (saxpy, f"{saxpy.naive_source}\n// killed {i}\n") for i in range(6)
+    ]
+    node = cluster.node_id(0)
+    victim = next(r.name for r in fleet.replicas.values() if r.node is not None and r.node.endswith(node[:8]))
+    survivor = next(name for name in fleet.replicas if name != victim)
+    killer = threading.Timer(1.0, cluster.kill_worker, args=(0,))
+    killer.start()
+    started = time.monotonic()
+    verdicts = client.evaluate_batch(items)
+    killer.join()
+    assert len(verdicts) == len(items)
+    assert all(v.error is ErrorKind.RUNTIME_NOT_AVAILABLE and v.compile and v.compile.ok for v in verdicts)
+    retried = [v for v in verdicts if v.fleet is not None and v.fleet.attempts == 2]
+    assert retried, "no evaluation was running on the killed node"
+    assert all(v.fleet is not None and v.fleet.replica == survivor for v in retried)
+    assert all(victim in v.fleet.lost[0] for v in retried if v.fleet is not None)
+    assert victim not in fleet.replicas and victim in fleet.retired
+    assert time.monotonic() - started < 120

@@ -1,0 +1,191 @@
+"""A real Ray cluster on loopback for tests: a head and worker nodes, each started by ``ray start`` as
+its own process group, so that one node can be killed (SIGKILL to the group) as a host would die.
+
+The worker nodes carry a custom resource (``fake_gpu``) that the fleet places its replicas by, so the
+executors (runtime ``none``) need no GPU. Every node gets its own ports: several raylets on one host
+otherwise race for the same defaults. The head checks its nodes' health every second, so a killed node
+is declared dead within about five seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+RAY = str(Path(sys.executable).with_name("ray"))
+FAKE_GPU = "fake_gpu"
+
+
+def _free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+@dataclass
+class RayCluster:
+    """The head's address, and the worker nodes' process groups (in start order)."""
+
+    address: str
+    temp_dir: Path
+    env: dict[str, str]
+    workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    manager_ports: list[int] = field(default_factory=list)
+    head: subprocess.Popen[bytes] | None = None
+
+    def node_id(self, index: int) -> str:
+        """The Ray node id of worker node ``index`` (from its raylet's command line)."""
+        group = self.workers[index].pid
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            with contextlib.suppress(OSError):
+                if os.getpgid(int(proc.name)) != group:
+                    continue
+                for arg in (proc / "cmdline").read_bytes().split(b"\0"):
+                    if arg.startswith((b"--node_id=", b"--node-id=")):
+                        return arg.split(b"=", 1)[1].decode()
+        raise LookupError(f"no raylet found for worker node {index}")
+
+    def kill_worker(self, index: int) -> None:
+        """Kill worker node ``index`` at once: its raylet, agents and every actor process on it (Ray
+        starts those in sessions of their own, so they are found by their raylet's port)."""
+        process = self.workers[index]
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        _kill_matching(f"--node-manager-port={self.manager_ports[index]}".encode())
+        process.wait(timeout=30)
+
+
+def _kill_matching(marker: bytes) -> None:
+    """SIGKILL every process whose command line contains ``marker``."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        with contextlib.suppress(OSError):
+            if marker in (proc / "cmdline").read_bytes():
+                os.kill(int(proc.name), signal.SIGKILL)
+
+
+def _node_ports(manager: int, first_worker_port: int) -> list[str]:
+    objects, agent, agent_grpc, env_agent, metrics = _free_ports(5)
+    return [
+        f"--node-manager-port={manager}",
+        f"--object-manager-port={objects}",
+        f"--dashboard-agent-listen-port={agent}",
+        f"--dashboard-agent-grpc-port={agent_grpc}",
+        f"--runtime-env-agent-port={env_agent}",
+        f"--metrics-export-port={metrics}",
+        f"--min-worker-port={first_worker_port}",
+        f"--max-worker-port={first_worker_port + 99}",
+    ]
+
+
+def _start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [RAY, "start", "--block", "--disable-usage-stats", "--node-ip-address=127.0.0.1", *args],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def _wait_started(process: subprocess.Popen[bytes], log: Path, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while "Ray runtime started" not in log.read_text(errors="replace"):
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"a Ray node did not start:\n{log.read_text(errors='replace')[-2000:]}")
+        time.sleep(0.2)
+
+
+def _start_node(args: list[str], env: dict[str, str], log: Path, timeout_s: float) -> subprocess.Popen[bytes]:
+    """Start a node, again if it fails: a raylet gives its agents 15 s to start, which a
+    loaded 2-core machine does not always give a fresh Python (the next try finds its files cached)."""
+    for attempt in range(3):
+        process = _start(args, env, log)
+        try:
+            _wait_started(process, log, timeout_s)
+            return process
+        except RuntimeError:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=30)
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+@contextlib.contextmanager
+def ray_cluster(workers: int = 2, worker_cpus: int = 1, timeout_s: float = 240.0) -> Iterator[RayCluster]:
+    """Start a head (no fake GPU) and ``workers`` nodes with one ``fake_gpu`` each; kill them all after."""
+    temp_dir = Path(tempfile.mkdtemp(prefix="rgray-", dir="/tmp"))  # short: Ray's socket paths
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "RAY_health_check_period_ms": "1000",
+        "RAY_health_check_timeout_ms": "2000",
+        "RAY_health_check_failure_threshold": "4",
+        # A loaded CI machine: the raylet waits for its agents, the CLI for the raylet, longer.
+        "RAY_agent_register_timeout_ms": "120000",
+        "RAY_raylet_start_wait_time_s": "120",
+        # No Python workers started ahead: they would compete with the agents' start-up for the CPU.
+        "RAY_enable_worker_prestart": "0",
+        "RAY_prestart_worker_first_driver": "0",
+    }
+    (gcs,) = _free_ports(1)
+    cluster = RayCluster(address=f"127.0.0.1:{gcs}", temp_dir=temp_dir, env=env)
+    base = 20000 + (os.getpid() % 200) * 100  # worker-port ranges of this test run, one block per node
+    try:
+        head_log = temp_dir / "head.log"
+        cluster.head = _start_node(
+            [
+                "--head",
+                f"--port={gcs}",
+                "--num-cpus=1",
+                "--include-dashboard=false",
+                "--object-store-memory=100000000",
+                f"--temp-dir={temp_dir}",
+                *_node_ports(_free_ports(1)[0], base),
+            ],
+            env,
+            head_log,
+            timeout_s,
+        )
+        for index in range(workers):
+            cluster.manager_ports.append(_free_ports(1)[0])
+            args = [
+                f"--address={cluster.address}",
+                f"--num-cpus={worker_cpus}",
+                f'--resources={{"{FAKE_GPU}": 1}}',
+                "--object-store-memory=100000000",
+                *_node_ports(cluster.manager_ports[-1], base + 100 * (index + 1)),
+            ]
+            cluster.workers.append(_start_node(args, env, temp_dir / f"worker-{index}.log", timeout_s))
+        yield cluster
+    finally:
+        for process in [*cluster.workers, *([cluster.head] if cluster.head else [])]:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=30)
+        _kill_matching(str(temp_dir).encode())  # the actors' worker processes, in their own sessions
+        shutil.rmtree(temp_dir, ignore_errors=True)
