@@ -90,6 +90,9 @@ class ChatModelJudge:
         """Ask `model` (any backend) with a JSON-schema-constrained answer."""
         self.model = model
         self.max_tokens = max_tokens
+        # One event loop for every question: an HTTP backend pools connections bound to the loop that
+        # opened them, so a fresh loop per call (asyncio.run) would reuse a connection of a closed one.
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def __call__(self, candidate: str, description: str, options: list[str]) -> dict[str, Any]:
         """Ask whether `candidate` is one of `options`; return the parsed JSON answer."""
@@ -104,7 +107,9 @@ class ChatModelJudge:
             '{"existed": false, "method": "<the new name>"}.'
         )
         try:
-            completion = asyncio.run(
+            if self._loop is None or self._loop.is_closed():
+                self._loop = asyncio.new_event_loop()
+            completion = self._loop.run_until_complete(
                 self.model.complete(
                     [ChatMessage(role="user", content=prompt)],
                     max_tokens=self.max_tokens,

@@ -132,14 +132,12 @@ def rejected(g: SeededGraph, rows: list[dict[str, Any]]) -> None:
     assert rows[0]["reason"] == "validation failed"
 
 
-def queued(g: SeededGraph, rows: list[dict[str, Any]]) -> None:
-    waiting = [
-        d
-        for d in sorted(g.export.decisions, key=lambda d: d.at, reverse=True)
-        if d.undone_at is None and d.resolved_at is None and (d.outcome.value == "flagged" or d.flags)
-    ]
-    assert [(r["candidate"], r["technique"], r["flags"]) for r in rows] == [
-        (d.candidate, d.technique, d.flags) for d in waiting
+def decisions(g: SeededGraph, rows: list[dict[str, Any]]) -> None:
+    live = sorted(
+        (d for d in g.export.decisions if d.undone_at is None), key=lambda d: (d.at, d.id), reverse=True
+    )
+    assert [(r["candidate"], r["outcome"], r["technique"], r["rule"], r["flags"]) for r in rows] == [
+        (d.candidate, d.outcome.value, d.technique, d.decided_by, d.flags) for d in live
     ]
 
 
@@ -182,7 +180,7 @@ CHECKS: dict[str, Check] = {
     "Shortest paths to a technique": shortest_paths,
     "Pending examples awaiting review": pending,
     "Rejected examples and why": rejected,
-    "Relabel decisions waiting for curators": queued,
+    "Relabel decisions with their rule and flags": decisions,
     "Names merged into each technique": aliases,
     "Techniques with no known successor": dead_ends,
     "Most reliable transitions": reliable,

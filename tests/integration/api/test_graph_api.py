@@ -12,6 +12,7 @@ from neo4j import Driver
 
 from graphdb.connection import Neo4jTarget
 from graphdb.models import GraphExport, Role
+from search.taxonomy import default_taxonomy
 from tests.integration.api.graph_support import (
     MAX_REQUEST_BYTES,
     TILING,
@@ -178,7 +179,9 @@ def test_list_get_create_and_rename_techniques(api_url: str, graph: SeededGraph)
         {"name": "register tiling", "description": "changed"},
     )
     assert clash.status_code == 409
-    assert get(api_url, graph, f"/v1/techniques/{quote('Loop unrolling')}").json()["description"] == ""
+    # Refused: the description is still the one construction gave it (the taxonomy's), not "changed".
+    unchanged = get(api_url, graph, f"/v1/techniques/{quote('Loop unrolling')}").json()["description"]
+    assert unchanged == default_taxonomy().get("Loop unrolling").description
     initial = patch(api_url, graph, "/v1/techniques/sequential%20code", {"name": "serial"})
     assert initial.status_code == 400 and error_type(initial) == "bad_request"
     empty = patch(api_url, graph, f"/v1/techniques/{quote(TILING)}", {})
@@ -260,13 +263,10 @@ def test_examples_review_split_and_delete(api_url: str, graph: SeededGraph) -> N
 
 
 def test_relabel_decisions_undo(api_url: str, graph: SeededGraph) -> None:
-    # The taxonomy knows both spellings of each technique: nothing is left undecided, two names merged.
+    # The taxonomy knows every spelling of these trajectories: nothing is left undecided.
     assert get(api_url, graph, "/v1/relabel-decisions", outcome="flagged").json()["items"] == []
     merged = get(api_url, graph, "/v1/relabel-decisions", outcome="merged").json()["items"]
-    assert sorted((d["candidate"], d["technique"]) for d in merged) == [
-        ("Memory access coalescing", "Memory coalescing"),
-        ("Shared-memory tiling", TILING),
-    ]
+    assert [(d["candidate"], d["technique"]) for d in merged] == [("Shared-memory tiling", TILING)]
     assert "candidate_embedding" not in merged[0]
     hyphen = next(d for d in merged if d["candidate"] == "Shared-memory tiling")
 
@@ -291,15 +291,14 @@ def test_relabel_decisions_undo(api_url: str, graph: SeededGraph) -> None:
     )
     again = post(api_url, graph, f"/v1/relabel-decisions/{hyphen['id']}/undo", {})
     assert again.status_code == 409 and error_type(again) == "conflict"
-    live = get(api_url, graph, "/v1/relabel-decisions", outcome="merged").json()["items"]
-    assert [d["candidate"] for d in live] == ["Memory access coalescing"]
+    assert get(api_url, graph, "/v1/relabel-decisions", outcome="merged").json()["items"] == []
     assert (
         len(
             get(api_url, graph, "/v1/relabel-decisions", outcome="merged", include_undone=True).json()[
                 "items"
             ]
         )
-        == 2
+        == 1
     )
     assert post(api_url, graph, "/v1/relabel-decisions/nope/undo", {}).status_code == 404
 

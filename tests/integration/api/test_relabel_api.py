@@ -18,7 +18,7 @@ from neo4j import Driver
 
 from api.app import create_app
 from graphdb.connection import Neo4jTarget
-from graphdb.models import Role, Technique, utc_now
+from graphdb.models import ReviewStatus, Role, Technique, utc_now
 from graphdb.store import Neo4jGraphStore
 from search.construction import GraphBuilder, SourcedTrajectory, TaskDirectoryReferences, Trajectory
 from search.embeddings import shared_embedder, technique_text
@@ -133,7 +133,7 @@ def test_the_queue_shows_the_evidence_and_a_merge_moves_the_examples(
     assert moved.status_code == 200, moved.text
     assert moved.json()["resolution"] == "merged:Loop unrolling"
     store = Neo4jGraphStore(neo4j_driver, neo4j_target.database)
-    examples = store.list_examples(limit=100)
+    examples = store.list_examples(status=ReviewStatus.PENDING, limit=100)
     step = next(e for e in examples if e.target_label == FLAGGED_NAME)
     assert step.target == "Loop unrolling"
     assert FLAGGED_NAME in store.get_technique("Loop unrolling").aliases
