@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import anyio
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI
 
-from api.errors import envelope, install_error_handlers, translate_errors
+from api.auth import key_is_live
+from api.edge import RequestGate, document_edge_responses
+from api.errors import install_error_handlers, translate_errors
 from api.graph.service import GraphServiceError
 from api.logs import configure_logging
 from api.mcp.http import mount_mcp
@@ -17,6 +19,7 @@ from api.optimize.service import OptimizeError, build_job_service
 from api.routers import cypher, graph, health, optimize, relabel
 from api.settings import ApiSettings
 from api.state import AppState
+from api.ui import mount as mount_ui
 
 logger = logging.getLogger(__name__)
 
@@ -57,18 +60,18 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     translate_errors(app, GraphServiceError, graph.api_error)
     translate_errors(app, OptimizeError, optimize.api_error)
 
-    @app.middleware("http")
-    async def limit_body_size(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > settings.max_request_bytes:
-            return envelope(413, f"request body over {settings.max_request_bytes} bytes", "payload_too_large")
-        return await call_next(request)
+    app.add_middleware(
+        RequestGate,
+        max_body_bytes=settings.max_request_bytes,
+        anonymous_read=settings.anonymous_read,
+        check_token=key_is_live,
+    )
+    document_edge_responses(app)
 
     app.include_router(health.router)
     app.include_router(optimize.router)
     app.include_router(graph.router)
     app.include_router(relabel.router)
     app.include_router(cypher.router)
+    mount_ui(app, settings)  # the curation workspace under /ui
     return app

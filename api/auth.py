@@ -28,6 +28,7 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 from api.deps import StateDep
 from api.errors import ForbiddenError, ServiceUnavailableError, UnauthorizedError
 from api.graph.service import GraphService, GraphUnavailableError, InvalidApiKeyError
+from api.state import AppState
 from graphdb.models import Role
 
 ANONYMOUS = "anonymous"
@@ -82,6 +83,17 @@ def get_caller(
 
 
 CallerDep = Annotated[Caller, Depends(get_caller)]
+
+
+def key_is_live(state: AppState, token: str) -> bool:
+    """Whether `token` is a live key (for the HTTP edge, before a body is read); raises when the store cannot tell."""
+    if state.graph_store is None or state.embedder is None:
+        raise GraphUnavailableError("the graph store is starting or stopping")
+    try:
+        GraphService(state.graph_store, state.embedder).key_for_token(token)
+    except InvalidApiKeyError:
+        return False
+    return True
 
 
 def _requiring(role: Role) -> Callable[[Caller], Caller]:

@@ -7,7 +7,7 @@ request validation (422) and anything unexpected (500, with the detail kept in t
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
@@ -106,12 +106,14 @@ _TYPE_BY_STATUS = {
 }
 
 
-def envelope(status: int, message: str, error_type: str | None = None) -> JSONResponse:
-    """A JSON response in the error envelope."""
+def envelope(
+    status: int, message: str, error_type: str | None = None, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    """A JSON response in the error envelope (with `headers`, e.g. 405's Allow)."""
     body = ErrorEnvelope(
         error=ErrorBody(message=message, type=error_type or _TYPE_BY_STATUS.get(status, "error"), code=status)
     )
-    return JSONResponse(status_code=status, content=body.model_dump())
+    return JSONResponse(status_code=status, content=body.model_dump(), headers=dict(headers or {}))
 
 
 def _format_validation(errors: list[Any]) -> str:
@@ -131,7 +133,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return envelope(exc.status_code, str(exc.detail))
+        return envelope(exc.status_code, str(exc.detail), headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -178,6 +180,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 _EXTRA_RESPONSES: dict[int | str, dict[str, Any]] = {
     409: {"model": ErrorEnvelope, "description": "conflict"},
     413: {"model": ErrorEnvelope, "description": "payload too large"},
+    429: {"model": ErrorEnvelope, "description": "too many requests of this key at once"},
 }
 
 

@@ -95,8 +95,22 @@ class ApiSettings(BaseSettings):
     )
     cypher_timeout_s: float = Field(10.0, gt=0, le=600, description="longest a /v1/cypher query may run")
     cypher_row_limit: int = Field(1000, ge=1, le=100_000, description="most rows a /v1/cypher query returns")
+    cypher_max_concurrent: int = Field(
+        8, ge=1, le=256, description="/v1/cypher queries running at once (others wait their turn)"
+    )
+    cypher_max_concurrent_per_key: int = Field(
+        4, ge=1, le=256, description="/v1/cypher queries one key may run at once (429 past it)"
+    )
     cypher_max_response_bytes: int = Field(
         5_000_000, ge=1024, le=100_000_000, description="most bytes of rows a /v1/cypher answer carries"
+    )
+
+    # The curation workspace (/ui).
+    ui_session_ttl_s: float = Field(
+        8 * 3600.0, gt=0, description="a /ui session ends after this many seconds without a request"
+    )
+    ui_secure_cookie: bool = Field(
+        False, description="mark the /ui session cookie Secure (set it when the API is served over HTTPS)"
     )
 
     @field_validator("seed_graph", mode="before")

@@ -113,8 +113,18 @@ class GraphServer:
 
 
 def open_driver(target: Neo4jTarget) -> Driver:
-    """A driver for the target (the caller closes it)."""
-    return GraphDatabase.driver(target.uri, auth=(target.user, target.password))
+    """A driver for the target (the caller closes it).
+
+    Unreachable servers and a full pool fail in seconds rather than the driver's minutes: connecting
+    gives up after 5 s and waiting for a pooled connection after 20 s. (Reader Cypher runs in
+    explicit transactions, without the driver's retries, under a server-side timeout.)
+    """
+    return GraphDatabase.driver(
+        target.uri,
+        auth=(target.user, target.password),
+        connection_timeout=5.0,
+        connection_acquisition_timeout=20.0,
+    )
 
 
 @dataclass

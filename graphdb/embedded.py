@@ -73,7 +73,10 @@ class EmbeddedConfig:
     host: str = "127.0.0.1"
     heap_mb: int = 1024
     pagecache_mb: int = 256
-    start_timeout_s: float = 180.0
+    # REGRAPH_NEO4J_START_TIMEOUT_S: a JVM starting on a busy machine can need longer.
+    start_timeout_s: float = field(
+        default_factory=lambda: float(os.environ.get("REGRAPH_NEO4J_START_TIMEOUT_S", "180"))
+    )
     stop_timeout_s: float = 60.0
     cache_dir: Path = field(default_factory=default_cache_dir)
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 JOB_FIELDS = """
 j {.id, .state, .method, .task_id, .request, .result, .error, .created_at, .started_at, .finished_at,
-   .updated_at, .event_count}
+   .updated_at, .event_count, .owner}
 """
 
 CREATE_JOB = f"""
 CREATE (j:Job {{
   id: $id, state: 'queued', method: $method, task_id: $task_id, request: $request, result: null,
-  error: null, created_at: $now, started_at: null, finished_at: null, updated_at: $now, event_count: 0
+  error: null, created_at: $now, started_at: null, finished_at: null, updated_at: $now, event_count: 0,
+  owner: $owner
 }})
 RETURN {JOB_FIELDS} AS job
 """
@@ -19,7 +20,7 @@ GET_JOB = f"MATCH (j:Job {{id: $id}}) RETURN {JOB_FIELDS} AS job"
 
 LIST_JOBS = f"""
 MATCH (j:Job)
-WHERE $state IS NULL OR j.state = $state
+WHERE ($state IS NULL OR j.state = $state) AND ($owner IS NULL OR j.owner = $owner)
 RETURN {JOB_FIELDS} AS job
 ORDER BY j.created_at DESC, j.id
 SKIP $offset LIMIT $limit

@@ -1,6 +1,7 @@
 """Optimization jobs persisted in Neo4j, so that a job outlives the process that ran it.
 
-A `Job` node holds the job's state (queued, running, succeeded, failed, cancelled), the request and
+A `Job` node holds its owner (the submitting API key's id: the API shows a job, its submitted source
+and its events only to its owner and to admins), the job's state (queued, running, succeeded, failed, cancelled), the request and
 the result (as JSON text: this package does not know the API's wire models), an error message and
 timestamps. Its progress events are `JobEvent` nodes (``job_id``, ``seq``), of which the newest
 `keep` are kept. A job is never lost silently: at start-up, jobs a previous process left queued or
@@ -46,6 +47,10 @@ class JobRecord(BaseModel):
     finished_at: datetime | None = None
     updated_at: datetime
     event_count: int = Field(0, ge=0, description="events appended so far (older ones may be dropped)")
+    owner: str | None = Field(
+        None,
+        description="who submitted it: an API key's id, or 'anonymous'; None for jobs from before owners",
+    )
 
     @property
     def finished(self) -> bool:
@@ -100,10 +105,18 @@ class JobStore:
             raise JobStoreError(f"Neo4j is unreachable: {e}") from e
         return [r.data() for r in records]
 
-    def create(self, job_id: str, *, method: str, task_id: str, request: dict[str, Any]) -> JobRecord:
-        """Record a new job in state ``queued``."""
+    def create(
+        self, job_id: str, *, method: str, task_id: str, request: dict[str, Any], owner: str | None = None
+    ) -> JobRecord:
+        """Record a new job in state ``queued``, belonging to `owner` (a key id)."""
         rows = self._query(
-            q.CREATE_JOB, id=job_id, method=method, task_id=task_id, request=json.dumps(request), now=_now()
+            q.CREATE_JOB,
+            id=job_id,
+            method=method,
+            task_id=task_id,
+            request=json.dumps(request),
+            now=_now(),
+            owner=owner,
         )
         return _job(rows[0]["job"])
 
@@ -115,10 +128,10 @@ class JobStore:
         return _job(rows[0]["job"])
 
     def list_jobs(
-        self, *, state: JobState | None = None, limit: int = 50, offset: int = 0
+        self, *, state: JobState | None = None, limit: int = 50, offset: int = 0, owner: str | None = None
     ) -> list[JobRecord]:
-        """Jobs, newest first, optionally only those in `state`."""
-        rows = self._query(q.LIST_JOBS, state=state, limit=limit, offset=offset)
+        """Jobs, newest first, optionally only those in `state` and only those of `owner`."""
+        rows = self._query(q.LIST_JOBS, state=state, limit=limit, offset=offset, owner=owner)
         return [_job(r["job"]) for r in rows]
 
     def _changed(self, job_id: str, rows: list[dict[str, Any]], change: str) -> JobRecord:

@@ -454,6 +454,15 @@ GET_API_KEY_BY_HASH = "MATCH (k:ApiKey {key_hash: $key_hash}) RETURN k {.*} AS k
 
 LIST_API_KEYS = "MATCH (k:ApiKey) RETURN k {.*} AS k ORDER BY k.created_at, k.id"
 
+# Locks every live admin key (a write lock each) and returns them, so that two revocations of admin keys
+# run one after the other and the second sees the first: the last admin key is never revoked.
+LOCK_LIVE_ADMIN_KEYS = """
+MATCH (a:ApiKey {role: 'admin'}) WHERE a.revoked_at IS NULL
+SET a._lock = true
+REMOVE a._lock
+RETURN a.id AS id
+"""
+
 REVOKE_API_KEY = """
 MATCH (k:ApiKey {id: $id})
 SET k.revoked_at = coalesce(k.revoked_at, $at)

@@ -123,7 +123,9 @@ def _start_local_executor(port: int, *, quiet_stdout: bool = False) -> tuple[sub
         start_new_session=True,
         stdout=sys.stderr if quiet_stdout else None,
     )
-    deadline = time.monotonic() + 60
+    # A fleet (REGRAPH_EXECUTOR_RAY) answers once Ray is up and every replica has started.
+    wait_s = 300 if os.environ.get("REGRAPH_EXECUTOR_RAY") else 60
+    deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise _fail(f"the executor exited with code {process.returncode} during start-up")
@@ -133,7 +135,7 @@ def _start_local_executor(port: int, *, quiet_stdout: bool = False) -> tuple[sub
         except httpx.TransportError:
             time.sleep(0.3)
     process.terminate()
-    raise _fail(f"the executor did not answer on {url} within 60 s")
+    raise _fail(f"the executor did not answer on {url} within {wait_s} s")
 
 
 @app.command("up")
@@ -171,6 +173,7 @@ def up(
             for sock in srv.sockets:
                 bound = sock.getsockname()[1]
         print(f"ReGraph API serving on http://{settings.host}:{bound}  (docs: /docs, readiness: /readyz)")
+        print(f"  curation workspace: http://{settings.host}:{bound}/ui  (sign in with an API key)")
         print(f"  Neo4j: {neo4j_uri}")
         print(f"  executor: {settings.executor_url or 'not started'}")
         print("Press Ctrl-C to stop.", flush=True)

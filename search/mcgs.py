@@ -74,8 +74,9 @@ class MCGSConfig(SearchConfig):
     * ``prior="edge"`` (ours): the exploration term is scaled by the edge's Laplace-smoothed success
       rate, to explore transitions whose examples sped code up more often. Where examples carry no
       validation (an in-memory graph built from trajectories without speedups, success rate 0) it
-      reduces to ``1/(n_examples+2)`` and explores common transitions *less*; the replay benchmark of
-      both presets decides which is the default.
+      reduces to ``1/(n_examples+2)`` and explores common transitions *less*. The replay benchmark of
+      both presets on an H100 (bench/results/2026-11-25_h100/presets) resolved no difference, so the
+      default stays ours.
     * ``examples_per_step=2`` (ours, from `SearchConfig`): two retrieved examples per step prompt
       instead of one, to show the small model the transition in more than one program.
     * ``rollouts_in_flight=4`` (ours): several iterations in lock-step rounds with virtual loss, so the

@@ -295,12 +295,21 @@ def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf) -> MCPServer:
         except (McpServiceError, ToolError) as e:
             found = {"successors": [], "note": f"the graph could not be asked: {e}"}
         lines = []
-        for successor in found.get("successors", []):
+        # Best supported first: verified examples, then the median speedup they measured.
+        ranked = sorted(
+            found.get("successors", []),
+            key=lambda s: (
+                -s["transition"]["stats"]["n_verified"],
+                -(s["transition"]["stats"]["median_speedup"] or 0),
+            ),
+        )
+        for successor in ranked:
             stats = successor["transition"]["stats"]
             closest = successor["examples"][0] if successor["examples"] else None
             lines.append(
-                f"- {successor['technique']}: {stats['n_examples']} examples, {stats['n_verified']} verified, "
-                f"success rate {stats['success_rate']}, median speedup {stats['median_speedup']}"
+                f"- {successor['technique']}: {stats['n_examples']} examples ({stats['n_verified']} verified), "
+                f"success rate {_number(stats['success_rate'], '.0%')}, "
+                f"median speedup {_number(stats['median_speedup'], '.3g')}x"
                 + (
                     f"; closest example {closest['example']['id']} (similarity {closest['similarity']:.2f}, "
                     f"task {closest['example']['task_id']})"
@@ -319,6 +328,10 @@ def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf) -> MCPServer:
         )
 
     return server
+
+
+def _number(value: float | None, spec: str) -> str:
+    return "n/a" if value is None else format(value, spec)
 
 
 def fixed_caller(caller: Caller) -> CallerOf:

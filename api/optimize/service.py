@@ -261,8 +261,8 @@ class JobService:
                 "no executor is configured: set REGRAPH_EXECUTOR_URL (or start the stack with `regraph up`)"
             )
 
-    async def submit(self, request: OptimizeCreate) -> JobRecord:
-        """Validate and queue a job; it starts when a slot is free."""
+    async def submit(self, request: OptimizeCreate, *, owner: str | None = None) -> JobRecord:
+        """Validate and queue a job of `owner` (an API key id); it starts when a slot is free."""
         self.check_configured()
         plan = resolve_task(request, self.tasks_dir)
         job_id = uuid.uuid4().hex
@@ -272,6 +272,7 @@ class JobService:
             method=request.method,
             task_id=plan.task.id,
             request=request.model_dump(mode="json", exclude_none=True),
+            owner=owner,
         )
         live = _LiveJob(plan=plan)
         self._live[job_id] = live
@@ -286,9 +287,11 @@ class JobService:
         except JobNotFoundError as e:
             raise JobUnknownError(str(e)) from e
 
-    async def list_jobs(self, *, limit: int = 50, offset: int = 0) -> list[JobRecord]:
-        """Jobs, newest first."""
-        return await self._store(self.store.list_jobs, limit=limit, offset=offset)
+    async def list_jobs(
+        self, *, limit: int = 50, offset: int = 0, owner: str | None = None
+    ) -> list[JobRecord]:
+        """Jobs, newest first (only `owner`'s when given)."""
+        return await self._store(self.store.list_jobs, limit=limit, offset=offset, owner=owner)
 
     async def cancel(self, job_id: str) -> JobRecord:
         """Cancel a queued or running job and return it once it is recorded as cancelled."""

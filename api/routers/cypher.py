@@ -8,11 +8,16 @@ server-side timeout (REGRAPH_CYPHER_TIMEOUT_S), and caps on rows (REGRAPH_CYPHER
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
-from api.auth import RequireReader
+import anyio
+from fastapi import APIRouter, Request
+
+from api.auth import ANONYMOUS, RequireReader
 from api.deps import DriverDep, StateDep
-from api.errors import BadRequestError, responses
+from api.errors import ApiError, BadRequestError, responses
 from api.graph.protocol import CypherRequest, CypherResponse
 from api.graph.service import (
     QueryFailedError,
@@ -20,9 +25,52 @@ from api.graph.service import (
     QueryTimedOutError,
     run_cypher,
 )
+from api.settings import ApiSettings
 from graphdb.cypher_guard import CypherLimits
 
 router = APIRouter(prefix="/v1", tags=["cypher"])
+
+
+class TooManyQueriesError(ApiError):
+    """This key already has as many queries running as it may."""
+
+    status_code = 429
+    error_type = "rate_limited"
+
+
+class CypherSlots:
+    """How many reader queries run at once: in all (their own threads, so that health checks and
+    other routes never wait behind them) and per key (429 past it)."""
+
+    def __init__(self, total: int, per_key: int) -> None:
+        """At most `total` queries run at once (others wait), at most `per_key` of one key (others get 429)."""
+        self.limiter = anyio.CapacityLimiter(total)
+        self.per_key = per_key
+        self.running: Counter[str] = Counter()
+
+    @asynccontextmanager
+    async def slot(self, key: str) -> AsyncIterator[anyio.CapacityLimiter]:
+        """Hold one of `key`'s slots for the block; yields the thread limiter to run the query under."""
+        if self.running[key] >= self.per_key:
+            raise TooManyQueriesError(
+                f"this key already runs {self.per_key} Cypher queries; wait for one to finish"
+            )
+        self.running[key] += 1
+        try:
+            yield self.limiter
+        finally:
+            self.running[key] -= 1
+            if self.running[key] <= 0:
+                del self.running[key]
+
+
+def cypher_slots(request: Request, total: int, per_key: int) -> CypherSlots:
+    """The app's query slots (made on first use)."""
+    slots: CypherSlots | None = getattr(request.app.state, "cypher_slots", None)
+    if slots is None:
+        slots = CypherSlots(total, per_key)
+        request.app.state.cypher_slots = slots
+    return slots
 
 
 class CypherRefusedApiError(BadRequestError):
@@ -46,20 +94,35 @@ class CypherTimeoutApiError(BadRequestError):
 @router.post(
     "/cypher",
     summary="Run a read-only Cypher query with $parameters, a timeout and a row limit",
-    responses=responses(400, 413),
+    responses=responses(400, 413, 429),
 )
-def cypher(body: CypherRequest, caller: RequireReader, state: StateDep, driver: DriverDep) -> CypherResponse:
+async def cypher(
+    body: CypherRequest, caller: RequireReader, state: StateDep, driver: DriverDep, request: Request
+) -> CypherResponse:
     settings = state.settings
-    limits = CypherLimits(
+    slots = cypher_slots(request, settings.cypher_max_concurrent, settings.cypher_max_concurrent_per_key)
+    try:
+        async with slots.slot(caller.key_id or ANONYMOUS) as limiter:
+            return await anyio.to_thread.run_sync(
+                run_cypher, driver, state.target.database, body, cypher_limits(settings), limiter=limiter
+            )
+    except (QueryRefusedError, QueryFailedError) as e:
+        raise cypher_api_error(e) from e
+
+
+def cypher_limits(settings: ApiSettings) -> CypherLimits:
+    """The server's limits on a reader's query (the /ui console runs under the same ones)."""
+    return CypherLimits(
         row_limit=settings.cypher_row_limit,
         timeout_s=settings.cypher_timeout_s,
         max_response_bytes=settings.cypher_max_response_bytes,
     )
-    try:
-        return run_cypher(driver, state.target.database, body, limits)
-    except QueryRefusedError as e:
-        raise CypherRefusedApiError(str(e)) from e
-    except QueryTimedOutError as e:
-        raise CypherTimeoutApiError(str(e)) from e
-    except QueryFailedError as e:
-        raise CypherFailedApiError(str(e)) from e
+
+
+def cypher_api_error(error: QueryRefusedError | QueryFailedError) -> ApiError:
+    """The HTTP error of a refused or failed query (the /ui console shows the same type and message)."""
+    if isinstance(error, QueryRefusedError):
+        return CypherRefusedApiError(str(error))
+    if isinstance(error, QueryTimedOutError):
+        return CypherTimeoutApiError(str(error))
+    return CypherFailedApiError(str(error))

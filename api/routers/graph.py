@@ -300,6 +300,10 @@ def list_keys(caller: RequireAdmin, service: GraphServiceDep) -> list[ApiKeyPubl
     return service.list_keys()
 
 
-@router.post("/keys/{key_id}/revoke", summary="Revoke an API key (admin)", responses=responses(403, 404))
+@router.post(
+    "/keys/{key_id}/revoke",
+    summary="Revoke an API key (admin); the last live admin key cannot be revoked (409)",
+    responses=responses(403, 404, 409),
+)
 def revoke_key(key_id: str, caller: RequireAdmin, service: GraphServiceDep) -> ApiKeyPublic:
     return service.revoke_key(key_id, actor=caller.name)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 from fastapi import APIRouter
 
 from api.deps import StateDep
@@ -13,18 +14,24 @@ from graphdb.errors import GraphDBError
 
 router = APIRouter(tags=["health"])
 
+# Health checks run on the event loop (liveness) or on threads of their own (readiness), never in the
+# thread pool that routes like /v1/cypher fill, so they answer while user queries are slow.
+_READINESS_THREADS = anyio.CapacityLimiter(2)
+
 
 @router.get("/healthz", summary="The process is alive")
-def healthz() -> dict[str, str]:
+async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
 @router.get(
     "/readyz", summary="Neo4j answers and the schema is at the latest migration", responses=ERROR_RESPONSES
 )
-def readyz(state: StateDep) -> dict[str, Any]:
+async def readyz(state: StateDep) -> dict[str, Any]:
     try:
-        report = readiness(state.driver, state.target.database)
+        report = await anyio.to_thread.run_sync(
+            readiness, state.driver, state.target.database, limiter=_READINESS_THREADS
+        )
     except GraphDBError as e:
         raise ServiceUnavailableError(str(e)) from e
     if not report["schema_up_to_date"]:

@@ -13,7 +13,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Header, Query, Response, status
 from fastapi.responses import StreamingResponse
 
-from api.auth import require_reader
+from api.auth import ANONYMOUS, Caller, RequireReader, require_reader
 from api.deps import StateDep
 from api.errors import (
     ApiError,
@@ -41,6 +41,8 @@ from api.optimize.service import (
     TaskNotFoundError,
     follow,
 )
+from graphdb.jobs import JobRecord
+from graphdb.models import Role
 
 # Any valid key may run and read optimizations (or anyone, with REGRAPH_ANONYMOUS_READ on): a job
 # spends executor and model time but never changes the graph except through curator review.
@@ -69,6 +71,27 @@ def get_jobs(state: StateDep) -> JobService:
 
 JobsDep = Annotated[JobService, Depends(get_jobs)]
 
+MAX_OFFSET = 10_000_000
+MAX_EVENT_SEQ = 2**31
+
+
+def owner_of(caller: Caller) -> str:
+    """What a job records as its owner: the caller's key id ('anonymous' for anonymous readers)."""
+    return caller.key_id or ANONYMOUS
+
+
+def may_see(caller: Caller, record: JobRecord) -> bool:
+    """Admins see every job; anyone else only the jobs they submitted (source included)."""
+    return caller.may(Role.ADMIN) or record.owner == owner_of(caller)
+
+
+async def visible_job(jobs: JobService, job_id: str, caller: Caller) -> JobRecord:
+    """The job if `caller` may see it; someone else's job is answered as unknown (404), like a missing one."""
+    record = await jobs.get(job_id)
+    if not may_see(caller, record):
+        raise NotFoundError(f"job {job_id!r} not found")
+    return record
+
 
 def api_error(error: OptimizeError) -> ApiError:
     """The HTTP error for an optimize service error."""
@@ -91,8 +114,10 @@ def api_error(error: OptimizeError) -> ApiError:
     summary="Start optimizing a program for a task; follow the job at events_url",
     responses=responses(404, 413),
 )
-async def create_job(body: OptimizeCreate, jobs: JobsDep, response: Response) -> JobAccepted:
-    record = await jobs.submit(body)
+async def create_job(
+    body: OptimizeCreate, jobs: JobsDep, response: Response, caller: RequireReader
+) -> JobAccepted:
+    record = await jobs.submit(body, owner=owner_of(caller))
     response.headers["Location"] = f"/v1/jobs/{record.id}"
     return JobAccepted(
         id=record.id,
@@ -102,25 +127,30 @@ async def create_job(body: OptimizeCreate, jobs: JobsDep, response: Response) ->
     )
 
 
-@router.get("/jobs", summary="Jobs, newest first", responses=responses())
+@router.get(
+    "/jobs", summary="Jobs, newest first: the caller's own (admins: everyone's)", responses=responses()
+)
 async def list_jobs(
     jobs: JobsDep,
+    caller: RequireReader,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> JobList:
-    records = await jobs.list_jobs(limit=limit, offset=offset)
+    owner = None if caller.may(Role.ADMIN) else owner_of(caller)
+    records = await jobs.list_jobs(limit=limit, offset=offset, owner=owner)
     return JobList(jobs=[JobPublic.of(r) for r in records])
 
 
 @router.get(
     "/jobs/{job_id}", summary="A job: state, request and, once finished, its result", responses=responses(404)
 )
-async def get_job(job_id: str, jobs: JobsDep) -> JobPublic:
-    return JobPublic.of(await jobs.get(job_id))
+async def get_job(job_id: str, jobs: JobsDep, caller: RequireReader) -> JobPublic:
+    return JobPublic.of(await visible_job(jobs, job_id, caller))
 
 
 @router.delete("/jobs/{job_id}", summary="Cancel a queued or running job", responses=responses(404, 409))
-async def cancel_job(job_id: str, jobs: JobsDep) -> JobPublic:
+async def cancel_job(job_id: str, jobs: JobsDep, caller: RequireReader) -> JobPublic:
+    await visible_job(jobs, job_id, caller)
     return JobPublic.of(await jobs.cancel(job_id))
 
 
@@ -143,13 +173,20 @@ def _sse(event: str, data: str, event_id: int | None = None) -> str:
 async def job_events(
     job_id: str,
     jobs: JobsDep,
-    after: Annotated[int, Query(ge=-1, description="only events with a larger seq")] = -1,
+    caller: RequireReader,
+    after: Annotated[int, Query(ge=-1, le=MAX_EVENT_SEQ, description="only events with a larger seq")] = -1,
     last_event_id: Annotated[
         str | None, Header(description="set by reconnecting EventSource clients")
     ] = None,
 ) -> StreamingResponse:
     if last_event_id is not None and last_event_id.strip().isdigit():
-        after = max(after, int(last_event_id))
+        after = max(after, min(int(last_event_id), MAX_EVENT_SEQ))
+    await visible_job(jobs, job_id, caller)
+    return await event_stream_response(jobs, job_id, after)
+
+
+async def event_stream_response(jobs: JobService, job_id: str, after: int) -> StreamingResponse:
+    """The job's events with ``seq > after`` as server-sent events (also served to the /ui pages)."""
     subscription = await jobs.subscribe(job_id, after=after)
 
     async def stream() -> AsyncIterator[str]:

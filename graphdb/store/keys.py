@@ -10,7 +10,7 @@ from typing import Any
 from neo4j import ManagedTransaction
 
 from graphdb import store_queries as q
-from graphdb.errors import ApiKeyNotFoundError
+from graphdb.errors import ApiKeyNotFoundError, InvalidOperationError
 from graphdb.models import ApiKey, Role, utc_now
 from graphdb.store.base import StoreBase
 from graphdb.store.records import _enum_values, _native, _props
@@ -58,9 +58,15 @@ class ApiKeyStore(StoreBase):
         return [ApiKey.model_validate(_native(r["k"])) for r in self._rows(q.LIST_API_KEYS)]
 
     def revoke_api_key(self, key_id: str, *, actor: str) -> ApiKey:
-        """Revoke a key (idempotent); raises `ApiKeyNotFoundError`."""
+        """Revoke a key (idempotent); raises `ApiKeyNotFoundError`, or `InvalidOperationError` for the last live admin key."""
 
         def work(tx: ManagedTransaction) -> dict[str, Any]:
+            live_admins = [r["id"] for r in tx.run(q.LOCK_LIVE_ADMIN_KEYS)]
+            if live_admins == [key_id]:
+                raise InvalidOperationError(
+                    "this is the last live admin key: create another admin key before revoking it "
+                    "(nobody could manage keys otherwise)"
+                )
             rows = list(tx.run(q.REVOKE_API_KEY, id=key_id, at=utc_now()))
             if not rows:
                 raise ApiKeyNotFoundError(f"no API key has id {key_id!r}")

@@ -173,11 +173,11 @@ def restore(driver: Driver, target: Neo4jTarget, seeded: SeededGraph) -> None:
 def api_settings(target: Neo4jTarget, data_dir: Path, **overrides: object) -> ApiSettings:
     """API settings against the session's Neo4j (no seed graph unless asked: tests bring their own)."""
     overrides.setdefault("seed_graph", None)
+    overrides.setdefault("max_request_bytes", MAX_REQUEST_BYTES)
     return ApiSettings(
         neo4j_uri=target.uri,
         neo4j_password=SecretStr(target.password),
         data_dir=data_dir,
-        max_request_bytes=MAX_REQUEST_BYTES,
         log_format="text",
         **overrides,  # type: ignore[arg-type]
     )

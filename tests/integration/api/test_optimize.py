@@ -354,7 +354,9 @@ def test_jobs_survive_a_restart_and_interrupted_ones_are_failed(
     # A process that crashed leaves a running job behind (written as it would have).
     store = JobStore(graph, neo4j_target.database)
     crashed = uuid.uuid4().hex
-    store.create(crashed, method="standard", task_id=TASK_ID, request={"task_ref": TASK_ID})
+    store.create(
+        crashed, method="standard", task_id=TASK_ID, request={"task_ref": TASK_ID}, owner="anonymous"
+    )
     store.mark_running(crashed)
 
     with _stalling_api(neo4j_target, executor_url, tmp_path) as (url, _):

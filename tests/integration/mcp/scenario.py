@@ -193,5 +193,6 @@ async def exercise_everything(client: Client) -> dict[str, Any]:
     advice = await client.get_prompt("next_technique", {"code": REFERENCE})
     advice_text = advice.messages[0].content
     assert isinstance(advice_text, TextContent)
-    assert "- Parallelization:" in advice_text.text and example_id in advice_text.text
+    assert "- Parallelization: " in advice_text.text and example_id in advice_text.text
+    assert "verified), success rate " in advice_text.text
     return {"job_id": job_id, "example_id": example_id}

@@ -5,10 +5,12 @@ the API on the session's Neo4j with the seed graph, the real executor (compile-o
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
@@ -23,8 +25,8 @@ from api.app import create_app
 from api.settings import ApiSettings
 from graphdb.models import Role
 from search.backends.config import ModelRoles, RoleConfig
-from tests.integration.mcp.conftest import TASK_ID, SeededGraph
-from tests.integration.mcp.scenario import data, error_text, exercise_everything
+from tests.integration.mcp.conftest import ROOT, TASK_ID, SeededGraph
+from tests.integration.mcp.scenario import TOOLS, data, error_text, exercise_everything
 from tests.support.servers import serve_in_thread
 
 pytestmark = pytest.mark.neo4j
@@ -217,6 +219,48 @@ def test_a_running_job_is_cancelled_over_mcp(stack: Stack) -> None:
             assert "no-such-job" in error_text(unknown)
 
     anyio.run(scenario)
+
+
+INSPECTOR = ROOT / "node_modules" / ".bin" / "mcp-inspector"
+
+
+def _inspector(stack: Stack, *arguments: str) -> dict[str, Any]:
+    token = stack.graph.tokens[Role.READER]
+    command = [str(INSPECTOR), "--cli", f"{stack.url}/mcp", "--transport", "http"]
+    command += ["--header", f"X-API-Key: {token}", *arguments]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    answer: dict[str, Any] = json.loads(done.stdout)
+    return answer
+
+
+def test_the_mcp_inspector_lists_the_tools_and_calls_two(stack: Stack) -> None:
+    # A client nobody here wrote: the MCP Inspector's CLI mode (npm, pinned in package.json).
+    assert INSPECTOR.exists(), "the MCP Inspector is installed by scripts/bootstrap.sh (npm ci)"
+    listed = _inspector(stack, "--method", "tools/list")
+    assert {t["name"] for t in listed["tools"]} == TOOLS
+    found = _inspector(
+        stack,
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "search_techniques",
+        "--tool-arg",
+        "query=warp shuffle",
+    )
+    assert not found.get("isError")
+    hits = found["structuredContent"]["hits"]
+    assert hits and hits[0]["technique"]["name"].startswith("Warp")
+    counted = _inspector(
+        stack,
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "cypher",
+        "--tool-arg",
+        "query=MATCH (t:Technique) RETURN count(t) AS n",
+    )
+    assert counted["structuredContent"]["rows"] == [{"n": 27}]
 
 
 def _an_example(graph: SeededGraph) -> str:

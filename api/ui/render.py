@@ -1,0 +1,102 @@
+"""Presentation helpers of the curation workspace: highlighted side-by-side diffs and small formatters."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from functools import lru_cache
+
+from markupsafe import Markup, escape
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import CudaLexer
+from pygments.token import STANDARD_TYPES, _TokenType
+
+_LEXER = CudaLexer(stripnl=False, ensurenl=False)
+HIGHLIGHT_CLASS = "hl"
+
+
+def _css_class(token: _TokenType) -> str:
+    # The shortest standard class of the token or of its nearest ancestor (Pygments' own naming).
+    while token not in STANDARD_TYPES:
+        token = token.parent
+    return str(STANDARD_TYPES[token])
+
+
+def highlighted_lines(code: str) -> list[Markup]:
+    """`code` as CUDA-highlighted HTML, one entry per source line (tokens split at line ends)."""
+    span = Markup('<span class="{}">{}</span>')  # Markup.format escapes what it inserts
+    lines: list[list[Markup]] = [[]]
+    for token, value in _LEXER.get_tokens(code):
+        css = _css_class(token)
+        for i, piece in enumerate(value.split("\n")):
+            if i:
+                lines.append([])
+            if piece:
+                lines[-1].append(span.format(css, piece) if css else escape(piece))
+    if code.endswith("\n") and lines and not lines[-1]:
+        lines.pop()
+    return [Markup("").join(parts) for parts in lines]
+
+
+@lru_cache(maxsize=1)
+def highlight_css() -> str:
+    """The stylesheet of the highlighting classes (Pygments' default style), scoped to `.hl`."""
+    return str(HtmlFormatter(style="default").get_style_defs(f".{HIGHLIGHT_CLASS}"))
+
+
+@dataclass(frozen=True)
+class DiffRow:
+    """One row of a side-by-side diff; a side is None where the other side's line has no counterpart."""
+
+    kind: str  # equal, replace, delete, insert
+    left_no: int | None
+    left: Markup | None
+    right_no: int | None
+    right: Markup | None
+
+
+def side_by_side(before: str, after: str) -> list[DiffRow]:
+    """Rows of a line diff of `before` and `after`, each side highlighted as CUDA."""
+    a_lines, b_lines = before.splitlines(), after.splitlines()
+    a_html, b_html = highlighted_lines(before), highlighted_lines(after)
+    # The highlighter and splitlines() agree on line count except for odd line endings: pad to be safe.
+    a_html += [Markup("")] * (len(a_lines) - len(a_html))
+    b_html += [Markup("")] * (len(b_lines) - len(b_html))
+    rows: list[DiffRow] = []
+    matcher = difflib.SequenceMatcher(a=a_lines, b=b_lines, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        span = max(i2 - i1, j2 - j1)
+        for k in range(span):
+            i, j = i1 + k, j1 + k
+            left = i < i2
+            right = j < j2
+            # A replaced block longer on one side shows its extra lines as inserted (or deleted).
+            kind = tag if left and right else ("insert" if right else "delete")
+            rows.append(
+                DiffRow(
+                    kind=kind,
+                    left_no=i + 1 if left else None,
+                    left=a_html[i] if left else None,
+                    right_no=j + 1 if right else None,
+                    right=b_html[j] if right else None,
+                )
+            )
+    return rows
+
+
+def fmt_speedup(value: float | None) -> str:
+    """A speedup as "2.31×", or an en dash when there is none."""
+    return "–" if value is None else f"{value:.2f}×"
+
+
+def speedup_colour(value: float | None) -> str:
+    """A colour for a verified speedup: grey without one, red below 1×, through amber to green at 4× and up."""
+    if value is None:
+        return "#9aa0a6"
+    if value < 1.0:
+        return "#d93025"
+    steps = [(1.5, "#f29900"), (2.5, "#c5b300"), (4.0, "#7cb342")]
+    for bound, colour in steps:
+        if value < bound:
+            return colour
+    return "#188038"

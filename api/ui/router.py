@@ -1,0 +1,918 @@
+"""Routes of the curation workspace under ``/ui``: thin, like the API's routers.
+
+Every page takes a `Visit` (the signed-in caller, the session, the graph service); every write takes
+a `WriteVisit`, which also checked the form's CSRF token, and calls the same service method that the
+HTTP API's route calls, with the key's name as the actor. Service errors become a message on the next
+page (post, redirect, get), never a second path to the graph.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+from urllib.parse import urlencode
+
+import anyio
+from fastapi import APIRouter, Depends, FastAPI, Query, Request
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.templating import Jinja2Templates
+from pydantic import ValidationError
+from starlette.datastructures import FormData, UploadFile
+
+from api.auth import Caller, get_graph_service
+from api.deps import StateDep
+from api.errors import ServiceUnavailableError
+from api.graph.protocol import (
+    ApiKeyCreate,
+    CypherRequest,
+    ExamplePublic,
+    MergeRequest,
+    ReviewRequest,
+    SplitRequest,
+    TechniqueUpdate,
+    TransitionPublic,
+)
+from api.graph.service import (
+    GraphService,
+    GraphServiceError,
+    GraphUnavailableError,
+    InvalidApiKeyError,
+    QueryFailedError,
+    QueryRefusedError,
+    run_cypher,
+)
+from api.optimize.protocol import JobPublic, OptimizeCreate
+from api.optimize.service import JobService, OptimizeError
+from api.routers.cypher import cypher_api_error, cypher_limits
+from api.routers.optimize import api_error as optimize_api_error
+from api.routers.optimize import event_stream_response
+from api.settings import ApiSettings
+from api.ui.render import fmt_speedup, highlight_css, side_by_side, speedup_colour
+from api.ui.session import (
+    CSRF_FIELD,
+    CSRF_HEADER,
+    LOGIN_COOKIE,
+    SESSION_COOKIE,
+    Session,
+    SessionStore,
+    tokens_match,
+)
+from graphdb.models import GraphExport, RelabelOutcome, ReviewStatus, Role
+from search.baselines import METHODS
+from search.protocols import INITIAL_TECHNIQUE
+
+logger = logging.getLogger(__name__)
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+CYPHER_EXAMPLES = ROOT / "docs" / "cypher-examples.md"
+PAGE = 1000  # the API's largest page; lists longer than this are read page by page
+QUEUE_LIMIT = 1000  # pending examples read for the review queue (filters apply to these)
+GRAPH_EDGE_LIMIT = 3000  # transitions drawn by the graph view, the busiest first
+
+# Every asset the pages load, by the name they load it under: our own files and the pinned npm
+# packages installed by scripts/bootstrap.sh (nothing is fetched from elsewhere at run time).
+ASSETS: dict[str, Path] = {
+    "ui.css": HERE / "static" / "ui.css",
+    "ui.js": HERE / "static" / "ui.js",
+    "htmx.min.js": ROOT / "node_modules" / "htmx.org" / "dist" / "htmx.min.js",
+    "cytoscape.min.js": ROOT / "node_modules" / "cytoscape" / "dist" / "cytoscape.min.js",
+}
+
+templates = Jinja2Templates(directory=HERE / "templates")
+templates.env.filters["speedup"] = fmt_speedup
+templates.env.filters["speedup_colour"] = speedup_colour
+templates.env.globals["INITIAL_TECHNIQUE"] = INITIAL_TECHNIQUE
+
+T = TypeVar("T")
+
+
+class SignInRequired(Exception):
+    """The request has no live session: the browser is sent to the sign-in page."""
+
+    def __init__(self, next_url: str, message: str = "") -> None:
+        super().__init__(message or "sign in first")
+        self.next_url = next_url
+        self.message = message
+
+
+class UiRefused(Exception):
+    """A write the workspace refuses outright (a failed CSRF check, a role too low): a 403 page."""
+
+
+@dataclass
+class Visit:
+    """One request of a signed-in person: who, their session, and the services."""
+
+    request: Request
+    session: Session
+    caller: Caller
+    service: GraphService
+    settings: ApiSettings
+    jobs: JobService | None
+    form: FormData | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def may(self, role: Role) -> bool:
+        """Whether the caller's role is at least `role`."""
+        return self.caller.may(role)
+
+    def require(self, role: Role) -> None:
+        """Refuse the request unless the caller's role is at least `role`."""
+        if not self.may(role):
+            raise UiRefused(
+                f"this needs the {role.value} role; you are signed in as {self.caller.role.value}"
+            )
+
+    def flash(self, kind: str, message: str) -> None:
+        """A message shown once on the next page."""
+        self.session.flashes.append((kind, message))
+
+    def field(self, name: str, default: str = "") -> str:
+        """A text field of the posted form, stripped."""
+        value = self.form.get(name) if self.form is not None else None
+        return value.strip() if isinstance(value, str) else default
+
+    def render(self, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+        """A page, with the layout's context (who, what they may do, messages, the CSRF token)."""
+        flashes, self.session.flashes = self.session.flashes, []
+        context.update(
+            caller=self.caller,
+            may_curate=self.may(Role.CURATOR),
+            may_admin=self.may(Role.ADMIN),
+            csrf=self.session.csrf,
+            flashes=flashes,
+        )
+        response = templates.TemplateResponse(self.request, template, context, status_code=status_code)
+        if self.request.headers.get("hx-request"):
+            # After a post and its redirect, the address bar shows the page rendered, not the post's.
+            # A page rendered by a post itself (the Cypher console, a new key) keeps the address it had.
+            url = self.request.url
+            pushed = url.path + (f"?{url.query}" if url.query else "")
+            response.headers["HX-Push-Url"] = pushed if self.request.method == "GET" else "false"
+        return response
+
+    @contextmanager
+    def reported(self, done: str = "") -> Iterator[None]:
+        """Run a service call; its error becomes an error message, its success `done` (if any)."""
+        try:
+            yield
+        except (GraphServiceError, OptimizeError) as e:
+            self.flash("error", str(e))
+        else:
+            if done:
+                self.flash("ok", done)
+
+
+def _see(url: str) -> RedirectResponse:
+    return RedirectResponse(url, status_code=303)
+
+
+def _safe_next(url: str | None) -> str:
+    # Only our own pages: an open redirect after sign-in would hand the session to anyone's link.
+    if url and url.startswith("/ui") and not url.startswith("//") and "\\" not in url:
+        return url
+    return "/ui/queue"
+
+
+def _origin_ok(request: Request) -> bool:
+    # Browsers send Origin on every cross-site post: one that names another site is refused outright.
+    origin = request.headers.get("origin")
+    if origin is None or origin == "null":
+        return origin is None
+    host = request.headers.get("host", "")
+    return origin.split("://", 1)[-1] == host
+
+
+async def _in_thread(call: Callable[[], T]) -> T:
+    return await anyio.to_thread.run_sync(call)
+
+
+def _all_transitions(service: GraphService) -> list[TransitionPublic]:
+    out: list[TransitionPublic] = []
+    offset = 0
+    while True:
+        page = service.list_transitions(source=None, target=None, limit=PAGE, offset=offset).items
+        out.extend(page)
+        if len(page) < PAGE:
+            return out
+        offset += PAGE
+
+
+def _technique_names(service: GraphService) -> list[str]:
+    names: list[str] = []
+    offset = 0
+    while True:
+        page = service.list_techniques(PAGE, offset).items
+        names.extend(t.name for t in page)
+        if len(page) < PAGE:
+            return names
+        offset += PAGE
+
+
+def cypher_examples(path: Path = CYPHER_EXAMPLES) -> list[dict[str, Any]]:
+    """The documented example queries: each `## title`, its ```cypher block and ```json parameters."""
+    if not path.is_file():
+        return []
+    out = []
+    for section in re.split(r"^## ", path.read_text(), flags=re.MULTILINE)[1:]:
+        title = section.splitlines()[0].strip()
+        query = re.search(r"```cypher\n(.*?)```", section, re.DOTALL)
+        params = re.search(r"```json\n(.*?)```", section, re.DOTALL)
+        if query is not None:
+            out.append(
+                {
+                    "title": title,
+                    "query": query.group(1).strip(),
+                    "parameters": params.group(1).strip() if params else "{}",
+                }
+            )
+    return out
+
+
+def _task_ids(tasks_dir: Path | None) -> list[str]:
+    if tasks_dir is None or not tasks_dir.is_dir():
+        return []
+    return sorted(p.name for p in tasks_dir.iterdir() if (p / "task.json").is_file())
+
+
+def get_visit(request: Request, state: StateDep) -> Visit:
+    """The signed-in visitor of this request; the sign-in page for anyone else."""
+    sessions: SessionStore = request.app.state.ui_sessions
+    session = sessions.get(request.cookies.get(SESSION_COOKIE))
+    target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    if session is None:
+        raise SignInRequired(target)
+    service = get_graph_service(state)
+    try:
+        key = service.key_for_token(session.token)
+    except InvalidApiKeyError as e:
+        sessions.end(session.id)
+        raise SignInRequired(target, "your API key is no longer valid: sign in again") from e
+    except GraphUnavailableError as e:
+        raise ServiceUnavailableError(str(e)) from e
+    caller = Caller(name=key.name, role=key.role, key_id=key.id)
+    return Visit(request, session, caller, service, state.settings, state.jobs)
+
+
+VisitDep = Annotated[Visit, Depends(get_visit)]
+
+
+async def get_write_visit(request: Request, visit: VisitDep) -> Visit:
+    """A visitor's write: same-site, with the session's CSRF token in the form or a header."""
+    if not _origin_ok(request):
+        raise UiRefused("the request came from another site (Origin check failed)")
+    visit.form = await request.form()
+    given = request.headers.get(CSRF_HEADER) or visit.field(CSRF_FIELD) or None
+    if not tokens_match(visit.session.csrf, given):
+        logger.warning("ui write refused: CSRF token missing or wrong", extra={"actor": visit.caller.name})
+        raise UiRefused("the form's CSRF token is missing or wrong: reload the page and try again")
+    return visit
+
+
+WriteDep = Annotated[Visit, Depends(get_write_visit)]
+
+
+def build_router(sessions: SessionStore, settings: ApiSettings) -> APIRouter:
+    """The /ui routes over `sessions` (one store per app)."""
+    router = APIRouter(prefix="/ui", include_in_schema=False)
+    examples_doc = cypher_examples()
+    task_ids = _task_ids(settings.tasks_dir)
+
+    # -- assets and sign-in ---------------------------------------------------------------------------
+
+    @router.get("/static/highlight.css")
+    def highlight_stylesheet() -> Response:
+        return Response(highlight_css(), media_type="text/css", headers={"Cache-Control": "max-age=3600"})
+
+    @router.get("/static/{name}")
+    def asset(name: str) -> Response:
+        path = ASSETS.get(name)
+        if path is None or not path.is_file():
+            hint = " (run scripts/bootstrap.sh: npm ci)" if path is not None else ""
+            return Response(f"no asset {name!r}{hint}", status_code=404, media_type="text/plain")
+        return FileResponse(path, headers={"Cache-Control": "max-age=3600"})
+
+    @router.get("", include_in_schema=False)
+    def home() -> RedirectResponse:
+        return _see("/ui/queue")
+
+    @router.get("/login")
+    def login_page(request: Request, next: str = "/ui/queue", message: str = "") -> HTMLResponse:
+        return _login(request, next, message)
+
+    def _login(request: Request, next_url: str, message: str, status_code: int = 200) -> HTMLResponse:
+        login_token = request.cookies.get(LOGIN_COOKIE) or sessions.new_login_token()
+        response = templates.TemplateResponse(
+            request,
+            "login.html",
+            {"next": _safe_next(next_url), "message": message, "csrf": login_token, "caller": None},
+            status_code=status_code,
+        )
+        response.set_cookie(
+            LOGIN_COOKIE,
+            login_token,
+            httponly=True,
+            samesite="strict",
+            secure=settings.ui_secure_cookie,
+            path="/ui",
+        )
+        return response
+
+    @router.post("/login")
+    async def login(request: Request, state: StateDep) -> Response:
+        form = await request.form()
+        key, csrf, next_url = (str(form.get(n, "")).strip() for n in ("key", CSRF_FIELD, "next"))
+        if not _origin_ok(request) or not tokens_match(request.cookies.get(LOGIN_COOKIE, ""), csrf or None):
+            raise UiRefused("the sign-in form's CSRF token is missing or wrong: reload the page")
+        service = get_graph_service(state)
+        try:
+            found = await _in_thread(lambda: service.key_for_token(key))
+        except InvalidApiKeyError:
+            return _login(request, next_url, "That key is not valid (unknown or revoked).", 401)
+        except GraphUnavailableError as e:
+            raise ServiceUnavailableError(str(e)) from e
+        session = sessions.create(key)
+        logger.info("ui sign-in", extra={"actor": found.name, "role": found.role.value})
+        response = _see(_safe_next(next_url))
+        response.set_cookie(
+            SESSION_COOKIE,
+            session.id,
+            httponly=True,
+            samesite="strict",
+            secure=settings.ui_secure_cookie,
+            path="/ui",
+        )
+        response.delete_cookie(LOGIN_COOKIE, path="/ui")
+        return response
+
+    @router.post("/logout")
+    def logout(visit: WriteDep) -> RedirectResponse:
+        sessions.end(visit.session.id)
+        response = _see("/ui/login?message=Signed+out.")
+        response.delete_cookie(SESSION_COOKIE, path="/ui")
+        return response
+
+    # -- review queue ---------------------------------------------------------------------------------
+
+    def _queue_context(visit: Visit, params: dict[str, str], selected: str | None) -> dict[str, Any]:
+        service = visit.service
+        pending = service.list_examples(
+            source=None, target=None, status=ReviewStatus.PENDING, limit=QUEUE_LIMIT, offset=0
+        ).items
+        technique, transition = params.get("technique", ""), params.get("transition", "")
+        task, device = params.get("task", ""), params.get("device", "")
+        try:
+            min_speedup = float(params["min_speedup"]) if params.get("min_speedup") else None
+        except ValueError:
+            min_speedup = None
+            visit.flash("error", f"min speedup {params['min_speedup']!r} is not a number")
+
+        def keep(e: ExamplePublic) -> bool:
+            return (
+                (not technique or technique in (e.source, e.target))
+                and (not transition or transition == f"{e.source} -> {e.target}")
+                and (not task or e.task_id == task)
+                and (not device or e.device == device)
+                and (min_speedup is None or (e.speedup is not None and e.speedup >= min_speedup))
+            )
+
+        shown = [e for e in pending if keep(e)]
+        current = next((e for e in shown if e.id == selected), shown[0] if shown else None)
+        index = shown.index(current) if current is not None else -1
+        return {
+            "params": params,
+            "back": urlencode({k: v for k, v in params.items() if v}),
+            "examples": shown,
+            "total_pending": len(pending),
+            "capped": len(pending) >= QUEUE_LIMIT,
+            "facets": {
+                "technique": sorted({n for e in pending for n in (e.source, e.target)}),
+                "transition": sorted({f"{e.source} -> {e.target}" for e in pending}),
+                "task": sorted({e.task_id for e in pending}),
+                "device": sorted({e.device for e in pending if e.device}),
+            },
+            "current": current,
+            "prev_id": shown[index - 1].id if index > 0 else None,
+            "next_id": shown[index + 1].id if 0 <= index < len(shown) - 1 else None,
+            "detail": _example_detail(visit, current, pending) if current is not None else None,
+        }
+
+    def _example_detail(visit: Visit, example: ExamplePublic, nearby: list[ExamplePublic]) -> dict[str, Any]:
+        service = visit.service
+        try:
+            transition = service.list_transitions(
+                source=example.source, target=example.target, limit=1, offset=0
+            ).items[0]
+        except GraphServiceError:
+            transition = None
+        # The example's trajectory, as far as its steps are in view: its place on the technique path.
+        steps = sorted(
+            (e for e in nearby if example.trajectory_id and e.trajectory_id == example.trajectory_id),
+            key=lambda e: e.step_index if e.step_index is not None else -1,
+        )
+        return {
+            "example": example,
+            "rows": side_by_side(example.code_before, example.code_after),
+            "transition": transition,
+            "steps": steps,
+            "techniques": _technique_names(service),
+        }
+
+    @router.get("/queue")
+    async def queue(
+        visit: VisitDep,
+        technique: str = "",
+        transition: str = "",
+        task: str = "",
+        device: str = "",
+        min_speedup: str = "",
+        selected: str | None = None,
+    ) -> HTMLResponse:
+        params = {
+            "technique": technique,
+            "transition": transition,
+            "task": task,
+            "device": device,
+            "min_speedup": min_speedup,
+        }
+        context = await _in_thread(lambda: _queue_context(visit, params, selected))
+        return visit.render("queue.html", nav="queue", **context)
+
+    @router.get("/examples/{example_id}")
+    async def example_page(visit: VisitDep, example_id: str) -> Response:
+        def load() -> dict[str, Any] | None:
+            with visit.reported():
+                example = visit.service.get_example(example_id)
+                return _example_detail(visit, example, [])
+            return None
+
+        detail = await _in_thread(load)
+        if detail is None:
+            return _see("/ui/queue")
+        return visit.render("example.html", nav="queue", detail=detail, back="")
+
+    def _after_review(visit: Visit, next_id: str) -> RedirectResponse:
+        back = visit.field("back")
+        query = back + (f"&selected={next_id}" if next_id else "")
+        return _see(f"/ui/queue?{query.lstrip('&')}" if query else "/ui/queue")
+
+    @router.post("/examples/{example_id}/review")
+    async def review(visit: WriteDep, example_id: str) -> RedirectResponse:
+        visit.require(Role.CURATOR)
+        decision, reason = visit.field("decision"), visit.field("reason")
+        if decision not in ("approve", "reject"):
+            visit.flash("error", "choose approve or reject")
+        elif decision == "reject" and not reason:
+            visit.flash("error", "a rejection needs a reason")
+            return _after_review(visit, example_id)
+        else:
+            body = ReviewRequest(decision=decision, reason=reason)
+            with visit.reported(
+                f"{'Approved' if decision == 'approve' else 'Rejected'} example {example_id[:12]}."
+            ):
+                await _in_thread(
+                    lambda: visit.service.review_example(example_id, body, actor=visit.caller.name)
+                )
+        return _after_review(visit, visit.field("next_id"))
+
+    @router.post("/examples/{example_id}/split")
+    async def split(visit: WriteDep, example_id: str) -> RedirectResponse:
+        visit.require(Role.CURATOR)
+        target, source = visit.field("target"), visit.field("source")
+        try:
+            body = SplitRequest(target=target, source=source or None)
+        except ValidationError:
+            visit.flash("error", "name the technique to split the example onto")
+            return _after_review(visit, example_id)
+        with visit.reported(
+            f"Moved example {example_id[:12]} onto {body.source or 'its source'} -> {target}."
+        ):
+            await _in_thread(lambda: visit.service.split_example(example_id, body, actor=visit.caller.name))
+        return _after_review(visit, visit.field("next_id"))
+
+    # -- techniques and transitions -------------------------------------------------------------------
+
+    @router.get("/techniques")
+    async def techniques(visit: VisitDep, q: str = "") -> HTMLResponse:
+        def load() -> dict[str, Any]:
+            items = []
+            offset = 0
+            while True:
+                page = visit.service.list_techniques(PAGE, offset).items
+                items.extend(page)
+                if len(page) < PAGE:
+                    break
+                offset += PAGE
+            transitions = _all_transitions(visit.service)
+            out_n = Counter(t.source for t in transitions)
+            in_n = Counter(t.target for t in transitions)
+            examples = Counter[str]()
+            for t in transitions:
+                examples[t.target] += t.stats.n_examples
+            needle = q.lower()
+            shown = [
+                t
+                for t in items
+                if not needle or needle in t.name.lower() or any(needle in a.lower() for a in t.aliases)
+            ]
+            return {"items": shown, "out_n": out_n, "in_n": in_n, "examples": examples, "q": q}
+
+        return visit.render("techniques.html", nav="techniques", **await _in_thread(load))
+
+    @router.get("/technique")
+    async def technique(visit: VisitDep, name: str) -> Response:
+        def load() -> dict[str, Any] | None:
+            service = visit.service
+            with visit.reported():
+                found = service.get_technique(name)
+                transitions = _all_transitions(service)
+                into = sorted(
+                    (t for t in transitions if t.target == found.name),
+                    key=lambda t: (-t.stats.n_examples, t.source),
+                )
+                out = sorted(
+                    (t for t in transitions if t.source == found.name),
+                    key=lambda t: (-t.stats.n_examples, t.target),
+                )
+                best: list[ExamplePublic] = []
+                for t in sorted(into, key=lambda t: -t.stats.n_verified)[:8]:
+                    if t.stats.n_verified:
+                        best.extend(
+                            service.list_examples(
+                                source=t.source, target=t.target, status=None, limit=50, offset=0
+                            ).items
+                        )
+                best = sorted(
+                    (
+                        e
+                        for e in best
+                        if e.verdict == "passed"
+                        and e.speedup is not None
+                        and e.review_status != ReviewStatus.REJECTED
+                    ),
+                    key=lambda e: -(e.speedup or 0.0),
+                )[:6]
+                return {
+                    "technique": found,
+                    "predecessors": into,
+                    "successors": out,
+                    "best": best,
+                    "names": [n for n in _technique_names(service) if n != found.name],
+                }
+            return None
+
+        context = await _in_thread(load)
+        if context is None:
+            return _see("/ui/techniques")
+        return visit.render("technique.html", nav="techniques", **context)
+
+    @router.post("/technique/edit")
+    async def edit_technique(visit: WriteDep) -> RedirectResponse:
+        visit.require(Role.CURATOR)
+        name, new_name, description = visit.field("name"), visit.field("new_name"), visit.field("description")
+        try:
+            body = TechniqueUpdate(name=new_name or None, description=description)
+        except ValidationError as e:
+            visit.flash("error", str(e.errors()[0]["msg"]))
+            return _see(f"/ui/technique?{urlencode({'name': name})}")
+        landed = name
+        with visit.reported("Saved."):
+            landed = (
+                await _in_thread(lambda: visit.service.update_technique(name, body, actor=visit.caller.name))
+            ).name
+        return _see(f"/ui/technique?{urlencode({'name': landed})}")
+
+    @router.post("/technique/merge")
+    async def merge_technique(visit: WriteDep) -> RedirectResponse:
+        visit.require(Role.CURATOR)
+        source, into = visit.field("source"), visit.field("into")
+        try:
+            body = MergeRequest(source=source, into=into)
+        except ValidationError:
+            visit.flash("error", "name both techniques to merge")
+            return _see(f"/ui/technique?{urlencode({'name': source})}")
+        landed = source
+        with visit.reported(f"Merged {source!r} into {into!r}; its names are now aliases."):
+            landed = (
+                await _in_thread(lambda: visit.service.merge_techniques(body, actor=visit.caller.name))
+            ).name
+        return _see(f"/ui/technique?{urlencode({'name': landed})}")
+
+    @router.get("/transition")
+    async def transition(visit: VisitDep, source: str, target: str) -> Response:
+        def load() -> dict[str, Any] | None:
+            with visit.reported():
+                found = visit.service.list_transitions(source=source, target=target, limit=1, offset=0).items[
+                    0
+                ]
+                examples = visit.service.list_examples(
+                    source=source, target=target, status=None, limit=200, offset=0
+                ).items
+                return {"transition": found, "examples": examples}
+            return None
+
+        context = await _in_thread(load)
+        if context is None:
+            return _see("/ui/graph")
+        return visit.render("transition.html", nav="graph", **context)
+
+    # -- the graph ------------------------------------------------------------------------------------
+
+    @router.get("/graph")
+    def graph_page(visit: VisitDep) -> HTMLResponse:
+        return visit.render("graph.html", nav="graph")
+
+    @router.get("/graph/data")
+    async def graph_data(visit: VisitDep) -> JSONResponse:
+        def load() -> dict[str, Any]:
+            names = _technique_names(visit.service)
+            every = _all_transitions(visit.service)
+            # Past a few thousand edges a browser drawing them all stops being usable: the thinnest go.
+            transitions = sorted(every, key=lambda t: -t.stats.n_examples)[:GRAPH_EDGE_LIMIT]
+            degree = Counter[str]()
+            for t in transitions:
+                degree[t.source] += t.stats.n_examples
+                degree[t.target] += t.stats.n_examples
+            top = max((t.stats.n_examples for t in transitions), default=1) or 1
+            return {
+                "initial": INITIAL_TECHNIQUE,
+                "transitions_total": len(every),
+                "nodes": [{"data": {"id": n, "weight": degree[n]}} for n in names],
+                "edges": [
+                    {
+                        "data": {
+                            "id": t.key,
+                            "source": t.source,
+                            "target": t.target,
+                            "examples": t.stats.n_examples,
+                            "verified": t.stats.n_verified,
+                            "speedup": t.stats.mean_speedup if t.stats.n_verified else None,
+                            "label": f"{t.stats.n_examples} ex · {fmt_speedup(t.stats.mean_speedup if t.stats.n_verified else None)}",
+                            "width": 1 + 7 * (t.stats.n_examples / top) ** 0.5,
+                            "colour": speedup_colour(t.stats.mean_speedup if t.stats.n_verified else None),
+                        }
+                    }
+                    for t in transitions
+                ],
+            }
+
+        return JSONResponse(await _in_thread(load))
+
+    # -- Cypher ---------------------------------------------------------------------------------------
+
+    @router.get("/cypher")
+    def cypher_page(visit: VisitDep, example: int | None = None) -> HTMLResponse:
+        chosen = examples_doc[example] if example is not None and 0 <= example < len(examples_doc) else None
+        return visit.render(
+            "cypher.html",
+            nav="cypher",
+            examples=examples_doc,
+            query=chosen["query"]
+            if chosen
+            else "MATCH (t:Technique) RETURN t.name AS name ORDER BY name LIMIT 25",
+            parameters=chosen["parameters"] if chosen else "{}",
+            result=None,
+            error=None,
+        )
+
+    @router.post("/cypher")
+    async def cypher_run(visit: WriteDep, state: StateDep) -> HTMLResponse:
+        query, parameters = visit.field("query"), visit.field("parameters") or "{}"
+        result = None
+        error: dict[str, Any] | None = None
+        try:
+            body = CypherRequest(query=query, parameters=json.loads(parameters))
+        except (ValueError, ValidationError) as e:
+            error = {"type": "invalid_request", "message": f"the query or its parameters are not valid: {e}"}
+        else:
+            limits = cypher_limits(settings)
+            try:
+                result = await _in_thread(
+                    lambda: run_cypher(state.driver, state.target.database, body, limits)
+                )
+            except (QueryRefusedError, QueryFailedError) as e:
+                api = cypher_api_error(e)
+                error = {"type": api.error_type, "status": api.status_code, "message": api.message}
+        return visit.render(
+            "cypher.html",
+            nav="cypher",
+            examples=examples_doc,
+            query=query,
+            parameters=parameters,
+            result=result,
+            error=error,
+        )
+
+    # -- optimization jobs ----------------------------------------------------------------------------
+
+    def _jobs(visit: Visit) -> JobService:
+        if visit.jobs is None:
+            raise ServiceUnavailableError("the job service is starting or stopping")
+        return visit.jobs
+
+    @router.get("/jobs")
+    async def jobs_page(visit: VisitDep) -> HTMLResponse:
+        records = await _jobs(visit).list_jobs(limit=50)
+        return visit.render(
+            "jobs.html", nav="jobs", jobs=[JobPublic.of(r) for r in records], tasks=task_ids, methods=METHODS
+        )
+
+    @router.post("/jobs")
+    async def start_job(visit: WriteDep) -> RedirectResponse:
+        # Like POST /v1/optimize: any signed-in key may run a job (it changes nothing in the graph).
+        fields = {"task_ref": visit.field("task"), "method": visit.field("method") or "regraph-mcgs"}
+        numbers = {k: visit.field(k) for k in ("budget", "rollouts", "seed") if visit.field(k)}
+        try:
+            body = OptimizeCreate.model_validate({**fields, **{k: int(v) for k, v in numbers.items()}})
+        except (ValueError, ValidationError) as e:
+            visit.flash("error", f"the job request is not valid: {e}")
+            return _see("/ui/jobs")
+        try:
+            record = await _jobs(visit).submit(body)
+        except OptimizeError as e:
+            visit.flash("error", optimize_api_error(e).message)
+            return _see("/ui/jobs")
+        logger.info("ui job started", extra={"actor": visit.caller.name, "job": record.id})
+        return _see(f"/ui/jobs/{record.id}")
+
+    @router.get("/jobs/{job_id}")
+    async def job_page(visit: VisitDep, job_id: str) -> Response:
+        try:
+            job = JobPublic.of(await _jobs(visit).get(job_id))
+        except OptimizeError as e:
+            visit.flash("error", optimize_api_error(e).message)
+            return _see("/ui/jobs")
+        budget = int(job.request.get("budget", 20))
+        return visit.render("job.html", nav="jobs", job=job, budget=budget)
+
+    @router.get("/jobs/{job_id}/events")
+    async def job_events(visit: VisitDep, job_id: str, after: Annotated[int, Query(ge=-1)] = -1) -> Response:
+        try:
+            return await event_stream_response(_jobs(visit), job_id, after)
+        except OptimizeError as e:
+            api = optimize_api_error(e)
+            return Response(api.message, status_code=api.status_code, media_type="text/plain")
+
+    @router.post("/jobs/{job_id}/cancel")
+    async def cancel_job(visit: WriteDep, job_id: str) -> RedirectResponse:
+        with visit.reported("Cancelled."):
+            await _jobs(visit).cancel(job_id)
+        return _see(f"/ui/jobs/{job_id}")
+
+    # -- relabel decisions ----------------------------------------------------------------------------
+
+    @router.get("/relabel")
+    async def relabel(visit: VisitDep, outcome: str = "", include_undone: bool = False) -> HTMLResponse:
+        chosen = RelabelOutcome(outcome) if outcome in {o.value for o in RelabelOutcome} else None
+        decisions = await _in_thread(
+            lambda: (
+                visit.service.list_decisions(
+                    outcome=chosen, include_undone=include_undone, limit=PAGE, offset=0
+                ).items
+            )
+        )
+        return visit.render(
+            "relabel.html",
+            nav="relabel",
+            decisions=decisions,
+            outcome=outcome,
+            outcomes=[o.value for o in RelabelOutcome],
+            include_undone=include_undone,
+        )
+
+    @router.post("/relabel/{decision_id}/undo")
+    async def undo(visit: WriteDep, decision_id: str) -> RedirectResponse:
+        visit.require(Role.CURATOR)
+        with visit.reported("Decision undone."):
+            await _in_thread(lambda: visit.service.undo_decision(decision_id, actor=visit.caller.name))
+        return _see("/ui/relabel")
+
+    # -- audit ----------------------------------------------------------------------------------------
+
+    @router.get("/audit")
+    async def audit(
+        visit: VisitDep, actor: str = "", action: str = "", target: str = "", since: str = "", until: str = ""
+    ) -> HTMLResponse:
+        entries = await _in_thread(
+            lambda: visit.service.list_audit(target=target or None, limit=PAGE, offset=0).items
+        )
+        actors = sorted({e.actor for e in entries})
+        actions = sorted({e.action for e in entries})
+        shown = [
+            e
+            for e in entries
+            if (not actor or e.actor == actor)
+            and (not action or e.action == action)
+            and (not since or e.at.isoformat() >= since)
+            and (not until or e.at.isoformat()[: len(until)] <= until)
+        ]
+        return visit.render(
+            "audit.html",
+            nav="audit",
+            entries=shown,
+            actors=actors,
+            actions=actions,
+            params={"actor": actor, "action": action, "target": target, "since": since, "until": until},
+        )
+
+    # -- administration -------------------------------------------------------------------------------
+
+    @router.get("/admin")
+    async def admin(visit: VisitDep) -> HTMLResponse:
+        visit.require(Role.ADMIN)
+        keys = await _in_thread(visit.service.list_keys)
+        counts = await _in_thread(lambda: visit.service.store.counts())
+        return visit.render(
+            "admin.html", nav="admin", keys=keys, created=None, counts=counts, roles=list(Role)
+        )
+
+    @router.get("/admin/export")
+    async def export(visit: VisitDep) -> Response:
+        visit.require(Role.ADMIN)
+        exported = await _in_thread(visit.service.export_graph)
+        return Response(
+            exported.model_dump_json(),
+            media_type="application/json",
+            headers={"Content-Disposition": 'attachment; filename="regraph-graph.json"'},
+        )
+
+    @router.post("/admin/import")
+    async def import_graph(visit: WriteDep) -> RedirectResponse:
+        visit.require(Role.ADMIN)
+        upload = visit.form.get("file") if visit.form is not None else None
+        if not isinstance(upload, UploadFile):
+            visit.flash("error", "choose an export file to import")
+            return _see("/ui/admin")
+        raw = await upload.read()
+        try:
+            document = GraphExport.model_validate_json(raw)
+        except ValidationError as e:
+            visit.flash("error", f"that file is not a regraph.graph/v1 export: {e.error_count()} problem(s)")
+            return _see("/ui/admin")
+        with visit.reported():
+            summary = await _in_thread(lambda: visit.service.import_graph(document, actor=visit.caller.name))
+            visit.flash("ok", f"Imported {summary.techniques} techniques and {summary.examples} examples.")
+        return _see("/ui/admin")
+
+    @router.post("/admin/keys")
+    async def create_key(visit: WriteDep) -> Response:
+        visit.require(Role.ADMIN)
+        try:
+            body = ApiKeyCreate(name=visit.field("name"), role=Role(visit.field("role")))
+        except (ValueError, ValidationError):
+            visit.flash("error", "a key needs a name (letters, digits, . _ @ -) and a role")
+            return _see("/ui/admin")
+        created = None
+        with visit.reported():
+            created = await _in_thread(lambda: visit.service.create_key(body, actor=visit.caller.name))
+        if created is None:
+            return _see("/ui/admin")
+        keys = await _in_thread(visit.service.list_keys)
+        counts = await _in_thread(lambda: visit.service.store.counts())
+        # Rendered, not redirected: the token is shown this once and never stored anywhere.
+        return visit.render(
+            "admin.html", nav="admin", keys=keys, created=created, counts=counts, roles=list(Role)
+        )
+
+    @router.post("/admin/keys/{key_id}/revoke")
+    async def revoke_key(visit: WriteDep, key_id: str) -> RedirectResponse:
+        visit.require(Role.ADMIN)
+        with visit.reported("Key revoked."):
+            await _in_thread(lambda: visit.service.revoke_key(key_id, actor=visit.caller.name))
+        return _see("/ui/admin")
+
+    return router
+
+
+def mount(app: FastAPI, settings: ApiSettings) -> None:
+    """Serve the curation workspace under /ui on `app`."""
+    sessions = SessionStore(settings.ui_session_ttl_s)
+    app.state.ui_sessions = sessions
+    app.include_router(build_router(sessions, settings))
+    missing = [name for name, path in ASSETS.items() if not path.is_file()]
+    if missing:
+        logger.warning("ui assets missing (run scripts/bootstrap.sh)", extra={"assets": ",".join(missing)})
+
+    async def sign_in(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, SignInRequired)
+        query = urlencode({"next": exc.next_url, **({"message": exc.message} if exc.message else {})})
+        if request.headers.get("hx-request"):
+            # htmx follows redirects inside the page; this header sends the whole browser instead.
+            return Response(status_code=204, headers={"HX-Redirect": f"/ui/login?{query}"})
+        return _see(f"/ui/login?{query}")
+
+    async def refused(request: Request, exc: Exception) -> Response:
+        return templates.TemplateResponse(
+            request, "refused.html", {"message": str(exc), "caller": None}, status_code=403
+        )
+
+    app.add_exception_handler(SignInRequired, sign_in)
+    app.add_exception_handler(UiRefused, refused)

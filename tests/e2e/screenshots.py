@@ -1,0 +1,79 @@
+"""Screenshots of the curation workspace's main pages, on the seed graph, for the README.
+
+    python -m tests.e2e.screenshots docs/screenshots
+
+Starts its own embedded Neo4j, the executor and the API (as the browser tests do), signs in as the
+admin key and saves one PNG per page.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from playwright.sync_api import Page, sync_playwright
+
+from graphdb.connection import GraphServer, open_driver
+from graphdb.migrations import MigrationRunner
+from graphdb.models import Role
+from tests.conftest import graph_server_options
+from tests.e2e.stack import JOB_TASK, chromium, fresh_context, running_stack, sign_in
+
+SHOTS = [
+    ("queue", "/ui/queue", "#diff"),
+    ("technique", "/ui/technique?name=Shared+memory+tiling", "#technique-name"),
+    ("techniques", "/ui/techniques", "#techniques"),
+    ("graph", "/ui/graph", "#graph[data-ready=true]"),
+    ("relabel", "/ui/relabel", "#decisions"),
+    ("cypher", "/ui/cypher?example=0", "#cypher-query"),
+    ("audit", "/ui/audit", "#audit"),
+    ("admin", "/ui/admin", "#keys"),
+]
+
+
+def take(page: Page, url: str, out: Path) -> None:
+    """Save each page of SHOTS, then a finished job's page, as PNGs in `out` (signed in already)."""
+    page.set_default_timeout(120_000)
+    for name, path, ready in SHOTS:
+        page.goto(url + path)
+        page.wait_for_selector(ready)
+        if name == "cypher":
+            page.click("#cypher-run")
+            page.wait_for_selector("#cypher-result")
+        time.sleep(0.5)  # the graph's layout and fonts settle
+        page.screenshot(path=str(out / f"{name}.png"))
+    page.goto(f"{url}/ui/jobs")
+    page.fill("#job-task", JOB_TASK)
+    page.fill("#job-budget", "4")
+    page.click("#job-start")
+    page.wait_for_selector("#job-result")
+    page.wait_for_selector("#job[data-ended=true]")
+    time.sleep(0.5)
+    page.screenshot(path=str(out / "job.png"))
+
+
+def main(out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        server = GraphServer(graph_server_options(Path(tmp) / "neo4j"))
+        server.start()
+        try:
+            with open_driver(server.target) as driver:
+                MigrationRunner(driver, server.target.database).migrate()
+                with (
+                    running_stack(driver, server.target, Path(tmp)) as stack,
+                    sync_playwright() as playwright,
+                    chromium(playwright) as browser,
+                    fresh_context(browser) as context,
+                ):
+                    page = context.new_page()
+                    sign_in(page, stack.url, stack.tokens[Role.ADMIN])
+                    take(page, stack.url, out)
+        finally:
+            server.stop()
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1] if len(sys.argv) > 1 else "docs/screenshots"))
