@@ -16,7 +16,7 @@ from api.graph.service import GraphServiceError
 from api.logs import configure_logging
 from api.mcp.http import mount_mcp
 from api.optimize.service import OptimizeError, build_job_service
-from api.routers import cypher, graph, health, optimize
+from api.routers import cypher, graph, health, optimize, relabel
 from api.settings import ApiSettings
 from api.state import AppState
 from api.ui import mount as mount_ui
@@ -71,6 +71,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.include_router(optimize.router)
     app.include_router(graph.router)
+    app.include_router(relabel.router)
     app.include_router(cypher.router)
     mount_ui(app, settings)  # the curation workspace under /ui
     return app

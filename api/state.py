@@ -18,6 +18,8 @@ from graphdb.export import import_from_file
 from graphdb.models import GraphExport
 from graphdb.store import Neo4jGraphStore
 from search.embeddings import Embedder, shared_embedder
+from search.relabel import RelabelConfig, RelabelPolicy
+from search.relabel_scoring import load_model
 
 if TYPE_CHECKING:
     from api.optimize.service import JobService
@@ -102,6 +104,24 @@ class AppState:
     embedder: Embedder | None = None  # code and technique embeddings (loaded once per process)
     preload: threading.Thread | None = None  # fills the retrieval cache after start-up
     stopping: threading.Event = field(default_factory=threading.Event)  # set by close()
+    _relabel_policy: RelabelPolicy | None = None
+    _relabel_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def relabel_policy(self) -> RelabelPolicy:
+        """The relabeler's scoring policy (taxonomy and scorer from the settings), built on first use.
+
+        Kept for the process: it caches the embeddings of technique labels across requests.
+        """
+        with self._relabel_lock:
+            if self._relabel_policy is None:
+                assert self.embedder is not None
+                config = RelabelConfig()
+                self._relabel_policy = RelabelPolicy(
+                    self.embedder,
+                    taxonomy=config.resolved_taxonomy(),
+                    model=load_model(config.relabel_model),
+                )
+            return self._relabel_policy
 
     @classmethod
     def open(cls, settings: ApiSettings) -> AppState:

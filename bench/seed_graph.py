@@ -3,8 +3,9 @@
     python -m bench.seed_graph
 
 Starts a throwaway embedded Neo4j in a temporary directory, migrates it, and runs the real
-construction pipeline (`search.construction.GraphBuilder`: all-MiniLM-L6-v2 embeddings, relabeling by
-embedding thresholds, no judge) over the trajectories of the building tasks of `bench/split.json`,
+construction pipeline (`search.construction.GraphBuilder`: the graph seeded with the packaged technique
+taxonomy, all-MiniLM-L6-v2 embeddings, the relabeler of `search.relabel.build_relabeler` with its fitted
+scorer, and the `judge` model role when `REGRAPH_MODELS__JUDGE__*` is set) over the trajectories of the building tasks of `bench/split.json`,
 one trajectory at a time in the split's order, recording the graph's size after each (the
 convergence curve). Steps that were measured on a GPU (`--measured`, default: every teacher run
 under `bench/results`, e.g. the 2026-11-22 H100 runs) carry their verdict and speedup: the
@@ -56,6 +57,7 @@ from graphdb.connection import scratch_store
 from graphdb.errors import GraphDBError
 from graphdb.models import GraphExport, RelabelOutcome, StepVerdict
 from graphdb.store import Neo4jGraphStore
+from search.backends.config import ModelRoles
 from search.construction import (
     GraphBuilder,
     SourcedTrajectory,
@@ -66,7 +68,8 @@ from search.construction import (
 from search.embeddings import Embedder, shared_embedder
 from search.errors import SearchError
 from search.protocols import INITIAL_TECHNIQUE
-from search.relabel import Relabeler
+from search.relabel import build_relabeler
+from search.taxonomy import default_taxonomy
 
 logger = logging.getLogger(__name__)
 
@@ -250,7 +253,7 @@ def build(
     tasks_dir: Path,
 ) -> list[ConvergencePoint]:
     """Ingest `trajectories` one at a time with the real pipeline; return the size after each."""
-    relabeler = Relabeler(store, embedder)
+    relabeler = build_relabeler(store, embedder)
     references = TaskDirectoryReferences(tasks_dir)
 
     def builder(validator: MeasuredSteps | None) -> GraphBuilder:
@@ -264,6 +267,7 @@ def build(
             validator=validator,
             on_failure="reject",
             actor=ACTOR,
+            seed_taxonomy=relabeler.policy.taxonomy,
         )
 
     # Building nothing creates the initial node: the curve starts from it, as every trajectory does.
@@ -406,6 +410,12 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _judge_name() -> str | None:
+    """The judge model of the environment's `judge` role, if one is set (named in the README)."""
+    role = ModelRoles().judge
+    return None if role is None else f"{role.backend}:{role.model or role.replay_path}"
+
+
 def readme_text(
     export: GraphExport,
     points: Sequence[ConvergencePoint],
@@ -416,6 +426,7 @@ def readme_text(
     date: str,
     split_seed: int,
     task_set: str,
+    judge: str | None = None,
 ) -> str:
     """The README of the seed graph: size, techniques, relabel decisions, convergence, provenance."""
     examples_by_target = Counter(e.target for e in export.examples)
@@ -425,13 +436,18 @@ def readme_text(
     outcomes = Counter(d.outcome for d in export.decisions)
     last = points[-1]
     tail = points[max(0, len(points) - 11)]
+    taxonomy = default_taxonomy()
+    taxonomy_note = f"{len(taxonomy.techniques)} techniques, version {taxonomy.version}"
+    judge_note = "judge: " + (judge or "none, undecided names wait in the curator queue")
     lines = [
         "# The seed reasoning graph",
         "",
         "The graph `regraph up` loads into a database that has no techniques yet (setting",
         "`REGRAPH_SEED_GRAPH`: a path to another export, or empty / `none` to start with an empty graph).",
-        "It is built by the real construction pipeline (relabeling with all-MiniLM-L6-v2 embeddings,",
-        "merge threshold 0.90, new-technique threshold 0.75, no judge) from the trajectories of the",
+        "It is built by the real construction pipeline: the packaged technique taxonomy",
+        f"({taxonomy_note}) seeds the empty graph, then every step is relabeled by the",
+        f"fitted scorer (all-MiniLM-L6-v2 embeddings, code evidence; {judge_note}; see docs/search.md)",
+        "from the trajectories of the",
         f"{len({t.task_id for t in export.trajectories})} graph-building tasks of `bench/split.json`; none of its "
         f"{eval_count} evaluation",
         "tasks is in it (checked on every build: task ids, trajectory files, the text, and exact or",
@@ -513,17 +529,19 @@ def readme_text(
         "Method names that were not already a technique's name or alias (case ignored), in build order: "
         + ", ".join(f"{outcomes[o]} {o.value}" for o in RelabelOutcome if outcomes[o])
         + ".",
-        "`merged`: similarity >= 0.90 to an existing technique, the name became its alias; `new`:",
-        "below 0.75, a new technique; `flagged`: in between, kept as a new technique for a curator to",
-        "merge or keep (`POST /v1/relabel-decisions/{id}/undo` merges it into the nearest technique).",
+        "`merged`: the name became an alias of the technique (by a normalised alias or taxonomy label,",
+        "or by the scorer); `new`: a new technique (a canonical taxonomy technique the graph lacked, or",
+        "the name itself); `flagged`: undecided, kept separate and waiting in the curator queue",
+        "(`GET /v1/relabel-queue`). Probability: the scorer's, for rule `model`.",
         "",
-        "| name in the trajectory | outcome | technique | nearest existing technique | similarity |",
-        "| --- | --- | --- | --- | ---: |",
+        "| name in the trajectory | outcome | technique | rule | probability | flags |",
+        "| --- | --- | --- | --- | ---: | --- |",
     ]
     for d in export.decisions:
-        score = f"{d.score:.3f}" if d.score is not None else "-"
+        score = f"{d.score:.3f}" if d.score is not None and d.decided_by == "model" else "-"
         lines.append(
-            f"| {_cell(d.candidate)} | {d.outcome.value} | {_cell(d.technique)} | {_cell(d.matched or '-')} | {score} |"
+            f"| {_cell(d.candidate)} | {d.outcome.value} | {_cell(d.technique)} | {d.decided_by} | {score} "
+            f"| {_cell('; '.join(d.flags))} |"
         )
     lines += [
         "",
@@ -587,6 +605,7 @@ def run(args: argparse.Namespace) -> GraphExport:
             date,
             split.seed,
             split.task_set,
+            judge=_judge_name(),
         ),
         encoding="utf-8",
     )

@@ -32,6 +32,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import platform
 import random
 import re
@@ -152,6 +153,9 @@ def start_ray(runtime: str, replicas: int, address: str | None) -> str:
     if address:
         ray.init(address=address, log_to_driver=False, logging_level="warning")
         return "GPU"
+    os.environ.setdefault(
+        "RAY_AUTH_MODE", "disabled"
+    )  # a throwaway local cluster: no token file left in ~/.ray
     if runtime == "none":  # no GPU: a custom resource stands for one per replica
         ray.init(num_cpus=2, resources={FAKE_GPU: replicas}, log_to_driver=False, logging_level="warning")
         return FAKE_GPU

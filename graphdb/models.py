@@ -166,11 +166,21 @@ class RelabelDecision(BaseModel):
     score: float | None = Field(None, description="cosine similarity to `matched`")
     outcome: RelabelOutcome
     technique: str = Field(description="the technique the candidate now maps to")
-    decided_by: Literal["exact", "threshold", "judge", "curator"]
+    decided_by: Literal["exact", "threshold", "judge", "curator", "alias", "taxonomy", "model"]
     judge_answer: dict[str, Any] | None = None
     at: datetime
     undone_at: datetime | None = None
     undone_by: str | None = None
+    flags: list[str] = Field(
+        default_factory=list,
+        description="why a curator should look (name/code disagreement, unparsed code...)",
+    )
+    evidence: dict[str, Any] | None = Field(
+        None, description="what the decision rested on: best candidates with features, the code evidence"
+    )
+    resolved_at: datetime | None = Field(None, description="when a curator settled a queued decision")
+    resolved_by: str | None = None
+    resolution: str | None = Field(None, description='"accepted" (kept as new) or "merged:<technique>"')
 
     _v_embedding = field_validator("candidate_embedding")(_check_embedding)
 

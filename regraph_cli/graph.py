@@ -26,7 +26,7 @@ from executor.taskformat import load_task
 from graphdb.connection import open_graph
 from graphdb.errors import GraphDBError
 from graphdb.export import export_to_file, import_from_file
-from graphdb.models import RelabelOutcome, ReviewStatus, Role
+from graphdb.models import ReviewStatus, Role
 from graphdb.store import Neo4jGraphStore
 from search.backends.base import ChatModel
 from search.backends.config import ModelRoles, RoleConfig, build_model
@@ -42,7 +42,7 @@ from search.construction import (
 )
 from search.embeddings import shared_embedder
 from search.errors import SearchError
-from search.relabel import Relabeler
+from search.relabel import build_relabeler
 from search.teacher import DEFAULT_MAX_STEPS, TeacherTrajectorySource, load_teacher_tasks
 
 graph_app = typer.Typer(
@@ -220,10 +220,14 @@ def build(
             if teacher is not None:
                 trajectories += _teacher_trajectories(teacher, progress)
             embedder = shared_embedder()
+            # The one relabeler of every graph-building path: taxonomy and scorer from the settings,
+            # the judge from the `judge` model role (REGRAPH_MODELS__JUDGE__*) when set.
+            relabeler = build_relabeler(store, embedder)
             builder = GraphBuilder(
                 store=store,
                 embedder=embedder,
-                relabeler=Relabeler(store, embedder),
+                relabeler=relabeler,
+                seed_taxonomy=relabeler.policy.taxonomy,
                 references=references,
                 validator=ExecutorStepValidator(client, tasks) if client else None,
                 on_failure="skip" if on_failure == "skip" else "reject",
@@ -285,7 +289,7 @@ def stats() -> None:
         with _store() as store:
             counts = store.counts()
             pending = len(store.list_examples(status=ReviewStatus.PENDING, limit=100_000))
-            flagged = len(store.list_decisions(outcome=RelabelOutcome.FLAGGED, limit=100_000))
+            flagged = store.count_queue()
     except GraphDBError as e:
         raise _fail(str(e)) from e
     table = Table("", "count", title="reasoning graph")
@@ -294,7 +298,7 @@ def stats() -> None:
         ("transitions", counts["transitions"]),
         ("examples", counts["examples"]),
         ("examples pending review", pending),
-        ("relabel decisions flagged", flagged),
+        ("relabel decisions waiting in the curator queue", flagged),
     ]:
         table.add_row(label, str(value))
     Console().print(table)

@@ -34,11 +34,12 @@ from graphdb.models import (
     utc_now,
 )
 from graphdb.store import GraphStore
-from search.embeddings import Embedder
+from search.embeddings import Embedder, technique_text
 from search.engine import SearchResult
 from search.errors import SearchError
-from search.relabel import Relabeler
+from search.relabel import Relabeler, RelabelError
 from search.run import verified_path
+from search.taxonomy import Taxonomy
 
 logger = logging.getLogger(__name__)
 
@@ -322,6 +323,8 @@ class GraphBuilder:
     on_failure: Literal["reject", "skip"] = "reject"
     review_status: ReviewStatus = ReviewStatus.PENDING
     actor: str = "construction"
+    seed_taxonomy: Taxonomy | None = None
+    """Seed a graph that has no technique yet with this taxonomy's techniques before the first trajectory."""
     _summary: BuildSummary = field(default_factory=BuildSummary)
 
     def build(
@@ -344,6 +347,8 @@ class GraphBuilder:
         return summary
 
     def _ensure_initial(self) -> None:
+        if self.seed_taxonomy is not None:
+            seed_taxonomy(self.store, self.embedder, self.seed_taxonomy, actor=self.actor)
         if self.store.find_technique_by_label(INITIAL_TECHNIQUE) is None:
             text = "the serial C++ reference every optimization path starts from"
             self.store.ingest(
@@ -375,8 +380,28 @@ class GraphBuilder:
         previous_serial: float | None = 1.0
         previous_label = INITIAL_TECHNIQUE
         rejected = 0
-        for index, step in enumerate(trajectory.steps):
-            target = session.resolve(step.method)
+        self.relabeler.prepare(trajectory.steps)
+        # Relabel every step first: a name that cannot be relabeled fails the trajectory before any
+        # validation runs or anything is written.
+        targets = []
+        step_before = code_before
+        for step in trajectory.steps:
+            try:
+                targets.append(
+                    session.resolve(
+                        step.method,
+                        step.detail,
+                        think=step.think,
+                        code_before=step_before,
+                        code_after=step.code,
+                    )
+                )
+            except RelabelError as e:
+                raise TrajectoryFormatError(
+                    f"{item.origin}: {e} (nothing of this trajectory was written)"
+                ) from e
+            step_before = step.code
+        for index, (step, target) in enumerate(zip(trajectory.steps, targets, strict=True)):
             check = self.validator(trajectory.task_id, step.code) if self.validator is not None else None
             status, verdict, reason = self.review_status, None, ""
             serial = None
@@ -457,3 +482,35 @@ def iter_sources(*sources: TrajectorySource) -> Iterator[SourcedTrajectory]:
     """Chain several trajectory sources (files read with `read_trajectories`, teacher models...)."""
     for source in sources:
         yield from source()
+
+
+def seed_taxonomy(store: GraphStore, embedder: Embedder, taxonomy: Taxonomy, *, actor: str) -> int:
+    """Create the taxonomy's techniques in a graph that has none yet (besides the initial node).
+
+    Returns how many were created (0 when the graph already has techniques: a team's own list, or a
+    graph built before, is never mixed with the taxonomy).
+    """
+    existing = [t for t in store.list_techniques(limit=2) if t.name != INITIAL_TECHNIQUE]
+    if existing:
+        return 0
+    vectors = embedder.embed([technique_text(t.name, t.description) for t in taxonomy.techniques])
+    now = utc_now()
+    techniques = [
+        Technique(
+            name=t.name,
+            description=t.description,
+            aliases=list(t.aliases),
+            embedding=vector,
+            created_at=now,
+            created_by=f"taxonomy {taxonomy.version}",
+        )
+        for t, vector in zip(taxonomy.techniques, vectors, strict=True)
+    ]
+    try:
+        store.ingest(IngestBatch(new_techniques=techniques, actor=actor))
+    except GraphDBError as e:
+        raise GraphWriteError(f"the graph refused the taxonomy's techniques: {e}") from e
+    logger.info(
+        "graph seeded with the taxonomy", extra={"version": taxonomy.version, "techniques": len(techniques)}
+    )
+    return len(techniques)

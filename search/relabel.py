@@ -20,17 +20,35 @@ import json
 import logging
 import re
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from pathlib import Path
+from typing import Any, Literal, Protocol
 
-import numpy as np
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from graphdb.models import AliasAddition, RelabelDecision, RelabelOutcome, Technique, utc_now
 from graphdb.store import GraphStore
 from search.backends.base import ChatMessage, ChatModel, ModelError
+from search.backends.config import ModelRoles, build_model
 from search.embeddings import Embedder, technique_text
 from search.errors import SearchError
+from search.evidence import CodeEvidence, code_evidence, name_code_mismatch
 from search.protocols import INITIAL_TECHNIQUE
+from search.relabel_scoring import (
+    Candidate,
+    CandidateIndex,
+    Ranked,
+    ScoringModel,
+    StepText,
+    TextVectors,
+    decide,
+    load_model,
+    rank,
+    shared_text_vectors,
+)
+from search.taxonomy import Taxonomy, default_taxonomy, label_key, taxonomy_setting
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +59,14 @@ class RelabelError(SearchError):
 
 class JudgeError(SearchError):
     """The judge could not answer; the relabeler then flags the name for curators."""
+
+
+class TechniqueReader(Protocol):
+    """What relabeling reads of a graph (a `GraphStore` is one; so is an in-memory catalogue)."""
+
+    def find_technique_by_label(self, label: str) -> Technique | None: ...
+
+    def list_techniques(self, *, limit: int = 100, offset: int = 0) -> list[Technique]: ...
 
 
 class Judge(Protocol):
@@ -64,6 +90,9 @@ class ChatModelJudge:
         """Ask `model` (any backend) with a JSON-schema-constrained answer."""
         self.model = model
         self.max_tokens = max_tokens
+        # One event loop for every question: an HTTP backend pools connections bound to the loop that
+        # opened them, so a fresh loop per call (asyncio.run) would reuse a connection of a closed one.
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def __call__(self, candidate: str, description: str, options: list[str]) -> dict[str, Any]:
         """Ask whether `candidate` is one of `options`; return the parsed JSON answer."""
@@ -72,12 +101,15 @@ class ChatModelJudge:
             "You maintain a catalogue of CUDA optimization methods.\n"
             f"Known methods:\n{listing}\n\n"
             f"New method name: {candidate}\n"
-            + (f"Description: {description}\n" if description else "")
-            + 'Is the new method the same as one of the known methods? Answer JSON {"existed": true, '
-            '"method": "<the known method, copied exactly>"} or {"existed": false, "method": "<the new name>"}.'
+            + (f"What the step did: {description}\n" if description else "")
+            + "Is the new method the same technique as one of the known methods (not merely related)? "
+            'Answer JSON {"existed": true, "method": "<the known method, copied exactly>"} or '
+            '{"existed": false, "method": "<the new name>"}.'
         )
         try:
-            completion = asyncio.run(
+            if self._loop is None or self._loop.is_closed():
+                self._loop = asyncio.new_event_loop()
+            completion = self._loop.run_until_complete(
                 self.model.complete(
                     [ChatMessage(role="user", content=prompt)],
                     max_tokens=self.max_tokens,
@@ -97,15 +129,228 @@ class ChatModelJudge:
         return answer
 
 
+MAX_DETAIL_FLAG_CHARS = 100_000
+"""A step detail longer than this is flagged for a curator (a teacher's detail is a paragraph)."""
+MAX_NAME_CHARS = 200
+"""A method name longer than this is refused (a technique's name is a few words)."""
+
+
 def normalize_label(label: str) -> str:
     """A method name with surrounding and repeated whitespace removed."""
     return re.sub(r"\s+", " ", label).strip()
 
 
-@dataclass
-class _Pending:
-    technique: Technique
-    vector: np.ndarray[Any, np.dtype[np.float64]]
+@dataclass(frozen=True)
+class StepInput:
+    """Everything a step says about the technique it applied."""
+
+    name: str
+    detail: str = ""
+    think: str = ""
+    code_before: str | None = None
+    code_after: str | None = None
+
+    @property
+    def text(self) -> StepText:
+        """Name, detail and think (what the scorer embeds and scans)."""
+        return StepText(self.name, self.detail, self.think)
+
+
+@dataclass(frozen=True)
+class RelabelChoice:
+    """What the policy decided for one step, before anything is written."""
+
+    outcome: str
+    """ "merge" (into `technique`), "new" (create `technique`) or "undecided" (the judge, or the queue)."""
+    technique: str
+    decided_by: str
+    canonical: Technique | None = None
+    """For a new technique taken from the taxonomy: the node to create."""
+    ranked: Ranked | None = None
+    evidence: CodeEvidence | None = None
+    flags: tuple[str, ...] = ()
+
+    def evidence_json(self) -> dict[str, Any]:
+        """The evidence a curator sees next to the decision."""
+        out: dict[str, Any] = {"decided_by": self.decided_by}
+        if self.ranked is not None:
+            out["candidates"] = self.ranked.summary()
+        if self.evidence is not None:
+            out["code"] = self.evidence.to_json()
+        return out
+
+
+def technique_candidates(techniques: list[Technique], taxonomy: Taxonomy | None) -> list[Candidate]:
+    """The graph's techniques as scoring candidates, plus the taxonomy techniques the graph lacks.
+
+    A graph technique whose name or alias is a label of a taxonomy technique is linked to it and
+    inherits its labels, description (when it has none) and evidence signals.
+    """
+    out: list[Candidate] = []
+    linked: set[str] = set()
+    for technique in techniques:
+        if technique.name == INITIAL_TECHNIQUE:
+            continue
+        concept = None
+        if taxonomy is not None:
+            for label in (technique.name, *technique.aliases):
+                concept = taxonomy.lookup(label)
+                if concept is not None:
+                    break
+        labels = [technique.name, *technique.aliases]
+        if concept is not None:
+            linked.add(concept.name)
+            labels += [label for label in concept.labels if label not in labels]
+        out.append(
+            Candidate(
+                name=technique.name,
+                description=technique.description or (concept.description if concept else ""),
+                labels=tuple(labels),
+                evidence=frozenset(concept.evidence) if concept else frozenset(),
+                mentions=tuple(concept.mentions) if concept else (),
+                in_graph=True,
+                concept=concept.name if concept else None,
+            )
+        )
+    if taxonomy is not None:
+        for concept in taxonomy.techniques:
+            if concept.name not in linked:
+                out.append(
+                    Candidate(
+                        name=concept.name,
+                        description=concept.description,
+                        labels=tuple(concept.labels),
+                        evidence=frozenset(concept.evidence),
+                        mentions=tuple(concept.mentions),
+                        in_graph=False,
+                        concept=concept.name,
+                    )
+                )
+    return out
+
+
+class RelabelPolicy:
+    """The decision rule, independent of any store: alias and taxonomy hits first, then the scorer.
+
+    1. a label of a graph technique that normalises like the name (`label_key`): merge ("alias");
+    2. a taxonomy technique with such a label: merge into the graph technique linked to it, or create
+       it under its canonical name ("taxonomy");
+    3. otherwise the fitted scorer ranks every candidate and `decide` merges, creates or leaves the
+       step undecided ("model"). A best candidate that is a taxonomy technique the graph lacks means
+       creating that canonical technique.
+
+    A step is flagged when its name mentions a CUDA identifier its code never uses, when its code
+    does not parse, or when it merges into a technique whose evidence signals its code lacks.
+    """
+
+    def __init__(
+        self,
+        embedder: Embedder,
+        *,
+        taxonomy: Taxonomy | None,
+        model: ScoringModel,
+        vectors: TextVectors | None = None,
+    ) -> None:
+        """Score with `model`; `taxonomy` (or None) is the background knowledge; `vectors` a shared cache."""
+        self.embedder = embedder
+        self.taxonomy = taxonomy
+        self.model = model
+        self.vectors = vectors or shared_text_vectors(embedder)
+
+    def index(self, techniques: list[Technique]) -> CandidateIndex:
+        """Candidates for the graph's `techniques` (with the taxonomy techniques it lacks)."""
+        return CandidateIndex(technique_candidates(techniques, self.taxonomy), self.vectors)
+
+    def prepare(self, steps: list[StepInput]) -> None:
+        """Embed the texts of many steps in one batch (the per-step decisions then hit the cache)."""
+        self.vectors.ensure([s.text.embedded_name() for s in steps] + [s.text.embedded_text() for s in steps])
+
+    def choose(self, step: StepInput, index: CandidateIndex) -> RelabelChoice:
+        """Decide one step against `index`."""
+        name = step.name
+        evidence = None
+        flags: list[str] = []
+        if len(step.detail) > MAX_DETAIL_FLAG_CHARS:
+            flags.append(f"detail_oversized: {len(step.detail)} characters (only the start was read)")
+        if step.code_after is not None:
+            evidence = code_evidence(step.code_before or "", step.code_after)
+            if not evidence.parsed:
+                flags.append(f"code_unparsed: {evidence.reason}")
+            missing = name_code_mismatch(name, evidence)
+            if missing:
+                flags.append(
+                    f"name_code_mismatch: the name mentions {', '.join(missing)}, which the code never uses"
+                )
+        key = label_key(name)
+        choice: RelabelChoice | None = None
+        if key:
+            hit = index.label_hit(key)
+            if hit is not None:
+                choice = RelabelChoice("merge", hit.name, "alias", evidence=evidence)
+        if choice is None and self.taxonomy is not None:
+            concept = self.taxonomy.lookup(name)
+            if concept is not None:
+                choice = self._concept_choice(concept.name, index, "taxonomy", evidence, None)
+        if choice is None:
+            features = index.features(
+                step.text,
+                evidence,
+                self.vectors.get(step.text.embedded_name()),
+                self.vectors.get(step.text.embedded_text()),
+            )
+            ranked = rank(self.model, index, features)
+            verdict = decide(self.model, ranked)
+            top = ranked.top
+            if verdict == "merge" and top is not None:
+                choice = self._concept_choice(top[0], index, "model", evidence, ranked)
+            elif verdict == "new":
+                choice = RelabelChoice("new", name, "model", ranked=ranked, evidence=evidence)
+            else:
+                choice = RelabelChoice("undecided", name, "model", ranked=ranked, evidence=evidence)
+        if choice.outcome == "merge" and evidence is not None and evidence.parsed:
+            target = next((c for c in index.candidates if c.name == choice.technique), None)
+            if (
+                target is not None
+                and target.mentions
+                and target.evidence
+                and not (target.evidence & (evidence.introduced | evidence.present_after))
+            ):
+                flags.append(f"evidence_missing: the code shows none of {sorted(target.evidence)}")
+        return RelabelChoice(
+            choice.outcome,
+            choice.technique,
+            choice.decided_by,
+            canonical=choice.canonical,
+            ranked=choice.ranked,
+            evidence=evidence,
+            flags=tuple(flags),
+        )
+
+    def _concept_choice(
+        self,
+        name: str,
+        index: CandidateIndex,
+        decided_by: str,
+        evidence: CodeEvidence | None,
+        ranked: Ranked | None,
+    ) -> RelabelChoice:
+        """Merge into the graph technique `name` is (or is linked to), or create the taxonomy technique."""
+        for candidate in index.candidates:
+            if candidate.in_graph and (candidate.name == name or candidate.concept == name):
+                return RelabelChoice("merge", candidate.name, decided_by, ranked=ranked, evidence=evidence)
+        assert self.taxonomy is not None, "only taxonomy candidates can be missing from the graph"
+        concept = self.taxonomy.get(name)
+        canonical = Technique(
+            name=concept.name,
+            description=concept.description,
+            aliases=[],
+            embedding=self.vectors.get(technique_text(concept.name, concept.description)).tolist(),
+            created_at=utc_now(),
+            created_by="taxonomy",
+        )
+        return RelabelChoice(
+            "new", concept.name, decided_by, canonical=canonical, ranked=ranked, evidence=evidence
+        )
 
 
 @dataclass
@@ -116,23 +361,38 @@ class RelabelSession:
     new_techniques: list[Technique] = field(default_factory=list)
     aliases: list[AliasAddition] = field(default_factory=list)
     decisions: list[RelabelDecision] = field(default_factory=list)
-    _pending: dict[str, _Pending] = field(default_factory=dict)
-    _pending_alias: dict[str, str] = field(default_factory=dict)
+    _index: CandidateIndex | None = None
     _known: dict[str, str] = field(default_factory=dict)
 
-    def resolve(self, label: str, description: str = "") -> str:
-        """The technique name `label` maps to, deciding (and recording) a relabel when needed."""
+    def _candidates(self) -> CandidateIndex:
+        if self._index is None:
+            self._index = self.relabeler.policy.index(self.relabeler.graph_techniques())
+        return self._index
+
+    def resolve(
+        self,
+        label: str,
+        description: str = "",
+        *,
+        think: str = "",
+        code_before: str | None = None,
+        code_after: str | None = None,
+    ) -> str:
+        """The technique name `label` maps to, deciding (and recording) a relabel when needed.
+
+        `description` is the step's detail; `think` and the code before/after the step are evidence too.
+        Raises `RelabelError` for an empty or absurdly long name (nothing is recorded then).
+        """
         name = normalize_label(label)
         if not name:
             raise RelabelError("a method name is empty")
+        if len(name) > MAX_NAME_CHARS:
+            raise RelabelError(
+                f"a method name has {len(name)} characters (at most {MAX_NAME_CHARS}): {name[:80]!r}..."
+            )
         folded = name.lower()
         if folded in self._known:
             return self._known[folded]
-        if folded in self._pending_alias:
-            return self._pending_alias[folded]
-        for pending in self._pending:
-            if pending.lower() == folded:
-                return pending
         if folded == INITIAL_TECHNIQUE:
             self._known[folded] = INITIAL_TECHNIQUE
             return INITIAL_TECHNIQUE
@@ -140,60 +400,91 @@ class RelabelSession:
         if existing is not None:
             self._known[folded] = existing.name
             return existing.name
-        return self._decide(name, description)
+        step = StepInput(name, description, think, code_before, code_after)
+        target = self._decide(step)
+        self._known[folded] = target
+        return target
 
-    def _nearest(self, vector: list[float]) -> list[tuple[str, float]]:
-        scored = {
-            s.technique.name: s.score
-            for s in self.relabeler.store.nearest_techniques(vector, self.relabeler.candidates)
-            if s.technique.name != INITIAL_TECHNIQUE
-        }
-        query = np.asarray(vector)
-        for name, pending in self._pending.items():
-            scored[name] = float(pending.vector @ query)
-        return sorted(scored.items(), key=lambda item: (-item[1], item[0]))[: self.relabeler.candidates]
-
-    def _decide(self, name: str, description: str) -> str:
+    def _decide(self, step: StepInput) -> str:
         rl = self.relabeler
-        vector = rl.embedder.embed_one(technique_text(name, description))
-        nearest = self._nearest(vector)
-        matched, score = nearest[0] if nearest else (None, None)
+        index = self._candidates()
+        choice = rl.policy.choose(step, index)
+        vector = rl.policy.vectors.get(step.text.embedded_text()).tolist()
+        ranked = choice.ranked
+        in_graph = {c.name for c in index.candidates if c.in_graph}
+        matched: str | None = None
+        score: float | None = None
+        if choice.decided_by != "model":
+            # An alias or taxonomy hit: the match is the technique itself (nothing nearer to undo into
+            # when the hit created it).
+            if choice.outcome == "merge":
+                matched, score = choice.technique, 1.0
+        elif ranked is not None:
+            # The nearest technique already in the graph other than the chosen one: what an undo of a
+            # new technique merges it into, and what a merge matched.
+            for name, probability in zip(ranked.names, ranked.probabilities, strict=True):
+                if name in in_graph and (choice.outcome == "merge" or name != choice.technique):
+                    matched, score = name, probability
+                    break
         judge_answer: dict[str, Any] | None = None
-        target = name
-        if matched is not None and score is not None and score >= rl.merge_threshold:
-            outcome, decided_by, target = RelabelOutcome.MERGED, "threshold", matched
-        elif matched is None or score is None or score < rl.new_threshold:
-            outcome, decided_by = RelabelOutcome.NEW, "threshold"
-        elif rl.judge is None:
-            outcome, decided_by = RelabelOutcome.FLAGGED, "threshold"
-        else:
-            options = [n for n, s in nearest if s >= rl.new_threshold]
+        outcome_kind, target, decided_by = choice.outcome, choice.technique, choice.decided_by
+        canonical = choice.canonical
+        if outcome_kind == "undecided" and rl.judge is not None and ranked is not None:
+            options = [
+                n
+                for n, p in zip(ranked.names, ranked.probabilities, strict=True)
+                if p >= rl.policy.model.new_threshold
+            ][: rl.candidates] or list(ranked.names[: rl.candidates])
             decided_by = "judge"
             try:
-                judge_answer = rl.judge(name, description, options)
-                outcome, target = self._check_judge(name, options, judge_answer)
+                judge_answer = rl.judge(step.name, step.detail[:MAX_DESCRIPTION_CHARS], options)
+                judged, judged_target = self._check_judge(step.name, options, judge_answer)
+                if judged is RelabelOutcome.MERGED:
+                    concept_choice = rl.policy._concept_choice(
+                        judged_target, index, "judge", choice.evidence, ranked
+                    )
+                    outcome_kind, target, canonical = (
+                        concept_choice.outcome,
+                        concept_choice.technique,
+                        concept_choice.canonical,
+                    )
+                else:
+                    outcome_kind, target = "new", step.name
             except JudgeError as e:
-                logger.warning("relabel judge failed; flagging", extra={"candidate": name, "error": str(e)})
+                logger.warning(
+                    "relabel judge failed; queueing", extra={"candidate": step.name, "error": str(e)}
+                )
                 judge_answer = {"error": str(e)}
-                outcome = RelabelOutcome.FLAGGED
-        if outcome is RelabelOutcome.MERGED:
-            self.aliases.append(AliasAddition(technique=target, alias=name))
-            self._pending_alias[name.lower()] = target
+        flags = list(choice.flags)
+        if outcome_kind == "merge":
+            outcome = RelabelOutcome.MERGED
+            self.aliases.append(AliasAddition(technique=target, alias=step.name))
         else:
-            technique = Technique(
-                name=name,
-                description=description,
-                embedding=vector,
-                created_at=utc_now(),
-                created_by="relabel",
-            )
+            outcome = RelabelOutcome.NEW if outcome_kind == "new" else RelabelOutcome.FLAGGED
+            if canonical is not None:
+                technique = canonical.model_copy(
+                    update={"aliases": [step.name] if step.name != canonical.name else []}
+                )
+            else:
+                technique = Technique(
+                    name=target,
+                    description=construction_description(step),
+                    embedding=vector,
+                    created_at=utc_now(),
+                    created_by="relabel",
+                )
             self.new_techniques.append(technique)
-            self._pending[name] = _Pending(technique, np.asarray(vector))
+            index.add(technique_candidates([technique], rl.policy.taxonomy)[0])
+        if flags and outcome is not RelabelOutcome.FLAGGED:
+            decided_note = "flagged for a curator: " + "; ".join(flags)
+            logger.info(decided_note, extra={"candidate": step.name})
+        evidence = choice.evidence_json()
+        evidence["flags"] = flags
         self.decisions.append(
             RelabelDecision(
                 id=uuid.uuid4().hex,
-                candidate=name,
-                candidate_description=description,
+                candidate=step.name,
+                candidate_description=step.detail[:MAX_DESCRIPTION_CHARS],
                 candidate_embedding=vector,
                 matched=matched,
                 score=score,
@@ -202,11 +493,13 @@ class RelabelSession:
                 decided_by=decided_by,
                 judge_answer=judge_answer,
                 at=utc_now(),
+                flags=flags,
+                evidence=evidence,
             )
         )
         logger.info(
             "relabel decision",
-            extra={"candidate": name, "outcome": outcome.value, "technique": target, "score": score},
+            extra={"candidate": step.name, "outcome": outcome.value, "technique": target, "score": score},
         )
         return target
 
@@ -225,31 +518,108 @@ class RelabelSession:
         raise JudgeError(f"the judge named {method!r}, which is not one of the offered methods {options}")
 
 
+MAX_DESCRIPTION_CHARS = 2000
+"""A technique made by construction is described by (at most this much of) the step's detail."""
+
+
+def construction_description(step: StepInput) -> str:
+    """The description of a technique created from a step: its detail (or think), cut to a paragraph."""
+    text = " ".join((step.detail or step.think).split())
+    return text[:MAX_DESCRIPTION_CHARS]
+
+
 class Relabeler:
     """Relabeling policy over a store and an embedder; open one `session()` per trajectory."""
 
     def __init__(
         self,
-        store: GraphStore,
+        store: TechniqueReader,
         embedder: Embedder,
         *,
-        merge_threshold: float = 0.90,
-        new_threshold: float = 0.75,
         judge: Judge | None = None,
         candidates: int = 5,
+        taxonomy: Taxonomy | Literal["default"] | None = "default",
+        model: ScoringModel | None = None,
     ) -> None:
-        """Thresholds are plain cosine similarities of "name: description" embeddings."""
-        if not -1.0 <= new_threshold <= merge_threshold <= 1.0:
-            raise RelabelError(
-                f"need -1 <= new_threshold ({new_threshold}) <= merge_threshold ({merge_threshold}) <= 1"
-            )
+        """Relabel against `store` with the fitted scorer (`model`, default: the committed one).
+
+        `taxonomy`: background knowledge (default: the packaged taxonomy; None: none). `judge`: asked
+        for undecided steps, `candidates` options at most.
+        """
         self.store = store
         self.embedder = embedder
-        self.merge_threshold = merge_threshold
-        self.new_threshold = new_threshold
         self.judge = judge
         self.candidates = candidates
+        resolved = default_taxonomy() if taxonomy == "default" else taxonomy
+        self.policy = RelabelPolicy(embedder, taxonomy=resolved, model=model or load_model())
+
+    def graph_techniques(self) -> list[Technique]:
+        """Every technique of the graph (pages of the store's listing)."""
+        out: list[Technique] = []
+        page = 500
+        while True:
+            batch = self.store.list_techniques(limit=page, offset=len(out))
+            out.extend(batch)
+            if len(batch) < page:
+                return out
+
+    def prepare(self, steps: Sequence[Any]) -> None:
+        """Embed the names and details of many steps (objects with method/detail/think) in one batch."""
+        self.policy.prepare(
+            [
+                StepInput(normalize_label(s.method), s.detail, s.think)
+                for s in steps
+                if normalize_label(s.method)
+            ]
+        )
 
     def session(self) -> RelabelSession:
         """A fresh session for one batch."""
         return RelabelSession(self)
+
+
+class RelabelConfig(BaseSettings):
+    """Relabeling settings, from the environment (`REGRAPH_TAXONOMY`, `REGRAPH_RELABEL_MODEL`...)."""
+
+    model_config = SettingsConfigDict(env_prefix="REGRAPH_", extra="ignore")
+
+    taxonomy: str = Field(
+        default="default",
+        description='the taxonomy used as knowledge and to seed an empty graph: "default" (packaged), "none", or a path',
+    )
+    relabel_model: Path | None = Field(
+        default=None, description="a fitted scorer file (default: the packaged one)"
+    )
+    relabel_candidates: int = Field(default=5, ge=1, le=20, description="options offered to the judge")
+
+    def resolved_taxonomy(self) -> Taxonomy | None:
+        """The taxonomy the setting names (None for "none")."""
+        return taxonomy_setting(self.taxonomy)
+
+
+def build_relabeler(
+    store: GraphStore,
+    embedder: Embedder,
+    *,
+    config: RelabelConfig | None = None,
+    roles: ModelRoles | None = None,
+    judge: Judge | None = None,
+) -> Relabeler:
+    """The relabeler every graph-building path uses: the settings' taxonomy and scorer, and the judge.
+
+    The judge is `judge` when given, else the `judge` model role (`REGRAPH_MODELS__JUDGE__*`) when set,
+    else none (undecided names then wait in the curator queue).
+    """
+    settings = config or RelabelConfig()
+    if judge is None:
+        role = (roles or ModelRoles()).judge
+        if role is not None:
+            judge = ChatModelJudge(build_model(role))
+    return Relabeler(
+        store,
+        embedder,
+        judge=judge,
+        candidates=settings.relabel_candidates,
+        taxonomy=settings.resolved_taxonomy(),
+        model=load_model(settings.relabel_model) if settings.relabel_model else None,
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from neo4j import ManagedTransaction
 
+from graphdb import relabel_queries as rq
 from graphdb import store_queries as q
 from graphdb.errors import DecisionNotFoundError, InvalidOperationError, TechniqueExistsError
 from graphdb.models import AuditEntry, RelabelDecision, RelabelOutcome, Technique, utc_now
@@ -59,7 +60,7 @@ class CurationStore(StoreBase):
             if decision.outcome is RelabelOutcome.MERGED:
                 self._split_out(tx, decision, actor)
             else:
-                if decision.matched is None:
+                if decision.matched is None or decision.matched == decision.technique:
                     raise InvalidOperationError(
                         f"decision {decision_id} had no nearest technique to merge {decision.candidate!r} into"
                     )
@@ -100,6 +101,60 @@ class CurationStore(StoreBase):
             target = label if r["target"] == host and r["target_label"] == label else r["target"]
             moves.append({"id": r["id"], "source": source, "target": target})
         self._retarget(tx, moves, keys)
+
+    # -- the review queue --------------------------------------------------------------------------
+
+    def list_queue(self, *, limit: int = 100, offset: int = 0) -> list[RelabelDecision]:
+        """Decisions waiting for a curator (undecided names, flagged decisions), newest first."""
+        return [_decision(r["d"]) for r in self._rows(rq.LIST_QUEUE, limit=limit, offset=offset)]
+
+    def count_queue(self) -> int:
+        """How many decisions wait for a curator."""
+        return int(self._rows(rq.COUNT_QUEUE)[0]["n"])
+
+    def resolve_decision(self, decision_id: str, *, into: str | None, actor: str) -> RelabelDecision:
+        """Settle a queued decision: keep it as decided (`into=None`) or move the name into technique `into`.
+
+        Moving: when the name had been mapped onto another technique (merged, or a canonical taxonomy
+        technique created for it), the examples written under the name are split out and merged into
+        `into` (its transitions and examples move, the name becomes an alias of `into`); when the name
+        had become a technique of its own, that technique is merged into `into`.
+        """
+
+        def work(tx: ManagedTransaction) -> str:
+            rows = list(tx.run(q.GET_DECISION, id=decision_id))
+            if not rows:
+                raise DecisionNotFoundError(f"no relabel decision has id {decision_id!r}")
+            decision = _decision(rows[0]["d"])
+            if decision.undone_at is not None or decision.resolved_at is not None:
+                raise InvalidOperationError(f"decision {decision_id} is not waiting for review any more")
+            if decision.outcome is not RelabelOutcome.FLAGGED and not decision.flags:
+                raise InvalidOperationError(f"decision {decision_id} is not in the review queue")
+            resolution = "accepted"
+            if into is not None and into != decision.technique:
+                self._require_techniques(tx, [into])
+                if decision.candidate != decision.technique:
+                    self._split_out(tx, decision, actor)
+                    self._merge_in(tx, decision.candidate, into)
+                else:
+                    self._require_techniques(tx, [decision.technique])
+                    self._merge_in(tx, decision.technique, into)
+                resolution = f"merged:{into}"
+            tx.run(
+                rq.MARK_DECISION_RESOLVED, id=decision_id, at=utc_now(), actor=actor, resolution=resolution
+            ).consume()
+            self._audit_in(
+                tx,
+                actor,
+                "relabel.resolve",
+                f"decision:{decision_id}",
+                candidate=decision.candidate,
+                resolution=resolution,
+            )
+            return resolution
+
+        self._write(work)
+        return self.get_decision(decision_id)
 
     def list_audit(self, *, target: str | None = None, limit: int = 100, offset: int = 0) -> list[AuditEntry]:
         """Audit entries, newest first, optionally for one target ("technique:<name>", "example:<id>")."""

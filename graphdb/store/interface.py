@@ -169,6 +169,18 @@ class GraphStore(Protocol):
         """Reverse a relabel decision (a merge is split back out, a new technique merged away)."""
         ...
 
+    def list_queue(self, *, limit: int = 100, offset: int = 0) -> list[RelabelDecision]:
+        """Decisions waiting for a curator (undecided names, flagged decisions), newest first."""
+        ...
+
+    def count_queue(self) -> int:
+        """How many decisions wait for a curator."""
+        ...
+
+    def resolve_decision(self, decision_id: str, *, into: str | None, actor: str) -> RelabelDecision:
+        """Settle a queued decision: keep it (`into=None`) or move the name into technique `into`."""
+        ...
+
     def list_audit(self, *, target: str | None = None, limit: int = 100, offset: int = 0) -> list[AuditEntry]:
         """Audit entries, newest first, optionally for one target ("technique:<name>", ...)."""
         ...

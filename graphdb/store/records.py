@@ -81,13 +81,18 @@ def _decision(row: dict[str, Any]) -> RelabelDecision:
     props = _native(row)
     answer = props.pop("judge_answer_json", None)
     props["judge_answer"] = json.loads(answer) if answer is not None else None
+    evidence = props.pop("evidence_json", None)
+    props["evidence"] = json.loads(evidence) if evidence is not None else None
     return RelabelDecision.model_validate(props)
 
 
 def _decision_props(decision: RelabelDecision) -> dict[str, Any]:
-    props = decision.model_dump(mode="python", exclude={"judge_answer"})
+    # Maps are not property values in Neo4j: the judge's answer and the evidence are stored as JSON.
+    props = decision.model_dump(mode="python", exclude={"judge_answer", "evidence"})
     if decision.judge_answer is not None:
         props["judge_answer_json"] = json.dumps(decision.judge_answer, sort_keys=True)
+    if decision.evidence is not None:
+        props["evidence_json"] = json.dumps(decision.evidence, sort_keys=True, default=str)
     return _props(props)
 
 

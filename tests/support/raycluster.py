@@ -141,6 +141,9 @@ def ray_cluster(workers: int = 2, worker_cpus: int = 1, timeout_s: float = 240.0
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
         "RAY_USAGE_STATS_ENABLED": "0",
+        # No token authentication, whatever a local ray.init() left in ~/.ray: the driver (this
+        # process, see below) and every node must agree.
+        "RAY_AUTH_MODE": "disabled",
         "RAY_health_check_period_ms": "1000",
         "RAY_health_check_timeout_ms": "2000",
         "RAY_health_check_failure_threshold": "4",
@@ -152,6 +155,8 @@ def ray_cluster(workers: int = 2, worker_cpus: int = 1, timeout_s: float = 240.0
         "RAY_prestart_worker_first_driver": "0",
     }
     (gcs,) = _free_ports(1)
+    saved_mode = os.environ.get("RAY_AUTH_MODE")
+    os.environ["RAY_AUTH_MODE"] = "disabled"
     cluster = RayCluster(address=f"127.0.0.1:{gcs}", temp_dir=temp_dir, env=env)
     base = 20000 + (os.getpid() % 200) * 100  # worker-port ranges of this test run, one block per node
     try:
@@ -189,3 +194,7 @@ def ray_cluster(workers: int = 2, worker_cpus: int = 1, timeout_s: float = 240.0
                 process.wait(timeout=30)
         _kill_matching(str(temp_dir).encode())  # the actors' worker processes, in their own sessions
         shutil.rmtree(temp_dir, ignore_errors=True)
+        if saved_mode is None:
+            os.environ.pop("RAY_AUTH_MODE", None)
+        else:
+            os.environ["RAY_AUTH_MODE"] = saved_mode

@@ -12,6 +12,7 @@ from neo4j import Driver
 
 from graphdb.connection import Neo4jTarget
 from graphdb.models import GraphExport, Role
+from search.taxonomy import default_taxonomy
 from tests.integration.api.graph_support import (
     MAX_REQUEST_BYTES,
     TILING,
@@ -178,7 +179,9 @@ def test_list_get_create_and_rename_techniques(api_url: str, graph: SeededGraph)
         {"name": "register tiling", "description": "changed"},
     )
     assert clash.status_code == 409
-    assert get(api_url, graph, f"/v1/techniques/{quote('Loop unrolling')}").json()["description"] == ""
+    # Refused: the description is still the one construction gave it (the taxonomy's), not "changed".
+    unchanged = get(api_url, graph, f"/v1/techniques/{quote('Loop unrolling')}").json()["description"]
+    assert unchanged == default_taxonomy().get("Loop unrolling").description
     initial = patch(api_url, graph, "/v1/techniques/sequential%20code", {"name": "serial"})
     assert initial.status_code == 400 and error_type(initial) == "bad_request"
     empty = patch(api_url, graph, f"/v1/techniques/{quote(TILING)}", {})
@@ -191,17 +194,15 @@ def test_merge_moves_transitions_and_examples(api_url: str, graph: SeededGraph) 
         api_url,
         graph,
         "/v1/techniques/merge",
-        {"source": "Memory coalescing", "into": "Memory access coalescing"},
+        {"source": "Constant memory", "into": "Memory coalescing"},
     )
     assert merged.status_code == 200, merged.text
-    assert "Memory coalescing" in merged.json()["aliases"]
-    edge = get(
-        api_url, graph, "/v1/transitions", source="Parallelization", target="Memory access coalescing"
-    ).json()
+    assert "Constant memory" in merged.json()["aliases"]
+    edge = get(api_url, graph, "/v1/transitions", source="Parallelization", target="Memory coalescing").json()
     assert edge["items"][0]["stats"]["n_examples"] == (
-        before["Parallelization -> Memory access coalescing"] + before["Parallelization -> Memory coalescing"]
+        before["Parallelization -> Memory coalescing"] + before["Parallelization -> Constant memory"]
     )
-    assert get(api_url, graph, "/v1/techniques/Memory%20coalescing").status_code == 404
+    assert get(api_url, graph, "/v1/techniques/Constant%20memory").status_code == 404
     assert (
         post(
             api_url, graph, "/v1/techniques/merge", {"source": "Loop unrolling", "into": "Loop unrolling"}
@@ -262,15 +263,14 @@ def test_examples_review_split_and_delete(api_url: str, graph: SeededGraph) -> N
 
 
 def test_relabel_decisions_undo(api_url: str, graph: SeededGraph) -> None:
-    flagged = get(api_url, graph, "/v1/relabel-decisions", outcome="flagged").json()["items"]
-    assert [(d["candidate"], d["matched"]) for d in flagged] == [
-        ("Memory coalescing", "Memory access coalescing")
-    ]
+    # The taxonomy knows every spelling of these trajectories: nothing is left undecided.
+    assert get(api_url, graph, "/v1/relabel-decisions", outcome="flagged").json()["items"] == []
     merged = get(api_url, graph, "/v1/relabel-decisions", outcome="merged").json()["items"]
     assert [(d["candidate"], d["technique"]) for d in merged] == [("Shared-memory tiling", TILING)]
     assert "candidate_embedding" not in merged[0]
+    hyphen = next(d for d in merged if d["candidate"] == "Shared-memory tiling")
 
-    undone = post(api_url, graph, f"/v1/relabel-decisions/{merged[0]['id']}/undo", {})
+    undone = post(api_url, graph, f"/v1/relabel-decisions/{hyphen['id']}/undo", {})
     assert undone.status_code == 200, undone.text
     assert undone.json()["undone_by"] == "test-curator"
     # The hyphenated name is a technique again: exactly the steps whose trajectory wrote it move to it.
@@ -289,7 +289,7 @@ def test_relabel_decisions_undo(api_url: str, graph: SeededGraph) -> None:
     assert sorted(e["id"] for e in back) == sorted(
         e.id for e in hyphenated if e.source == "Parallelization" and e.target_label == "Shared-memory tiling"
     )
-    again = post(api_url, graph, f"/v1/relabel-decisions/{merged[0]['id']}/undo", {})
+    again = post(api_url, graph, f"/v1/relabel-decisions/{hyphen['id']}/undo", {})
     assert again.status_code == 409 and error_type(again) == "conflict"
     assert get(api_url, graph, "/v1/relabel-decisions", outcome="merged").json()["items"] == []
     assert (

@@ -1,0 +1,207 @@
+"""The relabel review queue and likely duplicates: the logic behind `api/routers/relabel.py`.
+
+No FastAPI here. The queue lists relabel decisions that wait for a curator (undecided names, and
+decisions flagged for a name/code disagreement or code that does not parse) with the evidence they
+rested on; resolving one keeps it or moves the name into another technique. Likely duplicates rank
+pairs of existing techniques by the relabeler's own scorer (a graph built before the scorer existed
+may hold several nodes for one technique) and merge a pair in one call.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from api.graph.service import (
+    GraphConflictError,
+    GraphServiceError,
+    GraphUnavailableError,
+    InvalidGraphRequestError,
+    UnknownResourceError,
+)
+from api.relabel.protocol import (
+    DuplicateList,
+    DuplicateMerge,
+    DuplicatePair,
+    QueueItemPublic,
+    QueueList,
+    QueueResolution,
+)
+from graphdb.errors import (
+    DecisionNotFoundError,
+    GraphDBError,
+    InvalidOperationError,
+    StoreUnavailableError,
+    TechniqueExistsError,
+    TechniqueNotFoundError,
+)
+from graphdb.models import INITIAL_TECHNIQUE, Technique
+from graphdb.store import GraphStore
+from search.embeddings import EmbeddingError
+from search.relabel import RelabelPolicy, technique_candidates
+from search.relabel_scoring import CandidateIndex, StepText
+from search.taxonomy import label_key
+
+logger = logging.getLogger(__name__)
+
+MAX_TECHNIQUES_COMPARED = 2000
+"""Likely duplicates compare every pair: past this many techniques the request is refused."""
+
+
+@contextmanager
+def _translated() -> Iterator[None]:
+    """Store and embedding errors as the graph service's errors (which the routers translate)."""
+    try:
+        yield
+    except (TechniqueNotFoundError, DecisionNotFoundError) as e:
+        raise UnknownResourceError(str(e)) from e
+    except (TechniqueExistsError, InvalidOperationError) as e:
+        raise GraphConflictError(str(e)) from e
+    except StoreUnavailableError as e:
+        raise GraphUnavailableError(str(e)) from e
+    except EmbeddingError as e:
+        raise GraphUnavailableError(f"the embedding model failed: {e}") from e
+    except GraphDBError as e:
+        raise GraphServiceError(str(e)) from e
+
+
+class RelabelService:
+    """The review queue and likely duplicates over a store and the relabeler's policy."""
+
+    def __init__(self, store: GraphStore, policy: RelabelPolicy) -> None:
+        """Serve `store`; score duplicates with `policy` (its embedding cache is kept across calls)."""
+        self.store = store
+        self.policy = policy
+
+    # -- the queue -------------------------------------------------------------------------------------
+
+    def list_queue(self, *, limit: int, offset: int) -> QueueList:
+        """Decisions waiting for a curator, newest first, with their evidence."""
+        with _translated():
+            items = self.store.list_queue(limit=limit, offset=offset)
+            total = self.store.count_queue()
+        return QueueList(
+            items=[QueueItemPublic.of(d) for d in items], total=total, limit=limit, offset=offset
+        )
+
+    def resolve(self, decision_id: str, *, into: str | None, actor: str) -> QueueResolution:
+        """Keep a queued decision (`into=None`) or move its name into technique `into`."""
+        if into == INITIAL_TECHNIQUE:
+            raise InvalidGraphRequestError(f"nothing can be merged into {INITIAL_TECHNIQUE!r}")
+        with _translated():
+            decision = self.store.resolve_decision(decision_id, into=into, actor=actor)
+        assert decision.resolved_at is not None and decision.resolution is not None
+        technique = (
+            decision.resolution.removeprefix("merged:")
+            if decision.resolution != "accepted"
+            else decision.technique
+        )
+        return QueueResolution(
+            id=decision.id,
+            candidate=decision.candidate,
+            technique=technique,
+            resolution=decision.resolution,
+            resolved_by=decision.resolved_by or actor,
+            resolved_at=decision.resolved_at,
+        )
+
+    # -- likely duplicates -------------------------------------------------------------------------------
+
+    def _techniques(self) -> list[Technique]:
+        out: list[Technique] = []
+        while True:
+            page = self.store.list_techniques(limit=500, offset=len(out))
+            out.extend(page)
+            if len(page) < 500 or len(out) > MAX_TECHNIQUES_COMPARED:
+                return [t for t in out if t.name != INITIAL_TECHNIQUE]
+
+    def _example_counts(self) -> Counter[str]:
+        counts: Counter[str] = Counter()
+        offset = 0
+        while True:
+            page = self.store.list_transitions(limit=1000, offset=offset)
+            for transition in page:
+                counts[transition.target] += transition.stats.n_examples
+            offset += len(page)
+            if len(page) < 1000:
+                return counts
+
+    def likely_duplicates(self, *, min_probability: float, limit: int) -> DuplicateList:
+        """Pairs of techniques that probably name one technique, most probable first.
+
+        A pair is certain (1.0) when both techniques are linked to one taxonomy technique or a label of
+        one normalises like a label of the other; otherwise its probability is the scorer's, reading
+        each technique's name and description as a step and the other as a candidate (the higher way).
+        """
+        with _translated():
+            techniques = self._techniques()
+            if len(techniques) > MAX_TECHNIQUES_COMPARED:
+                raise InvalidGraphRequestError(
+                    f"the graph has over {MAX_TECHNIQUES_COMPARED} techniques; compare them offline"
+                )
+            counts = self._example_counts()
+            candidates = [c for c in technique_candidates(techniques, self.policy.taxonomy) if c.in_graph]
+            scored: dict[tuple[str, str], tuple[float, set[str]]] = {}
+
+            def note(a: str, b: str, probability: float, reason: str) -> None:
+                key = (a, b) if a < b else (b, a)
+                previous, reasons = scored.get(key, (0.0, set()))
+                scored[key] = (max(previous, probability), reasons | {reason})
+
+            keys = [{label_key(label) for label in c.labels if label_key(label)} for c in candidates]
+            for i, a in enumerate(candidates):
+                for j in range(i + 1, len(candidates)):
+                    b = candidates[j]
+                    if a.concept is not None and a.concept == b.concept:
+                        note(a.name, b.name, 1.0, f"both are the taxonomy technique {a.concept!r}")
+                    elif keys[i] & keys[j]:
+                        note(a.name, b.name, 1.0, "a name or alias of one is written like one of the other")
+            steps = [StepText(c.name, c.description) for c in candidates]
+            self.policy.vectors.ensure(
+                [s.embedded_name() for s in steps] + [s.embedded_text() for s in steps]
+            )
+            for i, a in enumerate(candidates):
+                others = CandidateIndex([c for c in candidates if c is not a], self.policy.vectors)
+                features = others.features(
+                    steps[i],
+                    None,
+                    self.policy.vectors.get(steps[i].embedded_name()),
+                    self.policy.vectors.get(steps[i].embedded_text()),
+                )
+                for candidate, p in zip(
+                    others.candidates, self.policy.model.probabilities(features), strict=True
+                ):
+                    if p >= min_probability:
+                        note(a.name, candidate.name, float(p), "the relabel scorer")
+        taxonomy_names = set(self.policy.taxonomy.names) if self.policy.taxonomy is not None else set()
+        pairs = []
+        for (first, second), (probability, reasons) in scored.items():
+            if probability < min_probability:
+                continue
+            # Keep the technique with more examples; on a tie the taxonomy's name, then the shorter name.
+            rank_first = (counts[first], first in taxonomy_names, -len(first))
+            rank_second = (counts[second], second in taxonomy_names, -len(second))
+            keep, merge = (first, second) if rank_first >= rank_second else (second, first)
+            pairs.append(
+                DuplicatePair(
+                    keep=keep,
+                    merge=merge,
+                    probability=round(probability, 4),
+                    reasons=sorted(reasons),
+                    keep_examples=counts[keep],
+                    merge_examples=counts[merge],
+                )
+            )
+        pairs.sort(key=lambda p: (-p.probability, p.keep, p.merge))
+        return DuplicateList(items=pairs[:limit], techniques=len(techniques))
+
+    def merge(self, request: DuplicateMerge, *, actor: str) -> Technique:
+        """Fold `merge` into `keep`: its names become aliases, its transitions and examples move."""
+        if request.keep == request.merge:
+            raise InvalidGraphRequestError("cannot merge a technique into itself")
+        if INITIAL_TECHNIQUE in (request.keep, request.merge):
+            raise InvalidGraphRequestError(f"{INITIAL_TECHNIQUE!r} is never merged")
+        with _translated():
+            return self.store.merge_techniques(request.merge, request.keep, actor=actor)

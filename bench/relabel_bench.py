@@ -1,0 +1,462 @@
+"""The relabel benchmark: does a free-worded method name land on the right technique?
+
+    python -m bench.relabel_bench                 # evaluate the committed model, print the table
+    python -m bench.relabel_bench --calibrate     # refit the model on the calibration half, then evaluate
+    python -m bench.relabel_bench --out bench/results/relabel/latest.md
+
+Items (`bench/relabel_data/names.jsonl`, written by the team): a method name as a teacher writes it,
+its detail, and the true technique (a taxonomy name, or NEW for a technique outside the taxonomy) —
+paraphrases, synonyms, abbreviations, informal and non-native phrasings, near-misses. Code-bearing items
+come from `bench/trajectories/` with re-worded names (`bench.reword_trajectories`): the step's detail,
+think and its code before -> after.
+
+Each item goes into the calibration half or the test half by a hash of its id; `--calibrate` fits the
+scorer (`search.relabel_scoring.fit_logistic`) and picks the thresholds on the calibration half only and
+writes `search/data/relabel_model.v1.json`. Every half is evaluated in three graph states:
+
+- `full`: the graph holds the whole taxonomy (what `REGRAPH_TAXONOMY` seeds);
+- `partial`: the graph holds 20 techniques, the taxonomy is background knowledge (names of the other
+  techniques must not merge into the 20; creating the right canonical technique counts as correct);
+- `bare`: the graph holds the same 20 techniques with names and descriptions only and the relabeler
+  has no taxonomy (like a team that starts from its own list with `REGRAPH_TAXONOMY=none`).
+
+Metrics: correct merges (of the items whose technique is in the graph, the share merged into it),
+false merges (items merged into a technique they are not, or made into the wrong canonical technique),
+kept apart (of the items whose technique is not in the graph, the share not merged), queue share
+(undecided items, for the judge or the curator queue), decisions per second (embedding included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.reword_trajectories import reworded_steps
+from bench.split import REPO_ROOT
+from graphdb.models import Technique, utc_now
+from search.embeddings import shared_embedder
+from search.relabel import RelabelPolicy, StepInput
+from search.relabel_scoring import (
+    DEFAULT_MODEL_PATH,
+    FEATURES,
+    ScoringModel,
+    TextVectors,
+    candidate_text,
+    fit_logistic,
+    load_model,
+)
+from search.taxonomy import Taxonomy, default_taxonomy
+
+DATA = REPO_ROOT / "bench" / "relabel_data" / "names.jsonl"
+NEW = "NEW"
+CODE_ITEMS_PER_NAME = 3
+PARTIAL_GRAPH: tuple[str, ...] = (
+    "Parallelization",
+    "Memory coalescing",
+    "Shared memory tiling",
+    "Vectorized memory access",
+    "Loop unrolling",
+    "Constant memory",
+    "Read-only cache (__ldg)",
+    "Thread coarsening",
+    "Grid-stride loop",
+    "Privatization",
+    "Atomic operation optimization",
+    "Fast math intrinsics",
+    "Warp divergence reduction",
+    "Kernel fusion",
+    "Warp-level shuffle reduction",
+    "Algorithm restructuring",
+    "Block size tuning",
+    "Streams and copy-compute overlap",
+    "Precomputation / lookup table",
+    "Occupancy-aware launch bounds",
+)
+"""The 20 techniques of the `partial` and `bare` graphs: common ones whose near neighbours
+(register tiling, shared-memory reductions, warp scans, kernel fission...) are left out on purpose."""
+
+
+@dataclass(frozen=True)
+class Item:
+    """One labelled method name."""
+
+    id: str
+    kind: str
+    truth: str
+    name: str
+    detail: str
+    think: str = ""
+    code_before: str | None = None
+    code_after: str | None = None
+
+    @property
+    def half(self) -> str:
+        """ "calibration" or "test", by a hash of the id (never by content the model could see)."""
+        return "calibration" if hashlib.sha256(self.id.encode()).digest()[0] % 2 == 0 else "test"
+
+    def step(self) -> StepInput:
+        """The step the relabeler sees."""
+        return StepInput(self.name, self.detail, self.think, self.code_before, self.code_after)
+
+
+def load_items(taxonomy: Taxonomy, path: Path = DATA) -> list[Item]:
+    """The written items, then the code-bearing items from the re-worded trajectories."""
+    items = [Item(**json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
+    seen: Counter[str] = Counter()
+    for step in reworded_steps():
+        concept = taxonomy.lookup(step.original)
+        if concept is None or seen[step.method] >= CODE_ITEMS_PER_NAME:
+            continue
+        seen[step.method] += 1
+        items.append(
+            Item(
+                id=f"code:{step.task_id}:{step.trajectory}:{step.step}",
+                kind="code",
+                truth=concept.name,
+                name=step.method,
+                detail=step.detail,
+                think=step.think,
+                code_before=step.code_before,
+                code_after=step.code_after,
+            )
+        )
+    return items
+
+
+@dataclass
+class Scenario:
+    """A graph state and the knowledge the relabeler has."""
+
+    name: str
+    techniques: list[Technique]
+    taxonomy: Taxonomy | None
+
+    @property
+    def graph_names(self) -> set[str]:
+        """The techniques in the graph."""
+        return {t.name for t in self.techniques}
+
+
+def scenarios(taxonomy: Taxonomy) -> list[Scenario]:
+    """The three graph states (see the module docstring)."""
+    now = utc_now()
+    full = [
+        Technique(
+            name=t.name,
+            description=t.description,
+            aliases=list(t.aliases),
+            created_at=now,
+            created_by="bench",
+        )
+        for t in taxonomy.techniques
+    ]
+    partial = [t for t in full if t.name in PARTIAL_GRAPH]
+    bare = [t.model_copy(update={"aliases": []}) for t in partial]
+    return [
+        Scenario("full", full, taxonomy),
+        Scenario("partial", partial, taxonomy),
+        Scenario("bare", bare, None),
+    ]
+
+
+@dataclass
+class Outcome:
+    """What happened to one item in one scenario."""
+
+    item: Item
+    decision: str
+    technique: str
+    decided_by: str
+    should_merge: bool
+    correct: bool
+    false_merge: bool
+
+
+def judge_outcome(item: Item, scenario: Scenario, decision: str, technique: str, canonical: bool) -> Outcome:
+    """Score one decision against the item's truth."""
+    should_merge = item.truth != NEW and item.truth in scenario.graph_names
+    if decision == "merge":
+        correct = should_merge and technique == item.truth
+        false_merge = not correct
+    elif decision == "new":
+        if canonical:
+            correct = technique == item.truth and not should_merge
+            false_merge = technique != item.truth
+        else:
+            correct = not should_merge
+            false_merge = False
+    else:
+        correct = false_merge = False
+    return Outcome(item, decision, technique, "", should_merge, correct, false_merge)
+
+
+@dataclass
+class Row:
+    """The table row of one half in one scenario."""
+
+    half: str
+    scenario: str
+    n: int = 0
+    should_merge: int = 0
+    correct_merges: int = 0
+    false_merges: int = 0
+    kept_apart: int = 0
+    should_separate: int = 0
+    queued: int = 0
+    seconds: float = 0.0
+    cpu_seconds: float = 0.0
+    timed: bool = False
+    by_rule: Counter[str] = field(default_factory=Counter)
+    failures: list[str] = field(default_factory=list)
+
+
+def evaluate(
+    items: list[Item], scenario: Scenario, policy: RelabelPolicy, half: str, *, timed: bool = False
+) -> tuple[Row, list[Outcome]]:
+    """Decide every item of `half` against the scenario's graph.
+
+    With `timed`, on a cache holding only the graph's labels, so the steps' texts are embedded inside
+    the timed part (decisions per second include embedding, as in construction).
+    """
+    chosen = [i for i in items if i.half == half]
+    if timed:
+        shared = policy.index(scenario.techniques)
+        labels = [label for c in shared.candidates for label in c.labels] + [
+            candidate_text(c) for c in shared.candidates
+        ]
+        policy = RelabelPolicy(
+            policy.embedder,
+            taxonomy=policy.taxonomy,
+            model=policy.model,
+            vectors=policy.vectors.copy_of(labels),
+        )
+    index = policy.index(scenario.techniques)
+    row = Row(half, scenario.name, n=len(chosen))
+    start, cpu_start = time.perf_counter(), time.process_time()
+    policy.prepare([i.step() for i in chosen])
+    choices = [policy.choose(i.step(), index) for i in chosen]
+    row.seconds = time.perf_counter() - start
+    row.cpu_seconds = time.process_time() - cpu_start
+    row.timed = timed
+    outcomes = []
+    for item, choice in zip(chosen, choices, strict=True):
+        outcome = judge_outcome(
+            item, scenario, choice.outcome, choice.technique, choice.canonical is not None
+        )
+        outcome.decided_by = choice.decided_by
+        outcomes.append(outcome)
+        row.by_rule[choice.decided_by] += 1
+        if outcome.should_merge:
+            row.should_merge += 1
+            row.correct_merges += outcome.correct
+        else:
+            row.should_separate += 1
+            row.kept_apart += choice.outcome != "merge" and not outcome.false_merge
+        row.false_merges += outcome.false_merge
+        row.queued += choice.outcome == "undecided"
+        if not outcome.correct:
+            row.failures.append(
+                f"{item.id} {item.name!r} (truth {item.truth}) -> {choice.outcome} {choice.technique!r} [{choice.decided_by}]"
+            )
+    return row, outcomes
+
+
+# -- calibration ----------------------------------------------------------------------------------------
+
+
+def calibration_rows(
+    items: list[Item], scene: Scenario, policy: RelabelPolicy
+) -> list[tuple[Item, np.ndarray[Any, Any], list[str], list[bool]]]:
+    """Per calibration item that reaches the scorer: its candidate features and which candidate is right."""
+    out = []
+    index = policy.index(scene.techniques)
+    chosen = [i for i in items if i.half == "calibration"]
+    policy.prepare([i.step() for i in chosen])
+    for item in chosen:
+        choice = policy.choose(item.step(), index)
+        if choice.decided_by != "model":
+            continue
+        step = item.step()
+        evidence = choice.evidence
+        features = index.features(
+            step.text,
+            evidence,
+            policy.vectors.get(step.text.embedded_name()),
+            policy.vectors.get(step.text.embedded_text()),
+        )
+        names = [c.name for c in index.candidates]
+        right = [
+            item.truth != NEW and c.name == item.truth and (c.in_graph or scene.taxonomy is not None)
+            for c in index.candidates
+        ]
+        out.append((item, features, names, right))
+    return out
+
+
+def fit(items: list[Item], vectors: TextVectors, taxonomy: Taxonomy) -> ScoringModel:
+    """Fit the weights and choose the thresholds on the calibration half (all three scenarios)."""
+    placeholder = ScoringModel(
+        weights=(0.0,) * len(FEATURES), bias=0.0, merge_threshold=1.0, new_threshold=0.0, margin=0.0
+    )
+    data = []
+    for scene in scenarios(taxonomy):
+        policy = RelabelPolicy(vectors.embedder, taxonomy=scene.taxonomy, model=placeholder, vectors=vectors)
+        data.extend(calibration_rows(items, scene, policy))
+    x = np.vstack([f for _, f, _, _ in data])
+    y = np.concatenate([np.asarray(r, dtype=np.float64) for _, _, _, r in data])
+    weights, bias = fit_logistic(x, y, l2=1.0)
+    model = ScoringModel(weights=weights, bias=bias, merge_threshold=1.0, new_threshold=0.0, margin=0.0)
+    # Per item: the top candidate's probability, the lead over the runner-up, whether the top is right,
+    # and whether the item has a right candidate at all (else only "new" or the queue is correct).
+    tops = []
+    for _, features, _names, right in data:
+        p = model.probabilities(features)
+        order = np.argsort(-p)
+        gap = float(p[order[0]] - p[order[1]]) if len(order) > 1 else float(p[order[0]])
+        tops.append((float(p[order[0]]), gap, bool(right[order[0]]), any(right)))
+    best: tuple[float, float, float, float] | None = None
+    grid = [round(v, 3) for v in np.linspace(0.05, 0.99, 95)]
+    for margin in (0.0, 0.05, 0.1, 0.2, 0.3):
+        for merge_t in grid:
+            merged = [t for t in tops if t[0] >= merge_t and t[1] >= margin]
+            wrong = [t for t in merged if not t[2]]
+            if wrong:
+                continue
+            # A safety band: no wrong top may come within 0.03 of the merge threshold.
+            if any(t[0] >= merge_t - 0.03 and t[1] >= margin and not t[2] for t in tops):
+                continue
+            for new_t in grid:
+                if new_t > merge_t:
+                    break
+                correct = missed = queued = 0
+                for top_p, gap, _top_right, has_right in tops:
+                    if top_p >= merge_t and gap >= margin:
+                        correct += 1
+                    elif top_p < new_t:
+                        correct += not has_right
+                        missed += has_right
+                    else:
+                        queued += 1
+                score = correct - 1.0 * missed - 0.3 * queued
+                if best is None or score > best[0]:
+                    best = (score, merge_t, new_t, margin)
+    if best is None:
+        raise SystemExit("calibration found no threshold without false merges")
+    _, merge_t, new_t, margin = best
+    return ScoringModel(
+        weights=weights,
+        bias=bias,
+        merge_threshold=merge_t,
+        new_threshold=new_t,
+        margin=margin,
+        fitted_on=f"bench/relabel_data (calibration half: {sum(1 for i in items if i.half == 'calibration')} items, "
+        f"{len(data)} scorer decisions over the full/partial/bare graphs)",
+    )
+
+
+# -- report -----------------------------------------------------------------------------------------------
+
+
+def percent(a: int, b: int) -> str:
+    """a/b as a percentage ("-" for 0/0)."""
+    return f"{100.0 * a / b:.1f} %" if b else "-"
+
+
+def table(rows: list[Row]) -> str:
+    """The markdown table of all rows."""
+    lines = [
+        "| half | graph | items | correct merges | false merges | kept apart | queue | decisions/s | decisions/CPU-s | decided by |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for r in rows:
+        rules = ", ".join(f"{k} {v}" for k, v in sorted(r.by_rule.items()))
+        lines.append(
+            f"| {r.half} | {r.scenario} | {r.n} | {r.correct_merges}/{r.should_merge} ({percent(r.correct_merges, r.should_merge)}) "
+            f"| {r.false_merges} | {r.kept_apart}/{r.should_separate} ({percent(r.kept_apart, r.should_separate)}) "
+            f"| {r.queued} ({percent(r.queued, r.n)}) | {f'{r.n / r.seconds:.1f}' if r.timed else '-'} "
+            f"| {f'{r.n / r.cpu_seconds:.1f}' if r.timed else '-'} | {rules} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line."""
+    parser = argparse.ArgumentParser(description="relabel benchmark")
+    parser.add_argument(
+        "--calibrate", action="store_true", help="refit the model on the calibration half first"
+    )
+    parser.add_argument("--model", type=Path, default=DEFAULT_MODEL_PATH)
+    parser.add_argument("--out", type=Path, help="also write the report (markdown) here")
+    parser.add_argument("--failures", action="store_true", help="list every wrong decision")
+    parser.add_argument(
+        "--vector-cache",
+        type=Path,
+        help="keep the untimed embeddings in this .npz between runs (development)",
+    )
+    args = parser.parse_args(argv)
+    taxonomy = default_taxonomy()
+    items = load_items(taxonomy)
+    embedder = shared_embedder()
+    vectors = TextVectors(embedder)
+    if args.vector_cache is not None and args.vector_cache.exists():
+        vectors.load(args.vector_cache)
+    if args.calibrate:
+        model = fit(items, vectors, taxonomy)
+        args.model.write_text(json.dumps(model.to_json(), indent=1) + "\n")
+        print(f"fitted model written to {args.model}")
+    model = load_model(args.model)
+    rows = []
+    for half in ("calibration", "test"):
+        for scene in scenarios(taxonomy):
+            policy = RelabelPolicy(embedder, taxonomy=scene.taxonomy, model=model, vectors=vectors)
+            row, _ = evaluate(items, scene, policy, half, timed=(half, scene.name) == ("test", "full"))
+            rows.append(row)
+    if args.vector_cache is not None:
+        vectors.save(args.vector_cache)
+    kinds = Counter(i.kind for i in items)
+    halves = Counter(i.half for i in items)
+    report = "\n".join(
+        [
+            f"# Relabel benchmark ({datetime.now(UTC):%Y-%m-%d %H:%M} UTC)",
+            "",
+            f"- command: `python -m bench.relabel_bench{' --calibrate' if args.calibrate else ''}`",
+            f"- machine: {platform.machine()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} "
+            f"at the end (the machine is shared), python {sys.version.split()[0]}",
+            "- decisions/s: the test half on the full graph, embedding of every step included (the other rows "
+            "reuse those embeddings); decisions/CPU-s counts this process's CPU time (all its threads), "
+            "the fairer figure on a shared machine",
+            f"- items: {len(items)} ({', '.join(f'{k} {v}' for k, v in sorted(kinds.items()))}); "
+            f"calibration {halves['calibration']}, test {halves['test']}",
+            f"- taxonomy {taxonomy.version} ({len(taxonomy.techniques)} techniques); model: "
+            f"merge >= {model.merge_threshold}, new < {model.new_threshold}, margin {model.margin}",
+            "",
+            table(rows),
+            "",
+        ]
+    )
+    if args.failures:
+        for r in rows:
+            report += f"\n## {r.half} / {r.scenario}: {len(r.failures)} not correct\n" + "".join(
+                f"- {f}\n" for f in r.failures
+            )
+    print(report)
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(report)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

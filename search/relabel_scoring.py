@@ -1,0 +1,484 @@
+"""The relabeler's scorer: how likely a step's method is a given technique, from all its evidence.
+
+For a step (method name, detail, think, code before -> after) and a candidate technique (a graph
+technique with its aliases, or a taxonomy technique the graph lacks), `candidate_features` computes:
+
+| feature | what it measures |
+| --- | --- |
+| `name_sim` | best cosine between the method name and any label (name or alias) of the technique |
+| `text_sim` | cosine between "name: detail" and "technique: description" |
+| `lexical` | best token overlap (Jaccard of stemmed content words) with a label |
+| `unexplained` | share of the name's content words found nowhere in the technique's labels or description |
+| `evidence_support` | the code change introduces a signal that shows the technique, weighted by how specific the signal is (1 / number of candidates it shows) |
+| `evidence_best` | no other candidate has stronger evidence support (and it has some) |
+| `evidence_absent` | the technique has evidence signals and the code after the step shows none of them |
+| `mentions` | the name, detail or think mentions an identifier typical of the technique |
+| `rank_gap` | how far this candidate's embedding score trails the best candidate's |
+
+A logistic model turns the features into the probability that the candidate is the step's technique.
+Its weights and the decision thresholds are fitted on the calibration half of the relabel benchmark
+(`python -m bench.relabel_bench --calibrate`) and committed in `search/data/relabel_model.v1.json`;
+the rule itself (`decide`) is: merge into the best candidate when its probability is at least
+`merge_threshold` and leads the runner-up by `margin`; a new technique when it is below
+`new_threshold`; otherwise the step is undecided (the judge, or the curator queue).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from search.embeddings import Embedder
+from search.errors import SearchError
+from search.evidence import CodeEvidence
+from search.taxonomy import content_tokens, expand_abbreviations, label_key
+
+FEATURES: tuple[str, ...] = (
+    "name_sim",
+    "text_sim",
+    "lexical",
+    "unexplained",
+    "evidence_support",
+    "evidence_best",
+    "evidence_absent",
+    "mentions",
+    "rank_gap",
+)
+DEFAULT_MODEL_PATH = Path(__file__).resolve().parent / "data" / "relabel_model.v1.json"
+MODEL_FORMAT = "regraph.relabel-model/v1"
+MAX_DETAIL_CHARS = 300
+"""Only the start of a detail is embedded (the model reads ~256 word pieces; details can be huge)."""
+
+Vector = np.ndarray[Any, np.dtype[np.float32]]
+
+
+class ScoringError(SearchError):
+    """The scoring model file is missing or invalid."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A technique as the scorer sees it."""
+
+    name: str
+    description: str
+    labels: tuple[str, ...]
+    evidence: frozenset[str] = frozenset()
+    mentions: tuple[str, ...] = ()
+    in_graph: bool = True
+    concept: str | None = None
+    """The taxonomy technique it is (for a graph technique: the one it is linked to)."""
+
+    def vocabulary(self) -> frozenset[str]:
+        """Every content word of its labels and description."""
+        words: set[str] = set()
+        for text in (*self.labels, self.description):
+            words.update(content_tokens(text))
+        return frozenset(words)
+
+
+@dataclass(frozen=True)
+class StepText:
+    """What a step says about itself (its code evidence comes separately)."""
+
+    name: str
+    detail: str = ""
+    think: str = ""
+
+    def embedded_name(self) -> str:
+        """The name with CUDA shorthands written out (what the name is embedded as)."""
+        return expand_abbreviations(self.name)
+
+    def embedded_text(self) -> str:
+        """ "name: detail", the detail cut to `MAX_DETAIL_CHARS`."""
+        detail = " ".join(self.detail.split())[:MAX_DETAIL_CHARS]
+        name = self.embedded_name()
+        return f"{name}: {detail}" if detail else name
+
+
+class TextVectors:
+    """Embeddings by text, computed in batches and cached (labels repeat across every decision)."""
+
+    def __init__(self, embedder: Embedder, *, max_entries: int = 50_000) -> None:
+        """Cache up to `max_entries` texts (then the cache starts over)."""
+        self.embedder = embedder
+        self.max_entries = max_entries
+        self._cache: dict[str, Vector] = {}
+        self._lock = threading.Lock()
+
+    def ensure(self, texts: Sequence[str]) -> None:
+        """Embed the texts not cached yet, in one batch."""
+        with self._lock:
+            missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
+        if not missing:
+            return
+        vectors = self.embedder.embed(missing)
+        with self._lock:
+            if len(self._cache) + len(missing) > self.max_entries:
+                self._cache.clear()
+            for text, vector in zip(missing, vectors, strict=True):
+                self._cache[text] = np.asarray(vector, dtype=np.float32)
+
+    def copy_of(self, texts: Sequence[str]) -> TextVectors:
+        """A new cache holding only the vectors of `texts` (e.g. to time decisions on fresh steps)."""
+        self.ensure(texts)
+        other = TextVectors(self.embedder, max_entries=self.max_entries)
+        with self._lock:
+            other._cache = {t: self._cache[t] for t in texts}
+        return other
+
+    def save(self, path: Path) -> None:
+        """Write the cache to an .npz file (a development aid for benchmarks)."""
+        with self._lock:
+            texts = list(self._cache)
+            matrix = (
+                np.stack([self._cache[t] for t in texts]) if texts else np.zeros((0, 1), dtype=np.float32)
+            )
+        np.savez(path, texts=np.asarray(texts, dtype=object), vectors=matrix)
+
+    def load(self, path: Path) -> None:
+        """Add the vectors of an .npz file written by `save`."""
+        data = np.load(path, allow_pickle=True)
+        with self._lock:
+            for text, vector in zip(data["texts"], data["vectors"], strict=True):
+                self._cache[str(text)] = np.asarray(vector, dtype=np.float32)
+
+    def get(self, text: str) -> Vector:
+        """The vector of `text` (embedded now if needed)."""
+        with self._lock:
+            vector = self._cache.get(text)
+        if vector is None:
+            self.ensure([text])
+            with self._lock:
+                vector = self._cache[text]
+        return vector
+
+    def matrix(self, texts: Sequence[str]) -> np.ndarray[Any, np.dtype[np.float32]]:
+        """The vectors of `texts` as rows."""
+        self.ensure(texts)
+        return np.stack([self.get(t) for t in texts]) if texts else np.zeros((0, 1), dtype=np.float32)
+
+
+_shared_vectors: dict[int, TextVectors] = {}
+_shared_vectors_lock = threading.Lock()
+
+
+def shared_text_vectors(embedder: Embedder) -> TextVectors:
+    """The process-wide embedding cache of `embedder` (technique labels are embedded once per process)."""
+    with _shared_vectors_lock:
+        vectors = _shared_vectors.get(id(embedder))
+        if vectors is None or vectors.embedder is not embedder:
+            vectors = _shared_vectors[id(embedder)] = TextVectors(embedder)
+        return vectors
+
+
+def candidate_text(candidate: Candidate) -> str:
+    """The text a candidate is embedded from: "name: description"."""
+    return f"{candidate.name}: {candidate.description}" if candidate.description else candidate.name
+
+
+def _jaccard(a: set[str], b: set[str]) -> float:
+    return len(a & b) / len(a | b) if a and b else 0.0
+
+
+@dataclass
+class CandidateIndex:
+    """Candidates with their label vectors, ready to score many steps against."""
+
+    candidates: list[Candidate]
+    vectors: TextVectors
+    _label_rows: list[np.ndarray[Any, np.dtype[np.float32]]] = field(default_factory=list)
+    _text_rows: np.ndarray[Any, np.dtype[np.float32]] | None = None
+    _label_tokens: list[list[set[str]]] = field(default_factory=list)
+    _vocab: list[frozenset[str]] = field(default_factory=list)
+    _keys: dict[str, int] = field(default_factory=dict)
+    _word_index: dict[str, int] = field(default_factory=dict)
+    _label_owner: np.ndarray[Any, np.dtype[np.int64]] = field(
+        default_factory=lambda: np.zeros(0, dtype=np.int64)
+    )
+    _label_matrix: np.ndarray[Any, np.dtype[np.float32]] = field(
+        default_factory=lambda: np.zeros((0, 0), dtype=np.float32)
+    )
+    _label_sizes: np.ndarray[Any, np.dtype[np.float32]] = field(
+        default_factory=lambda: np.zeros(0, dtype=np.float32)
+    )
+    _vocab_matrix: np.ndarray[Any, np.dtype[np.float32]] = field(
+        default_factory=lambda: np.zeros((0, 0), dtype=np.float32)
+    )
+    _mentions: list[tuple[str, ...]] = field(default_factory=list)
+    _specificity: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.rebuild()
+
+    def rebuild(self) -> None:
+        """Recompute the vectors after candidates changed."""
+        texts = [label for c in self.candidates for label in c.labels] + [
+            candidate_text(c) for c in self.candidates
+        ]
+        self.vectors.ensure(texts)
+        self._label_rows = [self.vectors.matrix(list(c.labels)) for c in self.candidates]
+        self._text_rows = (
+            self.vectors.matrix([candidate_text(c) for c in self.candidates]) if self.candidates else None
+        )
+        self._label_tokens = [[set(content_tokens(label)) for label in c.labels] for c in self.candidates]
+        self._vocab = [c.vocabulary() for c in self.candidates]
+        # Token overlaps as matrix products: one row per label (and per candidate vocabulary) over the
+        # words of all labels, so a step is scored against every label at once.
+        words = sorted(
+            {w for vocab in self._vocab for w in vocab}
+            | {w for ls in self._label_tokens for t in ls for w in t}
+        )
+        self._word_index = {w: i for i, w in enumerate(words)}
+        label_sets = [t for ls in self._label_tokens for t in ls]
+        self._label_owner = np.array(
+            [i for i, ls in enumerate(self._label_tokens) for _ in ls], dtype=np.int64
+        )
+        self._label_matrix = np.zeros((len(label_sets), len(words)), dtype=np.float32)
+        for row, tokens in enumerate(label_sets):
+            for word in tokens:
+                self._label_matrix[row, self._word_index[word]] = 1.0
+        self._label_sizes = self._label_matrix.sum(axis=1)
+        self._vocab_matrix = np.zeros((len(self.candidates), len(words)), dtype=np.float32)
+        for row, vocab in enumerate(self._vocab):
+            for word in vocab:
+                self._vocab_matrix[row, self._word_index[word]] = 1.0
+        self._mentions = [tuple(m.lower() for m in c.mentions) for c in self.candidates]
+        self._keys = {}
+        counts: dict[str, int] = {}
+        for candidate in self.candidates:
+            for signal in candidate.evidence:
+                counts[signal] = counts.get(signal, 0) + 1
+        self._specificity = {signal: 1.0 / n for signal, n in counts.items()}
+        for i, candidate in enumerate(self.candidates):
+            if candidate.in_graph:
+                for label in candidate.labels:
+                    self._keys.setdefault(label_key(label), i)
+
+    def label_hit(self, key: str) -> Candidate | None:
+        """The graph candidate one of whose labels normalises to `key` (`label_key`), if any."""
+        i = self._keys.get(key)
+        return self.candidates[i] if i is not None else None
+
+    def add(self, candidate: Candidate) -> None:
+        """Add one candidate (e.g. a technique created earlier in the same batch)."""
+        self.candidates.append(candidate)
+        self.rebuild()
+
+    def features(
+        self, step: StepText, evidence: CodeEvidence | None, name_vector: Vector, text_vector: Vector
+    ) -> np.ndarray[Any, np.dtype[np.float64]]:
+        """One feature row per candidate (columns in `FEATURES` order)."""
+        n = len(self.candidates)
+        out = np.zeros((n, len(FEATURES)), dtype=np.float64)
+        if n == 0:
+            return out
+        assert self._text_rows is not None
+        name_sims = np.array([float(np.max(rows @ name_vector)) for rows in self._label_rows])
+        text_sims = self._text_rows @ text_vector
+        tokens = set(content_tokens(step.name))
+        said = f"{step.name} {step.detail[:4000]} {step.think[:4000]}".lower()
+        blend = 0.5 * name_sims + 0.5 * text_sims
+        best = float(np.max(blend))
+        code = evidence is not None and evidence.parsed
+        support = np.zeros(n)
+        absent = np.zeros(n)
+        if code:
+            assert evidence is not None
+            seen = evidence.introduced | evidence.present_after
+            for i, candidate in enumerate(self.candidates):
+                if candidate.evidence:
+                    shown = candidate.evidence & evidence.introduced
+                    support[i] = max((self._specificity[s] for s in shown), default=0.0)
+                    absent[i] = 0.0 if candidate.evidence & seen else 1.0
+        strongest = float(np.max(support))
+        step_words = np.zeros(len(self._word_index), dtype=np.float32)
+        for word in tokens:
+            index = self._word_index.get(word)
+            if index is not None:
+                step_words[index] = 1.0
+        lexical = np.zeros(n)
+        if len(self._label_owner) and tokens:
+            shared = self._label_matrix @ step_words
+            jaccard = shared / np.maximum(self._label_sizes + len(tokens) - shared, 1.0)
+            np.maximum.at(lexical, self._label_owner, jaccard)
+        unexplained = (
+            1.0 - (self._vocab_matrix @ step_words) / len(tokens) if tokens else np.ones(n, dtype=np.float32)
+        )
+        for i in range(n):
+            mentions = 1.0 if any(m in said for m in self._mentions[i]) else 0.0
+            out[i] = (
+                name_sims[i],
+                text_sims[i],
+                lexical[i],
+                unexplained[i],
+                support[i],
+                1.0 if strongest > 0 and support[i] == strongest else 0.0,
+                absent[i],
+                mentions,
+                best - blend[i],
+            )
+        return out
+
+
+@dataclass(frozen=True)
+class ScoringModel:
+    """A fitted logistic model and its decision thresholds."""
+
+    weights: tuple[float, ...]
+    bias: float
+    merge_threshold: float
+    new_threshold: float
+    margin: float
+    fitted_on: str = ""
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    def probabilities(
+        self, features: np.ndarray[Any, np.dtype[np.float64]]
+    ) -> np.ndarray[Any, np.dtype[np.float64]]:
+        """P(candidate is the step's technique) per row."""
+        z = features @ np.asarray(self.weights) + self.bias
+        return np.asarray(1.0 / (1.0 + np.exp(-np.clip(z, -50, 50))), dtype=np.float64)
+
+    def to_json(self) -> dict[str, Any]:
+        """The committed file's content."""
+        return {
+            "format": MODEL_FORMAT,
+            "features": list(FEATURES),
+            "weights": [round(w, 6) for w in self.weights],
+            "bias": round(self.bias, 6),
+            "merge_threshold": round(self.merge_threshold, 6),
+            "new_threshold": round(self.new_threshold, 6),
+            "margin": round(self.margin, 6),
+            "fitted_on": self.fitted_on,
+            "metrics": self.metrics,
+        }
+
+    @classmethod
+    def from_json(cls, document: dict[str, Any], source: str = "") -> ScoringModel:
+        """Read a model file's content; the feature list must be this code's."""
+        if document.get("format") != MODEL_FORMAT or tuple(document.get("features", ())) != FEATURES:
+            raise ScoringError(f"{source or 'model'}: not a {MODEL_FORMAT} model for features {FEATURES}")
+        try:
+            model = cls(
+                weights=tuple(float(w) for w in document["weights"]),
+                bias=float(document["bias"]),
+                merge_threshold=float(document["merge_threshold"]),
+                new_threshold=float(document["new_threshold"]),
+                margin=float(document["margin"]),
+                fitted_on=str(document.get("fitted_on", "")),
+                metrics=dict(document.get("metrics", {})),
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise ScoringError(f"{source or 'model'}: invalid model: {e}") from e
+        if len(model.weights) != len(FEATURES):
+            raise ScoringError(
+                f"{source or 'model'}: {len(model.weights)} weights for {len(FEATURES)} features"
+            )
+        if not 0.0 <= model.new_threshold <= model.merge_threshold <= 1.0:
+            raise ScoringError(f"{source or 'model'}: need 0 <= new_threshold <= merge_threshold <= 1")
+        return model
+
+
+def load_model(path: Path | None = None) -> ScoringModel:
+    """Read the fitted model (default: the committed one)."""
+    target = path or DEFAULT_MODEL_PATH
+    try:
+        document = json.loads(target.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise ScoringError(f"cannot read the relabel model {target}: {e}") from e
+    return ScoringModel.from_json(document, str(target))
+
+
+def fit_logistic(
+    features: np.ndarray[Any, np.dtype[np.float64]],
+    labels: np.ndarray[Any, np.dtype[np.float64]],
+    *,
+    l2: float = 1.0,
+    iterations: int = 50,
+) -> tuple[tuple[float, ...], float]:
+    """L2-regularised logistic regression by Newton's method (deterministic; the bias is not penalised)."""
+    n, d = features.shape
+    x = np.hstack([features, np.ones((n, 1))])
+    w = np.zeros(d + 1)
+    penalty = np.full(d + 1, l2)
+    penalty[-1] = 0.0
+    for _ in range(iterations):
+        p = 1.0 / (1.0 + np.exp(-np.clip(x @ w, -50, 50)))
+        gradient = x.T @ (p - labels) + penalty * w
+        hessian = (x * (p * (1 - p))[:, None]).T @ x + np.diag(penalty) + 1e-9 * np.eye(d + 1)
+        step = np.linalg.solve(hessian, gradient)
+        w -= step
+        if float(np.max(np.abs(step))) < 1e-8:
+            break
+    return tuple(float(v) for v in w[:-1]), float(w[-1])
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """The scorer's view of one step: candidates by probability, best first."""
+
+    names: tuple[str, ...]
+    probabilities: tuple[float, ...]
+    features: tuple[tuple[float, ...], ...]
+
+    @property
+    def top(self) -> tuple[str, float] | None:
+        """The best candidate and its probability."""
+        return (self.names[0], self.probabilities[0]) if self.names else None
+
+    @property
+    def gap(self) -> float:
+        """How far the best candidate leads the runner-up (1 with a single candidate)."""
+        if len(self.probabilities) < 2:
+            return self.probabilities[0] if self.probabilities else 0.0
+        return self.probabilities[0] - self.probabilities[1]
+
+    def summary(self, k: int = 3) -> list[dict[str, Any]]:
+        """The best `k` candidates with probability and features (what a curator sees)."""
+        return [
+            {
+                "technique": self.names[i],
+                "probability": round(self.probabilities[i], 4),
+                "features": {f: round(v, 4) for f, v in zip(FEATURES, self.features[i], strict=True)},
+            }
+            for i in range(min(k, len(self.names)))
+        ]
+
+
+def rank(
+    model: ScoringModel, index: CandidateIndex, features: np.ndarray[Any, np.dtype[np.float64]]
+) -> Ranked:
+    """Order the candidates of `index` by the model's probability."""
+    if not index.candidates:
+        return Ranked((), (), ())
+    p = model.probabilities(features)
+    order = sorted(range(len(p)), key=lambda i: (-p[i], index.candidates[i].name))
+    return Ranked(
+        tuple(index.candidates[i].name for i in order),
+        tuple(float(p[i]) for i in order),
+        tuple(tuple(float(v) for v in features[i]) for i in order),
+    )
+
+
+def decide(model: ScoringModel, ranked: Ranked) -> str:
+    """ "merge", "new" or "undecided" by the model's thresholds."""
+    top = ranked.top
+    if top is None or top[1] < model.new_threshold:
+        return "new"
+    if top[1] >= model.merge_threshold and ranked.gap >= model.margin:
+        return "merge"
+    return "undecided"
+
+
+def logit(p: float) -> float:
+    """log(p / (1 - p)), clipped away from 0 and 1."""
+    p = min(max(p, 1e-9), 1 - 1e-9)
+    return math.log(p / (1 - p))

@@ -1,0 +1,310 @@
+"""The technique taxonomy: the canonical CUDA optimization techniques a curator recognises.
+
+Shipped as `search/data/taxonomy.v1.json` (format `regraph.taxonomy/v1`, versioned by its `version`
+field): per technique a name, a one-paragraph description, aliases (the other names teachers use),
+the code-evidence signals that show it (`search.evidence.SIGNALS`) and the identifiers a step naming it
+is expected to use. It serves twice:
+
+- it seeds an empty graph (setting `REGRAPH_TAXONOMY`: the packaged file, a team's own file, or
+  `none`), so construction merges onto canonical nodes from the first trajectory;
+- the relabeler reads it as background knowledge: a graph technique whose name or alias is one of a
+  taxonomy technique's labels inherits that technique's aliases, description and evidence for matching,
+  and a step named after a taxonomy technique that the graph lacks becomes that canonical technique.
+
+Labels are compared in a normalised form (`label_key`): case, punctuation, hyphens, filler words
+("use", "apply", "optimization"...) and plural/verb endings do not matter.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from search.errors import SearchError
+
+TAXONOMY_FORMAT = "regraph.taxonomy/v1"
+DEFAULT_TAXONOMY_PATH = Path(__file__).resolve().parent / "data" / "taxonomy.v1.json"
+
+_FILLER = frozenset(
+    {
+        "a",
+        "an",
+        "the",
+        "of",
+        "to",
+        "for",
+        "with",
+        "via",
+        "by",
+        "in",
+        "on",
+        "and",
+        "use",
+        "using",
+        "used",
+        "apply",
+        "applying",
+        "add",
+        "adding",
+        "do",
+        "doing",
+        "introduce",
+        "introducing",
+        "implement",
+        "implementing",
+        "optimization",
+        "optimisation",
+        "optimize",
+        "optimise",
+        "technique",
+        "step",
+        "based",
+        "cuda",
+        "gpu",
+        "kernel",
+        "better",
+        "improved",
+        "improve",
+        # Informal filler: "just unroll it", "slap __ldg on the reads", "more stuff per thread".
+        "it",
+        "its",
+        "this",
+        "that",
+        "these",
+        "those",
+        "just",
+        "stuff",
+        "thing",
+        "things",
+        "we",
+        "our",
+        "let",
+        "so",
+        "really",
+        "little",
+        "bit",
+        "slap",
+        "throw",
+    }
+)
+_TOKEN = re.compile(r"[a-z0-9_]+")
+
+ABBREVIATIONS: dict[str, str] = {
+    "smem": "shared memory",
+    "shmem": "shared memory",
+    "gmem": "global memory",
+    "cmem": "constant memory",
+    "const": "constant",
+    "mem": "memory",
+    "regs": "registers",
+    "reg": "register",
+    "thr": "thread",
+    "thrs": "threads",
+    "elem": "element",
+    "elems": "elements",
+    "occ": "occupancy",
+    "ilp": "instruction level parallelism",
+    "tlp": "thread level parallelism",
+    "shfl": "shuffle",
+    "lut": "lookup table",
+    "aos": "array of structures",
+    "soa": "structure of arrays",
+    "fp16": "half precision",
+    "bf16": "half precision",
+    "fp32": "single precision",
+    "fp64": "double precision",
+    "h2d": "host to device copy",
+    "d2h": "device to host copy",
+    "sm": "streaming multiprocessor",
+    "tpb": "threads per block",
+    "ldg": "read only cache ldg",
+    "atomics": "atomic operations",
+    "cg": "cooperative groups",
+    "uvm": "unified memory",
+    "perf": "performance",
+    "calc": "calculation",
+    "xfer": "transfer",
+    "xfers": "transfers",
+    "async": "asynchronous",
+    "vec": "vector",
+    "vectorise": "vectorize",
+    "parallelisation": "parallelization",
+    "optimisation": "optimization",
+    "tile": "tiling",
+}
+_WORD = re.compile(r"[A-Za-z0-9_]+")
+
+
+def expand_abbreviations(text: str) -> str:
+    """`text` with common CUDA shorthands written out ("smem" -> "shared memory")."""
+
+    def spell(match: re.Match[str]) -> str:
+        word = match.group(0)
+        return ABBREVIATIONS.get(word.lower().strip("_"), word)
+
+    return _WORD.sub(spell, text)
+
+
+def _stem(token: str) -> str:
+    """A light stemmer: enough to make "unrolling"/"unrolled"/"unroll" and "loops"/"loop" meet."""
+    for suffix, keep in (
+        ("ization", 3),
+        ("isation", 3),
+        ("ations", 3),
+        ("ation", 3),
+        ("ing", 3),
+        ("ed", 3),
+        ("es", 4),
+        ("s", 3),
+    ):
+        if token.endswith(suffix) and len(token) - len(suffix) >= keep:
+            token = token[: -len(suffix)]
+            break
+    return token
+
+
+def content_tokens(text: str) -> list[str]:
+    """The stemmed content words of `text` (filler words dropped; `__ldg` keeps its underscores)."""
+    lowered = expand_abbreviations(text).lower().replace("-", " ").replace("/", " ")
+    # "Loop tiling without shared memory" is not about shared memory: what follows "without" is dropped.
+    lowered = lowered.split(" without ", 1)[0]
+    return [
+        _stem(t.strip("_") or t)
+        for t in _TOKEN.findall(lowered)
+        if t not in _FILLER and t.strip("_") not in _FILLER
+    ]
+
+
+def label_key(text: str) -> str:
+    """The normalised form two labels are compared in (word order kept)."""
+    return " ".join(content_tokens(text))
+
+
+class TaxonomyError(SearchError):
+    """The taxonomy file is missing or not a valid `regraph.taxonomy/v1` document."""
+
+
+class TaxonomyTechnique(BaseModel):
+    """One canonical technique."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1, max_length=200)
+    category: str = ""
+    description: str = Field(min_length=1)
+    aliases: list[str] = Field(default_factory=list)
+    evidence: list[str] = Field(default_factory=list, description="signals (search.evidence.SIGNALS)")
+    mentions: list[str] = Field(default_factory=list, description="identifiers a step naming it uses")
+
+    @property
+    def labels(self) -> list[str]:
+        """The name first, then the aliases."""
+        return [self.name, *self.aliases]
+
+
+class TaxonomyDocument(BaseModel):
+    """The file's shape."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    format: str
+    version: str
+    sources: list[str] = Field(default_factory=list)
+    techniques: list[TaxonomyTechnique]
+
+
+@dataclass(frozen=True)
+class Taxonomy:
+    """A loaded taxonomy with its label index."""
+
+    version: str
+    techniques: tuple[TaxonomyTechnique, ...]
+    source: str = ""
+    _by_key: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+    _by_name: dict[str, TaxonomyTechnique] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        for technique in self.techniques:
+            self._by_name[technique.name] = technique
+            for label in technique.labels:
+                key = label_key(label)
+                owner = self._by_key.get(key)
+                if owner is not None and owner != technique.name:
+                    raise TaxonomyError(
+                        f"label {label!r} of {technique.name!r} normalises like one of {owner!r} ({key!r})"
+                    )
+                if key:
+                    self._by_key[key] = technique.name
+
+    def get(self, name: str) -> TaxonomyTechnique:
+        """The technique called exactly `name`; raises `TaxonomyError`."""
+        try:
+            return self._by_name[name]
+        except KeyError as e:
+            raise TaxonomyError(f"the taxonomy has no technique {name!r}") from e
+
+    def lookup(self, label: str) -> TaxonomyTechnique | None:
+        """The technique one of whose labels normalises like `label`, if any."""
+        name = self._by_key.get(label_key(label))
+        return self._by_name[name] if name is not None else None
+
+    @property
+    def names(self) -> list[str]:
+        """Technique names in file order."""
+        return [t.name for t in self.techniques]
+
+    def to_json(self) -> dict[str, Any]:
+        """The document (what an export carries)."""
+        return {
+            "format": TAXONOMY_FORMAT,
+            "version": self.version,
+            "techniques": [t.model_dump() for t in self.techniques],
+        }
+
+
+def parse_taxonomy(document: dict[str, Any], source: str = "") -> Taxonomy:
+    """Validate a taxonomy document (signals are checked against `search.evidence.SIGNALS`)."""
+    from search.evidence import SIGNALS
+
+    try:
+        parsed = TaxonomyDocument.model_validate(document)
+    except ValidationError as e:
+        raise TaxonomyError(f"{source or 'taxonomy'}: not a {TAXONOMY_FORMAT} document: {e}") from e
+    if parsed.format != TAXONOMY_FORMAT:
+        raise TaxonomyError(f"{source or 'taxonomy'}: format {parsed.format!r}, expected {TAXONOMY_FORMAT!r}")
+    for technique in parsed.techniques:
+        unknown = [s for s in technique.evidence if s not in SIGNALS]
+        if unknown:
+            raise TaxonomyError(f"{source}: {technique.name!r} names unknown evidence signals {unknown}")
+    return Taxonomy(version=parsed.version, techniques=tuple(parsed.techniques), source=source)
+
+
+def load_taxonomy(path: Path | None = None) -> Taxonomy:
+    """Read a taxonomy file (default: the packaged one)."""
+    target = path or DEFAULT_TAXONOMY_PATH
+    try:
+        document = json.loads(target.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise TaxonomyError(f"cannot read the taxonomy {target}: {e}") from e
+    return parse_taxonomy(document, str(target))
+
+
+@lru_cache(maxsize=1)
+def default_taxonomy() -> Taxonomy:
+    """The packaged taxonomy (read once)."""
+    return load_taxonomy(None)
+
+
+def taxonomy_setting(value: str | None) -> Taxonomy | None:
+    """Resolve a `REGRAPH_TAXONOMY`-style setting: empty/"default" = packaged, "none" = no taxonomy, else a path."""
+    if value is None or value.strip() in ("", "default"):
+        return default_taxonomy()
+    if value.strip().lower() == "none":
+        return None
+    return load_taxonomy(Path(value))

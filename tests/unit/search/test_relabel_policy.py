@@ -1,0 +1,113 @@
+"""The relabel decision rule on real embeddings: alias and taxonomy hits, the scorer, flags."""
+
+from __future__ import annotations
+
+import pytest
+
+from graphdb.models import Technique, utc_now
+from search.embeddings import Embedder, shared_embedder
+from search.relabel import RelabelPolicy, StepInput, technique_candidates
+from search.relabel_scoring import load_model
+from search.taxonomy import Taxonomy, default_taxonomy
+
+SHUFFLE_BEFORE = """
+__global__ void sum_k(const float* x, float* out) {
+    __shared__ float p[256];
+    p[threadIdx.x] = x[threadIdx.x];
+    __syncthreads();
+    if (threadIdx.x == 0) atomicAdd(out, p[0]);
+}
+"""
+SHUFFLE_AFTER = """
+__global__ void sum_k(const float* x, float* out) {
+    float v = x[threadIdx.x];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffff, v, o);
+    if ((threadIdx.x & 31) == 0) atomicAdd(out, v);
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Embedder:
+    return shared_embedder()
+
+
+@pytest.fixture(scope="module")
+def taxonomy() -> Taxonomy:
+    return default_taxonomy()
+
+
+@pytest.fixture(scope="module")
+def policy(embedder: Embedder, taxonomy: Taxonomy) -> RelabelPolicy:
+    """One policy for the module: its cache embeds the taxonomy's labels once."""
+    return RelabelPolicy(embedder, taxonomy=taxonomy, model=load_model())
+
+
+def _graph(taxonomy: Taxonomy, names: list[str], *, aliases: bool = True) -> list[Technique]:
+    now = utc_now()
+    return [
+        Technique(
+            name=t.name,
+            description=t.description,
+            aliases=list(t.aliases) if aliases else [],
+            created_at=now,
+        )
+        for t in taxonomy.techniques
+        if t.name in names
+    ]
+
+
+GRAPH = ["Parallelization", "Shared memory tiling", "Warp-level shuffle reduction", "Loop unrolling"]
+
+
+def test_graph_techniques_link_to_the_taxonomy_and_missing_ones_are_candidates(taxonomy: Taxonomy) -> None:
+    candidates = technique_candidates(_graph(taxonomy, GRAPH, aliases=False), taxonomy)
+    by_name = {c.name: c for c in candidates}
+    assert by_name["Loop unrolling"].in_graph and "#pragma unroll" in by_name["Loop unrolling"].labels
+    assert not by_name["Register tiling"].in_graph
+    assert len(candidates) == len(taxonomy.techniques)
+
+
+def test_alias_and_taxonomy_hits_decide_without_the_scorer(policy: RelabelPolicy, taxonomy: Taxonomy) -> None:
+    index = policy.index(_graph(taxonomy, GRAPH))
+    merged = policy.choose(StepInput("Apply loop-unrolling"), index)
+    assert (merged.outcome, merged.technique, merged.decided_by) == ("merge", "Loop unrolling", "alias")
+    created = policy.choose(StepInput("register blocking"), index)
+    assert (created.outcome, created.technique, created.decided_by) == ("new", "Register tiling", "taxonomy")
+    assert created.canonical is not None and created.canonical.description
+
+
+def test_the_scorer_merges_a_paraphrase_and_keeps_an_unknown_technique_apart(
+    policy: RelabelPolicy, taxonomy: Taxonomy
+) -> None:
+    index = policy.index(_graph(taxonomy, GRAPH))
+    paraphrase = policy.choose(
+        StepInput(
+            "Reduce the partial sums inside each warp with shuffle-down",
+            "lanes combine values register to register with __shfl_down_sync",
+            code_before=SHUFFLE_BEFORE,
+            code_after=SHUFFLE_AFTER,
+        ),
+        index,
+    )
+    assert paraphrase.decided_by == "model"
+    assert (paraphrase.outcome, paraphrase.technique) == ("merge", "Warp-level shuffle reduction")
+    assert (
+        paraphrase.ranked is not None and paraphrase.ranked.summary()[0]["technique"] == paraphrase.technique
+    )
+    outside = policy.choose(
+        StepInput("Kahan compensated summation", "a running compensation term keeps the lost low bits"), index
+    )
+    assert outside.outcome != "merge"
+
+
+def test_a_name_the_code_contradicts_is_flagged(policy: RelabelPolicy, taxonomy: Taxonomy) -> None:
+    index = policy.index(_graph(taxonomy, GRAPH))
+    choice = policy.choose(
+        StepInput("Read-only loads via __ldg", code_before=SHUFFLE_BEFORE, code_after=SHUFFLE_AFTER), index
+    )
+    assert any(f.startswith("name_code_mismatch") and "__ldg" in f for f in choice.flags)
+    unparsed = policy.choose(
+        StepInput("Loop unrolling", code_before=SHUFFLE_BEFORE, code_after="{{{{ ]]]] not code " * 30), index
+    )
+    assert any(f.startswith("code_unparsed") for f in unparsed.flags)

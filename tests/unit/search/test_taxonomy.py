@@ -1,0 +1,88 @@
+"""The packaged technique taxonomy: its shape, the label normalisation and the settings that choose it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from search.evidence import SIGNALS
+from search.taxonomy import (
+    DEFAULT_TAXONOMY_PATH,
+    TaxonomyError,
+    default_taxonomy,
+    label_key,
+    load_taxonomy,
+    parse_taxonomy,
+    taxonomy_setting,
+)
+
+
+def test_the_packaged_taxonomy_is_complete() -> None:
+    taxonomy = default_taxonomy()
+    assert 40 <= len(taxonomy.techniques) <= 80
+    for technique in taxonomy.techniques:
+        assert technique.description.strip(), technique.name
+        assert technique.aliases, technique.name
+        assert set(technique.evidence) <= set(SIGNALS), technique.name
+    # The names the seed trajectories use are all known (the seed graph is rebuilt on the taxonomy).
+    for name in ("Parallelization", "Shared memory tiling", "Loop unrolling", "Read-only cache (__ldg)"):
+        assert taxonomy.get(name).name == name
+
+
+@pytest.mark.parametrize(
+    ("label", "technique"),
+    [
+        ("Unrolling loops", "Loop unrolling"),
+        ("apply loop unrolling", "Loop unrolling"),
+        ("Shared-Memory  Tiling", "Shared memory tiling"),
+        ("smem tiling", "Shared memory tiling"),
+        ("use const mem", "Constant memory"),
+        ("Memory access coalescing", "Memory coalescing"),
+        ("Warp shuffle reduction", "Warp-level shuffle reduction"),
+    ],
+)
+def test_lookup_ignores_case_punctuation_fillers_and_shorthands(label: str, technique: str) -> None:
+    found = default_taxonomy().lookup(label)
+    assert found is not None and found.name == technique
+
+
+def test_near_names_stay_apart() -> None:
+    taxonomy = default_taxonomy()
+    assert taxonomy.lookup("Loop tiling") is not None
+    assert taxonomy.lookup("Loop tiling").name == "Loop tiling"  # type: ignore[union-attr]
+    assert taxonomy.lookup("Register tiling").name == "Register tiling"  # type: ignore[union-attr]
+    assert taxonomy.lookup("Tiling of everything") is None
+    assert label_key("Loop tiling without shared memory") == label_key("Loop tiling")
+
+
+def _document(**technique: object) -> dict[str, object]:
+    base = {"name": "Thing", "description": "d", "aliases": ["thingy"], "evidence": []}
+    return {"format": "regraph.taxonomy/v1", "version": "t", "techniques": [{**base, **technique}]}
+
+
+def test_parse_refuses_unknown_signals_and_shared_labels() -> None:
+    with pytest.raises(TaxonomyError, match="unknown evidence signals"):
+        parse_taxonomy(_document(evidence=["no_such_signal"]))
+    document = _document()
+    document["techniques"] = [  # type: ignore[index]
+        {"name": "A thing", "description": "d", "aliases": ["the same"]},
+        {"name": "Other", "description": "d", "aliases": ["same"]},
+    ]
+    with pytest.raises(TaxonomyError, match="normalises like"):
+        parse_taxonomy(document)
+    with pytest.raises(TaxonomyError, match="format"):
+        parse_taxonomy({**_document(), "format": "other/v9"})
+
+
+def test_setting_chooses_packaged_none_or_a_file(tmp_path: Path) -> None:
+    assert taxonomy_setting("") is default_taxonomy()
+    assert taxonomy_setting("none") is None
+    own = tmp_path / "own.json"
+    own.write_text(json.dumps(_document()))
+    loaded = taxonomy_setting(str(own))
+    assert loaded is not None and loaded.names == ["Thing"]
+    with pytest.raises(TaxonomyError, match="cannot read"):
+        load_taxonomy(tmp_path / "missing.json")
+    assert DEFAULT_TAXONOMY_PATH.is_file()
