@@ -7,6 +7,7 @@ works on its own examples and techniques, so their order does not matter.
 from __future__ import annotations
 
 import re
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -18,7 +19,15 @@ from neo4j import Driver
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from graphdb.connection import Neo4jTarget
-from graphdb.models import ReviewStatus, Role
+from graphdb.models import (
+    AliasAddition,
+    IngestBatch,
+    RelabelDecision,
+    RelabelOutcome,
+    ReviewStatus,
+    Role,
+    utc_now,
+)
 from search.protocols import INITIAL_TECHNIQUE
 from tests.e2e.stack import JOB_TASK, Stack, chromium, fresh_context, running_stack, sign_in
 
@@ -240,12 +249,31 @@ def test_rename_and_describe_a_technique(stack: Stack, signed_in: SignedIn) -> N
     assert name in stack.store.get_technique(f"Renamed {name}").aliases
 
 
+def _a_merge_decision(stack: Stack) -> str:
+    """A relabel merge as construction records it (the seed graph, built on the taxonomy, needs none)."""
+    technique = next(t.name for t in stack.store.list_techniques(limit=500) if t.name != INITIAL_TECHNIQUE)
+    alias = f"e2e wording of {technique}"
+    decision = RelabelDecision(
+        id=f"e2e-{uuid.uuid4().hex[:12]}",
+        candidate=alias,
+        matched=technique,
+        score=0.93,
+        outcome=RelabelOutcome.MERGED,
+        technique=technique,
+        decided_by="model",
+        at=utc_now(),
+    )
+    stack.store.ingest(
+        IngestBatch(aliases=[AliasAddition(technique=technique, alias=alias)], decisions=[decision])
+    )
+    return decision.id
+
+
 def test_undo_a_relabel_decision(stack: Stack, signed_in: SignedIn) -> None:
+    decision_id = _a_merge_decision(stack)
     with signed_in(Role.CURATOR) as page:
         page.goto(f"{stack.url}/ui/relabel?outcome=merged")
-        row = page.locator("#decisions tbody tr").first
-        decision_id = row.get_attribute("data-id")
-        assert decision_id is not None
+        row = page.locator(f'#decisions tbody tr[data-id="{decision_id}"]')
         row.get_by_role("button", name="Undo").click()
         expect(page.locator(".flash-ok")).to_contain_text("Decision undone")
         expect(page.locator(f'#decisions tr[data-id="{decision_id}"]')).to_have_count(0)
