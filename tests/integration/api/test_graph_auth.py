@@ -15,6 +15,8 @@ from graphdb.connection import Neo4jTarget
 from graphdb.models import Role
 from graphdb.store import Neo4jGraphStore
 from tests.integration.api.graph_support import (
+    FLAGGED_NAME,
+    FLAGGED_NEAR,
     TILING,
     SeededGraph,
     restore,
@@ -86,7 +88,7 @@ ROUTES = {
     "merge": Route(
         "POST",
         lambda g: "/v1/techniques/merge",
-        lambda g: {"source": "Memory coalescing", "into": "Memory access coalescing"},
+        lambda g: {"source": FLAGGED_NAME, "into": FLAGGED_NEAR},
         Role.CURATOR,
     ),
     "review": Route(

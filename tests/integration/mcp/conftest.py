@@ -8,6 +8,7 @@ replay backend answers the step prompts from the mandelbrot teacher trajectory.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,12 @@ from tests.support.servers import compile_only_executor
 ROOT = Path(__file__).resolve().parents[3]
 TASK_ID = "mandelbrot_q28_i32"
 TRAJECTORY = ROOT / "bench" / "trajectories" / f"{TASK_ID}.jsonl"
+# How many techniques the committed seed graph holds (the tests load it as the API does).
+SEED_NAMES = [
+    t["name"]
+    for t in json.loads((ROOT / "bench" / "seed_graph" / "seed_graph.json").read_text())["techniques"]
+]
+SEED_TECHNIQUES = len(SEED_NAMES)
 
 
 @dataclass(frozen=True)

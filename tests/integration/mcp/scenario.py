@@ -14,7 +14,7 @@ from urllib.parse import quote
 from mcp import Client
 from mcp.types import CallToolResult, TextContent, TextResourceContents
 
-from tests.integration.mcp.conftest import ROOT, TASK_ID, TRAJECTORY
+from tests.integration.mcp.conftest import ROOT, SEED_NAMES, SEED_TECHNIQUES, TASK_ID, TRAJECTORY
 
 TOOLS = {
     "search_techniques",
@@ -124,7 +124,8 @@ async def exercise_everything(client: Client) -> dict[str, Any]:
             },
         )
     )
-    assert counted["rows"] == [{"n": 4}] and counted["truncated"] is False
+    warp = sum(name.startswith("Warp") for name in SEED_NAMES)
+    assert warp > 0 and counted["rows"] == [{"n": warp}] and counted["truncated"] is False
 
     progress = Progress()
     judged = data(
@@ -174,7 +175,7 @@ async def exercise_everything(client: Client) -> dict[str, Any]:
     assert not any("ApiKey" in line or "Job" in line for line in schema["indexes"])
     assert len(json.dumps(schema)) < 4_000  # compact enough for an agent's context
     techniques = await read_json(client, "regraph://techniques")
-    assert techniques["count"] == 27
+    assert techniques["count"] == SEED_TECHNIQUES
     technique = await read_json(client, f"regraph://techniques/{quote('Shared memory tiling')}")
     assert technique["name"] == "Shared memory tiling" and technique["successors"]
     example = await read_json(client, f"regraph://examples/{example_id}")

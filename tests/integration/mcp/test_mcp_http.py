@@ -25,7 +25,7 @@ from api.app import create_app
 from api.settings import ApiSettings
 from graphdb.models import Role
 from search.backends.config import ModelRoles, RoleConfig
-from tests.integration.mcp.conftest import ROOT, TASK_ID, SeededGraph
+from tests.integration.mcp.conftest import ROOT, SEED_TECHNIQUES, TASK_ID, SeededGraph
 from tests.integration.mcp.scenario import TOOLS, data, error_text, exercise_everything
 from tests.support.servers import serve_in_thread
 
@@ -270,7 +270,7 @@ def test_the_mcp_inspector_lists_the_tools_and_calls_two(stack: Stack) -> None:
         "--tool-arg",
         "query=MATCH (t:Technique) RETURN count(t) AS n",
     )
-    assert counted["structuredContent"]["rows"] == [{"n": 27}]
+    assert counted["structuredContent"]["rows"] == [{"n": SEED_TECHNIQUES}]
 
 
 def _an_example(graph: SeededGraph) -> str:
