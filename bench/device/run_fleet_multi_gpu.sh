@@ -9,7 +9,8 @@
 #   4. the mixed queue on N replicas with one replica killed after KILL_AFTER verdicts (nothing lost or
 #      duplicated: every candidate has one verdict, the lost ones retried on the others).
 # Leave NVLink multicast off (NCCL is not used: the replicas share nothing on the device).
-# Carry: as bench/device/run_fleet_gpu.sh (.whl, and Ray's wheels in .whl or RAY_WHEELS).
+# Carry: as bench/device/run_fleet_gpu.sh (.whl, and Ray's wheels in RAY_WHEELS: make them with
+# bench/device/strip_ray_wheel.sh, since the full wheel is over what a call carries).
 # Writes to $OUT: env.txt, fleet.log, device.json, gpu_tests.log, scaling.{json,md,log},
 # cudaeval_{1,N}/ (report.md, result.json), cudaeval_compare.md, kill.{json,md,log}.
 # Knobs: SKIP_TESTS=1, TESTS_TIMEOUT (s, 150), BENCH_SECONDS (s of queue per fleet size, 60), PER_TASK (1),
