@@ -49,6 +49,9 @@ def preload_retrieval(store: Neo4jGraphStore, stopping: threading.Event) -> None
     except Exception as e:  # the API may be closing, or Neo4j gone: retrieval then reads as usual
         logger.warning("retrieval preload stopped: %s", e)
         return
+    if stopping.is_set():  # cut short by shut-down: not a preloaded cache
+        logger.info("retrieval preload stopped at shut-down", extra={"techniques": techniques})
+        return
     stats = store.candidate_cache.stats()
     logger.info(
         "retrieval preloaded",
