@@ -20,7 +20,9 @@ fi
 if ! python3 -c "import pycuda.driver" 2>/dev/null; then
   export CUDA_ROOT=${CUDA_ROOT:-$(dirname "$(dirname "$(readlink -f "$(which nvcc)")")")}
   mkdir -p /tmp/pyc && tar xzf .whl/src/pycuda-*.tar.gz -C /tmp/pyc
+  # The extension's sources compiled on every core first (pip's build is serial), then packed in place.
   ( cd /tmp/pyc/pycuda-* && python3 configure.py --cuda-root="$CUDA_ROOT" >/dev/null && \
+    { python3 setup.py -q build_ext -j "$(nproc)" || true; } && \
     python3 -m pip wheel -q --no-build-isolation --no-deps -w /tmp/pycwheel . ) > "$OUT/pycuda_build.log" 2>&1 || { tail -40 "$OUT/pycuda_build.log"; exit 1; }
   cp /tmp/pycwheel/pycuda-*.whl "$OUT/" && python3 -m pip install -q --no-deps --target /tmp/site /tmp/pycwheel/pycuda-*.whl
 fi

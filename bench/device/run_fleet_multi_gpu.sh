@@ -14,15 +14,24 @@
 # Writes to $OUT: env.txt, fleet.log, device.json, gpu_tests.log, scaling.{json,md,log},
 # cudaeval_{1,N}/ (report.md, result.json), cudaeval_compare.md, kill.{json,md,log}.
 # Knobs: SKIP_TESTS=1, TESTS_TIMEOUT (s, 150), BENCH_SECONDS (s of queue per fleet size, 60), PER_TASK (1),
-# CLIENTS (4 per replica), CUDAEVAL_BUDGET (8), CUDAEVAL_LIMIT_S (s per run, 120), KILL_AFTER (40).
+# CLIENTS (4 per replica), CUDAEVAL_BUDGET (8), CUDAEVAL_LIMIT_S (s per run, 120), KILL_AFTER (40),
+# SIZES (fleet sizes of the scaling table, default 1,2,...,N), KILL_SECONDS (BENCH_SECONDS).
+# A dry run of the plumbing on a machine without a GPU: NO_GPU_ENV=1 GPUS=2 RUNTIME=none SKIP_TESTS=1 (Ray
+# is then told it has GPUS GPUs, and the replicas compile only).
 set -uo pipefail
-# shellcheck source=bench/device/gpu_env.sh
-source bench/device/gpu_env.sh
-export RAY_USAGE_STATS_ENABLED=0 REGRAPH_EXECUTOR_RUN_TIMEOUT_S=60 HF_HUB_OFFLINE=1
-N=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
-echo "GPUs: $N" | tee -a "$OUT/env.txt"
+if [ -z "${NO_GPU_ENV:-}" ]; then
+  # shellcheck source=bench/device/gpu_env.sh
+  source bench/device/gpu_env.sh
+else
+  OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+fi
+RUNTIME=${RUNTIME:-gpu}
+export RAY_USAGE_STATS_ENABLED=0 REGRAPH_EXECUTOR_RUN_TIMEOUT_S=60 HF_HUB_OFFLINE=1 REGRAPH_EXECUTOR_RUNTIME=$RUNTIME
+N=${GPUS:-$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)}
+SIZES=${SIZES:-$(seq -s, 1 "$N")}
+echo "GPUs: $N; fleet sizes: $SIZES; runtime: $RUNTIME" | tee -a "$OUT/env.txt"
 python3 -c "import ray; print('ray', ray.__version__)" | tee -a "$OUT/env.txt" || exit 1
-ray start --head --port=6380 --include-dashboard=false --disable-usage-stats --temp-dir=/tmp/rayfleet > "$OUT/fleet.log" 2>&1 || { tail -30 "$OUT/fleet.log"; exit 1; }
+ray start --head --port=6380 --num-gpus="$N" --include-dashboard=false --disable-usage-stats --temp-dir=/tmp/rayfleet > "$OUT/fleet.log" 2>&1 || { tail -30 "$OUT/fleet.log"; exit 1; }
 FLEET_PID=
 cleanup() { [ -n "$FLEET_PID" ] && kill "$FLEET_PID" 2>/dev/null; ray stop --force >/dev/null 2>&1; }
 trap cleanup EXIT
@@ -43,9 +52,9 @@ if [ -z "${SKIP_TESTS:-}" ]; then
   stop_fleet
 fi
 # 2. Scaling: the same queue on 1..N replicas.
-sizes=$(seq -s, 1 "$N")
-timeout $(( (${BENCH_SECONDS:-60} + 90) * N )) python3 -m bench.throughput --runtime gpu --ray 127.0.0.1:6380 \
-  --replicas "$sizes" --tasks bench/tasks --tasks bench/kernel_tasks --per-task "${PER_TASK:-1}" --hangs 3 \
+nsizes=$(echo "$SIZES" | tr ',' '\n' | wc -l)
+timeout $(( (${BENCH_SECONDS:-60} + 60) * nsizes )) python3 -m bench.throughput --runtime "$RUNTIME" --ray 127.0.0.1:6380 \
+  --replicas "$SIZES" --tasks bench/tasks --tasks bench/kernel_tasks --per-task "${PER_TASK:-1}" --hangs 3 \
   --clients "${CLIENTS:-4}" --max-seconds "${BENCH_SECONDS:-60}" \
   --out "$OUT/scaling.json" --md "$OUT/scaling.md" 2> "$OUT/scaling.log"
 cat "$OUT/scaling.md"
@@ -68,8 +77,8 @@ same = sum(verdicts[0][k] == verdicts[1][k] for k in common)
 print(f"samples in both runs: {len(common)}; identical pass/fail: {same}; differing: {sorted(k for k in common if verdicts[0][k] != verdicts[1][k])}")
 PY
 # 4. A replica killed mid-queue.
-timeout $(( ${BENCH_SECONDS:-60} + 150 )) python3 -m bench.throughput --runtime gpu --ray 127.0.0.1:6380 \
+timeout $(( ${KILL_SECONDS:-${BENCH_SECONDS:-60}} + 90 )) python3 -m bench.throughput --runtime "$RUNTIME" --ray 127.0.0.1:6380 \
   --replicas "$N" --tasks bench/tasks --tasks bench/kernel_tasks --per-task 1 --hangs 0 \
-  --clients "${CLIENTS:-4}" --max-seconds "${BENCH_SECONDS:-60}" --kill-after "${KILL_AFTER:-40}" \
+  --clients "${CLIENTS:-4}" --max-seconds "${KILL_SECONDS:-${BENCH_SECONDS:-60}}" --kill-after "${KILL_AFTER:-40}" \
   --out "$OUT/kill.json" --md "$OUT/kill.md" 2> "$OUT/kill.log"
 cat "$OUT/kill.md"
