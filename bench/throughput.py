@@ -3,8 +3,8 @@
 Queue mode (default): candidates over every task of the ``--tasks`` directories, shuffled with a fixed
 seed: per task ``--per-task`` correct candidates (the task's ``naive.cu`` or ``candidate.cu``, each a
 distinct compile), one failing one (in turn: its entry returns at once, so its outputs stay unwritten;
-a compile error; a static rejection), and ``--hangs`` candidates that never return (a spin at the top
-of the entry). ``--clients`` callers keep the fleet busy over HTTP, as rollouts in flight or several
+a compile error; a static rejection), and ``--hangs`` candidates that never return (every thread spins at the
+top of the entry on a volatile global flag that nothing sets; ``hang_source``). ``--clients`` callers keep the fleet busy over HTTP, as rollouts in flight or several
 jobs do, so compiles overlap the GPU work. Reported: evaluations per hour (and per GPU), the fraction
 of wall time each replica spent in the runtime stages that hold its GPU (``run``: correctness and
 timing; and each of those), call latency, what the hangs cost and which run limit applied, timing-set
@@ -85,6 +85,23 @@ def _inject(task: FunctionTask | KernelTask, source: str, statement: str) -> str
     return None if at is None else f"{source[:at]}\n{statement}\n{source[at:]}"
 
 
+# A flag in global memory that nothing writes: the spin reads it again on every turn (volatile), and
+# the compiler cannot prove it stays 0 (the host could set a __device__ variable at any time). A spin
+# on a volatile *local* (``volatile int x = 1; while (x) {}``) is not enough: the H100's NVRTC 13.0
+# built it into a kernel that returned at once (k_byte_hist_chunks "passed" in 0.07 s), because a
+# local that nothing else can reach is a register to the optimiser and an empty endless loop may be
+# removed.
+HANG_FLAG = "xthroughput_hang_flag"
+HANG_SPIN = f"while ({HANG_FLAG} == 0) {{}}"
+
+
+def hang_source(task: FunctionTask | KernelTask, source: str) -> str | None:
+    """The candidate made to never return: every thread spins at the top of the entry on a volatile
+    global flag that no thread and no host code sets (None when the entry's definition is not found)."""
+    spin = _inject(task, source, HANG_SPIN)
+    return None if spin is None else f"__device__ volatile int {HANG_FLAG} = 0;\n{spin}"
+
+
 def _distinct(source: str, tag: str) -> str:
     # A new content hash and a changed module (NVRTC caches what it compiled by preprocessed text).
     return f"{source}\n__device__ int xthroughput_{tag};\n"
@@ -113,7 +130,7 @@ def build_queue(dirs: list[Path], per_task: int, hangs: int, seed: int) -> list[
         if broken is not None:
             items.append(QueueItem(task, _distinct(broken, f"{n}_f"), kind))
         if hung < hangs and isinstance(task, KernelTask):
-            spin = _inject(task, source, "volatile int xspin = 1; while (xspin) {}")
+            spin = hang_source(task, source)
             if spin is not None:
                 items.append(QueueItem(task, _distinct(spin, f"{n}_h"), "hang"))
                 hung += 1
@@ -400,10 +417,29 @@ def render(result: dict[str, Any]) -> str:
             for name, busy in r["gpu_busy"].items():
                 stages = " | ".join(f"{busy[s]:.0%}" for s in GPU_STAGES)
                 lines.append(f"| {r['replicas']} | {name} | {busy['evaluations']} | {stages} |")
-        lines += ["", "Hangs (what one cost, and the limit that applied):", ""]
+        lines += [
+            "",
+            "Hangs: what each cost (the seconds its run held the GPU, and the caller's whole call) and the "
+            "run limit that applied. A hang whose verdict is not `timeout` did not hang: the candidate is "
+            "not what it claims.",
+            "",
+            "| replicas | task | verdict | GPU held s | call s | run limit s | limit basis (from ms) |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for r in runs:
             for h in r["hangs"]:
-                lines.append(f"- {r['replicas']} replicas: {json.dumps(h)}")
+                limit = h["run_limit"] or {}
+                verdict = h["error"] or "passed"
+                if verdict != "timeout":
+                    verdict = f"**{verdict}: did not hang**"
+                basis = str(limit.get("basis", "-"))
+                if limit.get("basis_ms") is not None:
+                    basis += f" ({limit['basis_ms']:.1f})"
+                seconds = f"{limit['seconds']:.1f}" if limit.get("seconds") is not None else "-"
+                lines.append(
+                    f"| {r['replicas']} | {h['task']} | {verdict} | {h['run_s']} | {h['call_s']} | {seconds} "
+                    f"| {basis} |"
+                )
         lines += ["", "Outcomes (candidate kind: verdict):", ""]
         for r in runs:
             lines.append(f"- {r['replicas']} replicas: {json.dumps(r['outcomes'])}")
