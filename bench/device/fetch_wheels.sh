@@ -21,7 +21,7 @@ names=(pydantic pydantic_core pydantic-settings annotated-types typing-inspectio
   python-dotenv fastapi starlette uvicorn neo4j pytz opentelemetry-api importlib-metadata tenacity
   sse-starlette mcp mcp-types httpx-sse python-multipart anyio tree-sitter tree-sitter-cuda
   jsonschema jsonschema-specifications referencing rpds-py httpx2 httpcore2 truststore idna h11 pyjwt
-  pytools platformdirs mako siphash24)
+  pytools platformdirs mako siphash24 cryptography cffi pycparser)
 for name in "${names[@]}"; do
   spec=$(pin "$name" || true)
   get "${spec:-$name}"
