@@ -20,7 +20,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from executor.cache import DEFAULT_CACHE_DIR, content_key
 from executor.cubin import CubinFormatError, kernel_names
@@ -28,6 +28,9 @@ from executor.errors import ToolchainError
 from executor.nvrtc import Nvrtc, candidate_libraries, find_nvrtc
 from executor.taskformat import FunctionTask, KernelTask
 from executor.verdict import CompileResult, KernelResources
+
+if TYPE_CHECKING:
+    from executor.settings import ExecutorSettings
 
 logger = logging.getLogger(__name__)
 
@@ -215,6 +218,18 @@ def _run_killable(cmd: list[str], cwd: Path, timeout_s: float) -> tuple[int | No
 
 
 CompilerChoice = Literal["auto", "nvrtc", "nvcc"]
+
+
+class RemoteBuilds(Protocol):
+    """Somewhere else that builds (the fleet's compile workers on CPU nodes, `executor.fleet.compilers`)."""
+
+    def build(
+        self, compiler: Compiler, key: str, source: str, kind: Literal["shared_library", "cubin"]
+    ) -> CompileResult | None:
+        """Build ``source`` and store it in ``compiler``'s cache under ``key``; None to build locally."""
+        ...
+
+
 # NVRTC's option (12.4 and later) that leaves out texture, device-runtime and driver-type declarations.
 MINIMAL = "--minimal"
 
@@ -237,7 +252,9 @@ class Compiler:
         extra_flags: tuple[str, ...] = (),
         choice: CompilerChoice = "auto",
         nvrtc_path: str | None = None,
+        remote: RemoteBuilds | None = None,
     ) -> None:
+        self.remote = remote
         self.cache_dir = (cache_dir or DEFAULT_CACHE_DIR) / "candidates"
         self.arch = arch
         self.nvcc_path = nvcc_path
@@ -245,6 +262,21 @@ class Compiler:
         self.extra_flags = extra_flags
         self.choice = choice
         self.nvrtc_path = nvrtc_path
+
+    @classmethod
+    def from_settings(
+        cls, settings: ExecutorSettings, arch: str, remote: RemoteBuilds | None = None
+    ) -> Compiler:
+        """The compiler an executor with ``settings`` uses for the GPU arch ``arch``."""
+        return cls(
+            cache_dir=settings.cache_dir,
+            arch=arch,
+            nvcc_path=settings.nvcc_path,
+            timeout_s=settings.compile_timeout_s,
+            choice=settings.compiler,
+            nvrtc_path=settings.nvrtc_path,
+            remote=remote,
+        )
 
     @property
     def toolchain(self) -> Toolchain:
@@ -324,24 +356,59 @@ class Compiler:
         options = " ".join(self.nvrtc_options(nvrtc))
         return content_key("candidate", "nvrtc", nvrtc.release, fallback, kind, options, source)
 
+    def build_key(self, source: str, kind: Literal["shared_library", "cubin"]) -> str:
+        """The cache key of a build: the source, the product kind, and the compiler with its version and
+        options (two compilers that agree on the key build the same product)."""
+        return self._key(kind, source, self.nvrtc if kind == "cubin" else None)
+
+    def _paths(self, key: str, kind: str) -> tuple[Path, Path]:
+        suffix = ".so" if kind == "shared_library" else ".cubin"
+        return self.cache_dir / f"{key}{suffix}", self.cache_dir / f"{key}.json"
+
+    def cached(self, key: str, kind: Literal["shared_library", "cubin"]) -> CompileResult | None:
+        """The cached result of the build ``key`` (an error too), or None when it was not built here."""
+        product, record = self._paths(key, kind)
+        if not record.is_file():
+            return None
+        try:
+            cached = CompileResult.model_validate_json(record.read_text())
+        except ValueError:
+            logger.warning("ignoring unreadable compile record %s", record)
+            return None
+        return cached if not cached.ok or product.is_file() else None
+
+    def store(self, key: str, result: CompileResult, product: bytes | None) -> CompileResult:
+        """Put a build done elsewhere (another node's compiler with the same key) into this cache, as
+        if it had been built here; the result's ``product`` then names the local file."""
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        path, record = self._paths(key, result.kind)
+        with tempfile.TemporaryDirectory(dir=self.cache_dir, prefix=f".store-{key[:8]}-") as tmp:
+            if result.ok:
+                if product is None:
+                    raise ValueError("a successful build comes with its product")
+                built = Path(tmp) / "product"
+                built.write_bytes(product)
+                os.replace(built, path)
+            result = result.model_copy(update={"product": str(path) if result.ok else None})
+            if not result.timed_out:
+                written = Path(tmp) / "record.json"
+                written.write_text(result.model_dump_json())
+                os.replace(written, record)
+        return result
+
     def compile_source(self, source: str, kind: Literal["shared_library", "cubin"]) -> CompileResult:
         """Compile one translation unit, answering from the cache when the same build was done before."""
         start = time.perf_counter()
         nvrtc = self.nvrtc if kind == "cubin" else None
         key = self._key(kind, source, nvrtc)
         self.cache_dir.mkdir(parents=True, exist_ok=True)
-        suffix = ".so" if kind == "shared_library" else ".cubin"
-        product = self.cache_dir / f"{key}{suffix}"
-        record = self.cache_dir / f"{key}.json"
-        if record.is_file():
-            try:
-                cached = CompileResult.model_validate_json(record.read_text())
-                if not cached.ok or product.is_file():
-                    return cached.model_copy(
-                        update={"cache_hit": True, "seconds": time.perf_counter() - start}
-                    )
-            except ValueError:
-                logger.warning("ignoring unreadable compile record %s", record)
+        product, record = self._paths(key, kind)
+        cached = self.cached(key, kind)
+        if cached is not None:
+            return cached.model_copy(update={"cache_hit": True, "seconds": time.perf_counter() - start})
+        elsewhere = self.build_elsewhere(key, source, kind)
+        if elsewhere is not None:
+            return elsewhere.model_copy(update={"seconds": time.perf_counter() - start})
         with tempfile.TemporaryDirectory(dir=self.cache_dir, prefix=f".build-{key[:8]}-") as tmp:
             work = Path(tmp)
             result, built = self._build(work, source, kind, nvrtc)
@@ -361,6 +428,12 @@ class Compiler:
             "compiled %s with %s in %.2fs (ok=%s)", key[:12], result.compiler, result.seconds, result.ok
         )
         return result
+
+    def build_elsewhere(
+        self, key: str, source: str, kind: Literal["shared_library", "cubin"]
+    ) -> CompileResult | None:
+        """A build done by ``remote`` and stored here (see :meth:`store`), or None to build here."""
+        return None if self.remote is None else self.remote.build(self, key, source, kind)
 
     def _build(
         self, work: Path, source: str, kind: Literal["shared_library", "cubin"], nvrtc: Nvrtc | None

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 from executor.cache import content_key
-from executor.compile import DEFAULT_ARCH, Compiler, device_arch, kernel_symbol
+from executor.compile import DEFAULT_ARCH, Compiler, RemoteBuilds, device_arch, kernel_symbol
 from executor.devcompare import compare_source
 from executor.errors import ExecutorError, ReferenceBuildError
 from executor.protocol import CandidateSource, EvaluateRequest, EvaluationOptions
@@ -50,21 +50,15 @@ class Evaluator:
     and the finished workers are reaped there too. Call :meth:`close` to stop the spare workers.
     """
 
-    def __init__(self, settings: ExecutorSettings) -> None:
+    def __init__(self, settings: ExecutorSettings, remote_builds: RemoteBuilds | None = None) -> None:
+        """``remote_builds``: where compiles go instead of this host's CPUs (a fleet's compile workers)."""
         self.settings = settings
         detected = device_arch()
         self.arch = settings.arch if settings.arch != "auto" else (detected or DEFAULT_ARCH)
         self.runtime: Literal["gpu", "host", "none"] = self._choose_runtime(
             settings.runtime, detected is not None
         )
-        self.compiler = Compiler(
-            cache_dir=settings.cache_dir,
-            arch=self.arch,
-            nvcc_path=settings.nvcc_path,
-            timeout_s=settings.compile_timeout_s,
-            choice=settings.compiler,
-            nvrtc_path=settings.nvrtc_path,
-        )
+        self.compiler = Compiler.from_settings(settings, self.arch, remote=remote_builds)
         self._gpu_lock = threading.Lock()
         self._timing_cache: dict[tuple[str, str], TimingStats] = {}
         self._cache_lock = threading.Lock()

@@ -89,6 +89,13 @@ class ExecutorSettings(BaseSettings):
         description="fleet: evaluations a task's replica may have in flight before a candidate of that "
         "task goes to a less busy replica instead",
     )
+    fleet_compilers: int = Field(
+        default=-1,
+        ge=-1,
+        description="fleet: compile workers (one CPU each) that build the replicas' candidates: -1 one per "
+        "CPU of the cluster's nodes without the GPU resource (none there: each replica compiles on its own "
+        "host), 0 none, N that many wherever Ray finds a free CPU",
+    )
     fleet_probe_timeout_s: float = Field(
         default=60.0, gt=0, description="fleet: limit of the health probe of a replica's GPU"
     )

@@ -124,6 +124,11 @@ class FleetRecord(BaseModel):
     lost: list[str] = Field(
         default_factory=list, description="why an earlier attempt gave no verdict (its replica died...)"
     )
+    compiled_on: str | None = Field(
+        default=None,
+        description="the node of the fleet's compile worker that built the candidate; None: the "
+        "replica's own host built it, or it came from the replica's cache",
+    )
 
 
 class Verdict(BaseModel):

@@ -16,11 +16,13 @@ import os
 import socket
 import subprocess
 import sys
+from typing import Any
 
 from executor.app import query_gpu
 from executor.errors import ToolchainError
 from executor.evaluate import Evaluator, evaluate_safely
-from executor.protocol import EvaluateRequest
+from executor.fleet.compilers import CompilePool
+from executor.protocol import EvaluateRequest, FleetRecord
 from executor.settings import ExecutorSettings
 
 logger = logging.getLogger(__name__)
@@ -43,12 +45,16 @@ def _ray_node_id() -> str:
 class ExecutorReplica:
     """The actor's class: evaluate requests given as JSON, describe the GPU, probe its health."""
 
-    def __init__(self, settings_json: str, replica: str) -> None:
+    def __init__(self, settings_json: str, replica: str, compilers: list[Any] | None = None) -> None:
+        """``compilers``: handles of the fleet's compile workers (`executor.fleet.compilers`); without
+        any, the replica compiles on its own host."""
         self.settings = ExecutorSettings.model_validate_json(settings_json)
         self.replica = replica
         self.node = f"{socket.gethostname()}/{_ray_node_id()[:8]}"
         self.gpu_ids = os.environ.get("CUDA_VISIBLE_DEVICES", "")
-        self.evaluator = Evaluator(self.settings)
+        # A build waits for a free compile worker behind others' builds: allow for a queue.
+        self.compile_pool = CompilePool(compilers or [], timeout_s=4 * self.settings.compile_timeout_s)
+        self.evaluator = Evaluator(self.settings, remote_builds=self.compile_pool if compilers else None)
         logger.info("replica %s on %s (GPU %s, runtime %s)", replica, self.node, self.gpu_ids, self.runtime)
 
     @property
@@ -76,7 +82,17 @@ class ExecutorReplica:
     def evaluate(self, request_json: str) -> str:
         """Evaluate one request (``EvaluateRequest`` as JSON); the verdict as JSON."""
         request = EvaluateRequest.model_validate_json(request_json)
-        return evaluate_safely(self.evaluator, request).model_dump_json()
+        verdict = evaluate_safely(self.evaluator, request)
+        record = FleetRecord(
+            replica=self.replica,
+            node=self.node,
+            compiled_on=self.compile_pool.take_built_on(request.candidate.source),
+        )
+        return verdict.model_copy(update={"fleet": record}).model_dump_json()
+
+    def compile_workers(self) -> int:
+        """How many compile workers this replica sends its builds to (lost ones are dropped)."""
+        return len(self.compile_pool)
 
     def probe(self) -> bool:
         """Whether the GPU still serves a fresh process (always True without a GPU runtime)."""

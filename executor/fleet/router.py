@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from executor.errors import ExecutorError
+from executor.fleet.compilers import start_compile_workers
 from executor.fleet.replica import ExecutorReplica
 from executor.fleet.routing import RoutingTable, task_key
 from executor.protocol import ErrorKind, EvaluateRequest, FleetRecord, Stage, Verdict
@@ -68,6 +69,7 @@ class Fleet:
         self._names = itertools.count()
         self._replacing: set[asyncio.Task[None]] = set()
         self._actor_class: Any = None
+        self.compilers: list[Any] = []  # handles of the compile workers (executor.fleet.compilers)
 
     # -- start and stop -------------------------------------------------------------------------
     def start(self) -> None:
@@ -90,6 +92,7 @@ class Fleet:
             raise FleetUnavailableError(
                 f"the Ray cluster has no {self.settings.fleet_gpu_resource!r} resource to run a replica on"
             )
+        self.compilers = start_compile_workers(self.settings)
         self._actor_class = ray.remote(ExecutorReplica)
         handles = [self._spawn() for _ in range(count)]
         infos = ray.get([h.describe.remote() for _, h in handles], timeout=600)
@@ -107,7 +110,7 @@ class Fleet:
             max_concurrency=self.settings.compile_workers,
             max_restarts=0,
             **placement,
-        ).remote(self.settings.model_dump_json(), name)
+        ).remote(self.settings.model_dump_json(), name, self.compilers)
         return name, handle
 
     def _join(self, replica: Replica) -> None:
@@ -125,6 +128,10 @@ class Fleet:
                 ray.get(replica.handle.close.remote(), timeout=30)
             ray.kill(replica.handle, no_restart=True)
         self.replicas.clear()
+        for compiler in self.compilers:
+            with contextlib.suppress(ray.exceptions.RayError):
+                ray.kill(compiler, no_restart=True)
+        self.compilers.clear()
         if ray.is_initialized():
             ray.shutdown()
 
@@ -156,7 +163,10 @@ class Fleet:
             finally:
                 self.table.finished(name)
             verdict = Verdict.model_validate_json(answer)
-            record = FleetRecord(replica=name, node=replica.node, attempts=attempt, lost=list(lost))
+            compiled_on = verdict.fleet.compiled_on if verdict.fleet is not None else None
+            record = FleetRecord(
+                replica=name, node=replica.node, attempts=attempt, lost=list(lost), compiled_on=compiled_on
+            )
             verdict = verdict.model_copy(update={"fleet": record})
             if verdict.error in SUSPECT_ERRORS and attempt == 1 and not await self._healthy(replica):
                 lost.append(f"{name}: its GPU failed the probe after a {verdict.error} verdict")

@@ -134,8 +134,16 @@ def _start_node(args: list[str], env: dict[str, str], log: Path, timeout_s: floa
 
 
 @contextlib.contextmanager
-def ray_cluster(workers: int = 2, worker_cpus: int = 1, timeout_s: float = 240.0) -> Iterator[RayCluster]:
-    """Start a head (no fake GPU) and ``workers`` nodes with one ``fake_gpu`` each; kill them all after."""
+def ray_cluster(
+    workers: int = 2,
+    worker_cpus: int = 1,
+    timeout_s: float = 240.0,
+    cpu_workers: int = 0,
+    head_cpus: int = 1,
+) -> Iterator[RayCluster]:
+    """Start a head (no fake GPU, ``head_cpus`` CPUs), ``workers`` nodes with one ``fake_gpu`` each, then
+    ``cpu_workers`` nodes with only CPUs (``worker_cpus`` each; they come after the GPU nodes in
+    ``RayCluster.workers``); kill them all after."""
     temp_dir = Path(tempfile.mkdtemp(prefix="rgray-", dir="/tmp"))  # short: Ray's socket paths
     env = {
         **os.environ,
@@ -165,7 +173,7 @@ def ray_cluster(workers: int = 2, worker_cpus: int = 1, timeout_s: float = 240.0
             [
                 "--head",
                 f"--port={gcs}",
-                "--num-cpus=1",
+                f"--num-cpus={head_cpus}",
                 "--include-dashboard=false",
                 "--object-store-memory=100000000",
                 f"--temp-dir={temp_dir}",
@@ -175,12 +183,12 @@ def ray_cluster(workers: int = 2, worker_cpus: int = 1, timeout_s: float = 240.0
             head_log,
             timeout_s,
         )
-        for index in range(workers):
+        for index in range(workers + cpu_workers):
             cluster.manager_ports.append(_free_ports(1)[0])
             args = [
                 f"--address={cluster.address}",
                 f"--num-cpus={worker_cpus}",
-                f'--resources={{"{FAKE_GPU}": 1}}',
+                *([f'--resources={{"{FAKE_GPU}": 1}}'] if index < workers else []),
                 "--object-store-memory=100000000",
                 *_node_ports(cluster.manager_ports[-1], base + 100 * (index + 1)),
             ]

@@ -1,9 +1,12 @@
-"""The executor fleet on a real Ray cluster on this machine: a head and two worker nodes, each started
-by ``ray start`` as its own process group, one replica per worker node (placed by a ``fake_gpu``
-resource, runtime ``none``), the fleet's app served by uvicorn and driven by the real client.
+"""The executor fleet on a real Ray cluster on this machine: a head without CPUs, two worker nodes with
+a ``fake_gpu`` each and a CPU-only worker node, each started by ``ray start`` as its own process group;
+one replica per fake-GPU node (runtime ``none``), the fleet's compile worker on the CPU-only node (one
+per CPU of the nodes without the GPU resource), the fleet's app served by uvicorn and driven by the
+real client.
 
 Static checks and compiles run for real (PyPI nvcc/NVRTC); the runtime stages report ``not_run`` as on
-any machine without a GPU. One cluster serves the whole module; the last test kills a worker node.
+any machine without a GPU. One cluster serves the whole module; the last tests kill a fake-GPU node,
+then the CPU-only node.
 """
 
 from __future__ import annotations
@@ -40,8 +43,11 @@ KERNEL = (
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[RayCluster]:
-    with ray_cluster(workers=2) as c:
+    with ray_cluster(workers=2, cpu_workers=1, head_cpus=0) as c:
         yield c
+
+
+CPU_NODE = 2  # the CPU-only worker node's index in the cluster
 
 
 @pytest.fixture(scope="module")
@@ -129,6 +135,35 @@ def test_same_verdicts_as_a_single_executor(
     assert all(v.fleet is None for v in from_single)
 
 
+def test_compiles_run_on_the_cpu_only_node(
+    cluster: RayCluster, fleet: Fleet, client: ExecutorClient, saxpy: FunctionTask | KernelTask
+) -> None:
+    assert saxpy.naive_source is not None
+    cpu_node = cluster.node_id(CPU_NODE)[:8]
+    assert len(fleet.compilers) == 1  # one per CPU of the nodes without a fake GPU: the CPU node's one
+    # New sources (compile misses) of both kinds, a compile error among them, spread over both replicas.
+    kernel_task = load_task(TASKS_DIR / "scale_kernel")
+    items: list[tuple[FunctionTask | KernelTask, str]] = [
+        *((saxpy, f"{saxpy.naive_source}\n// cpu node {i}\n") for i in range(3)),
+        (saxpy, f"{saxpy.naive_source}\nnot CUDA at all;\n"),
+        (kernel_task, f"{KERNEL}\n// cpu node\n"),
+    ]
+    verdicts = client.evaluate_batch(items)
+    assert {v.fleet.replica for v in verdicts if v.fleet} == {"replica-0", "replica-1"}
+    assert [v.error for v in verdicts] == [ErrorKind.RUNTIME_NOT_AVAILABLE] * 3 + [
+        ErrorKind.COMPILE_ERROR,
+        ErrorKind.RUNTIME_NOT_AVAILABLE,
+    ]
+    built_on = [v.fleet.compiled_on if v.fleet else None for v in verdicts]
+    assert all(node is not None and node.endswith(cpu_node) for node in built_on), built_on
+    assert all(v.fleet and v.fleet.node and not v.fleet.node.endswith(cpu_node) for v in verdicts)
+    # The replicas stored the products where their own compiler would have: asked again, they answer
+    # from their cache, without the compile worker.
+    again = client.evaluate_batch(items[:1])
+    assert again[0].compile is not None and again[0].compile.cache_hit
+    assert again[0].fleet is not None and again[0].fleet.compiled_on is None
+
+
 def test_each_task_stays_on_its_replica_and_a_burst_spreads(
     client: ExecutorClient, saxpy: FunctionTask | KernelTask
 ) -> None:
@@ -174,3 +209,14 @@ def test_a_worker_node_killed_mid_batch_loses_no_evaluation(
     assert all(victim in v.fleet.lost[0] for v in retried if v.fleet is not None)
     assert victim not in fleet.replicas and victim in fleet.retired
     assert time.monotonic() - started < 120
+
+
+def test_a_lost_cpu_node_leaves_the_compiles_to_the_replicas(
+    cluster: RayCluster, fleet: Fleet, client: ExecutorClient, saxpy: FunctionTask | KernelTask
+) -> None:
+    assert saxpy.naive_source is not None
+    cluster.kill_worker(CPU_NODE)
+    verdict = client.evaluate(saxpy, f"{saxpy.naive_source}\n// no cpu node\n")
+    assert verdict.error is ErrorKind.RUNTIME_NOT_AVAILABLE and verdict.compile and verdict.compile.ok
+    assert not verdict.compile.cache_hit
+    assert verdict.fleet is not None and verdict.fleet.compiled_on is None and verdict.fleet.attempts == 1

@@ -1,0 +1,198 @@
+"""Compiles on the cluster's CPU nodes: a pool of compile workers that the replicas send their builds to.
+
+A *compile worker* is a Ray actor that takes one CPU (so Ray runs as many on a node as it has CPUs)
+and builds with the executor's own `Compiler` into its node's cache. The router starts them, by
+default one per CPU of the nodes that hold no GPU of the fleet (`start_compile_workers`), and hands
+their handles to every replica. A replica's compiler asks its local cache first; on a miss it sends the
+build to the least busy compile worker (`CompilePool.build`), which answers with the compile result and
+the product's bytes, and the replica stores both in its own cache under the same content key, as if it
+had built them (`Compiler.store`). So the GPU host's CPUs are left to the replica's workers, and
+what the replica runs is byte for byte what its own compiler would have built:
+
+* the worker builds only when its compiler gives the build the same key as the replica's (same
+  compiler, version, options and arch; the arch is the replica's GPU's); otherwise it declines and the
+  replica builds locally;
+* a compile worker that dies (its node lost) is dropped from the pool and the build goes to the next
+  one, or is done locally; a compile error or timeout is a result like any other.
+
+Nothing here imports Ray at module level: the replica's side runs in a Ray actor, and the router wraps
+`CompileWorker` with ``ray.remote`` when it starts one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import socket
+import threading
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any, Literal
+
+from executor.compile import Compiler
+from executor.errors import ExecutorError
+from executor.settings import ExecutorSettings
+from executor.verdict import CompileResult
+
+logger = logging.getLogger(__name__)
+
+ProductKind = Literal["shared_library", "cubin"]
+
+
+def _node_name() -> str:
+    import ray
+
+    return f"{socket.gethostname()}/{str(ray.get_runtime_context().get_node_id())[:8]}"
+
+
+def source_digest(source: str) -> str:
+    """What a replica remembers a remote build by (to say in the verdict where it was built)."""
+    return hashlib.sha256(source.encode()).hexdigest()[:32]
+
+
+class CompileWorker:
+    """The compile actor's class: builds what a replica sends, with the replica's arch."""
+
+    def __init__(self, settings_json: str) -> None:
+        self.settings = ExecutorSettings.model_validate_json(settings_json)
+        self.node = _node_name()
+        self._compilers: dict[str, Compiler] = {}
+        self._lock = threading.Lock()
+
+    def _compiler(self, arch: str) -> Compiler:
+        with self._lock:
+            if arch not in self._compilers:
+                self._compilers[arch] = Compiler.from_settings(self.settings, arch)
+            return self._compilers[arch]
+
+    def describe(self) -> dict[str, str]:
+        """Where this compile worker runs."""
+        return {"node": self.node}
+
+    def compile(
+        self, key: str, source: str, kind: ProductKind, arch: str
+    ) -> tuple[str | None, bytes | None, str]:
+        """Build ``source``: (the ``CompileResult`` as JSON, the product's bytes, this node); the result
+        is None when this node's compiler would build it under another key (another toolchain)."""
+        compiler = self._compiler(arch)
+        if compiler.build_key(source, kind) != key:
+            logger.warning("compile worker on %s: another toolchain than the replica's; declined", self.node)
+            return None, None, self.node
+        result = compiler.compile_source(source, kind)
+        product = Path(result.product).read_bytes() if result.ok and result.product else None
+        return result.model_dump_json(), product, self.node
+
+
+class CompilePool:
+    """A replica's view of the compile workers: sends a build to the one with the fewest builds in
+    flight from this replica, and remembers (for a while) which node built which source."""
+
+    def __init__(self, handles: list[Any], timeout_s: float, remember: int = 4096) -> None:
+        self._handles: dict[int, Any] = dict(enumerate(handles))
+        self._in_flight: dict[int, int] = dict.fromkeys(self._handles, 0)
+        self._timeout_s = timeout_s
+        self._lock = threading.Lock()
+        self._built_on: OrderedDict[str, str] = OrderedDict()
+        self._remember = remember
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._handles)
+
+    def replace(self, handles: list[Any]) -> None:
+        """A new set of compile workers (the router replaced a lost one)."""
+        with self._lock:
+            self._handles = dict(enumerate(handles))
+            self._in_flight = dict.fromkeys(self._handles, 0)
+
+    def take_built_on(self, source: str) -> str | None:
+        """The node whose compile worker built ``source`` for this replica since it was last asked
+        (None: built here, or answered from this replica's cache)."""
+        with self._lock:
+            return self._built_on.pop(source_digest(source), None)
+
+    def _take(self, tried: set[int]) -> tuple[int, Any] | None:
+        with self._lock:
+            free = [i for i in self._handles if i not in tried]
+            if not free:
+                return None
+            index = min(free, key=lambda i: (self._in_flight[i], i))
+            self._in_flight[index] += 1
+            return index, self._handles[index]
+
+    def _done(self, index: int, lost: bool) -> None:
+        with self._lock:
+            if index in self._in_flight:
+                self._in_flight[index] -= 1
+            if lost:
+                self._handles.pop(index, None)
+                self._in_flight.pop(index, None)
+
+    def build(self, compiler: Compiler, key: str, source: str, kind: ProductKind) -> CompileResult | None:
+        """Have a compile worker build ``source`` and store it in ``compiler``'s cache; None when no
+        worker could (then the replica builds it itself)."""
+        import ray
+
+        tried: set[int] = set()
+        while (taken := self._take(tried)) is not None:
+            index, handle = taken
+            tried.add(index)
+            lost = False
+            try:
+                answer, product, node = ray.get(
+                    handle.compile.remote(key, source, kind, compiler.arch), timeout=self._timeout_s
+                )
+            except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError) as e:
+                lost = True
+                logger.warning("a compile worker was lost (%s); trying another", type(e).__name__)
+                continue
+            except (ray.exceptions.RayError, TimeoutError) as e:  # its node is slow or its build broke
+                logger.warning("a compile worker failed to build (%s); building locally", e)
+                return None
+            finally:
+                self._done(index, lost)
+            if answer is None:
+                return None
+            try:
+                stored = compiler.store(key, CompileResult.model_validate_json(answer), product)
+            except (ValueError, OSError) as e:
+                raise ExecutorError(f"could not store a build from {node}: {e}") from e
+            with self._lock:
+                self._built_on[source_digest(source)] = node
+                while len(self._built_on) > self._remember:
+                    self._built_on.popitem(last=False)
+            return stored
+        return None
+
+
+def start_compile_workers(settings: ExecutorSettings) -> list[Any]:
+    """Start the fleet's compile workers (``settings.fleet_compilers``: -1 one per CPU of the nodes
+    without the fleet's GPU resource, 0 none, N that many wherever Ray finds a CPU); their handles
+    once each has started."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    actor = ray.remote(CompileWorker)
+    body = settings.model_dump_json()
+    handles: list[Any] = []
+    if settings.fleet_compilers > 0:
+        for n in range(settings.fleet_compilers):
+            handles.append(actor.options(name=f"compiler-{n}", num_cpus=1, max_restarts=0).remote(body))
+    elif settings.fleet_compilers < 0:
+        n = 0
+        for node in ray.nodes():
+            resources = node.get("Resources", {})
+            if not node.get("Alive") or resources.get(settings.fleet_gpu_resource, 0) > 0:
+                continue
+            for _ in range(int(resources.get("CPU", 0))):
+                strategy = NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=False)
+                handles.append(
+                    actor.options(
+                        name=f"compiler-{n}", num_cpus=1, max_restarts=0, scheduling_strategy=strategy
+                    ).remote(body)
+                )
+                n += 1
+    if handles:
+        nodes = ray.get([h.describe.remote() for h in handles], timeout=600)
+        logger.info("%d compile workers on %s", len(handles), sorted({d["node"] for d in nodes}))
+    return handles
