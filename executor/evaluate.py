@@ -76,6 +76,13 @@ class Evaluator:
             self.pool.replenish("candidate")
         self._preparing: Future[None] | None = None
         self._prepare_lock = threading.Lock()
+        # Tasks whose reference is being built, timing set stored and serial reference timed ahead of
+        # their first candidate (prepare_task); an evaluation of such a task waits for that instead of
+        # doing it again.
+        self._tasks_preparing: dict[tuple[str, str], Future[None]] = {}
+        self._task_threads = ThreadPoolExecutor(
+            max_workers=settings.compile_workers, thread_name_prefix="executor-task-prepare"
+        )
 
     @property
     def timing_sets_dir(self) -> Path:
@@ -85,6 +92,7 @@ class Evaluator:
     def close(self) -> None:
         """Stop the spare workers and the compile threads."""
         self.wait_for_preparation()
+        self._task_threads.shutdown(wait=True, cancel_futures=True)
         self.pool.close()
         self._threads.shutdown(wait=False, cancel_futures=True)
 
@@ -175,6 +183,13 @@ class Evaluator:
         seconds: dict[str, float],
     ) -> Verdict:
         limit = self.settings.memory_limit_bytes
+        with self._prepare_lock:
+            ahead = self._tasks_preparing.get(self._key("reference", task))
+        if ahead is not None:
+            waited = time.perf_counter()
+            with contextlib.suppress(CancelledError):
+                ahead.result()  # never raises: failures are logged, and the evaluation does it itself
+            seconds["task_prepare_wait"] = time.perf_counter() - waited
         try:
             reference = build_reference(task, self.settings.cache_dir)
         except ReferenceBuildError as e:
@@ -304,6 +319,72 @@ class Evaluator:
             reference_ms=reference.median_ms if reference is not None else None,
             parent_ms=options.parent_ms,
         )
+
+    def prepare_task(
+        self, task: FunctionTask | KernelTask, options: EvaluationOptions | None = None
+    ) -> Future[None] | None:
+        """Start, in the background, what a task's first evaluation needs before its candidate can run
+        and that no candidate changes: the reference's build, the task's timing set (stored once) and
+        the serial reference's timing. A caller that knows a task's candidates are coming (the fleet's
+        router, when one is queued) calls this so that the work overlaps other candidates' GPU time
+        instead of delaying the first candidate. Returns the work's future (None: nothing to do, or it
+        is already under way or done); an evaluation of the task that starts meanwhile waits for it."""
+        options = options or EvaluationOptions()
+        key = self._key("reference", task)
+        with self._prepare_lock:
+            if key in self._tasks_preparing or self._cached_timing("reference", task) is not None:
+                return None
+            try:
+                future = self._task_threads.submit(self._prepare_task, task, options)
+            except RuntimeError:  # closed
+                return None
+            self._tasks_preparing[key] = future
+        return future
+
+    def _prepare_task(self, task: FunctionTask | KernelTask, options: EvaluationOptions) -> None:
+        try:
+            reference = build_reference(task, self.settings.cache_dir)
+        except ReferenceBuildError as e:  # the evaluation reports it, as a reference_error verdict
+            logger.warning("could not prepare %s: %s", task.id, e)
+            return
+        runtime = self.runtime if self.runtime_checks_available else "none"
+        if runtime == "host" and isinstance(task, KernelTask):
+            runtime = "none"
+        if runtime == "none" or not options.run_timing:
+            return  # no timing set and no reference timing without a runtime
+        timing_set = (
+            timing_set_spec(task, reference, self.timing_sets_dir, self.settings.timing_set_cache_bytes)
+            if options.timing_inputs == "task"
+            else None
+        )
+        worker = self.pool.take("reference")
+        self.pool.replenish("reference")
+        try:
+            start_reference(
+                worker,
+                ReferenceJob(
+                    task=task,
+                    reference_library=str(reference),
+                    seeds=[secrets.randbits(62) for _ in range(seeds_needed(options))],
+                    options=options,
+                    sets=0,  # no fresh sets: those are each evaluation's own
+                    out_dir="",
+                    time_reference=True,
+                    timing_set=timing_set,
+                ),
+                self.settings.memory_limit_bytes,
+            )
+            outcome = finish_reference(worker, self.settings.run_timeout_s)
+        except ExecutorError as e:
+            logger.warning("could not prepare %s: %s", task.id, e)
+            return
+        finally:
+            self.pool.discard(worker)
+        if not outcome.ok:
+            logger.warning("the reference of %s failed while preparing it: %s", task.id, outcome.message)
+        elif outcome.reference_timing is not None:
+            self._remember("reference", task, outcome.reference_timing)
+            logger.info("prepared %s in %s", task.id, {k: round(v, 3) for k, v in outcome.seconds.items()})
 
     @staticmethod
     def _prepared_key(task: FunctionTask | KernelTask, options: EvaluationOptions, runtime: str) -> str:

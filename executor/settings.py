@@ -96,6 +96,19 @@ class ExecutorSettings(BaseSettings):
         "CPU of the cluster's nodes without the GPU resource (none there: each replica compiles on its own "
         "host), 0 none, N that many wherever Ray finds a free CPU",
     )
+    fleet_prepare_tasks: bool = Field(
+        default=True,
+        description="fleet: when a task is new to the replica a request goes to, have the replica build "
+        "its reference, store its timing set and time the serial reference at once, while the request "
+        "may still wait behind the replica's evaluations (Evaluator.prepare_task)",
+    )
+    fleet_probe_command: list[str] | None = Field(
+        default=None,
+        description="fleet: the health probe of a replica's GPU, a command run in a fresh process after a "
+        "verdict that may come from a sick GPU and before a replacement joins (exit 0: healthy); its "
+        "environment names the replica (REGRAPH_FLEET_REPLICA) and its GPU (CUDA_VISIBLE_DEVICES). "
+        "Unset: the built-in CUDA probe on a GPU, and none (healthy) without one",
+    )
     fleet_probe_timeout_s: float = Field(
         default=60.0, gt=0, description="fleet: limit of the health probe of a replica's GPU"
     )

@@ -36,6 +36,10 @@ _GPU_PROBE = (
 )
 
 
+# The environment variable that names the replica to its probe command.
+PROBE_REPLICA_ENV = "REGRAPH_FLEET_REPLICA"
+
+
 def _ray_node_id() -> str:
     import ray
 
@@ -90,24 +94,38 @@ class ExecutorReplica:
         )
         return verdict.model_copy(update={"fleet": record}).model_dump_json()
 
+    def prepare(self, request_json: str) -> None:
+        """Start preparing the request's task (`Evaluator.prepare_task`) and return at once; called by
+        the router in its own concurrency group, so it is not queued behind the evaluations."""
+        request = EvaluateRequest.model_validate_json(request_json)
+        self.evaluator.prepare_task(request.task, request.options)
+
     def compile_workers(self) -> int:
         """How many compile workers this replica sends its builds to (lost ones are dropped)."""
         return len(self.compile_pool)
 
     def probe(self) -> bool:
-        """Whether the GPU still serves a fresh process (always True without a GPU runtime)."""
-        if self.runtime != "gpu":
-            return True
+        """Whether the GPU still serves a fresh process: the configured probe command, else the
+        built-in CUDA probe (always True without a GPU runtime and without a command)."""
+        command = self.settings.fleet_probe_command
+        if command is None:
+            if self.runtime != "gpu":
+                return True
+            command = [sys.executable, "-c", _GPU_PROBE]
         try:
             done = subprocess.run(
-                [sys.executable, "-c", _GPU_PROBE],
+                command,
                 capture_output=True,
                 text=True,
                 timeout=self.settings.fleet_probe_timeout_s,
                 check=False,
+                env={**os.environ, PROBE_REPLICA_ENV: self.replica},
             )
         except subprocess.TimeoutExpired:
             logger.error("replica %s: the GPU probe hung", self.replica)
+            return False
+        except OSError as e:  # the command itself cannot start: the replica cannot be trusted
+            logger.error("replica %s: the GPU probe did not start: %s", self.replica, e)
             return False
         if done.returncode != 0:
             logger.error("replica %s: the GPU probe failed: %s", self.replica, done.stderr[-500:])

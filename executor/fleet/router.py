@@ -31,6 +31,9 @@ from executor.settings import ExecutorSettings
 logger = logging.getLogger(__name__)
 
 NAMESPACE = "regraph-executor"
+# The replicas' concurrency group for `ExecutorReplica.prepare` (it returns at once, but must not wait
+# behind the evaluations that fill the default group).
+PREPARE_GROUP = "prepare"
 
 # Verdicts after which the replica's GPU is probed before the next candidate is trusted to it.
 SUSPECT_ERRORS = frozenset(
@@ -70,6 +73,7 @@ class Fleet:
         self._replacing: set[asyncio.Task[None]] = set()
         self._actor_class: Any = None
         self.compilers: list[Any] = []  # handles of the compile workers (executor.fleet.compilers)
+        self._prepared: set[tuple[str, str]] = set()  # (replica, task key) told to prepare the task
 
     # -- start and stop -------------------------------------------------------------------------
     def start(self) -> None:
@@ -93,7 +97,7 @@ class Fleet:
                 f"the Ray cluster has no {self.settings.fleet_gpu_resource!r} resource to run a replica on"
             )
         self.compilers = start_compile_workers(self.settings)
-        self._actor_class = ray.remote(ExecutorReplica)
+        self._actor_class = ray.remote(concurrency_groups={PREPARE_GROUP: 1})(ExecutorReplica)
         handles = [self._spawn() for _ in range(count)]
         infos = ray.get([h.describe.remote() for _, h in handles], timeout=600)
         for (name, handle), info in zip(handles, infos, strict=True):
@@ -152,6 +156,11 @@ class Fleet:
                     break
                 raise FleetUnavailableError("the fleet has no live replica")
             replica = self.replicas[name]
+            if self.settings.fleet_prepare_tasks and (name, key) not in self._prepared:
+                # The task is new to this replica: its reference, timing set and reference timing are
+                # made now, while this request may still wait behind the replica's evaluations.
+                self._prepared.add((name, key))
+                replica.handle.prepare.options(concurrency_group=PREPARE_GROUP).remote(body)
             self.table.started(name)
             try:
                 answer = await replica.handle.evaluate.remote(body)

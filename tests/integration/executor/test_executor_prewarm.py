@@ -183,3 +183,25 @@ def test_without_prewarming_the_same_verdicts_come_back(
         assert not set(_worker_children()) - before  # nothing is left waiting
     finally:
         cold.close()
+
+
+def test_a_task_prepared_ahead_gives_its_first_candidate_its_timing_set_and_reference_timing(
+    tmp_path: Path, saxpy: FunctionTask | KernelTask
+) -> None:
+    settings = ExecutorSettings(cache_dir=tmp_path, runtime="host", run_timeout_s=60)
+    own = Evaluator(settings)
+    try:
+        ahead = own.prepare_task(saxpy, QUICK)
+        assert ahead is not None
+        assert own.prepare_task(saxpy, QUICK) is None  # once per task
+        # The first candidate arrives while the task is being prepared: it waits for that work
+        # instead of doing it again, and its reference worker only runs the fresh sets.
+        verdict = own.evaluate(saxpy, CandidateSource(source=CORRECT + "// prepared\n"), QUICK)
+        assert ahead.done()
+        assert verdict.passed, verdict.message
+        assert "task_prepare_wait" in verdict.seconds
+        assert "timing_set" not in verdict.seconds and "reference_timing" not in verdict.seconds
+        assert verdict.reference_timing is not None and verdict.speedup is not None
+        assert own.run_limit(saxpy, QUICK).basis != "cap"  # the reference's time was known before the run
+    finally:
+        own.close()

@@ -1,0 +1,143 @@
+"""A replica whose GPU is left in a bad state is taken out and replaced, on a real Ray cluster on this
+machine (a head and two worker nodes with a ``fake_gpu`` each, see tests/support/raycluster.py).
+
+The replicas run the test-only ``host`` runtime, so a candidate really crashes its worker process (a
+segfault in a function task's library) and the verdict is a real ``crash``, after which the router
+probes the replica's GPU. There is no GPU to break here, so the probe is the site's probe command
+(``fleet_probe_command``) that the settings allow: a real process that fails for ``replica-0`` once the
+test lets it, and passes for every other replica. While ``replica-0``'s probe runs, another candidate of
+the same task is sent to it (the task's home), so it is in flight when the replica is taken out.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from executor.client import ExecutorClient
+from executor.fleet.router import Fleet
+from executor.protocol import EvaluationOptions
+from executor.settings import ExecutorSettings
+from executor.taskformat import FunctionTask, KernelTask, load_task
+from executor.verdict import ErrorKind, Verdict
+from tests.support.raycluster import FAKE_GPU, ray_cluster
+from tests.support.servers import serve_in_thread
+
+TASKS_DIR = Path(__file__).parents[2] / "unit" / "executor" / "fixtures" / "tasks"
+
+pytestmark = pytest.mark.timeout(900)
+
+HEAD = 'extern "C" void saxpy(int n, float a, const float* x, float* y) {\n'
+STUB = "\n__global__ void stub_kernel() {}\nstatic void never_called() { stub_kernel<<<1, 1>>>(); }\n"
+CORRECT = HEAD + "for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i]; }" + STUB
+SEGFAULT = HEAD + "volatile int* p = nullptr; *p = 1; }" + STUB
+QUICK = EvaluationOptions(min_trials=3, max_trials=10, min_timing_ms=5, reference_repeats=1, baseline=False)
+
+# The probe: replica-0's says it has started, waits until the test releases it, then fails (a GPU
+# with a sticky error); every other replica's passes at once.
+PROBE = """
+import os, sys, time
+marks = sys.argv[1]
+if os.environ["REGRAPH_FLEET_REPLICA"] != "replica-0":
+    sys.exit(0)
+open(os.path.join(marks, "probing"), "w").close()
+deadline = time.monotonic() + 120
+while not os.path.exists(os.path.join(marks, "release")) and time.monotonic() < deadline:
+    time.sleep(0.1)
+sys.exit(1)
+"""
+
+
+@pytest.fixture(scope="module")
+def marks(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("probe-marks")
+
+
+@pytest.fixture(scope="module")
+def fleet(marks: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+    settings = ExecutorSettings(
+        cache_dir=tmp_path_factory.mktemp("cache"),
+        runtime="host",
+        prewarm_workers=False,
+        compile_workers=2,
+        run_timeout_s=60,
+        fleet_gpu_resource=FAKE_GPU,
+        fleet_compilers=0,
+        fleet_probe_command=[sys.executable, "-c", PROBE, str(marks)],
+    )
+    with ray_cluster(workers=2) as cluster:
+        started = Fleet(settings.model_copy(update={"ray": cluster.address}))
+        started.start()
+        yield started
+        started.close()
+
+
+@pytest.fixture(scope="module")
+def client(fleet: Fleet) -> Iterator[ExecutorClient]:
+    from executor.fleet.app import create_fleet_app
+
+    with (
+        serve_in_thread(create_fleet_app(fleet.settings, fleet)) as url,
+        ExecutorClient(url, timeout_s=300) as c,
+    ):
+        yield c
+
+
+@pytest.fixture(scope="module")
+def saxpy() -> FunctionTask | KernelTask:
+    return load_task(TASKS_DIR / "saxpy")
+
+
+def _wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 180.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def test_a_replica_whose_gpu_fails_its_probe_is_replaced(
+    fleet: Fleet, client: ExecutorClient, marks: Path, saxpy: FunctionTask | KernelTask, cluster_check: None
+) -> None:
+    answers: dict[str, Verdict] = {}
+
+    def send(name: str, source: str) -> None:
+        answers[name] = client.evaluate(saxpy, source, QUICK)
+
+    # The fleet is idle: the task's home is replica-0, where the crash happens.
+    crashing = threading.Thread(target=send, args=("crash", SEGFAULT))
+    crashing.start()
+    _wait_for(lambda: (marks / "probing").exists(), "replica-0's probe")
+    in_flight = threading.Thread(target=send, args=("in_flight", CORRECT + "// in flight\n"))
+    in_flight.start()
+    _wait_for(lambda: fleet.table.in_flight.get("replica-0") == 1, "a candidate in flight on replica-0")
+    (marks / "release").touch()
+    crashing.join(300)
+    in_flight.join(300)
+
+    crash = answers["crash"]
+    assert crash.error is ErrorKind.CRASH and crash.fleet is not None
+    assert (crash.fleet.replica, crash.fleet.attempts) == ("replica-1", 2)
+    assert crash.fleet.lost == ["replica-0: its GPU failed the probe after a crash verdict"]
+    moved = answers["in_flight"]
+    assert moved.passed, moved.message
+    assert moved.fleet is not None and (moved.fleet.replica, moved.fleet.attempts) == ("replica-1", 2)
+    assert len(moved.fleet.lost) == 1 and moved.fleet.lost[0].startswith("replica-0 on ")
+    assert "replica-0" in fleet.retired and "replica-0" not in fleet.replicas
+
+    # The replacement takes the freed fake GPU and joins once its own probe has passed.
+    _wait_for(lambda: "replica-2" in fleet.replicas, "the replacement replica")
+    assert sorted(g.replica for g in client.device().gpus) == ["replica-1", "replica-2"]
+    after = client.evaluate_batch([(saxpy, CORRECT + f"// after {i}\n") for i in range(3)], QUICK)
+    assert all(v.passed and v.fleet is not None and v.fleet.attempts == 1 for v in after)
+    assert {v.fleet.replica for v in after if v.fleet} <= {"replica-1", "replica-2"}
+
+
+@pytest.fixture
+def cluster_check(fleet: Fleet) -> None:
+    """The fleet started as the test expects: two replicas, the probe not yet run."""
+    assert sorted(fleet.replicas) == ["replica-0", "replica-1"]
