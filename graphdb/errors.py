@@ -77,6 +77,10 @@ class StoreUnavailableError(GraphStoreError):
     """The database did not answer or failed the query."""
 
 
+class StoreTimeoutError(StoreUnavailableError):
+    """A transaction ran past the store's time limit and the server stopped it."""
+
+
 class ExportFormatError(GraphStoreError):
     """A file is not a `regraph.graph/v1` export."""
 

@@ -17,7 +17,8 @@ from typing import Any
 import anyio
 from fastapi import FastAPI
 from fastapi.security import HTTPAuthorizationCredentials
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.context import ServerRequestContext
+from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from starlette.routing import Route
@@ -28,9 +29,10 @@ from api.errors import ApiError, ServiceUnavailableError, envelope
 from api.graph.service import GraphService
 from api.mcp.protocol import McpSettings
 from api.mcp.server import build_mcp_server
-from api.mcp.service import McpUnavailableError, ReasoningGraphService
+from api.mcp.service import BACKSTOP_S, McpUnavailableError, ReasoningGraphService
 from api.settings import ApiSettings
 from api.state import AppState
+from graphdb.store import Neo4jGraphStore
 
 MCP_PATH = "/mcp"
 CALLER_KEY = "regraph.caller"
@@ -48,20 +50,23 @@ def _credentials(headers: dict[str, str]) -> tuple[str | None, HTTPAuthorization
     return api_key, bearer
 
 
-def _authenticate(state: AppState, headers: dict[str, str]) -> Caller:
+def _authenticate(state: AppState, headers: dict[str, str], timeout_s: float) -> Caller:
     if state.graph_store is None or state.embedder is None:
         raise ServiceUnavailableError("the graph store is starting or stopping")
     api_key, bearer = _credentials(headers)
-    return get_caller(state, GraphService(state.graph_store, state.embedder), api_key, bearer)
+    # The key lookup runs under the MCP read limit, server-side, like the tools' reads.
+    store = Neo4jGraphStore(state.driver, state.target.database, timeout_s=timeout_s)
+    return get_caller(state, GraphService(store, state.embedder), api_key, bearer)
 
 
 class ApiKeyGate:
     """ASGI middleware in front of the MCP transport: authenticates each request as the API does."""
 
-    def __init__(self, app: ASGIApp, api: FastAPI) -> None:
-        """Guard `app` with the keys of the running `api`."""
+    def __init__(self, app: ASGIApp, api: FastAPI, limits: McpSettings) -> None:
+        """Guard `app` with the keys of the running `api`, looked up within `limits`' read time."""
         self.app = app
         self.api = api
+        self.limits = limits
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -72,7 +77,16 @@ class ApiKeyGate:
         try:
             if state is None:
                 raise ServiceUnavailableError("the service is starting or stopping")
-            caller = await anyio.to_thread.run_sync(_authenticate, state, headers)
+            timeout_s = self.limits.read_timeout_s
+            try:
+                with anyio.fail_after(timeout_s + BACKSTOP_S):
+                    caller = await anyio.to_thread.run_sync(
+                        _authenticate, state, headers, timeout_s, abandon_on_cancel=True
+                    )
+            except TimeoutError as e:
+                raise ServiceUnavailableError(
+                    f"the graph database did not answer the key check within {timeout_s + BACKSTOP_S:g} s"
+                ) from e
         except ApiError as e:
             response = envelope(e.status_code, e.message, e.error_type)
             if e.status_code == 401:
@@ -83,9 +97,9 @@ class ApiKeyGate:
         await self.app(scope, receive, send)
 
 
-def caller_from_request(ctx: Context) -> Caller:
+def caller_from_request(ctx: ServerRequestContext[Any, Any]) -> Caller:
     """The caller the gate authenticated for this request."""
-    request: Any = ctx.request_context.request
+    request: Any = ctx.request
     caller = request.scope.get(CALLER_KEY) if request is not None else None
     if not isinstance(caller, Caller):
         raise ToolError("this request was not authenticated")
@@ -111,7 +125,7 @@ class McpMount:
             streamable_http_path=MCP_PATH, stateless_http=True, host=settings.host
         )
         self.route = Route(
-            MCP_PATH, endpoint=ApiKeyGate(StreamableHTTPASGIApp(self.server.session_manager), api)
+            MCP_PATH, endpoint=ApiKeyGate(StreamableHTTPASGIApp(self.server.session_manager), api, limits)
         )
 
     @asynccontextmanager

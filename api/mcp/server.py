@@ -3,7 +3,9 @@
 One server definition serves both transports: ``regraph mcp`` runs it over stdio for a local agent,
 and the API mounts it at ``/mcp`` (Streamable HTTP, see `api.mcp.http`). The transport decides who
 the caller is (`CallerOf`): over HTTP the request's API key, checked like any API request; over
-stdio the key given to ``regraph mcp``. Reads need any valid key; reviewing examples needs a curator.
+stdio the key given to ``regraph mcp``. Reads need any valid key; the tools in `TOOL_ROLES` need a
+higher role: a caller below it does not see them in ``tools/list``, and calling one anyway is refused
+(`RoleGate`), as well as by the tool itself.
 """
 
 from __future__ import annotations
@@ -11,15 +13,23 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
-from mcp.types import ToolAnnotations
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from api.auth import Caller
-from api.mcp.service import McpServiceError, ProgressReporter, ReasoningGraphService, dump
+from api.mcp.service import (
+    McpForbiddenError,
+    McpServiceError,
+    ProgressReporter,
+    ReasoningGraphService,
+    dump,
+    require,
+)
 from api.optimize.protocol import MAX_SOURCE_CHARS
-from graphdb.models import INITIAL_TECHNIQUE, ReviewStatus, StepVerdict
+from graphdb.models import INITIAL_TECHNIQUE, ReviewStatus, Role, StepVerdict
 from search.baselines import Method
 
 SERVICE_NAME = "regraph"
@@ -35,8 +45,45 @@ task; start_optimization runs the graph-guided search as a job (follow it with j
 The graph schema for read-only Cypher is the resource regraph://schema.
 """
 
-CallerOf = Callable[[Context], Caller]
+CallerOf = Callable[[ServerRequestContext[Any, Any]], Caller]
 """Who is calling, from the request's context (the transport decides)."""
+
+TOOL_ROLES: dict[str, Role] = {"review_example": Role.CURATOR}
+"""Tools that need more than a reader's key (every other tool: any valid key)."""
+
+
+class RoleGate:
+    """SDK middleware: ``tools/list`` shows only the tools the caller's role may call, and a call to any
+    other tool is refused before its arguments are even read."""
+
+    def __init__(self, caller_of: CallerOf) -> None:
+        """Tell callers apart with `caller_of`."""
+        self.caller_of = caller_of
+
+    def _refusal(self, caller: Caller, tool: str) -> str | None:
+        needed = TOOL_ROLES.get(tool)
+        if needed is None:
+            return None
+        try:
+            require(caller, needed)
+        except McpForbiddenError as e:
+            return f"{tool}: {e}"
+        return None
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.method == "tools/call":
+            name = (ctx.params or {}).get("name")
+            refusal = self._refusal(self.caller_of(ctx), name) if isinstance(name, str) else None
+            if refusal is not None:
+                return CallToolResult(content=[TextContent(type="text", text=refusal)], is_error=True)
+            return await call_next(ctx)
+        result = await call_next(ctx)
+        if ctx.method == "tools/list" and isinstance(result, dict):
+            caller = self.caller_of(ctx)
+            tools = result.get("tools") or []
+            result["tools"] = [t for t in tools if self._refusal(caller, str(t.get("name"))) is None]
+        return result
+
 
 ServiceOf = Callable[[], ReasoningGraphService]
 """The service over the running stack (raises `McpUnavailableError` while it starts or stops)."""
@@ -59,10 +106,13 @@ def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf) -> MCPServer:
         instructions=INSTRUCTIONS,
         version="0.1.0",
         log_level="WARNING",
+        middleware=[RoleGate(caller_of)],
     )
 
     def service(ctx: Context) -> ReasoningGraphService:
-        caller_of(ctx)  # every call needs a known caller (the HTTP gate has checked the key already)
+        caller_of(
+            ctx.request_context
+        )  # every call needs a known caller (the HTTP gate has checked the key already)
         try:
             return service_of()
         except McpServiceError as e:
@@ -199,7 +249,7 @@ def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf) -> MCPServer:
             "verification": verification,
         }
         body = {k: v for k, v in request.items() if v is not None}
-        caller = caller_of(ctx)
+        caller = caller_of(ctx.request_context)
         return await tool_call(ctx, lambda s: s.start_optimization(caller, body))
 
     @server.tool(annotations=_READ)
@@ -212,7 +262,7 @@ def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf) -> MCPServer:
     ) -> dict[str, Any]:
         """An optimization job's state and, once finished, its outcome and best code. With wait_s > 0 the
         call follows the job's events as progress notifications until it ends or the time is up."""
-        caller = caller_of(ctx)
+        caller = caller_of(ctx.request_context)
         return await tool_call(
             ctx, lambda s: s.job_status(caller, job_id, wait_s=wait_s, progress=_progress(ctx))
         )
@@ -222,7 +272,7 @@ def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf) -> MCPServer:
         job_id: Annotated[str, Field(min_length=1, max_length=100)], ctx: Context
     ) -> dict[str, Any]:
         """Cancel a queued or running optimization job."""
-        caller = caller_of(ctx)
+        caller = caller_of(ctx.request_context)
         return await tool_call(ctx, lambda s: s.cancel_job(caller, job_id))
 
     @server.tool(annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=True))
@@ -234,7 +284,7 @@ def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf) -> MCPServer:
     ) -> dict[str, Any]:
         """Curators only: approve an example, or reject it (rejected examples leave retrieval and the
         statistics). Recorded in the audit log under the key's name."""
-        caller = caller_of(ctx)
+        caller = caller_of(ctx.request_context)
         return await tool_call(ctx, lambda s: s.review_example(caller, example_id, decision, reason))
 
     # -- resources ---------------------------------------------------------------------------------------
@@ -266,7 +316,7 @@ def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf) -> MCPServer:
     @server.resource("regraph://jobs/{job_id}/result", name="job-result", mime_type="application/json")
     async def job_result_resource(job_id: str, ctx: Context) -> dict[str, Any]:
         """An optimization job's full result: every candidate with its path and verdict, the best code."""
-        caller = caller_of(ctx)
+        caller = caller_of(ctx.request_context)
         return await resource_read(ctx, lambda s: s.job_result(caller, job_id))
 
     # -- prompts -----------------------------------------------------------------------------------------

@@ -3,8 +3,11 @@
 Every operation goes through a service the HTTP API uses too: the graph service (retrieval, technique
 search, examples, review), the read-only Cypher path of ``/v1/cypher``, the job service of
 ``/v1/optimize`` (the same queue and the same jobs), and the executor client that optimization jobs
-use. Blocking calls run in worker threads, graph reads under a time limit, so a slow read or a long
-evaluation never holds up the server. Results are plain JSON-able dicts, cut to a size limit with a
+use. Blocking calls run in worker threads, so a slow read or a long evaluation never holds up the
+server. Graph work is bounded twice: every transaction of the tools' store carries the read time limit
+as a server-side timeout (Neo4j stops it, lock waits included, and the worker thread is free again),
+and the tool itself stops waiting a few seconds later (`BACKSTOP_S`) in case Neo4j does not answer at
+all. Either way the agent gets a tool error saying so instead of a call that never ends. Results are plain JSON-able dicts, cut to a size limit with a
 note saying what was cut (`cap`).
 """
 
@@ -27,6 +30,7 @@ from api.graph.protocol import CypherRequest, ExamplePublic, RetrieveRequest, Re
 from api.graph.service import (
     GraphService,
     GraphServiceError,
+    GraphUnavailableError,
     InvalidGraphRequestError,
     run_cypher,
 )
@@ -41,6 +45,7 @@ from graphdb.errors import GraphDBError
 from graphdb.jobs import JobEventRecord
 from graphdb.models import ReviewStatus, Role, StepVerdict
 from graphdb.schema import GraphSchema, SchemaReadError, read_schema
+from graphdb.store import Neo4jGraphStore
 from search.errors import EvaluatorUnavailableError
 from search.evaluation import evaluation_from_verdict, executor_can_verify
 from search.protocols import INITIAL_TECHNIQUE
@@ -54,6 +59,9 @@ EXAMPLE_SCAN_LIMIT = 2_000
 """Most examples of one transition looked at when filtering by device or verdict."""
 _EXAMPLE_PAGE = 200
 _SHORTEST_CUT = 200  # strings are never cut below this many characters
+BACKSTOP_S = 5.0
+"""How much longer than its server-side timeout a tool waits for the graph before giving up on it: Neo4j
+checks timeouts every 2 s (db.transaction.monitor.check.interval), plus the round trip."""
 
 
 class McpServiceError(Exception):
@@ -204,18 +212,35 @@ class ReasoningGraphService:
             raise McpUnavailableError("the graph store is starting or stopping")
         self.state = state
         self.settings = settings
-        self.graph = GraphService(state.graph_store, state.embedder)
+        # The tools' own store over the API's driver: each transaction carries the read time limit.
+        store = Neo4jGraphStore(state.driver, state.target.database, timeout_s=settings.read_timeout_s)
+        self.graph = GraphService(store, state.embedder)
 
     # -- plumbing -----------------------------------------------------------------------------------------
 
-    async def _read(self, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """Run a blocking graph read in a worker thread, within the read time limit."""
+    async def _bounded(self, timeout_s: float, call: Callable[[], Awaitable[T]]) -> T:
+        """Await `call()`, giving up `BACKSTOP_S` after `timeout_s` (the server-side limit it runs under)."""
         try:
-            with anyio.fail_after(self.settings.read_timeout_s):
-                return await anyio.to_thread.run_sync(lambda: call(*args, **kwargs), abandon_on_cancel=True)
+            with anyio.fail_after(timeout_s + BACKSTOP_S):
+                return await call()
         except TimeoutError as e:
             raise McpUnavailableError(
-                f"the graph did not answer within {self.settings.read_timeout_s:g} s"
+                f"the graph database did not answer within {timeout_s + BACKSTOP_S:g} s "
+                f"(limit REGRAPH_MCP_READ_TIMEOUT_S={self.settings.read_timeout_s:g} s); it may be "
+                "overloaded or down: try again later"
+            ) from e
+
+    async def _read(self, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run a blocking graph read in a worker thread, within the read time limit."""
+
+        async def in_thread() -> T:
+            return await anyio.to_thread.run_sync(lambda: call(*args, **kwargs), abandon_on_cancel=True)
+
+        try:
+            return await self._bounded(self.settings.read_timeout_s, in_thread)
+        except GraphUnavailableError as e:
+            raise McpUnavailableError(
+                f"{e} (limit REGRAPH_MCP_READ_TIMEOUT_S={self.settings.read_timeout_s:g} s)"
             ) from e
         except InvalidGraphRequestError as e:
             raise McpInputError(str(e)) from e
@@ -223,6 +248,13 @@ class ReasoningGraphService:
             raise McpInputError(str(e)) from e
         except GraphDBError as e:
             raise McpUnavailableError(f"the graph failed: {e}") from e
+
+    async def _jobs_call(self, call: Callable[[], Awaitable[T]]) -> T:
+        """A job service call (its records live in the graph database), bounded like a graph read."""
+        try:
+            return await self._bounded(self.settings.read_timeout_s, call)
+        except OptimizeError as e:
+            raise McpInputError(str(e)) from e
 
     def capped(self, data: dict[str, Any]) -> dict[str, Any]:
         """`data` within the result size limit."""
@@ -323,10 +355,18 @@ class ReasoningGraphService:
             timeout_s=settings.cypher_timeout_s,
             max_response_bytes=settings.cypher_max_response_bytes,
         )
-        # The query carries its own server-side timeout; the thread needs no second one.
+        # The query carries its own server-side timeout; the backstop is for a server that never answers.
         try:
-            response = await anyio.to_thread.run_sync(
-                run_cypher, self.state.driver, self.state.target.database, request, limits
+            response = await self._bounded(
+                settings.cypher_timeout_s,
+                lambda: anyio.to_thread.run_sync(
+                    run_cypher,
+                    self.state.driver,
+                    self.state.target.database,
+                    request,
+                    limits,
+                    abandon_on_cancel=True,
+                ),
             )
         except GraphServiceError as e:
             raise McpInputError(str(e)) from e
@@ -343,8 +383,12 @@ class ReasoningGraphService:
         """The graph's compact schema."""
         timeout_s = self.state.settings.cypher_timeout_s
         try:
-            return await anyio.to_thread.run_sync(
-                lambda: read_schema(self.state.driver, self.state.target.database, timeout_s=timeout_s)
+            return await self._bounded(
+                timeout_s,
+                lambda: anyio.to_thread.run_sync(
+                    lambda: read_schema(self.state.driver, self.state.target.database, timeout_s=timeout_s),
+                    abandon_on_cancel=True,
+                ),
             )
         except SchemaReadError as e:
             raise McpUnavailableError(str(e)) from e
@@ -452,10 +496,7 @@ class ReasoningGraphService:
             body = OptimizeCreate.model_validate(request)
         except ValidationError as e:
             raise McpInputError(f"invalid optimization request: {e}") from e
-        try:
-            record = await self.jobs.submit(body, owner=caller.job_owner)
-        except OptimizeError as e:
-            raise McpInputError(str(e)) from e
+        record = await self._jobs_call(lambda: self.jobs.submit(body, owner=caller.job_owner))
         return {
             "job_id": record.id,
             "state": record.state,
@@ -466,10 +507,7 @@ class ReasoningGraphService:
         }
 
     async def _job(self, caller: Caller, job_id: str) -> JobPublic:
-        try:
-            return JobPublic.of(await self.jobs.get(job_id, owner=caller.job_scope))
-        except OptimizeError as e:
-            raise McpInputError(str(e)) from e
+        return JobPublic.of(await self._jobs_call(lambda: self.jobs.get(job_id, owner=caller.job_scope)))
 
     async def job_status(
         self, caller: Caller, job_id: str, *, wait_s: float, progress: ProgressReporter = NO_PROGRESS
@@ -482,7 +520,7 @@ class ReasoningGraphService:
         if wait_s > 0 and job.state not in ("succeeded", "failed", "cancelled"):
             budget = float(job.request.get("budget") or 0) or None
             candidates = 0
-            subscription = await self._subscribe(job_id)
+            subscription = await self._subscribe(caller, job_id)
             try:
                 with anyio.move_on_after(wait_s):
                     async for item in _events(subscription):
@@ -495,18 +533,12 @@ class ReasoningGraphService:
             job = await self._job(caller, job_id)
         return self.capped(dump(_status(job, lines)))
 
-    async def _subscribe(self, job_id: str) -> Subscription:
-        try:
-            return await self.jobs.subscribe(job_id)
-        except OptimizeError as e:
-            raise McpInputError(str(e)) from e
+    async def _subscribe(self, caller: Caller, job_id: str) -> Subscription:
+        return await self._jobs_call(lambda: self.jobs.subscribe(job_id, owner=caller.job_scope))
 
     async def cancel_job(self, caller: Caller, job_id: str) -> dict[str, Any]:
         """Cancel a queued or running job of `caller`'s (admins: anyone's)."""
-        try:
-            record = await self.jobs.cancel(job_id, owner=caller.job_scope)
-        except OptimizeError as e:
-            raise McpInputError(str(e)) from e
+        record = await self._jobs_call(lambda: self.jobs.cancel(job_id, owner=caller.job_scope))
         return self.capped(dump(_status(JobPublic.of(record), [])))
 
     async def job_result(self, caller: Caller, job_id: str) -> dict[str, Any]:

@@ -8,13 +8,14 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from neo4j import READ_ACCESS, Driver, ManagedTransaction
-from neo4j.exceptions import ConstraintError, Neo4jError, ServiceUnavailable
+from neo4j import READ_ACCESS, Driver, ManagedTransaction, Query, unit_of_work
+from neo4j.exceptions import ClientError, ConstraintError, Neo4jError, ServiceUnavailable
 
 from graphdb import store_queries as q
 from graphdb.errors import (
     GraphStoreError,
     InvalidOperationError,
+    StoreTimeoutError,
     StoreUnavailableError,
     TechniqueNotFoundError,
 )
@@ -40,37 +41,68 @@ class StoreBase:
     """The driver, the transaction plumbing and the in-transaction helpers of `Neo4jGraphStore`."""
 
     def __init__(
-        self, driver: Driver, database: str = "neo4j", *, candidate_cache: CandidateCache | None = None
+        self,
+        driver: Driver,
+        database: str = "neo4j",
+        *,
+        candidate_cache: CandidateCache | None = None,
+        timeout_s: float | None = None,
     ) -> None:
         """Use `driver` (owned by the caller) against `database`, which must be migrated.
 
         Retrieval keeps what it read of each transition's candidates in `candidate_cache` (by default
-        the process's `PROCESS_CANDIDATE_CACHE`); a write makes the old entries unreachable.
+        the process's `PROCESS_CANDIDATE_CACHE`); a write makes the old entries unreachable. With
+        `timeout_s`, every transaction carries it as a server-side timeout: the server stops one that
+        runs longer (lock waits included) and the call raises `StoreTimeoutError`.
         """
         self._driver = driver
         self._database = database
         self.candidate_cache = candidate_cache if candidate_cache is not None else PROCESS_CANDIDATE_CACHE
+        self.timeout_s = timeout_s
+
+    def _timed(self, work: Callable[[ManagedTransaction], T]) -> Callable[[ManagedTransaction], T]:
+        return work if self.timeout_s is None else unit_of_work(timeout=self.timeout_s)(work)
+
+    def _timeout_error(self, e: Neo4jError, what: str) -> StoreTimeoutError | None:
+        # Neo4j 5 says TransactionTimedOut(ClientConfiguration); a transaction stopped while it waits for
+        # a lock says LockClientStopped.
+        code = e.code or ""
+        if self.timeout_s is None or not isinstance(e, ClientError):
+            return None
+        if "TransactionTimedOut" in code or "LockClientStopped" in code or "Terminated" in code:
+            return StoreTimeoutError(
+                f"the graph database stopped a {what} that ran past its {self.timeout_s:g} s limit"
+            )
+        return None
 
     # -- plumbing --------------------------------------------------------------------------------------
 
     def _write(self, work: Callable[[ManagedTransaction], T]) -> T:
         try:
             with self._driver.session(database=self._database, notifications_min_severity="OFF") as session:
-                return session.execute_write(work)
+                return session.execute_write(self._timed(work))
         except GraphStoreError:
             raise
         except ConstraintError as e:
             raise InvalidOperationError(f"the change violates a uniqueness rule: {e.message}") from e
-        except (Neo4jError, ServiceUnavailable, OSError) as e:
+        except Neo4jError as e:
+            raise self._timeout_error(e, "write") or StoreUnavailableError(
+                f"the graph database failed a write: {e}"
+            ) from e
+        except (ServiceUnavailable, OSError) as e:
             raise StoreUnavailableError(f"the graph database failed a write: {e}") from e
 
     def _read(self, work: Callable[[ManagedTransaction], T]) -> T:
         try:
             with self._driver.session(database=self._database, notifications_min_severity="OFF") as session:
-                return session.execute_read(work)
+                return session.execute_read(self._timed(work))
         except GraphStoreError:
             raise
-        except (Neo4jError, ServiceUnavailable, OSError) as e:
+        except Neo4jError as e:
+            raise self._timeout_error(e, "read") or StoreUnavailableError(
+                f"the graph database failed a read: {e}"
+            ) from e
+        except (ServiceUnavailable, OSError) as e:
             raise StoreUnavailableError(f"the graph database failed a read: {e}") from e
 
     def _rows_autocommit(self, cypher: str, /, **params: Any) -> list[dict[str, Any]]:
@@ -84,8 +116,13 @@ class StoreBase:
                 database=self._database, default_access_mode=READ_ACCESS, notifications_min_severity="OFF"
             ) as session:
                 # Plain record access: `Record.data()` walks every nested value again, which costs here.
-                return [dict(zip(r.keys(), r.values(), strict=True)) for r in session.run(cypher, params)]
-        except (Neo4jError, ServiceUnavailable, OSError) as e:
+                query = Query(cypher, timeout=self.timeout_s)
+                return [dict(zip(r.keys(), r.values(), strict=True)) for r in session.run(query, params)]
+        except Neo4jError as e:
+            raise self._timeout_error(e, "read") or StoreUnavailableError(
+                f"the graph database failed a read: {e}"
+            ) from e
+        except (ServiceUnavailable, OSError) as e:
             raise StoreUnavailableError(f"the graph database failed a read: {e}") from e
 
     def _rows(self, cypher: str, /, **params: Any) -> list[dict[str, Any]]:

@@ -27,6 +27,7 @@ TOOLS = {
     "cancel_job",
     "review_example",
 }
+READER_TOOLS = TOOLS - {"review_example"}  # curator tools are not listed for readers
 SEED_DEVICE = "NVIDIA H100 80GB HBM3 (sm_90)"  # every example of the seed graph was measured there
 REFERENCE = (ROOT / "bench" / "tasks" / TASK_ID / "reference.cpp").read_text()
 # The teacher's first CUDA version of the task: it compiles (and would pass on a GPU).
@@ -71,10 +72,11 @@ async def read_json(client: Client, uri: str) -> dict[str, Any]:
     return loaded
 
 
-async def exercise_everything(client: Client) -> dict[str, Any]:
-    """List and call every tool, read every resource and prompt; returns what later checks need."""
+async def exercise_everything(client: Client, listed: set[str]) -> dict[str, Any]:
+    """List every tool (`listed`: the names this client's role sees), call every reader tool, read every
+    resource and prompt; returns what later checks need."""
     tools = {t.name: t for t in (await client.list_tools()).tools}
-    assert set(tools) == TOOLS
+    assert set(tools) == listed
     assert tools["cypher"].annotations is not None and tools["cypher"].annotations.read_only_hint
 
     found = data(await client.call_tool("search_techniques", {"query": "shared memory tiles", "k": 5}))

@@ -5,7 +5,10 @@ the API on the session's Neo4j with the seed graph, the real executor (compile-o
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -23,10 +26,11 @@ from pydantic import SecretStr
 
 from api.app import create_app
 from api.settings import ApiSettings
+from graphdb.connection import OpenGraph
 from graphdb.models import Role
 from search.backends.config import ModelRoles, RoleConfig
 from tests.integration.mcp.conftest import ROOT, SEED_TECHNIQUES, TASK_ID, SeededGraph
-from tests.integration.mcp.scenario import TOOLS, data, error_text, exercise_everything
+from tests.integration.mcp.scenario import READER_TOOLS, TOOLS, data, error_text, exercise_everything
 from tests.support.servers import serve_in_thread
 
 pytestmark = pytest.mark.neo4j
@@ -50,20 +54,25 @@ class Stack:
     graph: SeededGraph
 
 
-@pytest.fixture(scope="module")
-def stack(
-    seeded: SeededGraph, executor_url: str, replay_path: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Stack]:
-    settings = ApiSettings(
+def _settings(seeded: SeededGraph, executor_url: str, data_dir: Path, **more: Any) -> ApiSettings:
+    return ApiSettings(
         neo4j_uri=seeded.target.uri,
         neo4j_password=SecretStr(seeded.target.password),
-        data_dir=tmp_path_factory.mktemp("api-data"),
+        data_dir=data_dir,
         log_format="text",
         seed_graph=None,  # loaded by the `seeded` fixture, the way the API loads it
         preload_retrieval=False,
         executor_url=executor_url,
-        models=ModelRoles(generator=RoleConfig(backend="replay", replay_path=replay_path)),
+        **more,
     )
+
+
+@pytest.fixture(scope="module")
+def stack(
+    seeded: SeededGraph, executor_url: str, replay_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
+    replay = ModelRoles(generator=RoleConfig(backend="replay", replay_path=replay_path))
+    settings = _settings(seeded, executor_url, tmp_path_factory.mktemp("api-data"), models=replay)
     with serve_in_thread(create_app(settings)) as url:
         yield Stack(url, seeded)
 
@@ -81,7 +90,7 @@ def test_every_tool_resource_and_prompt_over_streamable_http(stack: Stack) -> No
     async def scenario() -> None:
         headers = {"X-API-Key": stack.graph.tokens[Role.READER]}
         async with connect(stack, headers) as client:
-            await exercise_everything(client)
+            await exercise_everything(client, READER_TOOLS)
 
     anyio.run(scenario)
 
@@ -109,15 +118,22 @@ def test_requests_without_a_valid_key_are_refused_before_mcp(stack: Stack) -> No
     assert refused.group_contains(MCPError, match="error response", depth=None)
 
 
-def test_only_curators_review_examples(stack: Stack) -> None:
+def test_curator_tools_are_hidden_from_readers_and_refused_to_them(stack: Stack) -> None:
     example_id = _an_example(stack.graph)
 
     async def scenario() -> None:
         async with connect(stack, {"X-API-Key": stack.graph.tokens[Role.READER]}) as reader:
-            refused = await reader.call_tool(
-                "review_example", {"example_id": example_id, "decision": "reject"}
-            )
-            assert "curator" in error_text(refused)
+            assert {t.name for t in (await reader.list_tools()).tools} == READER_TOOLS
+            # Called anyway (a client that guessed the name), even with arguments the tool would refuse.
+            for arguments in ({"example_id": example_id, "decision": "reject"}, {"example_id": 7}):
+                refused = await reader.call_tool("review_example", arguments)
+                assert "review_example: this tool needs an API key with the curator role" in error_text(
+                    refused
+                )
+                assert "'mcp-reader' (reader)" in error_text(refused)
+        for role in (Role.CURATOR, Role.ADMIN):
+            async with connect(stack, {"X-API-Key": stack.graph.tokens[role]}) as client:
+                assert {t.name for t in (await client.list_tools()).tools} == TOOLS, role
         async with connect(stack, {"Authorization": f"Bearer {stack.graph.tokens[Role.CURATOR]}"}) as curator:
             approved = data(
                 await curator.call_tool(
@@ -127,6 +143,7 @@ def test_only_curators_review_examples(stack: Stack) -> None:
             assert approved["review_status"] == "approved" and approved["review_reason"] == "read it"
 
     anyio.run(scenario)
+    assert stack.graph.count("MATCH (a:AuditEntry {actor: 'mcp-reader'}) RETURN count(a)") == 0
     assert (
         stack.graph.count(
             f"MATCH (e:Example {{id: '{example_id}'}}) WHERE e.review_status = 'approved' RETURN count(e)"
@@ -248,7 +265,7 @@ def test_the_mcp_inspector_lists_the_tools_and_calls_two(stack: Stack) -> None:
     # A client nobody here wrote: the MCP Inspector's CLI mode (npm, pinned in package.json).
     assert INSPECTOR.exists(), "the MCP Inspector is installed by scripts/bootstrap.sh (npm ci)"
     listed = _inspector(stack, "--method", "tools/list")
-    assert {t["name"] for t in listed["tools"]} == TOOLS
+    assert {t["name"] for t in listed["tools"]} == READER_TOOLS  # a reader's key
     found = _inspector(
         stack,
         "--method",
@@ -280,3 +297,85 @@ def _an_example(graph: SeededGraph) -> str:
         ).single(strict=True)
         example_id: str = record["id"]
         return example_id
+
+
+# -- time limits on the graph: the API with a 1 s MCP read limit and anonymous reading on ------------------
+
+READ_LIMIT_S = 1.0
+
+
+@pytest.fixture(scope="module")
+def tight(
+    seeded: SeededGraph, executor_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
+    # Anonymous reading on: a request without a key never reads the graph before the tool does.
+    settings = _settings(seeded, executor_url, tmp_path_factory.mktemp("api-tight"), anonymous_read=True)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("REGRAPH_MCP_READ_TIMEOUT_S", str(READ_LIMIT_S))
+        app = create_app(settings)
+    with serve_in_thread(app) as url:
+        yield Stack(url, seeded)
+
+
+def test_graph_work_past_the_limit_is_stopped_by_the_server(tight: Stack) -> None:
+    # The example's node stays locked by another transaction: the tool's write waits for the lock until
+    # Neo4j stops it at the server-side timeout (the tool's own backstop would come 5 s later).
+    example_id = _an_example(tight.graph)
+    with tight.graph.driver.session(database=tight.graph.target.database) as session:
+        holder = session.begin_transaction()
+        holder.run("MATCH (e:Example {id: $id}) SET e.review_reason = 'held'", id=example_id).consume()
+
+        async def scenario() -> tuple[str, float]:
+            async with connect(tight, {"X-API-Key": tight.graph.tokens[Role.CURATOR]}) as curator:
+                started = time.monotonic()
+                with anyio.move_on_after(30):  # only if nothing stops the wait
+                    stopped = await curator.call_tool(
+                        "review_example", {"example_id": example_id, "decision": "reject"}
+                    )
+                    return error_text(stopped), time.monotonic() - started
+                return "no answer", time.monotonic() - started
+
+        try:
+            message, seconds = anyio.run(scenario)
+        finally:
+            holder.rollback()
+    assert "the graph database stopped a write that ran past its 1 s limit" in message, message
+    assert "REGRAPH_MCP_READ_TIMEOUT_S=1" in message
+    assert seconds < READ_LIMIT_S + 4, seconds  # Neo4j checks timeouts every 2 s
+    assert tight.graph.count(f"MATCH (e:Example {{id: '{example_id}'}}) RETURN e.review_status = 'pending'")
+
+
+@pytest.fixture()
+def neo4j_process(open_test_graph: OpenGraph) -> int:
+    """The pid of the session's embedded Neo4j (a test that stops it needs it on this machine)."""
+    embedded = open_test_graph.server.embedded
+    if embedded is None or embedded.pid is None:
+        pytest.skip("the session's Neo4j is external: it cannot be paused from here")
+    return embedded.pid
+
+
+def test_a_graph_that_does_not_answer_gives_a_tool_error_in_bounded_time(
+    tight: Stack, neo4j_process: int
+) -> None:
+    async def ask(client: Client) -> tuple[Any, float]:
+        started = time.monotonic()
+        with anyio.move_on_after(30):  # only if the tool never gives up
+            return await client.call_tool(
+                "search_techniques", {"query": "tiling"}
+            ), time.monotonic() - started
+        return None, time.monotonic() - started
+
+    async def scenario() -> None:
+        async with connect(tight, {}) as client:  # anonymous: the gate reads nothing from the graph
+            assert data((await ask(client))[0])["hits"]
+            os.kill(neo4j_process, signal.SIGSTOP)  # the JVM stops: Bolt accepts bytes, nothing answers
+            try:
+                answer, seconds = await ask(client)
+            finally:
+                os.kill(neo4j_process, signal.SIGCONT)
+            assert answer is not None, f"the tool gave no answer in {seconds:.0f} s"
+            assert "the graph database did not answer within 6 s" in error_text(answer)
+            assert seconds < READ_LIMIT_S + 5 + 3, seconds
+            assert data((await ask(client))[0])["hits"]  # answering again once Neo4j runs
+
+    anyio.run(scenario)

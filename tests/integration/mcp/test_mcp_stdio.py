@@ -18,7 +18,7 @@ from mcp import Client, StdioServerParameters
 
 from graphdb.models import Role
 from tests.integration.mcp.conftest import ROOT, SeededGraph
-from tests.integration.mcp.scenario import data, exercise_everything
+from tests.integration.mcp.scenario import TOOLS, data, exercise_everything
 
 pytestmark = pytest.mark.neo4j
 
@@ -52,7 +52,7 @@ def test_every_tool_resource_and_prompt_over_stdio(
     async def scenario() -> None:
         async with Client(server) as client:
             assert client.server_info is not None and client.server_info.name == "regraph"
-            seen = await exercise_everything(client)
+            seen = await exercise_everything(client, TOOLS)  # a curator's key: every tool
             rejected = data(
                 await client.call_tool(
                     "review_example",
