@@ -10,6 +10,7 @@ import anyio
 from fastapi import FastAPI
 
 from api.auth import key_is_live
+from api.discovery import announce, withdraw
 from api.edge import RequestGate, document_edge_responses
 from api.errors import install_error_handlers, translate_errors
 from api.graph.service import GraphServiceError
@@ -41,10 +42,13 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         state.jobs = jobs
         app.state.regraph = state
         logger.info("api ready", extra={"neo4j": state.target.uri})
+        # running.json in the data dir: how CLI commands find this stack (api/discovery.py)
+        running = announce(settings, state.target.uri, embedded=state.server.embedded is not None)
         try:
             async with mcp.running():
                 yield
         finally:
+            withdraw(running)
             app.state.regraph = None
             await jobs.stop()
             await anyio.to_thread.run_sync(state.close)

@@ -25,6 +25,7 @@ from graphdb.connection import open_graph
 from graphdb.errors import GraphDBError
 from graphdb.migrations import MigrationRunner
 from regraph_cli.bench import bench_app
+from regraph_cli.discovery import reach, refuse_second_stack
 from regraph_cli.graph import graph_app, keys_app
 from regraph_cli.mcp import mcp_command
 from regraph_cli.optimize import optimize_command
@@ -54,7 +55,7 @@ def _fail(message: str) -> typer.Exit:
 @db_app.command("migrate")
 def db_migrate() -> None:
     """Apply pending schema migrations (starting the embedded Neo4j when NEO4J_URI is unset)."""
-    settings = ApiSettings()
+    settings = reach(ApiSettings())  # the running stack's Neo4j, if `regraph up` runs on the data dir
     configure_logging(settings.log_level, "text")
     try:
         with open_graph(graph_options(settings)) as graph:
@@ -71,7 +72,7 @@ def db_migrate() -> None:
 @db_app.command("status")
 def db_status() -> None:
     """Show each migration and whether it is applied."""
-    settings = ApiSettings()
+    settings = reach(ApiSettings())  # the running stack's Neo4j, if `regraph up` runs on the data dir
     configure_logging(settings.log_level, "text")
     try:
         with open_graph(graph_options(settings), migrate=False) as graph:
@@ -154,6 +155,7 @@ def up(
     if port is not None:
         overrides["port"] = port
     settings = ApiSettings(**overrides)  # type: ignore[arg-type]
+    refuse_second_stack(settings)
     executor: subprocess.Popen[bytes] | None = None
     if settings.executor_url is None and with_executor:
         executor, url = _start_local_executor(executor_port)

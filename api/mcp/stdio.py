@@ -46,9 +46,13 @@ def _caller(state: AppState, api_key: str | None) -> Caller:
     return Caller(name=key.name, role=key.role, key_id=key.id)
 
 
-async def serve_stdio(settings: ApiSettings, mcp_settings: McpSettings, api_key: str | None) -> None:
+async def serve_stdio(
+    settings: ApiSettings, mcp_settings: McpSettings, api_key: str | None, *, recover_jobs: bool = True
+) -> None:
     """Open the stack's state, then serve MCP on stdin/stdout until the client closes it.
 
+    `recover_jobs` marks jobs left unfinished in the graph as failed at start-up, as the API does; off
+    when the graph belongs to a running API, whose jobs are not this process's to judge.
     Raises `StdioStartupError` when the stack cannot be opened or the key is not valid.
     """
     try:
@@ -57,7 +61,8 @@ async def serve_stdio(settings: ApiSettings, mcp_settings: McpSettings, api_key:
         raise StdioStartupError(str(e)) from e
     jobs = build_job_service(settings, state.driver, state.target.database)
     try:
-        await jobs.start()
+        if recover_jobs:
+            await jobs.start()
         state.jobs = jobs
         caller = await anyio.to_thread.run_sync(_caller, state, api_key)
         server = build_mcp_server(lambda: ReasoningGraphService(state, mcp_settings), fixed_caller(caller))

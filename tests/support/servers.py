@@ -15,9 +15,9 @@ from graphdb.embedded import free_port
 
 
 @contextmanager
-def serve_in_thread(app: Any, *, startup_timeout_s: float = 120.0) -> Iterator[str]:
-    """Serve `app` on 127.0.0.1 at a free port until the block ends; yields the base URL."""
-    port = free_port()
+def serve_in_thread(app: Any, *, startup_timeout_s: float = 120.0, port: int | None = None) -> Iterator[str]:
+    """Serve `app` on 127.0.0.1 at `port` (default: a free one) until the block ends; yields the base URL."""
+    port = port or free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, lifespan="on"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

@@ -1,0 +1,165 @@
+"""CLI commands while a stack runs on the same data directory (the `./dev up` case of issue 15).
+
+A real API on loopback with its own embedded Neo4j on a temporary data directory, as `regraph up`
+starts it; the commands run as separate processes with only that data directory (and the embedded
+Neo4j's port, which the running server holds) in their environment. Without the running stack's
+``running.json`` they would start a second Neo4j there and fail on the port.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+from mcp import Client, StdioServerParameters
+
+from api.app import create_app
+from api.discovery import RunningStack, find_running, running_file
+from api.settings import ApiSettings
+from graphdb.embedded import free_port
+from graphdb.jobs import JobStore
+from tests.support.servers import serve_in_thread
+
+pytestmark = pytest.mark.neo4j
+
+ROOT = Path(__file__).resolve().parents[3]
+TRAJECTORY = ROOT / "bench" / "trajectories" / "jacobi2d_5pt_f32.jsonl"
+
+
+def _environment(data_dir: Path, neo4j_port: int) -> dict[str, str]:
+    keep = {k: v for k, v in os.environ.items() if not k.startswith(("REGRAPH_", "NEO4J_"))}
+    return {
+        **keep,
+        "REGRAPH_DATA_DIR": str(data_dir),
+        "REGRAPH_NEO4J_PORT": str(neo4j_port),  # the running server's: a second one could not bind it
+        "REGRAPH_SEED_GRAPH": "none",
+        "REGRAPH_PRELOAD_RETRIEVAL": "false",
+        "REGRAPH_LOG_LEVEL": "WARNING",
+    }
+
+
+def _regraph(env: dict[str, str], *arguments: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "regraph_cli", *arguments],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def test_commands_reach_the_stack_running_on_their_data_directory(tmp_path: Path) -> None:
+    data_dir, port, neo4j_port = tmp_path / "data", free_port(), free_port()
+    settings = ApiSettings(
+        host="127.0.0.1",
+        port=port,
+        data_dir=data_dir,
+        neo4j_uri=None,
+        neo4j_port=neo4j_port,
+        neo4j_heap_mb=512,
+        neo4j_pagecache_mb=32,
+        seed_graph=None,
+        preload_retrieval=False,
+        executor_url=None,
+        log_format="text",
+    )
+    env = _environment(data_dir, neo4j_port)
+    app = create_app(settings)
+    with serve_in_thread(app, port=port) as url:
+        running = RunningStack.model_validate(json.loads(running_file(data_dir).read_text()))
+        assert (running.pid, running.api_url, running.embedded) == (os.getpid(), url, True)
+        assert running.neo4j_uri == f"bolt://127.0.0.1:{neo4j_port}"
+        says = f"the ReGraph API at {url} (pid {os.getpid()})"
+
+        created = _regraph(env, "keys", "create-admin", "ops")
+        assert created.returncode == 0, created.stderr
+        assert says in created.stderr
+        token = created.stdout.strip().splitlines()[-1]
+        # The running API knows the key at once: the command wrote into its graph.
+        keys = httpx.get(f"{url}/v1/keys", headers={"X-API-Key": token}, timeout=30)
+        assert keys.status_code == 200 and [k["name"] for k in keys.json()] == ["ops"]
+
+        built = _regraph(env, "graph", "build", str(TRAJECTORY))
+        assert built.returncode == 0, built.stderr
+        page = httpx.get(f"{url}/v1/techniques", headers={"X-API-Key": token}, timeout=30).json()
+        techniques = len(page["items"])
+        assert techniques >= 3  # sequential code and the trajectory's techniques, seen by the API
+
+        stats = _regraph(env, "graph", "stats")
+        assert stats.returncode == 0, stats.stderr
+        assert "examples pending review" in stats.stdout and says in stats.stderr
+
+        status = _regraph(env, "db", "status")
+        assert status.returncode == 0 and "applied" in status.stdout, status.stderr
+
+        # `regraph mcp` (stdio) serves from the running stack's graph, as a coding agent launches it,
+        # and leaves the running API's jobs alone (a job it has queued is not "left unfinished").
+        jobs = JobStore(app.state.regraph.driver, app.state.regraph.target.database)
+        jobs.create("api-job", method="regraph-mcgs", task_id="jacobi2d_5pt_f32", request={})
+        server = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "regraph_cli", "mcp", "--no-with-executor"],
+            env=env,
+            cwd=str(ROOT),
+        )
+
+        async def agent() -> None:
+            async with Client(server) as client:
+                found = await client.call_tool(
+                    "cypher", {"query": "MATCH (t:Technique) RETURN count(t) AS n"}
+                )
+                assert not found.is_error, found.content
+                assert found.structured_content == {
+                    **found.structured_content,
+                    "rows": [{"n": techniques}],
+                }
+
+        anyio.run(agent)
+        assert jobs.get("api-job").state == "queued"
+
+        # A second stack on the same directory is refused at once, naming the first.
+        started = time.monotonic()
+        second = _regraph(env, "up", "--port", str(free_port()), "--no-with-executor", timeout=60)
+        assert second.returncode == 1
+        assert f"already running on {data_dir}: the API at {url} (pid {os.getpid()})" in " ".join(
+            second.stderr.split()
+        )
+        assert time.monotonic() - started < 30  # no Neo4j was started to find out
+    assert not running_file(data_dir).exists()  # removed at shut-down
+
+
+def test_a_stale_running_file_is_ignored(tmp_path: Path) -> None:
+    finished = subprocess.Popen([sys.executable, "-c", "pass"])
+    finished.wait()
+    stale = RunningStack(
+        pid=finished.pid,
+        api_url="http://127.0.0.1:9",
+        neo4j_uri=f"bolt://127.0.0.1:{free_port()}",
+        embedded=True,
+        started_at="2026-11-27T00:00:00+00:00",
+    )
+    path = running_file(tmp_path)
+    path.write_text(stale.model_dump_json())
+    assert find_running(tmp_path) is None
+    assert not path.exists()  # its process is gone: removed
+
+    # A live process whose Neo4j does not answer (starting, stopping, or a reused pid): ignored, kept.
+    with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) as alive:
+        try:
+            path.write_text(stale.model_copy(update={"pid": alive.pid}).model_dump_json())
+            assert find_running(tmp_path) is None
+            assert path.exists()
+        finally:
+            alive.kill()
+
+    path.write_text("{not json")
+    assert find_running(tmp_path) is None
