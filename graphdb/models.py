@@ -185,6 +185,17 @@ class RelabelDecision(BaseModel):
     _v_embedding = field_validator("candidate_embedding")(_check_embedding)
 
 
+class KeptSeparate(BaseModel):
+    """Two techniques a curator reviewed as a likely duplicate pair and kept apart."""
+
+    model_config = ConfigDict(frozen=True)
+
+    first: str = Field(description="the pair's technique whose name sorts first")
+    second: str
+    by: str
+    at: datetime
+
+
 class AuditEntry(BaseModel):
     """Who changed what and when."""
 

@@ -23,3 +23,26 @@ MARK_DECISION_RESOLVED = """
 MATCH (d:RelabelDecision {id: $id})
 SET d.resolved_at = $at, d.resolved_by = $actor, d.resolution = $resolution
 """
+
+# Likely duplicates a curator reviewed and kept apart: one KEPT_SEPARATE relationship per pair (its
+# direction means nothing). A relationship follows its techniques through a rename and goes with a merged one.
+KEEP_SEPARATE = """
+MATCH (a:Technique {name: $first}), (b:Technique {name: $second})
+MERGE (a)-[k:KEPT_SEPARATE]-(b)
+ON CREATE SET k.by = $actor, k.at = $at
+RETURN a.name AS first, b.name AS second, k.by AS by, k.at AS at
+"""
+
+LIST_KEPT_SEPARATE = """
+MATCH (a:Technique)-[k:KEPT_SEPARATE]->(b:Technique)
+WITH k, CASE WHEN a.name < b.name THEN [a.name, b.name] ELSE [b.name, a.name] END AS pair
+RETURN pair[0] AS first, pair[1] AS second, k.by AS by, k.at AS at
+ORDER BY at DESC, first, second
+"""
+
+UNDO_KEEP_SEPARATE = """
+MATCH (a:Technique)-[k:KEPT_SEPARATE]-(b:Technique)
+WHERE a.name = $first AND b.name = $second
+DELETE k
+RETURN count(k) AS n
+"""

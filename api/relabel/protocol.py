@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from graphdb.models import RelabelDecision, RelabelOutcome
+from graphdb.models import KeptSeparate, RelabelDecision, RelabelOutcome
 
 TechniqueName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
 
@@ -118,6 +118,7 @@ class DuplicateList(BaseModel):
 
     items: list[DuplicatePair]
     techniques: int = Field(description="techniques compared")
+    kept_separate: int = Field(0, description="pairs left out because a curator kept them apart")
 
 
 class DuplicateMerge(BaseModel):
@@ -127,3 +128,32 @@ class DuplicateMerge(BaseModel):
 
     keep: TechniqueName
     merge: TechniqueName
+
+
+class PairReview(BaseModel):
+    """Two techniques a curator reviewed as a likely duplicate pair: keep them apart, or undo that."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    first: TechniqueName
+    second: TechniqueName
+
+
+class KeptSeparatePublic(BaseModel):
+    """A pair kept apart: the likely-duplicates listing leaves it out."""
+
+    first: str = Field(description="the technique whose name sorts first")
+    second: str
+    kept_by: str
+    kept_at: datetime
+
+    @classmethod
+    def of(cls, kept: KeptSeparate) -> KeptSeparatePublic:
+        """The public view of a stored pair."""
+        return cls(first=kept.first, second=kept.second, kept_by=kept.by, kept_at=kept.at)
+
+
+class KeptSeparateList(BaseModel):
+    """Every pair kept apart, the latest first."""
+
+    items: list[KeptSeparatePublic]

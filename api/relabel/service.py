@@ -25,6 +25,9 @@ from api.relabel.protocol import (
     DuplicateList,
     DuplicateMerge,
     DuplicatePair,
+    KeptSeparateList,
+    KeptSeparatePublic,
+    PairReview,
     QueueItemPublic,
     QueueList,
     QueueResolution,
@@ -175,10 +178,15 @@ class RelabelService:
                 ):
                     if p >= min_probability:
                         note(a.name, candidate.name, float(p), "the relabel scorer")
+            kept = {(k.first, k.second) for k in self.store.list_kept_separate()}
         taxonomy_names = set(self.policy.taxonomy.names) if self.policy.taxonomy is not None else set()
         pairs = []
+        left_out = 0
         for (first, second), (probability, reasons) in scored.items():
             if probability < min_probability:
+                continue
+            if (first, second) in kept:
+                left_out += 1
                 continue
             # Keep the technique with more examples; on a tie the taxonomy's name, then the shorter name.
             rank_first = (counts[first], first in taxonomy_names, -len(first))
@@ -195,7 +203,7 @@ class RelabelService:
                 )
             )
         pairs.sort(key=lambda p: (-p.probability, p.keep, p.merge))
-        return DuplicateList(items=pairs[:limit], techniques=len(techniques))
+        return DuplicateList(items=pairs[:limit], techniques=len(techniques), kept_separate=left_out)
 
     def merge(self, request: DuplicateMerge, *, actor: str) -> Technique:
         """Fold `merge` into `keep`: its names become aliases, its transitions and examples move."""
@@ -205,3 +213,27 @@ class RelabelService:
             raise InvalidGraphRequestError(f"{INITIAL_TECHNIQUE!r} is never merged")
         with _translated():
             return self.store.merge_techniques(request.merge, request.keep, actor=actor)
+
+    def keep_separate(self, request: PairReview, *, actor: str) -> KeptSeparatePublic:
+        """Record that the pair was reviewed and is kept apart: it leaves the likely duplicates."""
+        self._check_pair(request)
+        with _translated():
+            return KeptSeparatePublic.of(self.store.keep_separate(request.first, request.second, actor=actor))
+
+    def list_kept_separate(self) -> KeptSeparateList:
+        """Every pair kept apart, the latest first."""
+        with _translated():
+            return KeptSeparateList(items=[KeptSeparatePublic.of(k) for k in self.store.list_kept_separate()])
+
+    def undo_keep_separate(self, request: PairReview, *, actor: str) -> None:
+        """Forget a keep-separate decision: the pair may be listed as a likely duplicate again."""
+        self._check_pair(request)
+        with _translated():
+            self.store.undo_keep_separate(request.first, request.second, actor=actor)
+
+    @staticmethod
+    def _check_pair(request: PairReview) -> None:
+        if request.first == request.second:
+            raise InvalidGraphRequestError("a technique is never a duplicate of itself")
+        if INITIAL_TECHNIQUE in (request.first, request.second):
+            raise InvalidGraphRequestError(f"{INITIAL_TECHNIQUE!r} is never a duplicate")

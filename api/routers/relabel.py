@@ -6,7 +6,10 @@ Routes are plain functions: FastAPI runs them in a worker thread, since the stor
 - `POST /v1/relabel-queue/{id}/accept`: keep the decision as it is;
 - `POST /v1/relabel-queue/{id}/merge` `{"into": technique}`: move the name (and its examples) into a technique;
 - `GET /v1/technique-duplicates`: likely duplicate technique pairs, most probable first;
-- `POST /v1/technique-duplicates/merge` `{"keep", "merge"}`: fold one into the other in one call.
+- `POST /v1/technique-duplicates/merge` `{"keep", "merge"}`: fold one into the other in one call;
+- `POST /v1/technique-duplicates/keep-separate` `{"first", "second"}`: a reviewed pair stays apart and
+  leaves the listing; `GET /v1/technique-duplicates/kept-separate` lists those pairs and
+  `POST /v1/technique-duplicates/kept-separate/undo` `{"first", "second"}` forgets one.
 """
 
 from __future__ import annotations
@@ -20,7 +23,16 @@ from api.deps import get_state
 from api.errors import ServiceUnavailableError, responses
 from api.graph.protocol import TechniquePublic
 from api.graph.service import GraphServiceError
-from api.relabel.protocol import DuplicateList, DuplicateMerge, QueueList, QueueMerge, QueueResolution
+from api.relabel.protocol import (
+    DuplicateList,
+    DuplicateMerge,
+    KeptSeparateList,
+    KeptSeparatePublic,
+    PairReview,
+    QueueList,
+    QueueMerge,
+    QueueResolution,
+)
 from api.relabel.service import RelabelService
 from api.routers.graph import Limit, Offset, api_error
 from api.state import AppState
@@ -110,3 +122,42 @@ def merge_duplicates(
     except GraphServiceError as e:
         raise api_error(e) from e
     return TechniquePublic.of(technique)
+
+
+@router.post(
+    "/technique-duplicates/keep-separate",
+    summary="Keep a reviewed pair of techniques apart: the likely duplicates leave it out (curator)",
+    responses=responses(400, 403, 404),
+)
+def keep_separate(body: PairReview, caller: RequireCurator, service: RelabelServiceDep) -> KeptSeparatePublic:
+    try:
+        return service.keep_separate(body, actor=caller.name)
+    except GraphServiceError as e:
+        raise api_error(e) from e
+
+
+@router.get(
+    "/technique-duplicates/kept-separate",
+    summary="Technique pairs a curator kept apart, the latest first",
+    responses=responses(),
+)
+def list_kept_separate(caller: RequireReader, service: RelabelServiceDep) -> KeptSeparateList:
+    try:
+        return service.list_kept_separate()
+    except GraphServiceError as e:
+        raise api_error(e) from e
+
+
+@router.post(
+    "/technique-duplicates/kept-separate/undo",
+    summary="Forget that a pair was kept apart: it may be listed as a likely duplicate again (curator)",
+    responses=responses(400, 403, 404, 409),
+)
+def undo_keep_separate(
+    body: PairReview, caller: RequireCurator, service: RelabelServiceDep
+) -> KeptSeparateList:
+    try:
+        service.undo_keep_separate(body, actor=caller.name)
+        return service.list_kept_separate()
+    except GraphServiceError as e:
+        raise api_error(e) from e

@@ -7,9 +7,9 @@ from neo4j import ManagedTransaction
 from graphdb import relabel_queries as rq
 from graphdb import store_queries as q
 from graphdb.errors import DecisionNotFoundError, InvalidOperationError, TechniqueExistsError
-from graphdb.models import AuditEntry, RelabelDecision, RelabelOutcome, Technique, utc_now
+from graphdb.models import AuditEntry, KeptSeparate, RelabelDecision, RelabelOutcome, Technique, utc_now
 from graphdb.store.base import StoreBase
-from graphdb.store.records import _audit, _decision, _props
+from graphdb.store.records import _audit, _decision, _native, _props
 
 
 class CurationStore(StoreBase):
@@ -155,6 +155,48 @@ class CurationStore(StoreBase):
 
         self._write(work)
         return self.get_decision(decision_id)
+
+    # -- likely duplicates kept apart ------------------------------------------------------------------
+
+    def keep_separate(self, first: str, second: str, *, actor: str) -> KeptSeparate:
+        """Record that a curator reviewed techniques `first` and `second` and keeps them apart.
+
+        Idempotent: keeping a pair apart again keeps the first record. Raises `TechniqueNotFoundError`
+        and, for a technique paired with itself, `InvalidOperationError`.
+        """
+        if first == second:
+            raise InvalidOperationError("a technique is never a duplicate of itself")
+        low, high = sorted((first, second))
+
+        def work(tx: ManagedTransaction) -> dict[str, object]:
+            self._require_techniques(tx, [low, high])
+            row = next(
+                iter(tx.run(rq.KEEP_SEPARATE, first=low, second=high, actor=actor, at=utc_now()))
+            ).data()
+            self._audit_in(tx, actor, "technique.keep_separate", f"technique:{low}", other=high)
+            return row
+
+        return KeptSeparate.model_validate(_native(self._write(work)))
+
+    def list_kept_separate(self) -> list[KeptSeparate]:
+        """Every pair kept apart, the latest first."""
+        return [KeptSeparate.model_validate(_native(r)) for r in self._rows(rq.LIST_KEPT_SEPARATE)]
+
+    def undo_keep_separate(self, first: str, second: str, *, actor: str) -> None:
+        """Forget that a pair was kept apart (it may be listed as a likely duplicate again).
+
+        Raises `TechniqueNotFoundError`, or `InvalidOperationError` when the pair was not kept apart.
+        """
+        low, high = sorted((first, second))
+
+        def work(tx: ManagedTransaction) -> None:
+            self._require_techniques(tx, [low, high])
+            removed = next(iter(tx.run(rq.UNDO_KEEP_SEPARATE, first=low, second=high)))["n"]
+            if not removed:
+                raise InvalidOperationError(f"{low!r} and {high!r} were not kept separate")
+            self._audit_in(tx, actor, "technique.keep_separate_undone", f"technique:{low}", other=high)
+
+        self._write(work)
 
     def list_audit(self, *, target: str | None = None, limit: int = 100, offset: int = 0) -> list[AuditEntry]:
         """Audit entries, newest first, optionally for one target ("technique:<name>", "example:<id>")."""

@@ -15,6 +15,7 @@ from graphdb.models import (
     GraphExport,
     IngestBatch,
     IngestResult,
+    KeptSeparate,
     RelabelDecision,
     RelabelOutcome,
     ReviewStatus,
@@ -179,6 +180,18 @@ class GraphStore(Protocol):
 
     def resolve_decision(self, decision_id: str, *, into: str | None, actor: str) -> RelabelDecision:
         """Settle a queued decision: keep it (`into=None`) or move the name into technique `into`."""
+        ...
+
+    def keep_separate(self, first: str, second: str, *, actor: str) -> KeptSeparate:
+        """Record that two techniques were reviewed as likely duplicates and are kept apart."""
+        ...
+
+    def list_kept_separate(self) -> list[KeptSeparate]:
+        """Every pair kept apart, the latest first."""
+        ...
+
+    def undo_keep_separate(self, first: str, second: str, *, actor: str) -> None:
+        """Forget that a pair was kept apart; raises `InvalidOperationError` when it was not."""
         ...
 
     def list_audit(self, *, target: str | None = None, limit: int = 100, offset: int = 0) -> list[AuditEntry]:

@@ -181,3 +181,59 @@ def test_likely_duplicates_rank_a_duplicate_first_and_merge_in_one_call(
     assert (
         store.find_technique_by_label("Block tiles in on-chip shared memory").name == "Shared memory tiling"
     )  # type: ignore[union-attr]
+
+
+def test_a_pair_kept_separate_leaves_the_likely_duplicates_until_undone(
+    api_url: str, built: dict[Role, str], neo4j_driver: Driver, neo4j_target: Neo4jTarget
+) -> None:
+    store = Neo4jGraphStore(neo4j_driver, neo4j_target.database)
+    embedder = shared_embedder()
+    first, second = "Warp-level reduction", "Warp level reduction"  # written alike: certain duplicates
+    for name in (first, second):
+        store.create_technique(
+            Technique(
+                name=name,
+                description="lanes of a warp combine partial sums with __shfl_down_sync",
+                embedding=embedder.embed_one(technique_text(name, "lanes combine partial sums")),
+                created_at=utc_now(),
+            ),
+            actor="test",
+        )
+    reader, curator = _headers(built, Role.READER), _headers(built, Role.CURATOR)
+    pair = {"first": first, "second": second}
+
+    def listed() -> tuple[set[frozenset[str]], int]:
+        answer = httpx.get(
+            f"{api_url}/v1/technique-duplicates",
+            params={"min_probability": 0.99, "limit": 1000},
+            headers=reader,
+            timeout=TIMEOUT,
+        )
+        assert answer.status_code == 200, answer.text
+        body = answer.json()
+        return {frozenset((p["keep"], p["merge"])) for p in body["items"]}, body["kept_separate"]
+
+    assert listed() == ({frozenset(pair.values())}, 0)
+    url = f"{api_url}/v1/technique-duplicates/keep-separate"
+    assert httpx.post(url, headers=reader, json=pair, timeout=TIMEOUT).status_code == 403
+    same = httpx.post(url, headers=curator, json={"first": first, "second": first}, timeout=TIMEOUT)
+    assert same.status_code == 400 and same.json()["error"]["message"]
+    unknown = httpx.post(url, headers=curator, json={"first": first, "second": "Nope"}, timeout=TIMEOUT)
+    assert unknown.status_code == 404
+    assert httpx.post(url, headers=curator, json={"first": first}, timeout=TIMEOUT).status_code == 422
+
+    kept = httpx.post(url, headers=curator, json=pair, timeout=TIMEOUT)
+    assert kept.status_code == 200, kept.text
+    assert kept.json()["first"] == second and kept.json()["kept_by"] == "test-curator"
+    assert listed() == (set(), 1)
+    kept_list = httpx.get(f"{api_url}/v1/technique-duplicates/kept-separate", headers=reader, timeout=TIMEOUT)
+    assert [(k["first"], k["second"]) for k in kept_list.json()["items"]] == [(second, first)]
+    assert ("test-curator", "technique.keep_separate") in [
+        (a.actor, a.action) for a in store.list_audit(target=f"technique:{second}")
+    ]
+
+    undo = f"{api_url}/v1/technique-duplicates/kept-separate/undo"
+    assert httpx.post(undo, headers=reader, json=pair, timeout=TIMEOUT).status_code == 403
+    assert httpx.post(undo, headers=curator, json=pair, timeout=TIMEOUT).json() == {"items": []}
+    assert listed() == ({frozenset(pair.values())}, 0)
+    assert httpx.post(undo, headers=curator, json=pair, timeout=TIMEOUT).status_code == 409

@@ -265,3 +265,36 @@ def test_technique_search_and_duplicates(store: GraphStore) -> None:
     assert store.search_techniques_text("(((", 5) == []
     nearest = store.nearest_techniques(unit_vector("Loop unrolling"), 1)
     assert nearest[0].technique.name == "Loop unrolling" and nearest[0].score == pytest.approx(1.0, abs=1e-3)
+
+
+def test_a_pair_kept_separate_is_recorded_once_follows_a_rename_and_goes_with_a_merge(
+    store: GraphStore,
+) -> None:
+    seed(store, ["Tiling", "Register tiling", "Unrolling"], [example("Tiling", "Register tiling", 1)])
+    kept = store.keep_separate("Tiling", "Register tiling", actor="carol")
+    assert (kept.first, kept.second, kept.by) == ("Register tiling", "Tiling", "carol")
+    again = store.keep_separate("Register tiling", "Tiling", actor="dave")
+    assert (again.by, again.at) == ("carol", kept.at)
+    assert [(k.first, k.second) for k in store.list_kept_separate()] == [("Register tiling", "Tiling")]
+    assert ("carol", "technique.keep_separate") in [
+        (a.actor, a.action) for a in store.list_audit(target="technique:Register tiling")
+    ]
+    with pytest.raises(InvalidOperationError):
+        store.keep_separate("Tiling", "Tiling", actor="carol")
+    with pytest.raises(TechniqueNotFoundError):
+        store.keep_separate("Tiling", "Nope", actor="carol")
+
+    # Renamed so that its name now sorts first: still one record, listed in name order.
+    store.rename_technique("Tiling", "A tiling", actor="carol")
+    store.keep_separate("A tiling", "Register tiling", actor="dave")
+    assert [(k.first, k.second, k.by) for k in store.list_kept_separate()] == [
+        ("A tiling", "Register tiling", "carol")
+    ]
+    store.undo_keep_separate("Register tiling", "A tiling", actor="carol")
+    assert store.list_kept_separate() == []
+    with pytest.raises(InvalidOperationError):
+        store.undo_keep_separate("A tiling", "Register tiling", actor="carol")
+
+    store.keep_separate("Unrolling", "A tiling", actor="carol")
+    store.merge_techniques("Unrolling", "Register tiling", actor="carol")
+    assert store.list_kept_separate() == []
