@@ -93,6 +93,8 @@ def pages(store: Neo4jGraphStore) -> dict[str, str]:
         "graph page": "/ui/graph",
         "graph data (JSON)": "/ui/graph/data",
         "relabel decisions": "/ui/relabel",
+        "relabel queue": "/ui/relabel-queue",
+        "likely duplicates": "/ui/duplicates",
         "cypher console": "/ui/cypher",
         "jobs": "/ui/jobs",
         "audit log": "/ui/audit",
@@ -163,7 +165,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "benchmark": "ui_pages",
         "at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": "python -m bench.ui_pages" + (f" --examples {args.examples}" if args.examples else ""),
+        "command": "python -m bench.ui_pages"
+        + (f" --examples {args.examples}" if args.examples else "")
+        + (f" --runs {args.runs}" if args.runs != 20 else ""),
         "graph": "synthetic" if args.examples else "seed",
         "counts": counts,
         "runs": args.runs,
@@ -171,6 +175,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "all_within_target": all(r["p95_ms"] <= target_ms for r in results.values()),
         "pages": results,
         "machine": {
+            "note": args.machine,
             "platform": platform.platform(),
             "python": platform.python_version(),
             "cpus": os.cpu_count(),
@@ -185,7 +190,8 @@ def table(result: dict[str, Any]) -> str:
     lines = [
         f"{result['graph']} graph ({result['counts']['techniques']} techniques, "
         f"{result['counts']['examples']} examples), {result['runs']} runs a page, target p95 <= "
-        f"{result['target_ms']:.0f} ms; load {result['machine']['load_before']} -> {result['machine']['load_after']}",
+        f"{result['target_ms']:.0f} ms; load {result['machine']['load_before']} -> {result['machine']['load_after']}"
+        + (f"; {result['machine']['note']}" if result["machine"]["note"] else ""),
         "",
         "| page | p50 ms | p95 ms | max ms | KiB |",
         "| --- | ---: | ---: | ---: | ---: |",
@@ -208,6 +214,7 @@ def main() -> None:
     parser.add_argument("--pagecache-mb", type=int, default=512)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--machine", default="", help="a note on the machine, kept with the results")
     args = parser.parse_args()
     result = run(args)
     print(table(result))

@@ -153,6 +153,22 @@ class Example(BaseModel):
         return transition_key(self.source, self.target)
 
 
+class ExampleSummary(BaseModel):
+    """What a list of examples shows of each: where it is, its task and measurement, no code."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    source: str
+    target: str
+    task_id: str
+    device: str | None = None
+    speedup: float | None = None
+    verdict: StepVerdict | None = None
+    trajectory_id: str | None = None
+    step_index: int | None = None
+
+
 class RelabelDecision(BaseModel):
     """One relabeling decision, kept so that curators can audit and undo it."""
 

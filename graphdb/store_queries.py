@@ -93,6 +93,8 @@ RETURN {TECHNIQUE_LIGHT} AS t
 ORDER BY t.name SKIP $offset LIMIT $limit
 """
 
+TECHNIQUE_NAMES = "MATCH (t:Technique) RETURN t.name AS name ORDER BY name"
+
 EXISTING_TECHNIQUE_NAMES = "MATCH (t:Technique) WHERE t.name IN $names RETURN t.name AS name"
 
 CREATE_TECHNIQUES = "UNWIND $rows AS row CREATE (t:Technique) SET t = row"
@@ -326,6 +328,13 @@ LIST_EXAMPLES_BY_STATUS = f"""
 MATCH (e:Example {{review_status: $status}})
 RETURN {EXAMPLE_LIGHT} AS e
 ORDER BY e.created_at, e.id SKIP $offset LIMIT $limit
+"""
+
+# What a list of examples shows (no code, no reasoning): the review queue reads every pending example.
+LIST_EXAMPLE_SUMMARIES_BY_STATUS = """
+MATCH (e:Example {review_status: $status})
+WITH e ORDER BY e.created_at, e.id SKIP $offset LIMIT $limit
+RETURN e {.id, .source, .target, .task_id, .device, .speedup, .verdict, .trajectory_id, .step_index} AS e
 """
 
 SET_REVIEW_STATUS = """

@@ -62,6 +62,7 @@ from graphdb.errors import (
 )
 from graphdb.models import (
     ApiKey,
+    ExampleSummary,
     GraphExport,
     RelabelOutcome,
     ReviewStatus,
@@ -207,6 +208,11 @@ class GraphService:
             items = self.store.list_techniques(limit=limit, offset=offset)
         return TechniqueList(items=[TechniquePublic.of(t) for t in items], limit=limit, offset=offset)
 
+    def technique_names(self) -> list[str]:
+        """Every technique's name, sorted (for pickers: nothing else is read)."""
+        with _translated():
+            return self.store.technique_names()
+
     def get_technique(self, name: str) -> TechniquePublic:
         """One technique by exact name."""
         with _translated():
@@ -290,6 +296,13 @@ class GraphService:
                 source=source, target=target, status=status, limit=limit, offset=offset
             )
         return ExampleList(items=[ExamplePublic.of(e) for e in items], limit=limit, offset=offset)
+
+    def list_example_summaries(
+        self, *, status: ReviewStatus, limit: int, offset: int
+    ) -> list[ExampleSummary]:
+        """Examples in one review status, oldest first, without code or reasoning (for lists)."""
+        with _translated():
+            return self.store.list_example_summaries(status=status, limit=limit, offset=offset)
 
     def get_example(self, example_id: str) -> ExamplePublic:
         """One example."""

@@ -55,8 +55,12 @@ class DiffRow:
     right: Markup | None
 
 
-def side_by_side(before: str, after: str) -> list[DiffRow]:
-    """Rows of a line diff of `before` and `after`, each side highlighted as CUDA."""
+@lru_cache(maxsize=256)
+def side_by_side(before: str, after: str) -> tuple[DiffRow, ...]:
+    """Rows of a line diff of `before` and `after`, each side highlighted as CUDA.
+
+    Cached: highlighting is most of a review page's own time, and a curator steps back and forth.
+    """
     a_lines, b_lines = before.splitlines(), after.splitlines()
     a_html, b_html = highlighted_lines(before), highlighted_lines(after)
     # The highlighter and splitlines() agree on line count except for odd line endings: pad to be safe.
@@ -81,7 +85,7 @@ def side_by_side(before: str, after: str) -> list[DiffRow]:
                     right=b_html[j] if right else None,
                 )
             )
-    return rows
+    return tuple(rows)
 
 
 def fmt_speedup(value: float | None) -> str:

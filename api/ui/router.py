@@ -12,7 +12,7 @@ import json
 import logging
 import re
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,9 +50,18 @@ from api.graph.service import (
 )
 from api.optimize.protocol import JobPublic, OptimizeCreate
 from api.optimize.service import JobService, OptimizeError
+from api.relabel.protocol import (
+    DuplicateList,
+    DuplicateMerge,
+    KeptSeparateList,
+    PairReview,
+    QueueList,
+    QueueMerge,
+)
 from api.routers.cypher import cypher_api_error, cypher_limits
 from api.routers.optimize import api_error as optimize_api_error
 from api.routers.optimize import event_stream_response
+from api.routers.relabel import RelabelServiceDep
 from api.settings import ApiSettings
 from api.ui.render import fmt_speedup, highlight_css, side_by_side, speedup_colour
 from api.ui.session import (
@@ -64,7 +73,7 @@ from api.ui.session import (
     SessionStore,
     tokens_match,
 )
-from graphdb.models import GraphExport, RelabelOutcome, ReviewStatus, Role
+from graphdb.models import ExampleSummary, GraphExport, RelabelOutcome, ReviewStatus, Role
 from search.baselines import METHODS
 from search.protocols import INITIAL_TECHNIQUE
 
@@ -76,6 +85,8 @@ CYPHER_EXAMPLES = ROOT / "docs" / "cypher-examples.md"
 PAGE = 1000  # the API's largest page; lists longer than this are read page by page
 QUEUE_LIMIT = 1000  # pending examples read for the review queue (filters apply to these)
 GRAPH_EDGE_LIMIT = 3000  # transitions drawn by the graph view, the busiest first
+QUEUED_SHOWN = 200  # relabel decisions shown on the relabel queue page, the newest first
+DUPLICATES_SHOWN = 200  # likely duplicate pairs shown, the most probable first
 
 # Every asset the pages load, by the name they load it under: our own files and the pinned npm
 # packages installed by scripts/bootstrap.sh (nothing is fetched from elsewhere at run time).
@@ -207,14 +218,7 @@ def _all_transitions(service: GraphService) -> list[TransitionPublic]:
 
 
 def _technique_names(service: GraphService) -> list[str]:
-    names: list[str] = []
-    offset = 0
-    while True:
-        page = service.list_techniques(PAGE, offset).items
-        names.extend(t.name for t in page)
-        if len(page) < PAGE:
-            return names
-        offset += PAGE
+    return service.technique_names()
 
 
 def cypher_examples(path: Path = CYPHER_EXAMPLES) -> list[dict[str, Any]]:
@@ -364,9 +368,8 @@ def build_router(sessions: SessionStore, settings: ApiSettings) -> APIRouter:
 
     def _queue_context(visit: Visit, params: dict[str, str], selected: str | None) -> dict[str, Any]:
         service = visit.service
-        pending = service.list_examples(
-            source=None, target=None, status=ReviewStatus.PENDING, limit=QUEUE_LIMIT, offset=0
-        ).items
+        # The list needs where each example is, not its code: the code is read for the one shown.
+        pending = service.list_example_summaries(status=ReviewStatus.PENDING, limit=QUEUE_LIMIT, offset=0)
         technique, transition = params.get("technique", ""), params.get("transition", "")
         task, device = params.get("task", ""), params.get("device", "")
         try:
@@ -375,7 +378,7 @@ def build_router(sessions: SessionStore, settings: ApiSettings) -> APIRouter:
             min_speedup = None
             visit.flash("error", f"min speedup {params['min_speedup']!r} is not a number")
 
-        def keep(e: ExamplePublic) -> bool:
+        def keep(e: ExampleSummary) -> bool:
             return (
                 (not technique or technique in (e.source, e.target))
                 and (not transition or transition == f"{e.source} -> {e.target}")
@@ -402,10 +405,24 @@ def build_router(sessions: SessionStore, settings: ApiSettings) -> APIRouter:
             "current": current,
             "prev_id": shown[index - 1].id if index > 0 else None,
             "next_id": shown[index + 1].id if 0 <= index < len(shown) - 1 else None,
-            "detail": _example_detail(visit, current, pending) if current is not None else None,
+            "detail": _shown_detail(visit, current, pending),
         }
 
-    def _example_detail(visit: Visit, example: ExamplePublic, nearby: list[ExamplePublic]) -> dict[str, Any]:
+    def _shown_detail(
+        visit: Visit, current: ExampleSummary | None, pending: list[ExampleSummary]
+    ) -> dict[str, Any] | None:
+        if current is None:
+            return None
+        try:
+            example = visit.service.get_example(current.id)
+        except GraphServiceError as e:  # reviewed or moved away since the list was read
+            visit.flash("error", str(e))
+            return None
+        return _example_detail(visit, example, pending)
+
+    def _example_detail(
+        visit: Visit, example: ExamplePublic, nearby: Sequence[ExamplePublic | ExampleSummary]
+    ) -> dict[str, Any]:
         service = visit.service
         try:
             transition = service.list_transitions(
@@ -795,6 +812,115 @@ def build_router(sessions: SessionStore, settings: ApiSettings) -> APIRouter:
         with visit.reported("Decision undone."):
             await _in_thread(lambda: visit.service.undo_decision(decision_id, actor=visit.caller.name))
         return _see("/ui/relabel")
+
+    # -- the relabel queue and likely duplicates -------------------------------------------------------
+
+    @router.get("/relabel-queue")
+    async def relabel_queue(visit: VisitDep, relabel: RelabelServiceDep) -> HTMLResponse:
+        def load() -> dict[str, Any]:
+            queue = relabel.list_queue(limit=QUEUED_SHOWN, offset=0)
+            # The merge field starts on the most probable technique other than the one it is on now.
+            suggested = {
+                item.id: next((c.technique for c in item.candidates if c.technique != item.technique), "")
+                for item in queue.items
+            }
+            names = [n for n in _technique_names(visit.service) if n != INITIAL_TECHNIQUE]
+            return {"queue": queue, "suggested": suggested, "names": names}
+
+        context: dict[str, Any] = {"queue": QueueList(items=[], total=0, limit=0, offset=0)}
+        with visit.reported():
+            context = await _in_thread(load)
+        context.setdefault("suggested", {})
+        context.setdefault("names", [])
+        return visit.render("relabel_queue.html", nav="relabel-queue", **context)
+
+    @router.post("/relabel-queue/{decision_id}/accept")
+    async def accept_queued(
+        visit: WriteDep, relabel: RelabelServiceDep, decision_id: str
+    ) -> RedirectResponse:
+        visit.require(Role.CURATOR)
+        with visit.reported():
+            done = await _in_thread(lambda: relabel.resolve(decision_id, into=None, actor=visit.caller.name))
+            visit.flash("ok", f"Accepted {done.candidate!r} on {done.technique!r}.")
+        return _see("/ui/relabel-queue")
+
+    @router.post("/relabel-queue/{decision_id}/merge")
+    async def merge_queued(visit: WriteDep, relabel: RelabelServiceDep, decision_id: str) -> RedirectResponse:
+        visit.require(Role.CURATOR)
+        try:
+            body = QueueMerge(into=visit.field("into"))
+        except ValidationError:
+            visit.flash("error", "name the technique to merge the name into")
+            return _see("/ui/relabel-queue")
+        with visit.reported():
+            done = await _in_thread(
+                lambda: relabel.resolve(decision_id, into=body.into, actor=visit.caller.name)
+            )
+            visit.flash("ok", f"Merged {done.candidate!r} into {done.technique!r}.")
+        return _see("/ui/relabel-queue")
+
+    @router.get("/duplicates")
+    async def duplicates(
+        visit: VisitDep, relabel: RelabelServiceDep, min_probability: str = "0.5"
+    ) -> HTMLResponse:
+        try:
+            least = float(min_probability)
+            if not 0.0 <= least <= 1.0:
+                raise ValueError(min_probability)
+        except ValueError:
+            visit.flash(
+                "error", f"the least probability must be a number from 0 to 1, not {min_probability!r}"
+            )
+            least = 0.5
+
+        def load() -> dict[str, Any]:
+            return {
+                "duplicates": relabel.likely_duplicates(min_probability=least, limit=DUPLICATES_SHOWN),
+                "kept": relabel.list_kept_separate(),
+            }
+
+        context: dict[str, Any] = {
+            "duplicates": DuplicateList(items=[], techniques=0),
+            "kept": KeptSeparateList(items=[]),
+        }
+        with visit.reported():
+            context = await _in_thread(load)
+        return visit.render("duplicates.html", nav="duplicates", min_probability=least, **context)
+
+    def _pair(visit: Visit, first: str, second: str) -> PairReview | None:
+        try:
+            return PairReview(first=visit.field(first), second=visit.field(second))
+        except ValidationError:
+            visit.flash("error", "name both techniques of the pair")
+            return None
+
+    @router.post("/duplicates/merge")
+    async def merge_duplicates(visit: WriteDep, relabel: RelabelServiceDep) -> RedirectResponse:
+        visit.require(Role.CURATOR)
+        pair = _pair(visit, "keep", "merge")
+        if pair is not None:
+            body = DuplicateMerge(keep=pair.first, merge=pair.second)
+            with visit.reported(f"Merged {body.merge!r} into {body.keep!r}; its names are now aliases."):
+                await _in_thread(lambda: relabel.merge(body, actor=visit.caller.name))
+        return _see("/ui/duplicates")
+
+    @router.post("/duplicates/keep-separate")
+    async def keep_separate(visit: WriteDep, relabel: RelabelServiceDep) -> RedirectResponse:
+        visit.require(Role.CURATOR)
+        pair = _pair(visit, "first", "second")
+        if pair is not None:
+            with visit.reported(f"Kept {pair.first!r} and {pair.second!r} separate."):
+                await _in_thread(lambda: relabel.keep_separate(pair, actor=visit.caller.name))
+        return _see("/ui/duplicates")
+
+    @router.post("/duplicates/kept-separate/undo")
+    async def undo_keep_separate(visit: WriteDep, relabel: RelabelServiceDep) -> RedirectResponse:
+        visit.require(Role.CURATOR)
+        pair = _pair(visit, "first", "second")
+        if pair is not None:
+            with visit.reported(f"{pair.first!r} and {pair.second!r} may be listed as duplicates again."):
+                await _in_thread(lambda: relabel.undo_keep_separate(pair, actor=visit.caller.name))
+        return _see("/ui/duplicates")
 
     # -- audit ----------------------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from graphdb.errors import (
 )
 from graphdb.models import (
     Example,
+    ExampleSummary,
     IngestBatch,
     IngestResult,
     ReviewStatus,
@@ -135,6 +136,13 @@ class ExampleStore(StoreBase):
         else:
             raise InvalidOperationError("list examples of one transition (source and target) or by status")
         return [_example(r["e"]) for r in rows]
+
+    def list_example_summaries(
+        self, *, status: ReviewStatus, limit: int = 100, offset: int = 0
+    ) -> list[ExampleSummary]:
+        """Examples in one review status as `list_examples` orders them, without code or reasoning."""
+        rows = self._rows(q.LIST_EXAMPLE_SUMMARIES_BY_STATUS, status=status.value, limit=limit, offset=offset)
+        return [ExampleSummary.model_validate(r["e"]) for r in rows]
 
     def set_review_status(
         self, example_id: str, status: ReviewStatus, *, actor: str, reason: str = ""

@@ -12,6 +12,7 @@ from graphdb.models import (
     ApiKey,
     AuditEntry,
     Example,
+    ExampleSummary,
     GraphExport,
     IngestBatch,
     IngestResult,
@@ -46,6 +47,10 @@ class GraphStore(Protocol):
 
     def list_techniques(self, *, limit: int = 100, offset: int = 0) -> list[Technique]:
         """Techniques by name, without their embeddings."""
+        ...
+
+    def technique_names(self) -> list[str]:
+        """Every technique's name, sorted."""
         ...
 
     def create_technique(self, technique: Technique, *, actor: str) -> Technique:
@@ -104,6 +109,12 @@ class GraphStore(Protocol):
         offset: int = 0,
     ) -> list[Example]:
         """Examples of one transition (give both ends) or, with only `status`, all in that status."""
+        ...
+
+    def list_example_summaries(
+        self, *, status: ReviewStatus, limit: int = 100, offset: int = 0
+    ) -> list[ExampleSummary]:
+        """Examples in one review status as `list_examples` orders them, without code or reasoning."""
         ...
 
     def set_review_status(

@@ -30,6 +30,10 @@ class TechniqueStore(StoreBase):
         """Techniques by name, without their embeddings."""
         return [_technique(r["t"]) for r in self._rows(q.LIST_TECHNIQUES, limit=limit, offset=offset)]
 
+    def technique_names(self) -> list[str]:
+        """Every technique's name, sorted (nothing else is read)."""
+        return [r["name"] for r in self._rows(q.TECHNIQUE_NAMES)]
+
     def create_technique(self, technique: Technique, *, actor: str) -> Technique:
         """Add a technique node; raises `TechniqueExistsError` when the name (or an alias) is taken."""
 

@@ -1,9 +1,9 @@
 """Screenshots of the curation workspace's main pages, on the seed graph, for the README.
 
-    python -m tests.e2e.screenshots docs/screenshots
+    python -m tests.e2e.screenshots docs/screenshots [relabel-queue,duplicates]
 
 Starts its own embedded Neo4j, the executor and the API (as the browser tests do), signs in as the
-admin key and saves one PNG per page.
+admin key and saves one PNG per page (or only the pages named by the second argument).
 """
 
 from __future__ import annotations
@@ -27,16 +27,20 @@ SHOTS = [
     ("techniques", "/ui/techniques", "#techniques"),
     ("graph", "/ui/graph", "#graph[data-ready=true]"),
     ("relabel", "/ui/relabel", "#decisions"),
+    ("relabel-queue", "/ui/relabel-queue", "#relabel-queue"),
+    ("duplicates", "/ui/duplicates", "#duplicates"),
     ("cypher", "/ui/cypher?example=0", "#cypher-query"),
     ("audit", "/ui/audit", "#audit"),
     ("admin", "/ui/admin", "#keys"),
 ]
 
 
-def take(page: Page, url: str, out: Path) -> None:
-    """Save each page of SHOTS, then a finished job's page, as PNGs in `out` (signed in already)."""
+def take(page: Page, url: str, out: Path, only: set[str] | None = None) -> None:
+    """Save each page of SHOTS (those in `only`, when given), then a finished job's page, as PNGs in `out`."""
     page.set_default_timeout(120_000)
     for name, path, ready in SHOTS:
+        if only is not None and name not in only:
+            continue
         page.goto(url + path)
         page.wait_for_selector(ready)
         if name == "cypher":
@@ -44,6 +48,8 @@ def take(page: Page, url: str, out: Path) -> None:
             page.wait_for_selector("#cypher-result")
         time.sleep(0.5)  # the graph's layout and fonts settle
         page.screenshot(path=str(out / f"{name}.png"))
+    if only is not None and "job" not in only:
+        return
     page.goto(f"{url}/ui/jobs")
     page.fill("#job-task", JOB_TASK)
     page.fill("#job-budget", "4")
@@ -54,7 +60,7 @@ def take(page: Page, url: str, out: Path) -> None:
     page.screenshot(path=str(out / "job.png"))
 
 
-def main(out: Path) -> None:
+def main(out: Path, only: set[str] | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         server = GraphServer(graph_server_options(Path(tmp) / "neo4j"))
@@ -70,10 +76,13 @@ def main(out: Path) -> None:
                 ):
                     page = context.new_page()
                     sign_in(page, stack.url, stack.tokens[Role.ADMIN])
-                    take(page, stack.url, out)
+                    take(page, stack.url, out, only)
         finally:
             server.stop()
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1] if len(sys.argv) > 1 else "docs/screenshots"))
+    main(
+        Path(sys.argv[1] if len(sys.argv) > 1 else "docs/screenshots"),
+        set(sys.argv[2].split(",")) if len(sys.argv) > 2 else None,
+    )

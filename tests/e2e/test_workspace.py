@@ -16,16 +16,19 @@ from urllib.parse import quote
 
 import pytest
 from neo4j import Driver
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
 
 from graphdb.connection import Neo4jTarget
 from graphdb.models import (
     AliasAddition,
+    Example,
     IngestBatch,
     RelabelDecision,
     RelabelOutcome,
     ReviewStatus,
     Role,
+    Technique,
+    content_id,
     utc_now,
 )
 from search.protocols import INITIAL_TECHNIQUE
@@ -337,3 +340,179 @@ def test_admin_creates_and_revokes_a_key(stack: Stack, signed_in: SignedIn) -> N
         with page.expect_download() as download:
             page.click("#export")
         assert '"regraph.graph/v1"' in Path(download.value.path()).read_text()
+
+
+# -- the relabel queue and likely duplicates --------------------------------------------------------------
+
+
+def _a_queued_name(stack: Stack, near: str) -> tuple[str, str, str]:
+    """A name the relabeler left undecided (its own technique, one example), `near` its best candidate.
+
+    Returns the decision's id, the name and its example's id.
+    """
+    tag = uuid.uuid4().hex[:8]
+    name = f"Qx{tag} staged loads"
+    example = Example(
+        id=content_id("e2e-queue", tag),
+        source=INITIAL_TECHNIQUE,
+        target=name,
+        task_id="e2e_task",
+        code_before="__global__ void k(float* a) { a[threadIdx.x] = 0.f; }\n",
+        code_after="__global__ void k(float* a) { __shared__ float s[32]; s[threadIdx.x] = 0.f; }\n",
+        created_at=utc_now(),
+        source_label=INITIAL_TECHNIQUE,
+        target_label=name,
+    )
+    decision = RelabelDecision(
+        id=f"e2e-{tag}",
+        candidate=name,
+        candidate_description="stage each block's loads through shared memory",
+        matched=near,
+        score=0.7,
+        outcome=RelabelOutcome.FLAGGED,
+        technique=name,
+        decided_by="model",
+        at=utc_now(),
+        evidence={
+            "candidates": [
+                {"technique": near, "probability": 0.61, "features": {"name_sim": 0.72, "text_sim": 0.64}}
+            ],
+            "code": {
+                "introduced": ["shared_memory"],
+                "removed": [],
+                "present_after": ["shared_memory"],
+                "parsed": True,
+            },
+        },
+    )
+    stack.store.ingest(
+        IngestBatch(
+            new_techniques=[Technique(name=name, created_at=utc_now())],
+            examples=[example],
+            decisions=[decision],
+        )
+    )
+    return decision.id, name, example.id
+
+
+def _a_duplicate_pair(stack: Stack) -> tuple[str, str]:
+    """Two techniques written alike (a hyphen apart): a certain likely-duplicate pair."""
+    tag = uuid.uuid4().hex[:8]
+    names = (f"Zq{tag}-level staging", f"Zq{tag} level staging")
+    for name in names:
+        stack.store.create_technique(Technique(name=name, created_at=utc_now()), actor="e2e")
+    return names
+
+
+def _pair_row(page: Page, pair: tuple[str, str]) -> Locator:
+    a, b = pair
+    return page.locator(
+        f'#duplicates tr.pair[data-keep="{a}"][data-merge="{b}"], '
+        f'#duplicates tr.pair[data-keep="{b}"][data-merge="{a}"]'
+    )
+
+
+def test_resolve_queued_names_by_merging_and_by_accepting(stack: Stack, signed_in: SignedIn) -> None:
+    near = techniques(stack)[5]
+    merged_id, merged_name, example_id = _a_queued_name(stack, near)
+    accepted_id, accepted_name, _ = _a_queued_name(stack, near)
+    with signed_in(Role.CURATOR) as page:
+        page.get_by_role("link", name="Relabel queue").click()
+        item = page.locator(f'section.queued[data-id="{merged_id}"]')
+        expect(item.locator(".candidates")).to_contain_text(near)
+        expect(item.locator(".code-evidence")).to_contain_text("shared_memory")
+        # The merge field starts on the best candidate.
+        expect(item.locator("input.merge-into")).to_have_value(near)
+        item.get_by_role("button", name="Merge").click()
+        expect(page.locator(".flash-ok")).to_contain_text(f"Merged {merged_name!r} into {near!r}")
+        expect(page.locator(f'section.queued[data-id="{merged_id}"]')).to_have_count(0)
+
+        page.locator(f'section.queued[data-id="{accepted_id}"]').get_by_role(
+            "button", name="Accept as new"
+        ).click()
+        expect(page.locator(".flash-ok")).to_contain_text(f"Accepted {accepted_name!r}")
+        expect(page.locator(f'section.queued[data-id="{accepted_id}"]')).to_have_count(0)
+    # The name and its example moved into the candidate; the accepted name is still a technique.
+    assert stack.store.get_example(example_id).target == near
+    assert merged_name in stack.store.get_technique(near).aliases
+    assert stack.store.get_decision(merged_id).resolution == f"merged:{near}"
+    assert stack.store.get_decision(accepted_id).resolution == "accepted"
+    assert stack.store.get_technique(accepted_name).name == accepted_name
+    assert ("curator", "relabel.resolve") in audit_of(stack, f"decision:{accepted_id}")
+
+
+def test_merge_a_duplicate_pair_and_see_the_graph_change(stack: Stack, signed_in: SignedIn) -> None:
+    pair = _a_duplicate_pair(stack)
+    with signed_in(Role.CURATOR) as page:
+        page.goto(f"{stack.url}/ui/graph")
+        expect(page.locator("#graph[data-ready=true]")).to_have_count(1)
+        before = int(page.locator("#graph-status").inner_text().split()[0])
+
+        page.get_by_role("link", name="Duplicates").click()
+        row = _pair_row(page, pair)
+        expect(row).to_have_count(1)
+        keep, merge = row.get_attribute("data-keep"), row.get_attribute("data-merge")
+        assert {keep, merge} == set(pair)
+        row.get_by_role("button", name="Merge").click()
+        expect(page.locator(".flash-ok")).to_contain_text(f"Merged {merge!r} into {keep!r}")
+        expect(_pair_row(page, pair)).to_have_count(0)
+
+        page.get_by_role("link", name="Graph", exact=True).click()
+        expect(page.locator("#graph[data-ready=true]")).to_have_count(1)
+        assert int(page.locator("#graph-status").inner_text().split()[0]) == before - 1
+        expect(page.locator(f'#graph-names option[value="{merge}"]')).to_have_count(0)
+    assert merge in stack.store.get_technique(str(keep)).aliases
+    assert ("curator", "technique.merge") in audit_of(stack, f"technique:{keep}")
+
+
+def test_keep_a_pair_separate_then_undo(stack: Stack, signed_in: SignedIn) -> None:
+    pair = _a_duplicate_pair(stack)
+    with signed_in(Role.CURATOR) as page:
+        page.goto(f"{stack.url}/ui/duplicates")
+        _pair_row(page, pair).get_by_role("button", name="Keep separate").click()
+        expect(page.locator(".flash-ok")).to_contain_text("separate")
+        expect(_pair_row(page, pair)).to_have_count(0)
+        kept = page.locator(f'#kept-separate tr.kept[data-first="{min(pair)}"][data-second="{max(pair)}"]')
+        expect(kept).to_have_count(1)
+        assert (min(pair), max(pair)) in [(k.first, k.second) for k in stack.store.list_kept_separate()]
+        # Still kept apart on a fresh load; undone, the pair is listed again.
+        page.reload()
+        expect(_pair_row(page, pair)).to_have_count(0)
+        kept.get_by_role("button", name="Undo").click()
+        expect(_pair_row(page, pair)).to_have_count(1)
+    assert all(set(pair) != {k.first, k.second} for k in stack.store.list_kept_separate())
+
+
+def test_relabel_pages_are_read_only_for_a_reader_and_refuse_forged_posts(
+    stack: Stack, signed_in: SignedIn
+) -> None:
+    decision_id, name, _ = _a_queued_name(stack, techniques(stack)[6])
+    pair = _a_duplicate_pair(stack)
+    with signed_in(Role.READER) as page:
+        page.goto(f"{stack.url}/ui/relabel-queue")
+        expect(page.locator(f'section.queued[data-id="{decision_id}"]')).to_be_visible()
+        expect(page.locator("#read-only-note")).to_be_visible()
+        expect(page.locator("#relabel-queue button")).to_have_count(0)
+        page.goto(f"{stack.url}/ui/duplicates")
+        expect(_pair_row(page, pair)).to_have_count(1)
+        expect(page.locator("#read-only-note")).to_be_visible()
+        expect(page.locator("#duplicates button")).to_have_count(0)
+        csrf = page.locator("body").get_attribute("data-csrf") or ""
+        for path, form in [
+            (f"/ui/relabel-queue/{decision_id}/accept", {}),
+            ("/ui/duplicates/keep-separate", {"first": pair[0], "second": pair[1]}),
+            ("/ui/duplicates/merge", {"keep": pair[0], "merge": pair[1]}),
+        ]:
+            answer = page.request.post(f"{stack.url}{path}", form={"csrf": csrf, **form})
+            assert answer.status == 403 and "curator role" in answer.text(), path
+    with signed_in(Role.CURATOR) as page:
+        for path, form in [
+            (f"/ui/relabel-queue/{decision_id}/merge", {"into": pair[0]}),
+            ("/ui/duplicates/keep-separate", {"first": pair[0], "second": pair[1]}),
+        ]:
+            answer = page.request.post(f"{stack.url}{path}", form=form)  # no CSRF token
+            assert answer.status == 403 and "CSRF token" in answer.text(), path
+    assert stack.store.get_decision(decision_id).resolved_at is None
+    assert stack.store.get_technique(name).name == name
+    assert all(set(pair) != {k.first, k.second} for k in stack.store.list_kept_separate())
+    assert {n for n in pair if stack.store.find_technique_by_label(n) is not None} == set(pair)

@@ -298,3 +298,18 @@ def test_a_pair_kept_separate_is_recorded_once_follows_a_rename_and_goes_with_a_
     store.keep_separate("Unrolling", "A tiling", actor="carol")
     store.merge_techniques("Unrolling", "Register tiling", actor="carol")
     assert store.list_kept_separate() == []
+
+
+def test_example_summaries_list_what_list_examples_lists_without_code(store: GraphStore) -> None:
+    seed(store, ["B", "A"], [example("A", "B", n, speedup=1.5 if n == 2 else None) for n in range(3)])
+    store.set_review_status(content_id("A", "B", "1"), ReviewStatus.APPROVED, actor="carol")
+    full = store.list_examples(status=ReviewStatus.PENDING, limit=10)
+    summaries = store.list_example_summaries(status=ReviewStatus.PENDING, limit=10)
+    assert [s.id for s in summaries] == [e.id for e in full] and len(summaries) == 2
+    assert [(s.source, s.target, s.task_id, s.speedup) for s in summaries] == [
+        (e.source, e.target, e.task_id, e.speedup) for e in full
+    ]
+    assert [s.id for s in store.list_example_summaries(status=ReviewStatus.PENDING, limit=1, offset=1)] == [
+        full[1].id
+    ]
+    assert store.technique_names() == ["A", "B"]
