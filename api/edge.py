@@ -109,8 +109,10 @@ class RequestGate:
 
 
 def document_edge_responses(app: FastAPI) -> None:
-    """Declare in the OpenAPI document what the gate itself answers: 413 on every route with a body,
-    401 on every `/v1/` route that takes one (the envelope, as for the routes' own errors)."""
+    """Declare in the OpenAPI document what the edge itself answers on every route with a body: 413
+    (the gate's limit), 400 (a body that cannot be parsed as its media type: FastAPI answers that before
+    validation) and, on `/v1/` routes, 401 (the gate's key check); the envelope, as for the routes' own
+    errors."""
     build = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -123,6 +125,7 @@ def document_edge_responses(app: FastAPI) -> None:
                     continue
                 answers = operation.setdefault("responses", {})
                 answers.setdefault("413", _envelope_response("payload too large"))
+                answers.setdefault("400", _envelope_response("bad request (a body that cannot be parsed)"))
                 if path.startswith(_GATED_PREFIX):
                     answers.setdefault("401", _envelope_response("unauthorized"))
         app.openapi_schema = schema

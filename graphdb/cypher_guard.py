@@ -46,6 +46,7 @@ MAX_QUERY_TOKENS = 2_000
 MAX_QUERY_NESTING = 40
 MAX_PARAMETER_BYTES = 1_000_000
 MAX_VALUE_DEPTH = 32
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 DEFAULT_MAX_RESPONSE_BYTES = 5_000_000
 
 # Procedures a reader may call; everything else under CALL (dbms.*, db.*, apoc.*, ...) is refused.
@@ -362,7 +363,8 @@ def check_plan(query_type: str | None, plan: dict[str, Any] | None) -> None:
 
 
 def check_parameters(parameters: dict[str, Any]) -> None:
-    """Raise `CypherRefusedError` when parameters nest deeper than `MAX_VALUE_DEPTH` or are too large."""
+    """Raise `CypherRefusedError` when parameters nest deeper than `MAX_VALUE_DEPTH`, are too large, or
+    hold an integer outside Cypher's 64-bit INTEGER (the driver cannot send one: it raised OverflowError)."""
     stack: list[tuple[Any, int]] = [(parameters, 0)]
     size = 0
     while stack:
@@ -376,6 +378,8 @@ def check_parameters(parameters: dict[str, Any]) -> None:
             size += 2 + len(value)
             stack.extend((v, depth + 1) for v in value)
         else:
+            if isinstance(value, int) and not isinstance(value, bool) and not INT64_MIN <= value <= INT64_MAX:
+                raise _refuse(f"parameter integer {value} does not fit in 64 bits (Cypher's INTEGER)")
             size += len(value) if isinstance(value, (str, bytes)) else 8
         if size > MAX_PARAMETER_BYTES:
             raise _refuse(f"parameters are larger than {MAX_PARAMETER_BYTES} bytes")

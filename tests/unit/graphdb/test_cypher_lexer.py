@@ -99,3 +99,11 @@ def test_parameters_are_bounded() -> None:
     for _ in range(MAX_VALUE_DEPTH - 1):
         shallow = {"k": shallow}
     check_parameters({"p": shallow, "q": ["a", "b"]})
+
+
+def test_parameter_integers_must_fit_in_64_bits() -> None:
+    # Found by the fuzz run: a JSON integer past int64 reached the driver, whose OverflowError was a 500.
+    for too_big in (2**63, -(2**63) - 1, -7462068205495234068480):
+        with pytest.raises(CypherRefusedError, match="64 bits"):
+            check_parameters({"p": {"q": [1, too_big]}})
+    check_parameters({"p": [2**63 - 1, -(2**63), True, 1.5e308]})
