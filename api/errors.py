@@ -37,9 +37,10 @@ class ApiError(Exception):
     status_code = 500
     error_type = "internal_error"
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, headers: Mapping[str, str] | None = None) -> None:
         super().__init__(message)
         self.message = message
+        self.headers = dict(headers or {})  # sent with the envelope (e.g. 429's Retry-After)
 
 
 class BadRequestError(ApiError):
@@ -129,7 +130,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
-        return envelope(exc.status_code, exc.message, exc.error_type)
+        return envelope(exc.status_code, exc.message, exc.error_type, exc.headers)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -159,7 +160,7 @@ def translate_errors(
 
     async def _translated(_: Request, exc: Exception) -> JSONResponse:
         error = to_api_error(exc)  # type: ignore[arg-type]  # registered for error_type only
-        return envelope(error.status_code, error.message, error.error_type)
+        return envelope(error.status_code, error.message, error.error_type, error.headers)
 
     app.add_exception_handler(error_type, _translated)
 
@@ -180,7 +181,11 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 _EXTRA_RESPONSES: dict[int | str, dict[str, Any]] = {
     409: {"model": ErrorEnvelope, "description": "conflict"},
     413: {"model": ErrorEnvelope, "description": "payload too large"},
-    429: {"model": ErrorEnvelope, "description": "too many requests of this key at once"},
+    429: {
+        "model": ErrorEnvelope,
+        "description": "too many requests of this key at once; retry after the Retry-After header's seconds",
+        "headers": {"Retry-After": {"description": "seconds to wait", "schema": {"type": "integer"}}},
+    },
 }
 
 

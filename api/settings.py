@@ -76,6 +76,15 @@ class ApiSettings(BaseSettings):
     max_concurrent_jobs: int = Field(
         2, ge=1, le=64, description="optimization jobs running at once; others queue"
     )
+    max_jobs_per_key: int = Field(
+        4,
+        ge=1,
+        le=1000,
+        description="optimization jobs one key may have queued or running at once; more get 429 with Retry-After",
+    )
+    jobs_retry_after_s: int = Field(
+        30, ge=1, le=3600, description="the Retry-After (seconds) of a 429 for too many jobs of one key"
+    )
     tasks_dir: Path | None = Field(
         default_factory=default_tasks_dir,
         description="where `task_ref` ids are looked up (one directory per task)",

@@ -4,6 +4,7 @@ The optimization itself is `search.run.run_optimization` (the same function the 
 call); this module only queues jobs, persists them and their events, and fans the events out.
 
 * Bounded concurrency: at most `max_concurrent` searches run at once; later jobs wait in ``queued``.
+  One owner (API key) has at most `max_jobs_per_owner` jobs queued or running; more are refused.
 * Every state change and search event is appended to the job's events (stored in Neo4j) and fanned
   out to live subscribers; a subscriber first gets the past events, then follows live, and its stream
   ends when the job ends. Finished jobs (and jobs of a previous process) are replayed from Neo4j.
@@ -21,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -90,6 +92,14 @@ class JobStorageError(OptimizeError):
     """The job store (Neo4j) failed."""
 
 
+class TooManyJobsError(OptimizeError):
+    """The submitting key already has as many jobs queued or running as it may."""
+
+    def __init__(self, message: str, retry_after_s: int) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
 @dataclass(frozen=True)
 class Heartbeat:
     """Nothing happened for a while: lets a stream send a keep-alive."""
@@ -109,6 +119,7 @@ class _LiveJob:
     subscribers: set[asyncio.Queue[JobEventRecord | None]] = field(default_factory=set)
     task: asyncio.Task[None] | None = None
     stop_reason: str | None = None  # set when the service stops: the job ends failed, not cancelled
+    owner: str = ""  # who submitted it ("" unknown), for the per-owner limit
 
 
 def public_event(event: JobEventRecord) -> JobEventPublic:
@@ -203,12 +214,15 @@ class JobService:
         executor_url: str | None,
         tasks_dir: Path | None,
         max_concurrent: int = 2,
+        max_jobs_per_owner: int | None = None,
+        retry_after_s: int = 30,
         executor_timeout_s: float = 960.0,
         improvements: Callable[[str], ImprovementSink] | None = None,
         heartbeat_s: float = 15.0,
     ) -> None:
         """`knowledge` and `improvements` (given the job's id) are factories called in a worker thread
-        when a job needs them."""
+        when a job needs them. `max_jobs_per_owner` bounds the jobs one owner has queued or running
+        (None: unbounded); past it `submit` raises `TooManyJobsError` carrying `retry_after_s`."""
         self.store = store
         self._knowledge_factory = knowledge
         self._knowledge: KnowledgeSource | None = None
@@ -219,6 +233,9 @@ class JobService:
         self._improvements = improvements
         self.heartbeat_s = heartbeat_s
         self._slots = asyncio.Semaphore(max_concurrent)
+        self.max_jobs_per_owner = max_jobs_per_owner
+        self.retry_after_s = retry_after_s
+        self._unfinished: Counter[str] = Counter()  # owner -> jobs accepted and not yet ended
         self._live: dict[str, _LiveJob] = {}
         self._model: ChatModel | None = None
         self._setup_lock = asyncio.Lock()
@@ -262,19 +279,36 @@ class JobService:
             )
 
     async def submit(self, request: OptimizeCreate, *, owner: str | None = None) -> JobRecord:
-        """Validate and queue a job of `owner` (an API key id); it starts when a slot is free."""
+        """Validate and queue a job of `owner` (an API key id); it starts when a slot is free.
+
+        Raises `TooManyJobsError` when `owner` already has `max_jobs_per_owner` jobs queued or running.
+        """
         self.check_configured()
         plan = resolve_task(request, self.tasks_dir)
+        counted = owner or ""
+        limit = self.max_jobs_per_owner
+        if limit is not None and self._unfinished[counted] >= limit:
+            raise TooManyJobsError(
+                f"this key already has {limit} optimization jobs queued or running (the most it may); "
+                "wait for one to finish or cancel one",
+                self.retry_after_s,
+            )
+        # Counted before the first await, so that concurrent submissions cannot all pass the check.
+        self._unfinished[counted] += 1
         job_id = uuid.uuid4().hex
-        record = await self._store(
-            self.store.create,
-            job_id,
-            method=request.method,
-            task_id=plan.task.id,
-            request=request.model_dump(mode="json", exclude_none=True),
-            owner=owner,
-        )
-        live = _LiveJob(plan=plan)
+        try:
+            record = await self._store(
+                self.store.create,
+                job_id,
+                method=request.method,
+                task_id=plan.task.id,
+                request=request.model_dump(mode="json", exclude_none=True),
+                owner=owner,
+            )
+        except BaseException:
+            self._release(counted)
+            raise
+        live = _LiveJob(plan=plan, owner=counted)
         self._live[job_id] = live
         live.task = asyncio.create_task(self._run(job_id, live), name=f"job-{job_id}")
         logger.info("job queued", extra={"job": job_id, "method": request.method, "task": plan.task.id})
@@ -328,6 +362,11 @@ class JobService:
         backlog = [e for e in live.history if e.seq > after]
         live.subscribers.add(queue)
         return Subscription(backlog, queue, lambda: live.subscribers.discard(queue), self.heartbeat_s, after)
+
+    def _release(self, owner: str) -> None:
+        self._unfinished[owner] -= 1
+        if self._unfinished[owner] <= 0:
+            del self._unfinished[owner]
 
     # ---- running --------------------------------------------------------------------------------
 
@@ -438,6 +477,7 @@ class JobService:
             await self._finish(job_id, live, "failed", error=f"internal error: {type(e).__name__}: {e}")
         finally:
             self._live.pop(job_id, None)
+            self._release(live.owner)
             for queue in live.subscribers:
                 queue.put_nowait(None)
             live.subscribers.clear()
@@ -473,6 +513,8 @@ def build_job_service(settings: ApiSettings, driver: Driver, database: str) -> J
         executor_url=settings.executor_url,
         tasks_dir=settings.tasks_dir,
         max_concurrent=settings.max_concurrent_jobs,
+        max_jobs_per_owner=settings.max_jobs_per_key,
+        retry_after_s=settings.jobs_retry_after_s,
         executor_timeout_s=settings.executor_timeout_s,
         improvements=improvements if settings.offer_improvements_to_graph else None,
     )

@@ -39,6 +39,7 @@ from api.optimize.service import (
     NotConfiguredError,
     OptimizeError,
     TaskNotFoundError,
+    TooManyJobsError,
     follow,
 )
 
@@ -58,6 +59,13 @@ class InvalidTaskApiError(ApiError):
 
     status_code = 422
     error_type = "invalid_task"
+
+
+class TooManyJobsApiError(ApiError):
+    """The key already has as many jobs queued or running as it may (REGRAPH_MAX_JOBS_PER_KEY)."""
+
+    status_code = 429
+    error_type = "rate_limited"
 
 
 def get_jobs(state: StateDep) -> JobService:
@@ -85,6 +93,8 @@ def api_error(error: OptimizeError) -> ApiError:
         return ConflictError(str(error))
     if isinstance(error, JobStorageError):
         return ServiceUnavailableError(str(error))
+    if isinstance(error, TooManyJobsError):
+        return TooManyJobsApiError(str(error), headers={"Retry-After": str(error.retry_after_s)})
     return ApiError(str(error))
 
 
@@ -92,7 +102,9 @@ def api_error(error: OptimizeError) -> ApiError:
     "/optimize",
     status_code=status.HTTP_202_ACCEPTED,
     summary="Start optimizing a program for a task; follow the job at events_url",
-    responses=responses(404, 413),
+    description="A key may have `REGRAPH_MAX_JOBS_PER_KEY` jobs queued or running at once; past that the "
+    "answer is 429 with a Retry-After header (cancel a job or wait for one to end).",
+    responses=responses(404, 413, 429),
 )
 async def create_job(
     body: OptimizeCreate, jobs: JobsDep, response: Response, caller: RequireReader

@@ -24,7 +24,7 @@ from api.settings import ApiSettings
 from executor.taskformat import load_task
 from graphdb.connection import Neo4jTarget
 from graphdb.jobs import JobStore
-from graphdb.models import Example, IngestBatch, ReviewStatus, Technique, content_id, utc_now
+from graphdb.models import Example, IngestBatch, ReviewStatus, Role, Technique, content_id, utc_now
 from graphdb.store import Neo4jGraphStore
 from regraph_cli.optimize import parse_sse
 from search.backends.config import ModelRoles, RoleConfig
@@ -221,7 +221,8 @@ def test_mcgs_jobs_with_iterations_in_flight_are_reproducible(api_url: str) -> N
 
 def test_openapi_declares_each_optimize_routes_errors(api_url: str) -> None:
     paths = httpx.get(f"{api_url}/openapi.json").json()["paths"]
-    assert {"401", "404", "413", "422", "503"} <= set(paths["/v1/optimize"]["post"]["responses"])
+    assert {"401", "404", "413", "422", "429", "503"} <= set(paths["/v1/optimize"]["post"]["responses"])
+    assert "Retry-After" in paths["/v1/optimize"]["post"]["responses"]["429"]["headers"]
     assert {"404", "409"} <= set(paths["/v1/jobs/{job_id}"]["delete"]["responses"])
     assert "409" not in paths["/v1/jobs/{job_id}"]["get"]["responses"]
     assert "404" not in paths["/v1/jobs"]["get"]["responses"]
@@ -337,6 +338,47 @@ def test_cancel_a_running_job(
         events = follow_job(url, job_id)
         assert events[-2][1]["data"]["state"] == "cancelled"
         assert events[-1][1]["state"] == "cancelled"
+
+
+def test_one_key_has_a_bounded_number_of_unfinished_jobs(
+    graph: Driver, neo4j_target: Neo4jTarget, executor_url: str, tmp_path: Path
+) -> None:
+    # Issue 15: one key could queue any number of jobs. Two per key here, one running at a time.
+    _, token = Neo4jGraphStore(graph, neo4j_target.database).create_api_key(
+        "jobs-limit", Role.READER, actor="test"
+    )
+    with OpenAITestServer() as llm:
+        models = ModelRoles(generator=RoleConfig(backend="openai", base_url=llm.base_url, model="test-model"))
+        settings = _settings(
+            neo4j_target,
+            tmp_path,
+            models=models,
+            executor_url=executor_url,
+            max_jobs_per_key=2,
+            max_concurrent_jobs=1,
+            jobs_retry_after_s=7,
+        )
+        with serve_in_thread(create_app(settings)) as url:
+            llm.stall_next(120, times=10)
+            body = {"task_ref": TASK_ID, "method": "standard", "budget": 1}
+            running = submit_job(url, body)  # anonymous: owner 'anonymous'
+            _wait_running(url, running)
+            queued = submit_job(url, body)
+            refused = httpx.post(f"{url}/v1/optimize", json=body, timeout=60)
+            assert refused.status_code == 429, refused.text
+            assert refused.headers["retry-after"] == "7"
+            error = refused.json()["error"]
+            assert error["type"] == "rate_limited" and "2 optimization jobs" in error["message"]
+            # Another key's jobs are counted apart.
+            own = httpx.post(f"{url}/v1/optimize", json=body, headers={"X-API-Key": token}, timeout=60)
+            assert own.status_code == 202, own.text
+            # A cancelled job frees its place.
+            assert httpx.delete(f"{url}/v1/jobs/{queued}", timeout=60).status_code == 200
+            again = submit_job(url, body)
+            for job, headers in [(running, {}), (again, {}), (own.json()["id"], {"X-API-Key": token})]:
+                # Cancelled now, or already ended (once the stall is over the replayed jobs run through).
+                cancelled = httpx.delete(f"{url}/v1/jobs/{job}", headers=headers, timeout=60)
+                assert cancelled.status_code in (200, 409), cancelled.text
 
 
 def test_jobs_survive_a_restart_and_interrupted_ones_are_failed(
