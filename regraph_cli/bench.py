@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from bench.metrics import BenchError
 from bench.split import (
@@ -32,7 +33,8 @@ logger = logging.getLogger("regraph.bench")
 
 
 def _fail(message: str) -> typer.Exit:
-    console.print(f"[bold red]error:[/] {message}")
+    # The message may quote user input or a pattern such as '^[a-z0-9_]+$': never read it as markup.
+    console.print(f"[bold red]error:[/] {escape(message)}")
     return typer.Exit(code=1)
 
 
@@ -70,7 +72,7 @@ def split_command(
     except BenchError as e:
         raise _fail(str(e)) from e
     for task_id, reason in split.skipped.items():
-        console.print(f"[yellow]left out[/] {task_id}: {reason}")
+        console.print(f"[yellow]left out[/] {escape(task_id)}: {escape(reason)}")
     tiers = ", ".join(f"{t} {c.build}/{c.eval}" for t, c in split.counts.by_tier.items())
     verb = "checked" if check else "wrote"
     console.print(

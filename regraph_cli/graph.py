@@ -14,6 +14,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -56,7 +57,8 @@ logger = logging.getLogger("regraph")
 
 
 def _fail(message: str) -> typer.Exit:
-    console.print(f"[bold red]error:[/] {message}")
+    # The message may quote user input or a pattern such as '^[a-z0-9_]+$': never read it as markup.
+    console.print(f"[bold red]error:[/] {escape(message)}")
     return typer.Exit(code=1)
 
 
@@ -252,7 +254,7 @@ def build(
             + (f", trajectories appended to {teacher_out}" if teacher_out else "")
         )
         for skip in teacher.skipped:
-            console.print(f"  skipped {skip.task_id}: {skip.reason}")
+            console.print(f"  skipped {escape(skip.task_id)}: {escape(skip.reason)}")
 
 
 @graph_app.command("export")

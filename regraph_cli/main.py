@@ -15,6 +15,7 @@ import httpx
 import typer
 import uvicorn
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from api.app import create_app
@@ -48,7 +49,8 @@ logger = logging.getLogger("regraph")
 
 
 def _fail(message: str) -> typer.Exit:
-    console.print(f"[bold red]error:[/] {message}")
+    # The message may quote user input or a pattern such as '^[a-z0-9_]+$': never read it as markup.
+    console.print(f"[bold red]error:[/] {escape(message)}")
     return typer.Exit(code=1)
 
 

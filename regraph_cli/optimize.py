@@ -23,6 +23,7 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console, Group
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -375,7 +376,7 @@ def optimize_command(
     except (ValidationError, OSError) as e:
         raise typer.BadParameter(str(e)) from e
     except OptimizeCommandError as e:
-        console.print(f"[bold red]error:[/] {e}")
+        console.print(f"[bold red]error:[/] {escape(str(e))}")
         raise typer.Exit(code=2) from e
     view = ProgressView(f"{method} on {the_task.id}", budget)
     suffix = ".cu" if the_task.kind == "function" else ".cuh"
@@ -402,7 +403,7 @@ def optimize_command(
                     )
                 )
     except (OptimizeCommandError, SearchError, httpx.HTTPError) as e:
-        console.print(f"[bold red]error:[/] {e}")
+        console.print(f"[bold red]error:[/] {escape(str(e))}")
         raise typer.Exit(code=1) from e
     best = write_outputs(out, result, suffix)
     search = result.search

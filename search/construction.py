@@ -100,9 +100,13 @@ class SourcedTrajectory:
 def read_trajectory_file(path: Path) -> list[SourcedTrajectory]:
     """Parse every line of a JSONL file first, so a malformed line fails before anything is written."""
     try:
-        lines = path.read_text().splitlines()
+        lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as e:
         raise TrajectoryFormatError(f"{path}: cannot read: {e}") from e
+    except UnicodeDecodeError as e:  # a binary or otherwise garbled file
+        raise TrajectoryFormatError(
+            f"{path}: not a {TRAJECTORY_FORMAT} trajectory file: not UTF-8 text (byte {e.start}: {e.reason})"
+        ) from e
     out = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
