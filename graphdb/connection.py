@@ -29,6 +29,13 @@ from graphdb.store import Neo4jGraphStore
 logger = logging.getLogger(__name__)
 
 
+# The driver's timeouts (see open_driver): a dead server must be noticed well inside two minutes.
+CONNECT_TIMEOUT_S = 5.0
+ACQUISITION_TIMEOUT_S = 20.0
+LIVENESS_CHECK_AFTER_S = 30.0
+RETRY_TIME_S = 10.0
+
+
 @dataclass(frozen=True)
 class Neo4jTarget:
     """Everything a driver needs to reach one database."""
@@ -115,15 +122,21 @@ class GraphServer:
 def open_driver(target: Neo4jTarget) -> Driver:
     """A driver for the target (the caller closes it).
 
-    Unreachable servers and a full pool fail in seconds rather than the driver's minutes: connecting
-    gives up after 5 s and waiting for a pooled connection after 20 s. (Reader Cypher runs in
-    explicit transactions, without the driver's retries, under a server-side timeout.)
+    A server that is gone is noticed in seconds rather than the driver's minutes: connecting gives up
+    after `CONNECT_TIMEOUT_S`, waiting for a pooled connection after `ACQUISITION_TIMEOUT_S`, a pooled
+    connection idle for `LIVENESS_CHECK_AFTER_S` is checked (a RESET round trip) before it is used
+    again, so a connection the server dropped fails there and is replaced instead of failing the
+    query, and retried transactions stop retrying after `RETRY_TIME_S`. TCP keep-alive is on. (Reader
+    Cypher runs in explicit transactions, without the driver's retries, under a server-side timeout.)
     """
     return GraphDatabase.driver(
         target.uri,
         auth=(target.user, target.password),
-        connection_timeout=5.0,
-        connection_acquisition_timeout=20.0,
+        connection_timeout=CONNECT_TIMEOUT_S,
+        connection_acquisition_timeout=ACQUISITION_TIMEOUT_S,
+        liveness_check_timeout=LIVENESS_CHECK_AFTER_S,
+        max_transaction_retry_time=RETRY_TIME_S,
+        keep_alive=True,
     )
 
 

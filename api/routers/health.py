@@ -17,6 +17,9 @@ router = APIRouter(tags=["health"])
 # Health checks run on the event loop (liveness) or on threads of their own (readiness), never in the
 # thread pool that routes like /v1/cypher fill, so they answer while user queries are slow.
 _READINESS_THREADS = anyio.CapacityLimiter(2)
+# A Neo4j that accepts connections but does not answer (a stopped process, a lost network) would
+# hold a check until the driver's socket gives up (minutes): readiness answers 503 after this instead.
+READINESS_TIMEOUT_S = 5.0
 
 
 @router.get("/healthz", summary="The process is alive")
@@ -28,12 +31,21 @@ async def healthz() -> dict[str, str]:
     "/readyz", summary="Neo4j answers and the schema is at the latest migration", responses=ERROR_RESPONSES
 )
 async def readyz(state: StateDep) -> dict[str, Any]:
+    report = None
     try:
-        report = await anyio.to_thread.run_sync(
-            readiness, state.driver, state.target.database, limiter=_READINESS_THREADS
-        )
+        with anyio.move_on_after(READINESS_TIMEOUT_S):
+            # A check cut off here goes on in its thread until the driver gives up; its slot is freed.
+            report = await anyio.to_thread.run_sync(
+                readiness,
+                state.driver,
+                state.target.database,
+                limiter=_READINESS_THREADS,
+                abandon_on_cancel=True,
+            )
     except GraphDBError as e:
         raise ServiceUnavailableError(str(e)) from e
+    if report is None:
+        raise ServiceUnavailableError(f"Neo4j did not answer within {READINESS_TIMEOUT_S:.0f} s")
     if not report["schema_up_to_date"]:
         raise ServiceUnavailableError(
             f"schema at migration {report['schema_version']}, latest is {report['latest_schema_version']}; "
