@@ -53,7 +53,8 @@ class CypherSlots:
         """Hold one of `key`'s slots for the block; yields the thread limiter to run the query under."""
         if self.running[key] >= self.per_key:
             raise TooManyQueriesError(
-                f"this key already runs {self.per_key} Cypher queries; wait for one to finish"
+                f"this key already runs {self.per_key} Cypher queries; wait for one to finish",
+                headers={"Retry-After": "1"},
             )
         self.running[key] += 1
         try:
