@@ -254,7 +254,7 @@ class RelabelPolicy:
         """Score with `model`; `taxonomy` (or None) is the background knowledge; `vectors` a shared cache."""
         self.embedder = embedder
         self.taxonomy = taxonomy
-        self.model = model
+        self.model = model.for_knowledge(taxonomy=taxonomy is not None)
         self.vectors = vectors or shared_text_vectors(embedder)
 
     def index(self, techniques: list[Technique]) -> CandidateIndex:
@@ -281,10 +281,9 @@ class RelabelPolicy:
                 flags.append(
                     f"name_code_mismatch: the name mentions {', '.join(missing)}, which the code never uses"
                 )
-        key = label_key(name)
         choice: RelabelChoice | None = None
-        if key:
-            hit = index.label_hit(key)
+        if label_key(name):
+            hit = index.label_hit(name)
             if hit is not None:
                 choice = RelabelChoice("merge", hit.name, "alias", evidence=evidence)
         if choice is None and self.taxonomy is not None:

@@ -15,9 +15,14 @@ technique with its aliases, or a taxonomy technique the graph lacks), `candidate
 | `mentions` | the name, detail or think mentions an identifier typical of the technique |
 | `rank_gap` | how far this candidate's embedding score trails the best candidate's |
 
-A logistic model turns the features into the probability that the candidate is the step's technique.
-Its weights and the decision thresholds are fitted on the calibration half of the relabel benchmark
-(`python -m bench.relabel_bench --calibrate`) and committed in `search/data/relabel_model.v1.json`;
+A choice model (a conditional logit with a "none of them" option) turns the features of all the
+candidates of one step into the probability that each is the step's technique: candidate i scores
+s_i = w . x_i + b, the "none of them" option scores 0, and P(i) = exp(s_i) / (1 + sum_j exp(s_j)).
+So a candidate's probability depends on how it compares with the others: a best candidate far ahead
+of the rest is likely even when its own similarities are modest, and two close candidates share the
+mass. Its weights and the decision thresholds are fitted on the calibration half of the relabel
+benchmark (`python -m bench.relabel_bench --calibrate`) and committed in
+`search/data/relabel_model.v2.json`;
 the rule itself (`decide`) is: merge into the best candidate when its probability is at least
 `merge_threshold` and leads the runner-up by `margin`; a new technique when it is below
 `new_threshold`; otherwise the step is undecided (the judge, or the curator queue).
@@ -38,7 +43,7 @@ import numpy as np
 from search.embeddings import Embedder
 from search.errors import SearchError
 from search.evidence import CodeEvidence
-from search.taxonomy import content_tokens, expand_abbreviations, label_key
+from search.taxonomy import bag_key, content_tokens, expand_abbreviations, label_key
 
 FEATURES: tuple[str, ...] = (
     "name_sim",
@@ -51,9 +56,10 @@ FEATURES: tuple[str, ...] = (
     "mentions",
     "rank_gap",
 )
-DEFAULT_MODEL_PATH = Path(__file__).resolve().parent / "data" / "relabel_model.v1.json"
-MODEL_FORMAT = "regraph.relabel-model/v1"
-MAX_DETAIL_CHARS = 300
+DEFAULT_MODEL_PATH = Path(__file__).resolve().parent / "data" / "relabel_model.v2.json"
+MODEL_FORMAT = "regraph.relabel-model/v2"
+"""v2: the choice model (v1, an independent logistic per candidate, is no longer read: refit)."""
+MAX_DETAIL_CHARS = 160
 """Only the start of a detail is embedded (the model reads ~256 word pieces; details can be huge)."""
 
 Vector = np.ndarray[Any, np.dtype[np.float32]]
@@ -184,6 +190,17 @@ def candidate_text(candidate: Candidate) -> str:
     return f"{candidate.name}: {candidate.description}" if candidate.description else candidate.name
 
 
+def mention_core(identifier: str) -> str:
+    """What a step naming `identifier` is sure to write, lower case: "__shfl_down_sync" -> "shfl_down".
+
+    Only compound identifiers are shortened: "__shared__" stays itself, since "shared" is an
+    ordinary word that any step about shared memory writes.
+    """
+    lowered = identifier.lower()
+    core = lowered.strip("_").removesuffix("_sync")
+    return core if "_" in core else lowered
+
+
 def _jaccard(a: set[str], b: set[str]) -> float:
     return len(a & b) / len(a | b) if a and b else 0.0
 
@@ -199,6 +216,7 @@ class CandidateIndex:
     _label_tokens: list[list[set[str]]] = field(default_factory=list)
     _vocab: list[frozenset[str]] = field(default_factory=list)
     _keys: dict[str, int] = field(default_factory=dict)
+    _bags: dict[str, int | None] = field(default_factory=dict)
     _word_index: dict[str, int] = field(default_factory=dict)
     _label_owner: np.ndarray[Any, np.dtype[np.int64]] = field(
         default_factory=lambda: np.zeros(0, dtype=np.int64)
@@ -250,21 +268,28 @@ class CandidateIndex:
         for row, vocab in enumerate(self._vocab):
             for word in vocab:
                 self._vocab_matrix[row, self._word_index[word]] = 1.0
-        self._mentions = [tuple(m.lower() for m in c.mentions) for c in self.candidates]
+        self._mentions = [tuple(mention_core(m) for m in c.mentions) for c in self.candidates]
         self._keys = {}
         counts: dict[str, int] = {}
         for candidate in self.candidates:
             for signal in candidate.evidence:
                 counts[signal] = counts.get(signal, 0) + 1
         self._specificity = {signal: 1.0 / n for signal, n in counts.items()}
+        self._bags = {}
         for i, candidate in enumerate(self.candidates):
             if candidate.in_graph:
                 for label in candidate.labels:
                     self._keys.setdefault(label_key(label), i)
+                    bag = bag_key(label)
+                    if bag:
+                        # A bag of words two techniques share is ambiguous: matched by neither.
+                        self._bags[bag] = i if self._bags.get(bag, i) == i else None
 
-    def label_hit(self, key: str) -> Candidate | None:
-        """The graph candidate one of whose labels normalises to `key` (`label_key`), if any."""
-        i = self._keys.get(key)
+    def label_hit(self, name: str) -> Candidate | None:
+        """The graph candidate one of whose labels normalises like `name` (`label_key`, else `bag_key`)."""
+        i = self._keys.get(label_key(name))
+        if i is None:
+            i = self._bags.get(bag_key(name))
         return self.candidates[i] if i is not None else None
 
     def add(self, candidate: Candidate) -> None:
@@ -329,8 +354,23 @@ class CandidateIndex:
 
 
 @dataclass(frozen=True)
+class Thresholds:
+    """A decision rule's thresholds (see `decide`)."""
+
+    merge_threshold: float
+    new_threshold: float
+    margin: float
+
+
+@dataclass(frozen=True)
 class ScoringModel:
-    """A fitted logistic model and its decision thresholds."""
+    """A fitted choice model and its decision thresholds.
+
+    It applies when the relabeler has a taxonomy (the default). Without one the candidates are the
+    graph's techniques only, often bare names, and the features mean something else (fewer labels,
+    more unexplained words): `without_taxonomy` is the model fitted for that case (`for_knowledge`
+    picks it).
+    """
 
     weights: tuple[float, ...]
     bias: float
@@ -339,13 +379,27 @@ class ScoringModel:
     margin: float
     fitted_on: str = ""
     metrics: dict[str, Any] = field(default_factory=dict)
+    without_taxonomy: ScoringModel | None = None
+
+    def for_knowledge(self, *, taxonomy: bool) -> ScoringModel:
+        """The model for a relabeler with (or without) a taxonomy."""
+        if taxonomy or self.without_taxonomy is None:
+            return self
+        return self.without_taxonomy
 
     def probabilities(
         self, features: np.ndarray[Any, np.dtype[np.float64]]
     ) -> np.ndarray[Any, np.dtype[np.float64]]:
-        """P(candidate is the step's technique) per row."""
+        """P(candidate is the step's technique) per row; the rows are all the candidates of one step.
+
+        The probabilities sum to at most 1: the rest is the probability that the step is none of them.
+        """
+        if len(features) == 0:
+            return np.zeros(0, dtype=np.float64)
         z = features @ np.asarray(self.weights) + self.bias
-        return np.asarray(1.0 / (1.0 + np.exp(-np.clip(z, -50, 50))), dtype=np.float64)
+        top = max(float(np.max(z)), 0.0)
+        e = np.exp(z - top)
+        return np.asarray(e / (np.exp(-top) + float(np.sum(e))), dtype=np.float64)
 
     def to_json(self) -> dict[str, Any]:
         """The committed file's content."""
@@ -357,6 +411,11 @@ class ScoringModel:
             "merge_threshold": round(self.merge_threshold, 6),
             "new_threshold": round(self.new_threshold, 6),
             "margin": round(self.margin, 6),
+            **(
+                {"without_taxonomy": self.without_taxonomy.to_json()}
+                if self.without_taxonomy is not None
+                else {}
+            ),
             "fitted_on": self.fitted_on,
             "metrics": self.metrics,
         }
@@ -375,6 +434,14 @@ class ScoringModel:
                 margin=float(document["margin"]),
                 fitted_on=str(document.get("fitted_on", "")),
                 metrics=dict(document.get("metrics", {})),
+                without_taxonomy=(
+                    cls.from_json(
+                        {"format": MODEL_FORMAT, "features": list(FEATURES), **document["without_taxonomy"]},
+                        f"{source or 'model'} (without_taxonomy)",
+                    )
+                    if document.get("without_taxonomy") is not None
+                    else None
+                ),
             )
         except (KeyError, TypeError, ValueError) as e:
             raise ScoringError(f"{source or 'model'}: invalid model: {e}") from e
@@ -397,28 +464,57 @@ def load_model(path: Path | None = None) -> ScoringModel:
     return ScoringModel.from_json(document, str(target))
 
 
-def fit_logistic(
-    features: np.ndarray[Any, np.dtype[np.float64]],
-    labels: np.ndarray[Any, np.dtype[np.float64]],
+def fit_choice(
+    steps: Sequence[tuple[np.ndarray[Any, np.dtype[np.float64]], int]],
     *,
     l2: float = 1.0,
-    iterations: int = 50,
+    iterations: int = 100,
 ) -> tuple[tuple[float, ...], float]:
-    """L2-regularised logistic regression by Newton's method (deterministic; the bias is not penalised)."""
-    n, d = features.shape
-    x = np.hstack([features, np.ones((n, 1))])
-    w = np.zeros(d + 1)
+    """Fit the choice model by Newton's method (deterministic; the bias is not penalised).
+
+    `steps`: per step, its candidates' feature rows and the index of the right candidate (-1: none of
+    them is right). Maximises the L2-penalised log-likelihood of the right choices.
+    """
+    d = steps[0][0].shape[1] if steps else len(FEATURES)
+    theta = np.zeros(d + 1)
     penalty = np.full(d + 1, l2)
     penalty[-1] = 0.0
+    augmented = [(np.hstack([x, np.ones((len(x), 1))]), target) for x, target in steps if len(x)]
+
+    def objective(t: np.ndarray[Any, np.dtype[np.float64]]) -> float:
+        total = 0.5 * float(penalty @ (t * t))
+        for z, target in augmented:
+            scores = z @ t
+            top = max(float(np.max(scores)), 0.0)
+            log_norm = top + math.log(math.exp(-top) + float(np.sum(np.exp(scores - top))))
+            total += log_norm - (float(scores[target]) if target >= 0 else 0.0)
+        return total
+
+    current = objective(theta)
     for _ in range(iterations):
-        p = 1.0 / (1.0 + np.exp(-np.clip(x @ w, -50, 50)))
-        gradient = x.T @ (p - labels) + penalty * w
-        hessian = (x * (p * (1 - p))[:, None]).T @ x + np.diag(penalty) + 1e-9 * np.eye(d + 1)
+        gradient = penalty * theta
+        hessian = np.diag(penalty) + 1e-9 * np.eye(d + 1)
+        for z, target in augmented:
+            scores = z @ theta
+            top = max(float(np.max(scores)), 0.0)
+            e = np.exp(scores - top)
+            p = e / (np.exp(-top) + float(np.sum(e)))
+            mean = p @ z
+            gradient += mean - (z[target] if target >= 0 else 0.0)
+            hessian += (z * p[:, None]).T @ z - np.outer(mean, mean)
         step = np.linalg.solve(hessian, gradient)
-        w -= step
-        if float(np.max(np.abs(step))) < 1e-8:
+        # Damped Newton: halve the step until the penalised objective does not grow.
+        scale = 1.0
+        while scale > 1e-6:
+            candidate = theta - scale * step
+            value = objective(candidate)
+            if value <= current + 1e-12:
+                break
+            scale /= 2
+        theta, current = candidate, value
+        if float(np.max(np.abs(scale * step))) < 1e-8:
             break
-    return tuple(float(v) for v in w[:-1]), float(w[-1])
+    return tuple(float(v) for v in theta[:-1]), float(theta[-1])
 
 
 @dataclass(frozen=True)

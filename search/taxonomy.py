@@ -91,8 +91,56 @@ _FILLER = frozenset(
         "bit",
         "slap",
         "throw",
+        # Verbs of doing that say nothing about which technique: "make the loads wide", "switch to
+        # SoA", "get rid of the divides", "move the table to constant memory", "play with block dims".
+        "make",
+        "making",
+        "made",
+        "switch",
+        "switching",
+        "play",
+        "get",
+        "getting",
+        "rid",
+        "turn",
+        "turning",
+        "move",
+        "moving",
+        "put",
+        "putting",
+        "go",
+        "stop",
+        "keep",
+        "keeping",
+        "try",
+        "some",
+        "all",
+        "whole",
+        "each",
+        "every",
+        "from",
+        "into",
+        "onto",
+        "at",
+        "up",
+        "out",
+        "instead",
+        # Amounts: "four outputs per thread", "4 partial sums", "more work per thread".
+        "more",
+        "less",
+        "fewer",
+        "several",
+        "many",
+        "multiple",
+        "two",
+        "three",
+        "four",
+        "eight",
+        "sixteen",
     }
 )
+_NUMBER = re.compile(r"^x?\d{1,2}x?$")
+"""Small counts ("4 streams", "x8", "4x") say how much, not which technique; "128"(-bit) is kept."""
 _TOKEN = re.compile(r"[a-z0-9_]+")
 
 ABBREVIATIONS: dict[str, str] = {
@@ -137,6 +185,24 @@ ABBREVIATIONS: dict[str, str] = {
     "parallelisation": "parallelization",
     "optimisation": "optimization",
     "tile": "tiling",
+    "struct": "structure",
+    "structs": "structures",
+    "dim": "dimension",
+    "dims": "dimensions",
+    "div": "division",
+    "divs": "divisions",
+    "divide": "division",
+    "divides": "divisions",
+    "coeff": "coefficient",
+    "coeffs": "coefficients",
+    "if": "branch",
+    "ifs": "branches",
+    "conditionals": "branches",
+    "conditional": "branch",
+    # Shared memory under its other names (the Best Practices Guide calls it on-chip memory; other
+    # architectures call it a scratchpad or local data share).
+    "scratchpad": "shared memory",
+    "lds": "shared memory",
 }
 _WORD = re.compile(r"[A-Za-z0-9_]+")
 
@@ -152,7 +218,13 @@ def expand_abbreviations(text: str) -> str:
 
 
 def _stem(token: str) -> str:
-    """A light stemmer: enough to make "unrolling"/"unrolled"/"unroll" and "loops"/"loop" meet."""
+    """A light stemmer: enough to make "unrolling"/"unrolled"/"unroll" and "loops"/"loop" meet.
+
+    A final "e" goes too ("restructure"/"restructuring", "coalesce"/"coalesced"), and "-less" words
+    keep their root ("branchless" -> "branch": the technique is about the branch).
+    """
+    if token.endswith("less") and len(token) - 4 >= 4:
+        token = token[:-4]
     for suffix, keep in (
         ("ization", 3),
         ("isation", 3),
@@ -166,24 +238,43 @@ def _stem(token: str) -> str:
         if token.endswith(suffix) and len(token) - len(suffix) >= keep:
             token = token[: -len(suffix)]
             break
+    if token.endswith("e") and len(token) > 4:
+        token = token[:-1]
     return token
 
 
 def content_tokens(text: str) -> list[str]:
-    """The stemmed content words of `text` (filler words dropped; `__ldg` keeps its underscores)."""
+    """The stemmed content words of `text` (filler words dropped; `__ldg` keeps its inner underscores).
+
+    "per" binds to the word after it ("outputs per thread" -> output, per_thread), so that "outputs
+    per thread" (coarsening) and "thread per output" (a first port) do not read as the same words.
+    """
     lowered = expand_abbreviations(text).lower().replace("-", " ").replace("/", " ")
     # "Loop tiling without shared memory" is not about shared memory: what follows "without" is dropped.
     lowered = lowered.split(" without ", 1)[0]
-    return [
+    words = [
         _stem(t.strip("_") or t)
         for t in _TOKEN.findall(lowered)
-        if t not in _FILLER and t.strip("_") not in _FILLER
+        if t not in _FILLER and t.strip("_") not in _FILLER and not _NUMBER.match(t)
     ]
+    out: list[str] = []
+    for word in words:
+        if out and out[-1] == "per":
+            out[-1] = f"per_{word}"
+        else:
+            out.append(word)
+    return out
 
 
 def label_key(text: str) -> str:
     """The normalised form two labels are compared in (word order kept)."""
     return " ".join(content_tokens(text))
+
+
+def bag_key(text: str) -> str:
+    """The normalised words of a label in sorted order: "restructure the algorithm" meets
+    "algorithm restructuring". Matched only where no two techniques share a bag."""
+    return " ".join(sorted(set(content_tokens(text))))
 
 
 class TaxonomyError(SearchError):
@@ -228,8 +319,16 @@ class Taxonomy:
     source: str = ""
     _by_key: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
     _by_name: dict[str, TaxonomyTechnique] = field(default_factory=dict, compare=False, repr=False)
+    _by_bag: dict[str, str | None] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        for technique in self.techniques:
+            for label in technique.labels:
+                bag = bag_key(label)
+                if bag:
+                    owner = self._by_bag.get(bag, technique.name)
+                    # A bag two techniques share is ambiguous: matched by neither.
+                    self._by_bag[bag] = technique.name if owner == technique.name else None
         for technique in self.techniques:
             self._by_name[technique.name] = technique
             for label in technique.labels:
@@ -250,8 +349,8 @@ class Taxonomy:
             raise TaxonomyError(f"the taxonomy has no technique {name!r}") from e
 
     def lookup(self, label: str) -> TaxonomyTechnique | None:
-        """The technique one of whose labels normalises like `label`, if any."""
-        name = self._by_key.get(label_key(label))
+        """The technique one of whose labels normalises like `label` (in order, else as a bag), if any."""
+        name = self._by_key.get(label_key(label)) or self._by_bag.get(bag_key(label))
         return self._by_name[name] if name is not None else None
 
     @property

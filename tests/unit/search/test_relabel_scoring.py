@@ -1,4 +1,4 @@
-"""The relabel scorer: its fitted model file, the logistic fit and the decision rule."""
+"""The relabel scorer: its fitted model file, the choice-model fit and the decision rule."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from search.relabel_scoring import (
     ScoringError,
     ScoringModel,
     decide,
-    fit_logistic,
+    fit_choice,
     load_model,
+    mention_core,
 )
 
 
@@ -25,15 +26,61 @@ def test_the_committed_model_matches_the_features() -> None:
     assert model.weights[FEATURES.index("unexplained")] < 0
 
 
-def test_fit_logistic_separates_a_separable_set() -> None:
+def test_fit_choice_learns_which_candidate_is_right() -> None:
+    # Per step, 5 candidates with 2 features; the right one has the largest x0 - 0.5 x1, and a step
+    # whose best candidate scores below 0 has no right candidate ("none of them").
     rng = np.random.default_rng(0)
-    x = rng.normal(size=(200, 2))
-    y = (x[:, 0] - 0.5 * x[:, 1] > 0).astype(np.float64)
-    weights, bias = fit_logistic(x, y, l2=0.1)
-    model = ScoringModel(weights=weights, bias=bias, merge_threshold=0.5, new_threshold=0.5, margin=0.0)
-    accuracy = float(np.mean((model.probabilities(x) >= 0.5) == (y == 1)))
-    assert accuracy > 0.95
+    steps = []
+    for _ in range(300):
+        x = rng.normal(size=(5, 2))
+        score = x[:, 0] - 0.5 * x[:, 1]
+        best = int(np.argmax(score))
+        steps.append((x, best if score[best] > 0.5 else -1))
+    weights, bias = fit_choice(steps, l2=0.1)
     assert weights[0] > 0 > weights[1]
+    model = ScoringModel(weights=weights, bias=bias, merge_threshold=0.5, new_threshold=0.5, margin=0.0)
+    hits = 0
+    for x, target in steps:
+        p = model.probabilities(x)
+        assert 0.0 <= float(p.sum()) <= 1.0 + 1e-9
+        chosen = int(np.argmax(p)) if p.max() > 1.0 - p.sum() else -1
+        hits += chosen == target
+    assert hits / len(steps) > 0.85
+
+
+def test_probabilities_share_the_mass_between_close_candidates() -> None:
+    model = ScoringModel(weights=(10.0, 0.0), bias=-5.0, merge_threshold=0.5, new_threshold=0.1, margin=0.0)
+    alone = model.probabilities(np.array([[1.0, 0.0], [0.0, 0.0]]))
+    rivals = model.probabilities(np.array([[1.0, 0.0], [1.0, 0.0]]))
+    assert alone[0] > 0.95
+    assert rivals[0] < 0.55 and rivals[0] == rivals[1]
+
+
+def test_a_mention_matches_the_identifier_core_only_for_compound_identifiers() -> None:
+    assert mention_core("__shfl_down_sync") == "shfl_down"
+    assert mention_core("memcpy_async") == "memcpy_async"
+    # A plain word inside underscores stays literal: "shared" is written by any shared-memory step.
+    assert mention_core("__shared__") == "__shared__"
+    assert mention_core("__ldg") == "__ldg"
+
+
+def test_without_a_taxonomy_the_model_of_that_case_applies() -> None:
+    bare = ScoringModel(
+        weights=(1.0,) * len(FEATURES), bias=0.0, merge_threshold=0.9, new_threshold=0.5, margin=0.0
+    )
+    model = ScoringModel(
+        weights=(0.0,) * len(FEATURES),
+        bias=0.0,
+        merge_threshold=0.6,
+        new_threshold=0.2,
+        margin=0.0,
+        without_taxonomy=bare,
+    )
+    assert model.for_knowledge(taxonomy=True) is model
+    assert model.for_knowledge(taxonomy=False) is bare
+    again = ScoringModel.from_json(model.to_json())
+    assert again.without_taxonomy is not None and again.without_taxonomy.merge_threshold == 0.9
+    assert load_model().without_taxonomy is not None
 
 
 def _ranked(*probabilities: float) -> Ranked:
@@ -60,3 +107,9 @@ def test_a_model_file_for_other_features_or_thresholds_is_refused() -> None:
         ScoringModel.from_json({**document, "new_threshold": 0.9, "merge_threshold": 0.5})
     with pytest.raises(ScoringError, match="invalid"):
         ScoringModel.from_json({**document, "bias": "high"})
+    with pytest.raises(ScoringError, match="new_threshold"):
+        ScoringModel.from_json(
+            {**document, "without_taxonomy": {**document["without_taxonomy"], "new_threshold": 1.5}}
+        )
+    with pytest.raises(ScoringError, match=r"not a regraph\.relabel-model/v2"):
+        ScoringModel.from_json({**document, "format": "regraph.relabel-model/v1"})
