@@ -256,10 +256,14 @@ def test_a_worker_wakes_its_waiting_parent_when_its_result_is_written_or_it_dies
         try:
             start_candidate(proc, _job(task, tmp_path), None)
             proc.send("run.json", _run(products[name]))
+            # Each sleep must end before its 60 s when the worker finishes; how long the worker itself
+            # takes (a loaded machine) is not what is checked.
             t0 = time.monotonic()
             while not proc.result_path.exists() and proc.proc.poll() is None:
+                slept = time.monotonic()
                 proc._sleep_until_done(60.0)
-                assert time.monotonic() - t0 < 30.0, f"{name}: the parent was not woken"
+                assert time.monotonic() - slept < 55.0, f"{name}: the parent was not woken"
+                assert time.monotonic() - t0 < 180.0, f"{name}: the worker never finished"
             assert proc.result_path.exists() if done == "result" else proc.proc.wait(10) != 0
         finally:
             proc.close()
