@@ -74,7 +74,8 @@ def test_commands_reach_the_stack_running_on_their_data_directory(tmp_path: Path
     )
     env = _environment(data_dir, neo4j_port)
     app = create_app(settings)
-    with serve_in_thread(app, port=port) as url:
+    # Its own embedded Neo4j starts first: up to REGRAPH_NEO4J_START_TIMEOUT_S (180 s) on a busy machine.
+    with serve_in_thread(app, port=port, startup_timeout_s=300) as url:
         running = RunningStack.model_validate(json.loads(running_file(data_dir).read_text()))
         assert (running.pid, running.api_url, running.embedded) == (os.getpid(), url, True)
         assert running.neo4j_uri == f"bolt://127.0.0.1:{neo4j_port}"
