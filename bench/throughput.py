@@ -107,14 +107,18 @@ def _distinct(source: str, tag: str) -> str:
     return f"{source}\n__device__ int xthroughput_{tag};\n"
 
 
-def build_queue(dirs: list[Path], per_task: int, hangs: int, seed: int) -> list[QueueItem]:
-    """The mixed queue: correct and failing candidates of every task and a few hangs, shuffled."""
+def build_queue(
+    dirs: list[Path], per_task: int, hangs: int, seed: int, runtime: str = "gpu"
+) -> list[QueueItem]:
+    """The mixed queue: correct and failing candidates of every task and a few hangs, shuffled. With
+    ``runtime="host"`` (the CPU test runtime) only function tasks, their serial reference as the
+    correct candidate (``bench.executor_bench.candidate_source``)."""
     items: list[QueueItem] = []
     failing = ("unwritten", "compile_error", "static")
     hung = 0
     for n, d in enumerate(dirs):
         task = load_task(d)
-        source = candidate_source(d, task, "gpu")
+        source = candidate_source(d, task, "host" if runtime == "host" else "gpu")
         if source is None:
             continue
         for k in range(per_task):
@@ -173,7 +177,7 @@ def start_ray(runtime: str, replicas: int, address: str | None) -> str:
     os.environ.setdefault(
         "RAY_AUTH_MODE", "disabled"
     )  # a throwaway local cluster: no token file left in ~/.ray
-    if runtime == "none":  # no GPU: a custom resource stands for one per replica
+    if runtime in ("none", "host"):  # no GPU: a custom resource stands for one per replica
         ray.init(num_cpus=2, resources={FAKE_GPU: replicas}, log_to_driver=False, logging_level="warning")
         return FAKE_GPU
     ray.init(log_to_driver=False, logging_level="warning")
@@ -272,6 +276,24 @@ def summarize(
     for item, _, call in verdicts:
         by_kind["kernel" if isinstance(item.task, KernelTask) else "function"].append(call)
     per_hour = len(verdicts) / wall_s * 3600 if wall_s > 0 else 0.0
+    # A task's first evaluation on a replica: the one that stored its timing set, timed its serial
+    # reference, or waited for the replica to prepare the task (Evaluator.prepare_task).
+    first_keys = ("timing_set", "reference_timing", "task_prepare_wait")
+    firsts = [(v, call) for _, v, call in verdicts if any(k in v.seconds for k in first_keys)]
+    first_eval = {
+        "count": len(firsts),
+        "call_s": _stat([call for _, call in firsts]),
+        "later_call_s": _stat(
+            [call for _, v, call in verdicts if not any(k in v.seconds for k in first_keys)]
+        ),
+        # what the candidate waited for after its compile: the reference's work, the task's preparation
+        "waited_s": _stat(
+            [
+                v.seconds.get("reference_wait", 0.0) + v.seconds.get("task_prepare_wait", 0.0)
+                for v, _ in firsts
+            ]
+        ),
+    }
     return {
         "evaluations": len(results),
         "verdicts": len(verdicts),
@@ -288,6 +310,7 @@ def summarize(
         "latency_s": {kind: _stat(calls) for kind, calls in sorted(by_kind.items())},
         "hangs": hangs,
         "outcomes": dict(sorted(outcome.items())),
+        "first_evaluation": first_eval,
     }
 
 
@@ -295,7 +318,9 @@ def run_queue(args: argparse.Namespace, items: list[QueueItem], replicas: int, c
     """Start a fleet of ``replicas`` (or one executor with ``--single``), drain the queue through its
     URL, and summarize."""
     options = EvaluationOptions.model_validate(json.loads(args.options))
-    settings = ExecutorSettings(cache_dir=cache, runtime=args.runtime, fleet_replicas=replicas)
+    settings = ExecutorSettings.model_validate(
+        {**json.loads(args.settings), "cache_dir": cache, "runtime": args.runtime, "fleet_replicas": replicas}
+    )
     fleet: Fleet | None = None
     if args.single:
         app = create_app(settings)
@@ -410,6 +435,24 @@ def render(result: dict[str, Any]) -> str:
                 f"| {r['replicas']} | {r['evaluations']} | {r['lost']} | {r['retried']} | {r['wall_s']} "
                 f"| {r['per_hour']} | {r['per_hour_per_gpu']} | {eff:.0%} | {r['rebuilds']} | {lat} |"
             )
+        lines += [
+            "",
+            "A task's first evaluation on a replica (it stored the timing set, timed the serial reference, or "
+            "waited for the task's preparation) against the others: call latency, and what the first ones "
+            "waited for after their compile (`reference_wait` + `task_prepare_wait`), median/p90 s:",
+            "",
+            "| replicas | first evaluations | first: call | first: waited | later: call |",
+            "|---|---|---|---|---|",
+        ]
+        for r in runs:
+            f = r.get("first_evaluation")
+            if f is None:
+                continue
+            cells = [
+                f"{f[k]['median']:.2f}/{f[k]['p90']:.2f}" if f[k]["median"] is not None else "-"
+                for k in ("call_s", "waited_s", "later_call_s")
+            ]
+            lines.append(f"| {r['replicas']} | {f['count']} | " + " | ".join(cells) + " |")
         lines += ["", "GPU-busy fraction of the wall time per replica and stage:", ""]
         lines += ["| replicas | replica | evaluations | " + " | ".join(GPU_STAGES) + " |"]
         lines += ["|---|---|---|" + "---|" * len(GPU_STAGES)]
@@ -453,7 +496,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--tasks", type=Path, action="append", help="a directory of tasks (repeatable)")
     parser.add_argument("--limit", type=int, default=1000, help="at most this many tasks per directory")
-    parser.add_argument("--runtime", choices=["gpu", "none", "auto"], default="auto")
+    parser.add_argument(
+        "--runtime", choices=["gpu", "none", "host", "auto"], default="auto", help="host: CPU, function tasks"
+    )
+    parser.add_argument("--settings", default="{}", help="ExecutorSettings fields as JSON (every replica's)")
     parser.add_argument("--ray", default=None, help="a running cluster's address (default: start one here)")
     parser.add_argument("--replicas", default="1", help="fleet sizes to run the queue on, e.g. 1,2,4")
     parser.add_argument("--single", action="store_true", help="one executor without Ray instead of a fleet")
@@ -471,6 +517,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--md", type=Path, default=None)
     args = parser.parse_args(argv)
+    unknown = set(json.loads(args.settings)) - set(ExecutorSettings.model_fields)
+    if unknown:  # the settings ignore unknown fields: a misspelt one would silently do nothing
+        parser.error(f"--settings: no such executor setting: {', '.join(sorted(unknown))}")
     args.tasks = args.tasks or [Path("bench/tasks"), Path("bench/kernel_tasks")]
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s", stream=sys.stderr)
     logger.setLevel(logging.INFO)
@@ -485,7 +534,7 @@ def main(argv: list[str] | None = None) -> int:
             result["overhead"] = measure_overhead(args, Path(tmp) / "cache")
         else:
             dirs = [d for root in args.tasks for d in task_dirs([root])[: args.limit]]
-            items = build_queue(dirs, args.per_task, args.hangs, args.seed)
+            items = build_queue(dirs, args.per_task, args.hangs, args.seed, args.runtime)
             logger.info("queue: %d candidates over %d tasks", len(items), len(dirs))
             runs = []
             for n in [int(x) for x in args.replicas.split(",")]:

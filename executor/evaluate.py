@@ -185,7 +185,7 @@ class Evaluator:
         limit = self.settings.memory_limit_bytes
         with self._prepare_lock:
             ahead = self._tasks_preparing.get(self._key("reference", task))
-        if ahead is not None:
+        if ahead is not None and not ahead.done():
             waited = time.perf_counter()
             with contextlib.suppress(CancelledError):
                 ahead.result()  # never raises: failures are logged, and the evaluation does it itself
