@@ -11,6 +11,7 @@ from fastapi import FastAPI
 
 from api.auth import key_is_live
 from api.discovery import announce, withdraw
+from api.docs import mount_docs
 from api.edge import RequestGate, document_edge_responses
 from api.errors import install_error_handlers, translate_errors
 from api.graph.service import GraphServiceError
@@ -58,6 +59,8 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         version="0.1.0",
         summary="A reasoning graph of CUDA optimization techniques, searched by a small local model.",
         lifespan=lifespan,
+        docs_url=None,  # /docs is served with its assets from a package (api/docs.py), not a CDN
+        redoc_url=None,
     )
     install_error_handlers(app)
     mcp = mount_mcp(app, settings)  # /mcp: the MCP server over the same services (api/mcp)
@@ -77,5 +80,6 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     app.include_router(graph.router)
     app.include_router(relabel.router)
     app.include_router(cypher.router)
+    mount_docs(app)
     mount_ui(app, settings)  # the curation workspace under /ui
     return app
