@@ -95,16 +95,6 @@ class CompilePool:
         self._built_on: OrderedDict[str, str] = OrderedDict()
         self._remember = remember
 
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._handles)
-
-    def replace(self, handles: list[Any]) -> None:
-        """A new set of compile workers (the router replaced a lost one)."""
-        with self._lock:
-            self._handles = dict(enumerate(handles))
-            self._in_flight = dict.fromkeys(self._handles, 0)
-
     def take_built_on(self, source: str) -> str | None:
         """The node whose compile worker built ``source`` for this replica since it was last asked
         (None: built here, or answered from this replica's cache)."""

@@ -100,10 +100,6 @@ class ExecutorReplica:
         request = EvaluateRequest.model_validate_json(request_json)
         self.evaluator.prepare_task(request.task, request.options)
 
-    def compile_workers(self) -> int:
-        """How many compile workers this replica sends its builds to (lost ones are dropped)."""
-        return len(self.compile_pool)
-
     def probe(self) -> bool:
         """Whether the GPU still serves a fresh process: the configured probe command, else the
         built-in CUDA probe (always True without a GPU runtime and without a command)."""
