@@ -30,6 +30,7 @@ from regraph_cli.discovery import reach, refuse_second_stack
 from regraph_cli.graph import graph_app, keys_app
 from regraph_cli.mcp import mcp_command
 from regraph_cli.optimize import optimize_command
+from regraph_cli.replay import replay_app
 
 app = typer.Typer(
     no_args_is_help=True, help="ReGraph: CUDA optimization with a reasoning graph and a small model."
@@ -43,6 +44,7 @@ app.command("mcp")(mcp_command)
 app.add_typer(bench_app, name="bench")
 app.add_typer(graph_app, name="graph")
 app.add_typer(keys_app, name="keys")
+app.add_typer(replay_app, name="replay")
 
 console = Console(stderr=True)
 logger = logging.getLogger("regraph")

@@ -42,3 +42,28 @@ def test_a_pattern_in_an_error_prints_as_written(tmp_path: Path) -> None:
     assert code == 1
     assert "'^[a-z0-9_]+$'" in output, output
     assert "[bold]" in output
+
+
+def test_trajectories_convert_to_a_replay_file_the_api_reads(tmp_path: Path) -> None:
+    # Issue 15: the API's replay backend took a trajectory file (202), then failed the job.
+    from regraph_cli.main import app
+    from search.backends.replay import load_replay
+
+    out = tmp_path / "gemm.replay.jsonl"
+    result = CliRunner().invoke(
+        app,
+        ["replay", "from-trajectories", str(TRAJECTORIES / "gemm_f32.jsonl"), str(out)],
+        terminal_width=400,
+    )
+    assert result.exit_code == 0, result.output
+    records = load_replay(out)
+    steps = json.loads((TRAJECTORIES / "gemm_f32.jsonl").read_text().splitlines()[0])["steps"]
+    assert len(records) == len(steps) and "REPLAY_PATH" in result.output
+    again = CliRunner().invoke(app, ["replay", "from-trajectories", str(out), str(tmp_path / "x.jsonl")])
+    assert again.exit_code == 1 and "already a replay file" in again.output
+    garbled = tmp_path / "garbled.jsonl"
+    garbled.write_bytes(b"\xff\xfe\x00binary")
+    refused = CliRunner().invoke(
+        app, ["replay", "from-trajectories", str(garbled), str(tmp_path / "y.jsonl")]
+    )
+    assert refused.exit_code == 1 and "Traceback" not in refused.output
