@@ -246,7 +246,8 @@ def evaluate(
     index = policy.index(scenario.techniques)
     row = Row(half, scenario.name, n=len(chosen))
     start, cpu_start = time.perf_counter(), time.process_time()
-    policy.prepare([i.step() for i in chosen])
+    # As construction does: one batch per set of steps, names embedded only where the scorer needs them.
+    policy.prepare([i.step() for i in chosen], index)
     choices = [policy.choose(i.step(), index) for i in chosen]
     row.seconds = time.perf_counter() - start
     row.cpu_seconds = time.process_time() - cpu_start
@@ -503,7 +504,17 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         help="keep the untimed embeddings in this .npz between runs (development)",
     )
+    parser.add_argument(
+        "--torch-threads",
+        type=int,
+        help="torch intra-op threads for the embedding model (default: torch's own, one per core); on a "
+        "machine shared with other busy processes 1 avoids threads spinning while they wait for a core",
+    )
     args = parser.parse_args(argv)
+    if args.torch_threads is not None:
+        import torch
+
+        torch.set_num_threads(args.torch_threads)
     taxonomy = default_taxonomy()
     items = load_items(taxonomy)
     embedder = shared_embedder()
@@ -531,7 +542,8 @@ def main(argv: list[str] | None = None) -> int:
         [
             f"# Relabel benchmark ({datetime.now(UTC):%Y-%m-%d %H:%M} UTC)",
             "",
-            f"- command: `python -m bench.relabel_bench{' --calibrate' if args.calibrate else ''}`",
+            f"- command: `python -m bench.relabel_bench{' --calibrate' if args.calibrate else ''}"
+            f"{f' --torch-threads {args.torch_threads}' if args.torch_threads is not None else ''}`",
             f"- machine: {platform.machine()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} "
             f"at the end (the machine is shared), python {sys.version.split()[0]}",
             "- decisions/s: the test half on the full graph, embedding of every step included (the other rows "

@@ -86,7 +86,7 @@ def relabel_all(trajectories: list[SourcedTrajectory]) -> tuple[list[str], dict[
     start = time.perf_counter()
     for item in trajectories:
         session = relabeler.session()
-        relabeler.prepare(item.trajectory.steps)
+        session.prepare(item.trajectory.steps)
         before = references(item.trajectory.task_id)
         for step in item.trajectory.steps:
             targets.append(

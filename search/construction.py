@@ -384,7 +384,7 @@ class GraphBuilder:
         previous_serial: float | None = 1.0
         previous_label = INITIAL_TECHNIQUE
         rejected = 0
-        self.relabeler.prepare(trajectory.steps)
+        session.prepare(trajectory.steps)
         # Relabel every step first: a name that cannot be relabeled fails the trajectory before any
         # validation runs or anything is written.
         targets = []

@@ -19,6 +19,7 @@ import asyncio
 import json
 import logging
 import re
+import threading
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -261,9 +262,22 @@ class RelabelPolicy:
         """Candidates for the graph's `techniques` (with the taxonomy techniques it lacks)."""
         return CandidateIndex(technique_candidates(techniques, self.taxonomy), self.vectors)
 
-    def prepare(self, steps: list[StepInput]) -> None:
-        """Embed the texts of many steps in one batch (the per-step decisions then hit the cache)."""
-        self.vectors.ensure([s.text.embedded_name() for s in steps] + [s.text.embedded_text() for s in steps])
+    def prepare(self, steps: list[StepInput], index: CandidateIndex | None = None) -> None:
+        """Embed the texts of many steps in one batch (the per-step decisions then hit the cache).
+
+        With `index`, a step whose name a graph label or the taxonomy decides gets only its
+        "name: detail" embedded (what its decision record keeps), not its name.
+        """
+        names = [
+            s.text.embedded_name()
+            for s in steps
+            if index is None
+            or (
+                index.label_hit(s.name) is None
+                and (self.taxonomy is None or self.taxonomy.lookup(s.name) is None)
+            )
+        ]
+        self.vectors.ensure(names + [s.text.embedded_text() for s in steps])
 
     def choose(self, step: StepInput, index: CandidateIndex) -> RelabelChoice:
         """Decide one step against `index`."""
@@ -362,11 +376,43 @@ class RelabelSession:
     decisions: list[RelabelDecision] = field(default_factory=list)
     _index: CandidateIndex | None = None
     _known: dict[str, str] = field(default_factory=dict)
+    _labels: dict[str, str] | None = None
+    _techniques: list[Technique] | None = None
+
+    def _graph(self) -> list[Technique]:
+        if self._techniques is None:
+            self._techniques = self.relabeler.graph_techniques()
+        return self._techniques
+
+    def _exact_labels(self) -> dict[str, str]:
+        """Every graph technique's name and alias (case folded) -> its name: one listing per session
+        instead of one store query per step."""
+        if self._labels is None:
+            self._labels = {}
+            for technique in self._graph():
+                for label in (technique.name, *technique.aliases):
+                    self._labels.setdefault(normalize_label(label).lower(), technique.name)
+        return self._labels
 
     def _candidates(self) -> CandidateIndex:
         if self._index is None:
-            self._index = self.relabeler.policy.index(self.relabeler.graph_techniques())
+            self._index = self.relabeler.candidate_index(self._graph())
         return self._index
+
+    def prepare(self, steps: Sequence[Any]) -> None:
+        """Embed, in one batch, what deciding the steps (objects with method/detail/think) will need.
+
+        Steps named exactly like a graph technique need nothing; the others need "name: detail" (kept
+        with the decision), and their name too when no label or taxonomy hit decides them.
+        """
+        known = self._exact_labels()
+        pending = [
+            StepInput(normalize_label(s.method), s.detail, s.think)
+            for s in steps
+            if normalize_label(s.method) and normalize_label(s.method).lower() not in known
+        ]
+        if pending:
+            self.relabeler.policy.prepare(pending, self._candidates())
 
     def resolve(
         self,
@@ -395,10 +441,10 @@ class RelabelSession:
         if folded == INITIAL_TECHNIQUE:
             self._known[folded] = INITIAL_TECHNIQUE
             return INITIAL_TECHNIQUE
-        existing = self.relabeler.store.find_technique_by_label(name)
+        existing = self._exact_labels().get(folded)
         if existing is not None:
-            self._known[folded] = existing.name
-            return existing.name
+            self._known[folded] = existing
+            return existing
         step = StepInput(name, description, think, code_before, code_after)
         target = self._decide(step)
         self._known[folded] = target
@@ -551,6 +597,19 @@ class Relabeler:
         self.candidates = candidates
         resolved = default_taxonomy() if taxonomy == "default" else taxonomy
         self.policy = RelabelPolicy(embedder, taxonomy=resolved, model=model or load_model())
+        self._index_lock = threading.Lock()
+        self._cached_index: tuple[tuple[tuple[str, str, tuple[str, ...]], ...], CandidateIndex] | None = None
+
+    def candidate_index(self, techniques: list[Technique]) -> CandidateIndex:
+        """A private copy of the candidate index of `techniques` (built once while they are unchanged)."""
+        key = tuple((t.name, t.description, tuple(t.aliases)) for t in techniques)
+        with self._index_lock:
+            cached = self._cached_index
+        if cached is None or cached[0] != key:
+            cached = (key, self.policy.index(techniques))
+            with self._index_lock:
+                self._cached_index = cached
+        return cached[1].copy()
 
     def graph_techniques(self) -> list[Technique]:
         """Every technique of the graph (pages of the store's listing)."""
@@ -573,7 +632,7 @@ class Relabeler:
         )
 
     def session(self) -> RelabelSession:
-        """A fresh session for one batch."""
+        """A fresh session for one batch (it lists the graph's techniques once, when first needed)."""
         return RelabelSession(self)
 
 

@@ -30,6 +30,7 @@ the rule itself (`decide`) is: merge into the best candidate when its probabilit
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import threading
@@ -291,6 +292,13 @@ class CandidateIndex:
         if i is None:
             i = self._bags.get(bag_key(name))
         return self.candidates[i] if i is not None else None
+
+    def copy(self) -> CandidateIndex:
+        """A copy to add candidates to (the vectors and matrices are shared until then: `rebuild`
+        replaces them, it never writes into them)."""
+        other = copy.copy(self)
+        other.candidates = list(self.candidates)
+        return other
 
     def add(self, candidate: Candidate) -> None:
         """Add one candidate (e.g. a technique created earlier in the same batch)."""

@@ -111,3 +111,40 @@ def test_a_name_the_code_contradicts_is_flagged(policy: RelabelPolicy, taxonomy:
         StepInput("Loop unrolling", code_before=SHUFFLE_BEFORE, code_after="{{{{ ]]]] not code " * 30), index
     )
     assert any(f.startswith("code_unparsed") for f in unparsed.flags)
+
+
+def test_sessions_read_the_graph_once_and_reuse_its_candidate_index(
+    embedder: Embedder, taxonomy: Taxonomy
+) -> None:
+    from dataclasses import dataclass
+
+    from bench.relabel_convergence import TechniqueCatalogue
+    from search.relabel import Relabeler
+
+    catalogue = TechniqueCatalogue(_graph(taxonomy, GRAPH))
+    relabeler = Relabeler(catalogue, embedder, taxonomy=taxonomy)
+
+    @dataclass
+    class Step:
+        method: str
+        detail: str = ""
+        think: str = ""
+
+    session = relabeler.session()
+    exact = Step("loop UNROLLING", "a detail only this test writes: exact 7d1f")
+    fresh = Step("Spin the loop out by hand", "a detail only this test writes: fresh 7d1f")
+    session.prepare([exact, fresh])
+    # An exact name needs no embedding; a name to decide has its "name: detail" embedded in the batch.
+    assert StepInput(exact.method, exact.detail).text.embedded_text() not in relabeler.policy.vectors._cache
+    assert StepInput(fresh.method, fresh.detail).text.embedded_text() in relabeler.policy.vectors._cache
+    assert session.resolve(exact.method, exact.detail) == "Loop unrolling"
+    assert not session.decisions
+    session.resolve(fresh.method, fresh.detail)
+    assert len(session.decisions) == 1
+    first = relabeler._cached_index
+    # An unchanged graph: the next session reuses the index; a changed one gets a new index.
+    relabeler.session().resolve("Spin the loop out by hand, again", "")
+    assert relabeler._cached_index is first
+    catalogue.apply(session.new_techniques, [(a.technique, a.alias) for a in session.aliases])
+    relabeler.session().resolve("Spin the loop out by hand, once more", "")
+    assert relabeler._cached_index is not first
