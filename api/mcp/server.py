@@ -20,6 +20,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from api.auth import Caller
+from api.mcp.evaluations import EvaluationJobs
 from api.mcp.service import (
     McpForbiddenError,
     McpServiceError,
@@ -88,6 +89,12 @@ class RoleGate:
 ServiceOf = Callable[[], ReasoningGraphService]
 """The service over the running stack (raises `McpUnavailableError` while it starts or stops)."""
 
+CandidateSource = Annotated[
+    str, Field(min_length=1, max_length=MAX_SOURCE_CHARS, description="your candidate's source")
+]
+TaskRef = Annotated[str | None, Field(description="a task id of the service (bench/tasks)")]
+InlineTask = Annotated[dict[str, Any] | None, Field(description="or the task inline (regraph.task/v1)")]
+
 _READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
 
 
@@ -108,6 +115,8 @@ def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf) -> MCPServer:
         log_level="WARNING",
         middleware=[RoleGate(caller_of)],
     )
+
+    evaluations = EvaluationJobs()  # this server's evaluation jobs (start_evaluation)
 
     def service(ctx: Context) -> ReasoningGraphService:
         caller_of(
@@ -203,14 +212,7 @@ def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf) -> MCPServer:
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
     async def evaluate_candidate(
-        source: Annotated[
-            str, Field(min_length=1, max_length=MAX_SOURCE_CHARS, description="your candidate's source")
-        ],
-        ctx: Context,
-        task_ref: Annotated[str | None, Field(description="a task id of the service (bench/tasks)")] = None,
-        task: Annotated[
-            dict[str, Any] | None, Field(description="or the task inline (regraph.task/v1)")
-        ] = None,
+        source: CandidateSource, ctx: Context, task_ref: TaskRef = None, task: InlineTask = None
     ) -> dict[str, Any]:
         """Verify a candidate against a task on the executor: static checks, compile, then (on a GPU) check
         against the reference on fresh inputs and time it. Returns the executor's typed verdict; without a
@@ -221,6 +223,62 @@ def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf) -> MCPServer:
             return s.capped(dump(judged))
 
         return await tool_call(ctx, run)
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
+    async def start_evaluation(
+        source: CandidateSource, ctx: Context, task_ref: TaskRef = None, task: InlineTask = None
+    ) -> dict[str, Any]:
+        """evaluate_candidate as a job, for evaluations longer than your client waits for one call: returns
+        an evaluation id at once; follow it with evaluation_status(evaluation_id, wait_s=...) (progress
+        notifications, then the verdict), cancel it with cancel_evaluation."""
+        caller = caller_of(ctx.request_context)
+
+        async def start(s: ReasoningGraphService) -> dict[str, Any]:
+            resolved = s.resolve_task(task_ref, task)
+
+            async def evaluate(progress: ProgressReporter) -> dict[str, Any]:
+                judged = await s.evaluate(source, task_ref=task_ref, task=task, progress=progress)
+                return s.capped(dump(judged))
+
+            job = evaluations.start(caller.job_owner, resolved.id, evaluate)
+            return {
+                **job.public(),
+                "hint": "follow it with evaluation_status(evaluation_id, wait_s=...), cancel with "
+                "cancel_evaluation",
+            }
+
+        return await tool_call(ctx, start)
+
+    @server.tool(annotations=_READ)
+    async def evaluation_status(
+        evaluation_id: Annotated[str, Field(min_length=1, max_length=100)],
+        ctx: Context,
+        wait_s: Annotated[
+            float, Field(ge=0, le=3600, description="follow it (progress notifications) up to this long")
+        ] = 0.0,
+    ) -> dict[str, Any]:
+        """An evaluation's state, its progress and, once finished, the executor's verdict (as
+        evaluate_candidate returns it). With wait_s > 0 the call follows it until it ends or time is up."""
+        caller = caller_of(ctx.request_context)
+
+        async def status(s: ReasoningGraphService) -> dict[str, Any]:
+            job = evaluations.get(evaluation_id, caller.job_scope)
+            await evaluations.follow(job, min(wait_s, s.settings.max_wait_s), _progress(ctx))
+            return s.capped(job.public())
+
+        return await tool_call(ctx, status)
+
+    @server.tool(annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=False))
+    async def cancel_evaluation(
+        evaluation_id: Annotated[str, Field(min_length=1, max_length=100)], ctx: Context
+    ) -> dict[str, Any]:
+        """Cancel a running evaluation (its verdict, if the executor still sends one, is dropped)."""
+        caller = caller_of(ctx.request_context)
+
+        async def cancel(s: ReasoningGraphService) -> dict[str, Any]:
+            return (await evaluations.cancel(evaluation_id, caller.job_scope)).public()
+
+        return await tool_call(ctx, cancel)
 
     @server.tool()
     async def start_optimization(

@@ -432,6 +432,10 @@ class ReasoningGraphService:
 
     # -- executor -----------------------------------------------------------------------------------------
 
+    def resolve_task(self, task_ref: str | None, task: dict[str, Any] | None) -> Task:
+        """The task named by `task_ref` (bench/tasks) or given inline; raises `McpInputError`."""
+        return self._task(task_ref, task)
+
     def _task(self, task_ref: str | None, task: dict[str, Any] | None) -> Task:
         try:
             request = OptimizeCreate.model_validate({"task_ref": task_ref, "task": task})

@@ -22,6 +22,9 @@ TOOLS = {
     "transition_examples",
     "cypher",
     "evaluate_candidate",
+    "start_evaluation",
+    "evaluation_status",
+    "cancel_evaluation",
     "start_optimization",
     "job_status",
     "cancel_job",
@@ -142,6 +145,32 @@ async def exercise_everything(client: Client, listed: set[str]) -> dict[str, Any
     assert progress.messages[0].startswith("asking the executor") and progress.values[-1] == 2
     broken = await client.call_tool("evaluate_candidate", {"source": CANDIDATE, "task_ref": "no_such_task"})
     assert "no_such_task" in error_text(broken)
+
+    # The same evaluation as a job: started by one call, followed by another.
+    evaluation = data(await client.call_tool("start_evaluation", {"source": CANDIDATE, "task_ref": TASK_ID}))
+    assert evaluation["evaluation_id"].startswith("eval-") and evaluation["task_id"] == TASK_ID
+    progress = Progress()
+    followed = data(
+        await client.call_tool(
+            "evaluation_status",
+            {"evaluation_id": evaluation["evaluation_id"], "wait_s": 120},
+            progress_callback=progress,
+        )
+    )
+    assert followed["state"] == "succeeded" and followed["finished"], followed
+    assert {k: followed["result"][k] for k in ("verification", "passed", "error_kind")} == {
+        "verification": "compile-only",
+        "passed": False,
+        "error_kind": "not_verified",
+    }
+    assert progress.messages == followed["progress"]
+    assert progress.messages[0].startswith("asking the executor")
+    finished = await client.call_tool("cancel_evaluation", {"evaluation_id": evaluation["evaluation_id"]})
+    assert "already finished" in error_text(finished)
+    unknown_task = await client.call_tool(
+        "start_evaluation", {"source": CANDIDATE, "task_ref": "no_such_task"}
+    )
+    assert "no_such_task" in error_text(unknown_task)
 
     started = data(
         await client.call_tool("start_optimization", {"task_ref": TASK_ID, "budget": 4, "rollouts": 2})

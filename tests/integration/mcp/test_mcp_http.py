@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -30,7 +31,14 @@ from graphdb.connection import OpenGraph
 from graphdb.models import Role
 from search.backends.config import ModelRoles, RoleConfig
 from tests.integration.mcp.conftest import ROOT, SEED_TECHNIQUES, TASK_ID, SeededGraph
-from tests.integration.mcp.scenario import READER_TOOLS, TOOLS, data, error_text, exercise_everything
+from tests.integration.mcp.scenario import (
+    CANDIDATE,
+    READER_TOOLS,
+    TOOLS,
+    data,
+    error_text,
+    exercise_everything,
+)
 from tests.support.servers import serve_in_thread
 
 pytestmark = pytest.mark.neo4j
@@ -244,6 +252,27 @@ def test_a_running_job_is_cancelled_over_mcp_by_its_owner_only(stack: Stack) -> 
                 assert data(await admin.call_tool("job_status", {"job_id": job_id}))["state"] == "cancelled"
             unknown = await client.call_tool("job_status", {"job_id": "no-such-job"})
             assert "no-such-job" in error_text(unknown)
+
+    anyio.run(scenario)
+
+
+def test_an_evaluation_job_is_cancelled_by_its_owner_and_unknown_to_other_keys(stack: Stack) -> None:
+    async def scenario() -> None:
+        async with connect(stack, {"X-API-Key": stack.graph.tokens[Role.READER]}) as client:
+            # A source the executor has not built yet (it keeps the builds of sources it compiled).
+            fresh = f"{CANDIDATE}\n// {uuid.uuid4().hex}\n"
+            started = data(await client.call_tool("start_evaluation", {"source": fresh, "task_ref": TASK_ID}))
+            evaluation_id = started["evaluation_id"]
+            # Cancelled at once, while the executor compiles it, by its owner.
+            cancelled = data(await client.call_tool("cancel_evaluation", {"evaluation_id": evaluation_id}))
+            assert cancelled["state"] == "cancelled" and cancelled["result"] is None, cancelled
+            async with connect(stack, {"X-API-Key": stack.graph.tokens[Role.CURATOR]}) as other:
+                for tool in ("evaluation_status", "cancel_evaluation"):
+                    refused = await other.call_tool(tool, {"evaluation_id": evaluation_id})
+                    assert "not found" in error_text(refused), tool
+            async with connect(stack, {"X-API-Key": stack.graph.tokens[Role.ADMIN]}) as admin:
+                seen = data(await admin.call_tool("evaluation_status", {"evaluation_id": evaluation_id}))
+                assert seen["state"] == "cancelled"
 
     anyio.run(scenario)
 
