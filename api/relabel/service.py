@@ -10,9 +10,11 @@ may hold several nodes for one technique) and merge a pair in one call.
 from __future__ import annotations
 
 import logging
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from api.graph.service import (
     GraphConflictError,
@@ -44,13 +46,17 @@ from graphdb.models import INITIAL_TECHNIQUE, Technique
 from graphdb.store import GraphStore
 from search.embeddings import EmbeddingError
 from search.relabel import RelabelPolicy, technique_candidates
-from search.relabel_scoring import CandidateIndex, StepText
+from search.relabel_scoring import Candidate, CandidateIndex, StepText
 from search.taxonomy import label_key
 
 logger = logging.getLogger(__name__)
 
 MAX_TECHNIQUES_COMPARED = 2000
 """Likely duplicates compare every pair: past this many techniques the request is refused."""
+
+_SCORED_KEPT = 8  # scored technique sets kept (see RelabelService._scored_pairs)
+_SCORED: OrderedDict[tuple[Any, ...], dict[tuple[str, str], tuple[float, frozenset[str]]]] = OrderedDict()
+_SCORED_LOCK = threading.Lock()
 
 
 @contextmanager
@@ -146,38 +152,7 @@ class RelabelService:
                 )
             counts = self._example_counts()
             candidates = [c for c in technique_candidates(techniques, self.policy.taxonomy) if c.in_graph]
-            scored: dict[tuple[str, str], tuple[float, set[str]]] = {}
-
-            def note(a: str, b: str, probability: float, reason: str) -> None:
-                key = (a, b) if a < b else (b, a)
-                previous, reasons = scored.get(key, (0.0, set()))
-                scored[key] = (max(previous, probability), reasons | {reason})
-
-            keys = [{label_key(label) for label in c.labels if label_key(label)} for c in candidates]
-            for i, a in enumerate(candidates):
-                for j in range(i + 1, len(candidates)):
-                    b = candidates[j]
-                    if a.concept is not None and a.concept == b.concept:
-                        note(a.name, b.name, 1.0, f"both are the taxonomy technique {a.concept!r}")
-                    elif keys[i] & keys[j]:
-                        note(a.name, b.name, 1.0, "a name or alias of one is written like one of the other")
-            steps = [StepText(c.name, c.description) for c in candidates]
-            self.policy.vectors.ensure(
-                [s.embedded_name() for s in steps] + [s.embedded_text() for s in steps]
-            )
-            for i, a in enumerate(candidates):
-                others = CandidateIndex([c for c in candidates if c is not a], self.policy.vectors)
-                features = others.features(
-                    steps[i],
-                    None,
-                    self.policy.vectors.get(steps[i].embedded_name()),
-                    self.policy.vectors.get(steps[i].embedded_text()),
-                )
-                for candidate, p in zip(
-                    others.candidates, self.policy.model.probabilities(features), strict=True
-                ):
-                    if p >= min_probability:
-                        note(a.name, candidate.name, float(p), "the relabel scorer")
+            scored = self._scored_pairs(tuple(candidates), min_probability)
             kept = {(k.first, k.second) for k in self.store.list_kept_separate()}
         taxonomy_names = set(self.policy.taxonomy.names) if self.policy.taxonomy is not None else set()
         pairs = []
@@ -204,6 +179,56 @@ class RelabelService:
             )
         pairs.sort(key=lambda p: (-p.probability, p.keep, p.merge))
         return DuplicateList(items=pairs[:limit], techniques=len(techniques), kept_separate=left_out)
+
+    def _scored_pairs(
+        self, candidates: tuple[Candidate, ...], min_probability: float
+    ) -> dict[tuple[str, str], tuple[float, frozenset[str]]]:
+        """Each pair (names in order) from `min_probability` with its probability and reasons.
+
+        Memoised on the candidates themselves (names, descriptions, labels, taxonomy links) and the
+        policy: scoring every pair is seconds of work, and the page is read far more often than the
+        techniques change. Any change to a technique changes the key, so nothing stale is served.
+        """
+        key = (self.policy, min_probability, candidates)
+        with _SCORED_LOCK:
+            if key in _SCORED:
+                _SCORED.move_to_end(key)
+                return _SCORED[key]
+        scored: dict[tuple[str, str], tuple[float, frozenset[str]]] = {}
+
+        def note(a: str, b: str, probability: float, reason: str) -> None:
+            key = (a, b) if a < b else (b, a)
+            previous, reasons = scored.get(key, (0.0, frozenset()))
+            scored[key] = (max(previous, probability), reasons | {reason})
+
+        keys = [{label_key(label) for label in c.labels if label_key(label)} for c in candidates]
+        for i, a in enumerate(candidates):
+            for j in range(i + 1, len(candidates)):
+                b = candidates[j]
+                if a.concept is not None and a.concept == b.concept:
+                    note(a.name, b.name, 1.0, f"both are the taxonomy technique {a.concept!r}")
+                elif keys[i] & keys[j]:
+                    note(a.name, b.name, 1.0, "a name or alias of one is written like one of the other")
+        steps = [StepText(c.name, c.description) for c in candidates]
+        self.policy.vectors.ensure([s.embedded_name() for s in steps] + [s.embedded_text() for s in steps])
+        for i, a in enumerate(candidates):
+            others = CandidateIndex([c for c in candidates if c is not a], self.policy.vectors)
+            features = others.features(
+                steps[i],
+                None,
+                self.policy.vectors.get(steps[i].embedded_name()),
+                self.policy.vectors.get(steps[i].embedded_text()),
+            )
+            for candidate, p in zip(
+                others.candidates, self.policy.model.probabilities(features), strict=True
+            ):
+                if p >= min_probability:
+                    note(a.name, candidate.name, float(p), "the relabel scorer")
+        with _SCORED_LOCK:
+            _SCORED[key] = scored
+            while len(_SCORED) > _SCORED_KEPT:
+                _SCORED.popitem(last=False)
+        return scored
 
     def merge(self, request: DuplicateMerge, *, actor: str) -> Technique:
         """Fold `merge` into `keep`: its names become aliases, its transitions and examples move."""

@@ -19,7 +19,7 @@ from graphdb.connection import GraphServer, open_driver
 from graphdb.migrations import MigrationRunner
 from graphdb.models import Role
 from tests.conftest import graph_server_options
-from tests.e2e.stack import JOB_TASK, chromium, fresh_context, running_stack, sign_in
+from tests.e2e.stack import JOB_TASK, chromium, fresh_context, record_queued_name, running_stack, sign_in
 
 SHOTS = [
     ("queue", "/ui/queue", "#diff"),
@@ -74,6 +74,8 @@ def main(out: Path, only: set[str] | None = None) -> None:
                     chromium(playwright) as browser,
                     fresh_context(browser) as context,
                 ):
+                    # The seed graph leaves no name undecided: one is recorded so the queue shows an item.
+                    record_queued_name(stack.store, "Stage tiles through smem", "Shared memory tiling")
                     page = context.new_page()
                     sign_in(page, stack.url, stack.tokens[Role.ADMIN])
                     take(page, stack.url, out, only)

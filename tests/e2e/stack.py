@@ -19,7 +19,17 @@ from api.settings import ApiSettings
 from executor.app import create_app as create_executor_app
 from executor.settings import ExecutorSettings
 from graphdb.connection import Neo4jTarget
-from graphdb.models import Role
+from graphdb.models import (
+    INITIAL_TECHNIQUE,
+    Example,
+    IngestBatch,
+    RelabelDecision,
+    RelabelOutcome,
+    Role,
+    Technique,
+    content_id,
+    utc_now,
+)
 from graphdb.store import Neo4jGraphStore
 from search.backends.config import ModelRoles, RoleConfig
 from search.backends.replay import records_from_trajectories, write_replay
@@ -47,6 +57,56 @@ class Stack:
     url: str
     store: Neo4jGraphStore
     tokens: dict[Role, str]
+
+
+def record_queued_name(store: Neo4jGraphStore, name: str, near: str) -> tuple[str, str, str]:
+    """Record a name the relabeler left undecided, as construction does: its own technique with one
+    example, a flagged decision whose best candidate is technique `near`, and code evidence.
+
+    Returns the decision's id, the name and its example's id.
+    """
+    tag = content_id("queued", name)[:8]
+    example = Example(
+        id=content_id("e2e-queue", name),
+        source=INITIAL_TECHNIQUE,
+        target=name,
+        task_id="e2e_task",
+        code_before="__global__ void k(float* a) { a[threadIdx.x] = 0.f; }\n",
+        code_after="__global__ void k(float* a) { __shared__ float s[32]; s[threadIdx.x] = 0.f; }\n",
+        created_at=utc_now(),
+        source_label=INITIAL_TECHNIQUE,
+        target_label=name,
+    )
+    decision = RelabelDecision(
+        id=f"e2e-{tag}",
+        candidate=name,
+        candidate_description="stage each block's loads through shared memory",
+        matched=near,
+        score=0.7,
+        outcome=RelabelOutcome.FLAGGED,
+        technique=name,
+        decided_by="model",
+        at=utc_now(),
+        evidence={
+            "candidates": [
+                {"technique": near, "probability": 0.61, "features": {"name_sim": 0.72, "text_sim": 0.64}}
+            ],
+            "code": {
+                "introduced": ["shared_memory"],
+                "removed": [],
+                "present_after": ["shared_memory"],
+                "parsed": True,
+            },
+        },
+    )
+    store.ingest(
+        IngestBatch(
+            new_techniques=[Technique(name=name, created_at=utc_now())],
+            examples=[example],
+            decisions=[decision],
+        )
+    )
+    return decision.id, name, example.id
 
 
 def write_job_replay(directory: Path) -> Path:

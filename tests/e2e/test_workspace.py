@@ -21,18 +21,24 @@ from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
 from graphdb.connection import Neo4jTarget
 from graphdb.models import (
     AliasAddition,
-    Example,
     IngestBatch,
     RelabelDecision,
     RelabelOutcome,
     ReviewStatus,
     Role,
     Technique,
-    content_id,
     utc_now,
 )
 from search.protocols import INITIAL_TECHNIQUE
-from tests.e2e.stack import JOB_TASK, Stack, chromium, fresh_context, running_stack, sign_in
+from tests.e2e.stack import (
+    JOB_TASK,
+    Stack,
+    chromium,
+    fresh_context,
+    record_queued_name,
+    running_stack,
+    sign_in,
+)
 
 # The first test pays for the start of the stack (Neo4j, executor, API, Chromium): minutes on a busy machine.
 pytestmark = [pytest.mark.neo4j, pytest.mark.timeout(900)]
@@ -346,53 +352,8 @@ def test_admin_creates_and_revokes_a_key(stack: Stack, signed_in: SignedIn) -> N
 
 
 def _a_queued_name(stack: Stack, near: str) -> tuple[str, str, str]:
-    """A name the relabeler left undecided (its own technique, one example), `near` its best candidate.
-
-    Returns the decision's id, the name and its example's id.
-    """
-    tag = uuid.uuid4().hex[:8]
-    name = f"Qx{tag} staged loads"
-    example = Example(
-        id=content_id("e2e-queue", tag),
-        source=INITIAL_TECHNIQUE,
-        target=name,
-        task_id="e2e_task",
-        code_before="__global__ void k(float* a) { a[threadIdx.x] = 0.f; }\n",
-        code_after="__global__ void k(float* a) { __shared__ float s[32]; s[threadIdx.x] = 0.f; }\n",
-        created_at=utc_now(),
-        source_label=INITIAL_TECHNIQUE,
-        target_label=name,
-    )
-    decision = RelabelDecision(
-        id=f"e2e-{tag}",
-        candidate=name,
-        candidate_description="stage each block's loads through shared memory",
-        matched=near,
-        score=0.7,
-        outcome=RelabelOutcome.FLAGGED,
-        technique=name,
-        decided_by="model",
-        at=utc_now(),
-        evidence={
-            "candidates": [
-                {"technique": near, "probability": 0.61, "features": {"name_sim": 0.72, "text_sim": 0.64}}
-            ],
-            "code": {
-                "introduced": ["shared_memory"],
-                "removed": [],
-                "present_after": ["shared_memory"],
-                "parsed": True,
-            },
-        },
-    )
-    stack.store.ingest(
-        IngestBatch(
-            new_techniques=[Technique(name=name, created_at=utc_now())],
-            examples=[example],
-            decisions=[decision],
-        )
-    )
-    return decision.id, name, example.id
+    """A name the relabeler left undecided (its own technique, one example), `near` its best candidate."""
+    return record_queued_name(stack.store, f"Qx{uuid.uuid4().hex[:8]} staged loads", near)
 
 
 def _a_duplicate_pair(stack: Stack) -> tuple[str, str]:
@@ -402,6 +363,11 @@ def _a_duplicate_pair(stack: Stack) -> tuple[str, str]:
     for name in names:
         stack.store.create_technique(Technique(name=name, created_at=utc_now()), actor="e2e")
     return names
+
+
+# The first look at the likely duplicates after the techniques changed scores every pair again: seconds
+# on an idle machine, far longer while the browser, the API and Neo4j share two loaded cores.
+SCORING_MS = 180_000
 
 
 def _pair_row(page: Page, pair: tuple[str, str]) -> Locator:
@@ -450,11 +416,13 @@ def test_merge_a_duplicate_pair_and_see_the_graph_change(stack: Stack, signed_in
 
         page.get_by_role("link", name="Duplicates").click()
         row = _pair_row(page, pair)
-        expect(row).to_have_count(1)
+        expect(row).to_have_count(1, timeout=SCORING_MS)
         keep, merge = row.get_attribute("data-keep"), row.get_attribute("data-merge")
         assert {keep, merge} == set(pair)
         row.get_by_role("button", name="Merge").click()
-        expect(page.locator(".flash-ok")).to_contain_text(f"Merged {merge!r} into {keep!r}")
+        expect(page.locator(".flash-ok")).to_contain_text(
+            f"Merged {merge!r} into {keep!r}", timeout=SCORING_MS
+        )
         expect(_pair_row(page, pair)).to_have_count(0)
 
         page.get_by_role("link", name="Graph", exact=True).click()
@@ -468,7 +436,7 @@ def test_merge_a_duplicate_pair_and_see_the_graph_change(stack: Stack, signed_in
 def test_keep_a_pair_separate_then_undo(stack: Stack, signed_in: SignedIn) -> None:
     pair = _a_duplicate_pair(stack)
     with signed_in(Role.CURATOR) as page:
-        page.goto(f"{stack.url}/ui/duplicates")
+        page.goto(f"{stack.url}/ui/duplicates", timeout=SCORING_MS)
         _pair_row(page, pair).get_by_role("button", name="Keep separate").click()
         expect(page.locator(".flash-ok")).to_contain_text("separate")
         expect(_pair_row(page, pair)).to_have_count(0)
@@ -476,7 +444,7 @@ def test_keep_a_pair_separate_then_undo(stack: Stack, signed_in: SignedIn) -> No
         expect(kept).to_have_count(1)
         assert (min(pair), max(pair)) in [(k.first, k.second) for k in stack.store.list_kept_separate()]
         # Still kept apart on a fresh load; undone, the pair is listed again.
-        page.reload()
+        page.reload(timeout=SCORING_MS)
         expect(_pair_row(page, pair)).to_have_count(0)
         kept.get_by_role("button", name="Undo").click()
         expect(_pair_row(page, pair)).to_have_count(1)
@@ -493,7 +461,7 @@ def test_relabel_pages_are_read_only_for_a_reader_and_refuse_forged_posts(
         expect(page.locator(f'section.queued[data-id="{decision_id}"]')).to_be_visible()
         expect(page.locator("#read-only-note")).to_be_visible()
         expect(page.locator("#relabel-queue button")).to_have_count(0)
-        page.goto(f"{stack.url}/ui/duplicates")
+        page.goto(f"{stack.url}/ui/duplicates", timeout=SCORING_MS)
         expect(_pair_row(page, pair)).to_have_count(1)
         expect(page.locator("#read-only-note")).to_be_visible()
         expect(page.locator("#duplicates button")).to_have_count(0)
