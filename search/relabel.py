@@ -1,11 +1,14 @@
 """Relabeling: map a method name written in a trajectory onto the graph's techniques.
 
-An exact name or alias match (ignoring case) is used as is. Otherwise "name: description" is
-embedded and compared with every technique through the vector index:
+An exact name or alias match (ignoring case) is used as is. Otherwise `RelabelPolicy` decides: a label
+of a graph technique or of the taxonomy that normalises like the name merges it; else the fitted
+choice model (`search.relabel_scoring`) scores every candidate on the step's name, detail, think and
+code change, and
 
-- similarity >= `merge_threshold`: the name becomes an alias of the nearest technique;
-- similarity < `new_threshold`: a new technique;
-- in between: a configured `Judge` (an LLM) picks among the nearest techniques, and its answer is
+- the best candidate's probability >= `merge_threshold`: the name becomes an alias of it (or the
+  canonical taxonomy technique is created);
+- below `new_threshold`: a new technique;
+- in between: a configured `Judge` (an LLM) picks among the best candidates, and its answer is
   checked like in the paper (a "same as" that names a method not offered is refused); with no judge,
   or a refused answer, the name is kept as a new technique and flagged for curators.
 
