@@ -191,7 +191,12 @@ def test_a_pool_worker_holds_the_gpu_lock_while_it_runs_and_a_kill_releases_it(
     pool = WorkerPool("host", prewarm=False, workdir=tmp_path)
     proc = pool.take("candidate")
     try:
-        environ = Path(f"/proc/{proc.proc.pid}/environ").read_bytes().split(b"\0")
+        # Read once the worker has exec'd (a process between fork and exec shows an empty environ).
+        environ: list[bytes] = [b""]
+        deadline = time.monotonic() + 30.0
+        while environ == [b""] and time.monotonic() < deadline:
+            environ = Path(f"/proc/{proc.proc.pid}/environ").read_bytes().split(b"\0")
+            time.sleep(0.02)
         assert f"{LOCK_ENV}={pool.gpu_lock}".encode() in environ
         start_candidate(proc, _job(task, tmp_path), None)
         result: dict[str, WorkerOutcome] = {}
