@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from api.optimize.service import JobService
 
 logger = logging.getLogger(__name__)
+_preloads = itertools.count(1)  # numbers each app's preload thread
 
 
 def graph_options(settings: ApiSettings) -> GraphServerOptions:
@@ -149,7 +151,7 @@ class AppState:
                 state.preload = threading.Thread(
                     target=preload_retrieval,
                     args=(graph.store, state.stopping),
-                    name="preload-retrieval",
+                    name=f"preload-retrieval-{next(_preloads)}",  # one name per app (logs, tests)
                     daemon=True,
                 )
                 state.preload.start()

@@ -84,14 +84,15 @@ def test_start_up_preloads_the_retrieval_cache_in_the_background(
     with serve_in_thread(app):
         preload = app.state.regraph.preload
         assert preload is not None, "start-up started no preload"
-        # Only this app's preload thread counts: another module's server on the shared database may
-        # still be preloading (and logging the same message) while this one loads the seed graph.
+        # Only this app's preload thread counts: another server on the shared database may still be
+        # preloading (and logging the same message) while this one loads the seed graph. Matched by
+        # the thread's name, unique per app (a finished thread's ident is reused by the next thread).
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             done = [
                 r
                 for r in caplog.records
-                if r.getMessage() == "retrieval preloaded" and r.thread == preload.ident
+                if r.getMessage() == "retrieval preloaded" and r.threadName == preload.name
             ]
             if done:
                 break
