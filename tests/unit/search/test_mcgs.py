@@ -231,35 +231,47 @@ def test_one_in_flight_is_the_sequential_search() -> None:
 
 def test_paper_preset_by_hand() -> None:
     # Worked out by hand with the paper's P-UCB, Q + sqrt(2 ln N(parent) / N(s)), independently of any
-    # recorded output. Rewards are path speedups (all >= 1): A 4, A/A1 2.5, B 2, B/B1 3, B/B1/B2 3.
-    graph = {S: ["A", "B"], "A": ["A1"], "A1": [], "B": ["B1"], "B1": ["B2"], "B2": []}
-    evaluator = PathEvaluator({"A": 4.0, "A1": 0.625, "B": 2.0, "B1": 1.5, "B2": 1.0})
+    # recorded output. Rewards are path speedups (all >= 1): A 4, A/A1 2.5, A/A1/A2 2, B 2, B/B1 2.88,
+    # B/B1/B2 2.88. Iteration 4 is decided by the exploration constant: with c = 1 it would pick A.
+    graph = {S: ["A", "B"], "A": ["A1"], "A1": ["A2"], "A2": [], "B": ["B1"], "B1": ["B2"], "B2": []}
+    evaluator = PathEvaluator({"A": 4.0, "A1": 0.625, "A2": 0.8, "B": 2.0, "B1": 1.44, "B2": 1.0})
     config = MCGSConfig(preset="paper", rollouts=5, epsilon=0.0, max_rollout_depth=1)
-    assert (config.prior, config.examples_per_step, config.rollouts_in_flight) == ("uniform", 1, 1)
+    assert (config.prior, config.exploration, config.examples_per_step, config.rollouts_in_flight) == (
+        "uniform",
+        math.sqrt(2),
+        1,
+        1,
+    )
     session = SearchSession("regraph-mcgs", TASK, StepPolicy(PathModel(), TASK), evaluator, config)
     search = MonteCarloGraphSearch(session, knowledge(graph), config)
     result = asyncio.run(search.run())
     # 1: expand the root (c0 A 4, c1 B 2); start at the unvisited child with the best reward, A; roll
     #    out A1 (c2, 2.5); back up max(4, 2.5) = 4.  Root N=1.
-    # 2: B is unvisited: expand it (c3 B/B1 3), roll out from B1 to B2 (c4, 3); back up 3.  N=2.
-    # 3: A = 4 + sqrt(2 ln 2 / 1) = 5.18, B = 3 + 1.18 = 4.18 -> A; expand A (c5 A/A1 2.5), the
-    #    rollout from A1 hits a dead end; back up 2.5, so Q(A) = 6.5 / 2 = 3.25.  N=3.
-    # 4: A = 3.25 + sqrt(2 ln 3 / 2) = 3.25 + 1.048 = 4.298; B = 3 + sqrt(2 ln 3 / 1) = 3 + 1.482 = 4.482:
-    #    B, although Q(A) > Q(B) (exploration); down to B1, expand it (c6 B/B1/B2 3); back up 3.  N=4.
-    # 5: A = 3.25 + sqrt(2 ln 4 / 2) = 4.427, B = 3 + 1.177 = 4.177 -> A, then A1: no successors, so
-    #    no candidate; A1 and then A are exhausted; back up A1's 2.5.
-    assert [(c.phase[0], "/".join(c.path[1:]), c.parent_index, c.reward) for c in result.candidates] == [
-        ("e", "A", None, 4.0),
-        ("e", "B", None, 2.0),
-        ("r", "A/A1", 0, 2.5),
-        ("e", "B/B1", 1, 3.0),
-        ("r", "B/B1/B2", 3, 3.0),
-        ("e", "A/A1", 0, 2.5),
-        ("e", "B/B1/B2", 3, 3.0),
+    # 2: B is unvisited: expand it (c3 B/B1 2.88), roll out from B1 to B2 (c4, 2.88); back up 2.88.  N=2.
+    # 3: A = 4 + sqrt(2 ln 2 / 1) = 5.177, B = 2.88 + 1.177 = 4.057 -> A; expand A (c5 A/A1 2.5), roll
+    #    out from A1 to A2 (c6, 2); back up max(2.5, 2) = 2.5, so Q(A) = 6.5 / 2 = 3.25.  N=3.
+    # 4: A = 3.25 + sqrt(2 ln 3 / 2) = 3.25 + 1.048 = 4.298; B = 2.88 + sqrt(2 ln 3 / 1) = 2.88 + 1.482
+    #    = 4.362: B, although Q(A) > Q(B) (with c = 1 instead: A 3.991 > B 3.928, and c7 would be
+    #    A/A1/A2); down to B1, expand it (c7 B/B1/B2 2.88), B2 has no successors; back up 2.88.  N=4.
+    # 5: A = 3.25 + sqrt(2 ln 4 / 2) = 4.427, B = 2.88 + 1.177 = 4.057 -> A; down to A1, expand it
+    #    (c8 A/A1/A2 2), A2 has no successors; back up 2.
+    assert [(c.phase[0], "/".join(c.path[1:]), c.parent_index) for c in result.candidates] == [
+        ("e", "A", None),
+        ("e", "B", None),
+        ("r", "A/A1", 0),
+        ("e", "B/B1", 1),
+        ("r", "B/B1/B2", 3),
+        ("e", "A/A1", 0),
+        ("r", "A/A1/A2", 5),
+        ("e", "B/B1/B2", 3),
+        ("e", "A/A1/A2", 5),
     ]
+    assert [c.reward for c in result.candidates] == pytest.approx(
+        [4.0, 2.0, 2.5, 2.88, 2.88, 2.5, 2.0, 2.88, 2.0]
+    )
     a, b = search.root.children  # type: ignore[misc]
-    assert (search.root.visits, a.visits, a.value_sum, b.visits, b.value_sum) == (5, 3, 9.0, 2, 6.0)
-    assert a.exhausted and not b.exhausted and result.iterations == 5
+    assert (search.root.visits, a.visits, b.visits, result.iterations) == (5, 3, 2, 5)
+    assert (a.value_sum, b.value_sum) == pytest.approx((8.5, 5.76))
 
 
 def test_paper_preset_refuses_settings_that_contradict_it() -> None:
