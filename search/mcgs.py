@@ -41,6 +41,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from executor.protocol import reward_for
 from search.engine import Candidate, SearchConfig, SearchResult, SearchSession, StepJob
 from search.protocols import INITIAL_TECHNIQUE, KnowledgeSource, SuccessorOption
 
@@ -189,10 +190,11 @@ class _Tables:
 
 
 def expected_reward(option: SuccessorOption) -> float:
-    """A prior for Q(s,a) from the graph: the hierarchical reward expected from the edge's examples."""
+    """A prior for Q(s,a) from the graph: the hierarchical reward (`reward_for`) expected from the edge's
+    examples, a success at their mean speedup (1 when none was measured) weighted by their success rate."""
     speedup = option.mean_speedup if option.mean_speedup is not None else 1.0
-    on_success = speedup if speedup >= 1.0 else speedup - 1.0
-    return option.success_rate * on_success - (1.0 - option.success_rate)
+    rate = option.success_rate
+    return rate * reward_for(True, speedup) + (1.0 - rate) * reward_for(False, None)
 
 
 def priors(options: list[SuccessorOption], mode: Literal["edge", "uniform"]) -> list[float]:

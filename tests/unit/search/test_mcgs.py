@@ -11,9 +11,10 @@ import pytest
 from search.baselines import optimize
 from search.engine import SearchEvent, SearchResult, SearchSession
 from search.inmemory import InMemoryKnowledge
-from search.mcgs import MCGSConfig, MonteCarloGraphSearch, SearchState, p_ucb, select_child
+from search.mcgs import MCGSConfig, MonteCarloGraphSearch, SearchState, expected_reward, p_ucb, select_child
 from search.policy import StepPolicy
 from search.protocols import INITIAL_TECHNIQUE as S
+from search.protocols import SuccessorOption
 from tests.unit.search.pathworld import TASK, PathEvaluator, PathModel, best_verified, path_of
 
 # A graph where the greedy first step (A, x3) leads nowhere good and the optimum is three steps deep.
@@ -402,6 +403,24 @@ def test_p_ucb_by_hand() -> None:
         _state("high", 0, 0.0, reward=2.0, order=3),
     )
     assert select_child(parent, [one, two, fresh_low, fresh_high], c).technique == "high"
+
+
+@pytest.mark.parametrize(
+    ("success_rate", "mean_speedup", "expected"),
+    [
+        (0.0, None, -1.0),  # no example sped up: every draw fails
+        (1.0, None, 1.0),  # all passed, speed unknown: taken as 1x
+        (0.75, 3.0, 0.75 * 3.0 - 0.25),  # faster: reward = speedup
+        (0.5, 0.5, 0.5 * (0.5 - 1.0) - 0.5),  # slower than serial: reward = speedup - 1, above a failure's -1
+    ],
+)
+def test_q_before_any_observation_is_the_expected_hierarchical_reward(
+    success_rate: float, mean_speedup: float | None, expected: float
+) -> None:
+    option = SuccessorOption(
+        technique="T", n_examples=4, success_rate=success_rate, mean_speedup=mean_speedup
+    )
+    assert expected_reward(option) == pytest.approx(expected)
 
 
 def test_events_stream_in_order() -> None:
