@@ -33,7 +33,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
 from pydantic import BaseModel, ValidationError
 
 from bench.metrics import (
@@ -619,7 +618,7 @@ class CudaEvalRunner:
     async def _final_verdict(self, entry: BenchTaskEntry, code: str) -> Verdict:
         try:
             return await asyncio.to_thread(self.client.evaluate, entry.task, code, self.evaluation_options)
-        except (ExecutorClientError, httpx.HTTPError, ValidationError) as e:
+        except (ExecutorClientError, ValidationError) as e:
             raise RunnerError(
                 f"task {entry.id}: the executor could not re-evaluate the best code: {e}"
             ) from e
@@ -647,7 +646,7 @@ def describe_executor(client: ExecutorClient) -> tuple[dict[str, Any], Verificat
     try:
         device = client.device().model_dump(mode="json")
         mode = run.choose_verification(client, "auto")
-    except (ExecutorClientError, httpx.HTTPError, SearchError) as e:
+    except (ExecutorClientError, SearchError) as e:
         raise RunnerError(f"the executor cannot be used: {e}") from e
     return device, mode
 
@@ -778,7 +777,7 @@ class TeacherRunner:
         ]
         try:
             verdicts = self.client.evaluate_batch([(entry.task, code) for *_, code in items])
-        except (ExecutorClientError, httpx.HTTPError, ValidationError) as e:
+        except (ExecutorClientError, ValidationError) as e:
             raise RunnerError(f"task {entry.id}: the executor could not evaluate the trajectory: {e}") from e
         records = []
         for (number, step_number, method, _), verdict in zip(items, verdicts, strict=True):
