@@ -111,3 +111,7 @@ class CypherQueryError(CypherGuardError):
 
 class CypherTimeoutError(CypherQueryError):
     """The query ran past its time limit and was stopped by the server."""
+
+
+class SchemaReadError(GraphDBError):
+    """The graph's schema could not be read (the server failed or the read ran past its time limit)."""

@@ -16,7 +16,9 @@ from neo4j.exceptions import Neo4jError, ServiceUnavailable
 from pydantic import BaseModel, Field
 
 from graphdb.cypher_guard import READABLE_LABELS
-from graphdb.errors import GraphDBError
+
+# SchemaReadError is re-exported: a reader of the schema catches it from here too.
+from graphdb.errors import SchemaReadError as SchemaReadError
 from graphdb.queries import NODE_TYPE_PROPERTIES, REL_TYPE_PROPERTIES, SCHEMA_PATTERNS, SHOW_INDEXES
 
 # What the properties mean where records refer to each other by value (see graphdb/store_queries.py).
@@ -26,10 +28,6 @@ JOINS = (
     "Technique 'sequential code' is where every optimization path starts",
     "embedding and code_embedding are 384-float vectors (db.index.vector.queryNodes); code_vector packs one",
 )
-
-
-class SchemaReadError(GraphDBError):
-    """The schema could not be read (the server failed or the read ran past its time limit)."""
 
 
 class GraphSchema(BaseModel):
