@@ -35,9 +35,8 @@ from pydantic import SecretStr
 from api.app import create_app
 from api.settings import ApiSettings
 from bench.graph_bench import percentile, synthetic_examples, unit_vectors
-from graphdb.connection import GraphServer, GraphServerOptions, open_driver
+from graphdb.connection import GraphServerOptions, open_graph
 from graphdb.embedded import free_port
-from graphdb.migrations import MigrationRunner
 from graphdb.models import INITIAL_TECHNIQUE, IngestBatch, ReviewStatus, Role, Technique, utc_now
 from graphdb.store import Neo4jGraphStore
 from tests.support.servers import serve_in_thread
@@ -141,14 +140,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             embedded_heap_mb=args.heap_mb,
             embedded_pagecache_mb=args.pagecache_mb,
         )
-        with GraphServer(options) as server, open_driver(server.target) as driver:
-            MigrationRunner(driver, server.target.database).migrate()
-            store = Neo4jGraphStore(driver, server.target.database)
+        with open_graph(options) as graph:
+            store = graph.store
             if args.examples:
                 load_synthetic(store, args.examples, args.techniques, args.seed)
             settings = ApiSettings(
-                neo4j_uri=server.target.uri,
-                neo4j_password=SecretStr(server.target.password),
+                neo4j_uri=graph.target.uri,
+                neo4j_password=SecretStr(graph.target.password),
                 data_dir=Path(tmp) / "api",
                 log_level="WARNING",
                 log_format="text",

@@ -15,8 +15,7 @@ from pathlib import Path
 
 from playwright.sync_api import Page, sync_playwright
 
-from graphdb.connection import GraphServer, open_driver
-from graphdb.migrations import MigrationRunner
+from graphdb.connection import open_graph
 from graphdb.models import Role
 from tests.conftest import graph_server_options
 from tests.e2e.stack import JOB_TASK, chromium, fresh_context, record_queued_name, running_stack, sign_in
@@ -62,25 +61,19 @@ def take(page: Page, url: str, out: Path, only: set[str] | None = None) -> None:
 
 def main(out: Path, only: set[str] | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        server = GraphServer(graph_server_options(Path(tmp) / "neo4j"))
-        server.start()
-        try:
-            with open_driver(server.target) as driver:
-                MigrationRunner(driver, server.target.database).migrate()
-                with (
-                    running_stack(driver, server.target, Path(tmp)) as stack,
-                    sync_playwright() as playwright,
-                    chromium(playwright) as browser,
-                    fresh_context(browser) as context,
-                ):
-                    # The seed graph leaves no name undecided: one is recorded so the queue shows an item.
-                    record_queued_name(stack.store, "Stage tiles through smem", "Shared memory tiling")
-                    page = context.new_page()
-                    sign_in(page, stack.url, stack.tokens[Role.ADMIN])
-                    take(page, stack.url, out, only)
-        finally:
-            server.stop()
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        open_graph(graph_server_options(Path(tmp) / "neo4j")) as graph,
+        running_stack(graph.driver, graph.target, Path(tmp)) as stack,
+        sync_playwright() as playwright,
+        chromium(playwright) as browser,
+        fresh_context(browser) as context,
+    ):
+        # The seed graph leaves no name undecided: one is recorded so the queue shows an item.
+        record_queued_name(stack.store, "Stage tiles through smem", "Shared memory tiling")
+        page = context.new_page()
+        sign_in(page, stack.url, stack.tokens[Role.ADMIN])
+        take(page, stack.url, out, only)
 
 
 if __name__ == "__main__":
