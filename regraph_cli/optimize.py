@@ -35,7 +35,7 @@ from search.backends.base import ChatModel, ModelError
 from search.backends.config import MODEL_SETTINGS_HINT, ModelRoles, build_model
 from search.backends.replay import REPLAY_FORMAT, ReplayModel, load_replay, records_from_trajectories
 from search.baselines import METHODS
-from search.construction import TrajectoryStep
+from search.construction import TrajectoryFormatError, read_trajectories
 from search.engine import SearchEvent
 from search.errors import SearchError
 from search.evaluation import VerificationMode
@@ -100,29 +100,30 @@ def trajectory_knowledge(directory: Path, tasks_dir: Path, *, exclude_task: str 
 
     Each step is an example of the transition previous method -> its method; step 1 starts from the
     task's reference in `tasks_dir`. The optimized task's own trajectories are left out when
-    `exclude_task` names it, so the search does not see its own answer as an example.
+    `exclude_task` names it, so the search does not see its own answer as an example. Every file is
+    read and checked first (`search.construction.read_trajectories`); a malformed one raises
+    `OptimizeCommandError` naming its line.
     """
+    try:
+        trajectories = read_trajectories([directory])
+    except TrajectoryFormatError as e:
+        raise OptimizeCommandError(str(e)) from e
     knowledge = InMemoryKnowledge()
-    files = sorted(directory.glob("*.jsonl")) if directory.is_dir() else [directory]
-    for file in files:
-        for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
-            if not line.strip():
-                continue
-            trajectory = json.loads(line)
-            task_id = trajectory["task_id"]
-            if task_id == exclude_task:
-                continue
-            reference = tasks_dir / task_id / "reference.cpp"
-            if not reference.is_file():
-                logger.warning("skipping %s:%d: no reference for task %s", file, number, task_id)
-                continue
-            steps = [TrajectoryStep.model_validate(step) for step in trajectory["steps"]]
-            knowledge.add_path(
-                task_id,
-                reference.read_text(encoding="utf-8"),
-                steps,
-                f"{file.stem}:{number}",
-            )
+    for sourced in trajectories:
+        trajectory = sourced.trajectory
+        if trajectory.task_id == exclude_task:
+            continue
+        reference = tasks_dir / trajectory.task_id / "reference.cpp"
+        if not reference.is_file():
+            logger.warning("skipping %s: no reference for task %s", sourced.origin, trajectory.task_id)
+            continue
+        file, _, line = sourced.origin.rpartition(":")
+        knowledge.add_path(
+            trajectory.task_id,
+            reference.read_text(encoding="utf-8"),
+            trajectory.steps,
+            f"{Path(file).stem}:{line}",
+        )
     return knowledge
 
 

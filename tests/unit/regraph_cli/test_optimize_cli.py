@@ -91,6 +91,34 @@ def test_trajectory_graph_leaves_out_the_task_itself() -> None:
     assert all(e.task_id != TASK_ID for o in first for e in o.examples)
 
 
+def test_a_malformed_trajectory_file_is_a_clear_error(executor_url: str, tmp_path: Path) -> None:
+    good = (ROOT / "bench" / "trajectories" / "gemm_f32.jsonl").read_text(encoding="utf-8").splitlines()[0]
+    broken = tmp_path / "trajectories.jsonl"
+    broken.write_text(good + "\n" + '{"task_id": "gemm_f32", "steps": [{"method": 3}]}\n', encoding="utf-8")
+    args = [
+        "optimize",
+        str(TASKS / TASK_ID / "reference.cpp"),
+        "--task",
+        str(TASKS / TASK_ID),
+        "--executor-url",
+        executor_url,
+        "--replay",
+        str(ROOT / "bench" / "trajectories" / f"{TASK_ID}.jsonl"),
+        "--graph",
+        "trajectories",
+        "--trajectories",
+        str(broken),
+        "--out",
+        str(tmp_path / "out"),
+    ]
+    outcome = CliRunner().invoke(_cli(), args)
+    assert outcome.exit_code == 1, outcome.output
+    assert outcome.exception is None or isinstance(outcome.exception, SystemExit)
+    flat = "".join(outcome.output.split())  # the console wraps long paths
+    assert f"{broken.name}:2:nota" in flat and "steps.0.method" in flat  # the bad line, and what is wrong
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_serial_source_stands_in_for_a_missing_reference() -> None:
     task = load_task(TASKS / TASK_ID)
     serial = task.reference_source
