@@ -239,6 +239,43 @@ class ApiKey(BaseModel):
     revoked_at: datetime | None = None
 
 
+class ReviewQueueFilter(BaseModel):
+    """What the review queue shows of the pending examples: each set field must match (None: any)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    technique: str | None = Field(default=None, description="either end of the example's transition")
+    transition: str | None = Field(default=None, description='"source -> target"')
+    task: str | None = None
+    device: str | None = None
+    min_speedup: float | None = None
+
+    def keeps(self, example: ExampleSummary) -> bool:
+        """Whether `example` passes (the same test as the page query's, for lists already read)."""
+        return (
+            (self.technique is None or self.technique in (example.source, example.target))
+            and (self.transition is None or self.transition == f"{example.source} -> {example.target}")
+            and (self.task is None or example.task_id == self.task)
+            and (self.device is None or example.device == self.device)
+            and (
+                self.min_speedup is None
+                or (example.speedup is not None and example.speedup >= self.min_speedup)
+            )
+        )
+
+
+class ReviewQueuePage(BaseModel):
+    """Everything the review queue shows, read in one query together with the visitor's key."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key: ApiKey = Field(description="the live key the page was read for")
+    pending: list[ExampleSummary] = Field(description="pending examples, oldest first, up to the limit")
+    example: Example | None = Field(description="the example shown in full (without its embedding)")
+    transition: Transition | None = Field(description="the shown example's transition")
+    technique_names: list[str] = Field(description="every technique's name, sorted (the split picker)")
+
+
 class TrajectoryRecord(BaseModel):
     """A trajectory that has been ingested (whole: its steps were committed together)."""
 

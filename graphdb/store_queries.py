@@ -337,6 +337,35 @@ WITH e ORDER BY e.created_at, e.id SKIP $offset LIMIT $limit
 RETURN e {.id, .source, .target, .task_id, .device, .speedup, .verdict, .trajectory_id, .step_index} AS e
 """
 
+# The review queue's page in one round trip (the page was five): the visitor's key, the pending examples
+# as summaries, the one shown in full (the selected one if it passes the filters, else the first that
+# does), its transition and every technique's name. `ReviewQueueFilter.keeps` is the same filter in Python.
+REVIEW_QUEUE_PAGE = f"""
+OPTIONAL MATCH (k:ApiKey {{key_hash: $key_hash}})
+WITH k {{.*}} AS key
+CALL {{
+  MATCH (e:Example {{review_status: $status}})
+  WITH e ORDER BY e.created_at, e.id LIMIT $limit
+  RETURN collect(e {{.id, .source, .target, .task_id, .device, .speedup, .verdict, .trajectory_id,
+                    .step_index}}) AS pending
+}}
+WITH key, pending, [s IN pending WHERE
+    ($technique IS NULL OR $technique IN [s.source, s.target])
+    AND ($transition IS NULL OR s.source + ' -> ' + s.target = $transition)
+    AND ($task IS NULL OR s.task_id = $task)
+    AND ($device IS NULL OR s.device = $device)
+    AND ($min_speedup IS NULL OR (s.speedup IS NOT NULL AND s.speedup >= $min_speedup))] AS shown
+WITH key, pending, coalesce(head([s IN shown WHERE s.id = $selected]), head(shown)).id AS shown_id
+OPTIONAL MATCH (e:Example {{id: shown_id}})
+OPTIONAL MATCH (:Technique {{name: e.source}})-[r:TRANSITION]->(:Technique {{name: e.target}})
+CALL {{
+  MATCH (t:Technique)
+  WITH t.name AS name ORDER BY name
+  RETURN collect(name) AS names
+}}
+RETURN key, pending, {EXAMPLE_LIGHT} AS example, {TRANSITION_PUBLIC} AS transition, names
+"""
+
 SET_REVIEW_STATUS = """
 MATCH (e:Example {id: $id})
 SET e.review_status = $status, e.review_reason = $reason

@@ -65,6 +65,8 @@ from graphdb.models import (
     ExampleSummary,
     GraphExport,
     RelabelOutcome,
+    ReviewQueueFilter,
+    ReviewQueuePage,
     ReviewStatus,
     Technique,
     transition_key,
@@ -303,6 +305,17 @@ class GraphService:
         """Examples in one review status, oldest first, without code or reasoning (for lists)."""
         with _translated():
             return self.store.list_example_summaries(status=status, limit=limit, offset=offset)
+
+    def review_queue_page(
+        self, token: str, *, limit: int, selected: str | None, only: ReviewQueueFilter
+    ) -> ReviewQueuePage:
+        """The review queue for the holder of `token`, its key checked in the same read."""
+        try:
+            return self.store.review_queue_page(token, limit=limit, selected=selected, only=only)
+        except ApiKeyNotFoundError as e:
+            raise InvalidApiKeyError(str(e)) from e
+        except StoreUnavailableError as e:
+            raise GraphUnavailableError(str(e)) from e
 
     def get_example(self, example_id: str) -> ExamplePublic:
         """One example."""

@@ -1,4 +1,4 @@
-"""Curation records: relabel decisions (and undoing them) and the audit log."""
+"""Curation records: the review queue's page, relabel decisions (and undoing them) and the audit log."""
 
 from __future__ import annotations
 
@@ -7,13 +7,57 @@ from neo4j import ManagedTransaction
 from graphdb import relabel_queries as rq
 from graphdb import store_queries as q
 from graphdb.errors import DecisionNotFoundError, InvalidOperationError, TechniqueExistsError
-from graphdb.models import AuditEntry, KeptSeparate, RelabelDecision, RelabelOutcome, Technique, utc_now
+from graphdb.models import (
+    AuditEntry,
+    ExampleSummary,
+    KeptSeparate,
+    RelabelDecision,
+    RelabelOutcome,
+    ReviewQueueFilter,
+    ReviewQueuePage,
+    ReviewStatus,
+    Technique,
+    utc_now,
+)
 from graphdb.store.base import StoreBase
-from graphdb.store.records import _audit, _decision, _native, _props
+from graphdb.store.keys import hash_token, live_key
+from graphdb.store.records import _audit, _decision, _example, _native, _props, _transition
 
 
 class CurationStore(StoreBase):
-    """The relabel-decision and audit part of `Neo4jGraphStore`."""
+    """The review-queue, relabel-decision and audit part of `Neo4jGraphStore`."""
+
+    def review_queue_page(
+        self, token: str, *, limit: int, selected: str | None, only: ReviewQueueFilter
+    ) -> ReviewQueuePage:
+        """The review queue as `token`'s holder sees it, in one query; raises `ApiKeyNotFoundError`.
+
+        The key is checked in the same query as the data (no cache: a revoked key fails at once), and
+        nothing is returned for a key that is unknown or revoked.
+        """
+        rows = self._rows_autocommit(
+            q.REVIEW_QUEUE_PAGE,
+            key_hash=hash_token(token),
+            status=ReviewStatus.PENDING.value,
+            limit=limit,
+            selected=selected,
+            **only.model_dump(),
+        )
+        row = rows[0]
+        key = live_key(row["key"])
+        example = _example(row["example"]) if row["example"] is not None else None
+        transition = row["transition"]
+        return ReviewQueuePage(
+            key=key,
+            pending=[ExampleSummary.model_validate(e) for e in row["pending"]],
+            example=example,
+            transition=(
+                _transition(transition, example.source, example.target)
+                if transition is not None and example is not None
+                else None
+            ),
+            technique_names=row["names"],
+        )
 
     def list_decisions(
         self,

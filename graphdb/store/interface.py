@@ -19,6 +19,8 @@ from graphdb.models import (
     KeptSeparate,
     RelabelDecision,
     RelabelOutcome,
+    ReviewQueueFilter,
+    ReviewQueuePage,
     ReviewStatus,
     Role,
     ScoredExample,
@@ -160,7 +162,13 @@ class GraphStore(Protocol):
         """The `k` examples (not rejected) whose code before is closest to the query, graph-wide."""
         ...
 
-    # -- curation: relabel decisions and the audit log --------------------------------------------------
+    # -- curation: the review queue, relabel decisions and the audit log --------------------------------
+
+    def review_queue_page(
+        self, token: str, *, limit: int, selected: str | None, only: ReviewQueueFilter
+    ) -> ReviewQueuePage:
+        """The review queue's page for `token`'s live key in one read; raises `ApiKeyNotFoundError`."""
+        ...
 
     def list_decisions(
         self,

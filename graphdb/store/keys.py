@@ -21,6 +21,16 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+def live_key(row: dict[str, Any] | None) -> ApiKey:
+    """The key of a stored `k {.*}` row; raises `ApiKeyNotFoundError` for none or a revoked one."""
+    if row is None:
+        raise ApiKeyNotFoundError("unknown API key")
+    key = ApiKey.model_validate(_native(row))
+    if key.revoked_at is not None:
+        raise ApiKeyNotFoundError("this API key was revoked")
+    return key
+
+
 class ApiKeyStore(StoreBase):
     """The API key part of `Neo4jGraphStore`."""
 
@@ -46,12 +56,7 @@ class ApiKeyStore(StoreBase):
     def lookup_api_key(self, token: str) -> ApiKey:
         """The live key for `token`; raises `ApiKeyNotFoundError` for unknown or revoked keys."""
         rows = self._rows(q.GET_API_KEY_BY_HASH, key_hash=hash_token(token))
-        if not rows:
-            raise ApiKeyNotFoundError("unknown API key")
-        key = ApiKey.model_validate(_native(rows[0]["k"]))
-        if key.revoked_at is not None:
-            raise ApiKeyNotFoundError("this API key was revoked")
-        return key
+        return live_key(rows[0]["k"] if rows else None)
 
     def list_api_keys(self) -> list[ApiKey]:
         """Every key (hashes only), oldest first."""

@@ -15,6 +15,7 @@ from graphdb.errors import (
 from graphdb.models import (
     Example,
     IngestBatch,
+    ReviewQueueFilter,
     ReviewStatus,
     Role,
     StepVerdict,
@@ -313,3 +314,55 @@ def test_example_summaries_list_what_list_examples_lists_without_code(store: Gra
         full[1].id
     ]
     assert store.technique_names() == ["A", "B"]
+
+
+def test_review_queue_page_reads_the_key_the_queue_and_the_shown_example_at_once(store: GraphStore) -> None:
+    seed(
+        store,
+        ["A", "B", "C"],
+        [example("A", "B", n, speedup=float(n + 1)) for n in range(4)] + [example("B", "C", 9, speedup=None)],
+    )
+    store.set_review_status(content_id("A", "B", "0"), ReviewStatus.APPROVED, actor="carol")
+    key, token = store.create_api_key("carol", Role.CURATOR, actor="admin")
+    everything = ReviewQueueFilter()
+
+    page = store.review_queue_page(token, limit=100, selected=None, only=everything)
+    assert page.key.id == key.id and page.key.role == Role.CURATOR
+    assert [s.id for s in page.pending] == [
+        s.id for s in store.list_example_summaries(status=ReviewStatus.PENDING, limit=100)
+    ]
+    assert page.example is not None and page.example.id == page.pending[0].id
+    assert page.example.code_after and page.example.code_embedding is None  # in full, but no embedding
+    assert page.transition is not None and page.transition.key == "A -> B"
+    assert page.transition.stats.n_examples == 4
+    assert page.technique_names == sorted(store.technique_names())
+
+    # The selected example when it passes the filter, else the first that does; the same choice as
+    # `ReviewQueueFilter.keeps` makes over the list.
+    last = content_id("B", "C", "9")
+    assert store.review_queue_page(token, limit=100, selected=last, only=everything).example.id == last  # type: ignore[union-attr]
+    for only, selected in [
+        (ReviewQueueFilter(technique="C"), None),
+        (ReviewQueueFilter(transition="A -> B", min_speedup=3.5), content_id("A", "B", "1")),
+        (ReviewQueueFilter(transition="A -> B", min_speedup=3.5), content_id("A", "B", "3")),
+        (ReviewQueueFilter(task="task_2"), None),
+        (ReviewQueueFilter(min_speedup=100.0), None),
+    ]:
+        page = store.review_queue_page(token, limit=100, selected=selected, only=only)
+        shown = [s for s in page.pending if only.keeps(s)]
+        expected = next((s.id for s in shown if s.id == selected), shown[0].id if shown else None)
+        assert (page.example.id if page.example else None) == expected, only
+        assert page.transition is None or page.example is not None
+    assert (
+        store.review_queue_page(
+            token, limit=100, selected=None, only=ReviewQueueFilter(technique="C")
+        ).example.id
+        == last
+    )  # type: ignore[union-attr]
+
+    # Unknown and revoked keys read nothing.
+    with pytest.raises(ApiKeyNotFoundError, match="unknown"):
+        store.review_queue_page("rg_not-a-key", limit=100, selected=None, only=everything)
+    store.revoke_api_key(key.id, actor="admin")
+    with pytest.raises(ApiKeyNotFoundError, match="revoked"):
+        store.review_queue_page(token, limit=100, selected=None, only=everything)
