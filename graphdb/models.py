@@ -360,3 +360,5 @@ class GraphExport(BaseModel):
     audit: list[AuditEntry]
     api_keys: list[ApiKey]
     trajectories: list[TrajectoryRecord]
+    # Absent from exports written before pairs were kept apart: those import with none.
+    kept_separate: list[KeptSeparate] = Field(default_factory=list)

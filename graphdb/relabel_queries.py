@@ -40,6 +40,14 @@ RETURN pair[0] AS first, pair[1] AS second, k.by AS by, k.at AS at
 ORDER BY at DESC, first, second
 """
 
+# Import: the pairs of an export, between techniques imported in the same transaction (the store first
+# refuses an export whose pairs name a technique it does not hold).
+IMPORT_KEPT_SEPARATE = """
+UNWIND $rows AS row
+MATCH (a:Technique {name: row.first}), (b:Technique {name: row.second})
+CREATE (a)-[:KEPT_SEPARATE {by: row.by, at: row.at}]->(b)
+"""
+
 UNDO_KEEP_SEPARATE = """
 MATCH (a:Technique)-[k:KEPT_SEPARATE]-(b:Technique)
 WHERE a.name = $first AND b.name = $second

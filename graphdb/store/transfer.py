@@ -8,9 +8,10 @@ from typing import Any
 from neo4j import ManagedTransaction
 from pydantic import ValidationError
 
+from graphdb import relabel_queries as rq
 from graphdb import store_queries as q
 from graphdb.errors import GraphStoreError, ImportConflictError
-from graphdb.models import INITIAL_TECHNIQUE, ApiKey, GraphExport, TrajectoryRecord, utc_now
+from graphdb.models import INITIAL_TECHNIQUE, ApiKey, GraphExport, KeptSeparate, TrajectoryRecord, utc_now
 from graphdb.store.base import StoreBase
 from graphdb.store.records import (
     _audit,
@@ -59,11 +60,24 @@ class TransferStore(StoreBase):
                     trajectories=[
                         TrajectoryRecord.model_validate(r) for r in rows(q.EXPORT_TRAJECTORIES, "t")
                     ],
+                    kept_separate=[
+                        KeptSeparate.model_validate(_native(r.data())) for r in tx.run(rq.LIST_KEPT_SEPARATE)
+                    ],
                 )
             except ValidationError as e:
                 raise GraphStoreError(f"the graph holds a record the models refuse: {e}") from e
 
         return self._read(work)
+
+    @staticmethod
+    def _import_kept_separate(tx: ManagedTransaction, export: GraphExport) -> None:
+        names = {t.name for t in export.techniques}
+        unknown = sorted({n for k in export.kept_separate for n in (k.first, k.second)} - names)
+        if unknown:
+            raise ImportConflictError(
+                f"the export keeps apart techniques it does not hold: {', '.join(map(repr, unknown))}"
+            )
+        tx.run(rq.IMPORT_KEPT_SEPARATE, rows=[k.model_dump() for k in export.kept_separate]).consume()
 
     def import_graph(self, export: GraphExport, *, actor: str) -> None:
         """Load an export into a graph without knowledge, all in one transaction.
@@ -99,6 +113,7 @@ class TransferStore(StoreBase):
             tx.run(
                 q.CREATE_DECISIONS, rows=[_enum_values(_decision_props(d)) for d in export.decisions]
             ).consume()
+            self._import_kept_separate(tx, export)
             audit_ids = [a.id for a in export.audit]
             known_audit = {r["id"] for r in tx.run(q.EXISTING_AUDIT_IDS, ids=audit_ids)}
             audit = [_audit_props(a) for a in export.audit if a.id not in known_audit]

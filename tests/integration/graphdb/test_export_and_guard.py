@@ -28,6 +28,7 @@ def populate(store: GraphStore) -> None:
     store.rename_technique("C", "C2", actor="bob", embedding=unit_vector("C2"))
     store.create_api_key("reader", Role.READER, actor="admin")
     store.ingest(IngestBatch(new_techniques=[technique("D", "lonely")]))
+    store.keep_separate("D", "B", actor="carol")
 
 
 def test_export_import_round_trip_is_exact(store: GraphStore, clean_graph: Driver, tmp_path: Path) -> None:
@@ -41,6 +42,9 @@ def test_export_import_round_trip_is_exact(store: GraphStore, clean_graph: Drive
     import_from_file(store, path, actor="admin")
     after = store.export_graph()
     assert after.model_dump(exclude={"exported_at"}) == before.model_dump(exclude={"exported_at"})
+    # The pairs a curator kept apart come back as pairs of the graph, not only as lines of the file.
+    assert [(k.first, k.second, k.by) for k in store.list_kept_separate()] == [("B", "D", "carol")]
+    assert store.list_kept_separate() == before.kept_separate
     (tmp_path / "bad.json").write_text('{"format": "something else"}')
     with pytest.raises(ExportFormatError):
         read_export(tmp_path / "bad.json")
@@ -70,6 +74,20 @@ def test_import_keeps_the_deployments_keys_and_audit_and_replaces_the_initial_no
     assert len({a.id for a in after.audit}) == len(after.audit)
     with pytest.raises(ImportConflictError, match="example"):
         store.import_graph(before, actor="local-admin")
+
+
+def test_import_refuses_pairs_kept_apart_that_name_a_missing_technique(
+    store: GraphStore, clean_graph: Driver
+) -> None:
+    populate(store)
+    export = store.export_graph()
+    clean_graph.execute_query("MATCH (n) WHERE NOT n:SchemaMigration DETACH DELETE n")
+    broken = export.model_copy(
+        update={"kept_separate": [k.model_copy(update={"second": "Nowhere"}) for k in export.kept_separate]}
+    )
+    with pytest.raises(ImportConflictError, match="'Nowhere'"):
+        store.import_graph(broken, actor="admin")
+    assert store.counts()["techniques"] == 0  # nothing half-imported
 
 
 @pytest.mark.parametrize(

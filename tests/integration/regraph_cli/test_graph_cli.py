@@ -62,6 +62,8 @@ def test_export_import_and_admin_bootstrap(
     assert (key.name, key.role) == ("ops", Role.ADMIN)
     assert runner.invoke(cli, ["keys", "create-admin", "ops"]).exit_code == 1
 
+    first, second = sorted(store.technique_names())[:2]
+    store.keep_separate(first, second, actor="ops")
     out = tmp_path / "graph.json"
     exported = runner.invoke(cli, ["graph", "export", str(out)])
     assert exported.exit_code == 0, exported.output
@@ -75,4 +77,5 @@ def test_export_import_and_admin_bootstrap(
     assert store.export_graph().model_dump(exclude={"exported_at"}) == before.model_dump(
         exclude={"exported_at"}
     )
+    assert [(k.first, k.second) for k in store.list_kept_separate()] == [(first, second)]
     assert store.lookup_api_key(token).name == "ops"
