@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
+
 from api.graph.service import (
     GraphConflictError,
     GraphServiceError,
@@ -46,7 +48,7 @@ from graphdb.models import INITIAL_TECHNIQUE, Technique
 from graphdb.store import GraphStore
 from search.embeddings import EmbeddingError
 from search.relabel import RelabelPolicy, technique_candidates
-from search.relabel_scoring import Candidate, CandidateIndex, StepText
+from search.relabel_scoring import FEATURES, Candidate, CandidateIndex, StepText
 from search.taxonomy import label_key
 
 logger = logging.getLogger(__name__)
@@ -74,6 +76,36 @@ def _translated() -> Iterator[None]:
         raise GraphUnavailableError(f"the embedding model failed: {e}") from e
     except GraphDBError as e:
         raise GraphServiceError(str(e)) from e
+
+
+def scorer_rows(
+    policy: RelabelPolicy, candidates: tuple[Candidate, ...], steps: list[StepText]
+) -> Iterator[tuple[int, list[Candidate], np.ndarray[Any, np.dtype[np.float64]]]]:
+    """For each technique i (its name and description as `steps[i]`): the others and the scorer's probabilities.
+
+    The scorer's choice for step i is among all the other techniques, so each row is computed
+    against an index of the others. Building n such indexes was the first look's cost (each
+    tokenises every label again: ~3 s for 67 techniques); one index over all of them gives the
+    same features (to float rounding, ~1e-7 in a probability): without code evidence, every feature of a pair but the rank gap reads only the
+    step and that candidate, and the rank gap (the best blend among the others minus this one's)
+    is recomputed here without the step itself. tests/integration/api/test_duplicate_scoring.py
+    holds this to the per-step indexes on the seed graph's techniques.
+    """
+    if len(candidates) < 2:
+        return
+    index = CandidateIndex(list(candidates), policy.vectors)
+    name_col, text_col, gap_col = (FEATURES.index(f) for f in ("name_sim", "text_sim", "rank_gap"))
+    for i, step in enumerate(steps):
+        features = index.features(
+            step,
+            None,
+            policy.vectors.get(step.embedded_name()),
+            policy.vectors.get(step.embedded_text()),
+        )
+        rows = np.delete(features, i, axis=0)
+        blend = 0.5 * rows[:, name_col] + 0.5 * rows[:, text_col]
+        rows[:, gap_col] = float(np.max(blend)) - blend
+        yield i, [*candidates[:i], *candidates[i + 1 :]], policy.model.probabilities(rows)
 
 
 class RelabelService:
@@ -186,8 +218,9 @@ class RelabelService:
         """Each pair (names in order) from `min_probability` with its probability and reasons.
 
         Memoised on the candidates themselves (names, descriptions, labels, taxonomy links) and the
-        policy: scoring every pair is seconds of work, and the page is read far more often than the
-        techniques change. Any change to a technique changes the key, so nothing stale is served.
+        policy: the page is read far more often than the techniques change (scoring is ~0.1 s for the
+        seed graph's 67 techniques, see `scorer_rows`). Any change to a technique changes the key, so
+        nothing stale is served.
         """
         key = (self.policy, min_probability, candidates)
         with _SCORED_LOCK:
@@ -211,19 +244,10 @@ class RelabelService:
                     note(a.name, b.name, 1.0, "a name or alias of one is written like one of the other")
         steps = [StepText(c.name, c.description) for c in candidates]
         self.policy.vectors.ensure([s.embedded_name() for s in steps] + [s.embedded_text() for s in steps])
-        for i, a in enumerate(candidates):
-            others = CandidateIndex([c for c in candidates if c is not a], self.policy.vectors)
-            features = others.features(
-                steps[i],
-                None,
-                self.policy.vectors.get(steps[i].embedded_name()),
-                self.policy.vectors.get(steps[i].embedded_text()),
-            )
-            for candidate, p in zip(
-                others.candidates, self.policy.model.probabilities(features), strict=True
-            ):
+        for i, others, probabilities in scorer_rows(self.policy, candidates, steps):
+            for candidate, p in zip(others, probabilities, strict=True):
                 if p >= min_probability:
-                    note(a.name, candidate.name, float(p), "the relabel scorer")
+                    note(candidates[i].name, candidate.name, float(p), "the relabel scorer")
         with _SCORED_LOCK:
             _SCORED[key] = scored
             while len(_SCORED) > _SCORED_KEPT:
