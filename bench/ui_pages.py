@@ -105,6 +105,7 @@ def time_pages(client: httpx.Client, targets: dict[str, str], runs: int, warmup:
     """Median, 95th percentile and maximum of each page, in ms, and its size."""
     out: dict[str, Any] = {}
     for name, path in targets.items():
+        logger.info("timing %s (%s)", name, path)
         for _ in range(warmup):
             client.get(path).raise_for_status()
         times = []
@@ -129,7 +130,10 @@ def time_pages(client: httpx.Client, targets: dict[str, str], runs: int, warmup:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Start the stack, sign in, time every page; the results as one document."""
     load_before = os.getloadavg()
-    with tempfile.TemporaryDirectory(prefix="regraph-ui-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="regraph-ui-bench-") as scratch:
+        # With --data-dir the graph stays there: a later run reuses it instead of loading it again.
+        tmp = args.data_dir or Path(scratch)
+        tmp.mkdir(parents=True, exist_ok=True)
         options = GraphServerOptions(
             uri=None,
             user="neo4j",
@@ -142,12 +146,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         )
         with open_graph(options) as graph:
             store = graph.store
-            if args.examples:
+            reused = store.counts()["examples"] > 0
+            if args.examples and not reused:
                 load_synthetic(store, args.examples, args.techniques, args.seed)
+                logger.info("loaded %s", store.counts())
             settings = ApiSettings(
                 neo4j_uri=graph.target.uri,
                 neo4j_password=SecretStr(graph.target.password),
-                data_dir=Path(tmp) / "api",
+                data_dir=Path(scratch) / "api",
                 log_level="WARNING",
                 log_format="text",
                 preload_retrieval=False,
@@ -156,7 +162,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             with serve_in_thread(create_app(settings), startup_timeout_s=900) as url:
                 _, token = store.create_api_key("bench-admin", Role.ADMIN, actor="bench")
                 counts = store.counts()
-                with httpx.Client(base_url=url, timeout=60) as client:
+                with httpx.Client(base_url=url, timeout=600) as client:
                     sign_in(client, token)
                     results = time_pages(client, pages(store), args.runs, args.warmup)
     target_ms = 1000.0 if args.examples else 300.0
@@ -167,6 +173,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         + (f" --examples {args.examples}" if args.examples else "")
         + (f" --runs {args.runs}" if args.runs != 20 else ""),
         "graph": "synthetic" if args.examples else "seed",
+        "graph_reused": reused,
         "counts": counts,
         "runs": args.runs,
         "target_ms": target_ms,
@@ -212,8 +219,13 @@ def main() -> None:
     parser.add_argument("--pagecache-mb", type=int, default=512)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument(
+        "--data-dir", type=Path, default=None, help="keep the graph here and reuse it on the next run"
+    )
     parser.add_argument("--machine", default="", help="a note on the machine, kept with the results")
     args = parser.parse_args()
+    if args.data_dir is not None and not args.examples:
+        parser.error("--data-dir keeps a synthetic graph: give --examples too")
     result = run(args)
     print(table(result))
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
