@@ -36,7 +36,9 @@ import os
 import platform
 import random
 import re
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -184,6 +186,51 @@ def start_ray(runtime: str, replicas: int, address: str | None) -> str:
     return "GPU"
 
 
+class GpuSampler:
+    """The GPUs' own utilisation while the queue runs, sampled with ``nvidia-smi`` every 200 ms: the
+    share of each sample period in which a kernel ran (``utilization.gpu``), an independent check of the
+    busy fractions the verdicts report (those count the time a replica holds its GPU lock, kernels or
+    not). Nothing is sampled where nvidia-smi is missing."""
+
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen[str] | None = None
+        self._samples: dict[str, list[float]] = defaultdict(list)
+        self._reader: threading.Thread | None = None
+
+    def __enter__(self) -> GpuSampler:
+        smi = shutil.which("nvidia-smi")
+        if smi is None:
+            return self
+        command = [smi, "--query-gpu=index,utilization.gpu", "--format=csv,noheader,nounits", "-lms", "200"]
+        self._proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        return self
+
+    def _read(self) -> None:
+        assert self._proc is not None and self._proc.stdout is not None
+        for line in self._proc.stdout:
+            index, _, value = line.partition(",")
+            with contextlib.suppress(ValueError):
+                self._samples[index.strip()].append(float(value))
+
+    def __exit__(self, *exc: object) -> None:
+        if self._proc is not None:
+            self._proc.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(timeout=5)
+        if self._reader is not None:
+            self._reader.join(timeout=5)
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        """Per GPU index: the mean utilisation (0-1) and the number of samples."""
+        return {
+            index: {"mean": round(statistics.fmean(values) / 100, 3), "samples": len(values)}
+            for index, values in sorted(self._samples.items())
+            if values
+        }
+
+
 # --- queue mode ----------------------------------------------------------------------------------
 
 
@@ -294,6 +341,17 @@ def summarize(
             ]
         ),
     }
+    # Where an evaluation's time went: every key of the verdicts' ``seconds`` (CPU stages such as the
+    # compile and the task's preparation as well as the GPU stages), its total over the run and its
+    # mean per verdict; stages overlap across evaluations, so the totals may exceed the wall time.
+    stage_totals: dict[str, float] = defaultdict(float)
+    for _, v, _ in verdicts:
+        for key, value in v.seconds.items():
+            stage_totals[key] += value
+    stage_seconds = {
+        key: {"total": round(total, 2), "per_verdict": round(total / len(verdicts), 4)}
+        for key, total in sorted(stage_totals.items(), key=lambda kv: -kv[1])
+    }
     return {
         "evaluations": len(results),
         "verdicts": len(verdicts),
@@ -311,6 +369,7 @@ def summarize(
         "hangs": hangs,
         "outcomes": dict(sorted(outcome.items())),
         "first_evaluation": first_eval,
+        "stage_seconds": stage_seconds,
     }
 
 
@@ -331,7 +390,7 @@ def run_queue(args: argparse.Namespace, items: list[QueueItem], replicas: int, c
         fleet.start()
         app = create_fleet_app(settings, fleet)
     try:
-        with serving(app) as url:
+        with serving(app) as url, GpuSampler() as sampler:
             start = time.perf_counter()
             results = asyncio.run(
                 _drain(url, items, options, args.clients * replicas, fleet, args.kill_after, args.max_seconds)
@@ -341,6 +400,7 @@ def run_queue(args: argparse.Namespace, items: list[QueueItem], replicas: int, c
         if fleet is not None:
             fleet.close()
     summary = summarize(results, wall, replicas)
+    summary["gpu_utilization"] = sampler.summary()
     logger.info("%d replicas: %s", replicas, json.dumps({k: summary[k] for k in ("per_hour", "wall_s")}))
     return summary
 
@@ -453,6 +513,31 @@ def render(result: dict[str, Any]) -> str:
                 for k in ("call_s", "waited_s", "later_call_s")
             ]
             lines.append(f"| {r['replicas']} | {f['count']} | " + " | ".join(cells) + " |")
+        lines += [
+            "",
+            "Where the time went: every stage the verdicts time, mean seconds per verdict (CPU and GPU stages; "
+            "evaluations overlap, so these add up to more than the wall time per evaluation):",
+            "",
+            "| replicas | " + " | ".join(f"{k}" for k in runs[0].get("stage_seconds", {})) + " |",
+            "|---|" + "---|" * len(runs[0].get("stage_seconds", {})),
+        ]
+        for r in runs:
+            keys = list(runs[0].get("stage_seconds", {}))
+            cells = [
+                f"{r['stage_seconds'][k]['per_verdict']:.3f}" if k in r.get("stage_seconds", {}) else "-"
+                for k in keys
+            ]
+            lines.append(f"| {r['replicas']} | " + " | ".join(cells) + " |")
+        lines += [
+            "",
+            "The GPUs' own utilisation while the queue ran (nvidia-smi `utilization.gpu`, sampled every "
+            "200 ms; the share of time a kernel ran):",
+            "",
+        ]
+        for r in runs:
+            util = r.get("gpu_utilization") or {}
+            shown = ", ".join(f"GPU {i}: {u['mean']:.0%} ({u['samples']} samples)" for i, u in util.items())
+            lines.append(f"- {r['replicas']} replicas: {shown or 'not sampled (no nvidia-smi)'}")
         lines += ["", "GPU-busy fraction of the wall time per replica and stage:", ""]
         lines += ["| replicas | replica | evaluations | " + " | ".join(GPU_STAGES) + " |"]
         lines += ["|---|---|---|" + "---|" * len(GPU_STAGES)]

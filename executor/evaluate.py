@@ -76,6 +76,9 @@ class Evaluator:
             self.pool.replenish("candidate")
         self._preparing: Future[None] | None = None
         self._prepare_lock = threading.Lock()
+        self._prepares_started = 0
+        self._in_flight = 0  # evaluations in this evaluator now (evaluate() calls not returned)
+        self._in_flight_lock = threading.Lock()
         # Tasks whose reference is being built, timing set stored and serial reference timed ahead of
         # their first candidate (prepare_task); an evaluation of such a task waits for that instead of
         # doing it again.
@@ -125,7 +128,28 @@ class Evaluator:
         options: EvaluationOptions | None = None,
     ) -> Verdict:
         """Run every stage that applies and return the verdict (never raises for candidate failures)."""
-        options = options or EvaluationOptions()
+        with self._in_flight_lock:
+            self._in_flight += 1
+        try:
+            return self._evaluate(task, candidate, options or EvaluationOptions())
+        finally:
+            with self._in_flight_lock:
+                self._in_flight -= 1
+
+    @property
+    def in_flight(self) -> int:
+        """Evaluations under way in this evaluator now."""
+        with self._in_flight_lock:
+            return self._in_flight
+
+    @property
+    def prepares_started(self) -> int:
+        """How many times workers were started ahead for a next candidate (``prepare_next``)."""
+        return self._prepares_started
+
+    def _evaluate(
+        self, task: FunctionTask | KernelTask, candidate: CandidateSource, options: EvaluationOptions
+    ) -> Verdict:
         seconds: dict[str, float] = {}
         t0 = time.perf_counter()
         violations = check_source(task, candidate.source)
@@ -161,12 +185,24 @@ class Evaluator:
             if not compiling.done():
                 compiling.cancel()
         verdict.seconds["total"] = time.perf_counter() - t0
-        if runtime != "none" and self.settings.prewarm_workers and self.settings.prepare_next:
+        with self._in_flight_lock:
+            # Only an executor that this evaluation leaves idle prepares: while others are in flight
+            # the next request is as likely another task's, and workers prepared for this one would
+            # be stopped unused after computing its reference outputs and uploading its inputs,
+            # taking CPU and the GPU lock from the evaluations in flight (a mixed queue).
+            alone = self._in_flight == 1
+        if (
+            runtime != "none"
+            and self.settings.prewarm_workers
+            and self.settings.prepare_next
+            and (alone or self.settings.prepare_next_when_busy)
+        ):
             # In the background: the caller has its verdict now, and the workers of the next candidate
             # get the whole time the next candidate takes to write.
             with self._prepare_lock:
                 try:
                     self._preparing = self._threads.submit(self._prepare_next, task, options, runtime)
+                    self._prepares_started += 1
                 except RuntimeError:  # closed meanwhile: nothing to prepare for
                     self._preparing = None
         return verdict

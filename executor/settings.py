@@ -38,7 +38,14 @@ class ExecutorSettings(BaseSettings):
     prepare_next: bool = Field(
         default=True,
         description="after an evaluation, start the workers of the next candidate of the same task: "
-        "fresh seeds, inputs generated and reference outputs computed before that candidate arrives",
+        "fresh seeds, inputs generated and reference outputs computed before that candidate arrives; "
+        "only when no other evaluation is in flight (see prepare_next_when_busy)",
+    )
+    prepare_next_when_busy: bool = Field(
+        default=False,
+        description="prepare the next candidate's workers even while other evaluations are in flight "
+        "(the behaviour before 2026-11-27): on a queue that mixes tasks those workers are mostly "
+        "stopped unused, after their reference run and input upload took CPU and the GPU lock",
     )
     timing_set_cache_bytes: int = Field(
         default=24 << 30,

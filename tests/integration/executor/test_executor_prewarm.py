@@ -8,7 +8,9 @@ processes: spares started ahead of time, and workers prepared for the next candi
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -25,6 +27,7 @@ STUB = "\n__global__ void stub_kernel() {}\nstatic void never_called() { stub_ke
 HEAD = 'extern "C" void saxpy(int n, float a, const float* x, float* y) {\n'
 CORRECT = HEAD + "for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i]; }" + STUB
 WRONG = HEAD + "for (int i = 0; i < n; ++i) y[i] = a * x[i] - y[i]; }" + STUB
+HANG = HEAD + "volatile int spin = 1; while (spin) {} }" + STUB
 SEGFAULT = HEAD + "volatile int* p = nullptr; *p = 1; }" + STUB
 CACHED = (
     "#include <vector>\nstatic std::vector<float> memo;\n"
@@ -203,5 +206,33 @@ def test_a_task_prepared_ahead_gives_its_first_candidate_its_timing_set_and_refe
         assert "timing_set" not in verdict.seconds and "reference_timing" not in verdict.seconds
         assert verdict.reference_timing is not None and verdict.speedup is not None
         assert own.run_limit(saxpy, QUICK).basis != "cap"  # the reference's time was known before the run
+    finally:
+        own.close()
+
+
+def test_only_an_evaluation_that_leaves_the_executor_idle_prepares_the_next(
+    tmp_path: Path, saxpy: FunctionTask | KernelTask
+) -> None:
+    """Workers for a next candidate are prepared when the executor would otherwise be idle (one
+    caller after another, as a search waiting for its model), not while other evaluations are in
+    flight, where the next request may be any task's and the prepared pair would be stopped unused."""
+    settings = ExecutorSettings(cache_dir=tmp_path, runtime="host", run_timeout_s=30, run_limit_floor_s=12)
+    own = Evaluator(settings)
+    try:
+        with ThreadPoolExecutor(max_workers=1) as side:
+            hung = side.submit(own.evaluate, saxpy, CandidateSource(source=HANG), QUICK)
+            deadline = time.monotonic() + 30
+            while own.in_flight == 0 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            beside = own.evaluate(saxpy, CandidateSource(source=CORRECT + "// beside a hang\n"), QUICK)
+            assert beside.passed, beside.message
+            assert not hung.done(), "the hang ended before the evaluation beside it: nothing was in flight"
+            assert own.prepares_started == 0
+            assert hung.result(timeout=120).error is ErrorKind.TIMEOUT
+        assert own.prepares_started == 1  # the hang's evaluation left the executor idle
+        own.wait_for_preparation()
+        alone = own.evaluate(saxpy, CandidateSource(source=CORRECT + "// alone\n"), QUICK)
+        assert alone.passed, alone.message
+        assert own.prepares_started == 2
     finally:
         own.close()
