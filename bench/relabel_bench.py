@@ -183,6 +183,18 @@ class Outcome:
     should_merge: bool
     correct: bool
     false_merge: bool
+    top_probability: float | None = None
+
+    def record(self) -> dict[str, Any]:
+        """The decision as a JSON-able record (the scorer's top probability rounded to 1e-4)."""
+        return {
+            "id": self.item.id,
+            "name": self.item.name,
+            "decision": self.decision,
+            "technique": self.technique,
+            "decided_by": self.decided_by,
+            "top_probability": None if self.top_probability is None else round(self.top_probability, 4),
+        }
 
 
 def judge_outcome(item: Item, scenario: Scenario, decision: str, technique: str, canonical: bool) -> Outcome:
@@ -258,6 +270,8 @@ def evaluate(
             item, scenario, choice.outcome, choice.technique, choice.canonical is not None
         )
         outcome.decided_by = choice.decided_by
+        if choice.ranked is not None and choice.ranked.top is not None:
+            outcome.top_probability = choice.ranked.top[1]
         outcomes.append(outcome)
         row.by_rule[choice.decided_by] += 1
         if outcome.should_merge:
@@ -500,6 +514,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="also write the report (markdown) here")
     parser.add_argument("--failures", action="store_true", help="list every wrong decision")
     parser.add_argument(
+        "--decisions",
+        type=Path,
+        help="write every decision (half, graph, item, outcome, technique, rule, top probability) as JSON "
+        "lines here, to diff two runs",
+    )
+    parser.add_argument(
         "--vector-cache",
         type=Path,
         help="keep the untimed embeddings in this .npz between runs (development)",
@@ -527,15 +547,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fitted model written to {args.model}")
     model = load_model(args.model)
     rows = []
+    decisions: list[str] = []
     for half in ("calibration", "test"):
         for scene in scenarios(taxonomy):
             policy = RelabelPolicy(embedder, taxonomy=scene.taxonomy, model=model, vectors=vectors)
             row, outcomes = evaluate(items, scene, policy, half, timed=(half, scene.name) == ("test", "full"))
             rows.append(row)
+            decisions.extend(
+                json.dumps({"half": half, "graph": scene.name, **o.record()}, sort_keys=True)
+                for o in outcomes
+            )
             if (half, scene.name) == ("test", "full"):
                 unseen = unseen_name_row(items, outcomes)
     if args.vector_cache is not None:
         vectors.save(args.vector_cache)
+    if args.decisions is not None:
+        args.decisions.write_text("".join(f"{line}\n" for line in decisions))
     kinds = Counter(i.kind for i in items)
     halves = Counter(i.half for i in items)
     report = "\n".join(

@@ -74,19 +74,46 @@ class Embedder:
         """Embed `texts` (batched); each vector has unit length."""
         if not texts:
             return []
+        out: list[list[float]] = [[] for _ in texts]
         # torch's CPU kernels are not safe to enter from several threads with one module.
         with self._lock:
             try:
-                vectors = self._model.encode(
-                    list(texts),
-                    batch_size=self.batch_size,
-                    normalize_embeddings=True,
-                    convert_to_numpy=True,
-                    show_progress_bar=False,
-                )
+                for batch in self.length_batches(texts):
+                    vectors = self._model.encode(
+                        [texts[i] for i in batch],
+                        batch_size=len(batch),
+                        normalize_embeddings=True,
+                        convert_to_numpy=True,
+                        show_progress_bar=False,
+                    )
+                    for i, row in zip(batch, vectors, strict=True):
+                        out[i] = [float(x) for x in row]
             except (RuntimeError, ValueError) as e:
                 raise EmbeddingError(f"embedding failed: {e}") from e
-        return [[float(x) for x in row] for row in vectors]
+        return out
+
+    def length_batches(self, texts: Sequence[str]) -> list[list[int]]:
+        """The indices of `texts` in batches of similar length in word pieces, shortest first.
+
+        A batch is padded to its longest text, and the model's cost grows with the padded length.
+        sentence-transformers orders a call's texts by characters, but CUDA identifiers and code cut into
+        many more word pieces per character than prose (on the relabel benchmark's step texts, ordering
+        by word pieces pads 9,942 instead of 12,772 tokens: the embedding takes ~25 % less time, the
+        vectors are the same to 2e-7).
+        """
+        if len(texts) <= 1:
+            return [list(range(len(texts)))]
+        lengths = self.token_lengths(texts)
+        order = sorted(range(len(texts)), key=lambda i: (lengths[i], i))
+        return [order[k : k + self.batch_size] for k in range(0, len(order), self.batch_size)]
+
+    def token_lengths(self, texts: Sequence[str]) -> list[int]:
+        """How many word pieces the model reads of each text (special tokens included, truncation applied)."""
+        limit = int(self._model.max_seq_length)
+        encoded = self._model.tokenizer(
+            list(texts), add_special_tokens=True, truncation=True, max_length=limit
+        )
+        return [len(ids) for ids in encoded["input_ids"]]
 
     def embed_one(self, text: str) -> list[float]:
         """Embed one text."""
