@@ -84,6 +84,17 @@ def test_ingest_creates_transitions_with_consistent_stats(store: GraphStore) -> 
     assert store.get_transition("A", "B").stats.n_examples == 4
 
 
+def test_ingest_creates_only_the_missing_transitions_and_counts_them(store: GraphStore) -> None:
+    seed(store, ["A", "B", "C"], [example("A", "B", 1, speedup=2.0)])
+    result = store.ingest(
+        IngestBatch(examples=[example("A", "B", 2, speedup=4.0), example("B", "C", 3, speedup=1.5)])
+    )
+    assert (result.transitions_created, result.examples_created) == (1, 2)
+    assert store.get_transition("A", "B").stats.n_examples == 2
+    assert store.get_transition("B", "C").stats.n_examples == 1
+    assert store.counts() == {"techniques": 3, "transitions": 2, "examples": 3}
+
+
 def test_ingest_is_all_or_nothing(store: GraphStore) -> None:
     seed(store, ["A"], [])
     bad = IngestBatch(
