@@ -103,6 +103,12 @@ class ExecutorSettings(BaseSettings):
         "CPU of the cluster's nodes without the GPU resource (none there: each replica compiles on its own "
         "host), 0 none, N that many wherever Ray finds a free CPU",
     )
+    fleet_compilers_check_s: float = Field(
+        default=30.0,
+        ge=0,
+        description="fleet: how often the router checks its compile workers and starts those missing (on a "
+        "CPU node that joined, or in place of workers that died where Ray can place them); 0 never",
+    )
     fleet_prepare_tasks: bool = Field(
         default=True,
         description="fleet: when a task is new to the replica a request goes to, have the replica build "

@@ -13,7 +13,10 @@ what the replica runs is byte for byte what its own compiler would have built:
   compiler, version, options and arch; the arch is the replica's GPU's); otherwise it declines and the
   replica builds locally;
 * a compile worker that dies (its node lost) is dropped from the pool and the build goes to the next
-  one, or is done locally; a compile error or timeout is a result like any other.
+  one, or is done locally; a compile error or timeout is a result like any other;
+* the router checks its compile workers every ``fleet_compilers_check_s`` and starts what is missing:
+  on a CPU node that joined the cluster (or came back), or in place of workers that died where Ray can
+  place them again; the replicas are handed the new workers (`CompilePool.add`).
 
 Nothing here imports Ray at module level: the replica's side runs in a Ray actor, and the router wraps
 `CompileWorker` with ``ray.remote`` when it starts one.
@@ -66,8 +69,10 @@ class CompileWorker:
             return self._compilers[arch]
 
     def describe(self) -> dict[str, str]:
-        """Where this compile worker runs."""
-        return {"node": self.node}
+        """Where this compile worker runs: the node's name and its Ray node id."""
+        import ray
+
+        return {"node": self.node, "node_id": str(ray.get_runtime_context().get_node_id())}
 
     def compile(
         self, key: str, source: str, kind: ProductKind, arch: str
@@ -94,6 +99,20 @@ class CompilePool:
         self._lock = threading.Lock()
         self._built_on: OrderedDict[str, str] = OrderedDict()
         self._remember = remember
+
+    def add(self, handles: list[Any]) -> None:
+        """Take more compile workers (started by the router after some were lost or a node joined)."""
+        with self._lock:
+            start = max(self._handles, default=-1) + 1
+            for offset, handle in enumerate(handles):
+                self._handles[start + offset] = handle
+                self._in_flight[start + offset] = 0
+
+    @property
+    def size(self) -> int:
+        """Compile workers this pool still sends builds to."""
+        with self._lock:
+            return len(self._handles)
 
     def take_built_on(self, source: str) -> str | None:
         """The node whose compile worker built ``source`` for this replica since it was last asked
@@ -155,34 +174,43 @@ class CompilePool:
         return None
 
 
-def start_compile_workers(settings: ExecutorSettings) -> list[Any]:
+def start_compile_workers(
+    settings: ExecutorSettings, have: dict[str, int] | None = None, first_name: int = 0
+) -> list[tuple[Any, str]]:
     """Start the fleet's compile workers (``settings.fleet_compilers``: -1 one per CPU of the nodes
-    without the fleet's GPU resource, 0 none, N that many wherever Ray finds a CPU); their handles
-    once each has started."""
+    without the fleet's GPU resource, 0 none, N that many wherever Ray finds a CPU), less those alive
+    already (``have``: live workers per Ray node id); each one's handle and Ray node id once each has
+    started. Workers are named ``compiler-<n>`` from ``first_name`` on."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+    have = have or {}
     actor = ray.remote(CompileWorker)
     body = settings.model_dump_json()
     handles: list[Any] = []
+    names = iter(range(first_name, first_name + 100_000))
     if settings.fleet_compilers > 0:
-        for n in range(settings.fleet_compilers):
-            handles.append(actor.options(name=f"compiler-{n}", num_cpus=1, max_restarts=0).remote(body))
+        for _ in range(settings.fleet_compilers - sum(have.values())):
+            name = f"compiler-{next(names)}"
+            handles.append(actor.options(name=name, num_cpus=1, max_restarts=0).remote(body))
     elif settings.fleet_compilers < 0:
-        n = 0
         for node in ray.nodes():
             resources = node.get("Resources", {})
             if not node.get("Alive") or resources.get(settings.fleet_gpu_resource, 0) > 0:
                 continue
-            for _ in range(int(resources.get("CPU", 0))):
+            missing = int(resources.get("CPU", 0)) - have.get(str(node["NodeID"]), 0)
+            for _ in range(missing):
                 strategy = NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=False)
                 handles.append(
                     actor.options(
-                        name=f"compiler-{n}", num_cpus=1, max_restarts=0, scheduling_strategy=strategy
+                        name=f"compiler-{next(names)}",
+                        num_cpus=1,
+                        max_restarts=0,
+                        scheduling_strategy=strategy,
                     ).remote(body)
                 )
-                n += 1
-    if handles:
-        nodes = ray.get([h.describe.remote() for h in handles], timeout=600)
-        logger.info("%d compile workers on %s", len(handles), sorted({d["node"] for d in nodes}))
-    return handles
+    if not handles:
+        return []
+    nodes = ray.get([h.describe.remote() for h in handles], timeout=600)
+    logger.info("%d compile workers started on %s", len(handles), sorted({d["node"] for d in nodes}))
+    return [(h, d["node_id"]) for h, d in zip(handles, nodes, strict=True)]

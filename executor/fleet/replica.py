@@ -51,14 +51,14 @@ class ExecutorReplica:
 
     def __init__(self, settings_json: str, replica: str, compilers: list[Any] | None = None) -> None:
         """``compilers``: handles of the fleet's compile workers (`executor.fleet.compilers`); without
-        any, the replica compiles on its own host."""
+        any (until the router adds some), the replica compiles on its own host."""
         self.settings = ExecutorSettings.model_validate_json(settings_json)
         self.replica = replica
         self.node = f"{socket.gethostname()}/{_ray_node_id()[:8]}"
         self.gpu_ids = os.environ.get("CUDA_VISIBLE_DEVICES", "")
         # A build waits for a free compile worker behind others' builds: allow for a queue.
         self.compile_pool = CompilePool(compilers or [], timeout_s=4 * self.settings.compile_timeout_s)
-        self.evaluator = Evaluator(self.settings, remote_builds=self.compile_pool if compilers else None)
+        self.evaluator = Evaluator(self.settings, remote_builds=self.compile_pool)
         logger.info("replica %s on %s (GPU %s, runtime %s)", replica, self.node, self.gpu_ids, self.runtime)
 
     @property
@@ -99,6 +99,11 @@ class ExecutorReplica:
         the router in its own concurrency group, so it is not queued behind the evaluations."""
         request = EvaluateRequest.model_validate_json(request_json)
         self.evaluator.prepare_task(request.task, request.options)
+
+    def add_compilers(self, handles: list[Any]) -> int:
+        """Send builds to these compile workers too (started by the router); the pool's size after."""
+        self.compile_pool.add(handles)
+        return self.compile_pool.size
 
     def probe(self) -> bool:
         """Whether the GPU still serves a fresh process: the configured probe command, else the

@@ -8,7 +8,9 @@ may come from a sick GPU (a timeout, a crash, a CUDA error or an internal error)
 its GPU in a fresh process; a GPU that fails the probe (a sticky error, a process that would not die)
 has its replica taken out, the evaluation retried elsewhere, and a replacement started, which joins
 only once its own probe passes. Lost replicas are replaced the same way: Ray places the replacement
-wherever a unit of the GPU resource is free.
+wherever a unit of the GPU resource is free. Compile workers that are missing (their node lost, or a CPU
+node new to the cluster) are started by a check every ``fleet_compilers_check_s`` and handed to every
+replica (`Fleet.check_compilers`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -74,6 +77,11 @@ class Fleet:
         self._actor_class: Any = None
         self.compilers: list[Any] = []  # handles of the compile workers (executor.fleet.compilers)
         self._prepared: set[tuple[str, str]] = set()  # (replica, task key) told to prepare the task
+        self._next_compiler = 0  # the number in the next compile worker's name
+        self._compiler_nodes: dict[int, str] = {}  # id(handle) -> the Ray node it runs on
+        self._compilers_lock = threading.Lock()
+        self._stop_checks = threading.Event()
+        self._checker: threading.Thread | None = None
 
     # -- start and stop -------------------------------------------------------------------------
     def start(self) -> None:
@@ -96,13 +104,62 @@ class Fleet:
             raise FleetUnavailableError(
                 f"the Ray cluster has no {self.settings.fleet_gpu_resource!r} resource to run a replica on"
             )
-        self.compilers = start_compile_workers(self.settings)
+        self.compilers = self._start_compilers({})
         self._actor_class = ray.remote(concurrency_groups={PREPARE_GROUP: 1})(ExecutorReplica)
         handles = [self._spawn() for _ in range(count)]
         infos = ray.get([h.describe.remote() for _, h in handles], timeout=600)
         for (name, handle), info in zip(handles, infos, strict=True):
             self._join(Replica(name=name, handle=handle, info=info))
         logger.info("fleet of %d replicas: %s", len(self.replicas), ", ".join(self.replicas))
+        if self.settings.fleet_compilers != 0 and self.settings.fleet_compilers_check_s > 0:
+            self._checker = threading.Thread(target=self._check_compilers_now_and_then, daemon=True)
+            self._checker.start()
+
+    # -- compile workers ------------------------------------------------------------------------
+    def _start_compilers(self, have: dict[str, int]) -> list[Any]:
+        started = start_compile_workers(self.settings, have, first_name=self._next_compiler)
+        self._next_compiler += len(started)
+        self._compiler_nodes.update({id(handle): node for handle, node in started})
+        return [handle for handle, _ in started]
+
+    def check_compilers(self) -> int:
+        """Drop the compile workers that died, start those missing (see `start_compile_workers`) and
+        hand the new ones to every replica; how many were started. A worker busy with a build (it
+        does not answer within the check's few seconds) counts as alive."""
+        import ray
+
+        with self._compilers_lock:
+            pings = {id(h): h.describe.remote() for h in self.compilers}
+            ready = ray.wait(list(pings.values()), num_returns=len(pings), timeout=5)[0] if pings else []
+            answered = {ref.hex() for ref in ready}
+            alive: list[Any] = []
+            have: dict[str, int] = {}
+            for handle in self.compilers:
+                ref = pings[id(handle)]
+                if ref.hex() in answered:
+                    try:
+                        ray.get(ref, timeout=1)
+                    except ray.exceptions.RayError:
+                        self._compiler_nodes.pop(id(handle), None)
+                        continue  # dead: its replicas' pools drop it at their next build
+                alive.append(handle)
+                node = self._compiler_nodes[id(handle)]
+                have[node] = have.get(node, 0) + 1
+            new = self._start_compilers(have)
+            self.compilers = alive + new
+        if new:
+            for replica in list(self.replicas.values()):
+                with contextlib.suppress(ray.exceptions.RayError):
+                    replica.handle.add_compilers.options(concurrency_group=PREPARE_GROUP).remote(new)
+            logger.info("%d compile workers started; %d in all", len(new), len(self.compilers))
+        return len(new)
+
+    def _check_compilers_now_and_then(self) -> None:
+        while not self._stop_checks.wait(self.settings.fleet_compilers_check_s):
+            try:
+                self.check_compilers()
+            except Exception:  # logged: the next check tries again; builds fall back to the replicas
+                logger.exception("checking the compile workers failed")
 
     def _spawn(self) -> tuple[str, Any]:
         name = f"replica-{next(self._names)}"
@@ -125,6 +182,9 @@ class Fleet:
         """Stop the replicas (their spare workers first) and leave the cluster."""
         import ray
 
+        self._stop_checks.set()
+        if self._checker is not None:
+            self._checker.join(timeout=60)
         for task in self._replacing:
             task.cancel()
         for replica in self.replicas.values():

@@ -48,6 +48,7 @@ class RayCluster:
     workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
     manager_ports: list[int] = field(default_factory=list)
     head: subprocess.Popen[bytes] | None = None
+    port_base: int = 20000  # worker-port ranges of this cluster: one block of 100 per node
 
     def node_id(self, index: int) -> str:
         """The Ray node id of worker node ``index`` (from its raylet's command line)."""
@@ -62,6 +63,20 @@ class RayCluster:
                     if arg.startswith((b"--node_id=", b"--node-id=")):
                         return arg.split(b"=", 1)[1].decode()
         raise LookupError(f"no raylet found for worker node {index}")
+
+    def add_worker(self, cpus: int = 1, fake_gpu: bool = False, timeout_s: float = 240.0) -> int:
+        """Start one more worker node (``fake_gpu``: with one unit of the fake GPU); its index."""
+        index = len(self.workers)
+        self.manager_ports.append(_free_ports(1)[0])
+        args = [
+            f"--address={self.address}",
+            f"--num-cpus={cpus}",
+            *([f'--resources={{"{FAKE_GPU}": 1}}'] if fake_gpu else []),
+            "--object-store-memory=100000000",
+            *_node_ports(self.manager_ports[-1], self.port_base + 100 * (index + 1)),
+        ]
+        self.workers.append(_start_node(args, self.env, self.temp_dir / f"worker-{index}.log", timeout_s))
+        return index
 
     def kill_worker(self, index: int) -> None:
         """Kill worker node ``index`` at once: its raylet, agents and every actor process on it (Ray
@@ -165,8 +180,8 @@ def ray_cluster(
     (gcs,) = _free_ports(1)
     saved_mode = os.environ.get("RAY_AUTH_MODE")
     os.environ["RAY_AUTH_MODE"] = "disabled"
-    cluster = RayCluster(address=f"127.0.0.1:{gcs}", temp_dir=temp_dir, env=env)
     base = 20000 + (os.getpid() % 200) * 100  # worker-port ranges of this test run, one block per node
+    cluster = RayCluster(address=f"127.0.0.1:{gcs}", temp_dir=temp_dir, env=env, port_base=base)
     try:
         head_log = temp_dir / "head.log"
         cluster.head = _start_node(
@@ -184,15 +199,7 @@ def ray_cluster(
             timeout_s,
         )
         for index in range(workers + cpu_workers):
-            cluster.manager_ports.append(_free_ports(1)[0])
-            args = [
-                f"--address={cluster.address}",
-                f"--num-cpus={worker_cpus}",
-                *([f'--resources={{"{FAKE_GPU}": 1}}'] if index < workers else []),
-                "--object-store-memory=100000000",
-                *_node_ports(cluster.manager_ports[-1], base + 100 * (index + 1)),
-            ]
-            cluster.workers.append(_start_node(args, env, temp_dir / f"worker-{index}.log", timeout_s))
+            cluster.add_worker(worker_cpus, fake_gpu=index < workers, timeout_s=timeout_s)
         yield cluster
     finally:
         for process in [*cluster.workers, *([cluster.head] if cluster.head else [])]:

@@ -6,7 +6,7 @@ real client.
 
 Static checks and compiles run for real (PyPI nvcc/NVRTC); the runtime stages report ``not_run`` as on
 any machine without a GPU. One cluster serves the whole module; the last tests kill a fake-GPU node,
-then the CPU-only node.
+then the CPU-only node, then add a new CPU-only node.
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ def settings(tmp_path_factory: pytest.TempPathFactory) -> ExecutorSettings:
         compile_workers=2,
         fleet_gpu_resource=FAKE_GPU,
         fleet_affinity_depth=1,
+        fleet_compilers_check_s=2,
     )
 
 
@@ -220,3 +221,23 @@ def test_a_lost_cpu_node_leaves_the_compiles_to_the_replicas(
     assert verdict.error is ErrorKind.RUNTIME_NOT_AVAILABLE and verdict.compile and verdict.compile.ok
     assert not verdict.compile.cache_hit
     assert verdict.fleet is not None and verdict.fleet.compiled_on is None and verdict.fleet.attempts == 1
+
+
+def test_a_cpu_node_that_joins_gets_compile_workers(
+    cluster: RayCluster, fleet: Fleet, client: ExecutorClient, saxpy: FunctionTask | KernelTask
+) -> None:
+    """The CPU-only node is gone (the test before): a new one joins, the router's check of its compile
+    workers starts one there and hands it to the replicas, and builds land on it again."""
+    assert saxpy.naive_source is not None
+    joined = cluster.node_id(cluster.add_worker(cpus=1))[:8]
+    built_on: list[str | None] = []
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        verdict = client.evaluate(saxpy, f"{saxpy.naive_source}\n// after the join {len(built_on)}\n")
+        assert verdict.compile is not None and verdict.compile.ok
+        built_on.append(verdict.fleet.compiled_on if verdict.fleet else None)
+        if built_on[-1] is not None:
+            break
+        time.sleep(1)
+    assert built_on[-1] is not None and built_on[-1].endswith(joined), built_on
+    assert len(fleet.compilers) == 1
