@@ -142,7 +142,14 @@ def create_app(settings: ExecutorSettings | None = None) -> FastAPI:
 
     install_error_handlers(app)
 
+    def prepare(request: EvaluateRequest) -> None:
+        # A task new to this executor has its reference built, its timing set stored and its serial
+        # reference timed at once, while the request may still wait for a free evaluation slot.
+        if settings.prepare_tasks:
+            evaluator.prepare_task(request.task, request.options)
+
     async def in_pool(request: EvaluateRequest) -> Verdict:
+        prepare(request)
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(
             pool, evaluator.evaluate, request.task, request.candidate, request.options
@@ -189,6 +196,8 @@ def create_app(settings: ExecutorSettings | None = None) -> FastAPI:
         if len(batch.items) > settings.max_batch:
             return error_response(413, "batch_too_large", f"at most {settings.max_batch} items per batch")
         loop = asyncio.get_running_loop()
+        for item in batch.items:
+            prepare(item)
         futures = [loop.run_in_executor(pool, evaluate_safely, evaluator, item) for item in batch.items]
         try:
             verdicts = await asyncio.wait_for(asyncio.gather(*futures), timeout=settings.request_timeout_s)

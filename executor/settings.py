@@ -47,6 +47,12 @@ class ExecutorSettings(BaseSettings):
         "(the behaviour before 2026-11-27): on a queue that mixes tasks those workers are mostly "
         "stopped unused, after their reference run and input upload took CPU and the GPU lock",
     )
+    prepare_tasks: bool = Field(
+        default=True,
+        description="when a request for a task new to this executor arrives, build its reference, store "
+        "its timing set and time the serial reference at once (Evaluator.prepare_task), while the "
+        "request may wait for a free evaluation slot; the fleet's replicas have fleet_prepare_tasks",
+    )
     timing_set_cache_bytes: int = Field(
         default=24 << 30,
         ge=0,

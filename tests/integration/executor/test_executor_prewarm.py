@@ -15,12 +15,15 @@ from pathlib import Path
 
 import pytest
 
+from executor.app import create_app
+from executor.client import ExecutorClient
 from executor.evaluate import Evaluator
 from executor.protocol import CandidateSource, EvaluationOptions
 from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
 from executor.timingset import timing_seed
 from executor.verdict import ErrorKind
+from tests.support.servers import serve_in_thread
 
 TASKS_DIR = Path(__file__).parents[2] / "unit" / "executor" / "fixtures" / "tasks"
 STUB = "\n__global__ void stub_kernel() {}\nstatic void never_called() { stub_kernel<<<1, 1>>>(); }\n"
@@ -236,3 +239,21 @@ def test_only_an_evaluation_that_leaves_the_executor_idle_prepares_the_next(
         assert own.prepares_started == 2
     finally:
         own.close()
+
+
+@pytest.mark.parametrize("prepare", [True, False])
+def test_the_executor_service_prepares_a_task_new_to_it(
+    tmp_path: Path, saxpy: FunctionTask | KernelTask, prepare: bool
+) -> None:
+    """The single executor's API starts a new task's preparation (reference build, timing set,
+    reference timing) when its first request arrives, and that request's evaluation waits for it
+    instead of doing the work itself; with ``prepare_tasks`` off the evaluation does it."""
+    settings = ExecutorSettings(cache_dir=tmp_path, runtime="host", run_timeout_s=60, prepare_tasks=prepare)
+    with serve_in_thread(create_app(settings)) as url, ExecutorClient(url, timeout_s=300) as client:
+        verdict = client.evaluate(saxpy, CORRECT + "// first of its task\n", QUICK)
+    assert verdict.passed, verdict.message
+    assert verdict.reference_timing is not None
+    if prepare:
+        assert "timing_set" not in verdict.seconds and "reference_timing" not in verdict.seconds
+    else:
+        assert "timing_set" in verdict.seconds and "reference_timing" in verdict.seconds
