@@ -5,6 +5,11 @@ evaluator nor a GPU. Whatever goes wrong on the way is raised as an `ExecutorCli
 service unreachable (`ExecutorUnreachableError`, after retries) or an error answer, or an answer
 that is not the expected model (`ExecutorAnswerError`). A candidate that fails is not an error: it
 comes back as a `Verdict`.
+
+`ExecutorClient` blocks its thread; `AsyncExecutorClient` is the same client for an event loop. Use
+the async one in a server: an evaluation may wait minutes for its verdict, and cancelling the task
+that awaits it closes the request at once, where a thread blocked in the sync client would keep
+waiting for the answer (holding a worker of the loop's thread pool) until it came.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from executor.protocol import (
 )
 
 __all__ = [
+    "AsyncExecutorClient",
     "ExecutorAnswerError",
     "ExecutorClient",
     "ExecutorClientError",
@@ -45,6 +51,56 @@ _transport_retry = retry(
     wait=wait_exponential(multiplier=0.2, max=3.0),
     reraise=True,
 )
+
+
+def _unreachable(base_url: httpx.URL, e: httpx.TransportError) -> ExecutorUnreachableError:
+    return ExecutorUnreachableError(f"the executor at {base_url} did not answer: {e}")
+
+
+def _decoded(response: httpx.Response) -> Any:
+    """The decoded JSON of a successful answer; an error answer as an `ExecutorAnswerError`."""
+    if response.is_success:
+        try:
+            return response.json()
+        except ValueError as e:
+            raise ExecutorAnswerError(response.status_code, "unreadable", response.text[:500]) from e
+    try:
+        error = ErrorEnvelope.model_validate_json(response.content).error
+    except ValidationError as e:
+        raise ExecutorAnswerError(response.status_code, "unreadable", response.text[:500]) from e
+    raise ExecutorAnswerError(response.status_code, error.type, error.message)
+
+
+def _validated(model: type[_Model], data: Any) -> _Model:
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        raise ExecutorAnswerError(200, "invalid_answer", f"not a {model.__name__}: {e}") from e
+
+
+def _body(body: BaseModel | None) -> Any:
+    return None if body is None else body.model_dump(mode="json")
+
+
+def _evaluate_request(
+    task: FunctionTask | KernelTask, candidate: str | CandidateSource, options: EvaluationOptions | None
+) -> EvaluateRequest:
+    return EvaluateRequest(
+        task=task,
+        candidate=candidate if isinstance(candidate, CandidateSource) else CandidateSource(source=candidate),
+        options=options or EvaluationOptions(),
+    )
+
+
+def _batch_request(
+    items: list[tuple[FunctionTask | KernelTask, str]], options: EvaluationOptions | None
+) -> BatchRequest:
+    opts = options or EvaluationOptions()
+    # Each item is validated here; the batch's own limits (not empty, at most max_batch items) are the
+    # service's to enforce, with its error envelope.
+    return BatchRequest.model_construct(
+        items=[EvaluateRequest(task=t, candidate=CandidateSource(source=s), options=opts) for t, s in items]
+    )
 
 
 class ExecutorClient:
@@ -72,28 +128,13 @@ class ExecutorClient:
         try:
             response = self._send(method, path, json)
         except httpx.TransportError as e:
-            raise ExecutorUnreachableError(
-                f"the executor at {self._http.base_url} did not answer: {e}"
-            ) from e
+            raise _unreachable(self._http.base_url, e) from e
         except httpx.HTTPError as e:  # a broken answer (undecodable body, redirect loop)
             raise ExecutorAnswerError(None, "unreadable", str(e)) from e
-        if response.is_success:
-            try:
-                return response.json()
-            except ValueError as e:
-                raise ExecutorAnswerError(response.status_code, "unreadable", response.text[:500]) from e
-        try:
-            error = ErrorEnvelope.model_validate_json(response.content).error
-        except ValidationError as e:
-            raise ExecutorAnswerError(response.status_code, "unreadable", response.text[:500]) from e
-        raise ExecutorAnswerError(response.status_code, error.type, error.message)
+        return _decoded(response)
 
     def _call(self, model: type[_Model], method: str, path: str, body: BaseModel | None = None) -> _Model:
-        data = self._request(method, path, None if body is None else body.model_dump(mode="json"))
-        try:
-            return model.model_validate(data)
-        except ValidationError as e:
-            raise ExecutorAnswerError(200, "invalid_answer", f"not a {model.__name__}: {e}") from e
+        return _validated(model, self._request(method, path, _body(body)))
 
     def evaluate(
         self,
@@ -102,27 +143,13 @@ class ExecutorClient:
         options: EvaluationOptions | None = None,
     ) -> Verdict:
         """Evaluate one candidate source for a task."""
-        request = EvaluateRequest(
-            task=task,
-            candidate=candidate
-            if isinstance(candidate, CandidateSource)
-            else CandidateSource(source=candidate),
-            options=options or EvaluationOptions(),
-        )
-        return self._call(Verdict, "POST", "/v1/evaluate", request)
+        return self._call(Verdict, "POST", "/v1/evaluate", _evaluate_request(task, candidate, options))
 
     def evaluate_batch(
         self, items: list[tuple[FunctionTask | KernelTask, str]], options: EvaluationOptions | None = None
     ) -> list[Verdict]:
         """Evaluate several (task, source) pairs; verdicts come back in the same order."""
-        opts = options or EvaluationOptions()
-        # Each item is validated here; the batch's own limits (not empty, at most max_batch items) are the
-        # service's to enforce, with its error envelope.
-        batch = BatchRequest.model_construct(
-            items=[
-                EvaluateRequest(task=t, candidate=CandidateSource(source=s), options=opts) for t, s in items
-            ]
-        )
+        batch = _batch_request(items, options)
         return self._call(BatchResponse, "POST", "/v1/evaluate/batch", batch).verdicts
 
     def device(self) -> FleetDeviceInfo:
@@ -133,3 +160,66 @@ class ExecutorClient:
     def health(self) -> bool:
         """True when the service answers ``/healthz``."""
         return bool(self._request("GET", "/healthz").get("status") == "ok")
+
+
+class AsyncExecutorClient:
+    """``await AsyncExecutorClient(url).evaluate(task, source)``: `ExecutorClient` for an event loop.
+
+    Cancelling the task that awaits a call closes its connection: nothing is left waiting for the
+    executor's answer (the executor may still finish the work; its verdict goes nowhere).
+    """
+
+    def __init__(self, base_url: str, timeout_s: float = 960.0) -> None:
+        self._http = httpx.AsyncClient(base_url=base_url, timeout=timeout_s)
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncExecutorClient:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
+
+    @_transport_retry
+    async def _send(self, method: str, path: str, json: Any) -> httpx.Response:
+        return await self._http.request(method, path, json=json)
+
+    async def _request(self, method: str, path: str, json: Any = None) -> Any:
+        try:
+            response = await self._send(method, path, json)
+        except httpx.TransportError as e:
+            raise _unreachable(self._http.base_url, e) from e
+        except httpx.HTTPError as e:
+            raise ExecutorAnswerError(None, "unreadable", str(e)) from e
+        return _decoded(response)
+
+    async def _call(
+        self, model: type[_Model], method: str, path: str, body: BaseModel | None = None
+    ) -> _Model:
+        return _validated(model, await self._request(method, path, _body(body)))
+
+    async def evaluate(
+        self,
+        task: FunctionTask | KernelTask,
+        candidate: str | CandidateSource,
+        options: EvaluationOptions | None = None,
+    ) -> Verdict:
+        """Evaluate one candidate source for a task."""
+        return await self._call(Verdict, "POST", "/v1/evaluate", _evaluate_request(task, candidate, options))
+
+    async def evaluate_batch(
+        self, items: list[tuple[FunctionTask | KernelTask, str]], options: EvaluationOptions | None = None
+    ) -> list[Verdict]:
+        """Evaluate several (task, source) pairs; verdicts come back in the same order."""
+        batch = _batch_request(items, options)
+        return (await self._call(BatchResponse, "POST", "/v1/evaluate/batch", batch)).verdicts
+
+    async def device(self) -> FleetDeviceInfo:
+        """The executor's device description (``GET /v1/device``)."""
+        return await self._call(FleetDeviceInfo, "GET", "/v1/device")
+
+    async def health(self) -> bool:
+        """True when the service answers ``/healthz``."""
+        return bool((await self._request("GET", "/healthz")).get("status") == "ok")

@@ -122,7 +122,8 @@ class EvaluationJobs:
         return job
 
     async def cancel(self, evaluation_id: str, scope: str | None) -> EvaluationJob:
-        """Cancel a running evaluation (the executor may finish the request; its verdict is dropped)."""
+        """Cancel a running evaluation and wait until it has ended, its executor request closed (the
+        executor may still finish the work; its verdict goes nowhere)."""
         job = self.get(evaluation_id, scope)
         if job.finished:
             raise McpInputError(f"evaluation {evaluation_id!r} has already finished ({job.state})")
@@ -130,6 +131,15 @@ class EvaluationJobs:
         job.task.cancel()
         await asyncio.wait({job.task})
         return job
+
+    async def close(self) -> None:
+        """Cancel every running evaluation and wait for each to end (at the server's shut-down): each
+        closes its executor request, so this returns without waiting for the executor."""
+        tasks = [j.task for j in self._jobs.values() if not j.finished and j.task is not None]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
 
     async def follow(self, job: EvaluationJob, wait_s: float, progress: ProgressReporter) -> None:
         """Report `job`'s progress lines as they come, until it finishes or `wait_s` has passed."""

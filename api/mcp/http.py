@@ -27,6 +27,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from api.auth import Caller, get_caller
 from api.errors import ApiError, ServiceUnavailableError, envelope
 from api.graph.service import GraphService
+from api.mcp.evaluations import EvaluationJobs
 from api.mcp.protocol import McpSettings
 from api.mcp.server import build_mcp_server
 from api.mcp.service import BACKSTOP_S, McpUnavailableError, ReasoningGraphService
@@ -119,7 +120,8 @@ class McpMount:
                 raise McpUnavailableError("the service is starting or stopping")
             return ReasoningGraphService(state, limits)
 
-        self.server: MCPServer = build_mcp_server(service_of, caller_from_request)
+        self.evaluations = EvaluationJobs()
+        self.server: MCPServer = build_mcp_server(service_of, caller_from_request, self.evaluations)
         # Builds the session manager; its own Starlette app is not used, the route below serves it.
         self.server.streamable_http_app(
             streamable_http_path=MCP_PATH, stateless_http=True, host=settings.host
@@ -130,9 +132,13 @@ class McpMount:
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        """Serve MCP requests for as long as the block runs (inside the API's lifespan)."""
-        async with self.server.session_manager.run():
-            yield
+        """Serve MCP requests for as long as the block runs (inside the API's lifespan); evaluation jobs
+        still running at the end are cancelled, their executor requests closed."""
+        try:
+            async with self.server.session_manager.run():
+                yield
+        finally:
+            await self.evaluations.close()
 
 
 def mount_mcp(api: FastAPI, settings: ApiSettings) -> McpMount:

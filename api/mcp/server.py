@@ -105,8 +105,9 @@ def _progress(ctx: Context) -> ProgressReporter:
     return ProgressReporter(report)
 
 
-def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf) -> MCPServer:
-    """The MCP server over the services `service_of` returns, for callers `caller_of` tells apart."""
+def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf, evaluations: EvaluationJobs) -> MCPServer:
+    """The MCP server over the services `service_of` returns, for callers `caller_of` tells apart; its
+    evaluation jobs run in `evaluations` (the caller closes it when the server stops)."""
     server: MCPServer = MCPServer(
         SERVICE_NAME,
         title="ReGraph reasoning graph",
@@ -115,8 +116,6 @@ def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf) -> MCPServer:
         log_level="WARNING",
         middleware=[RoleGate(caller_of)],
     )
-
-    evaluations = EvaluationJobs()  # this server's evaluation jobs (start_evaluation)
 
     def service(ctx: Context) -> ReasoningGraphService:
         caller_of(

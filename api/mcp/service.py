@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
 import anyio
-import httpx
 from pydantic import BaseModel, ValidationError
 
 from api.auth import Caller
@@ -38,7 +37,7 @@ from api.mcp.protocol import EvaluationPublic, JobStatus, McpSettings
 from api.optimize.protocol import JobPublic, OptimizeCreate, OptimizeResult
 from api.optimize.service import JobService, OptimizeError, Subscription, resolve_task
 from api.state import AppState
-from executor.client import ExecutorClient, ExecutorClientError
+from executor.client import AsyncExecutorClient, ExecutorClientError
 from executor.protocol import Task
 from graphdb.cypher_guard import CypherLimits
 from graphdb.errors import GraphDBError
@@ -47,7 +46,7 @@ from graphdb.models import ReviewStatus, Role, StepVerdict
 from graphdb.schema import GraphSchema, SchemaReadError, read_schema
 from graphdb.store import Neo4jGraphStore
 from search.errors import EvaluatorUnavailableError
-from search.evaluation import evaluation_from_verdict, executor_can_verify
+from search.evaluation import evaluation_from_verdict
 from search.protocols import INITIAL_TECHNIQUE
 
 logger = logging.getLogger(__name__)
@@ -62,6 +61,8 @@ _SHORTEST_CUT = 200  # strings are never cut below this many characters
 BACKSTOP_S = 5.0
 """How much longer than its server-side timeout a tool waits for the graph before giving up on it: Neo4j
 checks timeouts every 2 s (db.transaction.monitor.check.interval), plus the round trip."""
+PROGRESS_EVERY_S = 5.0
+"""How often a running evaluation reports that it still runs."""
 
 
 class McpServiceError(Exception):
@@ -460,27 +461,36 @@ class ReasoningGraphService:
                 "no executor is configured: set REGRAPH_EXECUTOR_URL (or start the stack with `regraph up`)"
             )
         resolved = self._task(task_ref, task)
-        client = ExecutorClient(url, timeout_s=self.state.settings.executor_timeout_s)
         started = time.monotonic()
-        try:
-            await progress.report(0, 2, "asking the executor what it can verify")
-            can_verify = await asyncio.to_thread(executor_can_verify, client)
-            mode: Any = "verified" if can_verify else "compile-only"
-            await progress.report(1, 2, f"evaluating ({mode})")
-            evaluation = asyncio.ensure_future(asyncio.to_thread(client.evaluate, resolved, source))
-            while True:
-                done, _ = await asyncio.wait({evaluation}, timeout=5.0)
-                if done:
-                    break
-                await progress.report(1, 2, f"evaluating ({mode}): {time.monotonic() - started:.0f} s")
-            verdict = evaluation.result()
-            judged = evaluation_from_verdict(verdict, mode)
-        except (EvaluatorUnavailableError, ExecutorClientError, httpx.HTTPError) as e:
-            raise McpUnavailableError(f"the executor could not judge the candidate: {e}") from e
-        except ValidationError as e:
-            raise McpUnavailableError(f"the executor answered something that is not a verdict: {e}") from e
-        finally:
-            client.close()
+        # The async client: cancelling this call (cancel_evaluation, a client gone, shut-down) closes the
+        # executor request with it, so no thread is left waiting minutes for a verdict nobody reads.
+        async with AsyncExecutorClient(url, timeout_s=self.state.settings.executor_timeout_s) as client:
+            try:
+                await progress.report(0, 2, "asking the executor what it can verify")
+                device = await client.device()
+                mode: Any = "verified" if device.runtime_checks_available else "compile-only"
+                await progress.report(1, 2, f"evaluating ({mode})")
+                evaluation = asyncio.ensure_future(client.evaluate(resolved, source))
+                try:
+                    while True:
+                        done, _ = await asyncio.wait({evaluation}, timeout=PROGRESS_EVERY_S)
+                        if done:
+                            break
+                        await progress.report(
+                            1, 2, f"evaluating ({mode}): {time.monotonic() - started:.0f} s"
+                        )
+                finally:
+                    if not evaluation.done():  # this call was cancelled: so is the request
+                        evaluation.cancel()
+                        await asyncio.wait({evaluation})
+                verdict = evaluation.result()
+                judged = evaluation_from_verdict(verdict, mode)
+            except (EvaluatorUnavailableError, ExecutorClientError) as e:
+                raise McpUnavailableError(f"the executor could not judge the candidate: {e}") from e
+            except ValidationError as e:
+                raise McpUnavailableError(
+                    f"the executor answered something that is not a verdict: {e}"
+                ) from e
         await progress.report(2, 2, "passed" if judged.passed else f"not passed: {judged.error_kind}")
         return EvaluationPublic(
             task_id=resolved.id,

@@ -16,6 +16,7 @@ import anyio
 
 from api.auth import Caller
 from api.graph.service import GraphService, GraphServiceError
+from api.mcp.evaluations import EvaluationJobs
 from api.mcp.protocol import McpSettings
 from api.mcp.server import build_mcp_server, fixed_caller
 from api.mcp.service import ReasoningGraphService
@@ -60,16 +61,20 @@ async def serve_stdio(
     except GraphDBError as e:
         raise StdioStartupError(str(e)) from e
     jobs = build_job_service(settings, state.driver, state.target.database)
+    evaluations = EvaluationJobs()
     try:
         if recover_jobs:
             await jobs.start()
         state.jobs = jobs
         caller = await anyio.to_thread.run_sync(_caller, state, api_key)
-        server = build_mcp_server(lambda: ReasoningGraphService(state, mcp_settings), fixed_caller(caller))
+        server = build_mcp_server(
+            lambda: ReasoningGraphService(state, mcp_settings), fixed_caller(caller), evaluations
+        )
         logger.info("mcp serving on stdio", extra={"neo4j": state.target.uri, "caller": caller.name})
         await server.run_stdio_async()
     except OptimizeError as e:
         raise StdioStartupError(str(e)) from e
     finally:
+        await evaluations.close()
         await jobs.stop()
         await anyio.to_thread.run_sync(state.close)

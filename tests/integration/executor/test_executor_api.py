@@ -7,6 +7,7 @@ runtime shows that crashes and hangs in a worker leave the service serving.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 import time
@@ -18,7 +19,7 @@ import pytest
 import uvicorn
 
 from executor.app import create_app
-from executor.client import ExecutorAnswerError, ExecutorClient, ExecutorUnreachableError
+from executor.client import AsyncExecutorClient, ExecutorAnswerError, ExecutorClient, ExecutorUnreachableError
 from executor.protocol import EvaluationOptions
 from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
@@ -155,3 +156,24 @@ def test_verdict_round_trips_through_json(client: ExecutorClient, saxpy: Functio
     assert saxpy.naive_source is not None
     verdict = client.evaluate(saxpy, saxpy.naive_source, EvaluationOptions(correctness_sets=1))
     assert Verdict.model_validate_json(verdict.model_dump_json()) == verdict
+
+
+def test_async_client_speaks_the_same_protocol(server: str, saxpy: FunctionTask | KernelTask) -> None:
+    assert saxpy.naive_source is not None
+    source = saxpy.naive_source
+
+    async def scenario() -> None:
+        async with AsyncExecutorClient(server, timeout_s=300) as c:
+            assert await c.health()
+            assert (await c.device()).runtime_checks_available is False
+            verdict = await c.evaluate(saxpy, source)
+            assert verdict.error is ErrorKind.RUNTIME_NOT_AVAILABLE and verdict.compile is not None
+            with pytest.raises(ExecutorAnswerError) as info:
+                await c._request("GET", "/v1/nothing-here")
+            assert info.value.status == 404
+        async with AsyncExecutorClient(f"http://127.0.0.1:{_free_port()}", timeout_s=2) as gone:
+            with pytest.raises(ExecutorUnreachableError) as unreachable:
+                await gone.health()
+            assert isinstance(unreachable.value.__cause__, httpx.ConnectError)
+
+    asyncio.run(scenario())

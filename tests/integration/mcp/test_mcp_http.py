@@ -10,9 +10,7 @@ import signal
 import subprocess
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,17 +18,14 @@ import anyio
 import httpx
 import pytest
 from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
-from pydantic import SecretStr
 
 from api.app import create_app
-from api.settings import ApiSettings
 from graphdb.connection import OpenGraph
 from graphdb.models import Role
 from search.backends.config import ModelRoles, RoleConfig
 from tests.integration.mcp.conftest import ROOT, SEED_TECHNIQUES, TASK_ID, SeededGraph
+from tests.integration.mcp.http_stack import Stack, api_settings, connect
 from tests.integration.mcp.scenario import (
     CANDIDATE,
     READER_TOOLS,
@@ -56,42 +51,14 @@ INITIALIZE = {
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
-@dataclass(frozen=True)
-class Stack:
-    url: str
-    graph: SeededGraph
-
-
-def _settings(seeded: SeededGraph, executor_url: str, data_dir: Path, **more: Any) -> ApiSettings:
-    return ApiSettings(
-        neo4j_uri=seeded.target.uri,
-        neo4j_password=SecretStr(seeded.target.password),
-        data_dir=data_dir,
-        log_format="text",
-        seed_graph=None,  # loaded by the `seeded` fixture, the way the API loads it
-        preload_retrieval=False,
-        executor_url=executor_url,
-        **more,
-    )
-
-
 @pytest.fixture(scope="module")
 def stack(
     seeded: SeededGraph, executor_url: str, replay_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Stack]:
     replay = ModelRoles(generator=RoleConfig(backend="replay", replay_path=replay_path))
-    settings = _settings(seeded, executor_url, tmp_path_factory.mktemp("api-data"), models=replay)
+    settings = api_settings(seeded, executor_url, tmp_path_factory.mktemp("api-data"), models=replay)
     with serve_in_thread(create_app(settings)) as url:
         yield Stack(url, seeded)
-
-
-@asynccontextmanager
-async def connect(stack: Stack, headers: dict[str, str]) -> AsyncIterator[Client]:
-    transport = streamable_http_client(
-        f"{stack.url}/mcp", http_client=create_mcp_http_client(headers=headers)
-    )
-    async with Client(transport) as client:
-        yield client
 
 
 def test_every_tool_resource_and_prompt_over_streamable_http(stack: Stack) -> None:
@@ -338,7 +305,7 @@ def tight(
     seeded: SeededGraph, executor_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Stack]:
     # Anonymous reading on: a request without a key never reads the graph before the tool does.
-    settings = _settings(seeded, executor_url, tmp_path_factory.mktemp("api-tight"), anonymous_read=True)
+    settings = api_settings(seeded, executor_url, tmp_path_factory.mktemp("api-tight"), anonymous_read=True)
     with pytest.MonkeyPatch.context() as env:
         env.setenv("REGRAPH_MCP_READ_TIMEOUT_S", str(READ_LIMIT_S))
         app = create_app(settings)
