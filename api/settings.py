@@ -102,6 +102,13 @@ class ApiSettings(BaseSettings):
         False,
         description="let requests without an API key read the graph (as role reader); writes always need a key",
     )
+    graph_read_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        le=600,
+        description="longest a route's graph read may run (server-side limit); a Neo4j that does not "
+        "answer at all is given up 5 s later (503)",
+    )
     cypher_timeout_s: float = Field(10.0, gt=0, le=600, description="longest a /v1/cypher query may run")
     cypher_row_limit: int = Field(1000, ge=1, le=100_000, description="most rows a /v1/cypher query returns")
     cypher_max_concurrent: int = Field(

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import contextvars
 import itertools
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from neo4j import Driver
+from neo4j import Driver, ManagedTransaction
 
 from api.settings import ApiSettings
 from graphdb.connection import GraphServer, GraphServerOptions, Neo4jTarget, open_graph
-from graphdb.errors import ImportConflictError, InvalidOperationError
+from graphdb.errors import ImportConflictError, InvalidOperationError, StoreTimeoutError
 from graphdb.export import import_from_file
 from graphdb.models import GraphExport
 from graphdb.store import Neo4jGraphStore
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 _preloads = itertools.count(1)  # numbers each app's preload thread
+T = TypeVar("T")
 
 
 def graph_options(settings: ApiSettings) -> GraphServerOptions:
@@ -64,6 +67,73 @@ def preload_retrieval(store: Neo4jGraphStore, stopping: threading.Event) -> None
             "seconds": round(time.monotonic() - started, 2),
         },
     )
+
+
+GRAPH_BACKSTOP_S = 5.0
+"""How much longer than its server-side limit a route waits for a graph read before giving up on it:
+Neo4j checks transaction timeouts every 2 s (db.transaction.monitor.check.interval), plus the round trip."""
+_GRAPH_CALLS = threading.BoundedSemaphore(
+    64
+)  # graph calls of the routes' store in flight, stuck ones included
+
+
+class BoundedGraphStore(Neo4jGraphStore):
+    """The routes' store: every read is bounded, whether Neo4j is slow or does not answer at all.
+
+    Each read transaction carries `timeout_s` as a server-side limit (the store's own mechanism: Neo4j
+    stops it and the call raises `StoreTimeoutError`). A server that accepts connections but answers
+    nothing (a stopped process, a lost network) cannot stop anything, and the driver would wait for
+    its socket for minutes: so each read runs in a thread of its own and the caller stops waiting
+    `GRAPH_BACKSTOP_S` after the limit, with `StoreTimeoutError` ("not answering"), leaving the
+    thread to end when the driver gives up. At most 64 such threads exist at once; past that, reads
+    wait for one within the same deadline. Writes are not bounded (a write cut short by the client
+    could still commit); every write route's key check is a read, so a silent Neo4j is noticed there.
+    """
+
+    def __init__(self, driver: Driver, database: str, *, timeout_s: float) -> None:
+        super().__init__(driver, database, timeout_s=timeout_s)
+        self.timeout_s: float = timeout_s
+
+    def _read(self, work: Callable[[ManagedTransaction], T]) -> T:
+        return self._answered_in_time(lambda: super(BoundedGraphStore, self)._read(work))
+
+    def _rows_autocommit(self, cypher: str, /, **params: Any) -> list[dict[str, Any]]:
+        return self._answered_in_time(
+            lambda: super(BoundedGraphStore, self)._rows_autocommit(cypher, **params)
+        )
+
+    def _answered_in_time(self, call: Callable[[], T]) -> T:
+        deadline_s = self.timeout_s + GRAPH_BACKSTOP_S
+        started = time.monotonic()
+        if not _GRAPH_CALLS.acquire(timeout=deadline_s):
+            raise self._not_answering(deadline_s)
+        outcome: list[T] = []
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                outcome.append(call())
+            except BaseException as e:  # handed to the caller
+                failure.append(e)
+            finally:
+                _GRAPH_CALLS.release()
+
+        context = contextvars.copy_context()  # the request's logging context goes along
+        worker = threading.Thread(target=context.run, args=(run,), name="graph-read", daemon=True)
+        worker.start()
+        worker.join(timeout=max(0.0, deadline_s - (time.monotonic() - started)))
+        if worker.is_alive():
+            raise self._not_answering(deadline_s)
+        if failure:
+            raise failure[0]
+        return outcome[0]
+
+    def _not_answering(self, deadline_s: float) -> StoreTimeoutError:
+        logger.warning("graph database not answering", extra={"waited_s": deadline_s})
+        return StoreTimeoutError(
+            f"the graph database is not answering: no answer within {deadline_s:g} s "
+            f"(limit REGRAPH_GRAPH_READ_TIMEOUT_S={self.timeout_s:g} s); try again later"
+        )
 
 
 def load_seed_graph(store: Neo4jGraphStore, path: Path) -> GraphExport | None:
@@ -105,7 +175,7 @@ class AppState:
     driver: Driver
     migrations_applied: list[str] = field(default_factory=list)
     jobs: JobService | None = None  # optimization jobs; started in the app's lifespan (needs the loop)
-    graph_store: Neo4jGraphStore | None = None  # the reasoning graph, over `driver`
+    graph_store: Neo4jGraphStore | None = None  # the reasoning graph for the routes (reads bounded)
     embedder: Embedder | None = None  # code and technique embeddings (loaded once per process)
     preload: threading.Thread | None = None  # fills the retrieval cache after start-up
     stopping: threading.Event = field(default_factory=threading.Event)  # set by close()
@@ -129,16 +199,24 @@ class AppState:
             return self._relabel_policy
 
     @classmethod
-    def open(cls, settings: ApiSettings) -> AppState:
-        """Start or reach Neo4j, then migrate (when enabled) before anything is served."""
-        graph = open_graph(graph_options(settings), migrate=settings.migrate_on_start)
+    def open(cls, settings: ApiSettings, progress: Callable[[str], None] | None = None) -> AppState:
+        """Start or reach Neo4j, migrate (when enabled), load the seed graph and the embedding model.
+
+        `progress` hears each phase as it begins (the API's start-up reports them, `api/startup.py`);
+        an exception it raises (shut-down asked for) stops the opening, and what was opened is closed.
+        """
+        report = progress or (lambda _phase: None)
+        graph = open_graph(graph_options(settings), migrate=settings.migrate_on_start, progress=report)
         state = cls(
             settings=settings,
             server=graph.server,
             target=graph.target,
             driver=graph.driver,
             migrations_applied=graph.migrations_applied,
-            graph_store=graph.store,
+            # The routes' store; start-up, the seed graph and the preload use the unbounded one.
+            graph_store=BoundedGraphStore(
+                graph.driver, graph.target.database, timeout_s=settings.graph_read_timeout_s
+            ),
         )
         try:
             if settings.migrate_on_start:
@@ -146,7 +224,9 @@ class AppState:
                     "schema migrated", extra={"applied": ",".join(state.migrations_applied) or "none"}
                 )
             if settings.seed_graph is not None:
+                report("loading the seed graph")
                 load_seed_graph(graph.store, settings.seed_graph)
+            report("loading the embedding model")
             if settings.preload_retrieval:
                 state.preload = threading.Thread(
                     target=preload_retrieval,

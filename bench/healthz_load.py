@@ -265,13 +265,18 @@ def main(argv: list[str] | None = None) -> int:
     report = run(args)
     table = markdown(report)
     print(table)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(report, indent=2) + "\n")
-    if args.md:
-        args.md.parent.mkdir(parents=True, exist_ok=True)
-        args.md.write_text(table)
+    save(report, table, args.out, args.md)
     return 0 if report["meets_target"] else 1
+
+
+def save(report: dict[str, Any], table: str, out: Path | None, md: Path | None) -> None:
+    """Write the report as JSON to `out` and its table as Markdown to `md`, each when given."""
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(report, indent=2) + "\n")
+    if md:
+        md.parent.mkdir(parents=True, exist_ok=True)
+        md.write_text(table)
 
 
 if __name__ == "__main__":

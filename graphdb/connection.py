@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -174,19 +174,31 @@ class OpenGraph:
 
 
 def open_graph(
-    options: GraphServerOptions, *, migrate: bool = True, candidate_cache: CandidateCache | None = None
+    options: GraphServerOptions,
+    *,
+    migrate: bool = True,
+    candidate_cache: CandidateCache | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> OpenGraph:
     """Start the embedded Neo4j or reach the configured one, open a driver and (unless told not to)
     apply the pending migrations; the caller closes what it gets (or uses it as a context manager).
 
+    `progress`, when given, hears each phase as it begins ("starting the embedded Neo4j", "migrating
+    the schema"...); an exception it raises stops the opening like any other.
+
     Raises `Neo4jUnavailableError`, `LauncherError` or `MigrationError` (all `GraphDBError`), having
     stopped whatever it had started.
     """
+    report = progress or (lambda _phase: None)
     server = GraphServer(options)
+    report(f"reaching Neo4j at {options.uri}" if options.uri else "starting the embedded Neo4j")
     target = server.start()
     try:
+        report("opening a connection to Neo4j")
         driver = open_driver(target)
         try:
+            if migrate:
+                report("migrating the schema")
             applied = MigrationRunner(driver, target.database).migrate() if migrate else []
         except BaseException:
             driver.close()

@@ -7,7 +7,7 @@ from typing import Any
 import anyio
 from fastapi import APIRouter
 
-from api.deps import StateDep
+from api.deps import StartupDep, StateDep
 from api.errors import ERROR_RESPONSES, ServiceUnavailableError
 from graphdb.connection import readiness
 from graphdb.errors import GraphDBError
@@ -22,13 +22,15 @@ _READINESS_THREADS = anyio.CapacityLimiter(2)
 READINESS_TIMEOUT_S = 5.0
 
 
-@router.get("/healthz", summary="The process is alive")
-async def healthz() -> dict[str, str]:
-    return {"status": "ok"}
+@router.get("/healthz", summary="The process is alive (from its first moment; `startup` says how far it is)")
+async def healthz(startup: StartupDep) -> dict[str, str]:
+    return {"status": "ok", "startup": startup.describe()}
 
 
 @router.get(
-    "/readyz", summary="Neo4j answers and the schema is at the latest migration", responses=ERROR_RESPONSES
+    "/readyz",
+    summary="Neo4j answers and the schema is at the latest migration (503 'starting: <phase>' during start-up)",
+    responses=ERROR_RESPONSES,
 )
 async def readyz(state: StateDep) -> dict[str, Any]:
     report = None

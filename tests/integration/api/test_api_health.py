@@ -37,7 +37,7 @@ def api_url(neo4j_target: Neo4jTarget, tmp_path_factory: pytest.TempPathFactory)
 def test_healthz(api_url: str) -> None:
     response = httpx.get(f"{api_url}/healthz")
     assert response.status_code == 200
-    assert response.json() == {"status": "ok"}
+    assert response.json() == {"status": "ok", "startup": "ready"}
 
 
 def test_readyz_reports_neo4j_and_latest_schema(api_url: str) -> None:

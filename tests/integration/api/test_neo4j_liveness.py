@@ -25,6 +25,8 @@ from tests.integration.api.graph_support import serve
 
 # Generous client limits: the point is that an answer comes at all, not how fast (benchmarks time).
 NO_HANG_S = 60.0
+# A graph route against a stopped Neo4j: bounded at 15 s by the API, far below the driver's ~2 minutes.
+SILENT_ROUTE_S = 40.0
 
 
 @pytest.fixture()
@@ -81,6 +83,12 @@ def test_a_stopped_or_killed_neo4j_makes_readiness_503_not_a_hang(
         assert stalled.status_code == 503, stalled.text
         assert "did not answer" in stalled.json()["error"]["message"]
         assert httpx.get(f"{url}/healthz", timeout=NO_HANG_S).status_code == 200
+        # A route that reads the graph gives up too (REGRAPH_GRAPH_READ_TIMEOUT_S 10 s + 5 s), instead of
+        # waiting minutes for the driver's socket: 503 within the client's limit, saying why.
+        silent = httpx.get(f"{url}/v1/techniques", headers=reader, timeout=SILENT_ROUTE_S)
+        assert silent.status_code == 503, silent.text
+        assert silent.json()["error"]["type"] == "service_unavailable"
+        assert "graph database is not answering" in silent.json()["error"]["message"]
 
         os.kill(pid, signal.SIGCONT)
         assert wait_for(f"{url}/readyz", 200).status_code == 200
