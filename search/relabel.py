@@ -315,7 +315,7 @@ class RelabelPolicy:
                 self.vectors.get(step.text.embedded_text()),
             )
             ranked = rank(self.model, index, features)
-            verdict = decide(self.model, ranked)
+            verdict = decide(self.model, ranked, index.unknown_words(name))
             top = ranked.top
             if verdict == "merge" and top is not None:
                 choice = self._concept_choice(top[0], index, "model", evidence, ranked)

@@ -26,6 +26,19 @@ benchmark (`python -m bench.relabel_bench --calibrate`) and committed in
 the rule itself (`decide`) is: merge into the best candidate when its probability is at least
 `merge_threshold` and leads the runner-up by `margin`; a new technique when it is below
 `new_threshold`; otherwise the step is undecided (the judge, or the curator queue).
+
+A model may also carry a `merge_gate`, a condition a merge by score must meet besides the thresholds
+(the model for a relabeler without a taxonomy has one: there a name may well be a technique the graph
+lacks, and nothing but the graph's own words tells which):
+
+- `known_words`: every content word of the name is used by some candidate's labels or description (a
+  word the graph has never seen, "prefix" in "shuffle-based warp prefix sum" against a graph that only
+  holds a warp reduction, may name what the graph lacks);
+- `explained`: every content word of the name is used by the best candidate's own labels or description
+  (its `unexplained` feature is 0: "Loop tiling without shared memory" uses "loop", which "Shared memory
+  tiling" does not).
+
+A step the gate stops stays undecided (the judge, or the curator queue).
 """
 
 from __future__ import annotations
@@ -60,6 +73,7 @@ FEATURES: tuple[str, ...] = (
 DEFAULT_MODEL_PATH = Path(__file__).resolve().parent / "data" / "relabel_model.v2.json"
 MODEL_FORMAT = "regraph.relabel-model/v2"
 """v2: the choice model (v1, an independent logistic per candidate, is no longer read: refit)."""
+MERGE_GATES: tuple[str, ...] = ("", "known_words", "explained")
 MAX_DETAIL_CHARS = 160
 """Only the start of a detail is embedded (the model reads ~256 word pieces; details can be huge)."""
 
@@ -286,6 +300,10 @@ class CandidateIndex:
                         # A bag of words two techniques share is ambiguous: matched by neither.
                         self._bags[bag] = i if self._bags.get(bag, i) == i else None
 
+    def unknown_words(self, name: str) -> list[str]:
+        """The content words of `name` that no candidate's labels or description use."""
+        return [w for w in content_tokens(name) if w not in self._word_index]
+
     def label_hit(self, name: str) -> Candidate | None:
         """The graph candidate one of whose labels normalises like `name` (`label_key`, else `bag_key`)."""
         i = self._keys.get(label_key(name))
@@ -368,6 +386,8 @@ class Thresholds:
     merge_threshold: float
     new_threshold: float
     margin: float
+    score: float = 0.0
+    """What the calibration scored them (correct - missed - 0.3 x queued), when chosen by it."""
 
 
 @dataclass(frozen=True)
@@ -388,6 +408,9 @@ class ScoringModel:
     fitted_on: str = ""
     metrics: dict[str, Any] = field(default_factory=dict)
     without_taxonomy: ScoringModel | None = None
+    merge_gate: str = ""
+    """"", "known_words" or "explained": what a merge by score needs besides the thresholds (see the
+    module docstring)."""
 
     def for_knowledge(self, *, taxonomy: bool) -> ScoringModel:
         """The model for a relabeler with (or without) a taxonomy."""
@@ -419,6 +442,7 @@ class ScoringModel:
             "merge_threshold": round(self.merge_threshold, 6),
             "new_threshold": round(self.new_threshold, 6),
             "margin": round(self.margin, 6),
+            **({"merge_gate": self.merge_gate} if self.merge_gate else {}),
             **(
                 {"without_taxonomy": self.without_taxonomy.to_json()}
                 if self.without_taxonomy is not None
@@ -440,6 +464,7 @@ class ScoringModel:
                 merge_threshold=float(document["merge_threshold"]),
                 new_threshold=float(document["new_threshold"]),
                 margin=float(document["margin"]),
+                merge_gate=str(document.get("merge_gate", "")),
                 fitted_on=str(document.get("fitted_on", "")),
                 metrics=dict(document.get("metrics", {})),
                 without_taxonomy=(
@@ -457,6 +482,8 @@ class ScoringModel:
             raise ScoringError(
                 f"{source or 'model'}: {len(model.weights)} weights for {len(FEATURES)} features"
             )
+        if model.merge_gate not in MERGE_GATES:
+            raise ScoringError(f"{source or 'model'}: merge_gate must be one of {MERGE_GATES}")
         if not 0.0 <= model.new_threshold <= model.merge_threshold <= 1.0:
             raise ScoringError(f"{source or 'model'}: need 0 <= new_threshold <= merge_threshold <= 1")
         return model
@@ -572,14 +599,31 @@ def rank(
     )
 
 
-def decide(model: ScoringModel, ranked: Ranked) -> str:
-    """ "merge", "new" or "undecided" by the model's thresholds."""
+def decide(model: ScoringModel, ranked: Ranked, unknown_words: Sequence[str] = ()) -> str:
+    """ "merge", "new" or "undecided" by the model's thresholds.
+
+    `unknown_words`: the name's content words no candidate uses (`CandidateIndex.unknown_words`), which
+    the `known_words` gate reads.
+    """
     top = ranked.top
     if top is None or top[1] < model.new_threshold:
         return "new"
-    if top[1] >= model.merge_threshold and ranked.gap >= model.margin:
+    if (
+        top[1] >= model.merge_threshold
+        and ranked.gap >= model.margin
+        and gate_allows(model.merge_gate, unknown=bool(unknown_words), top_features=ranked.features[0])
+    ):
         return "merge"
     return "undecided"
+
+
+def gate_allows(gate: str, *, unknown: bool, top_features: Sequence[float]) -> bool:
+    """Whether `gate` lets a step merge by score into its best candidate (features in `FEATURES` order)."""
+    if gate == "known_words":
+        return not unknown
+    if gate == "explained":
+        return float(top_features[FEATURES.index("unexplained")]) == 0.0
+    return True
 
 
 def logit(p: float) -> float:

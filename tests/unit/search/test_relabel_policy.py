@@ -101,6 +101,26 @@ def test_the_scorer_merges_a_paraphrase_and_keeps_an_unknown_technique_apart(
     assert outside.outcome != "merge"
 
 
+def test_without_a_taxonomy_the_scorer_merges_only_names_the_technique_explains(
+    embedder: Embedder, taxonomy: Taxonomy
+) -> None:
+    # A bare graph (names and descriptions, no aliases, no taxonomy): the committed model for it merges
+    # by score, but only a name every word of which the technique's own words explain.
+    bare = RelabelPolicy(embedder, taxonomy=None, model=load_model())
+    assert bare.model.merge_gate == "explained"
+    index = bare.index(_graph(taxonomy, GRAPH, aliases=False))
+    merged = bare.choose(StepInput("Warp shuffle reduction", "sum the lanes with shuffles"), index)
+    assert (merged.decided_by, merged.outcome, merged.technique) == (
+        "model",
+        "merge",
+        "Warp-level shuffle reduction",
+    )
+    # A scan is not a reduction, though it shares most of the words: "prefix" and "scan" are in no
+    # description of this graph.
+    scan = bare.choose(StepInput("Warp shuffle prefix scan", "inclusive scan across the lanes"), index)
+    assert scan.outcome != "merge"
+
+
 def test_a_name_the_code_contradicts_is_flagged(policy: RelabelPolicy, taxonomy: Taxonomy) -> None:
     index = policy.index(_graph(taxonomy, GRAPH))
     choice = policy.choose(

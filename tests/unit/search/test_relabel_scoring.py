@@ -113,3 +113,29 @@ def test_a_model_file_for_other_features_or_thresholds_is_refused() -> None:
         )
     with pytest.raises(ScoringError, match=r"not a regraph\.relabel-model/v2"):
         ScoringModel.from_json({**document, "format": "regraph.relabel-model/v1"})
+
+
+def _ranked_with_unexplained(p: float, unexplained: float) -> Ranked:
+    features = [0.0] * len(FEATURES)
+    features[FEATURES.index("unexplained")] = unexplained
+    return Ranked(("t0", "t1"), (p, 0.01), (tuple(features), tuple(features)))
+
+
+def test_a_merge_gate_keeps_names_with_words_the_graph_lacks_from_merging_by_score() -> None:
+    base = ScoringModel(
+        weights=(0.0,) * len(FEATURES), bias=0.0, merge_threshold=0.7, new_threshold=0.2, margin=0.0
+    )
+    known = ScoringModel(**{**base.__dict__, "merge_gate": "known_words"})
+    explained = ScoringModel(**{**base.__dict__, "merge_gate": "explained"})
+    sure = _ranked_with_unexplained(0.95, 0.0)
+    half_explained = _ranked_with_unexplained(0.95, 0.5)
+    assert decide(base, half_explained, ["prefix"]) == "merge"
+    assert decide(known, half_explained, ["prefix"]) == "undecided"
+    assert decide(known, half_explained, []) == "merge"
+    assert decide(explained, half_explained, []) == "undecided"
+    assert decide(explained, sure, []) == "merge"
+    # The gate never turns a low score into anything but "new".
+    assert decide(explained, _ranked_with_unexplained(0.1, 0.5), []) == "new"
+    assert ScoringModel.from_json(explained.to_json()).merge_gate == "explained"
+    with pytest.raises(ScoringError, match="merge_gate"):
+        ScoringModel.from_json({**explained.to_json(), "merge_gate": "vibes"})
