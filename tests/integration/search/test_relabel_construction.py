@@ -95,7 +95,10 @@ def test_the_judge_role_decides_undecided_names_and_its_unknown_answers_are_refu
     store: GraphStore, embedder: Embedder, tmp_path: Path
 ) -> None:
     # A scorer that never decides alone, so that every new name reaches the judge.
-    document = load_model().to_json() | {"merge_threshold": 1.0, "new_threshold": 0.0, "margin": 1.0}
+    never = {"merge_threshold": 1.0, "new_threshold": 0.0, "margin": 1.0}
+    document = load_model().to_json() | never
+    # The relabeler below has no taxonomy: it is that model which must never decide alone.
+    document["without_taxonomy"] = document["without_taxonomy"] | never
     model_file = tmp_path / "undecided.json"
     model_file.write_text(json.dumps(document))
     config = RelabelConfig(taxonomy="none", relabel_model=model_file)
