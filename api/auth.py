@@ -96,13 +96,16 @@ CallerDep = Annotated[Caller, Depends(get_caller)]
 
 
 def key_is_live(state: AppState, token: str) -> bool:
-    """Whether `token` is a live key (for the HTTP edge, before a body is read); raises when the store cannot tell."""
+    """Whether `token` is a live key (for the HTTP edge, before a body is read); raises
+    `ServiceUnavailableError` when the store cannot tell (not there, or not answering in time)."""
     if state.graph_store is None or state.embedder is None:
-        raise GraphUnavailableError("the graph store is starting or stopping")
+        raise ServiceUnavailableError("the graph store is starting or stopping")
     try:
         GraphService(state.graph_store, state.embedder).key_for_token(token)
     except InvalidApiKeyError:
         return False
+    except GraphUnavailableError as e:
+        raise ServiceUnavailableError(str(e)) from e
     return True
 
 

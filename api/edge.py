@@ -17,12 +17,14 @@ from fastapi import FastAPI, HTTPException
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.errors import envelope
+from api.errors import ServiceUnavailableError, envelope
 
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 _GATED_PREFIX = "/v1/"
 
-# (the app's state, token) -> whether the key is live; raising means "cannot tell now" (the route answers).
+# (the app's state, token) -> whether the key is live. `ServiceUnavailableError` means the key store did
+# not answer (the gate answers 503 at once, rather than the route asking it again); any other exception
+# means "cannot tell now" (the route answers).
 TokenCheck = Callable[[Any, str], bool]
 
 
@@ -69,7 +71,11 @@ class RequestGate:
             await self._answer(send, 413, f"request body over {limit} bytes (or an invalid Content-Length)")
             return
         if str(scope.get("path", "")).startswith(_GATED_PREFIX):
-            refusal = await self._refusal(scope, headers)
+            try:
+                refusal = await self._refusal(scope, headers)
+            except ServiceUnavailableError as e:
+                await self._answer(send, 503, e.message)
+                return
             if refusal is not None:
                 await self._answer(send, 401, refusal)
                 return
@@ -87,7 +93,9 @@ class RequestGate:
             return None  # starting or stopping: the route answers 503
         try:
             live = await anyio.to_thread.run_sync(self.check_token, state, token)
-        except Exception:  # the store cannot tell now: the route gives the precise answer (503)
+        except ServiceUnavailableError:
+            raise
+        except Exception:  # the store cannot tell now: the route gives the precise answer
             return None
         return None if live else "the API key is not valid (unknown or revoked)"
 

@@ -27,6 +27,7 @@ from tests.integration.api.graph_support import serve
 NO_HANG_S = 60.0
 # A graph route against a stopped Neo4j: bounded at 15 s by the API, far below the driver's ~2 minutes.
 SILENT_ROUTE_S = 40.0
+SILENT_BODY_ROUTE_S = 25.0  # one key check (15 s), not two (30 s)
 
 
 @pytest.fixture()
@@ -89,6 +90,13 @@ def test_a_stopped_or_killed_neo4j_makes_readiness_503_not_a_hang(
         assert silent.status_code == 503, silent.text
         assert silent.json()["error"]["type"] == "service_unavailable"
         assert "graph database is not answering" in silent.json()["error"]["message"]
+        # A route with a body: the edge's key check (before the body) answers 503 itself, once, instead
+        # of the route asking the silent database again (15 s more).
+        cypher = httpx.post(
+            f"{url}/v1/cypher", headers=reader, json={"query": "RETURN 1"}, timeout=SILENT_BODY_ROUTE_S
+        )
+        assert cypher.status_code == 503, cypher.text
+        assert "graph database is not answering" in cypher.json()["error"]["message"]
 
         os.kill(pid, signal.SIGCONT)
         assert wait_for(f"{url}/readyz", 200).status_code == 200
