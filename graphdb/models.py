@@ -239,6 +239,16 @@ class ApiKey(BaseModel):
     revoked_at: datetime | None = None
 
 
+class TechniqueLinks(BaseModel):
+    """How one technique is linked: transitions out of it and into it, and the examples of those into it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    out_n: int
+    in_n: int
+    examples_in: int
+
+
 class ReviewQueueFilter(BaseModel):
     """What the review queue shows of the pending examples: each set field must match (None: any)."""
 

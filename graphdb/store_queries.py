@@ -298,6 +298,47 @@ RETURN {TRANSITION_PUBLIC} AS r, s.name AS source, t.name AS target
 ORDER BY s.name, t.name SKIP $offset LIMIT $limit
 """
 
+# The transitions into and out of one technique (a technique page): one hop from the technique, not a
+# scan of every transition.
+TRANSITIONS_INTO_AND_OUT_OF = f"""
+MATCH (n:Technique {{name: $name}})
+CALL {{
+  WITH n
+  MATCH (s:Technique)-[r:TRANSITION]->(n)
+  RETURN r, s.name AS source, n.name AS target
+  UNION
+  WITH n
+  MATCH (n)-[r:TRANSITION]->(t:Technique)
+  RETURN r, n.name AS source, t.name AS target
+}}
+RETURN {TRANSITION_PUBLIC} AS r, source, target
+ORDER BY source, target
+"""
+
+# The graph view's edges: the busiest transitions first (ties by source then target name).
+BUSIEST_TRANSITIONS = f"""
+MATCH (s:Technique)-[r:TRANSITION]->(t:Technique)
+RETURN {TRANSITION_PUBLIC} AS r, s.name AS source, t.name AS target
+ORDER BY r.n_examples DESC, source, target LIMIT $limit
+"""
+
+# Per technique: transitions out of it, into it, and the examples of those into it (a techniques list),
+# counted in the database instead of reading every transition.
+TECHNIQUE_LINK_COUNTS = """
+MATCH (t:Technique)
+CALL {
+  WITH t
+  OPTIONAL MATCH (t)-[o:TRANSITION]->(:Technique)
+  RETURN count(o) AS out_n
+}
+CALL {
+  WITH t
+  OPTIONAL MATCH (:Technique)-[i:TRANSITION]->(t)
+  RETURN count(i) AS in_n, coalesce(sum(i.n_examples), 0) AS examples_in
+}
+RETURN t.name AS name, out_n, in_n, examples_in
+"""
+
 RENAME_TRANSITION_KEYS = """
 UNWIND $rows AS row
 MATCH ()-[r:TRANSITION {key: row.old}]->()

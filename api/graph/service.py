@@ -69,6 +69,7 @@ from graphdb.models import (
     ReviewQueuePage,
     ReviewStatus,
     Technique,
+    TechniqueLinks,
     transition_key,
     utc_now,
 )
@@ -275,6 +276,21 @@ class GraphService:
             else:
                 items = self.store.list_transitions(limit=limit, offset=offset)
         return TransitionList(items=[TransitionPublic.of(t) for t in items], limit=limit, offset=offset)
+
+    def busiest_transitions(self, limit: int) -> list[TransitionPublic]:
+        """The transitions with the most examples (the graph view's edges)."""
+        with _translated():
+            return [TransitionPublic.of(t) for t in self.store.busiest_transitions(limit)]
+
+    def technique_links(self) -> dict[str, TechniqueLinks]:
+        """Every technique's transitions out and in and the examples into it, by name."""
+        with _translated():
+            return self.store.technique_links()
+
+    def transitions_of(self, name: str) -> list[TransitionPublic]:
+        """The transitions into and out of one technique (a technique page)."""
+        with _translated():
+            return [TransitionPublic.of(t) for t in self.store.transitions_of(name)]
 
     def list_examples(
         self,

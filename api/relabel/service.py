@@ -159,15 +159,8 @@ class RelabelService:
                 return [t for t in out if t.name != INITIAL_TECHNIQUE]
 
     def _example_counts(self) -> Counter[str]:
-        counts: Counter[str] = Counter()
-        offset = 0
-        while True:
-            page = self.store.list_transitions(limit=1000, offset=offset)
-            for transition in page:
-                counts[transition.target] += transition.stats.n_examples
-            offset += len(page)
-            if len(page) < 1000:
-                return counts
+        # Counted in the database: reading every transition was seconds on a 100k-example graph.
+        return Counter({name: links.examples_in for name, links in self.store.technique_links().items()})
 
     def likely_duplicates(self, *, min_probability: float, limit: int) -> DuplicateList:
         """Pairs of techniques that probably name one technique, most probable first.

@@ -214,17 +214,6 @@ async def _in_thread(call: Callable[[], T]) -> T:
     return await anyio.to_thread.run_sync(call)
 
 
-def _all_transitions(service: GraphService) -> list[TransitionPublic]:
-    out: list[TransitionPublic] = []
-    offset = 0
-    while True:
-        page = service.list_transitions(source=None, target=None, limit=PAGE, offset=offset).items
-        out.extend(page)
-        if len(page) < PAGE:
-            return out
-        offset += PAGE
-
-
 def _technique_names(service: GraphService) -> list[str]:
     return service.technique_names()
 
@@ -584,12 +573,10 @@ def build_router(sessions: SessionStore, settings: ApiSettings) -> APIRouter:
                 if len(page) < PAGE:
                     break
                 offset += PAGE
-            transitions = _all_transitions(visit.service)
-            out_n = Counter(t.source for t in transitions)
-            in_n = Counter(t.target for t in transitions)
-            examples = Counter[str]()
-            for t in transitions:
-                examples[t.target] += t.stats.n_examples
+            links = visit.service.technique_links()
+            out_n = Counter({n: k.out_n for n, k in links.items()})
+            in_n = Counter({n: k.in_n for n, k in links.items()})
+            examples = Counter({n: k.examples_in for n, k in links.items()})
             needle = q.lower()
             shown = [
                 t
@@ -606,7 +593,7 @@ def build_router(sessions: SessionStore, settings: ApiSettings) -> APIRouter:
             service = visit.service
             with visit.reported():
                 found = service.get_technique(name)
-                transitions = _all_transitions(service)
+                transitions = service.transitions_of(found.name)
                 into = sorted(
                     (t for t in transitions if t.target == found.name),
                     key=lambda t: (-t.stats.n_examples, t.source),
@@ -707,9 +694,9 @@ def build_router(sessions: SessionStore, settings: ApiSettings) -> APIRouter:
     async def graph_data(visit: VisitDep) -> JSONResponse:
         def load() -> dict[str, Any]:
             names = _technique_names(visit.service)
-            every = _all_transitions(visit.service)
             # Past a few thousand edges a browser drawing them all stops being usable: the thinnest go.
-            transitions = sorted(every, key=lambda t: -t.stats.n_examples)[:GRAPH_EDGE_LIMIT]
+            transitions = visit.service.busiest_transitions(GRAPH_EDGE_LIMIT)
+            total = sum(k.out_n for k in visit.service.technique_links().values())
             degree = Counter[str]()
             for t in transitions:
                 degree[t.source] += t.stats.n_examples
@@ -717,7 +704,7 @@ def build_router(sessions: SessionStore, settings: ApiSettings) -> APIRouter:
             top = max((t.stats.n_examples for t in transitions), default=1) or 1
             return {
                 "initial": INITIAL_TECHNIQUE,
-                "transitions_total": len(every),
+                "transitions_total": total,
                 "nodes": [{"data": {"id": n, "weight": degree[n]}} for n in names],
                 "edges": [
                     {

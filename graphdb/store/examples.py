@@ -18,6 +18,7 @@ from graphdb.models import (
     IngestBatch,
     IngestResult,
     ReviewStatus,
+    TechniqueLinks,
     TrajectoryRecord,
     Transition,
     transition_key,
@@ -103,6 +104,23 @@ class ExampleStore(StoreBase):
     def list_transitions(self, *, limit: int = 1000, offset: int = 0) -> list[Transition]:
         """Transitions ordered by source then target name."""
         rows = self._rows(q.LIST_TRANSITIONS, limit=limit, offset=offset)
+        return [_transition(r["r"], r["source"], r["target"]) for r in rows]
+
+    def busiest_transitions(self, limit: int) -> list[Transition]:
+        """The `limit` transitions with the most examples, then by source and target name."""
+        rows = self._rows(q.BUSIEST_TRANSITIONS, limit=limit)
+        return [_transition(r["r"], r["source"], r["target"]) for r in rows]
+
+    def technique_links(self) -> dict[str, TechniqueLinks]:
+        """Every technique's transitions out and in and the examples into it, by name."""
+        return {
+            r["name"]: TechniqueLinks(out_n=r["out_n"], in_n=r["in_n"], examples_in=r["examples_in"])
+            for r in self._rows(q.TECHNIQUE_LINK_COUNTS)
+        }
+
+    def transitions_of(self, name: str) -> list[Transition]:
+        """The transitions into and out of technique `name`, by source then target (none if unknown)."""
+        rows = self._rows(q.TRANSITIONS_INTO_AND_OUT_OF, name=name)
         return [_transition(r["r"], r["source"], r["target"]) for r in rows]
 
     def get_example(self, example_id: str) -> Example:

@@ -27,6 +27,7 @@ from graphdb.models import (
     ScoredTechnique,
     SuccessorTransition,
     Technique,
+    TechniqueLinks,
     TrajectoryRecord,
     Transition,
 )
@@ -95,6 +96,18 @@ class GraphStore(Protocol):
 
     def list_transitions(self, *, limit: int = 1000, offset: int = 0) -> list[Transition]:
         """Transitions ordered by source then target name."""
+        ...
+
+    def busiest_transitions(self, limit: int) -> list[Transition]:
+        """The `limit` transitions with the most examples, then by source and target name."""
+        ...
+
+    def technique_links(self) -> dict[str, TechniqueLinks]:
+        """Every technique's transitions out and in and the examples into it, by name."""
+        ...
+
+    def transitions_of(self, name: str) -> list[Transition]:
+        """The transitions into and out of technique `name`, by source then target (none if unknown)."""
         ...
 
     def get_example(self, example_id: str) -> Example:

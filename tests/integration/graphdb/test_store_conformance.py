@@ -377,3 +377,29 @@ def test_review_queue_page_reads_the_key_the_queue_and_the_shown_example_at_once
     store.revoke_api_key(key.id, actor="admin")
     with pytest.raises(ApiKeyNotFoundError, match="revoked"):
         store.review_queue_page(token, limit=100, selected=None, only=everything)
+
+
+def test_transitions_of_a_technique_are_those_into_and_out_of_it(store: GraphStore) -> None:
+    seed(
+        store,
+        ["A", "B", "C", "D"],
+        [example("A", "B", 1, speedup=2.0), example("B", "C", 2), example("C", "A", 3), example("D", "C", 4)],
+    )
+    every = store.list_transitions(limit=100)
+    for name in ("A", "B", "C", "D"):
+        assert store.transitions_of(name) == [t for t in every if name in (t.source, t.target)]
+    assert [t.key for t in store.transitions_of("C")] == ["B -> C", "C -> A", "D -> C"]
+    assert store.transitions_of("A")[0].stats.n_examples == 1
+    assert store.transitions_of("Nowhere") == []
+    # What the techniques list and the graph view count in the database instead of reading every transition.
+    links = store.technique_links()
+    for name in ("A", "B", "C", "D"):
+        assert (links[name].out_n, links[name].in_n, links[name].examples_in) == (
+            sum(t.source == name for t in every),
+            sum(t.target == name for t in every),
+            sum(t.stats.n_examples for t in every if t.target == name),
+        )
+    store.ingest(IngestBatch(examples=[example("B", "C", 5), example("D", "C", 6), example("D", "C", 7)]))
+    assert [t.key for t in store.busiest_transitions(2)] == ["D -> C", "B -> C"]
+    assert [t.key for t in store.busiest_transitions(10)] == ["D -> C", "B -> C", "A -> B", "C -> A"]
+    assert store.busiest_transitions(10)[0].stats.n_examples == 3
