@@ -211,7 +211,11 @@ class WorkerProcess:
     def _sleep_until_done(self, timeout_s: float) -> None:
         """Sleep until the worker writes to its done pipe, the pipe closes or ``timeout_s`` passes."""
         if self._done < 0:
-            time.sleep(timeout_s)
+            # The pipe closed: the worker has exited or is exiting. The kernel closes a dying process's
+            # files before the process can be waited for, so the parent may get here in between (more
+            # often on a loaded machine); it waits for the process itself, not for the clock.
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=timeout_s)
             return
         try:
             ready, _, _ = select.select([self._done], [], [], timeout_s)

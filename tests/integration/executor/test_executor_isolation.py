@@ -274,6 +274,25 @@ def test_a_worker_wakes_its_waiting_parent_when_its_result_is_written_or_it_dies
             proc.close()
 
 
+def test_a_parent_that_saw_the_pipe_close_wakes_when_the_worker_is_gone(
+    task: FunctionTask | KernelTask, products: dict[str, str], tmp_path: Path
+) -> None:
+    """A dying worker's pipe closes before the process can be waited for: a parent that saw the close
+    and sleeps again in that moment must be woken by the process's end, not sleep out its time (this
+    made the test above sleep its whole 60 s now and then on a loaded machine)."""
+    proc = WorkerProcess("candidate", "host", tmp_path)
+    try:
+        start_candidate(proc, _job(task, tmp_path), None)
+        proc._close_done()  # as after the close was seen, the process not yet reaped
+        proc.send("run.json", _run(products["segfault"]))
+        slept = time.monotonic()
+        proc._sleep_until_done(60.0)
+        assert time.monotonic() - slept < 55.0, "the parent slept out its time"
+        assert proc.proc.poll() is not None
+    finally:
+        proc.close()
+
+
 def test_writing_a_result_notes_it_on_the_done_pipe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A GPU worker tears its context down after its result: the note on the pipe, not its exit, is
     what wakes the parent then."""
