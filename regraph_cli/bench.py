@@ -401,15 +401,17 @@ def pareval_command(
 
 
 def _graph_knowledge(stack: contextlib.ExitStack) -> Any:
-    """A factory of `GraphKnowledge` over the graph the API settings point at (kept open by `stack`)."""
+    """A factory of `GraphKnowledge` over the graph the API settings point at (kept open by `stack`); the
+    running stack's Neo4j when ``regraph up`` runs on the data directory."""
     from api.settings import ApiSettings
     from api.state import graph_options
     from graphdb.connection import open_graph
     from graphdb.errors import GraphDBError
+    from regraph_cli.discovery import reach
     from search.embeddings import shared_embedder
     from search.retrieval import GraphKnowledge
 
-    settings = ApiSettings()
+    settings = reach(ApiSettings())
     try:
         graph = stack.enter_context(open_graph(graph_options(settings), migrate=settings.migrate_on_start))
     except GraphDBError as e:

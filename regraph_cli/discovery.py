@@ -1,7 +1,8 @@
 """The CLI's side of `api.discovery`: commands reach the stack already running on their data directory.
 
 A command that would start the embedded Neo4j (``regraph graph ...``, ``regraph keys ...``, ``regraph
-db ...``, ``regraph mcp``) calls `reach` on its settings: while ``regraph up`` (``./dev up``) runs on
+db ...``, ``regraph mcp``, ``regraph optimize --graph neo4j``, ``regraph bench ... --knowledge graph``)
+calls `reach` on its settings: while ``regraph up`` (``./dev up``) runs on
 the same data directory, the command works through that stack's Neo4j and executor, saying so on
 standard error, instead of failing on a port or a store lock held by the running server. ``regraph
 up`` calls `refuse_second_stack` before starting anything.

@@ -3,7 +3,9 @@
 In process (the default), everything runs here: the knowledge comes from Neo4j (``--graph neo4j``,
 embedded unless NEO4J_URI) or from trajectory files held in memory (``--graph trajectories``), the
 model from a replay file (``--replay``) or the REGRAPH_MODELS__GENERATOR__* settings, and candidates
-are judged by the executor at ``--executor-url``. With ``--api URL`` the job runs on that service and
+are judged by the executor at ``--executor-url``. While ``regraph up`` (``./dev up``) runs on the data
+directory, ``--graph neo4j`` uses that stack's Neo4j, and its executor when none is given
+(`regraph_cli.discovery`), instead of starting a second Neo4j on the same files. With ``--api URL`` the job runs on that service and
 its events are followed live. Either way the best verified code is written under ``--out`` and its
 path and speedup printed; an executor without a GPU gives a compile-only run, which verifies nothing.
 """
@@ -16,7 +18,7 @@ import logging
 from collections.abc import Iterable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import httpx
 import typer
@@ -42,6 +44,9 @@ from search.evaluation import VerificationMode
 from search.inmemory import InMemoryKnowledge
 from search.protocols import KnowledgeSource
 from search.run import VerificationUnavailableError, prepare_task, run_optimization
+
+if TYPE_CHECKING:
+    from api.settings import ApiSettings
 
 console = Console(stderr=True)
 logger = logging.getLogger("regraph.optimize")
@@ -189,19 +194,31 @@ def write_outputs(out_dir: Path, result: OptimizeResult, suffix: str) -> Path | 
     return best
 
 
-def _knowledge(
-    graph: str, trajectories: Path, tasks_dir: Path, task_id: str, stack: ExitStack
-) -> KnowledgeSource:
-    if graph == "trajectories":
-        return trajectory_knowledge(trajectories, tasks_dir, exclude_task=task_id)
+def _graph_settings() -> ApiSettings:
+    """The API settings of ``--graph neo4j``: the running stack's Neo4j and executor when ``regraph up``
+    runs on the data directory (`regraph_cli.discovery`), else as configured."""
     from api.settings import ApiSettings
+    from regraph_cli.discovery import reach
+
+    return reach(ApiSettings())
+
+
+def _knowledge(
+    graph: str,
+    trajectories: Path,
+    tasks_dir: Path,
+    task_id: str,
+    stack: ExitStack,
+    settings: ApiSettings | None,
+) -> KnowledgeSource:
+    if settings is None:
+        return trajectory_knowledge(trajectories, tasks_dir, exclude_task=task_id)
     from api.state import graph_options
     from graphdb.connection import open_graph
     from graphdb.errors import GraphDBError
     from search.embeddings import shared_embedder
     from search.retrieval import GraphKnowledge
 
-    settings = ApiSettings()
     try:
         opened = stack.enter_context(open_graph(graph_options(settings), migrate=settings.migrate_on_start))
     except GraphDBError as e:
@@ -386,12 +403,15 @@ def optimize_command(
             if api is not None:
                 result = run_through_api(api.rstrip("/"), request, view, live)
             else:
+                settings = None if graph == "trajectories" else _graph_settings()
+                if executor_url is None and settings is not None:
+                    executor_url = settings.executor_url  # the running stack's, if it has one
                 if executor_url is None:
                     raise OptimizeCommandError(
                         "no executor: pass --executor-url URL (or set REGRAPH_EXECUTOR_URL)"
                     )
                 model = _model(replay, replay_one_shot)
-                knowledge = _knowledge(graph, trajectories, tasks_dir, the_task.id, stack)
+                knowledge = _knowledge(graph, trajectories, tasks_dir, the_task.id, stack, settings)
                 result = asyncio.run(
                     run_in_process(
                         request,

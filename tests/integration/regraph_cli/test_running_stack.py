@@ -25,7 +25,7 @@ from api.discovery import RunningStack, find_running, running_file
 from api.settings import ApiSettings
 from graphdb.embedded import free_port
 from graphdb.jobs import JobStore
-from tests.support.servers import serve_in_thread
+from tests.support.servers import compile_only_executor, serve_in_thread
 
 pytestmark = pytest.mark.neo4j
 
@@ -58,6 +58,11 @@ def _regraph(env: dict[str, str], *arguments: str, timeout: float = 240) -> subp
 
 
 def test_commands_reach_the_stack_running_on_their_data_directory(tmp_path: Path) -> None:
+    with compile_only_executor(tmp_path / "executor-cache") as executor_url:
+        _commands_reach_the_stack(tmp_path, executor_url)
+
+
+def _commands_reach_the_stack(tmp_path: Path, executor_url: str) -> None:
     data_dir, port, neo4j_port = tmp_path / "data", free_port(), free_port()
     settings = ApiSettings(
         host="127.0.0.1",
@@ -69,7 +74,7 @@ def test_commands_reach_the_stack_running_on_their_data_directory(tmp_path: Path
         neo4j_pagecache_mb=32,
         seed_graph=None,
         preload_retrieval=False,
-        executor_url=None,
+        executor_url=executor_url,
         log_format="text",
     )
     env = _environment(data_dir, neo4j_port)
@@ -126,6 +131,49 @@ def test_commands_reach_the_stack_running_on_their_data_directory(tmp_path: Path
 
         anyio.run(agent)
         assert jobs.get("api-job").state == "queued"
+
+        # `regraph optimize` in process, on the graph (--graph neo4j, the default) and the executor of
+        # the running stack: no --executor-url, no REGRAPH_EXECUTOR_URL, no second Neo4j.
+        task_dir = ROOT / "bench" / "tasks" / "mandelbrot_q28_i32"
+        optimized = _regraph(
+            env,
+            "optimize",
+            str(task_dir / "reference.cpp"),
+            "--task",
+            str(task_dir),
+            "--replay",
+            str(ROOT / "bench" / "trajectories" / "mandelbrot_q28_i32.jsonl"),
+            "--budget",
+            "1",
+            "--out",
+            str(tmp_path / "optimized"),
+        )
+        assert optimized.returncode == 0, optimized.stderr
+        assert f"{says} runs on {data_dir}" in " ".join(optimized.stderr.split())
+        assert f"its executor at {executor_url}" in " ".join(optimized.stderr.split())
+        result = json.loads((tmp_path / "optimized" / "mandelbrot_q28_i32" / "result.json").read_text())
+        assert result["verification"] == "compile-only" and len(result["search"]["candidates"]) == 1
+
+        # `regraph bench` with the graph as its knowledge: the running stack's Neo4j too.
+        benched = _regraph(
+            env,
+            "bench",
+            "cudaeval",
+            "--executor-url",
+            executor_url,
+            "--out",
+            str(tmp_path / "bench"),
+            "--knowledge",
+            "graph",
+            "--tasks",
+            "mandelbrot_q28_i32",
+            "--budget",
+            "1",
+            "--no-final-evaluation",
+        )
+        assert benched.returncode == 0, benched.stderr
+        assert f"{says} runs on {data_dir}" in " ".join(benched.stderr.split())
+        assert (tmp_path / "bench" / "result.json").exists()
 
         # A second stack on the same directory is refused at once, naming the first.
         started = time.monotonic()
