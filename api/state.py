@@ -70,6 +70,7 @@ def preload_retrieval(store: Neo4jGraphStore, stopping: threading.Event) -> None
 
 
 GRAPH_BACKSTOP_S = 5.0
+EXPORT_READ_TIMEOUT_S = 600.0  # a whole-graph export (admin only): minutes on a 100k-example graph
 """How much longer than its server-side limit a route waits for a graph read before giving up on it:
 Neo4j checks transaction timeouts every 2 s (db.transaction.monitor.check.interval), plus the round trip."""
 _GRAPH_CALLS = threading.BoundedSemaphore(
@@ -101,6 +102,13 @@ class BoundedGraphStore(Neo4jGraphStore):
         return self._answered_in_time(
             lambda: super(BoundedGraphStore, self)._rows_autocommit(cypher, **params)
         )
+
+    def export_graph(self) -> GraphExport:
+        """The whole graph: one read of every technique, transition and example, which on a large graph
+        takes far longer than a route's read; it gets `EXPORT_READ_TIMEOUT_S` (and the backstop after
+        it) instead of the routes' limit."""
+        limit = max(self.timeout_s, EXPORT_READ_TIMEOUT_S)
+        return Neo4jGraphStore.export_graph(BoundedGraphStore(self._driver, self._database, timeout_s=limit))
 
     def _answered_in_time(self, call: Callable[[], T]) -> T:
         deadline_s = self.timeout_s + GRAPH_BACKSTOP_S
