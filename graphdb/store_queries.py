@@ -339,6 +339,17 @@ CALL {
 RETURN t.name AS name, out_n, in_n, examples_in
 """
 
+# A technique page's best examples: verified (passed, with a speedup, not rejected) examples of the
+# transitions into it, the fastest first; found through the transition_key index.
+BEST_EXAMPLES_INTO = f"""
+MATCH (:Technique)-[r:TRANSITION]->(:Technique {{name: $name}})
+WITH collect(r.key) AS keys
+MATCH (e:Example) WHERE e.transition_key IN keys
+  AND e.verdict = 'passed' AND e.speedup IS NOT NULL AND e.review_status <> 'rejected'
+RETURN {EXAMPLE_LIGHT} AS e
+ORDER BY e.speedup DESC, e.id LIMIT $limit
+"""
+
 RENAME_TRANSITION_KEYS = """
 UNWIND $rows AS row
 MATCH ()-[r:TRANSITION {key: row.old}]->()

@@ -277,6 +277,11 @@ class GraphService:
                 items = self.store.list_transitions(limit=limit, offset=offset)
         return TransitionList(items=[TransitionPublic.of(t) for t in items], limit=limit, offset=offset)
 
+    def best_examples_into(self, name: str, limit: int) -> list[ExamplePublic]:
+        """The fastest verified examples of the transitions into a technique (a technique page)."""
+        with _translated():
+            return [ExamplePublic.of(e) for e in self.store.best_examples_into(name, limit)]
+
     def busiest_transitions(self, limit: int) -> list[TransitionPublic]:
         """The transitions with the most examples (the graph view's edges)."""
         with _translated():

@@ -79,7 +79,6 @@ from graphdb.models import (
     RelabelOutcome,
     ReviewQueueFilter,
     ReviewQueuePage,
-    ReviewStatus,
     Role,
 )
 from search.baselines import METHODS
@@ -95,6 +94,7 @@ QUEUE_LIMIT = 1000  # pending examples read for the review queue (filters apply 
 GRAPH_EDGE_LIMIT = 3000  # transitions drawn by the graph view, the busiest first
 QUEUED_SHOWN = 200  # relabel decisions shown on the relabel queue page, the newest first
 DUPLICATES_SHOWN = 200  # likely duplicate pairs shown, the most probable first
+BEST_SHOWN = 6  # a technique page's best verified examples
 
 # Every asset the pages load, by the name they load it under: our own files and the pinned npm
 # packages installed by scripts/bootstrap.sh (nothing is fetched from elsewhere at run time).
@@ -602,24 +602,7 @@ def build_router(sessions: SessionStore, settings: ApiSettings) -> APIRouter:
                     (t for t in transitions if t.source == found.name),
                     key=lambda t: (-t.stats.n_examples, t.target),
                 )
-                best: list[ExamplePublic] = []
-                for t in sorted(into, key=lambda t: -t.stats.n_verified)[:8]:
-                    if t.stats.n_verified:
-                        best.extend(
-                            service.list_examples(
-                                source=t.source, target=t.target, status=None, limit=50, offset=0
-                            ).items
-                        )
-                best = sorted(
-                    (
-                        e
-                        for e in best
-                        if e.verdict == "passed"
-                        and e.speedup is not None
-                        and e.review_status != ReviewStatus.REJECTED
-                    ),
-                    key=lambda e: -(e.speedup or 0.0),
-                )[:6]
+                best = service.best_examples_into(found.name, BEST_SHOWN)
                 return {
                     "technique": found,
                     "predecessors": into,
@@ -696,7 +679,7 @@ def build_router(sessions: SessionStore, settings: ApiSettings) -> APIRouter:
             names = _technique_names(visit.service)
             # Past a few thousand edges a browser drawing them all stops being usable: the thinnest go.
             transitions = visit.service.busiest_transitions(GRAPH_EDGE_LIMIT)
-            total = sum(k.out_n for k in visit.service.technique_links().values())
+            total = visit.service.store.counts()["transitions"]
             degree = Counter[str]()
             for t in transitions:
                 degree[t.source] += t.stats.n_examples

@@ -106,6 +106,10 @@ class ExampleStore(StoreBase):
         rows = self._rows(q.LIST_TRANSITIONS, limit=limit, offset=offset)
         return [_transition(r["r"], r["source"], r["target"]) for r in rows]
 
+    def best_examples_into(self, name: str, limit: int) -> list[Example]:
+        """The fastest verified examples (passed, not rejected) of the transitions into `name`."""
+        return [_example(r["e"]) for r in self._rows(q.BEST_EXAMPLES_INTO, name=name, limit=limit)]
+
     def busiest_transitions(self, limit: int) -> list[Transition]:
         """The `limit` transitions with the most examples, then by source and target name."""
         rows = self._rows(q.BUSIEST_TRANSITIONS, limit=limit)

@@ -98,6 +98,10 @@ class GraphStore(Protocol):
         """Transitions ordered by source then target name."""
         ...
 
+    def best_examples_into(self, name: str, limit: int) -> list[Example]:
+        """The fastest verified examples (passed, not rejected) of the transitions into `name`."""
+        ...
+
     def busiest_transitions(self, limit: int) -> list[Transition]:
         """The `limit` transitions with the most examples, then by source and target name."""
         ...

@@ -403,3 +403,23 @@ def test_transitions_of_a_technique_are_those_into_and_out_of_it(store: GraphSto
     assert [t.key for t in store.busiest_transitions(2)] == ["D -> C", "B -> C"]
     assert [t.key for t in store.busiest_transitions(10)] == ["D -> C", "B -> C", "A -> B", "C -> A"]
     assert store.busiest_transitions(10)[0].stats.n_examples == 3
+
+
+def test_best_examples_into_a_technique_are_its_fastest_verified_ones(store: GraphStore) -> None:
+    seed(
+        store,
+        ["A", "B", "C"],
+        [
+            example("A", "C", 1, speedup=2.0),
+            example("A", "C", 2, speedup=5.0),
+            example("B", "C", 3, speedup=3.0),
+            example("B", "C", 4, speedup=9.0, verdict=StepVerdict.FAILED),
+            example("B", "C", 5),
+            example("C", "A", 6, speedup=7.0),
+        ],
+    )
+    store.set_review_status(content_id("A", "C", "2"), ReviewStatus.REJECTED, actor="carol")
+    best = store.best_examples_into("C", 10)
+    assert [e.speedup for e in best] == [3.0, 2.0]  # not the rejected, failed, unmeasured or outgoing
+    assert [e.id for e in store.best_examples_into("C", 1)] == [content_id("B", "C", "3")]
+    assert store.best_examples_into("Nowhere", 5) == []
