@@ -21,6 +21,7 @@ from rich.table import Table
 from api.app import create_app
 from api.logs import configure_logging
 from api.settings import ApiSettings
+from api.startup import Stage
 from api.state import graph_options
 from graphdb.connection import open_graph
 from graphdb.errors import GraphDBError
@@ -172,17 +173,27 @@ def up(
             if server.should_exit:
                 return
             time.sleep(0.2)
-        state = getattr(api.state, "regraph", None)
-        neo4j_uri = state.target.uri if state is not None else settings.neo4j_uri
         bound = settings.port
         for srv in server.servers:
             for sock in srv.sockets:
                 bound = sock.getsockname()[1]
         print(f"ReGraph API serving on http://{settings.host}:{bound}  (docs: /docs, readiness: /readyz)")
         print(f"  curation workspace: http://{settings.host}:{bound}/ui  (sign in with an API key)")
-        print(f"  Neo4j: {neo4j_uri}")
         print(f"  executor: {settings.executor_url or 'not started'}")
-        print("Press Ctrl-C to stop.", flush=True)
+        print("  starting: Neo4j, migrations and models (the routes answer 503 until ready)", flush=True)
+        # The port opens before the start-up ends (api.startup): the database's address is known only
+        # once it is reached.
+        startup = api.state.startup
+        while startup.stage not in (Stage.READY, Stage.FAILED):
+            if server.should_exit:
+                return
+            time.sleep(0.2)
+        if startup.stage is Stage.FAILED:
+            return  # logged by the start-up; the process ends with its status
+        state = getattr(api.state, "regraph", None)
+        neo4j_uri = state.target.uri if state is not None else settings.neo4j_uri
+        print(f"  Neo4j: {neo4j_uri}")
+        print("Ready. Press Ctrl-C to stop.", flush=True)
 
     threading.Thread(target=announce, daemon=True).start()
     try:

@@ -26,10 +26,10 @@ SEARCH_GRAPH_ADAPTERS = frozenset({"construction.py", "relabel.py", "retrieval.p
 EXECUTOR_PUBLIC = frozenset({"executor.protocol", "executor.client", "executor.errors"})
 # What the entry points (CLI, benchmarks) may use of the API: its settings, start-up, app factory,
 # logging and wire models (and the MCP server's stdio start-up, `regraph mcp`, and how a command finds
-# the stack already running on its data directory, `api.discovery`); never a service's or a router's
-# internals.
+# the stack already running on its data directory, `api.discovery`; `api.startup`, where the app's
+# background start-up is, which `regraph up` waits for); never a service's or a router's internals.
 API_FOR_ENTRY_POINTS = frozenset(
-    {"api.app", "api.logs", "api.settings", "api.state", "api.mcp.stdio", "api.discovery"}
+    {"api.app", "api.logs", "api.settings", "api.state", "api.startup", "api.mcp.stdio", "api.discovery"}
 )
 
 

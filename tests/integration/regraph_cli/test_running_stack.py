@@ -212,3 +212,44 @@ def test_a_stale_running_file_is_ignored(tmp_path: Path) -> None:
 
     path.write_text("{not json")
     assert find_running(tmp_path) is None
+
+
+def test_regraph_up_announces_its_urls_at_once_and_the_database_when_ready(tmp_path: Path) -> None:
+    """`regraph up` opens its port before the start-up ends: it prints the API's URL at once, says it
+    is starting, and names the database only once it has been reached (not "None"), then stops on
+    Ctrl-C (status 0, or 130 for the interrupt)."""
+    env = _environment(tmp_path / "data", free_port())
+    port = free_port()
+    up = subprocess.Popen(
+        [sys.executable, "-m", "regraph_cli", "up", "--port", str(port), "--no-with-executor"],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    lines: list[str] = []
+    try:
+        assert up.stdout is not None
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            line = up.stdout.readline()
+            if not line:
+                break
+            lines.append(line.rstrip())
+            if "Ctrl-C" in line:  # the last line of the banner
+                break
+        text = "\n".join(lines)
+        assert lines and lines[0].startswith(f"ReGraph API serving on http://127.0.0.1:{port}"), text
+        assert any(line.strip().startswith("starting:") for line in lines), text
+        neo4j = [line.strip() for line in lines if line.strip().startswith("Neo4j:")]
+        assert neo4j and neo4j[0].startswith("Neo4j: bolt://127.0.0.1:"), text
+        assert httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=10).status_code == 200
+    finally:
+        up.send_signal(2)  # Ctrl-C
+        try:
+            code = up.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            up.kill()
+            raise
+    assert code in (0, 130)
