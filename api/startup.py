@@ -38,7 +38,7 @@ class StartupCancelledError(Exception):
     """Shut-down was asked for while the app was starting; what was opened has been closed."""
 
 
-class Stage(StrEnum):
+class StartupStage(StrEnum):
     """How far the start-up is."""
 
     STARTING = "starting"
@@ -52,23 +52,27 @@ class Startup:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._stage = Stage.STARTING
+        self._stage = StartupStage.STARTING
         self._detail = "waiting for the event loop"
         self._began = time.monotonic()
         self.cancelled = threading.Event()  # set at shut-down: the start-up stops between phases
 
     @property
-    def stage(self) -> Stage:
+    def stage(self) -> StartupStage:
         return self._stage
 
     @property
     def ready(self) -> bool:
-        return self._stage is Stage.READY
+        return self._stage is StartupStage.READY
 
     def describe(self) -> str:
         """One line for people: "starting: migrating the schema", "ready", "failed: <why>"."""
         with self._lock:
-            return self._stage.value if self._stage is Stage.READY else f"{self._stage.value}: {self._detail}"
+            return (
+                self._stage.value
+                if self._stage is StartupStage.READY
+                else f"{self._stage.value}: {self._detail}"
+            )
 
     def enter(self, phase: str) -> None:
         """Record the phase the start-up is in (raises `StartupCancelledError` once shut-down was asked)."""
@@ -80,15 +84,15 @@ class Startup:
 
     def mark_ready(self) -> None:
         with self._lock:
-            self._stage, self._detail = Stage.READY, ""
+            self._stage, self._detail = StartupStage.READY, ""
 
     def mark_failed(self, reason: str) -> None:
         with self._lock:
-            self._stage, self._detail = Stage.FAILED, reason
+            self._stage, self._detail = StartupStage.FAILED, reason
 
     def mark_stopping(self) -> None:
         with self._lock:
-            self._stage, self._detail = Stage.STOPPING, "shutting down"
+            self._stage, self._detail = StartupStage.STOPPING, "shutting down"
 
 
 def end_process_after_failed_startup() -> None:
@@ -129,8 +133,8 @@ class StartupGate:
 def unavailable_message(startup: Startup) -> str:
     """Why a request cannot be served yet (or any more), for 503 answers."""
     stage = startup.stage
-    if stage is Stage.STARTING:
+    if stage is StartupStage.STARTING:
         return f"{startup.describe()}; the service is starting, retry in {RETRY_AFTER_S} s"
-    if stage is Stage.FAILED:
+    if stage is StartupStage.FAILED:
         return f"start-up {startup.describe()}; the process is exiting (see its log)"
     return "the service is stopping"

@@ -21,7 +21,7 @@ from rich.table import Table
 from api.app import create_app
 from api.logs import configure_logging
 from api.settings import ApiSettings
-from api.startup import Stage
+from api.startup import StartupStage
 from api.state import graph_options
 from graphdb.connection import open_graph
 from graphdb.errors import GraphDBError
@@ -184,11 +184,11 @@ def up(
         # The port opens before the start-up ends (api.startup): the database's address is known only
         # once it is reached.
         startup = api.state.startup
-        while startup.stage not in (Stage.READY, Stage.FAILED):
+        while startup.stage not in (StartupStage.READY, StartupStage.FAILED):
             if server.should_exit:
                 return
             time.sleep(0.2)
-        if startup.stage is Stage.FAILED:
+        if startup.stage is StartupStage.FAILED:
             return  # logged by the start-up; the process ends with its status
         state = getattr(api.state, "regraph", None)
         neo4j_uri = state.target.uri if state is not None else settings.neo4j_uri

@@ -41,11 +41,11 @@ from search.errors import SearchError
 from search.evidence import CodeEvidence, code_evidence, name_code_mismatch
 from search.protocols import INITIAL_TECHNIQUE
 from search.relabel_scoring import (
-    Candidate,
     CandidateIndex,
     Ranked,
     ScoringModel,
     StepText,
+    TechniqueCandidate,
     TextVectors,
     decide,
     load_model,
@@ -184,13 +184,13 @@ class RelabelChoice:
         return out
 
 
-def technique_candidates(techniques: list[Technique], taxonomy: Taxonomy | None) -> list[Candidate]:
+def technique_candidates(techniques: list[Technique], taxonomy: Taxonomy | None) -> list[TechniqueCandidate]:
     """The graph's techniques as scoring candidates, plus the taxonomy techniques the graph lacks.
 
     A graph technique whose name or alias is a label of a taxonomy technique is linked to it and
     inherits its labels, description (when it has none) and evidence signals.
     """
-    out: list[Candidate] = []
+    out: list[TechniqueCandidate] = []
     linked: set[str] = set()
     for technique in techniques:
         if technique.name == INITIAL_TECHNIQUE:
@@ -206,7 +206,7 @@ def technique_candidates(techniques: list[Technique], taxonomy: Taxonomy | None)
             linked.add(concept.name)
             labels += [label for label in concept.labels if label not in labels]
         out.append(
-            Candidate(
+            TechniqueCandidate(
                 name=technique.name,
                 description=technique.description or (concept.description if concept else ""),
                 labels=tuple(labels),
@@ -220,7 +220,7 @@ def technique_candidates(techniques: list[Technique], taxonomy: Taxonomy | None)
         for concept in taxonomy.techniques:
             if concept.name not in linked:
                 out.append(
-                    Candidate(
+                    TechniqueCandidate(
                         name=concept.name,
                         description=concept.description,
                         labels=tuple(concept.labels),

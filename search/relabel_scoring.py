@@ -85,7 +85,7 @@ class ScoringError(SearchError):
 
 
 @dataclass(frozen=True)
-class Candidate:
+class TechniqueCandidate:
     """A technique as the scorer sees it."""
 
     name: str
@@ -200,7 +200,7 @@ def shared_text_vectors(embedder: Embedder) -> TextVectors:
         return vectors
 
 
-def candidate_text(candidate: Candidate) -> str:
+def candidate_text(candidate: TechniqueCandidate) -> str:
     """The text a candidate is embedded from: "name: description"."""
     return f"{candidate.name}: {candidate.description}" if candidate.description else candidate.name
 
@@ -224,7 +224,7 @@ def _jaccard(a: set[str], b: set[str]) -> float:
 class CandidateIndex:
     """Candidates with their label vectors, ready to score many steps against."""
 
-    candidates: list[Candidate]
+    candidates: list[TechniqueCandidate]
     vectors: TextVectors
     _label_rows: list[np.ndarray[Any, np.dtype[np.float32]]] = field(default_factory=list)
     _text_rows: np.ndarray[Any, np.dtype[np.float32]] | None = None
@@ -304,7 +304,7 @@ class CandidateIndex:
         """The content words of `name` that no candidate's labels or description use."""
         return [w for w in content_tokens(name) if w not in self._word_index]
 
-    def label_hit(self, name: str) -> Candidate | None:
+    def label_hit(self, name: str) -> TechniqueCandidate | None:
         """The graph candidate one of whose labels normalises like `name` (`label_key`, else `bag_key`)."""
         i = self._keys.get(label_key(name))
         if i is None:
@@ -318,7 +318,7 @@ class CandidateIndex:
         other.candidates = list(self.candidates)
         return other
 
-    def add(self, candidate: Candidate) -> None:
+    def add(self, candidate: TechniqueCandidate) -> None:
         """Add one candidate (e.g. a technique created earlier in the same batch)."""
         self.candidates.append(candidate)
         self.rebuild()

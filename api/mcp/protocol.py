@@ -29,7 +29,7 @@ class McpSettings(BaseSettings):
     )
 
 
-class EvaluationPublic(BaseModel):
+class CandidateEvaluationPublic(BaseModel):
     """A candidate judged by the executor: the summary an agent acts on and the executor's typed verdict."""
 
     task_id: str

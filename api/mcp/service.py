@@ -33,7 +33,7 @@ from api.graph.service import (
     InvalidGraphRequestError,
     run_cypher,
 )
-from api.mcp.protocol import EvaluationPublic, JobStatus, McpSettings
+from api.mcp.protocol import CandidateEvaluationPublic, JobStatus, McpSettings
 from api.optimize.protocol import JobPublic, OptimizeCreate, OptimizeResult
 from api.optimize.service import JobService, OptimizeError, Subscription, resolve_task
 from api.state import AppState
@@ -453,7 +453,7 @@ class ReasoningGraphService:
         task_ref: str | None,
         task: dict[str, Any] | None,
         progress: ProgressReporter = NO_PROGRESS,
-    ) -> EvaluationPublic:
+    ) -> CandidateEvaluationPublic:
         """Judge `source` against a task on the executor: compiled, checked and timed where it has a GPU."""
         url = self.state.settings.executor_url
         if url is None:
@@ -492,7 +492,7 @@ class ReasoningGraphService:
                     f"the executor answered something that is not a verdict: {e}"
                 ) from e
         await progress.report(2, 2, "passed" if judged.passed else f"not passed: {judged.error_kind}")
-        return EvaluationPublic(
+        return CandidateEvaluationPublic(
             task_id=resolved.id,
             verification=mode,
             passed=judged.passed,

@@ -48,7 +48,7 @@ from graphdb.models import INITIAL_TECHNIQUE, Technique
 from graphdb.store import GraphStore
 from search.embeddings import EmbeddingError
 from search.relabel import RelabelPolicy, technique_candidates
-from search.relabel_scoring import FEATURES, Candidate, CandidateIndex, StepText
+from search.relabel_scoring import FEATURES, CandidateIndex, StepText, TechniqueCandidate
 from search.taxonomy import label_key
 
 logger = logging.getLogger(__name__)
@@ -79,8 +79,8 @@ def _translated() -> Iterator[None]:
 
 
 def scorer_rows(
-    policy: RelabelPolicy, candidates: tuple[Candidate, ...], steps: list[StepText]
-) -> Iterator[tuple[int, list[Candidate], np.ndarray[Any, np.dtype[np.float64]]]]:
+    policy: RelabelPolicy, candidates: tuple[TechniqueCandidate, ...], steps: list[StepText]
+) -> Iterator[tuple[int, list[TechniqueCandidate], np.ndarray[Any, np.dtype[np.float64]]]]:
     """For each technique i (its name and description as `steps[i]`): the others and the scorer's probabilities.
 
     The scorer's choice for step i is among all the other techniques, so each row is computed
@@ -206,7 +206,7 @@ class RelabelService:
         return DuplicateList(items=pairs[:limit], techniques=len(techniques), kept_separate=left_out)
 
     def _scored_pairs(
-        self, candidates: tuple[Candidate, ...], min_probability: float
+        self, candidates: tuple[TechniqueCandidate, ...], min_probability: float
     ) -> dict[tuple[str, str], tuple[float, frozenset[str]]]:
         """Each pair (names in order) from `min_probability` with its probability and reasons.
 

@@ -58,7 +58,7 @@ class TaskCheckError(Exception):
     """Root of this tool's errors."""
 
 
-class ToolchainError(TaskCheckError):
+class MissingCompilerError(TaskCheckError):
     """A compiler this check needs cannot be found."""
 
 
@@ -78,11 +78,11 @@ def find_nvcc() -> tuple[Path, tuple[str, ...]]:
         from executor.compile import find_toolchain
         from executor.errors import ToolchainError as ExecutorToolchainError
     except ImportError as e:
-        raise ToolchainError(f"finding nvcc needs the executor package (or pass --no-nvcc): {e}") from e
+        raise MissingCompilerError(f"finding nvcc needs the executor package (or pass --no-nvcc): {e}") from e
     try:
         toolchain = find_toolchain(os.environ.get("REGRAPH_NVCC"))
     except ExecutorToolchainError as e:
-        raise ToolchainError(f"{e}: set REGRAPH_NVCC or install the 'nvcc' extra") from e
+        raise MissingCompilerError(f"{e}: set REGRAPH_NVCC or install the 'nvcc' extra") from e
     return toolchain.nvcc, toolchain.extra_flags
 
 
@@ -91,12 +91,12 @@ def find_gxx() -> Path:
     name = os.environ.get("CXX", "g++")
     found = shutil.which(name)
     if not found:
-        raise ToolchainError(f"C++ compiler {name!r} not found")
+        raise MissingCompilerError(f"C++ compiler {name!r} not found")
     return Path(found)
 
 
 @dataclass
-class Compiler:
+class CompilerCommand:
     """One compiler command line with a cache of sources it already accepted."""
 
     executable: Path
@@ -130,10 +130,10 @@ class Compiler:
         return None
 
 
-def nvcc_compiler(use_cache: bool = True) -> Compiler:
+def nvcc_compiler(use_cache: bool = True) -> CompilerCommand:
     """The CUDA compile check: the executor's nvcc with the flags that its toolchain needs."""
     executable, toolchain_flags = find_nvcc()
-    return Compiler(executable, (*NVCC_FLAGS, *toolchain_flags, "-c"), ".cu", use_cache=use_cache)
+    return CompilerCommand(executable, (*NVCC_FLAGS, *toolchain_flags, "-c"), ".cu", use_cache=use_cache)
 
 
 @dataclass
@@ -217,7 +217,11 @@ def _check_candidate_text(source: str, entry: str) -> list[str]:
 
 
 def check_task(
-    task_dir: Path, trajectories_dir: Path, gxx: Compiler, nvcc: Compiler | None, pool: ThreadPoolExecutor
+    task_dir: Path,
+    trajectories_dir: Path,
+    gxx: CompilerCommand,
+    nvcc: CompilerCommand | None,
+    pool: ThreadPoolExecutor,
 ) -> TaskReport:
     """Check one task directory and its trajectory; compilations run on ``pool``."""
     report = TaskReport(task_id=task_dir.name)
@@ -384,9 +388,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if str(REPO_ROOT) not in sys.path:
         sys.path.insert(0, str(REPO_ROOT))
     try:
-        gxx = Compiler(find_gxx(), GXX_FLAGS, ".cpp", use_cache=not args.no_cache)
+        gxx = CompilerCommand(find_gxx(), GXX_FLAGS, ".cpp", use_cache=not args.no_cache)
         nvcc = None if args.no_nvcc else nvcc_compiler(use_cache=not args.no_cache)
-    except ToolchainError as e:
+    except MissingCompilerError as e:
         logger.error("%s", e)
         return 2
     dirs = task_dirs(args.tasks_dir, args.only)

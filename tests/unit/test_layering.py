@@ -146,3 +146,42 @@ def test_each_rule_fails_when_a_forbidden_import_is_added(
         checks[rule]()
     target.write_text("")
     checks[rule]()  # the same tree without the import passes
+
+
+# Classes that share a name on purpose: each service owns its own error envelope (the executor is
+# deployable alone and must not import the API's, nor the API the executor's internals).
+SHARED_CLASS_NAMES = frozenset({"ErrorBody", "ErrorEnvelope"})
+PROJECT_PACKAGES = ("api", "search", "graphdb", "executor", "bench", "regraph_cli")
+
+
+def _class_names(root: Path) -> dict[str, list[str]]:
+    """Every top-level class of the project's packages: name -> the files defining it."""
+    found: dict[str, list[str]] = {}
+    for package in PROJECT_PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            for node in ast.parse(path.read_text(), str(path)).body:
+                if isinstance(node, ast.ClassDef):
+                    found.setdefault(node.name, []).append(str(path.relative_to(root)))
+    return found
+
+
+def test_no_two_classes_of_the_project_share_a_name() -> None:
+    """A class name means one thing across the packages (`Candidate` the search's, `Verdict` the
+    executor's, ...): a second class of the same name elsewhere is renamed, not imported under an
+    alias, so a reader never has to ask which one a name is."""
+    shared = {
+        name: files
+        for name, files in _class_names(ROOT).items()
+        if len(files) > 1 and name not in SHARED_CLASS_NAMES
+    }
+    assert not shared, shared
+
+
+def test_the_class_name_check_sees_a_second_class_of_a_name(tmp_path: Path) -> None:
+    for package, source in (
+        ("search", "class Candidate:\n    pass\n"),
+        ("graphdb", "class Candidate: ...\n"),
+    ):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "models.py").write_text(source)
+    assert sorted(_class_names(tmp_path)["Candidate"]) == ["graphdb/models.py", "search/models.py"]

@@ -91,5 +91,5 @@ def test_an_unusable_nvcc_is_a_toolchain_error(monkeypatch: pytest.MonkeyPatch, 
     fake.write_text("#!/bin/sh\necho not a compiler\n")
     fake.chmod(0o755)
     monkeypatch.setenv("REGRAPH_NVCC", str(fake))
-    with pytest.raises(_checker.ToolchainError, match="no usable nvcc"):
+    with pytest.raises(_checker.MissingCompilerError, match="no usable nvcc"):
         _checker.find_nvcc()
