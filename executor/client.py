@@ -108,6 +108,12 @@ class ExecutorClient:
 
     def __init__(self, base_url: str, timeout_s: float = 960.0) -> None:
         self._http = httpx.Client(base_url=base_url, timeout=timeout_s)
+        self._base_url, self._timeout_s = base_url, timeout_s
+
+    def asynchronous(self) -> AsyncExecutorClient:
+        """An `AsyncExecutorClient` for the same executor and limit (the caller closes it): for a call
+        made from an event loop that must end with its task when the task is cancelled."""
+        return AsyncExecutorClient(self._base_url, self._timeout_s)
 
     def close(self) -> None:
         """Close the connection pool."""

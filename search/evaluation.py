@@ -22,7 +22,6 @@ passed without timing) raise `EvaluatorUnavailableError`: they say nothing about
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Literal
 
@@ -120,8 +119,11 @@ class ExecutorEvaluator:
     async def evaluate(self, code: str) -> Evaluation:
         """Send `code` to the executor and map its verdict; raises `EvaluatorUnavailableError`."""
         try:
-            # The client is synchronous (httpx.Client): keep the event loop free while nvcc runs.
-            verdict = await asyncio.to_thread(self.client.evaluate, self.task, code, self.options)
+            # Asked from the event loop, not from a thread: a cancelled search (a job cancelled, the
+            # service stopping) closes the request at once instead of leaving a thread waiting for the
+            # executor's answer (up to the client's limit).
+            async with self.client.asynchronous() as client:
+                verdict = await client.evaluate(self.task, code, self.options)
         except ExecutorUnreachableError as e:
             raise EvaluatorUnavailableError(f"the executor could not be reached: {e}") from e
         except ExecutorClientError as e:  # an error answer, or one that is not a verdict
