@@ -24,11 +24,14 @@ Nothing here imports Ray at module level: the replica's side runs in a Ray actor
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import itertools
 import logging
 import socket
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -175,12 +178,17 @@ class CompilePool:
 
 
 def start_compile_workers(
-    settings: ExecutorSettings, have: dict[str, int] | None = None, first_name: int = 0
+    settings: ExecutorSettings,
+    have: dict[str, int] | None = None,
+    names: Iterator[int] | None = None,
+    timeout_s: float = 600.0,
 ) -> list[tuple[Any, str]]:
     """Start the fleet's compile workers (``settings.fleet_compilers``: -1 one per CPU of the nodes
     without the fleet's GPU resource, 0 none, N that many wherever Ray finds a CPU), less those alive
-    already (``have``: live workers per Ray node id); each one's handle and Ray node id once each has
-    started. Workers are named ``compiler-<n>`` from ``first_name`` on."""
+    already (``have``: live workers per Ray node id); each one's handle and Ray node id once it has
+    started. A worker that dies before it answers (its node lost meanwhile) or does not start within
+    ``timeout_s`` is left out (and killed). Workers are named ``compiler-<n>`` with ``n`` from ``names``
+    (a name is never used twice: Ray keeps a dead actor's name for a while)."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -188,7 +196,7 @@ def start_compile_workers(
     actor = ray.remote(CompileWorker)
     body = settings.model_dump_json()
     handles: list[Any] = []
-    names = iter(range(first_name, first_name + 100_000))
+    names = names if names is not None else itertools.count()
     if settings.fleet_compilers > 0:
         for _ in range(settings.fleet_compilers - sum(have.values())):
             name = f"compiler-{next(names)}"
@@ -211,6 +219,17 @@ def start_compile_workers(
                 )
     if not handles:
         return []
-    nodes = ray.get([h.describe.remote() for h in handles], timeout=600)
-    logger.info("%d compile workers started on %s", len(handles), sorted({d["node"] for d in nodes}))
-    return [(h, d["node_id"]) for h, d in zip(handles, nodes, strict=True)]
+    pings = [h.describe.remote() for h in handles]
+    ray.wait(pings, num_returns=len(pings), timeout=timeout_s)
+    started: list[tuple[Any, str]] = []
+    for handle, ping in zip(handles, pings, strict=True):
+        try:
+            where = ray.get(ping, timeout=0.1)
+        except (ray.exceptions.RayError, TimeoutError) as e:
+            logger.warning("a compile worker did not start (%s); left out", type(e).__name__)
+            with contextlib.suppress(ray.exceptions.RayError):
+                ray.kill(handle, no_restart=True)
+            continue
+        started.append((handle, where["node_id"]))
+    logger.info("%d of %d compile workers started", len(started), len(handles))
+    return started

@@ -77,7 +77,7 @@ class Fleet:
         self._actor_class: Any = None
         self.compilers: list[Any] = []  # handles of the compile workers (executor.fleet.compilers)
         self._prepared: set[tuple[str, str]] = set()  # (replica, task key) told to prepare the task
-        self._next_compiler = 0  # the number in the next compile worker's name
+        self._compiler_numbers = itertools.count()  # numbers for the compile workers' names
         self._compiler_nodes: dict[int, str] = {}  # id(handle) -> the Ray node it runs on
         self._compilers_lock = threading.Lock()
         self._stop_checks = threading.Event()
@@ -116,9 +116,8 @@ class Fleet:
             self._checker.start()
 
     # -- compile workers ------------------------------------------------------------------------
-    def _start_compilers(self, have: dict[str, int]) -> list[Any]:
-        started = start_compile_workers(self.settings, have, first_name=self._next_compiler)
-        self._next_compiler += len(started)
+    def _start_compilers(self, have: dict[str, int], timeout_s: float = 600.0) -> list[Any]:
+        started = start_compile_workers(self.settings, have, self._compiler_numbers, timeout_s)
         self._compiler_nodes.update({id(handle): node for handle, node in started})
         return [handle for handle, _ in started]
 
@@ -145,7 +144,7 @@ class Fleet:
                 alive.append(handle)
                 node = self._compiler_nodes[id(handle)]
                 have[node] = have.get(node, 0) + 1
-            new = self._start_compilers(have)
+            new = self._start_compilers(have, timeout_s=60.0)
             self.compilers = alive + new
         if new:
             for replica in list(self.replicas.values()):
