@@ -222,17 +222,18 @@ def test_only_an_evaluation_that_leaves_the_executor_idle_prepares_the_next(
     settings = ExecutorSettings(cache_dir=tmp_path, runtime="host", run_timeout_s=30, run_limit_floor_s=12)
     own = Evaluator(settings)
     try:
-        with ThreadPoolExecutor(max_workers=1) as side:
+        with ThreadPoolExecutor(max_workers=2) as side:
             hung = side.submit(own.evaluate, saxpy, CandidateSource(source=HANG), QUICK)
+            beside = side.submit(own.evaluate, saxpy, CandidateSource(source=CORRECT + "// beside\n"), QUICK)
             deadline = time.monotonic() + 30
-            while own.in_flight == 0 and time.monotonic() < deadline:
-                time.sleep(0.01)
-            beside = own.evaluate(saxpy, CandidateSource(source=CORRECT + "// beside a hang\n"), QUICK)
-            assert beside.passed, beside.message
-            assert not hung.done(), "the hang ended before the evaluation beside it: nothing was in flight"
-            assert own.prepares_started == 0
+            while own.in_flight < 2 and time.monotonic() < deadline:
+                time.sleep(0.005)
+            # Both were under way at once (the hang runs for its 12 s limit): whichever ends first ends
+            # beside the other, and only the one that ends alone leaves the executor idle.
+            assert own.in_flight == 2, "the two evaluations never ran at the same time"
+            assert beside.result(timeout=120).passed
             assert hung.result(timeout=120).error is ErrorKind.TIMEOUT
-        assert own.prepares_started == 1  # the hang's evaluation left the executor idle
+        assert own.prepares_started == 1
         own.wait_for_preparation()
         alone = own.evaluate(saxpy, CandidateSource(source=CORRECT + "// alone\n"), QUICK)
         assert alone.passed, alone.message
