@@ -98,6 +98,19 @@ def _kill_matching(marker: bytes) -> None:
                 os.kill(int(proc.name), signal.SIGKILL)
 
 
+def _worker_port_base(blocks: int = 10) -> int:
+    """First port of this run's worker-port ranges (``blocks`` blocks of 100, one per node), below the
+    kernel's ephemeral range: the other ports of a node are ephemeral ones the kernel hands out
+    (``_free_ports``), and one of those inside a worker range makes ``ray start`` refuse to start
+    (seen in CI: the object manager's port fell inside 35700-35799)."""
+    low = 32768
+    with contextlib.suppress(OSError, ValueError):
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    first, size = 10000, 100 * blocks
+    slots = max(1, (low - first) // size)
+    return first + (os.getpid() % slots) * size
+
+
 def _node_ports(manager: int, first_worker_port: int) -> list[str]:
     objects, agent, agent_grpc, env_agent, metrics = _free_ports(5)
     return [
@@ -180,7 +193,7 @@ def ray_cluster(
     (gcs,) = _free_ports(1)
     saved_mode = os.environ.get("RAY_AUTH_MODE")
     os.environ["RAY_AUTH_MODE"] = "disabled"
-    base = 20000 + (os.getpid() % 200) * 100  # worker-port ranges of this test run, one block per node
+    base = _worker_port_base()
     cluster = RayCluster(address=f"127.0.0.1:{gcs}", temp_dir=temp_dir, env=env, port_base=base)
     try:
         head_log = temp_dir / "head.log"
