@@ -46,7 +46,7 @@ from pydantic import BaseModel
 
 from bench.metrics import BenchError
 from executor.errors import TaskFormatError
-from executor.taskformat import parse_task
+from executor.taskformat import KernelTask, parse_task
 
 CONVERSION_FORMAT = "regraph.pareval-conversion/v1"
 OUTPUT_NOTE = (
@@ -63,6 +63,19 @@ _SCALARS = {
     "char": ("int8", "signed char"),
 }
 _FLOAT = {"float64", "float32"}
+# Problems whose ParEval definition cannot be checked as it stands, with the reason (found by running
+# correct kernels against the converted tasks, `bench.pareval_check`).
+REFUSED = {
+    "26_reduce_product_of_inverses": (
+        "at ParEval's benchmark size the product under- or overflows (its logarithm is a random walk "
+        "with a standard deviation of about sqrt(N)): the serial answer is 0 or inf, set by where the "
+        "running product first leaves the double range, which no parallel order reproduces"
+    ),
+    "34_scan_largest_contiguous_subarray_sum": (
+        "ParEval's serial baseline never resets its running sum for a new start index, so it does not "
+        "compute the largest subarray sum (and overflows int at the benchmark size)"
+    ),
+}
 SIZE = "PROBLEM_SIZE"
 """The task's one size parameter: ParEval's DRIVER_PROBLEM_SIZE (test: its validation size)."""
 
@@ -116,6 +129,7 @@ class _Driver:
     copies: dict[str, str] = field(default_factory=dict)  # device field <- host field (reset)
     zeroed: set[str] = field(default_factory=set)  # device fields set to zero in reset
     fills: dict[str, tuple[str, str]] = field(default_factory=dict)  # host field -> (low, high)
+    drawn_by: dict[str, str] = field(default_factory=dict)  # host field -> other function filling it in reset
     host_types: dict[str, str] = field(default_factory=dict)  # host vector field -> element type
     launch: list[str] = field(default_factory=list)  # compute(): one expression per kernel parameter
     grid: str = ""
@@ -239,6 +253,9 @@ def parse_driver(source: str) -> _Driver:
         driver.zeroed.add(device)
     for host, low, high in re.findall(r"fillRand\(\s*ctx->(\w+)\s*,\s*([^,]+?)\s*,\s*([^)]+?)\s*\)", reset):
         driver.fills[host] = (low, high)
+    for function, host in re.findall(r"\b(\w+)\s*\(\s*ctx->(\w+)\s*[,)]", reset):
+        if function not in ("fillRand", "COPY_H2D", "cudaMemset", "ALLOC", "FREE"):
+            driver.drawn_by.setdefault(host, function)
     compute = _ctx(_function_body(code, r"void\s+NO_OPTIMIZE\s+compute\s*\(\s*Context\s*\*\s*ctx\s*\)\s*\{"))
     launch = re.search(r"\w+\s*<<<\s*([^,>]+)\s*,\s*([^>]+?)\s*>>>\s*\(([^;]*)\)\s*;", compute)
     if launch is None:
@@ -338,6 +355,11 @@ def _task_args(params: list[_Param], driver: _Driver) -> list[_Arg]:
             str(param.fixed_length) if param.fixed_length else _expression(driver.allocations[passed], driver)
         )
         host = driver.copies.get(passed)
+        if host is not None and host in driver.drawn_by and host not in driver.fills:
+            raise Unconvertible(
+                f"input {param.name!r} is drawn by {driver.drawn_by[host]}(), which the converter does not "
+                "translate into a generator"
+            )
         if host is not None and host not in driver.fills and not param.const:
             host = None  # copied in from a vector the driver never fills: ParEval's zeroed output
         if host is not None:
@@ -361,8 +383,10 @@ def _generator(dtype: str, low: str, high: str) -> dict[str, Any]:
         raise Unconvertible(f"input range ({low}, {high}) is not numeric") from e
     if dtype in _FLOAT:
         return {"dist": "uniform", "low": lo, "high": hi}
-    # ParEval's integer fillRand draws from [low, high], inclusive.
-    return {"dist": "randint", "low": int(lo), "high": int(hi) + 1}
+    # ParEval's integer fillRand draws `rand() % (high - low) + low`: [low, high), as our randint.
+    if int(hi) <= int(lo):
+        raise Unconvertible(f"integer input range [{low}, {high}) is empty")
+    return {"dist": "randint", "low": int(lo), "high": int(hi)}
 
 
 def _reference(
@@ -451,6 +475,9 @@ def _reference(
         "#define NO_INLINE\n"
     )
     body = re.sub(r"^\s*#pragma once\s*$", "", baseline, flags=re.MULTILINE)
+    # std::sort leaves the order of equal keys unspecified, and an answer that depends on it (ranks of
+    # equal values) would differ between standard libraries: equal keys keep their index order.
+    body = re.sub(r"\bstd::sort\s*\(", "std::stable_sort(", body)
     # Helpers the prompt defines before the docstring (a __device__ function, a __constant__ table)
     # are used by the serial baseline too; on the host they are plain C++.
     helpers = re.sub(r"\b__(?:device|host|constant)__\s+", "", preamble)
@@ -555,6 +582,8 @@ def convert_pareval(pareval_dir: Path, out_dir: Path) -> Conversion:
         name, problem_type = prompt["name"], prompt.get("problem_type", "")
         outcome = ProblemOutcome(name=name, problem_type=problem_type, converted=False)
         try:
+            if name in REFUSED:
+                raise Unconvertible(REFUSED[name])
             if name not in benchmarks:
                 raise Unconvertible("no driver directory for this problem")
             directory = benchmarks[name][1]
@@ -590,20 +619,31 @@ def convert_pareval(pareval_dir: Path, out_dir: Path) -> Conversion:
     return conversion
 
 
-def pareval_selection(tasks_dir: Path, conversion: Conversion, build_ids: list[str]) -> Any:
-    """The converted tasks as a runner selection (ParEval has no tiers: every task counts as medium)."""
-    from bench.runner import BenchTaskEntry, TaskSelection
+def converted_tasks(tasks_dir: Path, conversion: Conversion) -> list[KernelTask]:
+    """The converted problems' tasks, loaded from `tasks_dir` (the directory `convert_pareval` wrote)."""
     from executor.errors import ExecutorError
     from executor.taskformat import load_task
-    from search.policy import TaskContext
 
-    entries = []
+    tasks = []
     for problem in conversion.converted:
         assert problem.task_id is not None
         try:
             task = load_task(tasks_dir / problem.task_id)
         except ExecutorError as e:
             raise ParEvalError(f"converted task {problem.task_id} does not load: {e}") from e
+        if not isinstance(task, KernelTask):
+            raise ParEvalError(f"converted task {task.id} is not a kernel task")
+        tasks.append(task)
+    return tasks
+
+
+def pareval_selection(tasks_dir: Path, conversion: Conversion, build_ids: list[str]) -> Any:
+    """The converted tasks as a runner selection (ParEval has no tiers: every task counts as medium)."""
+    from bench.runner import BenchTaskEntry, TaskSelection
+    from search.policy import TaskContext
+
+    entries = []
+    for task in converted_tasks(tasks_dir, conversion):
         entries.append(
             BenchTaskEntry(
                 id=task.id,

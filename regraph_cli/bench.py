@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -357,6 +358,13 @@ def pareval_command(
         Path, typer.Option(help="our task directories (the graph's trajectories)")
     ] = DEFAULT_TASKS_DIR,
     trajectories_dir: Annotated[Path, typer.Option(help="trajectory files")] = DEFAULT_TRAJECTORIES_DIR,
+    check_kernels: Annotated[
+        Path | None,
+        typer.Option(
+            help="instead of a search: send <task id>.cu of this directory and an empty kernel of each "
+            "converted task through the executor; writes OUT/check.json and OUT/check.md"
+        ),
+    ] = None,
 ) -> None:
     """Convert ParEval's CUDA problems into kernel tasks and run them with the benchmark runner.
 
@@ -375,6 +383,11 @@ def pareval_command(
             f"{out / 'tasks'} ({len(left_out)} left out, reasons in {out / 'tasks' / 'conversion.json'})"
         )
         if executor_url is None:
+            if check_kernels is not None:
+                raise _fail("--check-kernels needs --executor-url")
+            return
+        if check_kernels is not None:
+            _check_pareval_kernels(out, conversion, check_kernels, executor_url)
             return
         build_ids, _ = load_bench_tasks(tasks_dir, trajectories_dir)
         selection = pareval_selection(out / "tasks", conversion, [t.id for t in build_ids])
@@ -398,6 +411,17 @@ def pareval_command(
     console.print(f"wrote {out / 'run' / 'result.json'} and {out / 'run' / 'report.md'}")
     if not result.runtime_measured:
         console.print("[yellow]runtime stages not run[/]: only compile rates were measured (no GPU executor)")
+
+
+def _check_pareval_kernels(out: Path, conversion: Any, kernels_dir: Path, executor_url: str) -> None:
+    from bench.pareval_check import check_kernels, write_report
+    from executor.client import ExecutorClient
+
+    command = " ".join(["regraph", *sys.argv[1:]]) if sys.argv else "regraph bench pareval"
+    with ExecutorClient(executor_url) as client:
+        report = check_kernels(out / "tasks", conversion, kernels_dir, client, executor_url, command)
+    write_report(report, out)
+    console.print(f"wrote {out / 'check.md'} and {out / 'check.json'}: {report.summary()}")
 
 
 def _graph_knowledge(stack: contextlib.ExitStack) -> Any:

@@ -62,8 +62,8 @@ def test_task_fields_follow_the_driver(converted: tuple[Conversion, Path]) -> No
     assert scale["kernel"]["docstring"].startswith("/* Multiply every value of x by factor")
     total = json.loads((out / "pe_01_mini_total" / "task.json").read_text())
     x, _, out_sum = total["args"]
-    # ParEval's integer fillRand includes its upper bound; our randint excludes it.
-    assert x["generator"] == {"dist": "randint", "low": -9, "high": 10}
+    # ParEval's integer fillRand (rand() % (high - low) + low) excludes its upper bound, as our randint.
+    assert x["generator"] == {"dist": "randint", "low": -9, "high": 9}
     # The driver zeroes the sum before each run; here it is an output like any other (poisoned), and
     # the kernel is told so.
     assert out_sum == {"name": "sum", "kind": "array", "dtype": "float64", "size": "1", "intent": "out"}
