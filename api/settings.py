@@ -109,6 +109,13 @@ class ApiSettings(BaseSettings):
         description="longest a route's graph read may run (server-side limit); a Neo4j that does not "
         "answer at all is given up 5 s later (503)",
     )
+    graph_write_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        le=600,
+        description="longest a route's graph write may run (server-side limit: one stopped is rolled back); "
+        "a Neo4j that does not answer at all is given up 5 s later (503, whether it was applied is unknown)",
+    )
     cypher_timeout_s: float = Field(10.0, gt=0, le=600, description="longest a /v1/cypher query may run")
     cypher_row_limit: int = Field(1000, ge=1, le=100_000, description="most rows a /v1/cypher query returns")
     cypher_max_concurrent: int = Field(

@@ -71,7 +71,7 @@ def preload_retrieval(store: Neo4jGraphStore, stopping: threading.Event) -> None
 
 GRAPH_BACKSTOP_S = 5.0
 EXPORT_READ_TIMEOUT_S = 600.0  # a whole-graph export (admin only): minutes on a 100k-example graph
-"""How much longer than its server-side limit a route waits for a graph read before giving up on it:
+"""How much longer than its server-side limit a route waits for a graph read or write before giving up on it:
 Neo4j checks transaction timeouts every 2 s (db.transaction.monitor.check.interval), plus the round trip."""
 _GRAPH_CALLS = threading.BoundedSemaphore(
     64
@@ -79,21 +79,28 @@ _GRAPH_CALLS = threading.BoundedSemaphore(
 
 
 class BoundedGraphStore(Neo4jGraphStore):
-    """The routes' store: every read is bounded, whether Neo4j is slow or does not answer at all.
+    """The routes' store: every read and write is bounded, whether Neo4j is slow or does not answer at all.
 
-    Each read transaction carries `timeout_s` as a server-side limit (the store's own mechanism: Neo4j
-    stops it and the call raises `StoreTimeoutError`). A server that accepts connections but answers
-    nothing (a stopped process, a lost network) cannot stop anything, and the driver would wait for
-    its socket for minutes: so each read runs in a thread of its own and the caller stops waiting
-    `GRAPH_BACKSTOP_S` after the limit, with `StoreTimeoutError` ("not answering"), leaving the
-    thread to end when the driver gives up. At most 64 such threads exist at once; past that, reads
-    wait for one within the same deadline. Writes are not bounded (a write cut short by the client
-    could still commit); every write route's key check is a read, so a silent Neo4j is noticed there.
+    Each read transaction carries `timeout_s` as a server-side limit, each write `write_timeout_s`
+    (the store's own mechanism: Neo4j stops the transaction, rolls it back, and the call raises
+    `StoreTimeoutError`). A server that accepts connections but answers nothing (a stopped process, a
+    lost network) cannot stop anything, and the driver would wait for its socket for minutes: so each
+    call runs in a thread of its own and the caller stops waiting `GRAPH_BACKSTOP_S` after the limit,
+    with `StoreTimeoutError` ("not answering"), leaving the thread to end when the driver gives up.
+    At most 64 such threads exist at once; past that, calls wait for one within the same deadline.
+
+    A write given up that way may be anywhere: not yet sent, waiting, or its commit sent and the
+    answer lost. Its error says that whether it was applied is unknown. What can be undone is: when the
+    database answers again, a write whose work is still running when the caller has given up is rolled
+    back instead of committed, so only a write whose commit had already gone out can still land.
     """
 
-    def __init__(self, driver: Driver, database: str, *, timeout_s: float) -> None:
-        super().__init__(driver, database, timeout_s=timeout_s)
+    def __init__(
+        self, driver: Driver, database: str, *, timeout_s: float, write_timeout_s: float | None = None
+    ) -> None:
+        super().__init__(driver, database, timeout_s=timeout_s, write_timeout_s=write_timeout_s)
         self.timeout_s: float = timeout_s
+        self.write_timeout_s: float = write_timeout_s if write_timeout_s is not None else timeout_s
 
     def _read(self, work: Callable[[ManagedTransaction], T]) -> T:
         return self._answered_in_time(lambda: super(BoundedGraphStore, self)._read(work))
@@ -103,6 +110,19 @@ class BoundedGraphStore(Neo4jGraphStore):
             lambda: super(BoundedGraphStore, self)._rows_autocommit(cypher, **params)
         )
 
+    def _write(self, work: Callable[[ManagedTransaction], T]) -> T:
+        given_up = threading.Event()
+
+        def unless_given_up(tx: ManagedTransaction) -> T:
+            result = work(tx)
+            if given_up.is_set():  # the caller already answered "unknown": roll back, do not commit
+                raise StoreTimeoutError("write given up by its caller before it committed: rolled back")
+            return result
+
+        return self._answered_in_time(
+            lambda: super(BoundedGraphStore, self)._write(unless_given_up), write=True, given_up=given_up
+        )
+
     def export_graph(self) -> GraphExport:
         """The whole graph: one read of every technique, transition and example, which on a large graph
         takes far longer than a route's read; it gets `EXPORT_READ_TIMEOUT_S` (and the backstop after
@@ -110,11 +130,14 @@ class BoundedGraphStore(Neo4jGraphStore):
         limit = max(self.timeout_s, EXPORT_READ_TIMEOUT_S)
         return Neo4jGraphStore.export_graph(BoundedGraphStore(self._driver, self._database, timeout_s=limit))
 
-    def _answered_in_time(self, call: Callable[[], T]) -> T:
-        deadline_s = self.timeout_s + GRAPH_BACKSTOP_S
+    def _answered_in_time(
+        self, call: Callable[[], T], *, write: bool = False, given_up: threading.Event | None = None
+    ) -> T:
+        limit_s = self.write_timeout_s if write else self.timeout_s
+        deadline_s = limit_s + GRAPH_BACKSTOP_S
         started = time.monotonic()
         if not _GRAPH_CALLS.acquire(timeout=deadline_s):
-            raise self._not_answering(deadline_s)
+            raise self._not_answering(deadline_s, write=write, started=False)
         outcome: list[T] = []
         failure: list[BaseException] = []
 
@@ -127,20 +150,38 @@ class BoundedGraphStore(Neo4jGraphStore):
                 _GRAPH_CALLS.release()
 
         context = contextvars.copy_context()  # the request's logging context goes along
-        worker = threading.Thread(target=context.run, args=(run,), name="graph-read", daemon=True)
+        name = "graph-write" if write else "graph-read"
+        worker = threading.Thread(target=context.run, args=(run,), name=name, daemon=True)
         worker.start()
         worker.join(timeout=max(0.0, deadline_s - (time.monotonic() - started)))
         if worker.is_alive():
-            raise self._not_answering(deadline_s)
+            if given_up is not None:
+                given_up.set()
+            raise self._not_answering(deadline_s, write=write, started=True)
         if failure:
             raise failure[0]
         return outcome[0]
 
-    def _not_answering(self, deadline_s: float) -> StoreTimeoutError:
-        logger.warning("graph database not answering", extra={"waited_s": deadline_s})
+    def _not_answering(self, deadline_s: float, *, write: bool, started: bool) -> StoreTimeoutError:
+        logger.warning(
+            "graph database not answering",
+            extra={"waited_s": deadline_s, "call": "write" if write else "read"},
+        )
+        if not write:
+            return StoreTimeoutError(
+                f"the graph database is not answering: no answer within {deadline_s:g} s "
+                f"(limit REGRAPH_GRAPH_READ_TIMEOUT_S={self.timeout_s:g} s); try again later"
+            )
+        outcome = (
+            "whether the change was applied is unknown (it is rolled back if it had not reached its "
+            "commit when the database answers again): check before repeating it"
+            if started
+            else "the change was not started: nothing was written"
+        )
         return StoreTimeoutError(
-            f"the graph database is not answering: no answer within {deadline_s:g} s "
-            f"(limit REGRAPH_GRAPH_READ_TIMEOUT_S={self.timeout_s:g} s); try again later"
+            f"the graph database is not answering: no answer to a write within {deadline_s:g} s "
+            f"(limit REGRAPH_GRAPH_WRITE_TIMEOUT_S={self.write_timeout_s:g} s); {outcome}; "
+            "try again later"
         )
 
 
@@ -183,7 +224,7 @@ class AppState:
     driver: Driver
     migrations_applied: list[str] = field(default_factory=list)
     jobs: JobService | None = None  # optimization jobs; started in the app's lifespan (needs the loop)
-    graph_store: Neo4jGraphStore | None = None  # the reasoning graph for the routes (reads bounded)
+    graph_store: Neo4jGraphStore | None = None  # the reasoning graph for the routes (bounded)
     embedder: Embedder | None = None  # code and technique embeddings (loaded once per process)
     preload: threading.Thread | None = None  # fills the retrieval cache after start-up
     stopping: threading.Event = field(default_factory=threading.Event)  # set by close()
@@ -223,7 +264,10 @@ class AppState:
             migrations_applied=graph.migrations_applied,
             # The routes' store; start-up, the seed graph and the preload use the unbounded one.
             graph_store=BoundedGraphStore(
-                graph.driver, graph.target.database, timeout_s=settings.graph_read_timeout_s
+                graph.driver,
+                graph.target.database,
+                timeout_s=settings.graph_read_timeout_s,
+                write_timeout_s=settings.graph_write_timeout_s,
             ),
         )
         try:

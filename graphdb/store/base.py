@@ -47,31 +47,39 @@ class StoreBase:
         *,
         candidate_cache: CandidateCache | None = None,
         timeout_s: float | None = None,
+        write_timeout_s: float | None = None,
     ) -> None:
         """Use `driver` (owned by the caller) against `database`, which must be migrated.
 
         Retrieval keeps what it read of each transition's candidates in `candidate_cache` (by default
         the process's `PROCESS_CANDIDATE_CACHE`); a write makes the old entries unreachable. With
         `timeout_s`, every transaction carries it as a server-side timeout: the server stops one that
-        runs longer (lock waits included) and the call raises `StoreTimeoutError`.
+        runs longer (lock waits included) and the call raises `StoreTimeoutError`. Write transactions
+        carry `write_timeout_s` instead when given; a write the server stopped was rolled back.
         """
         self._driver = driver
         self._database = database
         self.candidate_cache = candidate_cache if candidate_cache is not None else PROCESS_CANDIDATE_CACHE
         self.timeout_s = timeout_s
+        self.write_timeout_s = write_timeout_s if write_timeout_s is not None else timeout_s
 
-    def _timed(self, work: Callable[[ManagedTransaction], T]) -> Callable[[ManagedTransaction], T]:
-        return work if self.timeout_s is None else unit_of_work(timeout=self.timeout_s)(work)
+    @staticmethod
+    def _timed(
+        work: Callable[[ManagedTransaction], T], limit_s: float | None
+    ) -> Callable[[ManagedTransaction], T]:
+        return work if limit_s is None else unit_of_work(timeout=limit_s)(work)
 
-    def _timeout_error(self, e: Neo4jError, what: str) -> StoreTimeoutError | None:
+    @staticmethod
+    def _timeout_error(e: Neo4jError, what: str, limit_s: float | None) -> StoreTimeoutError | None:
         # Neo4j 5 says TransactionTimedOut(ClientConfiguration); a transaction stopped while it waits for
-        # a lock says LockClientStopped.
+        # a lock says LockClientStopped. Either way the server rolled it back.
         code = e.code or ""
-        if self.timeout_s is None or not isinstance(e, ClientError):
+        if limit_s is None or not isinstance(e, ClientError):
             return None
         if "TransactionTimedOut" in code or "LockClientStopped" in code or "Terminated" in code:
+            undone = "; it was rolled back: nothing was written" if what == "write" else ""
             return StoreTimeoutError(
-                f"the graph database stopped a {what} that ran past its {self.timeout_s:g} s limit"
+                f"the graph database stopped a {what} that ran past its {limit_s:g} s limit{undone}"
             )
         return None
 
@@ -80,13 +88,13 @@ class StoreBase:
     def _write(self, work: Callable[[ManagedTransaction], T]) -> T:
         try:
             with self._driver.session(database=self._database, notifications_min_severity="OFF") as session:
-                return session.execute_write(self._timed(work))
+                return session.execute_write(self._timed(work, self.write_timeout_s))
         except GraphStoreError:
             raise
         except ConstraintError as e:
             raise InvalidOperationError(f"the change violates a uniqueness rule: {e.message}") from e
         except Neo4jError as e:
-            raise self._timeout_error(e, "write") or StoreUnavailableError(
+            raise self._timeout_error(e, "write", self.write_timeout_s) or StoreUnavailableError(
                 f"the graph database failed a write: {e}"
             ) from e
         except (ServiceUnavailable, OSError) as e:
@@ -95,11 +103,11 @@ class StoreBase:
     def _read(self, work: Callable[[ManagedTransaction], T]) -> T:
         try:
             with self._driver.session(database=self._database, notifications_min_severity="OFF") as session:
-                return session.execute_read(self._timed(work))
+                return session.execute_read(self._timed(work, self.timeout_s))
         except GraphStoreError:
             raise
         except Neo4jError as e:
-            raise self._timeout_error(e, "read") or StoreUnavailableError(
+            raise self._timeout_error(e, "read", self.timeout_s) or StoreUnavailableError(
                 f"the graph database failed a read: {e}"
             ) from e
         except (ServiceUnavailable, OSError) as e:
@@ -119,7 +127,7 @@ class StoreBase:
                 query = Query(cypher, timeout=self.timeout_s)
                 return [dict(zip(r.keys(), r.values(), strict=True)) for r in session.run(query, params)]
         except Neo4jError as e:
-            raise self._timeout_error(e, "read") or StoreUnavailableError(
+            raise self._timeout_error(e, "read", self.timeout_s) or StoreUnavailableError(
                 f"the graph database failed a read: {e}"
             ) from e
         except (ServiceUnavailable, OSError) as e:

@@ -1,5 +1,7 @@
 """A Neo4j that stops answering or dies is noticed: readiness answers 503 instead of hanging, liveness
-keeps answering, and the API recovers when the server does (issue 15, liveness).
+keeps answering, and the API recovers when the server does (issue 15, liveness). Reads and writes of
+the routes are bounded: a slow write is stopped by the server and rolled back, a write to a silent
+server answers 503 ("whether it was applied is unknown") and is not committed afterwards.
 
 The API is served over an embedded Neo4j of its own (not the session's shared one): the test stops
 its process (SIGSTOP: connections stay open, nothing answers), resumes it, then kills it (SIGKILL).
@@ -8,14 +10,18 @@ its process (SIGSTOP: connections stay open, nothing answers), resumes it, then 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
+import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 import pytest
+from neo4j import Driver
 
 from graphdb.connection import GraphServer, GraphServerOptions, open_driver
 from graphdb.embedded import free_port
@@ -28,6 +34,8 @@ NO_HANG_S = 60.0
 # A graph route against a stopped Neo4j: bounded at 15 s by the API, far below the driver's ~2 minutes.
 SILENT_ROUTE_S = 40.0
 SILENT_BODY_ROUTE_S = 25.0  # one key check (15 s), not two (30 s)
+WRITE_LIMIT_S = 4  # REGRAPH_GRAPH_WRITE_TIMEOUT_S of this test's API: a blocked write ends in seconds
+SILENT_WRITE_S = 25.0  # a write to a stopped Neo4j: bounded at 4 + 5 s by the API
 
 
 @pytest.fixture()
@@ -64,42 +72,107 @@ def wait_for(url: str, status: int, deadline_s: float = 90.0) -> httpx.Response:
         time.sleep(0.5)
 
 
+def wait_until_blocked(driver: Driver, database: str, query_part: str) -> None:
+    """Wait until a transaction running a query that contains `query_part` waits for a lock."""
+    deadline = time.monotonic() + NO_HANG_S
+    while time.monotonic() < deadline:
+        records, _, _ = driver.execute_query(
+            "SHOW TRANSACTIONS YIELD currentQuery, status "
+            "WHERE currentQuery CONTAINS $part AND status STARTS WITH 'Blocked' RETURN count(*) AS n",
+            part=query_part,
+            database_=database,
+        )
+        if records[0]["n"] > 0:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"no transaction running {query_part!r} waited for a lock")
+
+
+def revoked_at(driver: Driver, database: str, key_id: str) -> object:
+    records, _, _ = driver.execute_query(
+        "MATCH (k:ApiKey {id: $id}) RETURN k.revoked_at AS at", id=key_id, database_=database
+    )
+    return records[0]["at"]
+
+
 def test_a_stopped_or_killed_neo4j_makes_readiness_503_not_a_hang(
     own_neo4j: GraphServer, tmp_path: Path
 ) -> None:
     target = own_neo4j.target
     pid = own_neo4j.embedded.pid if own_neo4j.embedded is not None else None
     assert pid is not None
-    for url in serve(target, tmp_path / "api", preload_retrieval=False):
+    for url in serve(target, tmp_path / "api", preload_retrieval=False, graph_write_timeout_s=WRITE_LIMIT_S):
         assert httpx.get(f"{url}/readyz", timeout=NO_HANG_S).status_code == 200
         with open_driver(target) as driver:
-            _, token = Neo4jGraphStore(driver, target.database).create_api_key(
-                "live", Role.READER, actor="test"
+            store = Neo4jGraphStore(driver, target.database)
+            _, token = store.create_api_key("live", Role.READER, actor="test")
+            _, admin_token = store.create_api_key("admin", Role.ADMIN, actor="test")
+            victim, _ = store.create_api_key("victim", Role.READER, actor="test")
+            reader = {"X-API-Key": token}
+            admin = {"X-API-Key": admin_token}
+            assert httpx.get(f"{url}/v1/techniques", headers=reader, timeout=NO_HANG_S).status_code == 200
+
+            revoke_victim = functools.partial(
+                httpx.post, f"{url}/v1/keys/{victim.id}/revoke", headers=admin, timeout=SILENT_WRITE_S
             )
-        reader = {"X-API-Key": token}
-        assert httpx.get(f"{url}/v1/techniques", headers=reader, timeout=NO_HANG_S).status_code == 200
 
-        os.kill(pid, signal.SIGSTOP)  # the server keeps its sockets but answers nothing
-        stalled = httpx.get(f"{url}/readyz", timeout=NO_HANG_S)
-        assert stalled.status_code == 503, stalled.text
-        assert "did not answer" in stalled.json()["error"]["message"]
-        assert httpx.get(f"{url}/healthz", timeout=NO_HANG_S).status_code == 200
-        # A route that reads the graph gives up too (REGRAPH_GRAPH_READ_TIMEOUT_S 10 s + 5 s), instead of
-        # waiting minutes for the driver's socket: 503 within the client's limit, saying why.
-        silent = httpx.get(f"{url}/v1/techniques", headers=reader, timeout=SILENT_ROUTE_S)
-        assert silent.status_code == 503, silent.text
-        assert silent.json()["error"]["type"] == "service_unavailable"
-        assert "graph database is not answering" in silent.json()["error"]["message"]
-        # A route with a body: the edge's key check (before the body) answers 503 itself, once, instead
-        # of the route asking the silent database again (15 s more).
-        cypher = httpx.post(
-            f"{url}/v1/cypher", headers=reader, json={"query": "RETURN 1"}, timeout=SILENT_BODY_ROUTE_S
-        )
-        assert cypher.status_code == 503, cypher.text
-        assert "graph database is not answering" in cypher.json()["error"]["message"]
+            # A transaction of our own holds the lock that revoking the victim key needs.
+            locker_session = driver.session(database=target.database)
+            locker = locker_session.begin_transaction(timeout=600)
+            locker.run("MATCH (k:ApiKey {id: $id}) SET k.name = k.name", id=victim.id).consume()
+            # A slow write (it waits for the lock): Neo4j stops it at REGRAPH_GRAPH_WRITE_TIMEOUT_S and rolls
+            # it back; the route says so (503), well before the driver's minutes.
+            slow = revoke_victim()
+            assert slow.status_code == 503, slow.text
+            assert slow.json()["error"]["type"] == "service_unavailable"
+            assert (
+                f"stopped a write that ran past its {WRITE_LIMIT_S} s limit"
+                in slow.json()["error"]["message"]
+            )
+            assert "nothing was written" in slow.json()["error"]["message"]
+            assert revoked_at(driver, target.database, victim.id) is None
+            # A write under way when Neo4j stops answering: given up after the limit + 5 s, saying that
+            # whether it was applied is unknown.
+            writing = ThreadPoolExecutor(1, thread_name_prefix="liveness-revoke")
+            pending = writing.submit(revoke_victim)
+            wait_until_blocked(driver, target.database, "revoked_at")
 
-        os.kill(pid, signal.SIGCONT)
-        assert wait_for(f"{url}/readyz", 200).status_code == 200
+            os.kill(pid, signal.SIGSTOP)  # the server keeps its sockets but answers nothing
+            stalled = httpx.get(f"{url}/readyz", timeout=NO_HANG_S)
+            assert stalled.status_code == 503, stalled.text
+            assert "did not answer" in stalled.json()["error"]["message"]
+            assert httpx.get(f"{url}/healthz", timeout=NO_HANG_S).status_code == 200
+            # A route that reads the graph gives up too (REGRAPH_GRAPH_READ_TIMEOUT_S 10 s + 5 s), instead of
+            # waiting minutes for the driver's socket: 503 within the client's limit, saying why.
+            silent = httpx.get(f"{url}/v1/techniques", headers=reader, timeout=SILENT_ROUTE_S)
+            assert silent.status_code == 503, silent.text
+            assert silent.json()["error"]["type"] == "service_unavailable"
+            assert "graph database is not answering" in silent.json()["error"]["message"]
+            # A route with a body: the edge's key check (before the body) answers 503 itself, once, instead
+            # of the route asking the silent database again (15 s more).
+            cypher = httpx.post(
+                f"{url}/v1/cypher", headers=reader, json={"query": "RETURN 1"}, timeout=SILENT_BODY_ROUTE_S
+            )
+            assert cypher.status_code == 503, cypher.text
+            assert "graph database is not answering" in cypher.json()["error"]["message"]
+            silent_write = pending.result()
+            writing.shutdown()
+            assert silent_write.status_code == 503, silent_write.text
+            assert silent_write.json()["error"]["type"] == "service_unavailable"
+            message = silent_write.json()["error"]["message"]
+            assert "graph database is not answering: no answer to a write within 9 s" in message
+            assert "whether the change was applied is unknown" in message
+
+            os.kill(pid, signal.SIGCONT)
+            assert wait_for(f"{url}/readyz", 200).status_code == 200
+            # Once Neo4j answers again, the given-up write ends without committing, and the lock is free.
+            locker.rollback()
+            locker_session.close()
+            deadline = time.monotonic() + NO_HANG_S
+            while any(t.name == "graph-write" for t in threading.enumerate()):
+                assert time.monotonic() < deadline, "the given-up write never ended"
+                time.sleep(0.2)
+            assert revoked_at(driver, target.database, victim.id) is None
 
         os.kill(pid, signal.SIGKILL)
         dead = wait_for(f"{url}/readyz", 503)
