@@ -22,12 +22,18 @@ passed without timing) raise `EvaluatorUnavailableError`: they say nothing about
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Literal
 
 from pydantic import ValidationError
 
-from executor.client import ExecutorClient, ExecutorClientError, ExecutorUnreachableError
+from executor.client import (
+    AsyncExecutorClient,
+    ExecutorClient,
+    ExecutorClientError,
+    ExecutorUnreachableError,
+)
 from executor.protocol import ErrorKind, EvaluationOptions, FunctionTask, KernelTask, Verdict, reward_for
 from search.errors import EvaluatorUnavailableError
 from search.protocols import Evaluation
@@ -100,7 +106,13 @@ def evaluation_from_verdict(verdict: Verdict, mode: VerificationMode) -> Evaluat
 
 
 class ExecutorEvaluator:
-    """Evaluates candidates for one task on the executor service (implements `CandidateEvaluator`)."""
+    """Evaluates candidates for one task on the executor service (implements `CandidateEvaluator`).
+
+    Its requests go through one connection pool (an `AsyncExecutorClient` of `client`'s address),
+    opened by the first evaluation and kept until `aclose` (or the end of ``async with``): a search's
+    evaluations reuse its connections instead of connecting anew each time. The pool belongs to the
+    event loop of the evaluation that opened it; an evaluation on another loop opens its own.
+    """
 
     def __init__(
         self,
@@ -115,6 +127,26 @@ class ExecutorEvaluator:
         self.task = task
         self.mode: VerificationMode = mode
         self.options = options or EvaluationOptions()
+        self._pool: AsyncExecutorClient | None = None
+        self._pool_loop: asyncio.AbstractEventLoop | None = None
+
+    async def __aenter__(self) -> ExecutorEvaluator:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connection pool (the next evaluation opens a new one)."""
+        pool, self._pool, self._pool_loop = self._pool, None, None
+        if pool is not None:
+            await pool.aclose()
+
+    def _connections(self) -> AsyncExecutorClient:
+        loop = asyncio.get_running_loop()
+        if self._pool is None or self._pool_loop is not loop:  # connections cannot move between loops
+            self._pool, self._pool_loop = self.client.asynchronous(), loop
+        return self._pool
 
     async def evaluate(self, code: str) -> Evaluation:
         """Send `code` to the executor and map its verdict; raises `EvaluatorUnavailableError`."""
@@ -122,8 +154,7 @@ class ExecutorEvaluator:
             # Asked from the event loop, not from a thread: a cancelled search (a job cancelled, the
             # service stopping) closes the request at once instead of leaving a thread waiting for the
             # executor's answer (up to the client's limit).
-            async with self.client.asynchronous() as client:
-                verdict = await client.evaluate(self.task, code, self.options)
+            verdict = await self._connections().evaluate(self.task, code, self.options)
         except ExecutorUnreachableError as e:
             raise EvaluatorUnavailableError(f"the executor could not be reached: {e}") from e
         except ExecutorClientError as e:  # an error answer, or one that is not a verdict

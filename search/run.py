@@ -209,8 +209,13 @@ async def run_optimization(
         started = on_start(mode)
         if started is not None:
             await started
-    judge = evaluator or ExecutorEvaluator(executor, task, mode=mode, options=evaluation_options)
-    result = await optimize(method, context, knowledge, model, judge, config, on_event)
+    if evaluator is not None:
+        result = await optimize(method, context, knowledge, model, evaluator, config, on_event)
+    else:
+        # The run's own judge: one connection pool to the executor for all its evaluations, closed
+        # when the search ends (cancelled or failed included).
+        async with ExecutorEvaluator(executor, task, mode=mode, options=evaluation_options) as judge:
+            result = await optimize(method, context, knowledge, model, judge, config, on_event)
     counts = count_candidates(result.candidates)
     offered: list[str] = []
     if mode == "verified" and improvements is not None:

@@ -1,4 +1,5 @@
-"""The search's judge on the real executor service: a cancelled evaluation leaves nothing waiting.
+"""The search's judge on the real executor service: a cancelled evaluation leaves nothing waiting, and
+an evaluator's evaluations share one connection, closed with the evaluator.
 
 An executor in the test-only ``host`` runtime (function candidates compiled by the real nvcc and run on
 the CPU by real worker processes) is served on loopback; the candidate spins for its whole run limit.
@@ -11,6 +12,7 @@ import contextlib
 import sys
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from executor.app import create_app
 from executor.client import ExecutorClient
@@ -53,6 +55,7 @@ def test_a_cancelled_evaluation_leaves_no_thread_waiting_for_the_executor(tmp_pa
     async def cancel_while_it_runs(url: str) -> None:
         with ExecutorClient(url, timeout_s=120) as client:
             judge = ExecutorEvaluator(client, task, mode="verified", options=QUICK)
+            await judge.__aenter__()
             running = asyncio.create_task(judge.evaluate(SPIN))
             await asyncio.sleep(3)  # the request is at the executor (compiling or running)
             assert not running.done()
@@ -64,6 +67,46 @@ def test_a_cancelled_evaluation_leaves_no_thread_waiting_for_the_executor(tmp_pa
                     break
                 await asyncio.sleep(0.1)
             assert not _threads_in_the_client(), "a thread still waits for the executor's answer"
+            await judge.aclose()
 
     with serve_in_thread(create_app(settings)) as url:
         asyncio.run(cancel_while_it_runs(url))
+
+
+# Rejected by the executor's static checks (no kernel, main() defined): an answer in milliseconds.
+REJECTED = "int main() {}"
+ESTABLISHED = "01"  # the TCP state in /proc/net/tcp
+
+
+def _established_to(port: int) -> int:
+    """How many TCP connections to `port` on loopback are open from the client's side now."""
+    lines = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    fields = [line.split() for line in lines]
+    return sum(1 for f in fields if int(f[2].split(":")[1], 16) == port and f[3] == ESTABLISHED)
+
+
+def test_an_evaluators_evaluations_share_one_connection_closed_with_it(tmp_path: Path) -> None:
+    """A search evaluates many candidates: they reuse one connection to the executor (not one each),
+    and the connection is closed when the evaluator is (the end of the search)."""
+    executor = create_app(ExecutorSettings(cache_dir=tmp_path, runtime="host"))
+    clients: set[tuple[str, int]] = set()  # the client address of every request the executor got
+
+    async def recording(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            clients.add(tuple(scope["client"]))
+        await executor(scope, receive, send)
+
+    async def evaluate_many(url: str, port: int) -> None:
+        clients.clear()  # not serve_in_thread's readiness checks
+        with ExecutorClient(url, timeout_s=60) as client:
+            async with ExecutorEvaluator(client, load_task(TASK_DIR), mode="compile-only") as judge:
+                for _ in range(8):
+                    evaluation = await judge.evaluate(REJECTED)
+                    assert evaluation.error_kind == "static_rejected", evaluation
+                assert _established_to(port) == 1
+            assert _established_to(port) == 0
+
+    with serve_in_thread(recording) as url:
+        port = int(url.rsplit(":", 1)[1])
+        asyncio.run(evaluate_many(url, port))
+    assert len(clients) == 1, clients

@@ -108,5 +108,10 @@ def test_an_unreachable_executor_raises() -> None:
     # Nothing listens on this port: the client retries transport errors, then the evaluator gives up.
     with ExecutorClient(f"http://127.0.0.1:{free_port()}", timeout_s=2) as client:
         evaluator = ExecutorEvaluator(client, load_task(TASK_DIR), mode="compile-only")
+
+        async def evaluate_once() -> None:
+            async with evaluator:
+                await evaluator.evaluate("int main() {}")
+
         with pytest.raises(EvaluatorUnavailableError, match="could not be reached"):
-            asyncio.run(evaluator.evaluate("int main() {}"))
+            asyncio.run(evaluate_once())
