@@ -290,6 +290,7 @@ class Evaluator:
             baseline_product=baseline if baseline != "cached" else None,
             reference_timing=self._cached_timing("reference", task),
             baseline_timing=self._cached_timing("baseline", task) if baseline else None,
+            call_limit=applied.call,
         )
         with self._gpu_lock:
             # Workers of earlier evaluations may still be in teardown (their CUDA context too): the
@@ -302,6 +303,8 @@ class Evaluator:
                 cand_worker, run, self.settings.run_timeout_s, limit, run_limit_s=applied.seconds
             )
         seconds.update(outcome.seconds)
+        if outcome.killed_by is not None:
+            applied = applied.model_copy(update={"stopped_by": outcome.killed_by})
         if outcome.error is ErrorKind.REFERENCE_ERROR:
             return _reference_failure(task, Stage.CORRECTNESS, outcome.message, compiled, seconds)
         if outcome.reference_timing is not None:
@@ -341,8 +344,9 @@ class Evaluator:
     def run_limit(
         self, task: FunctionTask | KernelTask, options: EvaluationOptions, timed_baseline: bool = False
     ) -> RunLimit:
-        """The limit of a candidate's run (:mod:`executor.runlimit`): from the parent's time when the
-        caller gives it, else the serial reference's once the task's reference was timed."""
+        """The limit of a candidate's run and of each of its calls (:mod:`executor.runlimit`): from
+        the parent's time when the caller gives it, else the serial reference's once the task's
+        reference was timed."""
         reference = self._cached_timing("reference", task)
         timing_budget = options.max_warmup_ms / 1e3 + options.max_timing_s if options.run_timing else 0.0
         return run_limit(
@@ -354,6 +358,7 @@ class Evaluator:
             timing_budget_s=timing_budget * (2 if timed_baseline else 1),
             reference_ms=reference.median_ms if reference is not None else None,
             parent_ms=options.parent_ms,
+            call_floor_s=self.settings.run_call_floor_s,
         )
 
     def prepare_task(

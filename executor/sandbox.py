@@ -40,6 +40,7 @@ from executor.worker.messages import (
     ReferenceOutcome,
     WorkerJob,
     WorkerOutcome,
+    read_beat,
 )
 
 logger = logging.getLogger(__name__)
@@ -67,6 +68,23 @@ def _rss_bytes(pid: int) -> int:
     except (OSError, ValueError):
         return 0
     return 0
+
+
+@dataclass
+class OpenCall:
+    """A candidate call that the worker announced and has not ended (see :class:`CallWatch
+    <executor.worker.runtime.CallWatch>`): when the parent read its start, its limit, how many calls
+    or launches it is, and what it is."""
+
+    started: float
+    limit_s: float
+    calls: int
+    what: str
+
+    @property
+    def deadline(self) -> float:
+        """When the worker is killed unless the call has ended."""
+        return self.started + self.limit_s
 
 
 def _worker_env(gpu_lock: Path | None = None) -> dict[str, str]:
@@ -117,6 +135,10 @@ class WorkerProcess:
                 os.close(done_write)  # the worker holds the only write end: its exit closes the pipe
         os.set_blocking(done_read, False)
         self._done = done_read
+        self._beats = b""  # the start of a line not yet read whole from the done pipe
+        # The candidate call that runs now, and the one that ran past its limit (the kill's reason).
+        self.open_call: OpenCall | None = None
+        self.expired_call: OpenCall | None = None
 
     @property
     def alive(self) -> bool:
@@ -181,6 +203,10 @@ class WorkerProcess:
         With ``run_limit_s``, the worker is also killed that long after it reports that it runs the
         candidate (its first stage in :data:`RUN_STAGES`): the inputs it was still preparing when the
         job came do not count against the candidate.
+        A candidate call that the worker announces on the done pipe (with its limit; see
+        :class:`executor.worker.runtime.CallWatch`) kills it when it runs past that limit, counted
+        from when the parent read the announcement; then :attr:`expired_call` names the call. An
+        announcement can only bring the kill nearer: the deadlines above still apply.
         Returns :attr:`ErrorKind.TIMEOUT` / :attr:`ErrorKind.OUT_OF_MEMORY` when it had to be killed.
         """
         deadline = time.monotonic() + timeout_s
@@ -191,9 +217,14 @@ class WorkerProcess:
                 if not running and self.stage_text() in RUN_STAGES:
                     running = True
                     deadline = min(deadline, time.monotonic() + (run_limit_s or 0.0))
-                left = deadline - time.monotonic()
+                left = self._deadline(deadline) - time.monotonic()
+                if left <= 0:
+                    self._read_beats()  # a call that has just ended is not killed for its limit
+                    left = self._deadline(deadline) - time.monotonic()
                 if left <= 0:
                     killed_for = ErrorKind.TIMEOUT
+                    call = self.open_call
+                    self.expired_call = call if call is not None and call.deadline < deadline else None
                     break
                 if (
                     memory_limit_bytes is not None
@@ -208,8 +239,14 @@ class WorkerProcess:
             self.stop()
         return killed_for
 
+    def _deadline(self, deadline: float) -> float:
+        """``deadline``, or the open call's deadline when that comes first."""
+        call = self.open_call
+        return deadline if call is None else min(deadline, call.deadline)
+
     def _sleep_until_done(self, timeout_s: float) -> None:
-        """Sleep until the worker writes to its done pipe, the pipe closes or ``timeout_s`` passes."""
+        """Sleep until the worker writes to its done pipe, the pipe closes or ``timeout_s`` passes;
+        what it wrote is read (:meth:`_read_beats`)."""
         if self._done < 0:
             # The pipe closed: the worker has exited or is exiting. The kernel closes a dying process's
             # files before the process can be waited for, so the parent may get here in between (more
@@ -219,10 +256,37 @@ class WorkerProcess:
             return
         try:
             ready, _, _ = select.select([self._done], [], [], timeout_s)
-            if ready and not os.read(self._done, 4096):  # closed: the worker is gone
-                self._close_done()
         except (OSError, ValueError):
             self._close_done()
+            return
+        if ready:
+            self._read_beats()
+
+    def _read_beats(self) -> None:
+        """Read what the worker wrote on its done pipe: the result's note, and the start and end of
+        each candidate call, which set :attr:`open_call`. Closes the pipe at its end."""
+        while self._done >= 0:
+            try:
+                data = os.read(self._done, 4096)
+            except BlockingIOError:
+                return
+            except (OSError, ValueError):
+                self._close_done()
+                return
+            if not data:  # closed: the worker is gone
+                self._close_done()
+                return
+            *lines, self._beats = (self._beats + data).split(b"\n")
+            now = time.monotonic()
+            for line in lines:
+                beat = read_beat(line)
+                if beat is None:
+                    continue
+                self.open_call = (
+                    OpenCall(started=now, limit_s=beat.limit_s, calls=beat.calls, what=beat.what)
+                    if beat.started
+                    else None
+                )
 
     def _close_done(self) -> None:
         if self._done >= 0:
@@ -451,17 +515,21 @@ def finish_candidate(
         "timing" if stage_text in ("timing", "baseline", "reference_timing") else "correctness"
     )
     if killed_for is ErrorKind.TIMEOUT:
+        call = proc.expired_call
+        if call is not None:
+            basis = f" ({run.call_limit.describe(call.calls)})" if run.call_limit is not None else ""
+            why = f": {call.what} ran longer than its call limit of {call.limit_s:.1f}s{basis}"
+        elif run_limit_s is not None and run_limit_s < timeout_s:
+            why = f" (run limit {run_limit_s:.1f}s)"
+        else:
+            why = ""
         return WorkerOutcome(
             passed=False,
             stage=stage,
             error=ErrorKind.TIMEOUT,
-            message=f"killed after {elapsed:.1f}s during {stage_text}"
-            + (
-                f" (run limit {run_limit_s:.1f}s)"
-                if run_limit_s is not None and run_limit_s < timeout_s
-                else ""
-            ),
+            message=f"killed after {elapsed:.1f}s during {stage_text}{why}",
             seconds={stage: elapsed},
+            killed_by="call" if call is not None else "run",
         )
     if killed_for is ErrorKind.OUT_OF_MEMORY:
         return WorkerOutcome(

@@ -80,6 +80,18 @@ class ExecutorSettings(BaseSettings):
     run_limit_floor_s: float = Field(
         default=5.0, gt=0, description="the least run limit a candidate gets (executor.runlimit)"
     )
+    run_call_floor_s: float = Field(
+        default=2.0,
+        gt=0,
+        description="each candidate call may take this plus run_limit_factor x the same time per call "
+        "(a batch of N timed calls or launches: N times that, plus this once); a call that runs longer "
+        "has its worker killed at once, long before the run limit (executor.runlimit). It covers what "
+        "a first call pays beyond its work: on the GPU the CUDA runtime's start-up inside a function "
+        "task's library and the lazy loading of its kernels (the context and the module are made "
+        "before the first call), and the candidate's own allocations and copies of a timing-size set; "
+        "a whole correctness stage took 0.07 s per verdict on average on the H200 "
+        "(bench/results/2026-11-27_h200), so 2 s leaves a wide margin and still stops a hang in seconds",
+    )
     request_timeout_s: float = Field(default=900.0, gt=0, description="limit of one synchronous request")
     memory_limit_bytes: int = Field(default=16 << 30, gt=0, description="host memory of one worker process")
     compile_workers: int = Field(default=2, ge=1, le=64)

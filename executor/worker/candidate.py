@@ -40,7 +40,7 @@ from executor.worker.messages import (
     write_progress,
 )
 from executor.worker.reference import time_reference
-from executor.worker.runtime import CandidateFailed, Runtime
+from executor.worker.runtime import CallWatch, CandidateFailed, Runtime
 
 logger = logging.getLogger(__name__)
 
@@ -309,6 +309,9 @@ class Worker:
         t0 = time.perf_counter()
         self.progress("correctness")
         candidate = self.runtime_for(run.candidate_product, run.candidate_symbol)
+        # Each of the candidate's calls is announced to the parent, which kills a call that runs past
+        # its limit (the baseline's are not: only the run limit applies to them).
+        candidate.watch = CallWatch.to_parent(run.call_limit)
         checked = opts.correctness_sets + opts.timing_size_checks
         # A kernel's timing-size outputs are checked after the trials on the device, or (no comparer)
         # in a thread while the GPU warms up and times (device-timed trials do not see the host's
@@ -321,18 +324,20 @@ class Worker:
                 # Candidate first, then the reference's answer, then the candidate again on other data:
                 # a candidate that caches results between calls answers the next set with stale values.
                 uploaded = self.uploaded.pop(index, None)
+                call = f"the call on input set {index + 1} of {checked} ({inputs.size} size)"
                 if overlap and inputs.size == "timing" and self.comparer is not None:
                     # Left on the device and checked there after the trials (no download).
                     assert isinstance(candidate, GpuKernelRuntime)
-                    self.check_later(index, candidate, candidate.run_on_device(inputs, uploaded))
+                    self.check_later(index, candidate, candidate.run_on_device(inputs, uploaded, call))
                 elif overlap and inputs.size == "timing":
-                    self.check_behind(index, candidate.run(inputs, uploaded))
+                    self.check_behind(index, candidate.run(inputs, uploaded, call))
                 else:
-                    self.check(inputs, candidate.run(inputs, uploaded), self.expected(index))
+                    self.check(inputs, candidate.run(inputs, uploaded, call), self.expected(index))
                 done += 1
             # Repeat the first set: a race that happened to pass once should not pass twice by luck.
             try:
-                self.check(self.sets[0], candidate.run(self.sets[0]), self.expected(0))
+                again = candidate.run(self.sets[0], call="the call on input set 1 again")
+                self.check(self.sets[0], again, self.expected(0))
             except CandidateFailed as e:
                 raise CandidateFailed(
                     ErrorKind.NONDETERMINISTIC,

@@ -209,9 +209,12 @@ class GpuKernelRuntime(Runtime):
         for buf in buffers.values():
             buf.free()
 
-    def run_on_device(self, inputs: InputSet, uploaded: dict[str, Any] | None = None) -> dict[str, Any]:
+    def run_on_device(
+        self, inputs: InputSet, uploaded: dict[str, Any] | None = None, call: str = "a call"
+    ) -> dict[str, Any]:
         """Launch on ``inputs`` (uploaded now unless ``uploaded``) and wait; the outputs' device buffers
-        are returned and the caller frees them, the other buffers are freed here."""
+        are returned and the caller frees them, the other buffers are freed here. The launch and the
+        wait are announced as the call named ``call`` (the upload is not part of it)."""
         buffers = uploaded
         if buffers is None:
             try:
@@ -219,8 +222,9 @@ class GpuKernelRuntime(Runtime):
             except self.gpu.cuda.MemoryError as e:
                 raise CandidateFailed(ErrorKind.OUT_OF_MEMORY, f"task buffers do not fit: {e}") from e
         try:
-            self._launch(inputs, buffers, inputs.size)
-            self.gpu.synchronize()
+            with self.watch.call(call):
+                self._launch(inputs, buffers, inputs.size)
+                self.gpu.synchronize()
         except BaseException:
             self.free(buffers)
             raise
@@ -228,8 +232,10 @@ class GpuKernelRuntime(Runtime):
         self.free(buffers)
         return outputs
 
-    def run(self, inputs: InputSet, uploaded: dict[str, Any] | None = None) -> dict[str, np.ndarray]:
-        outputs = self.run_on_device(inputs, uploaded)
+    def run(
+        self, inputs: InputSet, uploaded: dict[str, Any] | None = None, call: str = "a call"
+    ) -> dict[str, np.ndarray]:
+        outputs = self.run_on_device(inputs, uploaded, call)
         try:
             return self.download(inputs, outputs)
         finally:
@@ -249,18 +255,21 @@ class GpuKernelRuntime(Runtime):
             try:
                 while len(events) < len(indices):
                     events.append((cuda.Event(), cuda.Event()))
-                for (start, end), i in zip(events, indices, strict=False):
-                    j = i % len(slots.rotated)
-                    k = j % len(slots.sources)
-                    slots.enqueue_restore(j, k, stream)
-                    self.gpu.flush_l2_async(stream)
-                    start.record(stream)
-                    self._launch(slots.sources[k], slots.rotated[j], slots.sources[k].size, stream)
-                    end.record(stream)
-                    last.update(set=k, slot=j)
-                events[len(indices) - 1][1].synchronize()
-                # A fault in any launch of the batch is sticky: it surfaces here, if not before.
-                cuda.Context.synchronize()
+                what = f"{'warm-up' if indices[0] < 0 else 'timed'} batch of {len(indices)} launches"
+                # One announcement per batch: the launches are timed on the device, between events.
+                with self.watch.call(what, len(indices)):
+                    for (start, end), i in zip(events, indices, strict=False):
+                        j = i % len(slots.rotated)
+                        k = j % len(slots.sources)
+                        slots.enqueue_restore(j, k, stream)
+                        self.gpu.flush_l2_async(stream)
+                        start.record(stream)
+                        self._launch(slots.sources[k], slots.rotated[j], slots.sources[k].size, stream)
+                        end.record(stream)
+                        last.update(set=k, slot=j)
+                    events[len(indices) - 1][1].synchronize()
+                    # A fault in any launch of the batch is sticky: it surfaces here, if not before.
+                    cuda.Context.synchronize()
                 return [float(start.time_till(end)) for start, end in events[: len(indices)]]
             except cuda.Error as e:
                 raise CandidateFailed(ErrorKind.CUDA_ERROR, f"CUDA error while timing: {e}") from e

@@ -5,6 +5,9 @@ The parent writes a job file (:class:`WorkerJob` then :class:`CandidateRun` for 
 stage it is in to the job's progress file (:func:`write_progress`, so that a timeout can say where it
 happened) and its outcome (:class:`WorkerOutcome` or :class:`ReferenceOutcome`) to the job's result
 file (:func:`write_result`), then wakes the parent through the pipe named in :data:`DONE_FD_ENV`.
+On the same pipe it announces each candidate call's start, with that call's limit, and its end
+(:func:`call_started`, :data:`CALL_ENDED`, read back by :func:`read_beat`), so that the parent can
+kill a call that runs past its limit.
 Both sides derive the evaluation's input sets from the same seeds with :func:`input_plan`.
 """
 
@@ -12,12 +15,14 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from executor.protocol import EvaluationOptions
+from executor.runlimit import CallLimit
 from executor.taskformat import Size, Task
 from executor.timingset import TimingSetSpec
 from executor.verdict import ErrorKind, Mismatch, TimingStats
@@ -84,6 +89,11 @@ class CandidateRun(BaseModel):
     baseline_product: str | None = None
     reference_timing: TimingStats | None = None
     baseline_timing: TimingStats | None = None
+    call_limit: CallLimit | None = Field(
+        default=None,
+        description="the limit of each candidate call, announced to the parent with the call; None: "
+        "only the run limit applies",
+    )
     sent_at: float | None = Field(
         default=None,
         description="time.monotonic() when the parent handed this over: the worker reports how long "
@@ -132,6 +142,10 @@ class WorkerOutcome(BaseModel):
     baseline_timing: TimingStats | None = None
     device: str = ""
     seconds: dict[str, float] = Field(default_factory=dict)
+    killed_by: Literal["call", "run"] | None = Field(
+        default=None,
+        description="a timeout: whether one call ran past its call limit or the run past the run limit",
+    )
 
 
 # The descriptor of the pipe on which a worker tells its parent that its result is written (see
@@ -157,3 +171,45 @@ def write_result(path: str, model: BaseModel) -> None:
             os.write(int(fd), b"\n")
         except (OSError, ValueError) as e:
             logger.warning("could not tell the parent that the result is written: %s", e)
+
+
+# What a worker writes on its done pipe besides the result's note (an empty line): a call's start, with
+# its limit in seconds, how many calls or launches it is, and what it is; and the end of that call.
+CALL_STARTED = b"call"
+CALL_ENDED = b"end\n"
+_WHAT_MAX = 200  # with the numbers, far below PIPE_BUF: each line is written (and read) whole
+
+
+def call_started(limit_s: float, calls: int, what: str) -> bytes:
+    """The line that announces a call of ``calls`` calls or launches, limited to ``limit_s`` seconds."""
+    text = " ".join(what.split())[:_WHAT_MAX]
+    return CALL_STARTED + f" {limit_s:.6f} {max(calls, 1)} {text}\n".encode()
+
+
+@dataclass(frozen=True)
+class CallBeat:
+    """A call's start (``started``, with its limit, its number of calls or launches and what it is) or
+    its end, as read from the done pipe."""
+
+    started: bool
+    limit_s: float = 0.0
+    calls: int = 1
+    what: str = ""
+
+
+def read_beat(line: bytes) -> CallBeat | None:
+    """What one line of the done pipe (without its newline) says about a call; None for anything else
+    (the result's note, or a line that does not parse, which is ignored)."""
+    if line == CALL_ENDED.rstrip(b"\n"):
+        return CallBeat(started=False)
+    parts = line.split(b" ", 3)
+    if len(parts) < 3 or parts[0] != CALL_STARTED:
+        return None
+    try:
+        limit_s, calls = float(parts[1]), int(parts[2])
+    except ValueError:
+        return None
+    if not 0 < limit_s < float("inf"):
+        return None
+    what = parts[3].decode("utf-8", "replace") if len(parts) > 3 else ""
+    return CallBeat(started=True, limit_s=limit_s, calls=max(calls, 1), what=what or "a call")

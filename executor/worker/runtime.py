@@ -1,17 +1,26 @@
-"""What every runtime of a worker offers (:class:`Runtime`) and how a failing check is signalled inside
-the worker (:class:`CandidateFailed`); the host runtime is in :mod:`executor.worker.host`, the GPU
-runtimes in :mod:`executor.worker.gpu`.
+"""What every runtime of a worker offers (:class:`Runtime`), how a failing check is signalled inside
+the worker (:class:`CandidateFailed`) and how a runtime announces each candidate call to the parent
+(:class:`CallWatch`); the host runtime is in :mod:`executor.worker.host`, the GPU runtimes in
+:mod:`executor.worker.gpu`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from executor.inputs import InputSet
 from executor.protocol import EvaluationOptions
+from executor.runlimit import CallLimit
 from executor.verdict import ErrorKind, Mismatch, TimingStats
+from executor.worker.messages import CALL_ENDED, DONE_FD_ENV, call_started
+
+logger = logging.getLogger(__name__)
 
 
 class CandidateFailed(Exception):
@@ -23,14 +32,56 @@ class CandidateFailed(Exception):
         self.mismatch = mismatch
 
 
+class CallWatch:
+    """Announces each candidate call to the parent on the done pipe (:data:`DONE_FD_ENV`): its start,
+    with its limit (:class:`~executor.runlimit.CallLimit`), and its end. The parent kills the worker
+    when a call runs past its limit (:meth:`executor.sandbox.WorkerProcess.wait`). Without a limit or
+    a pipe (the baseline, a worker run in process) it announces nothing."""
+
+    def __init__(self, limit: CallLimit | None = None, fd: int | None = None) -> None:
+        self.limit = limit
+        self.fd = fd if limit is not None else None
+
+    @classmethod
+    def to_parent(cls, limit: CallLimit | None) -> CallWatch:
+        """A watch that writes on the pipe the parent named in the environment."""
+        fd = os.environ.get(DONE_FD_ENV)
+        return cls(limit, int(fd) if fd and fd.isdigit() else None)
+
+    def _write(self, line: bytes) -> None:
+        if self.fd is None:
+            return
+        try:
+            os.write(self.fd, line)
+        except OSError as e:  # the parent is gone: it can watch nothing any more
+            logger.warning("could not announce a call to the parent: %s", e)
+            self.fd = None
+
+    @contextlib.contextmanager
+    def call(self, what: str, calls: int = 1) -> Iterator[None]:
+        """Announce a call (or ``calls`` calls or launches run as one batch) for the time of the block."""
+        if self.fd is None or self.limit is None:
+            yield
+            return
+        self._write(call_started(self.limit.for_calls(calls), calls, what))
+        try:
+            yield
+        finally:
+            self._write(CALL_ENDED)
+
+
 class Runtime:
-    """Runs one callable (candidate or baseline) on an input set and times it."""
+    """Runs one callable (candidate or baseline) on an input set and times it; each call of the
+    callable is announced on ``watch`` (which announces nothing unless the worker sets one)."""
 
     device = "host-cpu"
+    watch = CallWatch()
 
-    def run(self, inputs: InputSet, uploaded: dict[str, Any] | None = None) -> dict[str, np.ndarray]:
+    def run(
+        self, inputs: InputSet, uploaded: dict[str, Any] | None = None, call: str = "a call"
+    ) -> dict[str, np.ndarray]:
         """Call on a copy of ``inputs`` (``uploaded``: a device copy of it made ahead, used once, by
-        the kernel runtime); return the output arrays."""
+        the kernel runtime); return the output arrays. ``call`` names the call to the parent."""
         raise NotImplementedError
 
     def time(self, slots: Any, options: EvaluationOptions) -> tuple[TimingStats, dict[str, Any]]:

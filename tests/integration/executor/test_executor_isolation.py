@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import subprocess
 import threading
 import time
 from pathlib import Path
@@ -30,19 +29,9 @@ from executor.timingset import TimingSetSpec
 from executor.verdict import ErrorKind
 from executor.worker.candidate import Worker
 from executor.worker.messages import DONE_FD_ENV, CandidateRun, WorkerJob, WorkerOutcome, write_result
+from tests.support.hostcode import FAST, build_host_candidates
 
 TASKS_DIR = Path(__file__).parents[2] / "unit" / "executor" / "fixtures" / "tasks"
-FAST = EvaluationOptions(
-    correctness_sets=2,
-    timing_size_checks=1,
-    warmup=1,
-    min_trials=3,
-    max_trials=5,
-    min_timing_ms=0,
-    rotate_buffers=2,
-    reference_repeats=1,
-    baseline=False,
-)
 
 HEAD = 'extern "C" void saxpy(int n, float a, const float* x, float* y) {\n'
 CANDIDATES = {
@@ -75,14 +64,7 @@ def task() -> FunctionTask | KernelTask:
 
 @pytest.fixture(scope="module")
 def products(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    out = tmp_path_factory.mktemp("host-candidates")
-    built = {}
-    for name, source in CANDIDATES.items():
-        src, lib = out / f"{name}.cpp", out / f"{name}.so"
-        src.write_text(source)
-        subprocess.run(["g++", "-O1", "-shared", "-fPIC", str(src), "-o", str(lib)], check=True)
-        built[name] = str(lib)
-    return built
+    return build_host_candidates(tmp_path_factory.mktemp("host-candidates"), CANDIDATES)
 
 
 def _job(task: FunctionTask | KernelTask, cache: Path, run_timing: bool = False) -> WorkerJob:

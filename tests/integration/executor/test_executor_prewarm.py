@@ -219,7 +219,10 @@ def test_only_an_evaluation_that_leaves_the_executor_idle_prepares_the_next(
     """Workers for a next candidate are prepared when the executor would otherwise be idle (one
     caller after another, as a search waiting for its model), not while other evaluations are in
     flight, where the next request may be any task's and the prepared pair would be stopped unused."""
-    settings = ExecutorSettings(cache_dir=tmp_path, runtime="host", run_timeout_s=30, run_limit_floor_s=12)
+    # The hang must run for its whole 12 s run limit: no call limit before it.
+    settings = ExecutorSettings(
+        cache_dir=tmp_path, runtime="host", run_timeout_s=30, run_limit_floor_s=12, run_call_floor_s=12
+    )
     own = Evaluator(settings)
     try:
         with ThreadPoolExecutor(max_workers=2) as side:

@@ -65,6 +65,7 @@ def busy_executor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         runtime="host",
         compile_workers=1,
         run_limit_floor_s=HANG_S,
+        run_call_floor_s=HANG_S,  # no call limit before the run limit
         run_timeout_s=HANG_S,
         request_timeout_s=HANG_S + 5,  # a request still queued then is dropped
     )

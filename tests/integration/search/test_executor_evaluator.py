@@ -49,7 +49,9 @@ def test_a_cancelled_evaluation_leaves_no_thread_waiting_for_the_executor(tmp_pa
     """Cancelling a search (a job cancelled, the service stopping) cancels its evaluation's request:
     no thread stays behind waiting for the executor's answer, which here would take the candidate's
     whole run limit (30 s)."""
-    settings = ExecutorSettings(cache_dir=tmp_path, runtime="host", run_timeout_s=40, run_limit_floor_s=30)
+    settings = ExecutorSettings(
+        cache_dir=tmp_path, runtime="host", run_timeout_s=40, run_limit_floor_s=30, run_call_floor_s=30
+    )
     task = load_task(TASK_DIR)
 
     async def cancel_while_it_runs(url: str) -> None:

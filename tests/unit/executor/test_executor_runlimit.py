@@ -1,10 +1,11 @@
-"""The candidate's run limit: derived from the parent's or the reference's time, floored, capped."""
+"""The candidate's run limit: derived from the parent's or the reference's time, floored, capped; and the
+limit of each of its calls."""
 
 from __future__ import annotations
 
 import pytest
 
-from executor.runlimit import run_limit
+from executor.runlimit import call_limit, run_limit
 
 LIMITS = {"cap_s": 300.0, "floor_s": 5.0, "factor": 10.0, "calls": 6, "timing_budget_s": 2.2}
 
@@ -28,5 +29,25 @@ def test_a_fast_task_gets_the_floor_and_a_slow_one_the_cap() -> None:
 
 
 def test_nothing_measured_keeps_the_cap() -> None:
-    assert run_limit(**LIMITS).model_dump() == {"seconds": 300.0, "basis": "cap", "basis_ms": None}
+    limit = run_limit(**LIMITS, call_floor_s=2.0)
+    assert (limit.seconds, limit.basis, limit.basis_ms, limit.call) == (300.0, "cap", None, None)
     assert run_limit(**LIMITS, reference_ms=0.0).basis == "cap"
+
+
+def test_each_call_gets_the_floor_plus_factor_times_the_time_per_call() -> None:
+    limit = run_limit(**LIMITS, reference_ms=80.0, call_floor_s=2.0)
+    call = limit.call
+    assert call is not None and (call.basis, call.basis_ms, call.floor_s) == ("reference", 80.0, 2.0)
+    assert call.seconds == pytest.approx(2.0 + 10 * 0.080) == call.for_calls(1)
+    assert call.for_calls(64) == pytest.approx(2.0 + 64 * 10 * 0.080)  # a batch: the floor once
+    assert call.describe(64) == "2s floor + 64 x 10 x the reference's 80 ms per call"
+    assert run_limit(**LIMITS, reference_ms=80.0).call is None  # no call floor given: no call limit
+
+
+def test_the_call_limit_follows_the_parent_and_survives_floor_and_cap() -> None:
+    parent = call_limit(floor_s=2.0, factor=10.0, reference_ms=80.0, parent_ms=0.5)
+    assert parent is not None and parent.basis == "parent" and parent.seconds == pytest.approx(2.005)
+    assert run_limit(**LIMITS, reference_ms=0.05, call_floor_s=2.0).call is not None  # run: floor
+    capped = run_limit(**LIMITS, reference_ms=10_000.0, call_floor_s=2.0)
+    assert capped.basis == "cap" and capped.call is not None and capped.call.seconds == pytest.approx(102.0)
+    assert call_limit(floor_s=2.0, factor=10.0, reference_ms=0.0) is None
