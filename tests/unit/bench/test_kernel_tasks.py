@@ -232,7 +232,8 @@ def emulation_source(task: KernelTask, candidate: str) -> str:
             'extern "C" const char* emu_error() { return emu::machine().error; }',
             f'extern "C" void emu_run({", ".join(params)}) {{',
             *guards,
-            "    auto body = [&] { " + f"{task.entry}({', '.join(call)});" + " };",
+            # `::`: a parameter named like the kernel (ParEval's `average`) would hide it.
+            "    auto body = [&] { " + f"::{task.entry}({', '.join(call)});" + " };",
             "    emu::launch(grid_dims, block_dims, dynamic_shared,",
             "                [](void* f) { (*static_cast<decltype(body)*>(f))(); }, &body);",
             "    if (emu::machine().error[0] != '\\0') return;",
