@@ -3,10 +3,12 @@
 Both versions are parsed with tree-sitter's CUDA grammar (comments and string literals never count).
 From each parse we read *facts*: kernels defined and launched, memory spaces declared (`__shared__`,
 `__constant__`, `extern __shared__`), the intrinsics and host API functions called, pragmas, launch
-bounds and launch configurations, loops, branches and divisions inside device code, per-thread arrays,
-vector and half types, inline PTX. Facts become named *signals* (`shared_memory`, `warp_shuffle`,
-`kernel_removed`, ...: `SIGNALS` lists them); a step's evidence is the signals its change introduces
-and removes. The taxonomy names, per technique, the signals that show it (`search/data/taxonomy.v1.json`).
+bounds and launch configurations, loops, branches, branch-free selects and divisions inside device
+code, per-thread arrays, vector and half types, inline PTX. Facts become named *signals*
+(`shared_memory`, `warp_shuffle`, `kernel_removed`, ...: `SIGNALS` lists them); a step's evidence is
+the signals its change introduces and removes. The taxonomy names, per technique, the signals that
+show it (`search/data/taxonomy.v1.json`). How branches and selects are told apart: docs/search.md
+("Code evidence").
 
 Code that does not parse is not an error here: the evidence says so (`parsed=False`), and the
 relabeler flags the step instead of trusting signals read from a broken tree.
@@ -80,7 +82,9 @@ SIGNALS: dict[str, str] = {
     "l2_persist": "L2 persistence (access policy window)",
     "clusters": "thread block clusters",
     "memory_pool": "stream-ordered allocation / memory pools",
-    "branches_removed": "fewer if-statements in device code",
+    "branches_removed": "fewer branching constructs in device code (if, case labels, ?: and && || that guard work)",
+    "branches_to_selects": "branches became selects: fewer branching constructs and more branch-free selects "
+    "(?: on values, min/max, comparisons used as 0/1) in device code",
     "division_removed": "fewer divisions and modulos in device code",
     "register_array": "per-thread arrays in device code (register tiles, accumulators)",
     "template_added": "more templates (compile-time specialisation)",
@@ -105,6 +109,7 @@ _PRESENCE_SIGNALS = frozenset(
         "precision_reduced",
         "memcpy_removed",
         "branches_removed",
+        "branches_to_selects",
         "division_removed",
         "template_added",
     }
@@ -254,6 +259,56 @@ _SYNC_CALLS = frozenset({"__syncthreads", "cudaDeviceSynchronize", "__syncwarp"}
 _LEAF_NAMES = frozenset(
     {"identifier", "field_identifier", "type_identifier", "namespace_identifier", "primitive_type"}
 )
+_SELECT_FUNCTIONS = frozenset(
+    {
+        "min",
+        "max",
+        "umin",
+        "umax",
+        "llmin",
+        "llmax",
+        "ullmin",
+        "ullmax",
+        "fminf",
+        "fmaxf",
+        "fmin",
+        "fmax",
+        "__hmin",
+        "__hmax",
+        "__hmin2",
+        "__hmax2",
+        "abs",
+        "labs",
+        "llabs",
+        "fabsf",
+        "fabs",
+        "copysignf",
+        "copysign",
+        "__saturatef",
+        "__funnelshift_l",
+        "__funnelshift_r",
+        "__funnelshift_lc",
+        "__funnelshift_rc",
+        "__byte_perm",
+        "__sad",
+        "__usad",
+        "__vabsdiffs4",
+        "__vabsdiffu4",
+        "__vmins4",
+        "__vmaxs4",
+        "__vminu4",
+        "__vmaxu4",
+        "__vmins2",
+        "__vmaxs2",
+        "__vminu2",
+        "__vmaxu2",
+    }
+)
+"""Functions that choose or clamp a value without branching (they compile to min/max/select/permute
+instructions): calling one is a branch-free select, and one inside a ?: arm is not work it guards."""
+_COMPARISONS = frozenset({"<", ">", "<=", ">=", "==", "!="})
+_ARITHMETIC = frozenset({"+", "-", "*", "&", "|", "^", "<<", ">>"})
+_COMPOUND_ARITHMETIC = frozenset({"+=", "-=", "*=", "&=", "|=", "^="})
 
 
 class EvidenceError(SearchError):
@@ -274,6 +329,7 @@ class CodeFacts:
     launch_constants: tuple[tuple[str, str], ...] = ()
     device_loops: int = 0
     device_branches: int = 0
+    device_selects: int = 0
     device_divisions: int = 0
     syncs: int = 0
     atomics: int = 0
@@ -349,6 +405,64 @@ def _shared_layout(declaration: Any) -> tuple[bool, bool]:
     return padded, buffered
 
 
+def _callee(call: Any) -> str:
+    """The name a call expression calls (`std::min` -> "min"; "" for calls through expressions)."""
+    function = call.child_by_field_name("function")
+    while function is not None and function.type in ("qualified_identifier", "template_function"):
+        function = function.child_by_field_name("name")
+    return (
+        function.text.decode("utf-8", "replace")
+        if function is not None and function.type == "identifier"
+        else ""
+    )
+
+
+def _guards_work(node: Any) -> bool:
+    """Whether an expression does work a condition can skip: writes (assignments, ++/--), memory
+    reads (subscripts, `*p`, `p->f`) or calls other than the branch-free selects."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        kind = n.type
+        if kind in ("assignment_expression", "update_expression", "subscript_expression"):
+            return True
+        if kind == "call_expression" and _callee(n) not in _SELECT_FUNCTIONS:
+            return True
+        if kind in ("pointer_expression", "field_expression"):
+            operator = n.child_by_field_name("operator")
+            if operator is not None and operator.type in ("*", "->"):
+                return True
+        stack.extend(n.children)
+    return False
+
+
+def _is_zero_one(node: Any, booleans: set[str]) -> bool:
+    """Whether an arithmetic operand is a truth value used as 0/1 (a comparison, `!x`, a `bool`
+    variable), seen through parentheses, casts and a sign or complement (`-(a < b)` is a mask)."""
+    while node is not None:
+        kind = node.type
+        if kind == "parenthesized_expression":
+            node = node.named_children[0] if node.named_children else None
+        elif kind == "cast_expression":
+            node = node.child_by_field_name("value")
+        elif kind == "unary_expression":
+            operator = node.child_by_field_name("operator")
+            op = operator.type if operator is not None else ""
+            if op == "!":
+                return True
+            if op not in ("-", "~"):
+                return False
+            node = node.child_by_field_name("argument")
+        elif kind == "binary_expression":
+            operator = node.child_by_field_name("operator")
+            return operator is not None and operator.type in _COMPARISONS
+        elif kind == "identifier":
+            return node.text.decode("utf-8", "replace") in booleans
+        else:
+            return False
+    return False
+
+
 def analyze_code(code: str) -> CodeFacts:
     """Parse one version of the code and collect its facts (cached by content)."""
     return _analyze_cached(hashlib.sha256(code.encode("utf-8", "replace")).hexdigest(), code)
@@ -370,7 +484,8 @@ def _analyze_cached(_digest: str, code: str) -> CodeFacts:
     presence: set[str] = set()
     error_bytes = 0
     kernels = launches = loops = branches = divisions = syncs = atomics = memcpys = doubles = floats = 0
-    templates = 0
+    templates = selects = 0
+    booleans: set[str] = set()  # names declared `bool` in device code (scopes are not told apart)
     configs: list[str] = []
     constants: list[tuple[str, str]] = []
     # Iterative walk; `device` tells whether the node is inside a __global__/__device__ function.
@@ -408,6 +523,11 @@ def _analyze_cached(_digest: str, code: str) -> CodeFacts:
             if device:
                 presence.add("device_launch")
         elif kind == "declaration":
+            if device and any(c.type == "primitive_type" and c.text == b"bool" for c in node.children):
+                for c in node.children:
+                    name = c.child_by_field_name("declarator") if c.type == "init_declarator" else c
+                    if name is not None and name.type == "identifier":
+                        booleans.add(name.text.decode("utf-8", "replace"))
             qualifiers = {q.type for c in node.children if c.type == "type_qualifier" for q in c.children}
             storage = {c.text for c in node.children if c.type == "storage_class_specifier"}
             if "__shared__" in qualifiers:
@@ -451,8 +571,17 @@ def _analyze_cached(_digest: str, code: str) -> CodeFacts:
             presence.add("restrict")
         elif device and kind in ("for_statement", "while_statement", "do_statement"):
             loops += 1
-        elif device and kind == "if_statement":
+        elif device and kind in ("if_statement", "case_statement"):
             branches += 1
+        elif device and kind == "conditional_expression":
+            # A ?: whose arms do work is control flow; one that picks between values is a select.
+            arms = (node.child_by_field_name("consequence"), node.child_by_field_name("alternative"))
+            if any(arm is not None and _guards_work(arm) for arm in arms):
+                branches += 1
+            else:
+                selects += 1
+        elif device and kind == "call_expression" and _callee(node) in _SELECT_FUNCTIONS:
+            selects += 1
         elif kind in ("binary_expression", "assignment_expression"):
             operator = node.child_by_field_name("operator")
             op = operator.type if operator is not None else ""
@@ -460,6 +589,16 @@ def _analyze_cached(_digest: str, code: str) -> CodeFacts:
                 divisions += 1
             if device and op == "+=" and b"gridDim" in node.text:
                 presence.add("grid_stride_loop")
+            if device and op in ("&&", "||"):
+                # Short-circuit evaluation skips its right operand: a branch when that does work.
+                right = node.child_by_field_name("right")
+                if right is not None and _guards_work(right):
+                    branches += 1
+            elif device and (op in _ARITHMETIC or op in _COMPOUND_ARITHMETIC):
+                # Predication by arithmetic: a truth value used as 0/1 (`i += take`, `x * (a < b)`).
+                operands = (node.child_by_field_name("left"), node.child_by_field_name("right"))
+                if any(o is not None and _is_zero_one(o, booleans) for o in operands):
+                    selects += 1
         elif kind in _LEAF_NAMES:
             text = node.text.decode("utf-8", "replace")
             identifiers[text] += 1
@@ -500,6 +639,7 @@ def _analyze_cached(_digest: str, code: str) -> CodeFacts:
         launch_constants=tuple(sorted(constants)),
         device_loops=loops,
         device_branches=branches,
+        device_selects=selects,
         device_divisions=divisions,
         syncs=syncs,
         atomics=atomics,
@@ -543,6 +683,8 @@ def _delta(before: CodeFacts, after: CodeFacts) -> tuple[set[str], set[str]]:
         introduced.add("memcpy_removed")
     if before.kernels > 0 and after.device_branches < before.device_branches:
         introduced.add("branches_removed")
+        if after.device_selects > before.device_selects:
+            introduced.add("branches_to_selects")
     if before.kernels > 0 and after.device_divisions < before.device_divisions:
         introduced.add("division_removed")
     if after.templates > before.templates:

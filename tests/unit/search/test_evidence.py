@@ -100,3 +100,152 @@ def test_a_name_mentioning_an_intrinsic_the_code_never_calls_is_a_mismatch() -> 
     assert name_code_mismatch("Read-only loads with __ldg", evidence) == ["__ldg"]
     assert name_code_mismatch("float4 vector loads", evidence) == ["float4"]
     assert name_code_mismatch("Pointer hints (__restrict__)", evidence) == []
+
+
+# -- branches and branch-free selects -------------------------------------------------------------------
+
+CLAMP_BRANCHY = """
+__global__ void clamp_k(const float* x, float* y, float lo, float hi, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float v = x[i];
+    if (v < lo) v = lo;
+    else if (v > hi) v = hi;
+    y[i] = v;
+}
+"""
+
+CLAMP_SELECT = """
+__global__ void clamp_k(const float* x, float* y, float lo, float hi, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    // no if (v < lo) any more: comments never count
+    y[i] = fminf(fmaxf(x[i], lo), hi);
+}
+"""
+
+# A per-thread merge: the ?: with post-increments in its arms and the && that guards a load are control
+# flow; the rewrite reads both candidates, selects a value and advances by the predicate, and even adds
+# a guarded store (`if`), so it has no fewer if-statements than before.
+MERGE_BRANCHY = """
+__global__ void merge_k(const int* a, int na, const int* b, int nb, int* out, int len) {
+    int d = (blockIdx.x * blockDim.x + threadIdx.x) * 8, i = d < na ? d : na, j = d - i;
+    for (int k = 0; k < 8 && d + k < len; ++k) {
+        bool take_a = j >= nb || (i < na && a[i] <= b[j]);
+        out[d + k] = take_a ? a[i++] : b[j++];
+    }
+}
+"""
+
+MERGE_SELECT = """
+__global__ void merge_k(const int* a, int na, const int* b, int nb, int* out, int len) {
+    int d = (blockIdx.x * blockDim.x + threadIdx.x) * 8, i = d < na ? d : na, j = d - i;
+    for (int k = 0; k < 8; ++k) {
+        int va = a[min(i, na - 1)];
+        int vb = b[min(j, nb - 1)];
+        bool take_a = j >= nb || (i < na && va <= vb);
+        if (d + k < len) out[d + k] = take_a ? va : vb;
+        i += take_a;
+        j += !take_a;
+    }
+}
+"""
+
+STENCIL = """
+__global__ void life_k(int w, int h, const unsigned char* a, unsigned char* b) {
+    int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (x >= w || y >= h) return;
+    int n = 0;
+    for (int o = 0; o < 9; ++o) {
+        int r = y + o / 3 - 1, c = x + o % 3 - 1;
+        if (o == 4) continue;
+        if (r >= 0 && r < h && c >= 0 && c < w) n += a[r * w + c];
+    }
+    switch (n) {
+        case 2: b[y * w + x] = a[y * w + x]; break;
+        case 3: b[y * w + x] = 1; break;
+        default: b[y * w + x] = 0;
+    }
+}
+"""
+
+
+def test_branches_turned_into_min_max_are_branch_elimination_evidence() -> None:
+    evidence = code_evidence(CLAMP_BRANCHY, CLAMP_SELECT)
+    assert {"branches_removed", "branches_to_selects"} <= evidence.introduced
+    facts = analyze_code(CLAMP_BRANCHY), analyze_code(CLAMP_SELECT)
+    assert [f.device_branches for f in facts] == [3, 1]
+    assert [f.device_selects for f in facts] == [0, 2]
+
+
+def test_a_branch_turned_into_a_select_inside_an_expression_is_branch_elimination_evidence() -> None:
+    before, after = analyze_code(MERGE_BRANCHY), analyze_code(MERGE_SELECT)
+    # The ?: with side effects, the && guarding the loads a[i] <= b[j] and the || that skips that && (3)
+    # -> the guarded store (1); the ?: clamping i is a select in both.
+    assert (before.device_branches, after.device_branches) == (3, 1)
+    # min x 2, take_a ? va : vb, i += take_a (a bool variable), j += !take_a
+    assert (before.device_selects, after.device_selects) == (1, 6)
+    evidence = code_evidence(MERGE_BRANCHY, MERGE_SELECT)
+    assert {"branches_removed", "branches_to_selects"} <= evidence.introduced
+
+
+def test_comparisons_used_as_zero_or_one_are_selects() -> None:
+    after = STENCIL.replace(
+        """    switch (n) {
+        case 2: b[y * w + x] = a[y * w + x]; break;
+        case 3: b[y * w + x] = 1; break;
+        default: b[y * w + x] = 0;
+    }""",
+        "    b[y * w + x] = (n == 3) | (a[y * w + x] & (n == 2));",
+    )
+    assert after != STENCIL
+    facts = analyze_code(STENCIL), analyze_code(after)
+    # three ifs (the &&s compare values, they guard no work) and the switch's three labels
+    assert [f.device_branches for f in facts] == [6, 3]
+    assert [f.device_selects for f in facts] == [0, 2]
+    assert {"branches_removed", "branches_to_selects"} <= code_evidence(STENCIL, after).introduced
+
+
+def test_a_change_that_keeps_its_branches_shows_no_branch_evidence() -> None:
+    after = CLAMP_BRANCHY.replace("const float* x", "const float* __restrict__ x")
+    evidence = code_evidence(CLAMP_BRANCHY, after)
+    assert "restrict" in evidence.introduced
+    assert not {"branches_removed", "branches_to_selects"} & evidence.introduced
+    # An if turned into a ?: that still does work on a side (a load) is still a branch.
+    calls = CLAMP_BRANCHY.replace("else if (v > hi) v = hi;", "else v = v > hi ? __ldg(&x[1]) : v;")
+    assert calls != CLAMP_BRANCHY
+    assert analyze_code(calls).device_selects == 0
+    assert not {"branches_removed", "branches_to_selects"} & code_evidence(CLAMP_BRANCHY, calls).introduced
+    # A select added next to the same branches (a clamp on the index) is no branch turned into a select.
+    clamped = CLAMP_BRANCHY.replace("float v = x[i];", "float v = x[min(i, n - 1)];")
+    assert clamped != CLAMP_BRANCHY
+    assert analyze_code(clamped).device_selects == 1
+    assert not {"branches_removed", "branches_to_selects"} & code_evidence(CLAMP_BRANCHY, clamped).introduced
+
+
+def test_a_loop_restructured_with_the_same_branches_is_no_branch_evidence() -> None:
+    # Loops over rows and columns become one flat loop over the nine offsets: a loop less and other
+    # index arithmetic, every branch (centre skip, bounds test, switch) stays.
+    nested = STENCIL.replace(
+        """    for (int o = 0; o < 9; ++o) {
+        int r = y + o / 3 - 1, c = x + o % 3 - 1;
+        if (o == 4) continue;
+        if (r >= 0 && r < h && c >= 0 && c < w) n += a[r * w + c];
+    }""",
+        """    for (int i = 0; i < 3; ++i) {
+        for (int j = 0; j < 3; ++j) {
+            int r = y + i - 1, c = x + j - 1;
+            if (i * 3 + j == 4) continue;
+            if (r >= 0 && r < h && c >= 0 && c < w) n += a[r * w + c];
+        }
+    }""",
+    )
+    assert nested != STENCIL
+    evidence = code_evidence(nested, STENCIL)
+    assert analyze_code(nested).device_loops == analyze_code(STENCIL).device_loops + 1
+    assert analyze_code(nested).device_branches == analyze_code(STENCIL).device_branches
+    assert not {"branches_removed", "branches_to_selects"} & evidence.introduced
+    # Branches removed from host code are not device branches.
+    host_before = NAIVE + "\nint pick(int a, int b) { if (a < b) return a; return b; }\n"
+    host_after = NAIVE + "\nint pick(int a, int b) { return a < b ? a : b; }\n"
+    assert not {"branches_removed", "branches_to_selects"} & code_evidence(host_before, host_after).introduced

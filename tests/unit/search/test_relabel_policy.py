@@ -9,6 +9,7 @@ from search.embeddings import Embedder, shared_embedder
 from search.relabel import RelabelPolicy, StepInput, technique_candidates
 from search.relabel_scoring import load_model
 from search.taxonomy import Taxonomy, default_taxonomy
+from tests.unit.search.test_evidence import MERGE_BRANCHY, MERGE_SELECT
 
 SHUFFLE_BEFORE = """
 __global__ void sum_k(const float* x, float* out) {
@@ -168,3 +169,21 @@ def test_sessions_read_the_graph_once_and_reuse_its_candidate_index(
     catalogue.apply(session.new_techniques, [(a.technique, a.alias) for a in session.aliases])
     relabeler.session().resolve("Spin the loop out by hand, once more", "")
     assert relabeler._cached_index is not first
+
+
+def test_branches_turned_into_selects_tell_branch_elimination_from_divergence_reduction(
+    policy: RelabelPolicy, taxonomy: Taxonomy
+) -> None:
+    # The think speaks of divergence (what warp divergence reduction mentions); the code shows the
+    # branches becoming selects, which only branch elimination shows.
+    index = policy.index(_graph(taxonomy, [*GRAPH, "Branch elimination", "Warp divergence reduction"]))
+    step = StepInput(
+        "Branchless rewrite",
+        "both candidates are read at clamped indices, take_a selects the value and the fingers advance by it",
+        think="the ternary with post-increments compiles to divergent branches that serialise the warp",
+        code_before=MERGE_BRANCHY,
+        code_after=MERGE_SELECT,
+    )
+    choice = policy.choose(step, index)
+    assert choice.evidence is not None and "branches_to_selects" in choice.evidence.introduced
+    assert (choice.decided_by, choice.outcome, choice.technique) == ("model", "merge", "Branch elimination")
