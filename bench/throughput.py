@@ -547,12 +547,13 @@ def render(result: dict[str, Any]) -> str:
                 lines.append(f"| {r['replicas']} | {name} | {busy['evaluations']} | {stages} |")
         lines += [
             "",
-            "Hangs: what each cost (the seconds its run held the GPU, and the caller's whole call) and the "
-            "run limit that applied. A hang whose verdict is not `timeout` did not hang: the candidate is "
-            "not what it claims.",
+            "Hangs: what each cost (the seconds its run held the GPU, and the caller's whole call), the "
+            "run limit and the limit of one call that applied, and which of them stopped it. A hang whose "
+            "verdict is not `timeout` did not hang: the candidate is not what it claims.",
             "",
-            "| replicas | task | verdict | GPU held s | call s | run limit s | limit basis (from ms) |",
-            "|---|---|---|---|---|---|---|",
+            "| replicas | task | verdict | GPU held s | call s | run limit s | call limit s | limit basis (from ms) "
+            "| stopped by |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         for r in runs:
             for h in r["hangs"]:
@@ -564,9 +565,10 @@ def render(result: dict[str, Any]) -> str:
                 if limit.get("basis_ms") is not None:
                     basis += f" ({limit['basis_ms']:.1f})"
                 seconds = f"{limit['seconds']:.1f}" if limit.get("seconds") is not None else "-"
+                call_limit = f"{limit['call']['seconds']:.1f}" if limit.get("call") else "-"
                 lines.append(
                     f"| {r['replicas']} | {h['task']} | {verdict} | {h['run_s']} | {h['call_s']} | {seconds} "
-                    f"| {basis} |"
+                    f"| {call_limit} | {basis} | {limit.get('stopped_by') or '-'} |"
                 )
         lines += ["", "Outcomes (candidate kind: verdict):", ""]
         for r in runs:

@@ -36,16 +36,24 @@ class CallLimit(BaseModel):
     basis: CallLimitBasis = Field(description="whose time per call it was derived from")
     basis_ms: float = Field(gt=0, description="the time per call it was derived from")
 
-    def for_calls(self, calls: int = 1) -> float:
-        """The limit of ``calls`` calls (or kernel launches) run as one batch."""
-        return self.floor_s + max(calls, 1) * self.factor * self.basis_ms / 1e3
+    def per_call_ms(self, seen_ms: float | None = None) -> float:
+        """The time per call that a limit is derived from: ``basis_ms``, or ``seen_ms`` when that is
+        smaller (the slowest of the candidate's own earlier launches in the same timing loop, on the
+        same inputs: a batch of them is not expected to take longer per launch)."""
+        return self.basis_ms if seen_ms is None or seen_ms <= 0 else min(self.basis_ms, seen_ms)
 
-    def describe(self, calls: int = 1) -> str:
-        """How :meth:`for_calls` came out, in words."""
+    def for_calls(self, calls: int = 1, seen_ms: float | None = None) -> float:
+        """The limit of ``calls`` calls (or kernel launches) run as one batch."""
+        return self.floor_s + max(calls, 1) * self.factor * self.per_call_ms(seen_ms) / 1e3
+
+    def describe(self, calls: int = 1, per_call_ms: float | None = None) -> str:
+        """How :meth:`for_calls` came out, in words (``per_call_ms``: the time per call it used)."""
         times = f"{calls} x " if calls > 1 else ""
+        if per_call_ms is None or per_call_ms >= self.basis_ms:
+            return f"{self.floor_s:g}s floor + {times}{self.factor:g} x the {self.basis}'s {self.basis_ms:.3g} ms per call"
         return (
-            f"{self.floor_s:g}s floor + {times}{self.factor:g} x the {self.basis}'s "
-            f"{self.basis_ms:.3g} ms per call"
+            f"{self.floor_s:g}s floor + {times}{self.factor:g} x {per_call_ms:.3g} ms per call, the slowest "
+            f"of its earlier launches there (the {self.basis}'s: {self.basis_ms:.3g} ms)"
         )
 
 

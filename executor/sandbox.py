@@ -79,6 +79,7 @@ class OpenCall:
     started: float
     limit_s: float
     calls: int
+    per_call_ms: float
     what: str
 
     @property
@@ -283,7 +284,7 @@ class WorkerProcess:
                 if beat is None:
                     continue
                 self.open_call = (
-                    OpenCall(started=now, limit_s=beat.limit_s, calls=beat.calls, what=beat.what)
+                    OpenCall(now, beat.limit_s, beat.calls, beat.per_call_ms, beat.what)
                     if beat.started
                     else None
                 )
@@ -503,7 +504,9 @@ def finish_candidate(
     run_limit_s: float | None = None,
 ) -> WorkerOutcome:
     """Hand the worker its compiled candidate and wait for the outcome (crash and timeout included);
-    ``run_limit_s`` limits the candidate's own run (see :meth:`WorkerProcess.wait`)."""
+    ``run_limit_s`` limits the candidate's own run and ``run.call_limit`` each of its calls (see
+    :meth:`WorkerProcess.wait`). The outcome's ``seconds["run"]`` is the time from the hand-over to
+    the outcome, a killed or dead worker's too (the time its candidate held the GPU)."""
     start = time.monotonic()
     proc.send("run.json", run.model_copy(update={"sent_at": start}))
     killed_for = proc.wait(
@@ -517,7 +520,8 @@ def finish_candidate(
     if killed_for is ErrorKind.TIMEOUT:
         call = proc.expired_call
         if call is not None:
-            basis = f" ({run.call_limit.describe(call.calls)})" if run.call_limit is not None else ""
+            limit = run.call_limit
+            basis = f" ({limit.describe(call.calls, call.per_call_ms)})" if limit is not None else ""
             why = f": {call.what} ran longer than its call limit of {call.limit_s:.1f}s{basis}"
         elif run_limit_s is not None and run_limit_s < timeout_s:
             why = f" (run limit {run_limit_s:.1f}s)"
@@ -528,7 +532,7 @@ def finish_candidate(
             stage=stage,
             error=ErrorKind.TIMEOUT,
             message=f"killed after {elapsed:.1f}s during {stage_text}{why}",
-            seconds={stage: elapsed},
+            seconds={stage: elapsed, "run": elapsed},
             killed_by="call" if call is not None else "run",
         )
     if killed_for is ErrorKind.OUT_OF_MEMORY:
@@ -537,13 +541,14 @@ def finish_candidate(
             stage=stage,
             error=ErrorKind.OUT_OF_MEMORY,
             message=f"worker exceeded {memory_limit_bytes} bytes of host memory during {stage_text}",
-            seconds={stage: elapsed},
+            seconds={stage: elapsed, "run": elapsed},
         )
     if proc.result_path.exists():
         outcome = WorkerOutcome.model_validate_json(proc.result_path.read_text())
         return outcome.model_copy(update={"seconds": {**outcome.seconds, "run": elapsed}})
     kind, message = _death_message(proc, stage_text)
-    return WorkerOutcome(passed=False, stage=stage, error=kind, message=message, seconds={stage: elapsed})
+    seconds = {stage: elapsed, "run": elapsed}
+    return WorkerOutcome(passed=False, stage=stage, error=kind, message=message, seconds=seconds)
 
 
 def start_reference(proc: WorkerProcess, job: ReferenceJob, memory_limit_bytes: int | None) -> None:

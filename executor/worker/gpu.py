@@ -11,6 +11,7 @@ context is made, so this module imports on machines without it.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 import numpy as np
@@ -250,14 +251,18 @@ class GpuKernelRuntime(Runtime):
         stream = cuda.Stream()
         events: list[tuple[Any, Any]] = []  # reused by every batch
         last: dict[str, Any] = {}
+        # The slowest wall time per launch of the batches so far (restores and flushes included): a
+        # batch's limit is derived from it when it is below the limit's own time per call.
+        seen_ms: list[float] = []
 
         def run_batch(indices: list[int]) -> list[float]:
             try:
                 while len(events) < len(indices):
                     events.append((cuda.Event(), cuda.Event()))
                 what = f"{'warm-up' if indices[0] < 0 else 'timed'} batch of {len(indices)} launches"
+                began = time.perf_counter()
                 # One announcement per batch: the launches are timed on the device, between events.
-                with self.watch.call(what, len(indices)):
+                with self.watch.call(what, len(indices), max(seen_ms, default=None)):
                     for (start, end), i in zip(events, indices, strict=False):
                         j = i % len(slots.rotated)
                         k = j % len(slots.sources)
@@ -270,6 +275,7 @@ class GpuKernelRuntime(Runtime):
                     events[len(indices) - 1][1].synchronize()
                     # A fault in any launch of the batch is sticky: it surfaces here, if not before.
                     cuda.Context.synchronize()
+                seen_ms.append((time.perf_counter() - began) * 1e3 / len(indices))
                 return [float(start.time_till(end)) for start, end in events[: len(indices)]]
             except cuda.Error as e:
                 raise CandidateFailed(ErrorKind.CUDA_ERROR, f"CUDA error while timing: {e}") from e

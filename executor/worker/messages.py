@@ -174,16 +174,18 @@ def write_result(path: str, model: BaseModel) -> None:
 
 
 # What a worker writes on its done pipe besides the result's note (an empty line): a call's start, with
-# its limit in seconds, how many calls or launches it is, and what it is; and the end of that call.
+# its limit in seconds, how many calls or launches it is, the time per call its limit was derived from
+# and what it is; and the end of that call.
 CALL_STARTED = b"call"
 CALL_ENDED = b"end\n"
 _WHAT_MAX = 200  # with the numbers, far below PIPE_BUF: each line is written (and read) whole
 
 
-def call_started(limit_s: float, calls: int, what: str) -> bytes:
-    """The line that announces a call of ``calls`` calls or launches, limited to ``limit_s`` seconds."""
+def call_started(limit_s: float, calls: int, per_call_ms: float, what: str) -> bytes:
+    """The line that announces a call of ``calls`` calls or launches, limited to ``limit_s`` seconds
+    (derived from ``per_call_ms``)."""
     text = " ".join(what.split())[:_WHAT_MAX]
-    return CALL_STARTED + f" {limit_s:.6f} {max(calls, 1)} {text}\n".encode()
+    return CALL_STARTED + f" {limit_s:.6f} {max(calls, 1)} {per_call_ms:.6g} {text}\n".encode()
 
 
 @dataclass(frozen=True)
@@ -194,6 +196,7 @@ class CallBeat:
     started: bool
     limit_s: float = 0.0
     calls: int = 1
+    per_call_ms: float = 0.0
     what: str = ""
 
 
@@ -202,14 +205,16 @@ def read_beat(line: bytes) -> CallBeat | None:
     (the result's note, or a line that does not parse, which is ignored)."""
     if line == CALL_ENDED.rstrip(b"\n"):
         return CallBeat(started=False)
-    parts = line.split(b" ", 3)
-    if len(parts) < 3 or parts[0] != CALL_STARTED:
+    parts = line.split(b" ", 4)
+    if len(parts) < 4 or parts[0] != CALL_STARTED:
         return None
     try:
-        limit_s, calls = float(parts[1]), int(parts[2])
+        limit_s, calls, per_call_ms = float(parts[1]), int(parts[2]), float(parts[3])
     except ValueError:
         return None
     if not 0 < limit_s < float("inf"):
         return None
-    what = parts[3].decode("utf-8", "replace") if len(parts) > 3 else ""
-    return CallBeat(started=True, limit_s=limit_s, calls=max(calls, 1), what=what or "a call")
+    what = parts[4].decode("utf-8", "replace") if len(parts) > 4 else ""
+    return CallBeat(
+        started=True, limit_s=limit_s, calls=max(calls, 1), per_call_ms=per_call_ms, what=what or "a call"
+    )

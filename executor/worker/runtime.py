@@ -58,12 +58,15 @@ class CallWatch:
             self.fd = None
 
     @contextlib.contextmanager
-    def call(self, what: str, calls: int = 1) -> Iterator[None]:
-        """Announce a call (or ``calls`` calls or launches run as one batch) for the time of the block."""
+    def call(self, what: str, calls: int = 1, seen_ms: float | None = None) -> Iterator[None]:
+        """Announce a call (or ``calls`` calls or launches run as one batch) for the time of the block;
+        ``seen_ms``: the slowest time per launch of the earlier batches of the same timing loop, which
+        the limit is derived from when it is below the limit's own time per call."""
         if self.fd is None or self.limit is None:
             yield
             return
-        self._write(call_started(self.limit.for_calls(calls), calls, what))
+        per_call_ms = self.limit.per_call_ms(seen_ms)
+        self._write(call_started(self.limit.for_calls(calls, seen_ms), calls, per_call_ms, what))
         try:
             yield
         finally:

@@ -278,6 +278,28 @@ def test_a_hang_in_a_timed_batch_is_a_timeout(tmp_path: Path) -> None:
         own.close()
 
 
+def test_a_hang_in_a_later_timed_batch_is_stopped_by_its_call_limit(tmp_path: Path) -> None:
+    """A kernel that hangs from its 21st launch at the timing size hangs inside a batch of the warm-up
+    or the trials. That batch's limit is derived from the candidate's own earlier launches (at 10 x
+    the serial reference's time per launch, a batch of 64 would outlast the run limit), so the call
+    limit stops it, in seconds."""
+    settings = ExecutorSettings(cache_dir=tmp_path, runtime="gpu", run_timeout_s=60)
+    own = Evaluator(settings)
+    try:
+        source = LATE.replace("seen >= 65536u", "seen >= 20u * 65536u").replace(
+            "AFTER_FIRST_TIMING_LAUNCH", "volatile int k = 0; while (blocks > 0) { k = k + 1; } sums[0] = k;"
+        )
+        verdict = _evaluate(own, "block_sum", source)
+    finally:
+        own.close()
+    assert verdict.error is ErrorKind.TIMEOUT, verdict.message
+    assert verdict.stage.value == "timing"
+    limit = verdict.run_limit
+    assert limit is not None and limit.stopped_by == "call", verdict.message
+    assert "launches ran longer than its call limit" in verdict.message
+    assert "the slowest of its earlier launches" in verdict.message
+
+
 def test_repeated_timing_on_the_timing_set_agrees(evaluator: CandidateEvaluator) -> None:
     """Batched trials give sane, repeatable medians (a loose bound here; the benchmark measures the
     spread against the 2 % target on larger kernels)."""

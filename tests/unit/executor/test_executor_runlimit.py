@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from executor.runlimit import call_limit, run_limit
+from executor.worker.messages import CALL_ENDED, CallBeat, call_started, read_beat
 
 LIMITS = {"cap_s": 300.0, "floor_s": 5.0, "factor": 10.0, "calls": 6, "timing_budget_s": 2.2}
 
@@ -51,3 +52,25 @@ def test_the_call_limit_follows_the_parent_and_survives_floor_and_cap() -> None:
     capped = run_limit(**LIMITS, reference_ms=10_000.0, call_floor_s=2.0)
     assert capped.basis == "cap" and capped.call is not None and capped.call.seconds == pytest.approx(102.0)
     assert call_limit(floor_s=2.0, factor=10.0, reference_ms=0.0) is None
+
+
+def test_a_batch_limit_follows_the_candidates_own_earlier_launches_when_they_are_faster() -> None:
+    call = call_limit(floor_s=2.0, factor=10.0, reference_ms=200.0)
+    assert call is not None
+    assert call.for_calls(64) == pytest.approx(2.0 + 64 * 10 * 0.2)  # 130 s: past any run limit
+    assert call.for_calls(64, seen_ms=0.05) == pytest.approx(2.0 + 64 * 10 * 0.05e-3)
+    assert call.for_calls(64, seen_ms=500.0) == call.for_calls(64)  # never above the basis
+    assert "0.05 ms per call, the slowest of its earlier launches" in call.describe(64, 0.05)
+    assert call.describe(1, 200.0) == "2s floor + 10 x the reference's 200 ms per call"
+
+
+def test_call_announcements_read_back_and_anything_else_is_ignored() -> None:
+    line = call_started(2.5, 64, 0.05, "timed batch of 64\nlaunches")
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    beat = read_beat(line.rstrip(b"\n"))
+    assert beat == CallBeat(
+        started=True, limit_s=2.5, calls=64, per_call_ms=0.05, what="timed batch of 64 launches"
+    )
+    assert read_beat(CALL_ENDED.rstrip(b"\n")) == CallBeat(started=False)
+    for noise in (b"", b"call", b"call x 1 1 a", b"call 0 1 1 a", b"call inf 1 1 a", b"hello 1 1 1 a"):
+        assert read_beat(noise) is None, noise
