@@ -16,7 +16,9 @@ worker also the CUDA context and the L2-flush buffer), then reads job files name
   second line cancels.
 
 Each candidate gets a fresh process, so a crash, hang, runaway allocation or sticky CUDA error costs
-only that process; the parent turns its fate into a verdict. The expected outputs of an input set are
+only that process; the parent turns its fate into a verdict. A call that hangs costs seconds: the
+worker announces each candidate call with its limit (:mod:`executor.runlimit`), and the parent kills
+it when the call runs past that limit. The expected outputs of an input set are
 read from the reference's files only after the candidate has produced its own outputs for that set,
 so the candidate never runs while the answer to its current inputs is in its process.
 
@@ -33,10 +35,12 @@ Two runtimes share the same flow:
 The package's modules, one concern each:
 
 * :mod:`~executor.worker.messages`: what parent and worker tell each other (jobs, outcomes, progress,
-  the result file and the "done" pipe) and the input-set plan both derive from the seeds;
+  the result file and the "done" pipe, on which each candidate call is also announced with its limit)
+  and the input-set plan both derive from the seeds;
 * :mod:`~executor.worker.process`: the process's start-up and entry point (``__main__``);
 * :mod:`~executor.worker.reference` and :mod:`~executor.worker.candidate`: the two roles' flows;
-* :mod:`~executor.worker.runtime`: the interface of a runtime and the failure signal of a check;
+* :mod:`~executor.worker.runtime`: the interface of a runtime, the failure signal of a check and the
+  announcement of each candidate call to the parent (:class:`~executor.worker.runtime.CallWatch`);
 * :mod:`~executor.worker.host` and :mod:`~executor.worker.gpu`: the host and GPU runtimes.
 
 The package imports none of its modules itself, so the parent's ``import executor.worker.messages``
