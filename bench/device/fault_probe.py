@@ -1,7 +1,8 @@
 """The timed-batch fault candidate of tests/gpu/test_executor_gpu.py evaluated in process, with the
-run limit's floor at the default (5 s) and at 30 s, printing each verdict's error, message and stage
-seconds: tells whether a ``timeout`` verdict for it comes from the device (the stray write landing in
-mapped memory and the batch running long) or from the fleet's path. Device diagnostic, run by hand:
+floors of the run limit and of the call limit at their defaults (5 s, 2 s) and both at 30 s, printing
+each verdict's error, message and stage seconds: tells whether a ``timeout`` verdict for it comes from
+the device (the stray write landing in mapped memory and the batch running long) or from the fleet's
+path. Device diagnostic, run by hand:
 
     PYTHONPATH=. python3 bench/device/fault_probe.py
 """
@@ -55,10 +56,14 @@ def main() -> int:
     task = load_task(TASKS_DIR / "block_sum")
     for offset in (28, 24):
         source = LATE.replace("AFTER_FIRST_TIMING_LAUNCH", f"sums[blockIdx.x + (1 << {offset})] = s[0];")
-        for floor in (5.0, 30.0):
+        for floor, call_floor in ((5.0, 2.0), (30.0, 30.0)):
             with tempfile.TemporaryDirectory() as tmp:
                 settings = ExecutorSettings(
-                    cache_dir=Path(tmp), runtime="gpu", run_timeout_s=60, run_limit_floor_s=floor
+                    cache_dir=Path(tmp),
+                    runtime="gpu",
+                    run_timeout_s=60,
+                    run_limit_floor_s=floor,
+                    run_call_floor_s=call_floor,
                 )
                 evaluator = Evaluator(settings)
                 try:
@@ -70,6 +75,7 @@ def main() -> int:
                     {
                         "offset": f"1<<{offset}",
                         "floor_s": floor,
+                        "call_floor_s": call_floor,
                         "error": v.error.value if v.error else None,
                         "stage": v.stage.value,
                         "message": v.message[:300],
