@@ -67,11 +67,11 @@ import sys
 from pathlib import Path
 p = Path(sys.argv[1]) / "executor/worker/candidate.py"
 s = p.read_text()
-a = "self.check(inputs, candidate.run(inputs, uploaded), self.expected(index))"
-b = "self.check(self.sets[0], candidate.run(self.sets[0]), self.expected(0))"
+a = "self.check(inputs, candidate.run(inputs, uploaded, call), self.expected(index))"
+b = 'again = candidate.run(self.sets[0], call="the call on input set 1 again")'
 assert a in s and b in s, "break points moved"
-s = s.replace(a, "candidate.run(inputs); self.check(inputs, candidate.run(inputs, uploaded), self.expected(index))  # BREAK")
-s = s.replace(b, "candidate.run(self.sets[0]); self.check(self.sets[0], candidate.run(self.sets[0]), self.expected(0))  # BREAK")
+s = s.replace(a, "candidate.run(inputs); " + a + "  # BREAK")
+s = s.replace(b, "candidate.run(self.sets[0]); " + b + "  # BREAK")
 p.write_text(s)
 print("stale break applied")
 EOF
