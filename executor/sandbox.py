@@ -50,6 +50,10 @@ logger = logging.getLogger(__name__)
 # resident memory (/proc/PID/status) when it watches it, and look for its result and its exit. (It
 # used to look every 2 ms, which added half of that to every verdict on average.)
 POLL_S = 0.05
+# What the parent reads of a worker's done pipe at once, at most: chunks of BEAT_BYTES (a line of the
+# worker's is far shorter).
+BEAT_READS = 16
+BEAT_BYTES = 4096
 # The candidate worker's stages (see executor.worker.candidate) in which the candidate itself runs.
 RUN_STAGES = frozenset({"correctness", "timing", "reference_timing", "baseline"})
 STDERR_TAIL = 4000
@@ -265,10 +269,14 @@ class WorkerProcess:
 
     def _read_beats(self) -> None:
         """Read what the worker wrote on its done pipe: the result's note, and the start and end of
-        each candidate call, which set :attr:`open_call`. Closes the pipe at its end."""
-        while self._done >= 0:
+        each candidate call, which set :attr:`open_call`. Closes the pipe at its end. Reads at most
+        :data:`BEAT_READS` chunks: a candidate that writes on the pipe without end must not keep the
+        parent from its deadlines."""
+        for _ in range(BEAT_READS):
+            if self._done < 0:
+                return
             try:
-                data = os.read(self._done, 4096)
+                data = os.read(self._done, BEAT_BYTES)
             except BlockingIOError:
                 return
             except (OSError, ValueError):
@@ -278,6 +286,8 @@ class WorkerProcess:
                 self._close_done()
                 return
             *lines, self._beats = (self._beats + data).split(b"\n")
+            if len(self._beats) > BEAT_BYTES:  # no line of ours is that long
+                self._beats = b""
             now = time.monotonic()
             for line in lines:
                 beat = read_beat(line)
