@@ -278,6 +278,36 @@ def test_a_hang_in_a_timed_batch_is_a_timeout(tmp_path: Path) -> None:
         own.close()
 
 
+def test_a_function_candidate_that_hangs_in_its_first_call_is_stopped_by_its_call_limit(
+    tmp_path: Path,
+) -> None:
+    """A function task's first call launches a kernel that never ends and waits for it: the call
+    limit (2 s + 10 x the reference's time per call) stops it, not the 30 s run limit."""
+    settings = ExecutorSettings(cache_dir=tmp_path, runtime="gpu", run_timeout_s=60, run_limit_floor_s=30)
+    source = (
+        "#include <cuda_runtime.h>\n"
+        "__device__ volatile int never_set;\n"
+        "__global__ void spin_kernel(float* y) { while (never_set == 0) {} y[0] = 0.0f; }\n"
+        'extern "C" void saxpy(int n, float a, const float* x, float* y) {\n'
+        "    float* d;\n"
+        "    cudaMalloc(&d, sizeof(float));\n"
+        "    spin_kernel<<<1, 1>>>(d);\n"
+        "    cudaDeviceSynchronize();\n"
+        "    cudaFree(d);\n"
+        "}\n"
+    )
+    own = Evaluator(settings)
+    try:
+        verdict = _evaluate(own, "saxpy", source)
+    finally:
+        own.close()
+    assert verdict.error is ErrorKind.TIMEOUT, verdict.message
+    limit = verdict.run_limit
+    assert limit is not None and limit.stopped_by == "call" and limit.seconds >= 30, verdict.message
+    assert "the call on input set 1 of" in verdict.message and "call limit" in verdict.message
+    assert limit.call is not None and verdict.seconds["run"] < limit.call.seconds + 5, verdict.message
+
+
 def test_a_hang_in_a_later_timed_batch_is_stopped_by_its_call_limit(tmp_path: Path) -> None:
     """A kernel that hangs from its 21st launch at the timing size hangs inside a batch of the warm-up
     or the trials. That batch's limit is derived from the candidate's own earlier launches (at 10 x
