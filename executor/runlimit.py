@@ -38,8 +38,8 @@ class CallLimit(BaseModel):
 
     def per_call_ms(self, seen_ms: float | None = None) -> float:
         """The time per call that a limit is derived from: ``basis_ms``, or ``seen_ms`` when that is
-        smaller (the slowest of the candidate's own earlier launches in the same timing loop, on the
-        same inputs: a batch of them is not expected to take longer per launch)."""
+        smaller (the slowest of the candidate's own earlier calls or launches in the same warm-up and
+        trials, on the same inputs: the next ones are not expected to take longer)."""
         return self.basis_ms if seen_ms is None or seen_ms <= 0 else min(self.basis_ms, seen_ms)
 
     def for_calls(self, calls: int = 1, seen_ms: float | None = None) -> float:
@@ -52,8 +52,8 @@ class CallLimit(BaseModel):
         if per_call_ms is None or per_call_ms >= self.basis_ms:
             return f"{self.floor_s:g}s floor + {times}{self.factor:g} x the {self.basis}'s {self.basis_ms:.3g} ms per call"
         return (
-            f"{self.floor_s:g}s floor + {times}{self.factor:g} x {per_call_ms:.3g} ms per call, the slowest "
-            f"of its earlier launches there (the {self.basis}'s: {self.basis_ms:.3g} ms)"
+            f"{self.floor_s:g}s floor + {times}{self.factor:g} x {per_call_ms:.3g} ms per call, its own "
+            f"slowest so far in these trials (the {self.basis}'s: {self.basis_ms:.3g} ms)"
         )
 
 

@@ -253,7 +253,7 @@ class GpuKernelRuntime(Runtime):
         last: dict[str, Any] = {}
         # The slowest wall time per launch of the batches so far (restores and flushes included): a
         # batch's limit is derived from it when it is below the limit's own time per call.
-        seen_ms: list[float] = []
+        slowest_ms = [0.0]  # 0: none yet
 
         def run_batch(indices: list[int]) -> list[float]:
             try:
@@ -262,7 +262,7 @@ class GpuKernelRuntime(Runtime):
                 what = f"{'warm-up' if indices[0] < 0 else 'timed'} batch of {len(indices)} launches"
                 began = time.perf_counter()
                 # One announcement per batch: the launches are timed on the device, between events.
-                with self.watch.call(what, len(indices), max(seen_ms, default=None)):
+                with self.watch.call(what, len(indices), slowest_ms[0] or None):
                     for (start, end), i in zip(events, indices, strict=False):
                         j = i % len(slots.rotated)
                         k = j % len(slots.sources)
@@ -275,7 +275,7 @@ class GpuKernelRuntime(Runtime):
                     events[len(indices) - 1][1].synchronize()
                     # A fault in any launch of the batch is sticky: it surfaces here, if not before.
                     cuda.Context.synchronize()
-                seen_ms.append((time.perf_counter() - began) * 1e3 / len(indices))
+                slowest_ms[0] = max(slowest_ms[0], (time.perf_counter() - began) * 1e3 / len(indices))
                 return [float(start.time_till(end)) for start, end in events[: len(indices)]]
             except cuda.Error as e:
                 raise CandidateFailed(ErrorKind.CUDA_ERROR, f"CUDA error while timing: {e}") from e

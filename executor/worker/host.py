@@ -61,6 +61,9 @@ class FunctionRuntime(Runtime):
         sources, rotated = slots.sources, slots.rotated
         outputs = [a.name for a in self.task.outputs]
         last: dict[str, Any] = {}
+        # The slowest wall time of the calls so far (the flush included): a call's limit is derived
+        # from it when it is below the limit's own time per call.
+        slowest_ms = [0.0]  # 0: none yet
 
         def trial(i: int) -> float:
             j = i % len(rotated)
@@ -69,12 +72,16 @@ class FunctionRuntime(Runtime):
                 np.copyto(work.arrays[name], source.arrays[name])
             # Announced before the L2 flush (which evicts whatever the announcement touched) and
             # after the clock is read: neither is in the timed region.
-            with self.watch.call(f"warm-up call {-i}" if i < 0 else f"timed call {i + 1}"):
+            what = f"warm-up call {-i}" if i < 0 else f"timed call {i + 1}"
+            with self.watch.call(what, 1, slowest_ms[0] or None):
+                began = time.perf_counter()
                 self.before_trial()
                 start = time.perf_counter()
                 call_entry(self.fn, self.task, work.scalars, work.arrays)
                 self.after_call()
-                elapsed = (time.perf_counter() - start) * 1e3
+                end = time.perf_counter()
+            elapsed = (end - start) * 1e3
+            slowest_ms[0] = max(slowest_ms[0], (end - began) * 1e3)
             last.update(set=j % len(sources), outputs={name: work.arrays[name] for name in outputs})
             return elapsed
 

@@ -327,7 +327,7 @@ def test_a_hang_in_a_later_timed_batch_is_stopped_by_its_call_limit(tmp_path: Pa
     limit = verdict.run_limit
     assert limit is not None and limit.stopped_by == "call", verdict.message
     assert "launches ran longer than its call limit" in verdict.message
-    assert "the slowest of its earlier launches" in verdict.message
+    assert "its own slowest so far in these trials" in verdict.message
 
 
 def test_repeated_timing_on_the_timing_set_agrees(evaluator: CandidateEvaluator) -> None:

@@ -98,13 +98,26 @@ def test_slow_calls_within_their_limit_pass(job: WorkerJob, products: dict[str, 
 def test_a_hang_in_the_timed_trials_is_killed_at_the_call_limit(
     job: WorkerJob, products: dict[str, str], tmp_path: Path
 ) -> None:
+    """In the warm-up and the trials a call's limit comes from the candidate's own earlier calls there
+    when they were faster than the basis: a slow reference (1 s per call: 11.5 s a call) does not make
+    a hang in the trials cost 11.5 s."""
+    slow_reference = call_limit(floor_s=1.5, factor=10.0, reference_ms=1000.0)
+    assert slow_reference is not None
     outcome = run_job(
-        job, _run(products["late_hang"]), timeout_s=120, workdir=tmp_path, run_limit_s=RUN_LIMIT_S
+        job,
+        _run(products["late_hang"], slow_reference),
+        timeout_s=120,
+        workdir=tmp_path,
+        run_limit_s=RUN_LIMIT_S,
     )
     assert outcome.error is ErrorKind.TIMEOUT and outcome.stage == "timing"
     assert outcome.killed_by == "call"
-    assert "during timing: timed call 2 ran longer than its call limit of 1.5s" in outcome.message
-    assert outcome.seconds["timing"] < RUN_LIMIT_S / 4, outcome.message
+    message = outcome.message
+    assert "during timing: timed call 2 ran longer than its call limit of 1.5s" in message, message
+    assert "its own slowest so far in these trials (the reference's: 1e+03 ms)" in message
+    # From the hand-over: the correctness calls, then 1.5 s of the hanging call (11.5 s without
+    # the candidate's own times).
+    assert outcome.seconds["timing"] < slow_reference.seconds, message
 
 
 def test_without_a_measured_time_per_call_only_the_run_limit_applies(

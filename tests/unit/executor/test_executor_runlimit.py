@@ -54,13 +54,13 @@ def test_the_call_limit_follows_the_parent_and_survives_floor_and_cap() -> None:
     assert call_limit(floor_s=2.0, factor=10.0, reference_ms=0.0) is None
 
 
-def test_a_batch_limit_follows_the_candidates_own_earlier_launches_when_they_are_faster() -> None:
+def test_a_trial_limit_follows_the_candidates_own_earlier_calls_when_they_are_faster() -> None:
     call = call_limit(floor_s=2.0, factor=10.0, reference_ms=200.0)
     assert call is not None
     assert call.for_calls(64) == pytest.approx(2.0 + 64 * 10 * 0.2)  # 130 s: past any run limit
     assert call.for_calls(64, seen_ms=0.05) == pytest.approx(2.0 + 64 * 10 * 0.05e-3)
     assert call.for_calls(64, seen_ms=500.0) == call.for_calls(64)  # never above the basis
-    assert "0.05 ms per call, the slowest of its earlier launches" in call.describe(64, 0.05)
+    assert "0.05 ms per call, its own slowest so far in these trials" in call.describe(64, 0.05)
     assert call.describe(1, 200.0) == "2s floor + 10 x the reference's 200 ms per call"
 
 
