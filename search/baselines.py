@@ -13,12 +13,19 @@
 
 from __future__ import annotations
 
-import asyncio
 import random
 from typing import Literal, get_args
 
 from search.backends.base import ChatModel
-from search.engine import ProgressCallback, SearchConfig, SearchResult, SearchSession, StepJob, StopReason
+from search.engine import (
+    ProgressCallback,
+    SearchConfig,
+    SearchResult,
+    SearchSession,
+    StepJob,
+    StopReason,
+    ask_knowledge,
+)
 from search.errors import SearchConfigError
 from search.mcgs import MCGSConfig, MonteCarloGraphSearch
 from search.mcts_rag import MCTSRAGConfig, MCTSRAGSearch
@@ -42,10 +49,7 @@ async def _one_shot(
     examples = None
     if kind == "rag":
         code, k = session.task.initial_code, session.config.rag_examples
-        if session.config.knowledge_in_thread:
-            examples = await asyncio.to_thread(knowledge.similar_examples, code, k)
-        else:
-            examples = knowledge.similar_examples(code, k)
+        examples = await ask_knowledge(knowledge, session.config, knowledge.similar_examples, code, k)
     messages = session.policy.one_shot_messages(kind, examples)
     job = StepJob(
         messages=messages, phase="one-shot", path=[INITIAL_TECHNIQUE], technique=None, parent_index=None
@@ -63,10 +67,8 @@ async def _regraph_walk(session: SearchSession, knowledge: KnowledgeSource) -> S
     parent_index: int | None = None
     stop: StopReason = "completed"
     while len(path) - 1 < config.max_path_length:
-        if config.knowledge_in_thread:
-            options = await asyncio.to_thread(knowledge.successors, technique, code, config.examples_per_step)
-        else:
-            options = knowledge.successors(technique, code, config.examples_per_step)
+        k = config.examples_per_step
+        options = await ask_knowledge(knowledge, config, knowledge.successors, technique, code, k)
         if not options:
             stop = "exhausted"
             break

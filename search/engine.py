@@ -13,13 +13,13 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field
 
 from search.backends.base import ChatMessage
 from search.policy import PolicyConfig, StepPolicy, StepProposal, TaskContext
-from search.protocols import CandidateEvaluator, Evaluation
+from search.protocols import CandidateEvaluator, Evaluation, KnowledgeSource
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +46,24 @@ class SearchConfig(BaseModel):
         default=True, description="run (blocking) knowledge queries in a worker thread"
     )
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
+
+
+T = TypeVar("T")
+
+
+def knowledge_blocks(knowledge: KnowledgeSource, config: SearchConfig) -> bool:
+    """Whether `knowledge`'s queries go to a worker thread: only a source that blocks (a database) is worth
+    a thread hop per query; one that answers from memory says so with ``blocking = False``."""
+    return config.knowledge_in_thread and bool(getattr(knowledge, "blocking", True))
+
+
+async def ask_knowledge(
+    knowledge: KnowledgeSource, config: SearchConfig, query: Callable[..., T], *args: Any
+) -> T:
+    """`query(*args)` of `knowledge`: in a worker thread when `knowledge_blocks`, inline otherwise."""
+    if knowledge_blocks(knowledge, config):
+        return await asyncio.to_thread(query, *args)
+    return query(*args)
 
 
 class Candidate(BaseModel):

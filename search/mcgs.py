@@ -42,7 +42,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from executor.protocol import reward_for
-from search.engine import Candidate, SearchConfig, SearchResult, SearchSession, StepJob
+from search.engine import Candidate, SearchConfig, SearchResult, SearchSession, StepJob, knowledge_blocks
 from search.protocols import INITIAL_TECHNIQUE, KnowledgeSource, SuccessorOption
 
 logger = logging.getLogger(__name__)
@@ -301,9 +301,7 @@ class MonteCarloGraphSearch:
         if missing:
             k = self.config.examples_per_step
             query = self.knowledge.successors
-            # Only a source that blocks (a database) is worth a thread hop per query; one that answers
-            # from memory says so with `blocking = False` (see `KnowledgeSource`).
-            if not self.config.knowledge_in_thread or not getattr(self.knowledge, "blocking", True):
+            if not knowledge_blocks(self.knowledge, self.config):
                 found = [query(t, code, k) for t, code in missing]
             elif len(missing) == 1:
                 found = [await asyncio.to_thread(query, *missing[0], k)]

@@ -20,13 +20,12 @@ Candidates have no technique; their path is the initial node followed by one ``"
 
 from __future__ import annotations
 
-import asyncio
 import math
 from typing import Literal
 
 from pydantic import Field
 
-from search.engine import Candidate, SearchConfig, SearchResult, SearchSession, StepJob
+from search.engine import Candidate, SearchConfig, SearchResult, SearchSession, StepJob, ask_knowledge
 from search.mcgs import SearchState, backed_up_value, backup, mark_exhausted, select_child
 from search.protocols import INITIAL_TECHNIQUE, KnowledgeSource, RetrievedExample
 
@@ -58,10 +57,7 @@ class MCTSRAGSearch:
     async def _similar(self, code: str) -> list[RetrievedExample]:
         if code not in self._examples:
             k = self.config.rag_examples
-            if self.config.knowledge_in_thread and getattr(self.knowledge, "blocking", True):
-                found = await asyncio.to_thread(self.knowledge.similar_examples, code, k)
-            else:
-                found = self.knowledge.similar_examples(code, k)
+            found = await ask_knowledge(self.knowledge, self.config, self.knowledge.similar_examples, code, k)
             self._examples[code] = found
         return self._examples[code]
 

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import math
+import threading
 from typing import Any
 
 import pytest
 
 from search.baselines import optimize
-from search.engine import SearchEvent, SearchResult, SearchSession
+from search.engine import SearchConfig, SearchEvent, SearchResult, SearchSession
 from search.inmemory import InMemoryKnowledge
 from search.mcgs import MCGSConfig, MonteCarloGraphSearch, SearchState, expected_reward, p_ucb, select_child
+from search.mcts_rag import MCTSRAGConfig
 from search.policy import StepPolicy
 from search.protocols import INITIAL_TECHNIQUE as S
 from search.protocols import SuccessorOption
@@ -445,19 +447,27 @@ class _ThreadRecordingKnowledge:
         self.threads: set[int] = set()
 
     def successors(self, technique: str, code: str, k: int) -> Any:
-        import threading
-
         self.threads.add(threading.get_ident())
         return self.inner.successors(technique, code, k)
 
     def similar_examples(self, code: str, k: int) -> Any:
+        self.threads.add(threading.get_ident())
         return self.inner.similar_examples(code, k)
 
 
-@pytest.mark.parametrize("blocking", [True, False])
-def test_only_a_blocking_knowledge_source_is_queried_in_worker_threads(blocking: bool) -> None:
-    import threading
+# Every method that asks the knowledge source: the graph searches its successors, the RAG ones its
+# similar examples.
+ASKING_METHODS: dict[str, SearchConfig] = {
+    "regraph-mcgs": MCGSConfig(rollouts=6, seed=1),
+    "regraph": SearchConfig(seed=1, attempts=2),
+    "rag": SearchConfig(seed=1),
+    "mcts-rag": MCTSRAGConfig(rollouts=2, branching=2, max_rollout_depth=2, rag_examples=1),
+}
 
+
+@pytest.mark.parametrize("method", list(ASKING_METHODS))
+@pytest.mark.parametrize("blocking", [True, False])
+def test_only_a_blocking_knowledge_source_is_queried_in_worker_threads(blocking: bool, method: str) -> None:
     source = _ThreadRecordingKnowledge(blocking)
     loop_threads: set[int] = set()
 
@@ -465,11 +475,8 @@ def test_only_a_blocking_knowledge_source_is_queried_in_worker_threads(blocking:
         loop_threads.add(threading.get_ident())
 
     evaluator = PathEvaluator(TRAP_FACTORS, broken=frozenset({"X"}))
-    result = asyncio.run(
-        optimize(
-            "regraph-mcgs", TASK, source, PathModel(), evaluator, MCGSConfig(rollouts=6, seed=1), on_event
-        )
-    )
+    config = ASKING_METHODS[method]
+    result = asyncio.run(optimize(method, TASK, source, PathModel(), evaluator, config, on_event))
     assert result.candidates and source.threads and len(loop_threads) == 1
     if blocking:
         assert not (source.threads & loop_threads)  # every query left the event loop's thread
