@@ -53,7 +53,7 @@ class CallLimit(BaseModel):
             return f"{self.floor_s:g}s floor + {times}{self.factor:g} x the {self.basis}'s {self.basis_ms:.3g} ms per call"
         return (
             f"{self.floor_s:g}s floor + {times}{self.factor:g} x {per_call_ms:.3g} ms per call, its own "
-            f"slowest so far in these trials (the {self.basis}'s: {self.basis_ms:.3g} ms)"
+            f"slowest so far in these trials; the {self.basis}'s: {self.basis_ms:.3g} ms"
         )
 
 

@@ -185,7 +185,8 @@ def call_started(limit_s: float, calls: int, per_call_ms: float, what: str) -> b
     """The line that announces a call of ``calls`` calls or launches, limited to ``limit_s`` seconds
     (derived from ``per_call_ms``)."""
     text = " ".join(what.split())[:_WHAT_MAX]
-    return CALL_STARTED + f" {limit_s:.6f} {max(calls, 1)} {per_call_ms:.6g} {text}\n".encode()
+    # The time per call exactly (repr), so that the parent can tell whether it is the limit's basis.
+    return CALL_STARTED + f" {limit_s:.6f} {max(calls, 1)} {float(per_call_ms)!r} {text}\n".encode()
 
 
 @dataclass(frozen=True)

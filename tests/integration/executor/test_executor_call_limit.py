@@ -114,7 +114,7 @@ def test_a_hang_in_the_timed_trials_is_killed_at_the_call_limit(
     assert outcome.killed_by == "call"
     message = outcome.message
     assert "during timing: timed call 2 ran longer than its call limit of 1.5s" in message, message
-    assert "its own slowest so far in these trials (the reference's: 1e+03 ms)" in message
+    assert "its own slowest so far in these trials; the reference's: 1e+03 ms)" in message
     # From the hand-over: the correctness calls, then 1.5 s of the hanging call (11.5 s without
     # the candidate's own times).
     assert outcome.seconds["timing"] < slow_reference.seconds, message

@@ -62,6 +62,10 @@ def test_a_trial_limit_follows_the_candidates_own_earlier_calls_when_they_are_fa
     assert call.for_calls(64, seen_ms=500.0) == call.for_calls(64)  # never above the basis
     assert "0.05 ms per call, its own slowest so far in these trials" in call.describe(64, 0.05)
     assert call.describe(1, 200.0) == "2s floor + 10 x the reference's 200 ms per call"
+    # The time per call is announced exactly: the parent tells the basis from the candidate's own times.
+    beat = read_beat(call_started(2.0, 1, call.per_call_ms(), "x").rstrip(b"\n"))
+    assert beat is not None and beat.per_call_ms == 200.0
+    assert read_beat(call_started(2.0, 1, 1 / 3, "x").rstrip(b"\n")) == CallBeat(True, 2.0, 1, 1 / 3, "x")
 
 
 def test_call_announcements_read_back_and_anything_else_is_ignored() -> None:
