@@ -10,7 +10,8 @@ a small task) and never above the configured cap, which still applies when nothi
 
 That run limit is paid in full by a candidate that hangs in its very first call. Each call therefore
 also has a limit of its own (:class:`CallLimit`): ``call_floor_s`` plus ``factor`` times the same time
-per call, for every call of a batch timed together. The worker announces each call's start and end to
+per call, for every call of a batch timed together (in the warm-up and the trials, the candidate's own
+slowest call there so far when that is smaller). The worker announces each call's start and end to
 its parent (:mod:`executor.sandbox`), which kills it when a call runs past its limit; between calls
 (the worker's own comparisons and copies) only the run limit applies, and the run limit stays the
 backstop, since the candidate runs in the worker's process and could fake the announcements.
