@@ -12,9 +12,9 @@ import logging
 import shutil
 import subprocess
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -35,6 +35,7 @@ from executor.protocol import (
 from executor.settings import ExecutorSettings
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def error_response(status: int, kind: str, message: str) -> JSONResponse:
@@ -43,6 +44,21 @@ def error_response(status: int, kind: str, message: str) -> JSONResponse:
         status_code=status,
         content=ErrorEnvelope(error=ErrorBody(message=message, type=kind, code=status)).model_dump(),
     )
+
+
+async def within_request_limit(work: Awaitable[T], settings: ExecutorSettings, what: str) -> T | JSONResponse:
+    """`work`'s result, or 504 "timeout" once it has run `request_timeout_s` (it is then cancelled)."""
+    try:
+        return await asyncio.wait_for(work, timeout=settings.request_timeout_s)
+    except TimeoutError:
+        return error_response(504, "timeout", f"{what} took longer than {settings.request_timeout_s:.0f}s")
+
+
+def batch_refused(batch: BatchRequest, settings: ExecutorSettings) -> JSONResponse | None:
+    """413 "batch_too_large" for a batch of more than `max_batch` items, else None."""
+    if len(batch.items) > settings.max_batch:
+        return error_response(413, "batch_too_large", f"at most {settings.max_batch} items per batch")
+    return None
 
 
 def query_gpu(gpu_id: str | None = None) -> dict[str, Any]:
@@ -184,25 +200,17 @@ def create_app(settings: ExecutorSettings | None = None) -> FastAPI:
 
     @app.post("/v1/evaluate", response_model=Verdict)
     async def evaluate(request: EvaluateRequest) -> Verdict | JSONResponse:
-        try:
-            return await asyncio.wait_for(in_pool(request), timeout=settings.request_timeout_s)
-        except TimeoutError:
-            return error_response(
-                504, "timeout", f"evaluation took longer than {settings.request_timeout_s:.0f}s"
-            )
+        return await within_request_limit(in_pool(request), settings, "evaluation")
 
     @app.post("/v1/evaluate/batch", response_model=BatchResponse)
     async def evaluate_batch(batch: BatchRequest) -> BatchResponse | JSONResponse:
-        if len(batch.items) > settings.max_batch:
-            return error_response(413, "batch_too_large", f"at most {settings.max_batch} items per batch")
+        if (refused := batch_refused(batch, settings)) is not None:
+            return refused
         loop = asyncio.get_running_loop()
         for item in batch.items:
             prepare(item)
         futures = [loop.run_in_executor(pool, evaluate_safely, evaluator, item) for item in batch.items]
-        try:
-            verdicts = await asyncio.wait_for(asyncio.gather(*futures), timeout=settings.request_timeout_s)
-        except TimeoutError:
-            return error_response(504, "timeout", f"batch took longer than {settings.request_timeout_s:.0f}s")
-        return BatchResponse(verdicts=list(verdicts))
+        verdicts = await within_request_limit(asyncio.gather(*futures), settings, "batch")
+        return verdicts if isinstance(verdicts, JSONResponse) else BatchResponse(verdicts=list(verdicts))
 
     return app

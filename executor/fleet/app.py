@@ -16,7 +16,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
-from executor.app import error_response, install_error_handlers
+from executor.app import batch_refused, error_response, install_error_handlers, within_request_limit
 from executor.fleet.router import Fleet, FleetUnavailableError
 from executor.protocol import (
     BatchRequest,
@@ -73,23 +73,13 @@ def create_fleet_app(settings: ExecutorSettings, fleet: Fleet | None = None) -> 
 
     @app.post("/v1/evaluate", response_model=Verdict)
     async def evaluate(request: EvaluateRequest) -> Verdict | JSONResponse:
-        try:
-            return await asyncio.wait_for(fleet.evaluate(request), timeout=settings.request_timeout_s)
-        except TimeoutError:
-            return error_response(
-                504, "timeout", f"evaluation took longer than {settings.request_timeout_s:.0f}s"
-            )
+        return await within_request_limit(fleet.evaluate(request), settings, "evaluation")
 
     @app.post("/v1/evaluate/batch", response_model=BatchResponse)
     async def evaluate_batch(batch: BatchRequest) -> BatchResponse | JSONResponse:
-        if len(batch.items) > settings.max_batch:
-            return error_response(413, "batch_too_large", f"at most {settings.max_batch} items per batch")
-        try:
-            verdicts = await asyncio.wait_for(
-                fleet.evaluate_many(batch.items), timeout=settings.request_timeout_s
-            )
-        except TimeoutError:
-            return error_response(504, "timeout", f"batch took longer than {settings.request_timeout_s:.0f}s")
-        return BatchResponse(verdicts=verdicts)
+        if (refused := batch_refused(batch, settings)) is not None:
+            return refused
+        verdicts = await within_request_limit(fleet.evaluate_many(batch.items), settings, "batch")
+        return verdicts if isinstance(verdicts, JSONResponse) else BatchResponse(verdicts=verdicts)
 
     return app

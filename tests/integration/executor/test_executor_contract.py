@@ -7,6 +7,8 @@ This machine has no GPU, so the candidates here are ones the static checks rejec
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -101,3 +103,41 @@ def test_error_envelopes_become_answer_errors(
         client.evaluate_batch([(saxpy, s) for s in sources])
     assert (info.value.status, info.value.kind) == (status, kind)
     assert text in info.value.message
+
+
+# Compiled by the real nvcc and run on the CPU (the test-only host runtime), it never returns: the
+# request's limit ends the wait long before the executor's own run limit ends the candidate.
+SPIN = (
+    'extern "C" void saxpy(int n, float a, const float* x, float* y) {\n'
+    "  volatile int spin = 1; while (spin) {}\n}\n"
+    "__global__ void stub_kernel() {}\nstatic void never_called() { stub_kernel<<<1, 1>>>(); }\n"
+)
+REQUEST_LIMIT_S = 1.0
+
+
+def test_a_request_past_its_limit_answers_504_in_the_envelope(
+    tmp_path: Path, saxpy: FunctionTask | KernelTask
+) -> None:
+    settings = ExecutorSettings(
+        cache_dir=tmp_path,
+        runtime="host",
+        request_timeout_s=REQUEST_LIMIT_S,
+        run_timeout_s=10,
+        prewarm_workers=False,
+        prepare_tasks=False,
+    )
+    before = set(threading.enumerate())  # the module's other executor included
+    with serve_in_thread(create_app(settings)) as url, ExecutorClient(url, timeout_s=60) as c:
+        with pytest.raises(ExecutorAnswerError) as single:
+            c.evaluate(saxpy, SPIN, EvaluationOptions(correctness_sets=1))
+        with pytest.raises(ExecutorAnswerError) as batch:
+            c.evaluate_batch([(saxpy, SPIN + "// batch\n")], EvaluationOptions(correctness_sets=1))
+    assert (single.value.status, single.value.kind) == (504, "timeout")
+    assert single.value.message == "evaluation took longer than 1s"
+    assert (batch.value.status, batch.value.kind) == (504, "timeout")
+    assert batch.value.message == "batch took longer than 1s"
+    # The evaluations given up end on their own (the executor's run limit): nothing stays behind.
+    deadline = time.monotonic() + 60
+    while any(t.name.startswith("executor") for t in set(threading.enumerate()) - before):
+        assert time.monotonic() < deadline, "an evaluation given up never ended"
+        time.sleep(0.2)
