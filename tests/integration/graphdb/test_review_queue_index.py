@@ -14,21 +14,14 @@ from neo4j import Driver
 
 from graphdb import store_queries as q
 from graphdb.connection import Neo4jTarget
+from graphdb.models import ReviewQueueFilter
 
 PENDING = 600
 APPROVED = 1200
 PAGE = 25
 INDEX = "Example(review_status, created_at, id)"
 SORTS = {"Sort", "Top", "PartialSort", "PartialTop"}
-QUEUE_FILTERS = {
-    "key_hash": "nobody",
-    "technique": None,
-    "transition": None,
-    "task": None,
-    "device": None,
-    "min_speedup": None,
-    "selected": None,
-}
+QUEUE_FILTERS = {"key_hash": "nobody", "selected": None, **ReviewQueueFilter().model_dump()}
 QUERIES = {
     "review queue page": (q.REVIEW_QUEUE_PAGE, {**QUEUE_FILTERS, "limit": PAGE}),
     "summaries by status": (q.LIST_EXAMPLE_SUMMARIES_BY_STATUS, {"offset": 0, "limit": PAGE}),
