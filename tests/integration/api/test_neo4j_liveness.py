@@ -17,15 +17,18 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import quote
 
 import httpx
 import pytest
 from neo4j import Driver
 
+from api.state import GRAPH_BACKSTOP_S
 from graphdb.connection import GraphServer, GraphServerOptions, open_driver
 from graphdb.embedded import free_port
-from graphdb.models import Role
+from graphdb.models import Role, Technique
 from graphdb.store import Neo4jGraphStore
 from tests.integration.api.graph_support import serve
 
@@ -35,6 +38,7 @@ NO_HANG_S = 60.0
 SILENT_ROUTE_S = 40.0
 SILENT_BODY_ROUTE_S = 25.0  # one key check (15 s), not two (30 s)
 WRITE_LIMIT_S = 4  # REGRAPH_GRAPH_WRITE_TIMEOUT_S of this test's API: a blocked write ends in seconds
+HELD = "Technique held by a lock"
 SILENT_WRITE_S = 25.0  # a write to a stopped Neo4j: bounded at 4 + 5 s by the API
 
 
@@ -131,6 +135,35 @@ def test_a_stopped_or_killed_neo4j_makes_readiness_503_not_a_hang(
             )
             assert "nothing was written" in slow.json()["error"]["message"]
             assert revoked_at(driver, target.database, victim.id) is None
+            # A whole-graph import (admin, one transaction) is not held to a route's write limit: a large
+            # one takes minutes. It waits here for a lock longer than that limit and its backstop, then
+            # lands (with the routes' limit it was stopped at 4 s and answered 503).
+            store.create_technique(
+                Technique(name=HELD, description="held by the test", created_at=datetime.now(UTC)),
+                actor="test",
+            )
+            export = httpx.get(f"{url}/v1/graph/export", headers=admin, timeout=NO_HANG_S).json()
+            driver.execute_query(
+                "MATCH (t:Technique {name: $n}) DETACH DELETE t", n=HELD, database_=target.database
+            )
+            holder_session = driver.session(database=target.database)
+            holder = holder_session.begin_transaction(timeout=600)
+            holder.run("CREATE (:Technique {name: $n})", n=HELD).consume()  # the name's index entry is locked
+            importing = ThreadPoolExecutor(1, thread_name_prefix="liveness-import")
+            started = time.monotonic()
+            landed = importing.submit(
+                httpx.post, f"{url}/v1/graph/import", headers=admin, json=export, timeout=NO_HANG_S
+            )
+            wait_until_blocked(driver, target.database, "UNWIND")
+            time.sleep(max(0.0, WRITE_LIMIT_S + GRAPH_BACKSTOP_S + 3 - (time.monotonic() - started)))
+            holder.rollback()
+            holder_session.close()
+            imported = landed.result()
+            importing.shutdown()
+            assert imported.status_code == 200, imported.text
+            assert time.monotonic() - started > WRITE_LIMIT_S + GRAPH_BACKSTOP_S
+            held = httpx.get(f"{url}/v1/techniques/{quote(HELD)}", headers=reader, timeout=NO_HANG_S)
+            assert held.status_code == 200 and held.json()["description"] == "held by the test"
             # A write under way when Neo4j stops answering: given up after the limit + 5 s, saying that
             # whether it was applied is unknown.
             writing = ThreadPoolExecutor(1, thread_name_prefix="liveness-revoke")
