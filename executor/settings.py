@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -9,6 +10,12 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from executor.cache import DEFAULT_CACHE_DIR
+
+
+def default_compile_workers(cpus: int | None) -> int:
+    """Evaluations in flight by default: 3/4 of ``cpus`` (the rest serve the GPU worker and the
+    service), at least 2, at most 16."""
+    return max(2, min(16, (cpus or 2) * 3 // 4))
 
 
 class ExecutorSettings(BaseSettings):
@@ -94,7 +101,14 @@ class ExecutorSettings(BaseSettings):
     )
     request_timeout_s: float = Field(default=900.0, gt=0, description="limit of one synchronous request")
     memory_limit_bytes: int = Field(default=16 << 30, gt=0, description="host memory of one worker process")
-    compile_workers: int = Field(default=2, ge=1, le=64)
+    compile_workers: int = Field(
+        default_factory=lambda: default_compile_workers(os.cpu_count()),
+        ge=1,
+        le=64,
+        description="evaluations in flight at once (each compiles, then prepares its inputs on the CPU "
+        "while others use the GPU); default: 3/4 of the CPU cores, at least 2 and at most 16 (12 on a "
+        "16-core GPU host, where 12 gave 31 % more evaluations per hour than 2 on the mixed queue)",
+    )
     max_batch: int = Field(default=64, ge=1)
     ray: str | None = Field(
         default=None,
