@@ -128,10 +128,13 @@ RETURN t.name AS name
 
 DELETE_TECHNIQUE = "MATCH (t:Technique {name: $name}) DETACH DELETE t"
 
+# The index is approximate (HNSW): asked for 1 it can miss the exact match (seen in CI: a technique's own
+# embedding found another technique first). It is asked for $candidates (k + 64) and the best k kept.
 NEAREST_TECHNIQUES = f"""
-CALL db.index.vector.queryNodes('technique_embedding', $k, $embedding) YIELD node AS t, score
+CALL db.index.vector.queryNodes('technique_embedding', $candidates, $embedding) YIELD node AS t, score
 RETURN {TECHNIQUE_FULL} AS t, score
 ORDER BY score DESC, t.name
+LIMIT $k
 """
 
 FULLTEXT_TECHNIQUES = f"""

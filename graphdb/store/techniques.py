@@ -10,6 +10,8 @@ from graphdb.models import ScoredTechnique, Technique, transition_key
 from graphdb.store.base import StoreBase
 from graphdb.store.records import _props, _similarity, _technique
 
+NEAREST_OVERSAMPLING = 64  # candidates asked of the approximate vector index beyond the k kept
+
 
 class TechniqueStore(StoreBase):
     """The technique part of `Neo4jGraphStore`."""
@@ -113,7 +115,7 @@ class TechniqueStore(StoreBase):
 
     def nearest_techniques(self, embedding: list[float], k: int) -> list[ScoredTechnique]:
         """The `k` techniques whose embedding is closest (plain cosine, best first)."""
-        rows = self._rows(q.NEAREST_TECHNIQUES, embedding=embedding, k=k)
+        rows = self._rows(q.NEAREST_TECHNIQUES, embedding=embedding, candidates=k + NEAREST_OVERSAMPLING, k=k)
         return [ScoredTechnique(technique=_technique(r["t"]), score=_similarity(r["score"])) for r in rows]
 
     def search_techniques_text(self, query: str, k: int) -> list[ScoredTechnique]:
