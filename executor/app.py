@@ -11,6 +11,7 @@ import contextlib
 import logging
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable
 from concurrent.futures import ThreadPoolExecutor
@@ -21,7 +22,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from executor.errors import ExecutorError, TaskFormatError, ToolchainError
+from executor.errors import EvaluationCancelled, ExecutorError, TaskFormatError, ToolchainError
 from executor.evaluate import Evaluator, evaluate_safely
 from executor.protocol import (
     BatchRequest,
@@ -46,12 +47,43 @@ def error_response(status: int, kind: str, message: str) -> JSONResponse:
     )
 
 
-async def within_request_limit(work: Awaitable[T], settings: ExecutorSettings, what: str) -> T | JSONResponse:
-    """`work`'s result, or 504 "timeout" once it has run `request_timeout_s` (it is then cancelled)."""
+async def within_request_limit(
+    work: Awaitable[T], settings: ExecutorSettings, what: str, cancelled: threading.Event | None = None
+) -> T | JSONResponse:
+    """`work`'s result, or 504 "timeout" once it has run `request_timeout_s`; then it is cancelled,
+    and so are the evaluations that `cancelled` stops (nobody will read their verdicts)."""
     try:
         return await asyncio.wait_for(work, timeout=settings.request_timeout_s)
     except TimeoutError:
+        if cancelled is not None:
+            cancelled.set()
         return error_response(504, "timeout", f"{what} took longer than {settings.request_timeout_s:.0f}s")
+
+
+@contextlib.asynccontextmanager
+async def cancelled_when_gone(request: Request) -> AsyncIterator[threading.Event]:
+    """An event set once `request`'s client has gone away (its connection closed: a cancelled call, a
+    caller's own timeout) while the block runs. Evaluations given it stop and kill their workers
+    instead of running to their limits for nobody.
+
+    The body has been read by then, so the next ASGI message of the request is its disconnect; it is
+    awaited here (Starlette's `is_disconnected()` never sees it behind an `http` middleware: its
+    instant check is cancelled inside the middleware's task group before the message is read)."""
+    cancelled = threading.Event()
+
+    async def watch() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+        logger.info("client gone: stopping its evaluations", extra={"path": request.url.path})
+        cancelled.set()
+
+    watcher = asyncio.create_task(watch())
+    try:
+        yield cancelled
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
 
 
 def batch_refused(batch: BatchRequest, settings: ExecutorSettings) -> JSONResponse | None:
@@ -115,6 +147,12 @@ def install_error_handlers(app: FastAPI) -> None:
     async def toolchain_error(_: Request, exc: ToolchainError) -> JSONResponse:
         return error_response(503, "toolchain_unavailable", str(exc))
 
+    @app.exception_handler(EvaluationCancelled)
+    async def cancelled_error(_: Request, exc: EvaluationCancelled) -> JSONResponse:
+        # The client is gone: nobody reads this answer, but the log says what happened.
+        logger.info("evaluation stopped: %s", exc)
+        return error_response(499, "cancelled", str(exc))
+
     @app.exception_handler(ExecutorError)
     async def executor_error(_: Request, exc: ExecutorError) -> JSONResponse:
         logger.exception("executor error")
@@ -164,11 +202,11 @@ def create_app(settings: ExecutorSettings | None = None) -> FastAPI:
         if settings.prepare_tasks:
             evaluator.prepare_task(request.task, request.options)
 
-    async def in_pool(request: EvaluateRequest) -> Verdict:
+    async def in_pool(request: EvaluateRequest, cancelled: threading.Event) -> Verdict:
         prepare(request)
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(
-            pool, evaluator.evaluate, request.task, request.candidate, request.options
+            pool, evaluator.evaluate, request.task, request.candidate, request.options, cancelled
         )
 
     @app.get("/healthz")
@@ -199,18 +237,23 @@ def create_app(settings: ExecutorSettings | None = None) -> FastAPI:
         )
 
     @app.post("/v1/evaluate", response_model=Verdict)
-    async def evaluate(request: EvaluateRequest) -> Verdict | JSONResponse:
-        return await within_request_limit(in_pool(request), settings, "evaluation")
+    async def evaluate(request: EvaluateRequest, http: Request) -> Verdict | JSONResponse:
+        async with cancelled_when_gone(http) as cancelled:
+            return await within_request_limit(in_pool(request, cancelled), settings, "evaluation", cancelled)
 
     @app.post("/v1/evaluate/batch", response_model=BatchResponse)
-    async def evaluate_batch(batch: BatchRequest) -> BatchResponse | JSONResponse:
+    async def evaluate_batch(batch: BatchRequest, http: Request) -> BatchResponse | JSONResponse:
         if (refused := batch_refused(batch, settings)) is not None:
             return refused
         loop = asyncio.get_running_loop()
         for item in batch.items:
             prepare(item)
-        futures = [loop.run_in_executor(pool, evaluate_safely, evaluator, item) for item in batch.items]
-        verdicts = await within_request_limit(asyncio.gather(*futures), settings, "batch")
+        async with cancelled_when_gone(http) as cancelled:
+            futures = [
+                loop.run_in_executor(pool, evaluate_safely, evaluator, item, cancelled)
+                for item in batch.items
+            ]
+            verdicts = await within_request_limit(asyncio.gather(*futures), settings, "batch", cancelled)
         return verdicts if isinstance(verdicts, JSONResponse) else BatchResponse(verdicts=list(verdicts))
 
     return app

@@ -53,3 +53,9 @@ class ExecutorAnswerError(ExecutorClientError):
         self.status = status
         self.kind = kind
         self.message = message
+
+
+class EvaluationCancelled(Exception):
+    """The caller of an evaluation went away (its connection closed, or its request ran out of time):
+    the evaluation stopped where it was, its workers killed. Not an `ExecutorError`: nothing failed,
+    and nobody waits for an answer."""

@@ -8,6 +8,7 @@ import logging
 import secrets
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Literal
@@ -15,11 +16,12 @@ from typing import Literal
 from executor.cache import content_key
 from executor.compile import DEFAULT_ARCH, Compiler, RemoteBuilds, device_arch, kernel_symbol
 from executor.devcompare import compare_source
-from executor.errors import ExecutorError, ReferenceBuildError
+from executor.errors import EvaluationCancelled, ExecutorError, ReferenceBuildError
 from executor.protocol import CandidateSource, EvaluateRequest, EvaluationOptions
 from executor.reference import build_reference
 from executor.runlimit import RunLimit, run_limit
 from executor.sandbox import (
+    POLL_S,
     PreparedEvaluation,
     WorkerPool,
     WorkerProcess,
@@ -126,12 +128,17 @@ class Evaluator:
         task: FunctionTask | KernelTask,
         candidate: CandidateSource,
         options: EvaluationOptions | None = None,
+        cancelled: threading.Event | None = None,
     ) -> Verdict:
-        """Run every stage that applies and return the verdict (never raises for candidate failures)."""
+        """Run every stage that applies and return the verdict (never raises for candidate failures).
+
+        Once ``cancelled`` is set (the caller went away), the evaluation stops at its next step: its
+        wait for the reference, for the GPU or for the candidate's run, whose worker is killed; it
+        raises :class:`EvaluationCancelled` and prepares nothing. A compile under way finishes."""
         with self._in_flight_lock:
             self._in_flight += 1
         try:
-            return self._evaluate(task, candidate, options or EvaluationOptions())
+            return self._evaluate(task, candidate, options or EvaluationOptions(), cancelled)
         finally:
             with self._in_flight_lock:
                 self._in_flight -= 1
@@ -143,12 +150,21 @@ class Evaluator:
             return self._in_flight
 
     @property
+    def gpu_busy(self) -> bool:
+        """Whether a candidate holds the GPU now (its run, or the wait for the last one's teardown)."""
+        return self._gpu_lock.locked()
+
+    @property
     def prepares_started(self) -> int:
         """How many times workers were started ahead for a next candidate (``prepare_next``)."""
         return self._prepares_started
 
     def _evaluate(
-        self, task: FunctionTask | KernelTask, candidate: CandidateSource, options: EvaluationOptions
+        self,
+        task: FunctionTask | KernelTask,
+        candidate: CandidateSource,
+        options: EvaluationOptions,
+        cancelled: threading.Event | None,
     ) -> Verdict:
         seconds: dict[str, float] = {}
         t0 = time.perf_counter()
@@ -177,7 +193,7 @@ class Evaluator:
         workers: list[WorkerProcess] = []
         try:
             verdict = self._run(
-                task, candidate, options, runtime, compiling, baseline_build, workers, seconds
+                task, candidate, options, runtime, compiling, baseline_build, workers, seconds, cancelled
             )
         finally:
             for worker in workers:
@@ -217,6 +233,7 @@ class Evaluator:
         baseline_build: Future[str | None] | None,
         workers: list[WorkerProcess],
         seconds: dict[str, float],
+        cancelled: threading.Event | None = None,
     ) -> Verdict:
         limit = self.settings.memory_limit_bytes
         with self._prepare_lock:
@@ -246,6 +263,8 @@ class Evaluator:
             workers.append(cand_worker)
         compiled = compiling.result()
         seconds["compile"] = compiled.seconds
+        if cancelled is not None and cancelled.is_set():
+            raise EvaluationCancelled("stopped after its compile: its caller went away")
         symbol = task.entry
         if compiled.ok and isinstance(task, KernelTask):
             found = kernel_symbol(compiled.kernels, task.entry)
@@ -258,7 +277,7 @@ class Evaluator:
         if not compiled.ok:
             return self._compile_failure(task, compiled, seconds, None)
         waited = time.perf_counter()
-        ref_outcome = finish_reference(ref_worker, self.settings.run_timeout_s)
+        ref_outcome = finish_reference(ref_worker, self.settings.run_timeout_s, cancelled)
         seconds["reference_wait"] = time.perf_counter() - waited
         seconds["reference"] = time.perf_counter() - ref_started
         if not ref_outcome.ok:
@@ -292,7 +311,7 @@ class Evaluator:
             baseline_timing=self._cached_timing("baseline", task) if baseline else None,
             call_limit=applied.call,
         )
-        with self._gpu_lock:
+        with self._gpu(cancelled):
             # Workers of earlier evaluations may still be in teardown (their CUDA context too): the
             # trials wait for that, not for the verdict before them.
             reaped = time.perf_counter()
@@ -300,7 +319,12 @@ class Evaluator:
                 logger.warning("a finished worker is still being torn down; timing anyway")
             seconds["reap_wait"] = time.perf_counter() - reaped
             outcome = finish_candidate(
-                cand_worker, run, self.settings.run_timeout_s, limit, run_limit_s=applied.seconds
+                cand_worker,
+                run,
+                self.settings.run_timeout_s,
+                limit,
+                run_limit_s=applied.seconds,
+                cancelled=cancelled,
             )
         seconds.update(outcome.seconds)
         if outcome.killed_by is not None:
@@ -340,6 +364,20 @@ class Evaluator:
             seconds=seconds,
             run_limit=applied,
         )
+
+    @contextlib.contextmanager
+    def _gpu(self, cancelled: threading.Event | None) -> Iterator[None]:
+        """Hold the GPU lock for the block; while waiting for it, give up once ``cancelled`` is set."""
+        if cancelled is None:
+            self._gpu_lock.acquire()
+        else:
+            while not self._gpu_lock.acquire(timeout=POLL_S):
+                if cancelled.is_set():
+                    raise EvaluationCancelled("stopped while waiting for the GPU: its caller went away")
+        try:
+            yield
+        finally:
+            self._gpu_lock.release()
 
     def run_limit(
         self, task: FunctionTask | KernelTask, options: EvaluationOptions, timed_baseline: bool = False
@@ -599,10 +637,13 @@ def _reference_failure(
     )
 
 
-def evaluate_safely(evaluator: Evaluator, request: EvaluateRequest) -> Verdict:
-    """Evaluate, turning infrastructure failures into an ``internal_error`` verdict for batch use."""
+def evaluate_safely(
+    evaluator: Evaluator, request: EvaluateRequest, cancelled: threading.Event | None = None
+) -> Verdict:
+    """Evaluate, turning infrastructure failures into an ``internal_error`` verdict for batch use
+    (a cancelled evaluation still raises :class:`EvaluationCancelled`)."""
     try:
-        return evaluator.evaluate(request.task, request.candidate, request.options)
+        return evaluator.evaluate(request.task, request.candidate, request.options, cancelled)
     except ExecutorError as e:
         logger.exception("evaluation of %s failed", request.task.id)
         return Verdict(

@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from executor.errors import WorkerError
+from executor.errors import EvaluationCancelled, WorkerError
 from executor.gpulock import LOCK_ENV
 from executor.verdict import ErrorKind
 from executor.worker.messages import (
@@ -198,6 +198,7 @@ class WorkerProcess:
         memory_limit_bytes: int | None,
         watch_rss: bool,
         run_limit_s: float | None = None,
+        cancelled: threading.Event | None = None,
     ) -> ErrorKind | None:
         """Wait for the worker's result; kill it at the deadline or above the memory limit.
 
@@ -213,12 +214,16 @@ class WorkerProcess:
         from when the parent read the announcement; then :attr:`expired_call` names the call. An
         announcement can only bring the kill nearer: the deadlines above still apply.
         Returns :attr:`ErrorKind.TIMEOUT` / :attr:`ErrorKind.OUT_OF_MEMORY` when it had to be killed.
+        Raises :class:`EvaluationCancelled`, the worker killed, once ``cancelled`` is set (the caller
+        of the evaluation went away).
         """
         deadline = time.monotonic() + timeout_s
         running = run_limit_s is None
         killed_for: ErrorKind | None = None
         try:
             while self.proc.poll() is None and not self.result_path.exists():
+                if cancelled is not None and cancelled.is_set():
+                    raise EvaluationCancelled(f"the {self.role} worker was stopped: its caller went away")
                 if not running and self.stage_text() in RUN_STAGES:
                     running = True
                     deadline = min(deadline, time.monotonic() + (run_limit_s or 0.0))
@@ -512,6 +517,7 @@ def finish_candidate(
     timeout_s: float,
     memory_limit_bytes: int | None,
     run_limit_s: float | None = None,
+    cancelled: threading.Event | None = None,
 ) -> WorkerOutcome:
     """Hand the worker its compiled candidate and wait for the outcome (crash and timeout included);
     ``run_limit_s`` limits the candidate's own run and ``run.call_limit`` each of its calls (see
@@ -520,7 +526,11 @@ def finish_candidate(
     start = time.monotonic()
     proc.send("run.json", run.model_copy(update={"sent_at": start}))
     killed_for = proc.wait(
-        timeout_s, memory_limit_bytes, watch_rss=proc.runtime == "gpu", run_limit_s=run_limit_s
+        timeout_s,
+        memory_limit_bytes,
+        watch_rss=proc.runtime == "gpu",
+        run_limit_s=run_limit_s,
+        cancelled=cancelled,
     )
     elapsed = time.monotonic() - start
     stage_text = proc.stage_text()
@@ -566,9 +576,12 @@ def start_reference(proc: WorkerProcess, job: ReferenceJob, memory_limit_bytes: 
     proc.send_job(job, memory_limit_bytes, out_dir=str(proc.dir / "expected"))
 
 
-def finish_reference(proc: WorkerProcess, timeout_s: float) -> ReferenceOutcome:
-    """Wait for a reference worker; a crash or timeout is the task's failure, reported as such."""
-    killed_for = proc.wait(timeout_s, None, watch_rss=False)
+def finish_reference(
+    proc: WorkerProcess, timeout_s: float, cancelled: threading.Event | None = None
+) -> ReferenceOutcome:
+    """Wait for a reference worker; a crash or timeout is the task's failure, reported as such
+    (:class:`EvaluationCancelled` once ``cancelled`` is set)."""
+    killed_for = proc.wait(timeout_s, None, watch_rss=False, cancelled=cancelled)
     if killed_for is ErrorKind.TIMEOUT:
         return ReferenceOutcome(ok=False, message=f"the reference was killed after {timeout_s:.0f}s")
     if proc.result_path.exists():

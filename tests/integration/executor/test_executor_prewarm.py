@@ -7,7 +7,6 @@ processes: spares started ahead of time, and workers prepared for the next candi
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -24,6 +23,7 @@ from executor.taskformat import FunctionTask, KernelTask, load_task
 from executor.timingset import timing_seed
 from executor.verdict import ErrorKind
 from tests.support.servers import serve_in_thread
+from tests.support.workers import worker_children
 
 TASKS_DIR = Path(__file__).parents[2] / "unit" / "executor" / "fixtures" / "tasks"
 STUB = "\n__global__ void stub_kernel() {}\nstatic void never_called() { stub_kernel<<<1, 1>>>(); }\n"
@@ -45,23 +45,6 @@ LATE_WRONG = (
     " else { for (int i = 0; i < n; ++i) y[i] = a * x[i] - y[i]; } }" + STUB
 )
 QUICK = EvaluationOptions(min_trials=3, max_trials=10, min_timing_ms=5, reference_repeats=1, baseline=False)
-
-
-def _worker_children() -> list[int]:
-    """Worker processes started by this test process (spares included)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == os.getpid() and b"executor.worker" in cmdline:
-            found.append(int(entry.name))
-    return found
 
 
 @pytest.fixture(scope="module")
@@ -168,13 +151,13 @@ def test_closing_stops_every_spare(
     settings = ExecutorSettings(cache_dir=tmp_path, runtime="host", run_timeout_s=60)
     # The module's evaluator prepares its next evaluation in the background; let it finish first.
     evaluator.wait_for_preparation()
-    before = set(_worker_children())
+    before = set(worker_children())
     own = Evaluator(settings)
     verdict = own.evaluate(saxpy, CandidateSource(source=CORRECT), QUICK)
     assert verdict.passed, verdict.message
-    assert set(_worker_children()) - before  # spares and a prepared pair are waiting
+    assert set(worker_children()) - before  # spares and a prepared pair are waiting
     own.close()
-    assert not set(_worker_children()) - before
+    assert not set(worker_children()) - before
 
 
 def test_without_prewarming_the_same_verdicts_come_back(
@@ -182,11 +165,11 @@ def test_without_prewarming_the_same_verdicts_come_back(
 ) -> None:
     settings = ExecutorSettings(cache_dir=tmp_path, runtime="host", run_timeout_s=60, prewarm_workers=False)
     cold = Evaluator(settings)
-    before = set(_worker_children())
+    before = set(worker_children())
     try:
         assert cold.evaluate(saxpy, CandidateSource(source=CORRECT), QUICK).passed
         assert cold.evaluate(saxpy, CandidateSource(source=WRONG), QUICK).error is ErrorKind.WRONG_OUTPUT
-        assert not set(_worker_children()) - before  # nothing is left waiting
+        assert not set(worker_children()) - before  # nothing is left waiting
     finally:
         cold.close()
 

@@ -1,0 +1,86 @@
+"""A caller that goes away stops its evaluation: the executor notices the closed connection, kills the
+candidate's worker and frees the GPU at once, instead of running the candidate to its limit for nobody
+(an MCP evaluation cancelled, a search job stopped, a client's own timeout).
+
+The executor is the real app under uvicorn on loopback, with the test-only host runtime (the candidate
+is compiled by the real nvcc and run on the CPU); the caller is a raw socket, so that its connection is
+closed at a chosen moment: while the candidate runs.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from executor.app import create_app
+from executor.evaluate import Evaluator
+from executor.protocol import CandidateSource, EvaluateRequest, EvaluationOptions
+from executor.settings import ExecutorSettings
+from executor.taskformat import FunctionTask, KernelTask, load_task
+from tests.support.servers import serve_in_thread
+from tests.support.workers import worker_children
+
+TASKS_DIR = Path(__file__).parents[2] / "unit" / "executor" / "fixtures" / "tasks"
+# Never returns; only the executor's limits (set far away here) or a kill end it.
+SPIN = (
+    'extern "C" void saxpy(int n, float a, const float* x, float* y) {\n'
+    "  volatile int spin = 1; while (spin) {}\n}\n"
+    "__global__ void stub_kernel() {}\nstatic void never_called() { stub_kernel<<<1, 1>>>(); }\n"
+)
+LIMIT_S = 120.0  # run and call limits: a candidate left alone would hold the GPU this long
+STOPPED_WITHIN_S = 10.0  # disconnect noticed at once + the worker's wait loop (50 ms) + slack
+
+
+def wait_until(condition: object, deadline_s: float, what: str) -> float:
+    started = time.monotonic()
+    while not condition():  # type: ignore[operator]
+        assert time.monotonic() - started < deadline_s, what
+        time.sleep(0.1)
+    return time.monotonic() - started
+
+
+@pytest.mark.parametrize("route", ["/v1/evaluate", "/v1/evaluate/batch"])
+def test_a_caller_that_goes_away_stops_its_running_candidate(tmp_path: Path, route: str) -> None:
+    task: FunctionTask | KernelTask = load_task(TASKS_DIR / "saxpy")
+    settings = ExecutorSettings(
+        cache_dir=tmp_path,
+        runtime="host",
+        run_timeout_s=LIMIT_S,
+        run_call_floor_s=LIMIT_S,
+        run_limit_floor_s=LIMIT_S,
+        prewarm_workers=False,
+        prepare_tasks=False,
+    )
+    app = create_app(settings)
+    evaluator: Evaluator = app.state.evaluator
+    item = EvaluateRequest(
+        task=task, candidate=CandidateSource(source=SPIN), options=EvaluationOptions(correctness_sets=1)
+    ).model_dump(mode="json")
+    body = json.dumps(item if route == "/v1/evaluate" else {"items": [item]}).encode()
+    with serve_in_thread(app) as url:
+        address = urlsplit(url)
+        caller = socket.create_connection((address.hostname, address.port), timeout=LIMIT_S)
+        caller.sendall(
+            f"POST {route} HTTP/1.1\r\nHost: {address.netloc}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        # Compiled (nvcc), then run: the candidate holds the GPU lock and spins.
+        wait_until(lambda: evaluator.gpu_busy, LIMIT_S / 2, "the candidate never started")
+        time.sleep(1.0)  # well inside its run
+        assert evaluator.in_flight == 1 and worker_children(b"candidate")
+        caller.close()  # the caller goes away
+        took = wait_until(
+            lambda: not evaluator.gpu_busy and evaluator.in_flight == 0,
+            STOPPED_WITHIN_S,
+            f"the evaluation went on after its caller left (limits {LIMIT_S:.0f} s)",
+        )
+        wait_until(
+            lambda: not worker_children(b"candidate"), STOPPED_WITHIN_S, "the candidate's worker still runs"
+        )
+    assert took < STOPPED_WITHIN_S
