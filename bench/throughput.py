@@ -513,19 +513,19 @@ def render(result: dict[str, Any]) -> str:
                 for k in ("call_s", "waited_s", "later_call_s")
             ]
             lines.append(f"| {r['replicas']} | {f['count']} | " + " | ".join(cells) + " |")
+        stage_keys = list(runs[0].get("stage_seconds", {}))  # the first run's stages name the columns
         lines += [
             "",
             "Where the time went: every stage the verdicts time, mean seconds per verdict (CPU and GPU stages; "
             "evaluations overlap, so these add up to more than the wall time per evaluation):",
             "",
-            "| replicas | " + " | ".join(f"{k}" for k in runs[0].get("stage_seconds", {})) + " |",
-            "|---|" + "---|" * len(runs[0].get("stage_seconds", {})),
+            "| replicas | " + " | ".join(stage_keys) + " |",
+            "|---|" + "---|" * len(stage_keys),
         ]
         for r in runs:
-            keys = list(runs[0].get("stage_seconds", {}))
             cells = [
                 f"{r['stage_seconds'][k]['per_verdict']:.3f}" if k in r.get("stage_seconds", {}) else "-"
-                for k in keys
+                for k in stage_keys
             ]
             lines.append(f"| {r['replicas']} | " + " | ".join(cells) + " |")
         lines += [
