@@ -128,18 +128,22 @@ class BoundedGraphStore(Neo4jGraphStore):
         """The whole graph: one read of every technique, transition and example, which on a large graph
         takes far longer than a route's read; it gets `EXPORT_READ_TIMEOUT_S` (and the backstop after
         it) instead of the routes' limit."""
-        limit = max(self.timeout_s, EXPORT_READ_TIMEOUT_S)
-        return Neo4jGraphStore.export_graph(BoundedGraphStore(self._driver, self._database, timeout_s=limit))
+        return Neo4jGraphStore.export_graph(self._whole_graph())
 
     def import_graph(self, export: GraphExport, *, actor: str) -> None:
         """A whole export in one write transaction, which on a large graph takes far longer than a
         route's write (~150 s for 100k examples at the measured ingest rate): it gets
         `IMPORT_WRITE_TIMEOUT_S` (and the backstop after it) instead of the routes' write limit."""
-        limit = max(self.write_timeout_s, IMPORT_WRITE_TIMEOUT_S)
-        whole = BoundedGraphStore(
-            self._driver, self._database, timeout_s=self.timeout_s, write_timeout_s=limit
+        Neo4jGraphStore.import_graph(self._whole_graph(), export, actor=actor)
+
+    def _whole_graph(self) -> BoundedGraphStore:
+        """This store with the whole-graph transfers' limits instead of the routes' (never shorter)."""
+        return BoundedGraphStore(
+            self._driver,
+            self._database,
+            timeout_s=max(self.timeout_s, EXPORT_READ_TIMEOUT_S),
+            write_timeout_s=max(self.write_timeout_s, IMPORT_WRITE_TIMEOUT_S),
         )
-        Neo4jGraphStore.import_graph(whole, export, actor=actor)
 
     def _answered_in_time(
         self, call: Callable[[], T], *, write: bool = False, given_up: threading.Event | None = None
