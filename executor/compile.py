@@ -390,7 +390,7 @@ class Compiler:
                 built.write_bytes(product)
                 os.replace(built, path)
             result = result.model_copy(update={"product": str(path) if result.ok else None})
-            if not result.timed_out:
+            if result.rememberable:
                 written = Path(tmp) / "record.json"
                 written.write_text(result.model_dump_json())
                 os.replace(written, record)
@@ -420,7 +420,7 @@ class Compiler:
             )
             if result.ok and built is not None:
                 os.replace(built, product)
-            if not result.timed_out:  # a timeout may be load-dependent: do not remember it
+            if result.rememberable:
                 tmp_record = work / "record.json"
                 tmp_record.write_text(result.model_dump_json())
                 os.replace(tmp_record, record)
@@ -486,6 +486,9 @@ class Compiler:
         returncode, log = _run_killable(cmd, work, self.timeout_s)
         log = log.replace(str(work) + "/", "")[-MAX_LOG_CHARS:]
         ok = returncode == 0 and (work / out_name).is_file()
+        interrupted = returncode is not None and returncode < 0
+        if returncode is not None and returncode < 0:
+            log = (log + f"\nnvcc was killed by signal {-returncode}").strip()[-MAX_LOG_CHARS:]
         kernels = kernels_of(log, work / out_name if kind == "cubin" else None) if ok else []
         return CompileResult(
             ok=ok,
@@ -493,6 +496,7 @@ class Compiler:
             log=log,
             command=["nvcc", *flags, "candidate.cu", "-o", out_name],
             timed_out=returncode is None,
+            interrupted=interrupted,
             kernels=kernels,
             arch=self.arch,
             compiler="nvcc",

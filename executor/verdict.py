@@ -71,12 +71,23 @@ class CompileResult(BaseModel):
     cache_hit: bool = False
     seconds: float = 0.0
     timed_out: bool = False
+    interrupted: bool = Field(
+        default=False,
+        description="the compiler was killed by a signal before it finished (its process or its host "
+        "going away): like a timeout, it says nothing about the source, so it is never cached",
+    )
     kernels: list[KernelResources] = Field(default_factory=list)
     arch: str = ""
     compiler: Literal["nvcc", "nvrtc"] = "nvcc"
     fallback: str | None = Field(
         default=None, description="why NVRTC was not used for a kernel task although it was chosen"
     )
+
+    @property
+    def rememberable(self) -> bool:
+        """Whether the build says something about its source, so that the cache may answer with it:
+        not after a timeout (it may depend on the load) nor after the compiler was killed."""
+        return not (self.timed_out or self.interrupted)
 
 
 class TimingStats(BaseModel):
