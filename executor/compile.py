@@ -202,11 +202,17 @@ def kernel_symbol(kernels: list[KernelResources], entry: str) -> str | None:
     return None
 
 
-def _run_killable(cmd: list[str], cwd: Path, timeout_s: float) -> tuple[int | None, str]:
-    """Run a command in its own process group; on timeout kill the whole group (nvcc spawns cicc, ptxas)."""
+def _run_killable(cmd: list[str], cwd: Path, timeout_s: float, nice: int = 0) -> tuple[int | None, str]:
+    """Run a command in its own process group; on timeout kill the whole group (nvcc spawns cicc, ptxas).
+    ``nice`` > 0 lowers the group's CPU priority by that much (what it starts later inherits it)."""
     proc = subprocess.Popen(
         cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
     )
+    if nice > 0:
+        # Set on the group just after the start, before nvcc has started its stages as a rule; one
+        # already started is in the group and is lowered too.
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PGRP, proc.pid, min(19, os.getpriority(os.PRIO_PROCESS, 0) + nice))
     try:
         out, _ = proc.communicate(timeout=timeout_s)
         return proc.returncode, out
@@ -253,8 +259,10 @@ class Compiler:
         choice: CompilerChoice = "auto",
         nvrtc_path: str | None = None,
         remote: RemoteBuilds | None = None,
+        nice: int = 0,
     ) -> None:
         self.remote = remote
+        self.nice = nice
         self.cache_dir = (cache_dir or DEFAULT_CACHE_DIR) / "candidates"
         self.arch = arch
         self.nvcc_path = nvcc_path
@@ -276,6 +284,7 @@ class Compiler:
             choice=settings.compiler,
             nvrtc_path=settings.nvrtc_path,
             remote=remote,
+            nice=settings.compile_nice,
         )
 
     @property
@@ -483,7 +492,7 @@ class Compiler:
         (work / "candidate.cu").write_text(source, encoding="utf-8")
         out_name = "candidate.so" if kind == "shared_library" else "candidate.cubin"
         cmd = [str(chain.nvcc), *flags, "candidate.cu", "-o", out_name]
-        returncode, log = _run_killable(cmd, work, self.timeout_s)
+        returncode, log = _run_killable(cmd, work, self.timeout_s, self.nice)
         log = log.replace(str(work) + "/", "")[-MAX_LOG_CHARS:]
         ok = returncode == 0 and (work / out_name).is_file()
         interrupted = returncode is not None and returncode < 0

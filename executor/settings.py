@@ -73,6 +73,14 @@ class ExecutorSettings(BaseSettings):
         "task libraries on the CPU and exists for testing the isolation machinery only.",
     )
     compile_timeout_s: float = Field(default=180.0, gt=0)
+    compile_nice: int = Field(
+        default=10,
+        ge=0,
+        le=19,
+        description="how much lower the CPU priority of nvcc builds is than the executor's: with many "
+        "compiles in flight, a function task's trials (timed on the host clock) then keep their CPU, "
+        "and their spread, which decides how many trials are taken, stays that of a quiet machine; 0: same",
+    )
     run_timeout_s: float = Field(
         default=300.0,
         gt=0,
