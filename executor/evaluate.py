@@ -311,13 +311,21 @@ class Evaluator:
             baseline_timing=self._cached_timing("baseline", task) if baseline else None,
             call_limit=applied.call,
         )
+        waited = time.perf_counter()
+        # The worker's inputs and uploads are done before the GPU is taken for the candidate.
+        cand_worker.wait_prepared(self.settings.run_timeout_s, cancelled)
+        seconds["prepare_wait"] = time.perf_counter() - waited
+        waited = time.perf_counter()
         with self._gpu(cancelled):
-            # Workers of earlier evaluations may still be in teardown (their CUDA context too): the
-            # trials wait for that, not for the verdict before them.
             reaped = time.perf_counter()
-            if not self.pool.drain(timeout_s=10.0):
-                logger.warning("a finished worker is still being torn down; timing anyway")
-            seconds["reap_wait"] = time.perf_counter() - reaped
+            seconds["gpu_wait"] = reaped - waited
+            if not isinstance(task, KernelTask):
+                # Workers of earlier evaluations may still be in teardown (their CUDA context too):
+                # a function task's host-timed trials wait for that, not for the verdict before them.
+                # (A kernel's event-timed trials do not see other processes' teardown: executor.gpulock.)
+                if not self.pool.drain(timeout_s=10.0):
+                    logger.warning("a finished worker is still being torn down; timing anyway")
+                seconds["reap_wait"] = time.perf_counter() - reaped
             outcome = finish_candidate(
                 cand_worker,
                 run,
@@ -326,6 +334,7 @@ class Evaluator:
                 run_limit_s=applied.seconds,
                 cancelled=cancelled,
             )
+            seconds["gpu_held"] = time.perf_counter() - reaped
         seconds.update(outcome.seconds)
         if outcome.killed_by is not None:
             applied = applied.model_copy(update={"stopped_by": outcome.killed_by})

@@ -35,6 +35,7 @@ from executor.gpulock import LOCK_ENV
 from executor.verdict import ErrorKind
 from executor.worker.messages import (
     DONE_FD_ENV,
+    PREPARED,
     CandidateRun,
     ReferenceJob,
     ReferenceOutcome,
@@ -248,6 +249,24 @@ class WorkerProcess:
             # On a kill, an interruption (service shutdown) or a normal exit alike: nothing keeps running.
             self.stop()
         return killed_for
+
+    def wait_prepared(self, timeout_s: float, cancelled: threading.Event | None = None) -> bool:
+        """Wait until a candidate worker reports its preparation done (the stage :data:`PREPARED`),
+        has written a result (its preparation failed) or is gone; False when ``timeout_s`` passed
+        first. The evaluator waits here before it takes its GPU lock for the candidate, so that the
+        lock is not held while the worker still generates or uploads inputs. Raises
+        :class:`EvaluationCancelled` once ``cancelled`` is set."""
+        deadline = time.monotonic() + timeout_s
+        while self.proc.poll() is None and not self.result_path.exists():
+            if cancelled is not None and cancelled.is_set():
+                raise EvaluationCancelled(f"the {self.role} worker was stopped: its caller went away")
+            if self.stage_text() == PREPARED:
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self._sleep_until_done(min(left, POLL_S))
+        return True
 
     def _deadline(self, deadline: float) -> float:
         """``deadline``, or the open call's deadline when that comes first."""

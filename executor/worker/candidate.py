@@ -32,11 +32,13 @@ from executor.verdict import ErrorKind
 from executor.worker.gpu import DeviceSlots, GpuContext, GpuFunctionRuntime, GpuKernelRuntime, make_slots
 from executor.worker.host import HostFunctionRuntime, HostSlots
 from executor.worker.messages import (
+    PREPARED,
     CandidateRun,
     WorkerJob,
     WorkerOutcome,
     expected_path,
     input_plan,
+    notify_parent,
     write_progress,
 )
 from executor.worker.reference import time_reference
@@ -91,7 +93,10 @@ class Worker:
         t1 = time.perf_counter()
         if self.job.options.run_timing:
             self.timing_sources = self._timing_sources()
-            # Device uploads wait for (and never overlap) another worker's run.
+            # Device uploads wait for (and never overlap) another worker's run; so do a function
+            # task's host copies (hundreds of MB): made beside a function task's trials, whose calls
+            # copy from host memory and are timed on the host clock, they made those trials noisier
+            # (H200, 2026-11-27: twice the trials on the steady queue; bench/results/2026-11-27_h200_s11).
             with gpu_exclusive():
                 self.slots = self._prepared_slots()
                 if isinstance(self.slots, DeviceSlots):
@@ -99,6 +104,10 @@ class Worker:
                     self.comparer = self._comparer()
         self.seconds["timing_inputs"] = time.perf_counter() - t1
         self.ready_at = time.monotonic()
+        # The parent takes its GPU lock for the candidate only once this is written, so the run does
+        # not wait for the preparation while holding it.
+        self.progress(PREPARED)
+        notify_parent()
 
     def _uploaded_timing_sets(self) -> dict[int, dict[str, Any]]:
         """Device copies of the fresh timing-size sets for their correctness runs (uploading hundreds
@@ -302,13 +311,18 @@ class Worker:
         opts = self.job.options
         if not self.sets:
             self.prepare()
-        if run.sent_at is not None and self.ready_at is not None:
-            # The part of the preparation that the candidate had to wait for (both clocks are the
-            # system's monotonic clock).
-            self.seconds["inputs_wait"] = max(0.0, self.ready_at - run.sent_at)
+        if run.sent_at is not None:
+            # From the hand-over to here: reading the message, and waiting for the worker's
+            # preparation (both clocks are the system's monotonic clock).
+            self.seconds["handover"] = max(0.0, time.monotonic() - run.sent_at)
+            if self.ready_at is not None:
+                # The part of the preparation that the candidate had to wait for.
+                self.seconds["inputs_wait"] = max(0.0, self.ready_at - run.sent_at)
         t0 = time.perf_counter()
         self.progress("correctness")
         candidate = self.runtime_for(run.candidate_product, run.candidate_symbol)
+        # Loading the candidate (its module or library, and the CUDA context when none was made ahead).
+        self._add_seconds("load", t0)
         # Each of the candidate's calls is announced to the parent, which kills a call that runs past
         # its limit (the baseline's are not: only the run limit applies to them).
         candidate.watch = CallWatch.to_parent(run.call_limit)
@@ -386,12 +400,14 @@ class Worker:
                 return failed_behind
             # The last timed trial's outputs must still be right: races and state kept across calls
             # that only show up under repetition are caught here.
+            t1 = time.perf_counter()
             inputs, expected = sources[last["set"]], self.timing_expected(last["set"])
             if "device_outputs" in last:
                 assert isinstance(candidate, GpuKernelRuntime)
                 self.check_device_outputs(candidate, inputs, last["device_outputs"], expected)
             else:
                 self.check(inputs, last["outputs"], expected)
+            self._add_seconds("last_check", t1)
         except CandidateFailed as e:
             self.seconds["timing"] = time.perf_counter() - t0
             # A correctness failure comes first.
@@ -401,14 +417,18 @@ class Worker:
         ref_stats = run.reference_timing
         if ref_stats is None:
             self.progress("reference_timing")
+            t1 = time.perf_counter()
             ref_stats = time_reference(self.reference_fn, self.task, sources[0], opts.reference_repeats)
+            self._add_seconds("reference_timing", t1)
         baseline_stats = run.baseline_timing
         if baseline_stats is None and opts.baseline and run.baseline_product:
             self.progress("baseline")
+            t1 = time.perf_counter()
             baseline = self.runtime_for(run.baseline_product, self.task.entry)
             # Copies of their own: the candidate may have written into its inputs.
             baseline_slots = make_slots(self.task, self.gpu, sources, opts.rotate_buffers)
             baseline_stats, _ = baseline.time(baseline_slots, opts)
+            self._add_seconds("baseline_timing", t1)
         self.seconds["timing"] = time.perf_counter() - t0
         return WorkerOutcome(
             passed=True,

@@ -92,6 +92,17 @@ class GpuContext:
             buffers[name] = buf
         return buffers
 
+    def copy(self, buffers: dict[str, Any], inputs: InputSet) -> dict[str, Any]:
+        """New device copies of ``buffers``, the device copies of the arrays of ``inputs`` that
+        :meth:`upload` made (a copy on the device, waited for)."""
+        copies = {}
+        for name, buf in buffers.items():
+            nbytes = max(inputs.arrays[name].nbytes, 1)
+            copies[name] = self.cuda.mem_alloc(nbytes)
+            self.cuda.memcpy_dtod(copies[name], buf, nbytes)
+        self.cuda.Context.synchronize()
+        return copies
+
     def close(self) -> None:
         """Release the context (best effort: a broken context cannot be popped cleanly)."""
         try:
@@ -120,7 +131,13 @@ class DeviceSlots:
         self.pristine: list[dict[str, Any]] = []
         try:
             self.pristine.extend(gpu.upload(s, self.outputs) for s in sources)
-            self.rotated.extend(gpu.upload(sources[j % len(sources)]) for j in range(rotate))
+            # Each source crosses from the host once; its further rotated copies are copied on the
+            # device (a host upload is pageable and far slower, and is held under the GPU lock).
+            for j in range(rotate):
+                k = j % len(sources)
+                self.rotated.append(
+                    gpu.upload(sources[k]) if j < len(sources) else gpu.copy(self.rotated[k], sources[k])
+                )
         except gpu.cuda.MemoryError as e:
             self.free()
             raise CandidateFailed(ErrorKind.OUT_OF_MEMORY, f"rotated timing buffers do not fit: {e}") from e

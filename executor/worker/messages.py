@@ -159,18 +159,28 @@ def write_progress(path: str | None, stage: str) -> None:
         Path(path).write_text(stage)
 
 
+# The stage a candidate worker reports once its preparation is done (see WorkerProcess.wait_prepared).
+PREPARED = "prepared"
+
+
+def notify_parent() -> None:
+    """Wake the parent if it waits on the done pipe (an empty line): it then looks at the result
+    file and the progress file. Without this it still finds them, later."""
+    fd = os.environ.get(DONE_FD_ENV)
+    if fd:
+        try:
+            os.write(int(fd), b"\n")
+        except (OSError, ValueError) as e:
+            logger.warning("could not wake the parent: %s", e)
+
+
 def write_result(path: str, model: BaseModel) -> None:
     """Write a worker's outcome atomically and tell the parent that it is there."""
     target = Path(path)
     tmp = target.with_suffix(".tmp")
     tmp.write_text(model.model_dump_json())
     os.replace(tmp, target)
-    fd = os.environ.get(DONE_FD_ENV)
-    if fd:
-        try:  # the parent wakes up at once; without this it still finds the file, later
-            os.write(int(fd), b"\n")
-        except (OSError, ValueError) as e:
-            logger.warning("could not tell the parent that the result is written: %s", e)
+    notify_parent()
 
 
 # What a worker writes on its done pipe besides the result's note (an empty line): a call's start, with

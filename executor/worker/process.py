@@ -9,7 +9,8 @@ from pathlib import Path
 
 from executor.checking import prime as prime_statistics
 from executor.errors import ExecutorError
-from executor.gpulock import gpu_exclusive
+from executor.gpulock import gpu_exclusive, gpu_shared
+from executor.taskformat import KernelTask
 from executor.verdict import ErrorKind
 from executor.worker.candidate import Worker
 from executor.worker.gpu import GpuContext
@@ -64,7 +65,9 @@ def serve_candidate(job_path: str, gpu: GpuContext | None) -> int:
             if not line:  # cancelled (the candidate did not compile, or the parent is gone)
                 return 0
             run = CandidateRun.model_validate_json(Path(line).read_text())
-            with gpu_exclusive():
+            # A kernel's trials are timed on the device with events, which other processes' shared
+            # GPU work does not reach; a function's calls are timed on the host clock (executor.gpulock).
+            with gpu_shared() if isinstance(job.task, KernelTask) else gpu_exclusive():
                 outcome = worker.run(run)
         except ExecutorError as e:  # the task's own reference or generator failed, not the candidate
             outcome = _failure(ErrorKind.REFERENCE_ERROR, str(e), worker.seconds)
@@ -90,7 +93,9 @@ def main(argv: list[str]) -> int:
     prime_statistics()
     gpu = None
     if role == "candidate" and runtime == "gpu":
-        with gpu_exclusive():  # making a context during another worker's trials would disturb them
+        # Shared: another process's context creation does not show in event-timed trials, and a
+        # function task's trials, timed on the host clock, hold the lock alone (executor.gpulock).
+        with gpu_shared():
             gpu = GpuContext.create_or_none()
     job_path = sys.stdin.readline().strip()
     if not job_path:

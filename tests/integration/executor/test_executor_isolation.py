@@ -288,3 +288,25 @@ def test_writing_a_result_notes_it_on_the_done_pipe(tmp_path: Path, monkeypatch:
     finally:
         os.close(read_end)
         os.close(write_end)
+
+
+def test_a_candidate_worker_reports_when_its_preparation_is_done(
+    task: FunctionTask | KernelTask, products: dict[str, str], tmp_path: Path
+) -> None:
+    """The evaluator takes its GPU lock for a candidate only once the worker has prepared the inputs
+    (WorkerProcess.wait_prepared): a worker with a job reports it, a worker still waiting for its job
+    does not, and the wait then ends at its timeout."""
+    idle = WorkerProcess("candidate", "host", tmp_path)
+    proc = WorkerProcess("candidate", "host", tmp_path)
+    try:
+        t0 = time.monotonic()
+        assert not idle.wait_prepared(0.5)
+        assert 0.5 <= time.monotonic() - t0 < 30.0
+        start_candidate(proc, _job(task, tmp_path, run_timing=True), None)
+        assert proc.wait_prepared(120.0)
+        assert proc.stage_text() == "prepared" and not proc.result_path.exists()
+        # ... and the run goes on from there
+        assert finish_candidate(proc, _run(products["correct"]), 60.0, None).passed
+    finally:
+        idle.close()
+        proc.close()

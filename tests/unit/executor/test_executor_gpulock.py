@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -11,28 +12,42 @@ from pathlib import Path
 
 import pytest
 
-from executor.gpulock import LOCK_ENV, gpu_exclusive
+from executor.gpulock import LOCK_ENV, gpu_exclusive, gpu_shared
 
 ROOT = Path(__file__).resolve().parents[3]
 
 HOLDER = """
-import sys, time
+import json, os, sys, time
 from pathlib import Path
-from executor.gpulock import gpu_exclusive
-with gpu_exclusive():
+from executor.gpulock import gpu_lock
+print("asking", flush=True)
+with gpu_lock(os.environ.get("HOLDER_MODE", "exclusive")):
+    got = time.time()
     print("held", flush=True)
     time.sleep(float(sys.argv[1]))
     if len(sys.argv) > 2:
-        Path(sys.argv[2]).write_text(repr(time.time()))  # the last thing done while holding it
+        # when it got the lock, and the last thing done while holding it
+        Path(sys.argv[2]).write_text(json.dumps([got, time.time()]))
 """
 
 
-def _holder(lock: Path, seconds: float, marker: Path | None = None) -> subprocess.Popen[str]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), **{LOCK_ENV: str(lock)})
+def _holder(
+    lock: Path, seconds: float, marker: Path | None = None, mode: str = "exclusive", wait: bool = True
+) -> subprocess.Popen[str]:
+    """A process that holds the lock in ``mode`` for ``seconds``; returned once it holds it (``wait``)
+    or once it has started to ask for it."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), HOLDER_MODE=mode, **{LOCK_ENV: str(lock)})
     args = [sys.executable, "-c", HOLDER, str(seconds)] + ([str(marker)] if marker else [])
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True, env=env)
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "asking"
+    if wait:
+        assert proc.stdout.readline().strip() == "held"
     return proc
+
+
+def _held(marker: Path) -> tuple[float, float]:
+    got, last = json.loads(marker.read_text())
+    return float(got), float(last)
 
 
 def test_a_second_holder_waits_for_the_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -46,7 +61,7 @@ def test_a_second_holder_waits_for_the_first(tmp_path: Path, monkeypatch: pytest
             waited = time.monotonic() - t0
             got_it = time.time()
             # The holder's last act under the lock happened before this process got it.
-            assert marker.exists() and float(marker.read_text()) <= got_it
+            assert marker.exists() and _held(marker)[1] <= got_it
     finally:
         proc.wait()
     assert waited >= 0.5
@@ -75,4 +90,56 @@ def test_the_lock_is_reentrant_and_a_no_op_without_the_variable(
     other = _holder(lock, 0.0)  # still locks through the variable it was given
     other.wait()
     with gpu_exclusive():
+        pass
+
+
+def test_shared_holders_overlap_and_an_exclusive_one_waits_for_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lock = tmp_path / "gpu.lock"
+    monkeypatch.setenv(LOCK_ENV, str(lock))
+    marker = tmp_path / "released"
+    proc = _holder(lock, 1.5, marker, mode="shared")
+    try:
+        t0 = time.monotonic()
+        with gpu_shared():  # beside the other shared holder: at once
+            assert time.monotonic() - t0 < 1.0 and not marker.exists()
+        with gpu_exclusive():  # only after the shared holder has let go
+            got_it = time.time()
+            assert marker.exists() and _held(marker)[1] <= got_it
+    finally:
+        proc.wait()
+
+
+def test_a_waiting_exclusive_request_goes_before_later_shared_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shared holder, then an exclusive request, then a shared request: the shared request waits
+    behind the exclusive one instead of joining the first holder (which would starve the exclusive
+    request while shared holders keep overlapping)."""
+    lock = tmp_path / "gpu.lock"
+    monkeypatch.setenv(LOCK_ENV, str(lock))
+    first, writer, late = tmp_path / "first", tmp_path / "writer", tmp_path / "late"
+    procs = [_holder(lock, 1.5, first, mode="shared")]
+    try:
+        procs.append(_holder(lock, 0.5, writer, mode="exclusive", wait=False))
+        time.sleep(0.3)  # the exclusive request now waits for the first holder
+        procs.append(_holder(lock, 0.0, late, mode="shared", wait=False))
+    finally:
+        for proc in procs:
+            proc.wait()
+    _, first_last = _held(first)
+    writer_got, writer_last = _held(writer)
+    late_got, _ = _held(late)
+    assert first_last <= writer_got  # the exclusive holder was alone
+    assert writer_last <= late_got  # the later shared request waited for it
+
+
+def test_an_exclusive_use_inside_a_shared_one_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(LOCK_ENV, str(tmp_path / "gpu.lock"))
+    with gpu_shared(), gpu_shared(), pytest.raises(RuntimeError, match="held shared"), gpu_exclusive():
+        pass
+    with gpu_exclusive(), gpu_shared():  # an exclusive hold covers a shared use
         pass
