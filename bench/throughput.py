@@ -8,7 +8,9 @@ top of the entry on a volatile global flag that nothing sets; ``hang_source``). 
 jobs do, so compiles overlap the GPU work. Reported: evaluations per hour (and per GPU), the fraction
 of wall time each replica spent in the runtime stages that hold its GPU (``run``: correctness and
 timing; and each of those), call latency, what the hangs cost and which run limit applied, timing-set
-rebuilds (a task's set stored more than once in the run), and retried or lost evaluations.
+rebuilds (a task's set stored more than once in the run), and retried or lost evaluations. The JSON
+also holds every verdict's stage seconds (``records``); the table shows a correct candidate's time under
+the GPU lock per task kind from them.
 
 ``--replicas 1,2,4`` runs the same queue on fleets of each size in one call and reports the scaling
 efficiency: (evaluations/hour with N) / (N x evaluations/hour with 1). ``--kill-after K`` kills one
@@ -352,7 +354,25 @@ def summarize(
         key: {"total": round(total, 2), "per_verdict": round(total / len(verdicts), 4)}
         for key, total in sorted(stage_totals.items(), key=lambda kv: -kv[1])
     }
+    # Each verdict's own figures, for breakdowns by task kind and outcome after the run.
+    records = [
+        {
+            "task": v.task_id,
+            "task_kind": "kernel" if isinstance(item.task, KernelTask) else "function",
+            "candidate": item.kind,
+            "error": v.error.value if v.error else None,
+            "call_s": round(call, 4),
+            "seconds": {key: round(value, 4) for key, value in v.seconds.items()},
+            "trials": v.candidate_timing.trials if v.candidate_timing else None,
+            "stop": v.candidate_timing.stop if v.candidate_timing else None,
+            "median_ms": v.candidate_timing.median_ms if v.candidate_timing else None,
+            "robust_cov": v.candidate_timing.robust_cov if v.candidate_timing else None,
+            "warmup_calls": v.candidate_timing.warmup_calls if v.candidate_timing else None,
+        }
+        for item, v, call in verdicts
+    ]
     return {
+        "records": records,
         "evaluations": len(results),
         "verdicts": len(verdicts),
         "lost": len(results) - len(verdicts),
@@ -573,7 +593,39 @@ def render(result: dict[str, Any]) -> str:
         lines += ["", "Outcomes (candidate kind: verdict):", ""]
         for r in runs:
             lines.append(f"- {r['replicas']} replicas: {json.dumps(r['outcomes'])}")
+        if any(r.get("records") for r in runs):
+            lines += [
+                "",
+                "A correct candidate's time under the GPU lock by task kind, mean seconds (`gpu_held`: the "
+                "evaluator's lock; `handover`: to the worker's start on the candidate, its own lock's wait "
+                "included), and its trials:",
+                "",
+                "| replicas | task kind | evaluations | gpu_held | handover | correctness | timing_trials "
+                "| trials (mean) |",
+                "|---|---|---|---|---|---|---|---|",
+            ]
+            for r in runs:
+                for kind, row in lock_by_kind(r.get("records", [])).items():
+                    lines.append(
+                        f"| {r['replicas']} | {kind} | {row['n']} | {row['gpu_held']:.3f} | {row['handover']:.3f} "
+                        f"| {row['correctness']:.3f} | {row['timing_trials']:.3f} | {row['trials']:.1f} |"
+                    )
     return "\n".join(lines) + "\n"
+
+
+def lock_by_kind(records: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Mean lock-time stages and trials of the correct candidates' records, per task kind."""
+    by_kind: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for record in records:
+        if record["candidate"] == "correct" and record["error"] is None:
+            by_kind[record["task_kind"]].append(record)
+    table = {}
+    for kind, rows in sorted(by_kind.items()):
+        stages = ("gpu_held", "handover", "correctness", "timing_trials")
+        table[kind] = {key: statistics.mean(row["seconds"].get(key, 0.0) for row in rows) for key in stages}
+        table[kind]["trials"] = statistics.mean(row["trials"] or 0 for row in rows)
+        table[kind]["n"] = len(rows)
+    return table
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,6 +16,11 @@
 #             as before 2026-11-27), to compare with wide on the same machine
 #   steady    one executor, wide's settings, 12 candidates of each of 12 tasks (6 function, 6 kernel):
 #             the tasks' preparation amortised, as in a search that evaluates many candidates per task
+#   profile   as steady over 8 function and 8 kernel tasks, 10 correct candidates each: the verdicts'
+#             per-stage seconds (records in the JSON) show where the GPU lock's time goes
+#   seq       one executor, one client, 6 candidates of each of 4+4 tasks: the lock's time per
+#             evaluation without other evaluations competing for the CPU
+#   hangcost  bench.hang_cost on the gpu runtime (a function task's first call and warm-up hanging)
 #   fleettests  the executor's GPU tests through a fleet of one replica (pytest -m gpu tests/gpu)
 set -uo pipefail
 START=$(date +%s)
@@ -57,6 +62,12 @@ for config in ${CONFIGS:-base wide wide4 fleet4}; do
     wideold) run_one wideold --single --settings '{"compile_workers": 12, "prepare_next_when_busy": true}' \
       --clients 16 --per-task 1 ;;
     steady) run_one steady --single --settings "$WIDE" --clients 16 --per-task 12 --limit 6 ;;
+    profile) run_one profile --single --settings "$WIDE" --clients 16 --per-task 10 --limit 8 ;;
+    seq) run_one seq --single --settings "$WIDE" --clients 1 --per-task 6 --limit 4 ;;
+    hangcost)
+      timeout 240 python3 -m bench.hang_cost --runtime gpu --runs 3 --out "$RES/hang_cost.json" \
+        --md "$RES/hang_cost.md" > "$RES/hang_cost.log" 2>&1
+      tail -12 "$RES/hang_cost.md"; pack ;;
     fleettests)
       python3 -c "import ray" 2>/dev/null || { echo "no ray: fleettests skipped" | tee -a "$RES/skipped.txt"; continue; }
       now=$(( $(date +%s) - START ))

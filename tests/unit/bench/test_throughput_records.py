@@ -1,0 +1,62 @@
+"""The throughput benchmark keeps every verdict's stage seconds and reports a correct candidate's time
+under the GPU lock per task kind (bench/throughput.py): the table that says where the lock goes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.throughput import QueueItem, lock_by_kind, render, summarize
+from executor.protocol import ErrorKind, Stage, TimingStats, Verdict
+from executor.taskformat import load_task
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _timing(trials: int) -> TimingStats:
+    return TimingStats(
+        trials=trials, median_ms=1.0, mean_ms=1.0, min_ms=1.0, max_ms=1.0, iqr_ms=0.0, cov=0.0, stop="stable"
+    )
+
+
+def test_records_and_the_lock_table_by_task_kind() -> None:
+    function = load_task(ROOT / "bench" / "tasks" / "argmax_f32")
+    kernel = load_task(ROOT / "bench" / "kernel_tasks" / "k_bfs_pull_step")
+    results = []
+    for task, held, trials in ((function, 1.0, 5), (function, 2.0, 15), (kernel, 0.25, 100)):
+        verdict = Verdict(
+            task_id=task.id,
+            stage=Stage.TIMING,
+            passed=True,
+            runtime_stages="run",
+            candidate_timing=_timing(trials),
+            reward=1.0,
+            seconds={"gpu_held": held, "handover": held / 4, "correctness": 0.1, "timing_trials": held / 2},
+        )
+        results.append((QueueItem(task, "src", "correct"), verdict, held + 1.0, None))
+    failed = Verdict(
+        task_id=function.id,
+        stage=Stage.CORRECTNESS,
+        passed=False,
+        error=ErrorKind.UNWRITTEN_OUTPUT,
+        runtime_stages="run",
+        reward=-1.0,
+        seconds={"gpu_held": 9.0},
+    )
+    results.append((QueueItem(function, "src", "unwritten"), failed, 10.0, None))
+    summary = summarize(results, wall_s=60.0, replicas=1)
+    records = summary["records"]
+    assert len(records) == 4
+    assert records[3]["candidate"] == "unwritten" and records[3]["error"] == "unwritten_output"
+    assert records[0]["seconds"]["gpu_held"] == 1.0 and records[0]["trials"] == 5
+    table = lock_by_kind(records)  # the failing candidate is not a correct one: left out
+    assert table["function"]["n"] == 2
+    assert table["function"]["gpu_held"] == pytest.approx(1.5)
+    assert table["function"]["trials"] == pytest.approx(10.0)
+    assert table["kernel"]["gpu_held"] == pytest.approx(0.25) and table["kernel"][
+        "handover"
+    ] == pytest.approx(0.0625)
+    text = render({"runs": [summary], "command": "test", "date": "today", "host": "here", "runtime": "gpu"})
+    assert "| 1 | function | 2 | 1.500 | 0.375 | 0.100 | 0.750 | 10.0 |" in text
+    assert "| 1 | kernel | 1 | 0.250 | 0.062 | 0.100 | 0.125 | 100.0 |" in text
