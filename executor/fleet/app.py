@@ -13,10 +13,16 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from executor.app import batch_refused, error_response, install_error_handlers, within_request_limit
+from executor.app import (
+    batch_refused,
+    cancelled_when_gone,
+    error_response,
+    install_error_handlers,
+    within_request_limit,
+)
 from executor.fleet.router import Fleet, FleetUnavailableError
 from executor.protocol import (
     BatchRequest,
@@ -71,15 +77,23 @@ def create_fleet_app(settings: ExecutorSettings, fleet: Fleet | None = None) -> 
         gpus = [ReplicaDevice.model_validate(d) for d in described]
         return FleetDeviceInfo(**gpus[0].model_dump(include=set(DeviceInfo.model_fields)), gpus=gpus)
 
+    # A caller that goes away (or a request past its limit) stops its evaluations on the replicas,
+    # as it does on one executor.
     @app.post("/v1/evaluate", response_model=Verdict)
-    async def evaluate(request: EvaluateRequest) -> Verdict | JSONResponse:
-        return await within_request_limit(fleet.evaluate(request), settings, "evaluation")
+    async def evaluate(request: EvaluateRequest, http: Request) -> Verdict | JSONResponse:
+        async with cancelled_when_gone(http) as cancelled:
+            return await within_request_limit(
+                fleet.evaluate(request, cancelled), settings, "evaluation", cancelled
+            )
 
     @app.post("/v1/evaluate/batch", response_model=BatchResponse)
-    async def evaluate_batch(batch: BatchRequest) -> BatchResponse | JSONResponse:
+    async def evaluate_batch(batch: BatchRequest, http: Request) -> BatchResponse | JSONResponse:
         if (refused := batch_refused(batch, settings)) is not None:
             return refused
-        verdicts = await within_request_limit(fleet.evaluate_many(batch.items), settings, "batch")
+        async with cancelled_when_gone(http) as cancelled:
+            verdicts = await within_request_limit(
+                fleet.evaluate_many(batch.items, cancelled), settings, "batch", cancelled
+            )
         return verdicts if isinstance(verdicts, JSONResponse) else BatchResponse(verdicts=verdicts)
 
     return app

@@ -16,10 +16,11 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 from typing import Any
 
 from executor.app import query_gpu
-from executor.errors import ToolchainError
+from executor.errors import EvaluationCancelled, ToolchainError
 from executor.evaluate import Evaluator, evaluate_safely
 from executor.fleet.compilers import CompilePool
 from executor.protocol import EvaluateRequest, FleetRecord
@@ -35,6 +36,9 @@ _GPU_PROBE = (
     "a = d.mem_alloc(n); d.memset_d8(a, 0, n); c.synchronize(); a.free(); c.pop()"
 )
 
+
+# What `ExecutorReplica.evaluate` answers for an evaluation that its caller stopped (not a verdict).
+CANCELLED = "cancelled"
 
 # The environment variable that names the replica to its probe command.
 PROBE_REPLICA_ENV = "REGRAPH_FLEET_REPLICA"
@@ -59,6 +63,9 @@ class ExecutorReplica:
         # A build waits for a free compile worker behind others' builds: allow for a queue.
         self.compile_pool = CompilePool(compilers or [], timeout_s=4 * self.settings.compile_timeout_s)
         self.evaluator = Evaluator(self.settings, remote_builds=self.compile_pool)
+        # The evaluations that a caller may stop (`cancel`), by the token the router gave them.
+        self._cancels: dict[str, threading.Event] = {}
+        self._cancels_lock = threading.Lock()
         logger.info("replica %s on %s (GPU %s, runtime %s)", replica, self.node, self.gpu_ids, self.runtime)
 
     @property
@@ -83,16 +90,41 @@ class ExecutorReplica:
             "nvcc": nvcc,
         }
 
-    def evaluate(self, request_json: str) -> str:
-        """Evaluate one request (``EvaluateRequest`` as JSON); the verdict as JSON."""
+    def evaluate(self, request_json: str, token: str | None = None) -> str:
+        """Evaluate one request (``EvaluateRequest`` as JSON); the verdict as JSON. With ``token``, a
+        `cancel` of that token stops the evaluation (its worker killed, the GPU freed): then the answer
+        is :data:`CANCELLED`."""
         request = EvaluateRequest.model_validate_json(request_json)
-        verdict = evaluate_safely(self.evaluator, request)
+        cancelled = None
+        if token is not None:
+            cancelled = threading.Event()
+            with self._cancels_lock:
+                self._cancels[token] = cancelled
+        try:
+            verdict = evaluate_safely(self.evaluator, request, cancelled)
+        except EvaluationCancelled as e:
+            logger.info("replica %s: %s", self.replica, e)
+            return CANCELLED
+        finally:
+            if token is not None:
+                with self._cancels_lock:
+                    self._cancels.pop(token, None)
         record = FleetRecord(
             replica=self.replica,
             node=self.node,
             compiled_on=self.compile_pool.take_built_on(request.candidate.source),
         )
         return verdict.model_copy(update={"fleet": record}).model_dump_json()
+
+    def cancel(self, token: str) -> bool:
+        """Stop the evaluation started with ``token`` (its caller went away); False when none runs.
+        Called by the router in its own concurrency group, so it is not queued behind evaluations."""
+        with self._cancels_lock:
+            event = self._cancels.get(token)
+        if event is None:
+            return False
+        event.set()
+        return True
 
     def prepare(self, request_json: str) -> None:
         """Start preparing the request's task (`Evaluator.prepare_task`) and return at once; called by

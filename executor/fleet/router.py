@@ -19,14 +19,15 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import secrets
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from executor.errors import ExecutorError
+from executor.errors import EvaluationCancelled, ExecutorError
 from executor.fleet.compilers import start_compile_workers
-from executor.fleet.replica import ExecutorReplica
+from executor.fleet.replica import CANCELLED, ExecutorReplica
 from executor.fleet.routing import RoutingTable, task_key
 from executor.protocol import ErrorKind, EvaluateRequest, FleetRecord, Stage, Verdict
 from executor.settings import ExecutorSettings
@@ -37,6 +38,8 @@ NAMESPACE = "regraph-executor"
 # The replicas' concurrency group for `ExecutorReplica.prepare` (it returns at once, but must not wait
 # behind the evaluations that fill the default group).
 PREPARE_GROUP = "prepare"
+# How often a router waiting for a replica's answer looks whether its caller has gone away.
+CANCEL_POLL_S = 0.1
 
 # Verdicts after which the replica's GPU is probed before the next candidate is trusted to it.
 SUSPECT_ERRORS = frozenset(
@@ -199,8 +202,10 @@ class Fleet:
             ray.shutdown()
 
     # -- evaluation -----------------------------------------------------------------------------
-    async def evaluate(self, request: EvaluateRequest) -> Verdict:
-        """Evaluate on a replica chosen for the task; once more elsewhere if that replica is lost."""
+    async def evaluate(self, request: EvaluateRequest, cancelled: threading.Event | None = None) -> Verdict:
+        """Evaluate on a replica chosen for the task; once more elsewhere if that replica is lost.
+        Once ``cancelled`` is set (the caller went away), the replica is told to stop the evaluation
+        (its worker killed, its GPU freed) and :class:`EvaluationCancelled` is raised."""
         import ray
 
         body = request.model_dump_json()
@@ -222,7 +227,7 @@ class Fleet:
                 replica.handle.prepare.options(concurrency_group=PREPARE_GROUP).remote(body)
             self.table.started(name)
             try:
-                answer = await replica.handle.evaluate.remote(body)
+                answer = await self._answer(replica, body, cancelled)
             except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError) as e:
                 lost.append(f"{name} on {replica.node} was lost: {type(e).__name__}")
                 self._retire(name)
@@ -253,9 +258,29 @@ class Fleet:
             fleet=FleetRecord(replica="none", attempts=2, lost=lost),
         )
 
-    async def evaluate_many(self, requests: list[EvaluateRequest]) -> list[Verdict]:
+    async def _answer(self, replica: Replica, body: str, cancelled: threading.Event | None) -> str:
+        """The replica's answer to ``body``; with ``cancelled``, the evaluation carries a token, and
+        once the event is set the replica is told to stop it and :class:`EvaluationCancelled` raised."""
+        if cancelled is None:
+            return str(await replica.handle.evaluate.remote(body))
+        token = secrets.token_hex(8)
+        answer = asyncio.ensure_future(replica.handle.evaluate.remote(body, token))
+        while not cancelled.is_set():
+            done, _ = await asyncio.wait({answer}, timeout=CANCEL_POLL_S)
+            if done:
+                text = str(answer.result())
+                if text == CANCELLED:  # stopped by another caller's cancel: never for a live caller
+                    raise EvaluationCancelled("the replica stopped the evaluation")
+                return text
+        replica.handle.cancel.options(concurrency_group=PREPARE_GROUP).remote(token)
+        answer.add_done_callback(lambda done: done.cancelled() or done.exception())  # nobody reads it
+        raise EvaluationCancelled(f"stopped on {replica.name}: its caller went away")
+
+    async def evaluate_many(
+        self, requests: list[EvaluateRequest], cancelled: threading.Event | None = None
+    ) -> list[Verdict]:
         """Evaluate independent requests concurrently over the fleet; verdicts in request order."""
-        return list(await asyncio.gather(*(self.evaluate(r) for r in requests)))
+        return list(await asyncio.gather(*(self.evaluate(r, cancelled) for r in requests)))
 
     async def _healthy(self, replica: Replica) -> bool:
         import ray

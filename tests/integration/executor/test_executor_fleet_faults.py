@@ -11,17 +11,20 @@ the same task is sent to it (the task's home), so it is in flight when the repli
 
 from __future__ import annotations
 
+import json
+import socket
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
 from executor.client import ExecutorClient
 from executor.fleet.router import Fleet
-from executor.protocol import EvaluationOptions
+from executor.protocol import CandidateSource, EvaluateRequest, EvaluationOptions
 from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
 from executor.verdict import ErrorKind, Verdict
@@ -66,6 +69,9 @@ def fleet(marks: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fle
         prewarm_workers=False,
         compile_workers=2,
         run_timeout_s=60,
+        # A spinning candidate runs to these limits unless its caller's going away stops it.
+        run_limit_floor_s=60,
+        run_call_floor_s=60,
         fleet_gpu_resource=FAKE_GPU,
         fleet_compilers=0,
         fleet_probe_command=[sys.executable, "-c", PROBE, str(marks)],
@@ -78,13 +84,16 @@ def fleet(marks: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fle
 
 
 @pytest.fixture(scope="module")
-def client(fleet: Fleet) -> Iterator[ExecutorClient]:
+def url(fleet: Fleet) -> Iterator[str]:
     from executor.fleet.app import create_fleet_app
 
-    with (
-        serve_in_thread(create_fleet_app(fleet.settings, fleet)) as url,
-        ExecutorClient(url, timeout_s=300) as c,
-    ):
+    with serve_in_thread(create_fleet_app(fleet.settings, fleet)) as served:
+        yield served
+
+
+@pytest.fixture(scope="module")
+def client(url: str) -> Iterator[ExecutorClient]:
+    with ExecutorClient(url, timeout_s=300) as c:
         yield c
 
 
@@ -141,3 +150,52 @@ def test_a_replica_whose_gpu_fails_its_probe_is_replaced(
 def cluster_check(fleet: Fleet) -> None:
     """The fleet started as the test expects: two replicas, the probe not yet run."""
     assert sorted(fleet.replicas) == ["replica-0", "replica-1"]
+
+
+SPIN = HEAD + "volatile int spin = 1; while (spin) {} }" + STUB
+
+
+def _candidate_workers() -> set[int]:
+    """Pids of every candidate worker process on this machine (the replicas' are not this process's
+    children: Ray's worker processes start them)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"executor.worker" in cmdline and b"candidate" in cmdline:
+            found.add(int(entry.name))
+    return found
+
+
+@pytest.mark.parametrize("route", ["/v1/evaluate", "/v1/evaluate/batch"])
+def test_a_caller_that_goes_away_stops_its_evaluation_on_the_replica(
+    url: str, saxpy: FunctionTask | KernelTask, route: str
+) -> None:
+    """The fleet passes a closed connection on: the replica kills the candidate's worker at once
+    instead of letting it spin to its 60 s limits (seen with a raw socket closed mid-run)."""
+    before = _candidate_workers()
+    item = EvaluateRequest(
+        task=saxpy, candidate=CandidateSource(source=SPIN + f"// {route}\n"), options=QUICK
+    ).model_dump(mode="json")
+    body = json.dumps(item if route == "/v1/evaluate" else {"items": [item]}).encode()
+    address = urlsplit(url)
+    caller = socket.create_connection((address.hostname, address.port), timeout=120)
+    try:
+        caller.sendall(
+            f"POST {route} HTTP/1.1\r\nHost: {address.netloc}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        _wait_for(lambda: bool(_candidate_workers() - before), "the candidate's worker to start", 120.0)
+        spinning = _candidate_workers() - before
+        time.sleep(2.0)  # compiled and running: the worker spins in the candidate's first call
+        assert spinning <= _candidate_workers(), "the candidate stopped on its own"
+    finally:
+        caller.close()  # the caller goes away
+    started = time.monotonic()
+    _wait_for(lambda: not (spinning & _candidate_workers()), "the candidate's worker to be stopped", 15.0)
+    assert time.monotonic() - started < 15.0
