@@ -30,6 +30,7 @@ import fcntl
 import os
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import IO, Literal
 
 LOCK_ENV = "REGRAPH_GPU_LOCK"
@@ -37,6 +38,11 @@ LOCK_ENV = "REGRAPH_GPU_LOCK"
 Mode = Literal["exclusive", "shared"]
 
 _state = threading.local()
+
+
+def turnstile_path(lock: str | os.PathLike[str]) -> Path:
+    """The turnstile file beside the lock file ``lock``."""
+    return Path(os.fspath(lock) + ".turn")
 
 
 @contextlib.contextmanager
@@ -57,7 +63,7 @@ def gpu_lock(mode: Mode) -> Iterator[None]:
         return
     handle: IO[bytes] = open(path, "ab")  # noqa: SIM115 - held across the yield
     try:
-        with open(path + ".turn", "ab") as turn:
+        with turnstile_path(path).open("ab") as turn:
             fcntl.flock(turn, fcntl.LOCK_EX)
             # An exclusive request keeps the turnstile until it holds the lock; a shared one only
             # passes through it. The turnstile is released when ``turn`` closes.

@@ -31,7 +31,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from executor.errors import EvaluationCancelled, WorkerError
-from executor.gpulock import LOCK_ENV
+from executor.gpulock import LOCK_ENV, turnstile_path
 from executor.verdict import ErrorKind
 from executor.worker.messages import (
     DONE_FD_ENV,
@@ -507,6 +507,7 @@ class WorkerPool:
             prepared.close()
         self.drain()
         self.gpu_lock.unlink(missing_ok=True)
+        turnstile_path(self.gpu_lock).unlink(missing_ok=True)
 
 
 def _death_message(proc: WorkerProcess, stage_text: str) -> tuple[ErrorKind, str]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from executor.gpulock import LOCK_ENV
+from executor.gpulock import LOCK_ENV, turnstile_path
 from executor.protocol import EvaluationOptions
 from executor.reference import build_reference
 from executor.sandbox import (
@@ -205,6 +205,7 @@ def test_a_pool_worker_holds_the_gpu_lock_while_it_runs_and_a_kill_releases_it(
         proc.close()
         pool.close()
     assert not pool.gpu_lock.exists()
+    assert not turnstile_path(pool.gpu_lock).exists()  # made by the worker's lock, removed with the pool
 
 
 def test_a_check_run_behind_reports_the_first_failing_set(
