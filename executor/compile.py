@@ -495,9 +495,9 @@ class Compiler:
         returncode, log = _run_killable(cmd, work, self.timeout_s, self.nice)
         log = log.replace(str(work) + "/", "")[-MAX_LOG_CHARS:]
         ok = returncode == 0 and (work / out_name).is_file()
-        interrupted = returncode is not None and returncode < 0
-        if returncode is not None and returncode < 0:
-            log = (log + f"\nnvcc was killed by signal {-returncode}").strip()[-MAX_LOG_CHARS:]
+        killed_by = -returncode if returncode is not None and returncode < 0 else None
+        if killed_by is not None:
+            log = (log + f"\nnvcc was killed by signal {killed_by}").strip()[-MAX_LOG_CHARS:]
         kernels = kernels_of(log, work / out_name if kind == "cubin" else None) if ok else []
         return CompileResult(
             ok=ok,
@@ -505,7 +505,7 @@ class Compiler:
             log=log,
             command=["nvcc", *flags, "candidate.cu", "-o", out_name],
             timed_out=returncode is None,
-            interrupted=interrupted,
+            interrupted=killed_by is not None,
             kernels=kernels,
             arch=self.arch,
             compiler="nvcc",

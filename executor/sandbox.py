@@ -223,8 +223,7 @@ class WorkerProcess:
         killed_for: ErrorKind | None = None
         try:
             while self.proc.poll() is None and not self.result_path.exists():
-                if cancelled is not None and cancelled.is_set():
-                    raise EvaluationCancelled(f"the {self.role} worker was stopped: its caller went away")
+                self._stop_if(cancelled)
                 if not running and self.stage_text() in RUN_STAGES:
                     running = True
                     deadline = min(deadline, time.monotonic() + (run_limit_s or 0.0))
@@ -258,8 +257,7 @@ class WorkerProcess:
         :class:`EvaluationCancelled` once ``cancelled`` is set."""
         deadline = time.monotonic() + timeout_s
         while self.proc.poll() is None and not self.result_path.exists():
-            if cancelled is not None and cancelled.is_set():
-                raise EvaluationCancelled(f"the {self.role} worker was stopped: its caller went away")
+            self._stop_if(cancelled)
             if self.stage_text() == PREPARED:
                 return True
             left = deadline - time.monotonic()
@@ -267,6 +265,12 @@ class WorkerProcess:
                 return False
             self._sleep_until_done(min(left, POLL_S))
         return True
+
+    def _stop_if(self, cancelled: threading.Event | None) -> None:
+        """Raise :class:`EvaluationCancelled` once ``cancelled`` is set (the evaluation's caller went
+        away); the worker is then stopped by the waiter (:meth:`wait`) or discarded by the evaluator."""
+        if cancelled is not None and cancelled.is_set():
+            raise EvaluationCancelled(f"the {self.role} worker was stopped: its caller went away")
 
     def _deadline(self, deadline: float) -> float:
         """``deadline``, or the open call's deadline when that comes first."""
