@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import socket
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import uvicorn
@@ -71,3 +74,18 @@ def compile_only_executor(cache_dir: Path) -> Iterator[str]:
 
     with serve_in_thread(create_app(ExecutorSettings(cache_dir=cache_dir, runtime="none"))) as url:
         yield url
+
+
+def post_evaluation_and_hold(url: str, route: str, item: dict[str, Any], timeout_s: float) -> socket.socket:
+    """POST one evaluation request ``item`` (JSON-ready) to an executor's ``route`` (``/v1/evaluate``,
+    or ``/v1/evaluate/batch`` as a batch of one) on a socket of its own, and return the socket without
+    reading the answer: the test closes it to play a caller that goes away."""
+    body = json.dumps(item if route == "/v1/evaluate" else {"items": [item]}).encode()
+    address = urlsplit(url)
+    caller = socket.create_connection((address.hostname, address.port), timeout=timeout_s)
+    caller.sendall(
+        f"POST {route} HTTP/1.1\r\nHost: {address.netloc}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
+    return caller

@@ -1,5 +1,5 @@
-"""The executor's worker processes that this test process started (the executor under test runs in a
-thread of it), read from /proc."""
+"""The executor's worker processes, read from /proc: those that this test process started (the executor
+under test runs in a thread of it), or any on the machine."""
 
 from __future__ import annotations
 
@@ -10,6 +10,13 @@ from pathlib import Path
 def worker_children(role: bytes | None = None) -> list[int]:
     """Pids of this process's ``executor.worker`` children (spares included); only those serving
     ``role`` (b"candidate", b"reference") when given."""
+    return worker_processes(role, parent=os.getpid())
+
+
+def worker_processes(role: bytes | None = None, parent: int | None = None) -> list[int]:
+    """Pids of the ``executor.worker`` processes on this machine serving ``role`` (every role when
+    None), only the children of ``parent`` when given (a fleet's replicas start theirs from Ray's
+    worker processes, not from the test's)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -19,7 +26,8 @@ def worker_children(role: bytes | None = None) -> list[int]:
             cmdline = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        parent = int(stat.rsplit(")", 1)[1].split()[1])
-        if parent == os.getpid() and b"executor.worker" in cmdline and (role is None or role in cmdline):
+        if parent is not None and int(stat.rsplit(")", 1)[1].split()[1]) != parent:
+            continue
+        if b"executor.worker" in cmdline and (role is None or role in cmdline):
             found.append(int(entry.name))
     return found

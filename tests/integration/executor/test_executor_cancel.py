@@ -9,11 +9,8 @@ closed at a chosen moment: while the candidate runs.
 
 from __future__ import annotations
 
-import json
-import socket
 import time
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import pytest
 
@@ -22,7 +19,7 @@ from executor.evaluate import Evaluator
 from executor.protocol import CandidateSource, EvaluateRequest, EvaluationOptions
 from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
-from tests.support.servers import serve_in_thread
+from tests.support.servers import post_evaluation_and_hold, serve_in_thread
 from tests.support.workers import worker_children
 
 TASKS_DIR = Path(__file__).parents[2] / "unit" / "executor" / "fixtures" / "tasks"
@@ -61,15 +58,8 @@ def test_a_caller_that_goes_away_stops_its_running_candidate(tmp_path: Path, rou
     item = EvaluateRequest(
         task=task, candidate=CandidateSource(source=SPIN), options=EvaluationOptions(correctness_sets=1)
     ).model_dump(mode="json")
-    body = json.dumps(item if route == "/v1/evaluate" else {"items": [item]}).encode()
     with serve_in_thread(app) as url:
-        address = urlsplit(url)
-        caller = socket.create_connection((address.hostname, address.port), timeout=LIMIT_S)
-        caller.sendall(
-            f"POST {route} HTTP/1.1\r\nHost: {address.netloc}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n".encode()
-            + body
-        )
+        caller = post_evaluation_and_hold(url, route, item, LIMIT_S)
         # Compiled (nvcc), then run: the candidate holds the GPU lock and spins.
         wait_until(lambda: evaluator.gpu_busy, LIMIT_S / 2, "the candidate never started")
         time.sleep(1.0)  # well inside its run

@@ -11,14 +11,11 @@ the same task is sent to it (the task's home), so it is in flight when the repli
 
 from __future__ import annotations
 
-import json
-import socket
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import pytest
 
@@ -29,7 +26,8 @@ from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
 from executor.verdict import ErrorKind, Verdict
 from tests.support.raycluster import FAKE_GPU, ray_cluster
-from tests.support.servers import serve_in_thread
+from tests.support.servers import post_evaluation_and_hold, serve_in_thread
+from tests.support.workers import worker_processes
 
 TASKS_DIR = Path(__file__).parents[2] / "unit" / "executor" / "fixtures" / "tasks"
 
@@ -156,19 +154,9 @@ SPIN = HEAD + "volatile int spin = 1; while (spin) {} }" + STUB
 
 
 def _candidate_workers() -> set[int]:
-    """Pids of every candidate worker process on this machine (the replicas' are not this process's
-    children: Ray's worker processes start them)."""
-    found = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"executor.worker" in cmdline and b"candidate" in cmdline:
-            found.add(int(entry.name))
-    return found
+    """Every candidate worker process on this machine (the replicas' are not this process's children:
+    Ray's worker processes start them)."""
+    return set(worker_processes(b"candidate"))
 
 
 @pytest.mark.parametrize("route", ["/v1/evaluate", "/v1/evaluate/batch"])
@@ -181,15 +169,8 @@ def test_a_caller_that_goes_away_stops_its_evaluation_on_the_replica(
     item = EvaluateRequest(
         task=saxpy, candidate=CandidateSource(source=SPIN + f"// {route}\n"), options=QUICK
     ).model_dump(mode="json")
-    body = json.dumps(item if route == "/v1/evaluate" else {"items": [item]}).encode()
-    address = urlsplit(url)
-    caller = socket.create_connection((address.hostname, address.port), timeout=120)
+    caller = post_evaluation_and_hold(url, route, item, 120.0)
     try:
-        caller.sendall(
-            f"POST {route} HTTP/1.1\r\nHost: {address.netloc}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n".encode()
-            + body
-        )
         _wait_for(lambda: bool(_candidate_workers() - before), "the candidate's worker to start", 120.0)
         spinning = _candidate_workers() - before
         time.sleep(2.0)  # compiled and running: the worker spins in the candidate's first call
