@@ -66,6 +66,8 @@ logger = logging.getLogger("bench.throughput")
 
 # The runtime stages, all inside the replica's GPU lock (``run`` is their whole).
 GPU_STAGES = ("run", "correctness", "timing", "timing_trials", "compare", "compare_behind")
+# The candidate's timing statistics that each verdict's record keeps.
+RECORD_TIMING = ("trials", "stop", "median_ms", "robust_cov", "warmup_calls")
 FAKE_GPU = "bench_gpu"
 
 
@@ -76,6 +78,11 @@ class QueueItem:
     task: FunctionTask | KernelTask
     source: str
     kind: str  # correct, unwritten, compile_error, static, hang
+
+
+def task_kind(task: FunctionTask | KernelTask) -> str:
+    """``kernel`` or ``function``: the two kinds the tables report apart."""
+    return "kernel" if isinstance(task, KernelTask) else "function"
 
 
 def _entry_body(task: FunctionTask | KernelTask, source: str) -> int | None:
@@ -323,7 +330,7 @@ def summarize(
     outcome = Counter(f"{item.kind}:{v.error.value if v.error else 'passed'}" for item, v, _ in verdicts)
     by_kind: dict[str, list[float]] = defaultdict(list)
     for item, _, call in verdicts:
-        by_kind["kernel" if isinstance(item.task, KernelTask) else "function"].append(call)
+        by_kind[task_kind(item.task)].append(call)
     per_hour = len(verdicts) / wall_s * 3600 if wall_s > 0 else 0.0
     # A task's first evaluation on a replica: the one that stored its timing set, timed its serial
     # reference, or waited for the replica to prepare the task (Evaluator.prepare_task).
@@ -358,16 +365,13 @@ def summarize(
     records = [
         {
             "task": v.task_id,
-            "task_kind": "kernel" if isinstance(item.task, KernelTask) else "function",
+            "task_kind": task_kind(item.task),
             "candidate": item.kind,
             "error": v.error.value if v.error else None,
             "call_s": round(call, 4),
             "seconds": {key: round(value, 4) for key, value in v.seconds.items()},
-            "trials": v.candidate_timing.trials if v.candidate_timing else None,
-            "stop": v.candidate_timing.stop if v.candidate_timing else None,
-            "median_ms": v.candidate_timing.median_ms if v.candidate_timing else None,
-            "robust_cov": v.candidate_timing.robust_cov if v.candidate_timing else None,
-            "warmup_calls": v.candidate_timing.warmup_calls if v.candidate_timing else None,
+            # the candidate's timing, None each when it was not timed
+            **{name: getattr(v.candidate_timing, name, None) for name in RECORD_TIMING},
         }
         for item, v, call in verdicts
     ]

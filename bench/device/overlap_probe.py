@@ -13,7 +13,9 @@ of trials the executor takes, when it runs in another process at the same time:
 Conditions, each measured ``--repeats`` times: ``idle``; ``contexts`` (another process keeps starting
 processes that make a CUDA context, allocate 64 MB and exit: creation and teardown); ``uploads`` (another
 process keeps copying 256 MB from pageable host memory to the device); ``kernels`` (another process keeps
-launching kernels: the positive control, which must disturb the trials, or the probe sees nothing).
+launching kernels: meant as a positive control, it did not move the event-timed trials on the H200, where
+the GPU time-slices between the processes' contexts; so the probe shows what does not reach event
+timing, not that nothing could).
 
     PYTHONPATH=. python3 bench/device/overlap_probe.py --md /tmp/overlap.md
 """

@@ -49,6 +49,8 @@ def test_records_and_the_lock_table_by_task_kind() -> None:
     records = summary["records"]
     assert len(records) == 4
     assert records[3]["candidate"] == "unwritten" and records[3]["error"] == "unwritten_output"
+    assert records[3]["trials"] is None and records[3]["median_ms"] is None  # not timed
+    assert records[2]["task_kind"] == "kernel" and records[2]["stop"] == "stable"
     assert records[0]["seconds"]["gpu_held"] == 1.0 and records[0]["trials"] == 5
     table = lock_by_kind(records)  # the failing candidate is not a correct one: left out
     assert table["function"]["n"] == 2
