@@ -31,3 +31,18 @@ def worker_processes(role: bytes | None = None, parent: int | None = None) -> li
         if b"executor.worker" in cmdline and (role is None or role in cmdline):
             found.append(int(entry.name))
     return found
+
+
+def processes_working_in(directory: Path) -> list[Path]:
+    """The /proc entries of the processes whose working directory lies in ``directory`` (a compile's
+    nvcc and the stages it starts run in the compile's own directory)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.readlink(entry / "cwd").startswith(str(directory)):
+                found.append(entry)
+        except OSError:
+            continue
+    return found

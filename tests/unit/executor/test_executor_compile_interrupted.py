@@ -12,6 +12,7 @@ from pathlib import Path
 
 from executor.compile import Compiler
 from executor.verdict import CompileResult
+from tests.support.workers import processes_working_in
 
 # A function-task library: nvcc takes seconds, long enough to be killed under way.
 SOURCE = 'extern "C" void scale(int n, float a, float* x) { for (int i = 0; i < n; ++i) x[i] *= a; }\n'
@@ -20,16 +21,12 @@ SOURCE = 'extern "C" void scale(int n, float a, float* x) { for (int i = 0; i < 
 def _nvcc_groups_in(directory: Path) -> list[int]:
     """Process groups of the nvcc runs whose working directory lies in ``directory``."""
     found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
+    for proc in processes_working_in(directory):
         try:
-            cwd = os.readlink(proc / "cwd")
-            cmdline = (proc / "cmdline").read_bytes()
+            if b"nvcc" in (proc / "cmdline").read_bytes().split(b"\0")[0]:
+                found.append(os.getpgid(int(proc.name)))
         except OSError:
             continue
-        if cwd.startswith(str(directory)) and b"nvcc" in cmdline.split(b"\0")[0]:
-            found.append(os.getpgid(int(proc.name)))
     return found
 
 

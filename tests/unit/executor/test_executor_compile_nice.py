@@ -13,6 +13,7 @@ import pytest
 from executor.compile import Compiler
 from executor.settings import ExecutorSettings
 from executor.verdict import CompileResult
+from tests.support.workers import processes_working_in
 
 SOURCE = 'extern "C" void scale(int n, float a, float* x) { for (int i = 0; i < n; ++i) x[i] *= a; }\n'
 
@@ -28,12 +29,8 @@ def _build_niceness(directory: Path, nice: int, tag: str) -> set[int]:
     building.start()
     seen: set[int] = set()
     while building.is_alive():
-        for proc in Path("/proc").iterdir():
-            if not proc.name.isdigit():
-                continue
+        for proc in processes_working_in(directory):
             try:
-                if not os.readlink(proc / "cwd").startswith(str(directory)):
-                    continue
                 # field 19 of /proc/PID/stat, counted after the command's closing parenthesis
                 seen.add(int((proc / "stat").read_text().rsplit(")", 1)[1].split()[16]))
             except (OSError, ValueError, IndexError):
