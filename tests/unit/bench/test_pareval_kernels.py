@@ -51,7 +51,9 @@ def test_every_converted_task_has_a_kernel(converted: tuple[Conversion, Path]) -
 def _emulated(task: KernelTask, work: Path) -> str:
     source = SHIMS + (KERNELS / f"{task.id}.cu").read_text()
     library = build_emulation(task, source, work)
-    context = multiprocessing.get_context("fork")
+    # Not "fork": a fork of this process, whose earlier tests leave threads behind, can inherit a lock
+    # that one of them held and wait on it forever (seen once after the executor tests).
+    context = multiprocessing.get_context("forkserver")
     with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
         job = pool.submit(
             emulate,
