@@ -601,18 +601,18 @@ def render(result: dict[str, Any]) -> str:
             lines += [
                 "",
                 "A correct candidate's time under the GPU lock by task kind, mean seconds (`gpu_held`: the "
-                "evaluator's lock; `handover`: to the worker's start on the candidate, its own lock's wait "
-                "included), and its trials:",
+                "evaluator's lock; `handover`: to the worker's start on the candidate, of which `run_lock_wait` "
+                "waited for the worker-side lock that other workers' preparation held), and its trials:",
                 "",
-                "| replicas | task kind | evaluations | gpu_held | handover | correctness | timing_trials "
-                "| trials (mean) |",
-                "|---|---|---|---|---|---|---|---|",
+                "| replicas | task kind | evaluations | gpu_held | handover | run_lock_wait | correctness "
+                "| timing_trials | trials (mean) |",
+                "|---|---|---|---|---|---|---|---|---|",
             ]
             for r in runs:
                 for kind, row in lock_by_kind(r.get("records", [])).items():
                     lines.append(
                         f"| {r['replicas']} | {kind} | {row['n']} | {row['gpu_held']:.3f} | {row['handover']:.3f} "
-                        f"| {row['correctness']:.3f} | {row['timing_trials']:.3f} | {row['trials']:.1f} |"
+                        f"| {row['run_lock_wait']:.3f} | {row['correctness']:.3f} | {row['timing_trials']:.3f} | {row['trials']:.1f} |"
                     )
     return "\n".join(lines) + "\n"
 
@@ -625,7 +625,7 @@ def lock_by_kind(records: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
             by_kind[record["task_kind"]].append(record)
     table = {}
     for kind, rows in sorted(by_kind.items()):
-        stages = ("gpu_held", "handover", "correctness", "timing_trials")
+        stages = ("gpu_held", "handover", "run_lock_wait", "correctness", "timing_trials")
         table[kind] = {key: statistics.mean(row["seconds"].get(key, 0.0) for row in rows) for key in stages}
         table[kind]["trials"] = statistics.mean(row["trials"] or 0 for row in rows)
         table[kind]["n"] = len(rows)

@@ -1,26 +1,40 @@
-"""One lock per executor for the GPU work of its worker processes, shared or exclusive.
+"""The executor's locks for the work of its worker processes: the GPU's, and the host memory's.
 
-The evaluator serialises the candidates' runs, but a worker also touches the GPU outside its run: a
-spare makes its CUDA context and L2-flush buffer while it starts, and a prepared worker uploads its
-timing buffers while the candidate before it may still be timed. What must not overlap a candidate's
-trials holds the lock *exclusively*; what the trials cannot see holds it *shared*, so that it overlaps
-other shared work and the trials that tolerate it:
+The evaluator serialises the candidates' runs, but a worker also works outside its run: a spare makes
+its CUDA context and L2-flush buffer while it starts, and a prepared worker makes its timing buffers
+while the candidate before it may still be timed. What must not overlap a candidate's trials holds a
+lock *exclusively*; what the trials cannot see holds it *shared*, so that it overlaps other shared work
+and the trials that tolerate it. Two resources are locked that way:
 
-- exclusive: a function task's run (its calls are timed on the host clock, copies included, so any
-  other GPU or PCIe traffic lands in its samples), and a prepared worker's timing buffers: uploads
-  (another process's 256 MB upload moved a memory-bound kernel's event-timed p90 by 1.5 %:
-  bench/device/overlap_probe.py, bench/results/2026-11-27_h200_s11/call2_overlap/) and a function
-  task's host copies (made beside a function task's trials, they doubled its trials on the H200);
+The GPU (``resource="gpu"``):
+
+- exclusive: a function task's trials (its calls are timed on the host clock, copies included, so
+  any other GPU or PCIe traffic lands in its samples), and a kernel task's prepared uploads (another
+  process's 256 MB upload moved a memory-bound kernel's event-timed p90 by 1.5 %:
+  bench/device/overlap_probe.py, bench/results/2026-11-27_h200_s11/call2_overlap/);
 - shared: a kernel task's run (its launches are timed with CUDA events on its own stream: in the same
   probe, other processes' context creation, teardown and kernels left the medians and p90 within
-  0.4 %) and a spare's context creation.
+  0.4 %), a function task's correctness calls (untimed) and a spare's context creation.
 
-A process that asks for the exclusive lock first takes a turnstile, which shared requests also pass
-through: once an exclusive request waits, no new shared holder gets in before it (no starvation).
+The host memory (``resource="host"``):
 
-The lock is an advisory ``flock`` on a file that the parent names in :data:`LOCK_ENV` (the turnstile
-is that path + ``.turn``); the kernel releases it when its holder dies, so a killed or crashed worker
-never leaves it held. Without the variable (a worker run by hand), nothing is locked.
+- exclusive: a function task's trials, besides the GPU (its calls copy hundreds of MB from host
+  memory);
+- shared: a function task's correctness calls, and its prepared host copies of its timing set, made
+  a chunk at a time so that trials waiting for the lock wait for one chunk, not for the whole copy.
+  Made beside a function task's trials, the copies doubled its trials on the H200, so they wait for
+  those; a kernel task's trials never touch host memory, so the copies do not wait for them.
+
+A process that holds both takes the GPU's first; nothing that holds the host's asks for the GPU's.
+
+A process that asks for a lock exclusively first takes the lock's turnstile, which shared requests
+also pass through: once an exclusive request waits, no new shared holder gets in before it (no
+starvation).
+
+Each lock is an advisory ``flock`` on a file: the GPU's is the path that the parent names in
+:data:`LOCK_ENV`, the host memory's that path + ``.host``, and each has a turnstile beside it (+
+``.turn``); the kernel releases a lock when its holder dies, so a killed or crashed worker never leaves
+it held. Without the variable (a worker run by hand), nothing is locked.
 """
 
 from __future__ import annotations
@@ -36,8 +50,14 @@ from typing import IO, Literal
 LOCK_ENV = "REGRAPH_GPU_LOCK"
 
 Mode = Literal["exclusive", "shared"]
+Resource = Literal["gpu", "host"]
 
 _state = threading.local()
+
+
+def lock_path(lock: str | os.PathLike[str], resource: Resource = "gpu") -> Path:
+    """The lock file of ``resource``, given the GPU lock's path ``lock``."""
+    return Path(os.fspath(lock) + (".host" if resource == "host" else ""))
 
 
 def turnstile_path(lock: str | os.PathLike[str]) -> Path:
@@ -45,22 +65,33 @@ def turnstile_path(lock: str | os.PathLike[str]) -> Path:
     return Path(os.fspath(lock) + ".turn")
 
 
+def lock_files(lock: str | os.PathLike[str]) -> list[Path]:
+    """Every file that the locks named by the GPU lock's path ``lock`` may create."""
+    files = [lock_path(lock, resource) for resource in ("gpu", "host")]
+    return files + [turnstile_path(f) for f in files]
+
+
 @contextlib.contextmanager
-def gpu_lock(mode: Mode) -> Iterator[None]:
-    """Hold the executor's GPU lock in ``mode`` for the block. Re-entrant within a thread: a nested
-    use holds whatever the outer one holds (an exclusive use inside a shared one is a programming
-    error, raised as RuntimeError, since converting a held flock is not atomic)."""
-    path = os.environ.get(LOCK_ENV)
-    depth = getattr(_state, "depth", 0)
-    if depth and mode == "exclusive" and getattr(_state, "mode", "exclusive") == "shared":
-        raise RuntimeError("the GPU lock is held shared here: it cannot be taken exclusively inside")
-    if not path or depth:
-        _state.depth = depth + 1
+def gpu_lock(mode: Mode, resource: Resource = "gpu") -> Iterator[None]:
+    """Hold the executor's lock of ``resource`` in ``mode`` for the block. Re-entrant within a thread:
+    a nested use holds whatever the outer one holds (an exclusive use inside a shared one is a
+    programming error, raised as RuntimeError, since converting a held flock is not atomic)."""
+    base = os.environ.get(LOCK_ENV)
+    depths: dict[Resource, int] = _state.__dict__.setdefault("depths", {})
+    modes: dict[Resource, Mode] = _state.__dict__.setdefault("modes", {})
+    depth = depths.get(resource, 0)
+    if depth and mode == "exclusive" and modes.get(resource) == "shared":
+        raise RuntimeError(f"the {resource} lock is held shared here: it cannot be taken exclusively inside")
+    if not base or depth:
+        if not depth:
+            modes[resource] = mode
+        depths[resource] = depth + 1
         try:
             yield
         finally:
-            _state.depth -= 1
+            depths[resource] -= 1
         return
+    path = lock_path(base, resource)
     handle: IO[bytes] = open(path, "ab")  # noqa: SIM115 - held across the yield
     try:
         with turnstile_path(path).open("ab") as turn:
@@ -68,11 +99,11 @@ def gpu_lock(mode: Mode) -> Iterator[None]:
             # An exclusive request keeps the turnstile until it holds the lock; a shared one only
             # passes through it. The turnstile is released when ``turn`` closes.
             fcntl.flock(handle, fcntl.LOCK_EX if mode == "exclusive" else fcntl.LOCK_SH)
-        _state.depth, _state.mode = 1, mode
+        depths[resource], modes[resource] = 1, mode
         try:
             yield
         finally:
-            _state.depth = 0
+            depths[resource] = 0
             fcntl.flock(handle, fcntl.LOCK_UN)
     finally:
         handle.close()
@@ -86,3 +117,24 @@ def gpu_exclusive() -> contextlib.AbstractContextManager[None]:
 def gpu_shared() -> contextlib.AbstractContextManager[None]:
     """Hold the GPU lock alongside other shared holders, never alongside an exclusive one."""
     return gpu_lock("shared")
+
+
+@contextlib.contextmanager
+def function_checks() -> Iterator[None]:
+    """What a function task's correctness calls hold: the GPU and the host memory, both shared (the
+    calls are not timed; no run of another candidate overlaps them, the evaluator sees to that)."""
+    with gpu_lock("shared"), gpu_lock("shared", "host"):
+        yield
+
+
+@contextlib.contextmanager
+def function_run() -> Iterator[None]:
+    """What a function task's trials hold: the GPU and the host memory, both alone."""
+    with gpu_lock("exclusive"), gpu_lock("exclusive", "host"):
+        yield
+
+
+def host_copies() -> contextlib.AbstractContextManager[None]:
+    """What a function task's prepared host copies hold: the host memory, shared (never beside a
+    function task's run)."""
+    return gpu_lock("shared", "host")

@@ -110,6 +110,13 @@ class EvaluationOptions(BaseModel):
         description="stop once the median's relative standard error (1.2533*robust CoV/sqrt(trials)) is "
         "at most this; 0: stop at min_trials and min_timing_ms",
     )
+    host_target_error: float = Field(
+        default=0.03,
+        ge=0,
+        le=1,
+        description="target_error for trials timed on the host clock (function tasks), whose medians "
+        "move by 10 % or more between evaluations of the same candidate; 0: the fixed rule",
+    )
     max_timing_s: float = Field(
         default=2.0, gt=0, description="wall-clock cap of the trials of one candidate (after min_trials)"
     )
@@ -135,7 +142,8 @@ class EvaluationOptions(BaseModel):
 
         The settle rule applies only to ``device_timed`` trials (kernels timed by CUDA events), whose
         times move with the GPU's clocks; a function task's call is timed on the host clock with its
-        copies, whose spread would keep a settle rule waiting until its cap.
+        copies, whose spread would keep a settle rule waiting until its cap. Host-timed trials stop at
+        ``host_target_error`` instead of ``target_error``.
         """
         return TrialPolicy(
             warmup=self.warmup,
@@ -143,7 +151,7 @@ class EvaluationOptions(BaseModel):
             min_trials=self.min_trials,
             max_trials=max(self.max_trials, self.min_trials),
             min_total_ms=self.min_timing_ms,
-            target_error=self.target_error,
+            target_error=self.target_error if device_timed else self.host_target_error,
             max_wall_s=self.max_timing_s,
             settle=self.warmup_settle if device_timed else 0.0,
             max_warmup_ms=self.max_warmup_ms if device_timed else 0.0,

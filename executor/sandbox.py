@@ -31,7 +31,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from executor.errors import EvaluationCancelled, WorkerError
-from executor.gpulock import LOCK_ENV, turnstile_path
+from executor.gpulock import LOCK_ENV, lock_files
 from executor.verdict import ErrorKind
 from executor.worker.messages import (
     DONE_FD_ENV,
@@ -510,8 +510,8 @@ class WorkerPool:
         if prepared is not None:
             prepared.close()
         self.drain()
-        self.gpu_lock.unlink(missing_ok=True)
-        turnstile_path(self.gpu_lock).unlink(missing_ok=True)
+        for path in lock_files(self.gpu_lock):
+            path.unlink(missing_ok=True)
 
 
 def _death_message(proc: WorkerProcess, stage_text: str) -> tuple[ErrorKind, str]:

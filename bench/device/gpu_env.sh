@@ -16,6 +16,8 @@ fi
   python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" 2>&1 | tail -1
   (command -v ninja || python3 -c "import ninja; print('ninja (python)', ninja.__file__)") 2>&1 | tail -1
   nproc
+  python3 -c "from executor.worker.host import host_cache_bytes; print('host last-level cache', host_cache_bytes() >> 20, 'MiB')" 2>/dev/null
+  lscpu 2>/dev/null | grep -E "^Model name|^L3" || true
 } | tee "$OUT/env.txt"
 if ! python3 -c "import pycuda.driver" 2>/dev/null; then
   export CUDA_ROOT=${CUDA_ROOT:-$(dirname "$(dirname "$(readlink -f "$(which nvcc)")")")}

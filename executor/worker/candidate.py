@@ -10,10 +10,13 @@ input set are read only after the candidate has produced its own outputs for tha
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,7 +27,7 @@ from executor.abi import bind_entry, call_entry
 from executor.checking import compare_output
 from executor.devcompare import DeviceComparer
 from executor.errors import ExecutorError
-from executor.gpulock import gpu_exclusive
+from executor.gpulock import gpu_exclusive, host_copies
 from executor.inputs import InputSet, generate_inputs
 from executor.reference import check_reference_outputs
 from executor.taskformat import KernelTask
@@ -45,6 +48,16 @@ from executor.worker.reference import time_reference
 from executor.worker.runtime import CallWatch, CandidateFailed, Runtime
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunLocks:
+    """What a candidate's run holds (:mod:`executor.gpulock`): ``checking`` through the correctness
+    calls and, when ``timing`` is None, through the trials too; otherwise ``checking`` is let go after
+    the checks and ``timing`` taken for the trials."""
+
+    checking: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
+    timing: Callable[[], contextlib.AbstractContextManager[None]] | None = None
 
 
 class Worker:
@@ -93,15 +106,23 @@ class Worker:
         t1 = time.perf_counter()
         if self.job.options.run_timing:
             self.timing_sources = self._timing_sources()
-            # Device uploads wait for (and never overlap) another worker's run; so do a function
-            # task's host copies (hundreds of MB): made beside a function task's trials, whose calls
-            # copy from host memory and are timed on the host clock, they made those trials noisier
-            # (H200, 2026-11-27: twice the trials on the steady queue; bench/results/2026-11-27_h200_s11).
-            with gpu_exclusive():
-                self.slots = self._prepared_slots()
-                if isinstance(self.slots, DeviceSlots):
-                    self.uploaded = self._uploaded_timing_sets()
-                    self.comparer = self._comparer()
+            # Device uploads wait for (and never overlap) another worker's run. A function task's host
+            # copies (hundreds of MB) wait for function tasks' trials only, a chunk at a time: made
+            # beside those trials, whose calls copy from host memory and are timed on the host
+            # clock, they made them noisier (H200, 2026-11-27: twice the trials on the steady queue;
+            # bench/results/2026-11-27_h200_s11), while kernel tasks' trials never read host memory.
+            if isinstance(self.task, KernelTask):
+                waited = time.perf_counter()
+                with gpu_exclusive():
+                    self.seconds["prepare_lock_wait"] = time.perf_counter() - waited
+                    self.slots = self._prepared_slots()
+                    if isinstance(self.slots, DeviceSlots):
+                        self.uploaded = self._uploaded_timing_sets()
+                        self.comparer = self._comparer()
+            else:
+                self.slots = self._prepared_slots(host_lock=host_copies)
+                if isinstance(self.slots, HostSlots):
+                    self.seconds["prepare_lock_wait"] = self.slots.lock_wait_s
         self.seconds["timing_inputs"] = time.perf_counter() - t1
         self.ready_at = time.monotonic()
         # The parent takes its GPU lock for the candidate only once this is written, so the run does
@@ -146,7 +167,9 @@ class Worker:
         # reference worker does; generation is deterministic for a seed.
         return [loaded or generate_inputs(self.task, "timing", spec.seed, self.reference_lib)]
 
-    def _prepared_slots(self) -> HostSlots | DeviceSlots | None:
+    def _prepared_slots(
+        self, host_lock: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
+    ) -> HostSlots | DeviceSlots | None:
         """The rotated copies made ahead; None when that fails, in which case the timing stage makes
         them again and the failure (no device memory, no context) becomes the candidate's verdict."""
         if isinstance(self.task, KernelTask) and self.gpu is None:
@@ -159,7 +182,9 @@ class Worker:
         if self.gpu is not None:
             errors = (*errors, self.gpu.cuda.Error)
         try:
-            return make_slots(self.task, self.gpu, self.timing_sources, self.job.options.rotate_buffers)
+            return make_slots(
+                self.task, self.gpu, self.timing_sources, self.job.options.rotate_buffers, host_lock
+            )
         except errors as e:
             logger.warning("no timing buffers ahead of the candidate: %s", e)
             return None
@@ -306,11 +331,31 @@ class Worker:
         failed = self.checks_behind_failure(on_device)
         return None if failed is None else self.outcome(failed[1], "correctness", failed[0], device)
 
-    def run(self, run: CandidateRun) -> WorkerOutcome:
-        """Correctness on fresh input sets, then timing; failures come back as outcomes."""
-        opts = self.job.options
+    def run(self, run: CandidateRun, locks: RunLocks | None = None) -> WorkerOutcome:
+        """Correctness on fresh input sets, then timing; failures come back as outcomes. ``locks``:
+        what the correctness calls and the trials hold (:class:`RunLocks`; by default nothing)."""
+        locks = locks or RunLocks()
         if not self.sets:
             self.prepare()
+        with contextlib.ExitStack() as held:
+            waited = time.perf_counter()
+            held.enter_context(locks.checking())
+            self.seconds["run_lock_wait"] = time.perf_counter() - waited
+            checked = self.check_correctness(run)
+            if isinstance(checked, WorkerOutcome):
+                return checked
+            candidate, done = checked
+            if locks.timing is not None:
+                held.close()  # the trials' own lock, taken after the checks' is let go
+                waited = time.perf_counter()
+                held.enter_context(locks.timing())
+                self.seconds["timing_lock_wait"] = time.perf_counter() - waited
+            return self.timing(candidate, run, done)
+
+    def check_correctness(self, run: CandidateRun) -> tuple[Runtime, int] | WorkerOutcome:
+        """The correctness stage: the loaded candidate and the number of sets checked, or the outcome
+        that ends the run (a failure, or success when nothing is timed)."""
+        opts = self.job.options
         if run.sent_at is not None:
             # From the hand-over to here: reading the message, and waiting for the worker's
             # preparation (both clocks are the system's monotonic clock).
@@ -373,7 +418,7 @@ class Worker:
                 device=candidate.device,
                 seconds=self.seconds,
             )
-        return self.timing(candidate, run, done)
+        return candidate, done
 
     def timing(self, candidate: Runtime, run: CandidateRun, checked: int) -> WorkerOutcome:
         """Time candidate, serial reference and (optionally) the naive CUDA baseline at the timing size.

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import numpy as np
@@ -158,15 +160,19 @@ class DeviceSlots:
 
 
 def make_slots(
-    task: FunctionTask | KernelTask, gpu: GpuContext | None, sources: list[InputSet], rotate: int
+    task: FunctionTask | KernelTask,
+    gpu: GpuContext | None,
+    sources: list[InputSet],
+    rotate: int,
+    host_lock: Callable[[], AbstractContextManager[None]] = nullcontext,
 ) -> HostSlots | DeviceSlots:
     """The rotated copies that a runtime's trials run on: on the device for kernel tasks (``gpu`` is
-    required), in host memory for function tasks."""
+    required), in host memory for function tasks (each chunk copied under ``host_lock``)."""
     if isinstance(task, KernelTask):
         if gpu is None:
             raise ExecutorError("a kernel task's timing buffers need a CUDA context")
         return DeviceSlots(gpu, task, sources, rotate)
-    return HostSlots(sources, rotate)
+    return HostSlots(sources, rotate, lock=host_lock)
 
 
 class GpuFunctionRuntime(FunctionRuntime):

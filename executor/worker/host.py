@@ -9,7 +9,11 @@ machinery on machines without a GPU, and never passes a candidate in the service
 from __future__ import annotations
 
 import ctypes
+import functools
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,16 +26,73 @@ from executor.taskformat import FunctionTask, KernelTask
 from executor.verdict import TimingStats
 from executor.worker.runtime import Runtime
 
+# When the host's last-level cache size cannot be read: a common size of one socket's L3.
+DEFAULT_HOST_CACHE_BYTES = 32 << 20
+
+
+@functools.cache
+def host_cache_bytes() -> int:
+    """The largest CPU cache of this host (its last-level cache), from sysfs; a default of
+    :data:`DEFAULT_HOST_CACHE_BYTES` where sysfs does not say."""
+    sizes = []
+    for entry in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        text = entry.read_text().strip().upper()
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        digits = text.rstrip("KMG")
+        if digits.isdigit():
+            sizes.append(int(digits) * scale)
+    return max(sizes, default=DEFAULT_HOST_CACHE_BYTES)
+
+
+def host_copies(sources: list[InputSet], rotate: int, cache_bytes: int) -> int:
+    """How many host copies the trials rotate through: ``rotate``, unless a source is larger than the
+    host's last-level cache (``cache_bytes``), in which case one per source. Rotation is there so that
+    no trial finds its inputs in the CPU caches; a set larger than the cache has left it by the time
+    its next trial starts reading it (that trial's own copies and the previous trial's outputs went
+    through the cache since), so further copies would only cost host-memory traffic under the GPU
+    lock (up to 1.8 GB per evaluation for the benchmark's largest sets)."""
+    largest = max((sum(a.nbytes for a in s.arrays.values()) for s in sources), default=0)
+    return rotate if largest <= cache_bytes else min(rotate, max(len(sources), 1))
+
+
+# A prepared host copy is made this many bytes at a time, each chunk under its own hold of the lock it
+# is given: a few milliseconds of copying, which is what a function task's trials wait for at most.
+COPY_CHUNK_BYTES = 32 << 20
+
 
 class HostSlots:
     """Rotated host copies of the timing sources (function tasks), made before the candidate arrives.
 
-    Distinct copies per rotation slot, so that no trial finds its inputs in the CPU caches.
+    Distinct copies per rotation slot, so that no trial finds its inputs in the CPU caches; how many
+    is :func:`host_copies`. ``lock`` (e.g. :func:`executor.gpulock.host_copies`) is held around each
+    chunk of :data:`COPY_CHUNK_BYTES` copied; ``lock_wait_s`` is how long the chunks waited for it.
     """
 
-    def __init__(self, sources: list[InputSet], rotate: int) -> None:
+    def __init__(
+        self,
+        sources: list[InputSet],
+        rotate: int,
+        cache_bytes: int | None = None,
+        lock: Callable[[], AbstractContextManager[None]] = nullcontext,
+    ) -> None:
         self.sources = sources
-        self.rotated = [sources[j % len(sources)].copy() for j in range(rotate)]
+        self.lock_wait_s = 0.0
+        count = host_copies(sources, rotate, host_cache_bytes() if cache_bytes is None else cache_bytes)
+        self.rotated = [self._copy(sources[j % len(sources)], lock) for j in range(count)]
+
+    def _copy(self, source: InputSet, lock: Callable[[], AbstractContextManager[None]]) -> InputSet:
+        arrays = {}
+        for name, array in source.arrays.items():
+            copy = np.empty(array.shape, array.dtype)  # C order: reshape(-1) below is a view of it
+            flat_in, flat_out = np.ascontiguousarray(array).reshape(-1), copy.reshape(-1)
+            step = max(COPY_CHUNK_BYTES // max(array.itemsize, 1), 1)
+            for start in range(0, flat_in.size, step) if flat_in.size else [0]:
+                waited = time.perf_counter()
+                with lock():
+                    self.lock_wait_s += time.perf_counter() - waited
+                    np.copyto(flat_out[start : start + step], flat_in[start : start + step])
+            arrays[name] = copy
+        return InputSet(source.seed, source.size, dict(source.scalars), arrays)
 
 
 class FunctionRuntime(Runtime):

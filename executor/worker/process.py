@@ -9,10 +9,10 @@ from pathlib import Path
 
 from executor.checking import prime as prime_statistics
 from executor.errors import ExecutorError
-from executor.gpulock import gpu_exclusive, gpu_shared
+from executor.gpulock import function_checks, function_run, gpu_shared
 from executor.taskformat import KernelTask
 from executor.verdict import ErrorKind
-from executor.worker.candidate import Worker
+from executor.worker.candidate import RunLocks, Worker
 from executor.worker.gpu import GpuContext
 from executor.worker.messages import (
     CandidateRun,
@@ -66,9 +66,14 @@ def serve_candidate(job_path: str, gpu: GpuContext | None) -> int:
                 return 0
             run = CandidateRun.model_validate_json(Path(line).read_text())
             # A kernel's trials are timed on the device with events, which other processes' shared
-            # GPU work does not reach; a function's calls are timed on the host clock (executor.gpulock).
-            with gpu_shared() if isinstance(job.task, KernelTask) else gpu_exclusive():
-                outcome = worker.run(run)
+            # GPU work does not reach; a function's calls are timed on the host clock, copies from
+            # host memory included, and only its untimed checks let other workers' preparation
+            # go on beside them (executor.gpulock).
+            if isinstance(job.task, KernelTask):
+                locks = RunLocks(checking=gpu_shared)
+            else:
+                locks = RunLocks(checking=function_checks, timing=function_run)
+            outcome = worker.run(run, locks)
         except ExecutorError as e:  # the task's own reference or generator failed, not the candidate
             outcome = _failure(ErrorKind.REFERENCE_ERROR, str(e), worker.seconds)
         except MemoryError as e:

@@ -6,15 +6,17 @@ and calls its entry through ctypes is the same with or without a GPU.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from executor.gpulock import LOCK_ENV, turnstile_path
+from executor.gpulock import LOCK_ENV, lock_files, lock_path
 from executor.protocol import EvaluationOptions
 from executor.reference import build_reference
 from executor.sandbox import (
@@ -27,7 +29,7 @@ from executor.sandbox import (
 from executor.taskformat import FunctionTask, KernelTask, load_task
 from executor.timingset import TimingSetSpec
 from executor.verdict import ErrorKind
-from executor.worker.candidate import Worker
+from executor.worker.candidate import RunLocks, Worker
 from executor.worker.messages import DONE_FD_ENV, CandidateRun, WorkerJob, WorkerOutcome, write_result
 from tests.support.hostcode import FAST, build_host_candidates
 
@@ -49,6 +51,10 @@ CANDIDATES = {
     "late_wrong": HEAD
     + "static int calls = 0; if (++calls <= 4) { for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i]; }"
     " else { for (int i = 0; i < n; ++i) y[i] = a * x[i] - y[i]; } }",
+    # Right on the correctness calls of FAST, then hangs in its first timed (warm-up) call.
+    "late_hang": HEAD
+    + "static int calls = 0; if (++calls <= 4) { for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i]; }"
+    " else { volatile int k = 0; while (true) { k = k + 1; } } }",
     # Remembers the first answer and replays it: right once, wrong on the next input set.
     "cached": "#include <vector>\nstatic std::vector<float> memo;\n"
     + HEAD
@@ -168,8 +174,9 @@ def test_memory_hog_is_stopped_by_the_limit(
 def test_a_pool_worker_holds_the_gpu_lock_while_it_runs_and_a_kill_releases_it(
     task: FunctionTask | KernelTask, products: dict[str, str], tmp_path: Path
 ) -> None:
-    """The pool names its lock file to its candidate workers; a worker holds the lock through its run
-    (here a hanging candidate), so no other worker's GPU work can overlap it, and its death frees it."""
+    """The pool names its lock file to its candidate workers; a function task's worker holds the GPU's
+    and the host memory's locks alone through its trials (here a candidate that hangs in its first
+    timed call), so no other worker's GPU work or host copies overlap them, and its death frees them."""
     pool = WorkerPool("host", prewarm=False, workdir=tmp_path)
     proc = pool.take("candidate")
     try:
@@ -180,32 +187,38 @@ def test_a_pool_worker_holds_the_gpu_lock_while_it_runs_and_a_kill_releases_it(
             environ = Path(f"/proc/{proc.proc.pid}/environ").read_bytes().split(b"\0")
             time.sleep(0.02)
         assert f"{LOCK_ENV}={pool.gpu_lock}".encode() in environ
-        start_candidate(proc, _job(task, tmp_path), None)
+        start_candidate(proc, _job(task, tmp_path, run_timing=True), None)
         result: dict[str, WorkerOutcome] = {}
         waiter = threading.Thread(
-            target=lambda: result.update(out=finish_candidate(proc, _run(products["hang"]), 4.0, None))
+            target=lambda: result.update(out=finish_candidate(proc, _run(products["late_hang"]), 4.0, None))
         )
         waiter.start()
+        # A function task's trials (where this candidate hangs) hold the GPU's lock and the host
+        # memory's, both alone: a shared request is refused.
+        locks = [lock_path(pool.gpu_lock, resource) for resource in ("gpu", "host")]
         deadline = time.monotonic() + 3.0
-        held = False
-        with pool.gpu_lock.open("ab") as handle:
-            while not held and time.monotonic() < deadline:
-                try:
-                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    fcntl.flock(handle, fcntl.LOCK_UN)
-                    time.sleep(0.05)
-                except BlockingIOError:
-                    held = True
-            assert held, "the running worker never held the GPU lock"
-            waiter.join()
-            assert result["out"].error is ErrorKind.TIMEOUT
-            proc.kill()
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free again once the worker is gone
+        held: set[Path] = set()
+        while held != set(locks) and time.monotonic() < deadline:
+            for lock in locks:
+                with lock.open("ab") as handle:
+                    try:
+                        fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                        fcntl.flock(handle, fcntl.LOCK_UN)
+                    except BlockingIOError:
+                        held.add(lock)
+            time.sleep(0.05)
+        assert held == set(locks), f"the running worker never held {sorted(set(locks) - held)}"
+        waiter.join()
+        assert result["out"].error is ErrorKind.TIMEOUT
+        proc.kill()
+        for lock in locks:  # free again once the worker is gone
+            with lock.open("ab") as handle:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     finally:
         proc.close()
         pool.close()
-    assert not pool.gpu_lock.exists()
-    assert not turnstile_path(pool.gpu_lock).exists()  # made by the worker's lock, removed with the pool
+    # made by the worker's locks, removed with the pool
+    assert not [path for path in lock_files(pool.gpu_lock) if path.exists()]
 
 
 def test_a_check_run_behind_reports_the_first_failing_set(
@@ -311,3 +324,40 @@ def test_a_candidate_worker_reports_when_its_preparation_is_done(
     finally:
         idle.close()
         proc.close()
+
+
+def test_a_run_lets_go_of_its_checks_lock_before_its_trials_take_theirs(
+    task: FunctionTask | KernelTask, products: dict[str, str], tmp_path: Path
+) -> None:
+    """A function task's correctness calls hold the locks shared and its trials alone (RunLocks): the
+    first hold ends before the second begins (converting a held flock is not atomic), the candidate
+    is checked under the first and timed under the second, and a failing check never takes the
+    trials' lock."""
+    events: list[str] = []
+
+    def lock(name: str) -> Callable[[], contextlib.AbstractContextManager[None]]:
+        @contextlib.contextmanager
+        def hold() -> Iterator[None]:
+            # whether the correctness stage had run when the lock was taken and when it was let go
+            events.append(f"{name} taken, checked: {'correctness' in worker.seconds}")
+            yield
+            events.append(f"{name} let go, checked: {'correctness' in worker.seconds}")
+
+        return hold
+
+    worker = Worker(_job(task, tmp_path, run_timing=True))
+    locks = RunLocks(checking=lock("checks"), timing=lock("trials"))
+    outcome = worker.run(_run(products["correct"]), locks)
+    assert outcome.passed and outcome.candidate_timing is not None, outcome.message
+    assert events == [
+        "checks taken, checked: False",
+        "checks let go, checked: True",
+        "trials taken, checked: True",
+        "trials let go, checked: True",
+    ]
+    assert {"run_lock_wait", "timing_lock_wait"} <= set(outcome.seconds)
+    events.clear()
+    worker = Worker(_job(task, tmp_path, run_timing=True))
+    failed = worker.run(_run(products["wrong"]), locks)
+    assert failed.error is ErrorKind.WRONG_OUTPUT
+    assert events == ["checks taken, checked: False", "checks let go, checked: True"]

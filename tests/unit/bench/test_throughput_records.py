@@ -32,7 +32,13 @@ def test_records_and_the_lock_table_by_task_kind() -> None:
             runtime_stages="run",
             candidate_timing=_timing(trials),
             reward=1.0,
-            seconds={"gpu_held": held, "handover": held / 4, "correctness": 0.1, "timing_trials": held / 2},
+            seconds={
+                "gpu_held": held,
+                "handover": held / 4,
+                "run_lock_wait": held / 8,
+                "correctness": 0.1,
+                "timing_trials": held / 2,
+            },
         )
         results.append((QueueItem(task, "src", "correct"), verdict, held + 1.0, None))
     failed = Verdict(
@@ -60,5 +66,5 @@ def test_records_and_the_lock_table_by_task_kind() -> None:
         "handover"
     ] == pytest.approx(0.0625)
     text = render({"runs": [summary], "command": "test", "date": "today", "host": "here", "runtime": "gpu"})
-    assert "| 1 | function | 2 | 1.500 | 0.375 | 0.100 | 0.750 | 10.0 |" in text
-    assert "| 1 | kernel | 1 | 0.250 | 0.062 | 0.100 | 0.125 | 100.0 |" in text
+    assert "| 1 | function | 2 | 1.500 | 0.375 | 0.188 | 0.100 | 0.750 | 10.0 |" in text
+    assert "| 1 | kernel | 1 | 0.250 | 0.062 | 0.031 | 0.100 | 0.125 | 100.0 |" in text

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from executor.gpulock import LOCK_ENV, gpu_exclusive, gpu_shared
+from executor.gpulock import LOCK_ENV, function_run, gpu_exclusive, gpu_shared, host_copies
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -21,7 +21,7 @@ import json, os, sys, time
 from pathlib import Path
 from executor.gpulock import gpu_lock
 print("asking", flush=True)
-with gpu_lock(os.environ.get("HOLDER_MODE", "exclusive")):
+with gpu_lock(os.environ.get("HOLDER_MODE", "exclusive"), os.environ.get("HOLDER_RESOURCE", "gpu")):
     got = time.time()
     print("held", flush=True)
     time.sleep(float(sys.argv[1]))
@@ -32,11 +32,18 @@ with gpu_lock(os.environ.get("HOLDER_MODE", "exclusive")):
 
 
 def _holder(
-    lock: Path, seconds: float, marker: Path | None = None, mode: str = "exclusive", wait: bool = True
+    lock: Path,
+    seconds: float,
+    marker: Path | None = None,
+    mode: str = "exclusive",
+    wait: bool = True,
+    resource: str = "gpu",
 ) -> subprocess.Popen[str]:
-    """A process that holds the lock in ``mode`` for ``seconds``; returned once it holds it (``wait``)
-    or once it has started to ask for it."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT), HOLDER_MODE=mode, **{LOCK_ENV: str(lock)})
+    """A process that holds the lock of ``resource`` in ``mode`` for ``seconds``; returned once it
+    holds it (``wait``) or once it has started to ask for it."""
+    env = dict(
+        os.environ, PYTHONPATH=str(ROOT), HOLDER_MODE=mode, HOLDER_RESOURCE=resource, **{LOCK_ENV: str(lock)}
+    )
     args = [sys.executable, "-c", HOLDER, str(seconds)] + ([str(marker)] if marker else [])
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True, env=env)
     assert proc.stdout is not None and proc.stdout.readline().strip() == "asking"
@@ -143,3 +150,33 @@ def test_an_exclusive_use_inside_a_shared_one_is_refused(
         pass
     with gpu_exclusive(), gpu_shared():  # an exclusive hold covers a shared use
         pass
+
+
+def test_host_copies_overlap_the_gpu_but_never_a_function_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A function task's prepared host copies (host memory, shared) do not wait for the GPU's
+    exclusive holders (a kernel task's uploads) nor for its shared ones (a kernel run); a function
+    run (the GPU and the host memory, alone) waits for them, and they wait for it."""
+    lock = tmp_path / "gpu.lock"
+    monkeypatch.setenv(LOCK_ENV, str(lock))
+    uploads = _holder(lock, 1.5, mode="exclusive")
+    try:
+        t0 = time.monotonic()
+        with host_copies():
+            assert time.monotonic() - t0 < 1.0
+    finally:
+        uploads.wait()
+    # Each waits for the other's holder to let go: the holder's last act comes before the hold.
+    for holder, mode, resource, then in (
+        ("copies", "shared", "host", function_run),
+        ("run", "exclusive", "host", host_copies),
+    ):
+        marker = tmp_path / holder
+        proc = _holder(lock, 1.0, marker, mode=mode, resource=resource)
+        try:
+            with then():
+                got_it = time.time()
+                assert marker.exists() and _held(marker)[1] <= got_it, holder
+        finally:
+            proc.wait()

@@ -3,10 +3,11 @@ the fast input draws (pure logic; a few tests use short sleeps for the wall-cloc
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
@@ -23,9 +24,11 @@ from executor.checking import (
     stop_rule,
     timing_stats,
 )
-from executor.inputs import generate_inputs
+from executor.inputs import InputSet, generate_inputs
 from executor.protocol import EvaluationOptions
 from executor.taskformat import FunctionTask, KernelTask, parse_task
+from executor.worker import host as host_module
+from executor.worker.host import HostSlots, host_cache_bytes, host_copies
 
 
 def _trials(values: list[float]) -> tuple[list[int], Callable[[int], float]]:
@@ -327,6 +330,33 @@ def test_only_device_timed_trials_wait_for_the_clocks_to_settle() -> None:
     assert kernel.warmup == function.warmup == options.warmup
 
 
+def test_host_timed_trials_stop_at_their_own_target_error() -> None:
+    options = EvaluationOptions(target_error=0.01, host_target_error=0.04)
+    kernel, function = options.trial_policy(device_timed=True), options.trial_policy()
+    assert (kernel.target_error, function.target_error) == (0.01, 0.04)
+    # Samples with a robust CoV of ~4.4 %: the host target stops them at the minimum, the kernel
+    # target (1 %) keeps going until about 25 trials.
+    samples = [10.0, 10.3, 9.7, 10.6, 9.4, 10.1, 9.9]
+    assert stop_rule(samples[:5], function) == "stable"
+    assert stop_rule(samples[:5], kernel) is None
+
+
+def test_host_trials_rotate_copies_only_of_sets_that_fit_the_host_cache() -> None:
+    def input_set(mib: int, seed: int = 0) -> InputSet:
+        return InputSet(size="timing", seed=seed, scalars={}, arrays={"x": np.zeros(mib << 18, np.float32)})
+
+    small, large = [input_set(8)], [input_set(64)]
+    cache = 32 << 20
+    assert host_copies(small, 3, cache) == 3
+    assert host_copies(large, 3, cache) == 1
+    assert host_copies([input_set(64, 1), input_set(64, 2)], 3, cache) == 2  # one per source
+    slots = HostSlots(large, 3, cache_bytes=cache)
+    assert len(slots.rotated) == 1
+    assert slots.rotated[0].arrays["x"] is not large[0].arrays["x"]  # a copy, never the source
+    assert len(HostSlots(small, 3, cache_bytes=cache).rotated) == 3
+    assert host_cache_bytes() > 0
+
+
 def test_after_priming_the_timing_statistics_import_nothing_more() -> None:
     """A worker primes the warm-up's statistics while it starts: a first np.median imports numpy.ma
     (tens of ms under gVisor), which would otherwise land in a candidate's warm-up."""
@@ -341,3 +371,24 @@ def test_after_priming_the_timing_statistics_import_nothing_more() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_host_copies_are_made_a_chunk_at_a_time_under_the_lock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each chunk of a prepared host copy holds the lock on its own, so that a function task's trials
+    wait for one chunk at most; the copy is exact and never the source's memory."""
+    monkeypatch.setattr(host_module, "COPY_CHUNK_BYTES", 1 << 20)
+    holds = [0]
+
+    @contextlib.contextmanager
+    def counting() -> Iterator[None]:
+        holds[0] += 1
+        yield
+
+    x = np.arange(3 << 18, dtype=np.float32).reshape(3, 1 << 18)  # 3 MiB, 2-D
+    source = InputSet(size="timing", seed=0, scalars={"n": 5}, arrays={"x": x, "e": np.zeros(0, np.int32)})
+    slots = HostSlots([source], 2, cache_bytes=64 << 20, lock=counting)
+    assert len(slots.rotated) == 2 and holds[0] == 2 * (3 + 1)  # 3 chunks of x, 1 of the empty array
+    for copy in slots.rotated:
+        assert np.array_equal(copy.arrays["x"], x) and copy.arrays["x"].shape == x.shape
+        assert not np.shares_memory(copy.arrays["x"], x) and copy.scalars == {"n": 5}
+    assert slots.lock_wait_s >= 0
