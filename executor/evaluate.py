@@ -17,6 +17,7 @@ from executor.cache import content_key
 from executor.compile import DEFAULT_ARCH, Compiler, RemoteBuilds, device_arch, kernel_symbol
 from executor.devcompare import compare_source
 from executor.errors import EvaluationCancelled, ExecutorError, ReferenceBuildError
+from executor.gpulock import hold
 from executor.protocol import CandidateSource, EvaluateRequest, EvaluationOptions
 from executor.reference import build_reference
 from executor.runlimit import RunLimit, run_limit
@@ -316,16 +317,11 @@ class Evaluator:
         cand_worker.wait_prepared(self.settings.run_timeout_s, cancelled)
         seconds["prepare_wait"] = time.perf_counter() - waited
         waited = time.perf_counter()
-        with self._gpu(cancelled):
+        with self._gpu(cancelled), contextlib.ExitStack() as teardown:
             reaped = time.perf_counter()
             seconds["gpu_wait"] = reaped - waited
             if not isinstance(task, KernelTask):
-                # Workers of earlier evaluations may still be in teardown (their CUDA context too):
-                # a function task's host-timed trials wait for that, not for the verdict before them.
-                # (A kernel's event-timed trials do not see other processes' teardown: executor.gpulock.)
-                if not self.pool.drain(timeout_s=10.0):
-                    logger.warning("a finished worker is still being torn down; timing anyway")
-                seconds["reap_wait"] = time.perf_counter() - reaped
+                teardown.callback(self._hold_through_teardown(seconds).join)
             outcome = finish_candidate(
                 cand_worker,
                 run,
@@ -373,6 +369,28 @@ class Evaluator:
             seconds=seconds,
             run_limit=applied,
         )
+
+    def _hold_through_teardown(self, seconds: dict[str, float]) -> threading.Thread:
+        """Workers of earlier evaluations may still be in teardown (their CUDA context too): a
+        function task's host-timed trials wait for that, not its untimed checks. So the GPU lock is
+        held shared from here until they are gone (at most 10 s), in a thread; the candidate's checks
+        share it, its trials, which hold it alone, wait (``reap_wait``: how long that took). A
+        kernel's event-timed trials do not see other processes' teardown (executor.gpulock)."""
+        started = time.perf_counter()
+        held = contextlib.ExitStack()
+        held.enter_context(hold(self.pool.gpu_lock, "shared"))
+
+        def drain_then_let_go() -> None:
+            try:
+                if not self.pool.drain(timeout_s=10.0):
+                    logger.warning("a finished worker is still being torn down; timing anyway")
+            finally:
+                seconds["reap_wait"] = time.perf_counter() - started
+                held.close()
+
+        thread = threading.Thread(target=drain_then_let_go, name="executor-teardown", daemon=True)
+        thread.start()
+        return thread
 
     @contextlib.contextmanager
     def _gpu(self, cancelled: threading.Event | None) -> Iterator[None]:

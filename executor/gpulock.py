@@ -91,19 +91,28 @@ def gpu_lock(mode: Mode, resource: Resource = "gpu") -> Iterator[None]:
         finally:
             depths[resource] -= 1
         return
-    path = lock_path(base, resource)
-    handle: IO[bytes] = open(path, "ab")  # noqa: SIM115 - held across the yield
-    try:
-        with turnstile_path(path).open("ab") as turn:
-            fcntl.flock(turn, fcntl.LOCK_EX)
-            # An exclusive request keeps the turnstile until it holds the lock; a shared one only
-            # passes through it. The turnstile is released when ``turn`` closes.
-            fcntl.flock(handle, fcntl.LOCK_EX if mode == "exclusive" else fcntl.LOCK_SH)
+    with hold(base, mode, resource):
         depths[resource], modes[resource] = 1, mode
         try:
             yield
         finally:
             depths[resource] = 0
+
+
+@contextlib.contextmanager
+def hold(lock: str | os.PathLike[str], mode: Mode, resource: Resource = "gpu") -> Iterator[None]:
+    """Hold the lock of ``resource`` named by the GPU lock's path ``lock`` in ``mode``, whatever this
+    thread already holds (not re-entrant: the evaluator's own holds, outside any worker)."""
+    handle: IO[bytes] = open(lock_path(lock, resource), "ab")  # noqa: SIM115 - held across the yield
+    try:
+        with turnstile_path(handle.name).open("ab") as turn:
+            fcntl.flock(turn, fcntl.LOCK_EX)
+            # An exclusive request keeps the turnstile until it holds the lock; a shared one only
+            # passes through it. The turnstile is released when ``turn`` closes.
+            fcntl.flock(handle, fcntl.LOCK_EX if mode == "exclusive" else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
     finally:
         handle.close()

@@ -169,7 +169,10 @@ def test_without_prewarming_the_same_verdicts_come_back(
     try:
         assert cold.evaluate(saxpy, CandidateSource(source=CORRECT), QUICK).passed
         assert cold.evaluate(saxpy, CandidateSource(source=WRONG), QUICK).error is ErrorKind.WRONG_OUTPUT
-        assert not set(worker_children()) - before  # nothing is left waiting
+        # Nothing is left waiting once the finished workers, killed after their verdicts, are gone
+        # (the reaper waits for that in the background: a process still exiting is seen in /proc).
+        assert cold.pool.drain(timeout_s=30.0)
+        assert not set(worker_children()) - before
     finally:
         cold.close()
 
@@ -244,3 +247,26 @@ def test_the_executor_service_prepares_a_task_new_to_it(
         assert "timing_set" not in verdict.seconds and "reference_timing" not in verdict.seconds
     else:
         assert "timing_set" in verdict.seconds and "reference_timing" in verdict.seconds
+
+
+def test_a_function_tasks_trials_wait_for_a_teardown_and_its_checks_do_not(
+    evaluator: Evaluator, saxpy: FunctionTask | KernelTask
+) -> None:
+    """A finished worker still being torn down when a function task's candidate runs: the untimed
+    checks go on beside the teardown, the host-timed trials start only once it is over."""
+    source = CandidateSource(source=CORRECT + "// beside a teardown\n")
+    assert evaluator.evaluate(saxpy, source, QUICK).passed  # compiled and cached: the next is quick
+    evaluator.wait_for_preparation()
+    slow = evaluator.pool.take("candidate")
+    for k in range(80_000):  # removing its directory takes the teardown most of a second
+        (slow.dir / f"f{k}").touch()
+    evaluator.pool.discard(slow)
+    verdict = evaluator.evaluate(saxpy, source, QUICK)
+    assert verdict.passed, verdict.message
+    seconds = verdict.seconds
+    assert seconds["reap_wait"] > 0.3, seconds  # the teardown was still going when the run began
+    assert seconds["run_lock_wait"] < seconds["reap_wait"] / 2, seconds  # the checks did not wait
+    # From the hand-over to the trials: the checks, then the wait for the trials' own lock. The
+    # teardown began (and was held for) before the hand-over, so this outlasts it.
+    to_trials = seconds["handover"] + seconds["load"] + seconds["correctness"] + seconds["timing_lock_wait"]
+    assert to_trials >= seconds["reap_wait"] - 0.05, seconds
