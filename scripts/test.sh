@@ -13,7 +13,8 @@ echo "== mypy" >&2
 mypy
 echo "== pytest" >&2
 set +e
-python -m pytest "$@"
+# A crash after the tests (in the interpreter's shutdown) prints its threads' stacks too.
+PYTHONFAULTHANDLER=1 python -m pytest "$@"
 status=$?
 set -e
 if [ "$status" = 5 ]; then
