@@ -103,9 +103,10 @@ def gpu_lock(mode: Mode, resource: Resource = "gpu") -> Iterator[None]:
 def hold(lock: str | os.PathLike[str], mode: Mode, resource: Resource = "gpu") -> Iterator[None]:
     """Hold the lock of ``resource`` named by the GPU lock's path ``lock`` in ``mode``, whatever this
     thread already holds (not re-entrant: the evaluator's own holds, outside any worker)."""
-    handle: IO[bytes] = open(lock_path(lock, resource), "ab")  # noqa: SIM115 - held across the yield
+    path = lock_path(lock, resource)
+    handle: IO[bytes] = open(path, "ab")  # noqa: SIM115 - held across the yield
     try:
-        with turnstile_path(handle.name).open("ab") as turn:
+        with turnstile_path(path).open("ab") as turn:
             fcntl.flock(turn, fcntl.LOCK_EX)
             # An exclusive request keeps the turnstile until it holds the lock; a shared one only
             # passes through it. The turnstile is released when ``turn`` closes.

@@ -14,7 +14,7 @@ import contextlib
 import ctypes
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,6 +91,16 @@ class Worker:
         """Add the time since ``since`` (a perf_counter reading) to ``seconds[key]``."""
         self.seconds[key] = self.seconds.get(key, 0.0) + time.perf_counter() - since
 
+    @contextlib.contextmanager
+    def _holding(
+        self, lock: Callable[[], contextlib.AbstractContextManager[None]], key: str
+    ) -> Iterator[None]:
+        """Hold ``lock`` for the block; the wait for it is added to ``seconds[key]``."""
+        waited = time.perf_counter()
+        with lock():
+            self._add_seconds(key, waited)
+            yield
+
     def progress(self, stage: str) -> None:
         """Record the current stage, so that a timeout can say where it happened."""
         write_progress(self.job.progress_path, stage)
@@ -112,9 +122,7 @@ class Worker:
             # clock, they made them noisier (H200, 2026-11-27: twice the trials on the steady queue;
             # bench/results/2026-11-27_h200_s11), while kernel tasks' trials never read host memory.
             if isinstance(self.task, KernelTask):
-                waited = time.perf_counter()
-                with gpu_exclusive():
-                    self.seconds["prepare_lock_wait"] = time.perf_counter() - waited
+                with self._holding(gpu_exclusive, "prepare_lock_wait"):
                     self.slots = self._prepared_slots()
                     if isinstance(self.slots, DeviceSlots):
                         self.uploaded = self._uploaded_timing_sets()
@@ -338,18 +346,14 @@ class Worker:
         if not self.sets:
             self.prepare()
         with contextlib.ExitStack() as held:
-            waited = time.perf_counter()
-            held.enter_context(locks.checking())
-            self.seconds["run_lock_wait"] = time.perf_counter() - waited
+            held.enter_context(self._holding(locks.checking, "run_lock_wait"))
             checked = self.check_correctness(run)
             if isinstance(checked, WorkerOutcome):
                 return checked
             candidate, done = checked
             if locks.timing is not None:
                 held.close()  # the trials' own lock, taken after the checks' is let go
-                waited = time.perf_counter()
-                held.enter_context(locks.timing())
-                self.seconds["timing_lock_wait"] = time.perf_counter() - waited
+                held.enter_context(self._holding(locks.timing, "timing_lock_wait"))
             return self.timing(candidate, run, done)
 
     def check_correctness(self, run: CandidateRun) -> tuple[Runtime, int] | WorkerOutcome:

@@ -44,7 +44,7 @@ def host_cache_bytes() -> int:
     return max(sizes, default=DEFAULT_HOST_CACHE_BYTES)
 
 
-def host_copies(sources: list[InputSet], rotate: int, cache_bytes: int) -> int:
+def host_copy_count(sources: list[InputSet], rotate: int, cache_bytes: int) -> int:
     """How many host copies the trials rotate through: ``rotate``, unless a source is larger than the
     host's last-level cache (``cache_bytes``), in which case one per source. Rotation is there so that
     no trial finds its inputs in the CPU caches; a set larger than the cache has left it by the time
@@ -64,7 +64,7 @@ class HostSlots:
     """Rotated host copies of the timing sources (function tasks), made before the candidate arrives.
 
     Distinct copies per rotation slot, so that no trial finds its inputs in the CPU caches; how many
-    is :func:`host_copies`. ``lock`` (e.g. :func:`executor.gpulock.host_copies`) is held around each
+    is :func:`host_copy_count`. ``lock`` (e.g. :func:`executor.gpulock.host_copies`) is held around each
     chunk of :data:`COPY_CHUNK_BYTES` copied; ``lock_wait_s`` is how long the chunks waited for it.
     """
 
@@ -77,7 +77,7 @@ class HostSlots:
     ) -> None:
         self.sources = sources
         self.lock_wait_s = 0.0
-        count = host_copies(sources, rotate, host_cache_bytes() if cache_bytes is None else cache_bytes)
+        count = host_copy_count(sources, rotate, host_cache_bytes() if cache_bytes is None else cache_bytes)
         self.rotated = [self._copy(sources[j % len(sources)], lock) for j in range(count)]
 
     def _copy(self, source: InputSet, lock: Callable[[], AbstractContextManager[None]]) -> InputSet:

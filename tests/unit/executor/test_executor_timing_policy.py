@@ -28,7 +28,7 @@ from executor.inputs import InputSet, generate_inputs
 from executor.protocol import EvaluationOptions
 from executor.taskformat import FunctionTask, KernelTask, parse_task
 from executor.worker import host as host_module
-from executor.worker.host import HostSlots, host_cache_bytes, host_copies
+from executor.worker.host import HostSlots, host_cache_bytes, host_copy_count
 
 
 def _trials(values: list[float]) -> tuple[list[int], Callable[[int], float]]:
@@ -347,9 +347,9 @@ def test_host_trials_rotate_copies_only_of_sets_that_fit_the_host_cache() -> Non
 
     small, large = [input_set(8)], [input_set(64)]
     cache = 32 << 20
-    assert host_copies(small, 3, cache) == 3
-    assert host_copies(large, 3, cache) == 1
-    assert host_copies([input_set(64, 1), input_set(64, 2)], 3, cache) == 2  # one per source
+    assert host_copy_count(small, 3, cache) == 3
+    assert host_copy_count(large, 3, cache) == 1
+    assert host_copy_count([input_set(64, 1), input_set(64, 2)], 3, cache) == 2  # one per source
     slots = HostSlots(large, 3, cache_bytes=cache)
     assert len(slots.rotated) == 1
     assert slots.rotated[0].arrays["x"] is not large[0].arrays["x"]  # a copy, never the source
