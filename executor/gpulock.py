@@ -1,20 +1,28 @@
-"""The executor's locks for the work of its worker processes: the GPU's, and the host memory's.
+"""The executor's locks for the work of its worker processes: the GPU's, the uploads', the host memory's.
 
 The evaluator serialises the candidates' runs, but a worker also works outside its run: a spare makes
 its CUDA context and L2-flush buffer while it starts, and a prepared worker makes its timing buffers
 while the candidate before it may still be timed. What must not overlap a candidate's trials holds a
 lock *exclusively*; what the trials cannot see holds it *shared*, so that it overlaps other shared work
-and the trials that tolerate it. Two resources are locked that way:
+and the trials that tolerate it. Three resources are locked that way:
 
 The GPU (``resource="gpu"``):
 
 - exclusive: a function task's trials (its calls are timed on the host clock, copies included, so
-  any other GPU or PCIe traffic lands in its samples), and a kernel task's prepared uploads (another
-  process's 256 MB upload moved a memory-bound kernel's event-timed p90 by 1.5 %:
-  bench/device/overlap_probe.py, bench/results/2026-11-27_h200_s11/call2_overlap/);
-- shared: a kernel task's run (its launches are timed with CUDA events on its own stream: in the same
-  probe, other processes' context creation, teardown and kernels left the medians and p90 within
-  0.4 %), a function task's correctness calls (untimed) and a spare's context creation.
+  any other GPU or PCIe traffic lands in its samples);
+- shared: everything else on the GPU: a kernel task's run, a function task's correctness calls
+  (untimed), a spare's context creation, a kernel task's prepared uploads, and the evaluator's wait
+  for finished workers' teardown.
+
+The uploads (``resource="uploads"``), GPU memory traffic that event-timed launches see (another
+process's 256 MB upload moved a memory-bound kernel's p90 by 1.5 %: bench/device/overlap_probe.py,
+bench/results/2026-11-27_h200_s11/call2_overlap/):
+
+- exclusive: a kernel task's trials (its launches are timed with CUDA events on its own stream; in the
+  same probe, other processes' context creation, teardown and kernels left the medians and p90 within
+  0.4 %, so nothing else is kept from them);
+- shared: a kernel task's prepared uploads (which hold the GPU's lock shared too: they overlap any
+  candidate's untimed checks and each other, never a function task's trials nor a kernel's).
 
 The host memory (``resource="host"``):
 
@@ -25,16 +33,19 @@ The host memory (``resource="host"``):
   Made beside a function task's trials, the copies doubled its trials on the H200, so they wait for
   those; a kernel task's trials never touch host memory, so the copies do not wait for them.
 
-A process that holds both takes the GPU's first; nothing that holds the host's asks for the GPU's.
+A process takes them in that order (GPU, uploads, host), and never asks for one it lacks while holding
+a later one.
 
 A process that asks for a lock exclusively first takes the lock's turnstile, which shared requests
 also pass through: once an exclusive request waits, no new shared holder gets in before it (no
-starvation).
+starvation). A candidate's run takes the turnstiles of its trials' locks from its start
+(:func:`reserve`): the work that others began before it goes on beside its untimed checks, none
+begins after, so its trials wait only for what was begun before its checks and is still going.
 
 Each lock is an advisory ``flock`` on a file: the GPU's is the path that the parent names in
-:data:`LOCK_ENV`, the host memory's that path + ``.host``, and each has a turnstile beside it (+
-``.turn``); the kernel releases a lock when its holder dies, so a killed or crashed worker never leaves
-it held. Without the variable (a worker run by hand), nothing is locked.
+:data:`LOCK_ENV`, the others that path + ``.uploads`` and + ``.host``, and each has a turnstile beside it
+(+ ``.turn``); the kernel releases a lock when its holder dies, so a killed or crashed worker never
+leaves it held. Without the variable (a worker run by hand), nothing is locked.
 """
 
 from __future__ import annotations
@@ -50,14 +61,15 @@ from typing import IO, Literal
 LOCK_ENV = "REGRAPH_GPU_LOCK"
 
 Mode = Literal["exclusive", "shared"]
-Resource = Literal["gpu", "host"]
+Resource = Literal["gpu", "uploads", "host"]
+RESOURCES: tuple[Resource, ...] = ("gpu", "uploads", "host")
 
 _state = threading.local()
 
 
 def lock_path(lock: str | os.PathLike[str], resource: Resource = "gpu") -> Path:
     """The lock file of ``resource``, given the GPU lock's path ``lock``."""
-    return Path(os.fspath(lock) + (".host" if resource == "host" else ""))
+    return Path(os.fspath(lock) + ("" if resource == "gpu" else f".{resource}"))
 
 
 def turnstile_path(lock: str | os.PathLike[str]) -> Path:
@@ -67,7 +79,7 @@ def turnstile_path(lock: str | os.PathLike[str]) -> Path:
 
 def lock_files(lock: str | os.PathLike[str]) -> list[Path]:
     """Every file that the locks named by the GPU lock's path ``lock`` may create."""
-    files = [lock_path(lock, resource) for resource in ("gpu", "host")]
+    files = [lock_path(lock, resource) for resource in RESOURCES]
     return files + [turnstile_path(f) for f in files]
 
 
@@ -102,12 +114,15 @@ def gpu_lock(mode: Mode, resource: Resource = "gpu") -> Iterator[None]:
 @contextlib.contextmanager
 def hold(lock: str | os.PathLike[str], mode: Mode, resource: Resource = "gpu") -> Iterator[None]:
     """Hold the lock of ``resource`` named by the GPU lock's path ``lock`` in ``mode``, whatever this
-    thread already holds (not re-entrant: the evaluator's own holds, outside any worker)."""
+    thread already holds (not re-entrant: the evaluator's own holds, outside any worker). The lock's
+    turnstile is passed through (shared) or kept until the lock is held (exclusive), unless this
+    thread has it already (:func:`reserve`)."""
     path = lock_path(lock, resource)
     handle: IO[bytes] = open(path, "ab")  # noqa: SIM115 - held across the yield
     try:
-        with turnstile_path(path).open("ab") as turn:
-            fcntl.flock(turn, fcntl.LOCK_EX)
+        with contextlib.ExitStack() as turn:
+            if turnstile_path(path) not in _reserved():
+                fcntl.flock(turn.enter_context(turnstile_path(path).open("ab")), fcntl.LOCK_EX)
             # An exclusive request keeps the turnstile until it holds the lock; a shared one only
             # passes through it. The turnstile is released when ``turn`` closes.
             fcntl.flock(handle, fcntl.LOCK_EX if mode == "exclusive" else fcntl.LOCK_SH)
@@ -117,6 +132,33 @@ def hold(lock: str | os.PathLike[str], mode: Mode, resource: Resource = "gpu") -
             fcntl.flock(handle, fcntl.LOCK_UN)
     finally:
         handle.close()
+
+
+def _reserved() -> set[Path]:
+    """The turnstiles that this thread holds through :func:`reserve`."""
+    reserved: set[Path] = _state.__dict__.setdefault("reserved", set())
+    return reserved
+
+
+@contextlib.contextmanager
+def reserve(*resources: Resource) -> Iterator[None]:
+    """Hold the turnstiles of ``resources``' locks for the block: no new request of them gets in (shared
+    ones included) while those who hold them go on, so an exclusive request of this thread in the
+    block waits only for holders that got in before it began. Requests of this thread (shared or
+    exclusive) do not wait at the turnstiles it holds. Without :data:`LOCK_ENV`, nothing is held."""
+    base = os.environ.get(LOCK_ENV)
+    reserved = _reserved()
+    with contextlib.ExitStack() as stack:
+        for resource in resources:
+            if not base:
+                break
+            turnstile = turnstile_path(lock_path(base, resource))
+            if turnstile in reserved:
+                continue
+            fcntl.flock(stack.enter_context(turnstile.open("ab")), fcntl.LOCK_EX)
+            reserved.add(turnstile)
+            stack.callback(reserved.discard, turnstile)  # before the file closes (last in, first out)
+        yield
 
 
 def gpu_exclusive() -> contextlib.AbstractContextManager[None]:
@@ -141,6 +183,31 @@ def function_checks() -> Iterator[None]:
 def function_run() -> Iterator[None]:
     """What a function task's trials hold: the GPU and the host memory, both alone."""
     with gpu_lock("exclusive"), gpu_lock("exclusive", "host"):
+        yield
+
+
+def function_reserve() -> contextlib.AbstractContextManager[None]:
+    """What a function task's run reserves from its start (:func:`reserve`): its trials' locks."""
+    return reserve("gpu", "host")
+
+
+@contextlib.contextmanager
+def kernel_run() -> Iterator[None]:
+    """What a kernel task's trials hold: the GPU shared and the uploads alone."""
+    with gpu_lock("shared"), gpu_lock("exclusive", "uploads"):
+        yield
+
+
+def kernel_reserve() -> contextlib.AbstractContextManager[None]:
+    """What a kernel task's run reserves from its start (:func:`reserve`): the uploads' lock."""
+    return reserve("uploads")
+
+
+@contextlib.contextmanager
+def kernel_uploads() -> Iterator[None]:
+    """What a kernel task's prepared uploads hold: the GPU and the uploads, both shared (never beside
+    a function task's trials nor a kernel task's)."""
+    with gpu_lock("shared"), gpu_lock("shared", "uploads"):
         yield
 
 

@@ -27,7 +27,7 @@ from executor.abi import bind_entry, call_entry
 from executor.checking import compare_output
 from executor.devcompare import DeviceComparer
 from executor.errors import ExecutorError
-from executor.gpulock import gpu_exclusive, host_copies
+from executor.gpulock import host_copies, kernel_uploads
 from executor.inputs import InputSet, generate_inputs
 from executor.reference import check_reference_outputs
 from executor.taskformat import KernelTask
@@ -52,12 +52,15 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class RunLocks:
-    """What a candidate's run holds (:mod:`executor.gpulock`): ``checking`` through the correctness
+    """What a candidate's run holds (:mod:`executor.gpulock`): ``reserve`` through the whole run (the
+    turnstiles of the trials' locks, taken first, so that no other work begins while the candidate
+    is checked and its trials wait only for work begun before); ``checking`` through the correctness
     calls and, when ``timing`` is None, through the trials too; otherwise ``checking`` is let go after
     the checks and ``timing`` taken for the trials."""
 
     checking: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
     timing: Callable[[], contextlib.AbstractContextManager[None]] | None = None
+    reserve: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
 
 
 class Worker:
@@ -116,13 +119,14 @@ class Worker:
         t1 = time.perf_counter()
         if self.job.options.run_timing:
             self.timing_sources = self._timing_sources()
-            # Device uploads wait for (and never overlap) another worker's run. A function task's host
-            # copies (hundreds of MB) wait for function tasks' trials only, a chunk at a time: made
-            # beside those trials, whose calls copy from host memory and are timed on the host
-            # clock, they made them noisier (H200, 2026-11-27: twice the trials on the steady queue;
-            # bench/results/2026-11-27_h200_s11), while kernel tasks' trials never read host memory.
+            # Device uploads wait for (and never overlap) another worker's trials, but go on beside
+            # untimed checks. A function task's host copies (hundreds of MB) wait for function
+            # tasks' trials only, a chunk at a time: made beside those trials, whose calls copy from
+            # host memory and are timed on the host clock, they made them noisier (H200,
+            # 2026-11-27: twice the trials on the steady queue; bench/results/2026-11-27_h200_s11),
+            # while kernel tasks' trials never read host memory.
             if isinstance(self.task, KernelTask):
-                with self._holding(gpu_exclusive, "prepare_lock_wait"):
+                with self._holding(kernel_uploads, "prepare_lock_wait"):
                     self.slots = self._prepared_slots()
                     if isinstance(self.slots, DeviceSlots):
                         self.uploaded = self._uploaded_timing_sets()
@@ -345,7 +349,7 @@ class Worker:
         locks = locks or RunLocks()
         if not self.sets:
             self.prepare()
-        with contextlib.ExitStack() as held:
+        with locks.reserve(), contextlib.ExitStack() as held:
             held.enter_context(self._holding(locks.checking, "run_lock_wait"))
             checked = self.check_correctness(run)
             if isinstance(checked, WorkerOutcome):

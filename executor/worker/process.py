@@ -9,7 +9,14 @@ from pathlib import Path
 
 from executor.checking import prime as prime_statistics
 from executor.errors import ExecutorError
-from executor.gpulock import function_checks, function_run, gpu_shared
+from executor.gpulock import (
+    function_checks,
+    function_reserve,
+    function_run,
+    gpu_shared,
+    kernel_reserve,
+    kernel_run,
+)
 from executor.taskformat import KernelTask
 from executor.verdict import ErrorKind
 from executor.worker.candidate import RunLocks, Worker
@@ -66,13 +73,14 @@ def serve_candidate(job_path: str, gpu: GpuContext | None) -> int:
                 return 0
             run = CandidateRun.model_validate_json(Path(line).read_text())
             # A kernel's trials are timed on the device with events, which other processes' shared
-            # GPU work does not reach; a function's calls are timed on the host clock, copies from
-            # host memory included, and only its untimed checks let other workers' preparation
-            # go on beside them (executor.gpulock).
+            # GPU work does not reach, except uploads; a function's calls are timed on the host
+            # clock, copies from host memory included. Only the untimed checks let other workers'
+            # preparation go on beside them, and only the preparation begun before the run
+            # (executor.gpulock).
             if isinstance(job.task, KernelTask):
-                locks = RunLocks(checking=gpu_shared)
+                locks = RunLocks(checking=gpu_shared, timing=kernel_run, reserve=kernel_reserve)
             else:
-                locks = RunLocks(checking=function_checks, timing=function_run)
+                locks = RunLocks(checking=function_checks, timing=function_run, reserve=function_reserve)
             outcome = worker.run(run, locks)
         except ExecutorError as e:  # the task's own reference or generator failed, not the candidate
             outcome = _failure(ErrorKind.REFERENCE_ERROR, str(e), worker.seconds)

@@ -332,7 +332,7 @@ def test_a_run_lets_go_of_its_checks_lock_before_its_trials_take_theirs(
     """A function task's correctness calls hold the locks shared and its trials alone (RunLocks): the
     first hold ends before the second begins (converting a held flock is not atomic), the candidate
     is checked under the first and timed under the second, and a failing check never takes the
-    trials' lock."""
+    trials' lock. The reservation of the trials' locks is taken before the checks' and let go last."""
     events: list[str] = []
 
     def lock(name: str) -> Callable[[], contextlib.AbstractContextManager[None]]:
@@ -346,18 +346,25 @@ def test_a_run_lets_go_of_its_checks_lock_before_its_trials_take_theirs(
         return hold
 
     worker = Worker(_job(task, tmp_path, run_timing=True))
-    locks = RunLocks(checking=lock("checks"), timing=lock("trials"))
+    locks = RunLocks(checking=lock("checks"), timing=lock("trials"), reserve=lock("reserve"))
     outcome = worker.run(_run(products["correct"]), locks)
     assert outcome.passed and outcome.candidate_timing is not None, outcome.message
     assert events == [
+        "reserve taken, checked: False",
         "checks taken, checked: False",
         "checks let go, checked: True",
         "trials taken, checked: True",
         "trials let go, checked: True",
+        "reserve let go, checked: True",
     ]
     assert {"run_lock_wait", "timing_lock_wait"} <= set(outcome.seconds)
     events.clear()
     worker = Worker(_job(task, tmp_path, run_timing=True))
     failed = worker.run(_run(products["wrong"]), locks)
     assert failed.error is ErrorKind.WRONG_OUTPUT
-    assert events == ["checks taken, checked: False", "checks let go, checked: True"]
+    assert events == [
+        "reserve taken, checked: False",
+        "checks taken, checked: False",
+        "checks let go, checked: True",
+        "reserve let go, checked: True",
+    ]

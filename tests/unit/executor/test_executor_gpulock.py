@@ -12,16 +12,30 @@ from pathlib import Path
 
 import pytest
 
-from executor.gpulock import LOCK_ENV, function_run, gpu_exclusive, gpu_shared, host_copies
+from executor.gpulock import (
+    LOCK_ENV,
+    function_checks,
+    function_run,
+    gpu_exclusive,
+    gpu_shared,
+    host_copies,
+    kernel_run,
+    kernel_uploads,
+    reserve,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 
 HOLDER = """
 import json, os, sys, time
 from pathlib import Path
-from executor.gpulock import gpu_lock
+from executor import gpulock
 print("asking", flush=True)
-with gpu_lock(os.environ.get("HOLDER_MODE", "exclusive"), os.environ.get("HOLDER_RESOURCE", "gpu")):
+named = os.environ.get("HOLDER_LOCK")
+lock = getattr(gpulock, named)() if named else gpulock.gpu_lock(
+    os.environ.get("HOLDER_MODE", "exclusive"), os.environ.get("HOLDER_RESOURCE", "gpu")
+)
+with lock:
     got = time.time()
     print("held", flush=True)
     time.sleep(float(sys.argv[1]))
@@ -38,11 +52,18 @@ def _holder(
     mode: str = "exclusive",
     wait: bool = True,
     resource: str = "gpu",
+    named: str = "",
 ) -> subprocess.Popen[str]:
-    """A process that holds the lock of ``resource`` in ``mode`` for ``seconds``; returned once it
-    holds it (``wait``) or once it has started to ask for it."""
+    """A process that holds the lock of ``resource`` in ``mode`` (or what the function of
+    executor.gpulock called ``named`` holds) for ``seconds``; returned once it holds it (``wait``) or
+    once it has started to ask for it."""
     env = dict(
-        os.environ, PYTHONPATH=str(ROOT), HOLDER_MODE=mode, HOLDER_RESOURCE=resource, **{LOCK_ENV: str(lock)}
+        os.environ,
+        PYTHONPATH=str(ROOT),
+        HOLDER_MODE=mode,
+        HOLDER_RESOURCE=resource,
+        HOLDER_LOCK=named,
+        **{LOCK_ENV: str(lock)},
     )
     args = [sys.executable, "-c", HOLDER, str(seconds)] + ([str(marker)] if marker else [])
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True, env=env)
@@ -156,8 +177,8 @@ def test_host_copies_overlap_the_gpu_but_never_a_function_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A function task's prepared host copies (host memory, shared) do not wait for the GPU's
-    exclusive holders (a kernel task's uploads) nor for its shared ones (a kernel run); a function
-    run (the GPU and the host memory, alone) waits for them, and they wait for it."""
+    exclusive holders nor for its shared ones (a kernel run); a function run (the GPU and the host
+    memory, alone) waits for them, and they wait for it."""
     lock = tmp_path / "gpu.lock"
     monkeypatch.setenv(LOCK_ENV, str(lock))
     uploads = _holder(lock, 1.5, mode="exclusive")
@@ -180,3 +201,59 @@ def test_host_copies_overlap_the_gpu_but_never_a_function_run(
                 assert marker.exists() and _held(marker)[1] <= got_it, holder
         finally:
             proc.wait()
+
+
+def test_kernel_uploads_overlap_untimed_work_but_never_trials(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kernel task's prepared uploads (the GPU and the uploads, shared) go on beside a candidate's
+    checks (the GPU, shared), a context's creation and other uploads; a kernel's trials (the uploads
+    alone) and a function's trials (the GPU alone) wait for them."""
+    lock = tmp_path / "gpu.lock"
+    monkeypatch.setenv(LOCK_ENV, str(lock))
+    uploads = _holder(lock, 1.5, tmp_path / "uploads", named="kernel_uploads")
+    try:
+        t0 = time.monotonic()
+        with gpu_shared(), kernel_uploads():
+            assert time.monotonic() - t0 < 1.0 and not (tmp_path / "uploads").exists()
+    finally:
+        uploads.wait()
+    for trials in (kernel_run, function_run):
+        marker = tmp_path / trials.__name__
+        proc = _holder(lock, 1.0, marker, named="kernel_uploads")
+        try:
+            with trials():
+                got_it = time.time()
+                assert marker.exists() and _held(marker)[1] <= got_it, trials.__name__
+        finally:
+            proc.wait()
+
+
+def test_a_reserved_run_waits_only_for_work_begun_before_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run that reserves its trials' locks (reserve) takes its own shared locks at once; work that
+    held them before goes on beside its checks and its trials wait for that work; work that asks after
+    the reservation waits until the run is over, even shared work that the checks would allow."""
+    lock = tmp_path / "gpu.lock"
+    monkeypatch.setenv(LOCK_ENV, str(lock))
+    before, after = tmp_path / "before", tmp_path / "after"
+    procs = [_holder(lock, 1.0, before, mode="shared")]
+    try:
+        with reserve("gpu", "host"):
+            t0 = time.monotonic()
+            with function_checks():  # beside the earlier holder, past this thread's own turnstiles
+                assert time.monotonic() - t0 < 0.8
+                procs.append(_holder(lock, 0.0, after, mode="shared", wait=False))
+                time.sleep(0.3)
+                assert not after.exists()
+            with function_run():
+                got_it = time.time()
+                assert before.exists() and _held(before)[1] <= got_it
+                time.sleep(0.2)
+                assert not after.exists()
+                let_go = time.time()
+    finally:
+        for proc in procs:
+            proc.wait()
+    assert _held(after)[0] >= let_go
