@@ -38,9 +38,12 @@ a later one.
 
 A process that asks for a lock exclusively first takes the lock's turnstile, which shared requests
 also pass through: once an exclusive request waits, no new shared holder gets in before it (no
-starvation). A candidate's run takes the turnstiles of its trials' locks from its start
-(:func:`reserve`): the work that others began before it goes on beside its untimed checks, none
-begins after, so its trials wait only for what was begun before its checks and is still going.
+starvation). A kernel task's run takes the uploads' turnstile from its start (:func:`reserve`):
+uploads that others began before go on beside its untimed checks, none begins after, so its trials
+wait only for the chunks begun before its checks. (A function task's run does not: its checks take
+longer, and host copies and uploads held back through them starved the preparation of the
+candidates after it: bench/results/2026-11-27_s13.) Preparation is made a chunk at a time, each
+chunk under its own hold, so that trials wait for one chunk, not for a whole copy.
 
 Each lock is an advisory ``flock`` on a file: the GPU's is the path that the parent names in
 :data:`LOCK_ENV`, the others that path + ``.uploads`` and + ``.host``, and each has a turnstile beside it
@@ -184,11 +187,6 @@ def function_run() -> Iterator[None]:
     """What a function task's trials hold: the GPU and the host memory, both alone."""
     with gpu_lock("exclusive"), gpu_lock("exclusive", "host"):
         yield
-
-
-def function_reserve() -> contextlib.AbstractContextManager[None]:
-    """What a function task's run reserves from its start (:func:`reserve`): its trials' locks."""
-    return reserve("gpu", "host")
 
 
 @contextlib.contextmanager

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -27,7 +28,7 @@ from executor.abi import bind_entry, call_entry
 from executor.checking import compare_output
 from executor.devcompare import DeviceComparer
 from executor.errors import ExecutorError
-from executor.gpulock import host_copies, kernel_uploads
+from executor.gpulock import gpu_shared, host_copies, kernel_uploads
 from executor.inputs import InputSet, generate_inputs
 from executor.reference import check_reference_outputs
 from executor.taskformat import KernelTask
@@ -125,14 +126,19 @@ class Worker:
             # host memory and are timed on the host clock, they made them noisier (H200,
             # 2026-11-27: twice the trials on the steady queue; bench/results/2026-11-27_h200_s11),
             # while kernel tasks' trials never read host memory.
+            # Both are made a chunk at a time, each chunk under its own hold of the lock, so that
+            # trials wait for one chunk at most (an upload holding the lock whole kept them waiting
+            # hundreds of ms: bench/results/2026-11-27_s13).
+            self.seconds["prepare_lock_wait"] = 0.0
             if isinstance(self.task, KernelTask):
-                with self._holding(kernel_uploads, "prepare_lock_wait"):
-                    self.slots = self._prepared_slots()
-                    if isinstance(self.slots, DeviceSlots):
-                        self.uploaded = self._uploaded_timing_sets()
+                uploads = functools.partial(self._holding, kernel_uploads, "prepare_lock_wait")
+                self.slots = self._prepared_slots(uploads)
+                if isinstance(self.slots, DeviceSlots):
+                    self.uploaded = self._uploaded_timing_sets(uploads)
+                    with gpu_shared():
                         self.comparer = self._comparer()
             else:
-                self.slots = self._prepared_slots(host_lock=host_copies)
+                self.slots = self._prepared_slots(host_copies)
                 if isinstance(self.slots, HostSlots):
                     self.seconds["prepare_lock_wait"] = self.slots.lock_wait_s
         self.seconds["timing_inputs"] = time.perf_counter() - t1
@@ -142,15 +148,17 @@ class Worker:
         self.progress(PREPARED)
         notify_parent()
 
-    def _uploaded_timing_sets(self) -> dict[int, dict[str, Any]]:
+    def _uploaded_timing_sets(
+        self, lock: Callable[[], contextlib.AbstractContextManager[None]]
+    ) -> dict[int, dict[str, Any]]:
         """Device copies of the fresh timing-size sets for their correctness runs (uploading hundreds
-        of MB from pageable memory would otherwise wait for the candidate). Empty when they do not
-        fit: then each run uploads its set itself."""
+        of MB from pageable memory would otherwise wait for the candidate), each chunk under
+        ``lock``. Empty when they do not fit: then each run uploads its set itself."""
         assert self.gpu is not None
         uploaded: dict[int, dict[str, Any]] = {}
         try:
             for index in self.timing_indices:
-                uploaded[index] = self.gpu.upload(self.sets[index])
+                uploaded[index] = self.gpu.upload(self.sets[index], lock=lock)
         except self.gpu.cuda.Error as e:
             logger.warning("the timing-size sets are uploaded by their runs: %s", e)
             for buffers in uploaded.values():
@@ -180,23 +188,23 @@ class Worker:
         return [loaded or generate_inputs(self.task, "timing", spec.seed, self.reference_lib)]
 
     def _prepared_slots(
-        self, host_lock: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
+        self, lock: Callable[[], contextlib.AbstractContextManager[None]]
     ) -> HostSlots | DeviceSlots | None:
-        """The rotated copies made ahead; None when that fails, in which case the timing stage makes
-        them again and the failure (no device memory, no context) becomes the candidate's verdict."""
+        """The rotated copies made ahead, each chunk copied under ``lock``; None when that fails, in
+        which case the timing stage makes them again and the failure (no device memory, no context)
+        becomes the candidate's verdict."""
         if isinstance(self.task, KernelTask) and self.gpu is None:
             if self.job.runtime != "gpu":
                 return None
-            self.gpu = GpuContext.create_or_none()
+            with gpu_shared():  # as a spare's context is made (executor.worker.process)
+                self.gpu = GpuContext.create_or_none()
             if self.gpu is None:
                 return None
         errors: tuple[type[BaseException], ...] = (CandidateFailed, ExecutorError)
         if self.gpu is not None:
             errors = (*errors, self.gpu.cuda.Error)
         try:
-            return make_slots(
-                self.task, self.gpu, self.timing_sources, self.job.options.rotate_buffers, host_lock
-            )
+            return make_slots(self.task, self.gpu, self.timing_sources, self.job.options.rotate_buffers, lock)
         except errors as e:
             logger.warning("no timing buffers ahead of the candidate: %s", e)
             return None

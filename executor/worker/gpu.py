@@ -24,7 +24,7 @@ from executor.inputs import InputSet
 from executor.protocol import EvaluationOptions
 from executor.taskformat import NUMPY_DTYPES, FunctionTask, KernelTask, ScalarArg, Size
 from executor.verdict import ErrorKind, TimingStats
-from executor.worker.host import FunctionRuntime, HostSlots
+from executor.worker.host import COPY_CHUNK_BYTES, FunctionRuntime, HostSlots
 from executor.worker.runtime import CandidateFailed, Runtime
 
 logger = logging.getLogger(__name__)
@@ -83,26 +83,42 @@ class GpuContext:
         except self.cuda.Error as e:
             raise CandidateFailed(ErrorKind.CUDA_ERROR, f"CUDA error after the call: {e}") from e
 
-    def upload(self, inputs: InputSet, names: list[str] | None = None) -> dict[str, Any]:
-        """Device copies of the arrays of ``inputs`` (all, or those in ``names``)."""
+    def upload(
+        self,
+        inputs: InputSet,
+        names: list[str] | None = None,
+        lock: Callable[[], AbstractContextManager[None]] = nullcontext,
+    ) -> dict[str, Any]:
+        """Device copies of the arrays of ``inputs`` (all, or those in ``names``), each copied
+        :data:`~executor.worker.host.COPY_CHUNK_BYTES` at a time under its own hold of ``lock``."""
         buffers = {}
         for name, array in inputs.arrays.items():
             if names is not None and name not in names:
                 continue
             buf = self.cuda.mem_alloc(max(array.nbytes, 1))
-            self.cuda.memcpy_htod(buf, array)  # outputs carry their poison, inout their initial values
             buffers[name] = buf
+            # outputs carry their poison, inout their initial values
+            flat = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+            for start in range(0, flat.size, COPY_CHUNK_BYTES):
+                with lock():
+                    self.cuda.memcpy_htod(int(buf) + start, flat[start : start + COPY_CHUNK_BYTES])
         return buffers
 
-    def copy(self, buffers: dict[str, Any], inputs: InputSet) -> dict[str, Any]:
+    def copy(
+        self,
+        buffers: dict[str, Any],
+        inputs: InputSet,
+        lock: Callable[[], AbstractContextManager[None]] = nullcontext,
+    ) -> dict[str, Any]:
         """New device copies of ``buffers``, the device copies of the arrays of ``inputs`` that
-        :meth:`upload` made (a copy on the device, waited for)."""
+        :meth:`upload` made (a copy on the device, waited for, under one hold of ``lock``)."""
         copies = {}
-        for name, buf in buffers.items():
-            nbytes = max(inputs.arrays[name].nbytes, 1)
-            copies[name] = self.cuda.mem_alloc(nbytes)
-            self.cuda.memcpy_dtod(copies[name], buf, nbytes)
-        self.cuda.Context.synchronize()
+        with lock():
+            for name, buf in buffers.items():
+                nbytes = max(inputs.arrays[name].nbytes, 1)
+                copies[name] = self.cuda.mem_alloc(nbytes)
+                self.cuda.memcpy_dtod(copies[name], buf, nbytes)
+            self.cuda.Context.synchronize()
         return copies
 
     def close(self) -> None:
@@ -119,11 +135,17 @@ class DeviceSlots:
     already in L2, and one pristine device copy of each source's outputs to restore them from before
     every trial (a device-to-device copy: a host upload of a large output would dominate each trial).
 
-    Made before the candidate arrives: nothing in it depends on the candidate.
+    Made before the candidate arrives: nothing in it depends on the candidate. ``lock`` is held
+    around each chunk uploaded and each copy on the device (:meth:`GpuContext.upload`).
     """
 
     def __init__(
-        self, gpu: GpuContext, task: FunctionTask | KernelTask, sources: list[InputSet], rotate: int
+        self,
+        gpu: GpuContext,
+        task: FunctionTask | KernelTask,
+        sources: list[InputSet],
+        rotate: int,
+        lock: Callable[[], AbstractContextManager[None]] = nullcontext,
     ):
         self.gpu = gpu
         self.sources = sources
@@ -132,13 +154,15 @@ class DeviceSlots:
         self.rotated: list[dict[str, Any]] = []
         self.pristine: list[dict[str, Any]] = []
         try:
-            self.pristine.extend(gpu.upload(s, self.outputs) for s in sources)
+            self.pristine.extend(gpu.upload(s, self.outputs, lock) for s in sources)
             # Each source crosses from the host once; its further rotated copies are copied on the
             # device (a host upload is pageable and far slower, and is held under the GPU lock).
             for j in range(rotate):
                 k = j % len(sources)
                 self.rotated.append(
-                    gpu.upload(sources[k]) if j < len(sources) else gpu.copy(self.rotated[k], sources[k])
+                    gpu.upload(sources[k], lock=lock)
+                    if j < len(sources)
+                    else gpu.copy(self.rotated[k], sources[k], lock)
                 )
         except gpu.cuda.MemoryError as e:
             self.free()
@@ -164,15 +188,15 @@ def make_slots(
     gpu: GpuContext | None,
     sources: list[InputSet],
     rotate: int,
-    host_lock: Callable[[], AbstractContextManager[None]] = nullcontext,
+    lock: Callable[[], AbstractContextManager[None]] = nullcontext,
 ) -> HostSlots | DeviceSlots:
     """The rotated copies that a runtime's trials run on: on the device for kernel tasks (``gpu`` is
-    required), in host memory for function tasks (each chunk copied under ``host_lock``)."""
+    required), in host memory for function tasks; each chunk copied under ``lock``."""
     if isinstance(task, KernelTask):
         if gpu is None:
             raise ExecutorError("a kernel task's timing buffers need a CUDA context")
-        return DeviceSlots(gpu, task, sources, rotate)
-    return HostSlots(sources, rotate, lock=host_lock)
+        return DeviceSlots(gpu, task, sources, rotate, lock)
+    return HostSlots(sources, rotate, lock=lock)
 
 
 class GpuFunctionRuntime(FunctionRuntime):

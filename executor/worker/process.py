@@ -11,7 +11,6 @@ from executor.checking import prime as prime_statistics
 from executor.errors import ExecutorError
 from executor.gpulock import (
     function_checks,
-    function_reserve,
     function_run,
     gpu_shared,
     kernel_reserve,
@@ -75,12 +74,12 @@ def serve_candidate(job_path: str, gpu: GpuContext | None) -> int:
             # A kernel's trials are timed on the device with events, which other processes' shared
             # GPU work does not reach, except uploads; a function's calls are timed on the host
             # clock, copies from host memory included. Only the untimed checks let other workers'
-            # preparation go on beside them, and only the preparation begun before the run
-            # (executor.gpulock).
+            # preparation go on beside them; a kernel's checks, only the preparation begun before
+            # its run (executor.gpulock).
             if isinstance(job.task, KernelTask):
                 locks = RunLocks(checking=gpu_shared, timing=kernel_run, reserve=kernel_reserve)
             else:
-                locks = RunLocks(checking=function_checks, timing=function_run, reserve=function_reserve)
+                locks = RunLocks(checking=function_checks, timing=function_run)
             outcome = worker.run(run, locks)
         except ExecutorError as e:  # the task's own reference or generator failed, not the candidate
             outcome = _failure(ErrorKind.REFERENCE_ERROR, str(e), worker.seconds)
