@@ -71,6 +71,11 @@ RECORD_TIMING = ("trials", "stop", "median_ms", "robust_cov", "warmup_calls")
 FAKE_GPU = "bench_gpu"
 
 
+# One evaluation of the queue: its item, the verdict (None when the call failed), the call's seconds,
+# the error of a failed call, and when it finished (seconds since the queue started).
+Result = tuple["QueueItem", Verdict | None, float, str | None, float]
+
+
 @dataclass(frozen=True)
 class QueueItem:
     """One candidate of the queue and what it is meant to do."""
@@ -251,13 +256,14 @@ async def _drain(
     fleet: Fleet | None,
     kill_after: int | None,
     max_seconds: float | None = None,
-) -> list[tuple[QueueItem, Verdict | None, float, str | None]]:
+) -> list[Result]:
     queue: asyncio.Queue[tuple[int, QueueItem]] = asyncio.Queue()
     for i, item in enumerate(items):
         queue.put_nowait((i, item))
     results: list[Any] = [None] * len(items)
     done = 0
     stop_at = time.monotonic() + max_seconds if max_seconds else None
+    began = time.perf_counter()
 
     async def caller(http: httpx.AsyncClient) -> None:
         nonlocal done
@@ -273,7 +279,8 @@ async def _drain(
                 verdict = Verdict.model_validate_json(answer.content) if answer.is_success else None
             except httpx.HTTPError as e:
                 verdict, error = None, f"{type(e).__name__}: {e}"
-            results[i] = (item, verdict, time.perf_counter() - start, error)
+            finished = time.perf_counter()
+            results[i] = (item, verdict, finished - start, error, finished - began)
             done += 1
             if kill_after is not None and done == kill_after and fleet is not None:
                 import ray
@@ -300,10 +307,13 @@ def _stat(values: list[float]) -> dict[str, float | None]:
 
 
 def summarize(
-    results: list[tuple[QueueItem, Verdict | None, float, str | None]], wall_s: float, replicas: int
+    results: list[Result], wall_s: float, replicas: int, steady_after_s: float = 60.0
 ) -> dict[str, Any]:
-    """The queue run's figures (see the module's docstring)."""
-    verdicts = [(item, v, call) for item, v, call, _ in results if v is not None]
+    """The queue run's figures (see the module's docstring). ``steady_after_s``: the rate is also given
+    over the verdicts that came after this many seconds (when the run lasted twice as long): the
+    executor's start and the tasks' first evaluations, which a run of hours amortises, left out."""
+    verdicts = [(item, v, call) for item, v, call, _, _ in results if v is not None]
+    finished = [done for _, v, _, _, done in results if v is not None]
     per_replica: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for _, v, _ in verdicts:
         name = v.fleet.replica if v.fleet else "single"
@@ -369,23 +379,38 @@ def summarize(
             "candidate": item.kind,
             "error": v.error.value if v.error else None,
             "call_s": round(call, 4),
+            "finished_s": round(done, 3),
             "seconds": {key: round(value, 4) for key, value in v.seconds.items()},
             # the candidate's timing, None each when it was not timed
             **{name: getattr(v.candidate_timing, name, None) for name in RECORD_TIMING},
         }
-        for item, v, call in verdicts
+        for (item, v, call), done in zip(verdicts, finished, strict=True)
     ]
+    steady = None
+    if wall_s >= 2 * steady_after_s > 0:
+        late = sum(1 for done in finished if done > steady_after_s)
+        steady = {
+            "after_s": steady_after_s,
+            "verdicts": late,
+            "seconds": round(wall_s - steady_after_s, 1),
+            "per_hour": round(late / (wall_s - steady_after_s) * 3600),
+        }
     return {
         "records": records,
         "evaluations": len(results),
         "verdicts": len(verdicts),
         "lost": len(results) - len(verdicts),
-        "errors": [e for *_, e in results if e is not None][:5],
+        "errors": [e for _, _, _, e, _ in results if e is not None][:5],
         "retried": sum(1 for _, v, _ in verdicts if v.fleet is not None and v.fleet.attempts > 1),
         "wall_s": round(wall_s, 1),
         "replicas": replicas,
         "per_hour": round(per_hour),
         "per_hour_per_gpu": round(per_hour / max(replicas, 1)),
+        "steady": steady,
+        # the share of the wall time that the evaluators' GPU locks were held (all replicas together)
+        "lock_held": round(sum(v.seconds.get("gpu_held", 0.0) for _, v, _ in verdicts) / wall_s, 3)
+        if wall_s > 0
+        else 0.0,
         "gpu_busy": busy,
         "rebuilds": sum(n - 1 for n in stored.values()),
         "timing_sets_stored": sum(stored.values()),
@@ -423,7 +448,7 @@ def run_queue(args: argparse.Namespace, items: list[QueueItem], replicas: int, c
     finally:
         if fleet is not None:
             fleet.close()
-    summary = summarize(results, wall, replicas)
+    summary = summarize(results, wall, replicas, args.steady_after)
     summary["gpu_utilization"] = sampler.summary()
     logger.info("%d replicas: %s", replicas, json.dumps({k: summary[k] for k in ("per_hour", "wall_s")}))
     return summary
@@ -519,6 +544,18 @@ def render(result: dict[str, Any]) -> str:
                 f"| {r['replicas']} | {r['evaluations']} | {r['lost']} | {r['retried']} | {r['wall_s']} "
                 f"| {r['per_hour']} | {r['per_hour_per_gpu']} | {eff:.0%} | {r['rebuilds']} | {lat} |"
             )
+        lines.append("")
+        for r in runs:
+            held = f"the GPU lock held {r['lock_held']:.0%} of the wall time" if "lock_held" in r else ""
+            steady = r.get("steady")
+            if steady:
+                held += (
+                    f"; after the first {steady['after_s']:.0f} s (the executor's start and most tasks' first "
+                    f"evaluations), {steady['verdicts']} verdicts in {steady['seconds']} s: "
+                    f"**{steady['per_hour']} evaluations/hour** ({steady['per_hour'] / r['replicas']:.0f} per GPU)"
+                )
+            if held:
+                lines.append(f"- {r['replicas']} replicas: {held}")
         lines += [
             "",
             "A task's first evaluation on a replica (it stored the timing set, timed the serial reference, or "
@@ -654,6 +691,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--options", default="{}", help="EvaluationOptions fields as JSON")
     parser.add_argument(
         "--max-seconds", type=float, default=None, help="stop starting candidates after this (per fleet size)"
+    )
+    parser.add_argument(
+        "--steady-after",
+        type=float,
+        default=60.0,
+        help="also report the rate of the verdicts after this many seconds (runs of twice that or more)",
     )
     parser.add_argument("--overhead", action="store_true", help="measure the fleet's overhead on the CPU")
     parser.add_argument("--evals", type=int, default=200, help="overhead mode: evaluations measured")

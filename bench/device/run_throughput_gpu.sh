@@ -18,6 +18,9 @@
 #             the tasks' preparation amortised, as in a search that evaluates many candidates per task
 #   profile   as steady over 8 function and 8 kernel tasks, 10 correct candidates each: the verdicts'
 #             per-stage seconds (records in the JSON) show where the GPU lock's time goes
+#   long      as profile with 30 correct candidates per task, for a run of minutes (BENCH_SECONDS=300):
+#             the rate after the first minute is what a run of hours sustains
+#   all       one executor, wide's settings, every task, 4 correct candidates each (+ 1 failing)
 #   seq       one executor, one client, 6 candidates of each of 4+4 tasks: the lock's time per
 #             evaluation without other evaluations competing for the CPU
 #   hangcost  bench.hang_cost on the gpu runtime (a function task's first call and warm-up hanging)
@@ -63,6 +66,8 @@ for config in ${CONFIGS:-base wide wide4 fleet4}; do
       --clients 16 --per-task 1 ;;
     steady) run_one steady --single --settings "$WIDE" --clients 16 --per-task 12 --limit 6 ;;
     profile) run_one profile --single --settings "$WIDE" --clients 16 --per-task 10 --limit 8 ;;
+    long) run_one long --single --settings "$WIDE" --clients 16 --per-task 30 --limit 8 ;;
+    all) run_one all --single --settings "$WIDE" --clients 16 --per-task 4 ;;
     seq) run_one seq --single --settings "$WIDE" --clients 1 --per-task 6 --limit 4 ;;
     hangcost)
       timeout 240 python3 -m bench.hang_cost --runtime gpu --runs 3 --out "$RES/hang_cost.json" \

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.throughput import QueueItem, lock_by_kind, render, summarize
+from bench.throughput import QueueItem, Result, lock_by_kind, render, summarize
 from executor.protocol import ErrorKind, Stage, TimingStats, Verdict
 from executor.taskformat import load_task
 
@@ -23,7 +23,7 @@ def _timing(trials: int) -> TimingStats:
 def test_records_and_the_lock_table_by_task_kind() -> None:
     function = load_task(ROOT / "bench" / "tasks" / "argmax_f32")
     kernel = load_task(ROOT / "bench" / "kernel_tasks" / "k_bfs_pull_step")
-    results = []
+    results: list[Result] = []
     for task, held, trials in ((function, 1.0, 5), (function, 2.0, 15), (kernel, 0.25, 100)):
         verdict = Verdict(
             task_id=task.id,
@@ -40,7 +40,9 @@ def test_records_and_the_lock_table_by_task_kind() -> None:
                 "timing_trials": held / 2,
             },
         )
-        results.append((QueueItem(task, "src", "correct"), verdict, held + 1.0, None))
+        results.append(
+            (QueueItem(task, "src", "correct"), verdict, held + 1.0, None, 50.0 + 10 * len(results))
+        )
     failed = Verdict(
         task_id=function.id,
         stage=Stage.CORRECTNESS,
@@ -50,14 +52,19 @@ def test_records_and_the_lock_table_by_task_kind() -> None:
         reward=-1.0,
         seconds={"gpu_held": 9.0},
     )
-    results.append((QueueItem(function, "src", "unwritten"), failed, 10.0, None))
-    summary = summarize(results, wall_s=60.0, replicas=1)
+    results.append((QueueItem(function, "src", "unwritten"), failed, 10.0, None, 20.0))
+    summary = summarize(results, wall_s=100.0, replicas=1, steady_after_s=45.0)
     records = summary["records"]
     assert len(records) == 4
     assert records[3]["candidate"] == "unwritten" and records[3]["error"] == "unwritten_output"
     assert records[3]["trials"] is None and records[3]["median_ms"] is None  # not timed
     assert records[2]["task_kind"] == "kernel" and records[2]["stop"] == "stable"
     assert records[0]["seconds"]["gpu_held"] == 1.0 and records[0]["trials"] == 5
+    assert [r["finished_s"] for r in records] == [50.0, 60.0, 70.0, 20.0]
+    # the three verdicts after 45 s, over the 55 s left of the run; the lock held 12.25 s of 100
+    assert summary["steady"] == {"after_s": 45.0, "verdicts": 3, "seconds": 55.0, "per_hour": 196}
+    assert summary["lock_held"] == pytest.approx(0.1225, abs=1e-3)
+    assert summarize(results, wall_s=80.0, replicas=1, steady_after_s=45.0)["steady"] is None  # too short
     table = lock_by_kind(records)  # the failing candidate is not a correct one: left out
     assert table["function"]["n"] == 2
     assert table["function"]["gpu_held"] == pytest.approx(1.5)
@@ -68,3 +75,7 @@ def test_records_and_the_lock_table_by_task_kind() -> None:
     text = render({"runs": [summary], "command": "test", "date": "today", "host": "here", "runtime": "gpu"})
     assert "| 1 | function | 2 | 1.500 | 0.375 | 0.188 | 0.100 | 0.750 | 10.0 |" in text
     assert "| 1 | kernel | 1 | 0.250 | 0.062 | 0.031 | 0.100 | 0.125 | 100.0 |" in text
+    assert (
+        "GPU lock held 12% of the wall time; after the first 45 s" in text
+        and "**196 evaluations/hour**" in text
+    )
