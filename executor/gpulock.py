@@ -10,9 +10,10 @@ The GPU (``resource="gpu"``):
 
 - exclusive: a function task's trials (its calls are timed on the host clock, copies included, so
   any other GPU or PCIe traffic lands in its samples);
-- shared: everything else on the GPU: a kernel task's run, a function task's correctness calls
-  (untimed), a spare's context creation, a kernel task's prepared uploads, and the evaluator's wait
-  for finished workers' teardown.
+- shared: the rest of the work on the GPU that is not uploads: a kernel task's run, a function task's
+  correctness calls (untimed), a context's creation (made beside a function task's trials, it
+  doubled their number on an H100: bench/results/2026-11-27_s13), and the evaluator's wait for
+  finished workers' teardown.
 
 The uploads (``resource="uploads"``), GPU memory traffic that event-timed launches see (another
 process's 256 MB upload moved a memory-bound kernel's p90 by 1.5 %: bench/device/overlap_probe.py,
@@ -20,30 +21,28 @@ bench/results/2026-11-27_h200_s11/call2_overlap/):
 
 - exclusive: a kernel task's trials (its launches are timed with CUDA events on its own stream; in the
   same probe, other processes' context creation, teardown and kernels left the medians and p90 within
-  0.4 %, so nothing else is kept from them);
-- shared: a kernel task's prepared uploads (which hold the GPU's lock shared too: they overlap any
-  candidate's untimed checks and each other, never a function task's trials nor a kernel's).
+  0.4 %, so nothing else is kept from them) and a function task's trials;
+- shared: a kernel task's prepared uploads, which so overlap any candidate's untimed checks, context
+  creation and each other.
 
 The host memory (``resource="host"``):
 
-- exclusive: a function task's trials, besides the GPU (its calls copy hundreds of MB from host
-  memory);
-- shared: a function task's correctness calls, and its prepared host copies of its timing set, made
-  a chunk at a time so that trials waiting for the lock wait for one chunk, not for the whole copy.
+- exclusive: a function task's trials (its calls copy hundreds of MB from host memory);
+- shared: a function task's correctness calls, and its prepared host copies of its timing set.
   Made beside a function task's trials, the copies doubled its trials on the H200, so they wait for
   those; a kernel task's trials never touch host memory, so the copies do not wait for them.
 
 A process takes them in that order (GPU, uploads, host), and never asks for one it lacks while holding
-a later one.
+a later one. Uploads and host copies are made a chunk at a time, each chunk under its own hold, so
+that trials wait for one chunk, not for a whole copy.
 
 A process that asks for a lock exclusively first takes the lock's turnstile, which shared requests
 also pass through: once an exclusive request waits, no new shared holder gets in before it (no
-starvation). A kernel task's run takes the uploads' turnstile from its start (:func:`reserve`):
-uploads that others began before go on beside its untimed checks, none begins after, so its trials
-wait only for the chunks begun before its checks. (A function task's run does not: its checks take
-longer, and host copies and uploads held back through them starved the preparation of the
-candidates after it: bench/results/2026-11-27_s13.) Preparation is made a chunk at a time, each
-chunk under its own hold, so that trials wait for one chunk, not for a whole copy.
+starvation). A run takes the turnstile of its trials' longest-held lock from its start
+(:func:`reserve`): the GPU's for a function task (a context creation lasts longer than its checks;
+one begun during them kept its trials waiting), the uploads' for a kernel task. What others began
+before goes on beside the run's untimed checks, nothing of that kind begins after, so its trials
+wait only for what was begun before its checks.
 
 Each lock is an advisory ``flock`` on a file: the GPU's is the path that the parent names in
 :data:`LOCK_ENV`, the others that path + ``.uploads`` and + ``.host``, and each has a turnstile beside it
@@ -184,9 +183,15 @@ def function_checks() -> Iterator[None]:
 
 @contextlib.contextmanager
 def function_run() -> Iterator[None]:
-    """What a function task's trials hold: the GPU and the host memory, both alone."""
-    with gpu_lock("exclusive"), gpu_lock("exclusive", "host"):
+    """What a function task's trials hold: the GPU, the uploads and the host memory, all alone."""
+    with gpu_lock("exclusive"), gpu_lock("exclusive", "uploads"), gpu_lock("exclusive", "host"):
         yield
+
+
+def function_reserve() -> contextlib.AbstractContextManager[None]:
+    """What a function task's run reserves from its start (:func:`reserve`): the GPU's lock, so that no
+    context creation begins while its checks run (one begun then kept its trials waiting)."""
+    return reserve("gpu")
 
 
 @contextlib.contextmanager
@@ -201,12 +206,10 @@ def kernel_reserve() -> contextlib.AbstractContextManager[None]:
     return reserve("uploads")
 
 
-@contextlib.contextmanager
-def kernel_uploads() -> Iterator[None]:
-    """What a kernel task's prepared uploads hold: the GPU and the uploads, both shared (never beside
-    a function task's trials nor a kernel task's)."""
-    with gpu_lock("shared"), gpu_lock("shared", "uploads"):
-        yield
+def kernel_uploads() -> contextlib.AbstractContextManager[None]:
+    """What a chunk of a kernel task's prepared uploads holds: the uploads, shared (never beside a
+    function task's trials nor a kernel task's, which hold them alone)."""
+    return gpu_lock("shared", "uploads")
 
 
 def host_copies() -> contextlib.AbstractContextManager[None]:

@@ -11,6 +11,7 @@ from executor.checking import prime as prime_statistics
 from executor.errors import ExecutorError
 from executor.gpulock import (
     function_checks,
+    function_reserve,
     function_run,
     gpu_shared,
     kernel_reserve,
@@ -79,7 +80,7 @@ def serve_candidate(job_path: str, gpu: GpuContext | None) -> int:
             if isinstance(job.task, KernelTask):
                 locks = RunLocks(checking=gpu_shared, timing=kernel_run, reserve=kernel_reserve)
             else:
-                locks = RunLocks(checking=function_checks, timing=function_run)
+                locks = RunLocks(checking=function_checks, timing=function_run, reserve=function_reserve)
             outcome = worker.run(run, locks)
         except ExecutorError as e:  # the task's own reference or generator failed, not the candidate
             outcome = _failure(ErrorKind.REFERENCE_ERROR, str(e), worker.seconds)

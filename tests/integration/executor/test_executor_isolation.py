@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from executor.gpulock import LOCK_ENV, lock_files, lock_path
+from executor.gpulock import LOCK_ENV, RESOURCES, lock_files, lock_path
 from executor.protocol import EvaluationOptions
 from executor.reference import build_reference
 from executor.sandbox import (
@@ -174,8 +174,8 @@ def test_memory_hog_is_stopped_by_the_limit(
 def test_a_pool_worker_holds_the_gpu_lock_while_it_runs_and_a_kill_releases_it(
     task: FunctionTask | KernelTask, products: dict[str, str], tmp_path: Path
 ) -> None:
-    """The pool names its lock file to its candidate workers; a function task's worker holds the GPU's
-    and the host memory's locks alone through its trials (here a candidate that hangs in its first
+    """The pool names its lock file to its candidate workers; a function task's worker holds the GPU's,
+    the uploads' and the host memory's locks alone through its trials (here a candidate that hangs in its first
     timed call), so no other worker's GPU work or host copies overlap them, and its death frees them."""
     pool = WorkerPool("host", prewarm=False, workdir=tmp_path)
     proc = pool.take("candidate")
@@ -193,9 +193,9 @@ def test_a_pool_worker_holds_the_gpu_lock_while_it_runs_and_a_kill_releases_it(
             target=lambda: result.update(out=finish_candidate(proc, _run(products["late_hang"]), 4.0, None))
         )
         waiter.start()
-        # A function task's trials (where this candidate hangs) hold the GPU's lock and the host
-        # memory's, both alone: a shared request is refused.
-        locks = [lock_path(pool.gpu_lock, resource) for resource in ("gpu", "host")]
+        # A function task's trials (where this candidate hangs) hold the GPU's lock, the uploads' and
+        # the host memory's, all alone: a shared request is refused.
+        locks = [lock_path(pool.gpu_lock, resource) for resource in RESOURCES]
         deadline = time.monotonic() + 3.0
         held: set[Path] = set()
         while held != set(locks) and time.monotonic() < deadline:

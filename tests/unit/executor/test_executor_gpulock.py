@@ -15,13 +15,13 @@ import pytest
 from executor.gpulock import (
     LOCK_ENV,
     function_checks,
+    function_reserve,
     function_run,
     gpu_exclusive,
     gpu_shared,
     host_copies,
     kernel_run,
     kernel_uploads,
-    reserve,
 )
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -206,9 +206,9 @@ def test_host_copies_overlap_the_gpu_but_never_a_function_run(
 def test_kernel_uploads_overlap_untimed_work_but_never_trials(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A kernel task's prepared uploads (the GPU and the uploads, shared) go on beside a candidate's
-    checks (the GPU, shared), a context's creation and other uploads; a kernel's trials (the uploads
-    alone) and a function's trials (the GPU alone) wait for them."""
+    """A kernel task's prepared uploads (the uploads, shared) go on beside a candidate's checks (the
+    GPU, shared), a context's creation and other uploads; a kernel's trials and a function's trials
+    (the uploads alone, among others) wait for them."""
     lock = tmp_path / "gpu.lock"
     monkeypatch.setenv(LOCK_ENV, str(lock))
     uploads = _holder(lock, 1.5, tmp_path / "uploads", named="kernel_uploads")
@@ -232,19 +232,22 @@ def test_kernel_uploads_overlap_untimed_work_but_never_trials(
 def test_a_reserved_run_waits_only_for_work_begun_before_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A run that reserves its trials' locks (reserve) takes its own shared locks at once; work that
-    held them before goes on beside its checks and its trials wait for that work; work that asks after
-    the reservation waits until the run is over, even shared work that the checks would allow."""
+    """A function run reserves the GPU's lock (function_reserve) and takes its own shared locks at
+    once; GPU work that held the lock before goes on beside its checks and its trials wait for that
+    work; GPU work that asks after the reservation (a context's creation) waits until the run is
+    over, even though the checks would allow it; an upload chunk, which the reservation does not
+    concern, gets in during the checks."""
     lock = tmp_path / "gpu.lock"
     monkeypatch.setenv(LOCK_ENV, str(lock))
-    before, after = tmp_path / "before", tmp_path / "after"
+    before, after, upload = tmp_path / "before", tmp_path / "after", tmp_path / "upload"
     procs = [_holder(lock, 1.0, before, mode="shared")]
     try:
-        with reserve("gpu", "host"):
+        with function_reserve():
             t0 = time.monotonic()
-            with function_checks():  # beside the earlier holder, past this thread's own turnstiles
+            with function_checks():  # beside the earlier holder, past this thread's own turnstile
                 assert time.monotonic() - t0 < 0.8
                 procs.append(_holder(lock, 0.0, after, mode="shared", wait=False))
+                procs.append(_holder(lock, 0.0, upload, named="kernel_uploads"))  # returns once held
                 time.sleep(0.3)
                 assert not after.exists()
             with function_run():
@@ -257,3 +260,4 @@ def test_a_reserved_run_waits_only_for_work_begun_before_it(
         for proc in procs:
             proc.wait()
     assert _held(after)[0] >= let_go
+    assert _held(upload)[0] < got_it
