@@ -93,6 +93,15 @@ def _expected_shapes(task: FunctionTask | KernelTask) -> dict[str, tuple[str, in
     return {a.name: (a.dtype, task.array_length(a, "timing")) for a in task.arrays}
 
 
+def read_outputs(path: Path) -> np.ndarray:
+    """An array of expected outputs, mapped read-only from its ``.npy`` file instead of copied into
+    memory: it is only compared against (on the host, or uploaded for the device comparison), and a
+    timing-size output is hundreds of MB read on the critical path. Files are only ever replaced or
+    removed, never rewritten in place, so a mapping stays valid."""
+    array: np.ndarray = np.load(path, allow_pickle=False, mmap_mode="r")
+    return array
+
+
 def _checked(task: FunctionTask | KernelTask, name: str, array: np.ndarray) -> np.ndarray:
     dtype, length = _expected_shapes(task)[name]
     if array.dtype != np.dtype(NUMPY_DTYPES[dtype]) or array.shape != (length,):
@@ -146,7 +155,7 @@ def load_expected(spec: TimingSetSpec, task: FunctionTask | KernelTask) -> dict[
         return None
     try:
         return {
-            a.name: _checked(task, a.name, np.load(_expected_path(directory, a.name), allow_pickle=False))
+            a.name: _checked(task, a.name, read_outputs(_expected_path(directory, a.name)))
             for a in task.outputs
         }
     except (OSError, ValueError) as e:

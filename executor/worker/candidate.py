@@ -73,7 +73,8 @@ class Worker:
         self.reference_lib = ctypes.CDLL(job.reference_library)
         self.reference_fn = bind_entry(self.reference_lib, self.task.reference_symbol, self.task)
         self.gpu = gpu
-        self.seconds: dict[str, float] = {}
+        # A pre-warmed worker's context: how long its parts took (made before the job came).
+        self.seconds: dict[str, float] = dict(gpu.seconds) if gpu is not None else {}
         self.plan = input_plan(job.options, job.seeds)
         self.sets: list[InputSet] = []
         self._expected: dict[int, dict[str, np.ndarray]] = {}
@@ -196,10 +197,11 @@ class Worker:
         if isinstance(self.task, KernelTask) and self.gpu is None:
             if self.job.runtime != "gpu":
                 return None
-            with gpu_shared():  # as a spare's context is made (executor.worker.process)
-                self.gpu = GpuContext.create_or_none()
+            # as a spare's context is made (executor.worker.process)
+            self.gpu = GpuContext.create_or_none(gpu_shared)
             if self.gpu is None:
                 return None
+            self.seconds.update(self.gpu.seconds)
         errors: tuple[type[BaseException], ...] = (CandidateFailed, ExecutorError)
         if self.gpu is not None:
             errors = (*errors, self.gpu.cuda.Error)
@@ -227,7 +229,7 @@ class Worker:
                 t0 = time.perf_counter()
                 directory = Path(self.job.expected_dir)
                 self._expected[index] = {
-                    a.name: np.load(expected_path(directory, index, a.name), allow_pickle=False)
+                    a.name: timingset.read_outputs(expected_path(directory, index, a.name))
                     for a in self.task.outputs
                 }
                 self._add_seconds("expected_load", t0)

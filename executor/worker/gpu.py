@@ -38,31 +38,43 @@ MAX_BATCH = 64
 class GpuContext:
     """The device's primary context through pycuda, shared with the CUDA runtime inside candidates."""
 
-    def __init__(self) -> None:
+    def __init__(self, lock: Callable[[], AbstractContextManager[None]] = nullcontext) -> None:
+        """Load the driver and query the device, then make the context under ``lock`` (what other
+        processes' host-timed trials see: :mod:`executor.gpulock`). ``seconds``: how long each part
+        took (``context_init``, ``context_lock_wait``, ``context_create``)."""
+        began = time.perf_counter()
         import pycuda.driver as cuda  # lazily: only the GPU path needs pycuda
 
         cuda.init()
         self.cuda = cuda
         self.dev = cuda.Device(0)
-        self.ctx = self.dev.retain_primary_context()
-        self.ctx.push()
         major, minor = self.dev.compute_capability()
         self.device = f"{self.dev.name()} (sm_{major}{minor})"
         l2 = int(self.dev.get_attribute(cuda.device_attribute.L2_CACHE_SIZE))
         # Writing more than the L2 holds between trials evicts whatever the last trial left there.
         self.flush_bytes = max(4 * l2, 64 << 20)
-        self.flush_buffer = cuda.mem_alloc(self.flush_bytes)
+        asked = time.perf_counter()
+        with lock():
+            held = time.perf_counter()
+            self.ctx = self.dev.retain_primary_context()
+            self.ctx.push()
+            self.flush_buffer = cuda.mem_alloc(self.flush_bytes)
+        self.seconds = {
+            "context_init": asked - began,
+            "context_lock_wait": held - asked,
+            "context_create": time.perf_counter() - held,
+        }
 
     @staticmethod
-    def create_or_none() -> GpuContext | None:
-        """A context made ahead of the job (a pre-warmed worker); None when that fails, in which case
-        the job makes it again and the failure shows in its verdict."""
+    def create_or_none(lock: Callable[[], AbstractContextManager[None]] = nullcontext) -> GpuContext | None:
+        """A context made ahead of the job (a pre-warmed worker), under ``lock``; None when that fails,
+        in which case the job makes it again and the failure shows in its verdict."""
         try:
             import pycuda.driver as cuda
         except ImportError:
             return None
         try:
-            return GpuContext()
+            return GpuContext(lock)
         except cuda.Error as e:
             logger.warning("no CUDA context ahead of the job: %s", e)
             return None

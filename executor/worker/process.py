@@ -106,10 +106,10 @@ def main(argv: list[str]) -> int:
     prime_statistics()
     gpu = None
     if role == "candidate" and runtime == "gpu":
-        # Shared: another process's context creation does not show in event-timed trials, and a
-        # function task's trials, timed on the host clock, hold the lock alone (executor.gpulock).
-        with gpu_shared():
-            gpu = GpuContext.create_or_none()
+        # Only the context's creation holds the lock (the driver is loaded before), shared: another
+        # process's context creation does not show in event-timed trials, and a function task's
+        # trials, timed on the host clock, hold the lock alone (executor.gpulock).
+        gpu = GpuContext.create_or_none(gpu_shared)
     job_path = sys.stdin.readline().strip()
     if not job_path:
         if gpu is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import shutil
+import time
 from collections.abc import Iterator
 
 import numpy as np
@@ -54,5 +55,29 @@ def test_an_upload_is_made_a_chunk_at_a_time_under_the_lock_and_arrives_whole() 
         assert np.array_equal(back, big)
         for buf in [*buffers.values(), *copies.values()]:
             buf.free()
+    finally:
+        gpu.close()
+
+
+def test_a_context_is_made_under_the_lock_and_says_how_long_each_part_took() -> None:
+    """Only the context's creation holds the lock it is given (the driver is loaded before it); the
+    context exists once the lock is let go."""
+    from executor.worker.gpu import GpuContext
+
+    entered: list[float] = []
+
+    @contextlib.contextmanager
+    def lock() -> Iterator[None]:
+        entered.append(time.perf_counter())
+        yield
+
+    began = time.perf_counter()
+    gpu = GpuContext(lock)
+    try:
+        assert len(entered) == 1
+        assert set(gpu.seconds) == {"context_init", "context_lock_wait", "context_create"}
+        assert gpu.seconds["context_init"] <= entered[0] - began
+        buf = gpu.cuda.mem_alloc(16)  # the context is current
+        buf.free()
     finally:
         gpu.close()
