@@ -54,8 +54,8 @@ logger = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class RunLocks:
     """What a candidate's run holds (:mod:`executor.gpulock`): ``reserve`` through the whole run (the
-    turnstiles of the trials' locks, taken first, so that no other work begins while the candidate
-    is checked and its trials wait only for work begun before); ``checking`` through the correctness
+    turnstile of the trials' longest-awaited lock, taken first, so that no such work begins while the
+    candidate is checked and its trials wait only for work begun before); ``checking`` through the correctness
     calls and, when ``timing`` is None, through the trials too; otherwise ``checking`` is let go after
     the checks and ``timing`` taken for the trials."""
 
