@@ -131,17 +131,15 @@ class Worker:
             # trials wait for one chunk at most (an upload holding the lock whole kept them waiting
             # hundreds of ms: bench/results/2026-11-27_s13).
             self.seconds["prepare_lock_wait"] = 0.0
-            if isinstance(self.task, KernelTask):
-                uploads = functools.partial(self._holding, kernel_uploads, "prepare_lock_wait")
-                self.slots = self._prepared_slots(uploads)
-                if isinstance(self.slots, DeviceSlots):
-                    self.uploaded = self._uploaded_timing_sets(uploads)
-                    with gpu_shared():
-                        self.comparer = self._comparer()
-            else:
-                self.slots = self._prepared_slots(host_copies)
-                if isinstance(self.slots, HostSlots):
-                    self.seconds["prepare_lock_wait"] = self.slots.lock_wait_s
+            kernel = isinstance(self.task, KernelTask)
+            chunk_lock = functools.partial(
+                self._holding, kernel_uploads if kernel else host_copies, "prepare_lock_wait"
+            )
+            self.slots = self._prepared_slots(chunk_lock)
+            if isinstance(self.slots, DeviceSlots):
+                self.uploaded = self._uploaded_timing_sets(chunk_lock)
+                with gpu_shared():
+                    self.comparer = self._comparer()
         self.seconds["timing_inputs"] = time.perf_counter() - t1
         self.ready_at = time.monotonic()
         # The parent takes its GPU lock for the candidate only once this is written, so the run does

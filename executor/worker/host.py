@@ -65,7 +65,7 @@ class HostSlots:
 
     Distinct copies per rotation slot, so that no trial finds its inputs in the CPU caches; how many
     is :func:`host_copy_count`. ``lock`` (e.g. :func:`executor.gpulock.host_copies`) is held around each
-    chunk of :data:`COPY_CHUNK_BYTES` copied; ``lock_wait_s`` is how long the chunks waited for it.
+    chunk of :data:`COPY_CHUNK_BYTES` copied.
     """
 
     def __init__(
@@ -76,7 +76,6 @@ class HostSlots:
         lock: Callable[[], AbstractContextManager[None]] = nullcontext,
     ) -> None:
         self.sources = sources
-        self.lock_wait_s = 0.0
         count = host_copy_count(sources, rotate, host_cache_bytes() if cache_bytes is None else cache_bytes)
         self.rotated = [self._copy(sources[j % len(sources)], lock) for j in range(count)]
 
@@ -87,9 +86,7 @@ class HostSlots:
             flat_in, flat_out = np.ascontiguousarray(array).reshape(-1), copy.reshape(-1)
             step = max(COPY_CHUNK_BYTES // max(array.itemsize, 1), 1)
             for start in range(0, flat_in.size, step) if flat_in.size else [0]:
-                waited = time.perf_counter()
                 with lock():
-                    self.lock_wait_s += time.perf_counter() - waited
                     np.copyto(flat_out[start : start + step], flat_in[start : start + step])
             arrays[name] = copy
         return InputSet(source.seed, source.size, dict(source.scalars), arrays)
