@@ -303,6 +303,8 @@ def test_cypher_console_reads_and_refuses_a_write(stack: Stack, signed_in: Signe
     with signed_in(Role.READER) as page:
         page.get_by_role("link", name="Cypher").click()
         page.locator("#cypher-examples a").first.click()
+        # The default query holds MATCH too: wait for the example's page before running it.
+        expect(page).to_have_url(re.compile(r"/ui/cypher\?example=0$"))
         expect(page.locator("#cypher-query")).to_contain_text("MATCH")
         page.click("#cypher-run")
         expect(page.locator("#cypher-result tbody tr").first).to_be_visible()
@@ -336,6 +338,7 @@ def test_audit_log_filters_by_who_and_what(stack: Stack, signed_in: SignedIn) ->
         page.select_option("select[name=actor]", "seed-graph")
         page.click("#audit-filters button")
         expect(page).to_have_url(re.compile(r"actor=seed-graph"))
+        expect(page.locator("#audit tbody tr").first).to_be_visible()
         actors = page.locator("#audit tbody tr td:nth-child(2)").all_inner_texts()
         assert actors and set(actors) == {"seed-graph"}
 
