@@ -214,7 +214,9 @@ class Worker:
         if self.job.runtime == "host":
             return HostFunctionRuntime(self.task, product, symbol)
         if self.gpu is None:
+            # No context ahead (a spare's failed): made now, inside the run's checking lock.
             self.gpu = GpuContext()
+            self.seconds.update(self.gpu.seconds)
         if isinstance(self.task, KernelTask):
             return GpuKernelRuntime(self.gpu, self.task, product, symbol)
         return GpuFunctionRuntime(self.gpu, self.task, product, symbol)

@@ -24,7 +24,7 @@ from executor.inputs import InputSet
 from executor.protocol import EvaluationOptions
 from executor.taskformat import NUMPY_DTYPES, FunctionTask, KernelTask, ScalarArg, Size
 from executor.verdict import ErrorKind, TimingStats
-from executor.worker.host import COPY_CHUNK_BYTES, FunctionRuntime, HostSlots
+from executor.worker.host import FunctionRuntime, HostSlots, copy_chunks
 from executor.worker.runtime import CandidateFailed, Runtime
 
 logger = logging.getLogger(__name__)
@@ -111,9 +111,9 @@ class GpuContext:
             buffers[name] = buf
             # outputs carry their poison, inout their initial values
             flat = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
-            for start in range(0, flat.size, COPY_CHUNK_BYTES):
+            for part in copy_chunks(flat.size):
                 with lock():
-                    self.cuda.memcpy_htod(int(buf) + start, flat[start : start + COPY_CHUNK_BYTES])
+                    self.cuda.memcpy_htod(int(buf) + part.start, flat[part])
         return buffers
 
     def copy(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
@@ -60,6 +60,14 @@ def host_copy_count(sources: list[InputSet], rotate: int, cache_bytes: int) -> i
 COPY_CHUNK_BYTES = 32 << 20
 
 
+def copy_chunks(count: int, itemsize: int = 1) -> Iterator[slice]:
+    """The parts, of at most :data:`COPY_CHUNK_BYTES` each (one item at least), in which a flat array of
+    ``count`` items of ``itemsize`` bytes is copied; none for an empty array."""
+    step = max(COPY_CHUNK_BYTES // max(itemsize, 1), 1)
+    for start in range(0, count, step):
+        yield slice(start, min(start + step, count))
+
+
 class HostSlots:
     """Rotated host copies of the timing sources (function tasks), made before the candidate arrives.
 
@@ -84,10 +92,9 @@ class HostSlots:
         for name, array in source.arrays.items():
             copy = np.empty(array.shape, array.dtype)  # C order: reshape(-1) below is a view of it
             flat_in, flat_out = np.ascontiguousarray(array).reshape(-1), copy.reshape(-1)
-            step = max(COPY_CHUNK_BYTES // max(array.itemsize, 1), 1)
-            for start in range(0, flat_in.size, step) if flat_in.size else [0]:
+            for part in copy_chunks(flat_in.size, array.itemsize):
                 with lock():
-                    np.copyto(flat_out[start : start + step], flat_in[start : start + step])
+                    np.copyto(flat_out[part], flat_in[part])
             arrays[name] = copy
         return InputSet(source.seed, source.size, dict(source.scalars), arrays)
 

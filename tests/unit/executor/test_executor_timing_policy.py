@@ -28,7 +28,7 @@ from executor.inputs import InputSet, generate_inputs
 from executor.protocol import EvaluationOptions
 from executor.taskformat import FunctionTask, KernelTask, parse_task
 from executor.worker import host as host_module
-from executor.worker.host import HostSlots, host_cache_bytes, host_copy_count
+from executor.worker.host import HostSlots, copy_chunks, host_cache_bytes, host_copy_count
 
 
 def _trials(values: list[float]) -> tuple[list[int], Callable[[int], float]]:
@@ -387,7 +387,19 @@ def test_host_copies_are_made_a_chunk_at_a_time_under_the_lock(monkeypatch: pyte
     x = np.arange(3 << 18, dtype=np.float32).reshape(3, 1 << 18)  # 3 MiB, 2-D
     source = InputSet(size="timing", seed=0, scalars={"n": 5}, arrays={"x": x, "e": np.zeros(0, np.int32)})
     slots = HostSlots([source], 2, cache_bytes=64 << 20, lock=counting)
-    assert len(slots.rotated) == 2 and holds[0] == 2 * (3 + 1)  # 3 chunks of x, 1 of the empty array
+    assert len(slots.rotated) == 2 and holds[0] == 2 * 3  # 3 chunks of x, none for the empty array
     for copy in slots.rotated:
         assert np.array_equal(copy.arrays["x"], x) and copy.arrays["x"].shape == x.shape
+        assert copy.arrays["e"].shape == (0,) and copy.arrays["e"].dtype == np.int32
         assert not np.shares_memory(copy.arrays["x"], x) and copy.scalars == {"n": 5}
+
+
+def test_copy_chunks_cover_an_array_once_in_parts_of_at_most_a_chunk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Uploads and host copies share the chunking: whole items, at most COPY_CHUNK_BYTES a part (one
+    item at least), in order and without gaps; an empty array has no part."""
+    monkeypatch.setattr(host_module, "COPY_CHUNK_BYTES", 1000)
+    assert list(copy_chunks(2500)) == [slice(0, 1000), slice(1000, 2000), slice(2000, 2500)]
+    assert list(copy_chunks(300, itemsize=8)) == [slice(0, 125), slice(125, 250), slice(250, 300)]
+    assert list(copy_chunks(3, itemsize=4096)) == [slice(0, 1), slice(1, 2), slice(2, 3)]
+    assert list(copy_chunks(1000)) == [slice(0, 1000)]
+    assert list(copy_chunks(0, itemsize=4)) == []
