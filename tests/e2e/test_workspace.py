@@ -185,7 +185,7 @@ def test_queue_filters_and_the_diff_is_highlighted(stack: Stack, signed_in: Sign
         page.select_option("select[name=transition]", f"{INITIAL_TECHNIQUE} -> Parallelization")
         expect(page).to_have_url(re.compile(r"transition="))
         items = page.locator("#queue-items li .t")
-        assert items.count() > 0
+        expect(items.first).to_be_visible()  # the filtered page's list, parsed
         for text in items.all_inner_texts():
             assert text == f"{INITIAL_TECHNIQUE} → Parallelization"
         # CUDA keywords are highlighted, and the after side has inserted lines.
