@@ -120,11 +120,12 @@ def hold(lock: str | os.PathLike[str], mode: Mode, resource: Resource = "gpu") -
     turnstile is passed through (shared) or kept until the lock is held (exclusive), unless this
     thread has it already (:func:`reserve`)."""
     path = lock_path(lock, resource)
+    turnstile = turnstile_path(path)
     handle: IO[bytes] = open(path, "ab")  # noqa: SIM115 - held across the yield
     try:
         with contextlib.ExitStack() as turn:
-            if turnstile_path(path) not in _reserved():
-                fcntl.flock(turn.enter_context(turnstile_path(path).open("ab")), fcntl.LOCK_EX)
+            if turnstile not in _reserved():
+                fcntl.flock(turn.enter_context(turnstile.open("ab")), fcntl.LOCK_EX)
             # An exclusive request keeps the turnstile until it holds the lock; a shared one only
             # passes through it. The turnstile is released when ``turn`` closes.
             fcntl.flock(handle, fcntl.LOCK_EX if mode == "exclusive" else fcntl.LOCK_SH)
