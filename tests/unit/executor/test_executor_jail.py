@@ -20,8 +20,10 @@ import pytest
 from executor import jail
 from executor.compile import INCLUDE_REFUSED, Compiler, find_toolchain, includes_outside
 from executor.errors import ToolchainError
+from executor.evaluate import Evaluator
 from executor.static import check_source, splice_lines
 from executor.taskformat import FunctionTask, KernelTask
+from executor.verdict import ErrorKind, Stage
 from tests.support.workers import processes_working_in
 
 SECRET = "s3cr3t-7f2a-token"
@@ -187,7 +189,9 @@ def test_no_trick_shows_the_secret_in_an_nvcc_build_log(tmp_path: Path, secret: 
 
 
 @needs_nvcc
-def test_a_build_that_read_a_file_outside_the_toolchain_is_refused(tmp_path: Path) -> None:
+def test_a_build_that_read_a_file_outside_the_toolchain_is_refused(
+    tmp_path: Path, saxpy: FunctionTask | KernelTask
+) -> None:
     # A header inside the build directory is allowed; one in a directory added to the jail's
     # read-only paths (and so readable) but not an include root is refused after the build.
     compiler = Compiler(tmp_path / "cache", choice="nvcc")
@@ -210,6 +214,9 @@ def test_a_build_that_read_a_file_outside_the_toolchain_is_refused(tmp_path: Pat
         compile_module.host_toolchain_paths = original  # type: ignore[assignment]
     assert not result.ok
     assert result.log.startswith(INCLUDE_REFUSED) and str(extra / "defs.h") in result.log
+    verdict = Evaluator._compile_failure(None, saxpy, result, {}, None)  # type: ignore[arg-type]
+    assert (verdict.stage, verdict.error) == (Stage.STATIC, ErrorKind.STATIC_REJECTED)
+    assert verdict.message.startswith(INCLUDE_REFUSED)
 
 
 @needs_nvcc
