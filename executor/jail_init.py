@@ -132,6 +132,9 @@ def main(argv: list[str]) -> None:
             os.setgroups([])
             os.setgid(uid)
             os.setuid(uid)
+        # A change of uid clears the parent-death signal: set again, so that this process (the
+        # command after exec, PID 1 of the namespace) dies with `unshare`, and every stage with it.
+        _libc.prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)
         _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
     except OSError as e:
         _fail(str(e))

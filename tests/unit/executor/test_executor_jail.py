@@ -244,3 +244,26 @@ def test_a_killed_executor_leaves_no_compiler_behind(tmp_path: Path) -> None:
     while left := processes_working_in(tmp_path / "cache"):
         assert time.monotonic() < deadline, [(p / "cmdline").read_bytes()[:80] for p in left]
         time.sleep(0.1)
+
+
+def test_a_killed_parent_takes_its_whole_jail_down(tmp_path: Path) -> None:
+    """Processes that write nothing (no broken pipe to end them) die with the process that started
+    the jail: the parent-death signal survives the drop to the unprivileged uid."""
+    work = tmp_path / "build"
+    work.mkdir()
+    script = (
+        "import sys; from pathlib import Path; from executor import jail; "
+        "jail.Jail(read_only=jail.host_toolchain_paths()).run(['sh', '-c', 'sleep 100 & sleep 100'], "
+        f"Path({str(work)!r}), 300)"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script])
+    deadline = time.monotonic() + 60
+    while len(processes_working_in(work)) < 3:  # unshare, sh and the two sleeps
+        assert parent.poll() is None and time.monotonic() < deadline, "the jail never started"
+        time.sleep(0.05)
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 15
+    while left := processes_working_in(work):
+        assert time.monotonic() < deadline, [(p / "cmdline").read_bytes()[:80] for p in left]
+        time.sleep(0.1)
