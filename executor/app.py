@@ -24,6 +24,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from executor.errors import EvaluationCancelled, ExecutorError, TaskFormatError, ToolchainError
 from executor.evaluate import Evaluator, evaluate_safely
+from executor.fairslots import FairSlots
 from executor.protocol import (
     BatchRequest,
     BatchResponse,
@@ -184,6 +185,8 @@ def create_app(settings: ExecutorSettings | None = None) -> FastAPI:
     settings = settings or ExecutorSettings()
     evaluator = Evaluator(settings)
     pool = ThreadPoolExecutor(max_workers=settings.compile_workers, thread_name_prefix="executor")
+    # Who runs next in the pool: one caller holds at most half of it (see executor.fairslots).
+    slots = FairSlots(settings.compile_workers)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -193,6 +196,7 @@ def create_app(settings: ExecutorSettings | None = None) -> FastAPI:
 
     app = FastAPI(title="ReGraph executor", version="1", lifespan=lifespan)
     app.state.evaluator = evaluator
+    app.state.slots = slots
 
     install_error_handlers(app)
 
@@ -204,9 +208,14 @@ def create_app(settings: ExecutorSettings | None = None) -> FastAPI:
 
     async def in_pool(request: EvaluateRequest, cancelled: threading.Event) -> Verdict:
         prepare(request)
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(
-            pool, evaluator.evaluate, request.task, request.candidate, request.options, cancelled
+        return await slots.run(
+            request.caller,
+            pool,
+            evaluator.evaluate,
+            request.task,
+            request.candidate,
+            request.options,
+            cancelled,
         )
 
     @app.get("/healthz")
@@ -245,12 +254,11 @@ def create_app(settings: ExecutorSettings | None = None) -> FastAPI:
     async def evaluate_batch(batch: BatchRequest, http: Request) -> BatchResponse | JSONResponse:
         if (refused := batch_refused(batch, settings)) is not None:
             return refused
-        loop = asyncio.get_running_loop()
         for item in batch.items:
             prepare(item)
         async with cancelled_when_gone(http) as cancelled:
             futures = [
-                loop.run_in_executor(pool, evaluate_safely, evaluator, item, cancelled)
+                slots.run(item.caller, pool, evaluate_safely, evaluator, item, cancelled)
                 for item in batch.items
             ]
             verdicts = await within_request_limit(asyncio.gather(*futures), settings, "batch", cancelled)

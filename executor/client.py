@@ -83,23 +83,32 @@ def _body(body: BaseModel | None) -> Any:
 
 
 def _evaluate_request(
-    task: FunctionTask | KernelTask, candidate: str | CandidateSource, options: EvaluationOptions | None
+    task: FunctionTask | KernelTask,
+    candidate: str | CandidateSource,
+    options: EvaluationOptions | None,
+    caller: str | None = None,
 ) -> EvaluateRequest:
     return EvaluateRequest(
         task=task,
         candidate=candidate if isinstance(candidate, CandidateSource) else CandidateSource(source=candidate),
         options=options or EvaluationOptions(),
+        caller=caller,
     )
 
 
 def _batch_request(
-    items: list[tuple[FunctionTask | KernelTask, str]], options: EvaluationOptions | None
+    items: list[tuple[FunctionTask | KernelTask, str]],
+    options: EvaluationOptions | None,
+    caller: str | None = None,
 ) -> BatchRequest:
     opts = options or EvaluationOptions()
     # Each item is validated here; the batch's own limits (not empty, at most max_batch items) are the
     # service's to enforce, with its error envelope.
     return BatchRequest.model_construct(
-        items=[EvaluateRequest(task=t, candidate=CandidateSource(source=s), options=opts) for t, s in items]
+        items=[
+            EvaluateRequest(task=t, candidate=CandidateSource(source=s), options=opts, caller=caller)
+            for t, s in items
+        ]
     )
 
 
@@ -147,15 +156,22 @@ class ExecutorClient:
         task: FunctionTask | KernelTask,
         candidate: str | CandidateSource,
         options: EvaluationOptions | None = None,
+        caller: str | None = None,
     ) -> Verdict:
-        """Evaluate one candidate source for a task."""
-        return self._call(Verdict, "POST", "/v1/evaluate", _evaluate_request(task, candidate, options))
+        """Evaluate one candidate source for a task (on behalf of ``caller``: see
+        :attr:`EvaluateRequest.caller <executor.protocol.EvaluateRequest.caller>`)."""
+        return self._call(
+            Verdict, "POST", "/v1/evaluate", _evaluate_request(task, candidate, options, caller)
+        )
 
     def evaluate_batch(
-        self, items: list[tuple[FunctionTask | KernelTask, str]], options: EvaluationOptions | None = None
+        self,
+        items: list[tuple[FunctionTask | KernelTask, str]],
+        options: EvaluationOptions | None = None,
+        caller: str | None = None,
     ) -> list[Verdict]:
         """Evaluate several (task, source) pairs; verdicts come back in the same order."""
-        batch = _batch_request(items, options)
+        batch = _batch_request(items, options, caller)
         return self._call(BatchResponse, "POST", "/v1/evaluate/batch", batch).verdicts
 
     def device(self) -> FleetDeviceInfo:
@@ -211,15 +227,22 @@ class AsyncExecutorClient:
         task: FunctionTask | KernelTask,
         candidate: str | CandidateSource,
         options: EvaluationOptions | None = None,
+        caller: str | None = None,
     ) -> Verdict:
-        """Evaluate one candidate source for a task."""
-        return await self._call(Verdict, "POST", "/v1/evaluate", _evaluate_request(task, candidate, options))
+        """Evaluate one candidate source for a task (on behalf of ``caller``: see
+        :attr:`EvaluateRequest.caller <executor.protocol.EvaluateRequest.caller>`)."""
+        return await self._call(
+            Verdict, "POST", "/v1/evaluate", _evaluate_request(task, candidate, options, caller)
+        )
 
     async def evaluate_batch(
-        self, items: list[tuple[FunctionTask | KernelTask, str]], options: EvaluationOptions | None = None
+        self,
+        items: list[tuple[FunctionTask | KernelTask, str]],
+        options: EvaluationOptions | None = None,
+        caller: str | None = None,
     ) -> list[Verdict]:
         """Evaluate several (task, source) pairs; verdicts come back in the same order."""
-        batch = _batch_request(items, options)
+        batch = _batch_request(items, options, caller)
         return (await self._call(BatchResponse, "POST", "/v1/evaluate/batch", batch)).verdicts
 
     async def device(self) -> FleetDeviceInfo:

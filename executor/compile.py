@@ -6,14 +6,12 @@ an exception; only a missing toolchain raises :class:`ToolchainError`.
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import json
 import logging
 import os
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
 import threading
@@ -25,6 +23,14 @@ from typing import TYPE_CHECKING, Literal, Protocol
 from executor.cache import DEFAULT_CACHE_DIR, content_key
 from executor.cubin import CubinFormatError, kernel_names
 from executor.errors import ToolchainError
+from executor.jail import (
+    Jail,
+    compiler_include_dirs,
+    cut_log,
+    describe,
+    host_toolchain_paths,
+    protection,
+)
 from executor.nvrtc import Nvrtc, candidate_libraries, find_nvrtc
 from executor.taskformat import FunctionTask, KernelTask
 from executor.verdict import CompileResult, KernelResources
@@ -36,6 +42,10 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_ARCH = "sm_90"
 MAX_LOG_CHARS = 20_000
+# The first words of a build's log when its dependency list (what the preprocessor really read, after
+# line splicing and macro expansion) names a file outside the toolchain and the build's directory.
+INCLUDE_REFUSED = "static check after preprocessing: refused"
+OWN_FILES = ("candidate.cu", "candidate.d", "candidate.so", "candidate.cubin")
 
 
 @dataclass(frozen=True)
@@ -202,27 +212,6 @@ def kernel_symbol(kernels: list[KernelResources], entry: str) -> str | None:
     return None
 
 
-def _run_killable(cmd: list[str], cwd: Path, timeout_s: float, nice: int = 0) -> tuple[int | None, str]:
-    """Run a command in its own process group; on timeout kill the whole group (nvcc spawns cicc, ptxas).
-    ``nice`` > 0 lowers the group's CPU priority by that much (what it starts later inherits it)."""
-    proc = subprocess.Popen(
-        cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
-    )
-    if nice > 0:
-        # Set on the group just after the start, before nvcc has started its stages as a rule; one
-        # already started is in the group and is lowered too.
-        with contextlib.suppress(OSError):
-            os.setpriority(os.PRIO_PGRP, proc.pid, min(19, os.getpriority(os.PRIO_PROCESS, 0) + nice))
-    try:
-        out, _ = proc.communicate(timeout=timeout_s)
-        return proc.returncode, out
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        return None, out
-
-
 CompilerChoice = Literal["auto", "nvrtc", "nvcc"]
 
 
@@ -340,6 +329,9 @@ class Compiler:
             "--ptxas-options=-v",
             "-default-device",
             "-DCCCL_DISABLE_CTK_COMPATIBILITY_CHECK",
+            # NVRTC runs in this process, outside any jail: a quoted include must not be looked up
+            # beside the (nameless) source, i.e. in the executor's working directory.
+            "-no-source-include",
             *self.extra_flags,
         ]
         if nvrtc.include_dir is not None:
@@ -460,7 +452,7 @@ class Compiler:
                 options = [*options, MINIMAL]
         if output is None or not output.ok:
             output = nvrtc.compile(source, options)
-        log = output.log[-MAX_LOG_CHARS:]
+        log = cut_log(output.log, OWN_FILES, None, MAX_LOG_CHARS)
         if output.ok:
             cubin = work / "candidate.cubin"
             cubin.write_bytes(output.cubin)
@@ -491,13 +483,26 @@ class Compiler:
         flags = self.flags(kind)
         (work / "candidate.cu").write_text(source, encoding="utf-8")
         out_name = "candidate.so" if kind == "shared_library" else "candidate.cubin"
-        cmd = [str(chain.nvcc), *flags, "candidate.cu", "-o", out_name]
-        returncode, log = _run_killable(cmd, work, self.timeout_s, self.nice)
-        log = log.replace(str(work) + "/", "")[-MAX_LOG_CHARS:]
+        # -MD writes what the preprocessor read (after splicing and macro expansion) as part of the
+        # build itself, at no extra cost; it is checked before the product is accepted.
+        cmd = [str(chain.nvcc), *flags, "-MD", "-MF", "candidate.d", "candidate.cu", "-o", out_name]
+        returncode, log = toolchain_jail(chain).run(cmd, work, self.timeout_s, self.nice)
+        log = cut_log(log, OWN_FILES, work, MAX_LOG_CHARS)
+        log = f"{log.rstrip()}\n[{describe(protection())}]".lstrip()
         ok = returncode == 0 and (work / out_name).is_file()
         killed_by = -returncode if returncode is not None and returncode < 0 else None
         if killed_by is not None:
             log = (log + f"\nnvcc was killed by signal {killed_by}").strip()[-MAX_LOG_CHARS:]
+        if returncode == 125 and log.startswith("jail:"):
+            raise ToolchainError(f"the compile jail failed: {log.strip()[:300]}")
+        if ok:
+            outside = includes_outside(work / "candidate.d", work, include_roots(chain))
+            if outside is not None:
+                ok = False
+                log = (
+                    f"{INCLUDE_REFUSED} {outside}: a candidate may include only the toolkit's and the host "
+                    "compiler's headers"
+                )
         kernels = kernels_of(log, work / out_name if kind == "cubin" else None) if ok else []
         return CompileResult(
             ok=ok,
@@ -510,6 +515,44 @@ class Compiler:
             arch=self.arch,
             compiler="nvcc",
         ), (work / out_name if ok else None)
+
+
+def toolchain_jail(chain: Toolchain) -> Jail:
+    """The jail an nvcc build runs in: the toolkit, the host compiler's paths, nothing else."""
+    env = {"PATH": f"{chain.nvcc.parent}:/usr/bin:/bin"}
+    return Jail(read_only=[chain.root, *host_toolchain_paths()], env=env)
+
+
+def include_roots(chain: Toolchain) -> list[str]:
+    """Where an nvcc build may take headers from: the toolkit and the host compiler's search list."""
+    gxx = shutil.which("g++") or "g++"
+    roots = [str(chain.root), os.path.realpath(chain.root), *compiler_include_dirs(gxx)]
+    return [os.path.normpath(r) for r in roots]
+
+
+def read_depfile(path: Path) -> list[str]:
+    """The prerequisites of a make-style dependency file (``-MD``), with escaped spaces undone."""
+    text = path.read_text(errors="replace").replace("\\\n", " ")
+    tokens = re.findall(r"(?:\\.|[^\s\\])+", text)
+    names = [re.sub(r"\\(.)", r"\1", t) for t in tokens]
+    try:
+        start = next(i for i, t in enumerate(names) if t.endswith(":")) + 1
+    except StopIteration:
+        return []
+    return [n for n in names[start:] if not n.endswith(":")]
+
+
+def includes_outside(depfile: Path, work: Path, roots: list[str]) -> str | None:
+    """The first file a build read from outside ``work`` and ``roots`` (or a note that the dependency
+    list is missing), or None when every file it read is allowed."""
+    if not depfile.is_file():
+        return "(the compiler wrote no dependency list)"
+    allowed = [os.path.normpath(work), *roots]
+    for dep in read_depfile(depfile):
+        path = os.path.normpath(dep if os.path.isabs(dep) else os.path.join(work, dep))
+        if not any(path == root or path.startswith(root.rstrip("/") + "/") for root in allowed):
+            return path
+    return None
 
 
 def device_arch() -> str | None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 from executor.cache import content_key
-from executor.compile import DEFAULT_ARCH, Compiler, RemoteBuilds, device_arch, kernel_symbol
+from executor.compile import DEFAULT_ARCH, INCLUDE_REFUSED, Compiler, RemoteBuilds, device_arch, kernel_symbol
 from executor.devcompare import compare_source
 from executor.errors import EvaluationCancelled, ExecutorError, ReferenceBuildError
 from executor.gpulock import hold
@@ -591,11 +591,12 @@ class Evaluator:
     ) -> Verdict:
         kind = ErrorKind.COMPILE_TIMEOUT if compiled.timed_out else ErrorKind.COMPILE_ERROR
         text = message or (compiled.log.strip().splitlines() or ["compilation failed"])[0]
+        refused = compiled.log.startswith(INCLUDE_REFUSED)  # what the preprocessor read: a static rule
         return Verdict(
             task_id=task.id,
-            stage=Stage.COMPILE,
+            stage=Stage.STATIC if refused else Stage.COMPILE,
             passed=False,
-            error=kind,
+            error=ErrorKind.STATIC_REJECTED if refused else kind,
             message=text,
             compile=compiled,
             reward=-1.0,

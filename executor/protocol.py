@@ -164,6 +164,12 @@ class EvaluateRequest(BaseModel):
     task: Task
     candidate: CandidateSource
     options: EvaluationOptions = EvaluationOptions()
+    caller: str | None = Field(
+        default=None,
+        max_length=200,
+        description="on whose behalf (the API's key id): the executor shares its evaluation slots "
+        "fairly between callers, so one caller's long compiles cannot hold them all",
+    )
 
 
 class BatchRequest(BaseModel):

@@ -25,6 +25,7 @@ from executor.cache import DEFAULT_CACHE_DIR, cached_product, content_key
 from executor.errors import ReferenceBuildError, ReferenceRunError, ToolchainError
 from executor.expr import Number
 from executor.inputs import INT_POISON, InputSet, generate_inputs
+from executor.jail import Jail, cut_log, host_toolchain_paths
 from executor.taskformat import FunctionTask, KernelTask, Size, is_float
 
 logger = logging.getLogger(__name__)
@@ -82,15 +83,15 @@ def build_reference(task: FunctionTask | KernelTask, cache_dir: Path | None = No
         if task.generator_source:
             sources.append(work / "generator.cpp")
             sources[1].write_text(task.generator_source, encoding="utf-8")
-        cmd = [cxx, *CXX_FLAGS, *map(str, sources), "-o", str(output)]
-        try:
-            proc = subprocess.run(
-                cmd, capture_output=True, text=True, timeout=REFERENCE_BUILD_TIMEOUT_S, check=False
-            )
-        except subprocess.TimeoutExpired as e:
-            raise ReferenceBuildError(f"building the reference of {task.id!r} timed out") from e
-        if proc.returncode != 0:
-            raise ReferenceBuildError(f"reference of {task.id!r} does not compile:\n{proc.stderr[-4000:]}")
+        cmd = [cxx, *CXX_FLAGS, *(s.name for s in sources), "-o", output.name]
+        # A task's sources come from outside too (an imported graph): the same jail and log cut as a
+        # candidate's build.
+        returncode, log = Jail(read_only=host_toolchain_paths(cxx)).run(cmd, work, REFERENCE_BUILD_TIMEOUT_S)
+        if returncode is None:
+            raise ReferenceBuildError(f"building the reference of {task.id!r} timed out")
+        if returncode != 0 or not output.is_file():
+            log = cut_log(log, ("reference.cpp", "generator.cpp"), work)
+            raise ReferenceBuildError(f"reference of {task.id!r} does not compile:\n{log[-4000:]}")
 
     path, hit = cached_product(cache, key, ".so", build)
     logger.debug("reference library %s (%s)", path, "cache hit" if hit else "built")

@@ -145,6 +145,9 @@ class WorkerProcess:
         # The candidate call that runs now, and the one that ran past its limit (the kill's reason).
         self.open_call: OpenCall | None = None
         self.expired_call: OpenCall | None = None
+        # How much the worker had written to its stderr when it was handed untrusted code (a
+        # candidate): what comes after may be anything that code read, and never reaches a verdict.
+        self.trusted_output: int | None = None
 
     @property
     def alive(self) -> bool:
@@ -341,11 +344,35 @@ class WorkerProcess:
             return default
 
     def stderr_tail(self) -> str:
-        """The end of the worker's stderr."""
+        """The end of the worker's stderr (for the executor's own use: it may hold what a candidate
+        printed; :meth:`reported_tail` is what a verdict may show)."""
         try:
             return self.stderr_path.read_bytes()[-STDERR_TAIL:].decode("utf-8", "replace")
         except OSError:
             return ""
+
+    def hand_untrusted(self) -> None:
+        """Note that the worker is about to load a candidate: its output from now on is the
+        candidate's to choose (a host file it read, say) and is left out of :meth:`reported_tail`."""
+        try:
+            self.trusted_output = self.stderr_path.stat().st_size
+        except OSError:
+            self.trusted_output = 0
+
+    def reported_tail(self) -> str:
+        """The end of what the worker wrote before it was handed a candidate, and a note of how much
+        it wrote after (that part stays in the worker's directory, removed with it)."""
+        try:
+            data = self.stderr_path.read_bytes()
+        except OSError:
+            return ""
+        if self.trusted_output is None:
+            return data[-STDERR_TAIL:].decode("utf-8", "replace")
+        own = data[: self.trusted_output][-STDERR_TAIL:].decode("utf-8", "replace")
+        after = len(data) - self.trusted_output
+        if after <= 0:
+            return own
+        return f"{own}\n[{after} bytes written after the candidate was loaded are not shown]".strip()
 
 
 class Reaper:
@@ -527,7 +554,7 @@ def _death_message(proc: WorkerProcess, stage_text: str) -> tuple[ErrorKind, str
     tail = proc.stderr_tail()
     kind = ErrorKind.OUT_OF_MEMORY if "MemoryError" in tail or "std::bad_alloc" in tail else ErrorKind.CRASH
     logger.info("%s", what)
-    return kind, f"{what}\n{tail.strip()[-1500:]}".strip()
+    return kind, f"{what}\n{proc.reported_tail().strip()[-1500:]}".strip()
 
 
 def start_candidate(proc: WorkerProcess, job: WorkerJob, memory_limit_bytes: int | None) -> None:
@@ -548,6 +575,7 @@ def finish_candidate(
     :meth:`WorkerProcess.wait`). The outcome's ``seconds["run"]`` is the time from the hand-over to
     the outcome, a killed or dead worker's too (the time its candidate held the GPU)."""
     start = time.monotonic()
+    proc.hand_untrusted()
     proc.send("run.json", run.model_copy(update={"sent_at": start}))
     killed_for = proc.wait(
         timeout_s,

@@ -1,8 +1,14 @@
 """Static checks on a candidate's source, each rule with the reason it exists.
 
-Matching runs on the source with comments removed and string literals emptied, so that a banned name
-in a comment or a message never triggers a rule, and a rule cannot be dodged by hiding code in a
-comment. Inline-assembly strings are kept aside and checked separately.
+Matching runs on the source with its backslash-newlines spliced (as the compiler's first phase does,
+so that ``#inc\\<newline>lude`` or ``fo\\<newline>pen`` is seen whole), comments removed and string
+literals emptied, so that a banned name in a comment or a message never triggers a rule, and a rule
+cannot be dodged by hiding code in a comment. Inline-assembly strings are kept aside and checked
+separately.
+
+Includes are checked here on the directive's text (no absolute or climbing paths, no header named by
+a macro); what the preprocessor really read, after macro expansion, is checked by the compile itself
+(:mod:`executor.compile`, its dependency list) inside the compile jail (:mod:`executor.jail`).
 """
 
 from __future__ import annotations
@@ -34,6 +40,26 @@ class StrippedSource:
 
     code: str
     strings: list[tuple[int, str]] = field(default_factory=list)  # (line, contents) of each literal
+
+
+def splice_lines(source: str) -> str:
+    """Join each line that ends in a backslash with the next (translation phase 2), keeping line
+    numbers: a logical line made of k physical ones is followed by k - 1 empty lines. Whitespace
+    between the backslash and the newline is accepted, as GCC does."""
+    out: list[str] = []
+    pending: list[str] = []
+    for line in source.split("\n"):
+        stripped = line.rstrip(" \t\r")
+        if stripped.endswith("\\"):
+            pending.append(stripped[:-1])
+            continue
+        out.append("".join(pending) + line)
+        out.extend([""] * len(pending))
+        pending = []
+    if pending:
+        out.append("".join(pending))
+        out.extend([""] * (len(pending) - 1))
+    return "\n".join(out)
 
 
 def strip_source(source: str) -> StrippedSource:
@@ -124,9 +150,14 @@ _TYPE_PATTERNS = [
     (re.compile(rf"(?<![\w])({names})\b"), reason) for names, reason in _FORBIDDEN_TYPES.items()
 ]
 _TIMER_REGISTER = re.compile(r"%(globaltimer(?:_lo|_hi)?|clock(?:64|_hi)?)\b")
-_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]*)"', re.M)
+_INCLUDE = re.compile(r'^\s*(?:#|%:)\s*include\s*"([^"]*)"', re.M)
+# Every directive that reads a file, ``%:`` being the digraph of ``#``.
+_READING_DIRECTIVE = re.compile(r"^[ \t]*(?:#|%:)[ \t]*(include|include_next|import|embed)\b(.*)$", re.M)
+_DEPENDENCY_PRAGMA = re.compile(r"^[ \t]*(?:#|%:)[ \t]*pragma[ \t]+GCC[ \t]+dependency\b", re.M)
+_HAS_INCLUDE = re.compile(r"\b__has_include(?:_next)?\s*\(([^)]*)\)")
+_SYSTEM_HEADER = re.compile(r"^\s*<([^<>]+)>\s*$")
 _FORBIDDEN_HEADERS = re.compile(
-    r"^\s*#\s*include\s*<(fstream|thread|unistd\.h|sys/[\w/]+\.h|dlfcn\.h|"
+    r"^\s*(?:#|%:)\s*include\s*<(fstream|thread|unistd\.h|sys/[\w/]+\.h|dlfcn\.h|"
     r"spawn\.h|signal\.h|csignal|filesystem|sys/socket\.h)>",
     re.M,
 )
@@ -134,6 +165,19 @@ _PRINT = re.compile(r"(?<![\w.>:])(?:std::)?(printf|fprintf|puts|fputs|putchar|c
 _GPU_WORK = re.compile(
     r"<<<|cudaLaunch\w*\s*\(|\bcub::|\bthrust::|\bcublas\w*\s*\(|\bcusparse\w*\s*\(|\bcufft\w*\s*\("
 )
+
+
+def _unsafe_header(operand: str) -> str | None:
+    """Why an include operand (on the stripped code) may not be used, or None for ``<relative/name>``."""
+    m = _SYSTEM_HEADER.match(operand)
+    if m is None:
+        return "the header is not a plain <name> (a macro, or a malformed name)"
+    name = m.group(1).strip()
+    if name.startswith(("/", "~")) or "\\" in name or ":" in name:
+        return "an absolute path"
+    if ".." in name.split("/"):
+        return "a path that climbs out with .."
+    return None
 
 
 def _line_of(code: str, pos: int) -> int:
@@ -188,7 +232,8 @@ def check_source(task: FunctionTask | KernelTask, source: str) -> list[StaticVio
         ]
     if "\0" in source:
         return [StaticViolation(rule="binary_source", reason="the source contains NUL bytes")]
-    stripped = strip_source(source)
+    spliced = splice_lines(source)
+    stripped = strip_source(spliced)
     code = stripped.code
 
     def add(rule: str, reason: str, pos: int | None = None, excerpt: str = "") -> None:
@@ -199,13 +244,32 @@ def check_source(task: FunctionTask | KernelTask, source: str) -> list[StaticVio
             )
         )
 
-    for m in _INCLUDE.finditer(source):
+    for m in _INCLUDE.finditer(spliced):
         add(
             "local_include",
             "a candidate is one translation unit; quoted includes could read host files",
             m.start(),
             m.group(0).strip(),
         )
+    for m in _READING_DIRECTIVE.finditer(code):
+        directive, operand = m.group(1), m.group(2)
+        if directive != "include":
+            add(
+                f"forbidden_directive:{directive}",
+                f"#{directive} reads files; only #include <...> is allowed",
+                m.start(),
+            )
+        elif operand.strip() != '""' and (why := _unsafe_header(operand)) is not None:
+            add(
+                "include_path", f"#include names {why}; only the toolkit's headers may be included", m.start()
+            )
+    for m in _HAS_INCLUDE.finditer(code):
+        if m.group(1).strip() != '""' and (why := _unsafe_header(m.group(1))) is not None:
+            add("include_path", f"__has_include names {why}; it probes host files", m.start())
+        elif m.group(1).strip() == '""':
+            add("local_include", "__has_include with a quoted name probes host files", m.start())
+    for m in _DEPENDENCY_PRAGMA.finditer(code):
+        add("forbidden_directive:pragma", "#pragma GCC dependency reads a host file's date", m.start())
     for m in _FORBIDDEN_HEADERS.finditer(code):
         add(
             "forbidden_header",

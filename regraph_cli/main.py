@@ -32,6 +32,7 @@ from regraph_cli.graph import graph_app, keys_app
 from regraph_cli.mcp import mcp_command
 from regraph_cli.optimize import optimize_command
 from regraph_cli.replay import replay_app
+from regraph_cli.supervise import ExecutorStartError, ExecutorSupervisor
 
 app = typer.Typer(
     no_args_is_help=True, help="ReGraph: CUDA optimization with a reasoning graph and a small model."
@@ -116,6 +117,11 @@ def executor_serve(
     serve(ExecutorSettings(**overrides))  # type: ignore[arg-type]
 
 
+def _executor_start_wait_s() -> float:
+    # A fleet (REGRAPH_EXECUTOR_RAY) answers once Ray is up and every replica has started.
+    return 300 if os.environ.get("REGRAPH_EXECUTOR_RAY") else 60
+
+
 def _start_local_executor(port: int, *, quiet_stdout: bool = False) -> tuple[subprocess.Popen[bytes], str]:
     """Start the executor as its own process (as in production) and wait until it answers.
 
@@ -129,8 +135,7 @@ def _start_local_executor(port: int, *, quiet_stdout: bool = False) -> tuple[sub
         start_new_session=True,
         stdout=sys.stderr if quiet_stdout else None,
     )
-    # A fleet (REGRAPH_EXECUTOR_RAY) answers once Ray is up and every replica has started.
-    wait_s = 300 if os.environ.get("REGRAPH_EXECUTOR_RAY") else 60
+    wait_s = _executor_start_wait_s()
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -161,9 +166,14 @@ def up(
         overrides["port"] = port
     settings = ApiSettings(**overrides)  # type: ignore[arg-type]
     refuse_second_stack(settings)
-    executor: subprocess.Popen[bytes] | None = None
+    executor: ExecutorSupervisor | None = None
     if settings.executor_url is None and with_executor:
-        executor, url = _start_local_executor(executor_port)
+        # Supervised: restarted when it dies (the API's /readyz says it is down meanwhile).
+        executor = ExecutorSupervisor(executor_port, start_wait_s=_executor_start_wait_s())
+        try:
+            url = executor.start()
+        except ExecutorStartError as e:
+            raise _fail(str(e)) from e
         settings = settings.model_copy(update={"executor_url": url})
     api = create_app(settings)
     server = uvicorn.Server(uvicorn.Config(api, host=settings.host, port=settings.port, log_config=None))
@@ -200,7 +210,7 @@ def up(
         server.run()
     finally:
         if executor is not None:
-            _stop_local_executor(executor)
+            executor.stop()
 
 
 def _stop_local_executor(process: subprocess.Popen[bytes]) -> None:

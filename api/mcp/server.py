@@ -217,8 +217,12 @@ def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf, evaluations: Ev
         against the reference on fresh inputs and time it. Returns the executor's typed verdict; without a
         GPU the verdict is compile-only and never a pass. Sends progress notifications while it runs."""
 
+        caller = caller_of(ctx.request_context)
+
         async def run(s: ReasoningGraphService) -> dict[str, Any]:
-            judged = await s.evaluate(source, task_ref=task_ref, task=task, progress=_progress(ctx))
+            judged = await s.evaluate(
+                source, task_ref=task_ref, task=task, progress=_progress(ctx), caller_id=caller.job_owner
+            )
             return s.capped(dump(judged))
 
         return await tool_call(ctx, run)
@@ -236,7 +240,9 @@ def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf, evaluations: Ev
             resolved = s.resolve_task(task_ref, task)
 
             async def evaluate(progress: ProgressReporter) -> dict[str, Any]:
-                judged = await s.evaluate(source, task_ref=task_ref, task=task, progress=progress)
+                judged = await s.evaluate(
+                    source, task_ref=task_ref, task=task, progress=progress, caller_id=caller.job_owner
+                )
                 return s.capped(dump(judged))
 
             job = evaluations.start(caller.job_owner, resolved.id, evaluate)

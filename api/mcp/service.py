@@ -453,8 +453,10 @@ class ReasoningGraphService:
         task_ref: str | None,
         task: dict[str, Any] | None,
         progress: ProgressReporter = NO_PROGRESS,
+        caller_id: str | None = None,
     ) -> CandidateEvaluationPublic:
-        """Judge `source` against a task on the executor: compiled, checked and timed where it has a GPU."""
+        """Judge `source` against a task on the executor: compiled, checked and timed where it has a GPU
+        (on behalf of `caller_id`, the key whose share of the executor's slots it takes)."""
         url = self.state.settings.executor_url
         if url is None:
             raise McpUnavailableError(
@@ -470,7 +472,7 @@ class ReasoningGraphService:
                 device = await client.device()
                 mode: Any = "verified" if device.runtime_checks_available else "compile-only"
                 await progress.report(1, 2, f"evaluating ({mode})")
-                evaluation = asyncio.ensure_future(client.evaluate(resolved, source))
+                evaluation = asyncio.ensure_future(client.evaluate(resolved, source, caller=caller_id))
                 try:
                     while True:
                         done, _ = await asyncio.wait({evaluation}, timeout=PROGRESS_EVERY_S)

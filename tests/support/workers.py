@@ -4,6 +4,7 @@ under test runs in a thread of it), or any on the machine."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 
@@ -35,13 +36,15 @@ def worker_processes(role: bytes | None = None, parent: int | None = None) -> li
 
 def processes_working_in(directory: Path) -> list[Path]:
     """The /proc entries of the processes whose working directory lies in ``directory`` (a compile's
-    nvcc and the stages it starts run in the compile's own directory)."""
+    nvcc and the stages it starts run in the compile's own directory). A jailed compiler's directory
+    reads as the jail's root (``/tmp/regraph-jail-*``, see executor.jail) followed by it."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            if os.readlink(entry / "cwd").startswith(str(directory)):
+            cwd = re.sub(r"^.*/regraph-jail-[^/]+(?=/)", "", os.readlink(entry / "cwd"))
+            if cwd.startswith(str(directory)):
                 found.append(entry)
         except OSError:
             continue

@@ -1,0 +1,290 @@
+"""A jail for compiles: the compiler sees the toolchain and the build's own directory, nothing else.
+
+A candidate's source is untrusted, and a compiler reads whatever its preprocessor is pointed at
+(``#include </etc/shadow>``, a macro that expands to a path, a directive split by backslash-newlines)
+and echoes it in its diagnostics. So nvcc, g++ (task references) and their children run:
+
+- ``namespace`` (Linux, where ``unshare`` works): in new mount and PID namespaces (and a user
+  namespace where the executor is not root) whose root is a fresh tmpfs holding only read-only bind
+  mounts of the toolchain (:func:`host_toolchain_paths` plus the CUDA toolkit), the build directory
+  (writable), a private /tmp and /proc; as the unprivileged :data:`JAIL_UID` where the executor is
+  root. The compiler is PID 1 of its PID namespace: when it or the executor dies (the parent-death
+  signal at each step), every process it started dies with it.
+- ``uid`` (no namespaces, the executor root): as :data:`JAIL_UID` in its own process group; files
+  only root may read stay unreadable, world-readable ones do not. The include check after
+  preprocessing (:mod:`executor.compile`) and the log cut (:func:`cut_log`) still apply.
+- ``none`` (no namespaces, not root): only the include check and the log cut.
+
+:func:`protection` says which one is in force; it is logged at start and put in every compile log
+of a jailed build. The state of the art with namespaces unavailable is weaker; ``/readyz`` and the
+executor's ``/v1/info`` name it so that an operator sees it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import json
+import logging
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+logger = logging.getLogger(__name__)
+
+JAIL_UID = 65534  # nobody
+PR_SET_PDEATHSIG = 1
+_INIT = Path(__file__).with_name("jail_init.py")
+# Host paths that a compiler and its assembler and linker need (the dynamic loader, libraries,
+# binaries, headers); /etc only for the loader's cache and the alternatives' links.
+HOST_PATHS = (
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/usr/bin",
+    "/usr/sbin",
+    "/usr/lib",
+    "/usr/lib32",
+    "/usr/lib64",
+    "/usr/libexec",
+    "/usr/include",
+    "/usr/local/include",
+    "/etc/ld.so.cache",
+    "/etc/alternatives",
+)
+DEVICES = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random")
+Protection = Literal["namespace", "uid", "none"]
+# /tmp inside the jail is the jail's own tmpfs, not the host's.
+JAIL_TMP = "/tmp"  # noqa: S108
+
+
+def _pdeathsig() -> None:  # pragma: no cover - runs in the child between fork and exec
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def _is_root() -> bool:
+    return os.geteuid() == 0
+
+
+def _unshare_args() -> list[str]:
+    unshare = shutil.which("unshare") or "/usr/bin/unshare"
+    args = [unshare, "--mount", "--pid", "--fork", "--kill-child"]
+    if not _is_root():
+        args[1:1] = ["--user", "--map-root-user"]
+    return args
+
+
+@functools.lru_cache(maxsize=1)
+def protection() -> Protection:
+    """The strongest protection that works on this host (probed once: a jailed ``true``)."""
+    if os.environ.get("REGRAPH_JAIL", "") == "off":  # only for tests that show what the jail stops
+        return "uid" if _is_root() else "none"
+    if sys.platform.startswith("linux") and Path(_unshare_args()[0]).is_file():
+        with tempfile.TemporaryDirectory(prefix="regraph-jail-probe-") as tmp:
+            true = shutil.which("true") or "/bin/true"
+            jail = Jail(read_only=(*HOST_PATHS,))
+            try:
+                rc, out = jail.run([true], Path(tmp), timeout_s=30.0, forced="namespace")
+            except OSError as e:
+                rc, out = -1, str(e)
+            if rc == 0:
+                logger.info("compiles run in a mount/PID namespace jail")
+                return "namespace"
+            logger.warning("namespaces are unavailable for the compile jail (%s)", out.strip()[:300])
+    fallback: Protection = "uid" if _is_root() else "none"
+    logger.warning(
+        "compile jail: %s (no namespaces); files only root can read stay protected"
+        if fallback == "uid"
+        else "compile jail: %s (no namespaces, not root); only the include check and the log cut apply",
+        fallback,
+    )
+    return fallback
+
+
+def describe(kind: Protection) -> str:
+    """One line for logs and verdicts on what keeps a compile from reading host files."""
+    return {
+        "namespace": "compiled in a mount-namespace jail (toolchain and build directory only)",
+        "uid": f"compiled as uid {JAIL_UID} without namespaces (root-only files protected)",
+        "none": "compiled without a jail (no namespaces here); include check and log cut only",
+    }[kind]
+
+
+def _resolved(paths: Iterable[str | Path]) -> list[str]:
+    """Each path and, for links, what it points to (both must exist in the jail)."""
+    out: list[str] = []
+    for p in paths:
+        text = os.path.abspath(str(p))
+        for form in (text, os.path.realpath(text)):
+            if form not in out and os.path.lexists(form):
+                out.append(form)
+    return out
+
+
+@functools.lru_cache(maxsize=8)
+def compiler_include_dirs(cxx: str) -> tuple[str, ...]:
+    """The ``#include <...>`` search list of a host C++ compiler, as it reports it (``-E -v``)."""
+    try:
+        out = subprocess.run(
+            [cxx, "-xc++", "-E", "-v", os.devnull], capture_output=True, text=True, timeout=60, check=False
+        ).stderr
+    except (OSError, subprocess.TimeoutExpired):
+        return ()
+    m = re.search(r"search starts here:\n(.*?)End of search list", out, re.S)
+    if m is None:
+        return ()
+    return tuple(
+        os.path.normpath(line.strip())
+        for line in m.group(1).splitlines()
+        if line.startswith(" ") and line.strip()
+    )
+
+
+def host_toolchain_paths(cxx: str | None = None) -> list[str]:
+    """Host paths a jailed compile needs: :data:`HOST_PATHS` and the C++ compiler's include dirs."""
+    cxx = cxx or shutil.which("g++") or "g++"
+    return _resolved([*HOST_PATHS, *compiler_include_dirs(cxx)])
+
+
+@dataclass
+class Jail:
+    """What a jailed command may see: read-only paths, writable paths (the build directory is added
+    by :meth:`run`) and device nodes."""
+
+    read_only: Sequence[str | Path] = ()
+    writable: Sequence[str | Path] = ()
+    devices: Sequence[str] = DEVICES
+    env: dict[str, str] = field(default_factory=dict)
+
+    def _spec(self, root: Path, cwd: Path) -> dict[str, object]:
+        env = {"PATH": "/usr/bin:/bin", "HOME": JAIL_TMP, "TMPDIR": JAIL_TMP, "LANG": "C", **self.env}
+        return {
+            "root": str(root),
+            "cwd": str(cwd),
+            "read_only": _resolved(self.read_only),
+            "writable": _resolved([*self.writable, cwd]),
+            "devices": [d for d in self.devices if os.path.exists(d)],
+            "uid": JAIL_UID if _is_root() else None,
+            "env": env,
+        }
+
+    def run(
+        self,
+        cmd: list[str],
+        cwd: Path,
+        timeout_s: float,
+        nice: int = 0,
+        forced: Protection | None = None,
+    ) -> tuple[int | None, str]:
+        """Run ``cmd`` in ``cwd`` under the protection in force; return ``(returncode, output)``
+        (stdout and stderr together), ``returncode`` None after a timeout (the whole process tree is
+        killed). ``cwd`` is the build directory: the only place the command may write."""
+        kind = forced or protection()
+        if _is_root():
+            # The unprivileged compiler writes its products here (and only here).
+            with contextlib.suppress(OSError):
+                os.chown(cwd, JAIL_UID, JAIL_UID)
+                for child in cwd.iterdir():
+                    os.chown(child, JAIL_UID, JAIL_UID)
+        with tempfile.TemporaryDirectory(prefix="regraph-jail-") as root_dir:
+            if kind == "namespace":
+                spec = json.dumps(self._spec(Path(root_dir), cwd))
+                argv = [*_unshare_args(), sys.executable, "-I", "-S", str(_INIT), spec, "--", *cmd]
+                env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C"}
+                user: int | None = None
+            else:
+                argv = cmd
+                env = {**os.environ, **self.env}
+                user = JAIL_UID if kind == "uid" else None
+            return _run_group(argv, cwd, timeout_s, nice, env, user)
+
+
+def _run_group(
+    argv: list[str], cwd: Path, timeout_s: float, nice: int, env: dict[str, str], user: int | None
+) -> tuple[int | None, str]:
+    """Run in its own process group with the parent-death signal; kill the group on timeout."""
+    proc = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        errors="replace",
+        env=env,
+        start_new_session=True,
+        preexec_fn=_pdeathsig,  # prctl only: safe between fork and exec
+        user=user,
+        group=user,
+        extra_groups=[] if user is not None else None,
+    )
+    if nice > 0:
+        # Set on the group just after the start, before nvcc has started its stages as a rule; one
+        # already started is in the group and is lowered too.
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PGRP, proc.pid, min(19, os.getpriority(os.PRIO_PROCESS, 0) + nice))
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+        return proc.returncode, out
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        return None, out
+    except BaseException:
+        # The waiting thread is interrupted (service shutdown): nothing keeps compiling.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        raise
+
+
+def cut_log(log: str, own: Iterable[str], work: Path | None = None, limit: int = 20_000) -> str:
+    """A compiler log cut to the candidate's own files.
+
+    ``work/`` is removed from paths. A diagnostic located in any other file (``/etc/x(1): error``,
+    ``x.h:3:1: error``) is removed with the lines that follow it up to the next diagnostic (the source
+    line a compiler echoes, which would be that file's text); a marker says how many lines went.
+    Diagnostics in the candidate's own files, and lines with no location, stay.
+    """
+    names = set(own)
+    text = log.replace(str(work) + "/", "") if work is not None else log
+    out: list[str] = []
+    hidden = 0
+    hiding = False
+    for line in text.splitlines():
+        located = _LOCATION.match(line)
+        if located is not None:
+            hiding = located.group(1) not in names
+        elif hiding and (not line.strip() or _BOUNDARY.match(line)):
+            hiding = False
+        if hiding:
+            hidden += 1
+            continue
+        if hidden:
+            out.append(f"[{hidden} line(s) about other files removed]")
+            hidden = 0
+        out.append(line)
+    if hidden:
+        out.append(f"[{hidden} line(s) about other files removed]")
+    return "\n".join(out)[-limit:]
+
+
+# A diagnostic's location at the start of a line: EDG's ``file(12): `` or GCC's ``file:12:3: ``.
+_LOCATION = re.compile(r"^(\S+?)(?:\((\d+)\)|:(\d+)(?::\d+)?):\s")
+# Lines that end an echoed excerpt without being a diagnostic themselves.
+_BOUNDARY = re.compile(
+    r"^(?:In file included from|compilation terminated|\d+ (?:catastrophic )?errors? detected)"
+)

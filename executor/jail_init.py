@@ -1,0 +1,155 @@
+"""The first process inside a compile jail (see :mod:`executor.jail`); standard library only.
+
+Run as ``python -I jail_init.py SPEC_JSON -- COMMAND...`` by ``unshare --mount --pid --fork`` (plus
+``--user --map-root-user`` where the executor is not root): it builds a new root on a tmpfs with only
+the paths the spec names bind-mounted (read-only unless listed as writable), a fresh /proc and /tmp,
+chroots into it, drops to the spec's unprivileged uid when it has one, and execs the command. Any
+failure ends it with status 125 and one line on stderr that starts with ``jail:``; the command never
+runs outside the jail.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import sys
+
+MS_RDONLY = 1
+MS_NOSUID = 2
+MS_NODEV = 4
+MS_NOEXEC = 8
+MS_REMOUNT = 32
+MS_NOATIME = 1024
+MS_NODIRATIME = 2048
+MS_BIND = 4096
+MS_REC = 16384
+MS_PRIVATE = 1 << 18
+MS_RELATIME = 1 << 21
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_PDEATHSIG = 1
+SIGKILL = 9
+
+# statvfs flags that a read-only remount of a bind mount must keep (the kernel refuses to clear a
+# flag that the mount it comes from has locked in a user namespace).
+_KEPT = {
+    os.ST_NOSUID: MS_NOSUID,
+    os.ST_NODEV: MS_NODEV,
+    os.ST_NOEXEC: MS_NOEXEC,
+    os.ST_NOATIME: MS_NOATIME,
+    os.ST_NODIRATIME: MS_NODIRATIME,
+    os.ST_RELATIME: MS_RELATIME,
+}
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _fail(message: str) -> None:
+    sys.stderr.write(f"jail: {message}\n")
+    sys.stderr.flush()
+    os._exit(125)
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    res = _libc.mount(
+        source.encode() if source else None,
+        target.encode(),
+        fstype.encode() if fstype else None,
+        ctypes.c_ulong(flags),
+        data.encode() if data else None,
+    )
+    if res != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount {source} on {target}: {os.strerror(err)}")
+
+
+def _place(root: str, path: str) -> str:
+    """The mount point for ``path`` under ``root``: a directory or an empty file like the source."""
+    target = root + path
+    if os.path.isdir(path):
+        os.makedirs(target, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        if not os.path.lexists(target):
+            with open(target, "w"):
+                pass
+    return target
+
+
+def _bind(root: str, path: str, writable: bool, device: bool) -> None:
+    if os.path.islink(path):
+        # /lib -> usr/lib on merged-/usr systems: the link itself, its target is bound on its own.
+        target = root + path
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        if not os.path.lexists(target):
+            os.symlink(os.readlink(path), target)
+        return
+    if not os.path.exists(path):
+        return
+    target = _place(root, path)
+    _mount(path, target, None, MS_BIND | MS_REC)
+    if writable:
+        return
+    flags = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID
+    if not device:
+        flags |= MS_NODEV
+    vfs = os.statvfs(path).f_flag
+    for bit, mflag in _KEPT.items():
+        if vfs & bit:
+            flags |= mflag
+    _mount(None, target, None, flags)
+
+
+def main(argv: list[str]) -> None:
+    """Build the jail described by ``argv[0]`` (JSON) and exec ``argv[2:]`` in it."""
+    if len(argv) < 3 or argv[1] != "--":
+        _fail("usage: jail_init.py SPEC -- COMMAND...")
+    spec = json.loads(argv[0])
+    command = argv[2:]
+    root: str = spec["root"]
+    try:
+        _libc.prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)
+        _mount(None, "/", None, MS_REC | MS_PRIVATE)
+        _mount("tmpfs", root, "tmpfs", MS_NOSUID, f"mode=755,size={spec.get('tmpfs_size', '1g')}")
+        for path in spec.get("read_only", []):
+            _bind(root, path, writable=False, device=False)
+        for path in spec.get("devices", []):
+            _bind(root, path, writable=True, device=True)
+        for path in spec.get("writable", []):
+            _bind(root, path, writable=True, device=False)
+        # The jail's own /tmp, on its tmpfs: shared by nobody else.
+        os.makedirs(root + "/tmp", exist_ok=True)  # noqa: S108
+        os.chmod(root + "/tmp", 0o1777)  # noqa: S103, S108
+        os.makedirs(root + "/proc", exist_ok=True)
+        # a compiler runs without /proc; nvcc only reads its own path from it when present
+        with contextlib.suppress(OSError):
+            _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        os.chroot(root)
+        os.chdir(spec["cwd"])
+        uid = spec.get("uid")
+        if uid is not None:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+        # A change of uid clears the parent-death signal: set again, so that this process (the
+        # command after exec, PID 1 of the namespace) dies with `unshare`, and every stage with it.
+        _libc.prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)
+        _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    except OSError as e:
+        _fail(str(e))
+    env = {str(k): str(v) for k, v in spec.get("env", {}).items()}
+    program = command[0]
+    if "/" not in program:  # looked up here: os.execvpe imports modules the jail does not hold
+        for entry in env.get("PATH", "/usr/bin:/bin").split(":"):
+            if os.access(os.path.join(entry, program), os.X_OK):
+                program = os.path.join(entry, program)
+                break
+    try:
+        os.execve(program, command, env)  # noqa: S606 - the jailed command, argv as given
+    except OSError as e:
+        _fail(f"cannot run {command[0]}: {e}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

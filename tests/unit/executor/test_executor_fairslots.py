@@ -1,0 +1,85 @@
+"""One caller cannot hold every evaluation slot of an executor (issue 27: two 180 s compiles of one
+reader held both slots and everyone waited)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from executor.fairslots import FairSlots
+
+
+def test_one_caller_leaves_a_slot_for_another() -> None:
+    async def scenario() -> list[str]:
+        slots = FairSlots(2)
+        order: list[str] = []
+        await slots.acquire("reader-a")
+        second_a = asyncio.ensure_future(slots.acquire("reader-a"))
+        await asyncio.sleep(0)
+        assert not second_a.done(), "a caller took more than half of the slots"
+        await asyncio.wait_for(slots.acquire("reader-b"), timeout=1)
+        order.append("b got a slot while a held one")
+        assert slots.in_use == 2 and slots.held_by("reader-a") == 1
+        slots.release("reader-a")
+        await asyncio.wait_for(second_a, timeout=1)
+        order.append("a's second ran once its first ended")
+        assert slots.held_by("reader-a") == 1 and slots.held_by("reader-b") == 1
+        return order
+
+    assert len(asyncio.run(scenario())) == 2
+
+
+def test_a_cancelled_wait_takes_no_slot_and_waiters_keep_their_order() -> None:
+    async def scenario() -> None:
+        slots = FairSlots(2)
+        await slots.acquire("a")
+        await slots.acquire("b")
+        gone = asyncio.ensure_future(slots.acquire("c"))
+        later = asyncio.ensure_future(slots.acquire("d"))
+        await asyncio.sleep(0)
+        gone.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await gone
+        slots.release("a")
+        await asyncio.wait_for(later, timeout=1)
+        assert slots.held_by("c") == 0 and slots.held_by("d") == 1 and slots.in_use == 2
+
+    asyncio.run(scenario())
+
+
+def test_a_slot_is_held_until_the_thread_ends_even_when_its_request_is_cancelled() -> None:
+    async def scenario() -> None:
+        slots = FairSlots(1)
+        release = threading.Event()
+        with ThreadPoolExecutor(1) as pool:
+            running = asyncio.ensure_future(slots.run("a", pool, release.wait, 5))
+            await asyncio.sleep(0.05)
+            running.cancel()
+            await asyncio.sleep(0.05)
+            assert slots.in_use == 1, "the slot was given back while its thread still ran"
+            release.set()
+            for _ in range(100):
+                if slots.in_use == 0:
+                    break
+                await asyncio.sleep(0.01)
+            assert slots.in_use == 0
+
+    asyncio.run(scenario())
+
+
+def test_requests_without_a_caller_share_one_share() -> None:
+    async def scenario() -> None:
+        slots = FairSlots(4)
+        assert slots.per_caller == 2
+        await slots.acquire(None)
+        await slots.acquire(None)
+        third = asyncio.ensure_future(slots.acquire(None))
+        await asyncio.sleep(0)
+        assert not third.done()
+        await asyncio.wait_for(slots.acquire("key-1"), timeout=1)
+        third.cancel()
+
+    asyncio.run(scenario())

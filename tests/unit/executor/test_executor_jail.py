@@ -1,0 +1,269 @@
+"""No host file reaches a verdict through the compiler (issue 27): the include rules on the spliced
+text, the compile jail, the dependency-list check and the log cut, each on its own and together.
+
+The secret is a file in the test's temporary directory, as a token or a password file would lie
+beside the executor; every trick below names it by its absolute path.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from executor import jail
+from executor.compile import INCLUDE_REFUSED, Compiler, find_toolchain, includes_outside
+from executor.errors import ToolchainError
+from executor.evaluate import Evaluator
+from executor.static import check_source, splice_lines
+from executor.taskformat import FunctionTask, KernelTask
+from executor.verdict import ErrorKind, Stage
+from tests.support.workers import processes_working_in
+
+SECRET = "s3cr3t-7f2a-token"
+LIBRARY = (
+    '__global__ void k(float* x) { x[0] = 1.0f; }\nextern "C" void saxpy(int n, float a, const float* x,'
+    " float* y) { k<<<1, 1>>>(y); }\n"
+)
+
+
+def _has_nvcc() -> bool:
+    try:
+        find_toolchain()
+    except ToolchainError:
+        return False
+    return True
+
+
+needs_nvcc = pytest.mark.skipif(not _has_nvcc(), reason="no nvcc here")
+
+
+@pytest.fixture
+def secret(tmp_path: Path) -> Path:
+    """A world-readable file outside every build directory (the jail must hide it, not its mode)."""
+    path = tmp_path / "beside-the-executor" / "token.txt"
+    path.parent.mkdir()
+    path.write_text(f"{SECRET}\n")
+    path.chmod(0o644)
+    tmp_path.chmod(0o755)
+    return path
+
+
+def tricks(path: Path) -> dict[str, str]:
+    """Every way tried to make the preprocessor read ``path`` (a line of text, not C++)."""
+    climb = "../" * 12 + str(path).lstrip("/")
+    return {
+        "angle_absolute": f"#include <{path}>\n",
+        "quoted_absolute": f'#include "{path}"\n',
+        "macro": f'#define F "{path}"\n#include F\n',
+        "macro_angle": f"#define F <{path}>\n#include F\n",
+        "spliced": f"#inc\\\nlude <{path}>\n",
+        "digraph": f"%:include <{path}>\n",
+        "climbing": f"#include <{climb}>\n",
+        "comment_in_directive": f"#/**/include /**/ <{path}>\n",
+        "has_include": f"#if __has_include(<{path}>)\nint probe;\n#endif\n",
+        "include_next": f"#include_next <{path}>\n",
+        "pragma_dependency": f'#pragma GCC dependency "{path}"\n',
+    }
+
+
+def test_every_include_trick_is_refused_by_the_static_check(
+    saxpy: FunctionTask | KernelTask, secret: Path
+) -> None:
+    for name, trick in tricks(secret).items():
+        violations = check_source(saxpy, trick + LIBRARY)
+        rules = {v.rule.split(":")[0] for v in violations}
+        assert rules & {"local_include", "include_path", "forbidden_directive"}, (name, violations)
+
+
+def test_toolkit_headers_and_spliced_macros_stay_allowed(saxpy: FunctionTask | KernelTask) -> None:
+    source = (
+        "#include <cuda_fp16.h>\n#include <cub/cub.cuh>\n#if __has_include(<cuda_bf16.h>)\n#endif\n"
+        "#define TWICE(x) \\\n  ((x) + \\\n   (x))\n" + LIBRARY
+    )
+    assert check_source(saxpy, source) == []
+
+
+def test_a_call_split_by_a_backslash_newline_is_seen_whole(saxpy: FunctionTask | KernelTask) -> None:
+    source = LIBRARY + 'static void leak() { auto f = fo\\\npen("x", "r"); (void)f; }\n'
+    rules = [v.rule for v in check_source(saxpy, source)]
+    assert "forbidden_call:fopen" in rules
+    # line numbers survive the splice: the call is reported on its first physical line
+    assert splice_lines("a\\\nb\nc").split("\n") == ["ab", "", "c"]
+
+
+def test_the_jail_hides_every_host_file_but_the_toolchain(tmp_path: Path, secret: Path) -> None:
+    if jail.protection() != "namespace":
+        pytest.skip("no namespaces here: the uid fallback only hides files that root alone may read")
+    work = tmp_path / "build"
+    work.mkdir()
+    box = jail.Jail(read_only=jail.host_toolchain_paths())
+    code, out = box.run(["cat", str(secret)], work, timeout_s=30)
+    assert code != 0 and SECRET not in out
+    code, out = box.run(["sh", "-c", "ls /; echo written > product; id -u"], work, timeout_s=30)
+    assert code == 0, out
+    assert (work / "product").read_text() == "written\n"
+    assert out.split()[-1] == (str(jail.JAIL_UID) if os.geteuid() == 0 else "0")
+    assert set(out.split()[:-1]) <= {
+        "bin",
+        "sbin",
+        "lib",
+        "lib32",
+        "lib64",
+        "libx32",
+        "usr",
+        "etc",
+        "dev",
+        "proc",
+        "tmp",
+    }
+    (work / "a.cpp").write_text(f"#include <{secret}>\n")
+    code, out = box.run(["g++", "-c", "a.cpp"], work, timeout_s=60)
+    assert code != 0 and SECRET not in out and "No such file" in out
+
+
+def test_a_timed_out_jailed_command_leaves_no_process(tmp_path: Path) -> None:
+    work = tmp_path / "build"
+    work.mkdir()
+    box = jail.Jail(read_only=jail.host_toolchain_paths())
+    start = time.monotonic()
+    code, _ = box.run(["sh", "-c", "sleep 60 & sleep 60"], work, timeout_s=1.0)
+    assert code is None and time.monotonic() - start < 30
+    deadline = time.monotonic() + 10
+    while processes_working_in(work):
+        assert time.monotonic() < deadline, "a jailed process outlived its timeout"
+        time.sleep(0.1)
+
+
+def test_the_log_cut_drops_what_other_files_say() -> None:
+    edg = (
+        f"/srv/x/token.txt(1): error: this declaration has no storage class\n  {SECRET}\n  ^\n\n"
+        'candidate.cu(4): error: identifier "y" is undefined\n  int z = y;\n          ^\n\n'
+        '2 errors detected in the compilation of "candidate.cu".\n'
+    )
+    gcc = (
+        f"In file included from candidate.cu:1:\n/srv/x/token.txt:1:1: error: '{SECRET}' does not name a"
+        f" type\n    1 | {SECRET}\n      | ^~~~~~\ncompilation terminated.\n"
+    )
+    for log in (edg, gcc):
+        cut = jail.cut_log(log, ("candidate.cu",))
+        assert SECRET not in cut, cut
+        assert "line(s) about other files removed" in cut
+    assert 'identifier "y" is undefined' in jail.cut_log(edg, ("candidate.cu",))
+    assert jail.cut_log("/w/build/candidate.cu(3): warning", ("candidate.cu",), Path("/w/build")) == (
+        "candidate.cu(3): warning"
+    )
+
+
+def test_a_dependency_outside_the_toolchain_is_found(tmp_path: Path) -> None:
+    depfile = tmp_path / "candidate.d"
+    depfile.write_text(
+        "candidate.so : candidate.cu \\\n    /opt/cuda/bin/../include/cuda_runtime.h \\\n"
+        "    /usr/include/stdio.h \\\n    /srv/my\\ secrets/token.txt\n"
+    )
+    assert includes_outside(depfile, tmp_path, ["/opt/cuda", "/usr/include"]) == "/srv/my secrets/token.txt"
+    depfile.write_text("candidate.so : candidate.cu /opt/cuda/include/x.h\n")
+    assert includes_outside(depfile, tmp_path, ["/opt/cuda"]) is None
+    assert includes_outside(tmp_path / "none.d", tmp_path, []) is not None
+
+
+@needs_nvcc
+def test_no_trick_shows_the_secret_in_an_nvcc_build_log(tmp_path: Path, secret: Path) -> None:
+    compiler = Compiler(tmp_path / "cache", choice="nvcc")
+    for name, trick in tricks(secret).items():
+        result = compiler.compile_source(trick + LIBRARY, "shared_library")
+        assert SECRET not in result.log, (name, result.log)
+        assert SECRET not in result.model_dump_json(), name
+    if jail.protection() == "namespace":
+        # what the preprocessor read is checked too: a toolkit header is fine, and the build says
+        # which protection it ran under
+        fine = compiler.compile_source("#include <cuda_fp16.h>\n" + LIBRARY, "shared_library")
+        assert fine.ok, fine.log
+        assert "mount-namespace jail" in fine.log
+
+
+@needs_nvcc
+def test_a_build_that_read_a_file_outside_the_toolchain_is_refused(
+    tmp_path: Path, saxpy: FunctionTask | KernelTask
+) -> None:
+    # A header inside the build directory is allowed; one in a directory added to the jail's
+    # read-only paths (and so readable) but not an include root is refused after the build.
+    compiler = Compiler(tmp_path / "cache", choice="nvcc")
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    (extra / "defs.h").write_text("#define N 4\n")
+    original = jail.host_toolchain_paths
+
+    def wider(cxx: str | None = None) -> list[str]:
+        return [*original(cxx), str(extra)]
+
+    try:
+        jail.host_toolchain_paths = wider  # type: ignore[assignment]
+        import executor.compile as compile_module
+
+        compile_module.host_toolchain_paths = wider  # type: ignore[assignment]
+        result = compiler.compile_source(f"#include <{extra / 'defs.h'}>\n" + LIBRARY, "shared_library")
+    finally:
+        jail.host_toolchain_paths = original  # type: ignore[assignment]
+        compile_module.host_toolchain_paths = original  # type: ignore[assignment]
+    assert not result.ok
+    assert result.log.startswith(INCLUDE_REFUSED) and str(extra / "defs.h") in result.log
+    verdict = Evaluator._compile_failure(None, saxpy, result, {}, None)  # type: ignore[arg-type]
+    assert (verdict.stage, verdict.error) == (Stage.STATIC, ErrorKind.STATIC_REJECTED)
+    assert verdict.message.startswith(INCLUDE_REFUSED)
+
+
+@needs_nvcc
+def test_a_killed_executor_leaves_no_compiler_behind(tmp_path: Path) -> None:
+    """kill -9 of the process that compiles: nvcc and its stages die with it (issue 27, item 6)."""
+    script = textwrap.dedent(
+        f"""
+        from pathlib import Path
+        from executor.compile import Compiler
+        source = "#include <cub/cub.cuh>\\n" + {LIBRARY!r}
+        Compiler(Path({str(tmp_path / "cache")!r}), choice="nvcc").compile_source(source, "shared_library")
+        """
+    )
+    executor = subprocess.Popen([sys.executable, "-c", script], start_new_session=False)
+    deadline = time.monotonic() + 60
+    while not [
+        p for p in processes_working_in(tmp_path / "cache") if b"nvcc" in (p / "cmdline").read_bytes()
+    ]:
+        assert executor.poll() is None, "the build ended before it could be interrupted"
+        assert time.monotonic() < deadline, "nvcc never started"
+        time.sleep(0.02)
+    os.kill(executor.pid, signal.SIGKILL)
+    executor.wait()
+    deadline = time.monotonic() + 15
+    while left := processes_working_in(tmp_path / "cache"):
+        assert time.monotonic() < deadline, [(p / "cmdline").read_bytes()[:80] for p in left]
+        time.sleep(0.1)
+
+
+def test_a_killed_parent_takes_its_whole_jail_down(tmp_path: Path) -> None:
+    """Processes that write nothing (no broken pipe to end them) die with the process that started
+    the jail: the parent-death signal survives the drop to the unprivileged uid."""
+    work = tmp_path / "build"
+    work.mkdir()
+    script = (
+        "import sys; from pathlib import Path; from executor import jail; "
+        "jail.Jail(read_only=jail.host_toolchain_paths()).run(['sh', '-c', 'sleep 100 & sleep 100'], "
+        f"Path({str(work)!r}), 300)"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script])
+    deadline = time.monotonic() + 60
+    while len(processes_working_in(work)) < 3:  # unshare, sh and the two sleeps
+        assert parent.poll() is None and time.monotonic() < deadline, "the jail never started"
+        time.sleep(0.05)
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 15
+    while left := processes_working_in(work):
+        assert time.monotonic() < deadline, [(p / "cmdline").read_bytes()[:80] for p in left]
+        time.sleep(0.1)
