@@ -168,8 +168,8 @@ class FunctionRuntime(Runtime):
         def trial(i: int) -> float:
             j = i % len(rotated)
             work, source = rotated[j], sources[j % len(sources)]
-            if i < 0 and slots.warm is not None:  # the warm-up runs on a set that is never timed
-                work, source = slots.warm, slots.warm_source
+            if i < 0 and slots.warm is not None and slots.warm_source is not None:
+                work, source = slots.warm, slots.warm_source  # the warm-up: on a set never timed
             for name in outputs:  # restore inout and re-poison out (untimed)
                 np.copyto(work.arrays[name], source.arrays[name])
             # Announced before the L2 flush (which evicts whatever the announcement touched) and

@@ -15,6 +15,7 @@ The GPU corpus of the same classes is ``tests/gpu/adversarial/`` (marker ``gpu``
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -99,7 +100,7 @@ ALL_MEMO = (
 )
 
 
-def _task(tmp: Path, spec: dict[str, object], reference: str) -> FunctionTask | KernelTask:
+def _task(tmp: Path, spec: Mapping[str, object], reference: str) -> FunctionTask | KernelTask:
     directory = tmp / str(spec["id"])
     directory.mkdir()
     (directory / "task.json").write_text(json.dumps(spec))
