@@ -253,7 +253,8 @@ class DeviceSlots:
             # Each source crosses from the host once; its further rotated copies are copied on the
             # device (a host upload is pageable and far slower, and is held under the GPU lock).
             # Slot j holds timed source j % len(sources): successive trials see different values.
-            for j in range(max(rotate, len(sources))):
+            # A whole number of rounds through the sets: the last slot and the first differ too.
+            for j in range(-(-max(rotate, len(sources)) // len(sources)) * len(sources)):
                 k = j % len(sources)
                 self.rotated.append(
                     gpu.upload(sources[k], lock=lock)

@@ -54,7 +54,10 @@ def host_copy_count(sources: list[InputSet], rotate: int, cache_bytes: int) -> i
     through the cache since), so further copies would only cost host-memory traffic under the GPU
     lock (up to 1.8 GB per evaluation for the benchmark's largest sets)."""
     largest = max((sum(a.nbytes for a in s.arrays.values()) for s in sources), default=0)
-    return max(rotate, len(sources)) if largest <= cache_bytes else max(len(sources), 1)
+    sets = max(len(sources), 1)
+    # A whole number of rounds through the sets, so that the last slot and the first hold different
+    # sets too (no two successive calls share values).
+    return -(-max(rotate, sets) // sets) * sets if largest <= cache_bytes else sets
 
 
 def measure_host_gbps(nbytes: int = 256 << 20, repeats: int = 3) -> float:

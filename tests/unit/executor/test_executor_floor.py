@@ -94,3 +94,29 @@ def test_timing_set_variants_have_their_own_seeds_and_directories(saxpy: Functio
     assert sets[0] == spec  # the set stored before there were several is the first
     assert len({s.seed for s in sets}) == 3 and len({s.dir for s in sets}) == 3
     assert timingset.variants(spec, 3) == sets  # deterministic
+
+
+def test_successive_rotation_slots_never_hold_the_same_timing_set() -> None:
+    """Slot j holds set j mod K and the trials go round the slots: with a whole number of rounds, no two
+    successive trials (the last slot and the first included) see the same values."""
+    import numpy as np
+
+    from executor.inputs import InputSet
+    from executor.worker.host import HostSlots, host_copy_count
+
+    def input_set(mib: int, seed: int) -> InputSet:
+        return InputSet(
+            size="timing", seed=seed, scalars={}, arrays={"x": np.full(mib << 18, seed, np.float32)}
+        )
+
+    cache = 32 << 20
+    for sets, rotate in [(3, 3), (3, 4), (3, 8), (2, 3), (4, 1)]:
+        small = [input_set(1, k) for k in range(sets)]
+        count = host_copy_count(small, rotate, cache)
+        assert count >= rotate and count % sets == 0, (sets, rotate, count)
+        held = [j % sets for j in range(count)]
+        assert all(held[j] != held[(j + 1) % count] for j in range(count))
+    warm = input_set(1, 99)
+    slots = HostSlots([input_set(1, 0), input_set(1, 1)], 3, cache_bytes=cache, warm=warm)
+    assert [int(s.arrays["x"][0]) for s in slots.rotated] == [0, 1, 0, 1]
+    assert slots.warm is not None and slots.warm.arrays["x"][0] == 99 and slots.warm_source is warm
