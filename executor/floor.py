@@ -18,9 +18,10 @@ What a correct implementation must do, counted from the task's arguments at the 
 The bandwidths and the launch latency are measured once per device by the candidate worker
 (:func:`device_peak`, kept as JSON under the executor's cache) and given headroom (:data:`HEADROOM`,
 :data:`HOST_HEADROOM`, :data:`LATENCY_SHARE`), so that a kernel that beats a plain copy by a few
-percent is never called implausible. When the probe fails, the figures come from a datasheet table by
-device name (:data:`DATASHEET`), and an unknown name gets the fastest entry of the table: a weak floor,
-never none. A task whose sizes cannot be evaluated gets no floor, and the verdict says so.
+percent is never called implausible; a known device's figures are never taken below its datasheet's
+(:func:`never_above_datasheet`: a disturbed probe must not raise every later candidate's floor). When
+the probe fails, the figures come from a datasheet table by device name (:data:`DATASHEET`), and an
+unknown name gets the fastest entry of the table: a weak floor, never none. A task whose sizes cannot be evaluated gets no floor, and the verdict says so.
 
 Not bounded: a task that need not read all of its inputs (a search that stops early, a sparse access)
 has a floor that is too high for it; such a task should be evaluated with ``physical_floor: false``.
@@ -116,6 +117,25 @@ def datasheet_peak(name: str, l2_bytes: int = 0, host_cache_bytes: int = 0, note
     )
 
 
+def never_above_datasheet(peak: DevicePeak) -> DevicePeak:
+    """A measured device's figures, made no stricter than its datasheet's: a probe disturbed by other
+    work (another process's kernels, a candidate's leftovers) measures less bandwidth or more latency,
+    which would raise the floor for every later candidate. Unknown devices keep what was measured."""
+    if peak.source != "measured":
+        return peak
+    sheet = datasheet_peak(peak.name)
+    if sheet.source != "datasheet":
+        return peak
+    return peak.model_copy(
+        update={
+            "dram_gbps": max(peak.dram_gbps, sheet.dram_gbps),
+            "h2d_gbps": max(peak.h2d_gbps, sheet.h2d_gbps),
+            "d2h_gbps": max(peak.d2h_gbps, sheet.d2h_gbps),
+            "launch_us": min(peak.launch_us, sheet.launch_us),
+        }
+    )
+
+
 def _path(directory: Path, name: str) -> Path:
     slug = re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower() or "device"
     return directory / f"{slug}.json"
@@ -177,6 +197,7 @@ def physical_floor(
         read, written = task_bytes(task)
     except ValueError as e:
         return FloorCheck(reason=f"no floor: {e}", source=peak.source)
+    peak = never_above_datasheet(peak)
     latency = peak.launch_us * LATENCY_SHARE / 1e3
     host_path = _ms(max(0, read + written - peak.host_cache_bytes), peak.host_gbps * HOST_HEADROOM)
     if runtime == "kernel":

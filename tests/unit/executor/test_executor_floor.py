@@ -120,3 +120,15 @@ def test_successive_rotation_slots_never_hold_the_same_timing_set() -> None:
     slots = HostSlots([input_set(1, 0), input_set(1, 1)], 3, cache_bytes=cache, warm=warm)
     assert [int(s.arrays["x"][0]) for s in slots.rotated] == [0, 1, 0, 1]
     assert slots.warm is not None and slots.warm.arrays["x"][0] == 99 and slots.warm_source is warm
+
+
+def test_a_disturbed_probe_never_raises_a_known_device_s_floor(saxpy: FunctionTask | KernelTask) -> None:
+    slow = PEAK.model_copy(update={"name": "NVIDIA H200", "dram_gbps": 100.0, "launch_us": 50.0})
+    sheet = datasheet_peak("NVIDIA H200").model_copy(update={"l2_bytes": PEAK.l2_bytes})
+    disturbed = physical_floor(saxpy, slow, "kernel").floor_ms
+    by_sheet = physical_floor(saxpy, sheet, "kernel").floor_ms
+    assert disturbed is not None and by_sheet is not None and disturbed <= by_sheet
+    unknown = PEAK.model_copy(update={"dram_gbps": 100.0})  # no datasheet entry: kept as measured
+    assert physical_floor(saxpy, unknown, "kernel").floor_ms == pytest.approx(
+        4.0 * 0.5 / 1e3 + (sum(task_bytes(saxpy)) - (1 << 20)) / (100e9 * 1.25) * 1e3
+    )
