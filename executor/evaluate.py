@@ -36,6 +36,7 @@ from executor.static import check_source
 from executor.taskformat import FunctionTask, KernelTask
 from executor.timingset import prune as prune_timing_sets
 from executor.timingset import timing_set_spec
+from executor.timingset import variants as timing_set_variants
 from executor.verdict import CompileResult, ErrorKind, Stage, TimingStats, Verdict, reward_for
 from executor.worker.messages import CandidateRun, ReferenceJob, WorkerJob, seeds_needed
 
@@ -368,6 +369,7 @@ class Evaluator:
             device=outcome.device or None,
             seconds=seconds,
             run_limit=applied,
+            floor=outcome.floor,
         )
 
     def _hold_through_teardown(self, seconds: dict[str, float]) -> threading.Thread:
@@ -549,6 +551,7 @@ class Evaluator:
                         expected_dir=str(ref_worker.dir / "expected"),
                         timing_set=timing_set,
                         compare_product=self._comparison_product() if isinstance(task, KernelTask) else None,
+                        device_peak_dir=str(self.settings.cache_dir / "device-peak"),
                     ),
                     limit,
                 )
@@ -576,7 +579,10 @@ class Evaluator:
             logger.warning("could not prepare the next evaluation of %s: %s", task.id, e)
             return
         self.pool.keep_prepared(prepared)
-        keep = {Path(timing_set_spec(task, reference, self.timing_sets_dir).dir).name}
+        keep = {
+            Path(v.dir).name
+            for v in timing_set_variants(timing_set_spec(task, reference, self.timing_sets_dir), 8)
+        }
         try:
             prune_timing_sets(self.timing_sets_dir, self.settings.timing_set_cache_bytes, keep)
         except OSError as e:

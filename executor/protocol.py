@@ -122,6 +122,18 @@ class EvaluationOptions(BaseModel):
     )
     rotate_buffers: int = Field(default=3, ge=1, le=8, description="input copies cycled through while timing")
     reference_repeats: int = Field(default=3, ge=1, le=20)
+    timing_sets: int = Field(
+        default=3,
+        ge=2,
+        le=8,
+        description="distinct timing input sets (different seeds) the trials rotate through, so that no "
+        "two successive timed calls see the same values; the warm-up runs on another set",
+    )
+    physical_floor: bool = Field(
+        default=True,
+        description="reject a candidate faster than the task's physical floor (executor.floor) as "
+        "'implausible'",
+    )
     baseline: bool = True
     compare_on_device: bool = Field(
         default=True,

@@ -66,6 +66,27 @@ def timing_seed(task: FunctionTask | KernelTask) -> int:
     return int.from_bytes(digest[:8], "little") >> 2  # 62 bits, like the fresh seeds
 
 
+def variant_seed(seed: int, k: int) -> int:
+    """The seed of the ``k``-th timing set of a task whose first set has ``seed`` (k=0: ``seed``)."""
+    if k == 0:
+        return seed
+    digest = hashlib.sha256(f"{TIMING_SEED_VERSION}\0variant\0{seed}\0{k}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 2
+
+
+def variants(spec: TimingSetSpec, count: int) -> list[TimingSetSpec]:
+    """The task's ``count`` timing sets, each stored like the first (``spec``, which is the one stored
+    before there were several) in a directory of its own beside it, drawn from its own seed: the
+    trials rotate through them, so that no two successive timed calls see the same values (a
+    candidate that remembers its last answer by a sample of the input values then recomputes)."""
+    return [
+        spec
+        if k == 0
+        else spec.model_copy(update={"dir": f"{spec.dir}.{k}", "seed": variant_seed(spec.seed, k)})
+        for k in range(max(count, 1))
+    ]
+
+
 def timing_set_spec(
     task: FunctionTask | KernelTask, reference_library: Path, root: Path, limit_bytes: int | None = None
 ) -> TimingSetSpec:

@@ -43,6 +43,21 @@ class ErrorKind(StrEnum):
     RUNTIME_NOT_AVAILABLE = "runtime_not_available"
     REFERENCE_ERROR = "reference_error"
     INTERNAL_ERROR = "internal_error"
+    IMPLAUSIBLE = "implausible"
+
+
+class FloorCheck(BaseModel):
+    """The physical floor of a task's timed call (:mod:`executor.floor`): the least time any correct
+    implementation needs on this device, from the bytes it must move and the device's measured (or
+    datasheet) bandwidth and launch latency. ``floor_ms`` None: no floor (``reason`` says why)."""
+
+    floor_ms: float | None = None
+    measured_ms: float | None = Field(default=None, description="the candidate's median")
+    read_bytes: int = 0
+    written_bytes: int = 0
+    path: str = Field(default="", description="what bounds it: 'device', 'host copies', 'host memory'")
+    source: str = Field(default="", description="where the device figures came from: measured / datasheet")
+    reason: str = ""
 
 
 class KernelResources(BaseModel):
@@ -168,6 +183,9 @@ class Verdict(BaseModel):
         default=None, description="the wall-clock limit of the candidate's run and what it came from"
     )
     fleet: FleetRecord | None = None
+    floor: FloorCheck | None = Field(
+        default=None, description="the physical floor the candidate's time was checked against"
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> Verdict:

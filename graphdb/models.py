@@ -141,11 +141,21 @@ class Example(BaseModel):
     model: str = Field("", description="the model (or person) that produced the step")
     review_status: ReviewStatus = ReviewStatus.PENDING
     review_reason: str = ""
+    held: bool = Field(
+        False,
+        description="held for a curator (a speedup beyond what the graph has seen, issue 33): pending, and "
+        "used by neither retrieval nor the transition's statistics until approved",
+    )
     trajectory_id: str | None = None
     step_index: int | None = Field(None, ge=0)
     created_at: datetime
 
     _v_embedding = field_validator("code_embedding")(_check_embedding)
+
+    @field_validator("held", mode="before")
+    @classmethod
+    def _not_held_when_unset(cls, value: object) -> object:
+        return False if value is None else value  # examples written before the property existed
 
     @property
     def transition_key(self) -> str:

@@ -26,6 +26,7 @@ EXAMPLE_PROPERTIES = (
     "model",
     "review_status",
     "review_reason",
+    "held",
     "trajectory_id",
     "step_index",
     "created_at",
@@ -223,10 +224,10 @@ CALL (r) {
 }
 CALL (r) {
   OPTIONAL MATCH (e:Example {transition_key: r.key})
-  WHERE e.review_status <> 'rejected' AND e.verdict = 'passed' AND e.speedup IS NOT NULL
+  WHERE e.review_status <> 'rejected' AND NOT coalesce(e.held, false) AND e.verdict = 'passed' AND e.speedup IS NOT NULL
   RETURN collect(e.speedup) AS speedups
 }"""
-    + _pool_ranking("MATCH (e:Example {transition_key: r.key}) WHERE e.review_status <> 'rejected'")
+    + _pool_ranking("MATCH (e:Example {transition_key: r.key}) WHERE e.review_status <> 'rejected' AND NOT coalesce(e.held, false)")
     + """
 WITH r, total, n_rejected, speedups, best, recent, total - n_rejected AS live"""
 )
@@ -348,7 +349,7 @@ BEST_EXAMPLES_INTO = f"""
 MATCH (:Technique)-[r:TRANSITION]->(:Technique {{name: $name}})
 WITH collect(r.key) AS keys
 MATCH (e:Example) WHERE e.transition_key IN keys
-  AND e.verdict = 'passed' AND e.speedup IS NOT NULL AND e.review_status <> 'rejected'
+  AND e.verdict = 'passed' AND e.speedup IS NOT NULL AND e.review_status <> 'rejected' AND NOT coalesce(e.held, false)
 RETURN {EXAMPLE_LIGHT} AS e
 ORDER BY e.speedup DESC, e.id LIMIT $limit
 """
@@ -427,7 +428,8 @@ RETURN key, pending, {EXAMPLE_LIGHT} AS example, {TRANSITION_PUBLIC} AS transiti
 
 SET_REVIEW_STATUS = """
 MATCH (e:Example {id: $id})
-SET e.review_status = $status, e.review_reason = $reason
+SET e.review_status = $status, e.review_reason = $reason,
+    e.held = CASE WHEN $status = 'pending' THEN e.held ELSE false END
 RETURN e.transition_key AS key
 """
 
@@ -506,13 +508,13 @@ RETURN collect({retrieved_projection(None)}) AS examples
 # Opt-in complement of the candidates: the global vector index, restricted to the given transitions.
 SIMILAR_EXAMPLES_IN_KEYS = """
 CALL db.index.vector.queryNodes('example_code_embedding', $candidates, $embedding) YIELD node AS e, score
-WHERE e.transition_key IN $lists.keys AND e.review_status <> 'rejected'
+WHERE e.transition_key IN $lists.keys AND e.review_status <> 'rejected' AND NOT coalesce(e.held, false)
 RETURN e.id AS id, e.transition_key AS key, coalesce(e.speedup, 0.0) AS speedup, score
 """
 
 SIMILAR_EXAMPLES = f"""
 CALL db.index.vector.queryNodes('example_code_embedding', $candidates, $embedding) YIELD node AS e, score
-WHERE e.review_status <> 'rejected'
+WHERE e.review_status <> 'rejected' AND NOT coalesce(e.held, false)
 RETURN {retrieved_projection("score")} AS e
 ORDER BY score DESC, coalesce(e.speedup, 0.0) DESC, e.id
 LIMIT $k

@@ -262,6 +262,22 @@ def with_code_embeddings(
     return [e.model_copy(update={"code_embedding": v}) for e, v in zip(examples, vectors, strict=True)]
 
 
+# A step this many times faster than its parent GPU version enters the graph held for a curator (the
+# first port from serial code legitimately reaches 100-1,000x: the executor's physical floor judges it).
+HOLD_SPEEDUP = 20.0
+
+
+def hold_reason(speedup_over_parent: float | None, parent_is_gpu: bool, limit: float = HOLD_SPEEDUP) -> str:
+    """Why a step is held for a curator before retrieval and the search's priors may use it ('' when it
+    is not): its speedup over its parent GPU version is beyond ``limit`` (issue 33)."""
+    if not parent_is_gpu or speedup_over_parent is None or speedup_over_parent <= limit:
+        return ""
+    return (
+        f"held for a curator: {speedup_over_parent:.1f}x over its parent GPU version, beyond the "
+        f"{limit:g}x that a step is trusted with unreviewed"
+    )
+
+
 @dataclass
 class GraphImprovements:
     """Offers the path of a verified improvement to the graph as pending examples (an `ImprovementSink`).
@@ -274,6 +290,7 @@ class GraphImprovements:
     store: GraphStore
     embed_code: Callable[[list[str]], list[list[float]]]
     job_id: str
+    hold_speedup: float = HOLD_SPEEDUP
 
     def offer(self, result: SearchResult, initial_code: str) -> list[str]:
         """Add each step of the best path as a pending example; their ids. Raises `GraphWriteError`."""
@@ -288,6 +305,8 @@ class GraphImprovements:
             assert candidate.evaluation is not None and candidate.code is not None and candidate.technique
             serial = candidate.evaluation.speedup
             verdict = candidate.evaluation.verdict()
+            over_parent = serial / previous_serial if serial is not None and previous_serial else None
+            held = hold_reason(over_parent, previous != INITIAL_TECHNIQUE, self.hold_speedup)
             examples.append(
                 step_example(
                     result.task_id,
@@ -302,7 +321,8 @@ class GraphImprovements:
                     device=verdict.device if verdict is not None else None,
                     model=f"{candidate.backend}:{candidate.model}",
                     review_status=ReviewStatus.PENDING,
-                    review_reason="offered by an optimize job; awaiting review",
+                    review_reason=held or "offered by an optimize job; awaiting review",
+                    held=bool(held),
                 )
             )
             code_before, previous = candidate.code, candidate.technique

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from executor import timingset
+from executor import floor, timingset
 from executor.abi import bind_entry, call_entry
 from executor.checking import compare_output
 from executor.devcompare import DeviceComparer
@@ -32,9 +32,9 @@ from executor.gpulock import gpu_shared, host_copies, kernel_uploads
 from executor.inputs import InputSet, generate_inputs
 from executor.reference import check_reference_outputs
 from executor.taskformat import KernelTask
-from executor.verdict import ErrorKind
+from executor.verdict import ErrorKind, FloorCheck, TimingStats
 from executor.worker.gpu import DeviceSlots, GpuContext, GpuFunctionRuntime, GpuKernelRuntime, make_slots
-from executor.worker.host import HostFunctionRuntime, HostSlots
+from executor.worker.host import HostFunctionRuntime, HostSlots, host_peak
 from executor.worker.messages import (
     PREPARED,
     CandidateRun,
@@ -81,6 +81,9 @@ class Worker:
         # The fresh timing-size sets' positions in the plan, and what the trials run on.
         self.timing_indices = [i for i, (_, size) in enumerate(self.plan) if size == "timing"]
         self.timing_sources: list[InputSet] = []
+        # The set the warm-up runs on: never timed (see _timing_sources).
+        self.warm_source: InputSet | None = None
+        self.floor: FloorCheck | None = None
         self.slots: HostSlots | DeviceSlots | None = None
         # Device copies of the fresh timing-size sets (kernel tasks), made ahead and used once each.
         self.uploaded: dict[int, dict[str, Any]] = {}
@@ -178,13 +181,34 @@ class Worker:
             return None
 
     def _timing_sources(self) -> list[InputSet]:
-        spec = self.job.timing_set
+        """The sets the trials rotate through: the task's ``timing_sets`` timing sets (each drawn from
+        its own seed), or the fresh timing-size sets with more drawn beside them; and (in
+        ``warm_source``) the set the warm-up runs on, which is never timed: the evaluation's fresh
+        timing-size set, or one more drawn set. So no timed call sees the values of the call before
+        it, and the first timed call does not see the warm-up's."""
+        spec, count = self.job.timing_set, self.job.options.timing_sets
         if spec is None:
-            return [self.sets[i] for i in self.timing_indices]
-        loaded = timingset.load_inputs(spec, self.task)
+            fresh = [self.sets[i] for i in self.timing_indices]
+            base = fresh[0].seed if fresh else 0
+            drawn = [self._drawn(timingset.variant_seed(base, k)) for k in range(len(fresh), count + 1)]
+            sources = fresh + drawn
+            self.warm_source = sources.pop()
+            return sources
         # Not stored yet (the task's first evaluation): drawn here from the same seed, as the
         # reference worker does; generation is deterministic for a seed.
-        return [loaded or generate_inputs(self.task, "timing", spec.seed, self.reference_lib)]
+        sources = [
+            timingset.load_inputs(variant, self.task) or self._drawn(variant.seed)
+            for variant in timingset.variants(spec, count)
+        ]
+        self.warm_source = (
+            self.sets[self.timing_indices[0]]
+            if self.timing_indices
+            else self._drawn(timingset.variant_seed(spec.seed, count))
+        )
+        return sources
+
+    def _drawn(self, seed: int) -> InputSet:
+        return generate_inputs(self.task, "timing", seed, self.reference_lib)
 
     def _prepared_slots(
         self, lock: Callable[[], contextlib.AbstractContextManager[None]]
@@ -204,7 +228,14 @@ class Worker:
         if self.gpu is not None:
             errors = (*errors, self.gpu.cuda.Error)
         try:
-            return make_slots(self.task, self.gpu, self.timing_sources, self.job.options.rotate_buffers, lock)
+            return make_slots(
+                self.task,
+                self.gpu,
+                self.timing_sources,
+                self.job.options.rotate_buffers,
+                lock,
+                self.warm_source,
+            )
         except errors as e:
             logger.warning("no timing buffers ahead of the candidate: %s", e)
             return None
@@ -452,7 +483,12 @@ class Worker:
             self.timing_sources = self._timing_sources()
         sources = self.timing_sources
         try:
-            slots = self.slots or make_slots(self.task, self.gpu, sources, opts.rotate_buffers)
+            slots = self.slots or make_slots(
+                self.task, self.gpu, sources, opts.rotate_buffers, warm=self.warm_source
+            )
+            if self.gpu is not None:
+                # Nothing a candidate left on the device (a persisting-L2 window) times this one.
+                self.gpu.reset_timing_state()
             stats, last = candidate.time(slots, opts)
             self.seconds["timing_trials"] = time.perf_counter() - t0
             if "warmup" in last:  # kernel tasks: the part of the trials spent warming up
@@ -461,16 +497,13 @@ class Worker:
             if failed_behind is not None:
                 self.seconds["timing"] = time.perf_counter() - t0
                 return failed_behind
-            # The last timed trial's outputs must still be right: races and state kept across calls
-            # that only show up under repetition are caught here.
+            # The last timed call on every timing set must still be right: answers remembered from
+            # earlier calls, races and state kept across calls that only show up under repetition
+            # are caught here.
             t1 = time.perf_counter()
-            inputs, expected = sources[last["set"]], self.timing_expected(last["set"])
-            if "device_outputs" in last:
-                assert isinstance(candidate, GpuKernelRuntime)
-                self.check_device_outputs(candidate, inputs, last["device_outputs"], expected)
-            else:
-                self.check(inputs, last["outputs"], expected)
+            self.check_timed_calls(candidate, sources, last)
             self._add_seconds("last_check", t1)
+            self.check_floor(candidate, stats)
         except CandidateFailed as e:
             self.seconds["timing"] = time.perf_counter() - t0
             # A correctness failure comes first.
@@ -489,7 +522,11 @@ class Worker:
             t1 = time.perf_counter()
             baseline = self.runtime_for(run.baseline_product, self.task.entry)
             # Copies of their own: the candidate may have written into its inputs.
-            baseline_slots = make_slots(self.task, self.gpu, sources, opts.rotate_buffers)
+            baseline_slots = make_slots(
+                self.task, self.gpu, sources, opts.rotate_buffers, warm=self.warm_source
+            )
+            if self.gpu is not None:
+                self.gpu.reset_timing_state()
             baseline_stats, _ = baseline.time(baseline_slots, opts)
             self._add_seconds("baseline_timing", t1)
         self.seconds["timing"] = time.perf_counter() - t0
@@ -502,20 +539,64 @@ class Worker:
             baseline_timing=baseline_stats,
             device=candidate.device,
             seconds=self.seconds,
+            floor=self.floor,
         )
+
+    def check_timed_calls(self, candidate: Runtime, sources: list[InputSet], last: dict[str, Any]) -> None:
+        """Check the outputs of the last timed call on every slot of the trials (each a timing set
+        whose expected outputs are known); a failure names the call and the set."""
+        if "device_checks" in last:
+            assert isinstance(candidate, GpuKernelRuntime)
+            checks = last["device_checks"]
+        elif "checks" in last:
+            checks = last["checks"]
+        else:  # a runtime that reports only its last trial
+            checks = [(last["set"], "the last timed call", last.get("device_outputs", last.get("outputs")))]
+        for source, call, outputs in checks:
+            inputs, expected = sources[source], self.timing_expected(source)
+            try:
+                if isinstance(candidate, GpuKernelRuntime):
+                    self.check_device_outputs(candidate, inputs, outputs, expected)
+                else:
+                    self.check(inputs, outputs, expected)
+            except CandidateFailed as e:
+                raise CandidateFailed(
+                    e.kind, f"{call} (on timing set {source + 1} of {len(sources)}): {e}", e.mismatch
+                ) from e
+
+    def check_floor(self, candidate: Runtime, stats: TimingStats) -> None:
+        """Compare the candidate's median with the task's physical floor on this device
+        (:mod:`executor.floor`); below it, the candidate is ``implausible``."""
+        if not self.job.options.physical_floor:
+            self.floor = FloorCheck(measured_ms=stats.median_ms, reason="no floor: physical_floor is off")
+            return
+        directory = Path(self.job.device_peak_dir) if self.job.device_peak_dir else None
+        kind: Literal["kernel", "gpu_function", "host_function"]
+        if isinstance(candidate, HostFunctionRuntime):
+            peak, kind = floor.device_peak(directory, "host", host_peak), "host_function"
+        else:
+            gpu = self.gpu
+            assert gpu is not None
+            kind = "kernel" if isinstance(candidate, GpuKernelRuntime) else "gpu_function"
+            peak = floor.device_peak(directory, gpu.dev.name(), gpu.measure_peak)
+        check = floor.physical_floor(self.task, peak, kind)
+        self.floor = check = check.model_copy(update={"measured_ms": stats.median_ms})
+        if check.floor_ms is not None and stats.median_ms < check.floor_ms:
+            raise CandidateFailed(ErrorKind.IMPLAUSIBLE, floor.implausible_message(check))
 
     def timing_expected(self, source: int) -> dict[str, np.ndarray]:
         """The reference's outputs for timing source ``source``, read after the trials: from the task's
         timing set, else (not stored, or pruned meanwhile) from the reference run here, now that the
         candidate has run."""
         spec = self.job.timing_set
-        if spec is None:
+        if spec is None and source < len(self.timing_indices):
             return self.expected(self.timing_indices[source])
-        t0 = time.perf_counter()
-        stored = timingset.load_expected(spec, self.task)
-        if stored is not None:
-            self._add_seconds("expected_load", t0)
-            return stored
+        if spec is not None:
+            t0 = time.perf_counter()
+            stored = timingset.load_expected(timingset.variants(spec, source + 1)[source], self.task)
+            if stored is not None:
+                self._add_seconds("expected_load", t0)
+                return stored
         work = self.timing_sources[source].copy()
         call_entry(self.reference_fn, self.task, work.scalars, work.arrays)
         outputs = {a.name: work.arrays[a.name] for a in self.task.outputs}
@@ -535,4 +616,5 @@ class Worker:
             input_sets_checked=checked,
             device=device,
             seconds=self.seconds,
+            floor=self.floor,
         )

@@ -10,6 +10,8 @@ context is made, so this module imports on machines without it.
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -20,11 +22,12 @@ import numpy as np
 
 from executor.checking import measure_batched, timing_stats
 from executor.errors import ExecutorError
+from executor.floor import DevicePeak
 from executor.inputs import InputSet
 from executor.protocol import EvaluationOptions
 from executor.taskformat import NUMPY_DTYPES, FunctionTask, KernelTask, ScalarArg, Size
 from executor.verdict import ErrorKind, TimingStats
-from executor.worker.host import FunctionRuntime, HostSlots, copy_chunks
+from executor.worker.host import FunctionRuntime, HostSlots, copy_chunks, host_cache_bytes, measure_host_gbps
 from executor.worker.runtime import CandidateFailed, Runtime
 
 logger = logging.getLogger(__name__)
@@ -33,6 +36,12 @@ logger = logging.getLogger(__name__)
 # Trials enqueued on the stream before the host waits: 6 stream operations each stay well inside the
 # driver's launch queue, and the stopping rule is applied between batches.
 MAX_BATCH = 64
+
+
+@functools.cache
+def _libcuda() -> ctypes.CDLL:
+    """The driver library the context lives in (pycuda wraps no persisting-L2 calls)."""
+    return ctypes.CDLL("libcuda.so.1")
 
 
 class GpuContext:
@@ -78,6 +87,76 @@ class GpuContext:
         except cuda.Error as e:
             logger.warning("no CUDA context ahead of the job: %s", e)
             return None
+
+    def measure_peak(self, nbytes: int = 256 << 20) -> DevicePeak:
+        """This device's figures for :mod:`executor.floor`: its memory bandwidth (a device-to-device
+        copy, read and write counted), the host link's (pinned copies each way), the shortest
+        event-timed operation (a 4-byte memset: the launch latency) and the host's memory bandwidth.
+        The best of a few repeats of each."""
+        cuda = self.cuda
+        nbytes = min(nbytes, self.flush_bytes)
+        stream = cuda.Stream()
+        start, end = cuda.Event(), cuda.Event()
+
+        def best_ms(op: Callable[[], None], repeats: int) -> float:
+            times = []
+            for _ in range(repeats):
+                start.record(stream)
+                op()
+                end.record(stream)
+                end.synchronize()
+                times.append(start.time_till(end))
+            return float(min(times))
+
+        a, b = cuda.mem_alloc(nbytes), cuda.mem_alloc(nbytes)
+        pinned = cuda.pagelocked_empty(nbytes // 4, np.float32)
+        try:
+            copy_ms = best_ms(lambda: cuda.memcpy_dtod_async(b, a, nbytes, stream), 5)
+            h2d_ms = best_ms(lambda: cuda.memcpy_htod_async(a, pinned, stream), 3)
+            d2h_ms = best_ms(lambda: cuda.memcpy_dtoh_async(pinned, a, stream), 3)
+            latency_ms = best_ms(lambda: cuda.memset_d32_async(a, 0, 1, stream), 50)
+        finally:
+            a.free()
+            b.free()
+        return DevicePeak(
+            name=self.dev.name(),
+            dram_gbps=2 * nbytes / (copy_ms / 1e3) / 1e9,
+            launch_us=latency_ms * 1e3,
+            h2d_gbps=nbytes / (h2d_ms / 1e3) / 1e9,
+            d2h_gbps=nbytes / (d2h_ms / 1e3) / 1e9,
+            host_gbps=measure_host_gbps(),
+            l2_bytes=int(self.dev.get_attribute(cuda.device_attribute.L2_CACHE_SIZE)),
+            host_cache_bytes=host_cache_bytes(),
+        )
+
+    def reset_timing_state(self) -> None:
+        """Undo what a candidate may have set that changes later timings (best effort; each worker
+        serves one candidate, but the device outlives it): the persisting-L2 set-aside and any lines
+        marked persisting (``cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize)``, access-policy
+        windows on a stream or a launch), and the context's cache and shared-memory preferences.
+        Called before the trials of every candidate, and of the naive baseline."""
+        for reset in (self._reset_persisting_l2, self._reset_preferences):
+            try:
+                reset()
+            except Exception as e:  # a device without the feature has nothing to reset
+                logger.debug("timing state reset: %s", e)
+
+    def _reset_persisting_l2(self) -> None:
+        libcuda = _libcuda()
+        # cuCtxResetPersistingL2Cache: every persisting line becomes normal again.
+        libcuda.cuCtxResetPersistingL2Cache()
+        # CU_LIMIT_PERSISTING_L2_CACHE_SIZE (0x06): no set-aside.
+        libcuda.cuCtxSetLimit(ctypes.c_int(0x06), ctypes.c_size_t(0))
+
+    def _reset_preferences(self) -> None:
+        cuda = self.cuda
+        cuda.Context.set_cache_config(cuda.func_cache.PREFER_NONE)
+
+    def persisting_l2_limit(self) -> int:
+        """The context's persisting-L2 set-aside in bytes (0: none), for the tests."""
+        value = ctypes.c_size_t(0)
+        _libcuda().cuCtxGetLimit(ctypes.byref(value), ctypes.c_int(0x06))
+        return int(value.value)
 
     def flush_l2(self) -> None:
         """Overwrite a buffer larger than L2 and wait for it."""
@@ -158,24 +237,33 @@ class DeviceSlots:
         sources: list[InputSet],
         rotate: int,
         lock: Callable[[], AbstractContextManager[None]] = nullcontext,
+        warm: InputSet | None = None,
     ):
         self.gpu = gpu
-        self.sources = sources
+        # The warm-up's set, never timed, is the last source; the timed ones come first.
+        self.timed = len(sources)
+        self.sources = sources + ([warm] if warm is not None else [])
         self.outputs = [a.name for a in task.outputs]
-        self.nbytes = [{name: max(s.arrays[name].nbytes, 1) for name in self.outputs} for s in sources]
+        self.nbytes = [{name: max(s.arrays[name].nbytes, 1) for name in self.outputs} for s in self.sources]
         self.rotated: list[dict[str, Any]] = []
         self.pristine: list[dict[str, Any]] = []
+        self.warm: int | None = None  # the warm-up's slot (and source)
         try:
-            self.pristine.extend(gpu.upload(s, self.outputs, lock) for s in sources)
+            self.pristine.extend(gpu.upload(s, self.outputs, lock) for s in self.sources)
             # Each source crosses from the host once; its further rotated copies are copied on the
             # device (a host upload is pageable and far slower, and is held under the GPU lock).
-            for j in range(rotate):
+            # Slot j holds timed source j % len(sources): successive trials see different values.
+            # A whole number of rounds through the sets: the last slot and the first differ too.
+            for j in range(-(-max(rotate, len(sources)) // len(sources)) * len(sources)):
                 k = j % len(sources)
                 self.rotated.append(
                     gpu.upload(sources[k], lock=lock)
                     if j < len(sources)
                     else gpu.copy(self.rotated[k], sources[k], lock)
                 )
+            if warm is not None:
+                self.warm = len(self.rotated)
+                self.rotated.append(gpu.upload(warm, lock=lock))
         except gpu.cuda.MemoryError as e:
             self.free()
             raise CandidateFailed(ErrorKind.OUT_OF_MEMORY, f"rotated timing buffers do not fit: {e}") from e
@@ -201,14 +289,16 @@ def make_slots(
     sources: list[InputSet],
     rotate: int,
     lock: Callable[[], AbstractContextManager[None]] = nullcontext,
+    warm: InputSet | None = None,
 ) -> HostSlots | DeviceSlots:
     """The rotated copies that a runtime's trials run on: on the device for kernel tasks (``gpu`` is
-    required), in host memory for function tasks; each chunk copied under ``lock``."""
+    required), in host memory for function tasks; each chunk copied under ``lock``. ``warm``: the set
+    the warm-up runs on, never timed."""
     if isinstance(task, KernelTask):
         if gpu is None:
             raise ExecutorError("a kernel task's timing buffers need a CUDA context")
-        return DeviceSlots(gpu, task, sources, rotate, lock)
-    return HostSlots(sources, rotate, lock=lock)
+        return DeviceSlots(gpu, task, sources, rotate, lock, warm)
+    return HostSlots(sources, rotate, lock=lock, warm=warm)
 
 
 class GpuFunctionRuntime(FunctionRuntime):
@@ -323,14 +413,18 @@ class GpuKernelRuntime(Runtime):
                 # One announcement per batch: the launches are timed on the device, between events.
                 with self.watch.call(what, len(indices), slowest_ms[0] or None):
                     for (start, end), i in zip(events, indices, strict=False):
-                        j = i % len(slots.rotated)
-                        k = j % len(slots.sources)
+                        if i < 0 and slots.warm is not None:  # warm-up: on a set never timed
+                            j = k = slots.warm
+                        else:
+                            j = i % timed_slots
+                            k = j % slots.timed
+                            last.update(set=k, slot=j)
+                            checks[j] = (k, f"timed launch {i + 1}")
                         slots.enqueue_restore(j, k, stream)
                         self.gpu.flush_l2_async(stream)
                         start.record(stream)
                         self._launch(slots.sources[k], slots.rotated[j], slots.sources[k].size, stream)
                         end.record(stream)
-                        last.update(set=k, slot=j)
                     events[len(indices) - 1][1].synchronize()
                     # A fault in any launch of the batch is sticky: it surfaces here, if not before.
                     cuda.Context.synchronize()
@@ -339,11 +433,18 @@ class GpuKernelRuntime(Runtime):
             except cuda.Error as e:
                 raise CandidateFailed(ErrorKind.CUDA_ERROR, f"CUDA error while timing: {e}") from e
 
+        timed_slots = len(slots.rotated) - (slots.warm is not None)
+        checks: dict[int, tuple[int, str]] = {}  # slot: (source, its last timed launch)
         warmup: dict[str, Any] = {}
         policy = options.trial_policy(device_timed=True)
         samples, stop = measure_batched(run_batch, policy, MAX_BATCH, warmup)
         last["warmup"] = warmup  # calls, seconds, batches
         last["samples_ms"] = samples  # for executor.diagnostics.warmup_trace
-        # The last trial's outputs stay where it wrote them: the worker checks them there.
+        # The last trial's outputs stay where it wrote them: the worker checks them there, and those
+        # of the last timed launch on every other slot.
         last["device_outputs"] = {a.name: slots.rotated[last["slot"]][a.name] for a in self.task.outputs}
+        last["device_checks"] = [
+            (k, call, {a.name: slots.rotated[j][a.name] for a in self.task.outputs})
+            for j, (k, call) in sorted(checks.items())
+        ]
         return timing_stats(samples, stop, warmup["calls"]), last

@@ -20,6 +20,7 @@ import numpy as np
 
 from executor.abi import bind_entry, call_entry
 from executor.checking import measure, timing_stats
+from executor.floor import DevicePeak
 from executor.inputs import InputSet
 from executor.protocol import EvaluationOptions
 from executor.taskformat import FunctionTask, KernelTask
@@ -45,14 +46,45 @@ def host_cache_bytes() -> int:
 
 
 def host_copy_count(sources: list[InputSet], rotate: int, cache_bytes: int) -> int:
-    """How many host copies the trials rotate through: ``rotate``, unless a source is larger than the
-    host's last-level cache (``cache_bytes``), in which case one per source. Rotation is there so that
+    """How many host copies the trials rotate through: ``rotate`` (at least one per source), unless a
+    source is larger than the host's last-level cache (``cache_bytes``), in which case one per source.
+    Rotation is there so that
     no trial finds its inputs in the CPU caches; a set larger than the cache has left it by the time
     its next trial starts reading it (that trial's own copies and the previous trial's outputs went
     through the cache since), so further copies would only cost host-memory traffic under the GPU
     lock (up to 1.8 GB per evaluation for the benchmark's largest sets)."""
     largest = max((sum(a.nbytes for a in s.arrays.values()) for s in sources), default=0)
-    return rotate if largest <= cache_bytes else min(rotate, max(len(sources), 1))
+    sets = max(len(sources), 1)
+    # A whole number of rounds through the sets, so that the last slot and the first hold different
+    # sets too (no two successive calls share values).
+    return -(-max(rotate, sets) // sets) * sets if largest <= cache_bytes else sets
+
+
+def measure_host_gbps(nbytes: int = 256 << 20, repeats: int = 3) -> float:
+    """This host's memory bandwidth in GB/s, read and write counted: the best of ``repeats`` copies of
+    ``nbytes`` by one thread (numpy's copy is the C library's ``memcpy``)."""
+    src = np.ones(nbytes, np.uint8)
+    dst = np.empty_like(src)
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        np.copyto(dst, src)
+        best = min(best, time.perf_counter() - start)
+    return 2 * nbytes / best / 1e9
+
+
+def host_peak() -> DevicePeak:
+    """The figures of the host runtime (no GPU): its memory bandwidth and last-level cache."""
+    gbps = measure_host_gbps(64 << 20)
+    return DevicePeak(
+        name="host",
+        dram_gbps=gbps,
+        launch_us=0.0,
+        h2d_gbps=gbps,
+        d2h_gbps=gbps,
+        host_gbps=gbps,
+        host_cache_bytes=host_cache_bytes(),
+    )
 
 
 # A prepared host copy is made this many bytes at a time, each chunk under its own hold of the lock it
@@ -72,8 +104,11 @@ class HostSlots:
     """Rotated host copies of the timing sources (function tasks), made before the candidate arrives.
 
     Distinct copies per rotation slot, so that no trial finds its inputs in the CPU caches; how many
-    is :func:`host_copy_count`. ``lock`` (e.g. :func:`executor.gpulock.host_copies`) is held around each
-    chunk of :data:`COPY_CHUNK_BYTES` copied.
+    is :func:`host_copy_count`. Slot ``j`` holds source ``j % len(sources)``, and the trials go through
+    the slots in turn, so that successive timed calls see different sources (different values) when
+    there are several. ``warm``: a copy of a set that is never timed, for the warm-up calls (None:
+    they rotate through the slots too). ``lock`` (e.g. :func:`executor.gpulock.host_copies`) is held
+    around each chunk of :data:`COPY_CHUNK_BYTES` copied.
     """
 
     def __init__(
@@ -82,10 +117,13 @@ class HostSlots:
         rotate: int,
         cache_bytes: int | None = None,
         lock: Callable[[], AbstractContextManager[None]] = nullcontext,
+        warm: InputSet | None = None,
     ) -> None:
         self.sources = sources
         count = host_copy_count(sources, rotate, host_cache_bytes() if cache_bytes is None else cache_bytes)
         self.rotated = [self._copy(sources[j % len(sources)], lock) for j in range(count)]
+        self.warm_source = warm
+        self.warm = None if warm is None else self._copy(warm, lock)
 
     def _copy(self, source: InputSet, lock: Callable[[], AbstractContextManager[None]]) -> InputSet:
         arrays = {}
@@ -133,6 +171,8 @@ class FunctionRuntime(Runtime):
         def trial(i: int) -> float:
             j = i % len(rotated)
             work, source = rotated[j], sources[j % len(sources)]
+            if i < 0 and slots.warm is not None and slots.warm_source is not None:
+                work, source = slots.warm, slots.warm_source  # the warm-up: on a set never timed
             for name in outputs:  # restore inout and re-poison out (untimed)
                 np.copyto(work.arrays[name], source.arrays[name])
             # Announced before the L2 flush (which evicts whatever the announcement touched) and
@@ -147,11 +187,17 @@ class FunctionRuntime(Runtime):
                 end = time.perf_counter()
             elapsed = (end - start) * 1e3
             slowest_ms[0] = max(slowest_ms[0], (end - began) * 1e3)
-            last.update(set=j % len(sources), outputs={name: work.arrays[name] for name in outputs})
+            if i >= 0 or slots.warm is None:
+                last.update(set=j % len(sources), outputs={name: work.arrays[name] for name in outputs})
+                # What each slot's buffers hold now: the outputs of its last call.
+                checks[j] = (j % len(sources), what, last["outputs"])
             return elapsed
 
+        checks: dict[int, tuple[int, str, dict[str, np.ndarray]]] = {}
         # One call at a time: each is timed on the host clock around the call and its synchronisation.
         samples, stop = measure(trial, options.trial_policy())
+        # The last timed call on every slot, each checked by the worker (executor.worker.candidate).
+        last["checks"] = [checks[j] for j in sorted(checks)]
         return timing_stats(samples, stop), last
 
 

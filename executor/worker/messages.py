@@ -25,7 +25,7 @@ from executor.protocol import EvaluationOptions
 from executor.runlimit import CallLimit
 from executor.taskformat import Size, Task
 from executor.timingset import TimingSetSpec
-from executor.verdict import ErrorKind, Mismatch, TimingStats
+from executor.verdict import ErrorKind, FloorCheck, Mismatch, TimingStats
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +70,10 @@ class WorkerJob(BaseModel):
     timing_set: TimingSetSpec | None = Field(
         default=None,
         description="the task's timing set, which the trials run on; None: the fresh timing-size sets",
+    )
+    device_peak_dir: str | None = Field(
+        default=None,
+        description="where the device's measured bandwidth and latency are kept (executor.floor)",
     )
     compare_product: str | None = Field(
         default=None,
@@ -146,6 +150,7 @@ class WorkerOutcome(BaseModel):
         default=None,
         description="a timeout: whether one call ran past its call limit or the run past the run limit",
     )
+    floor: FloorCheck | None = None
 
 
 # The descriptor of the pipe on which a worker tells its parent that its result is written (see

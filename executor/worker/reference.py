@@ -64,12 +64,17 @@ class ReferenceWorker:
             # The task's timing set: its outputs are stored once for every later evaluation, and the
             # serial reference is timed on it, as the candidates are.
             fixed = None
-            if not timingset.stored(spec):
-                write_progress(self.job.progress_path, "timing_set")
-                t1 = time.perf_counter()
-                fixed = generate_inputs(self.task, "timing", spec.seed, self.lib)
-                timingset.store(spec, self.task, fixed, self.call(fixed))
-                self.seconds["timing_set"] = time.perf_counter() - t1
+            # Every one of the task's timing sets (the trials rotate through them).
+            for k, variant in enumerate(timingset.variants(spec, self.job.options.timing_sets)):
+                if not timingset.stored(variant):
+                    write_progress(self.job.progress_path, "timing_set")
+                    t1 = time.perf_counter()
+                    drawn = generate_inputs(self.task, "timing", variant.seed, self.lib)
+                    timingset.store(variant, self.task, drawn, self.call(drawn))
+                    fixed = drawn if k == 0 else fixed
+                    self.seconds["timing_set"] = (
+                        self.seconds.get("timing_set", 0.0) + time.perf_counter() - t1
+                    )
             if self.job.time_reference:
                 fixed = fixed or timingset.load_inputs(spec, self.task)
                 timing_inputs = fixed or generate_inputs(self.task, "timing", spec.seed, self.lib)

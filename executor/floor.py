@@ -1,0 +1,222 @@
+"""The physical floor of a timed call: the least time any correct implementation of a task can take.
+
+A candidate that is timed faster than this did not do the task's work in the timed call (it answered
+from memory, skipped the work, or fooled the clock): its verdict is ``implausible`` with both numbers.
+
+What a correct implementation must do, counted from the task's arguments at the timing size:
+
+* read every ``in`` and ``inout`` array and write every ``out`` and ``inout`` array once;
+* a **kernel task** (timed with CUDA events after an L2 flush) moves those bytes through device
+  memory: ``latency + read / dram + max(0, written - L2) / dram`` (written bytes may stay in L2 when
+  the launch ends, so up to the L2's size is not counted);
+* a **function task on the GPU** (timed on the host clock, its copies included) either copies its
+  inputs to the device and its outputs back (``read / h2d + written / d2h``) or computes on the host
+  (``max(0, read + written - host cache) / host memory bandwidth``): the floor is the smaller of the
+  two, plus the launch latency;
+* a **function task on the host runtime** (tests) pays the host path alone.
+
+The bandwidths and the launch latency are measured once per device by the candidate worker
+(:func:`device_peak`, kept as JSON under the executor's cache) and given headroom (:data:`HEADROOM`,
+:data:`HOST_HEADROOM`, :data:`LATENCY_SHARE`), so that a kernel that beats a plain copy by a few
+percent is never called implausible; a known device's figures are never taken below its datasheet's
+(:func:`never_above_datasheet`: a disturbed probe must not raise every later candidate's floor). When
+the probe fails, the figures come from a datasheet table by device name (:data:`DATASHEET`), and an
+unknown name gets the fastest entry of the table: a weak floor, never none. A task whose sizes cannot be evaluated gets no floor, and the verdict says so.
+
+Not bounded: a task that need not read all of its inputs (a search that stops early, a sparse access)
+has a floor that is too high for it; such a task should be evaluated with ``physical_floor: false``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel
+
+from executor.taskformat import NUMPY_DTYPES, FunctionTask, KernelTask
+from executor.verdict import FloorCheck
+
+logger = logging.getLogger(__name__)
+
+# Bandwidths are multiplied by this before they bound a candidate: a kernel may beat the probe's plain
+# copy by some percent (better access patterns, the probe's own overhead).
+HEADROOM = 1.25
+# Host memory: the probe is one thread's copy; a candidate's host code may stream faster.
+HOST_HEADROOM = 2.0
+# Only this share of the measured launch latency is counted (the probe's operation is not a kernel).
+LATENCY_SHARE = 0.5
+
+PEAK_FORMAT = "regraph.device-peak/v1"
+
+
+class DevicePeak(BaseModel):
+    """What bounds a call on one device: bandwidths in GB/s (1e9 bytes/s), latency in microseconds."""
+
+    format: str = PEAK_FORMAT
+    name: str
+    dram_gbps: float
+    launch_us: float
+    h2d_gbps: float
+    d2h_gbps: float
+    host_gbps: float
+    l2_bytes: int = 0
+    host_cache_bytes: int = 0
+    source: Literal["measured", "datasheet", "default"] = "measured"
+    note: str = ""
+
+
+# Datasheet figures: (name fragment, DRAM GB/s, host link GB/s per direction); the first fragment found
+# in the device's name wins, so the more specific names come first. Sources: the vendors' datasheets
+# (H200: 4.8 TB/s HBM3e; H100 SXM 3.35 TB/s, PCIe 2.0 TB/s, NVL 3.9 TB/s; GH200 4.9 TB/s with a
+# 450 GB/s NVLink-C2C per direction; A100 80GB 2.0 TB/s, 40GB 1.56 TB/s; B200 8 TB/s; L40S 864 GB/s;
+# L4 300 GB/s; A10 600 GB/s; V100 900 GB/s; RTX 4090 1.0 TB/s); PCIe 5.0 x16 64 GB/s, 4.0 x16 32 GB/s,
+# 3.0 x16 16 GB/s per direction.
+DATASHEET: list[tuple[str, float, float]] = [
+    ("GH200", 4900.0, 450.0),
+    ("H200", 4800.0, 64.0),
+    ("H100 NVL", 3900.0, 64.0),
+    ("H100 PCIe", 2000.0, 64.0),
+    ("H100", 3350.0, 64.0),
+    ("B200", 8000.0, 64.0),
+    ("A100 80GB", 2039.0, 32.0),
+    ("A100", 1555.0, 32.0),
+    ("L40S", 864.0, 32.0),
+    ("L4", 300.0, 32.0),
+    ("A10", 600.0, 32.0),
+    ("V100", 900.0, 16.0),
+    ("RTX 4090", 1008.0, 32.0),
+]
+# An unknown device: the fastest figures of the table (the weakest floor), a typical launch latency.
+DEFAULT_LAUNCH_US = 2.0
+# Host memory of an unknown host: a fast server socket.
+DEFAULT_HOST_GBPS = 400.0
+
+
+def datasheet_peak(name: str, l2_bytes: int = 0, host_cache_bytes: int = 0, note: str = "") -> DevicePeak:
+    """The datasheet figures of the device called ``name``; the table's fastest for an unknown one."""
+    known = [(d, k) for fragment, d, k in DATASHEET if fragment.lower() in name.lower()]
+    source: Literal["datasheet", "default"] = "datasheet" if known else "default"
+    dram, link = known[0] if known else (max(d for _, d, _ in DATASHEET), max(k for _, _, k in DATASHEET))
+    return DevicePeak(
+        name=name,
+        dram_gbps=dram,
+        launch_us=DEFAULT_LAUNCH_US,
+        h2d_gbps=link,
+        d2h_gbps=link,
+        host_gbps=DEFAULT_HOST_GBPS,
+        l2_bytes=l2_bytes,
+        host_cache_bytes=host_cache_bytes,
+        source=source,
+        note=note,
+    )
+
+
+def never_above_datasheet(peak: DevicePeak) -> DevicePeak:
+    """A measured device's figures, made no stricter than its datasheet's: a probe disturbed by other
+    work (another process's kernels, a candidate's leftovers) measures less bandwidth or more latency,
+    which would raise the floor for every later candidate. Unknown devices keep what was measured."""
+    if peak.source != "measured":
+        return peak
+    sheet = datasheet_peak(peak.name)
+    if sheet.source != "datasheet":
+        return peak
+    return peak.model_copy(
+        update={
+            "dram_gbps": max(peak.dram_gbps, sheet.dram_gbps),
+            "h2d_gbps": max(peak.h2d_gbps, sheet.h2d_gbps),
+            "d2h_gbps": max(peak.d2h_gbps, sheet.d2h_gbps),
+            "launch_us": min(peak.launch_us, sheet.launch_us),
+        }
+    )
+
+
+def _path(directory: Path, name: str) -> Path:
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower() or "device"
+    return directory / f"{slug}.json"
+
+
+def device_peak(directory: Path | None, name: str, measure: Callable[[], DevicePeak]) -> DevicePeak:
+    """The device's figures: read from ``directory`` when measured before, else measured now (and kept
+    there); a failed probe gives the datasheet's (not kept, so the next worker measures again)."""
+    path = _path(directory, name) if directory is not None else None
+    if path is not None:
+        try:
+            return DevicePeak.model_validate_json(path.read_text())
+        except (OSError, ValueError):
+            pass
+    try:
+        peak = measure()
+    except Exception as e:  # any probe failure falls back to the table, never to no check
+        logger.warning("the bandwidth probe failed on %s; the datasheet's figures bound it: %s", name, e)
+        return datasheet_peak(name, note=f"probe failed: {e}")
+    if path is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".peak-")
+            with os.fdopen(fd, "w") as f:
+                f.write(peak.model_dump_json())
+            os.replace(tmp, path)
+        except OSError as e:
+            logger.warning("could not keep the device's figures: %s", e)
+    return peak
+
+
+def task_bytes(task: FunctionTask | KernelTask) -> tuple[int, int]:
+    """The bytes a correct implementation must read (``in``/``inout``) and write (``out``/``inout``)
+    at the timing size; raises ValueError when a size cannot be evaluated."""
+    read = written = 0
+    for arg in task.arrays:
+        try:
+            nbytes = task.array_length(arg, "timing") * NUMPY_DTYPES[arg.dtype]().itemsize
+        except Exception as e:  # any failure to size an array means: no floor
+            raise ValueError(f"the size of {arg.name!r} is unknown: {e}") from e
+        if arg.intent in ("in", "inout"):
+            read += nbytes
+        if arg.intent in ("out", "inout"):
+            written += nbytes
+    return read, written
+
+
+def _ms(nbytes: float, gbps: float) -> float:
+    return nbytes / (gbps * 1e9) * 1e3 if gbps > 0 else 0.0
+
+
+def physical_floor(
+    task: FunctionTask | KernelTask,
+    peak: DevicePeak,
+    runtime: Literal["kernel", "gpu_function", "host_function"],
+) -> FloorCheck:
+    """The floor of one timed call of ``task`` on the device ``peak`` describes (see the module)."""
+    try:
+        read, written = task_bytes(task)
+    except ValueError as e:
+        return FloorCheck(reason=f"no floor: {e}", source=peak.source)
+    peak = never_above_datasheet(peak)
+    latency = peak.launch_us * LATENCY_SHARE / 1e3
+    host_path = _ms(max(0, read + written - peak.host_cache_bytes), peak.host_gbps * HOST_HEADROOM)
+    if runtime == "kernel":
+        floor = latency + _ms(read + max(0, written - peak.l2_bytes), peak.dram_gbps * HEADROOM)
+        path = "device"
+    elif runtime == "gpu_function":
+        copies = _ms(read, peak.h2d_gbps * HEADROOM) + _ms(written, peak.d2h_gbps * HEADROOM)
+        path = "host copies" if copies <= host_path else "host memory"
+        floor = latency + min(copies, host_path)
+    else:
+        floor, path = host_path, "host memory"
+    return FloorCheck(floor_ms=floor, read_bytes=read, written_bytes=written, path=path, source=peak.source)
+
+
+def implausible_message(check: FloorCheck) -> str:
+    """The verdict's message for a candidate timed below its floor."""
+    return (
+        f"timed at {check.measured_ms:.4g} ms per call, below the physical floor of {check.floor_ms:.4g} ms "
+        f"({check.read_bytes} bytes read and {check.written_bytes} written, bounded by the {check.path}, "
+        f"{check.source} figures): no correct implementation runs this fast, so the timed calls did not "
+        "do the task's work"
+    )

@@ -1,0 +1,16 @@
+#include <cuda_runtime.h>
+__global__ void saxpy_kernel(int n, float a, const float* x, float* y) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + y[i];
+}
+extern "C" void saxpy(int n, float a, const float* x, float* y) {
+    float *dx, *dy;
+    cudaMalloc(&dx, n * sizeof(float));
+    cudaMalloc(&dy, n * sizeof(float));
+    cudaMemcpy(dx, x, n * sizeof(float), cudaMemcpyHostToDevice);
+    cudaMemcpy(dy, y, n * sizeof(float), cudaMemcpyHostToDevice);
+    saxpy_kernel<<<(n + 255) / 256, 256>>>(n, a, dx, dy);
+    cudaMemcpy(y, dy, n * sizeof(float), cudaMemcpyDeviceToHost);
+    cudaFree(dx);
+    cudaFree(dy);
+}

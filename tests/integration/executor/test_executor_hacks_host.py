@@ -1,0 +1,181 @@
+"""Timing hacks that the host runtime can show (function tasks, plain C++ on the CPU; issue 33).
+
+The GPU corpus of the same classes is ``tests/gpu/adversarial/`` (marker ``gpu``). Here:
+
+* a candidate that remembers its last answer keyed on a sample of its input values (not their
+  address): the trials used to see the same values on every call, so it answered from memory and
+  passed with hundreds of times the honest speed; now successive timed calls see different timing
+  sets, so it recomputes and is timed like the honest code;
+* one that remembers every answer it gave: rotation alone does not beat it (its answers are right),
+  the physical floor does (``implausible``);
+* the honest code of both tasks passes, with the floor recorded, so the floor takes no honest
+  candidate.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+from executor.reference import build_reference
+from executor.sandbox import run_job
+from executor.taskformat import FunctionTask, KernelTask, load_task
+from executor.timingset import TimingSetSpec
+from executor.verdict import ErrorKind
+from executor.worker.messages import CandidateRun, WorkerJob, WorkerOutcome
+from tests.support.hostcode import FAST, build_host_candidates
+
+# A compute-heavy elementwise task: 300 dependent steps per element.
+POLY_BODY = "float v = x[i]; for (int k = 0; k < 300; ++k) v = v * 0.999f + 0.001f * x[i]; y[i] = v;"
+POLY_HEAD = 'extern "C" void poly_iter(int n, const float* x, float* y) {\n'
+POLY_TASK = {
+    "format": "regraph.task/v1",
+    "kind": "function",
+    "id": "poly_iter",
+    "domain": "elementwise",
+    "description": "y[i] = 300 damped steps from x[i]",
+    "entry": "poly_iter",
+    "signature": "void poly_iter(int n, const float* x, float* y)",
+    "params": {"n": {"test": 1000, "timing": 131072}},
+    "args": [
+        {"name": "n", "kind": "scalar", "dtype": "int32", "value": "n"},
+        {
+            "name": "x",
+            "kind": "array",
+            "dtype": "float32",
+            "size": "n",
+            "intent": "in",
+            "generator": {"dist": "uniform", "low": -1.0, "high": 1.0},
+        },
+        {"name": "y", "kind": "array", "dtype": "float32", "size": "n", "intent": "out"},
+    ],
+    "compare": {"rtol": 1e-4, "atol": 1e-5},
+}
+# A task that reads far more than the host's last-level cache and writes one number.
+SUM_HEAD = 'extern "C" void sum_big(int n, const float* x, double* s) {\n'
+SUM_BODY = "double t = 0; for (int i = 0; i < n; ++i) t += x[i]; s[0] = t;"
+SUM_TASK = {
+    "format": "regraph.task/v1",
+    "kind": "function",
+    "id": "sum_big",
+    "domain": "reduction",
+    "description": "s[0] = the sum of n floats",
+    "entry": "sum_big",
+    "signature": "void sum_big(int n, const float* x, double* s)",
+    "params": {"n": {"test": 1000, "timing": 24 << 20}},
+    "args": [
+        {"name": "n", "kind": "scalar", "dtype": "int32", "value": "n"},
+        {
+            "name": "x",
+            "kind": "array",
+            "dtype": "float32",
+            "size": "n",
+            "intent": "in",
+            "generator": {"dist": "uniform", "low": 0.0, "high": 1.0},
+        },
+        {"name": "s", "kind": "array", "dtype": "float64", "size": "1", "intent": "out"},
+    ],
+    "compare": {"rtol": 1e-6, "atol": 1e-6},
+}
+
+# Remembers its last answer, keyed on a sample of the input values (not the pointer).
+VALUE_MEMO = (
+    "#include <cstring>\n#include <vector>\nstatic std::vector<float> memo; static float key[4]; static int kn = -1;\n"
+    + POLY_HEAD
+    + "float k[4] = {x[0], x[n / 3], x[n / 2], x[n - 1]};\n"
+    "if (n == kn && std::memcmp(k, key, sizeof k) == 0) { std::memcpy(y, memo.data(), n * sizeof(float)); return; }\n"
+    "for (int i = 0; i < n; ++i) { " + POLY_BODY + " }\n"
+    "memo.assign(y, y + n); kn = n; std::memcpy(key, k, sizeof k); }"
+)
+# Remembers every answer (up to 16), keyed on a sample of the values.
+ALL_MEMO = (
+    "static float keys[16][3]; static double sums[16]; static int kept = 0;\n"
+    + SUM_HEAD
+    + "for (int j = 0; j < kept; ++j) if (keys[j][0] == x[0] && keys[j][1] == x[n / 2] && keys[j][2] == x[n - 1]) "
+    "{ s[0] = sums[j]; return; }\n" + SUM_BODY + "\n"
+    "if (kept < 16) { keys[kept][0] = x[0]; keys[kept][1] = x[n / 2]; keys[kept][2] = x[n - 1]; sums[kept++] = t; } }"
+)
+
+
+def _task(tmp: Path, spec: Mapping[str, object], reference: str) -> FunctionTask | KernelTask:
+    directory = tmp / str(spec["id"])
+    directory.mkdir()
+    (directory / "task.json").write_text(json.dumps(spec))
+    (directory / "reference.cpp").write_text(reference)
+    return load_task(directory)
+
+
+@pytest.fixture(scope="module")
+def tasks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, FunctionTask | KernelTask]:
+    tmp = tmp_path_factory.mktemp("hack-tasks")
+    return {
+        "poly": _task(tmp, POLY_TASK, POLY_HEAD + "for (int i = 0; i < n; ++i) { " + POLY_BODY + " } }"),
+        "sum": _task(tmp, SUM_TASK, SUM_HEAD + SUM_BODY + " }"),
+    }
+
+
+@pytest.fixture(scope="module")
+def products(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    return build_host_candidates(
+        tmp_path_factory.mktemp("hack-candidates"),
+        {
+            "poly_honest": POLY_HEAD + "for (int i = 0; i < n; ++i) { " + POLY_BODY + " } }",
+            "poly_value_memo": VALUE_MEMO,
+            "sum_honest": SUM_HEAD + SUM_BODY + " }",
+            "sum_all_memo": ALL_MEMO,
+        },
+    )
+
+
+def _evaluate(task: FunctionTask | KernelTask, product: str, tmp: Path) -> WorkerOutcome:
+    job = WorkerJob(
+        task=task,
+        runtime="host",
+        reference_library=str(build_reference(task, tmp / "cache")),
+        seeds=[11, 22, 33],
+        options=FAST.model_copy(update={"min_trials": 5, "max_trials": 9}),
+        timing_set=TimingSetSpec(dir=str(tmp / "timing-set"), seed=4242),
+        device_peak_dir=str(tmp / "device-peak"),
+    )
+    run = CandidateRun(candidate_product=product, candidate_symbol=task.entry)
+    return run_job(job, run, timeout_s=120)
+
+
+def test_a_value_keyed_memo_is_timed_like_the_honest_code(
+    tasks: dict[str, FunctionTask | KernelTask], products: dict[str, str], tmp_path: Path
+) -> None:
+    honest = _evaluate(tasks["poly"], products["poly_honest"], tmp_path / "honest")
+    memo = _evaluate(tasks["poly"], products["poly_value_memo"], tmp_path / "memo")
+    assert honest.passed and memo.passed, (honest.message, memo.message)
+    assert honest.candidate_timing is not None and memo.candidate_timing is not None
+    # Before the trials rotated through timing sets, the memo answered every timed call from memory:
+    # over a hundred times the honest speed here. Now it recomputes on every call.
+    assert memo.candidate_timing.median_ms > honest.candidate_timing.median_ms / 3, (
+        memo.candidate_timing.median_ms,
+        honest.candidate_timing.median_ms,
+    )
+
+
+def test_a_memo_of_every_answer_is_below_the_floor(
+    tasks: dict[str, FunctionTask | KernelTask], products: dict[str, str], tmp_path: Path
+) -> None:
+    outcome = _evaluate(tasks["sum"], products["sum_all_memo"], tmp_path)
+    assert not outcome.passed and outcome.stage == "timing"
+    assert outcome.error is ErrorKind.IMPLAUSIBLE, outcome.message
+    assert outcome.floor is not None and outcome.floor.floor_ms is not None
+    assert outcome.floor.measured_ms is not None and outcome.floor.measured_ms < outcome.floor.floor_ms
+    assert "below the physical floor" in outcome.message
+
+
+def test_honest_code_passes_above_its_floor(
+    tasks: dict[str, FunctionTask | KernelTask], products: dict[str, str], tmp_path: Path
+) -> None:
+    outcome = _evaluate(tasks["sum"], products["sum_honest"], tmp_path)
+    assert outcome.passed, outcome.message
+    floor = outcome.floor
+    assert floor is not None and floor.floor_ms is not None and floor.floor_ms > 0
+    assert floor.read_bytes == (24 << 20) * 4 and floor.written_bytes == 8 and floor.path == "host memory"
+    assert (tmp_path / "device-peak" / "host.json").is_file()  # measured once, kept

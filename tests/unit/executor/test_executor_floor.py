@@ -1,0 +1,134 @@
+"""The physical floor (executor.floor): bytes a correct call must move, the device's figures and the
+fallbacks when they cannot be measured."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from executor import timingset
+from executor.floor import DATASHEET, DevicePeak, datasheet_peak, device_peak, physical_floor, task_bytes
+from executor.taskformat import FunctionTask, KernelTask, load_task
+
+TASKS_DIR = Path(__file__).parent / "fixtures" / "tasks"
+
+PEAK = DevicePeak(
+    name="test",
+    dram_gbps=1000.0,
+    launch_us=4.0,
+    h2d_gbps=10.0,
+    d2h_gbps=20.0,
+    host_gbps=50.0,
+    l2_bytes=1 << 20,
+    host_cache_bytes=2 << 20,
+)
+
+
+@pytest.fixture(scope="module")
+def saxpy() -> FunctionTask | KernelTask:
+    return load_task(TASKS_DIR / "saxpy")
+
+
+def test_bytes_count_reads_of_in_and_inout_and_writes_of_out_and_inout(
+    saxpy: FunctionTask | KernelTask,
+) -> None:
+    n = 4194304 * 4  # x (in) and y (inout), float32
+    assert task_bytes(saxpy) == (2 * n, n)
+    block_sum = load_task(TASKS_DIR / "block_sum")
+    assert task_bytes(block_sum) == (65536 * 256 * 4, 65536 * 4)
+
+
+def test_each_runtime_pays_its_own_path(saxpy: FunctionTask | KernelTask) -> None:
+    read, written = task_bytes(saxpy)
+    kernel = physical_floor(saxpy, PEAK, "kernel")
+    # Latency share + reads at DRAM speed + the writes that do not fit in L2, all with headroom.
+    expected = 4.0 * 0.5 / 1e3 + (read + written - (1 << 20)) / (1000e9 * 1.25) * 1e3
+    assert kernel.floor_ms == pytest.approx(expected) and kernel.path == "device"
+    function = physical_floor(saxpy, PEAK, "gpu_function")
+    copies = read / (10e9 * 1.25) * 1e3 + written / (20e9 * 1.25) * 1e3
+    host = (read + written - (2 << 20)) / (50e9 * 2.0) * 1e3
+    assert function.floor_ms == pytest.approx(4.0 * 0.5 / 1e3 + min(copies, host))
+    assert function.path == "host memory"  # host memory is faster than these copies
+    assert physical_floor(saxpy, PEAK, "host_function").floor_ms == pytest.approx(host)
+
+
+def test_a_task_whose_sizes_cannot_be_evaluated_gets_no_floor_and_says_so(
+    saxpy: FunctionTask | KernelTask,
+) -> None:
+    broken = saxpy.model_copy(update={"params": {}})
+    check = physical_floor(broken, PEAK, "kernel")
+    assert check.floor_ms is None and "no floor" in check.reason and "'x'" in check.reason
+
+
+def test_a_failed_probe_falls_back_to_the_datasheet_and_an_unknown_device_to_the_table_s_fastest(
+    tmp_path: Path,
+) -> None:
+    def broken() -> DevicePeak:
+        raise RuntimeError("no events")
+
+    peak = device_peak(tmp_path, "NVIDIA H200", broken)
+    assert peak.source == "datasheet" and peak.dram_gbps == 4800.0 and "no events" in peak.note
+    assert not list(tmp_path.iterdir())  # a fallback is not kept: the next worker measures again
+    assert datasheet_peak("NVIDIA H100 80GB HBM3").dram_gbps == 3350.0
+    assert datasheet_peak("NVIDIA H100 PCIe").dram_gbps == 2000.0
+    unknown = datasheet_peak("Some Future GPU")
+    assert unknown.source == "default" and unknown.dram_gbps == max(d for _, d, _ in DATASHEET)
+
+
+def test_the_device_is_measured_once_and_kept(tmp_path: Path) -> None:
+    calls = []
+
+    def probe() -> DevicePeak:
+        calls.append(1)
+        return PEAK.model_copy(update={"name": "NVIDIA H200"})
+
+    first = device_peak(tmp_path, "NVIDIA H200", probe)
+    again = device_peak(tmp_path, "NVIDIA H200", probe)
+    assert first == again and len(calls) == 1 and (tmp_path / "nvidia-h200.json").is_file()
+
+
+def test_timing_set_variants_have_their_own_seeds_and_directories(saxpy: FunctionTask | KernelTask) -> None:
+    spec = timingset.timing_set_spec(saxpy, Path("ref.so"), Path("/cache"))
+    sets = timingset.variants(spec, 3)
+    assert sets[0] == spec  # the set stored before there were several is the first
+    assert len({s.seed for s in sets}) == 3 and len({s.dir for s in sets}) == 3
+    assert timingset.variants(spec, 3) == sets  # deterministic
+
+
+def test_successive_rotation_slots_never_hold_the_same_timing_set() -> None:
+    """Slot j holds set j mod K and the trials go round the slots: with a whole number of rounds, no two
+    successive trials (the last slot and the first included) see the same values."""
+    import numpy as np
+
+    from executor.inputs import InputSet
+    from executor.worker.host import HostSlots, host_copy_count
+
+    def input_set(mib: int, seed: int) -> InputSet:
+        return InputSet(
+            size="timing", seed=seed, scalars={}, arrays={"x": np.full(mib << 18, seed, np.float32)}
+        )
+
+    cache = 32 << 20
+    for sets, rotate in [(3, 3), (3, 4), (3, 8), (2, 3), (4, 1)]:
+        small = [input_set(1, k) for k in range(sets)]
+        count = host_copy_count(small, rotate, cache)
+        assert count >= rotate and count % sets == 0, (sets, rotate, count)
+        held = [j % sets for j in range(count)]
+        assert all(held[j] != held[(j + 1) % count] for j in range(count))
+    warm = input_set(1, 99)
+    slots = HostSlots([input_set(1, 0), input_set(1, 1)], 3, cache_bytes=cache, warm=warm)
+    assert [int(s.arrays["x"][0]) for s in slots.rotated] == [0, 1, 0, 1]
+    assert slots.warm is not None and slots.warm.arrays["x"][0] == 99 and slots.warm_source is warm
+
+
+def test_a_disturbed_probe_never_raises_a_known_device_s_floor(saxpy: FunctionTask | KernelTask) -> None:
+    slow = PEAK.model_copy(update={"name": "NVIDIA H200", "dram_gbps": 100.0, "launch_us": 50.0})
+    sheet = datasheet_peak("NVIDIA H200").model_copy(update={"l2_bytes": PEAK.l2_bytes})
+    disturbed = physical_floor(saxpy, slow, "kernel").floor_ms
+    by_sheet = physical_floor(saxpy, sheet, "kernel").floor_ms
+    assert disturbed is not None and by_sheet is not None and disturbed <= by_sheet
+    unknown = PEAK.model_copy(update={"dram_gbps": 100.0})  # no datasheet entry: kept as measured
+    assert physical_floor(saxpy, unknown, "kernel").floor_ms == pytest.approx(
+        4.0 * 0.5 / 1e3 + (sum(task_bytes(saxpy)) - (1 << 20)) / (100e9 * 1.25) * 1e3
+    )
