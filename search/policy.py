@@ -220,7 +220,7 @@ class StepPolicy:
         *,
         step: int,
         source_technique: str = INITIAL_TECHNIQUE,
-    ) -> list[ChatMessage]:
+    ) -> PromptMessages:
         """The prompt asking to apply `technique` to `code`, guided by examples of that transition."""
         header = format_header({"prompt": "step", "task": self.task.id, "technique": technique, "step": step})
 
@@ -244,7 +244,7 @@ class StepPolicy:
 
     def one_shot_messages(
         self, kind: Literal["standard", "cot", "rag"], examples: list[RetrievedExample] | None = None
-    ) -> list[ChatMessage]:
+    ) -> PromptMessages:
         """Baseline prompts: `standard` (one shot), `cot` (think step by step), `rag` (flat examples)."""
         header = format_header({"prompt": kind, "task": self.task.id})
         instruction = (
@@ -271,9 +271,7 @@ class StepPolicy:
 
         return self.fit(build, list(examples or []) if kind == "rag" else [])
 
-    def rewrite_messages(
-        self, code: str, examples: list[RetrievedExample], *, step: int
-    ) -> list[ChatMessage]:
+    def rewrite_messages(self, code: str, examples: list[RetrievedExample], *, step: int) -> PromptMessages:
         """The MCTS-RAG step: make `code` faster, shown the examples most similar to it (no technique)."""
         header = format_header({"prompt": "mcts-rag", "step": step, "task": self.task.id})
 
