@@ -1,9 +1,10 @@
 """A small real reasoning graph for the graph API tests, and the API serving it.
 
-The graph is built once per test module with the real construction pipeline (relabeling, real
+The graph is built once per test session with the real construction pipeline (relabeling, real
 all-MiniLM-L6-v2 embeddings) from benchmark trajectories, plus a few examples carrying verified
 speedups (this machine has no GPU, so they are written the way the construction writes validated
-steps). It is exported once; `restore` reloads that export before each test that changes the graph.
+steps). It is exported once; `restore` reloads that export before each test that changes the graph,
+and `seed_graph` restores it for every module after the first (the build is the same each time).
 """
 
 from __future__ import annotations
@@ -152,7 +153,21 @@ def clear(driver: Driver, target: Neo4jTarget) -> None:
         session.run(CLEAR_GRAPH).consume()
 
 
+_built: dict[tuple[int, str, str], SeededGraph] = {}
+
+
 def seed_graph(driver: Driver, target: Neo4jTarget) -> SeededGraph:
+    """The seeded graph in the database: built from scratch and exported on the first call for this
+    server, restored exactly from that export on the later ones (other modules of the session)."""
+    key = (id(driver), target.uri, target.database)
+    if key not in _built:
+        _built[key] = build_seed_graph(driver, target)
+    else:
+        restore(driver, target, _built[key])
+    return _built[key]
+
+
+def build_seed_graph(driver: Driver, target: Neo4jTarget) -> SeededGraph:
     """Build the seeded graph from scratch and export it."""
     clear(driver, target)
     store = Neo4jGraphStore(driver, target.database)

@@ -71,7 +71,10 @@ class Suite:
 
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
-    """Every task loaded, with its reference library and its candidate built up front on every core."""
+    """Every task loaded, with its reference library and its candidate built up front on every core.
+
+    The references go to the executor's own cache (as in test_task_references): keyed by g++'s version,
+    its flags and the sources, so a later run builds only what changed; the candidates, fresh."""
     result = Suite(tmp_path_factory.mktemp("kernel-tasks-cache"))
     for path in TASK_DIRS:
         task = load_task(path)
@@ -82,7 +85,7 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
     compilers = {c: Compiler(cache_dir=result.cache, arch=DEFAULT_ARCH, choice=c) for c in choices}
     with ThreadPoolExecutor(max_workers=2) as pool:
         # g++ and nvcc run as subprocesses, so threads overlap the builds; result() re-raises errors.
-        references = [pool.submit(build_reference, t, result.cache) for t in result.tasks.values()]
+        references = [pool.submit(build_reference, t) for t in result.tasks.values()]
         compiles = {
             (tid, c): pool.submit(compilers[c].compile, result.tasks[tid], result.candidates[tid])
             for tid in result.tasks
@@ -112,9 +115,9 @@ def test_suite_spans_many_domains(suite: Suite) -> None:
 def test_reference_is_deterministic_and_input_dependent(task_id: str, suite: Suite) -> None:
     task = suite.tasks[task_id]
     # run_reference rejects non-finite float outputs and integer outputs left at the poison value.
-    first = run_reference(task, "test", seed=21, cache_dir=suite.cache)
-    again = run_reference(task, "test", seed=21, cache_dir=suite.cache)
-    other = run_reference(task, "test", seed=22, cache_dir=suite.cache)
+    first = run_reference(task, "test", seed=21)
+    again = run_reference(task, "test", seed=21)
+    other = run_reference(task, "test", seed=22)
 
     assert set(first.outputs) == {a.name for a in task.outputs}
     for arg in task.outputs:
@@ -132,7 +135,7 @@ def test_reference_is_deterministic_and_input_dependent(task_id: str, suite: Sui
 @pytest.mark.parametrize("task_id", TASK_IDS)
 def test_reference_runs_at_the_timing_size(task_id: str, suite: Suite) -> None:
     task = suite.tasks[task_id]
-    run = run_reference(task, "timing", seed=5, cache_dir=suite.cache)
+    run = run_reference(task, "timing", seed=5)
     for arg in task.outputs:
         out = run.outputs[arg.name]
         assert out.size == task.array_length(arg, "timing")
@@ -322,7 +325,7 @@ def emulated(suite: Suite) -> dict[tuple[str, str], str]:
                 task.model_dump(mode="json"),
                 params,
                 str(libraries[tid]),
-                str(build_reference(task, suite.cache)),
+                str(build_reference(task)),
             )
             for tid, task in suite.tasks.items()
             for name, params in emulation_sizes(task).items()
