@@ -52,8 +52,18 @@ MAX_VALUE_DEPTH = 32
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 DEFAULT_MAX_RESPONSE_BYTES = 5_000_000
 
-# Procedures a reader may call; everything else under CALL (dbms.*, db.*, apoc.*, ...) is refused.
+# Procedures a reader may call; everything else under CALL (dbms.*, db.*, apoc.*, ...) is refused. The
+# schema procedures (db.labels, db.propertyKeys, db.schema.*...) are not among them: they list every
+# label and property key, internal ones included (ApiKey, Job...); the schema a reader may see is
+# `graphdb.schema.read_schema` (MCP resource regraph://schema), which keeps to `READABLE_LABELS`.
 READ_PROCEDURES = frozenset(
+    {
+        "db.index.vector.querynodes",
+        "db.index.fulltext.querynodes",
+        "db.index.fulltext.queryrelationships",
+    }
+)
+SCHEMA_PROCEDURES = frozenset(
     {
         "db.labels",
         "db.relationshiptypes",
@@ -61,9 +71,6 @@ READ_PROCEDURES = frozenset(
         "db.schema.visualization",
         "db.schema.nodetypeproperties",
         "db.schema.reltypeproperties",
-        "db.index.vector.querynodes",
-        "db.index.fulltext.querynodes",
-        "db.index.fulltext.queryrelationships",
     }
 )
 # Node labels a reader may reach. ApiKey, Job, JobEvent and SchemaMigration are internal; AuditEntry
@@ -272,6 +279,12 @@ def _procedure_name(tokens: list[Token], start: int) -> tuple[str, str] | None:
     return written, written.lower()
 
 
+_SCHEMA_REFUSAL = (
+    "procedure {name!r} lists internal labels and properties too; the graph's schema for readers is "
+    "the MCP resource regraph://schema (readable labels: " + ", ".join(sorted(READABLE_LABELS)) + ")"
+)
+
+
 def check_read_only(query: str) -> None:
     """Raise `CypherRefusedError` unless `query` is a plain read (allowlisted procedures only).
 
@@ -299,6 +312,8 @@ def check_read_only(query: str) -> None:
             raise _refuse(f"{_REFUSED_WORDS[word]} (found {found!r}); only reads are allowed")
         if word == "CALL":
             name = _procedure_name(tokens, i + 1)
+            if name is not None and name[1] in SCHEMA_PROCEDURES:
+                raise _refuse(_SCHEMA_REFUSAL.format(name=name[0]))
             if name is not None and name[1] not in READ_PROCEDURES:
                 raise _refuse(
                     f"procedure {name[0]!r} is not allowed; allowed: {', '.join(sorted(READ_PROCEDURES))}"
