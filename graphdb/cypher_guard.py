@@ -467,11 +467,6 @@ class CypherUnavailableError(CypherQueryError):
     the server's trouble, not the query's (HTTP 503, not a query timeout)."""
 
 
-FETCH_SIZE = 10
-"""Rows the driver asks for at a time: what it holds beyond the rows kept is at most this many (a
-query of huge rows is cut at `max_response_bytes` after reading a few, not a hundred)."""
-
-
 class QueryCancel:
     """Stops a running `run_read_only` from another thread: `cancel()` shuts its Bolt connection down,
     so the thread waiting for an answer gets an error at once and the driver drops the connection
@@ -561,9 +556,7 @@ def run_read_only(
     check_read_only(query)
     check_parameters(params)
     try:
-        with driver.session(
-            database=database, default_access_mode=READ_ACCESS, fetch_size=FETCH_SIZE
-        ) as session:
+        with driver.session(database=database, default_access_mode=READ_ACCESS, fetch_size=100) as session:
             # Explicit transactions: no driver retries, and the timeout is the server's to enforce.
             with session.begin_transaction(timeout=seconds) as tx:
                 if cancel is not None:
