@@ -136,6 +136,23 @@ class ApiSettings(BaseSettings):
         False, description="mark the /ui session cookie Secure (set it when the API is served over HTTPS)"
     )
 
+    # One limiter for every face (api/limits.py): /v1, /ui and /mcp share these slots.
+    evaluation_max_concurrent: int = Field(
+        4,
+        ge=1,
+        le=256,
+        description="candidate evaluations (MCP evaluate_candidate, start_evaluation) at once",
+    )
+    evaluation_max_concurrent_per_key: int = Field(
+        2, ge=1, le=256, description="candidate evaluations one key may run at once (refused past it)"
+    )
+    slot_wait_s: float = Field(
+        5.0,
+        ge=0,
+        le=120,
+        description="longest a Cypher query or an evaluation waits for a free slot in all (then 503)",
+    )
+
     @field_validator("seed_graph", mode="before")
     @classmethod
     def _seed_graph_off(cls, value: object) -> object:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from neo4j import Driver, ManagedTransaction
 
+from api.limits import Limiter
 from api.settings import ApiSettings
 from graphdb.connection import GraphServer, GraphServerOptions, Neo4jTarget, open_graph
 from graphdb.errors import ImportConflictError, InvalidOperationError, StoreTimeoutError
@@ -245,6 +246,11 @@ class AppState:
     stopping: threading.Event = field(default_factory=threading.Event)  # set by close()
     _relabel_policy: RelabelPolicy | None = None
     _relabel_lock: threading.Lock = field(default_factory=threading.Lock)
+    # The slots every face (/v1, /ui, /mcp) takes Cypher queries and evaluations from (api/limits.py).
+    limiter: Limiter = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.limiter = Limiter.from_settings(self.settings)
 
     def relabel_policy(self) -> RelabelPolicy:
         """The relabeler's scoring policy (taxonomy and scorer from the settings), built on first use.

@@ -27,13 +27,16 @@ read-only there: layers 1, 2 and 4 are what keep a reader a reader.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import socket
+import threading
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from neo4j import READ_ACCESS, Driver
-from neo4j.exceptions import ClientError, DriverError, Neo4jError
+from neo4j.exceptions import ClientError, DriverError, Neo4jError, ServiceUnavailable, SessionExpired
 from neo4j.graph import Node, Path, Relationship
 from neo4j.time import Date, DateTime, Duration, Time
 from pydantic import BaseModel, Field
@@ -49,8 +52,18 @@ MAX_VALUE_DEPTH = 32
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 DEFAULT_MAX_RESPONSE_BYTES = 5_000_000
 
-# Procedures a reader may call; everything else under CALL (dbms.*, db.*, apoc.*, ...) is refused.
+# Procedures a reader may call; everything else under CALL (dbms.*, db.*, apoc.*, ...) is refused. The
+# schema procedures (db.labels, db.propertyKeys, db.schema.*...) are not among them: they list every
+# label and property key, internal ones included (ApiKey, Job...); the schema a reader may see is
+# `graphdb.schema.read_schema` (MCP resource regraph://schema), which keeps to `READABLE_LABELS`.
 READ_PROCEDURES = frozenset(
+    {
+        "db.index.vector.querynodes",
+        "db.index.fulltext.querynodes",
+        "db.index.fulltext.queryrelationships",
+    }
+)
+SCHEMA_PROCEDURES = frozenset(
     {
         "db.labels",
         "db.relationshiptypes",
@@ -58,9 +71,6 @@ READ_PROCEDURES = frozenset(
         "db.schema.visualization",
         "db.schema.nodetypeproperties",
         "db.schema.reltypeproperties",
-        "db.index.vector.querynodes",
-        "db.index.fulltext.querynodes",
-        "db.index.fulltext.queryrelationships",
     }
 )
 # Node labels a reader may reach. ApiKey, Job, JobEvent and SchemaMigration are internal; AuditEntry
@@ -154,6 +164,26 @@ def _end_of_quoted(query: str, start: int, quote: str) -> int:
     raise _refuse(f"a quoted {what} opened at offset {start} is never closed")
 
 
+# Characters that end a line in some reader of the text: Neo4j's lexer ends a `//` comment at CR as well
+# as LF, and other tools at the Unicode line and paragraph separators. A comment is accepted only when
+# it ends at LF (or CR LF), where every reader agrees; anything else could hide text from this check.
+_LINE_BREAKS = re.compile("[\n\r\x0b\x0c\x85\u2028\u2029]")
+
+
+def _end_of_line_comment(query: str, start: int) -> int:
+    """Index just past the `//` comment at `start` (its line break included); refuses a comment that
+    ends at anything but a newline (LF or CR LF), where Neo4j and this lexer could disagree."""
+    match = _LINE_BREAKS.search(query, start)
+    if match is None:
+        return len(query)
+    end = match.start()
+    if query[end] == "\n" or query.startswith("\r\n", end):
+        return end + (1 if query[end] == "\n" else 2)
+    raise _refuse(
+        f"the comment at offset {start} ends at {query[end]!r}: end // comments with a newline (\\n)"
+    )
+
+
 def tokenize(query: str) -> list[Token]:
     """The query's tokens, without whitespace and comments, as Neo4j's lexer would split them.
 
@@ -172,8 +202,7 @@ def tokenize(query: str) -> list[Token]:
         if c.isspace():
             i += 1
         elif query.startswith("//", i):
-            end = query.find("\n", i)
-            i = n if end < 0 else end + 1
+            i = _end_of_line_comment(query, i)
         elif query.startswith("/*", i):
             end = query.find("*/", i + 2)
             if end < 0:
@@ -250,6 +279,12 @@ def _procedure_name(tokens: list[Token], start: int) -> tuple[str, str] | None:
     return written, written.lower()
 
 
+_SCHEMA_REFUSAL = (
+    "procedure {name!r} lists internal labels and properties too; the graph's schema for readers is "
+    "the MCP resource regraph://schema (readable labels: " + ", ".join(sorted(READABLE_LABELS)) + ")"
+)
+
+
 def check_read_only(query: str) -> None:
     """Raise `CypherRefusedError` unless `query` is a plain read (allowlisted procedures only).
 
@@ -277,6 +312,8 @@ def check_read_only(query: str) -> None:
             raise _refuse(f"{_REFUSED_WORDS[word]} (found {found!r}); only reads are allowed")
         if word == "CALL":
             name = _procedure_name(tokens, i + 1)
+            if name is not None and name[1] in SCHEMA_PROCEDURES:
+                raise _refuse(_SCHEMA_REFUSAL.format(name=name[0]))
             if name is not None and name[1] not in READ_PROCEDURES:
                 raise _refuse(
                     f"procedure {name[0]!r} is not allowed; allowed: {', '.join(sorted(READ_PROCEDURES))}"
@@ -425,7 +462,52 @@ def to_json(value: Any, _depth: int = 0) -> Any:
 # -- the path ----------------------------------------------------------------------------------------
 
 
-def _translate(e: Exception, timeout_s: float) -> CypherGuardError:
+class CypherUnavailableError(CypherQueryError):
+    """The database did not answer the query (gone, paused, unreachable) or its call was abandoned:
+    the server's trouble, not the query's (HTTP 503, not a query timeout)."""
+
+
+class QueryCancel:
+    """Stops a running `run_read_only` from another thread: `cancel()` shuts its Bolt connection down,
+    so the thread waiting for an answer gets an error at once and the driver drops the connection
+    from its pool (Neo4j ends the transaction of a closed connection). Used when the caller gives up
+    (client gone, request cancelled, past its limit plus the backstop)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._socket: socket.socket | None = None
+        self.cancelled = False
+
+    def _attach(self, tx: Any) -> None:
+        # The driver keeps its socket private; a driver without it leaves only the server's timeout.
+        raw = getattr(getattr(getattr(tx, "_connection", None), "socket", None), "_socket", None)
+        with self._lock:
+            self._socket = raw if isinstance(raw, socket.socket) else None
+            if self.cancelled:
+                self._shut()
+
+    def _detach(self) -> None:
+        # Before the transaction ends: then the connection goes back to the pool, for someone else.
+        with self._lock:
+            self._socket = None
+
+    def _shut(self) -> None:
+        if self._socket is not None:
+            with contextlib.suppress(OSError):
+                self._socket.shutdown(socket.SHUT_RDWR)
+
+    def cancel(self) -> None:
+        """Stop the query now (a later `_attach` stops it too); safe from any thread, more than once."""
+        with self._lock:
+            self.cancelled = True
+            self._shut()
+
+
+def _translate(e: Exception, timeout_s: float, cancel: QueryCancel | None = None) -> CypherGuardError:
+    if cancel is not None and cancel.cancelled:
+        return CypherUnavailableError("the query was stopped: its caller gave up waiting for it")
+    if isinstance(e, (ServiceUnavailable, SessionExpired, OSError)):
+        return CypherUnavailableError(f"the graph database is not answering: {e}")
     if isinstance(e, ClientError):
         code = e.code or ""
         if "TransactionTimedOut" in code or "Terminated" in code:
@@ -447,6 +529,7 @@ def run_read_only(
     limits: CypherLimits | None = None,
     row_limit: int | None = None,
     timeout_s: float | None = None,
+    cancel: QueryCancel | None = None,
 ) -> CypherResult:
     """Run a reader's `query` with `parameters` through every layer; the one read-only Cypher path.
 
@@ -458,11 +541,13 @@ def run_read_only(
         database: the database to read.
         limits: rows, seconds and response bytes (`CypherLimits()` when None); `row_limit` and
             `timeout_s`, when given, override the matching field.
+        cancel: lets another thread stop the query and free its connection at once (`QueryCancel`).
 
     Returns the rows (at most `row_limit`, at most `max_response_bytes` of JSON; `truncated` says
     more were available). Raises `CypherRefusedError` (not a read, or over an input limit),
-    `CypherTimeoutError` (stopped by the server at the timeout) or `CypherQueryError` (anything else
-    the database reported, or a row larger than the response limit by itself).
+    `CypherTimeoutError` (stopped by the server at the timeout), `CypherUnavailableError` (the
+    database did not answer, or the query was cancelled) or `CypherQueryError` (anything else the
+    database reported, or a row larger than the response limit by itself).
     """
     limits = limits or CypherLimits()
     rows_max = row_limit if row_limit is not None else limits.row_limit
@@ -474,29 +559,45 @@ def run_read_only(
         with driver.session(database=database, default_access_mode=READ_ACCESS, fetch_size=100) as session:
             # Explicit transactions: no driver retries, and the timeout is the server's to enforce.
             with session.begin_transaction(timeout=seconds) as tx:
-                summary = tx.run("EXPLAIN " + query, params).consume()
-                check_plan(summary.query_type, summary.plan)
+                if cancel is not None:
+                    cancel._attach(tx)
+                try:
+                    summary = tx.run("EXPLAIN " + query, params).consume()
+                    check_plan(summary.query_type, summary.plan)
+                finally:
+                    if cancel is not None:
+                        cancel._detach()
             with session.begin_transaction(timeout=seconds) as tx:
-                result = tx.run(query, params)
-                columns = list(result.keys())
-                rows: list[dict[str, Any]] = []
-                truncated = False
-                size = 0
-                for record in result:
-                    if len(rows) >= rows_max:
-                        truncated = True
-                        break
-                    row = {k: to_json(record[k]) for k in columns}
-                    size += len(json.dumps(row, default=str))
-                    if size > limits.max_response_bytes:
-                        if not rows:
-                            raise CypherQueryError(
-                                f"the first row alone is over the response limit of {limits.max_response_bytes} bytes"
-                            )
-                        truncated = True
-                        break
-                    rows.append(row)
+                if cancel is not None:
+                    cancel._attach(tx)
+                try:
+                    columns, rows, truncated = _read_rows(tx.run(query, params), rows_max, limits)
+                finally:
+                    if cancel is not None:
+                        cancel._detach()
                 tx.rollback()
     except (Neo4jError, DriverError, OSError) as e:
-        raise _translate(e, seconds) from e
+        raise _translate(e, seconds, cancel) from e
     return CypherResult(columns=columns, rows=rows, truncated=truncated, row_limit=rows_max)
+
+
+def _read_rows(
+    result: Any, rows_max: int, limits: CypherLimits
+) -> tuple[list[str], list[dict[str, Any]], bool]:
+    """The columns, the rows kept (within `rows_max` and the response bytes) and whether more came."""
+    columns = list(result.keys())
+    rows: list[dict[str, Any]] = []
+    size = 0
+    for record in result:
+        if len(rows) >= rows_max:
+            return columns, rows, True
+        row = {k: to_json(record[k]) for k in columns}
+        size += len(json.dumps(row, default=str))
+        if size > limits.max_response_bytes:
+            if not rows:
+                raise CypherQueryError(
+                    f"the first row alone is over the response limit of {limits.max_response_bytes} bytes"
+                )
+            return columns, rows, True
+        rows.append(row)
+    return columns, rows, False

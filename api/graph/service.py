@@ -44,7 +44,7 @@ from api.graph.protocol import (
     TransitionList,
     TransitionPublic,
 )
-from graphdb.cypher_guard import CypherLimits, run_read_only
+from graphdb.cypher_guard import CypherLimits, CypherUnavailableError, QueryCancel, run_read_only
 from graphdb.errors import (
     ApiKeyNotFoundError,
     CypherGuardError,
@@ -477,12 +477,19 @@ def check_export(export: GraphExport) -> None:
         raise InvalidGraphRequestError(f"the export is inconsistent, nothing was imported: {shown}")
 
 
-def run_cypher(driver: Driver, database: str, request: CypherRequest, limits: CypherLimits) -> CypherResponse:
+def run_cypher(
+    driver: Driver,
+    database: str,
+    request: CypherRequest,
+    limits: CypherLimits,
+    cancel: QueryCancel | None = None,
+) -> CypherResponse:
     """Run a reader's query read-only: the HTTP and MCP faces of `graphdb.cypher_guard.run_read_only`.
 
     `limits` are the server's (rows, seconds, response bytes); the request may only lower the first
-    two. Raises `QueryRefusedError` (not a read, or over an input limit), `QueryTimedOutError` or
-    `QueryFailedError`; never a driver error.
+    two; `cancel` stops it from another thread. Raises `QueryRefusedError` (not a read, or over an input
+    limit), `QueryTimedOutError`, `QueryFailedError` or `GraphUnavailableError` (the database did not
+    answer, or the query was cancelled); never a driver error.
     """
     row_limit = min(request.row_limit or limits.row_limit, limits.row_limit)
     timeout_s = min(request.timeout_s or limits.timeout_s, limits.timeout_s)
@@ -493,7 +500,10 @@ def run_cypher(driver: Driver, database: str, request: CypherRequest, limits: Cy
             request.parameters,
             database=database,
             limits=replace(limits, row_limit=row_limit, timeout_s=timeout_s),
+            cancel=cancel,
         )
+    except CypherUnavailableError as e:
+        raise GraphUnavailableError(str(e)) from e
     except CypherRefusedError as e:
         raise QueryRefusedError(str(e)) from e
     except CypherTimeoutError as e:

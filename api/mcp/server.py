@@ -19,7 +19,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
-from api.auth import Caller
+from api.auth import ANONYMOUS, Caller
 from api.mcp.evaluations import EvaluationJobs
 from api.mcp.service import (
     McpForbiddenError,
@@ -207,7 +207,8 @@ def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf, evaluations: Ev
     ) -> dict[str, Any]:
         """Run a read-only Cypher query (schema: resource regraph://schema). Writes, administration and
         unlisted procedures are refused; the query runs in a read transaction with a timeout and a row cap."""
-        return await tool_call(ctx, lambda s: s.cypher(query, parameters or {}, row_limit))
+        key = caller_of(ctx.request_context).key_id or ANONYMOUS  # the same slots as /v1/cypher and /ui
+        return await tool_call(ctx, lambda s: s.cypher(key, query, parameters or {}, row_limit))
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
     async def evaluate_candidate(
@@ -218,10 +219,16 @@ def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf, evaluations: Ev
         GPU the verdict is compile-only and never a pass. Sends progress notifications while it runs."""
 
         caller = caller_of(ctx.request_context)
+        key = caller.key_id or ANONYMOUS
 
         async def run(s: ReasoningGraphService) -> dict[str, Any]:
             judged = await s.evaluate(
-                source, task_ref=task_ref, task=task, progress=_progress(ctx), caller_id=caller.job_owner
+                source,
+                task_ref=task_ref,
+                task=task,
+                slot=key,
+                progress=_progress(ctx),
+                caller_id=caller.job_owner,
             )
             return s.capped(dump(judged))
 
@@ -239,13 +246,27 @@ def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf, evaluations: Ev
         async def start(s: ReasoningGraphService) -> dict[str, Any]:
             resolved = s.resolve_task(task_ref, task)
 
+            # The slot is taken now (refused at once past the key's share) and held until the job ends.
+            ticket = s.evaluation_slot(caller.key_id or ANONYMOUS)
+
             async def evaluate(progress: ProgressReporter) -> dict[str, Any]:
                 judged = await s.evaluate(
-                    source, task_ref=task_ref, task=task, progress=progress, caller_id=caller.job_owner
+                    source,
+                    task_ref=task_ref,
+                    task=task,
+                    slot=ticket,
+                    progress=progress,
+                    caller_id=caller.job_owner,
                 )
                 return s.capped(dump(judged))
 
-            job = evaluations.start(caller.job_owner, resolved.id, evaluate)
+            try:
+                job = evaluations.start(caller.job_owner, resolved.id, evaluate)
+            except BaseException:
+                ticket.release()
+                raise
+            assert job.task is not None
+            job.task.add_done_callback(lambda _task: ticket.release())
             return {
                 **job.public(),
                 "hint": "follow it with evaluation_status(evaluation_id, wait_s=...), cancel with "

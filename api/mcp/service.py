@@ -31,15 +31,15 @@ from api.graph.service import (
     GraphServiceError,
     GraphUnavailableError,
     InvalidGraphRequestError,
-    run_cypher,
 )
+from api.limits import LimitError, Ticket
 from api.mcp.protocol import CandidateEvaluationPublic, JobStatus, McpSettings
 from api.optimize.protocol import JobPublic, OptimizeCreate, OptimizeResult
 from api.optimize.service import JobService, OptimizeError, Subscription, resolve_task
+from api.routers.cypher import run_reader_cypher
 from api.state import AppState
 from executor.client import AsyncExecutorClient, ExecutorClientError
 from executor.protocol import Task
-from graphdb.cypher_guard import CypherLimits
 from graphdb.errors import GraphDBError
 from graphdb.jobs import JobEventRecord
 from graphdb.models import ReviewStatus, Role, StepVerdict
@@ -79,6 +79,10 @@ class McpForbiddenError(McpServiceError):
 
 class McpUnavailableError(McpServiceError):
     """A service behind the tool (graph, executor, job store) is not there or did not answer in time."""
+
+
+class McpLimitError(McpServiceError):
+    """The caller's key (or the whole server) already runs as many calls of this kind as it may."""
 
 
 # -- result size ------------------------------------------------------------------------------------------
@@ -343,32 +347,23 @@ class ReasoningGraphService:
             data["note"] = f"only the first {EXAMPLE_SCAN_LIMIT} examples were filtered"
         return self.capped(data)
 
-    async def cypher(self, query: str, parameters: dict[str, Any], row_limit: int | None) -> dict[str, Any]:
-        """A read-only Cypher query through the path of /v1/cypher: its lexical guard, Neo4j's EXPLAIN verdict,
-        a read transaction with a server-side timeout, and its row and byte limits."""
+    async def cypher(
+        self, key: str, query: str, parameters: dict[str, Any], row_limit: int | None
+    ) -> dict[str, Any]:
+        """A read-only Cypher query of `key` through the path of /v1/cypher: its lexical guard, Neo4j's EXPLAIN
+        verdict, a read transaction with a server-side timeout, its row and byte limits, and the same
+        slots (`api.limits`): a call cancelled or past its limit stops its query and frees its connection."""
         try:
             request = CypherRequest(query=query, parameters=parameters, row_limit=row_limit)
         except ValidationError as e:
             raise McpInputError(f"invalid arguments: {e}") from e
         settings = self.state.settings
-        limits = CypherLimits(
-            row_limit=settings.cypher_row_limit,
-            timeout_s=settings.cypher_timeout_s,
-            max_response_bytes=settings.cypher_max_response_bytes,
-        )
-        # The query carries its own server-side timeout; the backstop is for a server that never answers.
         try:
-            response = await self._bounded(
-                settings.cypher_timeout_s,
-                lambda: anyio.to_thread.run_sync(
-                    run_cypher,
-                    self.state.driver,
-                    self.state.target.database,
-                    request,
-                    limits,
-                    abandon_on_cancel=True,
-                ),
-            )
+            response = await run_reader_cypher(self.state, key, request)
+        except LimitError as e:
+            raise McpLimitError(str(e)) from e
+        except GraphUnavailableError as e:
+            raise McpUnavailableError(str(e)) from e
         except GraphServiceError as e:
             raise McpInputError(str(e)) from e
         data = dump(response)
@@ -452,17 +447,42 @@ class ReasoningGraphService:
         *,
         task_ref: str | None,
         task: dict[str, Any] | None,
+        slot: str | Ticket,
         progress: ProgressReporter = NO_PROGRESS,
         caller_id: str | None = None,
     ) -> CandidateEvaluationPublic:
         """Judge `source` against a task on the executor: compiled, checked and timed where it has a GPU
-        (on behalf of `caller_id`, the key whose share of the executor's slots it takes)."""
+        (on behalf of `caller_id`, the key whose share of the executor's slots it takes).
+
+        It runs under an evaluation slot (`api.limits`): `slot` is the caller's key (a slot is taken for
+        the call, refused past the key's share) or a slot the caller already holds (and gives back)."""
         url = self.state.settings.executor_url
         if url is None:
             raise McpUnavailableError(
                 "no executor is configured: set REGRAPH_EXECUTOR_URL (or start the stack with `regraph up`)"
             )
         resolved = self._task(task_ref, task)
+        if isinstance(slot, Ticket):
+            return await self._evaluate(source, resolved, progress)
+        try:
+            held = self.state.limiter.slot("evaluation", slot)
+            async with held:
+                return await self._evaluate(source, resolved, progress)
+        except LimitError as e:
+            raise McpLimitError(str(e)) from e
+
+    def evaluation_slot(self, key: str) -> Ticket:
+        """One of `key`'s evaluation slots now (for an evaluation started as a job), or `McpLimitError`."""
+        try:
+            return self.state.limiter.take("evaluation", key)
+        except LimitError as e:
+            raise McpLimitError(str(e)) from e
+
+    async def _evaluate(
+        self, source: str, resolved: Task, progress: ProgressReporter
+    ) -> CandidateEvaluationPublic:
+        url = self.state.settings.executor_url
+        assert url is not None
         started = time.monotonic()
         # The async client: cancelling this call (cancel_evaluation, a client gone, shut-down) closes the
         # executor request with it, so no thread is left waiting minutes for a verdict nobody reads.

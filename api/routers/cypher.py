@@ -8,25 +8,25 @@ server-side timeout (REGRAPH_CYPHER_TIMEOUT_S), and caps on rows (REGRAPH_CYPHER
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 
-import anyio
 from fastapi import APIRouter, Request
 
 from api.auth import ANONYMOUS, RequireReader
-from api.deps import DriverDep, StateDep
-from api.errors import ApiError, BadRequestError, responses
+from api.deps import StateDep
+from api.errors import ApiError, BadRequestError, ServiceUnavailableError, responses
 from api.graph.protocol import CypherRequest, CypherResponse
 from api.graph.service import (
+    GraphUnavailableError,
     QueryFailedError,
     QueryRefusedError,
     QueryTimedOutError,
     run_cypher,
 )
+from api.limits import KeyBusyError, LimitError
 from api.settings import ApiSettings
-from graphdb.cypher_guard import CypherLimits
+from api.state import GRAPH_BACKSTOP_S, AppState
+from graphdb.cypher_guard import CypherLimits, QueryCancel
 
 router = APIRouter(prefix="/v1", tags=["cypher"])
 
@@ -38,40 +38,33 @@ class TooManyQueriesError(ApiError):
     error_type = "rate_limited"
 
 
-class CypherSlots:
-    """How many reader queries run at once: in all (their own threads, so that health checks and
-    other routes never wait behind them) and per key (429 past it)."""
+async def run_reader_cypher(
+    state: AppState,
+    key: str,
+    body: CypherRequest,
+    *,
+    disconnected: Callable[[], Awaitable[bool]] | None = None,
+) -> CypherResponse:
+    """A reader's query under the app's limiter: the one way every face (/v1, /ui, /mcp) runs Cypher.
 
-    def __init__(self, total: int, per_key: int) -> None:
-        """At most `total` queries run at once (others wait), at most `per_key` of one key (others get 429)."""
-        self.limiter = anyio.CapacityLimiter(total)
-        self.per_key = per_key
-        self.running: Counter[str] = Counter()
-
-    @asynccontextmanager
-    async def slot(self, key: str) -> AsyncIterator[anyio.CapacityLimiter]:
-        """Hold one of `key`'s slots for the block; yields the thread limiter to run the query under."""
-        if self.running[key] >= self.per_key:
-            raise TooManyQueriesError(
-                f"this key already runs {self.per_key} Cypher queries; wait for one to finish",
-                headers={"Retry-After": "1"},
-            )
-        self.running[key] += 1
-        try:
-            yield self.limiter
-        finally:
-            self.running[key] -= 1
-            if self.running[key] <= 0:
-                del self.running[key]
-
-
-def cypher_slots(request: Request, total: int, per_key: int) -> CypherSlots:
-    """The app's query slots (made on first use)."""
-    slots: CypherSlots | None = getattr(request.app.state, "cypher_slots", None)
-    if slots is None:
-        slots = CypherSlots(total, per_key)
-        request.app.state.cypher_slots = slots
-    return slots
+    It takes one of `key`'s Cypher slots (`api.limits`), runs in a thread of its own that frees the slot
+    when it ends, and is stopped, its connection shut, when the caller gives up: cancelled, client gone
+    (`disconnected`), or no answer within the query's limit plus `GRAPH_BACKSTOP_S` (a silent or paused
+    database, a value Neo4j cannot send). Raises `QueryRefusedError`, `QueryFailedError`,
+    `GraphUnavailableError` or a `LimitError`.
+    """
+    settings = state.settings
+    limits = cypher_limits(settings)
+    timeout_s = min(body.timeout_s or limits.timeout_s, limits.timeout_s)
+    cancel = QueryCancel()
+    return await state.limiter.run_in_thread(
+        "cypher",
+        key,
+        lambda: run_cypher(state.driver, state.target.database, body, limits, cancel),
+        limit_s=timeout_s + GRAPH_BACKSTOP_S,
+        abandon=cancel.cancel,
+        disconnected=disconnected,
+    )
 
 
 class CypherRefusedApiError(BadRequestError):
@@ -98,16 +91,13 @@ class CypherTimeoutApiError(BadRequestError):
     responses=responses(400, 413, 429),
 )
 async def cypher(
-    body: CypherRequest, caller: RequireReader, state: StateDep, driver: DriverDep, request: Request
+    body: CypherRequest, caller: RequireReader, state: StateDep, request: Request
 ) -> CypherResponse:
-    settings = state.settings
-    slots = cypher_slots(request, settings.cypher_max_concurrent, settings.cypher_max_concurrent_per_key)
     try:
-        async with slots.slot(caller.key_id or ANONYMOUS) as limiter:
-            return await anyio.to_thread.run_sync(
-                run_cypher, driver, state.target.database, body, cypher_limits(settings), limiter=limiter
-            )
-    except (QueryRefusedError, QueryFailedError) as e:
+        return await run_reader_cypher(
+            state, caller.key_id or ANONYMOUS, body, disconnected=request.is_disconnected
+        )
+    except (QueryRefusedError, QueryFailedError, GraphUnavailableError, LimitError) as e:
         raise cypher_api_error(e) from e
 
 
@@ -120,10 +110,18 @@ def cypher_limits(settings: ApiSettings) -> CypherLimits:
     )
 
 
-def cypher_api_error(error: QueryRefusedError | QueryFailedError) -> ApiError:
-    """The HTTP error of a refused or failed query (the /ui console shows the same type and message)."""
+def cypher_api_error(
+    error: QueryRefusedError | QueryFailedError | GraphUnavailableError | LimitError,
+) -> ApiError:
+    """The HTTP error of a refused, failed or limited query (the /ui console shows the same type and message)."""
     if isinstance(error, QueryRefusedError):
         return CypherRefusedApiError(str(error))
     if isinstance(error, QueryTimedOutError):
         return CypherTimeoutApiError(str(error))
+    if isinstance(error, KeyBusyError):
+        return TooManyQueriesError(str(error), headers={"Retry-After": str(error.retry_after_s)})
+    if isinstance(error, LimitError):  # no slot in all, the database silent past the limit, client gone
+        return ServiceUnavailableError(str(error), headers={"Retry-After": str(error.retry_after_s)})
+    if isinstance(error, GraphUnavailableError):
+        return ServiceUnavailableError(str(error), headers={"Retry-After": "5"})
     return CypherFailedApiError(str(error))

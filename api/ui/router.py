@@ -26,7 +26,7 @@ from fastapi.templating import Jinja2Templates
 from pydantic import ValidationError
 from starlette.datastructures import FormData, UploadFile
 
-from api.auth import Caller, get_graph_service
+from api.auth import ANONYMOUS, Caller, get_graph_service
 from api.deps import StateDep
 from api.errors import ServiceUnavailableError
 from api.graph.protocol import (
@@ -46,8 +46,8 @@ from api.graph.service import (
     InvalidApiKeyError,
     QueryFailedError,
     QueryRefusedError,
-    run_cypher,
 )
+from api.limits import LimitError
 from api.optimize.protocol import JobPublic, OptimizeCreate
 from api.optimize.service import JobService, OptimizeError
 from api.relabel.protocol import (
@@ -58,7 +58,7 @@ from api.relabel.protocol import (
     QueueList,
     QueueMerge,
 )
-from api.routers.cypher import cypher_api_error, cypher_limits
+from api.routers.cypher import cypher_api_error, run_reader_cypher
 from api.routers.optimize import api_error as optimize_api_error
 from api.routers.optimize import event_stream_response
 from api.routers.relabel import RelabelServiceDep
@@ -736,12 +736,14 @@ def build_router(sessions: SessionStore, settings: ApiSettings) -> APIRouter:
         except (ValueError, ValidationError) as e:
             error = {"type": "invalid_request", "message": f"the query or its parameters are not valid: {e}"}
         else:
-            limits = cypher_limits(settings)
-            try:
-                result = await _in_thread(
-                    lambda: run_cypher(state.driver, state.target.database, body, limits)
+            try:  # the same slots as /v1/cypher and the MCP tool (api/limits.py)
+                result = await run_reader_cypher(
+                    state,
+                    visit.caller.key_id or ANONYMOUS,
+                    body,
+                    disconnected=visit.request.is_disconnected,
                 )
-            except (QueryRefusedError, QueryFailedError) as e:
+            except (QueryRefusedError, QueryFailedError, GraphUnavailableError, LimitError) as e:
                 api = cypher_api_error(e)
                 error = {"type": api.error_type, "status": api.status_code, "message": api.message}
         return visit.render(

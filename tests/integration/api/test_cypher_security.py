@@ -176,7 +176,6 @@ def test_layer2_passes_reads(
     neo4j_driver: Driver, neo4j_target: Neo4jTarget, tokens: dict[Role, str]
 ) -> None:
     explain(neo4j_driver, neo4j_target, "MATCH (t:Technique {name: 'a'})-[:TRANSITION]->(n) RETURN n")
-    explain(neo4j_driver, neo4j_target, "CALL db.labels() YIELD label RETURN label")
     explain(neo4j_driver, neo4j_target, "MATCH (n) RETURN count(n)")
 
 

@@ -81,7 +81,6 @@ def test_reads_pass() -> None:
     check_read_only(
         "CALL db.index.fulltext.queryNodes('technique_text', 'tiling') YIELD node RETURN node.name"
     )
-    check_read_only("CALL `db`.`labels`() YIELD label RETURN label")
     check_read_only("MATCH (t:Technique) CALL (t) { RETURN t.name AS n } RETURN n")
     check_read_only("RETURN " + "[" * MAX_QUERY_NESTING + "1" + "]" * MAX_QUERY_NESTING + " AS x")
     check_read_only("RETURN " + " - ".join(["1"] * 200) + " AS x")
