@@ -463,11 +463,11 @@ class ReasoningGraphService:
             )
         resolved = self._task(task_ref, task)
         if isinstance(slot, Ticket):
-            return await self._evaluate(source, resolved, progress)
+            return await self._evaluate(source, resolved, progress, caller_id)
         try:
             held = self.state.limiter.slot("evaluation", slot)
             async with held:
-                return await self._evaluate(source, resolved, progress)
+                return await self._evaluate(source, resolved, progress, caller_id)
         except LimitError as e:
             raise McpLimitError(str(e)) from e
 
@@ -479,7 +479,7 @@ class ReasoningGraphService:
             raise McpLimitError(str(e)) from e
 
     async def _evaluate(
-        self, source: str, resolved: Task, progress: ProgressReporter
+        self, source: str, resolved: Task, progress: ProgressReporter, caller_id: str | None
     ) -> CandidateEvaluationPublic:
         url = self.state.settings.executor_url
         assert url is not None
