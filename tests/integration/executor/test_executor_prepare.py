@@ -40,9 +40,7 @@ def saxpy() -> FunctionTask | KernelTask:
 @pytest.fixture
 def builds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A g++ on PATH that logs each call's arguments and runs the real one; the log's path."""
-    real = next(
-        Path(d) / "g++" for d in os.environ["PATH"].split(os.pathsep) if (Path(d) / "g++").is_file()
-    )
+    real = next(Path(d) / "g++" for d in os.environ["PATH"].split(os.pathsep) if (Path(d) / "g++").is_file())
     bin_dir, log = tmp_path / "bin", tmp_path / "gxx.log"
     bin_dir.mkdir()
     wrapper = bin_dir / "g++"
