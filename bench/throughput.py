@@ -471,7 +471,7 @@ def _cores(fleet: Fleet | None) -> dict[str, str | None]:
     if fleet is None:
         return {}
     described = asyncio.run(fleet.describe())
-    return {str(d.get("replica")): d.get("cores") for d in described}  # type: ignore[misc]
+    return {str(d.get("replica")): d.get("cores") for d in described}
 
 
 # --- probe mode: every task's known-good candidate once, then again ------------------------------

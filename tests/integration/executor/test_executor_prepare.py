@@ -55,8 +55,10 @@ def _reference_builds(log: Path) -> int:
     return sum("reference.cpp" in line for line in log.read_text().splitlines())
 
 
-def _settings(cache: Path, **extra: object) -> ExecutorSettings:
-    return ExecutorSettings(cache_dir=cache, runtime="host", run_timeout_s=60, prewarm_workers=False, **extra)
+def _settings(cache: Path, prepare_tasks: bool = True) -> ExecutorSettings:
+    return ExecutorSettings(
+        cache_dir=cache, runtime="host", run_timeout_s=60, prewarm_workers=False, prepare_tasks=prepare_tasks
+    )
 
 
 def test_two_executors_preparing_one_task_at_once_build_store_and_time_it_once(
