@@ -44,7 +44,7 @@ pack() {
 }
 {
   echo "GPUs: $N; sizes: $SIZES; runtime: $RUNTIME; $BENCH s per size; deadline $DEADLINE s"
-  echo "cores: $(nproc); NUMA nodes: $(ls -d /sys/devices/system/node/node[0-9]* 2>/dev/null | wc -l)"
+  echo "cores: $(nproc); NUMA nodes: $(ls -d /sys/devices/system/node/node[0-9]* 2>/dev/null | wc -l); kernel $(uname -r) (4.4.0: gVisor)"
   nvidia-smi topo -m 2>/dev/null | head -12
 } | tee -a "$OUT/env.txt"
 summary "# Scaling on $N GPUs ($(date -u +%FT%TZ))\n\n\`\`\`\n$(cat "$OUT/env.txt")\n\`\`\`"

@@ -187,6 +187,10 @@ def pin_replica(visible: str | None = None) -> list[int] | None:
     cores = plan[indices.index(mine)]
     if not cores:
         return None
-    pin_process(cores)
+    try:
+        pin_process(cores)
+    except OSError as e:  # a sandbox that refuses affinities (gVisor may): the replica runs unpinned
+        logger.warning("could not pin to cores %s: %s", format_cpulist(cores), e)
+        return None
     logger.info("pinned to cores %s (GPU %s of %d)", format_cpulist(cores), mine, len(gpus))
     return cores
