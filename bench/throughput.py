@@ -266,6 +266,7 @@ async def _drain(
     fleet: Fleet | None,
     kill_after: int | None,
     max_seconds: float | None = None,
+    hard_stop: bool = False,
 ) -> list[Result]:
     queue: asyncio.Queue[tuple[int, QueueItem]] = asyncio.Queue()
     for i, item in enumerate(items):
@@ -301,8 +302,16 @@ async def _drain(
 
     headers = {"content-type": "application/json"}
     async with httpx.AsyncClient(base_url=url, timeout=1200, headers=headers) as http:
-        await asyncio.gather(*(caller(http) for _ in range(clients)))
-    return [r for r in results if r is not None]  # those started before the time was up
+        callers = [asyncio.ensure_future(caller(http)) for _ in range(clients)]
+        if hard_stop and max_seconds:
+            # At the window's end the calls still in flight are dropped (their connections closed, so
+            # the executor stops them): the verdicts are those of the window, and the next fleet size
+            # does not wait for a tail of first evaluations and hangs.
+            _, pending = await asyncio.wait(callers, timeout=max_seconds)
+            for task in pending:
+                task.cancel()
+        await asyncio.gather(*callers, return_exceptions=True)
+    return [r for r in results if r is not None]  # those started (or, hard_stop, ended) in the window
 
 
 def _stat(values: list[float]) -> dict[str, float | None]:
@@ -453,7 +462,16 @@ def run_queue(args: argparse.Namespace, items: list[QueueItem], replicas: int, c
         with serving(app) as url, GpuSampler() as sampler:
             start = time.perf_counter()
             results = asyncio.run(
-                _drain(url, items, options, args.clients * replicas, fleet, args.kill_after, args.max_seconds)
+                _drain(
+                    url,
+                    items,
+                    options,
+                    args.clients * replicas,
+                    fleet,
+                    args.kill_after,
+                    args.max_seconds,
+                    args.hard_stop,
+                )
             )
             wall = time.perf_counter() - start
     finally:
@@ -501,7 +519,9 @@ def run_probe(args: argparse.Namespace, dirs: list[Path], replicas: int, cache: 
             for name in ("first", "second"):
                 start = time.perf_counter()
                 results = asyncio.run(
-                    _drain(url, items, options, args.probe_clients, None, None, args.max_seconds)
+                    _drain(
+                        url, items, options, args.probe_clients, None, None, args.max_seconds, args.hard_stop
+                    )
                 )
                 wall = time.perf_counter() - start
                 summary = summarize(results, wall, replicas, steady_after_s=0.0)
@@ -855,6 +875,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--options", default="{}", help="EvaluationOptions fields as JSON")
     parser.add_argument(
         "--max-seconds", type=float, default=None, help="stop starting candidates after this (per fleet size)"
+    )
+    parser.add_argument(
+        "--hard-stop",
+        action="store_true",
+        help="at --max-seconds, drop the calls in flight instead of waiting for them (a window of exactly that)",
     )
     parser.add_argument(
         "--steady-after",

@@ -9,6 +9,10 @@
 #   2. the first-pass/second-pass probe: every task's known-good candidate once on a fresh fleet of
 #      PROBE_REPLICAS (default: the largest size), then again, by PROBE_CLIENTS (16) callers; the first
 #      pass's rate apart (a pass is cut at what is left of the deadline, and says how many it finished).
+#      With three 150 s windows the probe does not fit in 600 s: run it in a call of its own with SIZES=0
+#      (about 150 s on four replicas: ~40 s to install, ~15 s to start, two passes).
+# Each window ends hard (--hard-stop): the calls still in flight at its end are dropped, not waited for,
+# so a size takes its window plus ~20 s (the fleet's start and stop) and the next size starts on time.
 # Returns at most 5 files in $OUT: summary.md (every table), scaling_results.tar.gz (JSONs with every
 # verdict's record, logs; packed again after each step, so a call cut short still brings back what it
 # finished), env.txt, and pycuda's wheel and build log only when pycuda had to be built.
@@ -55,10 +59,11 @@ trap 'ray stop --force >/dev/null 2>&1; pack' EXIT
 # 1. The mixed queue on each fleet size: a size is run only when its window and a start fit.
 nsizes=$(echo "$SIZES" | tr ',' '\n' | wc -l)
 for n in $(echo "$SIZES" | tr ',' ' '); do
+  [ "$n" = 0 ] && continue  # SIZES=0: the probe alone
   if [ "$(left)" -lt $(( BENCH + 25 )) ]; then summary "\n## $n replicas: skipped ($(left) s left)"; continue; fi
   timeout $(( $(left) > 0 ? $(left) : 1 )) python3 -m bench.throughput --runtime "$RUNTIME" --ray 127.0.0.1:6381 \
     --replicas "$n" $TASKS --per-task "${PER_TASK:-4}" --hangs 3 --clients "${CLIENTS:-16}" \
-    --max-seconds "$BENCH" --out "$RES/queue_$n.json" --md "$RES/queue_$n.md" 2> "$RES/queue_$n.log"
+    --max-seconds "$BENCH" --hard-stop --out "$RES/queue_$n.json" --md "$RES/queue_$n.md" 2> "$RES/queue_$n.log"
   echo "size $n: exit $? at $(( $(date +%s) - started )) s" >> "$RES/steps.txt"
   pack
 done
@@ -84,7 +89,7 @@ if [ -z "${SKIP_PROBE:-}" ]; then
   if [ "$(left)" -lt 45 ]; then summary "\n## Probe: skipped ($(left) s left)"; else
     cap=$(( ($(left) - 25) / 2 ))
     timeout "$(left)" python3 -m bench.throughput --probe --runtime "$RUNTIME" --ray 127.0.0.1:6381 \
-      --replicas "${PROBE_REPLICAS:-$LARGEST}" $TASKS --probe-clients "${PROBE_CLIENTS:-16}" --max-seconds "$cap" \
+      --replicas "${PROBE_REPLICAS:-$LARGEST}" $TASKS --probe-clients "${PROBE_CLIENTS:-16}" --max-seconds "$cap" --hard-stop \
       --out "$RES/probe.json" --md "$RES/probe.md" 2> "$RES/probe.log"
     summary "\n## First pass and second pass (exit $?, each pass cut at $cap s)\n"
     sed -n '/^Probe:/,$p' "$RES/probe.md" >> "$RES/summary.md" 2>/dev/null
