@@ -16,6 +16,16 @@ the GPU lock per task kind from them.
 efficiency: (evaluations/hour with N) / (N x evaluations/hour with 1). ``--kill-after K`` kills one
 replica after K verdicts (the fault run of the multi-GPU issue).
 
+Every queue run also reports where the time goes (``time_table``): the share of the wall time each
+replica's GPU lock was held, and per correct candidate of each task kind its time under the lock, its
+trials' wait for their lock, its worker's driver initialisation, context lock wait and context creation,
+and its trials; and the cores each replica is pinned to. ``bench/device/run_scaling.sh`` puts the sizes
+together in one table, with the efficiency over the whole run and after the first minute.
+
+Probe mode (``--probe``): every task's known-good candidate once on a fresh fleet of the first
+``--replicas`` size (so each is its task's first evaluation, preparation included), then the same
+candidates again, by ``--probe-clients`` callers in all (16); each pass's rate apart.
+
 Overhead mode (``--overhead``): what the fleet adds to one evaluation on the CPU. One executor and a
 fleet of one replica (both runtime ``none``, same settings) answer the same request over HTTP,
 alternating, one at a time: a candidate of the first task that the static checks reject, so the
@@ -256,6 +266,7 @@ async def _drain(
     fleet: Fleet | None,
     kill_after: int | None,
     max_seconds: float | None = None,
+    hard_stop: bool = False,
 ) -> list[Result]:
     queue: asyncio.Queue[tuple[int, QueueItem]] = asyncio.Queue()
     for i, item in enumerate(items):
@@ -291,8 +302,16 @@ async def _drain(
 
     headers = {"content-type": "application/json"}
     async with httpx.AsyncClient(base_url=url, timeout=1200, headers=headers) as http:
-        await asyncio.gather(*(caller(http) for _ in range(clients)))
-    return [r for r in results if r is not None]  # those started before the time was up
+        callers = [asyncio.ensure_future(caller(http)) for _ in range(clients)]
+        if hard_stop and max_seconds:
+            # At the window's end the calls still in flight are dropped (their connections closed, so
+            # the executor stops them): the verdicts are those of the window, and the next fleet size
+            # does not wait for a tail of first evaluations and hangs.
+            _, pending = await asyncio.wait(callers, timeout=max_seconds)
+            for task in pending:
+                task.cancel()
+        await asyncio.gather(*callers, return_exceptions=True)
+    return [r for r in results if r is not None]  # those started (or, hard_stop, ended) in the window
 
 
 def _stat(values: list[float]) -> dict[str, float | None]:
@@ -439,10 +458,20 @@ def run_queue(args: argparse.Namespace, items: list[QueueItem], replicas: int, c
         fleet.start()
         app = create_fleet_app(settings, fleet)
     try:
+        cores = _cores(fleet)
         with serving(app) as url, GpuSampler() as sampler:
             start = time.perf_counter()
             results = asyncio.run(
-                _drain(url, items, options, args.clients * replicas, fleet, args.kill_after, args.max_seconds)
+                _drain(
+                    url,
+                    items,
+                    options,
+                    args.clients * replicas,
+                    fleet,
+                    args.kill_after,
+                    args.max_seconds,
+                    args.hard_stop,
+                )
             )
             wall = time.perf_counter() - start
     finally:
@@ -450,8 +479,160 @@ def run_queue(args: argparse.Namespace, items: list[QueueItem], replicas: int, c
             fleet.close()
     summary = summarize(results, wall, replicas, args.steady_after)
     summary["gpu_utilization"] = sampler.summary()
+    summary["cores"] = cores
     logger.info("%d replicas: %s", replicas, json.dumps({k: summary[k] for k in ("per_hour", "wall_s")}))
     return summary
+
+
+def _cores(fleet: Fleet | None) -> dict[str, str | None]:
+    """The cores each replica is pinned to (None: not pinned), as the replicas describe themselves."""
+    if fleet is None:
+        return {}
+    described = asyncio.run(fleet.describe())
+    return {str(d.get("replica")): d.get("cores") for d in described}
+
+
+# --- probe mode: every task's known-good candidate once, then again ------------------------------
+
+
+def run_probe(args: argparse.Namespace, dirs: list[Path], replicas: int, cache: Path) -> dict[str, Any]:
+    """Every task's known-good candidate sent once (a fresh executor: each is its task's first
+    evaluation, the task's preparation included), then the same candidates again (compiled, prepared),
+    by ``--probe-clients`` callers in all; the rate of each pass apart."""
+    options = EvaluationOptions.model_validate(json.loads(args.options))
+    settings = ExecutorSettings.model_validate(
+        {**json.loads(args.settings), "cache_dir": cache, "runtime": args.runtime, "fleet_replicas": replicas}
+    )
+    items = [item for item in build_queue(dirs, 1, 0, args.seed, args.runtime) if item.kind == "correct"]
+    fleet: Fleet | None = None
+    if args.single:
+        app = create_app(settings)
+    else:
+        resource = start_ray(args.runtime, replicas, args.ray)
+        settings = settings.model_copy(update={"ray": args.ray or "auto", "fleet_gpu_resource": resource})
+        fleet = Fleet(settings)
+        fleet.start()
+        app = create_fleet_app(settings, fleet)
+    passes = []
+    try:
+        with serving(app) as url:
+            for name in ("first", "second"):
+                start = time.perf_counter()
+                results = asyncio.run(
+                    _drain(
+                        url, items, options, args.probe_clients, None, None, args.max_seconds, args.hard_stop
+                    )
+                )
+                wall = time.perf_counter() - start
+                summary = summarize(results, wall, replicas, steady_after_s=0.0)
+                passes.append({"pass": name, **{k: summary[k] for k in PROBE_FIELDS}})
+    finally:
+        if fleet is not None:
+            fleet.close()
+    return {"replicas": replicas, "clients": args.probe_clients, "candidates": len(items), "passes": passes}
+
+
+PROBE_FIELDS = ("verdicts", "lost", "wall_s", "per_hour", "per_hour_per_gpu", "latency_s", "outcomes")
+
+
+# --- where the time goes --------------------------------------------------------------------------
+
+# Per correct candidate, the seconds of the verdict that say what a replica's host shares (means).
+TIME_KEYS = ("gpu_held", "timing_lock_wait", "context_init", "context_lock_wait", "context_create")
+
+
+def time_table(run: dict[str, Any]) -> dict[str, Any]:
+    """Where the time goes in one run, for the scaling table: the lock held (share of the wall time,
+    per replica), and per correct candidate of each kind the mean seconds of ``TIME_KEYS`` (the time
+    under the evaluator's lock, its trials' wait for their lock, the worker's driver initialisation, its
+    wait for the lock to make its context and the context's creation) and the host- or event-timed
+    trials."""
+    row: dict[str, Any] = {
+        "replicas": run["replicas"],
+        "lock_held_per_replica": round(run.get("lock_held", 0.0) / max(run["replicas"], 1), 3),
+        "steady_per_hour": (run.get("steady") or {}).get("per_hour"),
+        "per_hour": run["per_hour"],
+    }
+    for kind in ("function", "kernel"):
+        rows = [
+            r
+            for r in run.get("records", [])
+            if r["candidate"] == "correct" and r["error"] is None and r["task_kind"] == kind
+        ]
+        row[kind] = {
+            "n": len(rows),
+            **{
+                key: round(statistics.fmean([r["seconds"][key] for r in rows if key in r["seconds"]]), 3)
+                if any(key in r["seconds"] for r in rows)
+                else None
+                for key in TIME_KEYS
+            },
+            "trials": round(statistics.fmean([r["trials"] or 0 for r in rows]), 1) if rows else None,
+        }
+    return row
+
+
+def render_time_table(runs: list[dict[str, Any]]) -> list[str]:
+    """The markdown of :func:`time_table` for every run."""
+    base = runs[0]["per_hour"] / max(runs[0]["replicas"], 1) if runs else 0
+    steady_base = (
+        ((runs[0].get("steady") or {}).get("per_hour") or 0) / max(runs[0]["replicas"], 1) if runs else 0
+    )
+    lines = [
+        "Where the time goes per fleet size (correct candidates, mean seconds; `lock held`: the share of the "
+        "wall time a replica's GPU lock was held; `driver init`/`context lock wait`/`context create`: the "
+        "candidate worker's CUDA start-up, made by a spare; efficiency: rate / (replicas x the first row's "
+        "rate), whole run and after the first minute):",
+        "",
+        "| replicas | evals/h | after 1st min | eff. | eff. after 1st min | lock held | kind | n | time under lock "
+        "| trials' lock wait | driver init | context lock wait | context create | trials |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+
+    def cell(value: float | None) -> str:
+        return "-" if value is None else f"{value:.3f}"
+
+    for run in runs:
+        row = time_table(run)
+        n = row["replicas"]
+        eff = f"{row['per_hour'] / (n * base):.0%}" if base else "-"
+        steady = row["steady_per_hour"]
+        steady_eff = f"{steady / (n * steady_base):.0%}" if steady and steady_base else "-"
+        for kind in ("function", "kernel"):
+            k = row[kind]
+            lines.append(
+                f"| {n} | {row['per_hour']} | {steady or '-'} | {eff} | {steady_eff} "
+                f"| {row['lock_held_per_replica']:.0%} | {kind} | {k['n']} | {cell(k['gpu_held'])} "
+                f"| {cell(k['timing_lock_wait'])} | {cell(k['context_init'])} | {cell(k['context_lock_wait'])} "
+                f"| {cell(k['context_create'])} | {k['trials'] if k['trials'] is not None else '-'} |"
+            )
+    lines.append("")
+    for run in runs:
+        cores = run.get("cores") or {}
+        if cores:
+            shown = ", ".join(f"{name}: {c or 'not pinned'}" for name, c in sorted(cores.items()))
+            lines.append(f"- {run['replicas']} replicas, cores: {shown}")
+    return lines
+
+
+def render_probe(probe: dict[str, Any]) -> list[str]:
+    """The markdown of the first-pass/second-pass probe."""
+    lines = [
+        f"Probe: every task's known-good candidate once, then again ({probe['candidates']} candidates, "
+        f"{probe['clients']} callers, {probe['replicas']} replicas, a fresh cache):",
+        "",
+        "| pass | verdicts | lost | wall s | evals/hour | per GPU | latency median/p90 s (function; kernel) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for p in probe["passes"]:
+        lat = "; ".join(
+            f"{v['median']:.2f}/{v['p90']:.2f}" for v in p["latency_s"].values() if v["median"] is not None
+        )
+        lines.append(
+            f"| {p['pass']} | {p['verdicts']} | {p['lost']} | {p['wall_s']} | **{p['per_hour']}** "
+            f"| {p['per_hour_per_gpu']} | {lat} |"
+        )
+    return [*lines, ""]
 
 
 # --- overhead mode -------------------------------------------------------------------------------
@@ -525,8 +706,11 @@ def render(result: dict[str, Any]) -> str:
             f"| **{o['overhead_ms']}** | {o['single_p90_ms']:.2f} / {o['fleet_p90_ms']:.2f} |",
             "",
         ]
+    if "probe" in result:
+        lines += render_probe(result["probe"])
     runs = result.get("runs", [])
     if runs:
+        lines += [*render_time_table(runs), ""]
         base = runs[0]["per_hour"] / max(runs[0]["replicas"], 1)
         lines += [
             "| replicas | evaluations | lost | retried | wall s | evals/hour | per GPU | scaling eff. "
@@ -693,11 +877,22 @@ def main(argv: list[str] | None = None) -> int:
         "--max-seconds", type=float, default=None, help="stop starting candidates after this (per fleet size)"
     )
     parser.add_argument(
+        "--hard-stop",
+        action="store_true",
+        help="at --max-seconds, drop the calls in flight instead of waiting for them (a window of exactly that)",
+    )
+    parser.add_argument(
         "--steady-after",
         type=float,
         default=60.0,
         help="also report the rate of the verdicts after this many seconds (runs of twice that or more)",
     )
+    parser.add_argument(
+        "--probe",
+        action="store_true",
+        help="every task's known-good candidate once, then again, on a fleet of the first --replicas size",
+    )
+    parser.add_argument("--probe-clients", type=int, default=16, help="probe mode: callers in all")
     parser.add_argument("--overhead", action="store_true", help="measure the fleet's overhead on the CPU")
     parser.add_argument("--evals", type=int, default=200, help="overhead mode: evaluations measured")
     parser.add_argument("--out", type=Path, default=None)
@@ -718,6 +913,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="throughput-") as tmp:
         if args.overhead:
             result["overhead"] = measure_overhead(args, Path(tmp) / "cache")
+        elif args.probe:
+            dirs = [d for root in args.tasks for d in task_dirs([root])[: args.limit]]
+            replicas = 1 if args.single else int(args.replicas.split(",")[0])
+            result["probe"] = run_probe(args, dirs, replicas, Path(tmp) / "cache-probe")
         else:
             dirs = [d for root in args.tasks for d in task_dirs([root])[: args.limit]]
             items = build_queue(dirs, args.per_task, args.hangs, args.seed, args.runtime)

@@ -32,6 +32,8 @@ from executor.protocol import (
     ErrorBody,
     ErrorEnvelope,
     EvaluateRequest,
+    PrepareRequest,
+    PrepareResponse,
     Verdict,
 )
 from executor.settings import ExecutorSettings
@@ -249,6 +251,12 @@ def create_app(settings: ExecutorSettings | None = None) -> FastAPI:
     async def evaluate(request: EvaluateRequest, http: Request) -> Verdict | JSONResponse:
         async with cancelled_when_gone(http) as cancelled:
             return await within_request_limit(in_pool(request, cancelled), settings, "evaluation", cancelled)
+
+    @app.post("/v1/prepare", response_model=PrepareResponse)
+    async def prepare_ahead(request: PrepareRequest) -> PrepareResponse:
+        # Asked for by name (a job that starts), so done whatever prepare_tasks says.
+        started = evaluator.prepare_task(request.task, request.options) is not None
+        return PrepareResponse(task_id=request.task.id, started=started)
 
     @app.post("/v1/evaluate/batch", response_model=BatchResponse)
     async def evaluate_batch(batch: BatchRequest, http: Request) -> BatchResponse | JSONResponse:

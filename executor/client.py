@@ -31,6 +31,8 @@ from executor.protocol import (
     FleetDeviceInfo,
     FunctionTask,
     KernelTask,
+    PrepareRequest,
+    PrepareResponse,
     Verdict,
 )
 
@@ -174,6 +176,14 @@ class ExecutorClient:
         batch = _batch_request(items, options, caller)
         return self._call(BatchResponse, "POST", "/v1/evaluate/batch", batch).verdicts
 
+    def prepare(
+        self, task: FunctionTask | KernelTask, options: EvaluationOptions | None = None
+    ) -> PrepareResponse:
+        """Have the executor prepare ``task`` now (``POST /v1/prepare``: reference, timing set, serial
+        reference timing), before its first candidate; answers at once."""
+        body = PrepareRequest(task=task, options=options or EvaluationOptions())
+        return self._call(PrepareResponse, "POST", "/v1/prepare", body)
+
     def device(self) -> FleetDeviceInfo:
         """The executor's device description (``GET /v1/device``); a fleet's lists every replica's
         GPU under ``gpus`` (empty from a single executor)."""
@@ -244,6 +254,13 @@ class AsyncExecutorClient:
         """Evaluate several (task, source) pairs; verdicts come back in the same order."""
         batch = _batch_request(items, options, caller)
         return (await self._call(BatchResponse, "POST", "/v1/evaluate/batch", batch)).verdicts
+
+    async def prepare(
+        self, task: FunctionTask | KernelTask, options: EvaluationOptions | None = None
+    ) -> PrepareResponse:
+        """`ExecutorClient.prepare` for an event loop."""
+        body = PrepareRequest(task=task, options=options or EvaluationOptions())
+        return await self._call(PrepareResponse, "POST", "/v1/prepare", body)
 
     async def device(self) -> FleetDeviceInfo:
         """The executor's device description (``GET /v1/device``)."""

@@ -48,6 +48,16 @@ Each lock is an advisory ``flock`` on a file: the GPU's is the path that the par
 :data:`LOCK_ENV`, the others that path + ``.uploads`` and + ``.host``, and each has a turnstile beside it
 (+ ``.turn``); the kernel releases a lock when its holder dies, so a killed or crashed worker never
 leaves it held. Without the variable (a worker run by hand), nothing is locked.
+
+Whose locks they are (:func:`pool_lock`). On a GPU the files are the *device's*: one path per GPU of the
+host (:func:`device_lock`, under :data:`LOCK_DIR_ENV` or the temporary directory, named by the device
+the workers use), so every executor on this host that uses that GPU (a fleet's replica, a replacement
+started while the old one's workers still die, a second service by mistake) takes the same locks, and
+executors on other GPUs never wait for each other. All three resources are per device: the host
+memory's too, since what it keeps apart (a function task's trials from its own replica's host copies)
+is one replica's traffic; replicas on one host are kept apart by their cores instead
+(:mod:`executor.fleet.pinning`). Without a GPU (the host and none runtimes: tests, CPU machines) each
+pool has a private file, as before.
 """
 
 from __future__ import annotations
@@ -55,18 +65,60 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Literal
 
 LOCK_ENV = "REGRAPH_GPU_LOCK"
+# Where the GPUs' lock files live (default: <tmp>/regraph-gpu-locks); every executor of a host must
+# see the same directory for their locks to meet.
+LOCK_DIR_ENV = "REGRAPH_GPU_LOCK_DIR"
 
 Mode = Literal["exclusive", "shared"]
 Resource = Literal["gpu", "uploads", "host"]
 RESOURCES: tuple[Resource, ...] = ("gpu", "uploads", "host")
 
 _state = threading.local()
+
+
+def device_id(visible: str | None = None) -> str:
+    """The GPU that this process's workers use, as a file name: the first entry of
+    ``CUDA_VISIBLE_DEVICES`` (what Ray sets for a replica: an index or a UUID), else ``0`` (the device
+    a worker opens when nothing is hidden)."""
+    value = os.environ.get("CUDA_VISIBLE_DEVICES", "") if visible is None else visible
+    first = value.split(",")[0].strip() or "0"
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", first)
+
+
+def lock_dir() -> Path:
+    """The directory of the GPUs' lock files (:data:`LOCK_DIR_ENV`, else ``<tmp>/regraph-gpu-locks``)."""
+    return Path(os.environ.get(LOCK_DIR_ENV) or Path(tempfile.gettempdir()) / "regraph-gpu-locks")
+
+
+def device_lock(device: str | None = None, directory: Path | None = None) -> Path:
+    """The GPU lock's path of ``device`` (default :func:`device_id`) on this host: the same path for
+    every executor that uses the device, another for every other device."""
+    directory = directory or lock_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):  # shared by the host's executors, whoever made it first
+        directory.chmod(0o1777)
+    path = directory / f"gpu-{device or device_id()}.lock"
+    path.touch(exist_ok=True)
+    return path
+
+
+def pool_lock(runtime: str, workdir: Path | None = None) -> tuple[Path, bool]:
+    """The GPU lock's path for a pool of workers of ``runtime`` and whether the pool owns it (removes
+    its files when it closes): the device's shared path on a GPU (:func:`device_lock`), else a private
+    file (``workdir`` or the temporary directory), as nothing else touches the device."""
+    if runtime == "gpu":
+        return device_lock(), False
+    handle, name = tempfile.mkstemp(prefix="regraph-gpu-", suffix=".lock", dir=workdir)
+    os.close(handle)
+    return Path(name), True
 
 
 def lock_path(lock: str | os.PathLike[str], resource: Resource = "gpu") -> Path:

@@ -50,6 +50,8 @@ __all__ = [
     "KernelResources",
     "KernelTask",
     "Mismatch",
+    "PrepareRequest",
+    "PrepareResponse",
     "ReplicaDevice",
     "RunLimit",
     "Stage",
@@ -184,6 +186,24 @@ class EvaluateRequest(BaseModel):
     )
 
 
+class PrepareRequest(BaseModel):
+    """``POST /v1/prepare``: a task whose candidates are coming (an optimization job's, as it starts):
+    its reference built, its timing set stored and its serial reference timed now, not by its first
+    candidate."""
+
+    task: Task
+    options: EvaluationOptions = EvaluationOptions()
+
+
+class PrepareResponse(BaseModel):
+    """The answer to ``POST /v1/prepare``, at once (the work goes on in the background): whether it
+    was started now (False: under way or done already, or nothing to do), and on which replica."""
+
+    task_id: str
+    started: bool
+    replica: str | None = None
+
+
 class BatchRequest(BaseModel):
     """``POST /v1/evaluate/batch``: several independent evaluations."""
 
@@ -215,6 +235,9 @@ class ReplicaDevice(DeviceInfo):
     replica: str
     node: str | None = None
     gpu_ids: str = Field(default="", description="the replica's CUDA_VISIBLE_DEVICES")
+    cores: str | None = Field(
+        default=None, description="the cores the replica is pinned to (None: not pinned)"
+    )
 
 
 class FleetDeviceInfo(DeviceInfo):

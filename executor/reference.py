@@ -24,6 +24,7 @@ from executor.abi import bind_entry, call_entry
 from executor.cache import DEFAULT_CACHE_DIR, cached_product, content_key
 from executor.errors import ReferenceBuildError, ReferenceRunError, ToolchainError
 from executor.expr import Number
+from executor.filelock import exclusive
 from executor.inputs import INT_POISON, InputSet, generate_inputs
 from executor.jail import Jail, cut_log, host_toolchain_paths
 from executor.taskformat import FunctionTask, KernelTask, Size, is_float
@@ -93,7 +94,11 @@ def build_reference(task: FunctionTask | KernelTask, cache_dir: Path | None = No
             log = cut_log(log, ("reference.cpp", "generator.cpp"), work)
             raise ReferenceBuildError(f"reference of {task.id!r} does not compile:\n{log[-4000:]}")
 
-    path, hit = cached_product(cache, key, ".so", build)
+    if (cache / f"{key}.so").exists():
+        path, hit = cached_product(cache, key, ".so", build)
+    else:  # built once at a time on this host: a second builder waits and finds it (executor.filelock)
+        with exclusive(cache / ".locks" / f"{key}.lock"):
+            path, hit = cached_product(cache, key, ".so", build)
     logger.debug("reference library %s (%s)", path, "cache hit" if hit else "built")
     return path
 

@@ -31,7 +31,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from executor.errors import EvaluationCancelled, WorkerError
-from executor.gpulock import LOCK_ENV, lock_files
+from executor.gpulock import LOCK_ENV, lock_files, pool_lock
 from executor.verdict import ErrorKind
 from executor.worker.messages import (
     DONE_FD_ENV,
@@ -458,10 +458,9 @@ class WorkerPool:
         self._lock = threading.Lock()
         self._closed = False
         self.reaper = Reaper()
-        # The lock file of this pool's GPU work (see executor.gpulock); candidate workers hold it.
-        handle, name = tempfile.mkstemp(prefix="regraph-gpu-", suffix=".lock", dir=workdir)
-        os.close(handle)
-        self.gpu_lock = Path(name)
+        # The lock file of this pool's GPU work (see executor.gpulock); candidate workers hold it. On a
+        # GPU it is the device's, shared with every executor of the host that uses the device.
+        self.gpu_lock, self._owns_lock = pool_lock(runtime, workdir)
 
     def discard(self, proc: WorkerProcess) -> None:
         """Kill a worker that is done with; it is waited for and cleaned up in the background."""
@@ -537,7 +536,7 @@ class WorkerPool:
         if prepared is not None:
             prepared.close()
         self.drain()
-        for path in lock_files(self.gpu_lock):
+        for path in lock_files(self.gpu_lock) if self._owns_lock else []:
             path.unlink(missing_ok=True)
 
 

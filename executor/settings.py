@@ -155,6 +155,12 @@ class ExecutorSettings(BaseSettings):
         "its reference, store its timing set and time the serial reference at once, while the request "
         "may still wait behind the replica's evaluations (Evaluator.prepare_task)",
     )
+    fleet_pin_cores: bool = Field(
+        default=True,
+        description="fleet: each replica on a GPU pins itself and its workers to its GPU's share of the "
+        "host's cores (NUMA-local where the host has several nodes; executor.fleet.pinning), so other "
+        "replicas' CPU work does not land in its host-timed trials",
+    )
     fleet_probe_command: list[str] | None = Field(
         default=None,
         description="fleet: the health probe of a replica's GPU, a command run in a fresh process after a "

@@ -28,22 +28,31 @@ import hashlib
 import json
 import logging
 import os
+import platform
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 from pydantic import BaseModel
 
 from executor.cache import content_key
+from executor.filelock import exclusive
 from executor.inputs import INT_POISON, InputSet, poison
 from executor.taskformat import NUMPY_DTYPES, FunctionTask, KernelTask, ScalarArg, is_float
+from executor.verdict import TimingStats
 
 logger = logging.getLogger(__name__)
 
 TIMING_SEED_VERSION = "regraph.timing-seed/v1"
 MANIFEST = "manifest.json"
+# Beside the sets under the store's root: a lock file per set (one preparation of a task at a time on
+# the host) and the serial reference's timing on each set (shared by the replicas and kept across
+# restarts, for the host's CPU that measured it).
+LOCKS = ".locks"
+REFERENCE_TIMINGS = ".reference-timing"
 
 
 class TimingSetSpec(BaseModel):
@@ -100,6 +109,49 @@ def timing_set_spec(
         reference_library.name,
     )
     return TimingSetSpec(dir=str(root / key), seed=timing_seed(task), limit_bytes=limit_bytes)
+
+
+@contextlib.contextmanager
+def preparing(spec: TimingSetSpec) -> Iterator[None]:
+    """Hold the task's preparation lock (one per set under the store's root, for every process of the
+    host): who stores the set or times the reference on it does so under it, after looking again
+    whether another did it meanwhile, so two replicas never prepare one task at once."""
+    directory = Path(spec.dir)
+    with exclusive(directory.parent / LOCKS / f"{directory.name}.lock"):
+        yield
+
+
+def _cpu_model() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
+    return platform.processor() or platform.machine()
+
+
+def reference_timing_path(spec: TimingSetSpec) -> Path:
+    """Where the serial reference's timing on the set is kept, keyed by the host's CPU model too (a
+    cache moved to another machine times the reference again)."""
+    directory = Path(spec.dir)
+    cpu = hashlib.sha256(_cpu_model().encode()).hexdigest()[:12]
+    return directory.parent / REFERENCE_TIMINGS / f"{directory.name}-{cpu}.json"
+
+
+def load_reference_timing(spec: TimingSetSpec) -> TimingStats | None:
+    """The serial reference's timing on the set, measured by any executor of this host, or None."""
+    try:
+        return TimingStats.model_validate_json(reference_timing_path(spec).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def save_reference_timing(spec: TimingSetSpec, stats: TimingStats) -> None:
+    """Keep the serial reference's timing on the set (written whole, by a rename)."""
+    path = reference_timing_path(spec)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    work = path.with_name(f".{path.name}.{os.getpid()}")
+    work.write_text(stats.model_dump_json())
+    os.replace(work, path)
 
 
 def _input_path(directory: Path, name: str) -> Path:
@@ -265,7 +317,7 @@ def prune(root: Path, limit_bytes: int, keep: set[str]) -> list[str]:
     entries: list[tuple[float, int, Path]] = []
     for directory in root.iterdir():
         manifest = directory / MANIFEST
-        if not directory.is_dir():
+        if not directory.is_dir() or directory.name in (LOCKS, REFERENCE_TIMINGS):
             continue
         try:
             used = manifest.stat().st_mtime

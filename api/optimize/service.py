@@ -20,6 +20,7 @@ No FastAPI here: the router translates `OptimizeError`s into HTTP errors.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from collections import Counter
@@ -405,6 +406,8 @@ class JobService:
         plan = live.plan
         request = plan.request
         model, knowledge, executor = await self._dependencies()
+        with contextlib.suppress(ExecutorError):  # best effort: the first candidate then waits less
+            await asyncio.to_thread(executor.prepare, plan.task)
 
         async def on_start(mode: VerificationMode) -> None:
             await self._publish(job_id, live, "state", {"state": "running", "verification": mode})

@@ -30,6 +30,8 @@ from executor.protocol import (
     DeviceInfo,
     EvaluateRequest,
     FleetDeviceInfo,
+    PrepareRequest,
+    PrepareResponse,
     ReplicaDevice,
     Verdict,
 )
@@ -85,6 +87,10 @@ def create_fleet_app(settings: ExecutorSettings, fleet: Fleet | None = None) -> 
             return await within_request_limit(
                 fleet.evaluate(request, cancelled), settings, "evaluation", cancelled
             )
+
+    @app.post("/v1/prepare", response_model=PrepareResponse)
+    async def prepare(request: PrepareRequest) -> PrepareResponse:
+        return fleet.prepare(request)
 
     @app.post("/v1/evaluate/batch", response_model=BatchResponse)
     async def evaluate_batch(batch: BatchRequest, http: Request) -> BatchResponse | JSONResponse:

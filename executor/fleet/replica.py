@@ -23,7 +23,8 @@ from executor.app import query_gpu
 from executor.errors import EvaluationCancelled, ToolchainError
 from executor.evaluate import Evaluator, evaluate_safely
 from executor.fleet.compilers import CompilePool
-from executor.protocol import EvaluateRequest, FleetRecord
+from executor.fleet.pinning import format_cpulist, pin_replica
+from executor.protocol import EvaluateRequest, FleetRecord, PrepareRequest
 from executor.settings import ExecutorSettings
 
 logger = logging.getLogger(__name__)
@@ -60,6 +61,8 @@ class ExecutorReplica:
         self.replica = replica
         self.node = f"{socket.gethostname()}/{_ray_node_id()[:8]}"
         self.gpu_ids = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+        # Before any worker starts: they inherit the cores (executor.fleet.pinning).
+        self.cores = pin_replica(self.gpu_ids) if self.settings.fleet_pin_cores else None
         # A build waits for a free compile worker behind others' builds: allow for a queue.
         self.compile_pool = CompilePool(compilers or [], timeout_s=4 * self.settings.compile_timeout_s)
         self.evaluator = Evaluator(self.settings, remote_builds=self.compile_pool)
@@ -84,6 +87,7 @@ class ExecutorReplica:
             "replica": self.replica,
             "node": self.node,
             "gpu_ids": self.gpu_ids,
+            "cores": format_cpulist(self.cores) if self.cores else None,
             "runtime": self.runtime,
             "arch": self.evaluator.arch,
             "runtime_checks_available": self.evaluator.runtime_checks_available,
@@ -129,7 +133,7 @@ class ExecutorReplica:
     def prepare(self, request_json: str) -> None:
         """Start preparing the request's task (`Evaluator.prepare_task`) and return at once; called by
         the router in its own concurrency group, so it is not queued behind the evaluations."""
-        request = EvaluateRequest.model_validate_json(request_json)
+        request = PrepareRequest.model_validate_json(request_json)  # an EvaluateRequest's JSON is one too
         self.evaluator.prepare_task(request.task, request.options)
 
     def add_compilers(self, handles: list[Any]) -> int:

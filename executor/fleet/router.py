@@ -29,7 +29,15 @@ from executor.errors import EvaluationCancelled, ExecutorError
 from executor.fleet.compilers import start_compile_workers
 from executor.fleet.replica import CANCELLED, ExecutorReplica
 from executor.fleet.routing import RoutingTable, task_key
-from executor.protocol import ErrorKind, EvaluateRequest, FleetRecord, Stage, Verdict
+from executor.protocol import (
+    ErrorKind,
+    EvaluateRequest,
+    FleetRecord,
+    PrepareRequest,
+    PrepareResponse,
+    Stage,
+    Verdict,
+)
 from executor.settings import ExecutorSettings
 
 logger = logging.getLogger(__name__)
@@ -220,11 +228,10 @@ class Fleet:
                     break
                 raise FleetUnavailableError("the fleet has no live replica")
             replica = self.replicas[name]
-            if self.settings.fleet_prepare_tasks and (name, key) not in self._prepared:
+            if self.settings.fleet_prepare_tasks:
                 # The task is new to this replica: its reference, timing set and reference timing are
                 # made now, while this request may still wait behind the replica's evaluations.
-                self._prepared.add((name, key))
-                replica.handle.prepare.options(concurrency_group=PREPARE_GROUP).remote(body)
+                self._prepare_on(name, key, body)
             self.table.started(name)
             try:
                 answer = await self._answer(replica, body, cancelled)
@@ -257,6 +264,25 @@ class Fleet:
             message="; ".join(lost),
             fleet=FleetRecord(replica="none", attempts=2, lost=lost),
         )
+
+    def _prepare_on(self, name: str, key: str, body: str) -> bool:
+        """Tell replica ``name`` to prepare the task ``key`` of the request ``body`` (JSON with a
+        ``task`` and ``options``) unless it was told already; whether it was told now."""
+        if (name, key) in self._prepared:
+            return False
+        self._prepared.add((name, key))
+        self.replicas[name].handle.prepare.options(concurrency_group=PREPARE_GROUP).remote(body)
+        return True
+
+    def prepare(self, request: PrepareRequest) -> PrepareResponse:
+        """Prepare the task on the replica that its candidates will go to (its home, chosen now when it
+        has none, as for its first candidate): ``POST /v1/prepare``, a job that starts."""
+        key = task_key(request.task.model_dump_json())
+        name = self.table.choose(key)
+        if name is None:
+            raise FleetUnavailableError("the fleet has no live replica")
+        started = self._prepare_on(name, key, request.model_dump_json())
+        return PrepareResponse(task_id=request.task.id, started=started, replica=name)
 
     async def _answer(self, replica: Replica, body: str, cancelled: threading.Event | None) -> str:
         """The replica's answer to ``body``; with ``cancelled``, the evaluation carries a token, and

@@ -60,31 +60,53 @@ class ReferenceWorker:
                 timing_inputs = inputs
         self.seconds["reference"] = time.perf_counter() - t0
         spec = self.job.timing_set
+        stats = None
         if spec is not None:
             # The task's timing set: its outputs are stored once for every later evaluation, and the
-            # serial reference is timed on it, as the candidates are.
-            fixed = None
-            # Every one of the task's timing sets (the trials rotate through them).
-            for k, variant in enumerate(timingset.variants(spec, self.job.options.timing_sets)):
-                if not timingset.stored(variant):
-                    write_progress(self.job.progress_path, "timing_set")
-                    t1 = time.perf_counter()
-                    drawn = generate_inputs(self.task, "timing", variant.seed, self.lib)
-                    timingset.store(variant, self.task, drawn, self.call(drawn))
-                    fixed = drawn if k == 0 else fixed
-                    self.seconds["timing_set"] = (
-                        self.seconds.get("timing_set", 0.0) + time.perf_counter() - t1
-                    )
-            if self.job.time_reference:
-                fixed = fixed or timingset.load_inputs(spec, self.task)
-                timing_inputs = fixed or generate_inputs(self.task, "timing", spec.seed, self.lib)
-        stats = None
-        if self.job.time_reference and timing_inputs is not None:
-            write_progress(self.job.progress_path, "reference_timing")
-            t1 = time.perf_counter()
-            stats = time_reference(self.fn, self.task, timing_inputs, self.job.options.reference_repeats)
-            self.seconds["reference_timing"] = time.perf_counter() - t1
+            # serial reference is timed on it, as the candidates are, once for every executor of the
+            # host (the replicas share the store). Who does either holds the task's lock, so two
+            # never do it at once; the second finds it done. Every one of the task's timing sets is
+            # stored (the trials rotate through them); the reference is timed on the first.
+            variants = timingset.variants(spec, self.job.options.timing_sets)
+            stats = timingset.load_reference_timing(spec) if self.job.time_reference else None
+            if not all(timingset.stored(v) for v in variants) or (self.job.time_reference and stats is None):
+                with timingset.preparing(spec):
+                    stats = self._prepare(spec, variants)
+        elif self.job.time_reference and timing_inputs is not None:
+            stats = self._time(timing_inputs)
         return ReferenceOutcome(ok=True, reference_timing=stats, seconds=self.seconds)
+
+    def _prepare(
+        self, spec: timingset.TimingSetSpec, variants: list[timingset.TimingSetSpec]
+    ) -> TimingStats | None:
+        """Store the timing sets that are not, and time the reference on the first (`spec`) unless that is
+        known (the task's preparation lock held)."""
+        fixed = None
+        for k, variant in enumerate(variants):
+            if not timingset.stored(variant):
+                write_progress(self.job.progress_path, "timing_set")
+                t1 = time.perf_counter()
+                drawn = generate_inputs(self.task, "timing", variant.seed, self.lib)
+                timingset.store(variant, self.task, drawn, self.call(drawn))
+                fixed = drawn if k == 0 else fixed
+                self.seconds["timing_set"] = self.seconds.get("timing_set", 0.0) + time.perf_counter() - t1
+        if not self.job.time_reference:
+            return None
+        known = timingset.load_reference_timing(spec)
+        if known is not None:
+            return known
+        fixed = fixed or timingset.load_inputs(spec, self.task)
+        stats = self._time(fixed or generate_inputs(self.task, "timing", spec.seed, self.lib))
+        timingset.save_reference_timing(spec, stats)
+        return stats
+
+    def _time(self, timing_inputs: InputSet) -> TimingStats:
+        """The serial reference timed on ``timing_inputs``."""
+        write_progress(self.job.progress_path, "reference_timing")
+        t1 = time.perf_counter()
+        stats = time_reference(self.fn, self.task, timing_inputs, self.job.options.reference_repeats)
+        self.seconds["reference_timing"] = time.perf_counter() - t1
+        return stats
 
 
 def time_reference(fn: Any, task: FunctionTask | KernelTask, inputs: InputSet, repeats: int) -> TimingStats:

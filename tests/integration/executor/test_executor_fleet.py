@@ -112,6 +112,25 @@ def test_device_lists_every_replica(client: ExecutorClient) -> None:
     assert device.runtime == "none" and device.arch.startswith("sm_")  # the contract's fields
 
 
+def test_a_task_prepared_through_the_fleet_is_prepared_on_the_replica_its_candidates_go_to(
+    client: ExecutorClient, settings: ExecutorSettings
+) -> None:
+    """``POST /v1/prepare`` on the fleet: forwarded once to the replica that becomes the task's home
+    (which builds the task's reference: the runtime here is none), where its candidates then go."""
+    task = load_task(TASKS_DIR / "histogram")  # new to this fleet
+    built = set((settings.cache_dir / "reference").glob("*.so"))
+    first = client.prepare(task)
+    assert first.task_id == task.id and first.started and first.replica is not None
+    deadline = time.monotonic() + 60
+    while set((settings.cache_dir / "reference").glob("*.so")) == built and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert set((settings.cache_dir / "reference").glob("*.so")) - built, "the replica built nothing"
+    again = client.prepare(task)
+    assert not again.started and again.replica == first.replica
+    verdict = client.evaluate(task, "__global__ void nothing() {}\n")  # whatever it says, where it runs
+    assert verdict.fleet is not None and verdict.fleet.replica == first.replica
+
+
 def test_same_verdicts_as_a_single_executor(
     client: ExecutorClient, single: ExecutorClient, saxpy: FunctionTask | KernelTask
 ) -> None:

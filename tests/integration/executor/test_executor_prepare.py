@@ -1,0 +1,133 @@
+"""A task's preparation (reference build, timing set, serial reference timing): done once on a host,
+never twice at once, kept across restarts, and asked for ahead through ``POST /v1/prepare``. Real
+evaluators in the test-only ``host`` runtime, the real g++ behind a wrapper that counts its builds."""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+import time
+from concurrent.futures import Future
+from pathlib import Path
+
+import pytest
+
+from executor.app import create_app
+from executor.client import ExecutorClient
+from executor.evaluate import Evaluator
+from executor.protocol import CandidateSource, EvaluationOptions
+from executor.reference import build_reference
+from executor.settings import ExecutorSettings
+from executor.taskformat import FunctionTask, KernelTask, load_task
+from executor.timingset import load_reference_timing, stored, timing_set_spec
+from tests.support.servers import serve_in_thread
+
+TASKS_DIR = Path(__file__).parents[2] / "unit" / "executor" / "fixtures" / "tasks"
+STUB = "\n__global__ void stub_kernel() {}\nstatic void never_called() { stub_kernel<<<1, 1>>>(); }\n"
+CORRECT = (
+    'extern "C" void saxpy(int n, float a, const float* x, float* y) {\n'
+    "for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i]; }" + STUB
+)
+QUICK = EvaluationOptions(min_trials=3, max_trials=10, min_timing_ms=5, reference_repeats=1, baseline=False)
+
+
+@pytest.fixture
+def saxpy() -> FunctionTask | KernelTask:
+    return load_task(TASKS_DIR / "saxpy")
+
+
+@pytest.fixture
+def builds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A g++ on PATH that logs each call's arguments and runs the real one; the log's path."""
+    real = next(Path(d) / "g++" for d in os.environ["PATH"].split(os.pathsep) if (Path(d) / "g++").is_file())
+    bin_dir, log = tmp_path / "bin", tmp_path / "gxx.log"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "g++"
+    wrapper.write_text(f'#!/bin/sh\necho "$*" >> {log}\nexec {real} "$@"\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    log.touch()
+    return log
+
+
+def _reference_builds(log: Path) -> int:
+    return sum("reference.cpp" in line for line in log.read_text().splitlines())
+
+
+def _settings(cache: Path, prepare_tasks: bool = True) -> ExecutorSettings:
+    return ExecutorSettings(
+        cache_dir=cache, runtime="host", run_timeout_s=60, prewarm_workers=False, prepare_tasks=prepare_tasks
+    )
+
+
+def test_two_executors_preparing_one_task_at_once_build_store_and_time_it_once(
+    tmp_path: Path, saxpy: FunctionTask | KernelTask, builds: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two replicas of one host (two evaluators over one cache) told to prepare the same task at the
+    same moment: one reference build, one timing set stored, one timing of the serial reference; the
+    other waits for the first and takes what it made (both then know the reference's time)."""
+    cache = tmp_path / "cache"
+    first, second = Evaluator(_settings(cache)), Evaluator(_settings(cache))
+    caplog.set_level(logging.INFO, logger="executor.evaluate")
+    try:
+        futures: list[Future[None] | None] = [e.prepare_task(saxpy, QUICK) for e in (first, second)]
+        for future in futures:
+            assert future is not None
+            future.result(timeout=120)
+        prepared = [r.getMessage() for r in caplog.records if r.getMessage().startswith("prepared ")]
+        assert len(prepared) == 2, prepared  # both have the reference's timing
+        assert sum("'timing_set'" in m for m in prepared) == 1, prepared
+        assert sum("'reference_timing'" in m for m in prepared) == 1, prepared
+        assert _reference_builds(builds) == 1, builds.read_text()
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_restarted_executor_finds_the_task_prepared(
+    tmp_path: Path, saxpy: FunctionTask | KernelTask, builds: Path
+) -> None:
+    """The store outlives the executor: after a restart over the same cache the task's first candidate
+    neither stores the timing set nor times the serial reference, and nothing is built again."""
+    cache = tmp_path / "cache"
+    before = Evaluator(_settings(cache))
+    try:
+        verdict = before.evaluate(saxpy, CandidateSource(source=CORRECT + "// before\n"), QUICK)
+        assert verdict.passed, verdict.message
+        assert "timing_set" in verdict.seconds and "reference_timing" in verdict.seconds
+    finally:
+        before.close()
+    built = _reference_builds(builds)
+    after = Evaluator(_settings(cache))
+    try:
+        verdict = after.evaluate(saxpy, CandidateSource(source=CORRECT + "// after\n"), QUICK)
+        assert verdict.passed, verdict.message
+        assert "timing_set" not in verdict.seconds and "reference_timing" not in verdict.seconds
+        assert verdict.reference_timing is not None and verdict.speedup is not None
+        assert _reference_builds(builds) == built
+    finally:
+        after.close()
+
+
+def test_the_prepare_endpoint_prepares_a_task_before_its_first_candidate(
+    tmp_path: Path, saxpy: FunctionTask | KernelTask
+) -> None:
+    """``POST /v1/prepare`` through a real executor on loopback (with the automatic preparation of
+    requests off, so only the call can have done it): the answer comes at once, the task is then
+    prepared in the background, once, and its first candidate finds everything made."""
+    cache = tmp_path / "cache"
+    settings = _settings(cache, prepare_tasks=False)
+    with serve_in_thread(create_app(settings)) as url, ExecutorClient(url, timeout_s=300) as client:
+        answer = client.prepare(saxpy, QUICK)
+        assert answer.task_id == saxpy.id and answer.started
+        assert not client.prepare(saxpy, QUICK).started  # under way (or done): not again
+        spec = timing_set_spec(saxpy, build_reference(saxpy, cache), cache / "timing-sets")
+        deadline = time.monotonic() + 120
+        while load_reference_timing(spec) is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert stored(spec) and load_reference_timing(spec) is not None
+        verdict = client.evaluate(saxpy, CORRECT + "// first\n", QUICK)
+    assert verdict.passed, verdict.message
+    assert "timing_set" not in verdict.seconds and "reference_timing" not in verdict.seconds
+    assert verdict.reference_timing is not None
