@@ -59,13 +59,23 @@ TOOL_ROLES: dict[str, Role] = {"review_example": Role.CURATOR}
 """Tools that need more than a reader's key (every other tool: any valid key)."""
 
 
+Ready = Callable[[], Awaitable[None]]
+"""Waits until the server's state is open (stdio opens it after answering the client's handshake);
+raises `McpServiceError` when it could not be opened."""
+
+
+async def _always_ready() -> None:
+    return None
+
+
 class RoleGate:
     """SDK middleware: ``tools/list`` shows only the tools the caller's role may call, and a call to any
     other tool is refused before its arguments are even read."""
 
-    def __init__(self, caller_of: CallerOf) -> None:
-        """Tell callers apart with `caller_of`."""
+    def __init__(self, caller_of: CallerOf, ready: Ready = _always_ready) -> None:
+        """Tell callers apart with `caller_of`, once `ready` (the caller may be known only then)."""
         self.caller_of = caller_of
+        self.ready = ready
 
     def _refusal(self, caller: Caller, tool: str) -> str | None:
         needed = TOOL_ROLES.get(tool)
@@ -79,6 +89,10 @@ class RoleGate:
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if ctx.method == "tools/call":
+            try:
+                await self.ready()
+            except McpServiceError as e:
+                return CallToolResult(content=[TextContent(type="text", text=str(e))], is_error=True)
             name = (ctx.params or {}).get("name")
             refusal = self._refusal(self.caller_of(ctx), name) if isinstance(name, str) else None
             if refusal is not None:
@@ -111,16 +125,19 @@ def _progress(ctx: Context) -> ProgressReporter:
     return ProgressReporter(report)
 
 
-def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf, evaluations: EvaluationJobs) -> MCPServer:
+def build_mcp_server(
+    service_of: ServiceOf, caller_of: CallerOf, evaluations: EvaluationJobs, ready: Ready = _always_ready
+) -> MCPServer:
     """The MCP server over the services `service_of` returns, for callers `caller_of` tells apart; its
-    evaluation jobs run in `evaluations` (the caller closes it when the server stops)."""
+    evaluation jobs run in `evaluations` (the caller closes it when the server stops). Calls and reads
+    wait for `ready` first: the server answers the handshake and lists its tools before that."""
     server: MCPServer = MCPServer(
         SERVICE_NAME,
         title="ReGraph reasoning graph",
         instructions=INSTRUCTIONS,
         version="0.1.0",
         log_level="WARNING",
-        middleware=[RoleGate(caller_of)],
+        middleware=[RoleGate(caller_of, ready)],
     )
 
     def service(ctx: Context) -> ReasoningGraphService:
@@ -136,6 +153,7 @@ def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf, evaluations: Ev
         ctx: Context, call: Callable[[ReasoningGraphService], Awaitable[dict[str, Any]]]
     ) -> CallToolResult:
         try:
+            await ready()
             return answer(await call(service(ctx)))
         except McpServiceError as e:
             raise ToolError(str(e)) from e
@@ -145,6 +163,7 @@ def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf, evaluations: Ev
     ) -> dict[str, Any]:
         # Static resources get no context (the SDK passes none): the transport authenticated the caller.
         try:
+            await ready()
             return await call(service(ctx) if ctx is not None else service_of())
         except (McpServiceError, ToolError) as e:
             raise ResourceError(str(e)) from e
@@ -449,6 +468,7 @@ def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf, evaluations: Ev
     async def next_technique(code: str, ctx: Context, technique: str = INITIAL_TECHNIQUE) -> str:
         """The graph's successors of `technique` for this code, with the evidence, and a request to choose."""
         try:
+            await ready()
             found = await service(ctx).next_techniques(code, technique, 1)
         except (McpServiceError, ToolError) as e:
             found = {"successors": [], "note": f"the graph could not be asked: {e}"}
@@ -482,8 +502,3 @@ def answer(data: dict[str, Any]) -> CallToolResult:
     content, which would double what an agent's context receives."""
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
     return CallToolResult(content=[TextContent(type="text", text=text)])
-
-
-def fixed_caller(caller: Caller) -> CallerOf:
-    """A `CallerOf` that is always `caller` (stdio: one local user, the key given at start-up)."""
-    return lambda _ctx: caller
