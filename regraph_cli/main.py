@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Annotated
 
 import httpx
@@ -122,10 +123,16 @@ def _executor_start_wait_s() -> float:
     return 300 if os.environ.get("REGRAPH_EXECUTOR_RAY") else 60
 
 
-def _start_local_executor(port: int, *, quiet_stdout: bool = False) -> tuple[subprocess.Popen[bytes], str]:
+def _start_local_executor(
+    port: int,
+    *,
+    quiet_stdout: bool = False,
+    on_started: Callable[[subprocess.Popen[bytes]], None] | None = None,
+) -> tuple[subprocess.Popen[bytes], str]:
     """Start the executor as its own process (as in production) and wait until it answers.
 
-    `quiet_stdout` sends its standard output to our standard error (`regraph mcp` speaks on stdout).
+    `quiet_stdout` sends its standard output to our standard error (`regraph mcp` speaks on stdout);
+    `on_started` is given the process as soon as it exists (before it answers).
     """
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, "REGRAPH_EXECUTOR_HOST": "127.0.0.1", "REGRAPH_EXECUTOR_PORT": str(port)}
@@ -135,6 +142,8 @@ def _start_local_executor(port: int, *, quiet_stdout: bool = False) -> tuple[sub
         start_new_session=True,
         stdout=sys.stderr if quiet_stdout else None,
     )
+    if on_started is not None:
+        on_started(process)
     wait_s = _executor_start_wait_s()
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:

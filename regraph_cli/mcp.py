@@ -10,7 +10,12 @@ executor's output go to standard error.
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
+import sys
+import threading
+from collections.abc import Callable
 from functools import partial
 from typing import Annotated
 
@@ -40,25 +45,72 @@ def mcp_command(
     ] = True,
 ) -> None:
     """Serve the reasoning graph to a local coding agent over MCP (stdio), starting the stack if needed."""
-    from regraph_cli.main import _start_local_executor, _stop_local_executor
-
     # The running stack's Neo4j and executor, if `regraph up` runs on the data dir (its jobs stay its own).
     reached = reach_running_stack(ApiSettings())
     if reached.running is not None:
         console.print(f"[dim]{reached.describe()}[/]")
     settings = reached.settings
     configure_logging(settings.log_level, "text")  # on stderr: stdout is the protocol's
-    executor: subprocess.Popen[bytes] | None = None
+    starter: _ExecutorStarter | None = None
     if settings.executor_url is None and with_executor:
-        executor, url = _start_local_executor(executor_port, quiet_stdout=True)
-        settings = settings.model_copy(update={"executor_url": url})
+        # Started beside the handshake: an agent waits only seconds for the server; evaluations made
+        # before the executor answers are told it is unreachable.
+        starter = _ExecutorStarter(executor_port)
+        settings = settings.model_copy(update={"executor_url": starter.url})
+    # A client that goes away may end us with SIGTERM or SIGHUP: unwind, so the executor stops with us.
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _interrupt)
+
+    def stop_now(error: StdioStartupError) -> None:
+        console.print(f"[bold red]error:[/] {error}")
+        if starter is not None:
+            starter.stop()
+        sys.stderr.flush()
+        os._exit(1)  # the protocol's reader may be blocked on an open stdin: nothing else would end it
+
     try:
         anyio.run(
-            partial(serve_stdio, recover_jobs=reached.running is None), settings, McpSettings(), api_key
+            partial(serve_stdio, recover_jobs=reached.running is None, on_startup_error=stop_now),
+            settings,
+            McpSettings(),
+            api_key,
         )
     except StdioStartupError as e:
         console.print(f"[bold red]error:[/] {e}")
         raise typer.Exit(code=1) from e
+    except KeyboardInterrupt:
+        pass
     finally:
-        if executor is not None:
-            _stop_local_executor(executor)
+        if starter is not None:
+            starter.stop()
+
+
+def _interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+class _ExecutorStarter:
+    """A local executor started in a thread (`_start_local_executor` waits until it answers)."""
+
+    def __init__(self, port: int) -> None:
+        from regraph_cli.main import _start_local_executor
+
+        self.url = f"http://127.0.0.1:{port}"
+        self.process: subprocess.Popen[bytes] | None = None
+        self._thread = threading.Thread(target=self._start, args=(_start_local_executor, port), daemon=True)
+        self._thread.start()
+
+    def _start(self, start: Callable[..., tuple[subprocess.Popen[bytes], str]], port: int) -> None:
+        try:
+            self.process, _ = start(port, quiet_stdout=True, on_started=self._started)
+        except (typer.Exit, OSError) as e:
+            console.print(f"[bold red]the local executor did not start:[/] {e}")
+
+    def _started(self, process: subprocess.Popen[bytes]) -> None:
+        self.process = process
+
+    def stop(self) -> None:
+        from regraph_cli.main import _stop_local_executor
+
+        if self.process is not None:
+            _stop_local_executor(self.process)

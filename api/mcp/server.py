@@ -10,6 +10,7 @@ higher role: a caller below it does not see them in ``tools/list``, and calling 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
@@ -20,6 +21,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from api.auth import ANONYMOUS, Caller
+from api.mcp.answers import DEFAULT_ANSWER_CHARS, MAX_ANSWER_CHARS, MIN_ANSWER_CHARS
 from api.mcp.evaluations import EvaluationJobs
 from api.mcp.service import (
     McpForbiddenError,
@@ -39,11 +41,15 @@ INSTRUCTIONS = f"""\
 ReGraph holds curated, verified CUDA optimization knowledge: techniques (nodes), observed transitions
 between them with statistics (how often and how much they sped code up), and examples (code before and
 after, with measured speedups), plus an executor that compiles, checks and times a kernel.
-To optimize code: next_techniques(code, technique) gives the techniques worth trying next from where the
-code is now (start at '{INITIAL_TECHNIQUE}'), each with statistics and the examples closest to the code;
-search_techniques finds a technique by name or idea; evaluate_candidate verifies your own kernel against a
-task; start_optimization runs the graph-guided search as a job (follow it with job_status).
-The graph schema for read-only Cypher is the resource regraph://schema.
+When to call which:
+- list_tasks first when you will verify code: it gives the task ids that task_ref takes.
+- next_techniques(code, technique) for what to try next from where the code is now (start at
+  '{INITIAL_TECHNIQUE}'): ranked successors with one line of evidence each and the ids of the closest
+  examples; ask include_code=true (with a max_chars budget) or read regraph://examples/<id> for code.
+- search_techniques to find the name the graph uses for a technique or an idea.
+- evaluate_candidate (short) or start_evaluation (long) to verify your kernel against a task.
+- start_optimization to run the graph-guided search as a job (follow it with job_status).
+- cypher for anything else (schema: the resource regraph://schema).
 """
 
 CallerOf = Callable[[ServerRequestContext[Any, Any]], Caller]
@@ -53,13 +59,23 @@ TOOL_ROLES: dict[str, Role] = {"review_example": Role.CURATOR}
 """Tools that need more than a reader's key (every other tool: any valid key)."""
 
 
+Ready = Callable[[], Awaitable[None]]
+"""Waits until the server's state is open (stdio opens it after answering the client's handshake);
+raises `McpServiceError` when it could not be opened."""
+
+
+async def _always_ready() -> None:
+    return None
+
+
 class RoleGate:
     """SDK middleware: ``tools/list`` shows only the tools the caller's role may call, and a call to any
     other tool is refused before its arguments are even read."""
 
-    def __init__(self, caller_of: CallerOf) -> None:
-        """Tell callers apart with `caller_of`."""
+    def __init__(self, caller_of: CallerOf, ready: Ready = _always_ready) -> None:
+        """Tell callers apart with `caller_of`, once `ready` (the caller may be known only then)."""
         self.caller_of = caller_of
+        self.ready = ready
 
     def _refusal(self, caller: Caller, tool: str) -> str | None:
         needed = TOOL_ROLES.get(tool)
@@ -73,6 +89,10 @@ class RoleGate:
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if ctx.method == "tools/call":
+            try:
+                await self.ready()
+            except McpServiceError as e:
+                return CallToolResult(content=[TextContent(type="text", text=str(e))], is_error=True)
             name = (ctx.params or {}).get("name")
             refusal = self._refusal(self.caller_of(ctx), name) if isinstance(name, str) else None
             if refusal is not None:
@@ -105,16 +125,19 @@ def _progress(ctx: Context) -> ProgressReporter:
     return ProgressReporter(report)
 
 
-def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf, evaluations: EvaluationJobs) -> MCPServer:
+def build_mcp_server(
+    service_of: ServiceOf, caller_of: CallerOf, evaluations: EvaluationJobs, ready: Ready = _always_ready
+) -> MCPServer:
     """The MCP server over the services `service_of` returns, for callers `caller_of` tells apart; its
-    evaluation jobs run in `evaluations` (the caller closes it when the server stops)."""
+    evaluation jobs run in `evaluations` (the caller closes it when the server stops). Calls and reads
+    wait for `ready` first: the server answers the handshake and lists its tools before that."""
     server: MCPServer = MCPServer(
         SERVICE_NAME,
         title="ReGraph reasoning graph",
         instructions=INSTRUCTIONS,
         version="0.1.0",
         log_level="WARNING",
-        middleware=[RoleGate(caller_of)],
+        middleware=[RoleGate(caller_of, ready)],
     )
 
     def service(ctx: Context) -> ReasoningGraphService:
@@ -128,9 +151,10 @@ def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf, evaluations: Ev
 
     async def tool_call(
         ctx: Context, call: Callable[[ReasoningGraphService], Awaitable[dict[str, Any]]]
-    ) -> dict[str, Any]:
+    ) -> CallToolResult:
         try:
-            return await call(service(ctx))
+            await ready()
+            return answer(await call(service(ctx)))
         except McpServiceError as e:
             raise ToolError(str(e)) from e
 
@@ -139,6 +163,7 @@ def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf, evaluations: Ev
     ) -> dict[str, Any]:
         # Static resources get no context (the SDK passes none): the transport authenticated the caller.
         try:
+            await ready()
             return await call(service(ctx) if ctx is not None else service_of())
         except (McpServiceError, ToolError) as e:
             raise ResourceError(str(e)) from e
@@ -150,7 +175,7 @@ def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf, evaluations: Ev
         query: Annotated[str, Field(min_length=1, max_length=500, description="a name or an idea")],
         ctx: Context,
         k: Annotated[int, Field(ge=1, le=50, description="how many techniques")] = 5,
-    ) -> dict[str, Any]:
+    ) -> CallToolResult:
         """Find techniques by name, alias or idea (full-text and vector search fused), best first."""
         return await tool_call(ctx, lambda s: s.search_techniques(query, k))
 
@@ -161,12 +186,42 @@ def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf, evaluations: Ev
         technique: Annotated[
             str, Field(description=f"the technique the code is at now; '{INITIAL_TECHNIQUE}' to start")
         ] = INITIAL_TECHNIQUE,
-        k: Annotated[int, Field(ge=1, le=10, description="examples per successor technique")] = 2,
-    ) -> dict[str, Any]:
-        """The techniques to try next for this code: successors of `technique` in the graph, each with its
-        transition statistics (examples, verified share, success rate, mean and median speedup) and the
-        examples whose code is closest to yours. The same retrieval the graph search (MCGS) uses."""
-        return await tool_call(ctx, lambda s: s.next_techniques(code, technique, k))
+        k: Annotated[int, Field(ge=1, le=10, description="closest examples per successor technique")] = 1,
+        include_code: Annotated[
+            bool, Field(description="also the examples' code before/after (cut to fit max_chars)")
+        ] = False,
+        max_chars: Annotated[
+            int,
+            Field(
+                ge=MIN_ANSWER_CHARS,
+                le=MAX_ANSWER_CHARS,
+                description="the answer's size budget, in characters",
+            ),
+        ] = DEFAULT_ANSWER_CHARS,
+    ) -> CallToolResult:
+        """The techniques to try next for this code, best supported first: successors of `technique` in the
+        graph, each with one line of evidence (examples, verified, success rate, median speedup) and the ids
+        of the examples whose code is closest to yours (the retrieval the graph search uses). Code only with
+        include_code=true, cut to the max_chars budget; or read one example as regraph://examples/<id>."""
+        return await tool_call(
+            ctx,
+            lambda s: s.next_techniques(code, technique, k, include_code=include_code, max_chars=max_chars),
+        )
+
+    @server.tool(annotations=_READ)
+    async def list_tasks(
+        ctx: Context,
+        query: Annotated[
+            str, Field(max_length=200, description="only tasks whose id, domain or description holds this")
+        ] = "",
+    ) -> CallToolResult:
+        """The tasks this service can verify code against (their ids are what task_ref takes), with kind,
+        domain, tier and a one-line description. Call it before evaluate_candidate or start_optimization."""
+
+        async def listing(s: ReasoningGraphService) -> dict[str, Any]:
+            return s.list_tasks(query)
+
+        return await tool_call(ctx, listing)
 
     @server.tool(annotations=_READ)
     async def transition_examples(
@@ -182,7 +237,7 @@ def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf, evaluations: Ev
         ] = None,
         limit: Annotated[int, Field(ge=1, le=100)] = 10,
         offset: Annotated[int, Field(ge=0)] = 0,
-    ) -> dict[str, Any]:
+    ) -> CallToolResult:
         """Examples of the transition source -> target (give both), or every example in one review status
         (give only review_status); filter by device, verdict and review status."""
         return await tool_call(
@@ -204,7 +259,7 @@ def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf, evaluations: Ev
         ctx: Context,
         parameters: Annotated[dict[str, Any] | None, Field(description="values for $parameters")] = None,
         row_limit: Annotated[int | None, Field(ge=1, description="at most the server's row limit")] = None,
-    ) -> dict[str, Any]:
+    ) -> CallToolResult:
         """Run a read-only Cypher query (schema: resource regraph://schema). Writes, administration and
         unlisted procedures are refused; the query runs in a read transaction with a timeout and a row cap."""
         key = caller_of(ctx.request_context).key_id or ANONYMOUS  # the same slots as /v1/cypher and /ui
@@ -213,7 +268,7 @@ def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf, evaluations: Ev
     @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
     async def evaluate_candidate(
         source: CandidateSource, ctx: Context, task_ref: TaskRef = None, task: InlineTask = None
-    ) -> dict[str, Any]:
+    ) -> CallToolResult:
         """Verify a candidate against a task on the executor: static checks, compile, then (on a GPU) check
         against the reference on fresh inputs and time it. Returns the executor's typed verdict; without a
         GPU the verdict is compile-only and never a pass. Sends progress notifications while it runs."""
@@ -237,7 +292,7 @@ def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf, evaluations: Ev
     @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
     async def start_evaluation(
         source: CandidateSource, ctx: Context, task_ref: TaskRef = None, task: InlineTask = None
-    ) -> dict[str, Any]:
+    ) -> CallToolResult:
         """evaluate_candidate as a job, for evaluations longer than your client waits for one call: returns
         an evaluation id at once; follow it with evaluation_status(evaluation_id, wait_s=...) (progress
         notifications, then the verdict), cancel it with cancel_evaluation."""
@@ -282,7 +337,7 @@ def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf, evaluations: Ev
         wait_s: Annotated[
             float, Field(ge=0, le=3600, description="follow it (progress notifications) up to this long")
         ] = 0.0,
-    ) -> dict[str, Any]:
+    ) -> CallToolResult:
         """An evaluation's state, its progress and, once finished, the executor's verdict (as
         evaluate_candidate returns it). With wait_s > 0 the call follows it until it ends or time is up."""
         caller = caller_of(ctx.request_context)
@@ -297,7 +352,7 @@ def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf, evaluations: Ev
     @server.tool(annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=False))
     async def cancel_evaluation(
         evaluation_id: Annotated[str, Field(min_length=1, max_length=100)], ctx: Context
-    ) -> dict[str, Any]:
+    ) -> CallToolResult:
         """Cancel a running evaluation (its verdict, if the executor still sends one, is dropped)."""
         caller = caller_of(ctx.request_context)
 
@@ -319,7 +374,7 @@ def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf, evaluations: Ev
         rollouts: Annotated[int | None, Field(ge=1, le=1000)] = None,
         seed: Annotated[int, Field(ge=0)] = 0,
         verification: Literal["auto", "verified", "compile-only"] = "auto",
-    ) -> dict[str, Any]:
+    ) -> CallToolResult:
         """Start a graph-guided optimization job (the API's job queue, as POST /v1/optimize) and return its
         id at once; follow it with job_status(job_id, wait_s=...), cancel it with cancel_job."""
         request = {
@@ -343,7 +398,7 @@ def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf, evaluations: Ev
         wait_s: Annotated[
             float, Field(ge=0, le=3600, description="follow the job (progress notifications) up to this long")
         ] = 0.0,
-    ) -> dict[str, Any]:
+    ) -> CallToolResult:
         """An optimization job's state and, once finished, its outcome and best code. With wait_s > 0 the
         call follows the job's events as progress notifications until it ends or the time is up."""
         caller = caller_of(ctx.request_context)
@@ -354,7 +409,7 @@ def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf, evaluations: Ev
     @server.tool(annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=False))
     async def cancel_job(
         job_id: Annotated[str, Field(min_length=1, max_length=100)], ctx: Context
-    ) -> dict[str, Any]:
+    ) -> CallToolResult:
         """Cancel a queued or running optimization job."""
         caller = caller_of(ctx.request_context)
         return await tool_call(ctx, lambda s: s.cancel_job(caller, job_id))
@@ -365,7 +420,7 @@ def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf, evaluations: Ev
         decision: Literal["approve", "reject"],
         ctx: Context,
         reason: Annotated[str, Field(max_length=2000)] = "",
-    ) -> dict[str, Any]:
+    ) -> CallToolResult:
         """Curators only: approve an example, or reject it (rejected examples leave retrieval and the
         statistics). Recorded in the audit log under the key's name."""
         caller = caller_of(ctx.request_context)
@@ -379,6 +434,15 @@ def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf, evaluations: Ev
 
         async def read(s: ReasoningGraphService) -> dict[str, Any]:
             return dump(await s.schema())
+
+        return await resource_read(None, read)
+
+    @server.resource("regraph://tasks", name="tasks", mime_type="application/json")
+    async def tasks_resource() -> dict[str, Any]:
+        """The service's tasks: the ids task_ref takes, with kind, domain, tier and description."""
+
+        async def read(s: ReasoningGraphService) -> dict[str, Any]:
+            return s.list_tasks()
 
         return await resource_read(None, read)
 
@@ -431,28 +495,18 @@ def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf, evaluations: Ev
     async def next_technique(code: str, ctx: Context, technique: str = INITIAL_TECHNIQUE) -> str:
         """The graph's successors of `technique` for this code, with the evidence, and a request to choose."""
         try:
+            await ready()
             found = await service(ctx).next_techniques(code, technique, 1)
         except (McpServiceError, ToolError) as e:
             found = {"successors": [], "note": f"the graph could not be asked: {e}"}
         lines = []
-        # Best supported first: verified examples, then the median speedup they measured.
-        ranked = sorted(
-            found.get("successors", []),
-            key=lambda s: (
-                -s["transition"]["stats"]["n_verified"],
-                -(s["transition"]["stats"]["median_speedup"] or 0),
-            ),
-        )
-        for successor in ranked:
-            stats = successor["transition"]["stats"]
+        for successor in found.get("successors", []):  # ranked by the service, best supported first
             closest = successor["examples"][0] if successor["examples"] else None
             lines.append(
-                f"- {successor['technique']}: {stats['n_examples']} examples ({stats['n_verified']} verified), "
-                f"success rate {_number(stats['success_rate'], '.0%')}, "
-                f"median speedup {_number(stats['median_speedup'], '.3g')}x"
+                f"- {successor['technique']}: {successor['evidence']}"
                 + (
-                    f"; closest example {closest['example']['id']} (similarity {closest['similarity']:.2f}, "
-                    f"task {closest['example']['task_id']})"
+                    f"; closest example {closest['id']} (similarity {closest['similarity']:.2f}, "
+                    f"task {closest['task_id']})"
                     if closest
                     else ""
                 )
@@ -470,10 +524,8 @@ def build_mcp_server(service_of: ServiceOf, caller_of: CallerOf, evaluations: Ev
     return server
 
 
-def _number(value: float | None, spec: str) -> str:
-    return "n/a" if value is None else format(value, spec)
-
-
-def fixed_caller(caller: Caller) -> CallerOf:
-    """A `CallerOf` that is always `caller` (stdio: one local user, the key given at start-up)."""
-    return lambda _ctx: caller
+def answer(data: dict[str, Any]) -> CallToolResult:
+    """A tool's result as one compact JSON text block; the same data is not repeated as structured
+    content, which would double what an agent's context receives."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+    return CallToolResult(content=[TextContent(type="text", text=text)])

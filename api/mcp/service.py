@@ -33,13 +33,16 @@ from api.graph.service import (
     InvalidGraphRequestError,
 )
 from api.limits import LimitError, Ticket
+from api.mcp.answers import DEFAULT_ANSWER_CHARS, concise_successors
 from api.mcp.protocol import CandidateEvaluationPublic, JobStatus, McpSettings
 from api.optimize.protocol import JobPublic, OptimizeCreate, OptimizeResult
 from api.optimize.service import JobService, OptimizeError, Subscription, resolve_task
 from api.routers.cypher import run_reader_cypher
 from api.state import AppState
 from executor.client import AsyncExecutorClient, ExecutorClientError
+from executor.errors import TaskFormatError
 from executor.protocol import Task
+from executor.taskformat import load_task
 from graphdb.errors import GraphDBError
 from graphdb.jobs import JobEventRecord
 from graphdb.models import ReviewStatus, Role, StepVerdict
@@ -279,19 +282,60 @@ class ReasoningGraphService:
         found = await self._read(self.graph.search_techniques, query, k)
         return self.capped(dump(found))
 
-    async def next_techniques(self, code: str, technique: str, k: int) -> dict[str, Any]:
-        """Successors of `technique` for `code` with statistics and top-`k` examples (MCGS's retrieval)."""
+    async def next_techniques(
+        self,
+        code: str,
+        technique: str,
+        k: int,
+        *,
+        include_code: bool = False,
+        max_chars: int = DEFAULT_ANSWER_CHARS,
+    ) -> dict[str, Any]:
+        """Successors of `technique` for `code`, ranked, each with one line of evidence and its top-`k`
+        examples (MCGS's retrieval); the examples' code only with `include_code`, within `max_chars`."""
         try:
             request = RetrieveRequest(technique=technique or INITIAL_TECHNIQUE, code=code, k=k)
         except ValidationError as e:
             raise McpInputError(f"invalid arguments: {e}") from e
         found = await self._read(self.graph.retrieve, request)
-        data = dump(found)
+        data = concise_successors(found, include_code=include_code, max_chars=max_chars)
         if not found.successors:
             data["note"] = (
                 f"the graph has no transition out of {request.technique!r}; search the techniques "
                 "(search_techniques) for the name the graph uses"
             )
+        return data
+
+    def list_tasks(self, query: str = "") -> dict[str, Any]:
+        """The service's tasks (the ids `task_ref` takes), those whose id, domain or description holds
+        `query` when one is given."""
+        tasks_dir = self.state.settings.tasks_dir
+        if tasks_dir is None or not tasks_dir.is_dir():
+            return {
+                "tasks": [],
+                "note": "no tasks directory is configured (REGRAPH_TASKS_DIR): send tasks inline",
+            }
+        wanted = query.strip().lower()
+        tasks: list[dict[str, Any]] = []
+        problems: list[str] = []
+        for path in sorted(p for p in tasks_dir.iterdir() if (p / "task.json").is_file()):
+            try:
+                task = load_task(path)
+            except TaskFormatError as e:
+                problems.append(f"{path.name}: {e}")
+                continue
+            entry = {
+                "id": task.id,
+                "kind": task.kind,
+                "domain": task.domain,
+                "tier": task.tier_hint,
+                "description": task.description,
+            }
+            if not wanted or any(wanted in str(v).lower() for v in (task.id, task.domain, task.description)):
+                tasks.append(entry)
+        data: dict[str, Any] = {"tasks": tasks, "count": len(tasks)}
+        if problems:
+            data["unreadable"] = problems
         return self.capped(data)
 
     async def transition_examples(

@@ -29,6 +29,7 @@ TOOLS = {
     "job_status",
     "cancel_job",
     "review_example",
+    "list_tasks",
 }
 READER_TOOLS = TOOLS - {"review_example"}  # curator tools are not listed for readers
 SEED_DEVICE = "NVIDIA H100 80GB HBM3 (sm_90)"  # every example of the seed graph was measured there
@@ -50,13 +51,13 @@ class Progress:
 
 
 def data(result: CallToolResult) -> dict[str, Any]:
-    """A successful tool result's structured content (and its text block says the same)."""
+    """A successful tool result's data: one JSON text block, not repeated as structured content."""
     assert not result.is_error, result.content
-    assert result.structured_content is not None
-    text = result.content[0]
+    assert result.structured_content is None  # the same data twice would double an agent's context
+    [text] = result.content
     assert isinstance(text, TextContent)
-    assert json.loads(text.text) == result.structured_content
-    return result.structured_content
+    loaded: dict[str, Any] = json.loads(text.text)
+    return loaded
 
 
 def error_text(result: CallToolResult) -> str:
@@ -85,20 +86,42 @@ async def exercise_everything(client: Client, listed: set[str]) -> dict[str, Any
     found = data(await client.call_tool("search_techniques", {"query": "shared memory tiles", "k": 5}))
     assert "Shared memory tiling" in [h["technique"]["name"] for h in found["hits"]]
 
+    listed_tasks = data(await client.call_tool("list_tasks", {}))
+    assert TASK_ID in [t["id"] for t in listed_tasks["tasks"]] and listed_tasks["count"] > 10
+    only = data(await client.call_tool("list_tasks", {"query": TASK_ID}))
+    assert [t["id"] for t in only["tasks"]] == [TASK_ID] and only["tasks"][0]["kind"] == "function"
+
     following = data(await client.call_tool("next_techniques", {"code": REFERENCE, "k": 2}))
     assert following["technique"] == "sequential code"
     [successor] = following["successors"]  # the seed graph starts every path with Parallelization
-    assert successor["technique"] == "Parallelization"
-    assert successor["transition"]["stats"]["n_examples"] > 2
+    assert successor["technique"] == "Parallelization" and successor["rank"] == 1
+    assert successor["stats"]["n_examples"] > 2 and "verified), success rate " in successor["evidence"]
     assert len(successor["examples"]) == 2
     similarities = [e["similarity"] for e in successor["examples"]]
     assert similarities == sorted(similarities, reverse=True)
-    example_id = successor["examples"][0]["example"]["id"]
+    assert "code_before" not in successor["examples"][0]  # code only on request
+    example_id = successor["examples"][0]["id"]
 
-    onward = data(
-        await client.call_tool("next_techniques", {"code": REFERENCE, "technique": "Parallelization"})
+    # The default answer (k=1, no code) fits the default budget; ranked best supported first.
+    onward_result = await client.call_tool(
+        "next_techniques", {"code": REFERENCE, "technique": "Parallelization"}
     )
-    assert len(onward["successors"]) > 3
+    [onward_text] = onward_result.content
+    assert isinstance(onward_text, TextContent) and len(onward_text.text) <= 4_000
+    onward = data(onward_result)
+    assert len(onward["successors"]) + len(onward.get("omitted", [])) > 3
+    keys = [(-s["stats"]["n_verified"], -(s["stats"]["median_speedup"] or 0)) for s in onward["successors"]]
+    assert keys == sorted(keys) and [s["rank"] for s in onward["successors"]] == list(range(1, len(keys) + 1))
+    # With code, within the caller's budget; what was cut is named.
+    coded_result = await client.call_tool(
+        "next_techniques",
+        {"code": REFERENCE, "technique": "Parallelization", "k": 3, "include_code": True, "max_chars": 6000},
+    )
+    [coded_text] = coded_result.content
+    assert isinstance(coded_text, TextContent) and len(coded_text.text) <= 6000
+    coded = data(coded_result)
+    assert coded["successors"][0]["examples"][0]["code_after"]
+    assert coded.get("truncated") or coded.get("omitted")
 
     transition = {"source": "sequential code", "target": "Parallelization"}
     filtered = data(
@@ -190,7 +213,7 @@ async def exercise_everything(client: Client, listed: set[str]) -> dict[str, Any
 
     # -- resources -----------------------------------------------------------------------------------
     static = {str(r.uri) for r in (await client.list_resources()).resources}
-    assert static == {"regraph://schema", "regraph://techniques"}
+    assert static == {"regraph://schema", "regraph://techniques", "regraph://tasks"}
     templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
     assert templates == {
         "regraph://techniques/{name}",
@@ -205,6 +228,7 @@ async def exercise_everything(client: Client, listed: set[str]) -> dict[str, Any
     assert not {"ApiKey", "Job", "JobEvent", "SchemaMigration"} & set(schema["labels"])
     assert not any("ApiKey" in line or "Job" in line for line in schema["indexes"])
     assert len(json.dumps(schema)) < 4_000  # compact enough for an agent's context
+    assert TASK_ID in [t["id"] for t in (await read_json(client, "regraph://tasks"))["tasks"]]
     techniques = await read_json(client, "regraph://techniques")
     assert techniques["count"] == SEED_TECHNIQUES
     technique = await read_json(client, f"regraph://techniques/{quote('Shared memory tiling')}")

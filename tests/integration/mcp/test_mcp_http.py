@@ -272,7 +272,7 @@ def test_the_mcp_inspector_lists_the_tools_and_calls_two(stack: Stack) -> None:
         "query=warp shuffle",
     )
     assert not found.get("isError")
-    hits = found["structuredContent"]["hits"]
+    hits = _inspector_data(found)["hits"]
     assert hits and hits[0]["technique"]["name"].startswith("Warp")
     counted = _inspector(
         stack,
@@ -283,7 +283,16 @@ def test_the_mcp_inspector_lists_the_tools_and_calls_two(stack: Stack) -> None:
         "--tool-arg",
         "query=MATCH (t:Technique) RETURN count(t) AS n",
     )
-    assert counted["structuredContent"]["rows"] == [{"n": SEED_TECHNIQUES}]
+    assert _inspector_data(counted)["rows"] == [{"n": SEED_TECHNIQUES}]
+
+
+def _inspector_data(result: dict[str, Any]) -> dict[str, Any]:
+    """A tool result's data as the Inspector prints it: one JSON text block, no structured copy."""
+    assert "structuredContent" not in result
+    [block] = result["content"]
+    assert block["type"] == "text"
+    data: dict[str, Any] = json.loads(block["text"])
+    return data
 
 
 def _an_example(graph: SeededGraph) -> str:

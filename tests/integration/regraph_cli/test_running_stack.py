@@ -19,6 +19,7 @@ import anyio
 import httpx
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.types import TextContent
 
 from api.app import create_app
 from api.discovery import RunningStack, find_running, running_file
@@ -124,10 +125,9 @@ def _commands_reach_the_stack(tmp_path: Path, executor_url: str) -> None:
                     "cypher", {"query": "MATCH (t:Technique) RETURN count(t) AS n"}
                 )
                 assert not found.is_error, found.content
-                assert found.structured_content == {
-                    **found.structured_content,
-                    "rows": [{"n": techniques}],
-                }
+                [text] = found.content
+                assert isinstance(text, TextContent)
+                assert json.loads(text.text)["rows"] == [{"n": techniques}]
 
         anyio.run(agent)
         assert jobs.get("api-job").state == "queued"
