@@ -3,8 +3,9 @@
 An executor runs at most ``total`` evaluations at once (each compiles, then runs); a caller (the API
 key on whose behalf the API asks, passed as ``EvaluateRequest.caller``) holds at most ``per_caller`` of
 them, ``ceil(total / 2)`` unless set: two 180 s compiles of one reader then leave a slot for everyone
-else. Requests without a caller share one bucket of their own. Waiters are served in arrival order
-among those whose caller is under its share.
+else. Requests without a caller (the executor's own clients: the CLI, batch jobs, tests) are not held
+to a share, so a lone batch keeps every slot; they still count towards the total. Waiters are served
+in arrival order among those whose caller is under its share.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ class FairSlots:
         return self._held[caller or ANONYMOUS]
 
     def _may_take(self, caller: str) -> bool:
-        return self.in_use < self.total and self._held[caller] < self.per_caller
+        share = self.total if caller == ANONYMOUS else self.per_caller
+        return self.in_use < self.total and self._held[caller] < share
 
     def _wake(self) -> None:
         for caller, waiter in list(self._waiting):

@@ -70,16 +70,17 @@ def test_a_slot_is_held_until_the_thread_ends_even_when_its_request_is_cancelled
     asyncio.run(scenario())
 
 
-def test_requests_without_a_caller_share_one_share() -> None:
+def test_requests_without_a_caller_may_take_every_slot_but_leave_them_to_waiters() -> None:
     async def scenario() -> None:
-        slots = FairSlots(4)
-        assert slots.per_caller == 2
+        slots = FairSlots(2)
         await slots.acquire(None)
-        await slots.acquire(None)
+        await asyncio.wait_for(slots.acquire(None), timeout=1)  # a lone batch keeps both
+        keyed = asyncio.ensure_future(slots.acquire("key-1"))
         third = asyncio.ensure_future(slots.acquire(None))
         await asyncio.sleep(0)
-        assert not third.done()
-        await asyncio.wait_for(slots.acquire("key-1"), timeout=1)
+        slots.release(None)
+        await asyncio.wait_for(keyed, timeout=1)  # first come, first served
+        assert not third.done() and slots.held_by("key-1") == 1
         third.cancel()
 
     asyncio.run(scenario())
