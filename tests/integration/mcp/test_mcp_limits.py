@@ -11,6 +11,7 @@ for the driver's 120 s read timeout. Through the real MCP SDK client and real HT
 from __future__ import annotations
 
 import re
+import socket
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -25,9 +26,9 @@ from api.app import create_app
 from api.limits import Limiter
 from api.state import GRAPH_BACKSTOP_S
 from graphdb.models import Role
-from tests.integration.mcp.conftest import SeededGraph
+from tests.integration.mcp.conftest import TASK_ID, SeededGraph
 from tests.integration.mcp.http_stack import Stack, api_settings, connect
-from tests.integration.mcp.scenario import error_text
+from tests.integration.mcp.scenario import data, error_text
 from tests.support.servers import serve_in_thread
 
 pytestmark = pytest.mark.neo4j
@@ -36,24 +37,30 @@ TIMEOUT_S = 2.0  # REGRAPH_CYPHER_TIMEOUT_S of this API
 GIVEN_UP_S = TIMEOUT_S + GRAPH_BACKSTOP_S  # when the API stops waiting for a silent query
 PER_KEY = 4
 NESTED = "RETURN reduce(a = [], i IN range(1, 20000) | [a]) AS a"  # Neo4j cannot send it back
-FREED_WITHIN_S = 3.0  # an abandoned query's thread and slot are free again within this
+FREED_WITHIN_S = 3.0
+EVALUATIONS_PER_KEY = 2  # an abandoned query's thread and slot are free again within this
 
 
 @pytest.fixture(scope="module")
 def app_stack(
     seeded: SeededGraph, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Stack, FastAPI]]:
-    settings = api_settings(
-        seeded,
-        None,  # type: ignore[arg-type]  # no executor: these tests run queries only
-        tmp_path_factory.mktemp("api-data"),
-        cypher_timeout_s=TIMEOUT_S,
-        cypher_max_concurrent_per_key=PER_KEY,
-        cypher_max_concurrent=8,
-    )
-    app = create_app(settings)
-    with serve_in_thread(app) as url:
-        yield Stack(url, seeded), app
+    # The "executor" accepts connections and never answers: an evaluation holds its slot until cancelled.
+    with socket.socket() as silent_executor:
+        silent_executor.bind(("127.0.0.1", 0))
+        silent_executor.listen(64)
+        settings = api_settings(
+            seeded,
+            f"http://127.0.0.1:{silent_executor.getsockname()[1]}",
+            tmp_path_factory.mktemp("api-data"),
+            cypher_timeout_s=TIMEOUT_S,
+            cypher_max_concurrent_per_key=PER_KEY,
+            cypher_max_concurrent=8,
+            evaluation_max_concurrent_per_key=EVALUATIONS_PER_KEY,
+        )
+        app = create_app(settings)
+        with serve_in_thread(app) as url:
+            yield Stack(url, seeded), app
 
 
 def limiter(app: FastAPI) -> Limiter:
@@ -216,3 +223,31 @@ def test_the_pool_is_free_after_abandoned_calls(app_stack: tuple[Stack, FastAPI]
     pool = app.state.regraph.driver._pool  # the driver's own bookkeeping: no connection left in use
     in_use = sum(c.in_use for connections in pool.connections.values() for c in connections)
     assert in_use == 0
+
+
+def test_mcp_evaluations_take_per_key_slots(app_stack: tuple[Stack, FastAPI]) -> None:
+    stack, app = app_stack
+    task = {"source": "__global__ void k() {}", "task_ref": TASK_ID}
+
+    async def start(client: Any) -> str:
+        evaluation_id: str = data(await client.call_tool("start_evaluation", task))["evaluation_id"]
+        return evaluation_id
+
+    async def scenario() -> None:
+        async with (
+            connect(stack, {"X-API-Key": stack.graph.tokens[Role.READER]}) as reader,
+            connect(stack, {"X-API-Key": stack.graph.tokens[Role.CURATOR]}) as curator,
+        ):
+            held = [await start(reader) for _ in range(EVALUATIONS_PER_KEY)]
+            for tool in ("start_evaluation", "evaluate_candidate"):
+                refused = await reader.call_tool(tool, task)
+                assert f"this key already runs {EVALUATIONS_PER_KEY} evaluations" in error_text(refused), tool
+            held.append(await start(curator))  # another key has slots of its own
+            assert limiter(app).running("evaluation") == EVALUATIONS_PER_KEY + 1
+            for evaluation_id, client in zip(held, (reader, reader, curator), strict=True):
+                await client.call_tool("cancel_evaluation", {"evaluation_id": evaluation_id})
+            assert limiter(app).running("evaluation") == 0  # a cancelled evaluation gives its slot back
+            again = await start(reader)
+            await reader.call_tool("cancel_evaluation", {"evaluation_id": again})
+
+    anyio.run(scenario)
