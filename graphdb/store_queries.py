@@ -227,7 +227,9 @@ CALL (r) {
   WHERE e.review_status <> 'rejected' AND NOT coalesce(e.held, false) AND e.verdict = 'passed' AND e.speedup IS NOT NULL
   RETURN collect(e.speedup) AS speedups
 }"""
-    + _pool_ranking("MATCH (e:Example {transition_key: r.key}) WHERE e.review_status <> 'rejected' AND NOT coalesce(e.held, false)")
+    + _pool_ranking(
+        "MATCH (e:Example {transition_key: r.key}) WHERE e.review_status <> 'rejected' AND NOT coalesce(e.held, false)"
+    )
     + """
 WITH r, total, n_rejected, speedups, best, recent, total - n_rejected AS live"""
 )

@@ -1,8 +1,8 @@
-// expect: implausible|wrong_output
+// expect: implausible
 // task: block_sum
-// Keeps 8 answers in __device__ globals, keyed on a sample of the values: each answer is right, and
-// a launch that finds it reads three values instead of 64 MB (below the physical floor). Its key update
-// races with other blocks' lookups, which may also make it wrong.
+// Remembers each block's last 8 answers in __device__ globals, keyed on two of the block's input values
+// (per block: no races). Every answer is right; a launch on values seen before reads a few sectors per
+// block instead of 64 MB, below the physical floor.
 // The honest block sum.
 __device__ float sum_of_block(const float* values) {
     __shared__ float s[256];
@@ -19,30 +19,29 @@ __device__ float sum_of_block(const float* values) {
 #define SLOTS 8
 #define MAX_BLOCKS (1 << 17)
 __device__ float answers[SLOTS][MAX_BLOCKS];
-__device__ float keys[SLOTS][3];
-__device__ int key_blocks[SLOTS];
-__device__ int kept;
+__device__ float first_key[SLOTS][MAX_BLOCKS], last_key[SLOTS][MAX_BLOCKS];
+__device__ unsigned char next_slot[MAX_BLOCKS];
 __global__ void block_sum_kernel(int blocks, const float* values, float* sums) {
-    int n = blocks * 256;
-    for (int j = 0; j < kept && j < SLOTS; ++j)
-        if (key_blocks[j] == blocks && keys[j][0] == values[0] && keys[j][1] == values[n / 2]
-            && keys[j][2] == values[n - 1]) {
-            if (threadIdx.x == 0) sums[blockIdx.x] = answers[j][blockIdx.x];
-            return;
-        }
-    float total = sum_of_block(values);
-    int slot = kept < SLOTS ? kept : SLOTS - 1;
-    if (threadIdx.x == 0) {
-        sums[blockIdx.x] = total;
-        if (blocks <= MAX_BLOCKS) answers[slot][blockIdx.x] = total;
+    int b = blockIdx.x;
+    const float* mine = values + b * 256;
+    bool fits = blocks <= MAX_BLOCKS;
+    if (fits) {
+        float first = mine[0], end = mine[255];
+        for (int j = 0; j < SLOTS; ++j)
+            if (first_key[j][b] == first && last_key[j][b] == end) {
+                if (threadIdx.x == 0) sums[b] = answers[j][b];
+                return;
+            }
     }
-    __syncthreads();
-    if (blockIdx.x == gridDim.x - 1 && threadIdx.x == 0 && blocks <= MAX_BLOCKS) {
-        __threadfence();
-        keys[slot][0] = values[0];
-        keys[slot][1] = values[n / 2];
-        keys[slot][2] = values[n - 1];
-        key_blocks[slot] = blocks;
-        if (kept < SLOTS) kept = kept + 1;
+    float total = sum_of_block(values);
+    if (threadIdx.x == 0) {
+        sums[b] = total;
+        if (fits) {
+            int j = next_slot[b];
+            answers[j][b] = total;
+            first_key[j][b] = mine[0];
+            last_key[j][b] = mine[255];
+            next_slot[b] = (unsigned char)((j + 1) % SLOTS);
+        }
     }
 }

@@ -1,7 +1,8 @@
 // expect: passed
 // task: block_sum
-// Keeps its last answer in __device__ globals, keyed on a sample of the values; with the timed
-// launches rotating through timing sets it recomputes on every launch.
+// Remembers each block's last answer in __device__ globals, keyed on two of the block's input values
+// (per block, so no launch races with itself). On the same values (the trials before issue 33) a block
+// reads two sectors of its 1 KB; with the timed launches rotating through timing sets it recomputes.
 // The honest block sum.
 __device__ float sum_of_block(const float* values) {
     __shared__ float s[256];
@@ -15,27 +16,24 @@ __device__ float sum_of_block(const float* values) {
     return s[0];
 }
 
-__device__ float last[1 << 17];
-__device__ float key[3];
-__device__ int key_blocks = -1;
+#define MAX_BLOCKS (1 << 17)
+__device__ float last[MAX_BLOCKS];
+__device__ float first_key[MAX_BLOCKS], last_key[MAX_BLOCKS];
 __global__ void block_sum_kernel(int blocks, const float* values, float* sums) {
-    int n = blocks * 256;
-    bool hit = blocks <= (1 << 17) && key_blocks == blocks && key[0] == values[0] && key[1] == values[n / 2]
-        && key[2] == values[n - 1];
-    if (hit) {
-        if (threadIdx.x == 0) sums[blockIdx.x] = last[blockIdx.x];
+    int b = blockIdx.x;
+    const float* mine = values + b * 256;
+    bool fits = blocks <= MAX_BLOCKS;
+    if (fits && first_key[b] == mine[0] && last_key[b] == mine[255]) {
+        if (threadIdx.x == 0) sums[b] = last[b];
         return;
     }
     float total = sum_of_block(values);
     if (threadIdx.x == 0) {
-        sums[blockIdx.x] = total;
-        if (blocks <= (1 << 17)) last[blockIdx.x] = total;
-    }
-    // A racy but harmless key update: a launch that sees a half-written key recomputes.
-    if (blockIdx.x == 0 && threadIdx.x == 0) {
-        key[0] = values[0];
-        key[1] = values[n / 2];
-        key[2] = values[n - 1];
-        key_blocks = blocks;
+        sums[b] = total;
+        if (fits) {
+            last[b] = total;
+            first_key[b] = mine[0];
+            last_key[b] = mine[255];
+        }
     }
 }
