@@ -23,9 +23,11 @@ import json
 import logging
 import re
 import threading
+import unicodedata
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -36,7 +38,7 @@ from graphdb.models import AliasAddition, RelabelDecision, RelabelOutcome, Techn
 from graphdb.store import GraphStore
 from search.backends.base import ChatMessage, ChatModel, ModelError
 from search.backends.config import ModelRoles, build_model
-from search.embeddings import Embedder, technique_text
+from search.embeddings import Embedder, EmbeddingError, default_model_path, technique_text
 from search.errors import SearchError
 from search.evidence import CodeEvidence, code_evidence, name_code_mismatch
 from search.protocols import INITIAL_TECHNIQUE
@@ -50,9 +52,16 @@ from search.relabel_scoring import (
     decide,
     load_model,
     rank,
+    separation,
     shared_text_vectors,
 )
-from search.taxonomy import Taxonomy, default_taxonomy, label_key, taxonomy_setting
+from search.taxonomy import (
+    Taxonomy,
+    content_tokens,
+    default_taxonomy,
+    label_key,
+    taxonomy_setting,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -142,6 +151,132 @@ MAX_NAME_CHARS = 200
 def normalize_label(label: str) -> str:
     """A method name with surrounding and repeated whitespace removed."""
     return re.sub(r"\s+", " ", label).strip()
+
+
+QUEUED_NAME_CHARS = 120
+"""A name too long to be a technique's name waits in the queue under its first this-many characters."""
+_SCRIPT_EXEMPT = frozenset({"COMMON", "INHERITED"})
+
+
+def _script(char: str) -> str:
+    """The script a letter belongs to, from its Unicode name ("LATIN", "CYRILLIC", "CJK", ...)."""
+    try:
+        return unicodedata.name(char).split(" ")[0]
+    except ValueError:
+        return "UNKNOWN"
+
+
+def name_problem(name: str) -> str | None:
+    """Why `name` cannot name a technique, or None.
+
+    One character, only punctuation, only filler words ("the", "use", "optimization"...), longer than
+    `MAX_NAME_CHARS`, or letters from more than one script ("Сoalescing" with a Cyrillic С): such a
+    name is queued with this reason, never made a technique of its own and never merged.
+    """
+    stripped = name.strip()
+    alnum = [c for c in stripped if c.isalnum()]
+    if len(stripped) > MAX_NAME_CHARS:
+        return f"the name has {len(stripped)} characters (at most {MAX_NAME_CHARS})"
+    if not alnum:
+        return "the name has no letter or digit"
+    if len(alnum) < 2:
+        return "the name is one character"
+    scripts = {_script(c) for c in stripped if c.isalpha()} - _SCRIPT_EXEMPT
+    if len(scripts) > 1:
+        return f"the name mixes scripts ({', '.join(sorted(scripts))})"
+    if not re.search(r"[A-Za-z0-9]", stripped):
+        return "the name has no word in Latin letters or digits (the relabeler reads English names)"
+    if not label_key(stripped):
+        return "the name has only filler words"
+    return None
+
+
+@lru_cache(maxsize=1)
+def common_words() -> frozenset[str]:
+    """English (and common technical) words: the whole-word entries of the embedding model's word-piece
+    vocabulary (empty when the packaged model is not installed)."""
+    try:
+        path = default_model_path() / "vocab.txt"
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (EmbeddingError, OSError):
+        return frozenset()
+    return frozenset(w for w in lines if w.isalpha() and w.islower())
+
+
+_SUFFIXES: tuple[str, ...] = (
+    "s",
+    "es",
+    "ed",
+    "ing",
+    "er",
+    "ers",
+    "or",
+    "ors",
+    "ly",
+    "ic",
+    "al",
+    "ive",
+    "ize",
+    "ise",
+    "ation",
+    "ations",
+    "ization",
+    "ment",
+)
+_PREFIXES: tuple[str, ...] = ("re", "un", "de", "pre", "multi", "sub", "co")
+
+
+def _is_word(word: str, known: frozenset[str]) -> bool:
+    """Whether `word` is a dictionary word or a regular inflection of one ("accumulators", "padding")."""
+    if word in known:
+        return True
+    for prefix in _PREFIXES:
+        # "rewrite", "precompute", "multistage": a known word behind a common prefix
+        if word.startswith(prefix) and len(word) - len(prefix) >= 4 and _is_word(word[len(prefix) :], known):
+            return True
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            root = word[: -len(suffix)]
+            # "padding" -> "pad", "tiling" -> "tile", "swizzled" -> "swizzle"
+            if (
+                root in known
+                or f"{root}e" in known
+                or (len(root) > 3 and root[-1] == root[-2] and root[:-1] in known)
+            ):
+                return True
+    return False
+
+
+def strange_words(name: str, vocabulary: frozenset[str] | set[str]) -> list[str]:
+    """The made-up words of a name that is otherwise familiar: words that neither a dictionary nor any
+    technique (`vocabulary`: stemmed content words of the graph's and the taxonomy's labels and
+    descriptions) knows, when every other content word of the name is a technique's word.
+
+    "Zorbification of the inner loop" -> ["zorbification"]: a familiar phrase around a word nobody
+    knows, which no curator would accept as a technique unseen. A name with other unfamiliar (but real)
+    words, "Kahan compensated summation", names a topic the graph lacks and returns nothing.
+    Identifiers (atomicAdd, __ldg, SGEMM, float4) are code, never strange.
+    """
+    known = common_words()
+    strange: list[str] = []
+    familiar = True
+    for raw in re.findall(r"[A-Za-z][A-Za-z0-9_]*", name):
+        if "_" in raw or any(c.isdigit() for c in raw) or any(c.isupper() for c in raw[1:]):
+            continue  # an identifier (atomicAdd, __ldg, float4, SGEMM): code, not prose
+        word = raw.lower()
+        stems = set(content_tokens(word))
+        if not stems or stems & vocabulary:
+            continue
+        if len(word) >= 3 and not _is_word(word, known):
+            strange.append(word)
+        else:
+            familiar = False
+    return strange if familiar else []
+
+
+def queued_name(name: str) -> str:
+    """The technique name a queued step waits under (a too-long name is cut)."""
+    return name if len(name) <= MAX_NAME_CHARS else name[:QUEUED_NAME_CHARS].rstrip() + "..."
 
 
 @dataclass(frozen=True)
@@ -298,6 +433,13 @@ class RelabelPolicy:
                 flags.append(
                     f"name_code_mismatch: the name mentions {', '.join(missing)}, which the code never uses"
                 )
+        problem = name_problem(name)
+        if problem is not None:
+            # Precision first: a name that cannot name a technique is neither merged nor made one.
+            flags.append(f"name_unusable: {problem}")
+            return RelabelChoice(
+                "undecided", queued_name(name), "model", evidence=evidence, flags=tuple(flags)
+            )
         choice: RelabelChoice | None = None
         if label_key(name):
             hit = index.label_hit(name)
@@ -316,6 +458,22 @@ class RelabelPolicy:
             )
             ranked = rank(self.model, index, features)
             verdict = decide(self.model, ranked, index.unknown_words(name))
+            if verdict == "merge":
+                # Precision first: the probability must rest on evidence that tells the best candidate
+                # from the others (name, detail, code), not on one shared word.
+                reason = separation(
+                    ranked, name_words=len(set(content_tokens(name))), detail=bool(step.detail.strip())
+                )
+                if reason is not None:
+                    verdict = "undecided"
+                    flags.append(reason)
+            elif verdict == "new":
+                # A new technique needs a name made of words: one no dictionary and no technique knows
+                # ("Zorbification of the inner loop") is queued for a curator.
+                strange = strange_words(name, index.vocabulary_words())
+                if strange:
+                    verdict = "undecided"
+                    flags.append(f"name_not_understood: no technique and no dictionary knows {strange}")
             top = ranked.top
             if verdict == "merge" and top is not None:
                 choice = self._concept_choice(top[0], index, "model", evidence, ranked)
@@ -429,15 +587,13 @@ class RelabelSession:
         """The technique name `label` maps to, deciding (and recording) a relabel when needed.
 
         `description` is the step's detail; `think` and the code before/after the step are evidence too.
-        Raises `RelabelError` for an empty or absurdly long name (nothing is recorded then).
+        Raises `RelabelError` for an empty name (nothing is recorded then); a name that cannot name a
+        technique (`name_problem`: one character, punctuation, filler only, too long, mixed scripts) is
+        queued with its reason.
         """
         name = normalize_label(label)
         if not name:
             raise RelabelError("a method name is empty")
-        if len(name) > MAX_NAME_CHARS:
-            raise RelabelError(
-                f"a method name has {len(name)} characters (at most {MAX_NAME_CHARS}): {name[:80]!r}..."
-            )
         folded = name.lower()
         if folded in self._known:
             return self._known[folded]
