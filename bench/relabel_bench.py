@@ -54,9 +54,19 @@ import numpy as np
 
 from bench.reword_trajectories import reworded_steps
 from bench.split import REPO_ROOT
+from graphdb.export import read_export
 from graphdb.models import Technique, utc_now
 from search.embeddings import shared_embedder
-from search.relabel import RelabelPolicy, StepInput
+from search.protocols import INITIAL_TECHNIQUE
+from search.relabel import (
+    EXAMPLES_READ,
+    RelabelPolicy,
+    StepInput,
+    characteristic_signals,
+    code_disagrees,
+    pair_scores,
+    technique_candidates,
+)
 from search.relabel_scoring import (
     DEFAULT_MODEL_PATH,
     FEATURES,
@@ -72,6 +82,7 @@ from search.relabel_scoring import (
 from search.taxonomy import Taxonomy, default_taxonomy, label_key
 
 DATA = REPO_ROOT / "bench" / "relabel_data" / "names.jsonl"
+SEED_GRAPH = REPO_ROOT / "bench" / "seed_graph" / "seed_graph.json"
 OUTSIDE_DATA = REPO_ROOT / "bench" / "relabel_data" / "outside.jsonl"
 OUTSIDE = "outside"
 """The half of the outside set's items: never "calibration"."""
@@ -553,6 +564,83 @@ def fit(
     return replace(with_taxonomy, without_taxonomy=without)
 
 
+# -- likely duplicates on the seed graph -------------------------------------------------------------------
+
+
+def duplicates_report(
+    policy: RelabelPolicy, bare: RelabelPolicy, *, top: int = 20, min_probability: float = 0.5
+) -> str:
+    """The likely-duplicate pairs of the seed graph, before (the bare scorer) and after (the relabel rule,
+    the taxonomy and the graph's transitions and examples' code; and the rule without a taxonomy, `bare`),
+    the first `top` of
+    each with whether the pair is false.
+
+    Every seed technique is a taxonomy technique, so a pair is true only when both are linked to the
+    same taxonomy technique (or their labels are written alike); every other pair is a false one.
+    """
+    export = read_export(SEED_GRAPH)
+    techniques = [t for t in export.techniques if t.name != INITIAL_TECHNIQUE]
+    candidates = tuple(c for c in technique_candidates(techniques, policy.taxonomy) if c.in_graph)
+    concept = {c.name: c.concept for c in candidates}
+    linked = {frozenset((t.source, t.target)) for t in export.transitions}
+    changes: dict[str, list[tuple[str, str]]] = {}
+    for example in export.examples:
+        if len(changes.setdefault(example.target, [])) < EXAMPLES_READ:
+            changes[example.target].append((example.code_before, example.code_after))
+    signals = {name: characteristic_signals(c) for name, c in changes.items()}
+    lines = [
+        f"Seed graph `{SEED_GRAPH.relative_to(REPO_ROOT)}`: {len(candidates)} techniques, "
+        f"{len(export.transitions)} transitions; pairs from p >= {min_probability}, the first {top} shown.",
+        "",
+        "| listing | pairs listed | false pairs in the first 20 | false pairs shown at >= 0.9 | held back | kept apart by the taxonomy |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    details = []
+    for label, rule, scorer in (
+        ("before: the scorer alone", False, policy),
+        ("after: the relabel rule + the taxonomy + the graph", True, policy),
+        ("after, without a taxonomy: the relabel rule + the graph", True, bare),
+    ):
+        scored = pair_scores(
+            scorer,
+            tuple(c for c in technique_candidates(techniques, scorer.taxonomy) if c.in_graph),
+            min_probability,
+            rule=rule,
+        )
+        listed = sorted(scored.pairs.items(), key=lambda item: (-item[1][0], item[0]))
+        held = scored.held_back
+        if rule:
+            kept = [
+                (pair, v)
+                for pair, v in listed
+                if v[0] >= 1.0
+                or (
+                    frozenset(pair) not in linked
+                    and not code_disagrees(
+                        signals.get(pair[0], frozenset()), signals.get(pair[1], frozenset())
+                    )
+                )
+            ]
+            held += len(listed) - len(kept)
+            listed = kept
+        shown = listed[:top]
+
+        def false(pair: tuple[str, str]) -> bool:
+            return concept[pair[0]] is None or concept[pair[0]] != concept[pair[1]]
+
+        lines.append(
+            f"| {label} | {len(listed)} | {sum(false(p) for p, _ in shown)} | "
+            f"{sum(false(p) and v[0] >= 0.9 for p, v in shown)} | {held if rule else '-'} | "
+            f"{scored.taxonomy_apart if rule else '-'} |"
+        )
+        details.append(f"\n### {label}\n")
+        details.extend(
+            f"- {a} ~ {b}: {v[0]:.2f}{' (false pair)' if false((a, b)) else ''} ({'; '.join(sorted(v[1]))})"
+            for (a, b), v in shown
+        )
+    return "\n".join(lines + details)
+
+
 # -- report -----------------------------------------------------------------------------------------------
 
 
@@ -677,6 +765,10 @@ def main(argv: list[str] | None = None) -> int:
             )
             if (half, scene.name) == ("test", "full"):
                 unseen = unseen_name_row(items, outcomes)
+    duplicates = duplicates_report(
+        RelabelPolicy(embedder, taxonomy=taxonomy, model=model, vectors=vectors),
+        RelabelPolicy(embedder, taxonomy=None, model=model, vectors=vectors),
+    )
     if args.vector_cache is not None:
         vectors.save(args.vector_cache)
     if args.decisions is not None:
@@ -722,6 +814,10 @@ def main(argv: list[str] | None = None) -> int:
             table(rows),
             "",
             unseen,
+            "",
+            "## Likely duplicates on the seed graph (`RelabelService.likely_duplicates`' pair rule)",
+            "",
+            duplicates,
             "",
         ]
     )

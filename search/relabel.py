@@ -12,6 +12,11 @@ code change, and
   checked like in the paper (a "same as" that names a method not offered is refused); with no judge,
   or a refused answer, the name is kept as a new technique and flagged for curators.
 
+Precision first: a merge by score also needs evidence that separates the best candidate from the others
+(`search.relabel_scoring.separation`), a "new" needs a name made of known words, and a name that cannot
+name a technique (`name_problem`) is queued with its reason before anything is scored. Likely duplicates
+(`pair_scores`) follow the same rule.
+
 Every non-exact decision is recorded as a `RelabelDecision` (and can be undone through the store).
 Within one trajectory the session also sees the techniques and aliases it is about to create.
 """
@@ -25,12 +30,14 @@ import re
 import threading
 import unicodedata
 import uuid
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+import numpy as np
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -43,6 +50,7 @@ from search.errors import SearchError
 from search.evidence import CodeEvidence, code_evidence, name_code_mismatch
 from search.protocols import INITIAL_TECHNIQUE
 from search.relabel_scoring import (
+    FEATURES,
     CandidateIndex,
     Ranked,
     ScoringModel,
@@ -377,6 +385,10 @@ class RelabelPolicy:
     3. otherwise the fitted scorer ranks every candidate and `decide` merges, creates or leaves the
        step undecided ("model"). A best candidate that is a taxonomy technique the graph lacks means
        creating that canonical technique.
+
+    4. precision first: a model merge the evidence does not separate (`separation`), or a model "new"
+       whose name holds a made-up word (`strange_words`), is undecided with the reason as a flag; a
+       name that cannot name a technique (`name_problem`) is undecided before any of this.
 
     A step is flagged when its name mentions a CUDA identifier its code never uses, when its code
     does not parse, or when it merges into a technique whose evidence signals its code lacks.
@@ -840,3 +852,162 @@ def build_relabeler(
         taxonomy=settings.resolved_taxonomy(),
         model=load_model(settings.relabel_model) if settings.relabel_model else None,
     )
+
+
+# -- likely duplicates: pairs of graph techniques the relabeler would merge ----------------------------
+
+
+@dataclass
+class PairScores:
+    """Likely duplicate pairs (names in order) with probability and reasons, and what was left out."""
+
+    pairs: dict[tuple[str, str], tuple[float, frozenset[str]]] = field(default_factory=dict)
+    taxonomy_apart: int = 0
+    """Scorer pairs left out because the two are different taxonomy techniques."""
+    held_back: int = 0
+    """Scorer pairs from `min_probability` that the relabel rule would not merge."""
+
+
+def pair_scores(
+    policy: RelabelPolicy,
+    candidates: tuple[TechniqueCandidate, ...],
+    min_probability: float,
+    *,
+    rule: bool = True,
+) -> PairScores:
+    """The pairs of `candidates` (graph techniques) that name one technique.
+
+    Certain (1.0): both are linked to one taxonomy technique, or a label of one normalises like a
+    label of the other. Otherwise each technique's name and description is read as a step against all
+    the others, and a pair is proposed when the relabeler would merge that step into the other
+    technique: its probability is at least `min_probability`, the model's thresholds and margin say
+    merge, and the separation gate passes (`rule`; `rule=False` gives the bare scorer pairs, for
+    comparison). Two techniques linked to different taxonomy techniques are never proposed by the
+    scorer: the taxonomy keeps them apart.
+    """
+    out = PairScores()
+
+    def note(a: str, b: str, probability: float, reason: str) -> None:
+        key = (a, b) if a < b else (b, a)
+        previous, reasons = out.pairs.get(key, (0.0, frozenset()))
+        out.pairs[key] = (max(previous, probability), reasons | {reason})
+
+    keys = [{label_key(label) for label in c.labels if label_key(label)} for c in candidates]
+    for i, a in enumerate(candidates):
+        for j in range(i + 1, len(candidates)):
+            b = candidates[j]
+            if a.concept is not None and a.concept == b.concept:
+                note(a.name, b.name, 1.0, f"both are the taxonomy technique {a.concept!r}")
+            elif keys[i] & keys[j]:
+                note(a.name, b.name, 1.0, "a name or alias of one is written like one of the other")
+    steps = [StepText(c.name, c.description) for c in candidates]
+    policy.vectors.ensure([s.embedded_name() for s in steps] + [s.embedded_text() for s in steps])
+    apart: set[tuple[str, str]] = set()
+    held: set[tuple[str, str]] = set()
+    for i, others, probabilities, features in _scored_rows(policy, candidates, steps):
+        me = candidates[i]
+        order = sorted(range(len(others)), key=lambda k: (-probabilities[k], others[k].name))
+        ranked = Ranked(
+            tuple(others[k].name for k in order),
+            tuple(float(probabilities[k]) for k in order),
+            tuple(tuple(float(v) for v in features[k]) for k in order),
+        )
+        verdict = decide(policy.model, ranked) if rule else "merge"
+        gate = (
+            separation(ranked, name_words=len(set(content_tokens(me.name))), detail=bool(me.description))
+            if rule
+            else None
+        )
+        for position, k in enumerate(order):
+            other, p = others[k], float(probabilities[k])
+            if p < min_probability:
+                break
+            pair = (me.name, other.name) if me.name < other.name else (other.name, me.name)
+            if out.pairs.get(pair, (0.0, frozenset()))[0] == 1.0:
+                continue
+            if rule and me.concept is not None and other.concept is not None and me.concept != other.concept:
+                apart.add(pair)
+                continue
+            if not rule:
+                note(me.name, other.name, p, "the relabel scorer")
+            elif position == 0 and verdict == "merge" and gate is None:
+                note(
+                    me.name,
+                    other.name,
+                    p,
+                    f"the relabel rule would merge {me.name!r} into {other.name!r} (p {p:.2f}, "
+                    f"lead {ranked.gap:.2f} over {ranked.names[1] if len(ranked.names) > 1 else 'nothing'})",
+                )
+            else:
+                held.add(pair)
+    out.taxonomy_apart = len(apart)
+    out.held_back = len(held - set(out.pairs))
+    return out
+
+
+EXAMPLES_READ = 8
+"""Examples read per technique to learn what its code changes show (the graph's own evidence)."""
+
+
+def characteristic_signals(changes: list[tuple[str, str]]) -> frozenset[str]:
+    """The code-evidence signals that at least half of a technique's examples (code before, after)
+    introduce: what its steps do, in the graph's own data."""
+    counts: Counter[str] = Counter()
+    parsed = 0
+    for before, after in changes:
+        evidence = code_evidence(before, after)
+        if evidence.parsed:
+            parsed += 1
+            counts.update(evidence.introduced)
+    return frozenset(signal for signal, n in counts.items() if parsed and 2 * n >= parsed)
+
+
+def code_disagrees(first: frozenset[str], second: frozenset[str]) -> bool:
+    """Whether two techniques' examples show different changes (each shows some, none in common)."""
+    return bool(first) and bool(second) and not first & second
+
+
+def _scored_rows(
+    policy: RelabelPolicy, candidates: tuple[TechniqueCandidate, ...], steps: list[StepText]
+) -> Iterator[
+    tuple[
+        int,
+        list[TechniqueCandidate],
+        np.ndarray[Any, np.dtype[np.float64]],
+        np.ndarray[Any, np.dtype[np.float64]],
+    ]
+]:
+    """`scorer_rows` with each row's feature matrix."""
+    if len(candidates) < 2:
+        return
+    index = CandidateIndex(list(candidates), policy.vectors)
+    name_col, text_col, gap_col = (FEATURES.index(f) for f in ("name_sim", "text_sim", "rank_gap"))
+    for i, step in enumerate(steps):
+        features = index.features(
+            step,
+            None,
+            policy.vectors.get(step.embedded_name()),
+            policy.vectors.get(step.embedded_text()),
+        )
+        rows = np.delete(features, i, axis=0)
+        blend = 0.5 * rows[:, name_col] + 0.5 * rows[:, text_col]
+        rows[:, gap_col] = float(np.max(blend)) - blend
+        yield i, [*candidates[:i], *candidates[i + 1 :]], policy.model.probabilities(rows), rows
+
+
+def scorer_rows(
+    policy: RelabelPolicy, candidates: tuple[TechniqueCandidate, ...], steps: list[StepText]
+) -> Iterator[tuple[int, list[TechniqueCandidate], np.ndarray[Any, np.dtype[np.float64]]]]:
+    """For each technique i (its name and description as `steps[i]`): the others and the scorer's probabilities.
+
+    The scorer's choice for step i is among all the other techniques, so each row is computed
+    against an index of the others. Building n such indexes was the first look's cost (each
+    tokenises every label again: ~3 s for 67 techniques); one index over all of them gives the
+    same features (to float rounding, ~1e-7 in a probability): without code evidence, every feature of a
+    pair but the rank gap reads only the step and that candidate, and the rank gap (the best blend among
+    the others minus this one's) is recomputed here without the step itself.
+    tests/integration/api/test_duplicate_scoring.py holds this to the per-step indexes on the seed
+    graph's techniques.
+    """
+    for i, others, probabilities, _ in _scored_rows(policy, candidates, steps):
+        yield i, others, probabilities

@@ -12,7 +12,16 @@ import pytest
 from bench.relabel_bench import OUTSIDE_DATA, PARTIAL_GRAPH, fit, load_outside_items
 from graphdb.models import Technique, utc_now
 from search.embeddings import Embedder
-from search.relabel import RelabelPolicy, StepInput, name_problem, strange_words
+from search.relabel import (
+    RelabelPolicy,
+    StepInput,
+    characteristic_signals,
+    code_disagrees,
+    name_problem,
+    pair_scores,
+    strange_words,
+    technique_candidates,
+)
 from search.relabel_scoring import FEATURES, Ranked, TechniqueCandidate, TextVectors, load_model, separation
 from search.taxonomy import Taxonomy, content_tokens, label_key, strip_contrasts
 
@@ -187,3 +196,29 @@ def test_nonsense_is_queued_without_taxonomy(embedder: Embedder, taxonomy: Taxon
     graph = [t.model_copy(update={"aliases": []}) for t in _full_graph(taxonomy) if t.name in PARTIAL_GRAPH]
     choice = bare.choose(StepInput("Zorbification of the inner loop"), bare.index(graph))
     assert choice.outcome == "undecided", (choice.outcome, choice.technique)
+
+
+# -- likely duplicates -------------------------------------------------------------------------------
+
+
+def test_duplicates_the_taxonomy_keeps_apart_are_not_proposed(
+    policy: RelabelPolicy, taxonomy: Taxonomy
+) -> None:
+    candidates = tuple(c for c in technique_candidates(_full_graph(taxonomy), taxonomy) if c.in_graph)
+    bare = pair_scores(policy, candidates, 0.5, rule=False)
+    assert ("Pinned host memory", "Zero-copy host memory") in bare.pairs  # what the scorer alone says
+    scored = pair_scores(policy, candidates, 0.5)
+    concept = {c.name: c.concept for c in candidates}
+    assert all(concept[a] == concept[b] for a, b in scored.pairs), scored.pairs
+    assert scored.taxonomy_apart >= 3
+
+
+def test_examples_code_tells_techniques_apart() -> None:
+    plain = "__global__ void k(float* x) { x[threadIdx.x] += 1.0f; }"
+    fast = "__global__ void k(float* x) { x[threadIdx.x] = __expf(x[threadIdx.x]); }"
+    shuffled = "__global__ void k(float* x) { float v = x[threadIdx.x]; x[0] = __shfl_down_sync(~0u, v, 1); }"
+    math = characteristic_signals([(plain, fast), (plain, fast)])
+    warp = characteristic_signals([(plain, shuffled)])
+    assert "fast_math" in math and "warp_shuffle" in warp
+    assert code_disagrees(math, warp)
+    assert not code_disagrees(math, math) and not code_disagrees(math, frozenset())
