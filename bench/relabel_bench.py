@@ -4,7 +4,16 @@
     python -m bench.relabel_bench --calibrate     # refit the model on the calibration half, then evaluate
     python -m bench.relabel_bench --out bench/results/relabel/latest.md
 
-Items (`bench/relabel_data/names.jsonl`, written by the team): a method name as a teacher writes it,
+Two sets of items, reported in this order:
+
+- **the outside set** (`bench/relabel_data/outside.jsonl`, test only): technique names as other systems,
+  papers, guides and blog posts write them (other kernel agents' technique lists, the CUDA guides'
+  headings, well-known optimization write-ups), each with its source and licence, labelled by the team
+  with the taxonomy technique it means (or NEW) and a `doubtful` flag where the name alone cannot tell.
+  No name of it is a taxonomy name or alias word for word, and calibration never reads it (`fit`
+  refuses it); the targets are read on its items not marked doubtful. See
+  `bench/relabel_data/OUTSIDE.md`.
+- **our own set** (`bench/relabel_data/names.jsonl`, written by the team): a method name as a teacher writes it,
 its detail, and the true technique (a taxonomy name, or NEW for a technique outside the taxonomy) —
 paraphrases, synonyms, abbreviations, informal and non-native phrasings, near-misses. Code-bearing items
 come from `bench/trajectories/` with re-worded names (`bench.reword_trajectories`): the step's detail,
@@ -45,9 +54,19 @@ import numpy as np
 
 from bench.reword_trajectories import reworded_steps
 from bench.split import REPO_ROOT
+from graphdb.export import read_export
 from graphdb.models import Technique, utc_now
 from search.embeddings import shared_embedder
-from search.relabel import RelabelPolicy, StepInput
+from search.protocols import INITIAL_TECHNIQUE
+from search.relabel import (
+    EXAMPLES_READ,
+    RelabelPolicy,
+    StepInput,
+    characteristic_signals,
+    code_disagrees,
+    pair_scores,
+    technique_candidates,
+)
 from search.relabel_scoring import (
     DEFAULT_MODEL_PATH,
     FEATURES,
@@ -63,6 +82,10 @@ from search.relabel_scoring import (
 from search.taxonomy import Taxonomy, default_taxonomy, label_key
 
 DATA = REPO_ROOT / "bench" / "relabel_data" / "names.jsonl"
+SEED_GRAPH = REPO_ROOT / "bench" / "seed_graph" / "seed_graph.json"
+OUTSIDE_DATA = REPO_ROOT / "bench" / "relabel_data" / "outside.jsonl"
+OUTSIDE = "outside"
+"""The half of the outside set's items: never "calibration"."""
 NEW = "NEW"
 CODE_ITEMS_PER_NAME = 3
 PARTIAL_GRAPH: tuple[str, ...] = (
@@ -103,10 +126,19 @@ class Item:
     think: str = ""
     code_before: str | None = None
     code_after: str | None = None
+    doubtful: bool = False
+    """Outside set: the team could not tell the technique from the name for sure (left out of the targets)."""
+    source: str = ""
+    licence: str = ""
+    outside: bool = False
+    """An item of the outside set (test only: its half is always `OUTSIDE`)."""
 
     @property
     def half(self) -> str:
-        """ "calibration" or "test", by a hash of the id (never by content the model could see)."""
+        """ "calibration" or "test", by a hash of the id (never by content the model could see);
+        `OUTSIDE` for the outside set."""
+        if self.outside:
+            return OUTSIDE
         return "calibration" if hashlib.sha256(self.id.encode()).digest()[0] % 2 == 0 else "test"
 
     def step(self) -> StepInput:
@@ -133,6 +165,29 @@ def load_items(taxonomy: Taxonomy, path: Path = DATA) -> list[Item]:
                 think=step.think,
                 code_before=step.code_before,
                 code_after=step.code_after,
+            )
+        )
+    return items
+
+
+def load_outside_items(path: Path = OUTSIDE_DATA) -> list[Item]:
+    """The outside set (names written outside the team, with source and licence): test only."""
+    items = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        items.append(
+            Item(
+                id=row["id"],
+                kind="outside-set",
+                truth=row["truth"],
+                name=row["name"],
+                detail=row.get("detail", ""),
+                doubtful=bool(row["doubtful"]),
+                source=row["source"],
+                licence=row["licence"],
+                outside=True,
             )
         )
     return items
@@ -286,7 +341,15 @@ def evaluate(
         row.queued += choice.outcome == "undecided"
         if not outcome.correct:
             row.failures.append(
-                f"{item.id} {item.name!r} (truth {item.truth}) -> {choice.outcome} {choice.technique!r} [{choice.decided_by}]"
+                f"{item.id} {item.name!r} (truth {item.truth}{', doubtful' if item.doubtful else ''}) -> "
+                f"{choice.outcome} {choice.technique!r} [{choice.decided_by}"
+                + (
+                    f", p {choice.ranked.top[1]:.2f}"
+                    if choice.ranked is not None and choice.ranked.top
+                    else ""
+                )
+                + "]"
+                + "".join(f"; {flag.split(':')[0]}" for flag in choice.flags)
             )
     return row, outcomes
 
@@ -301,7 +364,7 @@ def calibration_rows(
     and whether its name has a word no candidate uses (`CandidateIndex.unknown_words`)."""
     out = []
     index = policy.index(scene.techniques)
-    chosen = [i for i in items if i.half == "calibration"]
+    chosen = [i for i in items if i.half == "calibration" and not i.outside]
     policy.prepare([i.step() for i in chosen])
     for item in chosen:
         choice = policy.choose(item.step(), index)
@@ -473,6 +536,9 @@ def fit(
     Two models: with the taxonomy (fitted on the full and partial graphs) and without it (the bare
     graph), since a relabeler without a taxonomy sees fewer, barer candidates.
     """
+    leaked = [i.id for i in items if i.outside]
+    if leaked:
+        raise ValueError(f"calibration must not read the outside set (items {leaked[:5]}...)")
     placeholder = ScoringModel(
         weights=(0.0,) * len(FEATURES), bias=0.0, merge_threshold=1.0, new_threshold=0.0, margin=0.0
     )
@@ -496,6 +562,83 @@ def fit(
         gates=(bare_gate,),
     )
     return replace(with_taxonomy, without_taxonomy=without)
+
+
+# -- likely duplicates on the seed graph -------------------------------------------------------------------
+
+
+def duplicates_report(
+    policy: RelabelPolicy, bare: RelabelPolicy, *, top: int = 20, min_probability: float = 0.5
+) -> str:
+    """The likely-duplicate pairs of the seed graph, before (the bare scorer) and after (the relabel rule,
+    the taxonomy and the graph's transitions and examples' code; and the rule without a taxonomy, `bare`),
+    the first `top` of
+    each with whether the pair is false.
+
+    Every seed technique is a taxonomy technique, so a pair is true only when both are linked to the
+    same taxonomy technique (or their labels are written alike); every other pair is a false one.
+    """
+    export = read_export(SEED_GRAPH)
+    techniques = [t for t in export.techniques if t.name != INITIAL_TECHNIQUE]
+    candidates = tuple(c for c in technique_candidates(techniques, policy.taxonomy) if c.in_graph)
+    concept = {c.name: c.concept for c in candidates}
+    linked = {frozenset((t.source, t.target)) for t in export.transitions}
+    changes: dict[str, list[tuple[str, str]]] = {}
+    for example in export.examples:
+        if len(changes.setdefault(example.target, [])) < EXAMPLES_READ:
+            changes[example.target].append((example.code_before, example.code_after))
+    signals = {name: characteristic_signals(c) for name, c in changes.items()}
+    lines = [
+        f"Seed graph `{SEED_GRAPH.relative_to(REPO_ROOT)}`: {len(candidates)} techniques, "
+        f"{len(export.transitions)} transitions; pairs from p >= {min_probability}, the first {top} shown.",
+        "",
+        "| listing | pairs listed | false pairs in the first 20 | false pairs shown at >= 0.9 | held back | kept apart by the taxonomy |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    details = []
+    for label, rule, scorer in (
+        ("before: the scorer alone", False, policy),
+        ("after: the relabel rule + the taxonomy + the graph", True, policy),
+        ("after, without a taxonomy: the relabel rule + the graph", True, bare),
+    ):
+        scored = pair_scores(
+            scorer,
+            tuple(c for c in technique_candidates(techniques, scorer.taxonomy) if c.in_graph),
+            min_probability,
+            rule=rule,
+        )
+        listed = sorted(scored.pairs.items(), key=lambda item: (-item[1][0], item[0]))
+        held = scored.held_back
+        if rule:
+            kept = [
+                (pair, v)
+                for pair, v in listed
+                if v[0] >= 1.0
+                or (
+                    frozenset(pair) not in linked
+                    and not code_disagrees(
+                        signals.get(pair[0], frozenset()), signals.get(pair[1], frozenset())
+                    )
+                )
+            ]
+            held += len(listed) - len(kept)
+            listed = kept
+        shown = listed[:top]
+
+        def false(pair: tuple[str, str]) -> bool:
+            return concept[pair[0]] is None or concept[pair[0]] != concept[pair[1]]
+
+        lines.append(
+            f"| {label} | {len(listed)} | {sum(false(p) for p, _ in shown)} | "
+            f"{sum(false(p) and v[0] >= 0.9 for p, v in shown)} | {held if rule else '-'} | "
+            f"{scored.taxonomy_apart if rule else '-'} |"
+        )
+        details.append(f"\n### {label}\n")
+        details.extend(
+            f"- {a} ~ {b}: {v[0]:.2f}{' (false pair)' if false((a, b)) else ''} ({'; '.join(sorted(v[1]))})"
+            for (a, b), v in shown
+        )
+    return "\n".join(lines + details)
 
 
 # -- report -----------------------------------------------------------------------------------------------
@@ -554,6 +697,12 @@ def main(argv: list[str] | None = None) -> int:
         help="with --calibrate: the merge gate of the model without a taxonomy",
     )
     parser.add_argument("--out", type=Path, help="also write the report (markdown) here")
+    parser.add_argument(
+        "--outside",
+        type=Path,
+        default=OUTSIDE_DATA,
+        help="the outside set (test only; default: the committed one)",
+    )
     parser.add_argument("--failures", action="store_true", help="list every wrong decision")
     parser.add_argument(
         "--decisions",
@@ -588,8 +737,23 @@ def main(argv: list[str] | None = None) -> int:
         args.model.write_text(json.dumps(model.to_json(), indent=1) + "\n")
         print(f"fitted model written to {args.model}")
     model = load_model(args.model)
-    rows = []
+    outside = load_outside_items(args.outside)
+    outside_rows: list[Row] = []
     decisions: list[str] = []
+    for scene in scenarios(taxonomy):
+        policy = RelabelPolicy(embedder, taxonomy=scene.taxonomy, model=model, vectors=vectors)
+        for label, chosen in (
+            ("outside, clear", [i for i in outside if not i.doubtful]),
+            ("outside, doubtful", [i for i in outside if i.doubtful]),
+        ):
+            row, outcomes = evaluate(chosen, scene, policy, OUTSIDE)
+            row.half = label
+            outside_rows.append(row)
+            decisions.extend(
+                json.dumps({"half": OUTSIDE, "graph": scene.name, **o.record()}, sort_keys=True)
+                for o in outcomes
+            )
+    rows = []
     for half in ("calibration", "test"):
         for scene in scenarios(taxonomy):
             policy = RelabelPolicy(embedder, taxonomy=scene.taxonomy, model=model, vectors=vectors)
@@ -601,6 +765,10 @@ def main(argv: list[str] | None = None) -> int:
             )
             if (half, scene.name) == ("test", "full"):
                 unseen = unseen_name_row(items, outcomes)
+    duplicates = duplicates_report(
+        RelabelPolicy(embedder, taxonomy=taxonomy, model=model, vectors=vectors),
+        RelabelPolicy(embedder, taxonomy=None, model=model, vectors=vectors),
+    )
     if args.vector_cache is not None:
         vectors.save(args.vector_cache)
     if args.decisions is not None:
@@ -611,14 +779,16 @@ def main(argv: list[str] | None = None) -> int:
         [
             f"# Relabel benchmark ({datetime.now(UTC):%Y-%m-%d %H:%M} UTC)",
             "",
-            f"- command: `python -m bench.relabel_bench{' --calibrate' if args.calibrate else ''}"
-            f"{f' --torch-threads {args.torch_threads}' if args.torch_threads is not None else ''}`",
+            f"- command: `python -m bench.relabel_bench {' '.join(argv if argv is not None else sys.argv[1:])}`",
             f"- machine: {platform.machine()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} "
             f"at the end (the machine is shared), python {sys.version.split()[0]}",
             "- decisions/s: the test half on the full graph, embedding of every step included (the other rows "
             "reuse those embeddings); decisions/CPU-s counts this process's CPU time (all its threads), "
             "the fairer figure on a shared machine",
-            f"- items: {len(items)} ({', '.join(f'{k} {v}' for k, v in sorted(kinds.items()))}); "
+            f"- outside set: {len(outside)} names from {len({i.source for i in outside})} sources "
+            f"({sum(not i.doubtful for i in outside)} clear, {sum(i.doubtful for i in outside)} doubtful; "
+            f"{sum(i.truth != NEW for i in outside)} mean a taxonomy technique, {sum(i.truth == NEW for i in outside)} none)",
+            f"- own set: {len(items)} items ({', '.join(f'{k} {v}' for k, v in sorted(kinds.items()))}); "
             f"calibration {halves['calibration']}, test {halves['test']}",
             f"- taxonomy {taxonomy.version} ({len(taxonomy.techniques)} techniques); model: "
             f"merge >= {model.merge_threshold}, new < {model.new_threshold}, margin {model.margin}"
@@ -630,14 +800,29 @@ def main(argv: list[str] | None = None) -> int:
                 else ""
             ),
             "",
+            "## The outside set (names written outside the team; never calibrated on)",
+            "",
+            "Graphs: `full` = the taxonomy seeded (the default); `partial` = 20 techniques, the taxonomy as "
+            "knowledge; `bare` = the same 20 techniques, names and descriptions only, no taxonomy "
+            "(`REGRAPH_TAXONOMY=none`). Targets on the clear items: >= 90 % correct merges, 0 false merges, "
+            "<= 15 % queue.",
+            "",
+            table(outside_rows),
+            "",
+            "## Our own set",
+            "",
             table(rows),
             "",
             unseen,
             "",
+            "## Likely duplicates on the seed graph (`RelabelService.likely_duplicates`' pair rule)",
+            "",
+            duplicates,
+            "",
         ]
     )
     if args.failures:
-        for r in rows:
+        for r in [*outside_rows, *rows]:
             report += f"\n## {r.half} / {r.scenario}: {len(r.failures)} not correct\n" + "".join(
                 f"- {f}\n" for f in r.failures
             )

@@ -498,7 +498,10 @@ class GraphBuilder:
                 summary.merges += 1
             elif decision.outcome is RelabelOutcome.NEW:
                 summary.new_techniques += 1
-            elif decision.outcome is RelabelOutcome.FLAGGED:
+            # What the curator queue lists (graphdb COUNT_QUEUE): undecided names and any decision that
+            # carries a flag, merged or new ones too; counting only the undecided said 0 while the
+            # queue held flagged merges.
+            if decision.outcome is RelabelOutcome.FLAGGED or decision.flags:
                 summary.flagged += 1
 
 

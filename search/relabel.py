@@ -12,6 +12,11 @@ code change, and
   checked like in the paper (a "same as" that names a method not offered is refused); with no judge,
   or a refused answer, the name is kept as a new technique and flagged for curators.
 
+Precision first: a merge by score also needs evidence that separates the best candidate from the others
+(`search.relabel_scoring.separation`), a "new" needs a name made of known words, and a name that cannot
+name a technique (`name_problem`) is queued with its reason before anything is scored. Likely duplicates
+(`pair_scores`) follow the same rule.
+
 Every non-exact decision is recorded as a `RelabelDecision` (and can be undone through the store).
 Within one trajectory the session also sees the techniques and aliases it is about to create.
 """
@@ -23,12 +28,16 @@ import json
 import logging
 import re
 import threading
+import unicodedata
 import uuid
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+import numpy as np
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -36,11 +45,12 @@ from graphdb.models import AliasAddition, RelabelDecision, RelabelOutcome, Techn
 from graphdb.store import GraphStore
 from search.backends.base import ChatMessage, ChatModel, ModelError
 from search.backends.config import ModelRoles, build_model
-from search.embeddings import Embedder, technique_text
+from search.embeddings import Embedder, EmbeddingError, default_model_path, technique_text
 from search.errors import SearchError
 from search.evidence import CodeEvidence, code_evidence, name_code_mismatch
 from search.protocols import INITIAL_TECHNIQUE
 from search.relabel_scoring import (
+    FEATURES,
     CandidateIndex,
     Ranked,
     ScoringModel,
@@ -50,9 +60,16 @@ from search.relabel_scoring import (
     decide,
     load_model,
     rank,
+    separation,
     shared_text_vectors,
 )
-from search.taxonomy import Taxonomy, default_taxonomy, label_key, taxonomy_setting
+from search.taxonomy import (
+    Taxonomy,
+    content_tokens,
+    default_taxonomy,
+    label_key,
+    taxonomy_setting,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -142,6 +159,132 @@ MAX_NAME_CHARS = 200
 def normalize_label(label: str) -> str:
     """A method name with surrounding and repeated whitespace removed."""
     return re.sub(r"\s+", " ", label).strip()
+
+
+QUEUED_NAME_CHARS = 120
+"""A name too long to be a technique's name waits in the queue under its first this-many characters."""
+_SCRIPT_EXEMPT = frozenset({"COMMON", "INHERITED"})
+
+
+def _script(char: str) -> str:
+    """The script a letter belongs to, from its Unicode name ("LATIN", "CYRILLIC", "CJK", ...)."""
+    try:
+        return unicodedata.name(char).split(" ")[0]
+    except ValueError:
+        return "UNKNOWN"
+
+
+def name_problem(name: str) -> str | None:
+    """Why `name` cannot name a technique, or None.
+
+    One character, only punctuation, only filler words ("the", "use", "optimization"...), longer than
+    `MAX_NAME_CHARS`, or letters from more than one script ("Сoalescing" with a Cyrillic С): such a
+    name is queued with this reason, never made a technique of its own and never merged.
+    """
+    stripped = name.strip()
+    alnum = [c for c in stripped if c.isalnum()]
+    if len(stripped) > MAX_NAME_CHARS:
+        return f"the name has {len(stripped)} characters (at most {MAX_NAME_CHARS})"
+    if not alnum:
+        return "the name has no letter or digit"
+    if len(alnum) < 2:
+        return "the name is one character"
+    scripts = {_script(c) for c in stripped if c.isalpha()} - _SCRIPT_EXEMPT
+    if len(scripts) > 1:
+        return f"the name mixes scripts ({', '.join(sorted(scripts))})"
+    if not re.search(r"[A-Za-z0-9]", stripped):
+        return "the name has no word in Latin letters or digits (the relabeler reads English names)"
+    if not label_key(stripped):
+        return "the name has only filler words"
+    return None
+
+
+@lru_cache(maxsize=1)
+def common_words() -> frozenset[str]:
+    """English (and common technical) words: the whole-word entries of the embedding model's word-piece
+    vocabulary (empty when the packaged model is not installed)."""
+    try:
+        path = default_model_path() / "vocab.txt"
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (EmbeddingError, OSError):
+        return frozenset()
+    return frozenset(w for w in lines if w.isalpha() and w.islower())
+
+
+_SUFFIXES: tuple[str, ...] = (
+    "s",
+    "es",
+    "ed",
+    "ing",
+    "er",
+    "ers",
+    "or",
+    "ors",
+    "ly",
+    "ic",
+    "al",
+    "ive",
+    "ize",
+    "ise",
+    "ation",
+    "ations",
+    "ization",
+    "ment",
+)
+_PREFIXES: tuple[str, ...] = ("re", "un", "de", "pre", "multi", "sub", "co")
+
+
+def _is_word(word: str, known: frozenset[str]) -> bool:
+    """Whether `word` is a dictionary word or a regular inflection of one ("accumulators", "padding")."""
+    if word in known:
+        return True
+    for prefix in _PREFIXES:
+        # "rewrite", "precompute", "multistage": a known word behind a common prefix
+        if word.startswith(prefix) and len(word) - len(prefix) >= 4 and _is_word(word[len(prefix) :], known):
+            return True
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            root = word[: -len(suffix)]
+            # "padding" -> "pad", "tiling" -> "tile", "swizzled" -> "swizzle"
+            if (
+                root in known
+                or f"{root}e" in known
+                or (len(root) > 3 and root[-1] == root[-2] and root[:-1] in known)
+            ):
+                return True
+    return False
+
+
+def strange_words(name: str, vocabulary: frozenset[str] | set[str]) -> list[str]:
+    """The made-up words of a name that is otherwise familiar: words that neither a dictionary nor any
+    technique (`vocabulary`: stemmed content words of the graph's and the taxonomy's labels and
+    descriptions) knows, when every other content word of the name is a technique's word.
+
+    "Zorbification of the inner loop" -> ["zorbification"]: a familiar phrase around a word nobody
+    knows, which no curator would accept as a technique unseen. A name with other unfamiliar (but real)
+    words, "Kahan compensated summation", names a topic the graph lacks and returns nothing.
+    Identifiers (atomicAdd, __ldg, SGEMM, float4) are code, never strange.
+    """
+    known = common_words()
+    strange: list[str] = []
+    familiar = True
+    for raw in re.findall(r"[A-Za-z][A-Za-z0-9_]*", name):
+        if "_" in raw or any(c.isdigit() for c in raw) or any(c.isupper() for c in raw[1:]):
+            continue  # an identifier (atomicAdd, __ldg, float4, SGEMM): code, not prose
+        word = raw.lower()
+        stems = set(content_tokens(word))
+        if not stems or stems & vocabulary:
+            continue
+        if len(word) >= 3 and not _is_word(word, known):
+            strange.append(word)
+        else:
+            familiar = False
+    return strange if familiar else []
+
+
+def queued_name(name: str) -> str:
+    """The technique name a queued step waits under (a too-long name is cut)."""
+    return name if len(name) <= MAX_NAME_CHARS else name[:QUEUED_NAME_CHARS].rstrip() + "..."
 
 
 @dataclass(frozen=True)
@@ -243,6 +386,10 @@ class RelabelPolicy:
        step undecided ("model"). A best candidate that is a taxonomy technique the graph lacks means
        creating that canonical technique.
 
+    4. precision first: a model merge the evidence does not separate (`separation`), or a model "new"
+       whose name holds a made-up word (`strange_words`), is undecided with the reason as a flag; a
+       name that cannot name a technique (`name_problem`) is undecided before any of this.
+
     A step is flagged when its name mentions a CUDA identifier its code never uses, when its code
     does not parse, or when it merges into a technique whose evidence signals its code lacks.
     """
@@ -298,6 +445,13 @@ class RelabelPolicy:
                 flags.append(
                     f"name_code_mismatch: the name mentions {', '.join(missing)}, which the code never uses"
                 )
+        problem = name_problem(name)
+        if problem is not None:
+            # Precision first: a name that cannot name a technique is neither merged nor made one.
+            flags.append(f"name_unusable: {problem}")
+            return RelabelChoice(
+                "undecided", queued_name(name), "model", evidence=evidence, flags=tuple(flags)
+            )
         choice: RelabelChoice | None = None
         if label_key(name):
             hit = index.label_hit(name)
@@ -316,6 +470,22 @@ class RelabelPolicy:
             )
             ranked = rank(self.model, index, features)
             verdict = decide(self.model, ranked, index.unknown_words(name))
+            if verdict == "merge":
+                # Precision first: the probability must rest on evidence that tells the best candidate
+                # from the others (name, detail, code), not on one shared word.
+                reason = separation(
+                    ranked, name_words=len(set(content_tokens(name))), detail=bool(step.detail.strip())
+                )
+                if reason is not None:
+                    verdict = "undecided"
+                    flags.append(reason)
+            elif verdict == "new":
+                # A new technique needs a name made of words: one no dictionary and no technique knows
+                # ("Zorbification of the inner loop") is queued for a curator.
+                strange = strange_words(name, index.vocabulary_words())
+                if strange:
+                    verdict = "undecided"
+                    flags.append(f"name_not_understood: no technique and no dictionary knows {strange}")
             top = ranked.top
             if verdict == "merge" and top is not None:
                 choice = self._concept_choice(top[0], index, "model", evidence, ranked)
@@ -429,15 +599,13 @@ class RelabelSession:
         """The technique name `label` maps to, deciding (and recording) a relabel when needed.
 
         `description` is the step's detail; `think` and the code before/after the step are evidence too.
-        Raises `RelabelError` for an empty or absurdly long name (nothing is recorded then).
+        Raises `RelabelError` for an empty name (nothing is recorded then); a name that cannot name a
+        technique (`name_problem`: one character, punctuation, filler only, too long, mixed scripts) is
+        queued with its reason.
         """
         name = normalize_label(label)
         if not name:
             raise RelabelError("a method name is empty")
-        if len(name) > MAX_NAME_CHARS:
-            raise RelabelError(
-                f"a method name has {len(name)} characters (at most {MAX_NAME_CHARS}): {name[:80]!r}..."
-            )
         folded = name.lower()
         if folded in self._known:
             return self._known[folded]
@@ -684,3 +852,162 @@ def build_relabeler(
         taxonomy=settings.resolved_taxonomy(),
         model=load_model(settings.relabel_model) if settings.relabel_model else None,
     )
+
+
+# -- likely duplicates: pairs of graph techniques the relabeler would merge ----------------------------
+
+
+@dataclass
+class PairScores:
+    """Likely duplicate pairs (names in order) with probability and reasons, and what was left out."""
+
+    pairs: dict[tuple[str, str], tuple[float, frozenset[str]]] = field(default_factory=dict)
+    taxonomy_apart: int = 0
+    """Scorer pairs left out because the two are different taxonomy techniques."""
+    held_back: int = 0
+    """Scorer pairs from `min_probability` that the relabel rule would not merge."""
+
+
+def pair_scores(
+    policy: RelabelPolicy,
+    candidates: tuple[TechniqueCandidate, ...],
+    min_probability: float,
+    *,
+    rule: bool = True,
+) -> PairScores:
+    """The pairs of `candidates` (graph techniques) that name one technique.
+
+    Certain (1.0): both are linked to one taxonomy technique, or a label of one normalises like a
+    label of the other. Otherwise each technique's name and description is read as a step against all
+    the others, and a pair is proposed when the relabeler would merge that step into the other
+    technique: its probability is at least `min_probability`, the model's thresholds and margin say
+    merge, and the separation gate passes (`rule`; `rule=False` gives the bare scorer pairs, for
+    comparison). Two techniques linked to different taxonomy techniques are never proposed by the
+    scorer: the taxonomy keeps them apart.
+    """
+    out = PairScores()
+
+    def note(a: str, b: str, probability: float, reason: str) -> None:
+        key = (a, b) if a < b else (b, a)
+        previous, reasons = out.pairs.get(key, (0.0, frozenset()))
+        out.pairs[key] = (max(previous, probability), reasons | {reason})
+
+    keys = [{label_key(label) for label in c.labels if label_key(label)} for c in candidates]
+    for i, a in enumerate(candidates):
+        for j in range(i + 1, len(candidates)):
+            b = candidates[j]
+            if a.concept is not None and a.concept == b.concept:
+                note(a.name, b.name, 1.0, f"both are the taxonomy technique {a.concept!r}")
+            elif keys[i] & keys[j]:
+                note(a.name, b.name, 1.0, "a name or alias of one is written like one of the other")
+    steps = [StepText(c.name, c.description) for c in candidates]
+    policy.vectors.ensure([s.embedded_name() for s in steps] + [s.embedded_text() for s in steps])
+    apart: set[tuple[str, str]] = set()
+    held: set[tuple[str, str]] = set()
+    for i, others, probabilities, features in _scored_rows(policy, candidates, steps):
+        me = candidates[i]
+        order = sorted(range(len(others)), key=lambda k: (-probabilities[k], others[k].name))
+        ranked = Ranked(
+            tuple(others[k].name for k in order),
+            tuple(float(probabilities[k]) for k in order),
+            tuple(tuple(float(v) for v in features[k]) for k in order),
+        )
+        verdict = decide(policy.model, ranked) if rule else "merge"
+        gate = (
+            separation(ranked, name_words=len(set(content_tokens(me.name))), detail=bool(me.description))
+            if rule
+            else None
+        )
+        for position, k in enumerate(order):
+            other, p = others[k], float(probabilities[k])
+            if p < min_probability:
+                break
+            pair = (me.name, other.name) if me.name < other.name else (other.name, me.name)
+            if out.pairs.get(pair, (0.0, frozenset()))[0] == 1.0:
+                continue
+            if rule and me.concept is not None and other.concept is not None and me.concept != other.concept:
+                apart.add(pair)
+                continue
+            if not rule:
+                note(me.name, other.name, p, "the relabel scorer")
+            elif position == 0 and verdict == "merge" and gate is None:
+                note(
+                    me.name,
+                    other.name,
+                    p,
+                    f"the relabel rule would merge {me.name!r} into {other.name!r} (p {p:.2f}, "
+                    f"lead {ranked.gap:.2f} over {ranked.names[1] if len(ranked.names) > 1 else 'nothing'})",
+                )
+            else:
+                held.add(pair)
+    out.taxonomy_apart = len(apart)
+    out.held_back = len(held - set(out.pairs))
+    return out
+
+
+EXAMPLES_READ = 8
+"""Examples read per technique to learn what its code changes show (the graph's own evidence)."""
+
+
+def characteristic_signals(changes: list[tuple[str, str]]) -> frozenset[str]:
+    """The code-evidence signals that at least half of a technique's examples (code before, after)
+    introduce: what its steps do, in the graph's own data."""
+    counts: Counter[str] = Counter()
+    parsed = 0
+    for before, after in changes:
+        evidence = code_evidence(before, after)
+        if evidence.parsed:
+            parsed += 1
+            counts.update(evidence.introduced)
+    return frozenset(signal for signal, n in counts.items() if parsed and 2 * n >= parsed)
+
+
+def code_disagrees(first: frozenset[str], second: frozenset[str]) -> bool:
+    """Whether two techniques' examples show different changes (each shows some, none in common)."""
+    return bool(first) and bool(second) and not first & second
+
+
+def _scored_rows(
+    policy: RelabelPolicy, candidates: tuple[TechniqueCandidate, ...], steps: list[StepText]
+) -> Iterator[
+    tuple[
+        int,
+        list[TechniqueCandidate],
+        np.ndarray[Any, np.dtype[np.float64]],
+        np.ndarray[Any, np.dtype[np.float64]],
+    ]
+]:
+    """`scorer_rows` with each row's feature matrix."""
+    if len(candidates) < 2:
+        return
+    index = CandidateIndex(list(candidates), policy.vectors)
+    name_col, text_col, gap_col = (FEATURES.index(f) for f in ("name_sim", "text_sim", "rank_gap"))
+    for i, step in enumerate(steps):
+        features = index.features(
+            step,
+            None,
+            policy.vectors.get(step.embedded_name()),
+            policy.vectors.get(step.embedded_text()),
+        )
+        rows = np.delete(features, i, axis=0)
+        blend = 0.5 * rows[:, name_col] + 0.5 * rows[:, text_col]
+        rows[:, gap_col] = float(np.max(blend)) - blend
+        yield i, [*candidates[:i], *candidates[i + 1 :]], policy.model.probabilities(rows), rows
+
+
+def scorer_rows(
+    policy: RelabelPolicy, candidates: tuple[TechniqueCandidate, ...], steps: list[StepText]
+) -> Iterator[tuple[int, list[TechniqueCandidate], np.ndarray[Any, np.dtype[np.float64]]]]:
+    """For each technique i (its name and description as `steps[i]`): the others and the scorer's probabilities.
+
+    The scorer's choice for step i is among all the other techniques, so each row is computed
+    against an index of the others. Building n such indexes was the first look's cost (each
+    tokenises every label again: ~3 s for 67 techniques); one index over all of them gives the
+    same features (to float rounding, ~1e-7 in a probability): without code evidence, every feature of a
+    pair but the rank gap reads only the step and that candidate, and the rank gap (the best blend among
+    the others minus this one's) is recomputed here without the step itself.
+    tests/integration/api/test_duplicate_scoring.py holds this to the per-step indexes on the seed
+    graph's techniques.
+    """
+    for i, others, probabilities, _ in _scored_rows(policy, candidates, steps):
+        yield i, others, probabilities

@@ -57,7 +57,7 @@ import numpy as np
 from search.embeddings import Embedder
 from search.errors import SearchError
 from search.evidence import CodeEvidence
-from search.taxonomy import bag_key, content_tokens, expand_abbreviations, label_key
+from search.taxonomy import bag_key, content_tokens, expand_abbreviations, label_key, strip_contrasts
 
 FEATURES: tuple[str, ...] = (
     "name_sim",
@@ -98,9 +98,10 @@ class TechniqueCandidate:
     """The taxonomy technique it is (for a graph technique: the one it is linked to)."""
 
     def vocabulary(self) -> frozenset[str]:
-        """Every content word of its labels and description."""
+        """Every content word of its labels and description (not the description's negated or
+        contrastive parts: "instead of shared memory" does not make "shared memory" its words)."""
         words: set[str] = set()
-        for text in (*self.labels, self.description):
+        for text in (*self.labels, strip_contrasts(self.description)):
             words.update(content_tokens(text))
         return frozenset(words)
 
@@ -300,6 +301,10 @@ class CandidateIndex:
                         # A bag of words two techniques share is ambiguous: matched by neither.
                         self._bags[bag] = i if self._bags.get(bag, i) == i else None
 
+    def vocabulary_words(self) -> frozenset[str]:
+        """Every stemmed content word some candidate's labels or description use."""
+        return frozenset(self._word_index)
+
     def unknown_words(self, name: str) -> list[str]:
         """The content words of `name` that no candidate's labels or description use."""
         return [w for w in content_tokens(name) if w not in self._word_index]
@@ -335,7 +340,9 @@ class CandidateIndex:
         name_sims = np.array([float(np.max(rows @ name_vector)) for rows in self._label_rows])
         text_sims = self._text_rows @ text_vector
         tokens = set(content_tokens(step.name))
-        said = f"{step.name} {step.detail[:4000]} {step.think[:4000]}".lower()
+        # What the step says it did: "switch from __ldg to texture objects" mentions __ldg as what it
+        # left behind, which is no evidence for the read-only cache.
+        said = strip_contrasts(f"{step.name} {step.detail[:4000]} {step.think[:4000]}").lower()
         blend = 0.5 * name_sims + 0.5 * text_sims
         best = float(np.max(blend))
         code = evidence is not None and evidence.parsed
@@ -615,6 +622,59 @@ def decide(model: ScoringModel, ranked: Ranked, unknown_words: Sequence[str] = (
     ):
         return "merge"
     return "undecided"
+
+
+SEPARATION_LEAD = 0.02
+"""How far (cosine) the best candidate must lead every other candidate on the name alone, or on
+"name: detail", for that text to separate it (see `separation`)."""
+NAME_CONFLICT = 0.1
+"""A name this much nearer (cosine) to another candidate than to the best one points elsewhere: the step
+is queued whatever its detail or code say."""
+
+
+def separation(ranked: Ranked, *, name_words: int, detail: bool) -> str | None:
+    """Why the best candidate is not separated from the others, or None when it is (precision first).
+
+    A merge by score needs evidence that tells the best candidate from every other one, not a
+    probability resting on one shared word or head noun ("Register spilling reduction" is not a warp
+    shuffle reduction because both say "reduction"). It is separated when at least one of these holds:
+
+    - *name*: its best label is the name's nearest (cosine) by `SEPARATION_LEAD` over every other
+      candidate, and the name shares more than one content word with it (or has only one);
+    - *detail*: the step has a detail and "name: detail" is nearest to its "name: description" by
+      `SEPARATION_LEAD`;
+    - *code*: the code change supports it more than any other candidate (`evidence_support`);
+    - *mentions*: the name, detail or think mention an identifier of it and of no other candidate
+      (negated mentions, "switch from __ldg to ...", do not count: `strip_contrasts`).
+
+    And whatever the detail or code say, a name `NAME_CONFLICT` nearer to another candidate points
+    elsewhere: name and detail disagree, and a curator decides.
+    """
+    if len(ranked.names) < 2:
+        return None
+    name_sim, text_sim = FEATURES.index("name_sim"), FEATURES.index("text_sim")
+    support, mentions = FEATURES.index("evidence_support"), FEATURES.index("mentions")
+    unexplained = FEATURES.index("unexplained")
+    top, others = ranked.features[0], ranked.features[1:]
+    nearest = max(range(len(others)), key=lambda i: others[i][name_sim])
+    name_lead = top[name_sim] - others[nearest][name_sim]
+    if name_lead <= -NAME_CONFLICT:
+        return (
+            f"name_points_elsewhere: the name is nearer to {ranked.names[1 + nearest]!r} "
+            f"({others[nearest][name_sim]:.2f}) than to {ranked.names[0]!r} ({top[name_sim]:.2f})"
+        )
+    if top[support] > max(o[support] for o in others) or top[mentions] > max(o[mentions] for o in others):
+        return None
+    shared = round(name_words * (1.0 - top[unexplained]))
+    if name_lead >= SEPARATION_LEAD and not (shared <= 1 and name_words >= 2):
+        return None
+    if detail and top[text_sim] - max(o[text_sim] for o in others) >= SEPARATION_LEAD:
+        return None
+    return (
+        f"not_separated: nothing in the name ({name_lead:+.2f} over the nearest other technique"
+        f"{', one shared word' if shared <= 1 and name_words >= 2 else ''}), the detail or the code tells "
+        f"{ranked.names[0]!r} from {ranked.names[1 + nearest] if name_lead < 0 else ranked.names[1]!r}"
+    )
 
 
 def gate_allows(gate: str, *, unknown: bool, top_features: Sequence[float]) -> bool:

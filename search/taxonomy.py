@@ -221,10 +221,16 @@ def _stem(token: str) -> str:
     """A light stemmer: enough to make "unrolling"/"unrolled"/"unroll" and "loops"/"loop" meet.
 
     A final "e" goes too ("restructure"/"restructuring", "coalesce"/"coalesced"), and "-less" words
-    keep their root ("branchless" -> "branch": the technique is about the branch).
+    keep their root ("branchless" -> "branch": the technique is about the branch). A word ending in a
+    double s keeps it, and "-sses" loses only "es", so "access" and "accesses" meet at "access".
     """
     if token.endswith("less") and len(token) - 4 >= 4:
         token = token[:-4]
+    if token.endswith("ss"):
+        # "access"/"accesses", "pass"/"passes": a double s is the root's, not a plural.
+        return token
+    if token.endswith("sses") and len(token) > 5:
+        return token[:-2]
     for suffix, keep in (
         ("ization", 3),
         ("isation", 3),
@@ -241,6 +247,40 @@ def _stem(token: str) -> str:
     if token.endswith("e") and len(token) > 4:
         token = token[:-1]
     return token
+
+
+_CLAUSE_END = r"(?=[,.;:!?()\[\]]|\s[-\u2013\u2014]\s|\s(?:and|but|so|which|then)\s|$)"
+_CONTRASTS: tuple[re.Pattern[str], ...] = (
+    # "pad the tile instead of ...", "rather than ...", "without ...": what follows is not the step.
+    re.compile(
+        r"\b(?:instead\s+of|rather\s+than|as\s+opposed\s+to|in\s+place\s+of|in\s+lieu\s+of|without|"
+        r"no\s+longer|not)\b.*?" + _CLAUSE_END,
+        re.IGNORECASE,
+    ),
+    # "switch from X to Y", "moved away from X", "replace X with Y": X is what the step left behind.
+    re.compile(
+        r"\b(?:switch\w*|mov\w*|chang\w*|go\w*|went|migrat\w*|convert\w*|port\w*)\s+(?:away\s+)?from\b.*?"
+        r"(?=\bto\b|\binto\b|\bwith\b|[,.;:!?()]|$)",
+        re.IGNORECASE,
+    ),
+    re.compile(r"\breplac\w*\b.*?(?=\bwith\b|\bby\b|[,.;:!?()]|$)", re.IGNORECASE),
+)
+
+
+def strip_contrasts(text: str) -> str:
+    """`text` without its negated or contrastive parts.
+
+    In a description or a step's detail, "uses warp shuffles instead of shared memory", "switch from
+    __ldg to texture objects" or "replace the atomics with a private histogram" name what the step is
+    *not*: shared memory, `__ldg` and the atomics must not count as evidence for the techniques they
+    name. The part after the contrast marker, up to the end of its clause, is dropped ("from X to Y"
+    keeps Y). Used on descriptions and details, not on names (a name's "without" is handled by
+    `content_tokens`; aliases such as "select instead of branch" stay matchable).
+    """
+    out = text
+    for pattern in _CONTRASTS:
+        out = pattern.sub(" ", out)
+    return out
 
 
 def content_tokens(text: str) -> list[str]:

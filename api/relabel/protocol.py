@@ -107,7 +107,10 @@ class DuplicatePair(BaseModel):
 
     keep: str = Field(description="the technique to keep (more examples; the taxonomy's name on a tie)")
     merge: str = Field(description="the technique to fold into `keep`")
-    probability: float = Field(description="the scorer's probability that the two name one technique")
+    probability: float = Field(
+        description="1.0 when the taxonomy or the names say they are one technique; else the scorer's "
+        "probability for a pair the relabel rule would merge"
+    )
     reasons: list[str]
     keep_examples: int
     merge_examples: int
@@ -119,6 +122,14 @@ class DuplicateList(BaseModel):
     items: list[DuplicatePair]
     techniques: int = Field(description="techniques compared")
     kept_separate: int = Field(0, description="pairs left out because a curator kept them apart")
+    taxonomy_apart: int = Field(
+        0, description="scorer pairs left out because they are different taxonomy techniques"
+    )
+    held_back: int = Field(
+        0,
+        description="scorer pairs from min_probability that the relabel rule would not merge (the evidence "
+        "does not separate them, or a transition links them directly)",
+    )
 
 
 class DuplicateMerge(BaseModel):

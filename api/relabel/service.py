@@ -3,8 +3,15 @@
 No FastAPI here. The queue lists relabel decisions that wait for a curator (undecided names, and
 decisions flagged for a name/code disagreement or code that does not parse) with the evidence they
 rested on; resolving one keeps it or moves the name into another technique. Likely duplicates rank
-pairs of existing techniques by the relabeler's own scorer (a graph built before the scorer existed
-may hold several nodes for one technique) and merge a pair in one call.
+pairs of existing techniques by the relabeler's own decision rule (a graph built before the scorer
+existed may hold several nodes for one technique) and merge a pair in one call.
+
+Precision first: a pair is proposed only when the relabeler itself would merge one technique into the
+other (`pair_scores`): two techniques linked to different taxonomy techniques are kept apart by the
+taxonomy, a scorer pair must pass the calibrated rule (thresholds, margin and the separation gate of
+`search.relabel_scoring.separation`), and the graph's own evidence is read and shown: a transition
+between the two (a trajectory applied one right after the other) says they are different steps, so
+such a pair is held back unless its names say it is one technique.
 """
 
 from __future__ import annotations
@@ -15,8 +22,6 @@ from collections import Counter, OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
-
-import numpy as np
 
 from api.graph.service import (
     GraphConflictError,
@@ -47,9 +52,16 @@ from graphdb.errors import (
 from graphdb.models import INITIAL_TECHNIQUE, Technique
 from graphdb.store import GraphStore
 from search.embeddings import EmbeddingError
-from search.relabel import RelabelPolicy, technique_candidates
-from search.relabel_scoring import FEATURES, CandidateIndex, StepText, TechniqueCandidate
-from search.taxonomy import label_key
+from search.relabel import (
+    EXAMPLES_READ,
+    PairScores,
+    RelabelPolicy,
+    characteristic_signals,
+    code_disagrees,
+    pair_scores,
+    technique_candidates,
+)
+from search.relabel_scoring import TechniqueCandidate
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +69,7 @@ MAX_TECHNIQUES_COMPARED = 2000
 """Likely duplicates compare every pair: past this many techniques the request is refused."""
 
 _SCORED_KEPT = 8  # scored technique sets kept (see RelabelService._scored_pairs)
-_SCORED: OrderedDict[tuple[Any, ...], dict[tuple[str, str], tuple[float, frozenset[str]]]] = OrderedDict()
+_SCORED: OrderedDict[tuple[Any, ...], PairScores] = OrderedDict()
 _SCORED_LOCK = threading.Lock()
 
 
@@ -76,36 +88,6 @@ def _translated() -> Iterator[None]:
         raise GraphUnavailableError(f"the embedding model failed: {e}") from e
     except GraphDBError as e:
         raise GraphServiceError(str(e)) from e
-
-
-def scorer_rows(
-    policy: RelabelPolicy, candidates: tuple[TechniqueCandidate, ...], steps: list[StepText]
-) -> Iterator[tuple[int, list[TechniqueCandidate], np.ndarray[Any, np.dtype[np.float64]]]]:
-    """For each technique i (its name and description as `steps[i]`): the others and the scorer's probabilities.
-
-    The scorer's choice for step i is among all the other techniques, so each row is computed
-    against an index of the others. Building n such indexes was the first look's cost (each
-    tokenises every label again: ~3 s for 67 techniques); one index over all of them gives the
-    same features (to float rounding, ~1e-7 in a probability): without code evidence, every feature of a pair but the rank gap reads only the
-    step and that candidate, and the rank gap (the best blend among the others minus this one's)
-    is recomputed here without the step itself. tests/integration/api/test_duplicate_scoring.py
-    holds this to the per-step indexes on the seed graph's techniques.
-    """
-    if len(candidates) < 2:
-        return
-    index = CandidateIndex(list(candidates), policy.vectors)
-    name_col, text_col, gap_col = (FEATURES.index(f) for f in ("name_sim", "text_sim", "rank_gap"))
-    for i, step in enumerate(steps):
-        features = index.features(
-            step,
-            None,
-            policy.vectors.get(step.embedded_name()),
-            policy.vectors.get(step.embedded_text()),
-        )
-        rows = np.delete(features, i, axis=0)
-        blend = 0.5 * rows[:, name_col] + 0.5 * rows[:, text_col]
-        rows[:, gap_col] = float(np.max(blend)) - blend
-        yield i, [*candidates[:i], *candidates[i + 1 :]], policy.model.probabilities(rows)
 
 
 class RelabelService:
@@ -179,15 +161,43 @@ class RelabelService:
             candidates = [c for c in technique_candidates(techniques, self.policy.taxonomy) if c.in_graph]
             scored = self._scored_pairs(tuple(candidates), min_probability)
             kept = {(k.first, k.second) for k in self.store.list_kept_separate()}
+            listed = sorted(
+                ((pair, value) for pair, value in scored.pairs.items() if value[0] >= min_probability),
+                key=lambda item: (-item[1][0], item[0]),
+            )
+            window = [pair for pair, _ in listed[: limit + len(kept) + 20]]
+            between = self._transitions_between(window)
+            signals = self._signals(
+                {name for pair, value in listed[: len(window)] if value[0] < 1.0 for name in pair}
+            )
         taxonomy_names = set(self.policy.taxonomy.names) if self.policy.taxonomy is not None else set()
         pairs = []
         left_out = 0
-        for (first, second), (probability, reasons) in scored.items():
-            if probability < min_probability:
-                continue
+        held_back = scored.held_back
+        for (first, second), (probability, reasons) in listed:
             if (first, second) in kept:
                 left_out += 1
                 continue
+            steps_between = between.get((first, second), 0)
+            if steps_between:
+                # The graph's own evidence: a trajectory applied one right after the other, so a teacher
+                # saw two steps. Only names that say one technique outweigh that.
+                if probability < 1.0:
+                    held_back += 1
+                    continue
+                reasons = reasons | {
+                    f"{steps_between} transition(s) link them directly (a trajectory applied one after "
+                    "the other): check that they are one technique"
+                }
+            if probability < 1.0 and code_disagrees(
+                signals.get(first, frozenset()), signals.get(second, frozenset())
+            ):
+                # The graph's own evidence again: their examples' code shows different changes.
+                held_back += 1
+                continue
+            shared = signals.get(first, frozenset()) & signals.get(second, frozenset())
+            if shared:
+                reasons = reasons | {f"the examples of both show {', '.join(sorted(shared))} in their code"}
             # Keep the technique with more examples; on a tie the taxonomy's name, then the shorter name.
             rank_first = (counts[first], first in taxonomy_names, -len(first))
             rank_second = (counts[second], second in taxonomy_names, -len(second))
@@ -203,12 +213,44 @@ class RelabelService:
                 )
             )
         pairs.sort(key=lambda p: (-p.probability, p.keep, p.merge))
-        return DuplicateList(items=pairs[:limit], techniques=len(techniques), kept_separate=left_out)
+        return DuplicateList(
+            items=pairs[:limit],
+            techniques=len(techniques),
+            kept_separate=left_out,
+            taxonomy_apart=scored.taxonomy_apart,
+            held_back=held_back,
+        )
 
-    def _scored_pairs(
-        self, candidates: tuple[TechniqueCandidate, ...], min_probability: float
-    ) -> dict[tuple[str, str], tuple[float, frozenset[str]]]:
-        """Each pair (names in order) from `min_probability` with its probability and reasons.
+    def _signals(self, names: set[str]) -> dict[str, frozenset[str]]:
+        """`characteristic_signals` of each technique's examples (up to `EXAMPLES_READ` of them)."""
+        out: dict[str, frozenset[str]] = {}
+        for name in sorted(names):
+            changes: list[tuple[str, str]] = []
+            for transition in self.store.transitions_of(name):
+                if transition.target != name or len(changes) >= EXAMPLES_READ:
+                    continue
+                examples = self.store.list_examples(
+                    source=transition.source, target=name, limit=EXAMPLES_READ - len(changes)
+                )
+                changes.extend((e.code_before, e.code_after) for e in examples)
+            out[name] = characteristic_signals(changes)
+        return out
+
+    def _transitions_between(self, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], int]:
+        """For each pair (names in order): how many transitions go directly from one to the other."""
+        out: dict[tuple[str, str], int] = {}
+        seen: dict[str, set[str]] = {}
+        for first, second in pairs:
+            if first not in seen:
+                seen[first] = {
+                    t.target if t.source == first else t.source for t in self.store.transitions_of(first)
+                }
+            # transitions_of lists both directions, so one side's listing covers the pair
+            out[(first, second)] = int(second in seen[first])
+        return out
+
+    def _scored_pairs(self, candidates: tuple[TechniqueCandidate, ...], min_probability: float) -> PairScores:
+        """`pair_scores` of the graph's techniques, memoised.
 
         Memoised on the candidates themselves (names, descriptions, labels, taxonomy links) and the
         policy: the page is read far more often than the techniques change (scoring is ~0.1 s for the
@@ -220,27 +262,7 @@ class RelabelService:
             if key in _SCORED:
                 _SCORED.move_to_end(key)
                 return _SCORED[key]
-        scored: dict[tuple[str, str], tuple[float, frozenset[str]]] = {}
-
-        def note(a: str, b: str, probability: float, reason: str) -> None:
-            key = (a, b) if a < b else (b, a)
-            previous, reasons = scored.get(key, (0.0, frozenset()))
-            scored[key] = (max(previous, probability), reasons | {reason})
-
-        keys = [{label_key(label) for label in c.labels if label_key(label)} for c in candidates]
-        for i, a in enumerate(candidates):
-            for j in range(i + 1, len(candidates)):
-                b = candidates[j]
-                if a.concept is not None and a.concept == b.concept:
-                    note(a.name, b.name, 1.0, f"both are the taxonomy technique {a.concept!r}")
-                elif keys[i] & keys[j]:
-                    note(a.name, b.name, 1.0, "a name or alias of one is written like one of the other")
-        steps = [StepText(c.name, c.description) for c in candidates]
-        self.policy.vectors.ensure([s.embedded_name() for s in steps] + [s.embedded_text() for s in steps])
-        for i, others, probabilities in scorer_rows(self.policy, candidates, steps):
-            for candidate, p in zip(others, probabilities, strict=True):
-                if p >= min_probability:
-                    note(candidates[i].name, candidate.name, float(p), "the relabel scorer")
+        scored = pair_scores(self.policy, candidates, min_probability)
         with _SCORED_LOCK:
             _SCORED[key] = scored
             while len(_SCORED) > _SCORED_KEPT:

@@ -8,11 +8,10 @@ from pathlib import Path
 
 import numpy as np
 
-from api.relabel.service import scorer_rows
 from graphdb.export import read_export
 from search.embeddings import Embedder
 from search.protocols import INITIAL_TECHNIQUE
-from search.relabel import RelabelConfig, RelabelPolicy, technique_candidates
+from search.relabel import RelabelConfig, RelabelPolicy, scorer_rows, technique_candidates
 from search.relabel_scoring import CandidateIndex, StepText, load_model
 
 SEED_GRAPH = Path(__file__).resolve().parents[3] / "bench" / "seed_graph" / "seed_graph.json"

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import pytest
-
 from graphdb.models import Technique, utc_now
-from search.embeddings import Embedder, shared_embedder
+from search.embeddings import Embedder
 from search.relabel import RelabelPolicy, StepInput, technique_candidates
 from search.relabel_scoring import load_model
-from search.taxonomy import Taxonomy, default_taxonomy
+from search.taxonomy import Taxonomy
 from tests.unit.search.test_evidence import MERGE_BRANCHY, MERGE_SELECT
 
 SHUFFLE_BEFORE = """
@@ -26,22 +24,6 @@ __global__ void sum_k(const float* x, float* out) {
     if ((threadIdx.x & 31) == 0) atomicAdd(out, v);
 }
 """
-
-
-@pytest.fixture(scope="module")
-def embedder() -> Embedder:
-    return shared_embedder()
-
-
-@pytest.fixture(scope="module")
-def taxonomy() -> Taxonomy:
-    return default_taxonomy()
-
-
-@pytest.fixture(scope="module")
-def policy(embedder: Embedder, taxonomy: Taxonomy) -> RelabelPolicy:
-    """One policy for the module: its cache embeds the taxonomy's labels once."""
-    return RelabelPolicy(embedder, taxonomy=taxonomy, model=load_model())
 
 
 def _graph(taxonomy: Taxonomy, names: list[str], *, aliases: bool = True) -> list[Technique]:

@@ -1,0 +1,224 @@
+"""Precision first (issue 28): negated mentions, consistent stems, the separation gate, names that
+cannot name a technique; and the outside evaluation set stays outside (no taxonomy label, no
+calibration)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from bench.relabel_bench import OUTSIDE_DATA, PARTIAL_GRAPH, fit, load_outside_items
+from graphdb.models import Technique, utc_now
+from search.embeddings import Embedder
+from search.relabel import (
+    RelabelPolicy,
+    StepInput,
+    characteristic_signals,
+    code_disagrees,
+    name_problem,
+    pair_scores,
+    strange_words,
+    technique_candidates,
+)
+from search.relabel_scoring import FEATURES, Ranked, TechniqueCandidate, TextVectors, load_model, separation
+from search.taxonomy import Taxonomy, content_tokens, label_key, strip_contrasts
+
+
+def _full_graph(taxonomy: Taxonomy) -> list[Technique]:
+    now = utc_now()
+    return [
+        Technique(name=t.name, description=t.description, aliases=list(t.aliases), created_at=now)
+        for t in taxonomy.techniques
+    ]
+
+
+# -- the outside set --------------------------------------------------------------------------------
+
+
+def _plain(text: str) -> str:
+    return re.sub(r"\s+", " ", text.replace("_", " ")).strip().lower()
+
+
+def test_outside_set_has_sources_and_no_taxonomy_label(taxonomy: Taxonomy) -> None:
+    items = load_outside_items()
+    assert len(items) >= 150
+    labels = {_plain(label) for t in taxonomy.techniques for label in t.labels}
+    word_for_word = [i.name for i in items if _plain(i.name) in labels]
+    assert word_for_word == [], "outside names must not be taxonomy names or aliases word for word"
+    names = set(taxonomy.names) | {"NEW"}
+    for item in items:
+        assert item.source and item.licence, item.id
+        assert item.truth in names, item
+        assert item.half == "outside"
+    assert len({_plain(i.name) for i in items}) == len(items), "an outside name is listed twice"
+
+
+def test_taxonomy_copies_no_outside_name(taxonomy: Taxonomy) -> None:
+    """The other direction: nobody copied an outside name into the taxonomy's aliases."""
+    outside = {_plain(json.loads(line)["name"]) for line in OUTSIDE_DATA.read_text().splitlines() if line}
+    copied = [label for t in taxonomy.techniques for label in t.labels if _plain(label) in outside]
+    assert copied == []
+
+
+def test_calibration_refuses_the_outside_set(embedder: Embedder, taxonomy: Taxonomy) -> None:
+    outside = load_outside_items()[:3]
+    with pytest.raises(ValueError, match="outside set"):
+        fit(outside, TextVectors(embedder), taxonomy)
+
+
+# -- text rules -------------------------------------------------------------------------------------
+
+
+def test_negated_mentions_are_dropped() -> None:
+    assert "shared" not in strip_contrasts("Each warp reduces with shuffles instead of shared memory.")
+    assert "__ldg" not in strip_contrasts("switch from __ldg to texture objects")
+    assert "texture" in strip_contrasts("switch from __ldg to texture objects")
+    assert "atomics" not in strip_contrasts("replace the global atomics with a private histogram")
+    assert "histogram" in strip_contrasts("replace the global atomics with a private histogram")
+    assert "tiles" not in strip_contrasts("registers rather than shared tiles; unroll")
+
+
+def test_negated_description_is_no_coverage() -> None:
+    warp = TechniqueCandidate(
+        name="Warp shuffle reduction",
+        description="Lanes sum with __shfl_down_sync instead of shared memory.",
+        labels=("Warp shuffle reduction",),
+    )
+    assert not set(content_tokens("shared memory")) & warp.vocabulary()
+
+
+def test_stems_meet() -> None:
+    assert label_key("coalesced access") == label_key("coalesced accesses")
+    assert content_tokens("accessing") == content_tokens("access")
+    assert content_tokens("passes") == content_tokens("pass")
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["x", "?!", "...", "the of and", "optimization", "a" * 10_000, "Сoalescing"],  # "С" is Cyrillic
+)
+def test_unusable_names_have_a_reason(name: str) -> None:
+    assert name_problem(name) is not None
+
+
+def test_a_name_in_another_script_says_why() -> None:
+    assert "Latin" in (name_problem("共享内存分块") or "")
+
+
+@pytest.mark.parametrize("name", ["Loop unrolling", "ILP", "__ldg", "Tiling (v2)"])
+def test_usable_names(name: str) -> None:
+    assert name_problem(name) is None
+
+
+def test_strange_words() -> None:
+    vocabulary = frozenset(content_tokens("inner loop shared memory tiling"))
+    assert strange_words("Zorbification of the inner loop", vocabulary) == ["zorbification"]
+    assert strange_words("Kahan compensated summation", vocabulary) == []
+    assert strange_words("Accumulators in the inner loop", vocabulary) == []
+    assert strange_words("atomicAdd in the inner loop", vocabulary) == []
+
+
+def _ranked(rows: list[dict[str, float]]) -> Ranked:
+    return Ranked(
+        tuple(f"t{i}" for i in range(len(rows))),
+        tuple(0.9 if i == 0 else 0.05 for i in range(len(rows))),
+        tuple(tuple(r.get(f, 0.0) for f in FEATURES) for r in rows),
+    )
+
+
+def test_separation_rule() -> None:
+    # one shared word: the name is not nearer to the best than to others
+    tie = _ranked([{"name_sim": 0.59, "unexplained": 0.33}, {"name_sim": 0.58}])
+    assert separation(tie, name_words=3, detail=False) is not None
+    # the name leads and shares two of its words
+    lead = _ranked([{"name_sim": 0.8, "unexplained": 0.0}, {"name_sim": 0.6}])
+    assert separation(lead, name_words=2, detail=False) is None
+    # the name leads but shares only one of its two words: "Algorithm Cascading"
+    one_word = _ranked([{"name_sim": 0.8, "unexplained": 0.5}, {"name_sim": 0.5}])
+    assert separation(one_word, name_words=2, detail=False) is not None
+    # code tells them apart
+    code = _ranked([{"name_sim": 0.59, "evidence_support": 1.0}, {"name_sim": 0.58}])
+    assert separation(code, name_words=3, detail=False) is None
+    # the detail tells them apart (only when there is one)
+    detail = _ranked([{"name_sim": 0.59, "text_sim": 0.7}, {"name_sim": 0.58, "text_sim": 0.5}])
+    assert separation(detail, name_words=3, detail=True) is None
+    assert separation(detail, name_words=3, detail=False) is not None
+    # the name points elsewhere: queued whatever the code says
+    conflict = _ranked([{"name_sim": 0.5, "evidence_support": 1.0, "mentions": 1.0}, {"name_sim": 0.7}])
+    reason = separation(conflict, name_words=3, detail=True)
+    assert reason is not None and reason.startswith("name_points_elsewhere")
+
+
+# -- the policy on real embeddings ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "detail"),
+    [
+        ("Register spilling reduction", ""),
+        ("Multi-Operation Fusion", ""),
+        ("Non-Cached Global Memory Loads", ""),
+        ("Zorbification of the inner loop", ""),
+    ],
+)
+def test_one_shared_word_does_not_merge(
+    policy: RelabelPolicy, taxonomy: Taxonomy, name: str, detail: str
+) -> None:
+    choice = policy.choose(StepInput(name, detail), policy.index(_full_graph(taxonomy)))
+    assert choice.outcome == "undecided", (choice.outcome, choice.technique)
+    assert any(f.startswith(("not_separated", "name_points_elsewhere")) for f in choice.flags)
+
+
+def test_negated_detail_does_not_pull(policy: RelabelPolicy, taxonomy: Taxonomy) -> None:
+    step = StepInput("Texture cache for 1D reads", "switch from __ldg to texture objects")
+    choice = policy.choose(step, policy.index(_full_graph(taxonomy)))
+    assert not (choice.outcome == "merge" and choice.technique == "Read-only cache (__ldg)")
+
+
+def test_clear_paraphrase_still_merges(policy: RelabelPolicy, taxonomy: Taxonomy) -> None:
+    step = StepInput("Pad the shared tile to avoid bank conflicts", "a [32][33] tile")
+    choice = policy.choose(step, policy.index(_full_graph(taxonomy)))
+    assert (choice.outcome, choice.technique) == ("merge", "Bank conflict avoidance")
+
+
+@pytest.mark.parametrize("name", ["x", "?!?", "the of", "Warp shuffle " * 1000, "Сoalescing"])
+def test_unusable_name_is_queued_not_created(policy: RelabelPolicy, taxonomy: Taxonomy, name: str) -> None:
+    choice = policy.choose(StepInput(name), policy.index(_full_graph(taxonomy)))
+    assert choice.outcome == "undecided"
+    assert len(choice.technique) <= 200
+    assert any(f.startswith("name_unusable") for f in choice.flags)
+
+
+def test_nonsense_is_queued_without_taxonomy(embedder: Embedder, taxonomy: Taxonomy) -> None:
+    bare = RelabelPolicy(embedder, taxonomy=None, model=load_model())
+    graph = [t.model_copy(update={"aliases": []}) for t in _full_graph(taxonomy) if t.name in PARTIAL_GRAPH]
+    choice = bare.choose(StepInput("Zorbification of the inner loop"), bare.index(graph))
+    assert choice.outcome == "undecided", (choice.outcome, choice.technique)
+
+
+# -- likely duplicates -------------------------------------------------------------------------------
+
+
+def test_duplicates_the_taxonomy_keeps_apart_are_not_proposed(
+    policy: RelabelPolicy, taxonomy: Taxonomy
+) -> None:
+    candidates = tuple(c for c in technique_candidates(_full_graph(taxonomy), taxonomy) if c.in_graph)
+    bare = pair_scores(policy, candidates, 0.5, rule=False)
+    assert ("Pinned host memory", "Zero-copy host memory") in bare.pairs  # what the scorer alone says
+    scored = pair_scores(policy, candidates, 0.5)
+    concept = {c.name: c.concept for c in candidates}
+    assert all(concept[a] == concept[b] for a, b in scored.pairs), scored.pairs
+    assert scored.taxonomy_apart >= 3
+
+
+def test_examples_code_tells_techniques_apart() -> None:
+    plain = "__global__ void k(float* x) { x[threadIdx.x] += 1.0f; }"
+    fast = "__global__ void k(float* x) { x[threadIdx.x] = __expf(x[threadIdx.x]); }"
+    shuffled = "__global__ void k(float* x) { float v = x[threadIdx.x]; x[0] = __shfl_down_sync(~0u, v, 1); }"
+    math = characteristic_signals([(plain, fast), (plain, fast)])
+    warp = characteristic_signals([(plain, shuffled)])
+    assert "fast_math" in math and "warp_shuffle" in warp
+    assert code_disagrees(math, warp)
+    assert not code_disagrees(math, math) and not code_disagrees(math, frozenset())
