@@ -473,12 +473,12 @@ def check_export(export: GraphExport) -> None:
     problems found.
     """
     bad_names = []
-    for t in export.techniques:
-        for label in (t.name, *t.aliases):
+    for technique in export.techniques:
+        for label in (technique.name, *technique.aliases):
             try:
                 check_name(label)
-            except ValueError as e:
-                bad_names.append(f"{label[:60]!r}: {e}")
+            except ValueError as refused:
+                bad_names.append(f"{label[:60]!r}: {refused}")
     if bad_names:
         raise InvalidExportError(
             f"the export names techniques with refused names: {'; '.join(bad_names[:5])}"

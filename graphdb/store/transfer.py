@@ -91,7 +91,7 @@ class TransferStore(StoreBase):
         transaction, under `actor`. An existing initial node is replaced by the exported one.
         """
 
-        def work(tx: ManagedTransaction) -> tuple[int, int]:
+        def work(tx: ManagedTransaction) -> int:
             held = next(iter(tx.run(q.COUNT_KNOWLEDGE_NODES, initial=INITIAL_TECHNIQUE))).data()
             if any(held.values()):
                 found = ", ".join(f"{n} {kind}" for kind, n in held.items() if n)
