@@ -10,10 +10,10 @@ from pathlib import Path
 import anyio
 from fastapi import FastAPI
 
-from api.auth import key_is_live
+from api.auth import key_role
 from api.discovery import announce, withdraw
 from api.docs import mount_docs
-from api.edge import RequestGate, document_edge_responses
+from api.edge import RequestGate, ResponseHeaders, document_edge_responses
 from api.errors import install_error_handlers, translate_errors
 from api.graph.service import GraphServiceError
 from api.logs import configure_logging
@@ -107,10 +107,12 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     app.add_middleware(
         RequestGate,
         max_body_bytes=settings.max_request_bytes,
+        max_import_bytes=settings.max_import_bytes,
         anonymous_read=settings.anonymous_read,
-        check_token=key_is_live,
+        check_token=key_role,
     )
-    app.add_middleware(StartupGate, startup=startup)  # outermost: 503 on the routes until ready
+    app.add_middleware(StartupGate, startup=startup)  # 503 on the routes until ready
+    app.add_middleware(ResponseHeaders)  # outermost: anti-framing headers on every answer
     app.state.startup = startup
     document_edge_responses(app)
 

@@ -95,18 +95,18 @@ def get_caller(
 CallerDep = Annotated[Caller, Depends(get_caller)]
 
 
-def key_is_live(state: AppState, token: str) -> bool:
-    """Whether `token` is a live key (for the HTTP edge, before a body is read); raises
-    `ServiceUnavailableError` when the store cannot tell (not there, or not answering in time)."""
+def key_role(state: AppState, token: str) -> Role | None:
+    """The role of `token`'s live key, or None for an unknown or revoked one (for the HTTP edge, before
+    a body is read); raises `ServiceUnavailableError` when the store cannot tell (not there, or not
+    answering in time)."""
     if state.graph_store is None or state.embedder is None:
         raise ServiceUnavailableError("the graph store is starting or stopping")
     try:
-        GraphService(state.graph_store, state.embedder).key_for_token(token)
+        return GraphService(state.graph_store, state.embedder).key_for_token(token).role
     except InvalidApiKeyError:
-        return False
+        return None
     except GraphUnavailableError as e:
         raise ServiceUnavailableError(str(e)) from e
-    return True
 
 
 def _requiring(role: Role) -> Callable[[Caller], Caller]:

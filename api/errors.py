@@ -15,8 +15,16 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 logger = logging.getLogger(__name__)
+
+FRAMING_HEADERS: tuple[tuple[str, str], ...] = (
+    ("content-security-policy", "frame-ancestors 'none'"),
+    ("x-frame-options", "DENY"),
+    ("x-content-type-options", "nosniff"),
+)
+"""Sent on every response (`api.edge.ResponseHeaders`): no page of ours may be framed by another site."""
 
 
 class ErrorBody(BaseModel):
@@ -78,6 +86,13 @@ class ConflictError(ApiError):
     error_type = "conflict"
 
 
+class UnprocessableError(ApiError):
+    """The request is well-formed but its content is refused (a field's value, a file's)."""
+
+    status_code = 422
+    error_type = "validation_error"
+
+
 class PayloadTooLargeError(ApiError):
     """The request body exceeds the configured limit."""
 
@@ -133,8 +148,13 @@ def install_error_handlers(app: FastAPI) -> None:
         return envelope(exc.status_code, exc.message, exc.error_type, exc.headers)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return envelope(exc.status_code, str(exc.detail), headers=exc.headers)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            # Starlette names the methods of the first route that matched the path only; a path that
+            # several routes serve (GET and POST /v1/techniques) allows all of theirs.
+            headers["Allow"] = ", ".join(allowed_methods(request)) or headers.get("Allow", "")
+        return envelope(exc.status_code, str(exc.detail), headers=headers)
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -143,7 +163,22 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         logger.exception("unhandled error", extra={"path": request.url.path})
-        return envelope(500, "internal error; see the service log", "internal_error")
+        # Answered by Starlette's outermost middleware, outside `ResponseHeaders`: the headers are set here.
+        return envelope(500, "internal error; see the service log", "internal_error", dict(FRAMING_HEADERS))
+
+
+_METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method that some route of the app serves at this request's path, sorted (asked of the
+    routes themselves, so that routers included in routers answer too)."""
+    routes = request.app.router.routes
+    return [
+        method
+        for method in _METHODS
+        if any(route.matches({**request.scope, "method": method})[0] is Match.FULL for route in routes)
+    ]
 
 
 ServiceError = TypeVar("ServiceError", bound=Exception)

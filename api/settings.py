@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Literal
 
@@ -9,6 +10,16 @@ from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from search.backends.config import ModelRoles
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` (an address or "localhost") is a loopback address."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def default_data_dir() -> Path:
@@ -132,8 +143,10 @@ class ApiSettings(BaseSettings):
     ui_session_ttl_s: float = Field(
         8 * 3600.0, gt=0, description="a /ui session ends after this many seconds without a request"
     )
-    ui_secure_cookie: bool = Field(
-        False, description="mark the /ui session cookie Secure (set it when the API is served over HTTPS)"
+    ui_plain_http: bool = Field(
+        False,
+        description="the API is served over plain HTTP on a loopback address (development): the /ui "
+        "cookies are not marked Secure; ignored on any other address, where they always are",
     )
 
     # One limiter for every face (api/limits.py): /v1, /ui and /mcp share these slots.
@@ -152,6 +165,39 @@ class ApiSettings(BaseSettings):
         le=120,
         description="longest a Cypher query or an evaluation waits for a free slot in all (then 503)",
     )
+
+    # The HTTP edge under uvicorn (`regraph up`; api/edge.py).
+    header_timeout_s: float = Field(
+        10.0, gt=0, le=300, description="a connection sends a complete request head within this (else closed)"
+    )
+    body_idle_timeout_s: float = Field(
+        30.0, gt=0, le=3600, description="a request body that sends nothing for this long is cut off"
+    )
+    keep_alive_timeout_s: int = Field(
+        5, ge=1, le=300, description="an idle kept-alive connection is closed after this"
+    )
+    max_header_bytes: int = Field(
+        32_768, ge=4096, le=1_048_576, description="longest request head (line and headers); 431 past it"
+    )
+    max_connections: int = Field(
+        1024,
+        ge=8,
+        le=100_000,
+        description="open connections in all; past it, idle ones are closed or new ones refused",
+    )
+    max_connections_per_client: int = Field(
+        128, ge=1, le=100_000, description="open connections of one client address (IPv6: its /64)"
+    )
+    max_import_bytes: int = Field(
+        256_000_000,
+        ge=1024,
+        description="largest graph export an admin may upload to re-import (POST /v1/graph/import/upload, /ui)",
+    )
+
+    @property
+    def ui_secure_cookie(self) -> bool:
+        """Whether the /ui cookies are marked Secure: always, unless plain HTTP on loopback is declared."""
+        return not (self.ui_plain_http and is_loopback(self.host))
 
     @field_validator("seed_graph", mode="before")
     @classmethod

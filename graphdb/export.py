@@ -1,4 +1,6 @@
-"""Export the whole reasoning graph to one JSON file and import it back (the round trip is exact)."""
+"""Export the whole reasoning graph to one JSON file and import it back (the round trip is exact).
+
+API keys are not part of the graph: an export holds none and an import creates none."""
 
 from __future__ import annotations
 
@@ -34,7 +36,8 @@ def read_export(path: Path) -> GraphExport:
 
 
 def import_from_file(store: GraphStore, path: Path, *, actor: str) -> GraphExport:
-    """Load an export file into an empty graph (one transaction) and return what was loaded."""
+    """Load an export file into an empty graph (one transaction) and return what was read; its API keys,
+    if any (files from before exports left them out), are not loaded."""
     export = read_export(path)
     store.import_graph(export, actor=actor)
     return export

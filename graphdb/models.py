@@ -7,11 +7,12 @@ export followed by an import reproduces every value exactly.
 from __future__ import annotations
 
 import hashlib
+import re
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 EMBEDDING_DIMENSIONS = 384
 INITIAL_TECHNIQUE = "sequential code"
@@ -37,6 +38,36 @@ def content_id(*parts: str) -> str:
         digest.update(part.encode())
         digest.update(b"\x00")
     return digest.hexdigest()[:32]
+
+
+MAX_NAME_CHARS = 200
+"""Longest technique name or alias."""
+
+# Characters a name may not hold: controls (NUL, line breaks...), the bidirectional formatting
+# characters that make text display in another order than it reads (right-to-left override...),
+# line/paragraph separators and lone surrogates (which no encoder accepts).
+_REFUSED_IN_NAMES = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff\ufeff]"
+)
+
+
+def check_name(value: str) -> str:
+    """`value` if it is fit to name a technique (or be an alias); raises `ValueError` otherwise."""
+    if not value.strip():
+        raise ValueError("a name cannot be empty")
+    if len(value) > MAX_NAME_CHARS:
+        raise ValueError(f"a name is at most {MAX_NAME_CHARS} characters, got {len(value)}")
+    bad = _REFUSED_IN_NAMES.search(value)
+    if bad is not None:
+        raise ValueError(
+            f"a name cannot hold control or text-direction characters (found U+{ord(bad.group()):04X})"
+        )
+    return value
+
+
+TechniqueLabel = Annotated[str, StringConstraints(strip_whitespace=True), AfterValidator(check_name)]
+"""A technique name or alias as it may enter the graph: 1-200 characters, none of them a control or
+text-direction character."""
 
 
 def _check_embedding(value: list[float] | None) -> list[float] | None:
@@ -378,7 +409,11 @@ class GraphExport(BaseModel):
     examples: list[Example]
     decisions: list[RelabelDecision]
     audit: list[AuditEntry]
-    api_keys: list[ApiKey]
+    api_keys: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="always empty: API keys are the deployment's, not the graph's; an import ignores any "
+        "(files written before keys were left out hold them) and says how many",
+    )
     trajectories: list[TrajectoryRecord]
     # Absent from exports written before pairs were kept apart: those import with none.
     kept_separate: list[KeptSeparate] = Field(default_factory=list)

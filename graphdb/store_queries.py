@@ -555,14 +555,19 @@ GET_API_KEY_BY_HASH = "MATCH (k:ApiKey {key_hash: $key_hash}) RETURN k {.*} AS k
 
 LIST_API_KEYS = "MATCH (k:ApiKey) RETURN k {.*} AS k ORDER BY k.created_at, k.id"
 
-# Locks every live admin key (a write lock each) and returns them, so that two revocations of admin keys
-# run one after the other and the second sees the first: the last admin key is never revoked.
-LOCK_LIVE_ADMIN_KEYS = """
-MATCH (a:ApiKey {role: 'admin'}) WHERE a.revoked_at IS NULL
+# Write-locks every admin key, live or not, in one order, so that revocations run one after the other.
+# The filter is on the role only, which never changes: a filter on `revoked_at` is evaluated before the
+# lock is granted and not again, so a revocation that waited for another would still count the key the
+# other one revoked (both admins revoking each other both succeeded). Read who is live after it.
+LOCK_ADMIN_KEYS = """
+MATCH (a:ApiKey {role: 'admin'})
+WITH a ORDER BY a.id
 SET a._lock = true
 REMOVE a._lock
-RETURN a.id AS id
+RETURN count(a) AS locked
 """
+
+LIVE_ADMIN_KEY_IDS = "MATCH (a:ApiKey {role: 'admin'}) WHERE a.revoked_at IS NULL RETURN a.id AS id"
 
 REVOKE_API_KEY = """
 MATCH (k:ApiKey {id: $id})
@@ -588,7 +593,6 @@ RETURN {TRANSITION_PUBLIC} AS r, s.name AS source, t.name AS target ORDER BY r.k
 EXPORT_EXAMPLES = f"MATCH (e:Example) RETURN {EXAMPLE_FULL} AS e ORDER BY e.id"
 EXPORT_DECISIONS = "MATCH (d:RelabelDecision) RETURN d {.*} AS d ORDER BY d.at, d.id"
 EXPORT_AUDIT = "MATCH (a:AuditEntry) RETURN a {.*} AS a ORDER BY a.at, a.id"
-EXPORT_API_KEYS = "MATCH (k:ApiKey) RETURN k {.*} AS k ORDER BY k.created_at, k.id"
 EXPORT_TRAJECTORIES = "MATCH (t:Trajectory) RETURN t {.*} AS t ORDER BY t.ingested_at, t.id"
 
 # The graph's knowledge, which an import must not mix with: API keys and the audit log are the
@@ -602,11 +606,6 @@ RETURN techniques, examples, decisions, trajectories
 """
 
 EXISTING_AUDIT_IDS = "MATCH (a:AuditEntry) WHERE a.id IN $ids RETURN a.id AS id"
-
-EXISTING_API_KEYS = """
-MATCH (k:ApiKey) WHERE k.id IN $ids OR k.key_hash IN $hashes
-RETURN k.id AS id, k.key_hash AS key_hash
-"""
 
 IMPORT_TRANSITIONS = """
 UNWIND $rows AS row

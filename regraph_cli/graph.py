@@ -282,6 +282,7 @@ def import_(source: Annotated[Path, typer.Argument(help="a file written by `regr
     console.print(
         f"imported {len(document.techniques)} techniques, {len(document.transitions)} transitions, "
         f"{len(document.examples)} examples"
+        + (f"; the file's {len(document.api_keys)} API key(s) were ignored" if document.api_keys else "")
     )
 
 

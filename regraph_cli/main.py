@@ -20,6 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from api.app import create_app
+from api.edge import server_config
 from api.logs import configure_logging
 from api.settings import ApiSettings
 from api.startup import StartupStage
@@ -185,7 +186,8 @@ def up(
             raise _fail(str(e)) from e
         settings = settings.model_copy(update={"executor_url": url})
     api = create_app(settings)
-    server = uvicorn.Server(uvicorn.Config(api, host=settings.host, port=settings.port, log_config=None))
+    # Header/idle timeouts and connection caps (api.edge): plain uvicorn lets idle clients hold every descriptor.
+    server = uvicorn.Server(server_config(api, settings))
 
     def announce() -> None:
         while not server.started:

@@ -23,6 +23,7 @@ from graphdb.models import (
     ScoredExample,
     StepVerdict,
     Technique,
+    TechniqueLabel,
     Transition,
     TransitionStats,
 )
@@ -31,7 +32,7 @@ MAX_CODE_CHARS = 200_000
 """Longest source accepted for retrieval (a whole program; the body limit applies as well)."""
 
 TechniqueName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
-"""A technique's exact name."""
+"""An existing technique's exact name (a lookup; names that enter the graph are `TechniqueLabel`s)."""
 
 
 class _Request(BaseModel):
@@ -74,15 +75,15 @@ class TechniqueList(BaseModel):
 class TechniqueCreate(_Request):
     """A new technique; its embedding is computed from "name: description"."""
 
-    name: TechniqueName
+    name: TechniqueLabel
     description: str = Field("", max_length=4000)
-    aliases: list[str] = Field(default_factory=list, max_length=50)
+    aliases: list[TechniqueLabel] = Field(default_factory=list, max_length=50)
 
 
 class TechniqueUpdate(_Request):
     """Rename a technique (the old name stays as an alias), describe it, or both."""
 
-    name: str | None = Field(None, min_length=1, max_length=200, description="the new name")
+    name: TechniqueLabel | None = Field(None, description="the new name")
     description: str | None = Field(None, max_length=4000, description="the new description")
 
     @model_validator(mode="after")
@@ -322,15 +323,17 @@ class ApiKeyCreated(ApiKeyPublic):
 
 
 class ImportSummary(BaseModel):
-    """What an import loaded."""
+    """What an import loaded. API keys are never imported: keys in the file are ignored and counted."""
 
     techniques: int
     transitions: int
     examples: int
     decisions: int
     audit: int
-    api_keys: int
     trajectories: int
+    api_keys_ignored: int = Field(
+        description="API keys the file held (files written before exports left them out): not imported"
+    )
 
 
 class CypherRequest(_Request):

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 
 from neo4j import Driver
+from pydantic import ValidationError
 
 from api.graph.protocol import (
     ApiKeyCreate,
@@ -70,6 +71,7 @@ from graphdb.models import (
     ReviewStatus,
     Technique,
     TechniqueLinks,
+    check_name,
     transition_key,
     utc_now,
 )
@@ -92,6 +94,10 @@ class UnknownResourceError(GraphServiceError):
 
 class InvalidGraphRequestError(GraphServiceError):
     """The request is well-formed but asks for something that makes no sense (e.g. merge into itself)."""
+
+
+class InvalidExportError(GraphServiceError):
+    """An uploaded export is not a `regraph.graph/v1` document, or names techniques with refused names."""
 
 
 class GraphConflictError(GraphServiceError):
@@ -420,7 +426,8 @@ class GraphService:
             return self.store.export_graph()
 
     def import_graph(self, export: GraphExport, *, actor: str) -> ImportSummary:
-        """Load an export into an empty graph, after checking that it is self-consistent."""
+        """Load an export into an empty graph, after checking that it is self-consistent. API keys in
+        the file are never imported (the summary counts them); the import is in the audit log."""
         check_export(export)
         with _translated():
             self.store.import_graph(export, actor=actor)
@@ -431,9 +438,27 @@ class GraphService:
             examples=len(export.examples),
             decisions=len(export.decisions),
             audit=len(export.audit),
-            api_keys=len(export.api_keys),
             trajectories=len(export.trajectories),
+            api_keys_ignored=len(export.api_keys),
         )
+
+    def import_upload(self, raw: bytes, *, actor: str) -> ImportSummary:
+        """Parse an uploaded export file and import it (`import_graph`); raises `InvalidExportError`
+        for a file that is not an export."""
+        return self.import_graph(parse_export(raw), actor=actor)
+
+
+def parse_export(raw: bytes) -> GraphExport:
+    """The export a file holds; raises `InvalidExportError` naming the first problems otherwise."""
+    try:
+        return GraphExport.model_validate_json(raw)
+    except ValidationError as e:
+        shown = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'file'}: {err['msg']}" for err in e.errors()[:5]
+        )
+        raise InvalidExportError(
+            f"that file is not a regraph.graph/v1 export ({e.error_count()} problem(s)): {shown}"
+        ) from e
 
 
 def _duplicates(values: list[str]) -> list[str]:
@@ -441,10 +466,23 @@ def _duplicates(values: list[str]) -> list[str]:
 
 
 def check_export(export: GraphExport) -> None:
-    """Refuse an export whose parts do not fit together (the store would silently drop such records).
+    """Refuse an export whose parts do not fit together (the store would silently drop such records),
+    or whose technique names or aliases could not be created through the API (`check_name`).
 
-    Raises `InvalidGraphRequestError` naming the first problems found.
+    Raises `InvalidExportError` for names, `InvalidGraphRequestError` for the rest, naming the first
+    problems found.
     """
+    bad_names = []
+    for technique in export.techniques:
+        for label in (technique.name, *technique.aliases):
+            try:
+                check_name(label)
+            except ValueError as refused:
+                bad_names.append(f"{label[:60]!r}: {refused}")
+    if bad_names:
+        raise InvalidExportError(
+            f"the export names techniques with refused names: {'; '.join(bad_names[:5])}"
+        )
     problems: list[str] = []
     names = [t.name for t in export.techniques]
     for kind, values in (
@@ -453,8 +491,6 @@ def check_export(export: GraphExport) -> None:
         ("example id", [e.id for e in export.examples]),
         ("decision id", [d.id for d in export.decisions]),
         ("audit id", [a.id for a in export.audit]),
-        ("API key id", [k.id for k in export.api_keys]),
-        ("API key hash", [k.key_hash for k in export.api_keys]),
         ("trajectory id", [t.id for t in export.trajectories]),
     ):
         dupes = _duplicates(values)

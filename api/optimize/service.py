@@ -77,6 +77,11 @@ class InvalidTaskError(OptimizeError):
     """The request's task or program cannot be used."""
 
 
+def _no_such_job(job_id: str) -> str:
+    # One wording for a missing job and someone else's: the answer must not tell them apart.
+    return f"job {job_id!r} not found"
+
+
 class TaskNotFoundError(OptimizeError):
     """`task_ref` names no task in the tasks directory."""
 
@@ -321,9 +326,9 @@ class JobService:
         try:
             record = await self._store(self.store.get, job_id)
         except JobNotFoundError as e:
-            raise JobUnknownError(str(e)) from e
+            raise JobUnknownError(_no_such_job(job_id)) from e
         if owner is not None and record.owner != owner:
-            raise JobUnknownError(f"job {job_id!r} not found")
+            raise JobUnknownError(_no_such_job(job_id))
         return record
 
     async def list_jobs(

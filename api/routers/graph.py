@@ -6,9 +6,12 @@ store is synchronous) and translates its errors. Every write is recorded with th
 
 from __future__ import annotations
 
+import tempfile
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response, status
+import anyio
+from fastapi import APIRouter, Query, Request, Response, status
+from starlette.datastructures import UploadFile
 
 from api.auth import GraphServiceDep, RequireAdmin, RequireCurator, RequireReader
 from api.errors import (
@@ -17,6 +20,7 @@ from api.errors import (
     ConflictError,
     NotFoundError,
     ServiceUnavailableError,
+    UnprocessableError,
     responses,
 )
 from api.graph.protocol import (
@@ -45,6 +49,7 @@ from api.graph.service import (
     GraphConflictError,
     GraphServiceError,
     GraphUnavailableError,
+    InvalidExportError,
     InvalidGraphRequestError,
     UnknownResourceError,
 )
@@ -67,8 +72,13 @@ def api_error(error: GraphServiceError) -> ApiError:
         return ConflictError(str(error))
     if isinstance(error, GraphUnavailableError):
         return ServiceUnavailableError(str(error))
+    if isinstance(error, InvalidExportError):
+        return UnprocessableError(str(error))
     return ApiError(str(error))
 
+
+_SPOOL_IN_MEMORY = 8_000_000  # an upload larger than this goes to a temporary file
+_SPOOL_CHUNK = 1_048_576
 
 Limit = Annotated[int, Query(ge=1, le=1000, description="page size")]
 Offset = Annotated[int, Query(ge=0, le=10_000_000, description="items to skip")]
@@ -269,7 +279,7 @@ def list_audit(
 
 @router.get(
     "/graph/export",
-    summary="The whole graph as one regraph.graph/v1 document, API key hashes included (admin)",
+    summary="The whole graph as one regraph.graph/v1 document; API keys are not part of it (admin)",
     responses=responses(403),
 )
 def export_graph(caller: RequireAdmin, service: GraphServiceDep) -> GraphExport:
@@ -278,11 +288,53 @@ def export_graph(caller: RequireAdmin, service: GraphServiceDep) -> GraphExport:
 
 @router.post(
     "/graph/import",
-    summary="Load an export into an empty graph, all or nothing (admin)",
+    summary="Load an export into an empty graph, all or nothing; API keys in it are ignored (admin)",
     responses=responses(400, 403, 409, 413),
 )
 def import_graph(body: GraphExport, caller: RequireAdmin, service: GraphServiceDep) -> ImportSummary:
     return service.import_graph(body, actor=caller.name)
+
+
+_UPLOAD_BODY = {
+    "required": True,
+    "content": {
+        "application/json": {"schema": {"$ref": "#/components/schemas/GraphExport"}},
+        "multipart/form-data": {
+            "schema": {
+                "type": "object",
+                "properties": {"file": {"type": "string", "format": "binary"}},
+                "required": ["file"],
+            }
+        },
+    },
+}
+
+
+@router.post(
+    "/graph/import/upload",
+    summary="Load an export file of any size up to REGRAPH_MAX_IMPORT_BYTES, streamed to disk: the file "
+    "as the body, or a multipart form's `file` (admin, checked before the body)",
+    responses=responses(400, 403, 409, 413),
+    openapi_extra={"requestBody": _UPLOAD_BODY},
+)
+async def import_graph_upload(
+    request: Request, caller: RequireAdmin, service: GraphServiceDep
+) -> ImportSummary:
+    # The edge allows this path REGRAPH_MAX_IMPORT_BYTES (admins only); the body is spooled to a
+    # temporary file as it arrives, never held whole in a request buffer.
+    with tempfile.SpooledTemporaryFile(max_size=_SPOOL_IN_MEMORY) as spool:
+        if request.headers.get("content-type", "").startswith("multipart/form-data"):
+            async with request.form(max_files=1, max_fields=1) as form:
+                upload = form.get("file")
+                if not isinstance(upload, UploadFile):
+                    raise BadRequestError("send the export as the multipart form's `file`")
+                while chunk := await upload.read(_SPOOL_CHUNK):
+                    spool.write(chunk)
+        else:
+            async for chunk in request.stream():
+                spool.write(chunk)
+        spool.seek(0)
+        return await anyio.to_thread.run_sync(lambda: service.import_upload(spool.read(), actor=caller.name))
 
 
 @router.post(

@@ -66,7 +66,8 @@ class ApiKeyStore(StoreBase):
         """Revoke a key (idempotent); raises `ApiKeyNotFoundError`, or `InvalidOperationError` for the last live admin key."""
 
         def work(tx: ManagedTransaction) -> dict[str, Any]:
-            live_admins = [r["id"] for r in tx.run(q.LOCK_LIVE_ADMIN_KEYS)]
+            tx.run(q.LOCK_ADMIN_KEYS).consume()  # first: the read below then sees every earlier revocation
+            live_admins = [r["id"] for r in tx.run(q.LIVE_ADMIN_KEY_IDS)]
             if live_admins == [key_id]:
                 raise InvalidOperationError(
                     "this is the last live admin key: create another admin key before revoking it "

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from graphdb import relabel_queries as rq
 from graphdb import store_queries as q
 from graphdb.errors import GraphStoreError, ImportConflictError
-from graphdb.models import INITIAL_TECHNIQUE, ApiKey, GraphExport, KeptSeparate, TrajectoryRecord, utc_now
+from graphdb.models import INITIAL_TECHNIQUE, GraphExport, KeptSeparate, TrajectoryRecord, utc_now
 from graphdb.store.base import StoreBase
 from graphdb.store.records import (
     _audit,
@@ -56,7 +56,8 @@ class TransferStore(StoreBase):
                     examples=[_example(r) for r in rows(q.EXPORT_EXAMPLES, "e")],
                     decisions=[_decision(r) for r in rows(q.EXPORT_DECISIONS, "d")],
                     audit=[_audit(r) for r in rows(q.EXPORT_AUDIT, "a")],
-                    api_keys=[ApiKey.model_validate(r) for r in rows(q.EXPORT_API_KEYS, "k")],
+                    # API keys are the deployment's credentials, not the graph's knowledge: never exported.
+                    api_keys=[],
                     trajectories=[
                         TrajectoryRecord.model_validate(r) for r in rows(q.EXPORT_TRAJECTORIES, "t")
                     ],
@@ -84,12 +85,13 @@ class TransferStore(StoreBase):
 
         The graph must hold no technique other than the initial node, no example, relabel decision or
         trajectory (else `ImportConflictError`). The deployment's API keys and audit log stay: imported
-        keys and audit entries whose id already exists are skipped, so importing over HTTP with the
-        admin's own key works and nothing is duplicated. An imported key whose token hash belongs to
-        another existing key is a conflict. An existing initial node is replaced by the exported one.
+        audit entries whose id already exists are skipped, so nothing is duplicated. API keys in the
+        file are never created (a file's author could otherwise choose a working admin key); the caller
+        reports how many were ignored. The import itself is recorded in the audit log, in the same
+        transaction, under `actor`. An existing initial node is replaced by the exported one.
         """
 
-        def work(tx: ManagedTransaction) -> tuple[int, int]:
+        def work(tx: ManagedTransaction) -> int:
             held = next(iter(tx.run(q.COUNT_KNOWLEDGE_NODES, initial=INITIAL_TECHNIQUE))).data()
             if any(held.values()):
                 found = ", ".join(f"{n} {kind}" for kind, n in held.items() if n)
@@ -118,36 +120,29 @@ class TransferStore(StoreBase):
             known_audit = {r["id"] for r in tx.run(q.EXISTING_AUDIT_IDS, ids=audit_ids)}
             audit = [_audit_props(a) for a in export.audit if a.id not in known_audit]
             tx.run(q.CREATE_AUDIT, rows=audit).consume()
-            existing = [
-                r.data()
-                for r in tx.run(
-                    q.EXISTING_API_KEYS,
-                    ids=[k.id for k in export.api_keys],
-                    hashes=[k.key_hash for k in export.api_keys],
-                )
-            ]
-            known_ids = {r["id"] for r in existing}
-            hash_owner = {r["key_hash"]: r["id"] for r in existing}
-            keys = [k for k in export.api_keys if k.id not in known_ids]
-            for key in keys:
-                if key.key_hash in hash_owner:
-                    raise ImportConflictError(
-                        f"imported API key {key.id} has the token of existing key {hash_owner[key.key_hash]}"
-                    )
-                tx.run(q.CREATE_API_KEY, row=_enum_values(_props(key.model_dump()))).consume()
             tx.run(
                 q.CREATE_TRAJECTORIES, rows=[_props(t.model_dump()) for t in export.trajectories]
             ).consume()
-            return len(export.audit) - len(audit), len(export.api_keys) - len(keys)
+            self._audit_in(
+                tx,
+                actor,
+                "graph.import",
+                "graph",
+                techniques=len(export.techniques),
+                transitions=len(export.transitions),
+                examples=len(export.examples),
+                audit_entries=len(audit),
+                api_keys_ignored=len(export.api_keys),
+            )
+            return len(export.audit) - len(audit)
 
-        skipped_audit, skipped_keys = self._write(work)
-        # The import itself is audited after the fact, so the imported audit log stays exactly as it was.
+        skipped_audit = self._write(work)
         logger.info(
             "graph imported",
             extra={
                 "actor": actor,
                 "examples": len(export.examples),
                 "audit_entries_kept": skipped_audit,
-                "api_keys_kept": skipped_keys,
+                "api_keys_ignored": len(export.api_keys),
             },
         )

@@ -21,6 +21,7 @@ from api.app import create_app
 from api.settings import ApiSettings
 from graphdb.connection import Neo4jTarget
 from graphdb.models import (
+    ApiKey,
     Example,
     GraphExport,
     IngestBatch,
@@ -56,6 +57,7 @@ TILING = "Shared memory tiling"
 FLAGGED_NAME = "Coalesce each warp's loads"
 FLAGGED_NEAR = "Memory coalescing"
 MAX_REQUEST_BYTES = 20_000_000
+RESTORE_KEYS = "UNWIND $rows AS row CREATE (k:ApiKey) SET k = row"
 
 
 @dataclass
@@ -66,6 +68,7 @@ class SeededGraph:
     summary: BuildSummary
     tokens: dict[Role, str]
     measured: list[Example]
+    keys: list[ApiKey]  # not in the export (keys are not the graph's): restored on their own
 
     def headers(self, role: Role) -> dict[str, str]:
         """Request headers authenticating as the seeded key of `role`."""
@@ -212,13 +215,24 @@ def build_seed_graph(driver: Driver, target: Neo4jTarget) -> SeededGraph:
         )
     )
     tokens = {role: store.create_api_key(f"test-{role.value}", role, actor="bootstrap")[1] for role in Role}
-    return SeededGraph(export=store.export_graph(), summary=summary, tokens=tokens, measured=measured)
+    return SeededGraph(
+        export=store.export_graph(),
+        summary=summary,
+        tokens=tokens,
+        measured=measured,
+        keys=store.list_api_keys(),
+    )
 
 
 def restore(driver: Driver, target: Neo4jTarget, seeded: SeededGraph) -> None:
     """Put the seeded graph back exactly as exported."""
     clear(driver, target)
     Neo4jGraphStore(driver, target.database).import_graph(seeded.export, actor="test")
+    # An import creates no keys and records itself: put the keys back and drop that record.
+    rows = [{**k.model_dump(), "role": k.role.value} for k in seeded.keys]
+    with driver.session(database=target.database) as session:
+        session.run(RESTORE_KEYS, rows=rows).consume()
+        session.run("MATCH (a:AuditEntry {action: 'graph.import', actor: 'test'}) DELETE a").consume()
 
 
 def api_settings(target: Neo4jTarget, data_dir: Path, **overrides: object) -> ApiSettings:

@@ -63,7 +63,7 @@ def flagged_decision(g: SeededGraph) -> str:
 
 
 def reader_key(g: SeededGraph) -> str:
-    return next(k.id for k in g.export.api_keys if k.role is Role.READER)
+    return next(k.id for k in g.keys if k.role is Role.READER)
 
 
 ROUTES = {

@@ -46,7 +46,10 @@ def empty_graph(clean_graph: Driver, neo4j_target: Neo4jTarget) -> Iterator[Driv
 
 
 def _without_time(export: GraphExport) -> dict[str, object]:
-    return export.model_dump(exclude={"exported_at"})
+    dump = export.model_dump(exclude={"exported_at"})
+    # An import records itself in the audit log (issue 27): the loaded graph's log has that entry too.
+    dump["audit"] = [a for a in dump["audit"] if a["action"] != "graph.import"]
+    return dump
 
 
 def test_the_committed_file_is_the_export_as_written(seed: GraphExport) -> None:
