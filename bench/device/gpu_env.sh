@@ -4,9 +4,15 @@
 # may instead lie in an untracked directory named by RAY_WHEELS, since Ray's wheel alone is 79 MB).
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH  # a carried ninja wheel lands in /tmp/site/bin
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-if [ -n "${RAY_WHEELS:-}" ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$RAY_WHEELS"/*.whl || exit 1
+# Installed once per machine and set of wheels: a later call on the same warm machine (or a second
+# script of the same call, running beside the first) does not rewrite /tmp/site under a running program.
+_wheels_stamp=$(ls -l .whl/*.whl ${RAY_WHEELS:+"$RAY_WHEELS"/*.whl} 2>/dev/null | md5sum | cut -c1-16)
+if [ "$(cat /tmp/site/.regraph-wheels 2>/dev/null)" != "$_wheels_stamp" ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+  if [ -n "${RAY_WHEELS:-}" ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$RAY_WHEELS"/*.whl || exit 1
+  fi
+  echo "$_wheels_stamp" > /tmp/site/.regraph-wheels
 fi
 {
   date -u
