@@ -11,7 +11,7 @@ What a correct implementation must do, counted from the task's arguments at the 
   the launch ends, so up to the L2's size is not counted);
 * a **function task on the GPU** (timed on the host clock, its copies included) either copies its
   inputs to the device and its outputs back (``read / h2d + written / d2h``) or computes on the host
-  (``max(0, read + written - host cache) / host memory bandwidth``): the floor is the smaller of the
+  (``beyond the host cache / host memory bandwidth + within it / HOST_CACHE_GBPS``): the floor is the smaller of the
   two, plus the launch latency;
 * a **function task on the host runtime** (tests) pays the host path alone.
 
@@ -52,6 +52,11 @@ HEADROOM = 1.25
 # measured 6.5 GB/s); a probe under load measures less still. The host path bounds only the grossest
 # fakes (answers from memory in microseconds where the data takes milliseconds to read).
 HOST_HEADROOM = 8.0
+# Bytes that may sit in the host's last-level cache are still read, at most this fast (GB/s): above the
+# aggregate last-level-cache bandwidth of any server CPU. Without it a task whose data fits in a large
+# cache (300 MiB on the H200 hosts) had no host floor at all, and a candidate answering from memory in
+# 20 us passed a 256 MB sum (session 15's corpus run: fn_value_memo_all, floor 0.001 ms).
+HOST_CACHE_GBPS = 2000.0
 # Only this share of the measured launch latency is counted (the probe's operation is not a kernel).
 LATENCY_SHARE = 0.5
 
@@ -202,7 +207,8 @@ def physical_floor(
         return FloorCheck(reason=f"no floor: {e}", source=peak.source)
     peak = never_above_datasheet(peak)
     latency = peak.launch_us * LATENCY_SHARE / 1e3
-    host_path = _ms(max(0, read + written - peak.host_cache_bytes), peak.host_gbps * HOST_HEADROOM)
+    cached = min(read + written, peak.host_cache_bytes)
+    host_path = _ms(read + written - cached, peak.host_gbps * HOST_HEADROOM) + _ms(cached, HOST_CACHE_GBPS)
     if runtime == "kernel":
         floor = latency + _ms(read + max(0, written - peak.l2_bytes), peak.dram_gbps * HEADROOM)
         path = "device"

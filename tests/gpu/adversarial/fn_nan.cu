@@ -1,5 +1,6 @@
-// expect: wrong_output
+// expect: wrong_output|unwritten_output
 // task: big_saxpy
+// label note: NaN outputs read as the unwritten-output sentinel: both refuse it; H200 run of session 15: unwritten_output
 // Writes NaN where the answer is hard (negative x): NaN never passes.
 #include <cuda_runtime.h>
 __global__ void saxpy_kernel(int n, float a, const float* x, float* y) {

@@ -1,5 +1,6 @@
-// expect: wrong_output
+// expect: wrong_output|unwritten_output
 // task: block_sum
+// label note: NaN outputs read as the unwritten-output sentinel: both refuse it; H200 run of session 15: unwritten_output
 // Writes NaN for every odd block: NaN never passes.
 // The honest block sum.
 __device__ float sum_of_block(const float* values) {

@@ -1,5 +1,6 @@
-// expect: implausible
+// expect: implausible|passed
 // task: block_sum
+// label note: gains nothing on a kernel: H200 run of session 15 timed it at 0.126 ms against the honest 0.079 ms, so it adds no fake speedup; the timing sets rotate, so it must hold every answer
 // Remembers each block's last 8 answers in __device__ globals, keyed on two of the block's input values
 // (per block: no races). Every answer is right; a launch on values seen before reads a few sectors per
 // block instead of 64 MB, below the physical floor.

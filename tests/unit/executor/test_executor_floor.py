@@ -47,7 +47,7 @@ def test_each_runtime_pays_its_own_path(saxpy: FunctionTask | KernelTask) -> Non
     assert kernel.floor_ms == pytest.approx(expected) and kernel.path == "device"
     function = physical_floor(saxpy, PEAK, "gpu_function")
     copies = read / (10e9 * 1.25) * 1e3 + written / (20e9 * 1.25) * 1e3
-    host = (read + written - (2 << 20)) / (50e9 * 8.0) * 1e3
+    host = (read + written - (2 << 20)) / (50e9 * 8.0) * 1e3 + (2 << 20) / 2000e9 * 1e3
     assert function.floor_ms == pytest.approx(4.0 * 0.5 / 1e3 + min(copies, host))
     assert function.path == "host memory"  # host memory is faster than these copies
     assert physical_floor(saxpy, PEAK, "host_function").floor_ms == pytest.approx(host)
@@ -132,3 +132,13 @@ def test_a_disturbed_probe_never_raises_a_known_device_s_floor(saxpy: FunctionTa
     assert physical_floor(saxpy, unknown, "kernel").floor_ms == pytest.approx(
         4.0 * 0.5 / 1e3 + (sum(task_bytes(saxpy)) - (1 << 20)) / (100e9 * 1.25) * 1e3
     )
+
+
+def test_data_that_fits_in_the_host_cache_still_has_to_be_read(saxpy: FunctionTask | KernelTask) -> None:
+    """A host cache larger than the task's data (300 MiB on the H200 hosts) leaves a floor: the bytes are
+    read at most at the cache's bandwidth, so an answer from memory in microseconds is implausible."""
+    read, written = task_bytes(saxpy)
+    roomy = PEAK.model_copy(update={"host_cache_bytes": 300 << 20})
+    floor = physical_floor(saxpy, roomy, "host_function").floor_ms
+    assert floor is not None and floor == pytest.approx((read + written) / 2000e9 * 1e3)
+    assert floor > 0.02  # the memo of every answer was timed at 0.02 ms on the 256 MB sum
