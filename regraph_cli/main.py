@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from enum import StrEnum
+from types import FrameType
 from typing import IO, Annotated
 
 import httpx
@@ -160,6 +161,22 @@ def _start_local_executor(
     raise _fail(f"the executor did not answer on {url} within {wait_s} s")
 
 
+GRACEFUL_SHUTDOWN_S = 2.0
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, also telling `on_exit` when a signal asks it to stop (not after it has)."""
+
+    def __init__(self, config: uvicorn.Config, on_exit: Callable[[], None] | None) -> None:
+        super().__init__(config)
+        self._on_exit = on_exit
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        super().handle_exit(sig, frame)
+        if self._on_exit is not None:
+            self._on_exit()  # the executor stops alongside the API's own shut-down
+
+
 class LogFormat(StrEnum):
     text = "text"
     json = "json"
@@ -230,7 +247,15 @@ def up(
             raise _fail(str(e)) from e
         settings = settings.model_copy(update={"executor_url": url})
     api = create_app(settings)
-    server = uvicorn.Server(uvicorn.Config(api, host=settings.host, port=settings.port, log_config=None))
+    config = uvicorn.Config(
+        api,
+        host=settings.host,
+        port=settings.port,
+        log_config=None,
+        # Open connections (an SSE stream, an MCP session) get this long to end at shut-down.
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+    )
+    server = _Server(config, on_exit=executor.request_stop if executor is not None else None)
 
     def announce() -> None:
         while not server.started:
