@@ -161,7 +161,7 @@ def _start_local_executor(
     raise _fail(f"the executor did not answer on {url} within {wait_s} s")
 
 
-GRACEFUL_SHUTDOWN_S = 2.0
+GRACEFUL_SHUTDOWN_S = 2
 
 
 class _Server(uvicorn.Server):

@@ -22,7 +22,7 @@ def _result(stop_reason: str, used: int) -> SearchResult:
         prompt_tokens=0,
         completion_tokens=0,
         iterations=1,
-        stop_reason=stop_reason,  # type: ignore[arg-type]
+        stop_reason=stop_reason,
         backends=[],
         config={"evaluation_budget": 6},
     )
