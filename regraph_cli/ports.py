@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 _LISTEN = "0A"  # the TCP state LISTEN in /proc/net/tcp
+IN_USE = "address already in use"
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,8 @@ class TakenPort:
             if self.holder is not None
             else " (the process holding it is not visible to this user)"
         )
+        if self.reason != IN_USE:  # not taken: this address cannot be listened on at all
+            return f"port {self.port} on {self.host}, needed by {self.role}, cannot be bound: {self.reason}"
         return f"port {self.port} on {self.host}, needed by {self.role}, is taken{who}: {self.reason}"
 
 
@@ -56,7 +59,7 @@ def port_is_free(host: str, port: int) -> str | None:
             sock.bind((host, port))
         except OSError as e:
             if e.errno == errno.EADDRINUSE:
-                return "address already in use"
+                return IN_USE
             return e.strerror or str(e)
     return None
 
@@ -110,5 +113,6 @@ def check_ports(needed: list[tuple[str, str, int]]) -> list[TakenPort]:
             continue
         reason = port_is_free(host, port)
         if reason is not None:
-            taken.append(TakenPort(role, host, port, reason, port_holder(port)))
+            holder = port_holder(port) if reason == IN_USE else None
+            taken.append(TakenPort(role, host, port, reason, holder))
     return taken
