@@ -9,10 +9,16 @@ by a process that died (its pid is gone, or its Neo4j no longer answers) is stal
 removed when its process is gone.
 
 The file holds no secret: the embedded Neo4j's password stays in its own file under the same directory.
+
+The same description is also kept in a small per-user registry, one file per running stack under
+``<cache dir>/running/`` (``REGRAPH_CACHE_DIR``, else ``~/.cache/regraph``), so that a command run
+without ``REGRAPH_DATA_DIR`` can tell that a stack runs on another data directory (`running_elsewhere`)
+and say so instead of starting a second Neo4j on the default one.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -26,7 +32,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, SecretStr, ValidationError
 
 from api.settings import ApiSettings
-from graphdb.embedded import NEO4J_USER, EmbeddedConfig
+from graphdb.embedded import NEO4J_USER, EmbeddedConfig, default_cache_dir
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +50,7 @@ class RunningStack(BaseModel):
     embedded: bool  # the Neo4j is the embedded one of this data directory (password in its home)
     executor_url: str | None = None
     started_at: str
+    data_dir: str | None = None  # where it runs (the registry's copies say; running.json lies in it)
 
 
 def running_file(data_dir: Path) -> Path:
@@ -63,8 +70,26 @@ def _api_url(settings: ApiSettings) -> str:
     return f"http://{host}:{settings.port}"
 
 
+def registry_dir() -> Path:
+    """The per-user registry of running stacks (one file each)."""
+    return default_cache_dir() / "running"
+
+
+def _registry_file(data_dir: Path, pid: int) -> Path:
+    key = hashlib.sha256(str(data_dir.resolve()).encode()).hexdigest()[:12]
+    return registry_dir() / f"{pid}-{key}.json"
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    partial = path.with_name(f".{path.name}.{os.getpid()}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial.write_text(text)
+    partial.replace(path)
+
+
 def announce(settings: ApiSettings, neo4j_uri: str, embedded: bool) -> Path | None:
-    """Write this process's ``running.json`` (atomically); None, with a warning, when it cannot."""
+    """Write this process's ``running.json`` (atomically) and its registry entry; None, with a
+    warning, when ``running.json`` cannot be written."""
     stack = RunningStack(
         pid=os.getpid(),
         api_url=_api_url(settings),
@@ -72,29 +97,61 @@ def announce(settings: ApiSettings, neo4j_uri: str, embedded: bool) -> Path | No
         embedded=embedded,
         executor_url=settings.executor_url,
         started_at=datetime.now(UTC).isoformat(),
+        data_dir=str(settings.data_dir.resolve()),
     )
     path = running_file(settings.data_dir)
-    partial = path.with_name(f".{FILE_NAME}.{os.getpid()}")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial.write_text(stack.model_dump_json(indent=2) + "\n")
-        partial.replace(path)
+        _write_atomically(path, stack.model_dump_json(indent=2) + "\n")
     except OSError as e:
         logger.warning(
             "running.json not written: commands will not find this stack", extra={"reason": str(e)}
         )
         return None
+    try:
+        _write_atomically(_registry_file(settings.data_dir, stack.pid), stack.model_dump_json() + "\n")
+    except OSError as e:
+        logger.warning("not listed in the registry of running stacks", extra={"reason": str(e)})
     return path
 
 
 def withdraw(path: Path | None) -> None:
-    """Remove the ``running.json`` that `announce` wrote, unless another process has replaced it."""
+    """Remove the ``running.json`` that `announce` wrote (unless another process has replaced it)
+    and this process's registry entry."""
     if path is None:
         return
+    _registry_file(path.parent, os.getpid()).unlink(missing_ok=True)
     found = _read(path)
     if found is not None and found.pid != os.getpid():
         return
     path.unlink(missing_ok=True)
+
+
+def running_elsewhere(data_dir: Path) -> list[RunningStack]:
+    """The live stacks of this user's registry that run on another data directory than `data_dir`.
+
+    Entries of processes that are gone are removed; an entry whose data directory no longer holds
+    its live ``running.json`` is skipped.
+    """
+    here = data_dir.resolve()
+    found: list[RunningStack] = []
+    try:
+        entries = sorted(registry_dir().glob("*.json"))
+    except OSError:
+        return found
+    for entry in entries:
+        stack = _read(entry)
+        if stack is None or stack.data_dir is None:
+            continue
+        if not _process_alive(stack.pid):
+            entry.unlink(missing_ok=True)
+            continue
+        there = Path(stack.data_dir)
+        if there.resolve() == here:
+            continue
+        live = find_running(there)
+        if live is not None and live.pid == stack.pid:
+            found.append(live.model_copy(update={"data_dir": str(there)}))
+    return found
 
 
 def _read(path: Path) -> RunningStack | None:

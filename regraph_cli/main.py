@@ -10,7 +10,9 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Annotated
+from enum import StrEnum
+from types import FrameType
+from typing import IO, Annotated
 
 import httpx
 import typer
@@ -21,7 +23,7 @@ from rich.table import Table
 
 from api.app import create_app
 from api.edge import server_config
-from api.logs import configure_logging
+from api.logs import choose_log_format, configure_logging
 from api.settings import ApiSettings
 from api.startup import StartupStage
 from api.state import graph_options
@@ -33,6 +35,7 @@ from regraph_cli.discovery import reach, refuse_second_stack
 from regraph_cli.graph import graph_app, keys_app
 from regraph_cli.mcp import mcp_command
 from regraph_cli.optimize import optimize_command
+from regraph_cli.ports import check_ports
 from regraph_cli.replay import replay_app
 from regraph_cli.supervise import ExecutorStartError, ExecutorSupervisor
 
@@ -159,6 +162,56 @@ def _start_local_executor(
     raise _fail(f"the executor did not answer on {url} within {wait_s} s")
 
 
+GRACEFUL_SHUTDOWN_S = 2
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, also telling `on_exit` when a signal asks it to stop (not after it has)."""
+
+    def __init__(self, config: uvicorn.Config, on_exit: Callable[[], None] | None) -> None:
+        super().__init__(config)
+        self._on_exit = on_exit
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        super().handle_exit(sig, frame)
+        if self._on_exit is not None:
+            self._on_exit()  # the executor stops alongside the API's own shut-down
+
+
+class LogFormat(StrEnum):
+    text = "text"
+    json = "json"
+
+
+def up_log_format(flag: LogFormat | None, settings: ApiSettings, stream: IO[str]) -> str:
+    """`up`'s log format: --log-format, else REGRAPH_LOG_FORMAT, else text on a terminal, else JSON."""
+    if flag is not None:
+        return flag.value
+    return choose_log_format(
+        settings.log_format if "log_format" in settings.model_fields_set else None, stream
+    )
+
+
+def _refuse_taken_ports(settings: ApiSettings, executor_port: int | None) -> None:
+    """Exit (code 2) before anything starts when a port `up` needs is taken, naming who holds it."""
+    needed = [("the API", settings.host, settings.port)]
+    if executor_port is not None:
+        needed.append(("the executor", "127.0.0.1", executor_port))
+    if settings.neo4j_uri is None:  # the embedded Neo4j binds its Bolt port on loopback
+        needed.append(("the embedded Neo4j (Bolt, REGRAPH_NEO4J_PORT)", "127.0.0.1", settings.neo4j_port))
+    taken = check_ports(needed)
+    if not taken:
+        return
+    for port in taken:
+        console.print(f"[bold red]error:[/] {escape(port.sentence())}", soft_wrap=True)
+    console.print(
+        "Nothing was started. Stop that process, or choose other ports (--port, --executor-port, "
+        "REGRAPH_NEO4J_PORT).",
+        soft_wrap=True,
+    )
+    raise typer.Exit(code=2)
+
+
 @app.command("up")
 def up(
     host: Annotated[str | None, typer.Option(help="API listen address (REGRAPH_HOST)")] = None,
@@ -167,6 +220,12 @@ def up(
     with_executor: Annotated[
         bool, typer.Option(help="start a local executor unless REGRAPH_EXECUTOR_URL")
     ] = True,
+    log_format: Annotated[
+        LogFormat | None,
+        typer.Option(
+            help="log lines as text or JSON (REGRAPH_LOG_FORMAT; default: text on a terminal, else JSON)"
+        ),
+    ] = None,
 ) -> None:
     """Bring the stack up on this machine: Neo4j (embedded unless NEO4J_URI), migrations, executor, API."""
     overrides: dict[str, object] = {}
@@ -175,9 +234,12 @@ def up(
     if port is not None:
         overrides["port"] = port
     settings = ApiSettings(**overrides)  # type: ignore[arg-type]
+    settings = settings.model_copy(update={"log_format": up_log_format(log_format, settings, sys.stderr)})
     refuse_second_stack(settings)
+    start_executor = settings.executor_url is None and with_executor
+    _refuse_taken_ports(settings, executor_port if start_executor else None)
     executor: ExecutorSupervisor | None = None
-    if settings.executor_url is None and with_executor:
+    if start_executor:
         # Supervised: restarted when it dies (the API's /readyz says it is down meanwhile).
         executor = ExecutorSupervisor(executor_port, start_wait_s=_executor_start_wait_s())
         try:
@@ -187,7 +249,9 @@ def up(
         settings = settings.model_copy(update={"executor_url": url})
     api = create_app(settings)
     # Header/idle timeouts and connection caps (api.edge): plain uvicorn lets idle clients hold every descriptor.
-    server = uvicorn.Server(server_config(api, settings))
+    # Open connections (an SSE stream, an MCP session) get GRACEFUL_SHUTDOWN_S to end at shut-down.
+    config = server_config(api, settings, timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
+    server = _Server(config, on_exit=executor.request_stop if executor is not None else None)
 
     def announce() -> None:
         while not server.started:

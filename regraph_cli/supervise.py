@@ -137,14 +137,25 @@ class ExecutorSupervisor:
             except ExecutorStartError as e:
                 logger.error("%s", e)
 
-    def stop(self) -> None:
-        """Stop watching and stop the executor (its whole process group)."""
+    def request_stop(self) -> None:
+        """Stop watching and ask the executor to stop (SIGTERM to its process group); return at once.
+
+        `regraph up` calls this as soon as its own shut-down begins, so that the executor stops while
+        the API stops its jobs and the embedded Neo4j, rather than after them.
+        """
         self._stopping.set()
         with self._lock:
             process = self.process
         if process is not None and process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, signal.SIGTERM)
+
+    def stop(self) -> None:
+        """Stop watching and stop the executor (its whole process group); wait until it is gone."""
+        self.request_stop()
+        with self._lock:
+            process = self.process
+        if process is not None and process.poll() is None:
             try:
                 process.wait(timeout=20)
             except subprocess.TimeoutExpired:

@@ -133,20 +133,41 @@ def count_candidates(candidates: list[Candidate]) -> CandidateCounts:
     return counts
 
 
+def _why_it_stopped(result: SearchResult, verification: VerificationMode) -> str:
+    """Why the search ended before its evaluation budget, in words ("" when it was the budget)."""
+    budget = result.config.get("evaluation_budget")
+    used = f"{result.evaluations_used} of {budget}" if budget is not None else str(result.evaluations_used)
+    if result.stop_reason == "exhausted":
+        why = (
+            "in compile-only mode no candidate is run, so none passes and none can be built on"
+            if verification == "compile-only"
+            else "every path ended in a failed candidate, at the path-length limit or at a technique "
+            "with no successor in the graph"
+        )
+        return f" The search stopped after {used} evaluations with nothing left to explore: {why}."
+    if result.stop_reason == "token_budget":
+        return f" The search stopped after {used} evaluations: its token budget was spent."
+    return ""
+
+
 def describe_result(result: SearchResult, verification: VerificationMode, counts: CandidateCounts) -> str:
-    """The outcome in one honest sentence or two."""
+    """The outcome in one honest sentence or two, and why the search stopped early when it did."""
+    why = _why_it_stopped(result, verification)
     if verification == "compile-only":
         return (
             f"compile-only: the executor has no GPU, so no candidate was run. {counts.not_verified} of "
             f"{counts.total} candidates compiled and passed the static checks, {counts.failed} failed, "
             f"{counts.no_code} had no code. Correctness and speedup were not measured; nothing is "
-            "reported as an improvement."
+            f"reported as an improvement.{why}"
         )
     if result.best_speedup is None:
-        return f"verified: none of the {counts.total} candidates passed every test ({counts.failed} failed)."
+        return (
+            f"verified: none of the {counts.total} candidates passed every test "
+            f"({counts.failed} failed).{why}"
+        )
     return (
         f"verified: the best candidate (#{result.best_index}, path {' -> '.join(result.best_path or [])}) "
-        f"passed every test with a {result.best_speedup:.3g}x speedup over the serial reference."
+        f"passed every test with a {result.best_speedup:.3g}x speedup over the serial reference.{why}"
     )
 
 

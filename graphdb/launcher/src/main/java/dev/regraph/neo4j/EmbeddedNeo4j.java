@@ -80,6 +80,9 @@ public final class EmbeddedNeo4j {
                         List.of(new IPAddressString("0.0.0.0/0"), new IPAddressString("::/0")))
                 .setConfig(GraphDatabaseSettings.plugin_dir, emptyDir(home.resolve("no-plugins")))
                 .setConfig(GraphDatabaseSettings.procedure_allowlist, List.of(ALLOWED_PROCEDURES))
+                // Stopping waited ~10 s in Bolt's network threads for new work that never comes (netty's
+                // quiet period); our clients have closed their connections by then (issue 31).
+                .setConfig(GraphDatabaseInternalSettings.netty_server_shutdown_quiet_period, 0)
                 .build();
 
         CountDownLatch stopped = new CountDownLatch(1);
