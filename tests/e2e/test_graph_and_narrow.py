@@ -93,10 +93,10 @@ def test_graph_is_layered_without_unlinked_techniques_and_clicks_stay_on_the_pag
     assert INITIAL_TECHNIQUE in drawn
     expect(page.locator("#graph-unlinked")).not_to_have_attribute("open", "")
     expect(page.locator("#graph-unlinked-count")).to_have_text(str(len(unlinked)))
-    # Layered: the initial technique sits above each technique it leads to.
+    # Layered, left to right: the initial technique sits before each technique it leads to.
     above = page.evaluate(
         """(root) => graphView.getElementById(root).outgoers('node')
-               .every((n) => n.position('y') > graphView.getElementById(root).position('y'))""",
+               .every((n) => n.position('x') > graphView.getElementById(root).position('x'))""",
         INITIAL_TECHNIQUE,
     )
     assert above
@@ -168,6 +168,7 @@ def test_nav_and_review_diff_at_390px(stack: Stack, page: Page) -> None:
     )
     assert widths and min(widths) >= 300, widths
     assert page.evaluate("() => document.documentElement.scrollWidth") <= PHONE["width"] + 1
+    page.locator("#diff").scroll_into_view_if_needed()
     page.screenshot(path=str(SHOTS / "review-390x844.png"))
 
 

@@ -158,9 +158,10 @@ async function setUpGraph(box) {
           "font-size": 10,
           "min-zoomed-font-size": 7,
           "text-wrap": "wrap",
-          "text-max-width": 110,
-          "text-valign": "bottom",
-          "text-margin-y": 3,
+          "text-max-width": 150,
+          "text-valign": "center",
+          "text-halign": "right",
+          "text-margin-x": 4,
           "text-background-color": "#fff",
           "text-background-opacity": 0.8,
           width: "mapData(weight, 0, 200, 12, 40)",
@@ -189,8 +190,8 @@ async function setUpGraph(box) {
     ],
   });
   cy.getElementById(data.initial).addClass("initial");
-  // Layered: the initial technique on top, each step one layer down; nodes that nothing leads to
-  // start layers of their own.
+  // Layered, left to right: the initial technique first, each step one layer further; nodes that
+  // nothing leads to start layers of their own. A layer is a column, so its labels do not collide.
   const roots = cy.nodes().filter((n) => n.id() === data.initial || n.indegree(false) === 0);
   cy.layout({
     name: "breadthfirst",
@@ -199,7 +200,9 @@ async function setUpGraph(box) {
     spacingFactor: big ? 0.9 : 1.15,
     avoidOverlap: true,
     animate: false,
+    transform: (node, at) => ({ x: at.y * 1.6, y: at.x * 0.7 }),
   }).run();
+  cy.fit(undefined, 24);
   graphView = cy;
   cy.on("tap", "node", (e) => showNode(cy, panel, e.target.id()));
   cy.on("tap", "edge", (e) => showEdge(cy, panel, e.target));
