@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 import pytest
 from neo4j import Driver
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, ViewportSize, expect, sync_playwright
 
 from graphdb.connection import Neo4jTarget
 from graphdb.models import Role
@@ -26,8 +26,8 @@ from tests.e2e.stack import ROOT, Stack, chromium, fresh_context, running_stack,
 pytestmark = [pytest.mark.neo4j, pytest.mark.timeout(900)]
 expect.set_options(timeout=30_000)
 SHOTS = ROOT / "docs" / "screenshots"
-WIDE = {"width": 1280, "height": 800}
-PHONE = {"width": 390, "height": 844}
+WIDE = ViewportSize(width=1280, height=800)
+PHONE = ViewportSize(width=390, height=844)
 
 
 @pytest.fixture(scope="module")
