@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import difflib
+import json
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from markupsafe import Markup, escape
+from pydantic import ValidationError
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import CudaLexer
 from pygments.token import STANDARD_TYPES, _TokenType
@@ -104,3 +107,38 @@ def speedup_colour(value: float | None) -> str:
         if value < bound:
             return colour
     return "#188038"
+
+
+# Properties holding embedding vectors (graphdb/models.py): 384 numbers nobody reads in a table.
+VECTOR_PROPERTIES = frozenset({"embedding", "code_embedding", "candidate_embedding", "code_vector"})
+
+
+def without_vectors(value: Any) -> Any:
+    """A Cypher result value with the vector properties of its nodes and relationships left out.
+
+    A node or relationship (a dict with `_labels` or `_type`, as graphdb.cypher_guard.to_json makes
+    them) loses those properties and names them under `_left_out`; other values are walked as they are.
+    """
+    if isinstance(value, dict):
+        entity = "_labels" in value or "_type" in value
+        dropped = sorted(k for k in value if entity and k in VECTOR_PROPERTIES)
+        kept = {k: without_vectors(v) for k, v in value.items() if k not in dropped}
+        return {**kept, "_left_out": dropped} if dropped else kept
+    if isinstance(value, list):
+        return [without_vectors(v) for v in value]
+    return value
+
+
+def as_text(value: Any) -> str:
+    """A value as readable JSON text (non-ASCII and `<>&` as themselves): the template escapes it once, as HTML."""
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def validation_problems(error: ValidationError, shown: int = 3) -> str:
+    """The first problems of a validation error, each as "where: what", for a person to read."""
+    parts = []
+    for problem in error.errors()[:shown]:
+        where = ".".join(str(p) for p in problem["loc"]) or "the file"
+        parts.append(f"{where}: {problem['msg']}")
+    more = error.error_count() - shown
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")

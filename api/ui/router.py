@@ -63,7 +63,14 @@ from api.routers.optimize import api_error as optimize_api_error
 from api.routers.optimize import event_stream_response
 from api.routers.relabel import RelabelServiceDep
 from api.settings import ApiSettings
-from api.ui.render import fmt_speedup, highlight_css, side_by_side, speedup_colour
+from api.ui.render import (
+    as_text,
+    fmt_speedup,
+    highlight_css,
+    side_by_side,
+    speedup_colour,
+    without_vectors,
+)
 from api.ui.session import (
     CSRF_FIELD,
     CSRF_HEADER,
@@ -91,6 +98,7 @@ CYPHER_EXAMPLES = ROOT / "docs" / "cypher-examples.md"
 PAGE = 1000  # the API's largest page; lists longer than this are read page by page
 QUEUE_LIMIT = 1000  # pending examples read for the review queue (filters apply to these)
 GRAPH_EDGE_LIMIT = 3000  # transitions drawn by the graph view, the busiest first
+GRAPH_TOP_EXAMPLES = 5  # examples of a transition listed in the graph's side panel
 QUEUED_SHOWN = 200  # relabel decisions shown on the relabel queue page, the newest first
 DUPLICATES_SHOWN = 200  # likely duplicate pairs shown, the most probable first
 BEST_SHOWN = 6  # a technique page's best verified examples
@@ -107,6 +115,7 @@ ASSETS: dict[str, Path] = {
 templates = Jinja2Templates(directory=HERE / "templates")
 templates.env.filters["speedup"] = fmt_speedup
 templates.env.filters["speedup_colour"] = speedup_colour
+templates.env.filters["as_text"] = as_text
 templates.env.globals["INITIAL_TECHNIQUE"] = INITIAL_TECHNIQUE
 
 T = TypeVar("T")
@@ -684,10 +693,13 @@ def build_router(sessions: SessionStore, settings: ApiSettings) -> APIRouter:
                 degree[t.source] += t.stats.n_examples
                 degree[t.target] += t.stats.n_examples
             top = max((t.stats.n_examples for t in transitions), default=1) or 1
+            linked = {t.source for t in transitions} | {t.target for t in transitions}
             return {
                 "initial": INITIAL_TECHNIQUE,
                 "transitions_total": total,
-                "nodes": [{"data": {"id": n, "weight": degree[n]}} for n in names],
+                "nodes": [{"data": {"id": n, "weight": degree[n]}} for n in names if n in linked],
+                # Drawn apart (a collapsed list), not in the layered layout: they have no place in it.
+                "unlinked": [n for n in names if n not in linked],
                 "edges": [
                     {
                         "data": {
@@ -696,6 +708,9 @@ def build_router(sessions: SessionStore, settings: ApiSettings) -> APIRouter:
                             "target": t.target,
                             "examples": t.stats.n_examples,
                             "verified": t.stats.n_verified,
+                            "rejected": t.stats.n_rejected,
+                            "success": t.stats.success_rate,
+                            "median": t.stats.median_speedup if t.stats.n_verified else None,
                             "speedup": t.stats.mean_speedup if t.stats.n_verified else None,
                             "label": f"{t.stats.n_examples} ex · {fmt_speedup(t.stats.mean_speedup if t.stats.n_verified else None)}",
                             "width": 1 + 7 * (t.stats.n_examples / top) ** 0.5,
@@ -707,6 +722,32 @@ def build_router(sessions: SessionStore, settings: ApiSettings) -> APIRouter:
             }
 
         return JSONResponse(await _in_thread(load))
+
+    @router.get("/graph/examples")
+    async def graph_examples(visit: VisitDep, source: str, target: str) -> JSONResponse:
+        """A transition's best examples for the graph's side panel: the fastest verified first."""
+
+        def load() -> list[dict[str, Any]]:
+            found = visit.service.list_examples(
+                source=source, target=target, status=None, limit=200, offset=0
+            )
+            best = sorted(found.items, key=lambda e: (e.speedup is None, -(e.speedup or 0.0)))
+            return [
+                {
+                    "id": e.id,
+                    "task": e.task_id,
+                    "speedup": fmt_speedup(e.speedup),
+                    "status": e.review_status.value,
+                }
+                for e in best[:GRAPH_TOP_EXAMPLES]
+            ]
+
+        try:
+            return JSONResponse(await _in_thread(load))
+        except GraphServiceError as e:
+            return JSONResponse(
+                {"error": str(e)}, status_code=503 if isinstance(e, GraphUnavailableError) else 404
+            )
 
     # -- Cypher ---------------------------------------------------------------------------------------
 
@@ -745,6 +786,8 @@ def build_router(sessions: SessionStore, settings: ApiSettings) -> APIRouter:
             except (QueryRefusedError, QueryFailedError, GraphUnavailableError, LimitError) as e:
                 api = cypher_api_error(e)
                 error = {"type": api.error_type, "status": api.status_code, "message": api.message}
+        if result is not None:  # the console shows nodes without their embedding vectors
+            result = result.model_copy(update={"rows": [without_vectors(row) for row in result.rows]})
         return visit.render(
             "cypher.html",
             nav="cypher",
@@ -1008,6 +1051,9 @@ def build_router(sessions: SessionStore, settings: ApiSettings) -> APIRouter:
         # The form's file was spooled to disk as it arrived; the edge allows an admin's import
         # REGRAPH_MAX_IMPORT_BYTES and answers a page saying so past it.
         raw = await upload.read()
+        if not raw.strip():  # a form sent without a file carries an empty one
+            visit.flash("error", "no file was chosen (or it is empty): choose an export file to import")
+            return _see("/ui/admin")
         with visit.reported():
             summary = await _in_thread(lambda: visit.service.import_upload(raw, actor=visit.caller.name))
             ignored = (

@@ -51,32 +51,126 @@ function loadScript(src) {
   });
 }
 
+// Build an element: el("a", {href: "…"}, "text", child…). Text goes in as text, never as HTML.
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
+  for (const c of children) node.append(c);
+  return node;
+}
+
+const techniqueUrl = (name) => "/ui/technique?name=" + encodeURIComponent(name);
+const transitionUrl = (d) => `/ui/transition?source=${encodeURIComponent(d.source)}&target=${encodeURIComponent(d.target)}`;
+const times = (v) => (v === null || v === undefined ? "–" : `${v.toFixed(2)}×`);
+
+function statsList(rows) {
+  const dl = el("dl", { class: "stats" });
+  for (const [k, v] of rows) dl.append(el("dt", {}, k), el("dd", {}, String(v)));
+  return dl;
+}
+
+// The neighbourhood of a node stands out; everything else fades (click the background to clear).
+function focusOn(cy, eles) {
+  cy.elements().removeClass("faded focus");
+  if (!eles) return;
+  cy.elements().not(eles).addClass("faded");
+  eles.addClass("focus");
+}
+
+function showNode(cy, panel, name) {
+  const node = cy.getElementById(name);
+  panel.replaceChildren(el("h2", {}, name));
+  if (node.empty()) {
+    panel.append(el("p", { class: "muted" }, "No transitions lead to or from this technique yet."));
+  } else {
+    focusOn(cy, node.closedNeighborhood());
+    const out = node.outgoers("edge").sort((a, b) => b.data("examples") - a.data("examples"));
+    const incoming = node.incomers("edge");
+    const count = (edges) => edges.reduce((n, e) => n + e.data("examples"), 0);
+    panel.append(statsList([
+      ["transitions out", out.length], ["examples out", count(out)],
+      ["transitions in", incoming.length], ["examples in", count(incoming)],
+    ]));
+    if (out.length) {
+      panel.append(el("h3", {}, "Next techniques, most examples first"));
+      const list = el("ol", { class: "succ" });
+      out.slice(0, 10).forEach((e) => {
+        const a = el("a", { href: transitionUrl(e.data()), "data-edge": e.id() }, e.data("target"));
+        a.addEventListener("click", (ev) => {
+          ev.preventDefault();
+          cy.$(":selected").unselect();
+          e.select();
+          showEdge(cy, panel, e);
+        });
+        list.append(el("li", {}, a, ` · ${e.data("examples")} ex · ${times(e.data("speedup"))}`));
+      });
+      panel.append(list);
+    }
+  }
+  panel.append(el("p", {}, el("a", { href: techniqueUrl(name), id: "panel-open" }, "Open the technique page →")));
+  panel.dataset.shows = name;
+}
+
+async function showEdge(cy, panel, edge) {
+  const d = edge.data();
+  focusOn(cy, edge.union(edge.connectedNodes()));
+  panel.replaceChildren(el("h2", {}, el("a", { href: techniqueUrl(d.source) }, d.source), " → ",
+    el("a", { href: techniqueUrl(d.target) }, d.target)));
+  panel.append(statsList([
+    ["examples", d.examples], ["verified", d.verified], ["rejected", d.rejected],
+    ["success rate", d.success === null || d.success === undefined ? "–" : `${Math.round(d.success * 100)} %`],
+    ["mean speedup", times(d.speedup)], ["median speedup", times(d.median)],
+  ]));
+  const list = el("ol", { class: "top-examples" });
+  panel.append(el("h3", {}, "Top examples"), list,
+    el("p", {}, el("a", { href: transitionUrl(d), id: "panel-open" }, "All examples of this transition →")));
+  panel.dataset.shows = d.id;
+  const query = `?source=${encodeURIComponent(d.source)}&target=${encodeURIComponent(d.target)}`;
+  const response = await fetch("/ui/graph/examples" + query, { credentials: "same-origin" });
+  if (panel.dataset.shows !== d.id) return; // another click came first
+  if (!response.ok) {
+    list.replaceWith(el("p", { class: "muted" }, "examples unavailable"));
+    return;
+  }
+  for (const e of await response.json()) {
+    list.append(el("li", {}, el("a", { href: `/ui/examples/${encodeURIComponent(e.id)}` }, e.task),
+      ` · ${e.speedup} · ${e.status}`));
+  }
+}
+
 async function setUpGraph(box) {
   const status = document.getElementById("graph-status");
+  const panel = document.getElementById("graph-panel");
   status.textContent = "loading…";
   await loadScript("/ui/static/cytoscape.min.js");
   const data = await (await fetch(box.dataset.src, { credentials: "same-origin" })).json();
   const big = data.nodes.length > 150;
-  graphView = window.cytoscape({
+  const cy = window.cytoscape({
     container: box,
     elements: { nodes: data.nodes, edges: data.edges },
     wheelSensitivity: 0.3,
+    selectionType: "single",
     style: [
       {
         selector: "node",
         style: {
           label: "data(id)",
-          "font-size": 9,
-          "min-zoomed-font-size": 6,
+          "font-size": 10,
+          "min-zoomed-font-size": 7,
           "text-wrap": "wrap",
-          "text-max-width": 90,
-          width: "mapData(weight, 0, 200, 10, 40)",
-          height: "mapData(weight, 0, 200, 10, 40)",
+          "text-max-width": 150,
+          "text-valign": "center",
+          "text-halign": "right",
+          "text-margin-x": 4,
+          "text-background-color": "#fff",
+          "text-background-opacity": 0.8,
+          width: "mapData(weight, 0, 200, 12, 40)",
+          height: "mapData(weight, 0, 200, 12, 40)",
           "background-color": "#4a6fa5",
           color: "#1f2933",
         },
       },
-      { selector: `node[id = "${data.initial}"]`, style: { "background-color": "#1f2933", shape: "diamond" } },
+      { selector: "node.initial", style: { "background-color": "#1f2933", shape: "diamond" } },
       {
         selector: "edge",
         style: {
@@ -85,43 +179,72 @@ async function setUpGraph(box) {
           "target-arrow-color": "data(colour)",
           "target-arrow-shape": "triangle",
           "curve-style": big ? "haystack" : "bezier",
-          opacity: 0.8,
+          opacity: 0.7,
         },
       },
-      { selector: "edge:selected, edge.hover", style: { label: "data(label)", "font-size": 8, opacity: 1 } },
-      { selector: ".found", style: { "border-width": 4, "border-color": "#f29900" } },
+      { selector: "edge:selected, edge.hover", style: { label: "data(label)", "font-size": 9, opacity: 1, "text-background-color": "#fff", "text-background-opacity": 0.9 } },
+      { selector: "node:selected, .found", style: { "border-width": 4, "border-color": "#f29900" } },
+      { selector: ".faded", style: { opacity: 0.12 } },
+      { selector: "edge.focus", style: { opacity: 1 } },
       { selector: ".hidden", style: { display: "none" } },
     ],
-    layout: big
-      ? { name: "concentric", concentric: (n) => n.data("weight"), levelWidth: () => 20, animate: false }
-      : { name: "breadthfirst", directed: true, roots: `[id = "${data.initial}"]`, spacingFactor: 1.1, animate: false },
   });
-  graphView.on("tap", "node", (e) => {
-    window.location.href = "/ui/technique?name=" + encodeURIComponent(e.target.id());
+  cy.getElementById(data.initial).addClass("initial");
+  // Layered, left to right: the initial technique first, each step one layer further; nodes that
+  // nothing leads to start layers of their own. A layer is a column, so its labels do not collide.
+  const roots = cy.nodes().filter((n) => n.id() === data.initial || n.indegree(false) === 0);
+  cy.layout({
+    name: "breadthfirst",
+    directed: true,
+    roots: roots.nonempty() ? roots : undefined,
+    spacingFactor: big ? 0.9 : 1.15,
+    avoidOverlap: true,
+    animate: false,
+    transform: (node, at) => ({ x: at.y * 1.6, y: at.x * 0.7 }),
+  }).run();
+  cy.fit(undefined, 24);
+  graphView = cy;
+  cy.on("tap", "node", (e) => showNode(cy, panel, e.target.id()));
+  cy.on("tap", "edge", (e) => showEdge(cy, panel, e.target));
+  cy.on("tap", (e) => {
+    if (e.target === cy) focusOn(cy, null);
   });
-  graphView.on("tap", "edge", (e) => {
-    const d = e.target.data();
-    window.location.href = `/ui/transition?source=${encodeURIComponent(d.source)}&target=${encodeURIComponent(d.target)}`;
-  });
-  graphView.on("mouseover", "edge", (e) => e.target.addClass("hover"));
-  graphView.on("mouseout", "edge", (e) => e.target.removeClass("hover"));
+  cy.on("mouseover", "edge", (e) => e.target.addClass("hover"));
+  cy.on("mouseout", "edge", (e) => e.target.removeClass("hover"));
+  const all = data.nodes.map((n) => n.data.id).concat(data.unlinked).sort();
   const names = document.getElementById("graph-names");
-  names.innerHTML = data.nodes.map((n) => `<option value="${n.data.id.replace(/"/g, "&quot;")}">`).join("");
-  document.getElementById("graph-find").addEventListener("change", (e) => {
-    graphView.nodes().removeClass("found");
-    const hit = graphView.getElementById(e.target.value);
+  names.replaceChildren(...all.map((n) => el("option", { value: n })));
+  const find = (name) => {
+    cy.nodes().removeClass("found");
+    if (!all.includes(name)) return;
+    const hit = cy.getElementById(name);
+    showNode(cy, panel, name);
     if (hit.nonempty()) {
       hit.addClass("found");
-      graphView.animate({ center: { eles: hit }, zoom: 1.5 }, { duration: 300 });
+      const zoom = Math.max(cy.zoom(), 1.2);
+      const at = hit.position();
+      cy.animate({ zoom, pan: { x: cy.width() / 2 - at.x * zoom, y: cy.height() / 2 - at.y * zoom } }, { duration: 250 });
     }
+  };
+  const input = document.getElementById("graph-find");
+  input.addEventListener("change", (e) => find(e.target.value));
+  input.addEventListener("keydown", (e) => {
+    if (e.key === "Enter") find(e.target.value);
+  });
+  document.getElementById("graph-fit").addEventListener("click", () => {
+    focusOn(cy, null);
+    cy.fit(undefined, 20);
   });
   document.getElementById("graph-min").addEventListener("input", (e) => {
     const min = Number(e.target.value) || 0;
-    graphView.edges().forEach((edge) => edge.toggleClass("hidden", edge.data("examples") < min));
+    cy.edges().forEach((edge) => edge.toggleClass("hidden", edge.data("examples") < min));
   });
+  const unlinked = document.querySelector("#graph-unlinked ul");
+  document.getElementById("graph-unlinked-count").textContent = data.unlinked.length;
+  unlinked.replaceChildren(...data.unlinked.map((n) => el("li", {}, el("a", { href: techniqueUrl(n) }, n))));
   box.dataset.ready = "true";
   const hidden = data.transitions_total - data.edges.length;
-  status.textContent = `${data.nodes.length} techniques, ${data.edges.length} transitions` +
+  status.textContent = `${all.length} techniques, ${data.edges.length} transitions` +
     (hidden > 0 ? ` (the ${hidden} with fewest examples not drawn)` : "");
 }
 
