@@ -28,6 +28,7 @@ from api.logs import configure_logging
 from api.mcp.protocol import McpSettings
 from api.mcp.stdio import StdioStartupError, serve_stdio
 from api.settings import ApiSettings
+from regraph_cli.discovery import refuse_other_data_dir
 
 console = Console(stderr=True)
 
@@ -49,6 +50,8 @@ def mcp_command(
     reached = reach_running_stack(ApiSettings())
     if reached.running is not None:
         console.print(f"[dim]{reached.describe()}[/]")
+    else:  # as the other commands: never a second Neo4j on the default data dir beside a running stack
+        refuse_other_data_dir(reached.settings)
     settings = reached.settings
     configure_logging(settings.log_level, "text")  # on stderr: stdout is the protocol's
     starter: _ExecutorStarter | None = None
