@@ -219,7 +219,10 @@ def _confirm(visit: Visit, title: str, what: str, cancel: str, *, undo_note: str
 
 def _what_moves(service: GraphService, name: str) -> str:
     """How much a merge of technique `name` moves: its transitions and examples."""
-    transitions = service.transitions_of(name)
+    try:
+        transitions = service.transitions_of(name)
+    except GraphServiceError:  # the merge itself reports the error after the confirm step
+        return "its transitions and examples"
     examples = sum(t.stats.n_examples + t.stats.n_rejected for t in transitions)
     return f"{len(transitions)} transition(s) and {examples} example(s)"
 
