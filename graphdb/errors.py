@@ -61,6 +61,10 @@ class DecisionNotFoundError(GraphStoreError):
     """No relabel decision has this id."""
 
 
+class AuditEntryNotFoundError(GraphStoreError):
+    """No audit entry has this id."""
+
+
 class ApiKeyNotFoundError(GraphStoreError):
     """No API key has this hash or id."""
 

@@ -619,3 +619,36 @@ CALL () { MATCH ()-[r:TRANSITION]->() RETURN count(r) AS transitions }
 CALL () { MATCH (e:Example) RETURN count(e) AS examples }
 RETURN techniques, transitions, examples
 """
+
+# --- undoing a technique merge (see CurationStore.merge_techniques / undo_merge) ---------------------
+
+GET_AUDIT = "MATCH (a:AuditEntry {id: $id}) RETURN a {.*} AS a"
+
+# Serializes work on one technique: two undos of one merge run one after the other.
+LOCK_TECHNIQUE = """
+MATCH (t:Technique {name: $name})
+SET t._lock = true
+REMOVE t._lock
+RETURN t.name AS name, coalesce(t.aliases, []) AS aliases
+"""
+
+SET_ALIASES = """
+MATCH (t:Technique {name: $technique})
+SET t.aliases = $aliases
+RETURN t.name AS name
+"""
+
+# What the export reads of the transitions with these keys (their statistics), with both ends.
+TRANSITIONS_BY_KEYS = f"""
+MATCH (s:Technique)-[r:TRANSITION]->(t:Technique) WHERE r.key IN $keys
+RETURN {TRANSITION_PUBLIC} AS r, s.name AS source, t.name AS target ORDER BY r.key
+"""
+
+# Rows: key, stats (a map of TRANSITION_STAT_PROPERTIES; a null removes the property, as it was).
+SET_TRANSITION_STATS = """
+UNWIND $rows AS row
+MATCH ()-[r:TRANSITION {key: row.key}]->()
+SET r += row.stats
+"""
+
+EXAMPLE_KEYS_BY_IDS = "MATCH (e:Example) WHERE e.id IN $ids RETURN e.id AS id, e.transition_key AS key"

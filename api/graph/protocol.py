@@ -251,11 +251,23 @@ class DecisionPublic(BaseModel):
     at: datetime
     undone_at: datetime | None
     undone_by: str | None
+    resolution: str | None = Field(
+        None, description='a curator\'s settlement of a queued decision: "accepted" or "merged:<technique>"'
+    )
+    resolved_by: str | None = None
+    resolved_at: datetime | None = None
 
     @classmethod
     def of(cls, decision: RelabelDecision) -> DecisionPublic:
-        """The public view of a decision (the candidate's embedding left out)."""
-        return cls.model_validate(decision.model_dump(exclude={"candidate_embedding"}))
+        """The public view of a decision (the candidate's embedding left out).
+
+        `technique` is where the name is now: after a curator merged a queued name, the technique it
+        was merged into (the decision recorded at construction time named the one before).
+        """
+        public = cls.model_validate(decision.model_dump(exclude={"candidate_embedding"}))
+        if decision.resolution is not None and decision.resolution.startswith("merged:"):
+            return public.model_copy(update={"technique": decision.resolution.removeprefix("merged:")})
+        return public
 
 
 class DecisionList(BaseModel):

@@ -48,6 +48,7 @@ from api.graph.protocol import (
 from graphdb.cypher_guard import CypherLimits, CypherUnavailableError, QueryCancel, run_read_only
 from graphdb.errors import (
     ApiKeyNotFoundError,
+    AuditEntryNotFoundError,
     CypherGuardError,
     CypherRefusedError,
     CypherTimeoutError,
@@ -134,6 +135,7 @@ def _translated() -> Iterator[None]:
         ExampleNotFoundError,
         TransitionNotFoundError,
         DecisionNotFoundError,
+        AuditEntryNotFoundError,
     ) as e:
         raise UnknownResourceError(str(e)) from e
     except ApiKeyNotFoundError as e:
@@ -396,6 +398,15 @@ class GraphService:
         with _translated():
             items = self.store.list_audit(target=target, limit=limit, offset=offset)
         return AuditList(items=[AuditEntryPublic.of(a) for a in items], limit=limit, offset=offset)
+
+    def undo_merge(self, audit_id: str, *, actor: str) -> AuditEntryPublic:
+        """Undo the technique merge recorded by audit entry `audit_id`; return the undo's audit entry.
+
+        Unknown entry: `UnknownResourceError`; not a merge, undone already or the graph changed since:
+        `GraphConflictError`.
+        """
+        with _translated():
+            return AuditEntryPublic.of(self.store.undo_merge(audit_id, actor=actor))
 
     # -- keys ----------------------------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ from api.graph.protocol import (
     ApiKeyCreate,
     ApiKeyCreated,
     ApiKeyPublic,
+    AuditEntryPublic,
     AuditList,
     DecisionList,
     DecisionPublic,
@@ -272,6 +273,15 @@ def list_audit(
     offset: Offset = 0,
 ) -> AuditList:
     return service.list_audit(target=target, limit=limit, offset=offset)
+
+
+@router.post(
+    "/audit/{audit_id}/undo",
+    summary="Undo the technique merge an audit entry records, exactly; the undo is audited (curator)",
+    responses=responses(403, 404, 409),
+)
+def undo_audited_merge(audit_id: str, caller: RequireCurator, service: GraphServiceDep) -> AuditEntryPublic:
+    return service.undo_merge(audit_id, actor=caller.name)
 
 
 # -- whole graph and keys -----------------------------------------------------------------------------

@@ -202,6 +202,39 @@ def _see(url: str) -> RedirectResponse:
     return RedirectResponse(url, status_code=303)
 
 
+UNDO_NOTE = "A merge can be undone from the audit log while nothing it moved has changed since."
+
+
+def _confirm(visit: Visit, title: str, what: str, cancel: str, *, undo_note: str = "") -> HTMLResponse | None:
+    """The confirm step of a destructive action: None once confirmed, else the page that asks.
+
+    The page re-posts the form's fields with `confirmed=yes` to the same address.
+    """
+    if visit.field("confirmed") == "yes":
+        return None
+    form = visit.form if visit.form is not None else {}
+    fields = [(k, v) for k, v in form.items() if isinstance(v, str) and k not in ("csrf", "confirmed")]
+    return visit.render(
+        "confirm.html",
+        title=title,
+        what=what,
+        undo_note=undo_note,
+        action=visit.request.url.path,
+        fields=fields,
+        cancel=cancel,
+    )
+
+
+def _what_moves(service: GraphService, name: str) -> str:
+    """How much a merge of technique `name` moves: its transitions and examples."""
+    try:
+        transitions = service.transitions_of(name)
+    except GraphServiceError:  # the merge itself reports the error after the confirm step
+        return "its transitions and examples"
+    examples = sum(t.stats.n_examples + t.stats.n_rejected for t in transitions)
+    return f"{len(transitions)} transition(s) and {examples} example(s)"
+
+
 def _safe_next(url: str | None) -> str:
     # Only our own pages: an open redirect after sign-in would hand the session to anyone's link.
     if url and url.startswith("/ui") and not url.startswith("//") and "\\" not in url:
@@ -535,7 +568,7 @@ def build_router(sessions: SessionStore, settings: ApiSettings) -> APIRouter:
         return _see(f"/ui/queue?{query.lstrip('&')}" if query else "/ui/queue")
 
     @router.post("/examples/{example_id}/review")
-    async def review(visit: WriteDep, example_id: str) -> RedirectResponse:
+    async def review(visit: WriteDep, example_id: str) -> Response:
         visit.require(Role.CURATOR)
         decision, reason = visit.field("decision"), visit.field("reason")
         if decision not in ("approve", "reject"):
@@ -543,6 +576,16 @@ def build_router(sessions: SessionStore, settings: ApiSettings) -> APIRouter:
         elif decision == "reject" and not reason:
             visit.flash("error", "a rejection needs a reason")
             return _after_review(visit, example_id)
+        elif decision == "reject" and (
+            asked := _confirm(
+                visit,
+                "Reject",
+                f"Reject example {example_id[:12]} ({reason!r}): it leaves retrieval and its transition's "
+                "statistics (1 example).",
+                f"/ui/queue?selected={example_id}",
+            )
+        ):
+            return asked
         else:
             body = ReviewRequest(decision=decision, reason=reason)
             with visit.reported(
@@ -642,7 +685,7 @@ def build_router(sessions: SessionStore, settings: ApiSettings) -> APIRouter:
         return _see(f"/ui/technique?{urlencode({'name': landed})}")
 
     @router.post("/technique/merge")
-    async def merge_technique(visit: WriteDep) -> RedirectResponse:
+    async def merge_technique(visit: WriteDep) -> Response:
         visit.require(Role.CURATOR)
         source, into = visit.field("source"), visit.field("into")
         try:
@@ -650,6 +693,17 @@ def build_router(sessions: SessionStore, settings: ApiSettings) -> APIRouter:
         except ValidationError:
             visit.flash("error", "name both techniques to merge")
             return _see(f"/ui/technique?{urlencode({'name': source})}")
+        moves = await _in_thread(lambda: _what_moves(visit.service, source))
+        asked = _confirm(
+            visit,
+            "Merge",
+            f"Merge {source!r} into {into!r}: {moves} move to {into!r}; {source!r} and its aliases "
+            f"become aliases of {into!r}.",
+            f"/ui/technique?{urlencode({'name': source})}",
+            undo_note=UNDO_NOTE,
+        )
+        if asked is not None:
+            return asked
         landed = source
         with visit.reported(f"Merged {source!r} into {into!r}; its names are now aliases."):
             landed = (
@@ -915,13 +969,22 @@ def build_router(sessions: SessionStore, settings: ApiSettings) -> APIRouter:
         return _see("/ui/relabel-queue")
 
     @router.post("/relabel-queue/{decision_id}/merge")
-    async def merge_queued(visit: WriteDep, relabel: RelabelServiceDep, decision_id: str) -> RedirectResponse:
+    async def merge_queued(visit: WriteDep, relabel: RelabelServiceDep, decision_id: str) -> Response:
         visit.require(Role.CURATOR)
         try:
             body = QueueMerge(into=visit.field("into"))
         except ValidationError:
             visit.flash("error", "name the technique to merge the name into")
             return _see("/ui/relabel-queue")
+        asked = _confirm(
+            visit,
+            "Merge",
+            f"Merge the queued name of decision {decision_id[:12]} into {body.into!r}: the examples "
+            f"written under that name move to {body.into!r} and the name becomes one of its aliases.",
+            "/ui/relabel-queue",
+        )
+        if asked is not None:
+            return asked
         with visit.reported():
             done = await _in_thread(
                 lambda: relabel.resolve(decision_id, into=body.into, actor=visit.caller.name)
@@ -965,11 +1028,22 @@ def build_router(sessions: SessionStore, settings: ApiSettings) -> APIRouter:
             return None
 
     @router.post("/duplicates/merge")
-    async def merge_duplicates(visit: WriteDep, relabel: RelabelServiceDep) -> RedirectResponse:
+    async def merge_duplicates(visit: WriteDep, relabel: RelabelServiceDep) -> Response:
         visit.require(Role.CURATOR)
         pair = _pair(visit, "keep", "merge")
         if pair is not None:
             body = DuplicateMerge(keep=pair.first, merge=pair.second)
+            moves = await _in_thread(lambda: _what_moves(visit.service, body.merge))
+            asked = _confirm(
+                visit,
+                "Merge",
+                f"Merge {body.merge!r} into {body.keep!r}: {moves} move to {body.keep!r}; "
+                f"{body.merge!r} and its aliases become aliases of {body.keep!r}.",
+                "/ui/duplicates",
+                undo_note=UNDO_NOTE,
+            )
+            if asked is not None:
+                return asked
             with visit.reported(f"Merged {body.merge!r} into {body.keep!r}; its names are now aliases."):
                 await _in_thread(lambda: relabel.merge(body, actor=visit.caller.name))
         return _see("/ui/duplicates")
@@ -1011,14 +1085,28 @@ def build_router(sessions: SessionStore, settings: ApiSettings) -> APIRouter:
             and (not since or e.at.isoformat() >= since)
             and (not until or e.at.isoformat()[: len(until)] <= until)
         ]
+        undone = {e.target.removeprefix("audit:") for e in entries if e.action == "technique.merge.undo"}
         return visit.render(
             "audit.html",
             nav="audit",
             entries=shown,
+            undone=undone,
+            # What a merge records for its undo (a whole technique, every moved example) stays off the page.
+            details={e.id: {k: v for k, v in e.details.items() if k != "undo"} for e in shown},
             actors=actors,
             actions=actions,
             params={"actor": actor, "action": action, "target": target, "since": since, "until": until},
         )
+
+    @router.post("/audit/{audit_id}/undo")
+    async def undo_merge(visit: WriteDep, audit_id: str) -> RedirectResponse:
+        visit.require(Role.CURATOR)
+        with visit.reported():
+            done = await _in_thread(lambda: visit.service.undo_merge(audit_id, actor=visit.caller.name))
+            visit.flash(
+                "ok", f"Merge undone: {done.details.get('merged')!r} is a technique again, as it was."
+            )
+        return _see("/ui/audit")
 
     # -- administration -------------------------------------------------------------------------------
 

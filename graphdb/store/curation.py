@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from neo4j import ManagedTransaction
 
 from graphdb import relabel_queries as rq
 from graphdb import store_queries as q
-from graphdb.errors import DecisionNotFoundError, InvalidOperationError, TechniqueExistsError
+from graphdb.errors import (
+    AuditEntryNotFoundError,
+    DecisionNotFoundError,
+    InvalidOperationError,
+    TechniqueExistsError,
+)
 from graphdb.models import (
     AuditEntry,
     ExampleSummary,
@@ -17,11 +24,12 @@ from graphdb.models import (
     ReviewQueuePage,
     ReviewStatus,
     Technique,
+    transition_key,
     utc_now,
 )
 from graphdb.store.base import StoreBase
 from graphdb.store.keys import hash_token, live_key
-from graphdb.store.records import _audit, _decision, _example, _native, _props, _transition
+from graphdb.store.records import _audit, _decision, _example, _native, _props, _technique, _transition
 
 
 class CurationStore(StoreBase):
@@ -245,3 +253,142 @@ class CurationStore(StoreBase):
     def list_audit(self, *, target: str | None = None, limit: int = 100, offset: int = 0) -> list[AuditEntry]:
         """Audit entries, newest first, optionally for one target ("technique:<name>", "example:<id>")."""
         return [_audit(r["a"]) for r in self._rows(q.LIST_AUDIT, target=target, limit=limit, offset=offset)]
+
+    # -- technique merges, recorded so that they can be undone ----------------------------------------
+
+    def merge_techniques(self, source: str, into: str, *, actor: str) -> Technique:
+        """Fold technique `source` into `into`: its transitions and examples move, its names become aliases.
+
+        A transition between the two becomes a self-loop on `into` (the graph allows cycles). The audit
+        entry ("technique.merge") records under `undo` what the merge changed (the merged technique as it
+        was, the aliases of `into` before and after, the touched transitions' statistics before and after,
+        each moved example's previous ends), which `undo_merge` restores.
+        """
+        if source == into:
+            raise InvalidOperationError("cannot merge a technique into itself")
+
+        def work(tx: ManagedTransaction) -> Technique:
+            self._require_techniques(tx, [source, into])
+            merged = _technique(next(iter(tx.run(q.GET_TECHNIQUE, name=source)))["t"])
+            aliases_before = next(iter(tx.run(q.LOCK_TECHNIQUE, name=into)))["aliases"]
+            keys = [r["key"] for r in tx.run(q.TRANSITIONS_OF_TECHNIQUE, name=source)]
+            moved = [r.data() for r in tx.run(q.EXAMPLE_IDS_OF_KEYS, keys=keys)]
+            after_keys = sorted(
+                {
+                    transition_key(
+                        into if m["source"] == source else m["source"],
+                        into if m["target"] == source else m["target"],
+                    )
+                    for m in moved
+                }
+            )
+            before = self._transition_rows(tx, [*keys, *after_keys])
+            self._merge_in(tx, source, into)
+            aliases_after = next(iter(tx.run(q.LOCK_TECHNIQUE, name=into)))["aliases"]
+            undo = {
+                "technique": merged.model_dump(mode="json"),
+                "into_aliases_before": aliases_before,
+                "into_aliases_after": aliases_after,
+                "transitions_before": before,
+                "transitions_after": self._transition_rows(tx, after_keys),
+                "examples": sorted(moved, key=lambda m: m["id"]),
+            }
+            self._audit_in(
+                tx,
+                actor,
+                "technique.merge",
+                f"technique:{into}",
+                merged=source,
+                into=into,
+                examples_moved=len(moved),
+                transitions_moved=len(keys),
+                undo=undo,
+            )
+            return _technique(next(iter(tx.run(q.GET_TECHNIQUE, name=into)))["t"])
+
+        return self._write(work)
+
+    @staticmethod
+    def _transition_rows(tx: ManagedTransaction, keys: list[str]) -> list[dict[str, Any]]:
+        rows = []
+        for r in tx.run(q.TRANSITIONS_BY_KEYS, keys=sorted(set(keys))):
+            t = _transition(r["r"], r["source"], r["target"])
+            rows.append({"key": t.key, "source": t.source, "target": t.target, "stats": t.stats.model_dump()})
+        return rows
+
+    def undo_merge(self, audit_id: str, *, actor: str) -> AuditEntry:
+        """Undo the technique merge of audit entry `audit_id`, exactly, and audit the undo.
+
+        The merged technique comes back as it was (name, description, aliases, embedding, creation),
+        `into` gets its previous aliases, the moved examples their previous ends and every touched
+        transition its previous statistics. Raises `AuditEntryNotFoundError`, and `InvalidOperationError`
+        when the entry is not an undoable merge, was undone already, or the graph changed since
+        (a technique renamed, re-created or re-aliased, an example moved, reviewed or added on a
+        touched transition): undoing then would not give back the graph as it was.
+        """
+
+        def work(tx: ManagedTransaction) -> AuditEntry:
+            rows = list(tx.run(q.GET_AUDIT, id=audit_id))
+            if not rows:
+                raise AuditEntryNotFoundError(f"no audit entry has id {audit_id!r}")
+            entry = _audit(rows[0]["a"])
+            undo = entry.details.get("undo")
+            if entry.action != "technique.merge" or not isinstance(undo, dict):
+                raise InvalidOperationError(
+                    f"audit entry {audit_id} ({entry.action}) is not a merge recorded with what undo needs"
+                )
+            source, into = str(entry.details["merged"]), str(entry.details["into"])
+            locked = list(tx.run(q.LOCK_TECHNIQUE, name=into))  # serializes two undos of one merge
+            if list(tx.run(q.LIST_AUDIT, target=f"audit:{audit_id}", limit=1, offset=0)):
+                raise InvalidOperationError(f"the merge of audit entry {audit_id} was undone already")
+            self._check_unchanged(tx, source, into, undo, locked)
+            technique = Technique.model_validate(undo["technique"])
+            tx.run(q.CREATE_TECHNIQUES, rows=[_props(technique.model_dump())]).consume()
+            tx.run(q.SET_ALIASES, technique=into, aliases=undo["into_aliases_before"]).consume()
+            moves = [{"id": m["id"], "source": m["source"], "target": m["target"]} for m in undo["examples"]]
+            self._retarget(tx, moves, [t["key"] for t in undo["transitions_after"]])
+            before = undo["transitions_before"]
+            # A transition that had no example is deleted by the recomputes; it comes back, empty.
+            self._ensure_transitions(tx, ((t["source"], t["target"]) for t in before))
+            tx.run(
+                q.SET_TRANSITION_STATS, rows=[{"key": t["key"], "stats": t["stats"]} for t in before]
+            ).consume()
+            self._write_candidates(tx, [t["key"] for t in before])
+            self._audit_in(
+                tx,
+                actor,
+                "technique.merge.undo",
+                f"audit:{audit_id}",
+                merged=source,
+                into=into,
+                examples_moved=len(moves),
+            )
+            return _audit(
+                next(iter(tx.run(q.LIST_AUDIT, target=f"audit:{audit_id}", limit=1, offset=0)))["a"]
+            )
+
+        return self._write(work)
+
+    def _check_unchanged(
+        self, tx: ManagedTransaction, source: str, into: str, undo: dict[str, Any], locked: list[Any]
+    ) -> None:
+        changed = "the graph changed since this merge, so it cannot be undone exactly: {}"
+        if not locked:
+            raise InvalidOperationError(changed.format(f"{into!r} is no longer a technique"))
+        if list(tx.run(q.GET_TECHNIQUE, name=source)):
+            raise InvalidOperationError(changed.format(f"{source!r} is a technique again"))
+        if list(locked[0]["aliases"]) != list(undo["into_aliases_after"]):
+            raise InvalidOperationError(changed.format(f"the aliases of {into!r} changed"))
+        expected = {
+            m["id"]: transition_key(
+                into if m["source"] == source else m["source"],
+                into if m["target"] == source else m["target"],
+            )
+            for m in undo["examples"]
+        }
+        found = {r["id"]: r["key"] for r in tx.run(q.EXAMPLE_KEYS_BY_IDS, ids=sorted(expected))}
+        if found != expected:
+            raise InvalidOperationError(changed.format("a moved example was deleted or moved again"))
+        after = undo["transitions_after"]
+        if self._transition_rows(tx, [t["key"] for t in after]) != after:
+            raise InvalidOperationError(changed.format("a moved transition's examples or reviews changed"))

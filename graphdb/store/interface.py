@@ -234,6 +234,10 @@ class GraphStore(Protocol):
         """Audit entries, newest first, optionally for one target ("technique:<name>", ...)."""
         ...
 
+    def undo_merge(self, audit_id: str, *, actor: str) -> AuditEntry:
+        """Undo the technique merge recorded by audit entry `audit_id`; return the undo's own entry."""
+        ...
+
     # -- API keys ----------------------------------------------------------------------------------------
 
     def create_api_key(self, name: str, role: Role, *, actor: str) -> tuple[ApiKey, str]:

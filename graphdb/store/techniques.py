@@ -1,11 +1,11 @@
-"""Techniques: the graph's nodes (create, rename, describe, merge; find by name, embedding or text)."""
+"""Techniques: the graph's nodes (create, rename, describe; find by name, embedding or text; merges: curation)."""
 
 from __future__ import annotations
 
 from neo4j import ManagedTransaction
 
 from graphdb import store_queries as q
-from graphdb.errors import InvalidOperationError, TechniqueExistsError, TechniqueNotFoundError
+from graphdb.errors import TechniqueExistsError, TechniqueNotFoundError
 from graphdb.models import ScoredTechnique, Technique, transition_key
 from graphdb.store.base import StoreBase
 from graphdb.store.records import _props, _similarity, _technique
@@ -96,22 +96,6 @@ class TechniqueStore(StoreBase):
 
         self._write(work)
         return self.get_technique(name)
-
-    def merge_techniques(self, source: str, into: str, *, actor: str) -> Technique:
-        """Fold technique `source` into `into`: its transitions and examples move, its names become aliases.
-
-        A transition between the two becomes a self-loop on `into` (the graph allows cycles).
-        """
-        if source == into:
-            raise InvalidOperationError("cannot merge a technique into itself")
-
-        def work(tx: ManagedTransaction) -> None:
-            self._require_techniques(tx, [source, into])
-            self._merge_in(tx, source, into)
-            self._audit_in(tx, actor, "technique.merge", f"technique:{into}", merged=source, into=into)
-
-        self._write(work)
-        return self.get_technique(into)
 
     def nearest_techniques(self, embedding: list[float], k: int) -> list[ScoredTechnique]:
         """The `k` techniques whose embedding is closest (plain cosine, best first)."""

@@ -164,6 +164,7 @@ def test_curator_approves_rejects_and_splits_from_the_queue(stack: Stack, signed
         page.keyboard.press("r")  # focuses the reason
         page.keyboard.type("the after code ignores the tail of the last block")
         page.keyboard.press("Enter")
+        page.click("#confirm")  # the rejection's confirm step
         expect(page.locator(".flash-ok")).to_contain_text(f"Rejected example {second[:12]}")
         rejected = stack.store.get_example(second)
         assert rejected.review_status == ReviewStatus.REJECTED
@@ -239,6 +240,7 @@ def test_merge_techniques_and_see_the_graph_change(stack: Stack, signed_in: Sign
         page.click("#merge-technique summary")
         page.fill("#merge-into", into)
         page.click("#merge")
+        page.click("#confirm")
         expect(page.locator("#technique-name")).to_have_text(into)
         expect(page.locator("#aliases")).to_contain_text(source)
 
@@ -400,6 +402,7 @@ def test_resolve_queued_names_by_merging_and_by_accepting(stack: Stack, signed_i
         # The merge field starts on the best candidate.
         expect(item.locator("input.merge-into")).to_have_value(near)
         item.get_by_role("button", name="Merge").click()
+        page.click("#confirm")
         expect(page.locator(".flash-ok")).to_contain_text(f"Merged {merged_name!r} into {near!r}")
         expect(page.locator(f'section.queued[data-id="{merged_id}"]')).to_have_count(0)
 
@@ -430,6 +433,7 @@ def test_merge_a_duplicate_pair_and_see_the_graph_change(stack: Stack, signed_in
         keep, merge = row.get_attribute("data-keep"), row.get_attribute("data-merge")
         assert {keep, merge} == set(pair)
         row.get_by_role("button", name="Merge").click()
+        page.click("#confirm")
         expect(page.locator(".flash-ok")).to_contain_text(
             f"Merged {merge!r} into {keep!r}", timeout=SCORING_MS
         )
