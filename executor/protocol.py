@@ -159,11 +159,15 @@ class EvaluationOptions(BaseModel):
         copies, whose spread would keep a settle rule waiting until its cap. Host-timed trials stop at
         ``host_target_error`` instead of ``target_error``.
         """
+        # Every timing set is timed at least twice before the trials may stop, and once more: the
+        # median is then a repeat visit, so a candidate answering repeats from memory is timed at its
+        # memory's speed (and meets the physical floor) instead of at its first, honest visits.
+        least = max(self.min_trials, 2 * self.timing_sets + 1)
         return TrialPolicy(
             warmup=self.warmup,
             warmup_ms=self.warmup_ms,
-            min_trials=self.min_trials,
-            max_trials=max(self.max_trials, self.min_trials),
+            min_trials=least,
+            max_trials=max(self.max_trials, least),
             min_total_ms=self.min_timing_ms,
             target_error=self.target_error if device_timed else self.host_target_error,
             max_wall_s=self.max_timing_s,
