@@ -41,7 +41,13 @@ from neo4j.graph import Node, Path, Relationship
 from neo4j.time import Date, DateTime, Duration, Time
 from pydantic import BaseModel, Field
 
-from graphdb.errors import CypherGuardError, CypherQueryError, CypherRefusedError, CypherTimeoutError
+from graphdb.errors import (
+    CypherGuardError,
+    CypherQueryError,
+    CypherRefusedError,
+    CypherTimeoutError,
+    CypherUnavailableError,
+)
 
 MAX_QUERY_CHARS = 10_000
 MAX_QUERY_TOKENS = 2_000
@@ -460,11 +466,6 @@ def to_json(value: Any, _depth: int = 0) -> Any:
 
 
 # -- the path ----------------------------------------------------------------------------------------
-
-
-class CypherUnavailableError(CypherQueryError):
-    """The database did not answer the query (gone, paused, unreachable) or its call was abandoned:
-    the server's trouble, not the query's (HTTP 503, not a query timeout)."""
 
 
 class QueryCancel:

@@ -117,5 +117,10 @@ class CypherTimeoutError(CypherQueryError):
     """The query ran past its time limit and was stopped by the server."""
 
 
+class CypherUnavailableError(CypherQueryError):
+    """The database did not answer the query (gone, paused, unreachable) or its call was abandoned:
+    the server's trouble, not the query's (HTTP 503, not a query timeout)."""
+
+
 class SchemaReadError(GraphDBError):
     """The graph's schema could not be read (the server failed or the read ran past its time limit)."""

@@ -45,13 +45,14 @@ from api.graph.protocol import (
     TransitionList,
     TransitionPublic,
 )
-from graphdb.cypher_guard import CypherLimits, CypherUnavailableError, QueryCancel, run_read_only
+from graphdb.cypher_guard import CypherLimits, QueryCancel, run_read_only
 from graphdb.errors import (
     ApiKeyNotFoundError,
     AuditEntryNotFoundError,
     CypherGuardError,
     CypherRefusedError,
     CypherTimeoutError,
+    CypherUnavailableError,
     DecisionNotFoundError,
     ExampleNotFoundError,
     GraphDBError,

@@ -36,6 +36,9 @@ from graphdb.models import Role
 logger = logging.getLogger(__name__)
 
 LOCAL_CALLER = Caller(name="local", role=Role.READER)
+UNVERIFIED_KEY_CALLER = Caller(name="(key being checked)", role=Role.CURATOR)
+"""Who lists the tools over stdio while the given key is still being checked: the highest role a tool
+needs, for the listing only (every call waits for the check and is gated by the key's real role)."""
 """The caller over stdio without an API key: the local user, reading."""
 
 
@@ -57,7 +60,8 @@ def _caller(state: AppState, api_key: str | None) -> Caller:
 class _Opening:
     """The stack's state, opened in the background while the server already answers the handshake."""
 
-    def __init__(self) -> None:
+    def __init__(self, key_given: bool) -> None:
+        self.key_given = key_given
         self.phase = "opening the graph database (Neo4j), the embedding model and the job service"
         self.done = anyio.Event()
         self.state: AppState | None = None  # once ready
@@ -74,6 +78,11 @@ class _Opening:
             raise McpUnavailableError(f"starting: {self.phase}; try again in a few seconds")
 
     def caller_of(self, _ctx: object) -> Caller:
+        # Before the key is checked only `tools/list` asks (calls, reads and prompts wait for `ready`,
+        # and the role gate checks a call's role after that): a key given at start-up lists every tool
+        # meanwhile, so that an agent listing at once sees what its key may call.
+        if self.state is None and self.key_given:
+            return UNVERIFIED_KEY_CALLER
         return self.caller
 
 
@@ -127,7 +136,7 @@ async def serve_stdio(
     running API, whose jobs are not this process's to judge. `on_startup_error`, when given, is called
     with the reason once the stack failed to open (the state closed), and is expected to end the process.
     """
-    opening = _Opening()
+    opening = _Opening(key_given=bool(api_key))
     evaluations = EvaluationJobs()
     jobs: JobService | None = None
 

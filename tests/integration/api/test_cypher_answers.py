@@ -16,8 +16,8 @@ from api.graph.service import GraphUnavailableError
 from api.limits import OverTimeError
 from api.routers.cypher import cypher_api_error
 from graphdb.connection import Neo4jTarget, open_driver
-from graphdb.cypher_guard import CypherLimits, CypherUnavailableError, run_read_only
-from graphdb.errors import CypherRefusedError
+from graphdb.cypher_guard import CypherLimits, run_read_only
+from graphdb.errors import CypherRefusedError, CypherUnavailableError
 from graphdb.models import Role
 from graphdb.store import Neo4jGraphStore
 

@@ -29,7 +29,7 @@ SLOW = (
     "  thrust::sort(thrust::device, y, y + n);\n}\n"
 )
 QUICK = 'extern "C" void saxpy(int n, float a, const float* x, float* y) { for (int i = 0; i < n; ++i) y[i] += a * x[i]; }\n'
-COMPILE_LIMIT_S = 15.0
+COMPILE_LIMIT_S = 8.0  # thrust's sort compiles in 12 s or more even on an idle machine
 
 try:
     find_toolchain()
@@ -77,4 +77,6 @@ def test_one_callers_long_evaluations_leave_a_slot_for_another(tmp_path: Path) -
         {k: v - started for k, v in ended.items()},
         {k: v.message for k, v in verdicts.items()},
     )
-    assert {verdicts[f"a{i}"].error.value for i in range(2) if verdicts[f"a{i}"].error} == {"compile_timeout"}
+    assert {verdicts[f"a{i}"].error.value for i in range(2) if verdicts[f"a{i}"].error} == {
+        "compile_timeout"
+    }, {k: (v.stage, v.message[:400]) for k, v in verdicts.items()}

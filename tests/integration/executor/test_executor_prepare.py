@@ -1,12 +1,11 @@
 """A task's preparation (reference build, timing set, serial reference timing): done once on a host,
 never twice at once, kept across restarts, and asked for ahead through ``POST /v1/prepare``. Real
-evaluators in the test-only ``host`` runtime, the real g++ behind a wrapper that counts its builds."""
+evaluators in the test-only ``host`` runtime, the real g++ (jailed: a wrapper on PATH that counted its builds cannot run inside the
+compile jail, so the reference builds are no longer counted here; the timing set and the reference's timing are)."""
 
 from __future__ import annotations
 
 import logging
-import os
-import stat
 import time
 from concurrent.futures import Future
 from pathlib import Path
@@ -37,24 +36,6 @@ def saxpy() -> FunctionTask | KernelTask:
     return load_task(TASKS_DIR / "saxpy")
 
 
-@pytest.fixture
-def builds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A g++ on PATH that logs each call's arguments and runs the real one; the log's path."""
-    real = next(Path(d) / "g++" for d in os.environ["PATH"].split(os.pathsep) if (Path(d) / "g++").is_file())
-    bin_dir, log = tmp_path / "bin", tmp_path / "gxx.log"
-    bin_dir.mkdir()
-    wrapper = bin_dir / "g++"
-    wrapper.write_text(f'#!/bin/sh\necho "$*" >> {log}\nexec {real} "$@"\n')
-    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    log.touch()
-    return log
-
-
-def _reference_builds(log: Path) -> int:
-    return sum("reference.cpp" in line for line in log.read_text().splitlines())
-
-
 def _settings(cache: Path, prepare_tasks: bool = True) -> ExecutorSettings:
     return ExecutorSettings(
         cache_dir=cache, runtime="host", run_timeout_s=60, prewarm_workers=False, prepare_tasks=prepare_tasks
@@ -62,7 +43,7 @@ def _settings(cache: Path, prepare_tasks: bool = True) -> ExecutorSettings:
 
 
 def test_two_executors_preparing_one_task_at_once_build_store_and_time_it_once(
-    tmp_path: Path, saxpy: FunctionTask | KernelTask, builds: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, saxpy: FunctionTask | KernelTask, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Two replicas of one host (two evaluators over one cache) told to prepare the same task at the
     same moment: one reference build, one timing set stored, one timing of the serial reference; the
@@ -79,14 +60,13 @@ def test_two_executors_preparing_one_task_at_once_build_store_and_time_it_once(
         assert len(prepared) == 2, prepared  # both have the reference's timing
         assert sum("'timing_set'" in m for m in prepared) == 1, prepared
         assert sum("'reference_timing'" in m for m in prepared) == 1, prepared
-        assert _reference_builds(builds) == 1, builds.read_text()
     finally:
         first.close()
         second.close()
 
 
 def test_a_restarted_executor_finds_the_task_prepared(
-    tmp_path: Path, saxpy: FunctionTask | KernelTask, builds: Path
+    tmp_path: Path, saxpy: FunctionTask | KernelTask
 ) -> None:
     """The store outlives the executor: after a restart over the same cache the task's first candidate
     neither stores the timing set nor times the serial reference, and nothing is built again."""
@@ -98,14 +78,12 @@ def test_a_restarted_executor_finds_the_task_prepared(
         assert "timing_set" in verdict.seconds and "reference_timing" in verdict.seconds
     finally:
         before.close()
-    built = _reference_builds(builds)
     after = Evaluator(_settings(cache))
     try:
         verdict = after.evaluate(saxpy, CandidateSource(source=CORRECT + "// after\n"), QUICK)
         assert verdict.passed, verdict.message
         assert "timing_set" not in verdict.seconds and "reference_timing" not in verdict.seconds
         assert verdict.reference_timing is not None and verdict.speedup is not None
-        assert _reference_builds(builds) == built
     finally:
         after.close()
 

@@ -57,6 +57,7 @@ def app_stack(
             cypher_max_concurrent_per_key=PER_KEY,
             cypher_max_concurrent=8,
             evaluation_max_concurrent_per_key=EVALUATIONS_PER_KEY,
+            ui_plain_http=True,  # plain HTTP on loopback: httpx sends the /ui cookies only if not Secure
         )
         app = create_app(settings)
         with serve_in_thread(app) as url:
@@ -113,7 +114,14 @@ def test_a_reader_flooding_the_mcp_cypher_tool_is_refused_past_its_slots(
                 assert await wait_until(lambda: limiter(app).running("cypher") == PER_KEY, 10.0)
                 async with httpx.AsyncClient(base_url=stack.url, timeout=10.0) as http:
                     probes["techniques"] = (await http.get("/v1/techniques", headers=curator)).status_code
-                    probes["readyz"] = (await http.get("/readyz")).status_code
+                    ready = await http.get("/readyz")
+                    # This stack's executor never answers, so readiness is a 503 naming it (issue 27's
+                    # supervision); what must hold during the flood is that the graph is not the cause.
+                    probes["readyz"] = (
+                        "graph ready"
+                        if ready.status_code == 200 or "the executor at" in ready.text
+                        else ready.status_code
+                    )
                     simple = {"query": "MATCH (t:Technique) RETURN count(t) AS n"}
                     probes["other key cypher"] = (
                         await http.post("/v1/cypher", json=simple, headers=curator)
@@ -130,7 +138,12 @@ def test_a_reader_flooding_the_mcp_cypher_tool_is_refused_past_its_slots(
         await assert_all_freed(app, stack.graph)
 
     anyio.run(scenario)
-    assert probes == {"techniques": 200, "readyz": 200, "other key cypher": 200, "same key cypher": 429}
+    assert probes == {
+        "techniques": 200,
+        "readyz": "graph ready",
+        "other key cypher": 200,
+        "same key cypher": 429,
+    }
     refused = [
         r
         for r, _ in results
@@ -219,7 +232,8 @@ def test_the_pool_is_free_after_abandoned_calls(app_stack: tuple[Stack, FastAPI]
         simple = {"query": "MATCH (t:Technique) RETURN count(t) AS n"}
         answers = [http.post("/v1/cypher", json=simple, headers=headers).status_code for _ in range(3)]
         assert answers == [200, 200, 200]
-        assert http.get("/readyz").status_code == 200
+        ready = http.get("/readyz")  # 503 only for this stack's silent executor, never for the graph
+        assert ready.status_code == 200 or "the executor at" in ready.text, ready.text
     pool = app.state.regraph.driver._pool  # the driver's own bookkeeping: no connection left in use
     in_use = sum(c.in_use for connections in pool.connections.values() for c in connections)
     assert in_use == 0
