@@ -75,6 +75,20 @@ def _pdeathsig() -> None:  # pragma: no cover - runs in the child between fork a
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
+def _child_setup(niceness: int | None, cwd: str, user: int | None) -> None:  # pragma: no cover
+    """In the child between fork and exec (plain system calls only): the lowered priority, the build
+    directory (entered while still privileged), the unprivileged user, and the parent-death signal
+    (set after the uid change, which clears it)."""
+    if niceness is not None:
+        os.setpriority(os.PRIO_PROCESS, 0, niceness)
+    os.chdir(cwd)
+    if user is not None:
+        os.setgroups([])
+        os.setgid(user)
+        os.setuid(user)
+    _pdeathsig()
+
+
 def _is_root() -> bool:
     return os.geteuid() == 0
 
@@ -216,9 +230,11 @@ def _run_group(
     argv: list[str], cwd: Path, timeout_s: float, nice: int, env: dict[str, str], user: int | None
 ) -> tuple[int | None, str]:
     """Run in its own process group with the parent-death signal; kill the group on timeout."""
+    # The lowered priority is set in the child before it enters the build directory and before exec,
+    # so no process of the build ever runs (or is seen) at the executor's own priority.
+    target = min(19, os.getpriority(os.PRIO_PROCESS, 0) + nice) if nice > 0 else None
     proc = subprocess.Popen(
         argv,
-        cwd=cwd,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
@@ -226,16 +242,8 @@ def _run_group(
         errors="replace",
         env=env,
         start_new_session=True,
-        preexec_fn=_pdeathsig,  # prctl only: safe between fork and exec
-        user=user,
-        group=user,
-        extra_groups=[] if user is not None else None,
+        preexec_fn=functools.partial(_child_setup, target, str(cwd), user),
     )
-    if nice > 0:
-        # Set on the group just after the start, before nvcc has started its stages as a rule; one
-        # already started is in the group and is lowered too.
-        with contextlib.suppress(OSError):
-            os.setpriority(os.PRIO_PGRP, proc.pid, min(19, os.getpriority(os.PRIO_PROCESS, 0) + nice))
     try:
         out, _ = proc.communicate(timeout=timeout_s)
         return proc.returncode, out

@@ -267,3 +267,26 @@ def test_a_killed_parent_takes_its_whole_jail_down(tmp_path: Path) -> None:
     while left := processes_working_in(work):
         assert time.monotonic() < deadline, [(p / "cmdline").read_bytes()[:80] for p in left]
         time.sleep(0.1)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the uid fallback drops root's rights; needs root")
+@pytest.mark.parametrize("nice", [0, 5])
+def test_the_uid_fallback_runs_in_the_build_directory_as_nobody_at_the_lowered_priority(
+    tmp_path: Path, nice: int
+) -> None:
+    # The fallback where namespaces are refused (Docker's seccomp): the build directory lies under a
+    # directory only root may enter (pytest's own temporary root is 0700), so it must be entered
+    # before the uid change; the command runs as the jail's uid at the priority asked for.
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    work = private / "work"
+    work.mkdir()
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    code, out = jail.Jail().run(
+        ["/bin/sh", "-c", "id -u; pwd; cut -d' ' -f19 /proc/self/stat"], work, 10, nice=nice, forced="uid"
+    )
+    assert code == 0, out
+    uid, cwd, niceness = out.split()
+    assert int(uid) == jail.JAIL_UID
+    assert cwd == str(work)
+    assert int(niceness) == min(19, own + nice)
