@@ -1,4 +1,5 @@
-"""Presentation helpers of the curation workspace: highlighted side-by-side diffs and small formatters."""
+"""Presentation helpers of the curation workspace: the page templates, highlighted side-by-side diffs and
+small formatters."""
 
 from __future__ import annotations
 
@@ -6,14 +7,19 @@ import difflib
 import json
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
+from fastapi.templating import Jinja2Templates
 from markupsafe import Markup, escape
 from pydantic import ValidationError
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import CudaLexer
 from pygments.token import STANDARD_TYPES, _TokenType
 
+from search.protocols import INITIAL_TECHNIQUE
+
+HERE = Path(__file__).resolve().parent
 _LEXER = CudaLexer(stripnl=False, ensurenl=False)
 HIGHLIGHT_CLASS = "hl"
 
@@ -142,3 +148,11 @@ def validation_problems(error: ValidationError, shown: int = 3) -> str:
         parts.append(f"{where}: {problem['msg']}")
     more = error.error_count() - shown
     return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+
+
+# The pages of every feature (api/<feature>/ui.py) render from this one folder, with these filters.
+templates = Jinja2Templates(directory=HERE / "templates")
+templates.env.filters["speedup"] = fmt_speedup
+templates.env.filters["speedup_colour"] = speedup_colour
+templates.env.filters["as_text"] = as_text
+templates.env.globals["INITIAL_TECHNIQUE"] = INITIAL_TECHNIQUE

@@ -3,8 +3,8 @@ side-by-side diff with CUDA highlighting, and the parsing of the documented Cyph
 
 from __future__ import annotations
 
+from api.cypher.ui import cypher_examples
 from api.ui.render import highlighted_lines, side_by_side
-from api.ui.router import cypher_examples
 from api.ui.session import SessionStore, tokens_match
 from tests.integration.api.test_cypher_api import doc_queries
 

@@ -1,0 +1,53 @@
+"""The admin page of the curation workspace and its API keys: list, create (the token shown once) and
+revoke. The page's export and import forms are the transfer feature's (api/transfer/ui.py)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from pydantic import ValidationError
+
+from api.graph.protocol import ApiKeyCreate, ApiKeyCreated
+from api.ui.visitor import Visit, VisitDep, WriteDep, in_thread, see
+from graphdb.models import Role
+
+router = APIRouter(prefix="/ui", include_in_schema=False)
+
+
+async def _admin_page(visit: Visit, created: ApiKeyCreated | None) -> HTMLResponse:
+    keys = await in_thread(visit.service.list_keys)
+    counts = await in_thread(lambda: visit.service.store.counts())
+    return visit.render(
+        "admin.html", nav="admin", keys=keys, created=created, counts=counts, roles=list(Role)
+    )
+
+
+@router.get("/admin")
+async def admin(visit: VisitDep) -> HTMLResponse:
+    visit.require(Role.ADMIN)
+    return await _admin_page(visit, None)
+
+
+@router.post("/admin/keys")
+async def create_key(visit: WriteDep) -> Response:
+    visit.require(Role.ADMIN)
+    try:
+        body = ApiKeyCreate(name=visit.field("name"), role=Role(visit.field("role")))
+    except (ValueError, ValidationError):
+        visit.flash("error", "a key needs a name (letters, digits, . _ @ -) and a role")
+        return see("/ui/admin")
+    created = None
+    with visit.reported():
+        created = await in_thread(lambda: visit.service.create_key(body, actor=visit.caller.name))
+    if created is None:
+        return see("/ui/admin")
+    # Rendered, not redirected: the token is shown this once and never stored anywhere.
+    return await _admin_page(visit, created)
+
+
+@router.post("/admin/keys/{key_id}/revoke")
+async def revoke_key(visit: WriteDep, key_id: str) -> RedirectResponse:
+    visit.require(Role.ADMIN)
+    with visit.reported("Key revoked."):
+        await in_thread(lambda: visit.service.revoke_key(key_id, actor=visit.caller.name))
+    return see("/ui/admin")

@@ -1,0 +1,83 @@
+"""The optimization jobs' pages of the curation workspace: the list and a new job, a job's page, its
+live events (server-sent) and its cancel."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from pydantic import ValidationError
+
+from api.optimize.protocol import JobPublic, OptimizeCreate
+from api.optimize.service import OptimizeError
+from api.ui.visitor import VisitDep, WriteDep, event_stream_response, problem, see
+from search.baselines import METHODS
+
+logger = logging.getLogger(__name__)
+
+router = APIRouter(prefix="/ui", include_in_schema=False)
+
+
+def task_ids(tasks_dir: Path | None) -> list[str]:
+    """The task library's task ids, sorted (the new job form's choices)."""
+    if tasks_dir is None or not tasks_dir.is_dir():
+        return []
+    return sorted(p.name for p in tasks_dir.iterdir() if (p / "task.json").is_file())
+
+
+@router.get("/jobs")
+async def jobs_page(visit: VisitDep) -> HTMLResponse:
+    records = await visit.jobs.list_jobs(limit=50, owner=visit.caller.job_scope)
+    return visit.render(
+        "jobs.html",
+        nav="jobs",
+        jobs=[JobPublic.of(r) for r in records],
+        tasks=task_ids(visit.settings.tasks_dir),
+        methods=METHODS,
+    )
+
+
+@router.post("/jobs")
+async def start_job(visit: WriteDep) -> RedirectResponse:
+    # Like POST /v1/optimize: any signed-in key may run a job (it changes nothing in the graph).
+    fields = {"task_ref": visit.field("task"), "method": visit.field("method") or "regraph-mcgs"}
+    numbers = {k: visit.field(k) for k in ("budget", "rollouts", "seed") if visit.field(k)}
+    try:
+        body = OptimizeCreate.model_validate({**fields, **{k: int(v) for k, v in numbers.items()}})
+    except (ValueError, ValidationError) as e:
+        visit.flash("error", f"the job request is not valid: {e}")
+        return see("/ui/jobs")
+    with visit.reported():
+        record = await visit.jobs.submit(body, owner=visit.caller.job_owner)
+        logger.info("ui job started", extra={"actor": visit.caller.name, "job": record.id})
+        return see(f"/ui/jobs/{record.id}")
+    return see("/ui/jobs")
+
+
+@router.get("/jobs/{job_id}")
+async def job_page(visit: VisitDep, job_id: str) -> Response:
+    with visit.reported():
+        job = JobPublic.of(await visit.jobs.get(job_id, owner=visit.caller.job_scope))
+        budget = int(job.request.get("budget", 20))
+        return visit.render("job.html", nav="jobs", job=job, budget=budget)
+    return see("/ui/jobs")
+
+
+@router.get("/jobs/{job_id}/events")
+async def job_events(visit: VisitDep, job_id: str, after: Annotated[int, Query(ge=-1)] = -1) -> Response:
+    try:
+        await visit.jobs.get(job_id, owner=visit.caller.job_scope)
+        return await event_stream_response(visit.jobs, job_id, after)
+    except OptimizeError as e:
+        api = problem(e)
+        return Response(api.message, status_code=api.status_code, media_type="text/plain")
+
+
+@router.post("/jobs/{job_id}/cancel")
+async def cancel_job(visit: WriteDep, job_id: str) -> RedirectResponse:
+    with visit.reported("Cancelled."):
+        await visit.jobs.cancel(job_id, owner=visit.caller.job_scope)
+    return see(f"/ui/jobs/{job_id}")
