@@ -1,10 +1,12 @@
 """The examples' pages of the curation workspace: the review queue, an example's page, its review and
-split, and a transition's page with its examples."""
+split, the review of several examples at once, the backlog, and a transition's page with its examples."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
@@ -18,20 +20,24 @@ from api.graph.protocol import ExamplePublic, ReviewRequest, SplitRequest, Trans
 from api.graph.service import GraphServiceError
 from api.ui.render import side_by_side
 from api.ui.visitor import (
+    PAGE,
+    SERVICE_ERRORS,
     Visit,
     VisitDep,
     WriteDep,
     confirm,
     in_thread,
     live_session,
+    problem,
     see,
     signed_in,
 )
-from graphdb.models import ExampleSummary, ReviewQueueFilter, ReviewQueuePage, Role
+from graphdb.models import ExampleSummary, ReviewQueueFilter, ReviewQueuePage, ReviewStatus, Role
 
 logger = logging.getLogger(__name__)
 
 QUEUE_LIMIT = 1000  # pending examples read for the review queue (filters apply to these)
+BULK_LIMIT = 200  # examples one bulk review may name
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
@@ -234,6 +240,116 @@ async def split(visit: WriteDep, example_id: str) -> RedirectResponse:
     with visit.reported(f"Moved example {example_id[:12]} onto {body.source or 'its source'} -> {target}."):
         await in_thread(lambda: visit.service.split_example(example_id, body, actor=visit.caller.name))
     return _after_review(visit, visit.field("next_id"))
+
+
+# -- several examples at once: a bulk review, and the backlog ---------------------------------------
+
+
+def _review_each(visit: Visit, ids: list[str], body: ReviewRequest) -> tuple[int, list[str]]:
+    """Review each example on its own (one audit entry each): how many were, and what refused the others."""
+    done, refused = 0, []
+    for example_id in ids:
+        try:
+            visit.service.review_example(example_id, body, actor=visit.caller.name)
+            done += 1
+        except SERVICE_ERRORS as e:
+            refused.append(f"{example_id[:12]}: {problem(e).message}")
+    return done, refused
+
+
+def _bulk_refusal(ids: list[str], decision: str, reason: str) -> str:
+    """What is wrong with a bulk review's form ("" when nothing is)."""
+    if not ids:
+        return "select the examples to review first"
+    if len(ids) > BULK_LIMIT:
+        return f"a bulk review takes at most {BULK_LIMIT} examples, not {len(ids)}"
+    if decision not in ("approve", "reject"):
+        return "choose approve or reject"
+    if decision == "reject" and not reason:
+        return "a rejection needs a reason"
+    return ""
+
+
+@router.post("/queue/review")
+async def bulk_review(visit: WriteDep) -> Response:
+    """Approve or reject the examples checked in the queue, after one confirmation."""
+    visit.require(Role.CURATOR)
+    ids, decision, reason = visit.fields("ids"), visit.field("decision"), visit.field("reason")
+    back = visit.field("back")
+    queue_url = f"/ui/queue?{back}" if back else "/ui/queue"
+    wrong = _bulk_refusal(ids, decision, reason)
+    if wrong:
+        visit.flash("error", wrong)
+        return see(queue_url)
+    what = (
+        f"Approve {len(ids)} example(s): they count in their transitions' statistics and retrieval."
+        if decision == "approve"
+        else f"Reject {len(ids)} example(s) ({reason!r}): they leave retrieval and their transitions' "
+        "statistics."
+    )
+    asked = confirm(visit, "Approve" if decision == "approve" else "Reject", what, queue_url)
+    if asked is not None:
+        return asked
+    body = ReviewRequest(decision=decision, reason=reason)
+    done, refused = await in_thread(lambda: _review_each(visit, ids, body))
+    visit.flash("ok", f"{'Approved' if decision == 'approve' else 'Rejected'} {done} example(s).")
+    if refused:
+        visit.flash("error", f"{len(refused)} not reviewed: " + "; ".join(refused))
+    return see(queue_url)
+
+
+@dataclass
+class Waiting:
+    """A group of pending examples (one transition, technique or task): how many, since when."""
+
+    name: str
+    query: str  # the review queue's filter that shows them
+    count: int = 0
+    oldest: datetime | None = None
+
+    def add(self, created_at: datetime) -> None:
+        self.count += 1
+        self.oldest = created_at if self.oldest is None else min(self.oldest, created_at)
+
+
+def _backlog(visit: Visit) -> dict[str, Any]:
+    """The pending examples (the oldest `QUEUE_LIMIT`, as the queue reads them) counted by transition,
+    technique (either end) and task, each group oldest first."""
+    pending: list[ExamplePublic] = []
+    while len(pending) < QUEUE_LIMIT:
+        page = visit.service.list_examples(
+            source=None, target=None, status=ReviewStatus.PENDING, limit=PAGE, offset=len(pending)
+        ).items
+        pending.extend(page[: QUEUE_LIMIT - len(pending)])
+        if len(page) < PAGE:
+            break
+    groups: dict[str, dict[str, Waiting]] = {"transition": {}, "technique": {}, "task": {}}
+    for e in pending:
+        keys = {
+            "transition": [f"{e.source} -> {e.target}"],
+            "technique": sorted({e.source, e.target}),
+            "task": [e.task_id],
+        }
+        for kind, names in keys.items():
+            for name in names:
+                group = groups[kind].setdefault(name, Waiting(name, urlencode({kind: name})))
+                group.add(e.created_at)
+    now = datetime.now(UTC)
+    return {
+        "total": len(pending),
+        "capped": len(pending) >= QUEUE_LIMIT,
+        "now": now,
+        "groups": {
+            kind: sorted(found.values(), key=lambda g: (g.oldest or now, -g.count, g.name))
+            for kind, found in groups.items()
+        },
+    }
+
+
+@router.get("/backlog")
+async def backlog(visit: VisitDep) -> HTMLResponse:
+    """How many examples wait for review per transition, technique and task, the longest waiting first."""
+    return visit.render("backlog.html", nav="queue", **await in_thread(lambda: _backlog(visit)))
 
 
 # -- a transition and its examples --------------------------------------------------------------------

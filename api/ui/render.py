@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 import json
 from dataclasses import dataclass
+from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -102,6 +103,19 @@ def fmt_speedup(value: float | None) -> str:
     return "–" if value is None else f"{value:.2f}×"
 
 
+def fmt_waited(since: datetime | None, now: datetime) -> str:
+    """How long something has waited, in its two largest units ("3 d 4 h", "5 h 2 min", "12 min")."""
+    if since is None:
+        return "–"
+    minutes = max(0, int((now - since).total_seconds() // 60))
+    days, hours, mins = minutes // 1440, minutes // 60 % 24, minutes % 60
+    if days:
+        return f"{days} d {hours} h"
+    if hours:
+        return f"{hours} h {mins} min"
+    return f"{mins} min" if mins else "under a minute"
+
+
 def speedup_colour(value: float | None) -> str:
     """A colour for a verified speedup: grey without one, red below 1×, through amber to green at 4× and up."""
     if value is None:
@@ -155,4 +169,5 @@ templates = Jinja2Templates(directory=HERE / "templates")
 templates.env.filters["speedup"] = fmt_speedup
 templates.env.filters["speedup_colour"] = speedup_colour
 templates.env.filters["as_text"] = as_text
+templates.env.filters["waited"] = fmt_waited
 templates.env.globals["INITIAL_TECHNIQUE"] = INITIAL_TECHNIQUE

@@ -50,6 +50,7 @@ from graphdb.models import Role
 
 __all__ = [
     "PAGE",
+    "SERVICE_ERRORS",
     "UNDO_NOTE",
     "RelabelServiceDep",
     "SignInRequired",
@@ -144,6 +145,12 @@ class Visit:
         value = self.form.get(name) if self.form is not None else None
         return value.strip() if isinstance(value, str) else default
 
+    def fields(self, name: str) -> list[str]:
+        """Every value of a repeated field of the posted form (checked boxes), stripped, blanks and
+        repeats left out, in the form's order."""
+        values = self.form.getlist(name) if self.form is not None else []
+        return list(dict.fromkeys(v.strip() for v in values if isinstance(v, str) and v.strip()))
+
     def render(self, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
         """A page, with the layout's context (who, what they may do, messages, the CSRF token)."""
         flashes, self.session.flashes = self.session.flashes, []
@@ -187,8 +194,9 @@ def confirm(visit: Visit, title: str, what: str, cancel: str, *, undo_note: str 
     """
     if visit.field("confirmed") == "yes":
         return None
-    form = visit.form if visit.form is not None else {}
-    fields = [(k, v) for k, v in form.items() if isinstance(v, str) and k not in ("csrf", "confirmed")]
+    # Every value of every field, a repeated one (the examples of a bulk review) included.
+    given = visit.form.multi_items() if visit.form is not None else []
+    fields = [(k, v) for k, v in given if isinstance(v, str) and k not in ("csrf", "confirmed")]
     return visit.render(
         "confirm.html",
         title=title,

@@ -318,6 +318,12 @@ function boot() {
   document.querySelector("#queue-items li.current")?.scrollIntoView({ block: "nearest" });
 }
 
+// The queue's "all shown" box checks (or clears) every example's box for a bulk review.
+document.addEventListener("change", (event) => {
+  if (event.target.id !== "bulk-all") return;
+  for (const box of document.querySelectorAll("#queue-items input.pick")) box.checked = event.target.checked;
+});
+
 document.addEventListener("DOMContentLoaded", boot);
 document.addEventListener("htmx:afterSettle", (e) => {
   if (e.target !== document.body) return;

@@ -3,8 +3,10 @@ side-by-side diff with CUDA highlighting, and the parsing of the documented Cyph
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 from api.cypher.ui import cypher_examples
-from api.ui.render import highlighted_lines, side_by_side
+from api.ui.render import fmt_waited, highlighted_lines, side_by_side
 from api.ui.session import SessionStore, tokens_match
 from tests.integration.api.test_cypher_api import doc_queries
 
@@ -69,3 +71,13 @@ def test_the_console_offers_every_documented_query() -> None:
     documented = doc_queries()
     assert [e["title"] for e in offered] == [q.title for q in documented]
     assert [e["query"] for e in offered] == [q.query.strip() for q in documented]
+
+
+def test_a_wait_reads_in_its_two_largest_units() -> None:
+    now = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
+    assert fmt_waited(now - timedelta(days=3, hours=4, minutes=5), now) == "3 d 4 h"
+    assert fmt_waited(now - timedelta(hours=5, minutes=2, seconds=30), now) == "5 h 2 min"
+    assert fmt_waited(now - timedelta(minutes=12), now) == "12 min"
+    assert fmt_waited(now - timedelta(seconds=20), now) == "under a minute"
+    assert fmt_waited(now + timedelta(minutes=3), now) == "under a minute"  # a clock a little ahead
+    assert fmt_waited(None, now) == "–"
