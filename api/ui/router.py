@@ -62,7 +62,7 @@ from api.routers.cypher import cypher_api_error, run_reader_cypher
 from api.routers.optimize import api_error as optimize_api_error
 from api.routers.optimize import event_stream_response
 from api.routers.relabel import RelabelServiceDep
-from api.settings import ApiSettings
+from api.settings import ApiSettings, default_cypher_examples
 from api.ui.render import (
     as_text,
     fmt_speedup,
@@ -93,8 +93,6 @@ from search.protocols import INITIAL_TECHNIQUE
 logger = logging.getLogger(__name__)
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
-CYPHER_EXAMPLES = ROOT / "docs" / "cypher-examples.md"
 PAGE = 1000  # the API's largest page; lists longer than this are read page by page
 QUEUE_LIMIT = 1000  # pending examples read for the review queue (filters apply to these)
 GRAPH_EDGE_LIMIT = 3000  # transitions drawn by the graph view, the busiest first
@@ -103,14 +101,17 @@ QUEUED_SHOWN = 200  # relabel decisions shown on the relabel queue page, the new
 DUPLICATES_SHOWN = 200  # likely duplicate pairs shown, the most probable first
 BEST_SHOWN = 6  # a technique page's best verified examples
 
-# Every asset the pages load, by the name they load it under: our own files and the pinned npm
-# packages installed by scripts/bootstrap.sh (nothing is fetched from elsewhere at run time).
-ASSETS: dict[str, Path] = {
-    "ui.css": HERE / "static" / "ui.css",
-    "ui.js": HERE / "static" / "ui.js",
-    "htmx.min.js": ROOT / "node_modules" / "htmx.org" / "dist" / "htmx.min.js",
-    "cytoscape.min.js": ROOT / "node_modules" / "cytoscape" / "dist" / "cytoscape.min.js",
-}
+
+def ui_assets(vendor: Path) -> dict[str, Path]:
+    """Every asset the pages load, by the name they load it under: our own files and the pinned npm
+    packages under `vendor` (settings.ui_vendor_dir; nothing is fetched from elsewhere at run time)."""
+    return {
+        "ui.css": HERE / "static" / "ui.css",
+        "ui.js": HERE / "static" / "ui.js",
+        "htmx.min.js": vendor / "htmx.org" / "dist" / "htmx.min.js",
+        "cytoscape.min.js": vendor / "cytoscape" / "dist" / "cytoscape.min.js",
+    }
+
 
 templates = Jinja2Templates(directory=HERE / "templates")
 templates.env.filters["speedup"] = fmt_speedup
@@ -259,8 +260,9 @@ def _technique_names(service: GraphService) -> list[str]:
     return service.technique_names()
 
 
-def cypher_examples(path: Path = CYPHER_EXAMPLES) -> list[dict[str, Any]]:
+def cypher_examples(path: Path | None = None) -> list[dict[str, Any]]:
     """The documented example queries: each `## title`, its ```cypher block and ```json parameters."""
+    path = path or default_cypher_examples()
     if not path.is_file():
         return []
     out = []
@@ -336,7 +338,7 @@ WriteDep = Annotated[Visit, Depends(get_write_visit)]
 def build_router(sessions: SessionStore, settings: ApiSettings) -> APIRouter:
     """The /ui routes over `sessions` (one store per app)."""
     router = APIRouter(prefix="/ui", include_in_schema=False)
-    examples_doc = cypher_examples()
+    examples_doc = cypher_examples(settings.cypher_examples_path)
     task_ids = _task_ids(settings.tasks_dir)
 
     # -- assets and sign-in ---------------------------------------------------------------------------
@@ -347,7 +349,7 @@ def build_router(sessions: SessionStore, settings: ApiSettings) -> APIRouter:
 
     @router.get("/static/{name}")
     def asset(name: str) -> Response:
-        path = ASSETS.get(name)
+        path = ui_assets(settings.ui_vendor_dir).get(name)
         if path is None or not path.is_file():
             hint = " (run scripts/bootstrap.sh: npm ci)" if path is not None else ""
             return Response(f"no asset {name!r}{hint}", status_code=404, media_type="text/plain")
@@ -1189,7 +1191,7 @@ def mount(app: FastAPI, settings: ApiSettings) -> None:
     sessions = SessionStore(settings.ui_session_ttl_s)
     app.state.ui_sessions = sessions
     app.include_router(build_router(sessions, settings))
-    missing = [name for name, path in ASSETS.items() if not path.is_file()]
+    missing = [name for name, path in ui_assets(settings.ui_vendor_dir).items() if not path.is_file()]
     if missing:
         logger.warning("ui assets missing (run scripts/bootstrap.sh)", extra={"assets": ",".join(missing)})
 
