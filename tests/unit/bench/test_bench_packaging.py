@@ -29,9 +29,10 @@ def shipped_packages(config: dict[str, Any], root: Path) -> list[str]:
     """The packages setuptools finds under `root` (namespace folders included, as in pyproject's default)."""
     find = config["packages"]["find"]
     assert find.get("namespaces", True), "the check below assumes namespace discovery (the default)"
-    return find_namespace_packages(
+    packages: list[str] = find_namespace_packages(
         where=str(root), include=find.get("include", ["*"]), exclude=find.get("exclude", [])
     )
+    return packages
 
 
 def shipped_files(config: dict[str, Any], root: Path) -> set[str]:
