@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+import regraph_data
 from search.backends.config import ModelRoles
 
 
@@ -27,13 +28,23 @@ def default_data_dir() -> Path:
 
 
 def default_tasks_dir() -> Path:
-    """The benchmark tasks shipped with the package (bench/tasks)."""
-    return Path(__file__).resolve().parent.parent / "bench" / "tasks"
+    """The task library installed with the service's data package (`regraph_data.TASKS_DIR`)."""
+    return regraph_data.TASKS_DIR
 
 
 def default_seed_graph() -> Path:
-    """The committed seed graph export (bench/seed_graph/seed_graph.json, built by `python -m bench.seed_graph`)."""
-    return Path(__file__).resolve().parent.parent / "bench" / "seed_graph" / "seed_graph.json"
+    """The seed graph export installed with the service's data package (`regraph_data.SEED_GRAPH_PATH`)."""
+    return regraph_data.SEED_GRAPH_PATH
+
+
+def default_cypher_examples() -> Path:
+    """The documented example queries offered on /ui/cypher (docs/cypher-examples.md of the checkout)."""
+    return Path(__file__).resolve().parent.parent / "docs" / "cypher-examples.md"
+
+
+def default_ui_vendor_dir() -> Path:
+    """The pinned npm packages the /ui pages load (node_modules/ of the checkout, `npm ci`)."""
+    return Path(__file__).resolve().parent.parent / "node_modules"
 
 
 class ApiSettings(BaseSettings):
@@ -142,6 +153,14 @@ class ApiSettings(BaseSettings):
     # The curation workspace (/ui).
     ui_session_ttl_s: float = Field(
         8 * 3600.0, gt=0, description="a /ui session ends after this many seconds without a request"
+    )
+    cypher_examples_path: Path = Field(
+        default_factory=default_cypher_examples,
+        description="the Markdown file of example queries offered on /ui/cypher (missing: none offered)",
+    )
+    ui_vendor_dir: Path = Field(
+        default_factory=default_ui_vendor_dir,
+        description="the directory of the pinned npm packages the /ui pages load (htmx.org, cytoscape)",
     )
     ui_plain_http: bool = Field(
         False,

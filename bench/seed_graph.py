@@ -57,6 +57,7 @@ from graphdb.connection import scratch_store
 from graphdb.errors import GraphDBError
 from graphdb.models import GraphExport, RelabelOutcome, StepVerdict
 from graphdb.store import Neo4jGraphStore
+from regraph_data import SEED_GRAPH_DIR
 from search.backends.config import ModelRoles
 from search.construction import (
     GraphBuilder,
@@ -73,7 +74,7 @@ from search.taxonomy import default_taxonomy
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_OUT_DIR = REPO_ROOT / "bench" / "seed_graph"
+DEFAULT_OUT_DIR = SEED_GRAPH_DIR
 EXPORT_NAME = "seed_graph.json"
 MEASURED_GLOB = "*/teacher_*/teacher_steps.jsonl"
 """Teacher runs under bench/results whose step verdicts are attached (those of building tasks only)."""
@@ -457,7 +458,7 @@ def readme_text(
         f"- split: `bench/split.json` seed {split_seed}, task set `{task_set}`",
         f"- built: {date}",
         "- files: `seed_graph.json` (a `regraph.graph/v1` export, one record per line; load it by hand with",
-        "  `regraph graph import bench/seed_graph/seed_graph.json`), `convergence.csv`, `convergence.png`",
+        "  `regraph graph import regraph_data/seed_graph/seed_graph.json`), `convergence.csv`, `convergence.png`",
         "",
         "## Size",
         "",

@@ -31,12 +31,13 @@ from typing import Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from bench.metrics import TIERS, BenchError, MetricsError, Tier, tier_for_steps
+from regraph_data import TASKS_DIR
 from search.construction import ConstructionError, read_trajectory_file
 
 logger = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_TASKS_DIR = REPO_ROOT / "bench" / "tasks"
+DEFAULT_TASKS_DIR = TASKS_DIR
 DEFAULT_TRAJECTORIES_DIR = REPO_ROOT / "bench" / "trajectories"
 DEFAULT_SPLIT_PATH = REPO_ROOT / "bench" / "split.json"
 

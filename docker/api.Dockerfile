@@ -8,6 +8,7 @@ COPY search ./search
 COPY executor ./executor
 COPY bench ./bench
 COPY regraph_cli ./regraph_cli
+COPY regraph_data ./regraph_data
 RUN pip install --no-cache-dir -c constraints.txt .
 ENV HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 EXPOSE 8080

@@ -12,6 +12,7 @@ COPY search ./search
 COPY executor ./executor
 COPY bench ./bench
 COPY regraph_cli ./regraph_cli
+COPY regraph_data ./regraph_data
 RUN pip install --no-cache-dir -c constraints.txt ".[gpu]"
 EXPOSE 8081
 CMD ["regraph", "executor", "serve", "--host", "0.0.0.0", "--port", "8081"]

@@ -56,7 +56,7 @@ logger = logging.getLogger("regraph.optimize")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_TRAJECTORIES = REPO_ROOT / "bench" / "trajectories"
-DEFAULT_TASKS = REPO_ROOT / "bench" / "tasks"
+DEFAULT_TASKS = REPO_ROOT / "regraph_data" / "tasks"
 
 
 class OptimizeCommandError(Exception):

@@ -139,7 +139,7 @@ class TaskDirectoryReferences:
     """References from a task directory laid out as `<root>/<task_id>/reference.cpp`."""
 
     def __init__(self, root: Path) -> None:
-        """Read references under `root` (e.g. bench/tasks)."""
+        """Read references under `root` (e.g. regraph_data/tasks)."""
         self.root = root
 
     def __call__(self, task_id: str) -> str:

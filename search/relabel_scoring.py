@@ -21,7 +21,7 @@ s_i = w . x_i + b, the "none of them" option scores 0, and P(i) = exp(s_i) / (1 
 So a candidate's probability depends on how it compares with the others: a best candidate far ahead
 of the rest is likely even when its own similarities are modest, and two close candidates share the
 mass. Its weights and the decision thresholds are fitted on the calibration half of the relabel
-benchmark (`python -m bench.relabel_bench --calibrate`) and committed in
+benchmark (`python -m bench.probes.relabel_bench --calibrate`) and committed in
 `search/data/relabel_model.v2.json`;
 the rule itself (`decide`) is: merge into the best candidate when its probability is at least
 `merge_threshold` and leads the runner-up by `margin`; a new technique when it is below

@@ -16,18 +16,19 @@ from pydantic import ValidationError
 from api.auth import ANONYMOUS
 from api.deps import StateDep
 from api.graph.protocol import CypherRequest
+from api.settings import default_cypher_examples
 from api.ui.render import without_vectors
 from api.ui.visitor import SERVICE_ERRORS, VisitDep, WriteDep, problem, run_reader_cypher
 
-ROOT = Path(__file__).resolve().parents[2]
-CYPHER_EXAMPLES = ROOT / "docs" / "cypher-examples.md"
 DEFAULT_QUERY = "MATCH (t:Technique) RETURN t.name AS name ORDER BY name LIMIT 25"
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
 
-def cypher_examples(path: Path = CYPHER_EXAMPLES) -> list[dict[str, Any]]:
-    """The documented example queries: each `## title`, its ```cypher block and ```json parameters."""
+def cypher_examples(path: Path | None = None) -> list[dict[str, Any]]:
+    """The documented example queries (``path``, by default the checkout's docs/cypher-examples.md):
+    each `## title`, its ```cypher block and ```json parameters."""
+    path = path or default_cypher_examples()
     if not path.is_file():
         return []
     out = []
@@ -46,15 +47,15 @@ def cypher_examples(path: Path = CYPHER_EXAMPLES) -> list[dict[str, Any]]:
     return out
 
 
-@lru_cache(maxsize=1)
-def _documented() -> list[dict[str, Any]]:
-    # Read once: the examples ship with the code.
-    return cypher_examples()
+@lru_cache(maxsize=4)
+def _documented(path: Path) -> list[dict[str, Any]]:
+    # Read once per file: the examples ship with the code (settings.cypher_examples_path).
+    return cypher_examples(path)
 
 
 @router.get("/cypher")
 def cypher_page(visit: VisitDep, example: int | None = None) -> HTMLResponse:
-    examples = _documented()
+    examples = _documented(visit.settings.cypher_examples_path)
     chosen = examples[example] if example is not None and 0 <= example < len(examples) else None
     return visit.render(
         "cypher.html",
@@ -92,7 +93,7 @@ async def cypher_run(visit: WriteDep, state: StateDep) -> HTMLResponse:
     return visit.render(
         "cypher.html",
         nav="cypher",
-        examples=_documented(),
+        examples=_documented(visit.settings.cypher_examples_path),
         query=query,
         parameters=parameters,
         result=result,

@@ -112,7 +112,7 @@ ServiceOf = Callable[[], ReasoningGraphService]
 CandidateSource = Annotated[
     str, Field(min_length=1, max_length=MAX_SOURCE_CHARS, description="your candidate's source")
 ]
-TaskRef = Annotated[str | None, Field(description="a task id of the service (bench/tasks)")]
+TaskRef = Annotated[str | None, Field(description="a task id of the service's task library")]
 InlineTask = Annotated[dict[str, Any] | None, Field(description="or the task inline (regraph.task/v1)")]
 
 _READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
@@ -364,7 +364,7 @@ def build_mcp_server(
     @server.tool()
     async def start_optimization(
         ctx: Context,
-        task_ref: Annotated[str | None, Field(description="a task id of the service (bench/tasks)")] = None,
+        task_ref: Annotated[str | None, Field(description="a task id of the service's task library")] = None,
         task: Annotated[dict[str, Any] | None, Field(description="or the task inline")] = None,
         source: Annotated[
             str | None, Field(max_length=MAX_SOURCE_CHARS, description="the program to start from")

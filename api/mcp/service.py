@@ -473,7 +473,7 @@ class ReasoningGraphService:
     # -- executor -----------------------------------------------------------------------------------------
 
     def resolve_task(self, task_ref: str | None, task: dict[str, Any] | None) -> Task:
-        """The task named by `task_ref` (bench/tasks) or given inline; raises `McpInputError`."""
+        """The task named by `task_ref` (settings.tasks_dir) or given inline; raises `McpInputError`."""
         return self._task(task_ref, task)
 
     def _task(self, task_ref: str | None, task: dict[str, Any] | None) -> Task:

@@ -43,7 +43,6 @@ from api.ui.visitor import (
 logger = logging.getLogger(__name__)
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
 
 # Every feature's pages, in the order they are mounted (no two serve the same path).
 FEATURES: tuple[APIRouter, ...] = (
@@ -57,14 +56,17 @@ FEATURES: tuple[APIRouter, ...] = (
     api.transfer.ui.router,
 )
 
-# Every asset the pages load, by the name they load it under: our own files and the pinned npm
-# packages installed by scripts/bootstrap.sh (nothing is fetched from elsewhere at run time).
-ASSETS: dict[str, Path] = {
-    "ui.css": HERE / "static" / "ui.css",
-    "ui.js": HERE / "static" / "ui.js",
-    "htmx.min.js": ROOT / "node_modules" / "htmx.org" / "dist" / "htmx.min.js",
-    "cytoscape.min.js": ROOT / "node_modules" / "cytoscape" / "dist" / "cytoscape.min.js",
-}
+
+def ui_assets(vendor: Path) -> dict[str, Path]:
+    """Every asset the pages load, by the name they load it under: our own files and the pinned npm
+    packages under `vendor` (settings.ui_vendor_dir; nothing is fetched from elsewhere at run time)."""
+    return {
+        "ui.css": HERE / "static" / "ui.css",
+        "ui.js": HERE / "static" / "ui.js",
+        "htmx.min.js": vendor / "htmx.org" / "dist" / "htmx.min.js",
+        "cytoscape.min.js": vendor / "cytoscape" / "dist" / "cytoscape.min.js",
+    }
+
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
@@ -78,8 +80,8 @@ def highlight_stylesheet() -> Response:
 
 
 @router.get("/static/{name}")
-def asset(name: str) -> Response:
-    path = ASSETS.get(name)
+def asset(name: str, request: Request) -> Response:
+    path = ui_assets(request.app.state.ui_settings.ui_vendor_dir).get(name)
     if path is None or not path.is_file():
         hint = " (run scripts/bootstrap.sh: npm ci)" if path is not None else ""
         return Response(f"no asset {name!r}{hint}", status_code=404, media_type="text/plain")
@@ -191,7 +193,7 @@ def mount(app: FastAPI, settings: ApiSettings) -> None:
     app.include_router(router)
     for feature in FEATURES:
         app.include_router(feature)
-    missing = [name for name, path in ASSETS.items() if not path.is_file()]
+    missing = [name for name, path in ui_assets(settings.ui_vendor_dir).items() if not path.is_file()]
     if missing:
         logger.warning("ui assets missing (run scripts/bootstrap.sh)", extra={"assets": ",".join(missing)})
     app.add_exception_handler(SignInRequired, _sign_in)

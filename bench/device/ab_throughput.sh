@@ -3,10 +3,10 @@
 # baseline tree ("base") in turn, on the same machine in one call: machine starts differ by ~30 % in
 # evaluations/hour, so only a comparison on one machine says whether a change helps.
 # The baseline is made here before the call and carried (an ignored directory, 2.4 MB), e.g. for HEAD:
-#   rm -rf .base && mkdir .base && git archive HEAD -- executor bench/__init__.py bench/executor_bench.py \
-#     bench/tasks bench/kernel_tasks bench/device | tar -x -C .base
-#   cp bench/throughput.py bench/device/run_throughput_gpu.sh .base/bench/  # the same measurement on both
-#   (run_throughput_gpu.sh into .base/bench/device/), and `echo /.base/ >> .git/info/exclude`
+#   rm -rf .base && mkdir .base && git archive HEAD -- executor bench/__init__.py bench/probes/__init__.py \
+#     bench/probes/executor_bench.py regraph_data bench/device | tar -x -C .base
+#   cp bench/probes/throughput.py .base/bench/probes/  # the same measurement on both
+#   (and run_throughput_gpu.sh into .base/bench/device/), and `echo /.base/ >> .git/info/exclude`
 # Carry: .whl and .base. Knobs: AB_CONFIGS (default "profile"), AB_ROUNDS (default "a": one round;
 # "a b": two, interleaved new, base, new, base), BENCH_SECONDS (60), AB_TREES (default "new base": the
 # trees run in turn; "new" is the working tree, any other name N the carried directory .N, made as

@@ -35,7 +35,7 @@ if [ -z "${SKIP_TESTS:-}" ]; then
   tail -6 "$OUT/gpu_tests.log"
 fi
 if [ -z "${SKIP_BENCH:-}" ]; then
-  timeout "${BENCH_TIMEOUT:-240}" python3 -m bench.executor_bench --runtime gpu --tasks bench/kernel_tasks --tasks bench/tasks \
+  timeout "${BENCH_TIMEOUT:-240}" python3 -m bench.probes.executor_bench --runtime gpu --tasks regraph_data/kernel_tasks --tasks regraph_data/tasks \
     --limit "${BENCH_LIMIT:-40}" --evals 1 --gap 0 --cov-tasks 0 --cov-repeats 0 --load-inline 0 \
     --out "$OUT/executor_bench.json" --md "$OUT/executor_bench.md" 2> "$OUT/executor_bench.log"
   python3 - "$OUT/executor_bench.json" <<'PY'

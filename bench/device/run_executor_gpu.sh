@@ -5,7 +5,7 @@
 # Carry: .whl (pydantic & co wheels; pycuda as a prebuilt wheel or its sdist in .whl/src).
 # Writes to $OUT (at most 7 files): env.txt, gpu_tests.log, executor_bench.{json,md,log}, and
 # pycuda_build.log + the pycuda wheel only when pycuda had to be built.
-# Knobs: TASK_DIRS ("bench/kernel_tasks bench/tasks"), BENCH_GAP (s before each steady evaluation, 2), SKIP_TESTS=1, TESTS_TIMEOUT (s, 200), BENCH_TIMEOUT (s, 300), BENCH_LIMIT (tasks per directory,
+# Knobs: TASK_DIRS ("regraph_data/kernel_tasks regraph_data/tasks"), BENCH_GAP (s before each steady evaluation, 2), SKIP_TESTS=1, TESTS_TIMEOUT (s, 200), BENCH_TIMEOUT (s, 300), BENCH_LIMIT (tasks per directory,
 # 16), BENCH_EVALS (steady evaluations per task, 2), COV_TASKS (4), COV_REPEATS (5), LOAD_INLINE (2),
 # BENCH_OPTIONS (EvaluationOptions fields as JSON over the defaults, '{}').
 # The repeatability table evaluates each of its tasks 2*COV_REPEATS times (on the task's timing set,
@@ -19,13 +19,13 @@ if [ -z "${SKIP_TESTS:-}" ]; then
   tail -25 "$OUT/gpu_tests.log"
 fi
 # Kernel tasks first: if the time limit cuts the run short, the NVRTC numbers are already in.
-timeout "${BENCH_TIMEOUT:-300}" python3 -m bench.executor_bench --runtime gpu \
-  $(for d in ${TASK_DIRS:-bench/kernel_tasks bench/tasks}; do printf -- "--tasks %s " "$d"; done) --limit "${BENCH_LIMIT:-16}" --evals "${BENCH_EVALS:-2}" --gap "${BENCH_GAP:-2}" \
+timeout "${BENCH_TIMEOUT:-300}" python3 -m bench.probes.executor_bench --runtime gpu \
+  $(for d in ${TASK_DIRS:-regraph_data/kernel_tasks regraph_data/tasks}; do printf -- "--tasks %s " "$d"; done) --limit "${BENCH_LIMIT:-16}" --evals "${BENCH_EVALS:-2}" --gap "${BENCH_GAP:-2}" \
   --cov-tasks "${COV_TASKS:-4}" --cov-repeats "${COV_REPEATS:-5}" --load-inline "${LOAD_INLINE:-2}" --options "${BENCH_OPTIONS:-{\}}" \
   --out "$OUT/executor_bench.json" --md "$OUT/executor_bench.md" 2> "$OUT/executor_bench.log"
 status=$?
 if [ "$status" -ne 0 ]; then
   echo "benchmark exited with $status (124: time limit); tables from its checkpoint:"
-  python3 -m bench.executor_bench --render "$OUT/executor_bench.json" --md "$OUT/executor_bench.md" 2>> "$OUT/executor_bench.log"
+  python3 -m bench.probes.executor_bench --render "$OUT/executor_bench.json" --md "$OUT/executor_bench.md" 2>> "$OUT/executor_bench.log"
 fi
 tail -5 "$OUT/executor_bench.log"

@@ -34,14 +34,14 @@ if [ -z "${SKIP_TESTS:-}" ]; then
   tail -25 "$OUT/gpu_tests.log"
   kill "$FLEET_PID"; wait "$FLEET_PID" 2>/dev/null; FLEET_PID=
 fi
-timeout $(( ${BENCH_SECONDS:-240} + 150 )) python3 -m bench.throughput --runtime gpu --ray 127.0.0.1:6380 --replicas 1 \
-  --tasks bench/tasks --tasks bench/kernel_tasks --per-task "${PER_TASK:-1}" --hangs "${HANGS:-3}" \
+timeout $(( ${BENCH_SECONDS:-240} + 150 )) python3 -m bench.probes.throughput --runtime gpu --ray 127.0.0.1:6380 --replicas 1 \
+  --tasks regraph_data/tasks --tasks regraph_data/kernel_tasks --per-task "${PER_TASK:-1}" --hangs "${HANGS:-3}" \
   --clients "${CLIENTS:-4}" --max-seconds "${BENCH_SECONDS:-240}" \
   --out "$OUT/throughput.json" --md "$OUT/throughput.md" 2> "$OUT/throughput.log"
 tail -5 "$OUT/throughput.log"; cat "$OUT/throughput.md"
 if [ -n "${SINGLE:-}" ]; then
-  timeout $(( ${BENCH_SECONDS:-240} + 150 )) python3 -m bench.throughput --runtime gpu --single \
-    --tasks bench/tasks --tasks bench/kernel_tasks --per-task "${PER_TASK:-1}" --hangs "${HANGS:-3}" \
+  timeout $(( ${BENCH_SECONDS:-240} + 150 )) python3 -m bench.probes.throughput --runtime gpu --single \
+    --tasks regraph_data/tasks --tasks regraph_data/kernel_tasks --per-task "${PER_TASK:-1}" --hangs "${HANGS:-3}" \
     --clients "${CLIENTS:-4}" --max-seconds "${BENCH_SECONDS:-240}" \
     --out "$OUT/throughput_single.json" --md "$OUT/throughput_single.md" 2> "$OUT/throughput_single.log"
   cat "$OUT/throughput_single.md"

@@ -62,16 +62,16 @@ stop_fleet() { [ -n "$FLEET_PID" ] && kill "$FLEET_PID" && wait "$FLEET_PID" 2>/
 nsizes=$(echo "$SIZES" | tr ',' '\n' | wc -l)
 need=$(( (BENCH + 40) * nsizes ))
 if fits "$need" "Scaling"; then
-  timeout "$(( need < $(left) ? need : $(left) ))" python3 -m bench.throughput --runtime "$RUNTIME" --ray 127.0.0.1:6380 \
-    --replicas "$SIZES" --tasks bench/tasks --tasks bench/kernel_tasks --per-task "${PER_TASK:-1}" --hangs 3 \
+  timeout "$(( need < $(left) ? need : $(left) ))" python3 -m bench.probes.throughput --runtime "$RUNTIME" --ray 127.0.0.1:6380 \
+    --replicas "$SIZES" --tasks regraph_data/tasks --tasks regraph_data/kernel_tasks --per-task "${PER_TASK:-1}" --hangs 3 \
     --clients "${CLIENTS:-4}" --max-seconds "$BENCH" --out "$RES/scaling.json" --md "$RES/scaling.md" 2> "$RES/scaling.log"
   summary "\n## Scaling (exit $?)\n"; cat "$RES/scaling.md" >> "$RES/summary.md" 2>/dev/null; pack
 fi
 # 2. A replica killed mid-queue.
 need=$(( KILLS + 60 ))
 if fits "$need" "One replica killed"; then
-  timeout "$need" python3 -m bench.throughput --runtime "$RUNTIME" --ray 127.0.0.1:6380 \
-    --replicas "$N" --tasks bench/tasks --tasks bench/kernel_tasks --per-task 1 --hangs 0 \
+  timeout "$need" python3 -m bench.probes.throughput --runtime "$RUNTIME" --ray 127.0.0.1:6380 \
+    --replicas "$N" --tasks regraph_data/tasks --tasks regraph_data/kernel_tasks --per-task 1 --hangs 0 \
     --clients "${CLIENTS:-4}" --max-seconds "$KILLS" --kill-after "${KILL_AFTER:-40}" \
     --out "$RES/kill.json" --md "$RES/kill.md" 2> "$RES/kill.log"
   summary "\n## One replica killed (exit $?)\n"; cat "$RES/kill.md" >> "$RES/summary.md" 2>/dev/null; pack

@@ -2,7 +2,7 @@
 # Issue 29's scaling run in ONE device call (kind nvidia-h200-x4, <= 600 s): a Ray head on this machine
 # with one executor replica per GPU (each pinned to its GPU's share of the cores), then, in this order,
 # each step only when it still fits in DEADLINE_S (a skipped step says so):
-#   1. bench.throughput's mixed queue at saturation on fleets of SIZES replicas (default 1,4,2), a fresh
+#   1. bench.probes.throughput's mixed queue at saturation on fleets of SIZES replicas (default 1,4,2), a fresh
 #      cache each, BENCH_SECONDS (150) of queue each: evaluations/hour over the run and after the first
 #      minute, scaling efficiency, and the table of where the time goes per fleet size (lock held, time
 #      under the lock, trials' lock wait, driver init, context lock wait and creation, trials);
@@ -39,8 +39,8 @@ N=${GPUS:-$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)}
 if [ "$N" -ge 4 ]; then SIZES=${SIZES:-1,4,2}; else SIZES=${SIZES:-$(seq -s, 1 "$N")}; fi
 BENCH=${BENCH_SECONDS:-150}; DEADLINE=${DEADLINE_S:-590}
 LARGEST=$(echo "$SIZES" | tr ',' '\n' | sort -n | tail -1)
-TASKS="--tasks bench/tasks --tasks bench/kernel_tasks --limit ${LIMIT:-1000}"
-[ "$RUNTIME" = host ] && TASKS="--tasks bench/tasks --limit ${LIMIT:-1000}"
+TASKS="--tasks regraph_data/tasks --tasks regraph_data/kernel_tasks --limit ${LIMIT:-1000}"
+[ "$RUNTIME" = host ] && TASKS="--tasks regraph_data/tasks --limit ${LIMIT:-1000}"
 left() { echo $(( DEADLINE - ($(date +%s) - started) )); }
 summary() { echo -e "$*" >> "$RES/summary.md"; }
 pack() {
@@ -62,7 +62,7 @@ nsizes=$(echo "$SIZES" | tr ',' '\n' | wc -l)
 for n in $(echo "$SIZES" | tr ',' ' '); do
   [ "$n" = 0 ] && continue  # SIZES=0: the probe alone
   if [ "$(left)" -lt $(( BENCH + 25 )) ]; then summary "\n## $n replicas: skipped ($(left) s left)"; continue; fi
-  timeout $(( $(left) > 0 ? $(left) : 1 )) python3 -m bench.throughput --runtime "$RUNTIME" --ray 127.0.0.1:6381 \
+  timeout $(( $(left) > 0 ? $(left) : 1 )) python3 -m bench.probes.throughput --runtime "$RUNTIME" --ray 127.0.0.1:6381 \
     --replicas "$n" $TASKS --per-task "${PER_TASK:-4}" --hangs 3 --clients "${CLIENTS:-16}" \
     --max-seconds "$BENCH" --hard-stop --out "$RES/queue_$n.json" --md "$RES/queue_$n.md" 2> "$RES/queue_$n.log"
   echo "size $n: exit $? at $(( $(date +%s) - started )) s" >> "$RES/steps.txt"
@@ -72,7 +72,7 @@ done
 python3 - "$RES" $(echo "$SIZES" | tr ',' ' ') <<'PY' >> "$RES/summary.md"
 import json, sys
 from pathlib import Path
-from bench.throughput import render_time_table
+from bench.probes.throughput import render_time_table
 runs = []
 for n in sys.argv[2:]:
     path = Path(sys.argv[1]) / f"queue_{n}.json"
@@ -89,7 +89,7 @@ pack
 if [ -z "${SKIP_PROBE:-}" ]; then
   if [ "$(left)" -lt 45 ]; then summary "\n## Probe: skipped ($(left) s left)"; else
     cap=$(( ($(left) - 25) / 2 ))
-    timeout "$(left)" python3 -m bench.throughput --probe --runtime "$RUNTIME" --ray 127.0.0.1:6381 \
+    timeout "$(left)" python3 -m bench.probes.throughput --probe --runtime "$RUNTIME" --ray 127.0.0.1:6381 \
       --replicas "${PROBE_REPLICAS:-$LARGEST}" $TASKS --probe-clients "${PROBE_CLIENTS:-16}" --max-seconds "$cap" --hard-stop \
       --out "$RES/probe.json" --md "$RES/probe.md" 2> "$RES/probe.log"
     summary "\n## First pass and second pass (exit $?, each pass cut at $cap s)\n"

@@ -22,7 +22,7 @@ teacher() {  # name, tasks, time limit
 teacher teacher "${TASKS:-eval}" "${TEACHER_LIMIT_S:-280}"
 [ -n "${BUILD_TASKS:-}" ] && teacher teacher_build "$BUILD_TASKS" "${BUILD_LIMIT_S:-200}"
 for task in ${SEARCH_TASKS:-}; do
-  timeout ${SEARCH_TIMEOUT_S:-150} python3 -m regraph_cli optimize "bench/tasks/$task/reference.cpp" --task "bench/tasks/$task" \
+  timeout ${SEARCH_TIMEOUT_S:-150} python3 -m regraph_cli optimize "regraph_data/tasks/$task/reference.cpp" --task "regraph_data/tasks/$task" \
     --executor-url http://127.0.0.1:8081 --replay "bench/trajectories/$task.jsonl" --graph trajectories \
     --method regraph-mcgs --budget "${SEARCH_BUDGET:-10}" --verification verified --out "$RUN/optimize" \
     > "$RUN/optimize_$task.log" 2>&1

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One-call GPU throughput matrix on one lent GPU: the benchmark's mixed queue (bench.throughput) under
+# One-call GPU throughput matrix on one lent GPU: the benchmark's mixed queue (bench.probes.throughput) under
 # several executor configurations, one after the other, each for BENCH_SECONDS of queue, so that what
 # limits the evaluations per hour shows up side by side on the same machine. Each configuration's
 # table and JSON go to $RES/<name>.{md,json,log}; after each one, $OUT/throughput_results.tar.gz and
@@ -23,7 +23,7 @@
 #   all       one executor, wide's settings, every task, 4 correct candidates each (+ 1 failing)
 #   seq       one executor, one client, 6 candidates of each of 4+4 tasks: the lock's time per
 #             evaluation without other evaluations competing for the CPU
-#   hangcost  bench.hang_cost on the gpu runtime (a function task's first call and warm-up hanging)
+#   hangcost  bench.probes.hang_cost on the gpu runtime (a function task's first call and warm-up hanging)
 #   fleettests  the executor's GPU tests through a fleet of one replica (pytest -m gpu tests/gpu)
 set -uo pipefail
 START=$(date +%s)
@@ -39,15 +39,15 @@ pack() {
     echo "## $(basename "$f" .md)"; echo; cat "$f"; echo; done; } > "$OUT/summary.md"
   tar czf "$OUT/throughput_results.tar.gz" -C "$(dirname "$RES")" "$(basename "$RES")"
 }
-run_one() {  # name, then bench.throughput's arguments
+run_one() {  # name, then bench.probes.throughput's arguments
   local name=$1; shift
   local now=$(( $(date +%s) - START ))
   if (( now + SECONDS_EACH + 60 > DEADLINE )); then
     echo "skipped $name: $now s gone of $DEADLINE" | tee -a "$RES/skipped.txt"; return
   fi
   echo "== $name (at $now s): $*"
-  timeout $(( SECONDS_EACH + 120 )) python3 -m bench.throughput --runtime gpu --tasks bench/tasks \
-    --tasks bench/kernel_tasks --hangs 3 --seed "${SEED:-0}" --max-seconds "$SECONDS_EACH" \
+  timeout $(( SECONDS_EACH + 120 )) python3 -m bench.probes.throughput --runtime gpu --tasks regraph_data/tasks \
+    --tasks regraph_data/kernel_tasks --hangs 3 --seed "${SEED:-0}" --max-seconds "$SECONDS_EACH" \
     --out "$RES/$name.json" --md "$RES/$name.md" "$@" 2> "$RES/$name.log"
   echo "rc $? after $(( $(date +%s) - START )) s" >> "$RES/$name.log"
   grep -E "^\| 1 \|" "$RES/$name.md" | head -3
@@ -70,7 +70,7 @@ for config in ${CONFIGS:-base wide wide4 fleet4}; do
     all) run_one all --single --settings "$WIDE" --clients 16 --per-task 4 ;;
     seq) run_one seq --single --settings "$WIDE" --clients 1 --per-task 6 --limit 4 ;;
     hangcost)
-      timeout 240 python3 -m bench.hang_cost --runtime gpu --runs 3 --out "$RES/hang_cost.json" \
+      timeout 240 python3 -m bench.probes.hang_cost --runtime gpu --runs 3 --out "$RES/hang_cost.json" \
         --md "$RES/hang_cost.md" > "$RES/hang_cost.log" 2>&1
       tail -12 "$RES/hang_cost.md"; pack ;;
     fleettests)

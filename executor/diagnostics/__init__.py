@@ -6,7 +6,7 @@ Not used by the service. Each module runs on its own on a GPU host:
   executor's own batches (what the kernel warm-up waits for);
 * ``python -m executor.diagnostics.clock_ramp``: the SM clock under load after an idle spell (NVML);
 * :mod:`executor.diagnostics.load_inline`: a candidate built through torch's ``load_inline``
-  (KernelBench's route) and checked by the executor's rule, run by ``bench.executor_bench --load-inline``.
+  (KernelBench's route) and checked by the executor's rule, run by ``bench.probes.executor_bench --load-inline``.
 
 Their pure parts (tables, windows, the launcher's source) are tested on any machine.
 """

@@ -1,6 +1,6 @@
 """Building a candidate through ``torch.utils.cpp_extension.load_inline``, KernelBench's route.
 
-A cross-check of the executor's own compile-and-run path on a GPU host (``bench.executor_bench
+A cross-check of the executor's own compile-and-run path on a GPU host (``bench.probes.executor_bench
 --load-inline N`` runs it on a few tasks): the candidate is built as a torch extension together with a
 small launcher (:func:`launcher_source`), run once at the test size on torch tensors and compared with
 the task's reference by the executor's own rule. Needs torch with CUDA, nvcc and ninja; torch is

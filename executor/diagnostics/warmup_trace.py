@@ -1,6 +1,6 @@
 """Trace a kernel's trial times from a cold start: what the executor's warm-up waits for.
 
-    python3 -m executor.diagnostics.warmup_trace [--tasks bench/kernel_tasks] [--limit 4] [--trials 600] \\
+    python3 -m executor.diagnostics.warmup_trace [--tasks regraph_data/kernel_tasks] [--limit 4] [--trials 600] \\
         [--idle 1.5] [--out FILE]
 
 For each kernel task's ``candidate.cu`` (compiled as the executor does) it builds the timing buffers
@@ -59,7 +59,7 @@ def windows(times: list[float]) -> list[float]:
 def main() -> None:
     """Entry point."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tasks", type=Path, default=Path("bench/kernel_tasks"))
+    parser.add_argument("--tasks", type=Path, default=Path("regraph_data/kernel_tasks"))
     parser.add_argument("--limit", type=int, default=4)
     parser.add_argument("--trials", type=int, default=600)
     parser.add_argument("--idle", type=float, default=1.5)

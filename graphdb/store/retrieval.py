@@ -19,7 +19,7 @@ DEFAULT_SCAN_LIMIT = 16
 """How many candidates of one transition retrieval compares with the query code by default.
 
 Bounding this is what keeps the search's per-step call fast on a large graph: the most connected
-technique has ~40 successors, each ranking this many candidates (see bench/graph_bench.py); a
+technique has ~40 successors, each ranking this many candidates (see bench/probes/graph_bench.py); a
 transition of at most this many examples is ranked exactly. At most `CANDIDATES_PER_TRANSITION`.
 """
 

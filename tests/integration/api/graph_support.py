@@ -42,7 +42,7 @@ from tests.conftest import CLEAR_GRAPH
 from tests.support.servers import serve_in_thread
 
 ROOT = Path(__file__).resolve().parents[3]
-TASKS = ROOT / "bench" / "tasks"
+TASKS = ROOT / "regraph_data" / "tasks"
 TRAJECTORIES = ROOT / "bench" / "trajectories"
 SEED_TASKS = [
     "gemm_f32",

@@ -14,7 +14,7 @@ from search.protocols import INITIAL_TECHNIQUE
 from search.relabel import RelabelConfig, RelabelPolicy, scorer_rows, technique_candidates
 from search.relabel_scoring import CandidateIndex, StepText, load_model
 
-SEED_GRAPH = Path(__file__).resolve().parents[3] / "bench" / "seed_graph" / "seed_graph.json"
+SEED_GRAPH = Path(__file__).resolve().parents[3] / "regraph_data" / "seed_graph" / "seed_graph.json"
 
 
 def test_one_index_scores_each_technique_as_an_index_of_the_others_does(embedder: Embedder) -> None:

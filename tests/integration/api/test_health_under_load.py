@@ -1,6 +1,6 @@
 """Health checks answer while 50 slow Cypher queries run (issue 15, S9: /healthz took 8.8 s).
 
-Not a timing test (bench/healthz_load.py measures the latency): each probe only has to answer, within a
+Not a timing test (bench/probes/healthz_load.py measures the latency): each probe only has to answer, within a
 limit shorter than one query's run, so a probe that waited behind the queries (a shared thread pool)
 fails. 50 queries of 20 s each run at once (all inside Neo4j: the API's concurrency limit is raised
 to 50 here) over real HTTP against the real app and Neo4j.

@@ -41,7 +41,7 @@ pytestmark = pytest.mark.neo4j
 
 ROOT = Path(__file__).resolve().parents[3]
 TASK_ID = "mandelbrot_q28_i32"
-TASK_DIR = ROOT / "bench" / "tasks" / TASK_ID
+TASK_DIR = ROOT / "regraph_data" / "tasks" / TASK_ID
 TRAJECTORY = ROOT / "bench" / "trajectories" / f"{TASK_ID}.jsonl"
 OTHER_TRAJECTORY = ROOT / "bench" / "trajectories" / "game_of_life_u8.jsonl"
 CLEAR = "MATCH (n) WHERE NOT n:SchemaMigration CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 5000 ROWS"
@@ -63,7 +63,7 @@ def _write_graph(driver: Driver, database: str) -> None:
         for n, v in zip(names, vectors, strict=True)
     ]
     # Examples from another task's trajectory, plus the second step of this task's own.
-    other_ref = (ROOT / "bench" / "tasks" / "game_of_life_u8" / "reference.cpp").read_text()
+    other_ref = (ROOT / "regraph_data" / "tasks" / "game_of_life_u8" / "reference.cpp").read_text()
     steps = [
         (INITIAL_TECHNIQUE, "Parallelization", "game_of_life_u8", other_ref, other["steps"][0]),
         (

@@ -32,7 +32,7 @@ from graphdb.models import Role
 from graphdb.store import Neo4jGraphStore
 from tests.support.servers import serve_in_thread
 
-NO_HANG_S = 30.0  # an answer must come at all; how fast is measured by bench/startup_time.py
+NO_HANG_S = 30.0  # an answer must come at all; how fast is measured by bench/probes/startup_time.py
 
 
 class TcpForwarder:

@@ -41,7 +41,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("corpus")
     (root / "trajectories").mkdir()
     for task_id in HELD_OUT + GRAPH_BUILDING:
-        shutil.copytree(REPO / "bench" / "tasks" / task_id, root / "tasks" / task_id)
+        shutil.copytree(REPO / "regraph_data" / "tasks" / task_id, root / "tasks" / task_id)
         shutil.copy(REPO / "bench" / "trajectories" / f"{task_id}.jsonl", root / "trajectories")
     return root
 

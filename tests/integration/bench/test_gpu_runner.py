@@ -47,7 +47,7 @@ def gpu_executor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def test_search_and_teacher_runs_are_measured(gpu_executor: str, tmp_path: Path) -> None:
     (tmp_path / "trajectories").mkdir()
     for task_id in HELD_OUT + BUILDING:
-        shutil.copytree(REPO / "bench" / "tasks" / task_id, tmp_path / "tasks" / task_id)
+        shutil.copytree(REPO / "regraph_data" / "tasks" / task_id, tmp_path / "tasks" / task_id)
         shutil.copy(REPO / "bench" / "trajectories" / f"{task_id}.jsonl", tmp_path / "trajectories")
     dirs = {"tasks_dir": tmp_path / "tasks", "trajectories_dir": tmp_path / "trajectories"}
     selection = select_tasks([",".join(HELD_OUT)], split_path=tmp_path / "none.json", **dirs)

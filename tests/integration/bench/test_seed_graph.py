@@ -104,7 +104,7 @@ def test_the_leakage_check_catches_an_evaluation_task(seed: GraphExport) -> None
     split = read_split()
     tasks, _ = load_bench_tasks()
     evaluation = [t for t in tasks if t.id in set(split.eval)]
-    reference = (REPO_ROOT / "bench" / "tasks" / evaluation[0].id / "reference.cpp").read_text(
+    reference = (REPO_ROOT / "regraph_data" / "tasks" / evaluation[0].id / "reference.cpp").read_text(
         encoding="utf-8"
     )
     example = seed.examples[0]

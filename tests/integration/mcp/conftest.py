@@ -1,6 +1,6 @@
 """The real stack the MCP tests talk to, shared per test module.
 
-The session's Neo4j holds the committed seed graph (bench/seed_graph, loaded the way the API loads
+The session's Neo4j holds the committed seed graph (regraph_data/seed_graph, loaded the way the API loads
 it into an empty graph) and one API key per role; the REAL executor service runs on loopback with
 runtime ``none`` (compile-only: nothing is ever verified here, as on CI); standing in for the LLM, the
 replay backend answers the step prompts from the mandelbrot teacher trajectory.
@@ -31,7 +31,7 @@ TRAJECTORY = ROOT / "bench" / "trajectories" / f"{TASK_ID}.jsonl"
 # How many techniques the committed seed graph holds (the tests load it as the API does).
 SEED_NAMES = [
     t["name"]
-    for t in json.loads((ROOT / "bench" / "seed_graph" / "seed_graph.json").read_text())["techniques"]
+    for t in json.loads((ROOT / "regraph_data" / "seed_graph" / "seed_graph.json").read_text())["techniques"]
 ]
 SEED_TECHNIQUES = len(SEED_NAMES)
 

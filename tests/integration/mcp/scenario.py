@@ -33,7 +33,7 @@ TOOLS = {
 }
 READER_TOOLS = TOOLS - {"review_example"}  # curator tools are not listed for readers
 SEED_DEVICE = "NVIDIA H100 80GB HBM3 (sm_90)"  # every example of the seed graph was measured there
-REFERENCE = (ROOT / "bench" / "tasks" / TASK_ID / "reference.cpp").read_text()
+REFERENCE = (ROOT / "regraph_data" / "tasks" / TASK_ID / "reference.cpp").read_text()
 # The teacher's first CUDA version of the task: it compiles (and would pass on a GPU).
 CANDIDATE: str = json.loads(TRAJECTORY.read_text().splitlines()[0])["steps"][0]["code"]
 

@@ -134,7 +134,7 @@ def _commands_reach_the_stack(tmp_path: Path, executor_url: str) -> None:
 
         # `regraph optimize` in process, on the graph (--graph neo4j, the default) and the executor of
         # the running stack: no --executor-url, no REGRAPH_EXECUTOR_URL, no second Neo4j.
-        task_dir = ROOT / "bench" / "tasks" / "mandelbrot_q28_i32"
+        task_dir = ROOT / "regraph_data" / "tasks" / "mandelbrot_q28_i32"
         optimized = _regraph(
             env,
             "optimize",

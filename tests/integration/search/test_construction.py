@@ -27,7 +27,7 @@ from search.relabel import Relabeler
 from search.relabel_scoring import ScoringModel, load_model
 from search.retrieval import GraphKnowledge
 
-TASKS = Path(__file__).resolve().parents[3] / "bench" / "tasks"
+TASKS = Path(__file__).resolve().parents[3] / "regraph_data" / "tasks"
 
 
 def naive_code(task: str) -> str:

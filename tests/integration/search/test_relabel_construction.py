@@ -29,7 +29,7 @@ from tests.support.openai_test_server import OpenAITestServer
 pytestmark = pytest.mark.timeout(1200)
 
 ROOT = Path(__file__).resolve().parents[3]
-TASKS = ROOT / "bench" / "tasks"
+TASKS = ROOT / "regraph_data" / "tasks"
 KAHAN = "Each thread keeps a running compensation term so that the float sum loses fewer low bits."
 
 

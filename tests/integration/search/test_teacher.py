@@ -25,7 +25,7 @@ from search.relabel import Relabeler
 from search.teacher import TeacherTrajectorySource, load_teacher_tasks
 from tests.support.openai_test_server import OpenAITestServer
 
-TASKS = Path(__file__).resolve().parents[3] / "bench" / "tasks"
+TASKS = Path(__file__).resolve().parents[3] / "regraph_data" / "tasks"
 
 
 def program(task: str, entry_args: str, note: str) -> str:

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import load_check_tasks
+from bench.probes import check_tasks as _checker
 
-_checker = load_check_tasks()
 main = _checker.main
 tier_for_steps = _checker.tier_for_steps
 
@@ -22,7 +21,7 @@ SAMPLE = "gemv_rowmajor_f32"
 def layout(tmp_path: Path) -> tuple[Path, Path]:
     """A private copy of one real task and its trajectory."""
     tasks, trajectories = tmp_path / "tasks", tmp_path / "trajectories"
-    shutil.copytree(REPO_ROOT / "bench" / "tasks" / SAMPLE, tasks / SAMPLE)
+    shutil.copytree(REPO_ROOT / "regraph_data" / "tasks" / SAMPLE, tasks / SAMPLE)
     trajectories.mkdir()
     shutil.copy(REPO_ROOT / "bench" / "trajectories" / f"{SAMPLE}.jsonl", trajectories)
     return tasks, trajectories

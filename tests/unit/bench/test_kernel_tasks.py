@@ -1,11 +1,11 @@
-"""The ParEval-style kernel-task suite (bench/kernel_tasks): every task loads, its serial reference runs
+"""The ParEval-style kernel-task suite (regraph_data/kernel_tasks): every task loads, its serial reference runs
 at both sizes, and its candidate.cu passes the static checks and compiles for sm_90, with nvcc and with
 NVRTC, with the entry kernel in the product and its launch fitting the compiled kernel's resources.
 
 No GPU is needed: references are real g++ builds run through the executor, candidates real nvcc and
 NVRTC builds through the executor's Compiler. Whether the candidates compute the right answer on a GPU
 is for the executor benchmark on the device; until then each candidate is also run on the CPU through
-bench/kernel_tasks/cuda_on_cpu.h (CUDA threads as fibers, real barriers and warp shuffles, guard zones
+regraph_data/kernel_tasks/cuda_on_cpu.h (CUDA threads as fibers, real barriers and warp shuffles, guard zones
 around every array) and compared with the reference, which catches indexing, grid-coverage and
 synchronisation mistakes, though not hardware races. Builds happen once per module, in parallel, into
 a cache under the test's temporary directory.
@@ -43,8 +43,8 @@ from executor.taskformat import (
 from executor.verdict import CompileResult
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
-SUITE_DIR = REPO_ROOT / "bench" / "kernel_tasks"
-FUNCTION_TASKS_DIR = REPO_ROOT / "bench" / "tasks"
+SUITE_DIR = REPO_ROOT / "regraph_data" / "kernel_tasks"
+FUNCTION_TASKS_DIR = REPO_ROOT / "regraph_data" / "tasks"
 EMULATION_HEADER = SUITE_DIR / "cuda_on_cpu.h"
 
 TASK_DIRS = (
@@ -101,7 +101,7 @@ def test_suite_has_enough_distinct_tasks() -> None:
     assert len(TASK_DIRS) >= 20
     assert len(set(TASK_IDS)) == len(TASK_IDS)
     function_task_ids = {p.name for p in FUNCTION_TASKS_DIR.iterdir() if (p / "task.json").is_file()}
-    assert not set(TASK_IDS) & function_task_ids, "kernel task ids must not collide with bench/tasks"
+    assert not set(TASK_IDS) & function_task_ids, "kernel task ids must not collide with regraph_data/tasks"
     for path in TASK_DIRS:
         assert (path / "candidate.cu").is_file(), f"{path.name} has no candidate.cu"
 

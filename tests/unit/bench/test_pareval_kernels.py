@@ -1,5 +1,5 @@
 """Our ParEval kernels (bench/pareval_kernels) against the converted references, on the CPU emulation of
-CUDA (bench/kernel_tasks/cuda_on_cpu.h, as in test_kernel_tasks.py): two seeded input sets at ParEval's
+CUDA (regraph_data/kernel_tasks/cuda_on_cpu.h, as in test_kernel_tasks.py): two seeded input sets at ParEval's
 validation size, the warps of each block run first to last and last to first.
 
 ParEval is not part of this repository: the tests run when a checkout is at ``$REGRAPH_PAREVAL_DIR`` or

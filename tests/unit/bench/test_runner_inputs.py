@@ -27,7 +27,7 @@ TASKS = [
 def corpus(tmp_path: Path) -> Path:
     (tmp_path / "trajectories").mkdir()
     for task_id in TASKS:
-        shutil.copytree(REPO / "bench" / "tasks" / task_id, tmp_path / "tasks" / task_id)
+        shutil.copytree(REPO / "regraph_data" / "tasks" / task_id, tmp_path / "tasks" / task_id)
         shutil.copy(REPO / "bench" / "trajectories" / f"{task_id}.jsonl", tmp_path / "trajectories")
     return tmp_path
 
@@ -56,7 +56,7 @@ def test_eval_selection_uses_a_checked_split(corpus: Path) -> None:
     assert [t.id for t in selection.tasks] == split.eval and selection.build_ids == split.build
     assert all(t.context.initial_code == t.task.reference_source for t in selection.tasks)
     # A task added after the split makes the split stale: the run refuses rather than mis-splitting.
-    shutil.copytree(REPO / "bench" / "tasks" / "sobel_mag2_u8", corpus / "tasks" / "sobel_mag2_u8")
+    shutil.copytree(REPO / "regraph_data" / "tasks" / "sobel_mag2_u8", corpus / "tasks" / "sobel_mag2_u8")
     shutil.copy(REPO / "bench" / "trajectories" / "sobel_mag2_u8.jsonl", corpus / "trajectories")
     with pytest.raises(RunnerError, match="sobel_mag2_u8"):
         _select(corpus, "eval")

@@ -16,17 +16,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.probes import check_tasks as _checker
 from executor.reference import build_reference, run_reference
 from executor.taskformat import FunctionTask, KernelTask, load_task
 
-from .conftest import load_check_tasks
-
-_checker = load_check_tasks()
 TRAJECTORY_FORMAT = _checker.TRAJECTORY_FORMAT
 tier_for_steps = _checker.tier_for_steps
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
-TASKS_DIR = REPO_ROOT / "bench" / "tasks"
+TASKS_DIR = REPO_ROOT / "regraph_data" / "tasks"
 TRAJECTORIES_DIR = REPO_ROOT / "bench" / "trajectories"
 
 TASK_DIRS = (

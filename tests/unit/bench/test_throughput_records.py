@@ -1,5 +1,5 @@
 """The throughput benchmark keeps every verdict's stage seconds and reports a correct candidate's time
-under the GPU lock per task kind (bench/throughput.py): the table that says where the lock goes."""
+under the GPU lock per task kind (bench/probes/throughput.py): the table that says where the lock goes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.throughput import QueueItem, Result, lock_by_kind, render, summarize
+from bench.probes.throughput import QueueItem, Result, lock_by_kind, render, summarize
 from executor.protocol import ErrorKind, Stage, TimingStats, Verdict
 from executor.taskformat import load_task
 
@@ -21,8 +21,8 @@ def _timing(trials: int) -> TimingStats:
 
 
 def test_records_and_the_lock_table_by_task_kind() -> None:
-    function = load_task(ROOT / "bench" / "tasks" / "argmax_f32")
-    kernel = load_task(ROOT / "bench" / "kernel_tasks" / "k_bfs_pull_step")
+    function = load_task(ROOT / "regraph_data" / "tasks" / "argmax_f32")
+    kernel = load_task(ROOT / "regraph_data" / "kernel_tasks" / "k_bfs_pull_step")
     results: list[Result] = []
     for task, held, trials in ((function, 1.0, 5), (function, 2.0, 15), (kernel, 0.25, 100)):
         verdict = Verdict(

@@ -1,4 +1,4 @@
-"""The throughput benchmark's hang candidates really never return (bench/throughput.py).
+"""The throughput benchmark's hang candidates really never return (bench/probes/throughput.py).
 
 A candidate that is sent as a hang but finishes makes the benchmark's hang cost meaningless: on the
 H100 a spin on a volatile *local* (``volatile int x = 1; while (x) {}``) was built into a kernel of
@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from bench.executor_bench import task_dirs
-from bench.throughput import HANG_FLAG, HANG_SPIN, build_queue, hang_source
+from bench.probes.executor_bench import task_dirs
+from bench.probes.throughput import HANG_FLAG, HANG_SPIN, build_queue, hang_source
 from executor.compile import find_toolchain
 from executor.errors import ToolchainError
 from executor.taskformat import KernelTask
 
-KERNEL_TASKS = Path(__file__).parents[3] / "bench" / "kernel_tasks"
+KERNEL_TASKS = Path(__file__).parents[3] / "regraph_data" / "kernel_tasks"
 
 # A block that reloads the flag from global memory and branches back to itself: the spin.
 SPIN = re.compile(

@@ -19,7 +19,7 @@ from search.protocols import INITIAL_TECHNIQUE
 from tests.support.servers import compile_only_executor
 
 ROOT = Path(__file__).resolve().parents[3]
-TASKS = ROOT / "bench" / "tasks"
+TASKS = ROOT / "regraph_data" / "tasks"
 TASK_ID = "mandelbrot_q28_i32"
 
 

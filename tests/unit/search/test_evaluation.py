@@ -14,7 +14,7 @@ from graphdb.embedded import free_port
 from search.errors import EvaluatorUnavailableError
 from search.evaluation import NOT_VERIFIED, ExecutorEvaluator, evaluation_from_verdict
 
-TASK_DIR = Path(__file__).resolve().parents[3] / "bench" / "tasks" / "mandelbrot_q28_i32"
+TASK_DIR = Path(__file__).resolve().parents[3] / "regraph_data" / "tasks" / "mandelbrot_q28_i32"
 COMPILED = CompileResult(ok=True, kind="shared_library", product="/tmp/x.so")
 
 

@@ -121,7 +121,7 @@ def test_sessions_read_the_graph_once_and_reuse_its_candidate_index(
 ) -> None:
     from dataclasses import dataclass
 
-    from bench.relabel_convergence import TechniqueCatalogue
+    from bench.probes.relabel_convergence import TechniqueCatalogue
     from search.relabel import Relabeler
 
     catalogue = TechniqueCatalogue(_graph(taxonomy, GRAPH))

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from bench.relabel_bench import OUTSIDE_DATA, PARTIAL_GRAPH, fit, load_outside_items
+from bench.probes.relabel_bench import OUTSIDE_DATA, PARTIAL_GRAPH, fit, load_outside_items
 from graphdb.models import Technique, utc_now
 from search.embeddings import Embedder
 from search.relabel import (

@@ -46,7 +46,7 @@ def _no_offer() -> ImprovementSink:
 
 
 def test_a_run_on_an_executor_without_a_gpu_is_compile_only_and_says_so(executor: ExecutorClient) -> None:
-    task, context = prepare_task(load_task(ROOT / "bench" / "tasks" / TASK_ID), None)
+    task, context = prepare_task(load_task(ROOT / "regraph_data" / "tasks" / TASK_ID), None)
     knowledge = InMemoryKnowledge()
     for number, item in enumerate(read_trajectory_file(TRAJECTORIES), start=1):
         knowledge.add_path(TASK_ID, context.initial_code, item.trajectory.steps, f"t{number}")
@@ -79,7 +79,7 @@ def test_a_run_on_an_executor_without_a_gpu_is_compile_only_and_says_so(executor
 
 
 def test_verified_results_are_refused_before_the_search_starts(executor: ExecutorClient) -> None:
-    task, context = prepare_task(load_task(ROOT / "bench" / "tasks" / TASK_ID), None)
+    task, context = prepare_task(load_task(ROOT / "regraph_data" / "tasks" / TASK_ID), None)
     started: list[str] = []
     with pytest.raises(VerificationUnavailableError, match="no GPU runtime"):
         asyncio.run(

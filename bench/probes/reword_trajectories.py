@@ -1,6 +1,6 @@
 """Re-word the method names of `bench/trajectories/` the way a free-writing teacher would.
 
-    python -m bench.reword_trajectories --out /tmp/reworded   # writes one JSONL per task
+    python -m bench.probes.reword_trajectories --out /tmp/reworded   # writes one JSONL per task
 
 The project's trajectories were written with consistent method names; a real teacher (DeepSeek-R1,
 Qwen-32B...) names the same technique in many ways. Each method name is replaced by one of several
@@ -8,7 +8,7 @@ re-wordings (paraphrases, abbreviations, informal and non-native phrasings), cho
 task, trajectory and step, so the output is deterministic. Nothing else changes (think, detail, code).
 
 The relabel benchmark reads these steps (with their code) as its code-bearing items, and
-`python -m bench.relabel_bench --convergence` builds a graph from them and checks that it converges to
+`python -m bench.probes.relabel_bench --convergence` builds a graph from them and checks that it converges to
 the same techniques as a graph built from the original names.
 """
 

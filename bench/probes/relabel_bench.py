@@ -1,22 +1,22 @@
 """The relabel benchmark: does a free-worded method name land on the right technique?
 
-    python -m bench.relabel_bench                 # evaluate the committed model, print the table
-    python -m bench.relabel_bench --calibrate     # refit the model on the calibration half, then evaluate
-    python -m bench.relabel_bench --out bench/results/relabel/latest.md
+    python -m bench.probes.relabel_bench                 # evaluate the committed model, print the table
+    python -m bench.probes.relabel_bench --calibrate     # refit the model on the calibration half, then evaluate
+    python -m bench.probes.relabel_bench --out bench/results/relabel/latest.md
 
 Two sets of items, reported in this order:
 
-- **the outside set** (`bench/relabel_data/outside.jsonl`, test only): technique names as other systems,
+- **the outside set** (`bench/probes/relabel_data/outside.jsonl`, test only): technique names as other systems,
   papers, guides and blog posts write them (other kernel agents' technique lists, the CUDA guides'
   headings, well-known optimization write-ups), each with its source and licence, labelled by the team
   with the taxonomy technique it means (or NEW) and a `doubtful` flag where the name alone cannot tell.
   No name of it is a taxonomy name or alias word for word, and calibration never reads it (`fit`
   refuses it); the targets are read on its items not marked doubtful. See
-  `bench/relabel_data/OUTSIDE.md`.
-- **our own set** (`bench/relabel_data/names.jsonl`, written by the team): a method name as a teacher writes it,
+  `bench/probes/relabel_data/OUTSIDE.md`.
+- **our own set** (`bench/probes/relabel_data/names.jsonl`, written by the team): a method name as a teacher writes it,
 its detail, and the true technique (a taxonomy name, or NEW for a technique outside the taxonomy) —
 paraphrases, synonyms, abbreviations, informal and non-native phrasings, near-misses. Code-bearing items
-come from `bench/trajectories/` with re-worded names (`bench.reword_trajectories`): the step's detail,
+come from `bench/trajectories/` with re-worded names (`bench.probes.reword_trajectories`): the step's detail,
 think and its code before -> after.
 
 Each item goes into the calibration half or the test half by a hash of its id; `--calibrate` fits the
@@ -52,10 +52,11 @@ from typing import Any
 
 import numpy as np
 
-from bench.reword_trajectories import reworded_steps
+from bench.probes.reword_trajectories import reworded_steps
 from bench.split import REPO_ROOT
 from graphdb.export import read_export
 from graphdb.models import Technique, utc_now
+from regraph_data import SEED_GRAPH_PATH
 from search.embeddings import shared_embedder
 from search.protocols import INITIAL_TECHNIQUE
 from search.relabel import (
@@ -81,9 +82,9 @@ from search.relabel_scoring import (
 )
 from search.taxonomy import Taxonomy, default_taxonomy, label_key
 
-DATA = REPO_ROOT / "bench" / "relabel_data" / "names.jsonl"
-SEED_GRAPH = REPO_ROOT / "bench" / "seed_graph" / "seed_graph.json"
-OUTSIDE_DATA = REPO_ROOT / "bench" / "relabel_data" / "outside.jsonl"
+DATA = Path(__file__).resolve().parent / "relabel_data" / "names.jsonl"
+SEED_GRAPH = SEED_GRAPH_PATH
+OUTSIDE_DATA = DATA.with_name("outside.jsonl")
 OUTSIDE = "outside"
 """The half of the outside set's items: never "calibration"."""
 NEW = "NEW"
@@ -549,7 +550,7 @@ def fit(
     n = sum(1 for i in items if i.half == "calibration")
     with_taxonomy = _fit_one(
         [d for d in data if d[0] != "bare"],
-        f"bench/relabel_data calibration half ({n} items), full+partial graphs",
+        f"bench/probes/relabel_data calibration half ({n} items), full+partial graphs",
     )
     # Without a taxonomy a name may be a technique the graph lacks, which only the graph's own words can
     # tell: merges by score need every word of the name explained by the technique (`explained`). The
@@ -558,7 +559,7 @@ def fit(
     # not chosen by the calibration (see bench/results/2026-11-27_cpu/relabel/README.md).
     without = _fit_one(
         [d for d in data if d[0] == "bare"],
-        f"bench/relabel_data calibration half ({n} items), bare graph",
+        f"bench/probes/relabel_data calibration half ({n} items), bare graph",
         gates=(bare_gate,),
     )
     return replace(with_taxonomy, without_taxonomy=without)
@@ -779,7 +780,7 @@ def main(argv: list[str] | None = None) -> int:
         [
             f"# Relabel benchmark ({datetime.now(UTC):%Y-%m-%d %H:%M} UTC)",
             "",
-            f"- command: `python -m bench.relabel_bench {' '.join(argv if argv is not None else sys.argv[1:])}`",
+            f"- command: `python -m bench.probes.relabel_bench {' '.join(argv if argv is not None else sys.argv[1:])}`",
             f"- machine: {platform.machine()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} "
             f"at the end (the machine is shared), python {sys.version.split()[0]}",
             "- decisions/s: the test half on the full graph, embedding of every step included (the other rows "

@@ -9,7 +9,7 @@ default settings and options; "no call limit" raises ``run_call_floor_s`` to ``r
 only the run limit applies, as before the call limit. The seconds are the verdict's ``seconds["run"]``
 (from the hand-over of the compiled candidate to the kill).
 
-    python -m bench.hang_cost --runtime host --runs 3 \\
+    python -m bench.probes.hang_cost --runtime host --runs 3 \\
         --out bench/results/2026-11-27_cpu/hang_cost.json --md bench/results/2026-11-27_cpu/hang_cost.md
 """
 
@@ -25,13 +25,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.healthz_load import save
+from bench.probes.healthz_load import save
 from executor.evaluate import Evaluator
 from executor.protocol import CandidateSource, EvaluationOptions
 from executor.settings import ExecutorSettings
 from executor.taskformat import load_task
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TASK_DIR = ROOT / "tests" / "unit" / "executor" / "fixtures" / "tasks" / "saxpy"
 # The static checks want a kernel launch in a candidate: one that is never reached.
 STUB = "\n__global__ void stub_kernel() {}\nstatic void never_called() { stub_kernel<<<1, 1>>>(); }\n"
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.node()} ({platform.machine()}, {os.cpu_count()} cores, Python "
         f"{platform.python_version()}); load average (1, 5, 15 min) at the end {load}",
-        "command": "python -m bench.hang_cost " + " ".join(sys.argv[1:] if argv is None else argv),
+        "command": "python -m bench.probes.hang_cost " + " ".join(sys.argv[1:] if argv is None else argv),
         "runtime": args.runtime,
         "rows": rows,
     }

@@ -6,7 +6,7 @@ queue's page query (`graphdb.store_queries.REVIEW_QUEUE_PAGE`) as it is now and 
 (every pending example sorted by created_at, id), and profiles one run of each: the rows the index gave
 and the database hits. Prints a Markdown table; `--md` writes it with the date, machine and command.
 
-    python -m bench.review_queue --examples 100000 --md bench/results/<date>_cpu/review_queue.md
+    python -m bench.probes.review_queue --examples 100000 --md bench/results/<date>_cpu/review_queue.md
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ def main() -> None:
             f"- machine: {platform.node() or 'vm'} ({platform.machine()}, {os.cpu_count()} cores, "
             f"Python {platform.python_version()}); load average (1, 5, 15 min) at the end "
             f"{[round(x, 1) for x in os.getloadavg()]}",
-            f"- command: `python -m bench.review_queue {' '.join(sys.argv[1:])}`",
+            f"- command: `python -m bench.probes.review_queue {' '.join(sys.argv[1:])}`",
             "- one Bolt session, the query and its parameters as `review_queue_page` sends them; the "
             "'before' row is the same query with the page read as before V007",
             "",

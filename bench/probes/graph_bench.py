@@ -18,7 +18,7 @@ Embeddings are pre-computed random unit vectors, so the numbers measure the data
 embedding model (which adds ~5-20 ms per new code on CPU, once per code thanks to caching). The load
 average is recorded before and after: other processes on the machine change the numbers a lot.
 
-    python -m bench.graph_bench --examples 100000
+    python -m bench.probes.graph_bench --examples 100000
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from graphdb.store import DEFAULT_SCAN_LIMIT, Neo4jGraphStore
 
 logger = logging.getLogger(__name__)
 
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
+RESULTS_DIR = Path(__file__).resolve().parents[1] / "results"
 P99_TARGET_MS = 25.0
 INGEST_TARGET_PER_S = 500.0
 
@@ -296,7 +296,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "benchmark": "graph_store",
         "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "command": " ".join(["python -m bench.graph_bench", *sys.argv[1:]]),
+        "command": " ".join(["python -m bench.probes.graph_bench", *sys.argv[1:]]),
         "machine": {
             "platform": platform.platform(),
             "python": platform.python_version(),

@@ -32,9 +32,9 @@ alternating, one at a time: a candidate of the first task that the static checks
 evaluation itself takes about a millisecond; the difference of the medians is the fleet's scheduling
 overhead (the router, Ray's actor call, the JSON crossing twice).
 
-    python -m bench.throughput --runtime gpu --tasks bench/tasks --tasks bench/kernel_tasks \\
+    python -m bench.probes.throughput --runtime gpu --tasks regraph_data/tasks --tasks regraph_data/kernel_tasks \\
         --replicas 1 --out bench/results/throughput.json --md bench/results/throughput.md
-    python -m bench.throughput --overhead --evals 200 --md bench/results/fleet_overhead.md
+    python -m bench.probes.throughput --overhead --evals 200 --md bench/results/fleet_overhead.md
 """
 
 from __future__ import annotations
@@ -64,15 +64,16 @@ from typing import Any
 import httpx
 import uvicorn
 
-from bench.executor_bench import candidate_source, task_dirs
+from bench.probes.executor_bench import candidate_source, task_dirs
 from executor.app import create_app
 from executor.fleet.app import create_fleet_app
 from executor.fleet.router import Fleet
 from executor.protocol import CandidateSource, EvaluateRequest, EvaluationOptions, Verdict
 from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
+from regraph_data import KERNEL_TASKS_DIR, TASKS_DIR
 
-logger = logging.getLogger("bench.throughput")
+logger = logging.getLogger("bench.probes.throughput")
 
 # The runtime stages, all inside the replica's GPU lock (``run`` is their whole).
 GPU_STAGES = ("run", "correctness", "timing", "timing_trials", "compare", "compare_behind")
@@ -138,7 +139,7 @@ def build_queue(
 ) -> list[QueueItem]:
     """The mixed queue: correct and failing candidates of every task and a few hangs, shuffled. With
     ``runtime="host"`` (the CPU test runtime) only function tasks, their serial reference as the
-    correct candidate (``bench.executor_bench.candidate_source``)."""
+    correct candidate (``bench.probes.executor_bench.candidate_source``)."""
     items: list[QueueItem] = []
     failing = ("unwritten", "compile_error", "static")
     hung = 0
@@ -901,11 +902,12 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(json.loads(args.settings)) - set(ExecutorSettings.model_fields)
     if unknown:  # the settings ignore unknown fields: a misspelt one would silently do nothing
         parser.error(f"--settings: no such executor setting: {', '.join(sorted(unknown))}")
-    args.tasks = args.tasks or [Path("bench/tasks"), Path("bench/kernel_tasks")]
+    args.tasks = args.tasks or [TASKS_DIR, KERNEL_TASKS_DIR]
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s", stream=sys.stderr)
     logger.setLevel(logging.INFO)
     result: dict[str, Any] = {
-        "command": "python -m bench.throughput " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": "python -m bench.probes.throughput "
+        + " ".join(argv if argv is not None else sys.argv[1:]),
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "host": f"{platform.node()} ({platform.processor() or platform.machine()})",
         "runtime": "none" if args.overhead else args.runtime,

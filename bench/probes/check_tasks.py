@@ -1,6 +1,6 @@
 """Static check of the benchmark tasks and their expert trajectories.
 
-For every task directory under ``bench/tasks`` this parses ``task.json`` (through
+For every task directory under ``regraph_data/tasks`` this parses ``task.json`` (through
 ``executor.taskformat.load_task`` when the executor is importable, otherwise with a structural
 check of its own), compiles ``reference.cpp`` (and ``generator.cpp``) with g++, compiles
 ``naive.cu`` and every step of ``bench/trajectories/<id>.jsonl`` with ``nvcc -c``, and prints one
@@ -11,7 +11,7 @@ the source and the command line, so a second run only recompiles what changed.
 
 Usage::
 
-    python -m bench.tools.check_tasks [--only ID ...] [-j N] [--no-nvcc] [--no-cache]
+    python -m bench.probes.check_tasks [--only ID ...] [-j N] [--no-nvcc] [--no-cache]
 """
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-logger = logging.getLogger("bench.check_tasks")
+logger = logging.getLogger("bench.probes.check_tasks")
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_TASKS_DIR = REPO_ROOT / "bench" / "tasks"
+DEFAULT_TASKS_DIR = REPO_ROOT / "regraph_data" / "tasks"
 DEFAULT_TRAJECTORIES_DIR = REPO_ROOT / "bench" / "trajectories"
 CACHE_DIR = Path(os.environ.get("REGRAPH_CACHE_DIR", Path.home() / ".cache" / "regraph")) / "check_tasks"
 

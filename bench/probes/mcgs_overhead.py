@@ -7,7 +7,7 @@ extraction, handing knowledge queries to worker threads, selection, bookkeeping.
 iteration with the default settings (the first row). Each setting runs `--repeats` times and the
 median is reported, with the load average before and after (other processes skew the numbers).
 
-Run: ``python -m bench.mcgs_overhead [--rollouts 200] [--repeats 3] [--out results.json]``.
+Run: ``python -m bench.probes.mcgs_overhead [--rollouts 200] [--repeats 3] [--out results.json]``.
 """
 
 from __future__ import annotations
@@ -262,7 +262,7 @@ def main() -> None:
         report = {
             "benchmark": "mcgs_overhead",
             "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "command": "python -m bench.mcgs_overhead " + " ".join(sys.argv[1:]),
+            "command": "python -m bench.probes.mcgs_overhead " + " ".join(sys.argv[1:]),
             "machine": {
                 "platform": platform.platform(),
                 "python": platform.python_version(),

@@ -4,10 +4,10 @@ Starts a fresh embedded Neo4j and the real API on loopback, signs in with an adm
 sign-in form (as a browser does) and times full GET requests (server time plus loopback transfer;
 the browser's own rendering is not included) for every main page:
 
-    python -m bench.ui_pages                     # the seed graph (target: every page <= 300 ms)
-    python -m bench.ui_pages --examples 100000   # a synthetic graph of that many examples (<= 1 s)
+    python -m bench.probes.ui_pages                     # the seed graph (target: every page <= 300 ms)
+    python -m bench.probes.ui_pages --examples 100000   # a synthetic graph of that many examples (<= 1 s)
 
-The synthetic graph is bench.graph_bench's (random trajectories over --techniques techniques, every
+The synthetic graph is bench.probes.graph_bench's (random trajectories over --techniques techniques, every
 example pending review). The load average is recorded: other processes on the machine change the
 numbers a lot.
 """
@@ -34,7 +34,7 @@ from pydantic import SecretStr
 
 from api.app import create_app
 from api.settings import ApiSettings
-from bench.graph_bench import percentile, synthetic_examples, unit_vectors
+from bench.probes.graph_bench import percentile, synthetic_examples, unit_vectors
 from graphdb.connection import GraphServerOptions, open_graph
 from graphdb.embedded import free_port
 from graphdb.models import INITIAL_TECHNIQUE, IngestBatch, ReviewStatus, Role, Technique, utc_now
@@ -43,11 +43,11 @@ from tests.support.servers import serve_in_thread
 
 logger = logging.getLogger(__name__)
 
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
+RESULTS_DIR = Path(__file__).resolve().parents[1] / "results"
 
 
 def load_synthetic(store: Neo4jGraphStore, n_examples: int, n_techniques: int, seed: int) -> None:
-    """bench.graph_bench's synthetic graph, ingested in batches of 1000."""
+    """bench.probes.graph_bench's synthetic graph, ingested in batches of 1000."""
     names, examples = synthetic_examples(n_examples, n_techniques, seed)
     vectors = unit_vectors(np.random.default_rng(1), len(names) + 1)
     store.ingest(
@@ -169,7 +169,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "benchmark": "ui_pages",
         "at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": "python -m bench.ui_pages"
+        "command": "python -m bench.probes.ui_pages"
         + (f" --examples {args.examples}" if args.examples else "")
         + (f" --runs {args.runs}" if args.runs != 20 else ""),
         "graph": "synthetic" if args.examples else "seed",

@@ -9,7 +9,7 @@ one fresh connection per probe, every ``--interval`` seconds. The same probes ru
 ``--baseline-seconds`` before the load as the idle baseline. It stops by itself when the last
 query has answered. Target: `/healthz` p99 <= 100 ms under the load.
 
-    python -m bench.healthz_load --queries 50 --query-seconds 10 \\
+    python -m bench.probes.healthz_load --queries 50 --query-seconds 10 \\
         --out bench/results/2026-11-27_cpu/healthz_load.json --md bench/results/2026-11-27_cpu/healthz_load.md
 """
 
@@ -208,7 +208,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.node()} ({platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()})",
         "load_average_at_end": [round(x, 1) for x in os.getloadavg()],
-        "command": "python -m bench.healthz_load " + " ".join(sys.argv[1:]),
+        "command": "python -m bench.probes.healthz_load " + " ".join(sys.argv[1:]),
         "queries": args.queries,
         "query_seconds": args.query_seconds,
         "keys": key_count,

@@ -1,6 +1,6 @@
 """Time the executor's stages over benchmark tasks, the repeatability of its timings, and load_inline.
 
-    python -m bench.executor_bench --tasks bench/tasks --tasks bench/kernel_tasks \\
+    python -m bench.probes.executor_bench --tasks regraph_data/tasks --tasks regraph_data/kernel_tasks \\
         --out bench/results/executor_bench.json --md bench/results/executor_bench.md [--load-inline 3]
 
 The candidate of a function task is its ``naive.cu``; that of a kernel task is ``candidate.cu`` in its
@@ -65,8 +65,9 @@ from executor.settings import ExecutorSettings
 from executor.static import check_source
 from executor.taskformat import FunctionTask, KernelTask, load_task
 from executor.verdict import Verdict
+from regraph_data import TASKS_DIR
 
-logger = logging.getLogger("bench.executor_bench")
+logger = logging.getLogger("bench.probes.executor_bench")
 
 # A steady evaluation's stages on the critical path (the caller waits for them), in order; "call" and
 # "other" are computed here, the rest come from the verdict's seconds.
@@ -476,7 +477,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cov-repeats", type=int, default=5, help="evaluations of one candidate for it")
     parser.add_argument("--load-inline", type=int, default=0, metavar="N", help="load_inline the first N")
     args = parser.parse_args(argv)
-    args.tasks = args.tasks or [Path("bench/tasks")]
+    args.tasks = args.tasks or [TASKS_DIR]
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     if args.render is not None:  # e.g. the checkpoint of a run that hit its time limit
         partial = json.loads(args.render.read_text())

@@ -8,7 +8,7 @@ the process is spawned: when the port first accepts a connection, when `/healthz
 when `/readyz` first answers 200, and when each start-up phase named by `/healthz` was first seen.
 ``--source`` serves another checkout's code (e.g. an export of the previous commit) for a before/after.
 
-    python -m bench.startup_time --runs 3 \\
+    python -m bench.probes.startup_time --runs 3 \\
         --out bench/results/2026-11-27_cpu/startup_time.json --md bench/results/2026-11-27_cpu/startup_time.md
 """
 
@@ -29,10 +29,10 @@ from typing import Any
 
 import httpx
 
-from bench.healthz_load import save
+from bench.probes.healthz_load import save
 from graphdb.embedded import free_port
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _port_open(port: int) -> bool:
@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.node()} ({platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()})",
         "load_average_at_end": [round(x, 1) for x in os.getloadavg()],
-        "command": "python -m bench.startup_time " + " ".join(sys.argv[1:]),
+        "command": "python -m bench.probes.startup_time " + " ".join(sys.argv[1:]),
         "source": str(args.source),
         "label": args.label,
         "runs": runs,

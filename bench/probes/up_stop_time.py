@@ -6,7 +6,7 @@ the API) on free ports in one temporary data directory, waits for the banner's l
 with the signal, and times the exit; the second cycle reuses the data directory (a restart). After
 each stop it checks that the ports are free again. ``--source`` runs another checkout's code.
 
-    python -m bench.up_stop_time --cycles 2
+    python -m bench.probes.up_stop_time --cycles 2
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 
 from graphdb.embedded import free_port
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _free(port: int) -> bool:

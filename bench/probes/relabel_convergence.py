@@ -1,12 +1,12 @@
 """Does a graph built from re-worded method names converge to the same techniques as the seed graph?
 
-    python -m bench.relabel_convergence [--out bench/results/relabel/convergence.md]
+    python -m bench.probes.relabel_convergence [--out bench/results/relabel/convergence.md]
 
 Relabels the building tasks' trajectories twice with the relabeler every graph-building path uses
 (`build_relabeler`: the packaged taxonomy seeding the graph, the fitted scorer, no judge), trajectory by
 trajectory, one `RelabelSession` each, exactly as `GraphBuilder` does (name, detail, think, the code
 before and after each step): once as written (what `python -m bench.seed_graph` builds), once with
-every method name re-worded by `bench.reword_trajectories`. What a session creates (techniques, aliases)
+every method name re-worded by `bench.probes.reword_trajectories`. What a session creates (techniques, aliases)
 is applied to an in-memory technique catalogue before the next trajectory, as the store's `ingest`
 would. No Neo4j and no code embeddings are needed: relabeling reads only techniques. The check compares,
 step by step, the technique each step lands on, and the sets of techniques used. It passes when every
@@ -26,7 +26,7 @@ from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench.reword_trajectories import write_reworded
+from bench.probes.reword_trajectories import write_reworded
 from bench.seed_graph import building_trajectories
 from bench.split import DEFAULT_SPLIT_PATH, DEFAULT_TASKS_DIR, DEFAULT_TRAJECTORIES_DIR, read_split
 from graphdb.models import INITIAL_TECHNIQUE, Technique, utc_now
@@ -133,11 +133,11 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         f"# Relabel convergence ({datetime.now(UTC):%Y-%m-%d %H:%M} UTC)",
         "",
-        "- command: `python -m bench.relabel_convergence`",
+        "- command: `python -m bench.probes.relabel_convergence`",
         f"- machine: {platform.machine()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} "
         f"(shared), python {sys.version.split()[0]}",
         f"- trajectories: {len(original)} (building tasks of bench/split.json), {steps} steps, "
-        f"{renamed} method names re-worded by `bench.reword_trajectories`",
+        f"{renamed} method names re-worded by `bench.probes.reword_trajectories`",
         "",
         "| graph | techniques used | relabel seconds | decisions (rule:outcome) |",
         "| --- | ---: | ---: | --- |",
