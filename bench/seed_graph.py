@@ -56,7 +56,7 @@ from bench.split import (
 from graphdb.connection import scratch_store
 from graphdb.errors import GraphDBError
 from graphdb.models import GraphExport, RelabelOutcome, StepVerdict
-from graphdb.store import Neo4jGraphStore
+from graphdb.store import ConstructionStore
 from regraph_data import SEED_GRAPH_DIR
 from search.backends.config import ModelRoles
 from search.construction import (
@@ -247,7 +247,7 @@ class ConvergencePoint:
 
 
 def build(
-    store: Neo4jGraphStore,
+    store: ConstructionStore,
     embedder: Embedder,
     trajectories: Sequence[SourcedTrajectory],
     measured: MeasuredSteps,

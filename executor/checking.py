@@ -8,13 +8,13 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 
 from executor.inputs import INT_POISON
 from executor.taskformat import ArrayArg, FunctionTask, KernelTask, Size, is_float
+from executor.trialpolicy import TrialPolicy
 from executor.verdict import ErrorKind, Mismatch, TimingStats
 
 # Elements per block of the fast comparison: two float64 scratch blocks of this size stay in the CPU's
@@ -216,21 +216,6 @@ def timing_stats(
         stop=stop,
         warmup_calls=warmup_calls,
     )
-
-
-@dataclass(frozen=True)
-class TrialPolicy:
-    """When to stop warming up and timing: see :func:`measure` and :func:`measure_batched`."""
-
-    warmup: int
-    min_trials: int
-    max_trials: int
-    min_total_ms: float
-    target_error: float = 0.0
-    max_wall_s: float = float("inf")
-    warmup_ms: float = 0.0
-    settle: float = 0.0
-    max_warmup_ms: float = 0.0
 
 
 # Warm-up windows compared by the settle rule hold at least this many trials.

@@ -7,7 +7,6 @@ an exception; only a missing toolchain raises :class:`ToolchainError`.
 from __future__ import annotations
 
 import importlib.util
-import json
 import logging
 import os
 import re
@@ -574,15 +573,3 @@ def device_arch() -> str | None:
     if out.returncode != 0 or not re.fullmatch(r"\d+\.\d+", first):
         return None
     return "sm_" + first.replace(".", "")
-
-
-def compile_record(result: CompileResult) -> str:
-    """A compact JSON line describing a compile, for structured logs."""
-    return json.dumps(
-        {
-            "ok": result.ok,
-            "hit": result.cache_hit,
-            "s": round(result.seconds, 3),
-            "kernels": [k.name for k in result.kernels],
-        }
-    )

@@ -16,9 +16,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from executor.checking import TrialPolicy
 from executor.runlimit import RunLimit
 from executor.taskformat import FunctionTask, KernelTask, Task
+from executor.trialpolicy import TrialPolicy
 from executor.verdict import (
     VERDICT_FORMAT,
     CompileResult,
@@ -152,7 +152,7 @@ class EvaluationOptions(BaseModel):
     )
 
     def trial_policy(self, device_timed: bool = False) -> TrialPolicy:
-        """The warm-up and stopping rules of :mod:`executor.checking` for these options.
+        """The warm-up and stopping rules that :mod:`executor.checking` applies, for these options.
 
         The settle rule applies only to ``device_timed`` trials (kernels timed by CUDA events), whose
         times move with the GPU's clocks; a function task's call is timed on the host clock with its

@@ -16,22 +16,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from pydantic import BaseModel, ConfigDict
-
 from executor.taskformat import FunctionTask, KernelTask
+from executor.verdict import StaticViolation
 
 MAX_SOURCE_CHARS = 400_000
-
-
-class StaticViolation(BaseModel):
-    """One broken rule: its id, why the rule exists, and where it matched."""
-
-    model_config = ConfigDict(frozen=True)
-
-    rule: str
-    reason: str
-    line: int | None = None
-    excerpt: str = ""
 
 
 @dataclass

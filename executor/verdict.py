@@ -13,9 +13,19 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from executor.runlimit import RunLimit
-from executor.static import StaticViolation
 
 VERDICT_FORMAT: Literal["regraph.verdict/v1"] = "regraph.verdict/v1"
+
+
+class StaticViolation(BaseModel):
+    """One broken rule: its id, why the rule exists, and where it matched."""
+
+    model_config = ConfigDict(frozen=True)
+
+    rule: str
+    reason: str
+    line: int | None = None
+    excerpt: str = ""
 
 
 class Stage(StrEnum):

@@ -12,12 +12,12 @@ from pydantic import ValidationError
 
 from graphdb.errors import ExportFormatError
 from graphdb.models import GraphExport
-from graphdb.store import GraphStore
+from graphdb.store import TransferStore
 
 logger = logging.getLogger(__name__)
 
 
-def export_to_file(store: GraphStore, path: Path) -> GraphExport:
+def export_to_file(store: TransferStore, path: Path) -> GraphExport:
     """Write the graph to `path` (atomically: a temporary file renamed into place) and return it."""
     export = store.export_graph()
     tmp = path.with_name(path.name + ".tmp")
@@ -35,7 +35,7 @@ def read_export(path: Path) -> GraphExport:
         raise ExportFormatError(f"{path}: not a regraph.graph/v1 export: {e}") from e
 
 
-def import_from_file(store: GraphStore, path: Path, *, actor: str) -> GraphExport:
+def import_from_file(store: TransferStore, path: Path, *, actor: str) -> GraphExport:
     """Load an export file into an empty graph (one transaction) and return what was read; its API keys,
     if any (files from before exports left them out), are not loaded."""
     export = read_export(path)

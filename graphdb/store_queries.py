@@ -620,7 +620,7 @@ CALL () { MATCH (e:Example) RETURN count(e) AS examples }
 RETURN techniques, transitions, examples
 """
 
-# --- undoing a technique merge (see CurationStore.merge_techniques / undo_merge) ---------------------
+# --- undoing a technique merge (see Neo4jCuration.merge_techniques / undo_merge) ---------------------
 
 GET_AUDIT = "MATCH (a:AuditEntry {id: $id}) RETURN a {.*} AS a"
 

@@ -28,7 +28,7 @@ from graphdb.connection import open_graph
 from graphdb.errors import GraphDBError
 from graphdb.export import export_to_file, import_from_file
 from graphdb.models import ReviewStatus, Role
-from graphdb.store import Neo4jGraphStore
+from graphdb.store import GraphStore
 from regraph_cli.discovery import reach
 from search.backends.base import ChatModel
 from search.backends.config import ModelRoles, RoleConfig, build_model
@@ -63,7 +63,7 @@ def _fail(message: str) -> typer.Exit:
 
 
 @contextmanager
-def _store() -> Iterator[Neo4jGraphStore]:
+def _store() -> Iterator[GraphStore]:
     """The graph store over the configured Neo4j, migrated first (as the API does at start-up)."""
     settings = reach(ApiSettings())  # the running stack's Neo4j, if `regraph up` runs on the data dir
     configure_logging(settings.log_level, "text")

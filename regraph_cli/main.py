@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
-import signal
-import subprocess
 import sys
 import threading
 import time
@@ -14,7 +11,6 @@ from enum import StrEnum
 from types import FrameType
 from typing import IO, Annotated
 
-import httpx
 import typer
 import uvicorn
 from rich.console import Console
@@ -33,6 +29,7 @@ from graphdb.migrations import MigrationRunner
 from regraph_cli.bench import bench_app
 from regraph_cli.discovery import reach, refuse_second_stack
 from regraph_cli.graph import graph_app, keys_app
+from regraph_cli.local_executor import executor_start_wait_s
 from regraph_cli.mcp import mcp_command
 from regraph_cli.optimize import optimize_command
 from regraph_cli.ports import check_ports
@@ -122,46 +119,6 @@ def executor_serve(
     serve(ExecutorSettings(**overrides))  # type: ignore[arg-type]
 
 
-def _executor_start_wait_s() -> float:
-    # A fleet (REGRAPH_EXECUTOR_RAY) answers once Ray is up and every replica has started.
-    return 300 if os.environ.get("REGRAPH_EXECUTOR_RAY") else 60
-
-
-def _start_local_executor(
-    port: int,
-    *,
-    quiet_stdout: bool = False,
-    on_started: Callable[[subprocess.Popen[bytes]], None] | None = None,
-) -> tuple[subprocess.Popen[bytes], str]:
-    """Start the executor as its own process (as in production) and wait until it answers.
-
-    `quiet_stdout` sends its standard output to our standard error (`regraph mcp` speaks on stdout);
-    `on_started` is given the process as soon as it exists (before it answers).
-    """
-    url = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "REGRAPH_EXECUTOR_HOST": "127.0.0.1", "REGRAPH_EXECUTOR_PORT": str(port)}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "regraph_cli", "executor", "serve"],
-        env=env,
-        start_new_session=True,
-        stdout=sys.stderr if quiet_stdout else None,
-    )
-    if on_started is not None:
-        on_started(process)
-    wait_s = _executor_start_wait_s()
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise _fail(f"the executor exited with code {process.returncode} during start-up")
-        try:
-            if httpx.get(f"{url}/healthz", timeout=1.0).status_code == 200:
-                return process, url
-        except httpx.TransportError:
-            time.sleep(0.3)
-    process.terminate()
-    raise _fail(f"the executor did not answer on {url} within {wait_s} s")
-
-
 GRACEFUL_SHUTDOWN_S = 2
 
 
@@ -241,7 +198,7 @@ def up(
     executor: ExecutorSupervisor | None = None
     if start_executor:
         # Supervised: restarted when it dies (the API's /readyz says it is down meanwhile).
-        executor = ExecutorSupervisor(executor_port, start_wait_s=_executor_start_wait_s())
+        executor = ExecutorSupervisor(executor_port, start_wait_s=executor_start_wait_s())
         try:
             url = executor.start()
         except ExecutorStartError as e:
@@ -286,16 +243,6 @@ def up(
     finally:
         if executor is not None:
             executor.stop()
-
-
-def _stop_local_executor(process: subprocess.Popen[bytes]) -> None:
-    """Stop an executor `_start_local_executor` started (its whole process group)."""
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
 
 
 def run() -> None:

@@ -29,6 +29,8 @@ from api.mcp.protocol import McpSettings
 from api.mcp.stdio import StdioStartupError, serve_stdio
 from api.settings import ApiSettings
 from regraph_cli.discovery import refuse_other_data_dir
+from regraph_cli.local_executor import start_local_executor, stop_local_executor
+from regraph_cli.supervise import ExecutorStartError
 
 console = Console(stderr=True)
 
@@ -93,27 +95,23 @@ def _interrupt(signum: int, _frame: object) -> None:
 
 
 class _ExecutorStarter:
-    """A local executor started in a thread (`_start_local_executor` waits until it answers)."""
+    """A local executor started in a thread (`start_local_executor` waits until it answers)."""
 
     def __init__(self, port: int) -> None:
-        from regraph_cli.main import _start_local_executor
-
         self.url = f"http://127.0.0.1:{port}"
         self.process: subprocess.Popen[bytes] | None = None
-        self._thread = threading.Thread(target=self._start, args=(_start_local_executor, port), daemon=True)
+        self._thread = threading.Thread(target=self._start, args=(start_local_executor, port), daemon=True)
         self._thread.start()
 
     def _start(self, start: Callable[..., tuple[subprocess.Popen[bytes], str]], port: int) -> None:
         try:
             self.process, _ = start(port, quiet_stdout=True, on_started=self._started)
-        except (typer.Exit, OSError) as e:
+        except (ExecutorStartError, OSError) as e:
             console.print(f"[bold red]the local executor did not start:[/] {e}")
 
     def _started(self, process: subprocess.Popen[bytes]) -> None:
         self.process = process
 
     def stop(self) -> None:
-        from regraph_cli.main import _stop_local_executor
-
         if self.process is not None:
-            _stop_local_executor(self.process)
+            stop_local_executor(self.process)

@@ -33,7 +33,7 @@ from graphdb.models import (
     content_id,
     utc_now,
 )
-from graphdb.store import GraphStore
+from graphdb.store import ConstructionStore, IngestStore
 from search.embeddings import Embedder, technique_text
 from search.engine import SearchResult
 from search.errors import SearchError
@@ -287,7 +287,7 @@ class GraphImprovements:
     code) is skipped by the store and keeps its record.
     """
 
-    store: GraphStore
+    store: IngestStore
     embed_code: Callable[[list[str]], list[list[float]]]
     job_id: str
     hold_speedup: float = HOLD_SPEEDUP
@@ -339,7 +339,7 @@ class GraphImprovements:
 class GraphBuilder:
     """Ingests trajectories into a store: relabeling, optional validation, one transaction per trajectory."""
 
-    store: GraphStore
+    store: ConstructionStore
     embedder: Embedder
     relabeler: Relabeler
     references: ReferenceSource
@@ -511,7 +511,7 @@ def iter_sources(*sources: TrajectorySource) -> Iterator[SourcedTrajectory]:
         yield from source()
 
 
-def seed_taxonomy(store: GraphStore, embedder: Embedder, taxonomy: Taxonomy, *, actor: str) -> int:
+def seed_taxonomy(store: ConstructionStore, embedder: Embedder, taxonomy: Taxonomy, *, actor: str) -> int:
     """Create the taxonomy's techniques in a graph that has none yet (besides the initial node).
 
     Returns how many were created (0 when the graph already has techniques: a team's own list, or a

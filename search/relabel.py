@@ -42,7 +42,6 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from graphdb.models import AliasAddition, RelabelDecision, RelabelOutcome, Technique, utc_now
-from graphdb.store import GraphStore
 from search.backends.base import ChatMessage, ChatModel, ModelError
 from search.backends.config import ModelRoles, build_model
 from search.embeddings import Embedder, EmbeddingError, default_model_path, technique_text
@@ -827,7 +826,7 @@ class RelabelConfig(BaseSettings):
 
 
 def build_relabeler(
-    store: GraphStore,
+    store: TechniqueReader,
     embedder: Embedder,
     *,
     config: RelabelConfig | None = None,

@@ -217,10 +217,6 @@ def mention_core(identifier: str) -> str:
     return core if "_" in core else lowered
 
 
-def _jaccard(a: set[str], b: set[str]) -> float:
-    return len(a & b) / len(a | b) if a and b else 0.0
-
-
 @dataclass
 class CandidateIndex:
     """Candidates with their label vectors, ready to score many steps against."""
@@ -684,9 +680,3 @@ def gate_allows(gate: str, *, unknown: bool, top_features: Sequence[float]) -> b
     if gate == "explained":
         return float(top_features[FEATURES.index("unexplained")]) == 0.0
     return True
-
-
-def logit(p: float) -> float:
-    """log(p / (1 - p)), clipped away from 0 and 1."""
-    p = min(max(p, 1e-9), 1 - 1e-9)
-    return math.log(p / (1 - p))

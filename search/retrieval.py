@@ -14,7 +14,7 @@ from collections import OrderedDict
 
 from graphdb.errors import GraphDBError, TechniqueNotFoundError
 from graphdb.models import Example, ScoredExample, ScoredTechnique, Technique
-from graphdb.store import DEFAULT_SCAN_LIMIT, GraphStore
+from graphdb.store import DEFAULT_SCAN_LIMIT, RetrievalStore
 from search.embeddings import Embedder, technique_text
 from search.errors import KnowledgeError
 from search.protocols import RetrievedExample, SuccessorOption
@@ -47,7 +47,7 @@ class GraphKnowledge:
 
     def __init__(
         self,
-        store: GraphStore,
+        store: RetrievalStore,
         embedder: Embedder,
         *,
         scan_limit: int = DEFAULT_SCAN_LIMIT,
@@ -57,7 +57,7 @@ class GraphKnowledge:
     ) -> None:
         """`unverified_success_rate` stands in for an edge none of whose examples was validated.
 
-        `scan_limit` and `nearest` are passed to `GraphStore.successors`: how many of a transition's
+        `scan_limit` and `nearest` are passed to `RetrievalStore.successors`: how many of a transition's
         retrieval candidates are ranked, and how many globally nearest examples (vector index, about
         10 ms more per step) may complement the candidates of large transitions.
         """

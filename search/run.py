@@ -38,7 +38,7 @@ from search.protocols import CandidateEvaluator, KnowledgeSource
 
 logger = logging.getLogger(__name__)
 
-Verification = Literal["auto", "verified", "compile-only"]
+VerificationAsked = Literal["auto", "verified", "compile-only"]
 """What a caller asks for; `VerificationMode` is what a run then does."""
 
 
@@ -185,7 +185,7 @@ def verified_path(result: SearchResult) -> list[Candidate]:
     return list(reversed(chain))
 
 
-def choose_verification(executor: ExecutorClient, asked: Verification) -> VerificationMode:
+def choose_verification(executor: ExecutorClient, asked: VerificationAsked) -> VerificationMode:
     """What a run does for what was asked: verified where the executor can run candidates.
 
     Raises `VerificationUnavailableError` when ``verified`` was asked of an executor without a GPU
@@ -209,7 +209,7 @@ async def run_optimization(
     model: ChatModel,
     knowledge: KnowledgeSource,
     executor: ExecutorClient,
-    verification: Verification = "auto",
+    verification: VerificationAsked = "auto",
     on_event: ProgressCallback | None = None,
     on_start: Callable[[VerificationMode], Awaitable[None] | None] | None = None,
     evaluation_options: EvaluationOptions | None = None,

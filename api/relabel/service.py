@@ -50,7 +50,7 @@ from graphdb.errors import (
     TechniqueNotFoundError,
 )
 from graphdb.models import INITIAL_TECHNIQUE, Technique
-from graphdb.store import GraphStore
+from graphdb.store import RelabelStore
 from search.embeddings import EmbeddingError
 from search.relabel import (
     EXAMPLES_READ,
@@ -93,7 +93,7 @@ def _translated() -> Iterator[None]:
 class RelabelService:
     """The review queue and likely duplicates over a store and the relabeler's policy."""
 
-    def __init__(self, store: GraphStore, policy: RelabelPolicy) -> None:
+    def __init__(self, store: RelabelStore, policy: RelabelPolicy) -> None:
         """Serve `store`; score duplicates with `policy` (its embedding cache is kept across calls)."""
         self.store = store
         self.policy = policy

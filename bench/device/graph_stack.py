@@ -37,14 +37,6 @@ from graphdb.embedded import build_launcher  # noqa: E402
 MANIFEST = ".dc-manifest.json"
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _launcher_tar(build_dir: Path) -> bytes:
     """The launcher's classes and every jar's entries, in one xz-compressed tar (jars as folders)."""
     raw = io.BytesIO()

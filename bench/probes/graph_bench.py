@@ -47,7 +47,7 @@ from graphdb.models import (
     utc_now,
 )
 from graphdb.retrieval_cache import CacheStats, CandidateCache
-from graphdb.store import DEFAULT_SCAN_LIMIT, Neo4jGraphStore
+from graphdb.store import DEFAULT_SCAN_LIMIT, Neo4jGraphStore, RetrievalStore
 
 logger = logging.getLogger(__name__)
 
@@ -193,7 +193,7 @@ def time_calls(
     return latencies
 
 
-def time_walks(store: Neo4jGraphStore, args: argparse.Namespace, rng: np.random.Generator) -> list[float]:
+def time_walks(store: RetrievalStore, args: argparse.Namespace, rng: np.random.Generator) -> list[float]:
     """The latency (ms) of each `successors` call of `args.walks` search-like walks (see the module doc)."""
     latencies = []
     for _ in range(args.walks):

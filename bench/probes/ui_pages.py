@@ -38,7 +38,7 @@ from bench.probes.graph_bench import percentile, synthetic_examples, unit_vector
 from graphdb.connection import GraphServerOptions, open_graph
 from graphdb.embedded import free_port
 from graphdb.models import INITIAL_TECHNIQUE, IngestBatch, ReviewStatus, Role, Technique, utc_now
-from graphdb.store import Neo4jGraphStore
+from graphdb.store import GraphStore, IngestStore
 from tests.support.servers import serve_in_thread
 
 logger = logging.getLogger(__name__)
@@ -46,7 +46,7 @@ logger = logging.getLogger(__name__)
 RESULTS_DIR = Path(__file__).resolve().parents[1] / "results"
 
 
-def load_synthetic(store: Neo4jGraphStore, n_examples: int, n_techniques: int, seed: int) -> None:
+def load_synthetic(store: IngestStore, n_examples: int, n_techniques: int, seed: int) -> None:
     """bench.probes.graph_bench's synthetic graph, ingested in batches of 1000."""
     names, examples = synthetic_examples(n_examples, n_techniques, seed)
     vectors = unit_vectors(np.random.default_rng(1), len(names) + 1)
@@ -72,7 +72,7 @@ def sign_in(client: httpx.Client, token: str) -> None:
         raise RuntimeError(f"sign-in failed: {answer.status_code} {answer.text[:200]}")
 
 
-def pages(store: Neo4jGraphStore) -> dict[str, str]:
+def pages(store: GraphStore) -> dict[str, str]:
     """The pages to time, named; the example, technique and transition are the busiest of the graph."""
     transitions = store.list_transitions(limit=100_000)
     busiest = max(transitions, key=lambda t: t.stats.n_examples)

@@ -31,7 +31,6 @@ from typing import Any
 
 import numpy as np
 
-from executor.checking import TrialPolicy
 from executor.checking import prime as prime_statistics
 from executor.compile import Compiler, device_arch, kernel_symbol
 from executor.inputs import generate_inputs
@@ -39,6 +38,7 @@ from executor.protocol import EvaluationOptions
 from executor.reference import build_reference, load_library
 from executor.taskformat import KernelTask, load_task
 from executor.timingset import timing_seed
+from executor.trialpolicy import TrialPolicy
 from executor.worker.gpu import DeviceSlots, GpuContext, GpuKernelRuntime
 
 WINDOW = 25

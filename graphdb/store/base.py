@@ -4,8 +4,10 @@ and the bookkeeping that keeps transition statistics and retrieval candidates tr
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from collections.abc import Callable, Iterable
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from neo4j import READ_ACCESS, Driver, ManagedTransaction, Query, unit_of_work
@@ -31,10 +33,27 @@ CANDIDATES_PER_TRANSITION = 32
 """How many retrieval candidates each transition keeps (V004 backfills with the same number)."""
 
 
+WRITE_GIVEN_UP: ContextVar[threading.Event | None] = ContextVar("regraph_write_given_up", default=None)
+"""Set, in the context a write runs in, by a caller that may stop waiting for it (`BoundedGraphStore`):
+a write transaction whose work ends after the event is set rolls back instead of committing."""
+
+
 # One cache for every store of the process: the search service builds a store per job
 # (api/optimize/service.py), and an entry is keyed by a random revision that no other data can have
 # (see graphdb/retrieval_cache.py), so sharing it across stores, drivers and databases is safe.
 PROCESS_CANDIDATE_CACHE = CandidateCache()
+
+
+def _unless_given_up(
+    work: Callable[[ManagedTransaction], T], given_up: threading.Event
+) -> Callable[[ManagedTransaction], T]:
+    def checked(tx: ManagedTransaction) -> T:
+        result = work(tx)
+        if given_up.is_set():  # the caller already answered "unknown": roll back, do not commit
+            raise StoreTimeoutError("write given up by its caller before it committed: rolled back")
+        return result
+
+    return checked
 
 
 class StoreBase:
@@ -86,6 +105,9 @@ class StoreBase:
     # -- plumbing --------------------------------------------------------------------------------------
 
     def _write(self, work: Callable[[ManagedTransaction], T]) -> T:
+        given_up = WRITE_GIVEN_UP.get()
+        if given_up is not None:
+            work = _unless_given_up(work, given_up)
         try:
             with self._driver.session(database=self._database, notifications_min_severity="OFF") as session:
                 return session.execute_write(self._timed(work, self.write_timeout_s))

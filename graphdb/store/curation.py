@@ -32,7 +32,7 @@ from graphdb.store.keys import hash_token, live_key
 from graphdb.store.records import _audit, _decision, _example, _native, _props, _technique, _transition
 
 
-class CurationStore(StoreBase):
+class Neo4jCuration(StoreBase):
     """The review-queue, relabel-decision and audit part of `Neo4jGraphStore`."""
 
     def review_queue_page(

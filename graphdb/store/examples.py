@@ -34,7 +34,7 @@ from graphdb.store.records import (
 )
 
 
-class ExampleStore(StoreBase):
+class Neo4jExamples(StoreBase):
     """The transition, example and trajectory part of `Neo4jGraphStore`."""
 
     def ingest(self, batch: IngestBatch) -> IngestResult:

@@ -1,7 +1,26 @@
-"""`GraphStore`: what the API, the construction and the retrieval need from the reasoning graph.
+"""The reasoning graph's store, as one small protocol per aggregate, and `GraphStore`, their union.
 
-The one implementation is `graphdb.store.Neo4jGraphStore`; the store conformance suite
-(`test_store_conformance.py` under tests/integration) is the suite every implementation must pass. Errors are those of `graphdb.errors` (all `GraphStoreError`).
+Each consumer asks for the protocol of the aggregate it works on (a service of `api/<feature>/`, the
+search's `GraphKnowledge`, the graph construction), so what it may touch is in its signature:
+
+| protocol | what | used by |
+|---|---|---|
+| `TechniqueStore` | techniques, the graph's nodes, and the transitions between them | api/techniques, relabeling |
+| `ExampleStore` | the examples on the transitions, their review and the review queue | api/examples |
+| `IngestStore` | batches of techniques and examples, and their trajectories | graph construction |
+| `RetrievalStore` | ranked reads: successors, similar examples, technique search | api/retrieve, `GraphKnowledge` |
+| `CurationStore` | the relabel queue, its resolution, pairs kept apart | api/relabel (with `RelabelStore`) |
+| `AuditStore` | audit entries and relabel decisions, and their undo | api/audit |
+| `KeyStore` | API keys | api/keys, authentication |
+| `TransferStore` | the whole graph: counts, export, import | api/transfer, `graphdb.export`, the seed graph |
+
+`TechniqueStore` and `ExampleStore` share `TransitionReader` (one transition by its ends). A consumer
+that spans aggregates names their union (`RelabelStore`, `ConstructionStore`) rather than the whole store.
+
+The implementations are `graphdb.store.Neo4jGraphStore` and `graphdb.store.BoundedGraphStore` (the
+routes' store: the same, with every call bounded in time); the store conformance suite
+(`tests/integration/graphdb/test_store_conformance.py`) is the suite every implementation must pass.
+Errors are those of `graphdb.errors` (all `GraphStoreError`).
 """
 
 from __future__ import annotations
@@ -35,10 +54,17 @@ from graphdb.store.retrieval import DEFAULT_SCAN_LIMIT
 
 
 @runtime_checkable
-class GraphStore(Protocol):
-    """The reasoning graph: techniques, transitions with examples, curation records, keys, export."""
+class TransitionReader(Protocol):
+    """Reads one transition by its ends (what techniques and examples both need)."""
 
-    # -- techniques --------------------------------------------------------------------------------------
+    def get_transition(self, source: str, target: str) -> Transition:
+        """The transition source -> target with its statistics; raises `TransitionNotFoundError`."""
+        ...
+
+
+@runtime_checkable
+class TechniqueStore(TransitionReader, Protocol):
+    """Techniques, the graph's nodes, and the transitions between them as the graph view reads them."""
 
     def get_technique(self, name: str) -> Technique:
         """The technique called exactly `name`; raises `TechniqueNotFoundError`."""
@@ -76,24 +102,6 @@ class GraphStore(Protocol):
         """Fold `source` into `into`: its transitions and examples move, its names become aliases."""
         ...
 
-    def nearest_techniques(self, embedding: list[float], k: int) -> list[ScoredTechnique]:
-        """The `k` techniques whose embedding is closest (plain cosine, best first)."""
-        ...
-
-    def search_techniques_text(self, query: str, k: int) -> list[ScoredTechnique]:
-        """Full-text search over names, aliases and descriptions; `query` is escaped, not parsed."""
-        ...
-
-    # -- transitions and examples ------------------------------------------------------------------------
-
-    def ingest(self, batch: IngestBatch) -> IngestResult:
-        """Write one batch (new techniques, aliases, decisions, examples) atomically and idempotently."""
-        ...
-
-    def get_transition(self, source: str, target: str) -> Transition:
-        """The transition source -> target with its statistics; raises `TransitionNotFoundError`."""
-        ...
-
     def list_transitions(self, *, limit: int = 1000, offset: int = 0) -> list[Transition]:
         """Transitions ordered by source then target name."""
         ...
@@ -113,6 +121,11 @@ class GraphStore(Protocol):
     def transitions_of(self, name: str) -> list[Transition]:
         """The transitions into and out of technique `name`, by source then target (none if unknown)."""
         ...
+
+
+@runtime_checkable
+class ExampleStore(TransitionReader, Protocol):
+    """The examples on the transitions, their review and the review queue."""
 
     def get_example(self, example_id: str) -> Example:
         """One example with everything, its code embedding included; raises `ExampleNotFoundError`."""
@@ -150,6 +163,21 @@ class GraphStore(Protocol):
         """Split a mislabeled example off to the transition source -> target (created if needed)."""
         ...
 
+    def review_queue_page(
+        self, token: str, *, limit: int, selected: str | None, only: ReviewQueueFilter
+    ) -> ReviewQueuePage:
+        """The review queue's page for `token`'s live key in one read; raises `ApiKeyNotFoundError`."""
+        ...
+
+
+@runtime_checkable
+class IngestStore(Protocol):
+    """Batches of techniques and examples written at once, and the trajectories they came from."""
+
+    def ingest(self, batch: IngestBatch) -> IngestResult:
+        """Write one batch (new techniques, aliases, decisions, examples) atomically and idempotently."""
+        ...
+
     def is_trajectory_ingested(self, trajectory_id: str) -> bool:
         """Whether a trajectory with this content id was committed."""
         ...
@@ -158,7 +186,11 @@ class GraphStore(Protocol):
         """Ingested trajectories, oldest first."""
         ...
 
-    # -- retrieval ---------------------------------------------------------------------------------------
+
+@runtime_checkable
+class RetrievalStore(Protocol):
+    """Ranked reads: the transitions out of a technique with the examples closest to a code, the examples
+    closest graph-wide, and techniques ranked by embedding or by text."""
 
     def successors(
         self,
@@ -179,32 +211,18 @@ class GraphStore(Protocol):
         """The `k` examples (not rejected) whose code before is closest to the query, graph-wide."""
         ...
 
-    # -- curation: the review queue, relabel decisions and the audit log --------------------------------
-
-    def review_queue_page(
-        self, token: str, *, limit: int, selected: str | None, only: ReviewQueueFilter
-    ) -> ReviewQueuePage:
-        """The review queue's page for `token`'s live key in one read; raises `ApiKeyNotFoundError`."""
+    def nearest_techniques(self, embedding: list[float], k: int) -> list[ScoredTechnique]:
+        """The `k` techniques whose embedding is closest (plain cosine, best first)."""
         ...
 
-    def list_decisions(
-        self,
-        *,
-        outcome: RelabelOutcome | None = None,
-        include_undone: bool = False,
-        limit: int = 100,
-        offset: int = 0,
-    ) -> list[RelabelDecision]:
-        """Relabel decisions, newest first; undone ones only when asked."""
+    def search_techniques_text(self, query: str, k: int) -> list[ScoredTechnique]:
+        """Full-text search over names, aliases and descriptions; `query` is escaped, not parsed."""
         ...
 
-    def get_decision(self, decision_id: str) -> RelabelDecision:
-        """One relabel decision; raises `DecisionNotFoundError`."""
-        ...
 
-    def undo_decision(self, decision_id: str, *, actor: str) -> RelabelDecision:
-        """Reverse a relabel decision (a merge is split back out, a new technique merged away)."""
-        ...
+@runtime_checkable
+class CurationStore(Protocol):
+    """The relabel curation: the queue of undecided names, its resolution, and pairs kept apart."""
 
     def list_queue(self, *, limit: int = 100, offset: int = 0) -> list[RelabelDecision]:
         """Decisions waiting for a curator (undecided names, flagged decisions), newest first."""
@@ -230,6 +248,11 @@ class GraphStore(Protocol):
         """Forget that a pair was kept apart; raises `InvalidOperationError` when it was not."""
         ...
 
+
+@runtime_checkable
+class AuditStore(Protocol):
+    """Who changed what and when (audit entries, relabel decisions), and the undo of a change."""
+
     def list_audit(self, *, target: str | None = None, limit: int = 100, offset: int = 0) -> list[AuditEntry]:
         """Audit entries, newest first, optionally for one target ("technique:<name>", ...)."""
         ...
@@ -238,7 +261,29 @@ class GraphStore(Protocol):
         """Undo the technique merge recorded by audit entry `audit_id`; return the undo's own entry."""
         ...
 
-    # -- API keys ----------------------------------------------------------------------------------------
+    def list_decisions(
+        self,
+        *,
+        outcome: RelabelOutcome | None = None,
+        include_undone: bool = False,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[RelabelDecision]:
+        """Relabel decisions, newest first; undone ones only when asked."""
+        ...
+
+    def get_decision(self, decision_id: str) -> RelabelDecision:
+        """One relabel decision; raises `DecisionNotFoundError`."""
+        ...
+
+    def undo_decision(self, decision_id: str, *, actor: str) -> RelabelDecision:
+        """Reverse a relabel decision (a merge is split back out, a new technique merged away)."""
+        ...
+
+
+@runtime_checkable
+class KeyStore(Protocol):
+    """API keys: created (token shown once), looked up by token, listed and revoked."""
 
     def create_api_key(self, name: str, role: Role, *, actor: str) -> tuple[ApiKey, str]:
         """Create a key; return it and its token (shown once: only the token's sha256 is stored)."""
@@ -256,7 +301,10 @@ class GraphStore(Protocol):
         """Revoke a key (idempotent); raises `ApiKeyNotFoundError`."""
         ...
 
-    # -- the whole graph ---------------------------------------------------------------------------------
+
+@runtime_checkable
+class TransferStore(Protocol):
+    """The whole graph: its size, its export and its import."""
 
     def counts(self) -> dict[str, int]:
         """Numbers of techniques, transitions and examples."""
@@ -269,3 +317,28 @@ class GraphStore(Protocol):
     def import_graph(self, export: GraphExport, *, actor: str) -> None:
         """Load an export into a graph without knowledge (else `ImportConflictError`), in one transaction."""
         ...
+
+
+@runtime_checkable
+class GraphStore(
+    TechniqueStore,
+    ExampleStore,
+    IngestStore,
+    RetrievalStore,
+    CurationStore,
+    AuditStore,
+    KeyStore,
+    TransferStore,
+    Protocol,
+):
+    """The whole reasoning graph: every aggregate's protocol (for what truly spans them all)."""
+
+
+@runtime_checkable
+class RelabelStore(CurationStore, TechniqueStore, ExampleStore, Protocol):
+    """What relabel curation reads and writes: its queue and pairs, the techniques, their examples."""
+
+
+@runtime_checkable
+class ConstructionStore(IngestStore, TechniqueStore, TransferStore, Protocol):
+    """What graph construction reads and writes: batches in, techniques looked up, the graph's size."""

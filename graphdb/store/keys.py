@@ -31,7 +31,7 @@ def live_key(row: dict[str, Any] | None) -> ApiKey:
     return key
 
 
-class ApiKeyStore(StoreBase):
+class Neo4jKeys(StoreBase):
     """The API key part of `Neo4jGraphStore`."""
 
     def create_api_key(self, name: str, role: Role, *, actor: str) -> tuple[ApiKey, str]:

@@ -1,4 +1,4 @@
-"""`Neo4jGraphStore`: the `GraphStore` interface over Neo4j, assembled from one part per aggregate.
+"""`Neo4jGraphStore`: the `GraphStore` protocols over Neo4j, assembled from one part per aggregate.
 
 Storage shape (all common queries are one hop and indexed):
 
@@ -17,22 +17,25 @@ statistics are maintained inside that transaction: added examples are folded in 
 curation (review, move, delete, merge) recomputes them from the examples, so they never drift. Embeddings
 are computed by callers (`search.embeddings`); the store only stores and compares them.
 
-The parts (each a module of this package): techniques, transitions and examples (`examples`),
-retrieval, curation (relabel decisions, audit), API keys (`keys`), the whole graph (`transfer`); `base`
-holds the transaction plumbing and the statistics bookkeeping they share, `records` the row conversions.
+The parts (each a module of this package, a `Neo4j...` class): techniques, transitions and examples
+(`examples`), retrieval, curation (relabel decisions, audit), API keys (`keys`), the whole graph
+(`transfer`); `base` holds the transaction plumbing and the statistics bookkeeping they share, `records`
+the row conversions. The parts follow the storage; the protocols of `graphdb.store.interface` follow
+the consumers (a technique merge is written by the curation part, with its undo record, and read as a
+`TechniqueStore` method).
 """
 
 from __future__ import annotations
 
-from graphdb.store.curation import CurationStore
-from graphdb.store.examples import ExampleStore
-from graphdb.store.keys import ApiKeyStore
-from graphdb.store.retrieval import RetrievalStore
-from graphdb.store.techniques import TechniqueStore
-from graphdb.store.transfer import TransferStore
+from graphdb.store.curation import Neo4jCuration
+from graphdb.store.examples import Neo4jExamples
+from graphdb.store.keys import Neo4jKeys
+from graphdb.store.retrieval import Neo4jRetrieval
+from graphdb.store.techniques import Neo4jTechniques
+from graphdb.store.transfer import Neo4jTransfer
 
 
 class Neo4jGraphStore(
-    TechniqueStore, ExampleStore, RetrievalStore, CurationStore, ApiKeyStore, TransferStore
+    Neo4jTechniques, Neo4jExamples, Neo4jRetrieval, Neo4jCuration, Neo4jKeys, Neo4jTransfer
 ):
     """`GraphStore` over a Neo4j database (embedded or external); the driver is the caller's."""

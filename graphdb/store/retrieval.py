@@ -24,7 +24,7 @@ transition of at most this many examples is ranked exactly. At most `CANDIDATES_
 """
 
 
-class RetrievalStore(StoreBase):
+class Neo4jRetrieval(StoreBase):
     """The retrieval part of `Neo4jGraphStore`."""
 
     def successors(

@@ -13,7 +13,7 @@ from graphdb.store.records import _props, _similarity, _technique
 NEAREST_OVERSAMPLING = 64  # candidates asked of the approximate vector index beyond the k kept
 
 
-class TechniqueStore(StoreBase):
+class Neo4jTechniques(StoreBase):
     """The technique part of `Neo4jGraphStore`."""
 
     def get_technique(self, name: str) -> Technique:

@@ -30,7 +30,7 @@ from graphdb.store.records import (
 logger = logging.getLogger(__name__)
 
 
-class TransferStore(StoreBase):
+class Neo4jTransfer(StoreBase):
     """The whole-graph part of `Neo4jGraphStore`."""
 
     def counts(self) -> dict[str, int]:

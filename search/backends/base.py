@@ -35,11 +35,6 @@ class Completion(BaseModel):
         default=None, ge=0, description="in-process backends: seconds spent generating (not waiting)"
     )
 
-    @property
-    def total_tokens(self) -> int:
-        """Prompt plus completion tokens."""
-        return self.prompt_tokens + self.completion_tokens
-
 
 @runtime_checkable
 class ChatModel(Protocol):

@@ -9,18 +9,26 @@ import pytest
 from neo4j import Driver
 
 from graphdb.connection import Neo4jTarget
-from graphdb.store import GraphStore, Neo4jGraphStore
+from graphdb.store import BoundedGraphStore, GraphStore, Neo4jGraphStore
 from search.embeddings import Embedder, shared_embedder
 
-STORE_IMPLEMENTATIONS = ["neo4j"]
+STORE_IMPLEMENTATIONS = ["neo4j", "bounded"]
+"""Every `GraphStore` implementation: the store conformance suite runs each of them."""
 
 
-@pytest.fixture(params=STORE_IMPLEMENTATIONS)
-def store(request: pytest.FixtureRequest, clean_graph: Driver, neo4j_target: Neo4jTarget) -> GraphStore:
-    """An empty graph behind each `GraphStore` implementation."""
-    if request.param == "neo4j":
-        return Neo4jGraphStore(clean_graph, neo4j_target.database)
-    raise AssertionError(f"unknown store implementation {request.param}")
+def open_store(implementation: str, driver: Driver, database: str) -> GraphStore:
+    """A store of `implementation` (one of `STORE_IMPLEMENTATIONS`) over `driver`."""
+    if implementation == "neo4j":
+        return Neo4jGraphStore(driver, database)
+    if implementation == "bounded":  # the routes' store, with limits no test here comes near
+        return BoundedGraphStore(driver, database, timeout_s=30.0, write_timeout_s=30.0)
+    raise AssertionError(f"unknown store implementation {implementation}")
+
+
+@pytest.fixture()
+def store(clean_graph: Driver, neo4j_target: Neo4jTarget) -> GraphStore:
+    """An empty graph behind the Neo4j store (the conformance suite parametrizes its own over all)."""
+    return open_store("neo4j", clean_graph, neo4j_target.database)
 
 
 @pytest.fixture(scope="session")

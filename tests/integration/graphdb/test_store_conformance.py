@@ -1,9 +1,12 @@
-"""The `GraphStore` contract, run against every implementation (parametrized in conftest)."""
+"""The `GraphStore` contract, run against every implementation (`STORE_IMPLEMENTATIONS` in conftest):
+`Neo4jGraphStore` and the routes' `BoundedGraphStore`."""
 
 from __future__ import annotations
 
 import pytest
+from neo4j import Driver
 
+from graphdb.connection import Neo4jTarget
 from graphdb.errors import (
     ApiKeyNotFoundError,
     ExampleNotFoundError,
@@ -25,7 +28,13 @@ from graphdb.models import (
     utc_now,
 )
 from graphdb.store import GraphStore, hash_token
-from tests.integration.conftest import unit_vector
+from tests.integration.conftest import STORE_IMPLEMENTATIONS, open_store, unit_vector
+
+
+@pytest.fixture(params=STORE_IMPLEMENTATIONS)
+def store(request: pytest.FixtureRequest, clean_graph: Driver, neo4j_target: Neo4jTarget) -> GraphStore:
+    """An empty graph behind each `GraphStore` implementation."""
+    return open_store(request.param, clean_graph, neo4j_target.database)
 
 
 def technique(name: str, description: str = "") -> Technique:

@@ -14,7 +14,6 @@ import pytest
 
 from executor.checking import (
     SETTLE_MIN_WINDOW,
-    TrialPolicy,
     measure,
     measure_batched,
     median_error,
@@ -27,6 +26,7 @@ from executor.checking import (
 from executor.inputs import InputSet, generate_inputs
 from executor.protocol import EvaluationOptions
 from executor.taskformat import FunctionTask, KernelTask, parse_task
+from executor.trialpolicy import TrialPolicy
 from executor.worker import host as host_module
 from executor.worker.host import HostSlots, copy_chunks, host_cache_bytes, host_copy_count
 

@@ -1,0 +1,93 @@
+"""The errors of the graph's services (`api/<feature>/service.py`, composed by `api.graph.service`),
+and the one place that translates the store's, the search's and the embedder's errors into them.
+
+Each face maps these to its answers (HTTP statuses, MCP tool errors, /ui messages).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from graphdb.errors import (
+    ApiKeyNotFoundError,
+    AuditEntryNotFoundError,
+    DecisionNotFoundError,
+    ExampleNotFoundError,
+    GraphDBError,
+    ImportConflictError,
+    InvalidOperationError,
+    StoreUnavailableError,
+    TechniqueExistsError,
+    TechniqueNotFoundError,
+    TransitionNotFoundError,
+)
+from search.embeddings import EmbeddingError
+from search.errors import KnowledgeError
+
+
+class GraphServiceError(Exception):
+    """Root of the graph service's errors."""
+
+
+class UnknownResourceError(GraphServiceError):
+    """The technique, transition, example, decision or key named does not exist."""
+
+
+class InvalidGraphRequestError(GraphServiceError):
+    """The request is well-formed but asks for something that makes no sense (e.g. merge into itself)."""
+
+
+class InvalidExportError(GraphServiceError):
+    """An uploaded export is not a `regraph.graph/v1` document, or names techniques with refused names."""
+
+
+class GraphConflictError(GraphServiceError):
+    """The request conflicts with the graph's current state (a name taken, a graph not empty...)."""
+
+
+class GraphUnavailableError(GraphServiceError):
+    """The graph database or the embedding model did not answer."""
+
+
+class InvalidApiKeyError(GraphServiceError):
+    """A token matches no live API key."""
+
+
+class QueryRefusedError(GraphServiceError):
+    """A Cypher query writes, administers or escapes the read-only sandbox."""
+
+
+class QueryFailedError(GraphServiceError):
+    """A read-only Cypher query failed (syntax, types...)."""
+
+
+class QueryTimedOutError(QueryFailedError):
+    """A read-only Cypher query ran past its time limit."""
+
+
+@contextmanager
+def translated() -> Iterator[None]:
+    """Store, search and embedding errors as service errors (the one place that maps them)."""
+    try:
+        yield
+    except (
+        TechniqueNotFoundError,
+        ExampleNotFoundError,
+        TransitionNotFoundError,
+        DecisionNotFoundError,
+        AuditEntryNotFoundError,
+    ) as e:
+        raise UnknownResourceError(str(e)) from e
+    except ApiKeyNotFoundError as e:
+        raise UnknownResourceError(str(e)) from e
+    except (TechniqueExistsError, ImportConflictError, InvalidOperationError) as e:
+        raise GraphConflictError(str(e)) from e
+    except StoreUnavailableError as e:
+        raise GraphUnavailableError(str(e)) from e
+    except EmbeddingError as e:
+        raise GraphUnavailableError(f"the embedding model failed: {e}") from e
+    except KnowledgeError as e:
+        raise GraphUnavailableError(str(e)) from e
+    except GraphDBError as e:
+        raise GraphServiceError(str(e)) from e

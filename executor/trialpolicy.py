@@ -1,0 +1,25 @@
+"""`TrialPolicy`: when a candidate's timing stops warming up and stops timing, as plain numbers.
+
+Apart from :mod:`executor.checking`, which applies it, so that the wire protocol
+(:meth:`executor.protocol.EvaluationOptions.trial_policy`) can build one without importing the runtime.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TrialPolicy:
+    """When to stop warming up and timing: see :func:`executor.checking.measure` and
+    :func:`executor.checking.measure_batched`."""
+
+    warmup: int
+    min_trials: int
+    max_trials: int
+    min_total_ms: float
+    target_error: float = 0.0
+    max_wall_s: float = float("inf")
+    warmup_ms: float = 0.0
+    settle: float = 0.0
+    max_warmup_ms: float = 0.0
