@@ -25,7 +25,7 @@ SEARCH_GRAPH_ADAPTERS = frozenset({"construction.py", "relabel.py", "retrieval.p
 # What the search core may use of the executor: its wire protocol, its client and the client's errors.
 EXECUTOR_PUBLIC = frozenset({"executor.protocol", "executor.client", "executor.errors"})
 # What the entry points (CLI, benchmarks) may use of the API: its settings, start-up, app factory,
-# logging and wire models (and the MCP server's stdio start-up, `regraph mcp`, and how a command finds
+# logging and wire models (and the MCP server's stdio start-up and settings, `regraph mcp`, and how a command finds
 # the stack already running on its data directory, `api.discovery`; `api.startup`, where the app's
 # background start-up is, which `regraph up` waits for); never a service's or a router's internals.
 # api.edge: the uvicorn configuration that serves the app with the HTTP edge's limits (`regraph up`).
@@ -38,6 +38,7 @@ API_FOR_ENTRY_POINTS = frozenset(
         "api.state",
         "api.startup",
         "api.mcp.stdio",
+        "api.mcp.settings",
         "api.discovery",
     }
 )
@@ -79,7 +80,7 @@ def top(module: str) -> str:
 
 
 def is_api_wire_model(module: str) -> bool:
-    return module.startswith("api.") and module.endswith(".protocol")
+    return module.startswith("api.") and module.endswith((".models", ".protocol"))
 
 
 def test_graphdb_imports_none_of_the_packages_above_it() -> None:

@@ -1,0 +1,1 @@
+"""Audit: who changed what and when, and the undo of a change."""

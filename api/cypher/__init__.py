@@ -1,0 +1,1 @@
+"""Cypher: read-only queries over the graph, under the limits."""

@@ -1,0 +1,1 @@
+"""Examples: the concrete examples on the transitions, and their review."""

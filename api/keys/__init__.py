@@ -1,0 +1,1 @@
+"""API keys: create, list and revoke (admin)."""

@@ -1,0 +1,1 @@
+"""Transfer: the whole graph exported and imported."""
