@@ -17,10 +17,11 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field, ValidationError
 
-from api.auth import ANONYMOUS
+from api.auth import ANONYMOUS, Caller
 from api.errors import ServiceError, ServiceErrorKind, ServiceUnavailableError
 from api.evaluations.models import CandidateEvaluationPublic
 from api.limits import Ticket
+from api.mcp.evaluations import EvaluationJobs
 from api.mcp.service import NO_PROGRESS, ProgressReporter, ReasoningGraphService, dump
 from api.mcp.tools import READ_ONLY, McpTools, progress_of
 from api.optimize.models import MAX_SOURCE_CHARS, OptimizeCreate
@@ -168,6 +169,45 @@ async def _evaluate(
     )
 
 
+async def start_job(
+    s: ReasoningGraphService,
+    evaluations: EvaluationJobs,
+    caller: Caller,
+    source: str,
+    *,
+    task_ref: str | None,
+    task: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """Start evaluating `source` as one of `evaluations`, for `caller`; its id at once."""
+    resolved = task_of(s, task_ref, task)
+    # The slot is taken now (refused at once past the key's share) and held until the job ends.
+    ticket = evaluation_slot(s, caller.key_id or ANONYMOUS)
+
+    async def run_job(progress: ProgressReporter) -> dict[str, Any]:
+        judged = await evaluate(
+            s,
+            source,
+            task_ref=task_ref,
+            task=task,
+            slot=ticket,
+            progress=progress,
+            caller_id=caller.job_owner,
+        )
+        return s.capped(dump(judged))
+
+    try:
+        job = evaluations.start(caller.job_owner, resolved.id, run_job)
+    except BaseException:
+        ticket.release()
+        raise
+    assert job.task is not None
+    job.task.add_done_callback(lambda _task: ticket.release())
+    return {
+        **job.public(),
+        "hint": "follow it with evaluation_status(evaluation_id, wait_s=...), cancel with cancel_evaluation",
+    }
+
+
 def register(server: MCPServer, tools: McpTools) -> None:
     """Add the evaluations' tools and the tasks resource to `server`."""
 
@@ -219,39 +259,9 @@ def register(server: MCPServer, tools: McpTools) -> None:
         an evaluation id at once; follow it with evaluation_status(evaluation_id, wait_s=...) (progress
         notifications, then the verdict), cancel it with cancel_evaluation."""
         caller = tools.caller(ctx)
-
-        async def start(s: ReasoningGraphService) -> dict[str, Any]:
-            resolved = task_of(s, task_ref, task)
-
-            # The slot is taken now (refused at once past the key's share) and held until the job ends.
-            ticket = evaluation_slot(s, caller.key_id or ANONYMOUS)
-
-            async def run_job(progress: ProgressReporter) -> dict[str, Any]:
-                judged = await evaluate(
-                    s,
-                    source,
-                    task_ref=task_ref,
-                    task=task,
-                    slot=ticket,
-                    progress=progress,
-                    caller_id=caller.job_owner,
-                )
-                return s.capped(dump(judged))
-
-            try:
-                job = tools.evaluations.start(caller.job_owner, resolved.id, run_job)
-            except BaseException:
-                ticket.release()
-                raise
-            assert job.task is not None
-            job.task.add_done_callback(lambda _task: ticket.release())
-            return {
-                **job.public(),
-                "hint": "follow it with evaluation_status(evaluation_id, wait_s=...), cancel with "
-                "cancel_evaluation",
-            }
-
-        return await tools.call(ctx, start)
+        return await tools.call(
+            ctx, lambda s: start_job(s, tools.evaluations, caller, source, task_ref=task_ref, task=task)
+        )
 
     @server.tool(annotations=READ_ONLY)
     async def evaluation_status(
