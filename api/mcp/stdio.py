@@ -22,7 +22,7 @@ import anyio.from_thread
 import anyio.lowlevel
 
 from api.auth import Caller
-from api.errors import ServiceUnavailableError
+from api.errors import ServiceError, ServiceErrorKind, ServiceUnavailableError
 from api.graph.service import GraphService, GraphServiceError
 from api.mcp.evaluations import EvaluationJobs
 from api.mcp.server import build_mcp_server
@@ -43,8 +43,10 @@ needs, for the listing only (every call waits for the check and is gated by the 
 """The caller over stdio without an API key: the local user, reading."""
 
 
-class StdioStartupError(Exception):
+class StdioStartupError(ServiceError):
     """The stack could not be opened, or the API key given is not valid."""
+
+    kind = ServiceErrorKind.UNAVAILABLE
 
 
 def _caller(state: AppState, api_key: str | None) -> Caller:
