@@ -112,10 +112,6 @@ _HTTP: dict[ServiceErrorKind, tuple[int, str]] = {
     ServiceErrorKind.INTERNAL: (500, "internal_error"),
 }
 
-UNAVAILABLE_RETRY_AFTER_S = 5
-"""What a 503 whose error does not say otherwise tells the client to wait before trying again."""
-
-
 @dataclass(frozen=True)
 class HttpError:
     """A service error as HTTP answers it: status, the envelope's type and message, extra headers."""
@@ -130,8 +126,6 @@ def http_error(error: ServiceError) -> HttpError:
     """The HTTP answer to `error` (the app-wide handler's, and the /ui pages' through `status_of`)."""
     status, default_type = _HTTP[error.kind]
     retry_after = error.retry_after_s
-    if retry_after is None and error.kind is ServiceErrorKind.UNAVAILABLE:
-        retry_after = UNAVAILABLE_RETRY_AFTER_S
     headers = {"Retry-After": str(retry_after)} if retry_after is not None else {}
     return HttpError(status, error.error_type or default_type, error.message, headers)
 

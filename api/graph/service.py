@@ -118,7 +118,7 @@ class GraphConflictError(GraphServiceError):
 class GraphUnavailableError(GraphServiceError):
     """The graph database or the embedding model did not answer."""
 
-    kind = ServiceErrorKind.UNAVAILABLE
+    kind, retry_after_s = ServiceErrorKind.UNAVAILABLE, 5
 
 
 class InvalidApiKeyError(GraphServiceError):
