@@ -112,6 +112,7 @@ _HTTP: dict[ServiceErrorKind, tuple[int, str]] = {
     ServiceErrorKind.INTERNAL: (500, "internal_error"),
 }
 
+
 @dataclass(frozen=True)
 class HttpError:
     """A service error as HTTP answers it: status, the envelope's type and message, extra headers."""

@@ -21,12 +21,13 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult
 from pydantic import Field, ValidationError
 
-from api.errors import ServiceError, ServiceErrorKind
+from api.errors import ServiceError, ServiceErrorKind, ServiceUnavailableError
 from api.mcp.service import ReasoningGraphService
 from api.mcp.tools import READ_ONLY, McpTools
 from api.retrieve.models import RetrieveRequest
 from graphdb.errors import TechniqueNotFoundError
 from graphdb.models import INITIAL_TECHNIQUE, TransitionStats
+from search.embeddings import EmbeddingError
 from search.errors import KnowledgeError
 from search.protocols import RetrievedExample
 from search.retrieval import GraphKnowledge
@@ -202,6 +203,8 @@ async def suggest(
         raise ServiceError(
             str(e), kind=ServiceErrorKind.NOT_FOUND if unknown else ServiceErrorKind.UNAVAILABLE
         ) from e
+    except EmbeddingError as e:
+        raise ServiceUnavailableError(f"the code could not be embedded: {e}") from e
     # The transitions' statistics (k=0 reads no example and embeds nothing).
     transitions = await s.read(s.graph.store.successors, request.technique, [], 0)
     stats = {t.transition.target: t.transition.stats for t in transitions}
