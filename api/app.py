@@ -8,24 +8,47 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 
+from api.audit import http as audit_http
 from api.auth import key_role
+from api.cypher import http as cypher_http
 from api.discovery import announce, withdraw
 from api.docs import mount_docs
 from api.edge import RequestGate, ResponseHeaders, document_edge_responses
-from api.errors import install_error_handlers, translate_errors
-from api.graph.service import GraphServiceError
+from api.errors import install_error_handlers
+from api.examples import http as examples_http
+from api.health import http as health_http
+from api.keys import http as keys_http
 from api.logs import configure_logging
 from api.mcp.http import mount_mcp
-from api.optimize.service import OptimizeError, build_job_service
-from api.routers import cypher, graph, health, optimize, relabel
+from api.optimize import http as optimize_http
+from api.optimize.service import build_job_service
+from api.relabel import http as relabel_http
+from api.retrieve import http as retrieve_http
 from api.settings import ApiSettings
 from api.startup import Startup, StartupCancelledError, StartupGate, end_process_after_failed_startup
 from api.state import AppState
+from api.techniques import http as techniques_http
+from api.transfer import http as transfer_http
 from api.ui import mount as mount_ui
 
 logger = logging.getLogger(__name__)
+
+HTTP_ROUTERS: tuple[APIRouter, ...] = (
+    health_http.router,
+    optimize_http.router,
+    retrieve_http.router,
+    techniques_http.router,
+    examples_http.router,
+    relabel_http.decisions_router,
+    audit_http.router,
+    transfer_http.router,
+    keys_http.router,
+    relabel_http.router,
+    cypher_http.router,
+)
+"""Each feature's /v1 routes (api/<feature>/http.py), in the order they are matched."""
 
 
 def create_app(settings: ApiSettings | None = None) -> FastAPI:
@@ -99,10 +122,8 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         docs_url=None,  # /docs is served with its assets from a package (api/docs.py), not a CDN
         redoc_url=None,
     )
-    install_error_handlers(app)
+    install_error_handlers(app)  # every `ServiceError` by its kind, in the envelope
     mcp = mount_mcp(app, settings)  # /mcp: the MCP server over the same services (api/mcp)
-    translate_errors(app, GraphServiceError, graph.api_error)
-    translate_errors(app, OptimizeError, optimize.api_error)
 
     app.add_middleware(
         RequestGate,
@@ -116,11 +137,8 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     app.state.startup = startup
     document_edge_responses(app)
 
-    app.include_router(health.router)
-    app.include_router(optimize.router)
-    app.include_router(graph.router)
-    app.include_router(relabel.router)
-    app.include_router(cypher.router)
+    for router in HTTP_ROUTERS:
+        app.include_router(router)
     mount_docs(app)
     mount_ui(app, settings)  # the curation workspace under /ui
     return app

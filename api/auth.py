@@ -26,7 +26,7 @@ from fastapi import Depends
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
 from api.deps import StateDep
-from api.errors import ForbiddenError, ServiceUnavailableError, UnauthorizedError
+from api.errors import ServiceError, ServiceErrorKind, ServiceUnavailableError
 from api.graph.service import GraphService, GraphUnavailableError, InvalidApiKeyError
 from api.state import AppState
 from graphdb.models import Role
@@ -82,13 +82,14 @@ def get_caller(
     if not token:
         if state.settings.anonymous_read:
             return Caller(name=ANONYMOUS, role=Role.READER)
-        raise UnauthorizedError("an API key is required: send X-API-Key or Authorization: Bearer")
+        raise ServiceError(
+            "an API key is required: send X-API-Key or Authorization: Bearer",
+            kind=ServiceErrorKind.UNAUTHORIZED,
+        )
     try:
         key = service.key_for_token(token)
     except InvalidApiKeyError as e:
-        raise UnauthorizedError(f"the API key is not valid: {e}") from e
-    except GraphUnavailableError as e:
-        raise ServiceUnavailableError(str(e)) from e
+        raise ServiceError(f"the API key is not valid: {e}", kind=ServiceErrorKind.UNAUTHORIZED) from e
     return Caller(name=key.name, role=key.role, key_id=key.id)
 
 
@@ -113,12 +114,14 @@ def _requiring(role: Role) -> Callable[[Caller], Caller]:
     def require(caller: CallerDep) -> Caller:
         if not caller.may(role) and caller.key_id is None:
             # An anonymous reader has not authenticated at all: asking for a key is the useful answer.
-            raise UnauthorizedError(
-                f"this needs an API key with the {role.value} role; anonymous requests only read"
+            raise ServiceError(
+                f"this needs an API key with the {role.value} role; anonymous requests only read",
+                kind=ServiceErrorKind.UNAUTHORIZED,
             )
         if not caller.may(role):
-            raise ForbiddenError(
-                f"this needs the {role.value} role; the key {caller.name!r} is {caller.role.value}"
+            raise ServiceError(
+                f"this needs the {role.value} role; the key {caller.name!r} is {caller.role.value}",
+                kind=ServiceErrorKind.FORBIDDEN,
             )
         return caller
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Query, Request
 from neo4j import Driver
 
 from api.errors import ServiceUnavailableError
+from api.optimize.service import JobService
+from api.relabel.service import RelabelService
 from api.settings import ApiSettings
 from api.startup import RETRY_AFTER_S, Startup, unavailable_message
 from api.state import AppState
@@ -23,9 +25,7 @@ def get_state(request: Request) -> AppState:
     """The opened state; 503 with `Retry-After` and the start-up phase until it exists."""
     state: AppState | None = getattr(request.app.state, "regraph", None)
     if state is None:
-        raise ServiceUnavailableError(
-            unavailable_message(get_startup(request)), headers={"Retry-After": str(RETRY_AFTER_S)}
-        )
+        raise ServiceUnavailableError(unavailable_message(get_startup(request)), retry_after_s=RETRY_AFTER_S)
     return state
 
 
@@ -41,3 +41,24 @@ StartupDep = Annotated[Startup, Depends(get_startup)]
 StateDep = Annotated[AppState, Depends(get_state)]
 DriverDep = Annotated[Driver, Depends(get_driver)]
 SettingsDep = Annotated[ApiSettings, Depends(get_settings)]
+
+
+def get_relabel_service(state: StateDep) -> RelabelService:
+    """The relabel service over the app's store and its (lazily built, cached) relabel policy."""
+    if state.graph_store is None or state.embedder is None:
+        raise ServiceUnavailableError("the graph store is starting or stopping")
+    return RelabelService(state.graph_store, state.relabel_policy())
+
+
+def get_jobs(state: StateDep) -> JobService:
+    """The running job service (the queue that /v1/optimize, /ui/jobs and the MCP tools feed)."""
+    if state.jobs is None:
+        raise ServiceUnavailableError("the job service is starting or stopping")
+    return state.jobs
+
+
+RelabelServiceDep = Annotated[RelabelService, Depends(get_relabel_service)]
+JobsDep = Annotated[JobService, Depends(get_jobs)]
+
+Limit = Annotated[int, Query(ge=1, le=1000, description="page size")]
+Offset = Annotated[int, Query(ge=0, le=10_000_000, description="items to skip")]

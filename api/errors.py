@@ -1,14 +1,20 @@
-"""The API's exceptions and the one JSON error envelope every non-2xx response uses.
+"""The API's one error root (`ServiceError`, with a `kind`) and the one JSON error envelope every non-2xx
+response uses.
 
-`{"error": {"message": str, "type": str, "code": int}}` — for our own errors, FastAPI's HTTP errors,
-request validation (422) and anything unexpected (500, with the detail kept in the log only).
+Services and faces raise `ServiceError`s; each face maps their kinds once: HTTP in the app-wide handler
+(`install_error_handlers`, through `http_error`), the /ui pages through `status_of`, MCP in
+`api.mcp.server.tool_error`. The envelope is `{"error": {"message": str, "type": str, "code": int}}` —
+for our own errors, FastAPI's HTTP errors, request validation (422) and anything unexpected (500, with
+the detail kept in the log only).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -39,72 +45,95 @@ class ErrorEnvelope(BaseModel):
     error: ErrorBody
 
 
-class ApiError(Exception):
-    """Root of the API's own errors; each subclass fixes its status code and type."""
+class ServiceErrorKind(StrEnum):
+    """What went wrong, in the terms every face maps: HTTP to a status, MCP to a tool error, /ui to a page."""
 
-    status_code = 500
-    error_type = "internal_error"
+    INVALID = "invalid"  # the request asks for something impossible
+    UNAUTHORIZED = "unauthorized"  # no key, or an unknown or revoked one
+    FORBIDDEN = "forbidden"  # the key's role does not allow this
+    NOT_FOUND = "not_found"  # the named thing does not exist (or is not the caller's)
+    CONFLICT = "conflict"  # it conflicts with the current state
+    TOO_LARGE = "too_large"  # the body exceeds its limit
+    UNPROCESSABLE = "unprocessable"  # well-formed, but a field's or a file's content is refused
+    TOO_MANY = "too_many"  # the key already runs as many of these as it may
+    UNAVAILABLE = "unavailable"  # a dependency (Neo4j, the executor, a model, a setting) is not there
+    INTERNAL = "internal"  # a fault of ours
 
-    def __init__(self, message: str, *, headers: Mapping[str, str] | None = None) -> None:
+
+class ServiceError(Exception):
+    """Root of the API's own errors, raised by its services and its faces alike.
+
+    `kind` says what went wrong (each face maps kinds, never classes); `error_type` names the error on
+    the wire when the kind's own name is too coarse (e.g. ``cypher_refused``); `retry_after_s` says when
+    trying again makes sense. Families (the graph service's, the job service's, the limiter's) subclass it
+    and fix their kind as a class attribute; a one-off error is ``ServiceError(message, kind=...)``.
+    """
+
+    kind: ServiceErrorKind = ServiceErrorKind.INTERNAL
+    error_type: str | None = None
+    retry_after_s: int | None = None
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: ServiceErrorKind | None = None,
+        error_type: str | None = None,
+        retry_after_s: int | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
-        self.headers = dict(headers or {})  # sent with the envelope (e.g. 429's Retry-After)
+        if kind is not None:
+            self.kind = kind
+        if error_type is not None:
+            self.error_type = error_type
+        if retry_after_s is not None:
+            self.retry_after_s = retry_after_s
 
 
-class BadRequestError(ApiError):
-    """The request is well-formed JSON but asks for something impossible."""
+class ServiceUnavailableError(ServiceError):
+    """A dependency (Neo4j, the executor, a model) is not available (the HTTP edge catches this one)."""
 
-    status_code = 400
-    error_type = "bad_request"
-
-
-class UnauthorizedError(ApiError):
-    """No or an unknown API key."""
-
-    status_code = 401
-    error_type = "unauthorized"
+    kind = ServiceErrorKind.UNAVAILABLE
 
 
-class ForbiddenError(ApiError):
-    """The API key's role does not allow this."""
+# -- the HTTP face's one mapping ----------------------------------------------------------------------
 
-    status_code = 403
-    error_type = "forbidden"
-
-
-class NotFoundError(ApiError):
-    """The named resource does not exist."""
-
-    status_code = 404
-    error_type = "not_found"
-
-
-class ConflictError(ApiError):
-    """The request conflicts with the current state."""
-
-    status_code = 409
-    error_type = "conflict"
+_HTTP: dict[ServiceErrorKind, tuple[int, str]] = {
+    ServiceErrorKind.INVALID: (400, "bad_request"),
+    ServiceErrorKind.UNAUTHORIZED: (401, "unauthorized"),
+    ServiceErrorKind.FORBIDDEN: (403, "forbidden"),
+    ServiceErrorKind.NOT_FOUND: (404, "not_found"),
+    ServiceErrorKind.CONFLICT: (409, "conflict"),
+    ServiceErrorKind.TOO_LARGE: (413, "payload_too_large"),
+    ServiceErrorKind.UNPROCESSABLE: (422, "validation_error"),
+    ServiceErrorKind.TOO_MANY: (429, "rate_limited"),
+    ServiceErrorKind.UNAVAILABLE: (503, "service_unavailable"),
+    ServiceErrorKind.INTERNAL: (500, "internal_error"),
+}
 
 
-class UnprocessableError(ApiError):
-    """The request is well-formed but its content is refused (a field's value, a file's)."""
+@dataclass(frozen=True)
+class HttpError:
+    """A service error as HTTP answers it: status, the envelope's type and message, extra headers."""
 
-    status_code = 422
-    error_type = "validation_error"
-
-
-class PayloadTooLargeError(ApiError):
-    """The request body exceeds the configured limit."""
-
-    status_code = 413
-    error_type = "payload_too_large"
+    status_code: int
+    error_type: str
+    message: str
+    headers: dict[str, str]
 
 
-class ServiceUnavailableError(ApiError):
-    """A dependency (Neo4j, the executor, a model) is not available."""
+def http_error(error: ServiceError) -> HttpError:
+    """The HTTP answer to `error` (the app-wide handler's, and the /ui pages' through `status_of`)."""
+    status, default_type = _HTTP[error.kind]
+    retry_after = error.retry_after_s
+    headers = {"Retry-After": str(retry_after)} if retry_after is not None else {}
+    return HttpError(status, error.error_type or default_type, error.message, headers)
 
-    status_code = 503
-    error_type = "service_unavailable"
+
+def status_of(error: ServiceError) -> int:
+    """The HTTP status of `error` (for faces that answer pages rather than the envelope: /ui)."""
+    return _HTTP[error.kind][0]
 
 
 _TYPE_BY_STATUS = {
@@ -143,9 +172,10 @@ def _format_validation(errors: list[Any]) -> str:
 def install_error_handlers(app: FastAPI) -> None:
     """Route every failure through the envelope."""
 
-    @app.exception_handler(ApiError)
-    async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
-        return envelope(exc.status_code, exc.message, exc.error_type, exc.headers)
+    @app.exception_handler(ServiceError)
+    async def _service_error(_: Request, exc: ServiceError) -> JSONResponse:
+        answer = http_error(exc)
+        return envelope(answer.status_code, answer.message, answer.error_type, answer.headers)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -179,25 +209,6 @@ def allowed_methods(request: Request) -> list[str]:
         for method in _METHODS
         if any(route.matches({**request.scope, "method": method})[0] is Match.FULL for route in routes)
     ]
-
-
-ServiceError = TypeVar("ServiceError", bound=Exception)
-
-
-def translate_errors(
-    app: FastAPI, error_type: type[ServiceError], to_api_error: Callable[[ServiceError], ApiError]
-) -> None:
-    """Answer every `error_type` a route lets through as the `ApiError` that `to_api_error` makes of it.
-
-    Services raise their own errors (graph, optimize jobs); routes let them through and this one
-    handler per family gives each its status in the envelope.
-    """
-
-    async def _translated(_: Request, exc: Exception) -> JSONResponse:
-        error = to_api_error(exc)  # type: ignore[arg-type]  # registered for error_type only
-        return envelope(error.status_code, error.message, error.error_type, error.headers)
-
-    app.add_exception_handler(error_type, _translated)
 
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {

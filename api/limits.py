@@ -25,6 +25,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, TypeVar
 
+from api.errors import ServiceError, ServiceErrorKind
+
 if TYPE_CHECKING:
     from api.settings import ApiSettings
 
@@ -45,17 +47,21 @@ class SlotLimit:
     wait_s: float = 5.0
 
 
-class LimitError(Exception):
-    """Base of the limiter's refusals; `retry_after_s` is a fair time to try again."""
+class LimitError(ServiceError):
+    """Base of the limiter's refusals (of `work`, a kind of call); `retry_after_s` is a fair time to try
+    again."""
 
-    def __init__(self, message: str, *, kind: Kind, retry_after_s: int = 1) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.retry_after_s = retry_after_s
+    kind = ServiceErrorKind.UNAVAILABLE
+
+    def __init__(self, message: str, *, work: Kind, retry_after_s: int = 1) -> None:
+        super().__init__(message, retry_after_s=retry_after_s)
+        self.work = work
 
 
 class KeyBusyError(LimitError):
     """This key already runs as many calls of this kind as it may (HTTP 429)."""
+
+    kind = ServiceErrorKind.TOO_MANY
 
 
 class ServerBusyError(LimitError):
@@ -136,7 +142,7 @@ class Limiter:
                 raise KeyBusyError(
                     f"this key already runs {limit.per_key} {_WHAT[kind]} at once (its limit, the same on "
                     "/v1, /ui and /mcp); wait for one to finish",
-                    kind=kind,
+                    work=kind,
                 )
             if self._all[kind] >= limit.total:
                 return None
@@ -168,7 +174,7 @@ class Limiter:
         return ServerBusyError(
             f"the server already runs {self.limits[kind].total} {_WHAT[kind]} at once (waited "
             f"{waited_s:g} s for a slot); try again shortly",
-            kind=kind,
+            work=kind,
             retry_after_s=2,
         )
 
@@ -231,7 +237,7 @@ class Limiter:
                 left = deadline - loop.time()
                 if left <= 0:
                     raise OverTimeError(
-                        f"no answer within {limit_s:g} s: the call was stopped", kind=kind, retry_after_s=5
+                        f"no answer within {limit_s:g} s: the call was stopped", work=kind, retry_after_s=5
                     )
                 done, _ = await asyncio.wait({future}, timeout=min(left, DISCONNECT_POLL_S))
                 if done:
@@ -239,7 +245,7 @@ class Limiter:
                 if disconnected is not None and loop.time() >= next_look:
                     next_look = loop.time() + DISCONNECT_POLL_S
                     if await disconnected():
-                        raise ClientGoneError("the client went away: the call was stopped", kind=kind)
+                        raise ClientGoneError("the client went away: the call was stopped", work=kind)
         except BaseException:
             if not future.done():
                 abandon()

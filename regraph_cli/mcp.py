@@ -25,7 +25,7 @@ from rich.console import Console
 
 from api.discovery import reach_running_stack
 from api.logs import configure_logging
-from api.mcp.protocol import McpSettings
+from api.mcp.settings import McpSettings
 from api.mcp.stdio import StdioStartupError, serve_stdio
 from api.settings import ApiSettings
 from regraph_cli.discovery import refuse_other_data_dir

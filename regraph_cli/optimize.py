@@ -31,7 +31,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from api.optimize.protocol import OptimizeCreate, OptimizeResult
+from api.optimize.models import OptimizeCreate, OptimizeResult
 from executor.client import ExecutorClient
 from executor.errors import TaskFormatError
 from executor.taskformat import FunctionTask, KernelTask, load_task, parse_task

@@ -6,8 +6,9 @@ No FastAPI here. It asks the store for its `AuditStore` only; errors are `api.gr
 
 from __future__ import annotations
 
+from api.audit.models import AuditEntryPublic, AuditList
 from api.graph.errors import translated
-from api.graph.protocol import AuditEntryPublic, AuditList, DecisionList, DecisionPublic
+from api.relabel.models import DecisionList, DecisionPublic
 from graphdb.models import RelabelOutcome
 from graphdb.store import AuditStore
 

@@ -14,8 +14,8 @@ from fastapi.responses import HTMLResponse
 from pydantic import ValidationError
 
 from api.auth import ANONYMOUS
+from api.cypher.models import CypherRequest
 from api.deps import StateDep
-from api.graph.protocol import CypherRequest
 from api.settings import default_cypher_examples
 from api.ui.render import without_vectors
 from api.ui.visitor import SERVICE_ERRORS, VisitDep, WriteDep, problem, run_reader_cypher

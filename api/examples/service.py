@@ -6,13 +6,13 @@ No FastAPI here. It asks the store for its `ExampleStore` only; errors are `api.
 
 from __future__ import annotations
 
+from api.examples.models import ExampleList, ExamplePublic, ReviewRequest, SplitRequest
 from api.graph.errors import (
     GraphUnavailableError,
     InvalidApiKeyError,
     InvalidGraphRequestError,
     translated,
 )
-from api.graph.protocol import ExampleList, ExamplePublic, ReviewRequest, SplitRequest
 from graphdb.errors import ApiKeyNotFoundError, StoreUnavailableError
 from graphdb.models import (
     ExampleSummary,

@@ -16,8 +16,9 @@ from pydantic import ValidationError
 
 from api.auth import Caller, get_graph_service
 from api.deps import StateDep
-from api.graph.protocol import ExamplePublic, ReviewRequest, SplitRequest, TransitionPublic
+from api.examples.models import ExamplePublic, ReviewRequest, SplitRequest
 from api.graph.service import GraphServiceError
+from api.techniques.models import TransitionPublic
 from api.ui.render import side_by_side
 from api.ui.visitor import (
     PAGE,

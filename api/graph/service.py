@@ -20,6 +20,7 @@ from dataclasses import replace
 from neo4j import Driver
 
 from api.audit.service import AuditService
+from api.cypher.models import CypherRequest, CypherResponse
 from api.examples.service import ExampleService
 from api.graph.errors import (
     GraphConflictError,
@@ -33,7 +34,6 @@ from api.graph.errors import (
     QueryTimedOutError,
     UnknownResourceError,
 )
-from api.graph.protocol import CypherRequest, CypherResponse
 from api.keys.service import KeyService
 from api.retrieve.service import RetrievalService
 from api.techniques.service import TechniqueService

@@ -6,7 +6,7 @@ No FastAPI here. It asks the store for its `KeyStore` only; errors are `api.grap
 from __future__ import annotations
 
 from api.graph.errors import GraphConflictError, GraphUnavailableError, InvalidApiKeyError, translated
-from api.graph.protocol import ApiKeyCreate, ApiKeyCreated, ApiKeyPublic
+from api.keys.models import ApiKeyCreate, ApiKeyCreated, ApiKeyPublic
 from graphdb.errors import ApiKeyNotFoundError, StoreUnavailableError
 from graphdb.models import ApiKey
 from graphdb.store import KeyStore

@@ -7,7 +7,7 @@ from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 
-from api.graph.protocol import ApiKeyCreate, ApiKeyCreated
+from api.keys.models import ApiKeyCreate, ApiKeyCreated
 from api.ui.visitor import Visit, VisitDep, WriteDep, in_thread, see
 from graphdb.models import Role
 

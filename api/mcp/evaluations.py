@@ -17,7 +17,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from api.mcp.service import McpInputError, McpUnavailableError, ProgressReporter
+from api.errors import ServiceError, ServiceErrorKind
+from api.mcp.service import ProgressReporter
 
 logger = logging.getLogger(__name__)
 
@@ -81,9 +82,10 @@ class EvaluationJobs:
         """Start `evaluate` in the background for `owner`; returns the job at once."""
         running = sum(not j.finished for j in self._jobs.values())
         if running >= self.max_running:
-            raise McpUnavailableError(
+            raise ServiceError(
                 f"{running} evaluations are running on this server (at most {self.max_running}); "
-                "wait for one (evaluation_status) or cancel one"
+                "wait for one (evaluation_status) or cancel one",
+                kind=ServiceErrorKind.UNAVAILABLE,
             )
         job = EvaluationJob(id=f"eval-{uuid.uuid4().hex[:16]}", owner=owner, task_id=task_id)
 
@@ -96,7 +98,7 @@ class EvaluationJobs:
                 job.state = "succeeded"
             except asyncio.CancelledError:
                 job.state, job.error = "cancelled", "cancelled by a request"
-            except (McpInputError, McpUnavailableError) as e:
+            except ServiceError as e:
                 job.state, job.error = "failed", str(e)
             except Exception as e:  # a background job must end in a state its owner can read
                 logger.exception("evaluation %s failed", job.id)
@@ -118,7 +120,7 @@ class EvaluationJobs:
         """The evaluation, if `scope` may see it (None: anyone's); else "not found"."""
         job = self._jobs.get(evaluation_id)
         if job is None or (scope is not None and job.owner != scope):
-            raise McpInputError(f"evaluation {evaluation_id!r} not found")
+            raise ServiceError(f"evaluation {evaluation_id!r} not found", kind=ServiceErrorKind.NOT_FOUND)
         return job
 
     async def cancel(self, evaluation_id: str, scope: str | None) -> EvaluationJob:
@@ -126,7 +128,10 @@ class EvaluationJobs:
         executor may still finish the work; its verdict goes nowhere)."""
         job = self.get(evaluation_id, scope)
         if job.finished:
-            raise McpInputError(f"evaluation {evaluation_id!r} has already finished ({job.state})")
+            raise ServiceError(
+                f"evaluation {evaluation_id!r} has already finished ({job.state})",
+                kind=ServiceErrorKind.CONFLICT,
+            )
         assert job.task is not None
         job.task.cancel()
         await asyncio.wait({job.task})

@@ -25,12 +25,12 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.auth import Caller, get_caller
-from api.errors import ApiError, ServiceUnavailableError, envelope
+from api.errors import ServiceError, ServiceUnavailableError, envelope, http_error
 from api.graph.service import GraphService
 from api.mcp.evaluations import EvaluationJobs
-from api.mcp.protocol import McpSettings
 from api.mcp.server import build_mcp_server
-from api.mcp.service import BACKSTOP_S, McpUnavailableError, ReasoningGraphService
+from api.mcp.service import BACKSTOP_S, ReasoningGraphService
+from api.mcp.settings import McpSettings
 from api.settings import ApiSettings
 from api.state import AppState
 from graphdb.store import Neo4jGraphStore
@@ -88,9 +88,10 @@ class ApiKeyGate:
                 raise ServiceUnavailableError(
                     f"the graph database did not answer the key check within {timeout_s + BACKSTOP_S:g} s"
                 ) from e
-        except ApiError as e:
-            response = envelope(e.status_code, e.message, e.error_type)
-            if e.status_code == 401:
+        except ServiceError as e:
+            answer = http_error(e)
+            response = envelope(answer.status_code, answer.message, answer.error_type, answer.headers)
+            if answer.status_code == 401:
                 response.headers["WWW-Authenticate"] = 'Bearer realm="regraph", charset="UTF-8"'
             await response(scope, receive, send)
             return
@@ -117,7 +118,7 @@ class McpMount:
         def service_of() -> ReasoningGraphService:
             state: AppState | None = getattr(api.state, "regraph", None)
             if state is None:
-                raise McpUnavailableError("the service is starting or stopping")
+                raise ServiceUnavailableError("the service is starting or stopping")
             return ReasoningGraphService(state, limits)
 
         self.evaluations = EvaluationJobs()

@@ -22,11 +22,12 @@ import anyio.from_thread
 import anyio.lowlevel
 
 from api.auth import Caller
+from api.errors import ServiceError, ServiceErrorKind, ServiceUnavailableError
 from api.graph.service import GraphService, GraphServiceError
 from api.mcp.evaluations import EvaluationJobs
-from api.mcp.protocol import McpSettings
 from api.mcp.server import build_mcp_server
-from api.mcp.service import McpUnavailableError, ReasoningGraphService
+from api.mcp.service import ReasoningGraphService
+from api.mcp.settings import McpSettings
 from api.optimize.service import JobService, OptimizeError, build_job_service
 from api.settings import ApiSettings
 from api.state import AppState
@@ -42,8 +43,10 @@ needs, for the listing only (every call waits for the check and is gated by the 
 """The caller over stdio without an API key: the local user, reading."""
 
 
-class StdioStartupError(Exception):
+class StdioStartupError(ServiceError):
     """The stack could not be opened, or the API key given is not valid."""
+
+    kind = ServiceErrorKind.UNAVAILABLE
 
 
 def _caller(state: AppState, api_key: str | None) -> Caller:
@@ -73,9 +76,9 @@ class _Opening:
         with anyio.move_on_after(READY_WAIT_S):
             await self.done.wait()
         if self.error is not None:
-            raise McpUnavailableError(f"the stack could not start: {self.error}")
+            raise ServiceUnavailableError(f"the stack could not start: {self.error}")
         if self.state is None:
-            raise McpUnavailableError(f"starting: {self.phase}; try again in a few seconds")
+            raise ServiceUnavailableError(f"starting: {self.phase}; try again in a few seconds")
 
     def caller_of(self, _ctx: object) -> Caller:
         # Before the key is checked only `tools/list` asks (calls, reads and prompts wait for `ready`,
@@ -168,7 +171,7 @@ async def serve_stdio(
 
     def service() -> ReasoningGraphService:
         if opening.state is None:
-            raise McpUnavailableError(f"starting: {opening.phase}")
+            raise ServiceUnavailableError(f"starting: {opening.phase}")
         return ReasoningGraphService(opening.state, mcp_settings)
 
     server = build_mcp_server(service, opening.caller_of, evaluations, opening.ready)

@@ -32,6 +32,7 @@ from typing import Any, Literal, ParamSpec, TypeVar
 
 from neo4j import Driver
 
+from api.errors import ServiceError, ServiceErrorKind
 from api.optimize.protocol import JobEventPublic, OptimizeCreate, OptimizeResult
 from api.settings import ApiSettings
 from executor.client import ExecutorClient
@@ -65,16 +66,20 @@ T = TypeVar("T")
 RESTART_REASON = "interrupted by a restart"
 
 
-class OptimizeError(Exception):
+class OptimizeError(ServiceError):
     """Root of the optimize service's errors."""
 
 
 class NotConfiguredError(OptimizeError):
     """A dependency the job needs (generator model, executor) is not configured."""
 
+    kind, error_type = ServiceErrorKind.UNAVAILABLE, "not_configured"
+
 
 class InvalidTaskError(OptimizeError):
     """The request's task or program cannot be used."""
+
+    kind, error_type = ServiceErrorKind.UNPROCESSABLE, "invalid_task"
 
 
 def _no_such_job(job_id: str) -> str:
@@ -85,25 +90,34 @@ def _no_such_job(job_id: str) -> str:
 class TaskNotFoundError(OptimizeError):
     """`task_ref` names no task in the tasks directory."""
 
+    kind = ServiceErrorKind.NOT_FOUND
+
 
 class JobUnknownError(OptimizeError):
     """No job has this id."""
+
+    kind = ServiceErrorKind.NOT_FOUND
 
 
 class JobAlreadyFinishedError(OptimizeError):
     """The job already ended, so it cannot be cancelled."""
 
+    kind = ServiceErrorKind.CONFLICT
+
 
 class JobStorageError(OptimizeError):
     """The job store (Neo4j) failed."""
+
+    kind = ServiceErrorKind.UNAVAILABLE
 
 
 class TooManyJobsError(OptimizeError):
     """The submitting key already has as many jobs queued or running as it may."""
 
+    kind = ServiceErrorKind.TOO_MANY
+
     def __init__(self, message: str, retry_after_s: int) -> None:
-        super().__init__(message)
-        self.retry_after_s = retry_after_s
+        super().__init__(message, retry_after_s=retry_after_s)
 
 
 @dataclass(frozen=True)

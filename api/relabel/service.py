@@ -1,4 +1,4 @@
-"""The relabel review queue and likely duplicates: the logic behind `api/routers/relabel.py`.
+"""The relabel review queue and likely duplicates: the logic behind `api/relabel/http.py`.
 
 No FastAPI here. The queue lists relabel decisions that wait for a curator (undecided names, and
 decisions flagged for a name/code disagreement or code that does not parse) with the evidence they

@@ -6,17 +6,10 @@ No FastAPI here. It asks the store for its `RetrievalStore` only; errors are `ap
 
 from __future__ import annotations
 
+from api.examples.models import ScoredExamplePublic
 from api.graph.errors import InvalidGraphRequestError, translated
-from api.graph.protocol import (
-    RetrieveRequest,
-    RetrieveResponse,
-    ScoredExamplePublic,
-    SuccessorPublic,
-    TechniqueHit,
-    TechniquePublic,
-    TechniqueSearchResponse,
-    TransitionPublic,
-)
+from api.retrieve.models import RetrieveRequest, RetrieveResponse, SuccessorPublic
+from api.techniques.models import TechniqueHit, TechniquePublic, TechniqueSearchResponse, TransitionPublic
 from graphdb.store import RetrievalStore
 from search.embeddings import Embedder
 from search.retrieval import GraphKnowledge

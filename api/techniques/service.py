@@ -6,9 +6,9 @@ No FastAPI here. It asks the store for its `TechniqueStore` only; errors are `ap
 
 from __future__ import annotations
 
+from api.examples.models import ExamplePublic
 from api.graph.errors import GraphConflictError, InvalidGraphRequestError, translated
-from api.graph.protocol import (
-    ExamplePublic,
+from api.techniques.models import (
     MergeRequest,
     TechniqueCreate,
     TechniqueList,

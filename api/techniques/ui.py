@@ -11,8 +11,8 @@ from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from pydantic import ValidationError
 
-from api.graph.protocol import MergeRequest, TechniqueUpdate, TransitionPublic
 from api.graph.service import GraphServiceError
+from api.techniques.models import MergeRequest, TechniqueUpdate, TransitionPublic
 from api.ui.render import fmt_speedup, speedup_colour
 from api.ui.visitor import (
     PAGE,

@@ -11,7 +11,7 @@ from collections import Counter
 from pydantic import ValidationError
 
 from api.graph.errors import InvalidExportError, InvalidGraphRequestError, translated
-from api.graph.protocol import ImportSummary
+from api.transfer.models import ImportSummary
 from graphdb.models import GraphExport, check_name, transition_key
 from graphdb.store import TransferStore
 

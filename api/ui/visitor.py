@@ -22,27 +22,17 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from starlette.datastructures import FormData
 
 from api.auth import Caller, get_graph_service
-from api.deps import StateDep
-from api.errors import ApiError, ServiceUnavailableError
+from api.cypher.run import run_reader_cypher
+from api.deps import RelabelServiceDep, StateDep
+from api.errors import HttpError, ServiceError, ServiceUnavailableError, http_error
 from api.graph.service import (
     GraphService,
     GraphServiceError,
     GraphUnavailableError,
     InvalidApiKeyError,
-    QueryFailedError,
-    QueryRefusedError,
 )
-from api.limits import LimitError
-from api.optimize.service import JobService, OptimizeError
-
-# Borrowed from the HTTP face (api/routers/) until each lives in its feature's folder (issue 30): the
-# HTTP errors of the graph, Cypher and optimize services (whose type, status and message the /ui shows
-# too), the limiter-held Cypher run every face shares, a job's event stream and the relabel service.
-from api.routers.cypher import cypher_api_error, run_reader_cypher
-from api.routers.graph import api_error as graph_api_error
-from api.routers.optimize import api_error as optimize_api_error
-from api.routers.optimize import event_stream_response
-from api.routers.relabel import RelabelServiceDep
+from api.optimize.service import JobService
+from api.optimize.stream import event_stream_response
 from api.settings import ApiSettings
 from api.ui.render import templates
 from api.ui.session import CSRF_FIELD, CSRF_HEADER, SESSION_COOKIE, Session, SessionStore, tokens_match
@@ -76,20 +66,16 @@ UNDO_NOTE = "A merge can be undone from the audit log while nothing it moved has
 
 T = TypeVar("T")
 
-# Every service error a page may meet: each becomes a message, never a second path to the graph.
-ServiceError = GraphServiceError | OptimizeError | LimitError
-SERVICE_ERRORS = (GraphServiceError, OptimizeError, LimitError)
+# Every service error a page may meet (the one root): each becomes a message, never a second path to
+# the graph.
+SERVICE_ERRORS = (ServiceError,)
 
 
-def problem(error: ServiceError) -> ApiError:
+def problem(error: ServiceError) -> HttpError:
     """The /ui face's one error mapping: a service error's type, status and message, as the HTTP API
     answers it (a page shows the message; the Cypher console, a job's events and the graph's side
     panel also its type or status)."""
-    if isinstance(error, QueryRefusedError | QueryFailedError | LimitError):
-        return cypher_api_error(error)
-    if isinstance(error, GraphServiceError):
-        return graph_api_error(error)
-    return optimize_api_error(error)
+    return http_error(error)
 
 
 class SignInRequired(Exception):

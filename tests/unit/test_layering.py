@@ -25,7 +25,7 @@ SEARCH_GRAPH_ADAPTERS = frozenset({"construction.py", "relabel.py", "retrieval.p
 # What the search core may use of the executor: its wire protocol, its client and the client's errors.
 EXECUTOR_PUBLIC = frozenset({"executor.protocol", "executor.client", "executor.errors"})
 # What the entry points (CLI, benchmarks) may use of the API: its settings, start-up, app factory,
-# logging and wire models (and the MCP server's stdio start-up, `regraph mcp`, and how a command finds
+# logging and wire models (and the MCP server's stdio start-up and settings, `regraph mcp`, and how a command finds
 # the stack already running on its data directory, `api.discovery`; `api.startup`, where the app's
 # background start-up is, which `regraph up` waits for); never a service's or a router's internals.
 # api.edge: the uvicorn configuration that serves the app with the HTTP edge's limits (`regraph up`).
@@ -38,6 +38,7 @@ API_FOR_ENTRY_POINTS = frozenset(
         "api.state",
         "api.startup",
         "api.mcp.stdio",
+        "api.mcp.settings",
         "api.discovery",
     }
 )
@@ -79,7 +80,7 @@ def top(module: str) -> str:
 
 
 def is_api_wire_model(module: str) -> bool:
-    return module.startswith("api.") and module.endswith(".protocol")
+    return module.startswith("api.") and module.endswith((".models", ".protocol"))
 
 
 def test_graphdb_imports_none_of_the_packages_above_it() -> None:
@@ -195,3 +196,78 @@ def test_the_class_name_check_sees_a_second_class_of_a_name(tmp_path: Path) -> N
         (tmp_path / package).mkdir()
         (tmp_path / package / "models.py").write_text(source)
     assert sorted(_class_names(tmp_path)["Candidate"]) == ["graphdb/models.py", "search/models.py"]
+
+
+# -- the API's faces ------------------------------------------------------------------------------------
+# Each feature (api/<feature>/) has up to three faces: its /v1 routes (http.py), its /ui pages (ui.py) and
+# its MCP tools (mcp.py); the /ui shell (api/ui/) and the MCP server (api/mcp/) belong to their face. What
+# faces share (wire models, services, dependencies, the error root) lives in modules that are no face,
+# and `api/app.py` only assembles them.
+FACE_MODULES = frozenset({"http", "mcp", "ui"})
+FACE_SHELLS = frozenset({"mcp", "ui"})
+
+
+def face_of(module: str) -> str | None:
+    """Which face a module of api/ belongs to, or None for a module that no face owns."""
+    parts = module.split(".")
+    if parts[0] != "api" or len(parts) < 2:
+        return None
+    if parts[1] in FACE_SHELLS:
+        return parts[1]
+    if len(parts) == 3 and parts[2] in FACE_MODULES:
+        return parts[2]
+    return None
+
+
+def _module_name(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts)
+
+
+def face_imports(paths: list[Path]) -> list[tuple[Path, str]]:
+    """Every api module each file imports, `from api.x import mcp` read as `api.x.mcp`."""
+    found = []
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.append((path, node.module))
+                found.extend((path, f"{node.module}.{alias.name}") for alias in node.names)
+            elif isinstance(node, ast.Import):
+                found.extend((path, alias.name) for alias in node.names)
+    return found
+
+
+def test_no_face_of_the_api_imports_another_face() -> None:
+    modules = files("api")
+    faces = {face_of(_module_name(p).removesuffix(".__init__")) for p in modules}
+    assert {"http", "mcp", "ui"} <= faces  # the rule has something to check on every face
+    wrong = []
+    for path, imported in face_imports(modules):
+        own, other = face_of(_module_name(path).removesuffix(".__init__")), face_of(imported)
+        if own is not None and other is not None and own != other:
+            wrong.append(f"{path.relative_to(ROOT)}: {own} face imports {imported} ({other} face)")
+    assert wrong == []
+
+
+@pytest.mark.parametrize(
+    ("module", "source"),
+    [
+        ("api/techniques/mcp.py", "from api.techniques.http import router\n"),
+        ("api/examples/http.py", "from api.examples import mcp\n"),
+        ("api/mcp/server.py", "def f():\n    import api.ui.router\n"),
+        ("api/ui/pages.py", "from api.cypher.http import cypher\n"),
+    ],
+)
+def test_the_face_rule_fails_when_one_face_imports_another(
+    module: str, source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for face_module in ("api/cypher/http.py", "api/examples/mcp.py", "api/ui/__init__.py"):
+        (tmp_path / face_module).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / face_module).write_text("from api.errors import ServiceError\n")
+    target = tmp_path / module
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(source)
+    monkeypatch.setattr(f"{__name__}.ROOT", tmp_path)
+    with pytest.raises(AssertionError):
+        test_no_face_of_the_api_imports_another_face()
+    target.write_text("")
+    test_no_face_of_the_api_imports_another_face()  # the same tree without the import passes

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 import pytest
 from neo4j import Driver
 
+from api.errors import status_of
 from api.graph.service import GraphUnavailableError
 from api.limits import OverTimeError
-from api.routers.cypher import cypher_api_error
 from graphdb.connection import Neo4jTarget, open_driver
 from graphdb.cypher_guard import CypherLimits, run_read_only
 from graphdb.errors import CypherRefusedError, CypherUnavailableError
@@ -43,8 +43,8 @@ def test_a_database_that_does_not_answer_is_unavailable_not_a_failed_query(silen
     finally:
         driver.close()
     # And every face answers 503 for it (or for a call given up past its limit), never 400 "timeout".
-    assert cypher_api_error(GraphUnavailableError("not answering")).status_code == 503
-    assert cypher_api_error(OverTimeError("no answer", kind="cypher")).status_code == 503
+    assert status_of(GraphUnavailableError("not answering")) == 503
+    assert status_of(OverTimeError("no answer", work="cypher")) == 503
 
 
 def test_neo4j_ends_a_line_comment_at_a_carriage_return(

@@ -3,51 +3,33 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 
 import pytest
 
-from api.graph.protocol import (
-    ExamplePublic,
-    RetrieveResponse,
-    ScoredExamplePublic,
-    SuccessorPublic,
-    TransitionPublic,
-)
-from api.mcp.answers import concise_successors
-from graphdb.models import ReviewStatus, StepVerdict, TransitionStats
+from api.retrieve.mcp import SuccessorEvidence, concise_successors
+from graphdb.models import TransitionStats
+from search.protocols import RetrievedExample
 
 
-def _example(owner: str, i: int, code_chars: int) -> ScoredExamplePublic:
+def _example(owner: str, i: int, code_chars: int) -> RetrievedExample:
     body = ('  out[i] = "quoted"\\t' * (code_chars // 20 + 1))[:code_chars]
-    example = ExamplePublic(
+    return RetrievedExample(
         id=f"{owner.replace(' ', '_')}_ex{i}",
-        source="Parallelization",
-        target="t",
         task_id=f"task_{i}",
+        source_technique="Parallelization",
+        target_technique="t",
         think="why",
         detail="what",
         code_before="for (int i = 0; i < n; ++i) {\n" + body + "\n}",
         code_after="__global__ void k() {\n" + body + "\n}",
-        source_label="Parallelization",
-        target_label="t",
         speedup=1.5,
-        speedup_over_serial=None,
-        verdict=StepVerdict.PASSED,
-        device=None,
-        model="teacher",
-        review_status=ReviewStatus.APPROVED,
-        review_reason="",
-        trajectory_id=None,
-        step_index=None,
-        created_at=datetime(2026, 11, 28, tzinfo=UTC),
+        similarity=0.9 - i / 100,
     )
-    return ScoredExamplePublic(example=example, similarity=0.9 - i / 100)
 
 
 def _successor(
     name: str, verified: int, median: float | None, examples: int, code_chars: int
-) -> SuccessorPublic:
+) -> SuccessorEvidence:
     stats = TransitionStats(
         n_examples=verified + 2,
         n_verified=verified,
@@ -55,15 +37,11 @@ def _successor(
         mean_speedup=median,
         median_speedup=median,
     )
-    return SuccessorPublic(
-        technique=name,
-        transition=TransitionPublic(key=f"k-{name}", source="Parallelization", target=name, stats=stats),
-        examples=[_example(name, i, code_chars) for i in range(examples)],
-    )
+    return SuccessorEvidence(name, stats, [_example(name, i, code_chars) for i in range(examples)])
 
 
-def _found(n: int = 12, examples: int = 3, code_chars: int = 3000) -> RetrieveResponse:
-    successors = [
+def _found(n: int = 12, examples: int = 3, code_chars: int = 3000) -> list[SuccessorEvidence]:
+    return [
         _successor(
             f"technique {i:02d}",
             verified=i % 4,
@@ -73,7 +51,6 @@ def _found(n: int = 12, examples: int = 3, code_chars: int = 3000) -> RetrieveRe
         )
         for i in range(n)
     ]
-    return RetrieveResponse(technique="Parallelization", successors=successors)
 
 
 def _size(answer: dict[str, object]) -> int:
@@ -81,7 +58,7 @@ def _size(answer: dict[str, object]) -> int:
 
 
 def test_ranked_best_supported_first_without_code() -> None:
-    answer = concise_successors(_found(n=5))
+    answer = concise_successors("Parallelization", _found(n=5))
     stats = [(s["stats"]["n_verified"], s["stats"]["median_speedup"]) for s in answer["successors"]]
     assert stats == sorted(stats, key=lambda v: (-v[0], -(v[1] or 0)))
     assert [s["rank"] for s in answer["successors"]] == [1, 2, 3, 4, 5]
@@ -96,7 +73,7 @@ def test_ranked_best_supported_first_without_code() -> None:
 
 @pytest.mark.parametrize("max_chars", [2_000, 4_000, 10_000, 40_000])
 def test_code_is_cut_to_the_budget_and_the_cut_is_named(max_chars: int) -> None:
-    answer = concise_successors(_found(), include_code=True, max_chars=max_chars)
+    answer = concise_successors("Parallelization", _found(), include_code=True, max_chars=max_chars)
     assert _size(answer) <= max_chars
     kept = [e for s in answer["successors"] for e in s["examples"]]
     assert kept and all("code_after" in e for e in kept)
@@ -107,26 +84,32 @@ def test_code_is_cut_to_the_budget_and_the_cut_is_named(max_chars: int) -> None:
 
 
 def test_a_large_budget_keeps_all_code_uncut() -> None:
-    answer = concise_successors(_found(n=2, examples=1, code_chars=200), include_code=True, max_chars=100_000)
+    answer = concise_successors(
+        "Parallelization", _found(n=2, examples=1, code_chars=200), include_code=True, max_chars=100_000
+    )
     assert "truncated" not in answer and "omitted" not in answer
     assert answer["successors"][0]["examples"][0]["code_after"].endswith("\n}")
 
 
 def test_too_many_successors_for_the_budget_leave_out_the_lowest_ranked() -> None:
-    answer = concise_successors(_found(n=60, examples=3, code_chars=10), max_chars=2_000)
+    answer = concise_successors("Parallelization", _found(n=60, examples=3, code_chars=10), max_chars=2_000)
     assert _size(answer) <= 2_000
     kept = [s["technique"] for s in answer["successors"]]
     omitted = answer["omitted"]
     assert len(kept) + len(omitted) == 60 and not set(kept) & set(omitted)
     full = [
         s["technique"]
-        for s in concise_successors(_found(n=60, examples=3, code_chars=10), max_chars=10**6)["successors"]
+        for s in concise_successors(
+            "Parallelization", _found(n=60, examples=3, code_chars=10), max_chars=10**6
+        )["successors"]
     ]
     assert full[: len(kept)] == kept  # the best ranked are the ones kept
 
 
 def test_a_budget_too_small_for_any_code_says_so_and_keeps_the_ranking() -> None:
-    answer = concise_successors(_found(n=3, examples=2), include_code=True, max_chars=1_000)
+    answer = concise_successors(
+        "Parallelization", _found(n=3, examples=2), include_code=True, max_chars=1_000
+    )
     assert _size(answer) <= 1_000
     assert "too small for code" in answer["code"] and answer["successors"][0]["rank"] == 1
     assert all("code_after" not in e for s in answer["successors"] for e in s["examples"])

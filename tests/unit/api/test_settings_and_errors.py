@@ -9,7 +9,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from pydantic import BaseModel, ValidationError
 
-from api.errors import ConflictError, install_error_handlers
+from api.errors import ServiceError, ServiceErrorKind, install_error_handlers
 from api.settings import ApiSettings
 
 
@@ -55,7 +55,7 @@ def _app() -> FastAPI:
     @app.post("/items")
     def create(item: Item) -> Item:
         if item.name == "dup":
-            raise ConflictError("an item named dup exists")
+            raise ServiceError("an item named dup exists", kind=ServiceErrorKind.CONFLICT)
         if item.name == "boom":
             raise RuntimeError("secret internal detail")
         return item

@@ -10,7 +10,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from api.optimize.protocol import OptimizeCreate
+from api.optimize.models import OptimizeCreate
 from api.optimize.service import InvalidTaskError, TaskNotFoundError, resolve_task
 from executor.taskformat import load_task
 from regraph_cli.optimize import optimize_command, trajectory_knowledge

@@ -1,6 +1,9 @@
-"""The relabel review queue and likely duplicates over HTTP (thin: roles, the service, its errors).
+"""Relabeling over HTTP: the construction's decisions, the review queue and likely duplicates (thin:
+roles, then the service; its errors are answered by the app-wide handler).
 
 Routes are plain functions: FastAPI runs them in a worker thread, since the store is synchronous.
+
+- `GET /v1/relabel-decisions`, `POST /v1/relabel-decisions/{id}/undo`: the construction's decisions;
 
 - `GET /v1/relabel-queue`: decisions waiting for a curator, with candidates, probabilities and code evidence;
 - `POST /v1/relabel-queue/{id}/accept`: keep the decision as it is;
@@ -16,14 +19,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Query
 
-from api.auth import RequireCurator, RequireReader
-from api.deps import get_state
-from api.errors import ServiceUnavailableError, responses
-from api.graph.protocol import TechniquePublic
-from api.graph.service import GraphServiceError
-from api.relabel.protocol import (
+from api.auth import GraphServiceDep, RequireCurator, RequireReader
+from api.deps import Limit, Offset, RelabelServiceDep
+from api.errors import responses
+from api.relabel.models import (
+    DecisionList,
+    DecisionPublic,
     DuplicateList,
     DuplicateMerge,
     KeptSeparateList,
@@ -33,21 +36,12 @@ from api.relabel.protocol import (
     QueueMerge,
     QueueResolution,
 )
-from api.relabel.service import RelabelService
-from api.routers.graph import Limit, Offset, api_error
-from api.state import AppState
+from api.techniques.models import TechniquePublic
+from graphdb.models import RelabelOutcome
 
 router = APIRouter(prefix="/v1", tags=["relabel"])
-
-
-def get_relabel_service(state: Annotated[AppState, Depends(get_state)]) -> RelabelService:
-    """The relabel service over the app's store and its (lazily built, cached) relabel policy."""
-    if state.graph_store is None or state.embedder is None:
-        raise ServiceUnavailableError("the graph store is starting or stopping")
-    return RelabelService(state.graph_store, state.relabel_policy())
-
-
-RelabelServiceDep = Annotated[RelabelService, Depends(get_relabel_service)]
+decisions_router = APIRouter(prefix="/v1", tags=["graph"])
+"""The construction's relabeling decisions (documented with the graph's routes, as before the cut)."""
 
 
 @router.get(
@@ -58,10 +52,7 @@ RelabelServiceDep = Annotated[RelabelService, Depends(get_relabel_service)]
 def list_queue(
     caller: RequireReader, service: RelabelServiceDep, limit: Limit = 100, offset: Offset = 0
 ) -> QueueList:
-    try:
-        return service.list_queue(limit=limit, offset=offset)
-    except GraphServiceError as e:
-        raise api_error(e) from e
+    return service.list_queue(limit=limit, offset=offset)
 
 
 @router.post(
@@ -70,10 +61,7 @@ def list_queue(
     responses=responses(403, 404, 409),
 )
 def accept(decision_id: str, caller: RequireCurator, service: RelabelServiceDep) -> QueueResolution:
-    try:
-        return service.resolve(decision_id, into=None, actor=caller.name)
-    except GraphServiceError as e:
-        raise api_error(e) from e
+    return service.resolve(decision_id, into=None, actor=caller.name)
 
 
 @router.post(
@@ -84,10 +72,7 @@ def accept(decision_id: str, caller: RequireCurator, service: RelabelServiceDep)
 def merge_queued(
     decision_id: str, body: QueueMerge, caller: RequireCurator, service: RelabelServiceDep
 ) -> QueueResolution:
-    try:
-        return service.resolve(decision_id, into=body.into, actor=caller.name)
-    except GraphServiceError as e:
-        raise api_error(e) from e
+    return service.resolve(decision_id, into=body.into, actor=caller.name)
 
 
 @router.get(
@@ -103,10 +88,7 @@ def likely_duplicates(
     ] = 0.5,
     limit: Annotated[int, Query(ge=1, le=1000, description="most pairs returned")] = 50,
 ) -> DuplicateList:
-    try:
-        return service.likely_duplicates(min_probability=min_probability, limit=limit)
-    except GraphServiceError as e:
-        raise api_error(e) from e
+    return service.likely_duplicates(min_probability=min_probability, limit=limit)
 
 
 @router.post(
@@ -117,10 +99,7 @@ def likely_duplicates(
 def merge_duplicates(
     body: DuplicateMerge, caller: RequireCurator, service: RelabelServiceDep
 ) -> TechniquePublic:
-    try:
-        technique = service.merge(body, actor=caller.name)
-    except GraphServiceError as e:
-        raise api_error(e) from e
+    technique = service.merge(body, actor=caller.name)
     return TechniquePublic.of(technique)
 
 
@@ -130,10 +109,7 @@ def merge_duplicates(
     responses=responses(400, 403, 404),
 )
 def keep_separate(body: PairReview, caller: RequireCurator, service: RelabelServiceDep) -> KeptSeparatePublic:
-    try:
-        return service.keep_separate(body, actor=caller.name)
-    except GraphServiceError as e:
-        raise api_error(e) from e
+    return service.keep_separate(body, actor=caller.name)
 
 
 @router.get(
@@ -142,10 +118,7 @@ def keep_separate(body: PairReview, caller: RequireCurator, service: RelabelServ
     responses=responses(),
 )
 def list_kept_separate(caller: RequireReader, service: RelabelServiceDep) -> KeptSeparateList:
-    try:
-        return service.list_kept_separate()
-    except GraphServiceError as e:
-        raise api_error(e) from e
+    return service.list_kept_separate()
 
 
 @router.post(
@@ -156,8 +129,30 @@ def list_kept_separate(caller: RequireReader, service: RelabelServiceDep) -> Kep
 def undo_keep_separate(
     body: PairReview, caller: RequireCurator, service: RelabelServiceDep
 ) -> KeptSeparateList:
-    try:
-        service.undo_keep_separate(body, actor=caller.name)
-        return service.list_kept_separate()
-    except GraphServiceError as e:
-        raise api_error(e) from e
+    service.undo_keep_separate(body, actor=caller.name)
+    return service.list_kept_separate()
+
+
+@decisions_router.get(
+    "/relabel-decisions",
+    summary="Relabeling decisions of the graph construction, newest first (outcome=flagged: for curators)",
+    responses=responses(),
+)
+def list_decisions(
+    caller: RequireReader,
+    service: GraphServiceDep,
+    outcome: Annotated[RelabelOutcome | None, Query(description="only decisions with this outcome")] = None,
+    include_undone: Annotated[bool, Query(description="also decisions already undone")] = False,
+    limit: Limit = 100,
+    offset: Offset = 0,
+) -> DecisionList:
+    return service.list_decisions(outcome=outcome, include_undone=include_undone, limit=limit, offset=offset)
+
+
+@decisions_router.post(
+    "/relabel-decisions/{decision_id}/undo",
+    summary="Undo a relabeling: split a merged name back out, or merge a new/flagged one (curator)",
+    responses=responses(403, 404, 409),
+)
+def undo_decision(decision_id: str, caller: RequireCurator, service: GraphServiceDep) -> DecisionPublic:
+    return service.undo_decision(decision_id, actor=caller.name)

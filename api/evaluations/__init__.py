@@ -1,0 +1,1 @@
+"""Evaluations: one candidate compiled, tested and timed by the executor."""

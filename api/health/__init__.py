@@ -1,0 +1,1 @@
+"""Health: liveness and readiness."""
