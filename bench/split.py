@@ -31,7 +31,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from bench.metrics import TIERS, BenchError, MetricsError, Tier, tier_for_steps
-from search.construction import ConstructionError, read_trajectory_file
+from search.relabel.construction import ConstructionError, read_trajectory_file
 
 logger = logging.getLogger(__name__)
 

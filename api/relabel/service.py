@@ -52,7 +52,7 @@ from graphdb.errors import (
 from graphdb.models import INITIAL_TECHNIQUE, Technique
 from graphdb.store import GraphStore
 from search.embeddings import EmbeddingError
-from search.relabel import (
+from search.relabel.relabeler import (
     EXAMPLES_READ,
     PairScores,
     RelabelPolicy,
@@ -61,7 +61,7 @@ from search.relabel import (
     pair_scores,
     technique_candidates,
 )
-from search.relabel_scoring import TechniqueCandidate
+from search.relabel.scoring import TechniqueCandidate
 
 logger = logging.getLogger(__name__)
 

@@ -20,10 +20,10 @@ from api.app import create_app
 from graphdb.connection import Neo4jTarget
 from graphdb.models import ReviewStatus, Role, Technique, utc_now
 from graphdb.store import Neo4jGraphStore
-from search.construction import GraphBuilder, SourcedTrajectory, TaskDirectoryReferences, Trajectory
 from search.embeddings import shared_embedder, technique_text
-from search.relabel import Relabeler
-from search.taxonomy import default_taxonomy, load_taxonomy
+from search.relabel.construction import GraphBuilder, SourcedTrajectory, TaskDirectoryReferences, Trajectory
+from search.relabel.relabeler import Relabeler
+from search.relabel.taxonomy import default_taxonomy, load_taxonomy
 from tests.integration.api.graph_support import TASKS, TRAJECTORIES, api_settings, clear
 from tests.support.servers import serve_in_thread
 

@@ -12,7 +12,7 @@ import pytest
 from bench.relabel_bench import OUTSIDE_DATA, PARTIAL_GRAPH, fit, load_outside_items
 from graphdb.models import Technique, utc_now
 from search.embeddings import Embedder
-from search.relabel import (
+from search.relabel.relabeler import (
     RelabelPolicy,
     StepInput,
     characteristic_signals,
@@ -22,8 +22,8 @@ from search.relabel import (
     strange_words,
     technique_candidates,
 )
-from search.relabel_scoring import FEATURES, Ranked, TechniqueCandidate, TextVectors, load_model, separation
-from search.taxonomy import Taxonomy, content_tokens, label_key, strip_contrasts
+from search.relabel.scoring import FEATURES, Ranked, TechniqueCandidate, TextVectors, load_model, separation
+from search.relabel.taxonomy import Taxonomy, content_tokens, label_key, strip_contrasts
 
 
 def _full_graph(taxonomy: Taxonomy) -> list[Technique]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from search.relabel_scoring import (
+from search.relabel.scoring import (
     FEATURES,
     Ranked,
     ScoringError,

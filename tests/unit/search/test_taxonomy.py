@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from search.evidence import SIGNALS
-from search.taxonomy import (
+from search.relabel.evidence import SIGNALS
+from search.relabel.taxonomy import (
     DEFAULT_TAXONOMY_PATH,
     TaxonomyError,
     bag_key,

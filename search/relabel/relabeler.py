@@ -2,7 +2,7 @@
 
 An exact name or alias match (ignoring case) is used as is. Otherwise `RelabelPolicy` decides: a label
 of a graph technique or of the taxonomy that normalises like the name merges it; else the fitted
-choice model (`search.relabel_scoring`) scores every candidate on the step's name, detail, think and
+choice model (`search.relabel.scoring`) scores every candidate on the step's name, detail, think and
 code change, and
 
 - the best candidate's probability >= `merge_threshold`: the name becomes an alias of it (or the
@@ -13,7 +13,7 @@ code change, and
   or a refused answer, the name is kept as a new technique and flagged for curators.
 
 Precision first: a merge by score also needs evidence that separates the best candidate from the others
-(`search.relabel_scoring.separation`), a "new" needs a name made of known words, and a name that cannot
+(`search.relabel.scoring.separation`), a "new" needs a name made of known words, and a name that cannot
 name a technique (`name_problem`) is queued with its reason before anything is scored. Likely duplicates
 (`pair_scores`) follow the same rule.
 
@@ -47,9 +47,9 @@ from search.backends.base import ChatMessage, ChatModel, ModelError
 from search.backends.config import ModelRoles, build_model
 from search.embeddings import Embedder, EmbeddingError, default_model_path, technique_text
 from search.errors import SearchError
-from search.evidence import CodeEvidence, code_evidence, name_code_mismatch
 from search.protocols import INITIAL_TECHNIQUE
-from search.relabel_scoring import (
+from search.relabel.evidence import CodeEvidence, code_evidence, name_code_mismatch
+from search.relabel.scoring import (
     FEATURES,
     CandidateIndex,
     Ranked,
@@ -63,7 +63,7 @@ from search.relabel_scoring import (
     separation,
     shared_text_vectors,
 )
-from search.taxonomy import (
+from search.relabel.taxonomy import (
     Taxonomy,
     content_tokens,
     default_taxonomy,

@@ -1,8 +1,8 @@
 """The technique taxonomy: the canonical CUDA optimization techniques a curator recognises.
 
-Shipped as `search/data/taxonomy.v1.json` (format `regraph.taxonomy/v1`, versioned by its `version`
+Shipped as `search/relabel/data/taxonomy.v1.json` (format `regraph.taxonomy/v1`, versioned by its `version`
 field): per technique a name, a one-paragraph description, aliases (the other names teachers use),
-the code-evidence signals that show it (`search.evidence.SIGNALS`) and the identifiers a step naming it
+the code-evidence signals that show it (`search.relabel.evidence.SIGNALS`) and the identifiers a step naming it
 is expected to use. It serves twice:
 
 - it seeds an empty graph (setting `REGRAPH_TAXONOMY`: the packaged file, a team's own file, or
@@ -330,7 +330,7 @@ class TaxonomyTechnique(BaseModel):
     category: str = ""
     description: str = Field(min_length=1)
     aliases: list[str] = Field(default_factory=list)
-    evidence: list[str] = Field(default_factory=list, description="signals (search.evidence.SIGNALS)")
+    evidence: list[str] = Field(default_factory=list, description="signals (search.relabel.evidence.SIGNALS)")
     mentions: list[str] = Field(default_factory=list, description="identifiers a step naming it uses")
 
     @property
@@ -408,8 +408,8 @@ class Taxonomy:
 
 
 def parse_taxonomy(document: dict[str, Any], source: str = "") -> Taxonomy:
-    """Validate a taxonomy document (signals are checked against `search.evidence.SIGNALS`)."""
-    from search.evidence import SIGNALS
+    """Validate a taxonomy document (signals are checked against `search.relabel.evidence.SIGNALS`)."""
+    from search.relabel.evidence import SIGNALS
 
     try:
         parsed = TaxonomyDocument.model_validate(document)

@@ -22,7 +22,7 @@ So a candidate's probability depends on how it compares with the others: a best 
 of the rest is likely even when its own similarities are modest, and two close candidates share the
 mass. Its weights and the decision thresholds are fitted on the calibration half of the relabel
 benchmark (`python -m bench.relabel_bench --calibrate`) and committed in
-`search/data/relabel_model.v2.json`;
+`search/relabel/data/relabel_model.v2.json`;
 the rule itself (`decide`) is: merge into the best candidate when its probability is at least
 `merge_threshold` and leads the runner-up by `margin`; a new technique when it is below
 `new_threshold`; otherwise the step is undecided (the judge, or the curator queue).
@@ -56,8 +56,8 @@ import numpy as np
 
 from search.embeddings import Embedder
 from search.errors import SearchError
-from search.evidence import CodeEvidence
-from search.taxonomy import bag_key, content_tokens, expand_abbreviations, label_key, strip_contrasts
+from search.relabel.evidence import CodeEvidence
+from search.relabel.taxonomy import bag_key, content_tokens, expand_abbreviations, label_key, strip_contrasts
 
 FEATURES: tuple[str, ...] = (
     "name_sim",
