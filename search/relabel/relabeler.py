@@ -230,8 +230,32 @@ _SUFFIXES: tuple[str, ...] = (
     "ations",
     "ization",
     "ment",
+    "ity",
+    "ities",
+    "ility",
+    "ibility",
+    "ability",
+    "ness",
+    "wise",
 )
-_PREFIXES: tuple[str, ...] = ("re", "un", "de", "pre", "multi", "sub", "co")
+_PREFIXES: tuple[str, ...] = (
+    "re",
+    "un",
+    "de",
+    "pre",
+    "multi",
+    "sub",
+    "co",
+    "inter",
+    "intra",
+    "non",
+    "over",
+    "under",
+    "semi",
+    "micro",
+)
+_ROOT_ENDINGS: tuple[str, ...] = ("", "e", "ed", "ing", "s")
+"""A root stripped of a suffix is a word when one of its regular forms is ("dedicat" -> "dedicated")."""
 
 
 def _is_word(word: str, known: frozenset[str]) -> bool:
@@ -245,14 +269,13 @@ def _is_word(word: str, known: frozenset[str]) -> bool:
     for suffix in _SUFFIXES:
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
             root = word[: -len(suffix)]
-            # "padding" -> "pad", "tiling" -> "tile", "swizzled" -> "swizzle"
-            if (
-                root in known
-                or f"{root}e" in known
-                or (len(root) > 3 and root[-1] == root[-2] and root[:-1] in known)
+            # "padding" -> "pad", "tiling" -> "tile", "swizzled" -> "swizzle", "sparsity" -> "sparse"
+            if any(f"{root}{ending}" in known for ending in _ROOT_ENDINGS) or (
+                len(root) > 3 and root[-1] == root[-2] and root[:-1] in known
             ):
                 return True
-    return False
+    # a compound of two words: "elementwise", "workgroup", "threadblock"
+    return any(word[:i] in known and word[i:] in known for i in range(3, len(word) - 2))
 
 
 def strange_words(name: str, vocabulary: frozenset[str] | set[str]) -> list[str]:

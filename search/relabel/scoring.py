@@ -627,6 +627,9 @@ def decide(model: ScoringModel, ranked: Ranked, unknown_words: Sequence[str] = (
 SEPARATION_LEAD = 0.02
 """How far (cosine) the best candidate must lead every other candidate on the name alone, or on
 "name: detail", for that text to separate it (see `separation`)."""
+WORDS_EXPLAINED = 1.0 / 3.0
+"""At most this share of the name's content words may be missing from the best candidate's labels and
+description for its words to separate it (with its description, see `separation`)."""
 NAME_CONFLICT = 0.1
 """A name this much nearer (cosine) to another candidate than to the best one points elsewhere: the step
 is queued whatever its detail or code say."""
@@ -668,7 +671,19 @@ def separation(ranked: Ranked, *, name_words: int, detail: bool) -> str | None:
     shared = round(name_words * (1.0 - top[unexplained]))
     if name_lead >= SEPARATION_LEAD and not (shared <= 1 and name_words >= 2):
         return None
-    if detail and top[text_sim] - max(o[text_sim] for o in others) >= SEPARATION_LEAD:
+    text_lead = top[text_sim] - max(o[text_sim] for o in others)
+    if detail and text_lead >= SEPARATION_LEAD:
+        return None
+    # words and description agree: the best candidate's own words explain most of the name and more of
+    # it than its rivals' (the runner-up and the name's nearest other), and the name (with its detail)
+    # is nearest to its description. Two signals that each fail alone ("Algorithm Cascading" shares one
+    # word of two; a description may be near by topic only) separate together.
+    rivals = (others[0][unexplained], others[nearest][unexplained])
+    if (
+        top[unexplained] <= WORDS_EXPLAINED
+        and top[unexplained] < min(rivals)
+        and text_lead >= SEPARATION_LEAD
+    ):
         return None
     return (
         f"not_separated: nothing in the name ({name_lead:+.2f} over the nearest other technique"
