@@ -65,7 +65,7 @@ from search.relabel.scoring import (
 )
 from search.relabel.taxonomy import (
     Taxonomy,
-    content_tokens,
+    concept_tokens,
     default_taxonomy,
     label_key,
     taxonomy_setting,
@@ -295,7 +295,7 @@ def strange_words(name: str, vocabulary: frozenset[str] | set[str]) -> list[str]
         if "_" in raw or any(c.isdigit() for c in raw) or any(c.isupper() for c in raw[1:]):
             continue  # an identifier (atomicAdd, __ldg, float4, SGEMM): code, not prose
         word = raw.lower()
-        stems = set(content_tokens(word))
+        stems = set(concept_tokens(word))
         if not stems or stems & vocabulary:
             continue
         if len(word) >= 3 and not _is_word(word, known):
@@ -497,7 +497,7 @@ class RelabelPolicy:
                 # Precision first: the probability must rest on evidence that tells the best candidate
                 # from the others (name, detail, code), not on one shared word.
                 reason = separation(
-                    ranked, name_words=len(set(content_tokens(name))), detail=bool(step.detail.strip())
+                    ranked, name_words=len(set(concept_tokens(name))), detail=bool(step.detail.strip())
                 )
                 if reason is not None:
                     verdict = "undecided"
@@ -937,7 +937,7 @@ def pair_scores(
         )
         verdict = decide(policy.model, ranked) if rule else "merge"
         gate = (
-            separation(ranked, name_words=len(set(content_tokens(me.name))), detail=bool(me.description))
+            separation(ranked, name_words=len(set(concept_tokens(me.name))), detail=bool(me.description))
             if rule
             else None
         )

@@ -57,7 +57,7 @@ import numpy as np
 from search.embeddings import Embedder
 from search.errors import SearchError
 from search.relabel.evidence import CodeEvidence
-from search.relabel.taxonomy import bag_key, content_tokens, expand_abbreviations, label_key, strip_contrasts
+from search.relabel.taxonomy import bag_key, concept_tokens, expand_abbreviations, label_key, strip_contrasts
 
 FEATURES: tuple[str, ...] = (
     "name_sim",
@@ -98,11 +98,12 @@ class TechniqueCandidate:
     """The taxonomy technique it is (for a graph technique: the one it is linked to)."""
 
     def vocabulary(self) -> frozenset[str]:
-        """Every content word of its labels and description (not the description's negated or
-        contrastive parts: "instead of shared memory" does not make "shared memory" its words)."""
+        """Every content word of its labels and description (not their negated or contrastive parts:
+        "instead of shared memory" in a description, or an alias "single precision instead of double",
+        does not make "shared memory" or "double" its words)."""
         words: set[str] = set()
-        for text in (*self.labels, strip_contrasts(self.description)):
-            words.update(content_tokens(text))
+        for text in (*self.labels, self.description):
+            words.update(concept_tokens(strip_contrasts(text)))
         return frozenset(words)
 
 
@@ -262,7 +263,9 @@ class CandidateIndex:
         self._text_rows = (
             self.vectors.matrix([candidate_text(c) for c in self.candidates]) if self.candidates else None
         )
-        self._label_tokens = [[set(content_tokens(label)) for label in c.labels] for c in self.candidates]
+        self._label_tokens = [
+            [set(concept_tokens(strip_contrasts(label))) for label in c.labels] for c in self.candidates
+        ]
         self._vocab = [c.vocabulary() for c in self.candidates]
         # Token overlaps as matrix products: one row per label (and per candidate vocabulary) over the
         # words of all labels, so a step is scored against every label at once.
@@ -307,7 +310,7 @@ class CandidateIndex:
 
     def unknown_words(self, name: str) -> list[str]:
         """The content words of `name` that no candidate's labels or description use."""
-        return [w for w in content_tokens(name) if w not in self._word_index]
+        return [w for w in concept_tokens(name) if w not in self._word_index]
 
     def label_hit(self, name: str) -> TechniqueCandidate | None:
         """The graph candidate one of whose labels normalises like `name` (`label_key`, else `bag_key`)."""
@@ -339,7 +342,7 @@ class CandidateIndex:
         assert self._text_rows is not None
         name_sims = np.array([float(np.max(rows @ name_vector)) for rows in self._label_rows])
         text_sims = self._text_rows @ text_vector
-        tokens = set(content_tokens(step.name))
+        tokens = set(concept_tokens(step.name))
         # What the step says it did: "switch from __ldg to texture objects" mentions __ldg as what it
         # left behind, which is no evidence for the read-only cache.
         said = strip_contrasts(f"{step.name} {step.detail[:4000]} {step.think[:4000]}").lower()

@@ -8,7 +8,6 @@ the decision waits in the queue again.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +18,7 @@ from neo4j import Driver
 from graphdb.connection import Neo4jTarget
 from graphdb.models import Role
 from graphdb.store import Neo4jGraphStore
-from search.embeddings import shared_embedder
-from search.relabel.construction import GraphBuilder, SourcedTrajectory, TaskDirectoryReferences, Trajectory
-from search.relabel.relabeler import Relabeler
-from search.relabel.taxonomy import load_taxonomy
 from tests.integration.api import test_relabel_api as relabel_api
-from tests.integration.api.graph_support import TASKS, TRAJECTORIES, clear
 
 pytestmark = pytest.mark.timeout(1200)
 TIMEOUT = 300
@@ -38,25 +32,7 @@ taxonomy_file, api_url = relabel_api.taxonomy_file, relabel_api.api_url
 @pytest.fixture(scope="module")
 def built(neo4j_driver: Driver, neo4j_target: Neo4jTarget, taxonomy_file: Path) -> dict[Role, str]:
     """One trajectory with the two queued names; one API token per role."""
-    clear(neo4j_driver, neo4j_target)
-    store = Neo4jGraphStore(neo4j_driver, neo4j_target.database)
-    embedder = shared_embedder()
-    taxonomy = load_taxonomy(taxonomy_file)
-    raw = json.loads((TRAJECTORIES / "gemm_f32.jsonl").read_text().splitlines()[0])
-    raw["steps"] = raw["steps"][:3]
-    raw["steps"][1]["method"] = MAPPED
-    raw["steps"][2]["method"] = OWN
-    builder = GraphBuilder(
-        store=store,
-        embedder=embedder,
-        relabeler=Relabeler(store, embedder, taxonomy=taxonomy),
-        references=TaskDirectoryReferences(TASKS),
-        seed_taxonomy=taxonomy,
-    )
-    assert (
-        builder.build([SourcedTrajectory(Trajectory.model_validate(raw), "test")]).trajectories_ingested == 1
-    )
-    return {role: store.create_api_key(f"test-{role.value}", role, actor="bootstrap")[1] for role in Role}
+    return relabel_api.build_with_names(neo4j_driver, neo4j_target, taxonomy_file, {1: MAPPED, 2: OWN})
 
 
 def knowledge(driver: Driver, target: Neo4jTarget) -> dict[str, Any]:
