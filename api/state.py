@@ -22,8 +22,8 @@ from graphdb.models import GraphExport
 from graphdb.store import BoundedGraphStore, Neo4jGraphStore, TransferStore
 from graphdb.store.bounded import GRAPH_BACKSTOP_S
 from search.embeddings import Embedder, shared_embedder
-from search.relabel import RelabelConfig, RelabelPolicy
-from search.relabel_scoring import load_model
+from search.relabel.relabeler import RelabelConfig, RelabelPolicy
+from search.relabel.scoring import load_model
 
 if TYPE_CHECKING:
     from api.optimize.service import JobService

@@ -73,13 +73,13 @@ from search.backends.base import ChatModel, ModelError
 from search.backends.config import RoleConfig, build_model, local_role
 from search.backends.replay import ReplayModel, load_replay, records_from_trajectories
 from search.baselines import METHODS
-from search.construction import ConstructionError, Trajectory, read_trajectory_file
 from search.engine import Candidate, SearchConfig, SearchResult
 from search.errors import SearchConfigError, SearchError
 from search.evaluation import VerificationMode
 from search.inmemory import InMemoryKnowledge
 from search.policy import TaskContext
 from search.protocols import CandidateEvaluator, KnowledgeSource
+from search.relabel.construction import ConstructionError, Trajectory, read_trajectory_file
 
 logger = logging.getLogger(__name__)
 

@@ -3,8 +3,8 @@
     python -m bench.seed_graph
 
 Starts a throwaway embedded Neo4j in a temporary directory, migrates it, and runs the real
-construction pipeline (`search.construction.GraphBuilder`: the graph seeded with the packaged technique
-taxonomy, all-MiniLM-L6-v2 embeddings, the relabeler of `search.relabel.build_relabeler` with its fitted
+construction pipeline (`search.relabel.construction.GraphBuilder`: the graph seeded with the packaged technique
+taxonomy, all-MiniLM-L6-v2 embeddings, the relabeler of `search.relabel.relabeler.build_relabeler` with its fitted
 scorer, and the `judge` model role when `REGRAPH_MODELS__JUDGE__*` is set) over the trajectories of the building tasks of `bench/split.json`,
 one trajectory at a time in the split's order, recording the graph's size after each (the
 convergence curve). Steps that were measured on a GPU (`--measured`, default: every teacher run
@@ -59,18 +59,18 @@ from graphdb.models import GraphExport, RelabelOutcome, StepVerdict
 from graphdb.store import ConstructionStore
 from regraph_data import SEED_GRAPH_DIR
 from search.backends.config import ModelRoles
-from search.construction import (
+from search.embeddings import Embedder, shared_embedder
+from search.errors import SearchError
+from search.protocols import INITIAL_TECHNIQUE
+from search.relabel.construction import (
     GraphBuilder,
     SourcedTrajectory,
     StepCheck,
     TaskDirectoryReferences,
     read_trajectory_file,
 )
-from search.embeddings import Embedder, shared_embedder
-from search.errors import SearchError
-from search.protocols import INITIAL_TECHNIQUE
-from search.relabel import build_relabeler
-from search.taxonomy import default_taxonomy
+from search.relabel.relabeler import build_relabeler
+from search.relabel.taxonomy import default_taxonomy
 
 logger = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from bench.metrics import TIERS, BenchError, MetricsError, Tier, tier_for_steps
 from regraph_data import TASKS_DIR
-from search.construction import ConstructionError, read_trajectory_file
+from search.relabel.construction import ConstructionError, read_trajectory_file
 
 logger = logging.getLogger(__name__)
 

@@ -24,6 +24,12 @@ MATCH (d:RelabelDecision {id: $id})
 SET d.resolved_at = $at, d.resolved_by = $actor, d.resolution = $resolution
 """
 
+# A queue merge undone (`undo_merge`): the decision waits for review again, as before it was resolved.
+MARK_DECISION_UNRESOLVED = """
+MATCH (d:RelabelDecision {id: $id})
+REMOVE d.resolved_at, d.resolved_by, d.resolution
+"""
+
 # Likely duplicates a curator reviewed and kept apart: one KEPT_SEPARATE relationship per pair (its
 # direction means nothing). A relationship follows its techniques through a rename and goes with a merged one.
 KEEP_SEPARATE = """

@@ -32,7 +32,9 @@ from graphdb.store import GraphStore
 from regraph_cli.discovery import reach
 from search.backends.base import ChatModel
 from search.backends.config import ModelRoles, RoleConfig, build_model
-from search.construction import (
+from search.embeddings import shared_embedder
+from search.errors import SearchError
+from search.relabel.construction import (
     BuildSummary,
     GraphBuilder,
     ReferencesInOrder,
@@ -42,10 +44,8 @@ from search.construction import (
     TaskDirectoryReferences,
     read_trajectories,
 )
-from search.embeddings import shared_embedder
-from search.errors import SearchError
-from search.relabel import build_relabeler
-from search.teacher import DEFAULT_MAX_STEPS, TeacherTrajectorySource, load_teacher_tasks
+from search.relabel.relabeler import build_relabeler
+from search.relabel.teacher import DEFAULT_MAX_STEPS, TeacherTrajectorySource, load_teacher_tasks
 
 graph_app = typer.Typer(
     no_args_is_help=True, help="The reasoning graph: build it from trajectories, export, import."

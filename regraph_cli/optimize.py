@@ -39,13 +39,13 @@ from search.backends.base import ChatModel, ModelError
 from search.backends.config import MODEL_SETTINGS_HINT, ModelRoles, RoleConfig, build_model, local_role
 from search.backends.replay import REPLAY_FORMAT, ReplayModel, load_replay, records_from_trajectories
 from search.baselines import METHODS
-from search.construction import TrajectoryFormatError, read_trajectories
 from search.engine import SearchEvent
 from search.errors import SearchError
 from search.evaluation import VerificationMode
 from search.inmemory import InMemoryKnowledge
 from search.policy import PolicyConfig
 from search.protocols import KnowledgeSource
+from search.relabel.construction import TrajectoryFormatError, read_trajectories
 from search.run import VerificationUnavailableError, prepare_task, run_optimization
 
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ def trajectory_knowledge(directory: Path, tasks_dir: Path, *, exclude_task: str 
     Each step is an example of the transition previous method -> its method; step 1 starts from the
     task's reference in `tasks_dir`. The optimized task's own trajectories are left out when
     `exclude_task` names it, so the search does not see its own answer as an example. Every file is
-    read and checked first (`search.construction.read_trajectories`); a malformed one raises
+    read and checked first (`search.relabel.construction.read_trajectories`); a malformed one raises
     `OptimizeCommandError` naming its line.
     """
     try:

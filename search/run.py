@@ -6,7 +6,7 @@ runner. It takes the method and its settings (`search_config`), the generator mo
 source, the executor client and the verification asked for, streams the search's events to a callback,
 and returns an `OptimizationOutcome`: the best verified code and its path, every candidate with its
 verdict, the tallies and one honest sentence about what was verified. A verified improvement can be
-offered back to the graph (`ImprovementSink`, implemented by `search.construction.GraphImprovements`).
+offered back to the graph (`ImprovementSink`, implemented by `search.relabel.construction.GraphImprovements`).
 
 Verification (see `search.evaluation`): ``auto`` verifies when the executor has a GPU runtime and runs
 compile-only otherwise; ``verified`` refuses to run without one (`VerificationUnavailableError`);

@@ -44,12 +44,12 @@ from graphdb.jobs import JobEventRecord, JobRecord, JobStore
 from graphdb.store import Neo4jGraphStore
 from search.backends.base import ChatModel
 from search.backends.config import MODEL_SETTINGS_HINT, RoleConfig, build_model
-from search.construction import GraphImprovements
 from search.engine import SearchEvent
 from search.errors import SearchError
 from search.evaluation import VerificationMode
 from search.policy import TaskContext
 from search.protocols import KnowledgeSource
+from search.relabel.construction import GraphImprovements
 from search.run import (
     ImprovementSink,
     TaskInputError,

@@ -23,7 +23,7 @@ class CandidateScore(BaseModel):
 
 
 class CodeEvidencePublic(BaseModel):
-    """What the step's code change shows (signals of search.evidence.SIGNALS)."""
+    """What the step's code change shows (signals of search.relabel.evidence.SIGNALS)."""
 
     introduced: list[str] = Field(
         description="signals the change introduces (e.g. shared_memory, warp_shuffle)"

@@ -9,7 +9,7 @@ existed may hold several nodes for one technique) and merge a pair in one call.
 Precision first: a pair is proposed only when the relabeler itself would merge one technique into the
 other (`pair_scores`): two techniques linked to different taxonomy techniques are kept apart by the
 taxonomy, a scorer pair must pass the calibrated rule (thresholds, margin and the separation gate of
-`search.relabel_scoring.separation`), and the graph's own evidence is read and shown: a transition
+`search.relabel.scoring.separation`), and the graph's own evidence is read and shown: a transition
 between the two (a trajectory applied one right after the other) says they are different steps, so
 such a pair is held back unless its names say it is one technique.
 """
@@ -52,7 +52,7 @@ from graphdb.errors import (
 from graphdb.models import INITIAL_TECHNIQUE, Technique
 from graphdb.store import RelabelStore
 from search.embeddings import EmbeddingError
-from search.relabel import (
+from search.relabel.relabeler import (
     EXAMPLES_READ,
     PairScores,
     RelabelPolicy,
@@ -61,7 +61,7 @@ from search.relabel import (
     pair_scores,
     technique_candidates,
 )
-from search.relabel_scoring import TechniqueCandidate
+from search.relabel.scoring import TechniqueCandidate
 
 logger = logging.getLogger(__name__)
 

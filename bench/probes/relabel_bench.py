@@ -20,8 +20,8 @@ come from `bench/trajectories/` with re-worded names (`bench.probes.reword_traje
 think and its code before -> after.
 
 Each item goes into the calibration half or the test half by a hash of its id; `--calibrate` fits the
-scorer (`search.relabel_scoring.fit_logistic`) and picks the thresholds on the calibration half only and
-writes `search/data/relabel_model.v2.json`. Every half is evaluated in three graph states:
+scorer (`search.relabel.scoring.fit_logistic`) and picks the thresholds on the calibration half only and
+writes `search/relabel/data/relabel_model.v2.json`. Every half is evaluated in three graph states:
 
 - `full`: the graph holds the whole taxonomy (what `REGRAPH_TAXONOMY` seeds);
 - `partial`: the graph holds 20 techniques, the taxonomy is background knowledge (names of the other
@@ -59,7 +59,7 @@ from graphdb.models import Technique, utc_now
 from regraph_data import SEED_GRAPH_PATH
 from search.embeddings import shared_embedder
 from search.protocols import INITIAL_TECHNIQUE
-from search.relabel import (
+from search.relabel.relabeler import (
     EXAMPLES_READ,
     RelabelPolicy,
     StepInput,
@@ -68,7 +68,7 @@ from search.relabel import (
     pair_scores,
     technique_candidates,
 )
-from search.relabel_scoring import (
+from search.relabel.scoring import (
     DEFAULT_MODEL_PATH,
     FEATURES,
     MERGE_GATES,
@@ -80,7 +80,7 @@ from search.relabel_scoring import (
     gate_allows,
     load_model,
 )
-from search.taxonomy import Taxonomy, default_taxonomy, label_key
+from search.relabel.taxonomy import Taxonomy, default_taxonomy, label_key
 
 DATA = Path(__file__).resolve().parent / "relabel_data" / "names.jsonl"
 SEED_GRAPH = SEED_GRAPH_PATH
@@ -484,7 +484,7 @@ def choose_thresholds(tops: list[Top]) -> Thresholds:
 def _fit_one(data: list[Decision], label: str, *, gates: tuple[str, ...] = ("",)) -> ScoringModel:
     """The choice model and thresholds for the scorer decisions `data`.
 
-    `gates`: the merge gates (`search.relabel_scoring.MERGE_GATES`) to try; the one whose thresholds
+    `gates`: the merge gates (`search.relabel.scoring.MERGE_GATES`) to try; the one whose thresholds
     score best is kept (ties: the first).
     """
     l2 = choose_l2(data)

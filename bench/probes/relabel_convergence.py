@@ -30,14 +30,14 @@ from bench.probes.reword_trajectories import write_reworded
 from bench.seed_graph import building_trajectories
 from bench.split import DEFAULT_SPLIT_PATH, DEFAULT_TASKS_DIR, DEFAULT_TRAJECTORIES_DIR, read_split
 from graphdb.models import INITIAL_TECHNIQUE, Technique, utc_now
-from search.construction import SourcedTrajectory, TaskDirectoryReferences
 from search.embeddings import shared_embedder
-from search.relabel import RelabelConfig, Relabeler
-from search.relabel_scoring import load_model
+from search.relabel.construction import SourcedTrajectory, TaskDirectoryReferences
+from search.relabel.relabeler import RelabelConfig, Relabeler
+from search.relabel.scoring import load_model
 
 
 class TechniqueCatalogue:
-    """The techniques of a graph in memory: what relabeling reads (`search.relabel.TechniqueReader`)."""
+    """The techniques of a graph in memory: what relabeling reads (`search.relabel.relabeler.TechniqueReader`)."""
 
     def __init__(self, techniques: list[Technique]) -> None:
         """Start from `techniques` (e.g. the taxonomy's)."""

@@ -186,12 +186,24 @@ class Neo4jCuration(StoreBase):
             if into is not None and into != decision.technique:
                 self._require_techniques(tx, [into])
                 if decision.candidate != decision.technique:
-                    self._split_out(tx, decision, actor)
-                    self._merge_in(tx, decision.candidate, into)
+                    undo = self._recorded_split_merge(tx, decision, into, actor)
                 else:
                     self._require_techniques(tx, [decision.technique])
-                    self._merge_in(tx, decision.technique, into)
+                    undo = self._recorded_merge(tx, decision.technique, into)
                 resolution = f"merged:{into}"
+                # Undoable like a curator's merge (`undo_merge`), which also puts the decision back.
+                undo["decision"] = decision_id
+                self._audit_in(
+                    tx,
+                    actor,
+                    "technique.merge",
+                    f"technique:{into}",
+                    merged=decision.candidate,
+                    into=into,
+                    examples_moved=len(undo["examples"]),
+                    decision=decision_id,
+                    undo=undo,
+                )
             tx.run(
                 rq.MARK_DECISION_RESOLVED, id=decision_id, at=utc_now(), actor=actor, resolution=resolution
             ).consume()
@@ -269,30 +281,7 @@ class Neo4jCuration(StoreBase):
 
         def work(tx: ManagedTransaction) -> Technique:
             self._require_techniques(tx, [source, into])
-            merged = _technique(next(iter(tx.run(q.GET_TECHNIQUE, name=source)))["t"])
-            aliases_before = next(iter(tx.run(q.LOCK_TECHNIQUE, name=into)))["aliases"]
-            keys = [r["key"] for r in tx.run(q.TRANSITIONS_OF_TECHNIQUE, name=source)]
-            moved = [r.data() for r in tx.run(q.EXAMPLE_IDS_OF_KEYS, keys=keys)]
-            after_keys = sorted(
-                {
-                    transition_key(
-                        into if m["source"] == source else m["source"],
-                        into if m["target"] == source else m["target"],
-                    )
-                    for m in moved
-                }
-            )
-            before = self._transition_rows(tx, [*keys, *after_keys])
-            self._merge_in(tx, source, into)
-            aliases_after = next(iter(tx.run(q.LOCK_TECHNIQUE, name=into)))["aliases"]
-            undo = {
-                "technique": merged.model_dump(mode="json"),
-                "into_aliases_before": aliases_before,
-                "into_aliases_after": aliases_after,
-                "transitions_before": before,
-                "transitions_after": self._transition_rows(tx, after_keys),
-                "examples": sorted(moved, key=lambda m: m["id"]),
-            }
+            undo = self._recorded_merge(tx, source, into)
             self._audit_in(
                 tx,
                 actor,
@@ -300,13 +289,79 @@ class Neo4jCuration(StoreBase):
                 f"technique:{into}",
                 merged=source,
                 into=into,
-                examples_moved=len(moved),
-                transitions_moved=len(keys),
+                examples_moved=len(undo["examples"]),
+                transitions_moved=undo.pop("transitions_moved"),
                 undo=undo,
             )
             return _technique(next(iter(tx.run(q.GET_TECHNIQUE, name=into)))["t"])
 
         return self._write(work)
+
+    def _recorded_merge(self, tx: ManagedTransaction, source: str, into: str) -> dict[str, Any]:
+        """`_merge_in`, returning what `undo_merge` needs to reverse it."""
+        merged = _technique(next(iter(tx.run(q.GET_TECHNIQUE, name=source)))["t"])
+        aliases_before = next(iter(tx.run(q.LOCK_TECHNIQUE, name=into)))["aliases"]
+        keys = [r["key"] for r in tx.run(q.TRANSITIONS_OF_TECHNIQUE, name=source)]
+        moved = [r.data() for r in tx.run(q.EXAMPLE_IDS_OF_KEYS, keys=keys)]
+        after_keys = sorted(
+            {
+                transition_key(
+                    into if m["source"] == source else m["source"],
+                    into if m["target"] == source else m["target"],
+                )
+                for m in moved
+            }
+        )
+        before = self._transition_rows(tx, [*keys, *after_keys])
+        self._merge_in(tx, source, into)
+        aliases_after = next(iter(tx.run(q.LOCK_TECHNIQUE, name=into)))["aliases"]
+        return {
+            "technique": merged.model_dump(mode="json"),
+            "into_aliases_before": aliases_before,
+            "into_aliases_after": aliases_after,
+            "transitions_before": before,
+            "transitions_after": self._transition_rows(tx, after_keys),
+            "examples": sorted(moved, key=lambda m: m["id"]),
+            "transitions_moved": len(keys),
+        }
+
+    def _recorded_split_merge(
+        self, tx: ManagedTransaction, decision: RelabelDecision, into: str, actor: str
+    ) -> dict[str, Any]:
+        """`_split_out` of the decision's name from the technique it went to, then `_merge_in` into `into`;
+        returns what `undo_merge` needs to reverse both (no technique to re-create: the name's own
+        technique lived only inside this transaction)."""
+        host, label = decision.technique, decision.candidate
+        self._require_techniques(tx, [host])
+        host_aliases_before = next(iter(tx.run(q.LOCK_TECHNIQUE, name=host)))["aliases"]
+        aliases_before = next(iter(tx.run(q.LOCK_TECHNIQUE, name=into)))["aliases"]
+        keys = [r["key"] for r in tx.run(q.TRANSITIONS_OF_TECHNIQUE, name=host)]
+        moved = []
+        for r in tx.run(q.EXAMPLES_OF_KEYS_WITH_LABEL, keys=keys, technique=host, label=label):
+            # where `_split_out` then `_merge_in` take it: the end written under the label goes to `into`
+            source = into if r["source"] == host and r["source_label"] == label else r["source"]
+            target = into if r["target"] == host and r["target_label"] == label else r["target"]
+            key_after = transition_key(source, target)
+            moved.append(
+                {"id": r["id"], "source": r["source"], "target": r["target"], "key_after": key_after}
+            )
+        touched = sorted(
+            {transition_key(m["source"], m["target"]) for m in moved} | {m["key_after"] for m in moved}
+        )
+        before = self._transition_rows(tx, touched)
+        self._split_out(tx, decision, actor)
+        self._merge_in(tx, label, into)
+        return {
+            "technique": None,
+            "host": host,
+            "host_aliases_before": host_aliases_before,
+            "host_aliases_after": next(iter(tx.run(q.LOCK_TECHNIQUE, name=host)))["aliases"],
+            "into_aliases_before": aliases_before,
+            "into_aliases_after": next(iter(tx.run(q.LOCK_TECHNIQUE, name=into)))["aliases"],
+            "transitions_before": before,
+            "transitions_after": self._transition_rows(tx, touched),
+            "examples": sorted(moved, key=lambda m: m["id"]),
+        }
 
     @staticmethod
     def _transition_rows(tx: ManagedTransaction, keys: list[str]) -> list[dict[str, Any]]:
@@ -342,9 +397,14 @@ class Neo4jCuration(StoreBase):
             if list(tx.run(q.LIST_AUDIT, target=f"audit:{audit_id}", limit=1, offset=0)):
                 raise InvalidOperationError(f"the merge of audit entry {audit_id} was undone already")
             self._check_unchanged(tx, source, into, undo, locked)
-            technique = Technique.model_validate(undo["technique"])
-            tx.run(q.CREATE_TECHNIQUES, rows=[_props(technique.model_dump())]).consume()
+            if undo["technique"] is not None:
+                technique = Technique.model_validate(undo["technique"])
+                tx.run(q.CREATE_TECHNIQUES, rows=[_props(technique.model_dump())]).consume()
             tx.run(q.SET_ALIASES, technique=into, aliases=undo["into_aliases_before"]).consume()
+            if "host" in undo:  # a queue merge that split the name out of the technique it had gone to
+                tx.run(q.SET_ALIASES, technique=undo["host"], aliases=undo["host_aliases_before"]).consume()
+            if "decision" in undo:  # a queue merge: the decision waits for review again
+                tx.run(rq.MARK_DECISION_UNRESOLVED, id=undo["decision"]).consume()
             moves = [{"id": m["id"], "source": m["source"], "target": m["target"]} for m in undo["examples"]]
             self._retarget(tx, moves, [t["key"] for t in undo["transitions_after"]])
             before = undo["transitions_before"]
@@ -380,12 +440,21 @@ class Neo4jCuration(StoreBase):
         if list(locked[0]["aliases"]) != list(undo["into_aliases_after"]):
             raise InvalidOperationError(changed.format(f"the aliases of {into!r} changed"))
         expected = {
-            m["id"]: transition_key(
+            m["id"]: m.get("key_after")
+            or transition_key(
                 into if m["source"] == source else m["source"],
                 into if m["target"] == source else m["target"],
             )
             for m in undo["examples"]
         }
+        if "host" in undo and [r["aliases"] for r in tx.run(q.LOCK_TECHNIQUE, name=undo["host"])] != [
+            undo["host_aliases_after"]
+        ]:
+            raise InvalidOperationError(changed.format(f"the aliases of {undo['host']!r} changed"))
+        if "decision" in undo:
+            rows = list(tx.run(q.GET_DECISION, id=undo["decision"]))
+            if not rows or _decision(rows[0]["d"]).resolution != f"merged:{into}":
+                raise InvalidOperationError(changed.format("the queue decision was changed"))
         found = {r["id"]: r["key"] for r in tx.run(q.EXAMPLE_KEYS_BY_IDS, ids=sorted(expected))}
         if found != expected:
             raise InvalidOperationError(changed.format("a moved example was deleted or moved again"))

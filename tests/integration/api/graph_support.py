@@ -35,9 +35,9 @@ from graphdb.models import (
     utc_now,
 )
 from graphdb.store import Neo4jGraphStore
-from search.construction import BuildSummary, GraphBuilder, TaskDirectoryReferences, read_trajectories
 from search.embeddings import Embedder, shared_embedder
-from search.relabel import Relabeler
+from search.relabel.construction import BuildSummary, GraphBuilder, TaskDirectoryReferences, read_trajectories
+from search.relabel.relabeler import Relabeler
 from tests.conftest import CLEAR_GRAPH
 from tests.support.servers import serve_in_thread
 

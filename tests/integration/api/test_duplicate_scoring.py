@@ -11,8 +11,8 @@ import numpy as np
 from graphdb.export import read_export
 from search.embeddings import Embedder
 from search.protocols import INITIAL_TECHNIQUE
-from search.relabel import RelabelConfig, RelabelPolicy, scorer_rows, technique_candidates
-from search.relabel_scoring import CandidateIndex, StepText, load_model
+from search.relabel.relabeler import RelabelConfig, RelabelPolicy, scorer_rows, technique_candidates
+from search.relabel.scoring import CandidateIndex, StepText, load_model
 
 SEED_GRAPH = Path(__file__).resolve().parents[3] / "regraph_data" / "seed_graph" / "seed_graph.json"
 

@@ -12,7 +12,7 @@ from neo4j import Driver
 
 from graphdb.connection import Neo4jTarget
 from graphdb.models import GraphExport, Role
-from search.taxonomy import default_taxonomy
+from search.relabel.taxonomy import default_taxonomy
 from tests.integration.api.graph_support import (
     FLAGGED_NAME,
     MAX_REQUEST_BYTES,

@@ -29,10 +29,10 @@ from graphdb.store import Neo4jGraphStore
 from regraph_cli.optimize import parse_sse
 from search.backends.config import ModelRoles, RoleConfig
 from search.backends.replay import records_from_trajectories, teacher_answer, write_replay
-from search.construction import GraphImprovements
 from search.embeddings import shared_embedder
 from search.engine import Candidate, SearchResult
 from search.protocols import INITIAL_TECHNIQUE, Evaluation
+from search.relabel.construction import GraphImprovements
 from tests.support.jobs import follow_job, submit_job
 from tests.support.openai_test_server import OpenAITestServer
 from tests.support.servers import compile_only_executor, serve_in_thread

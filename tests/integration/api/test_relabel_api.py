@@ -20,10 +20,10 @@ from api.app import create_app
 from graphdb.connection import Neo4jTarget
 from graphdb.models import ReviewStatus, Role, Technique, utc_now
 from graphdb.store import Neo4jGraphStore
-from search.construction import GraphBuilder, SourcedTrajectory, TaskDirectoryReferences, Trajectory
 from search.embeddings import shared_embedder, technique_text
-from search.relabel import Relabeler
-from search.taxonomy import default_taxonomy, load_taxonomy
+from search.relabel.construction import GraphBuilder, SourcedTrajectory, TaskDirectoryReferences, Trajectory
+from search.relabel.relabeler import Relabeler
+from search.relabel.taxonomy import default_taxonomy, load_taxonomy
 from tests.integration.api.graph_support import TASKS, TRAJECTORIES, api_settings, clear
 from tests.support.servers import serve_in_thread
 
@@ -54,6 +54,15 @@ def taxonomy_file(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 @pytest.fixture(scope="module")
 def built(neo4j_driver: Driver, neo4j_target: Neo4jTarget, taxonomy_file: Path) -> dict[Role, str]:
     """Build the graph once; return one API token per role."""
+    # step 1: shared-memory tiling code, no __ldg in it
+    return build_with_names(neo4j_driver, neo4j_target, taxonomy_file, {1: FLAGGED_NAME})
+
+
+def build_with_names(
+    neo4j_driver: Driver, neo4j_target: Neo4jTarget, taxonomy_file: Path, names: dict[int, str]
+) -> dict[Role, str]:
+    """A graph of gemm_f32's first trajectory (3 steps), step i's method renamed `names[i]`; one API
+    token per role."""
     clear(neo4j_driver, neo4j_target)
     store = Neo4jGraphStore(neo4j_driver, neo4j_target.database)
     embedder = shared_embedder()
@@ -61,7 +70,8 @@ def built(neo4j_driver: Driver, neo4j_target: Neo4jTarget, taxonomy_file: Path) 
     line = (TRAJECTORIES / "gemm_f32.jsonl").read_text().splitlines()[0]
     raw = json.loads(line)
     raw["steps"] = raw["steps"][:3]
-    raw["steps"][1]["method"] = FLAGGED_NAME  # shared-memory tiling code: no __ldg in it
+    for step, name in names.items():
+        raw["steps"][step]["method"] = name
     builder = GraphBuilder(
         store=store,
         embedder=embedder,

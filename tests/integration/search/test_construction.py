@@ -13,7 +13,9 @@ from executor.taskformat import load_task
 from graphdb.errors import TechniqueExistsError
 from graphdb.models import RelabelOutcome, ReviewStatus, Technique, utc_now
 from graphdb.store import GraphStore
-from search.construction import (
+from search.embeddings import Embedder
+from search.protocols import INITIAL_TECHNIQUE
+from search.relabel.construction import (
     GraphBuilder,
     GraphWriteError,
     StepCheck,
@@ -21,10 +23,8 @@ from search.construction import (
     TrajectoryFormatError,
     read_trajectories,
 )
-from search.embeddings import Embedder
-from search.protocols import INITIAL_TECHNIQUE
-from search.relabel import Relabeler
-from search.relabel_scoring import ScoringModel, load_model
+from search.relabel.relabeler import Relabeler
+from search.relabel.scoring import ScoringModel, load_model
 from search.retrieval import GraphKnowledge
 
 TASKS = Path(__file__).resolve().parents[3] / "regraph_data" / "tasks"

@@ -10,10 +10,10 @@ from neo4j import Driver
 from graphdb.connection import Neo4jTarget
 from graphdb.models import IngestBatch, ReviewStatus, Technique, utc_now
 from graphdb.store import Neo4jGraphStore
-from search.construction import GraphImprovements, hold_reason
 from search.embeddings import shared_embedder
 from search.engine import Candidate, SearchResult
 from search.protocols import INITIAL_TECHNIQUE, Evaluation
+from search.relabel.construction import GraphImprovements, hold_reason
 
 pytestmark = pytest.mark.neo4j
 

@@ -13,16 +13,16 @@ import pytest
 from graphdb.models import RelabelOutcome
 from graphdb.store import GraphStore
 from search.backends.config import ModelRoles, RoleConfig
-from search.construction import (
+from search.embeddings import Embedder
+from search.relabel.construction import (
     GraphBuilder,
     SourcedTrajectory,
     TaskDirectoryReferences,
     Trajectory,
     TrajectoryFormatError,
 )
-from search.embeddings import Embedder
-from search.relabel import MAX_DESCRIPTION_CHARS, RelabelConfig, Relabeler, build_relabeler
-from search.relabel_scoring import load_model
+from search.relabel.relabeler import MAX_DESCRIPTION_CHARS, RelabelConfig, Relabeler, build_relabeler
+from search.relabel.scoring import load_model
 from tests.support.openai_test_server import OpenAITestServer
 
 # Building embeds code and labels: give a loaded shared machine room (it takes seconds idle).

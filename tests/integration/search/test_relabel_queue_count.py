@@ -9,9 +9,9 @@ import pytest
 
 from graphdb.models import RelabelOutcome
 from graphdb.store import GraphStore
-from search.construction import GraphBuilder, TaskDirectoryReferences
 from search.embeddings import Embedder
-from search.relabel import Relabeler
+from search.relabel.construction import GraphBuilder, TaskDirectoryReferences
+from search.relabel.relabeler import Relabeler
 from tests.integration.search.test_relabel_construction import TASKS, real_steps, sourced
 
 pytestmark = pytest.mark.timeout(1200)

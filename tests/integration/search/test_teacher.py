@@ -12,17 +12,17 @@ import pytest
 from graphdb.models import INITIAL_TECHNIQUE
 from graphdb.store import GraphStore
 from search.backends.openai import OpenAICompatibleModel
-from search.construction import (
+from search.embeddings import Embedder
+from search.header import parse_header
+from search.relabel.construction import (
     GraphBuilder,
     ReferencesInOrder,
     TaskDirectoryReferences,
     iter_sources,
     read_trajectories,
 )
-from search.embeddings import Embedder
-from search.header import parse_header
-from search.relabel import Relabeler
-from search.teacher import TeacherTrajectorySource, load_teacher_tasks
+from search.relabel.relabeler import Relabeler
+from search.relabel.teacher import TeacherTrajectorySource, load_teacher_tasks
 from tests.support.openai_test_server import OpenAITestServer
 
 TASKS = Path(__file__).resolve().parents[3] / "regraph_data" / "tasks"

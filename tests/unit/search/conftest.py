@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from search.embeddings import Embedder, shared_embedder
-from search.relabel import RelabelPolicy
-from search.relabel_scoring import load_model
-from search.taxonomy import Taxonomy, default_taxonomy
+from search.relabel.relabeler import RelabelPolicy
+from search.relabel.scoring import load_model
+from search.relabel.taxonomy import Taxonomy, default_taxonomy
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from search.evidence import MAX_CODE_BYTES, analyze_code, code_evidence, name_code_mismatch
+from search.relabel.evidence import MAX_CODE_BYTES, analyze_code, code_evidence, name_code_mismatch
 
 SERIAL = """
 #include <cstddef>

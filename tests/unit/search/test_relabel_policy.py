@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from graphdb.models import Technique, utc_now
 from search.embeddings import Embedder
-from search.relabel import RelabelPolicy, StepInput, technique_candidates
-from search.relabel_scoring import load_model
-from search.taxonomy import Taxonomy
+from search.relabel.relabeler import RelabelPolicy, StepInput, technique_candidates
+from search.relabel.scoring import load_model
+from search.relabel.taxonomy import Taxonomy
 from tests.unit.search.test_evidence import MERGE_BRANCHY, MERGE_SELECT
 
 SHUFFLE_BEFORE = """
@@ -122,7 +122,7 @@ def test_sessions_read_the_graph_once_and_reuse_its_candidate_index(
     from dataclasses import dataclass
 
     from bench.probes.relabel_convergence import TechniqueCatalogue
-    from search.relabel import Relabeler
+    from search.relabel.relabeler import Relabeler
 
     catalogue = TechniqueCatalogue(_graph(taxonomy, GRAPH))
     relabeler = Relabeler(catalogue, embedder, taxonomy=taxonomy)

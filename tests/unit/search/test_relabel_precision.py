@@ -12,7 +12,7 @@ import pytest
 from bench.probes.relabel_bench import OUTSIDE_DATA, PARTIAL_GRAPH, fit, load_outside_items
 from graphdb.models import Technique, utc_now
 from search.embeddings import Embedder
-from search.relabel import (
+from search.relabel.relabeler import (
     RelabelPolicy,
     StepInput,
     characteristic_signals,
@@ -22,8 +22,8 @@ from search.relabel import (
     strange_words,
     technique_candidates,
 )
-from search.relabel_scoring import FEATURES, Ranked, TechniqueCandidate, TextVectors, load_model, separation
-from search.taxonomy import Taxonomy, content_tokens, label_key, strip_contrasts
+from search.relabel.scoring import FEATURES, Ranked, TechniqueCandidate, TextVectors, load_model, separation
+from search.relabel.taxonomy import Taxonomy, content_tokens, label_key, strip_contrasts
 
 
 def _full_graph(taxonomy: Taxonomy) -> list[Technique]:
@@ -118,6 +118,15 @@ def test_strange_words() -> None:
     assert strange_words("Kahan compensated summation", vocabulary) == []
     assert strange_words("Accumulators in the inner loop", vocabulary) == []
     assert strange_words("atomicAdd in the inner loop", vocabulary) == []
+    # real words the word-piece vocabulary holds only in another form or as parts
+    for name in (
+        "Dedicating the inner loop",
+        "Elementwise inner loop",
+        "Sparsity of the inner loop",
+        "Threadblock inner loop",
+    ):
+        assert strange_words(name, vocabulary) == [], name
+    assert strange_words("Blorpwise inner loop", vocabulary) == ["blorpwise"]
 
 
 def _ranked(rows: list[dict[str, float]]) -> Ranked:
@@ -145,6 +154,38 @@ def test_separation_rule() -> None:
     detail = _ranked([{"name_sim": 0.59, "text_sim": 0.7}, {"name_sim": 0.58, "text_sim": 0.5}])
     assert separation(detail, name_words=3, detail=True) is None
     assert separation(detail, name_words=3, detail=False) is not None
+    # words and description together: the best explains all of the name's words (its rivals 60 %) and
+    # the name is nearest to its description, though the name alone barely leads and there is no detail
+    words = _ranked(
+        [
+            {"name_sim": 0.59, "text_sim": 0.65, "unexplained": 0.0},
+            {"name_sim": 0.58, "text_sim": 0.45, "unexplained": 0.6},
+        ]
+    )
+    assert separation(words, name_words=3, detail=False) is None
+    # ... but not one of the two alone
+    near_text = _ranked(
+        [
+            {"name_sim": 0.59, "text_sim": 0.65, "unexplained": 0.6},
+            {"name_sim": 0.58, "text_sim": 0.45, "unexplained": 0.6},
+        ]
+    )
+    assert separation(near_text, name_words=3, detail=False) is not None
+    same_text = _ranked(
+        [
+            {"name_sim": 0.59, "text_sim": 0.46, "unexplained": 0.0},
+            {"name_sim": 0.58, "text_sim": 0.45, "unexplained": 0.6},
+        ]
+    )
+    assert separation(same_text, name_words=3, detail=False) is not None
+    # half the name unexplained ("Algorithm Cascading") is not enough, even with a near description
+    half = _ranked(
+        [
+            {"name_sim": 0.8, "text_sim": 0.7, "unexplained": 0.5},
+            {"name_sim": 0.5, "text_sim": 0.4, "unexplained": 1.0},
+        ]
+    )
+    assert separation(half, name_words=2, detail=False) is not None
     # the name points elsewhere: queued whatever the code says
     conflict = _ranked([{"name_sim": 0.5, "evidence_support": 1.0, "mentions": 1.0}, {"name_sim": 0.7}])
     reason = separation(conflict, name_words=3, detail=True)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from search.relabel_scoring import (
+from search.relabel.scoring import (
     FEATURES,
     Ranked,
     ScoringError,
     ScoringModel,
+    TechniqueCandidate,
     decide,
     fit_choice,
     load_model,
@@ -139,3 +140,15 @@ def test_a_merge_gate_keeps_names_with_words_the_graph_lacks_from_merging_by_sco
     assert ScoringModel.from_json(explained.to_json()).merge_gate == "explained"
     with pytest.raises(ScoringError, match="merge_gate"):
         ScoringModel.from_json({**explained.to_json(), "merge_gate": "vibes"})
+
+
+def test_a_labels_contrast_is_not_the_techniques_word() -> None:
+    # "single precision instead of double": double precision is what the technique is not
+    candidate = TechniqueCandidate(
+        name="Reduced precision arithmetic",
+        description="Compute in half precision rather than in double.",
+        labels=("Reduced precision arithmetic", "single precision instead of double"),
+    )
+    words = candidate.vocabulary()
+    assert "singl" in words and "half" in words
+    assert "doubl" not in words

@@ -13,9 +13,9 @@ from executor.client import ExecutorClient
 from executor.settings import ExecutorSettings
 from executor.taskformat import load_task
 from search.backends.replay import ReplayModel, records_from_trajectories
-from search.construction import read_trajectory_file
 from search.engine import SearchEvent
 from search.inmemory import InMemoryKnowledge
+from search.relabel.construction import read_trajectory_file
 from search.run import (
     ImprovementSink,
     VerificationUnavailableError,

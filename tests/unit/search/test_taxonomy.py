@@ -7,11 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from search.evidence import SIGNALS
-from search.taxonomy import (
+from search.relabel.evidence import SIGNALS
+from search.relabel.taxonomy import (
     DEFAULT_TAXONOMY_PATH,
     TaxonomyError,
     bag_key,
+    concept_tokens,
+    content_tokens,
     default_taxonomy,
     label_key,
     load_taxonomy,
@@ -104,3 +106,32 @@ def test_setting_chooses_packaged_none_or_a_file(tmp_path: Path) -> None:
     with pytest.raises(TaxonomyError, match="cannot read"):
         load_taxonomy(tmp_path / "missing.json")
     assert DEFAULT_TAXONOMY_PATH.is_file()
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("copies", "copy"),
+        ("copied", "copy"),
+        ("libraries", "library"),
+        ("splitting", "split"),
+        ("padded", "pad"),
+        ("overlapping", "overlap"),
+        ("access", "accesses"),
+    ],
+)
+def test_stemming_is_consistent(first: str, second: str) -> None:
+    assert content_tokens(first) == content_tokens(second)
+
+
+def test_stemming_keeps_double_letters_of_the_root() -> None:
+    assert content_tokens("spilled") == content_tokens("spill") == ["spill"]
+
+
+def test_words_of_one_idea_are_one_concept_but_labels_stay_apart() -> None:
+    assert concept_tokens("Minimizing copies between CPU and GPU") == concept_tokens(
+        "minimize transfers between host and GPU"
+    )
+    assert concept_tokens("Combining kernels") == concept_tokens("fused kernels")
+    # the labels themselves are not made equal: only the scorer's word features read concepts
+    assert label_key("asynchronous copy") != label_key("asynchronous transfers")

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from search.teacher import TeacherAnswerError, parse_teacher_answer, teacher_answer_schema
+from search.relabel.teacher import TeacherAnswerError, parse_teacher_answer, teacher_answer_schema
 
 CODE = 'extern "C" void saxpy(int n, float a, const float* x, float* y) { /* cuda */ }\n'
 

@@ -1,8 +1,8 @@
 """The technique taxonomy: the canonical CUDA optimization techniques a curator recognises.
 
-Shipped as `search/data/taxonomy.v1.json` (format `regraph.taxonomy/v1`, versioned by its `version`
+Shipped as `search/relabel/data/taxonomy.v1.json` (format `regraph.taxonomy/v1`, versioned by its `version`
 field): per technique a name, a one-paragraph description, aliases (the other names teachers use),
-the code-evidence signals that show it (`search.evidence.SIGNALS`) and the identifiers a step naming it
+the code-evidence signals that show it (`search.relabel.evidence.SIGNALS`) and the identifiers a step naming it
 is expected to use. It serves twice:
 
 - it seeds an empty graph (setting `REGRAPH_TAXONOMY`: the packaged file, a team's own file, or
@@ -231,6 +231,9 @@ def _stem(token: str) -> str:
         return token
     if token.endswith("sses") and len(token) > 5:
         return token[:-2]
+    if len(token) > 4 and token.endswith(("ies", "ied")):
+        # "copies"/"copied" -> "copy", "libraries" -> "library"
+        return token[:-3] + "y"
     for suffix, keep in (
         ("ization", 3),
         ("isation", 3),
@@ -243,6 +246,14 @@ def _stem(token: str) -> str:
     ):
         if token.endswith(suffix) and len(token) - len(suffix) >= keep:
             token = token[: -len(suffix)]
+            if (
+                suffix in ("ing", "ed")
+                and len(token) > 3
+                and token[-1] == token[-2]
+                and token[-1] not in "lsfz"
+            ):
+                # "splitting" -> "split", "padded" -> "pad", "overlapping" -> "overlap" (not "spill", "pass")
+                token = token[:-1]
             break
     if token.endswith("e") and len(token) > 4:
         token = token[:-1]
@@ -306,6 +317,66 @@ def content_tokens(text: str) -> list[str]:
     return out
 
 
+# Words of the CUDA vocabulary that name one idea, as stems (`content_tokens`) -> one word. Used by the
+# scorer's word features and the precision gate (what a technique's words explain of a name), never by
+# `label_key`: two labels are still the same only when their own words are.
+CONCEPTS: dict[str, str] = {
+    "cpu": "host",
+    "copy": "transfer",
+    "memcpy": "transfer",
+    "fus": "fuse",
+    "fusion": "fuse",
+    "merg": "fuse",
+    "combin": "fuse",
+    "fission": "split",
+    "decompos": "split",
+    "decomposition": "split",
+    "synchroniz": "sync",
+    "synchron": "sync",
+    "barrier": "sync",
+    "balanc": "balance",
+    "even": "balance",
+    "evenly": "balance",
+    "distribut": "balance",
+    "distribution": "balance",
+    "interchang": "reorder",
+    "swap": "reorder",
+    "rearrang": "reorder",
+    "wider": "wide",
+    "widen": "wide",
+    "multiplic": "multiply",
+    "division": "divide",
+    "divid": "divide",
+    "allocat": "alloc",
+    "calcul": "comput",
+    "concurrent": "overlap",
+    "concurrency": "overlap",
+    "concurrently": "overlap",
+    "preload": "prefetch",
+    "dedicat": "specializ",
+    "special": "specializ",
+    "skip": "prune",
+    "prun": "prune",
+    "cull": "prune",
+    "cubla": "library",
+    "cufft": "library",
+    "cuspars": "library",
+    "curand": "library",
+    "cudnn": "library",
+    "cub": "library",
+    "thrust": "library",
+    "nccl": "library",
+    "tabulat": "tabl",
+    "lift": "hoist",
+}
+
+
+def concept_tokens(text: str) -> list[str]:
+    """`content_tokens` with the words of one idea made one (`CONCEPTS`: "copies" and "transfers",
+    "CPU" and "host", "combining" and "fused")."""
+    return [CONCEPTS.get(t, t) for t in content_tokens(text)]
+
+
 def label_key(text: str) -> str:
     """The normalised form two labels are compared in (word order kept)."""
     return " ".join(content_tokens(text))
@@ -330,7 +401,7 @@ class TaxonomyTechnique(BaseModel):
     category: str = ""
     description: str = Field(min_length=1)
     aliases: list[str] = Field(default_factory=list)
-    evidence: list[str] = Field(default_factory=list, description="signals (search.evidence.SIGNALS)")
+    evidence: list[str] = Field(default_factory=list, description="signals (search.relabel.evidence.SIGNALS)")
     mentions: list[str] = Field(default_factory=list, description="identifiers a step naming it uses")
 
     @property
@@ -408,8 +479,8 @@ class Taxonomy:
 
 
 def parse_taxonomy(document: dict[str, Any], source: str = "") -> Taxonomy:
-    """Validate a taxonomy document (signals are checked against `search.evidence.SIGNALS`)."""
-    from search.evidence import SIGNALS
+    """Validate a taxonomy document (signals are checked against `search.relabel.evidence.SIGNALS`)."""
+    from search.relabel.evidence import SIGNALS
 
     try:
         parsed = TaxonomyDocument.model_validate(document)

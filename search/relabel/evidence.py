@@ -7,7 +7,7 @@ bounds and launch configurations, loops, branches, branch-free selects and divis
 code, per-thread arrays, vector and half types, inline PTX. Facts become named *signals*
 (`shared_memory`, `warp_shuffle`, `kernel_removed`, ...: `SIGNALS` lists them); a step's evidence is
 the signals its change introduces and removes. The taxonomy names, per technique, the signals that
-show it (`search/data/taxonomy.v1.json`). How branches and selects are told apart: docs/search.md
+show it (`search/relabel/data/taxonomy.v1.json`). How branches and selects are told apart: docs/search.md
 ("Code evidence").
 
 Code that does not parse is not an error here: the evidence says so (`parsed=False`), and the

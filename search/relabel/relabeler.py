@@ -2,7 +2,7 @@
 
 An exact name or alias match (ignoring case) is used as is. Otherwise `RelabelPolicy` decides: a label
 of a graph technique or of the taxonomy that normalises like the name merges it; else the fitted
-choice model (`search.relabel_scoring`) scores every candidate on the step's name, detail, think and
+choice model (`search.relabel.scoring`) scores every candidate on the step's name, detail, think and
 code change, and
 
 - the best candidate's probability >= `merge_threshold`: the name becomes an alias of it (or the
@@ -13,7 +13,7 @@ code change, and
   or a refused answer, the name is kept as a new technique and flagged for curators.
 
 Precision first: a merge by score also needs evidence that separates the best candidate from the others
-(`search.relabel_scoring.separation`), a "new" needs a name made of known words, and a name that cannot
+(`search.relabel.scoring.separation`), a "new" needs a name made of known words, and a name that cannot
 name a technique (`name_problem`) is queued with its reason before anything is scored. Likely duplicates
 (`pair_scores`) follow the same rule.
 
@@ -46,9 +46,9 @@ from search.backends.base import ChatMessage, ChatModel, ModelError
 from search.backends.config import ModelRoles, build_model
 from search.embeddings import Embedder, EmbeddingError, default_model_path, technique_text
 from search.errors import SearchError
-from search.evidence import CodeEvidence, code_evidence, name_code_mismatch
 from search.protocols import INITIAL_TECHNIQUE
-from search.relabel_scoring import (
+from search.relabel.evidence import CodeEvidence, code_evidence, name_code_mismatch
+from search.relabel.scoring import (
     FEATURES,
     CandidateIndex,
     Ranked,
@@ -62,9 +62,9 @@ from search.relabel_scoring import (
     separation,
     shared_text_vectors,
 )
-from search.taxonomy import (
+from search.relabel.taxonomy import (
     Taxonomy,
-    content_tokens,
+    concept_tokens,
     default_taxonomy,
     label_key,
     taxonomy_setting,
@@ -229,8 +229,32 @@ _SUFFIXES: tuple[str, ...] = (
     "ations",
     "ization",
     "ment",
+    "ity",
+    "ities",
+    "ility",
+    "ibility",
+    "ability",
+    "ness",
+    "wise",
 )
-_PREFIXES: tuple[str, ...] = ("re", "un", "de", "pre", "multi", "sub", "co")
+_PREFIXES: tuple[str, ...] = (
+    "re",
+    "un",
+    "de",
+    "pre",
+    "multi",
+    "sub",
+    "co",
+    "inter",
+    "intra",
+    "non",
+    "over",
+    "under",
+    "semi",
+    "micro",
+)
+_ROOT_ENDINGS: tuple[str, ...] = ("", "e", "ed", "ing", "s")
+"""A root stripped of a suffix is a word when one of its regular forms is ("dedicat" -> "dedicated")."""
 
 
 def _is_word(word: str, known: frozenset[str]) -> bool:
@@ -244,14 +268,13 @@ def _is_word(word: str, known: frozenset[str]) -> bool:
     for suffix in _SUFFIXES:
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
             root = word[: -len(suffix)]
-            # "padding" -> "pad", "tiling" -> "tile", "swizzled" -> "swizzle"
-            if (
-                root in known
-                or f"{root}e" in known
-                or (len(root) > 3 and root[-1] == root[-2] and root[:-1] in known)
+            # "padding" -> "pad", "tiling" -> "tile", "swizzled" -> "swizzle", "sparsity" -> "sparse"
+            if any(f"{root}{ending}" in known for ending in _ROOT_ENDINGS) or (
+                len(root) > 3 and root[-1] == root[-2] and root[:-1] in known
             ):
                 return True
-    return False
+    # a compound of two words: "elementwise", "workgroup", "threadblock"
+    return any(word[:i] in known and word[i:] in known for i in range(3, len(word) - 2))
 
 
 def strange_words(name: str, vocabulary: frozenset[str] | set[str]) -> list[str]:
@@ -271,7 +294,7 @@ def strange_words(name: str, vocabulary: frozenset[str] | set[str]) -> list[str]
         if "_" in raw or any(c.isdigit() for c in raw) or any(c.isupper() for c in raw[1:]):
             continue  # an identifier (atomicAdd, __ldg, float4, SGEMM): code, not prose
         word = raw.lower()
-        stems = set(content_tokens(word))
+        stems = set(concept_tokens(word))
         if not stems or stems & vocabulary:
             continue
         if len(word) >= 3 and not _is_word(word, known):
@@ -473,7 +496,7 @@ class RelabelPolicy:
                 # Precision first: the probability must rest on evidence that tells the best candidate
                 # from the others (name, detail, code), not on one shared word.
                 reason = separation(
-                    ranked, name_words=len(set(content_tokens(name))), detail=bool(step.detail.strip())
+                    ranked, name_words=len(set(concept_tokens(name))), detail=bool(step.detail.strip())
                 )
                 if reason is not None:
                     verdict = "undecided"
@@ -913,7 +936,7 @@ def pair_scores(
         )
         verdict = decide(policy.model, ranked) if rule else "merge"
         gate = (
-            separation(ranked, name_words=len(set(content_tokens(me.name))), detail=bool(me.description))
+            separation(ranked, name_words=len(set(concept_tokens(me.name))), detail=bool(me.description))
             if rule
             else None
         )

@@ -22,7 +22,7 @@ So a candidate's probability depends on how it compares with the others: a best 
 of the rest is likely even when its own similarities are modest, and two close candidates share the
 mass. Its weights and the decision thresholds are fitted on the calibration half of the relabel
 benchmark (`python -m bench.probes.relabel_bench --calibrate`) and committed in
-`search/data/relabel_model.v2.json`;
+`search/relabel/data/relabel_model.v2.json`;
 the rule itself (`decide`) is: merge into the best candidate when its probability is at least
 `merge_threshold` and leads the runner-up by `margin`; a new technique when it is below
 `new_threshold`; otherwise the step is undecided (the judge, or the curator queue).
@@ -56,8 +56,8 @@ import numpy as np
 
 from search.embeddings import Embedder
 from search.errors import SearchError
-from search.evidence import CodeEvidence
-from search.taxonomy import bag_key, content_tokens, expand_abbreviations, label_key, strip_contrasts
+from search.relabel.evidence import CodeEvidence
+from search.relabel.taxonomy import bag_key, concept_tokens, expand_abbreviations, label_key, strip_contrasts
 
 FEATURES: tuple[str, ...] = (
     "name_sim",
@@ -98,11 +98,12 @@ class TechniqueCandidate:
     """The taxonomy technique it is (for a graph technique: the one it is linked to)."""
 
     def vocabulary(self) -> frozenset[str]:
-        """Every content word of its labels and description (not the description's negated or
-        contrastive parts: "instead of shared memory" does not make "shared memory" its words)."""
+        """Every content word of its labels and description (not their negated or contrastive parts:
+        "instead of shared memory" in a description, or an alias "single precision instead of double",
+        does not make "shared memory" or "double" its words)."""
         words: set[str] = set()
-        for text in (*self.labels, strip_contrasts(self.description)):
-            words.update(content_tokens(text))
+        for text in (*self.labels, self.description):
+            words.update(concept_tokens(strip_contrasts(text)))
         return frozenset(words)
 
 
@@ -258,7 +259,9 @@ class CandidateIndex:
         self._text_rows = (
             self.vectors.matrix([candidate_text(c) for c in self.candidates]) if self.candidates else None
         )
-        self._label_tokens = [[set(content_tokens(label)) for label in c.labels] for c in self.candidates]
+        self._label_tokens = [
+            [set(concept_tokens(strip_contrasts(label))) for label in c.labels] for c in self.candidates
+        ]
         self._vocab = [c.vocabulary() for c in self.candidates]
         # Token overlaps as matrix products: one row per label (and per candidate vocabulary) over the
         # words of all labels, so a step is scored against every label at once.
@@ -303,7 +306,7 @@ class CandidateIndex:
 
     def unknown_words(self, name: str) -> list[str]:
         """The content words of `name` that no candidate's labels or description use."""
-        return [w for w in content_tokens(name) if w not in self._word_index]
+        return [w for w in concept_tokens(name) if w not in self._word_index]
 
     def label_hit(self, name: str) -> TechniqueCandidate | None:
         """The graph candidate one of whose labels normalises like `name` (`label_key`, else `bag_key`)."""
@@ -335,7 +338,7 @@ class CandidateIndex:
         assert self._text_rows is not None
         name_sims = np.array([float(np.max(rows @ name_vector)) for rows in self._label_rows])
         text_sims = self._text_rows @ text_vector
-        tokens = set(content_tokens(step.name))
+        tokens = set(concept_tokens(step.name))
         # What the step says it did: "switch from __ldg to texture objects" mentions __ldg as what it
         # left behind, which is no evidence for the read-only cache.
         said = strip_contrasts(f"{step.name} {step.detail[:4000]} {step.think[:4000]}").lower()
@@ -623,6 +626,9 @@ def decide(model: ScoringModel, ranked: Ranked, unknown_words: Sequence[str] = (
 SEPARATION_LEAD = 0.02
 """How far (cosine) the best candidate must lead every other candidate on the name alone, or on
 "name: detail", for that text to separate it (see `separation`)."""
+WORDS_EXPLAINED = 1.0 / 3.0
+"""At most this share of the name's content words may be missing from the best candidate's labels and
+description for its words to separate it (with its description, see `separation`)."""
 NAME_CONFLICT = 0.1
 """A name this much nearer (cosine) to another candidate than to the best one points elsewhere: the step
 is queued whatever its detail or code say."""
@@ -664,7 +670,19 @@ def separation(ranked: Ranked, *, name_words: int, detail: bool) -> str | None:
     shared = round(name_words * (1.0 - top[unexplained]))
     if name_lead >= SEPARATION_LEAD and not (shared <= 1 and name_words >= 2):
         return None
-    if detail and top[text_sim] - max(o[text_sim] for o in others) >= SEPARATION_LEAD:
+    text_lead = top[text_sim] - max(o[text_sim] for o in others)
+    if detail and text_lead >= SEPARATION_LEAD:
+        return None
+    # words and description agree: the best candidate's own words explain most of the name and more of
+    # it than its rivals' (the runner-up and the name's nearest other), and the name (with its detail)
+    # is nearest to its description. Two signals that each fail alone ("Algorithm Cascading" shares one
+    # word of two; a description may be near by topic only) separate together.
+    rivals = (others[0][unexplained], others[nearest][unexplained])
+    if (
+        top[unexplained] <= WORDS_EXPLAINED
+        and top[unexplained] < min(rivals)
+        and text_lead >= SEPARATION_LEAD
+    ):
         return None
     return (
         f"not_separated: nothing in the name ({name_lead:+.2f} over the nearest other technique"

@@ -37,9 +37,9 @@ from graphdb.store import ConstructionStore, IngestStore
 from search.embeddings import Embedder, technique_text
 from search.engine import SearchResult
 from search.errors import SearchError
-from search.relabel import Relabeler, RelabelError
+from search.relabel.relabeler import Relabeler, RelabelError
+from search.relabel.taxonomy import Taxonomy
 from search.run import verified_path
-from search.taxonomy import Taxonomy
 
 logger = logging.getLogger(__name__)
 
@@ -187,7 +187,7 @@ class StepValidator(Protocol):
 class TrajectorySource(Protocol):
     """Where trajectories come from besides files, e.g. a teacher model generating them.
 
-    `search.teacher.TeacherTrajectorySource` prompts a `ChatModel` per task and returns the trajectories
+    `search.relabel.teacher.TeacherTrajectorySource` prompts a `ChatModel` per task and returns the trajectories
     it writes; `GraphBuilder.build` treats them exactly like file trajectories.
     """
 

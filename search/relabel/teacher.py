@@ -28,16 +28,16 @@ from executor.errors import ExecutorError
 from executor.taskformat import load_task
 from search.backends.base import ChatMessage, ChatModel, ModelError
 from search.codeextract import TaskKind, entry_point_preserved, extract_code
-from search.construction import (
+from search.errors import CodeExtractionError
+from search.header import format_header
+from search.policy import TaskContext
+from search.relabel.construction import (
     ConstructionError,
     ReferenceNotFoundError,
     SourcedTrajectory,
     Trajectory,
     TrajectoryStep,
 )
-from search.errors import CodeExtractionError
-from search.header import format_header
-from search.policy import TaskContext
 
 logger = logging.getLogger(__name__)
 
