@@ -18,7 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from api.app import create_app
-from api.edge import server_config
+from api.connections import server_config
 from api.logs import choose_log_format, configure_logging
 from api.settings import ApiSettings
 from api.startup import StartupStage
@@ -205,7 +205,7 @@ def up(
             raise _fail(str(e)) from e
         settings = settings.model_copy(update={"executor_url": url})
     api = create_app(settings)
-    # Header/idle timeouts and connection caps (api.edge): plain uvicorn lets idle clients hold every descriptor.
+    # Header/idle timeouts and connection caps (api.connections): plain uvicorn lets idle clients hold every descriptor.
     # Open connections (an SSE stream, an MCP session) get GRACEFUL_SHUTDOWN_S to end at shut-down.
     config = server_config(api, settings, timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
     server = _Server(config, on_exit=executor.request_stop if executor is not None else None)

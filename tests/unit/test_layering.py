@@ -30,10 +30,12 @@ EXECUTOR_PUBLIC = frozenset({"executor.protocol", "executor.client", "executor.e
 # logging and wire models (and the MCP server's stdio start-up and settings, `regraph mcp`, and how a command finds
 # the stack already running on its data directory, `api.discovery`; `api.startup`, where the app's
 # background start-up is, which `regraph up` waits for); never a service's or a router's internals.
-# api.edge: the uvicorn configuration that serves the app with the HTTP edge's limits (`regraph up`).
+# api.connections: the uvicorn configuration that serves the app with the HTTP edge's limits
+# (`regraph up`).
 API_FOR_ENTRY_POINTS = frozenset(
     {
         "api.app",
+        "api.connections",
         "api.edge",
         "api.logs",
         "api.settings",

@@ -1,4 +1,4 @@
-"""Issue 27, the HTTP edge over real sockets: the API served as `regraph up` serves it (`api.edge.server_config`
+"""Issue 27, the HTTP edge over real sockets: the API served as `regraph up` serves it (`api.connections.server_config`
 under uvicorn, on loopback, over the session's embedded Neo4j).
 
 Idle connections that never finish a request head used to be kept forever (~20,000 of them exhausted the
@@ -22,7 +22,7 @@ import uvicorn
 from neo4j import Driver
 
 from api.app import create_app
-from api.edge import server_config
+from api.connections import server_config
 from graphdb.connection import Neo4jTarget
 from graphdb.embedded import free_port
 from graphdb.models import Role

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from api.edge import ConnectionLedger, _Watched, client_key
+from api.connections import ConnectionLedger, _Watched, client_key
 from api.settings import ApiSettings
 from graphdb.models import check_name
 
