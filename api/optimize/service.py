@@ -33,7 +33,7 @@ from typing import Any, Literal, ParamSpec, TypeVar
 from neo4j import Driver
 
 from api.errors import ServiceError, ServiceErrorKind
-from api.optimize.protocol import JobEventPublic, OptimizeCreate, OptimizeResult
+from api.optimize.models import JobEventPublic, OptimizeCreate, OptimizeResult
 from api.settings import ApiSettings
 from executor.client import ExecutorClient
 from executor.errors import ExecutorError, TaskFormatError

@@ -30,7 +30,7 @@ from api.graph.service import (
     InvalidGraphRequestError,
     UnknownResourceError,
 )
-from api.relabel.protocol import (
+from api.relabel.models import (
     DuplicateList,
     DuplicateMerge,
     DuplicatePair,

@@ -10,7 +10,7 @@ from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 
-from api.relabel.protocol import (
+from api.relabel.models import (
     DuplicateList,
     DuplicateMerge,
     KeptSeparateList,
