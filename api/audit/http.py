@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 
 from api.audit.models import AuditEntryPublic, AuditList
-from api.auth import GraphServiceDep, RequireCurator, RequireReader
+from api.audit.service import AuditService
+from api.auth import RequireCurator, RequireReader, get_graph_service
 from api.deps import Limit, Offset
 from api.errors import responses
+
+# The graph service as this feature's routes use it (the app's one GraphService is each of these).
+AuditServiceDep = Annotated[AuditService, Depends(get_graph_service)]
+
 
 router = APIRouter(prefix="/v1", tags=["graph"])
 
@@ -17,7 +22,7 @@ router = APIRouter(prefix="/v1", tags=["graph"])
 @router.get("/audit", summary="Who changed what and when, newest first", responses=responses())
 def list_audit(
     caller: RequireReader,
-    service: GraphServiceDep,
+    service: AuditServiceDep,
     target: Annotated[
         str | None, Query(description='only entries about this target, e.g. "technique:Loop unrolling"')
     ] = None,
@@ -32,5 +37,5 @@ def list_audit(
     summary="Undo the technique merge an audit entry records, exactly; the undo is audited (curator)",
     responses=responses(403, 404, 409),
 )
-def undo_audited_merge(audit_id: str, caller: RequireCurator, service: GraphServiceDep) -> AuditEntryPublic:
+def undo_audited_merge(audit_id: str, caller: RequireCurator, service: AuditServiceDep) -> AuditEntryPublic:
     return service.undo_merge(audit_id, actor=caller.name)

@@ -6,13 +6,18 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response, status
+from fastapi import APIRouter, Depends, Query, Response, status
 
-from api.auth import GraphServiceDep, RequireCurator, RequireReader
+from api.auth import RequireCurator, RequireReader, get_graph_service
 from api.deps import Limit, Offset
 from api.errors import responses
 from api.examples.models import ExampleList, ExamplePublic, ReviewRequest, SplitRequest
+from api.examples.service import ExampleService
 from graphdb.models import ReviewStatus
+
+# The graph service as this feature's routes use it (the app's one GraphService is each of these).
+ExampleServiceDep = Annotated[ExampleService, Depends(get_graph_service)]
+
 
 router = APIRouter(prefix="/v1", tags=["graph"])
 
@@ -27,7 +32,7 @@ WRITE = responses(403, 404, 409, 413)
 )
 def list_examples(
     caller: RequireReader,
-    service: GraphServiceDep,
+    service: ExampleServiceDep,
     source: Annotated[str | None, Query(description="the transition's source technique")] = None,
     target: Annotated[str | None, Query(description="the transition's target technique")] = None,
     status: Annotated[ReviewStatus | None, Query(description="only examples in this review status")] = None,
@@ -38,7 +43,7 @@ def list_examples(
 
 
 @router.get("/examples/{example_id}", summary="One example", responses=READ_ONE)
-def get_example(example_id: str, caller: RequireReader, service: GraphServiceDep) -> ExamplePublic:
+def get_example(example_id: str, caller: RequireReader, service: ExampleServiceDep) -> ExamplePublic:
     return service.get_example(example_id)
 
 
@@ -48,7 +53,7 @@ def get_example(example_id: str, caller: RequireReader, service: GraphServiceDep
     responses=WRITE,
 )
 def review_example(
-    example_id: str, body: ReviewRequest, caller: RequireCurator, service: GraphServiceDep
+    example_id: str, body: ReviewRequest, caller: RequireCurator, service: ExampleServiceDep
 ) -> ExamplePublic:
     return service.review_example(example_id, body, actor=caller.name)
 
@@ -59,7 +64,7 @@ def review_example(
     summary="Delete an example (curator)",
     responses=responses(403, 404),
 )
-def delete_example(example_id: str, caller: RequireCurator, service: GraphServiceDep) -> Response:
+def delete_example(example_id: str, caller: RequireCurator, service: ExampleServiceDep) -> Response:
     service.delete_example(example_id, actor=caller.name)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
@@ -70,6 +75,6 @@ def delete_example(example_id: str, caller: RequireCurator, service: GraphServic
     responses=responses(400, 403, 404, 409, 413),
 )
 def split_example(
-    example_id: str, body: SplitRequest, caller: RequireCurator, service: GraphServiceDep
+    example_id: str, body: SplitRequest, caller: RequireCurator, service: ExampleServiceDep
 ) -> ExamplePublic:
     return service.split_example(example_id, body, actor=caller.name)

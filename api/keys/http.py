@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, status
+from typing import Annotated
 
-from api.auth import GraphServiceDep, RequireAdmin
+from fastapi import APIRouter, Depends, status
+
+from api.auth import RequireAdmin, get_graph_service
 from api.errors import responses
 from api.keys.models import ApiKeyCreate, ApiKeyCreated, ApiKeyPublic
+from api.keys.service import KeyService
+
+# The graph service as this feature's routes use it (the app's one GraphService is each of these).
+KeyServiceDep = Annotated[KeyService, Depends(get_graph_service)]
+
 
 router = APIRouter(prefix="/v1", tags=["graph"])
 
@@ -17,12 +24,12 @@ router = APIRouter(prefix="/v1", tags=["graph"])
     summary="Create an API key; its token is in this response only (admin)",
     responses=responses(403, 409),
 )
-def create_key(body: ApiKeyCreate, caller: RequireAdmin, service: GraphServiceDep) -> ApiKeyCreated:
+def create_key(body: ApiKeyCreate, caller: RequireAdmin, service: KeyServiceDep) -> ApiKeyCreated:
     return service.create_key(body, actor=caller.name)
 
 
 @router.get("/keys", summary="List API keys, without tokens (admin)", responses=responses(403))
-def list_keys(caller: RequireAdmin, service: GraphServiceDep) -> list[ApiKeyPublic]:
+def list_keys(caller: RequireAdmin, service: KeyServiceDep) -> list[ApiKeyPublic]:
     return service.list_keys()
 
 
@@ -31,5 +38,5 @@ def list_keys(caller: RequireAdmin, service: GraphServiceDep) -> list[ApiKeyPubl
     summary="Revoke an API key (admin); the last live admin key cannot be revoked (409)",
     responses=responses(403, 404, 409),
 )
-def revoke_key(key_id: str, caller: RequireAdmin, service: GraphServiceDep) -> ApiKeyPublic:
+def revoke_key(key_id: str, caller: RequireAdmin, service: KeyServiceDep) -> ApiKeyPublic:
     return service.revoke_key(key_id, actor=caller.name)

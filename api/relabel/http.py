@@ -19,9 +19,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 
-from api.auth import GraphServiceDep, RequireCurator, RequireReader
+from api.audit.service import AuditService
+from api.auth import RequireCurator, RequireReader, get_graph_service
 from api.deps import Limit, Offset, RelabelServiceDep
 from api.errors import responses
 from api.relabel.models import (
@@ -38,6 +39,10 @@ from api.relabel.models import (
 )
 from api.techniques.models import TechniquePublic
 from graphdb.models import RelabelOutcome
+
+# The graph service as this feature's routes use it (the app's one GraphService is each of these).
+AuditServiceDep = Annotated[AuditService, Depends(get_graph_service)]
+
 
 router = APIRouter(prefix="/v1", tags=["relabel"])
 decisions_router = APIRouter(prefix="/v1", tags=["graph"])
@@ -140,7 +145,7 @@ def undo_keep_separate(
 )
 def list_decisions(
     caller: RequireReader,
-    service: GraphServiceDep,
+    service: AuditServiceDep,
     outcome: Annotated[RelabelOutcome | None, Query(description="only decisions with this outcome")] = None,
     include_undone: Annotated[bool, Query(description="also decisions already undone")] = False,
     limit: Limit = 100,
@@ -154,5 +159,5 @@ def list_decisions(
     summary="Undo a relabeling: split a merged name back out, or merge a new/flagged one (curator)",
     responses=responses(403, 404, 409),
 )
-def undo_decision(decision_id: str, caller: RequireCurator, service: GraphServiceDep) -> DecisionPublic:
+def undo_decision(decision_id: str, caller: RequireCurator, service: AuditServiceDep) -> DecisionPublic:
     return service.undo_decision(decision_id, actor=caller.name)

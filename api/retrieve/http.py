@@ -4,11 +4,18 @@ reader's role, then `GraphService.retrieve`).
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
 
-from api.auth import GraphServiceDep, RequireReader
+from fastapi import APIRouter, Depends
+
+from api.auth import RequireReader, get_graph_service
 from api.errors import responses
 from api.retrieve.models import RetrieveRequest, RetrieveResponse
+from api.retrieve.service import RetrievalService
+
+# The graph service as this feature's routes use it (the app's one GraphService is each of these).
+RetrievalServiceDep = Annotated[RetrievalService, Depends(get_graph_service)]
+
 
 router = APIRouter(prefix="/v1", tags=["graph"])
 
@@ -18,5 +25,5 @@ router = APIRouter(prefix="/v1", tags=["graph"])
     summary="Successors of a technique with statistics and the examples most similar to the given code",
     responses=responses(404, 413),
 )
-def retrieve(body: RetrieveRequest, caller: RequireReader, service: GraphServiceDep) -> RetrieveResponse:
+def retrieve(body: RetrieveRequest, caller: RequireReader, service: RetrievalServiceDep) -> RetrieveResponse:
     return service.retrieve(body)

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, status
+from fastapi import APIRouter, Depends, Query, status
 
-from api.auth import GraphServiceDep, RequireCurator, RequireReader
+from api.auth import RequireCurator, RequireReader, get_graph_service
 from api.deps import Limit, Offset
 from api.errors import responses
+from api.retrieve.service import RetrievalService
 from api.techniques.models import (
     MergeRequest,
     TechniqueCreate,
@@ -20,6 +21,12 @@ from api.techniques.models import (
     TechniqueUpdate,
     TransitionList,
 )
+from api.techniques.service import TechniqueService
+
+# The graph service as this feature's routes use it (the app's one GraphService is each of these).
+RetrievalServiceDep = Annotated[RetrievalService, Depends(get_graph_service)]
+TechniqueServiceDep = Annotated[TechniqueService, Depends(get_graph_service)]
+
 
 router = APIRouter(prefix="/v1", tags=["graph"])
 
@@ -35,7 +42,7 @@ WRITE = responses(403, 404, 409, 413)
 )
 def search_techniques(
     caller: RequireReader,
-    service: GraphServiceDep,
+    service: RetrievalServiceDep,
     q: Annotated[str, Query(min_length=1, max_length=500, description="free text")],
     k: Annotated[int, Query(ge=1, le=100, description="most hits returned")] = 10,
 ) -> TechniqueSearchResponse:
@@ -44,7 +51,7 @@ def search_techniques(
 
 @router.get("/techniques", summary="List techniques by name", responses=READ)
 def list_techniques(
-    caller: RequireReader, service: GraphServiceDep, limit: Limit = 100, offset: Offset = 0
+    caller: RequireReader, service: TechniqueServiceDep, limit: Limit = 100, offset: Offset = 0
 ) -> TechniqueList:
     return service.list_techniques(limit, offset)
 
@@ -53,7 +60,7 @@ def list_techniques(
     "/techniques", status_code=status.HTTP_201_CREATED, summary="Add a technique (curator)", responses=WRITE
 )
 def create_technique(
-    body: TechniqueCreate, caller: RequireCurator, service: GraphServiceDep
+    body: TechniqueCreate, caller: RequireCurator, service: TechniqueServiceDep
 ) -> TechniquePublic:
     return service.create_technique(body, actor=caller.name)
 
@@ -63,13 +70,15 @@ def create_technique(
     summary="Fold one technique into another: transitions and examples move, names become aliases (curator)",
     responses=responses(400, 403, 404, 409, 413),
 )
-def merge_techniques(body: MergeRequest, caller: RequireCurator, service: GraphServiceDep) -> TechniquePublic:
+def merge_techniques(
+    body: MergeRequest, caller: RequireCurator, service: TechniqueServiceDep
+) -> TechniquePublic:
     return service.merge_techniques(body, actor=caller.name)
 
 
 # `:path` because technique names may hold a slash ("Precomputation / lookup table").
 @router.get("/techniques/{name:path}", summary="One technique by exact name", responses=READ_ONE)
-def get_technique(name: str, caller: RequireReader, service: GraphServiceDep) -> TechniquePublic:
+def get_technique(name: str, caller: RequireReader, service: TechniqueServiceDep) -> TechniquePublic:
     return service.get_technique(name)
 
 
@@ -79,7 +88,7 @@ def get_technique(name: str, caller: RequireReader, service: GraphServiceDep) ->
     responses=responses(400, 403, 404, 409, 413),
 )
 def update_technique(
-    name: str, body: TechniqueUpdate, caller: RequireCurator, service: GraphServiceDep
+    name: str, body: TechniqueUpdate, caller: RequireCurator, service: TechniqueServiceDep
 ) -> TechniquePublic:
     return service.update_technique(name, body, actor=caller.name)
 
@@ -91,7 +100,7 @@ def update_technique(
 )
 def list_transitions(
     caller: RequireReader,
-    service: GraphServiceDep,
+    service: TechniqueServiceDep,
     source: Annotated[
         str | None, Query(description="with target: only the transition source -> target")
     ] = None,

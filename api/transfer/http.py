@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import tempfile
+from typing import Annotated
 
 import anyio
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from starlette.datastructures import UploadFile
 
-from api.auth import GraphServiceDep, RequireAdmin
+from api.auth import RequireAdmin, get_graph_service
 from api.errors import ServiceError, ServiceErrorKind, responses
 from api.transfer.models import ImportSummary
+from api.transfer.service import TransferService
 from graphdb.models import GraphExport
+
+# The graph service as this feature's routes use it (the app's one GraphService is each of these).
+TransferServiceDep = Annotated[TransferService, Depends(get_graph_service)]
+
 
 router = APIRouter(prefix="/v1", tags=["graph"])
 
@@ -24,7 +30,7 @@ _SPOOL_CHUNK = 1_048_576
     summary="The whole graph as one regraph.graph/v1 document; API keys are not part of it (admin)",
     responses=responses(403),
 )
-def export_graph(caller: RequireAdmin, service: GraphServiceDep) -> GraphExport:
+def export_graph(caller: RequireAdmin, service: TransferServiceDep) -> GraphExport:
     return service.export_graph()
 
 
@@ -33,7 +39,7 @@ def export_graph(caller: RequireAdmin, service: GraphServiceDep) -> GraphExport:
     summary="Load an export into an empty graph, all or nothing; API keys in it are ignored (admin)",
     responses=responses(400, 403, 409, 413),
 )
-def import_graph(body: GraphExport, caller: RequireAdmin, service: GraphServiceDep) -> ImportSummary:
+def import_graph(body: GraphExport, caller: RequireAdmin, service: TransferServiceDep) -> ImportSummary:
     return service.import_graph(body, actor=caller.name)
 
 
@@ -60,7 +66,7 @@ _UPLOAD_BODY = {
     openapi_extra={"requestBody": _UPLOAD_BODY},
 )
 async def import_graph_upload(
-    request: Request, caller: RequireAdmin, service: GraphServiceDep
+    request: Request, caller: RequireAdmin, service: TransferServiceDep
 ) -> ImportSummary:
     # The edge allows this path REGRAPH_MAX_IMPORT_BYTES (admins only); the body is spooled to a
     # temporary file as it arrives, never held whole in a request buffer.
