@@ -10,6 +10,7 @@ import asyncio
 import threading
 import time
 from pathlib import Path
+from typing import Literal
 
 import pytest
 from neo4j import Driver
@@ -47,17 +48,22 @@ except ToolchainError:
     pytest.skip("no nvcc here", allow_module_level=True)
 
 
-def test_one_callers_long_evaluations_leave_a_slot_for_another(tmp_path: Path) -> None:
-    saxpy = load_task(TASKS_DIR / "saxpy")
-    settings = ExecutorSettings(
-        cache_dir=tmp_path,
-        runtime="host",
+def _two_slots(cache_dir: Path, runtime: Literal["host", "none"]) -> ExecutorSettings:
+    """An executor of two evaluation slots (so one caller's share is one) and a short compile limit."""
+    return ExecutorSettings(
+        cache_dir=cache_dir,
+        runtime=runtime,
         compile_workers=2,
         compile_timeout_s=COMPILE_LIMIT_S,
         prewarm_workers=False,
         prepare_tasks=False,
         prepare_next=False,
     )
+
+
+def test_one_callers_long_evaluations_leave_a_slot_for_another(tmp_path: Path) -> None:
+    saxpy = load_task(TASKS_DIR / "saxpy")
+    settings = _two_slots(tmp_path, "host")
     options = EvaluationOptions(correctness_sets=1)
     ended: dict[str, float] = {}
     verdicts: dict[str, Verdict] = {}
@@ -101,15 +107,7 @@ def test_an_optimization_jobs_compiles_take_its_owners_share(
     key's, on an executor with two slots: the jobs' evaluations are sent as their owner's, so they
     hold one slot between them and the other key's verdict comes before the jobs' second compile
     ends. Sent without a caller (as before issue 27's round two), the two jobs took both slots."""
-    settings = ExecutorSettings(
-        cache_dir=tmp_path,
-        runtime="none",
-        compile_workers=2,
-        compile_timeout_s=COMPILE_LIMIT_S,
-        prewarm_workers=False,
-        prepare_tasks=False,
-        prepare_next=False,
-    )
+    settings = _two_slots(tmp_path, "none")
     app = create_app(settings)
     slots: FairSlots = app.state.slots
     held: list[tuple[int, int]] = []  # (owner's, no caller's) slots, sampled while the jobs run
