@@ -15,8 +15,8 @@ from typing import Literal
 import pytest
 from neo4j import Driver
 
-from api.optimize.protocol import OptimizeCreate
-from api.optimize.service import JobService
+# Through the service module: it names the request model wherever the model lives (protocol/models).
+from api.optimize.service import JobService, OptimizeCreate
 from executor.app import create_app
 from executor.client import AsyncExecutorClient, ExecutorClient
 from executor.compile import find_toolchain
