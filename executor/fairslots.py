@@ -38,6 +38,11 @@ class FairSlots:
         """Slots held now."""
         return sum(self._held.values())
 
+    @property
+    def waiting(self) -> int:
+        """Requests waiting for a slot now."""
+        return len(self._waiting)
+
     def held_by(self, caller: str | None) -> int:
         """Slots ``caller`` holds now."""
         return self._held[caller or ANONYMOUS]

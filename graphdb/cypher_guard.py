@@ -19,7 +19,11 @@ its own for what it guards (docs/security.md):
    so that a query that slipped through can do no harm (graphdb/embedded.py: no file URLs for
    LOAD CSV, every address blocked for URL loads, plugin procedures off).
 4. **Limits on what comes back**: at most `CypherLimits.row_limit` rows and `max_response_bytes`
-   bytes of JSON, values nested at most `MAX_VALUE_DEPTH` deep; parameters are bounded likewise.
+   bytes of JSON, values nested at most `MAX_VALUE_DEPTH` deep; parameters are bounded likewise. The
+   limit holds while the answer arrives, not only once it is decoded: the bytes Neo4j sends are
+   counted as the driver receives them (`_AnswerBudget`) and a row is converted only while its JSON
+   can still fit, so one huge row (``RETURN range(1, 5000000)``) is refused before the API's memory
+   grows with it.
 
 Neo4j Community has no roles (every user may administer), so the connection itself cannot be made
 read-only there: layers 1, 2 and 4 are what keep a reader a reader.
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import re
 import socket
 import threading
@@ -42,12 +47,15 @@ from neo4j.time import Date, DateTime, Duration, Time
 from pydantic import BaseModel, Field
 
 from graphdb.errors import (
+    CypherAnswerTooLargeError,
     CypherGuardError,
     CypherQueryError,
     CypherRefusedError,
     CypherTimeoutError,
     CypherUnavailableError,
 )
+
+logger = logging.getLogger(__name__)
 
 MAX_QUERY_CHARS = 10_000
 MAX_QUERY_TOKENS = 2_000
@@ -57,6 +65,11 @@ MAX_PARAMETER_BYTES = 1_000_000
 MAX_VALUE_DEPTH = 32
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 DEFAULT_MAX_RESPONSE_BYTES = 5_000_000
+# The answer as Neo4j sends it (PackStream) may take this many times the response limit before the
+# connection is cut: a value encodes to at most about twice its shortest JSON (a float: 9 bytes against
+# "0.0, "), so an answer within the limit always fits, with the rows the driver fetches ahead.
+ANSWER_BYTES_PER_RESPONSE_BYTE = 2
+FETCH_SIZE = 100  # rows the driver asks Neo4j for at a time
 
 # Procedures a reader may call; everything else under CALL (dbms.*, db.*, apoc.*, ...) is refused. The
 # schema procedures (db.labels, db.propertyKeys, db.schema.*...) are not among them: they list every
@@ -428,7 +441,30 @@ def check_parameters(parameters: dict[str, Any]) -> None:
             raise _refuse(f"parameters are larger than {MAX_PARAMETER_BYTES} bytes")
 
 
-def to_json(value: Any, _depth: int = 0) -> Any:
+class _RowTooLarge(Exception):
+    """A row's JSON cannot fit in what is left of the response limit (caught in `_read_rows`)."""
+
+
+class _Room:
+    """What is left of the response limit while a row is converted. Each value takes a lower bound of
+    its JSON size (a container its brackets and separators before its items are visited), so a row
+    that cannot fit stops being converted, and copied, as soon as that is known."""
+
+    def __init__(self, left: int) -> None:
+        self.left = left
+
+    def take(self, value: Any) -> None:
+        if isinstance(value, str):
+            self.left -= len(value) + 2
+        elif isinstance(value, (list, tuple, dict)):
+            self.left -= 2 * max(len(value), 1)  # brackets, then ", " between items
+        else:
+            self.left -= 1
+        if self.left < 0:
+            raise _RowTooLarge
+
+
+def to_json(value: Any, _depth: int = 0, _room: _Room | None = None) -> Any:
     """Graph values as JSON-able data (nodes and relationships as dicts with their labels/type).
 
     Raises `CypherQueryError` for a value nested deeper than `MAX_VALUE_DEPTH` (a query can build
@@ -436,12 +472,14 @@ def to_json(value: Any, _depth: int = 0) -> Any:
     """
     if _depth > MAX_VALUE_DEPTH:
         raise CypherQueryError(f"a returned value nests more than {MAX_VALUE_DEPTH} levels deep")
+    if _room is not None:
+        _room.take(value)
     deeper = _depth + 1
     if isinstance(value, Node):
         return {
             "_id": value.element_id,
             "_labels": sorted(value.labels),
-            **{k: to_json(v, deeper) for k, v in value.items()},
+            **{k: to_json(v, deeper, _room) for k, v in value.items()},
         }
     if isinstance(value, Relationship):
         return {
@@ -449,19 +487,19 @@ def to_json(value: Any, _depth: int = 0) -> Any:
             "_type": value.type,
             "_start": value.start_node.element_id if value.start_node else None,
             "_end": value.end_node.element_id if value.end_node else None,
-            **{k: to_json(v, deeper) for k, v in value.items()},
+            **{k: to_json(v, deeper, _room) for k, v in value.items()},
         }
     if isinstance(value, Path):
         return {
-            "nodes": [to_json(n, deeper) for n in value.nodes],
-            "relationships": [to_json(r, deeper) for r in value.relationships],
+            "nodes": [to_json(n, deeper, _room) for n in value.nodes],
+            "relationships": [to_json(r, deeper, _room) for r in value.relationships],
         }
     if isinstance(value, (DateTime, Date, Time, Duration)):
         return value.iso_format()
     if isinstance(value, dict):
-        return {k: to_json(v, deeper) for k, v in value.items()}
+        return {k: to_json(v, deeper, _room) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [to_json(v, deeper) for v in value]
+        return [to_json(v, deeper, _room) for v in value]
     return value
 
 
@@ -502,6 +540,57 @@ class QueryCancel:
         with self._lock:
             self.cancelled = True
             self._shut()
+
+
+class _AnswerBudget:
+    """Counts the bytes of a query's answer as the driver receives them and breaks the connection once
+    they pass `limit`. The driver buffers a whole record before it decodes any of it, so one huge row
+    (a list of millions, a string built in the query) is refused with at most `limit` bytes (plus one
+    64 KiB chunk) held, never decoded into Python objects. The broken connection leaves the driver's
+    pool and Neo4j ends its transaction, as for `QueryCancel`."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.received = 0
+        self.exceeded = False
+        self._connection: Any = None
+        self._socket: Any = None
+
+    def _attach(self, tx: Any) -> None:
+        # The driver's socket wrapper keeps its attributes in an instance dict: the counting reader
+        # shadows its method for this transaction only. A driver without it leaves the JSON limit.
+        self._connection = getattr(tx, "_connection", None)
+        bolt: Any = getattr(self._connection, "socket", None)
+        receive = getattr(bolt, "recv_into", None)
+        if receive is None or not hasattr(bolt, "__dict__"):
+            logger.warning("the driver's socket cannot be counted: only the decoded rows are bounded")
+            return
+
+        def counted(buffer: Any, nbytes: int) -> int:
+            got: int = receive(buffer, nbytes)
+            self.received += got
+            if self.received > self.limit:
+                self.exceeded = True
+                # The error's traceback keeps this frame (a log record of it may be kept too): it must
+                # not keep the view of the driver's buffer, or the buffer outlives the query.
+                del buffer
+                raise OSError(f"the answer passed {self.limit} bytes")
+            return got
+
+        bolt.recv_into = counted
+        self._socket = bolt
+
+    def _detach(self) -> None:
+        if self._socket is not None:
+            vars(self._socket).pop("recv_into", None)
+            self._socket = None
+        # The dead connection may outlive the query (the pool drops it at its next use; a log record
+        # of the driver's error holds it through the traceback): let go of what it had buffered.
+        buffer: Any = getattr(getattr(self._connection, "inbox", None), "_buffer", None)
+        if self.exceeded and isinstance(getattr(buffer, "data", None), bytearray):
+            buffer.data = bytearray()
+            buffer.used = 0
+        self._connection = None
 
 
 def _translate(e: Exception, timeout_s: float, cancel: QueryCancel | None = None) -> CypherGuardError:
@@ -556,8 +645,12 @@ def run_read_only(
     params = parameters or {}
     check_read_only(query)
     check_parameters(params)
+    budget = _AnswerBudget(ANSWER_BYTES_PER_RESPONSE_BYTE * limits.max_response_bytes)
+    answer: tuple[list[str], list[dict[str, Any]], bool] | None = None
     try:
-        with driver.session(database=database, default_access_mode=READ_ACCESS, fetch_size=100) as session:
+        with driver.session(
+            database=database, default_access_mode=READ_ACCESS, fetch_size=FETCH_SIZE
+        ) as session:
             # Explicit transactions: no driver retries, and the timeout is the server's to enforce.
             with session.begin_transaction(timeout=seconds) as tx:
                 if cancel is not None:
@@ -571,34 +664,68 @@ def run_read_only(
             with session.begin_transaction(timeout=seconds) as tx:
                 if cancel is not None:
                     cancel._attach(tx)
+                budget._attach(tx)
                 try:
-                    columns, rows, truncated = _read_rows(tx.run(query, params), rows_max, limits)
+                    answer = _read_rows(tx, query, params, rows_max, limits, budget)
                 finally:
+                    budget._detach()
                     if cancel is not None:
                         cancel._detach()
-                tx.rollback()
+                if not budget.exceeded:  # else the connection is gone, and the transaction with it
+                    tx.rollback()
     except (Neo4jError, DriverError, OSError) as e:
-        raise _translate(e, seconds, cancel) from e
+        # Rows kept before the answer passed its byte budget stand: only closing the cut connection failed.
+        if answer is None or not budget.exceeded:
+            raise _translate(e, seconds, cancel) from e
+    assert answer is not None
+    columns, rows, truncated = answer
     return CypherResult(columns=columns, rows=rows, truncated=truncated, row_limit=rows_max)
 
 
+def _too_large(limits: CypherLimits) -> CypherAnswerTooLargeError:
+    return CypherAnswerTooLargeError(
+        f"the first row alone is over the response limit of {limits.max_response_bytes} bytes; return "
+        "fewer or smaller values: a slice of a list (list[0..100]), its size(), LIMIT, or fewer columns"
+    )
+
+
+def _converted(record: Any, columns: list[str], room: int) -> tuple[dict[str, Any], int] | None:
+    """The row as JSON-able data and its JSON size in bytes, or None when it is over `room` bytes."""
+    try:
+        left = _Room(room)
+        row = {k: to_json(record[k], _room=left) for k in columns}
+    except _RowTooLarge:
+        return None
+    size = len(json.dumps(row, default=str))
+    return (row, size) if size <= room else None
+
+
 def _read_rows(
-    result: Any, rows_max: int, limits: CypherLimits
+    tx: Any, query: str, params: dict[str, Any], rows_max: int, limits: CypherLimits, budget: _AnswerBudget
 ) -> tuple[list[str], list[dict[str, Any]], bool]:
-    """The columns, the rows kept (within `rows_max` and the response bytes) and whether more came."""
-    columns = list(result.keys())
+    """The columns, the rows kept (within `rows_max` and the response bytes) and whether more came.
+
+    Raises `CypherAnswerTooLargeError` when not even the first row fits (seen as it arrives, by
+    `budget`, or while it is converted); a later row that does not fit ends the rows (truncated)."""
     rows: list[dict[str, Any]] = []
     size = 0
-    for record in result:
-        if len(rows) >= rows_max:
-            return columns, rows, True
-        row = {k: to_json(record[k]) for k in columns}
-        size += len(json.dumps(row, default=str))
-        if size > limits.max_response_bytes:
-            if not rows:
-                raise CypherQueryError(
-                    f"the first row alone is over the response limit of {limits.max_response_bytes} bytes"
-                )
-            return columns, rows, True
-        rows.append(row)
+    try:
+        result = tx.run(query, params)
+        columns = list(result.keys())
+        for record in result:
+            if len(rows) >= rows_max:
+                return columns, rows, True
+            row = _converted(record, columns, limits.max_response_bytes - size)
+            if row is None:
+                if not rows:
+                    raise _too_large(limits)
+                return columns, rows, True
+            rows.append(row[0])
+            size += row[1]
+    except (Neo4jError, DriverError, OSError) as e:
+        if not budget.exceeded:
+            raise
+        if not rows:
+            raise _too_large(limits) from e
+        return columns, rows, True
     return columns, rows, False

@@ -117,6 +117,10 @@ class CypherTimeoutError(CypherQueryError):
     """The query ran past its time limit and was stopped by the server."""
 
 
+class CypherAnswerTooLargeError(CypherQueryError):
+    """The query's answer is larger than the response limit: it was refused while it arrived."""
+
+
 class CypherUnavailableError(CypherQueryError):
     """The database did not answer the query (gone, paused, unreachable) or its call was abandoned:
     the server's trouble, not the query's (HTTP 503, not a query timeout)."""

@@ -121,12 +121,17 @@ class ExecutorEvaluator:
         *,
         mode: VerificationMode = "verified",
         options: EvaluationOptions | None = None,
+        caller: str | None = None,
     ) -> None:
-        """Judge candidates for `task` through `client`; `mode` decides what a GPU-less verdict means."""
+        """Judge candidates for `task` through `client`; `mode` decides what a GPU-less verdict means.
+
+        `caller` (an API key's id: a job's owner) is sent with every evaluation, so the executor
+        counts them against that key's share of its compile slots (`executor.fairslots`)."""
         self.client = client
         self.task = task
         self.mode: VerificationMode = mode
         self.options = options or EvaluationOptions()
+        self.caller = caller
         self._pool: AsyncExecutorClient | None = None
         self._pool_loop: asyncio.AbstractEventLoop | None = None
 
@@ -154,7 +159,7 @@ class ExecutorEvaluator:
             # Asked from the event loop, not from a thread: a cancelled search (a job cancelled, the
             # service stopping) closes the request at once instead of leaving a thread waiting for the
             # executor's answer (up to the client's limit).
-            verdict = await self._connections().evaluate(self.task, code, self.options)
+            verdict = await self._connections().evaluate(self.task, code, self.options, caller=self.caller)
         except ExecutorUnreachableError as e:
             raise EvaluatorUnavailableError(f"the executor could not be reached: {e}") from e
         except ExecutorClientError as e:  # an error answer, or one that is not a verdict

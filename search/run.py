@@ -215,6 +215,7 @@ async def run_optimization(
     evaluation_options: EvaluationOptions | None = None,
     evaluator: CandidateEvaluator | None = None,
     improvements: Callable[[], ImprovementSink] | None = None,
+    caller: str | None = None,
 ) -> OptimizationOutcome:
     """Optimize `context.initial_code` for `task` with `method` and return the typed outcome.
 
@@ -222,7 +223,8 @@ async def run_optimization(
     search's events in order. `evaluator` replaces the executor's (a benchmark's own judge); the
     executor is still asked whether it can verify. With `improvements` (a factory, called in a worker
     thread only for a verified run), the best path is offered to the sink it returns; a failed offer
-    is logged and does not lose the outcome. Raises `SearchError`
+    is logged and does not lose the outcome. `caller` (the job owner's key id) goes with every
+    evaluation to the executor, whose compile slots are shared fairly between callers. Raises `SearchError`
     (`VerificationUnavailableError`, `EvaluatorUnavailableError`, `SearchConfigError`, ...).
     """
     mode = await asyncio.to_thread(choose_verification, executor, verification)
@@ -235,7 +237,9 @@ async def run_optimization(
     else:
         # The run's own judge: one connection pool to the executor for all its evaluations, closed
         # when the search ends (cancelled or failed included).
-        async with ExecutorEvaluator(executor, task, mode=mode, options=evaluation_options) as judge:
+        async with ExecutorEvaluator(
+            executor, task, mode=mode, options=evaluation_options, caller=caller
+        ) as judge:
             result = await optimize(method, context, knowledge, model, judge, config, on_event)
     counts = count_candidates(result.candidates)
     offered: list[str] = []

@@ -448,6 +448,7 @@ class JobService:
                 on_event=on_event,
                 on_start=on_start,
                 improvements=(lambda: improvements(job_id)) if improvements is not None else None,
+                caller=live.owner or None,  # the owner's key: its compiles take that key's share
             )
         except VerificationUnavailableError as e:
             raise NotConfiguredError(

@@ -6,19 +6,30 @@ turn whatever the slots.)"""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from pathlib import Path
+from typing import Literal
 
 import pytest
+from neo4j import Driver
 
+# Through the service module: it names the request model wherever the model lives (protocol/models).
+from api.optimize.service import JobService, OptimizeCreate
 from executor.app import create_app
-from executor.client import ExecutorClient
+from executor.client import AsyncExecutorClient, ExecutorClient
 from executor.compile import find_toolchain
 from executor.errors import ToolchainError
+from executor.fairslots import FairSlots
 from executor.protocol import EvaluationOptions, Verdict
 from executor.settings import ExecutorSettings
 from executor.taskformat import load_task
+from graphdb.connection import Neo4jTarget
+from graphdb.jobs import JobStore
+from search.backends.config import RoleConfig
+from search.inmemory import InMemoryKnowledge
+from tests.support.openai_test_server import OpenAITestServer
 from tests.support.servers import serve_in_thread
 
 TASKS_DIR = Path(__file__).parents[2] / "unit" / "executor" / "fixtures" / "tasks"
@@ -37,17 +48,22 @@ except ToolchainError:
     pytest.skip("no nvcc here", allow_module_level=True)
 
 
-def test_one_callers_long_evaluations_leave_a_slot_for_another(tmp_path: Path) -> None:
-    saxpy = load_task(TASKS_DIR / "saxpy")
-    settings = ExecutorSettings(
-        cache_dir=tmp_path,
-        runtime="host",
+def _two_slots(cache_dir: Path, runtime: Literal["host", "none"]) -> ExecutorSettings:
+    """An executor of two evaluation slots (so one caller's share is one) and a short compile limit."""
+    return ExecutorSettings(
+        cache_dir=cache_dir,
+        runtime=runtime,
         compile_workers=2,
         compile_timeout_s=COMPILE_LIMIT_S,
         prewarm_workers=False,
         prepare_tasks=False,
         prepare_next=False,
     )
+
+
+def test_one_callers_long_evaluations_leave_a_slot_for_another(tmp_path: Path) -> None:
+    saxpy = load_task(TASKS_DIR / "saxpy")
+    settings = _two_slots(tmp_path, "host")
     options = EvaluationOptions(correctness_sets=1)
     ended: dict[str, float] = {}
     verdicts: dict[str, Verdict] = {}
@@ -80,3 +96,66 @@ def test_one_callers_long_evaluations_leave_a_slot_for_another(tmp_path: Path) -
     assert {verdicts[f"a{i}"].error.value for i in range(2) if verdicts[f"a{i}"].error} == {
         "compile_timeout"
     }, {k: (v.stage, v.message[:400]) for k, v in verdicts.items()}
+
+
+@pytest.mark.neo4j
+def test_an_optimization_jobs_compiles_take_its_owners_share(
+    tmp_path: Path, neo4j_driver: Driver, neo4j_target: Neo4jTarget
+) -> None:
+    """Two optimization jobs of one key (the API's job service, on the session's Neo4j, a scripted
+    OpenAI-compatible model writing a long-compiling candidate) and then one evaluation of another
+    key's, on an executor with two slots: the jobs' evaluations are sent as their owner's, so they
+    hold one slot between them and the other key's verdict comes before the jobs' second compile
+    ends. Sent without a caller (as before issue 27's round two), the two jobs took both slots."""
+    settings = _two_slots(tmp_path, "none")
+    app = create_app(settings)
+    slots: FairSlots = app.state.slots
+    held: list[tuple[int, int]] = []  # (owner's, no caller's) slots, sampled while the jobs run
+    answer = "```cuda\n" + SLOW + "```\n"
+
+    async def scenario(url: str, llm_url: str) -> tuple[dict[str, float], Verdict]:
+        jobs = JobService(
+            JobStore(neo4j_driver, neo4j_target.database),
+            knowledge=InMemoryKnowledge,
+            generator=RoleConfig(backend="openai", base_url=llm_url, model="test-model"),
+            executor_url=url,
+            tasks_dir=TASKS_DIR,
+            max_concurrent=2,
+        )
+        await jobs.start()
+        ended: dict[str, float] = {}
+        try:
+            request = OptimizeCreate(
+                task_ref="saxpy", method="standard", budget=1, verification="compile-only"
+            )
+            ids = [(await jobs.submit(request, owner="owner-key")).id for _ in range(2)]
+            deadline = time.monotonic() + 120
+            while slots.in_use + slots.waiting < 2:  # until both jobs' evaluations reached the executor
+                held.append((slots.held_by("owner-key"), slots.held_by(None)))
+                assert time.monotonic() < deadline, "the jobs never reached the executor"
+                await asyncio.sleep(0.05)
+            held.append((slots.held_by("owner-key"), slots.held_by(None)))
+            async with AsyncExecutorClient(url, timeout_s=300) as other:
+                verdict = await other.evaluate(
+                    load_task(TASKS_DIR / "saxpy"), STUB + QUICK, caller="other-key"
+                )
+            ended["other"] = time.monotonic()
+            while len(ended) < 3:
+                held.append((slots.held_by("owner-key"), slots.held_by(None)))
+                for job_id in ids:
+                    if job_id not in ended and (await jobs.get(job_id)).finished:
+                        ended[job_id] = time.monotonic()
+                assert time.monotonic() < deadline + 180, "the jobs never ended"
+                await asyncio.sleep(0.1)
+        finally:
+            await jobs.stop()
+        return ended, verdict
+
+    with OpenAITestServer() as llm, serve_in_thread(app) as url:
+        llm.script(answer, answer)
+        ended, verdict = asyncio.run(scenario(url, llm.base_url))
+    assert verdict.error is None or verdict.error.value != "compile_timeout", verdict.message
+    # The jobs' compiles were counted as their owner's, never as a caller-less batch's.
+    assert max(owner for owner, _ in held) == 1 and max(anonymous for _, anonymous in held) == 0, held
+    # So the other key did not wait for both of them: it ended before the later job did.
+    assert ended["other"] < max(t for name, t in ended.items() if name != "other"), ended
