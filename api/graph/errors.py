@@ -85,6 +85,12 @@ class QueryTimedOutError(QueryFailedError):
     error_type = "cypher_timeout"
 
 
+class QueryAnswerTooLargeError(QueryFailedError):
+    """A read-only Cypher query's answer (its first row alone) is over the response limit."""
+
+    kind, error_type = ServiceErrorKind.TOO_LARGE, "cypher_answer_too_large"
+
+
 @contextmanager
 def translated() -> Iterator[None]:
     """Store, search and embedding errors as service errors (the one place that maps them)."""

@@ -29,6 +29,7 @@ from api.graph.errors import (
     InvalidApiKeyError,
     InvalidExportError,
     InvalidGraphRequestError,
+    QueryAnswerTooLargeError,
     QueryFailedError,
     QueryRefusedError,
     QueryTimedOutError,
@@ -39,7 +40,13 @@ from api.retrieve.service import RetrievalService
 from api.techniques.service import TechniqueService
 from api.transfer.service import TransferService, check_export, parse_export
 from graphdb.cypher_guard import CypherLimits, QueryCancel, run_read_only
-from graphdb.errors import CypherGuardError, CypherRefusedError, CypherTimeoutError, CypherUnavailableError
+from graphdb.errors import (
+    CypherAnswerTooLargeError,
+    CypherGuardError,
+    CypherRefusedError,
+    CypherTimeoutError,
+    CypherUnavailableError,
+)
 from graphdb.store import GraphStore
 from search.embeddings import Embedder
 
@@ -51,6 +58,7 @@ __all__ = [
     "InvalidApiKeyError",
     "InvalidExportError",
     "InvalidGraphRequestError",
+    "QueryAnswerTooLargeError",
     "QueryFailedError",
     "QueryRefusedError",
     "QueryTimedOutError",
@@ -105,6 +113,8 @@ def run_cypher(
         raise QueryRefusedError(str(e)) from e
     except CypherTimeoutError as e:
         raise QueryTimedOutError(str(e)) from e
+    except CypherAnswerTooLargeError as e:
+        raise QueryAnswerTooLargeError(str(e)) from e
     except CypherGuardError as e:
         raise QueryFailedError(str(e)) from e
     return CypherResponse(

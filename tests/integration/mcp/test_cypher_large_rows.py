@@ -83,7 +83,7 @@ def test_huge_rows_are_refused_on_every_face_without_memory_growth(stack: Stack)
     async def v1(http: httpx.AsyncClient, query: str) -> None:
         answer = await http.post("/v1/cypher", json={"query": query}, headers=headers)
         error = answer.json()["error"]
-        assert answer.status_code == 400 and error["type"] == "cypher_error", answer.text
+        assert answer.status_code == 413 and error["type"] == "cypher_answer_too_large", answer.text
         answers["v1"].append(error["message"])
 
     async def ui(http: httpx.AsyncClient, query: str) -> None:
