@@ -28,7 +28,8 @@ from api.mcp.evaluations import EvaluationJobs
 from api.mcp.server import build_mcp_server
 from api.mcp.service import ReasoningGraphService
 from api.mcp.settings import McpSettings
-from api.optimize.service import JobService, OptimizeError, build_job_service
+from api.optimize.errors import OptimizeError
+from api.optimize.service import JobService, build_job_service
 from api.settings import ApiSettings
 from api.state import AppState
 from graphdb.errors import GraphDBError

@@ -15,8 +15,8 @@ from api.auth import Caller
 from api.errors import ServiceError, ServiceErrorKind
 from api.mcp.service import NO_PROGRESS, ProgressReporter, ReasoningGraphService, dump
 from api.mcp.tools import READ_ONLY, McpTools, progress_of
+from api.optimize.events import Subscription
 from api.optimize.models import MAX_SOURCE_CHARS, JobPublic, JobStatus, OptimizeCreate, OptimizeResult
-from api.optimize.service import Subscription
 from graphdb.jobs import JobEventRecord
 from graphdb.models import INITIAL_TECHNIQUE
 from search.baselines import Method

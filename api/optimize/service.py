@@ -24,7 +24,7 @@ import contextlib
 import logging
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,8 +32,19 @@ from typing import Any, Literal, ParamSpec, TypeVar
 
 from neo4j import Driver
 
-from api.errors import ServiceError, ServiceErrorKind
-from api.optimize.models import JobEventPublic, OptimizeCreate, OptimizeResult
+from api.optimize.errors import (
+    InvalidTaskError,
+    JobAlreadyFinishedError,
+    JobStorageError,
+    JobUnknownError,
+    NotConfiguredError,
+    OptimizeError,
+    TaskNotFoundError,
+    TooManyJobsError,
+    no_such_job,
+)
+from api.optimize.events import Subscription
+from api.optimize.models import OptimizeCreate, OptimizeResult
 from api.settings import ApiSettings
 from executor.client import ExecutorClient
 from executor.errors import ExecutorError, TaskFormatError
@@ -66,65 +77,6 @@ T = TypeVar("T")
 RESTART_REASON = "interrupted by a restart"
 
 
-class OptimizeError(ServiceError):
-    """Root of the optimize service's errors."""
-
-
-class NotConfiguredError(OptimizeError):
-    """A dependency the job needs (generator model, executor) is not configured."""
-
-    kind, error_type = ServiceErrorKind.UNAVAILABLE, "not_configured"
-
-
-class InvalidTaskError(OptimizeError):
-    """The request's task or program cannot be used."""
-
-    kind, error_type = ServiceErrorKind.UNPROCESSABLE, "invalid_task"
-
-
-def _no_such_job(job_id: str) -> str:
-    # One wording for a missing job and someone else's: the answer must not tell them apart.
-    return f"job {job_id!r} not found"
-
-
-class TaskNotFoundError(OptimizeError):
-    """`task_ref` names no task in the tasks directory."""
-
-    kind = ServiceErrorKind.NOT_FOUND
-
-
-class JobUnknownError(OptimizeError):
-    """No job has this id."""
-
-    kind = ServiceErrorKind.NOT_FOUND
-
-
-class JobAlreadyFinishedError(OptimizeError):
-    """The job already ended, so it cannot be cancelled."""
-
-    kind = ServiceErrorKind.CONFLICT
-
-
-class JobStorageError(OptimizeError):
-    """The job store (Neo4j) failed."""
-
-    kind = ServiceErrorKind.UNAVAILABLE
-
-
-class TooManyJobsError(OptimizeError):
-    """The submitting key already has as many jobs queued or running as it may."""
-
-    kind = ServiceErrorKind.TOO_MANY
-
-    def __init__(self, message: str, retry_after_s: int) -> None:
-        super().__init__(message, retry_after_s=retry_after_s)
-
-
-@dataclass(frozen=True)
-class Heartbeat:
-    """Nothing happened for a while: lets a stream send a keep-alive."""
-
-
 @dataclass
 class _Plan:
     task: FunctionTask | KernelTask
@@ -140,62 +92,6 @@ class _LiveJob:
     task: asyncio.Task[None] | None = None
     stop_reason: str | None = None  # set when the service stops: the job ends failed, not cancelled
     owner: str = ""  # who submitted it ("" unknown), for the per-owner limit
-
-
-def public_event(event: JobEventRecord) -> JobEventPublic:
-    """A stored event as the API shows it."""
-    return JobEventPublic(seq=event.seq, kind=event.kind, at=event.at, data=event.payload)
-
-
-class Subscription:
-    """A job's events: the past ones first, then live ones until the job ends.
-
-    Iterating yields `JobEventPublic`s and, after `heartbeat_s` without an event, a `Heartbeat`.
-    """
-
-    def __init__(
-        self,
-        backlog: list[JobEventRecord],
-        queue: asyncio.Queue[JobEventRecord | None] | None,
-        on_close: Callable[[], None],
-        heartbeat_s: float,
-        after: int = -1,
-    ) -> None:
-        """`queue` is None for a job that already ended (the backlog is then everything)."""
-        self._backlog = list(backlog)
-        self._queue = queue
-        self._on_close = on_close
-        self._heartbeat_s = heartbeat_s
-        self._last = after
-
-    def __aiter__(self) -> Subscription:
-        return self
-
-    async def __anext__(self) -> JobEventPublic | Heartbeat:
-        if self._backlog:
-            event = self._backlog.pop(0)
-            self._last = event.seq
-            return public_event(event)
-        if self._queue is None:
-            raise StopAsyncIteration
-        while True:
-            try:
-                # Cancelling a queue.get() on timeout is safe (unlike cancelling a generator's step).
-                item = await asyncio.wait_for(self._queue.get(), timeout=self._heartbeat_s)
-            except TimeoutError:
-                return Heartbeat()
-            if item is None:  # the job ended
-                self.close()
-                raise StopAsyncIteration
-            if item.seq > self._last:  # the backlog may already hold it
-                self._last = item.seq
-                return public_event(item)
-
-    def close(self) -> None:
-        """Stop following the job."""
-        if self._queue is not None:
-            self._on_close()
-            self._queue = None
 
 
 def resolve_task(request: OptimizeCreate, tasks_dir: Path | None) -> _Plan:
@@ -340,9 +236,9 @@ class JobService:
         try:
             record = await self._store(self.store.get, job_id)
         except JobNotFoundError as e:
-            raise JobUnknownError(_no_such_job(job_id)) from e
+            raise JobUnknownError(no_such_job(job_id)) from e
         if owner is not None and record.owner != owner:
-            raise JobUnknownError(_no_such_job(job_id))
+            raise JobUnknownError(no_such_job(job_id))
         return record
 
     async def list_jobs(
@@ -504,15 +400,6 @@ class JobService:
             for queue in live.subscribers:
                 queue.put_nowait(None)
             live.subscribers.clear()
-
-
-async def follow(subscription: Subscription) -> AsyncIterator[JobEventPublic | Heartbeat]:
-    """Iterate a subscription, closing it however the consumer stops."""
-    try:
-        async for item in subscription:
-            yield item
-    finally:
-        subscription.close()
 
 
 def build_job_service(settings: ApiSettings, driver: Driver, database: str) -> JobService:

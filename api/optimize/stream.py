@@ -6,8 +6,10 @@ from collections.abc import AsyncIterator
 
 from fastapi.responses import StreamingResponse
 
+from api.optimize.errors import OptimizeError
+from api.optimize.events import Heartbeat, follow
 from api.optimize.models import JobPublic
-from api.optimize.service import Heartbeat, JobService, OptimizeError, follow
+from api.optimize.service import JobService
 
 
 def _sse(event: str, data: str, event_id: int | None = None) -> str:

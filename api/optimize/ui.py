@@ -11,8 +11,8 @@ from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 
+from api.optimize.errors import OptimizeError
 from api.optimize.models import JobPublic, OptimizeCreate
-from api.optimize.service import OptimizeError
 from api.ui.visitor import VisitDep, WriteDep, event_stream_response, problem, see
 from search.baselines import METHODS
 

@@ -16,7 +16,8 @@ import pytest
 from neo4j import Driver
 
 # Through the service module: it names the request model wherever the model lives (protocol/models).
-from api.optimize.service import JobService, OptimizeCreate
+from api.optimize.models import OptimizeCreate
+from api.optimize.service import JobService
 from executor.app import create_app
 from executor.client import AsyncExecutorClient, ExecutorClient
 from executor.compile import find_toolchain

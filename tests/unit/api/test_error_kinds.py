@@ -20,7 +20,7 @@ from api.graph.service import (
 )
 from api.limits import ClientGoneError, KeyBusyError, OverTimeError, ServerBusyError
 from api.mcp.tools import tool_error
-from api.optimize.service import (
+from api.optimize.errors import (
     InvalidTaskError,
     JobAlreadyFinishedError,
     JobStorageError,

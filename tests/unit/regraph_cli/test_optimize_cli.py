@@ -10,8 +10,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from api.optimize.errors import InvalidTaskError, TaskNotFoundError
 from api.optimize.models import OptimizeCreate
-from api.optimize.service import InvalidTaskError, TaskNotFoundError, resolve_task
+from api.optimize.service import resolve_task
 from executor.taskformat import load_task
 from regraph_cli.optimize import optimize_command, trajectory_knowledge
 from search.mcgs import MCGSConfig
