@@ -53,12 +53,12 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
         return None
     from xdist.scheduler import LoadScopeScheduling
 
-    class ModuleGroups(LoadScopeScheduling):
+    class ModuleGroups(LoadScopeScheduling):  # type: ignore[misc,unused-ignore]  # xdist is untyped
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
             return _GROUP_OF.get(module, module)
 
-    return ModuleGroups(config, log)  # type: ignore[arg-type]
+    return ModuleGroups(config, log)
 
 
 def graph_server_options(data_dir: Path) -> GraphServerOptions:
