@@ -16,8 +16,11 @@ echo "== mypy" >&2
 MYPY_CACHE_DIR="${MYPY_CACHE_DIR:-$REGRAPH_CACHE_DIR/mypy}" mypy
 echo "== pytest" >&2
 set +e
+# Two workers (pytest-xdist), each a session of its own with its own Neo4j, handed a whole module (or
+# group, tests/conftest.py) at a time: many tests wait (on servers, timeouts, builds), so two share the
+# two cores. REGRAPH_TEST_WORKERS=0 runs everything in this one process.
 # A crash after the tests (in the interpreter's shutdown) prints its threads' stacks too.
-PYTHONFAULTHANDLER=1 python -m pytest "$@"
+PYTHONFAULTHANDLER=1 python -m pytest -n "${REGRAPH_TEST_WORKERS:-2}" --dist loadgroup "$@"
 status=$?
 set -e
 if [ "$status" = 5 ]; then

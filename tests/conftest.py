@@ -1,4 +1,10 @@
-"""Shared fixtures: one real embedded Neo4j for the whole session, migrated to the latest schema."""
+"""Shared fixtures: one real embedded Neo4j for the whole session, migrated to the latest schema.
+
+Under pytest-xdist (`-n 2`) every worker is a session of its own: its own Neo4j (a data directory
+under the worker's own temporary directory, a free port), embedder and models. Tests are handed out
+a whole module at a time (`--dist loadgroup`, the scheduler below), so a module's fixtures start once;
+the modules that share something costly or exclusive go to one worker together (`XDIST_GROUPS`).
+"""
 
 from __future__ import annotations
 
@@ -15,9 +21,44 @@ if TYPE_CHECKING:
 
     from graphdb.connection import GraphServerOptions, Neo4jTarget, OpenGraph
 
+# Modules that must run on one worker, one after the other: the seed-graph modules build the graph
+# once per session and restore it for the others (tests/integration/api/graph_support.py); the Ray
+# modules each start a cluster of several raylets on this host.
+XDIST_GROUPS = {
+    "seed-graph": (
+        "tests/integration/api/test_cypher_api.py",
+        "tests/integration/api/test_graph_api.py",
+        "tests/integration/api/test_graph_auth.py",
+    ),
+    "ray-cluster": (
+        "tests/integration/executor/test_executor_fleet.py",
+        "tests/integration/executor/test_executor_fleet_faults.py",
+    ),
+}
+_GROUP_OF = {path: group for group, paths in XDIST_GROUPS.items() for path in paths}
+
 CLEAR_GRAPH = (
     "MATCH (n) WHERE NOT n:SchemaMigration CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 5000 ROWS"
 )
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: unknown without the plugin
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """`--dist loadgroup`: a whole module (or group of XDIST_GROUPS) per worker at a time.
+
+    xdist's own loadgroup reads `xdist_group` marks by rewriting node ids, which pytest 9's node ids
+    no longer allow; its module-scope scheduler is used instead, with the groups as scopes.
+    """
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleGroups(LoadScopeScheduling):  # type: ignore[misc,unused-ignore]  # xdist is untyped
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return _GROUP_OF.get(module, module)
+
+    return ModuleGroups(config, log)
 
 
 def graph_server_options(data_dir: Path) -> GraphServerOptions:

@@ -4,8 +4,8 @@ driven by Playwright. Also used by docs/screenshots/take.py."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,6 +48,10 @@ CHROMIUM_FLAGS = [
 ]
 CLEAR = "MATCH (n) WHERE NOT n:SchemaMigration CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 5000 ROWS"
 JOB_TASK = "mandelbrot_q28_i32"
+
+
+# A signed-in page for a role: `with signed_in(Role.CURATOR) as page: ...` (tests/e2e/conftest.py).
+SignedIn = Callable[[Role], AbstractContextManager[Page]]
 
 
 @dataclass

@@ -11,10 +11,10 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
-from playwright.sync_api import Route, expect, sync_playwright
+from playwright.sync_api import Browser, Route, expect
 
 from graphdb.connection import Neo4jTarget
-from tests.e2e.stack import chromium, fresh_context
+from tests.e2e.stack import fresh_context
 from tests.integration.api.graph_support import serve
 
 
@@ -23,7 +23,7 @@ def api_url(neo4j_target: Neo4jTarget, tmp_path_factory: pytest.TempPathFactory)
     yield from serve(neo4j_target, Path(tmp_path_factory.mktemp("docs")), preload_retrieval=False)
 
 
-def test_docs_render_offline(api_url: str) -> None:
+def test_docs_render_offline(api_url: str, browser: Browser) -> None:
     own_host = urlparse(api_url).netloc
     elsewhere: list[str] = []
 
@@ -34,7 +34,7 @@ def test_docs_render_offline(api_url: str) -> None:
             elsewhere.append(route.request.url)
             route.abort()
 
-    with sync_playwright() as playwright, chromium(playwright) as browser, fresh_context(browser) as context:
+    with fresh_context(browser) as context:
         context.route("**/*", only_the_api)
         page = context.new_page()
         page.goto(f"{api_url}/docs")

@@ -10,13 +10,11 @@ from playwright.sync_api import expect
 
 from graphdb.models import IngestBatch, RelabelDecision, RelabelOutcome, ReviewStatus, Role, utc_now
 from tests.e2e import test_workspace as workspace
-from tests.e2e.stack import Stack, record_queued_name
+from tests.e2e.stack import SignedIn, Stack, record_queued_name
 
 pytestmark = [pytest.mark.neo4j, pytest.mark.timeout(900)]
 
-# The workspace module's stack (API, Neo4j, executor), browser and signed-in pages.
-stack, browser, signed_in = workspace.stack, workspace.browser, workspace.signed_in
-SignedIn = workspace.SignedIn
+# The stack, browser and signed-in pages: tests/e2e/conftest.py.
 
 
 def knowledge(stack: Stack) -> dict[str, Any]:

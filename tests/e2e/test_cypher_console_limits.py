@@ -6,17 +6,13 @@ their limit plus the backstop with "unavailable", not two minutes later."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from neo4j import Driver
-from playwright.sync_api import Browser, expect, sync_playwright
+from playwright.sync_api import Browser, expect
 
 from api.state import GRAPH_BACKSTOP_S
-from graphdb.connection import Neo4jTarget
 from graphdb.models import Role
-from tests.e2e.stack import Stack, chromium, fresh_context, running_stack, sign_in
+from tests.e2e.stack import Stack, fresh_context, sign_in
 
 pytestmark = [pytest.mark.neo4j, pytest.mark.timeout(900)]
 
@@ -25,20 +21,8 @@ TIMEOUT_S = 2.0
 NESTED = "RETURN reduce(a = [], i IN range(1, 20000) | [a]) AS a"  # Neo4j cannot send it back
 
 
-@pytest.fixture(scope="module")
-def stack(
-    neo4j_driver: Driver, neo4j_target: Neo4jTarget, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Stack]:
-    workdir = Path(tmp_path_factory.mktemp("e2e-limits"))
-    overrides = {"cypher_timeout_s": TIMEOUT_S, "cypher_max_concurrent_per_key": PER_KEY}
-    with running_stack(neo4j_driver, neo4j_target, workdir, **overrides) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright, chromium(playwright) as launched:
-        yield launched
+# The module's stack runs with these API settings (tests/e2e/conftest.py).
+STACK_SETTINGS = {"cypher_timeout_s": TIMEOUT_S, "cypher_max_concurrent_per_key": PER_KEY}
 
 
 def test_one_reader_running_more_queries_than_its_slots_is_refused_in_the_console(

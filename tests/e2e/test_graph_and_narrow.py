@@ -11,37 +11,22 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 from neo4j import Driver
-from playwright.sync_api import Browser, Page, ViewportSize, expect, sync_playwright
+from playwright.sync_api import Browser, Page, ViewportSize, expect
 
 from graphdb.connection import Neo4jTarget
 from graphdb.models import Role
 from search.protocols import INITIAL_TECHNIQUE
-from tests.e2e.stack import ROOT, Stack, chromium, fresh_context, running_stack, sign_in
+from tests.e2e.stack import ROOT, Stack, fresh_context, sign_in
 
 pytestmark = [pytest.mark.neo4j, pytest.mark.timeout(900)]
 expect.set_options(timeout=30_000)
 SHOTS = ROOT / "docs" / "screenshots"
 WIDE = ViewportSize(width=1280, height=800)
 PHONE = ViewportSize(width=390, height=844)
-
-
-@pytest.fixture(scope="module")
-def stack(
-    neo4j_driver: Driver, neo4j_target: Neo4jTarget, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Stack]:
-    with running_stack(neo4j_driver, neo4j_target, Path(tmp_path_factory.mktemp("e2e-graph"))) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright, chromium(playwright) as launched:
-        yield launched
 
 
 @pytest.fixture()

@@ -9,16 +9,12 @@ from __future__ import annotations
 import re
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from neo4j import Driver
-from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Locator, Page, expect
 
-from graphdb.connection import Neo4jTarget
 from graphdb.models import (
     AliasAddition,
     IngestBatch,
@@ -32,49 +28,18 @@ from graphdb.models import (
 from search.protocols import INITIAL_TECHNIQUE
 from tests.e2e.stack import (
     JOB_TASK,
+    SignedIn,
     Stack,
-    chromium,
     fresh_context,
     record_queued_name,
-    running_stack,
     sign_in,
 )
 
 # The first test pays for the start of the stack (Neo4j, executor, API, Chromium): minutes on a busy machine.
 pytestmark = [pytest.mark.neo4j, pytest.mark.timeout(900)]
 
-SignedIn = Callable[[Role], AbstractContextManager[Page]]
 # Generous waits: CI's 2 cores run the browser, the API, Neo4j and the executor at once.
 expect.set_options(timeout=30_000)
-
-
-@pytest.fixture(scope="module")
-def stack(
-    neo4j_driver: Driver, neo4j_target: Neo4jTarget, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Stack]:
-    with running_stack(neo4j_driver, neo4j_target, Path(tmp_path_factory.mktemp("e2e"))) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright, chromium(playwright) as launched:
-        yield launched
-
-
-@pytest.fixture()
-def signed_in(stack: Stack, browser: Browser) -> SignedIn:
-    """A fresh browser context signed in with the key of a role, on the review queue."""
-
-    @contextmanager
-    def open_as(role: Role) -> Iterator[Page]:
-        with fresh_context(browser) as context:
-            page = context.new_page()
-            page.set_default_timeout(60_000)
-            sign_in(page, stack.url, stack.tokens[role])
-            yield page
-
-    return open_as
 
 
 def pending_ids(stack: Stack) -> list[str]:
