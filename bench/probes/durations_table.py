@@ -1,6 +1,6 @@
 """Per-module totals from two `pytest --durations=0 --durations-min=0.5` outputs, side by side.
 
-    python bench/results/2026-11-28_s16/durations_table.py BEFORE.txt AFTER.txt [--top 40]
+    python -m bench.probes.durations_table BEFORE.txt AFTER.txt [--top 40]
 
 Each item's setup, call and teardown lines (0.5 s and longer; shorter ones are not printed by pytest)
 are summed per test module. Under xdist the per-item times are each worker's own, so a module's sum
