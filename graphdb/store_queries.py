@@ -298,6 +298,13 @@ MATCH (s:Technique {{name: $source}})-[r:TRANSITION]->(t:Technique {{name: $targ
 RETURN {TRANSITION_PUBLIC} AS r, s.name AS source, t.name AS target
 """
 
+# The speedups of a transition's verified examples (not rejected, not held, passed, measured), as its
+# statistics keep them: what a new example's speedup is compared with before it enters unheld (issue 33).
+TRANSITION_VERIFIED_SPEEDUPS = """
+MATCH (:Technique {name: $source})-[r:TRANSITION]->(:Technique {name: $target})
+RETURN coalesce(r.verified_speedups, []) AS speedups
+"""
+
 LIST_TRANSITIONS = f"""
 MATCH (s:Technique)-[r:TRANSITION]->(t:Technique)
 RETURN {TRANSITION_PUBLIC} AS r, s.name AS source, t.name AS target
