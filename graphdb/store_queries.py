@@ -298,6 +298,13 @@ MATCH (s:Technique {{name: $source}})-[r:TRANSITION]->(t:Technique {{name: $targ
 RETURN {TRANSITION_PUBLIC} AS r, s.name AS source, t.name AS target
 """
 
+# The speedups of a transition's verified examples (not rejected, not held, passed, measured), as its
+# statistics keep them: what a new example's speedup is compared with before it enters unheld (issue 33).
+TRANSITION_VERIFIED_SPEEDUPS = """
+MATCH (:Technique {name: $source})-[r:TRANSITION]->(:Technique {name: $target})
+RETURN coalesce(r.verified_speedups, []) AS speedups
+"""
+
 LIST_TRANSITIONS = f"""
 MATCH (s:Technique)-[r:TRANSITION]->(t:Technique)
 RETURN {TRANSITION_PUBLIC} AS r, s.name AS source, t.name AS target
@@ -382,15 +389,25 @@ RETURN {EXAMPLE_LIGHT} AS e
 ORDER BY e.created_at, e.id SKIP $offset LIMIT $limit
 """
 
-# The lists of one review status, oldest first, read in the order of the index `example_review_queue`
-# (V007) and only as far as the page instead of sorting every example of the status. The planner uses
-# the index for this only with a predicate on each of its properties (hence the IS NOT NULLs: every
-# example has both) and takes its order only for an ORDER BY that starts with its first property
-# (one value here, so the order is unchanged).
+# The lists of one review status: the examples held for a curator first (issue 33), then the others, each
+# group oldest first. Each group is read in the order of the index `example_review_queue_held` (V008)
+# and only as far as the page goes, instead of sorting every example of the status: the held ones, then
+# (UNION ALL yields its first part's rows before its second's) the others. The planner uses the index
+# for this only with a predicate on each of its properties (hence the IS NOT NULLs: every example has
+# them, V008 gave `held` to the older ones) and takes its order only for an ORDER BY that starts with its
+# first property (one value in each part, so the order is unchanged). One ORDER BY `e.held DESC,
+# e.created_at` would sort the whole status instead: an index gives its order in one direction only.
 REVIEW_ORDER = """
-MATCH (e:Example {review_status: $status})
-WHERE e.created_at IS NOT NULL AND e.id IS NOT NULL
-WITH e ORDER BY e.review_status, e.created_at, e.id"""
+CALL () {
+  MATCH (e:Example {review_status: $status, held: true})
+  WHERE e.created_at IS NOT NULL AND e.id IS NOT NULL
+  WITH e ORDER BY e.review_status, e.held, e.created_at, e.id RETURN e
+  UNION ALL
+  MATCH (e:Example {review_status: $status, held: false})
+  WHERE e.created_at IS NOT NULL AND e.id IS NOT NULL
+  WITH e ORDER BY e.review_status, e.held, e.created_at, e.id RETURN e
+}
+WITH e"""
 
 LIST_EXAMPLES_BY_STATUS = f"""{REVIEW_ORDER} SKIP $offset LIMIT $limit
 RETURN {EXAMPLE_LIGHT} AS e

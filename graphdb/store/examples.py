@@ -101,6 +101,11 @@ class Neo4jExamples(StoreBase):
             raise TransitionNotFoundError(f"no transition {transition_key(source, target)!r}")
         return _transition(rows[0]["r"], rows[0]["source"], rows[0]["target"])
 
+    def verified_speedups(self, source: str, target: str) -> list[float]:
+        """The speedups of the verified examples of source -> target ([] without the transition)."""
+        rows = self._rows(q.TRANSITION_VERIFIED_SPEEDUPS, source=source, target=target)
+        return [float(x) for x in rows[0]["speedups"]] if rows else []
+
     def list_transitions(self, *, limit: int = 1000, offset: int = 0) -> list[Transition]:
         """Transitions ordered by source then target name."""
         rows = self._rows(q.LIST_TRANSITIONS, limit=limit, offset=offset)

@@ -16,9 +16,10 @@ import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from graphdb.errors import GraphDBError
 from graphdb.models import (
@@ -267,6 +268,32 @@ def with_code_embeddings(
 HOLD_SPEEDUP = 20.0
 
 
+class HoldSettings(BaseSettings):
+    """When an improvement offered to the graph is held for a curator (issue 33): pending, listed first
+    in the review queue with its reason, and used by neither retrieval nor the search's priors until
+    approved. Environment: ``REGRAPH_HOLD_SPEEDUP``, ``REGRAPH_HOLD_DISTRIBUTION_FACTOR``,
+    ``REGRAPH_HOLD_DISTRIBUTION_MIN_EXAMPLES``."""
+
+    model_config = SettingsConfigDict(env_prefix="REGRAPH_HOLD_", extra="ignore")
+
+    speedup: float = Field(
+        default=HOLD_SPEEDUP,
+        gt=1.0,
+        description="a step faster than this over its parent GPU version is held",
+    )
+    distribution_factor: float = Field(
+        default=5.0,
+        gt=1.0,
+        description="a step faster than this many times the 95th percentile of its transition's verified "
+        "examples is held",
+    )
+    distribution_min_examples: int = Field(
+        default=5,
+        ge=1,
+        description="verified examples a transition needs before its distribution holds a step",
+    )
+
+
 def hold_reason(speedup_over_parent: float | None, parent_is_gpu: bool, limit: float = HOLD_SPEEDUP) -> str:
     """Why a step is held for a curator before retrieval and the search's priors may use it ('' when it
     is not): its speedup over its parent GPU version is beyond ``limit`` (issue 33)."""
@@ -276,6 +303,40 @@ def hold_reason(speedup_over_parent: float | None, parent_is_gpu: bool, limit: f
         f"held for a curator: {speedup_over_parent:.1f}x over its parent GPU version, beyond the "
         f"{limit:g}x that a step is trusted with unreviewed"
     )
+
+
+def percentile_95(values: list[float]) -> float:
+    """The 95th percentile of `values` (not empty), interpolated between the closest ranks as Neo4j's
+    ``percentileCont`` does."""
+    ordered = sorted(values)
+    rank = 0.95 * (len(ordered) - 1)
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def distribution_hold_reason(
+    speedup: float | None, verified: list[float], factor: float, min_examples: int
+) -> str:
+    """Why a step is held for a curator ('' when it is not): its speedup is more than ``factor`` times the
+    95th percentile of the speedups of the verified examples already on its transition, which has at
+    least ``min_examples`` of them (issue 33: far beyond what the graph has seen of this step)."""
+    if speedup is None or len(verified) < min_examples:
+        return ""
+    p95 = percentile_95(verified)
+    if speedup <= factor * p95:
+        return ""
+    return (
+        f"held for a curator: {speedup:.1f}x, beyond {factor:g} x the 95th percentile ({p95:.2f}x) of "
+        f"the {len(verified)} verified examples of its transition (the distribution rule)"
+    )
+
+
+@runtime_checkable
+class SpeedupHistory(Protocol):
+    """A store that gives the speedups of a transition's verified examples (`Neo4jGraphStore` does)."""
+
+    def verified_speedups(self, source: str, target: str) -> list[float]: ...
 
 
 @dataclass
@@ -290,7 +351,7 @@ class GraphImprovements:
     store: IngestStore
     embed_code: Callable[[list[str]], list[list[float]]]
     job_id: str
-    hold_speedup: float = HOLD_SPEEDUP
+    hold: HoldSettings = field(default_factory=HoldSettings)
 
     def offer(self, result: SearchResult, initial_code: str) -> list[str]:
         """Add each step of the best path as a pending example; their ids. Raises `GraphWriteError`."""
@@ -306,7 +367,16 @@ class GraphImprovements:
             serial = candidate.evaluation.speedup
             verdict = candidate.evaluation.verdict()
             over_parent = serial / previous_serial if serial is not None and previous_serial else None
-            held = hold_reason(over_parent, previous != INITIAL_TECHNIQUE, self.hold_speedup)
+            held = hold_reason(over_parent, previous != INITIAL_TECHNIQUE, self.hold.speedup) or (
+                distribution_hold_reason(
+                    over_parent,
+                    self.store.verified_speedups(previous, candidate.technique),
+                    self.hold.distribution_factor,
+                    self.hold.distribution_min_examples,
+                )
+                if isinstance(self.store, SpeedupHistory)
+                else ""
+            )
             examples.append(
                 step_example(
                     result.task_id,

@@ -29,15 +29,16 @@ def test_the_rule() -> None:
     assert hold_reason(6.0, parent_is_gpu=True, limit=5) != ""
 
 
-def _result(speedups: list[float], tag: str) -> SearchResult:
+def offered_result(speedups: list[float], tag: str, path: list[str] = PATH, task: str = TASK) -> SearchResult:
+    """A search whose best path is `path`, step i of it `speedups[i]` times faster than the serial code."""
     candidates = [
         Candidate(
             index=i,
             parent_index=i - 1 if i else None,
             method="regraph-mcgs",
             phase="expansion",
-            path=PATH[: i + 2],
-            technique=PATH[i + 1],
+            path=path[: i + 2],
+            technique=path[i + 1],
             code=f"// {tag} step {i}\n__global__ void k(float* x) {{ x[{i}] = 1; }}\n",
             evaluation=Evaluation(passed=True, reward=s, speedup=s, raw={"device": "NVIDIA H200"}),
             reward=s,
@@ -48,9 +49,9 @@ def _result(speedups: list[float], tag: str) -> SearchResult:
     ]
     return SearchResult(
         method="regraph-mcgs",
-        task_id=TASK,
+        task_id=task,
         best_code=candidates[-1].code,
-        best_path=PATH,
+        best_path=path,
         best_reward=speedups[-1],
         best_speedup=speedups[-1],
         best_index=len(candidates) - 1,
@@ -87,10 +88,10 @@ def test_a_step_far_beyond_its_parent_is_held_until_approved(
         )
     # 2x over the serial code, then 3x over that (trusted); another path: 2x, then 50x over that (held).
     trusted = GraphImprovements(store, embedder.embed_code, "held-a").offer(
-        _result([2.0, 6.0], "a"), "// serial\n"
+        offered_result([2.0, 6.0], "a"), "// serial\n"
     )
     held = GraphImprovements(store, embedder.embed_code, "held-b").offer(
-        _result([2.0, 100.0], "b"), "// serial\n"
+        offered_result([2.0, 100.0], "b"), "// serial\n"
     )
     examples = [store.get_example(i) for i in trusted + held]
     assert [e.held for e in examples] == [False, False, False, True]
