@@ -77,6 +77,7 @@ WRITES = frozenset(
 """The protocol methods that write: bounded by `write_timeout_s`, rolled back when given up."""
 READS = frozenset(
     {
+        "verified_speedups",
         "get_transition",
         "get_technique",
         "find_technique_by_label",

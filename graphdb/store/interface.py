@@ -186,6 +186,11 @@ class IngestStore(Protocol):
         """Ingested trajectories, oldest first."""
         ...
 
+    def verified_speedups(self, source: str, target: str) -> list[float]:
+        """The speedups of the verified examples the transition `source -> target`'s statistics count
+        ([] without the transition): what a new example is compared with, the distribution hold rule."""
+        ...
+
 
 @runtime_checkable
 class RetrievalStore(Protocol):

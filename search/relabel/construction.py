@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -332,13 +332,6 @@ def distribution_hold_reason(
     )
 
 
-@runtime_checkable
-class SpeedupHistory(Protocol):
-    """A store that gives the speedups of a transition's verified examples (`Neo4jGraphStore` does)."""
-
-    def verified_speedups(self, source: str, target: str) -> list[float]: ...
-
-
 @dataclass
 class GraphImprovements:
     """Offers the path of a verified improvement to the graph as pending examples (an `ImprovementSink`).
@@ -374,8 +367,6 @@ class GraphImprovements:
                     self.hold.distribution_factor,
                     self.hold.distribution_min_examples,
                 )
-                if isinstance(self.store, SpeedupHistory)
-                else ""
             )
             examples.append(
                 step_example(

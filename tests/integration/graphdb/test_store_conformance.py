@@ -87,6 +87,8 @@ def test_ingest_creates_transitions_with_consistent_stats(store: GraphStore) -> 
     assert stats.success_rate == pytest.approx(2 / 3)
     assert stats.mean_speedup == pytest.approx(6.5 / 3)
     assert stats.median_speedup == pytest.approx(2.0)
+    assert sorted(store.verified_speedups("A", "B")) == pytest.approx([0.5, 2.0, 4.0])
+    assert store.verified_speedups("B", "A") == []
     # Idempotent: the same examples again are skipped, not duplicated.
     result = store.ingest(IngestBatch(examples=[example("A", "B", 1, speedup=2.0)]))
     assert (result.examples_created, result.examples_skipped) == (0, 1)
