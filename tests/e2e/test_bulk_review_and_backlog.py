@@ -14,13 +14,11 @@ from playwright.sync_api import expect
 
 from graphdb.models import Example, ReviewStatus, Role
 from tests.e2e import test_workspace as workspace
-from tests.e2e.stack import Stack
+from tests.e2e.stack import SignedIn, Stack
 
 pytestmark = [pytest.mark.neo4j, pytest.mark.timeout(900)]
 
-# The workspace module's stack (API, Neo4j, executor), browser and signed-in pages.
-stack, browser, signed_in = workspace.stack, workspace.browser, workspace.signed_in
-SignedIn = workspace.SignedIn
+# The stack (API, Neo4j, executor, seed graph), browser and signed-in pages: tests/e2e/conftest.py.
 
 
 def pending(stack: Stack) -> list[Example]:

@@ -129,7 +129,9 @@ def test_deep_parameters_and_values_are_4xx(api_url: str, tokens: dict[Role, str
 def test_response_size_is_bounded(api_url: str, tokens: dict[Role, str]) -> None:
     # S8: one row of 1M strings answered with 102 MB.
     big = cypher(api_url, tokens[Role.READER], "RETURN [i IN range(1, 1000000) | 'xxxxxxxxxx'] AS big")
-    assert big.status_code == 400 and "response limit" in big.json()["error"]["message"]
+    error = big.json()["error"]
+    assert big.status_code == 413 and error["type"] == "cypher_answer_too_large", big.text
+    assert "response limit" in error["message"]
     many = cypher(
         api_url,
         tokens[Role.READER],
