@@ -37,6 +37,25 @@ XDIST_GROUPS = {
 }
 _GROUP_OF = {path: group for group, paths in XDIST_GROUPS.items() for path in paths}
 
+# Handed out first, longest first (module or group; seconds from the durations of
+# bench/results/2026-11-28_s16/suite_speed.md): xdist's own order (most tests first) left the few-test,
+# long modules for the end, where one worker ran them while the other had nothing left. A module
+# not named here keeps xdist's order after these; a renamed one only loses its place.
+SLOW_FIRST = (
+    "seed-graph",
+    "tests/integration/regraph_cli/test_running_stack.py",
+    "tests/unit/bench/test_kernel_tasks.py",
+    "ray-cluster",
+    "tests/integration/executor/test_executor_prewarm.py",
+    "tests/unit/search/test_relabel_precision.py",
+    "tests/integration/graphdb/test_embedded_server.py",
+    "tests/integration/search/test_packaged_model.py",
+    "tests/integration/mcp/test_mcp_stdio.py",
+    "tests/integration/api/test_cypher_security.py",
+    "tests/e2e/test_workspace.py",
+    "tests/integration/api/test_neo4j_liveness.py",
+)
+
 CLEAR_GRAPH = (
     "MATCH (n) WHERE NOT n:SchemaMigration CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 5000 ROWS"
 )
@@ -57,6 +76,16 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
             return _GROUP_OF.get(module, module)
+
+        def _assign_work_unit(self, node: object) -> None:
+            # The next unit handed out is the first of SLOW_FIRST still waiting, else xdist's next.
+            # Only the queue's order changes: a unit still names its tests by the worker's own
+            # collection (reordering the collections would send the workers the wrong indexes).
+            for scope in SLOW_FIRST:
+                if scope in self.workqueue:
+                    self.workqueue.move_to_end(scope, last=False)
+                    break
+            super()._assign_work_unit(node)
 
     return ModuleGroups(config, log)
 
