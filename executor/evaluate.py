@@ -8,7 +8,6 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Literal
@@ -17,12 +16,12 @@ from executor.cache import content_key
 from executor.compile import DEFAULT_ARCH, INCLUDE_REFUSED, Compiler, RemoteBuilds, device_arch, kernel_symbol
 from executor.devcompare import compare_source
 from executor.errors import EvaluationCancelled, ExecutorError, ReferenceBuildError
-from executor.gpulock import hold
+from executor.gpulock import held_elsewhere, hold
+from executor.gputurns import GpuTurns
 from executor.protocol import CandidateSource, EvaluateRequest, EvaluationOptions
 from executor.reference import build_reference
 from executor.runlimit import RunLimit, run_limit
 from executor.sandbox import (
-    POLL_S,
     PreparedEvaluation,
     WorkerPool,
     WorkerProcess,
@@ -63,7 +62,6 @@ class Evaluator:
             settings.runtime, detected is not None
         )
         self.compiler = Compiler.from_settings(settings, self.arch, remote=remote_builds)
-        self._gpu_lock = threading.Lock()
         self._timing_cache: dict[tuple[str, str], TimingStats] = {}
         self._cache_lock = threading.Lock()
         self._threads = ThreadPoolExecutor(
@@ -75,6 +73,13 @@ class Evaluator:
             self._threads.submit(self._build_comparison) if self.runtime == "gpu" else None
         )
         self.pool = WorkerPool(self.runtime, prewarm=settings.prewarm_workers)
+        # One candidate's run at a time on the GPU, in arrival order or kernel runs first while the
+        # device is busy for a function task's trials (executor.gputurns, gpu_kernel_first).
+        self.turns = GpuTurns(
+            kernel_first=settings.gpu_kernel_first,
+            max_skips=settings.gpu_kernel_first_skips,
+            busy=self._busy_for_host_timing,
+        )
         self.pool.replenish("reference")
         if self.runtime_checks_available:
             self.pool.replenish("candidate")
@@ -154,7 +159,13 @@ class Evaluator:
     @property
     def gpu_busy(self) -> bool:
         """Whether a candidate holds the GPU now (its run, or the wait for the last one's teardown)."""
-        return self._gpu_lock.locked()
+        return self.turns.locked()
+
+    def _busy_for_host_timing(self) -> bool:
+        """Whether a function task's trials, started now, would wait for other work on the device:
+        finished workers still being torn down (``reap_wait``), or the GPU lock held by another
+        process (a spare making its CUDA context, another executor's work)."""
+        return not self.pool.drain(timeout_s=0.0) or held_elsewhere(self.pool.gpu_lock)
 
     @property
     def prepares_started(self) -> int:
@@ -318,7 +329,8 @@ class Evaluator:
         cand_worker.wait_prepared(self.settings.run_timeout_s, cancelled)
         seconds["prepare_wait"] = time.perf_counter() - waited
         waited = time.perf_counter()
-        with self._gpu(cancelled), contextlib.ExitStack() as teardown:
+        kind = "kernel" if isinstance(task, KernelTask) else "function"
+        with self.turns.turn(kind, cancelled), contextlib.ExitStack() as teardown:
             reaped = time.perf_counter()
             seconds["gpu_wait"] = reaped - waited
             if not isinstance(task, KernelTask):
@@ -393,20 +405,6 @@ class Evaluator:
         thread = threading.Thread(target=drain_then_let_go, name="executor-teardown", daemon=True)
         thread.start()
         return thread
-
-    @contextlib.contextmanager
-    def _gpu(self, cancelled: threading.Event | None) -> Iterator[None]:
-        """Hold the GPU lock for the block; while waiting for it, give up once ``cancelled`` is set."""
-        if cancelled is None:
-            self._gpu_lock.acquire()
-        else:
-            while not self._gpu_lock.acquire(timeout=POLL_S):
-                if cancelled.is_set():
-                    raise EvaluationCancelled("stopped while waiting for the GPU: its caller went away")
-        try:
-            yield
-        finally:
-            self._gpu_lock.release()
 
     def run_limit(
         self, task: FunctionTask | KernelTask, options: EvaluationOptions, timed_baseline: bool = False

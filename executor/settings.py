@@ -60,6 +60,19 @@ class ExecutorSettings(BaseSettings):
         "its timing set and time the serial reference at once (Evaluator.prepare_task), while the "
         "request may wait for a free evaluation slot; the fleet's replicas have fleet_prepare_tasks",
     )
+    gpu_kernel_first: bool = Field(
+        default=False,
+        description="when the GPU's turn passes on and a kernel task's run and an earlier function "
+        "task's run both wait, give it to the kernel run while the device is busy for a function "
+        "task's trials (another process holds the GPU lock: a spare making its CUDA context; or "
+        "finished workers are still torn down): the kernel's event-timed trials run beside that, the "
+        "function's host-timed trials would wait for it (executor.gputurns). Still one run at a time",
+    )
+    gpu_kernel_first_skips: int = Field(
+        default=2,
+        ge=0,
+        description="with gpu_kernel_first: how many kernel runs may go before a waiting function run",
+    )
     timing_set_cache_bytes: int = Field(
         default=24 << 30,
         ge=0,
