@@ -335,6 +335,8 @@ class Evaluator:
             seconds["gpu_wait"] = reaped - waited
             if not isinstance(task, KernelTask):
                 teardown.callback(self._hold_through_teardown(seconds).join)
+            if self.settings.timings_at_turn:
+                run = self._timings_now(task, run)
             outcome = finish_candidate(
                 cand_worker,
                 run,
@@ -405,6 +407,19 @@ class Evaluator:
         thread = threading.Thread(target=drain_then_let_go, name="executor-teardown", daemon=True)
         thread.start()
         return thread
+
+    def _timings_now(self, task: FunctionTask | KernelTask, run: CandidateRun) -> CandidateRun:
+        """``run`` with the task's serial reference and naive baseline timings as cached now, when its
+        turn has come (``timings_at_turn``): a candidate that waited for the GPU while another of its
+        task timed them takes those results instead of timing them again under the lock. Only a
+        timing the run would otherwise make is filled in (never a baseline not asked for)."""
+        update: dict[str, TimingStats] = {}
+        if run.reference_timing is None and (reference := self._cached_timing("reference", task)):
+            update["reference_timing"] = reference
+        asked = run.baseline_timing is None and run.baseline_product is not None
+        if asked and (baseline := self._cached_timing("baseline", task)):
+            update["baseline_timing"] = baseline
+        return run.model_copy(update=update) if update else run
 
     def run_limit(
         self, task: FunctionTask | KernelTask, options: EvaluationOptions, timed_baseline: bool = False

@@ -73,6 +73,13 @@ class ExecutorSettings(BaseSettings):
         ge=0,
         description="with gpu_kernel_first: how many kernel runs may go before a waiting function run",
     )
+    timings_at_turn: bool = Field(
+        default=False,
+        description="read the task's cached serial-reference and naive-baseline timings when a "
+        "candidate's run gets the GPU, not when its run was made up before the wait: candidates of one "
+        "task in flight together then time the baseline (about 0.5-1 s under the GPU lock) once, not "
+        "each (a long run's first minute timed 8 tasks' baselines 15-17 times: bench/results/2026-11-27_s13)",
+    )
     timing_set_cache_bytes: int = Field(
         default=24 << 30,
         ge=0,
