@@ -50,7 +50,7 @@ class GpuTurns:
     def __init__(
         self,
         kernel_first: bool = False,
-        max_skips: int = 2,
+        max_skips: int = 4,
         busy: Callable[[], bool] | None = None,
     ) -> None:
         """``busy``: whether a function task's trials would now wait for other work on the device

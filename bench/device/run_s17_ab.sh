@@ -3,7 +3,8 @@
 # function + 8 kernel tasks x 30 correct candidates, failing ones and 3 hangs; 12 compile workers, 16
 # clients, seed 0) for a window of BENCH_SECONDS (90) each, on the same machine, in this order:
 #   off   the working tree, default settings
-#   on    the working tree with gpu_kernel_first (executor.gputurns)
+#   on    the working tree with gpu_kernel_first (executor.gputurns) and timings_at_turn (the steady rate
+#         after STEADY_AFTER s shows gpu_kernel_first alone: every task's baseline is timed by then)
 #   base  the carried tree .base: main at 57d0025, before issue 33's timing changes (its own probe,
 #         bench/throughput.py, same arguments; the same 16 tasks under bench/tasks, bench/kernel_tasks)
 # then, while DEADLINE_S (520) leaves room, "on2" and "off2" (a second round, the other order).
@@ -35,7 +36,7 @@ WINDOW=${BENCH_SECONDS:-90}
 STEADY=${STEADY_AFTER:-30}
 DEADLINE=${DEADLINE_S:-520}
 OFF='{"compile_workers": 12}'
-ON='{"compile_workers": 12, "gpu_kernel_first": true}'
+ON='{"compile_workers": 12, "gpu_kernel_first": true, "timings_at_turn": true}'
 QUEUE=(--runtime "${DRY_RUNTIME:-gpu}" --single --clients 16 --per-task 30 --limit 8 --hangs 3 --seed "${SEED:-0}"
   --max-seconds "$WINDOW" --steady-after "$STEADY")
 RAN=()
