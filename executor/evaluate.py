@@ -17,7 +17,7 @@ from executor.compile import DEFAULT_ARCH, INCLUDE_REFUSED, Compiler, RemoteBuil
 from executor.devcompare import compare_source
 from executor.errors import EvaluationCancelled, ExecutorError, ReferenceBuildError
 from executor.gpulock import held_elsewhere, hold
-from executor.gputurns import GpuTurns
+from executor.gputurns import GpuTurns, Kind
 from executor.protocol import CandidateSource, EvaluateRequest, EvaluationOptions
 from executor.reference import build_reference
 from executor.runlimit import RunLimit, run_limit
@@ -329,7 +329,7 @@ class Evaluator:
         cand_worker.wait_prepared(self.settings.run_timeout_s, cancelled)
         seconds["prepare_wait"] = time.perf_counter() - waited
         waited = time.perf_counter()
-        kind = "kernel" if isinstance(task, KernelTask) else "function"
+        kind: Kind = "kernel" if isinstance(task, KernelTask) else "function"
         with self.turns.turn(kind, cancelled), contextlib.ExitStack() as teardown:
             reaped = time.perf_counter()
             seconds["gpu_wait"] = reaped - waited
