@@ -56,12 +56,12 @@ run() {  # name, tree (new or base), settings JSON
   fi
   echo "== $name ($tree) at $now s"
   if [ "$tree" = new ]; then
-    ( cd "$ROOT" && PYTHONPATH=/tmp/site:$ROOT timeout $(( WINDOW + 100 )) python3 -m bench.probes.throughput \
+    ( cd "$ROOT" && PYTHONPATH=/tmp/site:$ROOT timeout $(( WINDOW + 90 )) python3 -m bench.probes.throughput \
       "${QUEUE[@]}" --tasks regraph_data/tasks --tasks regraph_data/kernel_tasks --settings "$settings" \
       --out "$RES/$name.json" --md "$RES/$name.md" > /dev/null 2> "$RES/$name.log" )
   else
     [ -d "$ROOT/.base/executor" ] || { echo "no .base tree: $name skipped" | tee -a "$RES/skipped.txt"; return; }
-    ( cd "$ROOT/.base" && PYTHONPATH=/tmp/site:$ROOT/.base timeout $(( WINDOW + 100 )) python3 -m bench.throughput \
+    ( cd "$ROOT/.base" && PYTHONPATH=/tmp/site:$ROOT/.base timeout $(( WINDOW + 90 )) python3 -m bench.throughput \
       "${QUEUE[@]}" --tasks bench/tasks --tasks bench/kernel_tasks --settings "$settings" \
       --out "$RES/$name.json" --md "$RES/$name.md" > /dev/null 2> "$RES/$name.log" )
   fi
