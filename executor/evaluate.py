@@ -330,9 +330,14 @@ class Evaluator:
         seconds["prepare_wait"] = time.perf_counter() - waited
         waited = time.perf_counter()
         kind: Kind = "kernel" if isinstance(task, KernelTask) else "function"
-        with self.turns.turn(kind, cancelled), contextlib.ExitStack() as teardown:
+        with self.turns.turn(kind, cancelled) as turn, contextlib.ExitStack() as teardown:
             reaped = time.perf_counter()
             seconds["gpu_wait"] = reaped - waited
+            if self.settings.gpu_kernel_first:
+                # not seconds: how often this run was passed over, or whether it went ahead
+                seconds["turn_skipped" if kind == "function" else "turn_ahead"] = float(
+                    turn.skipped if kind == "function" else turn.ahead
+                )
             if not isinstance(task, KernelTask):
                 teardown.callback(self._hold_through_teardown(seconds).join)
             if self.settings.timings_at_turn:

@@ -38,9 +38,12 @@ _ids = count()
 
 
 @dataclass(eq=False)
-class _Waiter:
+class Turn:
+    """One run's place in the turns, and what the order did to it."""
+
     kind: Kind
     skipped: int = 0  # turns given to a later kernel run while this (function) run waited
+    ahead: bool = False  # this (kernel) run went before an earlier function run
     number: int = field(default_factory=lambda: next(_ids))
 
 
@@ -59,9 +62,9 @@ class GpuTurns:
         self.max_skips = max_skips
         self._busy = busy or (lambda: False)
         self._cond = threading.Condition()
-        self._waiting: list[_Waiter] = []  # arrival order
-        self._holder: _Waiter | None = None
-        self._granted: _Waiter | None = None  # chosen for the next turn, not yet taken
+        self._waiting: list[Turn] = []  # arrival order
+        self._holder: Turn | None = None
+        self._granted: Turn | None = None  # chosen for the next turn, not yet taken
         # Turns given to a kernel run ahead of an earlier function run (the setting's effect).
         self.kernel_turns_ahead = 0
 
@@ -75,7 +78,7 @@ class GpuTurns:
         with self._cond:
             return [w.kind for w in self._waiting]
 
-    def _choose(self) -> _Waiter:
+    def _choose(self) -> Turn:
         first = self._waiting[0]
         if not self.kernel_first or first.kind == "kernel" or first.skipped >= self.max_skips:
             return first
@@ -86,6 +89,7 @@ class GpuTurns:
             if waiter is kernel:
                 break
             waiter.skipped += 1
+        kernel.ahead = True
         self.kernel_turns_ahead += 1
         return kernel
 
@@ -96,9 +100,10 @@ class GpuTurns:
             self._cond.notify_all()
 
     @contextlib.contextmanager
-    def turn(self, kind: Kind, cancelled: threading.Event | None = None) -> Iterator[None]:
-        """Hold the GPU for the block; while waiting, give up once ``cancelled`` is set."""
-        me = _Waiter(kind)
+    def turn(self, kind: Kind, cancelled: threading.Event | None = None) -> Iterator[Turn]:
+        """Hold the GPU for the block (which gets this run's :class:`Turn`); while waiting, give up
+        once ``cancelled`` is set."""
+        me = Turn(kind)
         with self._cond:
             self._waiting.append(me)
             self._grant()
@@ -110,7 +115,7 @@ class GpuTurns:
             self._waiting.remove(me)
             self._granted, self._holder = None, me
         try:
-            yield
+            yield me
         finally:
             with self._cond:
                 self._holder = None

@@ -872,6 +872,12 @@ def compare_row(name: str, result: dict[str, Any], window_s: float, after_s: flo
             row[f"{kind}_{column}"] = round(statistics.fmean(values), 3) if values else None
         row[f"{kind}_n"] = len(good)
         row[f"{kind}_trials"] = round(statistics.fmean(r["trials"] or 0 for r in good), 1) if good else None
+    # gpu_kernel_first's own figures (absent without it): kernel runs that went ahead of an earlier
+    # function run, and how often a function run was passed over on average
+    ahead = [r["seconds"]["turn_ahead"] for r in done if "turn_ahead" in r["seconds"]]
+    skipped = [r["seconds"]["turn_skipped"] for r in done if "turn_skipped" in r["seconds"]]
+    row["kernel_ahead"] = round(statistics.fmean(ahead), 3) if ahead else None
+    row["function_skipped"] = round(statistics.fmean(skipped), 2) if skipped else None
     for r in records:
         if r["candidate"] == "correct" and r["error"] is None and r.get("median_ms"):
             medians[r["task_kind"]][r["task"]].append(r["median_ms"])
@@ -894,8 +900,9 @@ def render_compare(rows: list[dict[str, Any]], window_s: float, after_s: float) 
         "",
         "| config | verdicts | evals/h | evals/h after first "
         f"{after_s:.0f} s | lock held | function under lock (n) | its trials' lock wait | function trials "
-        "| kernel under lock (n) | repeat CoV function / kernel (tasks) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| kernel under lock (n) | repeat CoV function / kernel (tasks) | kernel runs ahead / function "
+        "runs passed over (mean) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
@@ -904,7 +911,8 @@ def render_compare(rows: list[dict[str, Any]], window_s: float, after_s: float) 
             f"| {cell(r['function_trials_wait'], '{:.3f}')} | {cell(r['function_trials'])} "
             f"| {cell(r['kernel_held'], '{:.3f}')} ({r['kernel_n']}) "
             f"| {cell(r['function_repeat_cov'], '{:.1%}')} / {cell(r['kernel_repeat_cov'], '{:.1%}')} "
-            f"({r['function_repeat_tasks']}+{r['kernel_repeat_tasks']}) |"
+            f"({r['function_repeat_tasks']}+{r['kernel_repeat_tasks']}) "
+            f"| {cell(r['kernel_ahead'], '{:.0%}')} / {cell(r['function_skipped'], '{:.2f}')} |"
         )
     return lines
 

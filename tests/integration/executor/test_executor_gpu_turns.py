@@ -78,6 +78,8 @@ def test_candidates_in_flight_together_get_one_verdict_each_through_the_turns(
     assert [v.passed for v in verdicts] == [True, True, True, False]
     assert verdicts[3].error is ErrorKind.WRONG_OUTPUT
     assert all("gpu_held" in v.seconds for v in verdicts)
+    # with gpu_kernel_first on, each function run says how often it was passed over (no kernel runs here)
+    assert all(v.seconds.get("turn_skipped") == 0.0 for v in verdicts)
     # (that no two held it at once is checked with threads in the unit test)
     assert held_seen and not evaluator.turns.locked() and evaluator.turns.waiting() == []
 

@@ -19,7 +19,7 @@ from executor.gputurns import GpuTurns, Kind
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def _order(turns: GpuTurns, kinds: list[Kind]) -> list[str]:
+def _order(turns: GpuTurns, kinds: list[Kind], marks: dict[str, tuple[int, bool]] | None = None) -> list[str]:
     """Hold the turn, queue one run per kind (in that arrival order), let go, and return the order in
     which the runs got their turns (``kernel1``, ``function0``...). Also checks that no two runs held
     the turn at once."""
@@ -28,10 +28,12 @@ def _order(turns: GpuTurns, kinds: list[Kind]) -> list[str]:
     overlapped: list[str] = []
 
     def run(name: str, kind: Kind) -> None:
-        with turns.turn(kind):
+        with turns.turn(kind) as mine:
             if not inside.acquire(blocking=False):
                 overlapped.append(name)
             got.append(name)
+            if marks is not None:
+                marks[name] = (mine.skipped, mine.ahead)
             time.sleep(0.01)
             inside.release()
 
@@ -85,13 +87,22 @@ def test_kernel_first_keeps_arrival_order_while_the_device_is_free() -> None:
 
 def test_a_function_run_is_passed_over_at_most_max_skips_times() -> None:
     turns = GpuTurns(kernel_first=True, max_skips=2, busy=lambda: True)
-    assert _order(turns, ["function", "kernel", "kernel", "kernel", "kernel"]) == [
+    marks: dict[str, tuple[int, bool]] = {}
+    assert _order(turns, ["function", "kernel", "kernel", "kernel", "kernel"], marks) == [
         "kernel1",
         "kernel2",
         "function0",
         "kernel3",
         "kernel4",
     ]
+    # what each run's Turn says (the verdict's turn_skipped / turn_ahead)
+    assert marks == {
+        "kernel1": (0, True),
+        "kernel2": (0, True),
+        "function0": (2, False),
+        "kernel3": (0, False),
+        "kernel4": (0, False),
+    }
 
 
 def test_a_run_cancelled_while_waiting_gives_up_and_the_next_one_goes() -> None:
