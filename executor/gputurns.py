@@ -23,6 +23,7 @@ GPU work.
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -30,6 +31,8 @@ from itertools import count
 from typing import Literal
 
 from executor.errors import EvaluationCancelled
+
+logger = logging.getLogger(__name__)
 
 Kind = Literal["function", "kernel"]
 POLL_S = 0.05  # how often a waiter looks at its ``cancelled`` event
@@ -83,7 +86,7 @@ class GpuTurns:
         if not self.kernel_first or first.kind == "kernel" or first.skipped >= self.max_skips:
             return first
         kernel = next((w for w in self._waiting if w.kind == "kernel"), None)
-        if kernel is None or not self._busy():
+        if kernel is None or not self._device_busy():
             return first
         for waiter in self._waiting:
             if waiter is kernel:
@@ -92,6 +95,13 @@ class GpuTurns:
         kernel.ahead = True
         self.kernel_turns_ahead += 1
         return kernel
+
+    def _device_busy(self) -> bool:
+        try:
+            return self._busy()
+        except Exception:  # a probe that fails (a lock file gone at shutdown) must not stop the turns
+            logger.warning("could not tell whether the device is busy; arrival order", exc_info=True)
+            return False
 
     def _grant(self) -> None:
         """With no run holding or about to take the turn, choose the next (under the condition)."""

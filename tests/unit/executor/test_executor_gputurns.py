@@ -40,7 +40,7 @@ def _order(turns: GpuTurns, kinds: list[Kind], marks: dict[str, tuple[int, bool]
     threads = []
     with turns.turn("function"):
         for n, kind in enumerate(kinds):
-            thread = threading.Thread(target=run, args=(f"{kind}{n}", kind))
+            thread = threading.Thread(target=run, args=(f"{kind}{n}", kind), daemon=True)
             thread.start()
             threads.append(thread)
             deadline = time.monotonic() + 5
@@ -132,6 +132,15 @@ def test_a_run_cancelled_while_waiting_gives_up_and_the_next_one_goes() -> None:
     second.join(timeout=5)
     assert outcome == ["kernel cancelled", "function"]
     assert not turns.locked()
+
+
+def test_a_failing_probe_means_arrival_order_and_never_stops_the_turns() -> None:
+    def broken() -> bool:
+        raise OSError("the lock file is gone")
+
+    turns = GpuTurns(kernel_first=True, busy=broken)
+    assert _order(turns, ["function", "kernel"]) == ["function0", "kernel1"]
+    assert not turns.locked() and turns.waiting() == []
 
 
 HOLD_SHARED = """
