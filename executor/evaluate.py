@@ -8,7 +8,6 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Literal
@@ -17,12 +16,12 @@ from executor.cache import content_key
 from executor.compile import DEFAULT_ARCH, INCLUDE_REFUSED, Compiler, RemoteBuilds, device_arch, kernel_symbol
 from executor.devcompare import compare_source
 from executor.errors import EvaluationCancelled, ExecutorError, ReferenceBuildError
-from executor.gpulock import hold
+from executor.gpulock import held_elsewhere, hold
+from executor.gputurns import GpuTurns, Kind
 from executor.protocol import CandidateSource, EvaluateRequest, EvaluationOptions
 from executor.reference import build_reference
 from executor.runlimit import RunLimit, run_limit
 from executor.sandbox import (
-    POLL_S,
     PreparedEvaluation,
     WorkerPool,
     WorkerProcess,
@@ -63,7 +62,6 @@ class Evaluator:
             settings.runtime, detected is not None
         )
         self.compiler = Compiler.from_settings(settings, self.arch, remote=remote_builds)
-        self._gpu_lock = threading.Lock()
         self._timing_cache: dict[tuple[str, str], TimingStats] = {}
         self._cache_lock = threading.Lock()
         self._threads = ThreadPoolExecutor(
@@ -75,6 +73,13 @@ class Evaluator:
             self._threads.submit(self._build_comparison) if self.runtime == "gpu" else None
         )
         self.pool = WorkerPool(self.runtime, prewarm=settings.prewarm_workers)
+        # One candidate's run at a time on the GPU, in arrival order or kernel runs first while the
+        # device is busy for a function task's trials (executor.gputurns, gpu_kernel_first).
+        self.turns = GpuTurns(
+            kernel_first=settings.gpu_kernel_first,
+            max_skips=settings.gpu_kernel_first_skips,
+            busy=self._busy_for_host_timing,
+        )
         self.pool.replenish("reference")
         if self.runtime_checks_available:
             self.pool.replenish("candidate")
@@ -154,7 +159,13 @@ class Evaluator:
     @property
     def gpu_busy(self) -> bool:
         """Whether a candidate holds the GPU now (its run, or the wait for the last one's teardown)."""
-        return self._gpu_lock.locked()
+        return self.turns.locked()
+
+    def _busy_for_host_timing(self) -> bool:
+        """Whether a function task's trials, started now, would wait for other work on the device:
+        finished workers still being torn down (``reap_wait``), or the GPU lock held by another
+        process (a spare making its CUDA context, another executor's work)."""
+        return not self.pool.drain(timeout_s=0.0) or held_elsewhere(self.pool.gpu_lock)
 
     @property
     def prepares_started(self) -> int:
@@ -318,11 +329,19 @@ class Evaluator:
         cand_worker.wait_prepared(self.settings.run_timeout_s, cancelled)
         seconds["prepare_wait"] = time.perf_counter() - waited
         waited = time.perf_counter()
-        with self._gpu(cancelled), contextlib.ExitStack() as teardown:
+        kind: Kind = "kernel" if isinstance(task, KernelTask) else "function"
+        with self.turns.turn(kind, cancelled) as turn, contextlib.ExitStack() as teardown:
             reaped = time.perf_counter()
             seconds["gpu_wait"] = reaped - waited
+            if self.settings.gpu_kernel_first:
+                # not seconds: how often this run was passed over, or whether it went ahead
+                seconds["turn_skipped" if kind == "function" else "turn_ahead"] = float(
+                    turn.skipped if kind == "function" else turn.ahead
+                )
             if not isinstance(task, KernelTask):
                 teardown.callback(self._hold_through_teardown(seconds).join)
+            if self.settings.timings_at_turn:
+                run = self._timings_now(task, run)
             outcome = finish_candidate(
                 cand_worker,
                 run,
@@ -394,19 +413,18 @@ class Evaluator:
         thread.start()
         return thread
 
-    @contextlib.contextmanager
-    def _gpu(self, cancelled: threading.Event | None) -> Iterator[None]:
-        """Hold the GPU lock for the block; while waiting for it, give up once ``cancelled`` is set."""
-        if cancelled is None:
-            self._gpu_lock.acquire()
-        else:
-            while not self._gpu_lock.acquire(timeout=POLL_S):
-                if cancelled.is_set():
-                    raise EvaluationCancelled("stopped while waiting for the GPU: its caller went away")
-        try:
-            yield
-        finally:
-            self._gpu_lock.release()
+    def _timings_now(self, task: FunctionTask | KernelTask, run: CandidateRun) -> CandidateRun:
+        """``run`` with the task's serial reference and naive baseline timings as cached now, when its
+        turn has come (``timings_at_turn``): a candidate that waited for the GPU while another of its
+        task timed them takes those results instead of timing them again under the lock. Only a
+        timing the run would otherwise make is filled in (never a baseline not asked for)."""
+        update: dict[str, TimingStats] = {}
+        if run.reference_timing is None and (reference := self._cached_timing("reference", task)):
+            update["reference_timing"] = reference
+        asked = run.baseline_timing is None and run.baseline_product is not None
+        if asked and (baseline := self._cached_timing("baseline", task)):
+            update["baseline_timing"] = baseline
+        return run.model_copy(update=update) if update else run
 
     def run_limit(
         self, task: FunctionTask | KernelTask, options: EvaluationOptions, timed_baseline: bool = False

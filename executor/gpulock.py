@@ -189,6 +189,20 @@ def hold(lock: str | os.PathLike[str], mode: Mode, resource: Resource = "gpu") -
         handle.close()
 
 
+def held_elsewhere(lock: str | os.PathLike[str], resource: Resource = "gpu") -> bool:
+    """Whether anyone (another process, or another open of the file in this one) holds the lock of
+    ``resource`` named by the GPU lock's path ``lock`` now, shared or exclusively: a non-blocking
+    exclusive try, let go at once (it waits for nobody and passes no turnstile; a request arriving in
+    those microseconds waits that long)."""
+    with open(lock_path(lock, resource), "ab") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return False
+
+
 def _reserved() -> set[Path]:
     """The turnstiles that this thread holds through :func:`reserve`."""
     reserved: set[Path] = _state.__dict__.setdefault("reserved", set())

@@ -60,6 +60,27 @@ class ExecutorSettings(BaseSettings):
         "its timing set and time the serial reference at once (Evaluator.prepare_task), while the "
         "request may wait for a free evaluation slot; the fleet's replicas have fleet_prepare_tasks",
     )
+    gpu_kernel_first: bool = Field(
+        default=False,
+        description="when the GPU's turn passes on and a kernel task's run and an earlier function "
+        "task's run both wait, give it to the kernel run while the device is busy for a function "
+        "task's trials (another process holds the GPU lock: a spare making its CUDA context; or "
+        "finished workers are still torn down): the kernel's event-timed trials run beside that, the "
+        "function's host-timed trials would wait for it (executor.gputurns). Still one run at a time",
+    )
+    gpu_kernel_first_skips: int = Field(
+        default=4,
+        ge=0,
+        description="with gpu_kernel_first: how many kernel runs may go before a waiting function run "
+        "(a kernel run holds the GPU ~0.15 s, a context's creation under load ~0.65 s)",
+    )
+    timings_at_turn: bool = Field(
+        default=False,
+        description="read the task's cached serial-reference and naive-baseline timings when a "
+        "candidate's run gets the GPU, not when its run was made up before the wait: candidates of one "
+        "task in flight together then time the baseline (about 0.5-1 s under the GPU lock) once, not "
+        "each (a long run's first minute timed 8 tasks' baselines 15-17 times: bench/results/2026-11-27_s13)",
+    )
     timing_set_cache_bytes: int = Field(
         default=24 << 30,
         ge=0,

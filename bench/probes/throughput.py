@@ -839,6 +839,84 @@ def render(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _cov(values: list[float]) -> float | None:
+    return statistics.pstdev(values) / statistics.fmean(values) if len(values) >= 3 and any(values) else None
+
+
+def compare_row(name: str, result: dict[str, Any], window_s: float, after_s: float) -> dict[str, Any]:
+    """One run's line of :func:`render_compare`, from its JSON (this probe's, or an older tree's with
+    the same ``records``): every figure is recomputed from the verdicts' records, so runs of trees whose
+    probes summarise differently compare alike. Rates count the verdicts that finished inside the
+    window (``window_s`` from the queue's start; a run's tail after it is left out), the steady rate
+    those after ``after_s``; the lock times are means over the correct candidates that passed and
+    finished after ``after_s``; the repeat spread is the CoV of the medians of one task's correct
+    candidates (the same code each), the median over tasks of each kind."""
+    run = result["runs"][0]
+    records = run.get("records", [])
+    done = [r for r in records if r["finished_s"] <= window_s]
+    late = [r for r in done if r["finished_s"] > after_s]
+    row: dict[str, Any] = {
+        "name": name,
+        "verdicts": len(done),
+        "per_hour": round(len(done) / window_s * 3600),
+        "steady_per_hour": round(len(late) / (window_s - after_s) * 3600) if window_s > after_s else None,
+        "lock_held": round(sum(r["seconds"].get("gpu_held", 0.0) for r in done) / window_s, 3),
+    }
+    medians: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for kind in ("function", "kernel"):
+        good = [
+            r for r in late if r["task_kind"] == kind and r["candidate"] == "correct" and r["error"] is None
+        ]
+        for key, column in (("gpu_held", "held"), ("timing_lock_wait", "trials_wait")):
+            values = [r["seconds"].get(key, 0.0) for r in good]
+            row[f"{kind}_{column}"] = round(statistics.fmean(values), 3) if values else None
+        row[f"{kind}_n"] = len(good)
+        row[f"{kind}_trials"] = round(statistics.fmean(r["trials"] or 0 for r in good), 1) if good else None
+    # gpu_kernel_first's own figures (absent without it): kernel runs that went ahead of an earlier
+    # function run, and how often a function run was passed over on average
+    ahead = [r["seconds"]["turn_ahead"] for r in done if "turn_ahead" in r["seconds"]]
+    skipped = [r["seconds"]["turn_skipped"] for r in done if "turn_skipped" in r["seconds"]]
+    row["kernel_ahead"] = round(statistics.fmean(ahead), 3) if ahead else None
+    row["function_skipped"] = round(statistics.fmean(skipped), 2) if skipped else None
+    for r in records:
+        if r["candidate"] == "correct" and r["error"] is None and r.get("median_ms"):
+            medians[r["task_kind"]][r["task"]].append(r["median_ms"])
+    for kind in ("function", "kernel"):
+        spreads = [c for c in (_cov(v) for v in medians[kind].values()) if c is not None]
+        row[f"{kind}_repeat_cov"] = round(statistics.median(spreads), 4) if spreads else None
+        row[f"{kind}_repeat_tasks"] = len(spreads)
+    return row
+
+
+def render_compare(rows: list[dict[str, Any]], window_s: float, after_s: float) -> list[str]:
+    """The short table of several runs of one configuration (settings off and on, another tree)."""
+
+    def cell(value: Any, fmt: str = "{}") -> str:
+        return "-" if value is None else fmt.format(value)
+
+    lines = [
+        f"Window {window_s:.0f} s; steady: the verdicts after {after_s:.0f} s; lock times: correct candidates "
+        "after that, mean s (n); repeat CoV: the spread of one task's repeated medians, median over tasks.",
+        "",
+        "| config | verdicts | evals/h | evals/h after first "
+        f"{after_s:.0f} s | lock held | function under lock (n) | its trials' lock wait | function trials "
+        "| kernel under lock (n) | repeat CoV function / kernel (tasks) | kernel runs ahead / function "
+        "runs passed over (mean) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['name']} | {r['verdicts']} | {r['per_hour']} | **{cell(r['steady_per_hour'])}** "
+            f"| {r['lock_held']:.0%} | {cell(r['function_held'], '{:.3f}')} ({r['function_n']}) "
+            f"| {cell(r['function_trials_wait'], '{:.3f}')} | {cell(r['function_trials'])} "
+            f"| {cell(r['kernel_held'], '{:.3f}')} ({r['kernel_n']}) "
+            f"| {cell(r['function_repeat_cov'], '{:.1%}')} / {cell(r['kernel_repeat_cov'], '{:.1%}')} "
+            f"({r['function_repeat_tasks']}+{r['kernel_repeat_tasks']}) "
+            f"| {cell(r['kernel_ahead'], '{:.0%}')} / {cell(r['function_skipped'], '{:.2f}')} |"
+        )
+    return lines
+
+
 def lock_by_kind(records: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     """Mean lock-time stages and trials of the correct candidates' records, per task kind."""
     by_kind: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -896,12 +974,40 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--probe-clients", type=int, default=16, help="probe mode: callers in all")
     parser.add_argument("--overhead", action="store_true", help="measure the fleet's overhead on the CPU")
     parser.add_argument("--evals", type=int, default=200, help="overhead mode: evaluations measured")
+    parser.add_argument(
+        "--compare",
+        nargs="+",
+        metavar="NAME=JSON",
+        default=None,
+        help="no run: the short table of earlier runs' JSONs (of this probe or an older tree's), one line "
+        "each, recomputed from their records for a window of --max-seconds and a steady part after "
+        "--steady-after (bench/device/run_s17_ab.sh)",
+    )
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--md", type=Path, default=None)
     args = parser.parse_args(argv)
     unknown = set(json.loads(args.settings)) - set(ExecutorSettings.model_fields)
     if unknown:  # the settings ignore unknown fields: a misspelt one would silently do nothing
         parser.error(f"--settings: no such executor setting: {', '.join(sorted(unknown))}")
+    if args.compare:
+        if args.max_seconds is None:
+            parser.error("--compare needs --max-seconds (the runs' window)")
+        rows = []
+        for item in args.compare:
+            name, _, path = item.partition("=")
+            try:
+                rows.append(
+                    compare_row(name, json.loads(Path(path).read_text()), args.max_seconds, args.steady_after)
+                )
+            except (OSError, ValueError, KeyError, IndexError) as e:
+                sys.stderr.write(f"{name}: no result ({type(e).__name__}: {e})\n")
+        table = "\n".join(render_compare(rows, args.max_seconds, args.steady_after)) + "\n"
+        if args.out is not None:
+            args.out.write_text(json.dumps(rows, indent=2) + "\n")
+        if args.md is not None:
+            args.md.write_text(table)
+        sys.stdout.write(table)
+        return 0
     args.tasks = args.tasks or [TASKS_DIR, KERNEL_TASKS_DIR]
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s", stream=sys.stderr)
     logger.setLevel(logging.INFO)
