@@ -227,8 +227,9 @@ def stop_rule(samples_ms: list[float], policy: TrialPolicy) -> StopReason | None
 
     It stops at ``max_trials``; otherwise, once there are ``min_trials`` samples and ``min_total_ms``
     of timed work, as soon as the median is known well enough: its relative standard error,
-    estimated robustly as ``1.2533 * robust_cov / sqrt(n)``, is at most ``target_error`` (with
-    ``target_error <= 0``: at once, the fixed rule).
+    estimated robustly as ``1.2533 * robust_cov / sqrt(n)`` (the spread within the sets when the
+    trials rotate over ``policy.groups`` input sets: :func:`within_set_cov`), is at most
+    ``target_error`` (with ``target_error <= 0``: at once, the fixed rule).
     """
     n = len(samples_ms)
     if n >= policy.max_trials:
@@ -237,7 +238,7 @@ def stop_rule(samples_ms: list[float], policy: TrialPolicy) -> StopReason | None
         return None
     if policy.target_error <= 0:
         return "min_time"
-    if median_error(samples_ms) <= policy.target_error:
+    if median_error(samples_ms, policy.groups) <= policy.target_error:
         return "stable"
     return None
 
@@ -308,7 +309,8 @@ def next_batch_size(
         if median > 0 and policy.min_total_ms > 0:
             want = max(want, math.ceil((policy.min_total_ms - sum(samples_ms)) / median))
         if policy.target_error > 0 and len(basis) >= SETTLE_MIN_WINDOW:
-            needed = (1.2533 * robust_cov(basis) / policy.target_error) ** 2
+            spread = within_set_cov(basis, policy.groups) if basis is samples_ms else robust_cov(basis)
+            needed = (1.2533 * spread / policy.target_error) ** 2
             want = max(want, math.ceil(needed) - n)
     want = min(want, max_batch, policy.max_trials - n)
     if n >= policy.min_trials and trial_wall_s > 0 and math.isfinite(policy.max_wall_s):
@@ -397,6 +399,29 @@ def prime() -> None:
     timing_stats(samples)
 
 
-def median_error(samples_ms: list[float]) -> float:
-    """Relative standard error of the median (normal approximation with a robust spread)."""
-    return 1.2533 * robust_cov(samples_ms) / float(np.sqrt(len(samples_ms)))
+def within_set_cov(samples_ms: list[float], groups: int) -> float:
+    """The timing noise of samples taken in rotation over ``groups`` input sets (sample ``i`` on set
+    ``i % groups``): 1.4826 * the median of the relative differences between two samples of one set,
+    over sqrt(2). Two samples of one set differ by noise alone, so a set that honestly runs slower than
+    another (other values, another branch taken) does not count as spread; for normal noise this is an
+    unbiased estimate of the CoV (:func:`robust_cov` on one set), and a stray sample spoils only the
+    pairs it is in. With one group, or no set holding two samples yet: :func:`robust_cov`."""
+    if groups <= 1:
+        return robust_cov(samples_ms)
+    arr = np.asarray(samples_ms, dtype=np.float64)
+    diffs: list[np.ndarray] = []
+    for g in range(groups):
+        part = arr[g::groups]
+        med = float(np.median(part)) if part.size else 0.0
+        if part.size >= 2 and med > 0:
+            upper = np.triu_indices(part.size, 1)
+            diffs.append(np.abs(part[:, None] - part[None, :])[upper] / med)
+    if not diffs:
+        return robust_cov(samples_ms)
+    return float(1.4826 * np.median(np.concatenate(diffs)) / math.sqrt(2))
+
+
+def median_error(samples_ms: list[float], groups: int = 1) -> float:
+    """Relative standard error of the median (normal approximation with a robust spread; for samples
+    rotated over ``groups`` input sets, the spread within the sets)."""
+    return 1.2533 * within_set_cov(samples_ms, groups) / float(np.sqrt(len(samples_ms)))

@@ -11,6 +11,7 @@ context is made, so this module imports on machines without it.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import functools
 import logging
 import time
@@ -436,7 +437,8 @@ class GpuKernelRuntime(Runtime):
         timed_slots = len(slots.rotated) - (slots.warm is not None)
         checks: dict[int, tuple[int, str]] = {}  # slot: (source, its last timed launch)
         warmup: dict[str, Any] = {}
-        policy = options.trial_policy(device_timed=True)
+        # Trial i runs on source i % len(sources) (the timed slots are a multiple of the sources).
+        policy = dataclasses.replace(options.trial_policy(device_timed=True), groups=len(slots.sources))
         samples, stop = measure_batched(run_batch, policy, MAX_BATCH, warmup)
         last["warmup"] = warmup  # calls, seconds, batches
         last["samples_ms"] = samples  # for executor.diagnostics.warmup_trace

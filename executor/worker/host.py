@@ -9,6 +9,7 @@ machinery on machines without a GPU, and never passes a candidate in the service
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import functools
 import time
 from collections.abc import Callable, Iterator
@@ -195,7 +196,9 @@ class FunctionRuntime(Runtime):
 
         checks: dict[int, tuple[int, str, dict[str, np.ndarray]]] = {}
         # One call at a time: each is timed on the host clock around the call and its synchronisation.
-        samples, stop = measure(trial, options.trial_policy())
+        # Trial i runs on source i % len(sources) (the slots are a multiple of the sources).
+        policy = dataclasses.replace(options.trial_policy(), groups=len(sources))
+        samples, stop = measure(trial, policy)
         # The last timed call on every slot, each checked by the worker (executor.worker.candidate).
         last["checks"] = [checks[j] for j in sorted(checks)]
         return timing_stats(samples, stop), last

@@ -22,6 +22,7 @@ from executor.checking import (
     settled,
     stop_rule,
     timing_stats,
+    within_set_cov,
 )
 from executor.inputs import InputSet, generate_inputs
 from executor.protocol import EvaluationOptions
@@ -416,3 +417,44 @@ def test_copy_chunks_cover_an_array_once_in_parts_of_at_most_a_chunk(monkeypatch
     assert list(copy_chunks(3, itemsize=4096)) == [slice(0, 1), slice(1, 2), slice(2, 3)]
     assert list(copy_chunks(1000)) == [slice(0, 1000)]
     assert list(copy_chunks(0, itemsize=4)) == []
+
+
+# Three timing sets whose values honestly take different times (3 % apart), with 0.5 % noise.
+SET_TIMES = (10.0, 10.3, 9.7)
+
+
+def _rotated(i: int, noise: np.random.Generator) -> float:
+    return SET_TIMES[i % 3] * (1.0 + 0.005 * float(noise.standard_normal()))
+
+
+def test_differences_between_timing_sets_are_not_counted_as_noise() -> None:
+    noise = np.random.default_rng(0)
+    samples = [_rotated(i, noise) for i in range(30)]
+    # Within the sets the spread is the 0.5 % noise; across them the 3 % steps dominate.
+    assert 0.003 < within_set_cov(samples, 3) < 0.008
+    assert robust_cov(samples) > 0.02
+    assert median_error(samples, 3) < median_error(samples) / 3
+
+
+def test_noise_within_the_sets_still_counts() -> None:
+    noise = np.random.default_rng(1)
+    samples = [10.0 * (1.0 + 0.05 * float(noise.standard_normal())) for _ in range(60)]
+    assert within_set_cov(samples, 3) == pytest.approx(robust_cov(samples), rel=0.35)
+    assert within_set_cov(samples, 3) > 0.03
+
+
+def test_one_sample_per_set_falls_back_to_the_whole_spread() -> None:
+    assert within_set_cov([10.0, 11.0, 12.0], 3) == robust_cov([10.0, 11.0, 12.0])
+    assert within_set_cov([10.0, 11.0, 12.0], 1) == robust_cov([10.0, 11.0, 12.0])
+
+
+def test_rotated_trials_stop_as_soon_as_the_noise_within_the_sets_allows() -> None:
+    base = TrialPolicy(warmup=1, min_trials=7, max_trials=100, min_total_ms=0, target_error=0.01)
+    rotated = TrialPolicy(**{**base.__dict__, "groups": 3})
+    noise = np.random.default_rng(2)
+    samples, stop = measure(lambda i: _rotated(i, noise), rotated)
+    assert (len(samples), stop) == (7, "stable")
+    # Counted as one set, the same trials look 3 % noisy and take twice as many or more.
+    noise = np.random.default_rng(2)
+    samples, stop = measure(lambda i: _rotated(i, noise), base)
+    assert stop == "stable" and len(samples) >= 14
