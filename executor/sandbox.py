@@ -331,10 +331,10 @@ class WorkerProcess:
             for gone in [p for p in _learned if not os.path.exists(p)]:
                 del _learned[gone]
             learned = dict(_learned)
-        for path, write in self._binds:
+        for bind, write in self._binds:
             if write:
-                path.mkdir(parents=True, exist_ok=True)
-            learned[str(path)] = learned.get(str(path), False) or write
+                bind.mkdir(parents=True, exist_ok=True)
+            learned[str(bind)] = learned.get(str(bind), False) or write
         if (cache / "device-peak").is_dir():
             learned.setdefault(str(cache / "device-peak"), True)
         for path, write in learned.items():
@@ -380,7 +380,7 @@ class WorkerProcess:
         if self.protection != "none":
             jail = self._jail()
             jail.env[DONE_FD_ENV] = str(done_write)
-            self._bound = [*jail.read_only, *jail.writable]
+            self._bound = [p for p in (*jail.read_only, *jail.writable) if os.path.exists(p)]
             if self.protection == "namespace" and self._jail_root is None:
                 self._jail_root = Path(tempfile.mkdtemp(prefix="regraph-jail-root-"))
             argv, env, user = jail.command(argv, self.dir, self._jail_root or self.dir, self.protection)
@@ -480,8 +480,8 @@ class WorkerProcess:
         the job names is started again with it (learned for every later worker)."""
         if isinstance(job, WorkerJob) and self.job_sent is None:
             missing = [(d, w) for d, w in _job_dirs(job) if not self._covers(d)]
-            for d, w in missing:
-                if w:
+            for d, w in missing:  # bound only if it exists when the worker starts
+                with contextlib.suppress(OSError):
                     d.mkdir(parents=True, exist_ok=True)
                 with _learned_lock:
                     _learned[str(d)] = _learned.get(str(d), False) or w
