@@ -13,6 +13,7 @@ once, and a :class:`Reaper` waits for its teardown and removes its directory in 
 
 from __future__ import annotations
 
+import atexit
 import compileall
 import contextlib
 import functools
@@ -185,6 +186,7 @@ def workers_dir() -> Path:
         if _base is None or not _base.is_dir():
             _base = Path(tempfile.mkdtemp(prefix="regraph-workers-"))
             _base.chmod(0o711)
+            atexit.register(shutil.rmtree, _base, True)
         return _base
 
 
