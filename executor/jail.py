@@ -43,6 +43,7 @@ logger = logging.getLogger(__name__)
 
 JAIL_UID = 65534  # nobody
 PR_SET_PDEATHSIG = 1
+PR_SET_NO_NEW_PRIVS = 38
 _INIT = Path(__file__).with_name("jail_init.py")
 # Host paths that a compiler and its assembler and linker need (the dynamic loader, libraries,
 # binaries, headers); /etc only for the loader's cache and the alternatives' links.
@@ -75,10 +76,11 @@ def _pdeathsig() -> None:  # pragma: no cover - runs in the child between fork a
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
-def _child_setup(niceness: int | None, cwd: str, user: int | None) -> None:  # pragma: no cover
-    """In the child between fork and exec (plain system calls only): the lowered priority, the build
-    directory (entered while still privileged), the unprivileged user, and the parent-death signal
-    (set after the uid change, which clears it)."""
+def child_setup(niceness: int | None, cwd: str, user: int | None) -> None:  # pragma: no cover
+    """In the child between fork and exec (plain system calls only): the lowered priority, the
+    working directory (entered while still privileged), the unprivileged user, the parent-death
+    signal (set after the uid change, which clears it) and no new privileges (no set-uid program
+    the command starts gains any)."""
     if niceness is not None:
         os.setpriority(os.PRIO_PROCESS, 0, niceness)
     os.chdir(cwd)
@@ -87,16 +89,18 @@ def _child_setup(niceness: int | None, cwd: str, user: int | None) -> None:  # p
         os.setgid(user)
         os.setuid(user)
     _pdeathsig()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
 
 
-def _is_root() -> bool:
+def is_root() -> bool:
     return os.geteuid() == 0
 
 
 def _unshare_args() -> list[str]:
     unshare = shutil.which("unshare") or "/usr/bin/unshare"
     args = [unshare, "--mount", "--pid", "--fork", "--kill-child"]
-    if not _is_root():
+    if not is_root():
         args[1:1] = ["--user", "--map-root-user"]
     return args
 
@@ -105,7 +109,7 @@ def _unshare_args() -> list[str]:
 def protection() -> Protection:
     """The strongest protection that works on this host (probed once: a jailed ``true``)."""
     if os.environ.get("REGRAPH_JAIL", "") == "off":  # only for tests that show what the jail stops
-        return "uid" if _is_root() else "none"
+        return "uid" if is_root() else "none"
     if sys.platform.startswith("linux") and Path(_unshare_args()[0]).is_file():
         with tempfile.TemporaryDirectory(prefix="regraph-jail-probe-") as tmp:
             true = shutil.which("true") or "/bin/true"
@@ -118,7 +122,7 @@ def protection() -> Protection:
                 logger.info("compiles run in a mount/PID namespace jail")
                 return "namespace"
             logger.warning("namespaces are unavailable for the compile jail (%s)", out.strip()[:300])
-    fallback: Protection = "uid" if _is_root() else "none"
+    fallback: Protection = "uid" if is_root() else "none"
     logger.warning(
         "compile jail: %s (no namespaces); files only root can read stay protected"
         if fallback == "uid"
@@ -173,6 +177,76 @@ def host_toolchain_paths(cxx: str | None = None) -> list[str]:
     return _resolved([*HOST_PATHS, *compiler_include_dirs(cxx)])
 
 
+# Where the CUDA driver, the toolkit's libraries and an NVIDIA container runtime's files live; the
+# runtime jail binds those that exist (read-only), with the devices below.
+CUDA_PATHS = (
+    "/usr/local/cuda",
+    "/usr/local/nvidia",
+    "/usr/local/lib",
+    "/usr/local/bin",
+    "/usr/share/nvidia",
+    "/etc/nvidia",
+    "/run/nvidia-persistenced",
+    "/sys",
+)
+GPU_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset")
+# Shallow directories never bound whole because a job named something inside them.
+_TOO_WIDE = frozenset(
+    {"/", "/tmp", "/var", "/var/tmp", "/root", "/home", "/etc", "/usr", "/opt", "/run", "/srv", "/mnt"}  # noqa: S108
+)
+
+
+def wide(path: str | Path) -> bool:
+    """Whether ``path`` is too wide a directory to bind whole for a job (``/``, ``/tmp``, ``/root``...)."""
+    text = os.path.normpath(os.path.abspath(str(path)))
+    return text in _TOO_WIDE or text.count("/") < 2
+
+
+def _mapped_library_dirs() -> list[str]:
+    """The directories of the shared libraries this process has loaded (the interpreter's, numpy's,
+    the CUDA driver's where it is loaded here)."""
+    dirs: list[str] = []
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/maps").read_text().splitlines():
+            parts = line.split(maxsplit=5)
+            if len(parts) == 6 and parts[5].startswith("/") and ".so" in parts[5]:
+                d = os.path.dirname(parts[5])
+                if d not in dirs and not wide(d):
+                    dirs.append(d)
+    return dirs
+
+
+def python_paths(project_package: str | Path) -> list[str]:
+    """What a ``python -m`` of this interpreter needs: its prefixes, its import path except the
+    project's checkout (of which only ``project_package`` is bound), and the libraries it loaded."""
+    package = Path(project_package).resolve()
+    project = package.parent
+    paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(sys.executable)]
+    for entry in sys.path:
+        if not entry or not os.path.exists(entry):
+            continue
+        resolved = Path(entry).resolve()
+        if resolved == project or resolved in project.parents or wide(resolved):
+            continue
+        paths.append(entry)
+    return [p for p in dict.fromkeys([*paths, str(package), *_mapped_library_dirs()]) if not wide(p)]
+
+
+def gpu_paths() -> tuple[list[str], list[str]]:
+    """The read-only paths and the device nodes that the CUDA driver needs in a jail: the toolkit and
+    driver directories that exist here (:data:`CUDA_PATHS`, ``$CUDA_HOME``, ``$LD_LIBRARY_PATH``)
+    and every ``/dev/nvidia*``."""
+    paths = [*CUDA_PATHS]
+    for env in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(env):
+            paths.append(os.environ[env])
+    paths += [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p and not wide(p)]
+    devices = sorted({*GPU_DEVICES, *(str(p) for p in Path("/dev").glob("nvidia[0-9]*"))})
+    if Path("/dev/nvidia-caps").is_dir():
+        devices.append("/dev/nvidia-caps")
+    return [p for p in paths if os.path.exists(p)], [d for d in devices if os.path.exists(d)]
+
+
 @dataclass
 class Jail:
     """What a jailed command may see: read-only paths, writable paths (the build directory is added
@@ -182,18 +256,39 @@ class Jail:
     writable: Sequence[str | Path] = ()
     devices: Sequence[str] = DEVICES
     env: dict[str, str] = field(default_factory=dict)
+    # Empty tmpfs mounts of the jail's own (``/dev/shm``), and paths that must exist: the jail fails
+    # (status 125, ``jail:`` on stderr) rather than run without one of them.
+    tmpfs: Sequence[str] = ()
+    required: Sequence[str] = ()
+    # Keep a small init as PID 1 of the namespace and run the command as its child (see jail_init).
+    init: bool = False
 
     def _spec(self, root: Path, cwd: Path) -> dict[str, object]:
         env = {"PATH": "/usr/bin:/bin", "HOME": JAIL_TMP, "TMPDIR": JAIL_TMP, "LANG": "C", **self.env}
         return {
             "root": str(root),
             "cwd": str(cwd),
-            "read_only": _resolved(self.read_only),
+            "read_only": _resolved([*self.read_only, *self.required]),
             "writable": _resolved([*self.writable, cwd]),
             "devices": [d for d in self.devices if os.path.exists(d)],
-            "uid": JAIL_UID if _is_root() else None,
+            "tmpfs": list(self.tmpfs),
+            "required": [os.path.abspath(str(p)) for p in self.required],
+            "init": self.init,
+            "uid": JAIL_UID if is_root() else None,
             "env": env,
         }
+
+    def command(
+        self, cmd: list[str], cwd: Path, root: Path, kind: Protection
+    ) -> tuple[list[str], dict[str, str], int | None]:
+        """How to start ``cmd`` in ``cwd`` under ``kind``: ``(argv, env, user)``, ``user`` the uid
+        that :func:`child_setup` must switch to (``uid``), or None. ``root`` is an empty directory
+        that the jail's root is mounted on (``namespace``); it must stay until the command is gone."""
+        if kind == "namespace":
+            spec = json.dumps(self._spec(root, cwd))
+            argv = [*_unshare_args(), sys.executable, "-I", "-S", str(_INIT), spec, "--", *cmd]
+            return argv, {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C"}, None
+        return list(cmd), {**os.environ, **self.env}, JAIL_UID if kind == "uid" else None
 
     def run(
         self,
@@ -207,22 +302,14 @@ class Jail:
         (stdout and stderr together), ``returncode`` None after a timeout (the whole process tree is
         killed). ``cwd`` is the build directory: the only place the command may write."""
         kind = forced or protection()
-        if _is_root():
+        if is_root():
             # The unprivileged compiler writes its products here (and only here).
             with contextlib.suppress(OSError):
                 os.chown(cwd, JAIL_UID, JAIL_UID)
                 for child in cwd.iterdir():
                     os.chown(child, JAIL_UID, JAIL_UID)
         with tempfile.TemporaryDirectory(prefix="regraph-jail-") as root_dir:
-            if kind == "namespace":
-                spec = json.dumps(self._spec(Path(root_dir), cwd))
-                argv = [*_unshare_args(), sys.executable, "-I", "-S", str(_INIT), spec, "--", *cmd]
-                env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C"}
-                user: int | None = None
-            else:
-                argv = cmd
-                env = {**os.environ, **self.env}
-                user = JAIL_UID if kind == "uid" else None
+            argv, env, user = self.command(cmd, cwd, Path(root_dir), kind)
             return _run_group(argv, cwd, timeout_s, nice, env, user)
 
 
@@ -242,7 +329,7 @@ def _run_group(
         errors="replace",
         env=env,
         start_new_session=True,
-        preexec_fn=functools.partial(_child_setup, target, str(cwd), user),
+        preexec_fn=functools.partial(child_setup, target, str(cwd), user),
     )
     try:
         out, _ = proc.communicate(timeout=timeout_s)

@@ -110,6 +110,9 @@ def main(argv: list[str]) -> None:
     root: str = spec["root"]
     try:
         _libc.prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)
+        for path in spec.get("required", []):
+            if not os.path.exists(path):
+                raise OSError(2, f"a required path is missing: {path}")
         _mount(None, "/", None, MS_REC | MS_PRIVATE)
         _mount("tmpfs", root, "tmpfs", MS_NOSUID, f"mode=755,size={spec.get('tmpfs_size', '1g')}")
         for path in spec.get("read_only", []):
@@ -118,6 +121,9 @@ def main(argv: list[str]) -> None:
             _bind(root, path, writable=True, device=True)
         for path in spec.get("writable", []):
             _bind(root, path, writable=True, device=False)
+        for path in spec.get("tmpfs", []):
+            os.makedirs(root + path, exist_ok=True)
+            _mount("tmpfs", root + path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=256m")
         # The jail's own /tmp, on its tmpfs: shared by nobody else.
         os.makedirs(root + "/tmp", exist_ok=True)  # noqa: S108
         os.chmod(root + "/tmp", 0o1777)  # noqa: S103, S108
@@ -145,10 +151,34 @@ def main(argv: list[str]) -> None:
             if os.access(os.path.join(entry, program), os.X_OK):
                 program = os.path.join(entry, program)
                 break
+    if spec.get("init"):
+        _stay_init()
     try:
         os.execve(program, command, env)  # noqa: S606 - the jailed command, argv as given
     except OSError as e:
         _fail(f"cannot run {command[0]}: {e}")
+
+
+def _stay_init() -> None:
+    """Stay as the namespace's PID 1 and run the command in a child (which returns from here).
+
+    The kernel delivers to a PID 1 only the signals it handles, so a command that is PID 1 cannot
+    kill itself (``abort()`` ends in another fault). This init reaps every process of the namespace
+    and exits when the command does, with its status, a signal ``N`` as ``128 + N``; its exit ends
+    every other process of the namespace."""
+    child = os.fork()
+    if child == 0:
+        _libc.prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)  # cleared by fork
+        return
+    while True:
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            os._exit(125)
+        except InterruptedError:
+            continue
+        if pid == child:
+            os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
 
 
 if __name__ == "__main__":

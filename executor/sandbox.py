@@ -13,7 +13,10 @@ once, and a :class:`Reaper` waits for its teardown and removes its directory in 
 
 from __future__ import annotations
 
+import atexit
+import compileall
 import contextlib
+import functools
 import logging
 import os
 import select
@@ -30,8 +33,22 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from executor.cache import DEFAULT_CACHE_DIR
 from executor.errors import EvaluationCancelled, WorkerError
-from executor.gpulock import LOCK_ENV, lock_files, pool_lock
+from executor.gpulock import LOCK_ENV, device_lock, lock_files, pool_lock
+from executor.jail import (
+    DEVICES,
+    HOST_PATHS,
+    JAIL_UID,
+    Jail,
+    Protection,
+    child_setup,
+    gpu_paths,
+    is_root,
+    protection,
+    python_paths,
+    wide,
+)
 from executor.verdict import ErrorKind
 from executor.worker.messages import (
     DONE_FD_ENV,
@@ -104,27 +121,282 @@ def _worker_env(gpu_lock: Path | None = None) -> dict[str, str]:
     return env
 
 
+# --- The runtime jail of candidate workers --------------------------------------------------------
+#
+# A candidate worker loads the candidate's code into its own process, so what that code can reach is
+# what the worker can. Under ``namespace`` it runs in the compile jail's machinery (executor.jail):
+# new mount and PID namespaces whose root holds read-only binds of the interpreter, the executor
+# package, the libraries (the CUDA driver's on a GPU), the executor's cache directories that a job
+# names, the directory of the workers (the reference's outputs), and writable binds of its own
+# directory, the device's measured figures and the GPU lock files; as uid 65534 with no new
+# privileges and a parent-death signal. Its stdin, stderr file and done pipe are inherited as before.
+
+# Set to 0/false/off to run candidate workers outside the jail (for debugging).
+JAIL_WORKERS_ENV = "REGRAPH_EXECUTOR_JAIL_WORKERS"
+# More read-only paths for the jail (os.pathsep-separated); each must exist, or the jail fails and the
+# workers fall back (see worker_protection).
+JAIL_EXTRA_ENV = "REGRAPH_EXECUTOR_JAIL_EXTRA_BINDS"
+PROBE_TIMEOUT_S = 120.0
+# What a jailed worker's environment keeps of the executor's (names, or prefixes ending in ``_``).
+_ENV_KEPT = (
+    "PATH",
+    "LD_LIBRARY_PATH",
+    "PYTHONPATH",
+    "PYTHONHASHSEED",
+    "VIRTUAL_ENV",
+    "LANG",
+    "TZ",
+    "LC_",
+    "CUDA_",
+    "NVIDIA_",
+    "PYCUDA_",
+    "OMP_",
+    "MKL_",
+    "OPENBLAS_",
+    LOCK_ENV,
+    DONE_FD_ENV,
+)
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def jail_workers_enabled() -> bool:
+    """Whether candidate workers are jailed (:data:`JAIL_WORKERS_ENV`, on unless set to 0/false/off/no)."""
+    return os.environ.get(JAIL_WORKERS_ENV, "1").strip().lower() not in ("0", "false", "off", "no")
+
+
+def describe_worker(kind: Protection) -> str:
+    """One line for a worker's log on what keeps a candidate's code from the host's files."""
+    return {
+        "namespace": f"candidate ran in a mount/PID-namespace jail as uid {JAIL_UID if is_root() else 'self'} "
+        "(interpreter, libraries, the job's files and its own directory only)",
+        "uid": f"candidate ran as uid {JAIL_UID} without namespaces (files only root can read protected)",
+        "none": "candidate ran without a runtime jail (the executor's own user and file view)",
+    }[kind]
+
+
+_base_lock = threading.Lock()
+_base: Path | None = None
+
+
+def workers_dir() -> Path:
+    """This process's directory of worker directories (0711: a jailed worker reaches its own and the
+    reference's outputs by name, lists nothing)."""
+    global _base
+    with _base_lock:
+        if _base is None or not _base.is_dir():
+            _base = Path(tempfile.mkdtemp(prefix="regraph-workers-"))
+            _base.chmod(0o711)
+            atexit.register(shutil.rmtree, _base, True)
+        return _base
+
+
+# Directories that jobs named outside every worker's binds, and whether the worker writes there: bound
+# in every later worker (a job's cache directories, learned once per directory).
+_learned: dict[str, bool] = {}
+_learned_lock = threading.Lock()
+_probed: dict[tuple[str, ...], Protection] = {}
+_probe_lock = threading.Lock()
+
+
+def _open_to_jail(path: Path, writable: bool) -> None:
+    """Let the jail's uid reach ``path`` (a directory it is bound): through it, or own it to write."""
+    if not is_root():
+        return
+    with contextlib.suppress(OSError):
+        if writable:
+            os.chown(path, JAIL_UID, JAIL_UID)
+        elif path.is_dir():
+            path.chmod(path.stat().st_mode | 0o001)
+
+
+def _worker_setup(cwd: str, user: int | None) -> None:  # pragma: no cover - between fork and exec
+    """A worker's files (the reference's outputs above all) readable by a jailed candidate worker."""
+    os.umask(0o022)
+    child_setup(None, cwd, user)
+
+
+def _job_dirs(job: WorkerJob) -> list[tuple[Path, bool]]:
+    """The directories that a candidate worker's job reads (or writes: True) outside its own."""
+    dirs = [(Path(job.reference_library).parent, False)]
+    if job.expected_dir:
+        dirs.append((Path(job.expected_dir).parent.parent, False))
+    if job.timing_set is not None:
+        dirs.append((Path(job.timing_set.dir).parent, False))
+    if job.device_peak_dir:
+        dirs.append((Path(job.device_peak_dir), True))
+    if job.compare_product:
+        dirs.append((Path(job.compare_product).parent, False))
+    return [(d.resolve(), w) for d, w in dirs if not wide(d.resolve())]
+
+
+def worker_protection(runtime: Runtime) -> Protection:
+    """The protection candidate workers of ``runtime`` start under: the compile jail's strongest
+    (:func:`executor.jail.protection`) when a jailed worker passes its start-up probe (``python -m
+    executor.worker probe``: imports, the CUDA context on a GPU, its directory, the lock files), else
+    the next weaker that does, down to ``none``; each failure is logged. Probed once per setting."""
+    if not jail_workers_enabled():
+        return "none"
+    key = (runtime, os.environ.get(JAIL_EXTRA_ENV, ""), os.environ.get("REGRAPH_JAIL", ""))
+    with _probe_lock:
+        if key in _probed:
+            return _probed[key]
+        # A jailed worker cannot write the bytecode of modules only workers import: written here.
+        with contextlib.suppress(OSError):
+            compileall.compile_dir(_PACKAGE, quiet=1)
+        strongest = protection()
+        order: list[Protection] = ["namespace"] if strongest == "namespace" else []
+        if is_root() and strongest != "none":
+            order.append("uid")
+        chosen: Protection = "none"
+        for kind in order:
+            ok, out = _probe(runtime, kind)
+            if ok:
+                chosen = kind
+                break
+            logger.warning(
+                "the runtime jail (%s) failed its start-up probe; trying a weaker one: %s",
+                kind,
+                out.strip()[-800:],
+            )
+        level = logging.INFO if chosen == "namespace" else logging.WARNING
+        logger.log(level, "candidate workers (%s runtime): %s", runtime, describe_worker(chosen))
+        _probed[key] = chosen
+        return chosen
+
+
+def _probe(runtime: Runtime, kind: Protection) -> tuple[bool, str]:
+    lock = device_lock() if runtime == "gpu" else None
+    try:
+        proc = WorkerProcess("candidate", runtime, gpu_lock=lock, protection=kind, command="probe")
+    except WorkerError as e:
+        return False, str(e)
+    try:
+        try:
+            proc.proc.wait(timeout=PROBE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            return False, f"the probe did not finish in {PROBE_TIMEOUT_S:.0f}s"
+        out = proc.stderr_tail()
+        return proc.proc.returncode == 0 and "probe ok" in out, out
+    finally:
+        proc.close()
+
+
 class WorkerProcess:
     """One ``python -m executor.worker serve ROLE RUNTIME`` process with a private directory."""
 
     def __init__(
-        self, role: Role, runtime: Runtime, workdir: Path | None = None, gpu_lock: Path | None = None
+        self,
+        role: Role,
+        runtime: Runtime,
+        workdir: Path | None = None,
+        gpu_lock: Path | None = None,
+        protection: Protection | None = None,
+        command: Literal["serve", "probe"] = "serve",
+        binds: list[tuple[Path, bool]] | None = None,
     ) -> None:
         self.role = role
         self.runtime = runtime
-        self.dir = Path(tempfile.mkdtemp(prefix=f"regraph-{role}-", dir=workdir))
+        self.dir = Path(tempfile.mkdtemp(prefix=f"regraph-{role}-", dir=workdir or workers_dir()))
         self.stderr_path = self.dir / "stderr"
         self.result_path = self.dir / "result.json"
         self.progress_path = self.dir / "progress"
-        self.started = time.monotonic()
+        self.gpu_lock = gpu_lock
+        self._command = command
+        # The runtime jail (candidate workers only: the reference runs the task's own code).
+        if role != "candidate":
+            protection = "none"
+        self.protection: Protection = protection or worker_protection(runtime)
+        self._jail_root: Path | None = None
+        # Directories to bind besides the usual (and whether writable): a job's, known ahead.
+        self._binds = list(binds or [])
         self.job_sent: float | None = None
+        # How much the worker had written to its stderr when it was handed untrusted code (a
+        # candidate): what comes after may be anything that code read, and never reaches a verdict.
+        self.trusted_output: int | None = None
+        self._done = -1
+        self._spawn()
+
+    def _jail(self) -> Jail:
+        """What this worker may see in its jail."""
+        read_only: list[str | Path] = [*HOST_PATHS, *python_paths(_PACKAGE), self.dir.parent]
+        writable: list[str | Path] = []
+        devices = list(DEVICES)
+        if self.runtime == "gpu":
+            paths, nodes = gpu_paths()
+            read_only += paths
+            devices += nodes
+        cache = DEFAULT_CACHE_DIR.resolve()
+        for sub in ("reference", "candidates", "timing-sets"):
+            if (cache / sub).is_dir():
+                read_only.append(cache / sub)
+        with _learned_lock:
+            for gone in [p for p in _learned if not os.path.exists(p)]:
+                del _learned[gone]
+            learned = dict(_learned)
+        for bind, write in self._binds:
+            if write:
+                bind.mkdir(parents=True, exist_ok=True)
+            learned[str(bind)] = learned.get(str(bind), False) or write
+        if (cache / "device-peak").is_dir():
+            learned.setdefault(str(cache / "device-peak"), True)
+        for path, write in learned.items():
+            _open_to_jail(Path(path), write)
+            (writable if write else read_only).append(path)
+        if self.gpu_lock is not None:
+            for f in lock_files(self.gpu_lock):
+                f.touch(exist_ok=True)
+                with contextlib.suppress(OSError):
+                    f.chmod(0o666)
+                writable.append(f)
+        extra = [p for p in os.environ.get(JAIL_EXTRA_ENV, "").split(os.pathsep) if p]
+        env = {
+            k: v
+            for k, v in _worker_env(self.gpu_lock).items()
+            if any(k == kept or (kept.endswith("_") and k.startswith(kept)) for kept in _ENV_KEPT)
+        }
+        return Jail(
+            read_only=[*read_only, *(p for p in extra if os.path.exists(p))],
+            writable=writable,
+            devices=devices,
+            env=env,
+            tmpfs=("/dev/shm",),  # noqa: S108 - the jail's own, empty
+            required=extra,
+            init=True,
+        )
+
+    def _covers(self, path: Path) -> bool:
+        """Whether this worker's jail shows ``path`` (always true outside a namespace jail)."""
+        if self.protection != "namespace":
+            return True
+        bound = [Path(str(p)) for p in (*self._bound, self.dir)]
+        return any(path == b or b in path.parents for b in bound)
+
+    def _spawn(self) -> None:
+        """Start (or start again) the worker process under :attr:`protection`."""
         done_read, done_write = os.pipe()
-        env = _worker_env(gpu_lock)
+        env = _worker_env(self.gpu_lock)
         env[DONE_FD_ENV] = str(done_write)
+        argv = [sys.executable, "-m", "executor.worker", self._command, self.role, self.runtime]
+        user: int | None = None
+        self._bound: list[str | Path] = []
+        if self.protection != "none":
+            jail = self._jail()
+            jail.env[DONE_FD_ENV] = str(done_write)
+            self._bound = [p for p in (*jail.read_only, *jail.writable) if os.path.exists(p)]
+            if self.protection == "namespace" and self._jail_root is None:
+                self._jail_root = Path(tempfile.mkdtemp(prefix="regraph-jail-root-"))
+            argv, env, user = jail.command(argv, self.dir, self._jail_root or self.dir, self.protection)
+            if self.protection == "uid":
+                env = dict(jail.env)  # the kept variables only, as in the namespace jail
+            _open_to_jail(self.dir, writable=True)
+            _open_to_jail(self.dir.parent, writable=False)
         with self.stderr_path.open("wb") as err:
+            # The first line of the worker's log: the protection in force (shown with a crash).
+            err.write(f"[{describe_worker(self.protection)}]\n".encode())
+            err.flush()
             try:
                 self.proc = subprocess.Popen(
-                    [sys.executable, "-m", "executor.worker", "serve", role, runtime],
+                    argv,
                     stdin=subprocess.PIPE,
                     stdout=err,
                     stderr=err,
@@ -132,6 +404,7 @@ class WorkerProcess:
                     env=env,
                     start_new_session=True,
                     pass_fds=(done_write,),
+                    preexec_fn=functools.partial(_worker_setup, str(self.dir), user),
                 )
             except OSError as e:
                 os.close(done_read)
@@ -139,15 +412,48 @@ class WorkerProcess:
                 raise WorkerError(f"cannot start a worker: {e}") from e
             finally:
                 os.close(done_write)  # the worker holds the only write end: its exit closes the pipe
+        self.started = time.monotonic()
         os.set_blocking(done_read, False)
         self._done = done_read
         self._beats = b""  # the start of a line not yet read whole from the done pipe
+        self._pid: int | None = None
         # The candidate call that runs now, and the one that ran past its limit (the kill's reason).
         self.open_call: OpenCall | None = None
         self.expired_call: OpenCall | None = None
-        # How much the worker had written to its stderr when it was handed untrusted code (a
-        # candidate): what comes after may be anything that code read, and never reaches a verdict.
-        self.trusted_output: int | None = None
+
+    def _respawn(self) -> None:
+        """Start the worker again (its jail now binds what the job needs); before its job only."""
+        self.kill()
+        self._close_done()
+        self._spawn()
+
+    @property
+    def pid(self) -> int:
+        """The worker's own process id: in a namespace jail, the child of the jail's init (itself the
+        child of ``unshare``)."""
+        if self.protection != "namespace":
+            return self.proc.pid
+        if self._pid is None:
+            pid = self.proc.pid
+            for _ in range(2):
+                try:
+                    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+                except OSError:
+                    return self.proc.pid
+                if not children:
+                    return self.proc.pid
+                pid = int(children[0])
+            self._pid = pid
+        return self._pid
+
+    @property
+    def returncode(self) -> int | None:
+        """The worker's exit status, negative for a signal (the jail's init reports a signal ``N`` as
+        ``128 + N``)."""
+        code = self.proc.returncode
+        if self.protection == "namespace" and code is not None and 128 < code <= 128 + 64:
+            return 128 - code
+        return code
 
     @property
     def alive(self) -> bool:
@@ -165,20 +471,56 @@ class WorkerProcess:
         """Write ``message`` to a file in the worker's directory and hand the worker its path."""
         path = self.dir / name
         path.write_text(message.model_dump_json())
+        path.chmod(0o644)  # for a jailed worker's uid, whatever the executor's umask
         self._send_line(str(path))
         if self.job_sent is None:
             self.job_sent = time.monotonic()
 
     def send_job(self, job: BaseModel, memory_limit_bytes: int | None, **fields: Any) -> None:
         """Hand the worker its job, pointed at this worker's result and progress files and memory
-        limit (and any other ``fields``)."""
+        limit (and any other ``fields``). A jailed candidate worker whose jail lacks a directory that
+        the job names is started again with it (learned for every later worker)."""
+        if isinstance(job, WorkerJob) and self.job_sent is None:
+            missing = [(d, w) for d, w in _job_dirs(job) if not self._covers(d)]
+            for d, w in missing:  # bound only if it exists when the worker starts
+                with contextlib.suppress(OSError):
+                    d.mkdir(parents=True, exist_ok=True)
+                with _learned_lock:
+                    _learned[str(d)] = _learned.get(str(d), False) or w
+            if missing:
+                logger.info("candidate worker's jail: binding %s", ", ".join(str(d) for d, _ in missing))
+                self._respawn()
         paths = {"progress_path": str(self.progress_path), "result_path": str(self.result_path)}
         update = {"memory_limit_bytes": memory_limit_bytes, **paths, **fields}
         self.send("job.json", job.model_copy(update=update))
 
+    def admit(self, run: CandidateRun) -> CandidateRun:
+        """``run`` with its products in reach of the worker: a product outside its jail's binds is
+        linked (or copied) into the worker's directory, and its directory learned for later workers."""
+        update: dict[str, str] = {}
+        for name in ("candidate_product", "baseline_product"):
+            value = getattr(run, name)
+            if not value or self._covers(Path(value).resolve()):
+                continue
+            source = Path(value)
+            target = self.dir / f"{name}{''.join(source.suffixes)}"
+            try:
+                os.link(source, target)
+            except OSError:
+                shutil.copyfile(source, target)
+            with contextlib.suppress(OSError):
+                target.chmod(0o644)
+            update[name] = str(target)
+            if not wide(source.parent.resolve()):
+                with _learned_lock:
+                    _learned.setdefault(str(source.parent.resolve()), False)
+        return run.model_copy(update=update) if update else run
+
     def stop(self) -> None:
         """Send SIGKILL to the worker's whole process group (anything the candidate forked goes too),
         without waiting for the processes to be gone."""
+        if self.protection == "namespace" and self.alive:
+            _ = self.pid  # known from now on: kill() waits for it
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
         with contextlib.suppress(OSError, ValueError):
@@ -186,15 +528,21 @@ class WorkerProcess:
                 self.proc.stdin.close()
 
     def kill(self) -> None:
-        """Kill the worker's whole process group and wait for the worker to be gone."""
+        """Kill the worker's whole process group and wait for the worker to be gone (in a namespace
+        jail, the worker itself, not only ``unshare``: its locks and its CUDA context go with it)."""
         self.stop()
         self.proc.wait()
+        if self._pid is not None:
+            _wait_gone(self._pid)
 
     def close(self) -> None:
         """Kill the worker if it still runs and remove its directory."""
         self.kill()
         self._close_done()
         shutil.rmtree(self.dir, ignore_errors=True)
+        if self._jail_root is not None:
+            with contextlib.suppress(OSError):
+                self._jail_root.rmdir()
 
     def wait(
         self,
@@ -239,11 +587,7 @@ class WorkerProcess:
                     call = self.open_call
                     self.expired_call = call if call is not None and call.deadline < deadline else None
                     break
-                if (
-                    memory_limit_bytes is not None
-                    and watch_rss
-                    and _rss_bytes(self.proc.pid) > memory_limit_bytes
-                ):
+                if memory_limit_bytes is not None and watch_rss and _rss_bytes(self.pid) > memory_limit_bytes:
                     killed_for = ErrorKind.OUT_OF_MEMORY
                     break
                 self._sleep_until_done(min(left, POLL_S))
@@ -373,6 +717,22 @@ class WorkerProcess:
         if after <= 0:
             return own
         return f"{own}\n[{after} bytes written after the candidate was loaded are not shown]".strip()
+
+
+def _wait_gone(pid: int, timeout_s: float = 30.0) -> None:
+    """Wait until process ``pid`` has exited: gone, or a zombie whose other threads are gone too (its
+    files, locks, memory and device context are released by then; a zombie leader whose threads
+    still exit holds them)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            threads = len(os.listdir(f"/proc/{pid}/task"))
+        except OSError:
+            return
+        if stat.rsplit(")", 1)[-1].split()[0] in ("Z", "X") and threads <= 1:
+            return
+        time.sleep(0.005)
 
 
 class Reaper:
@@ -541,7 +901,7 @@ class WorkerPool:
 
 
 def _death_message(proc: WorkerProcess, stage_text: str) -> tuple[ErrorKind, str]:
-    code = proc.proc.returncode
+    code = proc.returncode
     if code is not None and code < 0:
         try:
             name = signal.Signals(-code).name
@@ -575,7 +935,7 @@ def finish_candidate(
     the outcome, a killed or dead worker's too (the time its candidate held the GPU)."""
     start = time.monotonic()
     proc.hand_untrusted()
-    proc.send("run.json", run.model_copy(update={"sent_at": start}))
+    proc.send("run.json", proc.admit(run).model_copy(update={"sent_at": start}))
     killed_for = proc.wait(
         timeout_s,
         memory_limit_bytes,
@@ -650,7 +1010,7 @@ def run_job(
     run_limit_s: float | None = None,
 ) -> WorkerOutcome:
     """Run one candidate job in a fresh worker process, start to finish, and return its outcome."""
-    proc = WorkerProcess("candidate", job.runtime, workdir)
+    proc = WorkerProcess("candidate", job.runtime, workdir, binds=_job_dirs(job))
     try:
         start_candidate(proc, job, memory_limit_bytes)
         return finish_candidate(proc, run, timeout_s, memory_limit_bytes, run_limit_s)

@@ -95,9 +95,26 @@ def serve_candidate(job_path: str, gpu: GpuContext | None) -> int:
     return 0
 
 
+def probe(runtime: str) -> int:
+    """The runtime jail's start-up check (``python -m executor.worker probe candidate RUNTIME``, see
+    :func:`executor.sandbox.worker_protection`): what a candidate worker needs before its job works
+    here, or this exits non-zero and says what failed."""
+    prime_statistics()
+    if runtime == "gpu":
+        GpuContext(gpu_shared).close()  # the driver, the devices and a context
+    with function_checks():  # the lock files (when the parent names them)
+        pass
+    Path("probe").write_text("ok")  # its own directory is writable
+    write_result("result.json", ReferenceOutcome(ok=True))  # and the done pipe reaches the parent
+    sys.stderr.write("probe ok\n")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     """Entry point: ``python -m executor.worker serve {candidate|reference} {gpu|host|none}``."""
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    if len(argv) == 3 and argv[0] == "probe":
+        return probe(argv[2])
     if len(argv) != 3 or argv[0] != "serve" or argv[1] not in ("candidate", "reference"):
         sys.stderr.write("usage: python -m executor.worker serve {candidate|reference} {gpu|host|none}\n")
         return 2

@@ -180,23 +180,24 @@ def test_a_pool_worker_holds_the_gpu_lock_while_it_runs_and_a_kill_releases_it(
     pool = WorkerPool("host", prewarm=False, workdir=tmp_path)
     proc = pool.take("candidate")
     try:
-        # Read once the worker has exec'd (a process between fork and exec shows an empty environ).
+        # Read once the worker has exec'd (a process between fork and exec shows an empty environ, and
+        # in the runtime jail the worker is started by the jail's init).
         environ: list[bytes] = [b""]
         deadline = time.monotonic() + 30.0
-        while environ == [b""] and time.monotonic() < deadline:
-            environ = Path(f"/proc/{proc.proc.pid}/environ").read_bytes().split(b"\0")
+        while not any(e.startswith(f"{LOCK_ENV}=".encode()) for e in environ) and time.monotonic() < deadline:
+            environ = Path(f"/proc/{proc.pid}/environ").read_bytes().split(b"\0")
             time.sleep(0.02)
         assert f"{LOCK_ENV}={pool.gpu_lock}".encode() in environ
         start_candidate(proc, _job(task, tmp_path, run_timing=True), None)
         result: dict[str, WorkerOutcome] = {}
         waiter = threading.Thread(
-            target=lambda: result.update(out=finish_candidate(proc, _run(products["late_hang"]), 4.0, None))
+            target=lambda: result.update(out=finish_candidate(proc, _run(products["late_hang"]), 8.0, None))
         )
         waiter.start()
         # A function task's trials (where this candidate hangs) hold the GPU's lock, the uploads' and
         # the host memory's, all alone: a shared request is refused.
         locks = [lock_path(pool.gpu_lock, resource) for resource in RESOURCES]
-        deadline = time.monotonic() + 3.0
+        deadline = time.monotonic() + 7.0  # the worker's start-up (in its jail) and checks come first
         held: set[Path] = set()
         while held != set(locks) and time.monotonic() < deadline:
             for lock in locks:
