@@ -34,20 +34,9 @@ if importlib.util.find_spec("pycuda") is None or shutil.which("nvidia-smi") is N
 TASKS = Path(__file__).parents[1] / "unit" / "executor" / "fixtures" / "tasks"
 QUICK = EvaluationOptions(min_trials=5, max_trials=20, min_timing_ms=20, reference_repeats=1, baseline=False)
 
-SUM = """
-#define MAX_BLOCKS (1 << 17)
-__device__ float sum_of_block(const float* values) {
-    __shared__ float s[256];
-    int t = threadIdx.x;
-    s[t] = values[blockIdx.x * 256 + t];
-    __syncthreads();
-    for (int stride = 128; stride > 0; stride >>= 1) {
-        if (t < stride) s[t] += s[t + stride];
-        __syncthreads();
-    }
-    return s[0];
-}
-"""
+# The corpus's honest block sum (its label lines are comments), without its kernel.
+HONEST = (Path(__file__).parent / "adversarial" / "k_honest.cu").read_text()
+SUM = HONEST[: HONEST.index("__global__")] + "#define MAX_BLOCKS (1 << 17)\n"
 # Per block (no launch races with itself): the first and last value it saw in its previous launch.
 WRONG_ON_REPEAT = (
     SUM
