@@ -46,7 +46,7 @@ SOURCES = (
 
 
 def _labels(path: Path) -> dict[str, str]:
-    labels = {}
+    labels: dict[str, str] = {}
     for line in path.read_text().splitlines()[:6]:
         if line.startswith("// ") and ":" in line:
             key, value = line[3:].split(":", 1)
