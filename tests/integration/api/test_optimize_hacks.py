@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from neo4j import Driver
 from pydantic import SecretStr
@@ -183,8 +184,20 @@ def sources() -> dict[str, tuple[str, str, int]]:
 
 
 @pytest.fixture(scope="module")
+def executor_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    executor = ExecutorSettings(
+        cache_dir=tmp_path_factory.mktemp("optimize-hacks-executor"), runtime="host", run_timeout_s=120
+    )
+    with serve_in_thread(create_executor_app(executor)) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
 def api_url(
-    neo4j_driver: Driver, neo4j_target: Neo4jTarget, tmp_path_factory: pytest.TempPathFactory
+    executor_url: str,
+    neo4j_driver: Driver,
+    neo4j_target: Neo4jTarget,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[str]:
     with neo4j_driver.session(database=neo4j_target.database) as session:
         session.run(CLEAR).consume()
@@ -199,23 +212,21 @@ def api_url(
         ],
         replay,
     )
-    executor = ExecutorSettings(cache_dir=tmp / "executor", runtime="host", run_timeout_s=120)
-    with serve_in_thread(create_executor_app(executor)) as executor_url:
-        settings = ApiSettings(
-            neo4j_uri=neo4j_target.uri,
-            neo4j_password=SecretStr(neo4j_target.password),
-            data_dir=tmp / "api",
-            log_format="text",
-            seed_graph=None,
-            anonymous_read=True,
-            models=ModelRoles(generator=RoleConfig(backend="replay", replay_path=replay)),
-            executor_url=executor_url,
-            offer_improvements_to_graph=True,
-            max_concurrent_jobs=4,
-            max_jobs_per_key=len(HACKS) + 1,
-        )
-        with serve_in_thread(create_app(settings)) as url:
-            yield url
+    settings = ApiSettings(
+        neo4j_uri=neo4j_target.uri,
+        neo4j_password=SecretStr(neo4j_target.password),
+        data_dir=tmp / "api",
+        log_format="text",
+        seed_graph=None,
+        anonymous_read=True,
+        models=ModelRoles(generator=RoleConfig(backend="replay", replay_path=replay)),
+        executor_url=executor_url,
+        offer_improvements_to_graph=True,
+        max_concurrent_jobs=4,
+        max_jobs_per_key=len(HACKS) + 1,
+    )
+    with serve_in_thread(create_app(settings)) as url:
+        yield url
 
 
 def graph_state(driver: Driver, database: str) -> dict[str, Any]:
@@ -261,9 +272,13 @@ def evaluated(job: dict[str, Any]) -> dict[str, Any]:
     return raw
 
 
+# Ten evaluations (four at once) on the host runtime: 86 s on this 2-core VM at load 6, over 300 s at 25.
+@pytest.mark.timeout(900)
 def test_every_hack_class_is_refused_and_nothing_of_it_reaches_the_graph(
-    api_url: str, neo4j_driver: Driver, neo4j_target: Neo4jTarget, tmp_path: Path
+    api_url: str, executor_url: str, neo4j_driver: Driver, neo4j_target: Neo4jTarget, tmp_path: Path
 ) -> None:
+    # No candidate was timed yet: the device has no measured figures.
+    assert httpx.get(f"{executor_url}/v1/device", timeout=60).json()["peak"] is None
     before = graph_state(neo4j_driver, neo4j_target.database)
     jobs = run_jobs(api_url, tmp_path, [f"hack_{name}_api" for name in HACKS])
     got = {}
@@ -284,9 +299,10 @@ def test_every_hack_class_is_refused_and_nothing_of_it_reaches_the_graph(
 
 
 def test_the_honest_control_reaches_the_graph_through_the_same_path(
-    api_url: str, neo4j_driver: Driver, neo4j_target: Neo4jTarget, tmp_path: Path
+    api_url: str, executor_url: str, neo4j_driver: Driver, neo4j_target: Neo4jTarget, tmp_path: Path
 ) -> None:
-    """Without this, "nothing reached the graph" could mean that nothing ever does."""
+    """Without this, "nothing reached the graph" could mean that nothing ever does. Also: the figures
+    the floor was computed from are kept with the executor's device record."""
     before = graph_state(neo4j_driver, neo4j_target.database)
     job = run_jobs(api_url, tmp_path, [CONTROL])[CONTROL]
     verdict = evaluated(job)
@@ -296,3 +312,5 @@ def test_the_honest_control_reaches_the_graph_through_the_same_path(
     after = graph_state(neo4j_driver, neo4j_target.database)
     assert len(offered) == 1 and after["examples"] == before["examples"] + 1
     assert after["tasks"].count(CONTROL) == 1 and after["transitions"] != before["transitions"]
+    peak = httpx.get(f"{executor_url}/v1/device", timeout=60).json()["peak"]
+    assert peak["name"] == "host" and peak["source"] == "measured" and peak["host_gbps"] > 0, peak
