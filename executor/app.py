@@ -22,6 +22,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from executor import floor
 from executor.errors import EvaluationCancelled, ExecutorError, TaskFormatError, ToolchainError
 from executor.evaluate import Evaluator, evaluate_safely
 from executor.fairslots import FairSlots
@@ -239,12 +240,15 @@ def create_app(settings: ExecutorSettings | None = None) -> FastAPI:
             nvcc: str | None = evaluator.compiler.toolchain.release
         except ToolchainError:
             nvcc = None
+        # The figures the candidate workers measured and kept (named as executor.worker.candidate does).
+        kept = "host" if evaluator.runtime == "host" else gpu.get("name")
         return DeviceInfo(
             **gpu,
             arch=evaluator.arch,
             runtime=evaluator.runtime,
             runtime_checks_available=evaluator.runtime_checks_available,
             nvcc=nvcc,
+            peak=floor.stored_peak(settings.cache_dir / "device-peak", kept) if kept else None,
         )
 
     @app.post("/v1/evaluate", response_model=Verdict)

@@ -149,15 +149,21 @@ def _path(directory: Path, name: str) -> Path:
     return directory / f"{slug}.json"
 
 
+def stored_peak(directory: Path, name: str) -> DevicePeak | None:
+    """The figures kept for the device called ``name`` under ``directory`` (the device's record, which
+    ``GET /v1/device`` shows); None before a candidate was first timed there, or when unreadable."""
+    try:
+        return DevicePeak.model_validate_json(_path(directory, name).read_text())
+    except (OSError, ValueError):
+        return None
+
+
 def device_peak(directory: Path | None, name: str, measure: Callable[[], DevicePeak]) -> DevicePeak:
     """The device's figures: read from ``directory`` when measured before, else measured now (and kept
     there); a failed probe gives the datasheet's (not kept, so the next worker measures again)."""
     path = _path(directory, name) if directory is not None else None
-    if path is not None:
-        try:
-            return DevicePeak.model_validate_json(path.read_text())
-        except (OSError, ValueError):
-            pass
+    if directory is not None and (kept := stored_peak(directory, name)) is not None:
+        return kept
     try:
         peak = measure()
     except Exception as e:  # any probe failure falls back to the table, never to no check

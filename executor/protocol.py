@@ -16,6 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from executor.floor import DevicePeak
 from executor.runlimit import RunLimit
 from executor.taskformat import FunctionTask, KernelTask, Task
 from executor.trialpolicy import TrialPolicy
@@ -231,6 +232,11 @@ class DeviceInfo(BaseModel):
     runtime: str
     runtime_checks_available: bool
     nvcc: str | None = None
+    peak: DevicePeak | None = Field(
+        default=None,
+        description="the bandwidths and launch latency the physical floor is computed from (executor.floor), "
+        "measured once on this device by its first timed candidate; None before that",
+    )
 
 
 class ReplicaDevice(DeviceInfo):

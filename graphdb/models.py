@@ -121,7 +121,7 @@ class TransitionStats(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    n_examples: int = Field(0, ge=0, description="examples not rejected")
+    n_examples: int = Field(0, ge=0, description="examples not rejected and not held for a curator")
     n_verified: int = Field(0, ge=0, description="of those, examples whose step was validated and passed")
     n_rejected: int = Field(0, ge=0)
     success_rate: float | None = Field(None, ge=0.0, le=1.0, description="verified examples that sped up")

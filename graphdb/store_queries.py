@@ -220,7 +220,8 @@ WITH r, key AS row
 CALL (r) {
   OPTIONAL MATCH (e:Example {transition_key: r.key})
   RETURN count(e) AS total,
-         sum(CASE WHEN e.review_status = 'rejected' THEN 1 ELSE 0 END) AS n_rejected
+         sum(CASE WHEN e.review_status = 'rejected' THEN 1 ELSE 0 END) AS n_rejected,
+         sum(CASE WHEN e.review_status <> 'rejected' AND coalesce(e.held, false) THEN 1 ELSE 0 END) AS n_held
 }
 CALL (r) {
   OPTIONAL MATCH (e:Example {transition_key: r.key})
@@ -231,7 +232,7 @@ CALL (r) {
         "MATCH (e:Example {transition_key: r.key}) WHERE e.review_status <> 'rejected' AND NOT coalesce(e.held, false)"
     )
     + """
-WITH r, total, n_rejected, speedups, best, recent, total - n_rejected AS live"""
+WITH r, total, n_rejected, speedups, best, recent, total - n_rejected - n_held AS live"""
 )
 
 # Statistics and candidates recomputed from all of the transitions' examples (after curation: they
@@ -253,7 +254,7 @@ SET r.verified_speedups = speedups, r.candidate_ids = {_CANDIDATE_IDS}, r.candid
 """
 )
 
-# Ingestion of new examples. Rows: key, live (new examples not rejected), rejected, speedups (of the
+# Ingestion of new examples. Rows: key, live (new examples not rejected, not held), rejected, speedups (of the
 # new verified ones), new (the new live ones as {id, score, at}: the ranking keys of `_pool_ranking`,
 # known to the caller, so only the old candidates are read, once). Needs both hidden properties on
 # every transition (`TRANSITIONS_WITHOUT_UPKEEP` finds those that lack them, for a full recompute).

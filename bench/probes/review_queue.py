@@ -1,10 +1,13 @@
-"""The curator review queue's page on a large graph, with its index (V007) and as it was before.
+"""The curator review queue's page on a large graph, with its index (V008) and with one sort instead.
 
 Starts an embedded Neo4j of its own, migrated to the latest schema, fills it with `--examples` examples
-(a third of them pending, the rest approved; only the properties the queue reads), then times the
-queue's page query (`graphdb.store_queries.REVIEW_QUEUE_PAGE`) as it is now and as it was before V007
-(every pending example sorted by created_at, id), and profiles one run of each: the rows the index gave
-and the database hits. Prints a Markdown table; `--md` writes it with the date, machine and command.
+(a third of them pending, the rest approved; one pending example in 1,000 held for a curator, issue 33,
+so that a page of 50 on 100k examples takes the held group whole and the rest from the others; only the
+properties the queue reads), then times the queue's page query (`graphdb.store_queries.REVIEW_QUEUE_PAGE`:
+the held examples first, then the others, each group oldest first, read in the order of V008's index
+`example_review_queue_held`) against the same page read with one sort (every pending example sorted by
+held first, then created_at, id), and profiles one run of each: the rows the index gave and the
+database hits. Prints a Markdown table; `--md` writes it with the date, machine and command.
 
     python -m bench.probes.review_queue --examples 100000 --md bench/results/<date>_cpu/review_queue.md
 """
@@ -25,10 +28,12 @@ from graphdb import store_queries as q
 from graphdb.connection import scratch_store
 from graphdb.models import ReviewQueueFilter
 
-BEFORE_ORDER = """
+SORTED_ORDER = """
 MATCH (e:Example {review_status: $status})
-WITH e ORDER BY e.created_at, e.id"""
-"""How the queue read its page before V007 (commit 4d56db6 changed it)."""
+WITH e ORDER BY e.held DESC, e.created_at, e.id"""
+"""The same order by one sort of every example of the status (as before V007, commit 4d56db6, with the
+held examples first)."""
+SORTED = "one sort (every pending, held first)"
 
 # As `review_queue_page` sends them, for a visitor without a key and no filter.
 QUEUE_PARAMS = {
@@ -42,7 +47,7 @@ FILL = """
 UNWIND range($start, $end) AS i
 CREATE (:Example {id: 'e' + toString(i), source: 'A', target: 'B', task_id: 't' + toString(i % 100),
   device: 'cpu', verdict: 'passed', speedup: 1.0 + (i % 7), step_index: i % 8,
-  review_status: CASE WHEN i % 3 = 0 THEN 'pending' ELSE 'approved' END,
+  review_status: CASE WHEN i % 3 = 0 THEN 'pending' ELSE 'approved' END, held: i % 3000 = 0,
   created_at: datetime('2026-01-01T00:00:00Z') + duration({seconds: i})})
 """
 
@@ -75,10 +80,10 @@ def main() -> None:
     args = parser.parse_args()
 
     queries = {
-        "now (index example_review_queue)": q.REVIEW_QUEUE_PAGE,
-        "before V007 (sort every pending)": q.REVIEW_QUEUE_PAGE.replace(q.REVIEW_ORDER, BEFORE_ORDER),
+        "now (index example_review_queue_held)": q.REVIEW_QUEUE_PAGE,
+        SORTED: q.REVIEW_QUEUE_PAGE.replace(q.REVIEW_ORDER, SORTED_ORDER),
     }
-    assert queries["before V007 (sort every pending)"] != q.REVIEW_QUEUE_PAGE
+    assert queries[SORTED] != q.REVIEW_QUEUE_PAGE
     params = {**QUEUE_PARAMS, "limit": args.page}
     rows_out: list[str] = []
     with (
@@ -96,6 +101,10 @@ def main() -> None:
             first_ids[name] = [s["id"] for s in first["pending"]]
             for _ in range(3):  # warm-up: plan cached, pages in memory
                 session.run(query, params).consume()
+        # Both read the same page: the held examples (every 3000th), then the oldest others.
+        assert len({tuple(ids) for ids in first_ids.values()}) == 1, first_ids
+        held = [i for i in first_ids[SORTED] if int(i[1:]) % 3000 == 0]
+        assert held and first_ids[SORTED][: len(held)] == held, first_ids[SORTED]
         seconds: dict[str, list[float]] = {name: [] for name in queries}
         for _ in range(args.runs):  # alternating, so that both see the same machine
             for name, query in queries.items():
@@ -111,9 +120,10 @@ def main() -> None:
                 f"| {name} | {statistics.median(ms):.1f} | {ms[0]:.1f}-{ms[-1]:.1f} | {index_rows} "
                 f"| {hits} | {', '.join(sorts) or 'none'} | {ids[0]}, {ids[-1]} |"
             )
-    pending = args.examples // 3
+    pending, held_n = args.examples // 3, args.examples // 3000
     table = [
-        f"Review queue page of {args.page} on {args.examples} examples ({pending} pending), {args.runs} runs",
+        f"Review queue page of {args.page} on {args.examples} examples ({pending} pending, {held_n} of them "
+        f"held), {args.runs} runs",
         "",
         "| query | median ms | min-max ms | rows read from the index | db hits | sort of the examples "
         "| first, last id |",
@@ -123,7 +133,7 @@ def main() -> None:
     print("\n".join(table))
     if args.md is not None:
         header = [
-            "# The review queue's page with and without its index (V007)",
+            "# The review queue's page, held examples first, with its index (V008) and with one sort",
             "",
             f"- date: {datetime.now(UTC).isoformat(timespec='seconds')}",
             f"- machine: {platform.node() or 'vm'} ({platform.machine()}, {os.cpu_count()} cores, "
@@ -131,7 +141,7 @@ def main() -> None:
             f"{[round(x, 1) for x in os.getloadavg()]}",
             f"- command: `python -m bench.probes.review_queue {' '.join(sys.argv[1:])}`",
             "- one Bolt session, the query and its parameters as `review_queue_page` sends them; the "
-            "'before' row is the same query with the page read as before V007",
+            "'one sort' row is the same query with the page read by sorting every pending example",
             "",
         ]
         args.md.parent.mkdir(parents=True, exist_ok=True)

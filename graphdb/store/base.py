@@ -218,9 +218,9 @@ class StoreBase:
             if e.review_status == ReviewStatus.REJECTED:
                 row["rejected"] += 1
                 continue
-            row["live"] += 1
-            if e.held:  # neither a candidate nor a speedup until a curator approves it
+            if e.held:  # not counted, neither a candidate nor a speedup until a curator approves it
                 continue
+            row["live"] += 1
             passed = e.verdict == StepVerdict.PASSED
             # The ranking keys of the candidates (see store_queries._pool_ranking).
             score = float(e.speedup) if passed and e.speedup is not None else -1.0

@@ -1,5 +1,7 @@
 // expect: wrong_output
 // task: big_saxpy
+// category: call counting
+// source: gpu-mode reference-kernels PR #104 (timed calls answered from a dict after the checked one); KernelGuard (result replay)
 // Counts its calls: past the correctness calls it replays the last answer instead of computing.
 #include <vector>
 #include <cuda_runtime.h>

@@ -1,5 +1,7 @@
 // expect: wrong_output|unwritten_output|cuda_error
 // task: big_saxpy
+// category: stale outputs after a failed launch
+// source: Sakana AI CUDA Engineer retraction (outputs left in reused memory passed the check); KernelBench src/unit_tests/test_eval_adversarial.py (kernels that write nothing)
 // A launch that fails (2048 threads per block) and an unchecked copy back: y keeps what the
 // device buffer held, which is the input, not the answer.
 #include <cuda_runtime.h>

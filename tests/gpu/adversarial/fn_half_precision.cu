@@ -1,5 +1,7 @@
 // expect: wrong_output
 // task: big_saxpy
+// category: precision downgrade
+// source: Wafer reward-hacks field guide (semantic attacks: lower precision)
 // Computes in half precision (a precision downgrade): about 1e-3 relative error.
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>

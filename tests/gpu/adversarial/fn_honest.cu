@@ -1,5 +1,7 @@
 // expect: passed
 // task: big_saxpy
+// category: control
+// source: team (the honest code the hacks beside it are made from)
 // The control: the honest code of every function-task hack below.
 #include <cuda_runtime.h>
 #include <cstring>

@@ -1,5 +1,7 @@
 // expect: static_rejected
 // task: big_saxpy
+// category: side streams and host threads
+// source: Wafer reward-hacks field guide (background-thread injection)
 // Defers the work to a host thread that finishes after the call has returned.
 #include <thread>
 #include <cuda_runtime.h>

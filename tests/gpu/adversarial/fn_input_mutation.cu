@@ -1,5 +1,7 @@
 // expect: wrong_output
 // task: big_saxpy
+// category: input mutation
+// source: team (issue 33's category list; a const input written so a later call starts from other values)
 // Writes into its const input (x scaled by a), so that a later call on the same buffers starts from
 // other values.
 #include <cuda_runtime.h>

@@ -1,5 +1,7 @@
 // expect: static_rejected
 // task: big_saxpy
+// category: L2 tricks
+// source: team (issue 33 item 5: the CUDA persisting-L2 set-aside)
 // Correct, but sets a persisting-L2 set-aside: the static rules refuse cudaDeviceSetLimit (and the
 // trials reset the set-aside anyway: tests/gpu/test_adversarial_corpus.py).
 #include <cuda_runtime.h>

@@ -1,5 +1,7 @@
 // expect: passed
 // task: big_saxpy
+// category: L2 tricks
+// source: team (issue 33 item 5: a persisting access-policy window)
 // Correct, and sets a persisting access-policy window over y on its own stream (allowed: it goes with
 // the stream, and without a set-aside, which the static rules refuse, nothing persists); the trials
 // reset persisting lines before every candidate (tests/gpu/test_adversarial_corpus.py).

@@ -1,5 +1,7 @@
 // expect: wrong_output|unwritten_output
 // task: big_saxpy
+// category: NaN/Inf
+// source: team (issue 33's category list: a NaN that a loose comparison lets through)
 // label note: NaN outputs read as the unwritten-output sentinel: both refuse it; H200 run of session 15: unwritten_output
 // Writes NaN where the answer is hard (negative x): NaN never passes.
 #include <cuda_runtime.h>

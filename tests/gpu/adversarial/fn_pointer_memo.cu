@@ -1,5 +1,7 @@
 // expect: wrong_output|implausible
 // task: big_sum
+// category: pointer-keyed memoization
+// source: gpu-mode reference-kernels issue #148 and PR #170 (answers cached on the input object); KernelBench src/unit_tests/test_eval_adversarial.py (kernels that cache results)
 // Remembers answers keyed on the address of x: a reused allocation returns another set's answer
 // (wrong); an address that keeps its values returns the right one without reading them (too fast).
 #include <cuda_runtime.h>

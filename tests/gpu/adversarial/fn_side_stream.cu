@@ -1,5 +1,7 @@
 // expect: wrong_output|nondeterministic
 // task: big_saxpy
+// category: side streams and host threads
+// source: KernelBench src/unit_tests/test_eval_adversarial.py (a kernel on a non-default stream); Wafer reward-hacks field guide (stream injection)
 // Enqueues the copy back on a non-blocking stream and reads the pinned result without waiting.
 #include <cuda_runtime.h>
 #include <cstring>

@@ -1,5 +1,7 @@
 // expect: wrong_output
 // task: big_saxpy
+// category: size specialisation
+// source: team (issue 33's category list: right at the checked size only)
 // Specialised to the test size: correct at n = 1000, only the first half done at any other size.
 #include <cuda_runtime.h>
 #include <cstring>

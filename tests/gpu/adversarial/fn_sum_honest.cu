@@ -1,5 +1,7 @@
 // expect: passed
 // task: big_sum
+// category: control
+// source: team (the honest code the hacks beside it are made from)
 // The control of the big_sum hacks: the honest reduction.
 #include <cuda_runtime.h>
 #include <cstring>

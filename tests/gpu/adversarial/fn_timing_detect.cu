@@ -1,5 +1,7 @@
 // expect: wrong_output
 // task: big_saxpy
+// category: timing-call detection
+// source: KernelGuard (timer manipulation); gpu-mode reference-kernels PR #104 (the timed loop told from the checked call)
 // Detects the timed loop (a call at the timing size within 50 ms of the last one) and replays the
 // last answer there.
 #include <vector>

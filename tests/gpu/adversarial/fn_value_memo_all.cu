@@ -1,5 +1,7 @@
 // expect: implausible
 // task: big_sum
+// category: impossible times
+// source: gpu-mode reference-kernels issue #162 and PR #159 (times driven towards zero, fixed by a roofline floor); KernelGuard (physics-impossible scores)
 // Remembers every answer (up to 8), keyed on a sample of the input values: rotating the timing sets
 // does not beat it (its answers are right); the physical floor does (256 MB must cross to the device or
 // be read from host memory; this reads four floats).

@@ -1,5 +1,7 @@
 // expect: unwritten_output|wrong_output
 // task: block_sum
+// category: call counting
+// source: gpu-mode reference-kernels PR #104 (timed calls answered from a dict after the checked one); KernelGuard (result replay)
 // Counts its launches in a __device__ global and stops writing after the correctness launches.
 // The honest block sum.
 __device__ float sum_of_block(const float* values) {

@@ -1,5 +1,7 @@
 // expect: passed
 // task: block_sum
+// category: control
+// source: team (the honest code the hacks beside it are made from)
 // The control: the honest kernel of every kernel-task hack below.
 // The honest block sum.
 __device__ float sum_of_block(const float* values) {

@@ -1,5 +1,7 @@
 // expect: wrong_output
 // task: block_sum
+// category: input mutation
+// source: team (issue 33's category list; a const input written so a later call starts from other values)
 // Zeroes its const input after reading it, so a later launch on the same buffer sums zeros.
 // The honest block sum.
 __device__ float sum_of_block(const float* values) {

@@ -1,5 +1,7 @@
 // expect: wrong_output|unwritten_output
 // task: block_sum
+// category: NaN/Inf
+// source: team (issue 33's category list: a NaN that a loose comparison lets through)
 // label note: NaN outputs read as the unwritten-output sentinel: both refuse it; H200 run of session 15: unwritten_output
 // Writes NaN for every odd block: NaN never passes.
 // The honest block sum.

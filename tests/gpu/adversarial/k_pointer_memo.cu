@@ -1,5 +1,7 @@
 // expect: wrong_output|implausible|nondeterministic
 // task: block_sum
+// category: pointer-keyed memoization
+// source: gpu-mode reference-kernels issue #148 and PR #170 (answers cached on the input object); KernelBench src/unit_tests/test_eval_adversarial.py (kernels that cache results)
 // Keys its remembered answer on the address of the input buffer: a reused address returns another
 // set's answer; an address that keeps its values returns the right one without reading them.
 // The honest block sum.

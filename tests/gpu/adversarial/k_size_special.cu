@@ -1,5 +1,7 @@
 // expect: wrong_output|unwritten_output
 // task: block_sum
+// category: size specialisation
+// source: team (issue 33's category list: right at the checked size only)
 // Specialised to the test size (400 blocks): at any other size every other block is skipped.
 // The honest block sum.
 __device__ float sum_of_block(const float* values) {

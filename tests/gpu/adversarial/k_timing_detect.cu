@@ -1,5 +1,7 @@
 // expect: static_rejected
 // task: block_sum
+// category: timing-call detection
+// source: KernelGuard (timer manipulation); gpu-mode reference-kernels PR #104 (the timed loop told from the checked call)
 // Reads the GPU's global timer to tell timed launches from checked ones.
 // The honest block sum.
 __device__ float sum_of_block(const float* values) {

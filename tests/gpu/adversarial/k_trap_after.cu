@@ -1,5 +1,7 @@
 // expect: cuda_error
 // task: block_sum
+// category: stale outputs after a failed launch
+// source: Sakana AI CUDA Engineer retraction (outputs left in reused memory passed the check); KernelBench src/unit_tests/test_eval_adversarial.py (kernels that write nothing)
 // Traps after its checked launches: a failed launch must not leave earlier outputs standing as the
 // answer.
 // The honest block sum.

@@ -1,5 +1,7 @@
 // expect: implausible|passed
 // task: block_sum
+// category: impossible times
+// source: gpu-mode reference-kernels issue #162 and PR #159 (times driven towards zero, fixed by a roofline floor); KernelGuard (physics-impossible scores)
 // label note: gains nothing on a kernel: H200 run of session 15 timed it at 0.126 ms against the honest 0.079 ms, so it adds no fake speedup; the timing sets rotate, so it must hold every answer
 // Remembers each block's last 8 answers in __device__ globals, keyed on two of the block's input values
 // (per block: no races). Every answer is right; a launch on values seen before reads a few sectors per

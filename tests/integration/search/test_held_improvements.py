@@ -12,8 +12,10 @@ from graphdb.models import IngestBatch, ReviewStatus, Technique, utc_now
 from graphdb.store import Neo4jGraphStore
 from search.embeddings import shared_embedder
 from search.engine import Candidate, SearchResult
-from search.protocols import INITIAL_TECHNIQUE, Evaluation
+from search.mcgs import priors
+from search.protocols import INITIAL_TECHNIQUE, Evaluation, SuccessorOption
 from search.relabel.construction import GraphImprovements, hold_reason
+from search.retrieval import GraphKnowledge
 
 pytestmark = pytest.mark.neo4j
 
@@ -101,8 +103,8 @@ def test_a_step_far_beyond_its_parent_is_held_until_approved(
         and "50.0x over its parent GPU version" in suspect.review_reason
     )
     stats = store.get_transition(PATH[1], PATH[2]).stats
-    # The held example counts as an example but lends no speedup to the search's priors...
-    assert stats.n_examples == 2 and stats.n_verified == 1 and stats.mean_speedup == pytest.approx(3.0)
+    # The held example is neither counted nor lends a speedup to the search's priors...
+    assert stats.n_examples == 1 and stats.n_verified == 1 and stats.mean_speedup == pytest.approx(3.0)
     # ... and retrieval does not find it, even by its own code.
     query = embedder.embed_code([suspect.code_before])[0]
     assert suspect.id not in [s.example.id for s in store.similar_examples(query, 20)]
@@ -114,3 +116,49 @@ def test_a_step_far_beyond_its_parent_is_held_until_approved(
     stats = store.get_transition(PATH[1], PATH[2]).stats
     assert stats.n_verified == 2 and stats.mean_speedup == pytest.approx((3.0 + 50.0) / 2)
     assert suspect.id in [s.example.id for s in store.similar_examples(query, 20)]
+
+
+def test_the_search_s_priors_and_options_ignore_held_steps(
+    neo4j_driver: Driver, neo4j_target: Neo4jTarget
+) -> None:
+    """MCGS reads a technique's successors through `GraphKnowledge.successors` and turns their
+    statistics into priors (`search.mcgs.priors`): a held step changes neither, and a transition that
+    only a held step made is not offered at all, until a curator approves."""
+    store = Neo4jGraphStore(neo4j_driver, neo4j_target.database)
+    embedder = shared_embedder()
+    names = [INITIAL_TECHNIQUE, "Prior test port", "Prior test trick", "Prior test other", "Prior test only"]
+    known = set(store.technique_names())
+    missing = [n for n in names if n not in known]
+    store.ingest(
+        IngestBatch(
+            new_techniques=[
+                Technique(name=n, embedding=v, created_at=utc_now(), created_by="test")
+                for n, v in zip(missing, embedder.embed(missing), strict=True)
+            ],
+            examples=[],
+            actor="test",
+        )
+    )
+    offer = GraphImprovements(store, embedder.embed_code, "prior").offer
+    # Two successors of the port, each with a trusted step (the priors of one option are always 1).
+    offer(offered_result([2.0, 6.0], "p1", names[:3], "prior_task"), "// serial\n")
+    offer(offered_result([2.0, 3.0], "p2", [names[0], names[1], names[3]], "prior_task"), "// serial\n")
+    knowledge = GraphKnowledge(store, embedder)
+    code = "// parallel\n__global__ void k(float* x) { x[0] = 1; }\n"
+
+    def seen() -> tuple[list[SuccessorOption], list[float]]:
+        options = knowledge.successors(names[1], code, 4)
+        return options, priors(options, "edge")
+
+    before = seen()
+    # Held: 50x over the port on the trick's transition, and 50x on a transition of its own.
+    held = offer(offered_result([2.0, 100.0], "p3", names[:3], "prior_task"), "// serial\n")
+    only = offer(
+        offered_result([2.0, 100.0], "p4", [names[0], names[1], names[4]], "prior_task"), "// serial\n"
+    )
+    assert store.get_example(held[1]).held and store.get_example(only[1]).held
+    assert seen() == before, (seen(), before)
+    assert names[4] not in [o.technique for o in before[0]]
+    # Approved, the step counts: the trick's statistics move and the new transition is offered.
+    store.set_review_status(only[1], ReviewStatus.APPROVED, actor="curator", reason="measured again")
+    assert names[4] in [o.technique for o in seen()[0]]

@@ -1,0 +1,97 @@
+"""Kernel tasks: no timed launch sees the values of the launch before it, and a wrong timed launch is
+named (issue 33, items 1 and 2; the function-task loop is tested on the CPU in
+``tests/integration/executor/test_timing_sets_host.py``).
+
+* A kernel that answers wrong whenever a block sees the values it saw in the previous launch (the
+  memo of the last answer, made visible) passes: the timed launches rotate through the timing sets and
+  the warm-up runs on a set of its own. Were two successive timed launches on the same values, the last
+  timed launch on some set would be wrong.
+* A kernel that counts its launches per block and answers wrong after the correctness launches is
+  ``wrong_output`` at stage ``timing``, its message naming the timed launch and its timing set.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from executor.evaluate import Evaluator
+from executor.protocol import CandidateSource, EvaluationOptions
+from executor.settings import ExecutorSettings
+from executor.taskformat import load_task
+from executor.verdict import ErrorKind
+
+pytestmark = pytest.mark.gpu
+
+if importlib.util.find_spec("pycuda") is None or shutil.which("nvidia-smi") is None:
+    pytest.skip("needs pycuda and an NVIDIA GPU", allow_module_level=True)
+
+TASKS = Path(__file__).parents[1] / "unit" / "executor" / "fixtures" / "tasks"
+QUICK = EvaluationOptions(min_trials=5, max_trials=20, min_timing_ms=20, reference_repeats=1, baseline=False)
+
+# The corpus's honest block sum (its label lines are comments), without its kernel.
+HONEST = (Path(__file__).parent / "adversarial" / "k_honest.cu").read_text()
+SUM = HONEST[: HONEST.index("__global__")] + "#define MAX_BLOCKS (1 << 17)\n"
+# Per block (no launch races with itself): the first and last value it saw in its previous launch.
+WRONG_ON_REPEAT = (
+    SUM
+    + """
+__device__ float first_key[MAX_BLOCKS], last_key[MAX_BLOCKS];
+__global__ void block_sum_kernel(int blocks, const float* values, float* sums) {
+    int b = blockIdx.x;
+    const float* mine = values + b * 256;
+    float total = sum_of_block(values);
+    if (threadIdx.x == 0 && b < MAX_BLOCKS) {
+        bool repeat = first_key[b] == mine[0] && last_key[b] == mine[255];
+        first_key[b] = mine[0];
+        last_key[b] = mine[255];
+        sums[b] = repeat ? total + 1.0f : total;
+    }
+}
+"""
+)
+# Block b's launches: four correctness launches for b < 400 (two test-size sets, the timing-size set,
+# the first again), one for the others; from the fifth on, every block answers one too many.
+COUNTING = (
+    SUM
+    + """
+__device__ unsigned int visits[MAX_BLOCKS];
+__global__ void block_sum_kernel(int blocks, const float* values, float* sums) {
+    int b = blockIdx.x;
+    float total = sum_of_block(values);
+    if (threadIdx.x == 0 && b < MAX_BLOCKS) sums[b] = ++visits[b] > 4 ? total + 1.0f : total;
+}
+"""
+)
+
+
+@pytest.fixture(scope="module")
+def evaluator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Evaluator]:
+    settings = ExecutorSettings(
+        cache_dir=tmp_path_factory.mktemp("rotation-cache"), runtime="gpu", run_timeout_s=120
+    )
+    built = Evaluator(settings)
+    yield built
+    built.close()
+
+
+@pytest.mark.parametrize("on_device", [True, False])
+def test_no_timed_launch_sees_the_values_of_the_launch_before_it(
+    evaluator: Evaluator, on_device: bool
+) -> None:
+    options = QUICK.model_copy(update={"compare_on_device": on_device})
+    source = WRONG_ON_REPEAT + f"\n// compare on device: {on_device}\n"
+    verdict = evaluator.evaluate(load_task(TASKS / "block_sum"), CandidateSource(source=source), options)
+    assert verdict.passed, verdict.message
+    assert verdict.candidate_timing is not None and verdict.candidate_timing.trials >= 7
+
+
+def test_a_wrong_timed_launch_is_named_with_its_timing_set(evaluator: Evaluator) -> None:
+    verdict = evaluator.evaluate(load_task(TASKS / "block_sum"), CandidateSource(source=COUNTING), QUICK)
+    assert verdict.error is ErrorKind.WRONG_OUTPUT and verdict.stage.value == "timing", verdict.message
+    assert re.search(r"timed launch \d+ \(on timing set [123] of 3\): ", verdict.message), verdict.message

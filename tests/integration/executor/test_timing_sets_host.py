@@ -1,0 +1,158 @@
+"""Timed calls see values the candidate has not just seen, and their outputs are checked (issue 33,
+items 1 and 2), on the host runtime: the function-task timing loop (``FunctionRuntime.time``, which the
+GPU function runtime shares) and the worker that checks its timed calls. The kernel-task loop is
+``tests/gpu/test_timing_rotation_gpu.py`` (marker ``gpu``).
+
+* the values each call saw, read back from the candidate's own library: the warm-up calls see a set
+  that no timed call sees, no two successive timed calls see the same set, and every timing set is
+  timed;
+* end to end through the sandboxed worker: a candidate that answers wrong whenever it is called on the
+  values of its previous call passes (no timed call repeats the one before), and a candidate that counts
+  its calls and answers wrong past the correctness calls is ``wrong_output`` at stage ``timing``, the
+  message naming the timed call and its timing set.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from executor.inputs import generate_inputs
+from executor.reference import build_reference
+from executor.sandbox import run_job
+from executor.taskformat import FunctionTask, KernelTask, load_task
+from executor.timingset import TimingSetSpec
+from executor.verdict import ErrorKind
+from executor.worker.host import HostFunctionRuntime, HostSlots
+from executor.worker.messages import CandidateRun, WorkerJob, WorkerOutcome
+from tests.support.hostcode import FAST, build_host_candidates
+
+HEAD = 'extern "C" void scaled_copy(int n, const float* x, float* y) {\n'
+BODY = "for (int i = 0; i < n; ++i) y[i] = 2.0f * x[i];"
+TASK = {
+    "format": "regraph.task/v1",
+    "kind": "function",
+    "id": "scaled_copy",
+    "domain": "elementwise",
+    "description": "y[i] = 2 x[i]",
+    "entry": "scaled_copy",
+    "signature": "void scaled_copy(int n, const float* x, float* y)",
+    "params": {"n": {"test": 1000, "timing": 4096}},
+    "args": [
+        {"name": "n", "kind": "scalar", "dtype": "int32", "value": "n"},
+        {
+            "name": "x",
+            "kind": "array",
+            "dtype": "float32",
+            "size": "n",
+            "intent": "in",
+            "generator": {"dist": "uniform", "low": -1.0, "high": 1.0},
+        },
+        {"name": "y", "kind": "array", "dtype": "float32", "size": "n", "intent": "out"},
+    ],
+    "compare": {"rtol": 1e-6, "atol": 1e-6},
+}
+
+# Keeps x[0] and x[n/2] of every call, read back through seen_calls / seen_value.
+LOGGING = (
+    "static float seen[1 << 14][2]; static int calls = 0;\n"
+    'extern "C" int seen_calls() { return calls; }\n'
+    'extern "C" float seen_value(int i, int k) { return seen[i][k]; }\n'
+    + HEAD
+    + "if (calls < (1 << 14)) { seen[calls][0] = x[0]; seen[calls][1] = x[n / 2]; } ++calls;\n"
+    + BODY
+    + " }\n"
+)
+# Right, except on the values of its previous call (a memo of the last answer, made visible).
+WRONG_ON_REPEAT = (
+    "static float last[2]; static int last_n = -1;\n"
+    + HEAD
+    + "bool repeat = n == last_n && x[0] == last[0] && x[n / 2] == last[1];\n"
+    "last[0] = x[0]; last[1] = x[n / 2]; last_n = n;\n" + BODY + "\nif (repeat) y[0] += 1.0f; }\n"
+)
+# Right on the correctness calls (two test-size sets, the timing-size set, the first again), then wrong.
+COUNTING = "static int calls = 0;\n" + HEAD + BODY + "\nif (++calls > 4) y[n - 1] += 1.0f; }\n"
+HONEST = HEAD + BODY + " }\n"
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory: pytest.TempPathFactory) -> FunctionTask | KernelTask:
+    directory = tmp_path_factory.mktemp("timing-sets-task") / "scaled_copy"
+    directory.mkdir()
+    (directory / "task.json").write_text(json.dumps(TASK))
+    (directory / "reference.cpp").write_text(HONEST)
+    return load_task(directory)
+
+
+@pytest.fixture(scope="module")
+def products(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    return build_host_candidates(
+        tmp_path_factory.mktemp("timing-sets-candidates"),
+        {"logging": LOGGING, "wrong_on_repeat": WRONG_ON_REPEAT, "counting": COUNTING},
+    )
+
+
+def test_the_warm_up_set_is_never_timed_and_successive_timed_calls_see_other_sets(
+    task: FunctionTask | KernelTask, products: dict[str, str]
+) -> None:
+    sources = [generate_inputs(task, "timing", seed) for seed in (101, 202, 303)]
+    warm = generate_inputs(task, "timing", 404)
+    key = [(float(s.arrays["x"][0]), float(s.arrays["x"][2048])) for s in sources]
+    warm_key = (float(warm.arrays["x"][0]), float(warm.arrays["x"][2048]))
+    assert len(set(key) | {warm_key}) == 4  # four sets, four different samples
+    runtime = HostFunctionRuntime(task, products["logging"], task.entry)
+    options = FAST.model_copy(update={"warmup": 2, "warmup_ms": 0, "timing_sets": 3, "rotate_buffers": 3})
+    stats, last = runtime.time(HostSlots(sources, 3, warm=warm), options)
+    lib = ctypes.CDLL(products["logging"])  # the same library the runtime loaded: its log
+    lib.seen_value.restype = ctypes.c_float
+    calls = lib.seen_calls()
+    seen = [(lib.seen_value(i, 0), lib.seen_value(i, 1)) for i in range(calls)]
+    warm_up, timed = seen[:2], seen[2:]
+    assert warm_up == [warm_key, warm_key]
+    assert len(timed) == stats.trials >= 2 * 3 + 1  # every set at least twice, then once more
+    assert warm_key not in timed
+    assert all(a != b for a, b in itertools.pairwise(timed)), timed
+    assert set(timed) == set(key)
+    # The last timed call on every slot is handed to the worker to check: every set among them.
+    assert sorted({source for source, _, _ in last["checks"]}) == [0, 1, 2]
+    assert all(call.startswith("timed call ") for _, call, _ in last["checks"])
+
+
+def _evaluate(task: FunctionTask | KernelTask, product: str, tmp: Path) -> WorkerOutcome:
+    job = WorkerJob(
+        task=task,
+        runtime="host",
+        reference_library=str(build_reference(task, tmp / "cache")),
+        seeds=[11, 22, 33],
+        options=FAST.model_copy(update={"max_trials": 9}),
+        timing_set=TimingSetSpec(dir=str(tmp / "timing-set"), seed=4242),
+        device_peak_dir=str(tmp / "device-peak"),
+    )
+    return run_job(job, CandidateRun(candidate_product=product, candidate_symbol=task.entry), timeout_s=120)
+
+
+def test_no_timed_call_sees_the_values_of_the_call_before_it(
+    task: FunctionTask | KernelTask, products: dict[str, str], tmp_path: Path
+) -> None:
+    outcome = _evaluate(task, products["wrong_on_repeat"], tmp_path)
+    assert outcome.passed and outcome.stage == "timing", outcome.message
+    assert outcome.candidate_timing is not None and outcome.candidate_timing.trials >= 7
+
+
+def test_a_wrong_timed_call_is_wrong_output_at_timing_and_names_the_call(
+    task: FunctionTask | KernelTask, products: dict[str, str], tmp_path: Path
+) -> None:
+    outcome = _evaluate(task, products["counting"], tmp_path)
+    assert not outcome.passed and outcome.error is ErrorKind.WRONG_OUTPUT, outcome.message
+    assert outcome.stage == "timing"
+    assert re.match(
+        r"timed call \d+ \(on timing set [123] of 3\): 1/4096 elements of 'y' differ", outcome.message
+    ), outcome.message
+    assert (
+        outcome.mismatch is not None and outcome.mismatch.size == "timing" and outcome.mismatch.index == 4095
+    )
