@@ -173,6 +173,13 @@ class TextVectors:
             for text, vector in zip(data["texts"], data["vectors"], strict=True):
                 self._cache[str(text)] = np.asarray(vector, dtype=np.float32)
 
+    def add(self, vectors: dict[str, Vector]) -> None:
+        """Add vectors computed elsewhere (by the same embedder)."""
+        with self._lock:
+            if len(self._cache) + len(vectors) > self.max_entries:
+                self._cache.clear()
+            self._cache.update(vectors)
+
     def get(self, text: str) -> Vector:
         """The vector of `text` (embedded now if needed)."""
         with self._lock:
@@ -194,11 +201,15 @@ _shared_vectors_lock = threading.Lock()
 
 
 def shared_text_vectors(embedder: Embedder) -> TextVectors:
-    """The process-wide embedding cache of `embedder` (technique labels are embedded once per process)."""
+    """The process-wide embedding cache of `embedder` (technique labels are embedded once per process),
+    starting from the packaged taxonomy vectors when they are `embedder`'s (`packaged_vectors`)."""
+    from search.relabel.packaged_vectors import read_packaged_vectors
+
     with _shared_vectors_lock:
         vectors = _shared_vectors.get(id(embedder))
         if vectors is None or vectors.embedder is not embedder:
             vectors = _shared_vectors[id(embedder)] = TextVectors(embedder)
+            vectors.add(read_packaged_vectors(embedder))
         return vectors
 
 
