@@ -496,7 +496,10 @@ class RelabelPolicy:
                 # Precision first: the probability must rest on evidence that tells the best candidate
                 # from the others (name, detail, code), not on one shared word.
                 reason = separation(
-                    ranked, name_words=len(set(concept_tokens(name))), detail=bool(step.detail.strip())
+                    ranked,
+                    name_words=len(set(concept_tokens(name))),
+                    detail=bool(step.detail.strip()),
+                    coverage=index.word_coverage(name),
                 )
                 if reason is not None:
                     verdict = "undecided"

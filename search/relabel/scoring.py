@@ -173,6 +173,13 @@ class TextVectors:
             for text, vector in zip(data["texts"], data["vectors"], strict=True):
                 self._cache[str(text)] = np.asarray(vector, dtype=np.float32)
 
+    def add(self, vectors: dict[str, Vector]) -> None:
+        """Add vectors computed elsewhere (by the same embedder)."""
+        with self._lock:
+            if len(self._cache) + len(vectors) > self.max_entries:
+                self._cache.clear()
+            self._cache.update(vectors)
+
     def get(self, text: str) -> Vector:
         """The vector of `text` (embedded now if needed)."""
         with self._lock:
@@ -194,11 +201,15 @@ _shared_vectors_lock = threading.Lock()
 
 
 def shared_text_vectors(embedder: Embedder) -> TextVectors:
-    """The process-wide embedding cache of `embedder` (technique labels are embedded once per process)."""
+    """The process-wide embedding cache of `embedder` (technique labels are embedded once per process),
+    starting from the packaged taxonomy vectors when they are `embedder`'s (`packaged_vectors`)."""
+    from search.relabel.packaged_vectors import read_packaged_vectors
+
     with _shared_vectors_lock:
         vectors = _shared_vectors.get(id(embedder))
         if vectors is None or vectors.embedder is not embedder:
             vectors = _shared_vectors[id(embedder)] = TextVectors(embedder)
+            vectors.add(read_packaged_vectors(embedder))
         return vectors
 
 
@@ -216,6 +227,27 @@ def mention_core(identifier: str) -> str:
     lowered = identifier.lower()
     core = lowered.strip("_").removesuffix("_sync")
     return core if "_" in core else lowered
+
+
+RARE_WORD_USERS = 2
+"""A word at most this many candidates use is a telling word (`WordCoverage.rare`)."""
+
+
+@dataclass(frozen=True)
+class WordCoverage:
+    """What each candidate's labels and description use of one name's content words.
+
+    `shares`: the share of the name's words it uses, each word weighted by how few candidates use it
+    (log((n + 1) / (users + 1)); a word no candidate uses weighs most): "warp" or "memory" say little
+    about which technique a name means, "shuffle" or "host" much. `rare`: how many of the words it uses
+    are used by at most `RARE_WORD_USERS` candidates ("Loop blocking" uses no such word: "loop" and
+    "block" are in many descriptions).
+    """
+
+    shares: dict[str, float]
+    rare: dict[str, int]
+    unknown: int = 0
+    """How many of the name's words no candidate uses."""
 
 
 @dataclass
@@ -243,6 +275,7 @@ class CandidateIndex:
     _vocab_matrix: np.ndarray[Any, np.dtype[np.float32]] = field(
         default_factory=lambda: np.zeros((0, 0), dtype=np.float32)
     )
+    _idf: np.ndarray[Any, np.dtype[np.float64]] = field(default_factory=lambda: np.zeros(0, dtype=np.float64))
     _mentions: list[tuple[str, ...]] = field(default_factory=list)
     _specificity: dict[str, float] = field(default_factory=dict)
 
@@ -283,6 +316,8 @@ class CandidateIndex:
         for row, vocab in enumerate(self._vocab):
             for word in vocab:
                 self._vocab_matrix[row, self._word_index[word]] = 1.0
+        # How telling each word is: a word few candidates use says more about which one a name means.
+        self._idf = np.log((len(self.candidates) + 1.0) / (self._vocab_matrix.sum(axis=0) + 1.0))
         self._mentions = [tuple(mention_core(m) for m in c.mentions) for c in self.candidates]
         self._keys = {}
         counts: dict[str, int] = {}
@@ -307,6 +342,26 @@ class CandidateIndex:
     def unknown_words(self, name: str) -> list[str]:
         """The content words of `name` that no candidate's labels or description use."""
         return [w for w in concept_tokens(name) if w not in self._word_index]
+
+    def word_coverage(self, name: str) -> WordCoverage:
+        """What each candidate's labels and description use of the name's content words (see
+        `WordCoverage`)."""
+        words = list(dict.fromkeys(concept_tokens(name)))
+        known = [self._word_index[w] for w in words if w in self._word_index]
+        n = len(self.candidates)
+        if not words or not n:
+            return WordCoverage({}, {})
+        weights = self._idf[known] if known else np.zeros(0)
+        total = float(np.sum(weights)) + math.log(n + 1.0) * (len(words) - len(known))
+        covered = self._vocab_matrix[:, known] if known else np.zeros((n, 0), dtype=np.float32)
+        users = covered.sum(axis=0)
+        rare = covered[:, users <= RARE_WORD_USERS].sum(axis=1)
+        shares = covered @ weights / total if total > 0.0 else np.zeros(n)
+        return WordCoverage(
+            {c.name: float(v) for c, v in zip(self.candidates, shares, strict=True)},
+            {c.name: int(v) for c, v in zip(self.candidates, rare, strict=True)},
+            len(words) - len(known),
+        )
 
     def label_hit(self, name: str) -> TechniqueCandidate | None:
         """The graph candidate one of whose labels normalises like `name` (`label_key`, else `bag_key`)."""
@@ -629,12 +684,19 @@ SEPARATION_LEAD = 0.02
 WORDS_EXPLAINED = 1.0 / 3.0
 """At most this share of the name's content words may be missing from the best candidate's labels and
 description for its words to separate it (with its description, see `separation`)."""
+WORDS_COVERED = 0.6
+"""The share of the name's telling words (`CandidateIndex.word_coverage`) the best candidate must use for
+its words alone to separate it (see `separation`)."""
+WORDS_LEAD = 0.25
+"""How far that share must lead every other candidate's."""
 NAME_CONFLICT = 0.1
 """A name this much nearer (cosine) to another candidate than to the best one points elsewhere: the step
 is queued whatever its detail or code say."""
 
 
-def separation(ranked: Ranked, *, name_words: int, detail: bool) -> str | None:
+def separation(
+    ranked: Ranked, *, name_words: int, detail: bool, coverage: WordCoverage | None = None
+) -> str | None:
     """Why the best candidate is not separated from the others, or None when it is (precision first).
 
     A merge by score needs evidence that tells the best candidate from every other one, not a
@@ -648,6 +710,13 @@ def separation(ranked: Ranked, *, name_words: int, detail: bool) -> str | None:
     - *code*: the code change supports it more than any other candidate (`evidence_support`);
     - *mentions*: the name, detail or think mention an identifier of it and of no other candidate
       (negated mentions, "switch from __ldg to ...", do not count: `strip_contrasts`).
+    - *telling words* (with `coverage`, `CandidateIndex.word_coverage`): its labels and description use
+      at least two of the name's content words, one of them a rare word (`RARE_WORD_USERS`), the name
+      has no word that no candidate uses ("Zorbification of the inner loop" is not separated by words),
+      `WORDS_COVERED` of the name's words weighted by how telling each is, and `WORDS_LEAD` more than
+      any other candidate ("Minimizing copies between
+      CPU and GPU": copy and CPU are the host-device transfer technique's words, "minimizing" few
+      others'; no other technique uses more than half of them).
 
     And whatever the detail or code say, a name `NAME_CONFLICT` nearer to another candidate points
     elsewhere: name and detail disagree, and a curator decides.
@@ -684,6 +753,16 @@ def separation(ranked: Ranked, *, name_words: int, detail: bool) -> str | None:
         and text_lead >= SEPARATION_LEAD
     ):
         return None
+    if (
+        coverage is not None
+        and shared >= 2
+        and not coverage.unknown
+        and coverage.rare.get(ranked.names[0], 0) > 0
+    ):
+        top_words = coverage.shares.get(ranked.names[0], 0.0)
+        rival_words = max(coverage.shares.get(n, 0.0) for n in ranked.names[1:])
+        if top_words >= WORDS_COVERED and top_words - rival_words >= WORDS_LEAD:
+            return None
     return (
         f"not_separated: nothing in the name ({name_lead:+.2f} over the nearest other technique"
         f"{', one shared word' if shared <= 1 and name_words >= 2 else ''}), the detail or the code tells "

@@ -207,14 +207,35 @@ ABBREVIATIONS: dict[str, str] = {
 _WORD = re.compile(r"[A-Za-z0-9_]+")
 
 
-def expand_abbreviations(text: str) -> str:
-    """`text` with common CUDA shorthands written out ("smem" -> "shared memory")."""
+_CAMEL = re.compile(r"^(?:[a-z]+|[A-Z][a-z]+)(?:[A-Z][a-z]+)+$")
+"""A word joined in camel case from words of at least two letters each ("loopUnrolling",
+"WarpShuffleReduce", "cudaMemcpyAsync"); "SoA", "SpMV" or "tex2D" are not."""
+_CAMEL_PART = re.compile(r"[A-Z]?[a-z]+")
 
-    def spell(match: re.Match[str]) -> str:
-        word = match.group(0)
+
+def split_compound(word: str) -> str:
+    """A snake_case or camelCase word as its words ("shared_memory_tiling" -> "shared memory tiling",
+    "LoopUnrolling" -> "Loop Unrolling"), each shorthand written out.
+
+    Technique databases and logs key their entries so; the words, not the joined form, say which
+    technique. CUDA's own identifiers that start with an underscore (`__ldg`, `__launch_bounds__`,
+    `__shfl_down_sync`) stay whole: they are matched as identifiers.
+    """
+    if word.startswith("_"):
+        return word
+    parts = [p for p in word.split("_") if p] if "_" in word else [word]
+    words: list[str] = []
+    for part in parts:
+        words.extend(_CAMEL_PART.findall(part) if _CAMEL.match(part) else [part])
+    if len(words) <= 1:
         return ABBREVIATIONS.get(word.lower().strip("_"), word)
+    return " ".join(ABBREVIATIONS.get(w.lower(), w) for w in words)
 
-    return _WORD.sub(spell, text)
+
+def expand_abbreviations(text: str) -> str:
+    """`text` with common CUDA shorthands written out ("smem" -> "shared memory") and snake_case or
+    camelCase words split (`split_compound`)."""
+    return _WORD.sub(lambda match: split_compound(match.group(0)), text)
 
 
 def _stem(token: str) -> str:
@@ -229,6 +250,9 @@ def _stem(token: str) -> str:
     if token.endswith("ss"):
         # "access"/"accesses", "pass"/"passes": a double s is the root's, not a plural.
         return token
+    if token.endswith("ous") and len(token) > 6:
+        # "synchronous" -> "synchron" (meets "synchronize"), "contiguous" -> "contigu"; not a plural.
+        return token[:-3]
     if token.endswith("sses") and len(token) > 5:
         return token[:-2]
     if len(token) > 4 and token.endswith(("ies", "ied")):

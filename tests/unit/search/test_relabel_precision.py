@@ -22,8 +22,16 @@ from search.relabel.relabeler import (
     strange_words,
     technique_candidates,
 )
-from search.relabel.scoring import FEATURES, Ranked, TechniqueCandidate, TextVectors, load_model, separation
-from search.relabel.taxonomy import Taxonomy, content_tokens, label_key, strip_contrasts
+from search.relabel.scoring import (
+    FEATURES,
+    Ranked,
+    TechniqueCandidate,
+    TextVectors,
+    WordCoverage,
+    load_model,
+    separation,
+)
+from search.relabel.taxonomy import Taxonomy, concept_tokens, content_tokens, label_key, strip_contrasts
 
 
 def _full_graph(taxonomy: Taxonomy) -> list[Technique]:
@@ -93,6 +101,22 @@ def test_stems_meet() -> None:
     assert label_key("coalesced access") == label_key("coalesced accesses")
     assert content_tokens("accessing") == content_tokens("access")
     assert content_tokens("passes") == content_tokens("pass")
+    # "synchronous" meets "synchronize" (one idea, `concept_tokens`), not a plural "synchronou"
+    assert concept_tokens("warp-synchronous") == concept_tokens("warp synchronization")
+
+
+def test_compound_words_are_split() -> None:
+    """Technique databases key entries in snake_case or camelCase: the words say which technique."""
+    assert content_tokens("shared_memory_tiling") == content_tokens("shared memory tiling")
+    assert content_tokens("smem_tiling") == content_tokens("shared memory tiling")
+    assert content_tokens("LoopUnrolling") == content_tokens("loop unrolling")
+    assert content_tokens("pinnedHostBuffers") == content_tokens("pinned host buffers")
+    assert content_tokens("--use_fast_math") == content_tokens("fast math")
+    # CUDA's own identifiers stay whole, and so do shorthands that are not camel case
+    assert content_tokens("__launch_bounds__") == ["launch_bound"]
+    assert content_tokens("__shfl_down_sync") == ["shfl_down_sync"]
+    assert content_tokens("SoA") == content_tokens("structure of arrays")
+    assert content_tokens("SpMV") == ["spmv"]
 
 
 @pytest.mark.parametrize(
@@ -192,6 +216,33 @@ def test_separation_rule() -> None:
     assert reason is not None and reason.startswith("name_points_elsewhere")
 
 
+def test_separation_by_telling_words() -> None:
+    """Words separate only when the best candidate uses most of the name's telling words, one of them
+    rare, far more than any other candidate, and the name holds no word nobody uses."""
+    # the name is as near to the runner-up, and the description no nearer: the name alone does not separate
+    close = _ranked(
+        [
+            {"name_sim": 0.54, "text_sim": 0.36, "unexplained": 0.0},
+            {"name_sim": 0.61, "text_sim": 0.43, "unexplained": 0.5},
+        ]
+    )
+    assert separation(close, name_words=4, detail=False) is not None
+    telling = WordCoverage({"t0": 1.0, "t1": 0.46}, {"t0": 1, "t1": 0})
+    assert separation(close, name_words=4, detail=False, coverage=telling) is None
+    # no rare word among them ("Loop blocking": "loop" and "block" are everybody's)
+    common = WordCoverage({"t0": 1.0, "t1": 0.46}, {"t0": 0, "t1": 0})
+    assert separation(close, name_words=4, detail=False, coverage=common) is not None
+    # a word no candidate uses ("Zorbification of the inner loop")
+    unknown = WordCoverage({"t0": 1.0, "t1": 0.46}, {"t0": 1, "t1": 0}, unknown=1)
+    assert separation(close, name_words=4, detail=False, coverage=unknown) is not None
+    # the runner-up uses almost as much
+    near = WordCoverage({"t0": 0.8, "t1": 0.6}, {"t0": 1, "t1": 1})
+    assert separation(close, name_words=4, detail=False, coverage=near) is not None
+    # one shared word is never enough
+    one = _ranked([{"name_sim": 0.54, "unexplained": 0.5}, {"name_sim": 0.61, "unexplained": 0.5}])
+    assert separation(one, name_words=2, detail=False, coverage=telling) is not None
+
+
 # -- the policy on real embeddings ------------------------------------------------------------------
 
 
@@ -210,6 +261,21 @@ def test_one_shared_word_does_not_merge(
     choice = policy.choose(StepInput(name, detail), policy.index(_full_graph(taxonomy)))
     assert choice.outcome == "undecided", (choice.outcome, choice.technique)
     assert any(f.startswith(("not_separated", "name_points_elsewhere")) for f in choice.flags)
+
+
+@pytest.mark.parametrize(
+    ("name", "technique"),
+    [
+        ("Minimizing copies between CPU and GPU", "Host-device transfer reduction"),
+        ("pinnedHostBuffers", "Pinned host memory"),
+        ("overlap_memcpy_with_streams", "Streams and copy-compute overlap"),
+    ],
+)
+def test_telling_words_and_compound_names_merge(
+    policy: RelabelPolicy, taxonomy: Taxonomy, name: str, technique: str
+) -> None:
+    choice = policy.choose(StepInput(name), policy.index(_full_graph(taxonomy)))
+    assert (choice.outcome, choice.technique) == ("merge", technique), choice.flags
 
 
 def test_negated_detail_does_not_pull(policy: RelabelPolicy, taxonomy: Taxonomy) -> None:
