@@ -17,6 +17,7 @@ import atexit
 import compileall
 import contextlib
 import functools
+import glob
 import logging
 import os
 import select
@@ -209,6 +210,21 @@ def _open_to_jail(path: Path, writable: bool) -> None:
             path.chmod(path.stat().st_mode | 0o001)
 
 
+def _open_timing_sets(spec_dir: str | None) -> None:
+    """Let the jail's uid read a task's stored timing sets (``DIR`` and its variants ``DIR.N``): the
+    reference worker stores them in private temporary directories renamed into place."""
+    if not spec_dir or not is_root():
+        return
+    first = Path(spec_dir)
+    with contextlib.suppress(OSError):
+        for top in [first, *first.parent.glob(glob.escape(first.name) + ".*")]:
+            for root, _, files in os.walk(top):
+                os.chmod(root, os.stat(root).st_mode | 0o005)
+                for name in files:
+                    path = os.path.join(root, name)
+                    os.chmod(path, os.stat(path).st_mode | 0o004)
+
+
 def _worker_setup(cwd: str, user: int | None) -> None:  # pragma: no cover - between fork and exec
     """A worker's files (the reference's outputs above all) readable by a jailed candidate worker."""
     os.umask(0o022)
@@ -306,6 +322,9 @@ class WorkerProcess:
         if role != "candidate":
             protection = "none"
         self.protection: Protection = protection or worker_protection(runtime)
+        if role == "reference" and is_root():
+            self.dir.chmod(0o711)  # its outputs reached by name by a jailed candidate worker
+        self._timing_dir: str | None = None
         self._jail_root: Path | None = None
         # Directories to bind besides the usual (and whether writable): a job's, known ahead.
         self._binds = list(binds or [])
@@ -480,6 +499,10 @@ class WorkerProcess:
         """Hand the worker its job, pointed at this worker's result and progress files and memory
         limit (and any other ``fields``). A jailed candidate worker whose jail lacks a directory that
         the job names is started again with it (learned for every later worker)."""
+        if isinstance(job, (WorkerJob, ReferenceJob)) and job.timing_set is not None:
+            self._timing_dir = job.timing_set.dir
+        if isinstance(job, WorkerJob) and self.protection != "none":
+            _open_timing_sets(self._timing_dir)
         if isinstance(job, WorkerJob) and self.job_sent is None:
             missing = [(d, w) for d, w in _job_dirs(job) if not self._covers(d)]
             for d, w in missing:  # bound only if it exists when the worker starts
@@ -497,6 +520,8 @@ class WorkerProcess:
     def admit(self, run: CandidateRun) -> CandidateRun:
         """``run`` with its products in reach of the worker: a product outside its jail's binds is
         linked (or copied) into the worker's directory, and its directory learned for later workers."""
+        if self.protection != "none":  # stored by the reference meanwhile
+            _open_timing_sets(self._timing_dir)
         update: dict[str, str] = {}
         for name in ("candidate_product", "baseline_product"):
             value = getattr(run, name)
@@ -996,6 +1021,7 @@ def finish_reference(
     if killed_for is ErrorKind.TIMEOUT:
         return ReferenceOutcome(ok=False, message=f"the reference was killed after {timeout_s:.0f}s")
     if proc.result_path.exists():
+        _open_timing_sets(proc._timing_dir)  # for the jailed candidate workers that read it
         return ReferenceOutcome.model_validate_json(proc.result_path.read_text())
     _, message = _death_message(proc, proc.stage_text("reference"))
     return ReferenceOutcome(ok=False, message="the reference's worker failed: " + message)

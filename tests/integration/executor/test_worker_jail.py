@@ -17,8 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from executor.compile import find_toolchain
+from executor.errors import ToolchainError
+from executor.evaluate import Evaluator
 from executor.jail import protection
-from executor.protocol import EvaluationOptions
+from executor.protocol import CandidateSource, EvaluationOptions
 from executor.reference import build_reference
 from executor.sandbox import (
     JAIL_EXTRA_ENV,
@@ -28,6 +31,7 @@ from executor.sandbox import (
     run_job,
     worker_protection,
 )
+from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
 from executor.verdict import ErrorKind
 from executor.worker.messages import CandidateRun, WorkerJob
@@ -35,6 +39,7 @@ from tests.support.hostcode import FAST, build_host_candidates
 
 TASKS_DIR = Path(__file__).parents[2] / "unit" / "executor" / "fixtures" / "tasks"
 PROJECT = Path(__file__).resolve().parents[3]
+QUICK = EvaluationOptions(min_trials=3, max_trials=10, min_timing_ms=5, reference_repeats=1, baseline=False)
 
 pytestmark = pytest.mark.skipif(protection() != "namespace", reason="no namespaces on this host")
 
@@ -176,3 +181,31 @@ def test_a_crashing_jailed_candidate_reports_its_signal_and_protection(
     assert outcome.error is ErrorKind.CRASH
     assert "SIGABRT" in outcome.message
     assert "mount/PID-namespace jail" in outcome.message
+
+
+def test_candidates_pass_through_the_evaluator_in_the_jail(tmp_path: Path) -> None:
+    """Through the evaluator, the jailed candidate worker reads what other workers wrote as the
+    executor's user: the reference worker's expected outputs and the task's stored timing set (the
+    second candidate is timed on it). On the H200 (session 17, call 3) this failed before the reference
+    worker's directory and the timing sets were opened to the jail's uid."""
+    try:
+        find_toolchain()
+    except ToolchainError:
+        pytest.skip("no nvcc here")
+    settings = ExecutorSettings(cache_dir=tmp_path / "cache", runtime="host", run_timeout_s=60)
+    evaluator = Evaluator(settings)
+    try:
+        saxpy = load_task(TASKS_DIR / "saxpy")
+        for k in range(2):
+            source = (
+                'extern "C" void saxpy(int n, float a, const float* x, float* y) '
+                "{ for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i]; }\n"
+                "__global__ void stub_kernel() {}\nstatic void never_called() { stub_kernel<<<1, 1>>>(); }\n"
+                f"// variant {k}\n"
+            )
+            verdict = evaluator.evaluate(saxpy, CandidateSource(source=source), QUICK)
+            assert verdict.passed, verdict.message
+            assert verdict.seconds.get("expected_load", 0) > 0 or k == 0, verdict.seconds
+    finally:
+        evaluator.close()
+    assert worker_protection("host") == "namespace"
