@@ -11,6 +11,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 
+from api.deps import JobsDep
 from api.optimize.errors import OptimizeError
 from api.optimize.models import JobPublic, OptimizeCreate
 from api.ui.visitor import VisitDep, WriteDep, event_stream_response, problem, see
@@ -29,8 +30,8 @@ def task_ids(tasks_dir: Path | None) -> list[str]:
 
 
 @router.get("/jobs")
-async def jobs_page(visit: VisitDep) -> HTMLResponse:
-    records = await visit.jobs.list_jobs(limit=50, owner=visit.caller.job_scope)
+async def jobs_page(visit: VisitDep, jobs: JobsDep) -> HTMLResponse:
+    records = await jobs.list_jobs(limit=50, owner=visit.caller.job_scope)
     return visit.render(
         "jobs.html",
         nav="jobs",
@@ -41,7 +42,7 @@ async def jobs_page(visit: VisitDep) -> HTMLResponse:
 
 
 @router.post("/jobs")
-async def start_job(visit: WriteDep) -> RedirectResponse:
+async def start_job(visit: WriteDep, jobs: JobsDep) -> RedirectResponse:
     # Like POST /v1/optimize: any signed-in key may run a job (it changes nothing in the graph).
     fields = {"task_ref": visit.field("task"), "method": visit.field("method") or "regraph-mcgs"}
     numbers = {k: visit.field(k) for k in ("budget", "rollouts", "seed") if visit.field(k)}
@@ -51,33 +52,35 @@ async def start_job(visit: WriteDep) -> RedirectResponse:
         visit.flash("error", f"the job request is not valid: {e}")
         return see("/ui/jobs")
     with visit.reported():
-        record = await visit.jobs.submit(body, owner=visit.caller.job_owner)
+        record = await jobs.submit(body, owner=visit.caller.job_owner)
         logger.info("ui job started", extra={"actor": visit.caller.name, "job": record.id})
         return see(f"/ui/jobs/{record.id}")
     return see("/ui/jobs")
 
 
 @router.get("/jobs/{job_id}")
-async def job_page(visit: VisitDep, job_id: str) -> Response:
+async def job_page(visit: VisitDep, jobs: JobsDep, job_id: str) -> Response:
     with visit.reported():
-        job = JobPublic.of(await visit.jobs.get(job_id, owner=visit.caller.job_scope))
+        job = JobPublic.of(await jobs.get(job_id, owner=visit.caller.job_scope))
         budget = int(job.request.get("budget", 20))
         return visit.render("job.html", nav="jobs", job=job, budget=budget)
     return see("/ui/jobs")
 
 
 @router.get("/jobs/{job_id}/events")
-async def job_events(visit: VisitDep, job_id: str, after: Annotated[int, Query(ge=-1)] = -1) -> Response:
+async def job_events(
+    visit: VisitDep, jobs: JobsDep, job_id: str, after: Annotated[int, Query(ge=-1)] = -1
+) -> Response:
     try:
-        await visit.jobs.get(job_id, owner=visit.caller.job_scope)
-        return await event_stream_response(visit.jobs, job_id, after)
+        await jobs.get(job_id, owner=visit.caller.job_scope)
+        return await event_stream_response(jobs, job_id, after)
     except OptimizeError as e:
         api = problem(e)
         return Response(api.message, status_code=api.status_code, media_type="text/plain")
 
 
 @router.post("/jobs/{job_id}/cancel")
-async def cancel_job(visit: WriteDep, job_id: str) -> RedirectResponse:
+async def cancel_job(visit: WriteDep, jobs: JobsDep, job_id: str) -> RedirectResponse:
     with visit.reported("Cancelled."):
-        await visit.jobs.cancel(job_id, owner=visit.caller.job_scope)
+        await jobs.cancel(job_id, owner=visit.caller.job_scope)
     return see(f"/ui/jobs/{job_id}")
