@@ -4,6 +4,9 @@ live events (server-sent) and its cancel."""
 from __future__ import annotations
 
 import logging
+import stat
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -22,11 +25,59 @@ logger = logging.getLogger(__name__)
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
 
+SETTLED_NS = 2_000_000_000
+"""How old a directory's mtime must be for a listing to be kept: file times tick coarsely (a few ms), so
+a change within the same tick as the listing would leave the mtime as it was (git's "racy" entries)."""
+_KEPT_LISTINGS = 8  # task directories whose listing is kept (one per app's settings, in practice)
+
+
+@dataclass(frozen=True)
+class _Listing:
+    mtime_ns: int  # the directory's, read before it was listed
+    settled: bool  # whether that mtime was old enough to trust for the next request
+    ids: tuple[str, ...]
+    unfinished: tuple[Path, ...]  # entries without a task.json yet (a task being copied in)
+
+
+_listings: dict[Path, _Listing] = {}
+
+
 def task_ids(tasks_dir: Path | None) -> list[str]:
-    """The task library's task ids, sorted (the new job form's choices)."""
-    if tasks_dir is None or not tasks_dir.is_dir():
+    """The task library's task ids, sorted (the new job form's choices).
+
+    The directory is listed again only when it changed (a task added, removed or renamed changes its
+    mtime) or an entry that had no task.json has one now: a task copied into the library shows on the
+    next page without a restart, and a page otherwise costs one `stat`, not a listing.
+    """
+    if tasks_dir is None:
         return []
-    return sorted(p.name for p in tasks_dir.iterdir() if (p / "task.json").is_file())
+    try:
+        status = tasks_dir.stat()
+    except OSError:
+        return []
+    if not stat.S_ISDIR(status.st_mode):
+        return []
+    known = _listings.get(tasks_dir)
+    if (
+        known is not None
+        and known.settled
+        and known.mtime_ns == status.st_mtime_ns
+        and not any((p / "task.json").is_file() for p in known.unfinished)
+    ):
+        return list(known.ids)
+    ids: list[str] = []
+    unfinished: list[Path] = []
+    for entry in tasks_dir.iterdir():
+        if (entry / "task.json").is_file():
+            ids.append(entry.name)
+        elif entry.is_dir():
+            unfinished.append(entry)
+    settled = time.time_ns() - status.st_mtime_ns > SETTLED_NS
+    _listings.pop(tasks_dir, None)
+    _listings[tasks_dir] = _Listing(status.st_mtime_ns, settled, tuple(sorted(ids)), tuple(unfinished))
+    while len(_listings) > _KEPT_LISTINGS:
+        _listings.pop(next(iter(_listings)))
+    return sorted(ids)
 
 
 @router.get("/jobs")
