@@ -25,9 +25,10 @@ from typing import Annotated
 from fastapi import Depends
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
-from api.deps import StateDep
+from api.deps import KeyServiceDep, StateDep
 from api.errors import ServiceError, ServiceErrorKind, ServiceUnavailableError
-from api.graph.service import GraphService, GraphUnavailableError, InvalidApiKeyError
+from api.graph.errors import GraphUnavailableError, InvalidApiKeyError
+from api.keys.service import KeyService
 from api.state import AppState
 from graphdb.models import Role
 
@@ -61,19 +62,9 @@ class Caller:
         return None if self.may(Role.ADMIN) else self.job_owner
 
 
-def get_graph_service(state: StateDep) -> GraphService:
-    """The graph service over the app's store and embedding model."""
-    if state.graph_store is None or state.embedder is None:
-        raise ServiceUnavailableError("the graph store is starting or stopping")
-    return GraphService(state.graph_store, state.embedder)
-
-
-GraphServiceDep = Annotated[GraphService, Depends(get_graph_service)]
-
-
 def get_caller(
     state: StateDep,
-    service: GraphServiceDep,
+    keys: KeyServiceDep,
     api_key: Annotated[str | None, Depends(_api_key_header)],
     bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Caller:
@@ -87,7 +78,7 @@ def get_caller(
             kind=ServiceErrorKind.UNAUTHORIZED,
         )
     try:
-        key = service.key_for_token(token)
+        key = keys.key_for_token(token)
     except InvalidApiKeyError as e:
         raise ServiceError(f"the API key is not valid: {e}", kind=ServiceErrorKind.UNAUTHORIZED) from e
     return Caller(name=key.name, role=key.role, key_id=key.id)
@@ -103,7 +94,7 @@ def key_role(state: AppState, token: str) -> Role | None:
     if state.graph_store is None or state.embedder is None:
         raise ServiceUnavailableError("the graph store is starting or stopping")
     try:
-        return GraphService(state.graph_store, state.embedder).key_for_token(token).role
+        return KeyService(state.graph_store).key_for_token(token).role
     except InvalidApiKeyError:
         return None
     except GraphUnavailableError as e:

@@ -1,7 +1,7 @@
 """Read-only Cypher for users: the one path by which a reader's query reaches Neo4j.
 
 `run_read_only` is that path (``POST /v1/cypher`` and the MCP server both call it, through
-`api.graph.service.run_cypher`). A query passes four layers before any row comes back, each enough on
+`api.cypher.run.run_cypher`). A query passes four layers before any row comes back, each enough on
 its own for what it guards (docs/security.md):
 
 1. **Lexical check** (`check_read_only`): the query is tokenized the way Neo4j reads it (strings,

@@ -4,17 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Query
 
 from api.audit.models import AuditEntryPublic, AuditList
-from api.audit.service import AuditService
-from api.auth import RequireCurator, RequireReader, get_graph_service
-from api.deps import Limit, Offset
+from api.auth import RequireCurator, RequireReader
+from api.deps import AuditServiceDep, Limit, Offset
 from api.errors import responses
-
-# The graph service as this feature's routes use it (the app's one GraphService is each of these).
-AuditServiceDep = Annotated[AuditService, Depends(get_graph_service)]
-
 
 router = APIRouter(prefix="/v1", tags=["graph"])
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, RedirectResponse
 
+from api.deps import AuditServiceDep
 from api.ui.visitor import PAGE, VisitDep, WriteDep, in_thread, see
 from graphdb.models import Role
 
@@ -13,11 +14,15 @@ router = APIRouter(prefix="/ui", include_in_schema=False)
 
 @router.get("/audit")
 async def audit(
-    visit: VisitDep, actor: str = "", action: str = "", target: str = "", since: str = "", until: str = ""
+    visit: VisitDep,
+    service: AuditServiceDep,
+    actor: str = "",
+    action: str = "",
+    target: str = "",
+    since: str = "",
+    until: str = "",
 ) -> HTMLResponse:
-    entries = await in_thread(
-        lambda: visit.service.list_audit(target=target or None, limit=PAGE, offset=0).items
-    )
+    entries = await in_thread(lambda: service.list_audit(target=target or None, limit=PAGE, offset=0).items)
     actors = sorted({e.actor for e in entries})
     actions = sorted({e.action for e in entries})
     shown = [
@@ -43,9 +48,9 @@ async def audit(
 
 
 @router.post("/audit/{audit_id}/undo")
-async def undo_merge(visit: WriteDep, audit_id: str) -> RedirectResponse:
+async def undo_merge(visit: WriteDep, service: AuditServiceDep, audit_id: str) -> RedirectResponse:
     visit.require(Role.CURATOR)
     with visit.reported():
-        done = await in_thread(lambda: visit.service.undo_merge(audit_id, actor=visit.caller.name))
+        done = await in_thread(lambda: service.undo_merge(audit_id, actor=visit.caller.name))
         visit.flash("ok", f"Merge undone: {done.details.get('merged')!r} is a technique again, as it was.")
     return see("/ui/audit")

@@ -1,4 +1,4 @@
-"""Examples over HTTP: list, read, review, split, delete (thin: roles, then `GraphService`, whose errors
+"""Examples over HTTP: list, read, review, split, delete (thin: roles, then `ExampleService`, whose errors
 the app-wide handler answers). Every write is recorded with the key's name.
 """
 
@@ -6,18 +6,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Response, status
+from fastapi import APIRouter, Query, Response, status
 
-from api.auth import RequireCurator, RequireReader, get_graph_service
-from api.deps import Limit, Offset
+from api.auth import RequireCurator, RequireReader
+from api.deps import ExampleServiceDep, Limit, Offset
 from api.errors import responses
 from api.examples.models import ExampleList, ExamplePublic, ReviewRequest, SplitRequest
-from api.examples.service import ExampleService
 from graphdb.models import ReviewStatus
-
-# The graph service as this feature's routes use it (the app's one GraphService is each of these).
-ExampleServiceDep = Annotated[ExampleService, Depends(get_graph_service)]
-
 
 router = APIRouter(prefix="/v1", tags=["graph"])
 

@@ -35,7 +35,7 @@ async def examples_of(
     filtered = device is not None or verdict is not None
     if not filtered:
         page = await s.read(
-            s.graph.list_examples,
+            s.graph.examples.list_examples,
             source=source,
             target=target,
             status=review_status,
@@ -47,7 +47,7 @@ async def examples_of(
     scanned = 0
     while scanned < EXAMPLE_SCAN_LIMIT:
         page = await s.read(
-            s.graph.list_examples,
+            s.graph.examples.list_examples,
             source=source,
             target=target,
             status=review_status,
@@ -76,7 +76,7 @@ async def examples_of(
 
 async def one_example(s: ReasoningGraphService, example_id: str) -> dict[str, Any]:
     """One example with its code before and after."""
-    return s.capped(dump(await s.read(s.graph.get_example, example_id)))
+    return s.capped(dump(await s.read(s.graph.examples.get_example, example_id)))
 
 
 async def review(
@@ -88,7 +88,7 @@ async def review(
         request = ReviewRequest.model_validate({"decision": decision, "reason": reason})
     except ValidationError as e:
         raise ServiceError(f"invalid arguments: {e}", kind=ServiceErrorKind.INVALID) from e
-    reviewed = await s.read(s.graph.review_example, example_id, request, actor=caller.name)
+    reviewed = await s.read(s.graph.examples.review_example, example_id, request, actor=caller.name)
     return s.capped(dump(reviewed))
 
 

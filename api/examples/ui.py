@@ -14,11 +14,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 
-from api.auth import Caller, get_graph_service
-from api.deps import StateDep
+from api.auth import Caller
+from api.deps import ExampleServiceDep, StateDep, TechniqueServiceDep
 from api.examples.models import ExamplePublic, ReviewRequest, SplitRequest
-from api.graph.service import GraphServiceError
+from api.examples.service import ExampleService
+from api.graph.errors import GraphServiceError
 from api.techniques.models import TransitionPublic
+from api.techniques.service import TechniqueService
 from api.ui.render import side_by_side
 from api.ui.visitor import (
     PAGE,
@@ -66,6 +68,8 @@ def _queue_filter(params: dict[str, str]) -> tuple[ReviewQueueFilter, str]:
 
 def _queue_context(
     visit: Visit,
+    service: ExampleService,
+    techniques: TechniqueService,
     params: dict[str, str],
     only: ReviewQueueFilter,
     selected: str | None,
@@ -90,12 +94,16 @@ def _queue_context(
         "current": current,
         "prev_id": shown[index - 1].id if index > 0 else None,
         "next_id": shown[index + 1].id if 0 <= index < len(shown) - 1 else None,
-        "detail": _shown_detail(visit, current, page),
+        "detail": _shown_detail(visit, service, techniques, current, page),
     }
 
 
 def _shown_detail(
-    visit: Visit, current: ExampleSummary | None, page: ReviewQueuePage
+    visit: Visit,
+    service: ExampleService,
+    techniques: TechniqueService,
+    current: ExampleSummary | None,
+    page: ReviewQueuePage,
 ) -> dict[str, Any] | None:
     if current is None:
         return None
@@ -104,24 +112,23 @@ def _shown_detail(
         # shows the example the list says is current (read on its own).
         logger.warning("review queue: the page query showed another example than the list's current")
         with visit.reported():
-            return _example_context(visit, visit.service.get_example(current.id), page.pending)
+            return _example_context(techniques, service.get_example(current.id), page.pending)
         return None
     transition = TransitionPublic.of(page.transition) if page.transition is not None else None
     return _example_detail(ExamplePublic.of(page.example), page.pending, transition, page.technique_names)
 
 
 def _example_context(
-    visit: Visit, example: ExamplePublic, nearby: Sequence[ExamplePublic | ExampleSummary]
+    techniques: TechniqueService, example: ExamplePublic, nearby: Sequence[ExamplePublic | ExampleSummary]
 ) -> dict[str, Any]:
     """An example's detail with its transition and the technique names read separately."""
-    service = visit.service
     try:
-        transition: TransitionPublic | None = service.list_transitions(
+        transition: TransitionPublic | None = techniques.list_transitions(
             source=example.source, target=example.target, limit=1, offset=0
         ).items[0]
     except GraphServiceError:
         transition = None
-    return _example_detail(example, nearby, transition, service.technique_names())
+    return _example_detail(example, nearby, transition, techniques.technique_names())
 
 
 def _example_detail(
@@ -148,6 +155,8 @@ def _example_detail(
 async def queue(
     request: Request,
     state: StateDep,
+    service: ExampleServiceDep,
+    techniques: TechniqueServiceDep,
     technique: str = "",
     transition: str = "",
     task: str = "",
@@ -157,7 +166,6 @@ async def queue(
 ) -> HTMLResponse:
     # Not a `VisitDep`: the key is checked in the page's own query (one round trip, not two).
     session, target = live_session(request)
-    service = get_graph_service(state)
     params = {
         "technique": technique,
         "transition": transition,
@@ -171,10 +179,12 @@ async def queue(
             lambda: service.review_queue_page(session.token, limit=QUEUE_LIMIT, selected=selected, only=only)
         )
     caller = Caller(name=page.key.name, role=page.key.role, key_id=page.key.id)
-    visit = Visit(request, session, caller, service, state.settings, state.jobs)
+    visit = Visit(request, session, caller, state.settings)
     if error:
         visit.flash("error", error)
-    context = await in_thread(lambda: _queue_context(visit, params, only, selected, page))
+    context = await in_thread(
+        lambda: _queue_context(visit, service, techniques, params, only, selected, page)
+    )
     return visit.render("queue.html", nav="queue", **context)
 
 
@@ -182,11 +192,13 @@ async def queue(
 
 
 @router.get("/examples/{example_id}")
-async def example_page(visit: VisitDep, example_id: str) -> Response:
+async def example_page(
+    visit: VisitDep, service: ExampleServiceDep, techniques: TechniqueServiceDep, example_id: str
+) -> Response:
     def load() -> dict[str, Any] | None:
         with visit.reported():
-            example = visit.service.get_example(example_id)
-            return _example_context(visit, example, [])
+            example = service.get_example(example_id)
+            return _example_context(techniques, example, [])
         return None
 
     detail = await in_thread(load)
@@ -202,7 +214,7 @@ def _after_review(visit: Visit, next_id: str) -> RedirectResponse:
 
 
 @router.post("/examples/{example_id}/review")
-async def review(visit: WriteDep, example_id: str) -> Response:
+async def review(visit: WriteDep, service: ExampleServiceDep, example_id: str) -> Response:
     visit.require(Role.CURATOR)
     decision, reason = visit.field("decision"), visit.field("reason")
     if decision not in ("approve", "reject"):
@@ -225,12 +237,12 @@ async def review(visit: WriteDep, example_id: str) -> Response:
         with visit.reported(
             f"{'Approved' if decision == 'approve' else 'Rejected'} example {example_id[:12]}."
         ):
-            await in_thread(lambda: visit.service.review_example(example_id, body, actor=visit.caller.name))
+            await in_thread(lambda: service.review_example(example_id, body, actor=visit.caller.name))
     return _after_review(visit, visit.field("next_id"))
 
 
 @router.post("/examples/{example_id}/split")
-async def split(visit: WriteDep, example_id: str) -> RedirectResponse:
+async def split(visit: WriteDep, service: ExampleServiceDep, example_id: str) -> RedirectResponse:
     visit.require(Role.CURATOR)
     target, source = visit.field("target"), visit.field("source")
     try:
@@ -239,19 +251,21 @@ async def split(visit: WriteDep, example_id: str) -> RedirectResponse:
         visit.flash("error", "name the technique to split the example onto")
         return _after_review(visit, example_id)
     with visit.reported(f"Moved example {example_id[:12]} onto {body.source or 'its source'} -> {target}."):
-        await in_thread(lambda: visit.service.split_example(example_id, body, actor=visit.caller.name))
+        await in_thread(lambda: service.split_example(example_id, body, actor=visit.caller.name))
     return _after_review(visit, visit.field("next_id"))
 
 
 # -- several examples at once: a bulk review, and the backlog ---------------------------------------
 
 
-def _review_each(visit: Visit, ids: list[str], body: ReviewRequest) -> tuple[int, list[str]]:
+def _review_each(
+    visit: Visit, service: ExampleService, ids: list[str], body: ReviewRequest
+) -> tuple[int, list[str]]:
     """Review each example on its own (one audit entry each): how many were, and what refused the others."""
     done, refused = 0, []
     for example_id in ids:
         try:
-            visit.service.review_example(example_id, body, actor=visit.caller.name)
+            service.review_example(example_id, body, actor=visit.caller.name)
             done += 1
         except SERVICE_ERRORS as e:
             refused.append(f"{example_id[:12]}: {problem(e).message}")
@@ -272,7 +286,7 @@ def _bulk_refusal(ids: list[str], decision: str, reason: str) -> str:
 
 
 @router.post("/queue/review")
-async def bulk_review(visit: WriteDep) -> Response:
+async def bulk_review(visit: WriteDep, service: ExampleServiceDep) -> Response:
     """Approve or reject the examples checked in the queue, after one confirmation."""
     visit.require(Role.CURATOR)
     ids, decision, reason = visit.fields("ids"), visit.field("decision"), visit.field("reason")
@@ -292,7 +306,7 @@ async def bulk_review(visit: WriteDep) -> Response:
     if asked is not None:
         return asked
     body = ReviewRequest(decision=decision, reason=reason)
-    done, refused = await in_thread(lambda: _review_each(visit, ids, body))
+    done, refused = await in_thread(lambda: _review_each(visit, service, ids, body))
     visit.flash("ok", f"{'Approved' if decision == 'approve' else 'Rejected'} {done} example(s).")
     if refused:
         visit.flash("error", f"{len(refused)} not reviewed: " + "; ".join(refused))
@@ -313,12 +327,12 @@ class Waiting:
         self.oldest = created_at if self.oldest is None else min(self.oldest, created_at)
 
 
-def _backlog(visit: Visit) -> dict[str, Any]:
+def _backlog(service: ExampleService) -> dict[str, Any]:
     """The pending examples (the oldest `QUEUE_LIMIT`, as the queue reads them) counted by transition,
     technique (either end) and task, each group oldest first."""
     pending: list[ExamplePublic] = []
     while len(pending) < QUEUE_LIMIT:
-        page = visit.service.list_examples(
+        page = service.list_examples(
             source=None, target=None, status=ReviewStatus.PENDING, limit=PAGE, offset=len(pending)
         ).items
         pending.extend(page[: QUEUE_LIMIT - len(pending)])
@@ -348,20 +362,22 @@ def _backlog(visit: Visit) -> dict[str, Any]:
 
 
 @router.get("/backlog")
-async def backlog(visit: VisitDep) -> HTMLResponse:
+async def backlog(visit: VisitDep, service: ExampleServiceDep) -> HTMLResponse:
     """How many examples wait for review per transition, technique and task, the longest waiting first."""
-    return visit.render("backlog.html", nav="queue", **await in_thread(lambda: _backlog(visit)))
+    return visit.render("backlog.html", nav="queue", **await in_thread(lambda: _backlog(service)))
 
 
 # -- a transition and its examples --------------------------------------------------------------------
 
 
 @router.get("/transition")
-async def transition(visit: VisitDep, source: str, target: str) -> Response:
+async def transition(
+    visit: VisitDep, service: ExampleServiceDep, techniques: TechniqueServiceDep, source: str, target: str
+) -> Response:
     def load() -> dict[str, Any] | None:
         with visit.reported():
-            found = visit.service.list_transitions(source=source, target=target, limit=1, offset=0).items[0]
-            examples = visit.service.list_examples(
+            found = techniques.list_transitions(source=source, target=target, limit=1, offset=0).items[0]
+            examples = service.list_examples(
                 source=source, target=target, status=None, limit=200, offset=0
             ).items
             return {"transition": found, "examples": examples}

@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from fastapi import APIRouter, status
 
-from fastapi import APIRouter, Depends, status
-
-from api.auth import RequireAdmin, get_graph_service
+from api.auth import RequireAdmin
+from api.deps import KeyServiceDep
 from api.errors import responses
 from api.keys.models import ApiKeyCreate, ApiKeyCreated, ApiKeyPublic
-from api.keys.service import KeyService
-
-# The graph service as this feature's routes use it (the app's one GraphService is each of these).
-KeyServiceDep = Annotated[KeyService, Depends(get_graph_service)]
-
 
 router = APIRouter(prefix="/v1", tags=["graph"])
 

@@ -26,7 +26,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.auth import Caller, get_caller
 from api.errors import ServiceError, ServiceUnavailableError, envelope, http_error
-from api.graph.service import GraphService
+from api.keys.service import KeyService
 from api.mcp.evaluations import EvaluationJobs
 from api.mcp.server import build_mcp_server
 from api.mcp.service import BACKSTOP_S, ReasoningGraphService
@@ -57,7 +57,7 @@ def _authenticate(state: AppState, headers: dict[str, str], timeout_s: float) ->
     api_key, bearer = _credentials(headers)
     # The key lookup runs under the MCP read limit, server-side, like the tools' reads.
     store = Neo4jGraphStore(state.driver, state.target.database, timeout_s=timeout_s)
-    return get_caller(state, GraphService(store, state.embedder), api_key, bearer)
+    return get_caller(state, KeyService(store), api_key, bearer)
 
 
 class ApiKeyGate:

@@ -24,7 +24,8 @@ from pydantic import BaseModel
 
 from api.auth import Caller
 from api.errors import ServiceError, ServiceErrorKind, ServiceUnavailableError
-from api.graph.service import GraphService, GraphUnavailableError
+from api.graph.errors import GraphUnavailableError
+from api.graph.service import GraphServices
 from api.mcp.settings import McpSettings
 from api.optimize.service import JobService
 from api.state import AppState
@@ -160,7 +161,7 @@ class ReasoningGraphService:
         self.settings = settings
         # The tools' own store over the API's driver: each transaction carries the read time limit.
         store = Neo4jGraphStore(state.driver, state.target.database, timeout_s=settings.read_timeout_s)
-        self.graph = GraphService(store, state.embedder)
+        self.graph = GraphServices.over(store, state.embedder)
 
     async def bounded(self, timeout_s: float, call: Callable[[], Awaitable[T]]) -> T:
         """Await `call()`, giving up `BACKSTOP_S` after `timeout_s` (the server-side limit it runs under)."""

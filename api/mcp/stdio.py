@@ -23,7 +23,8 @@ import anyio.lowlevel
 
 from api.auth import Caller
 from api.errors import ServiceError, ServiceErrorKind, ServiceUnavailableError
-from api.graph.service import GraphService, GraphServiceError
+from api.graph.errors import GraphServiceError
+from api.keys.service import KeyService
 from api.mcp.evaluations import EvaluationJobs
 from api.mcp.server import build_mcp_server
 from api.mcp.service import ReasoningGraphService
@@ -55,7 +56,7 @@ def _caller(state: AppState, api_key: str | None) -> Caller:
         return LOCAL_CALLER
     assert state.graph_store is not None and state.embedder is not None  # AppState.open made them
     try:
-        key = GraphService(state.graph_store, state.embedder).key_for_token(api_key)
+        key = KeyService(state.graph_store).key_for_token(api_key)
     except GraphServiceError as e:
         raise StdioStartupError(f"the API key is not valid: {e}") from e
     return Caller(name=key.name, role=key.role, key_id=key.id)

@@ -19,11 +19,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Query
 
-from api.audit.service import AuditService
-from api.auth import RequireCurator, RequireReader, get_graph_service
-from api.deps import Limit, Offset, RelabelServiceDep
+from api.auth import RequireCurator, RequireReader
+from api.deps import AuditServiceDep, Limit, Offset, RelabelServiceDep
 from api.errors import responses
 from api.relabel.models import (
     DecisionList,
@@ -39,10 +38,6 @@ from api.relabel.models import (
 )
 from api.techniques.models import TechniquePublic
 from graphdb.models import RelabelOutcome
-
-# The graph service as this feature's routes use it (the app's one GraphService is each of these).
-AuditServiceDep = Annotated[AuditService, Depends(get_graph_service)]
-
 
 router = APIRouter(prefix="/v1", tags=["relabel"])
 decisions_router = APIRouter(prefix="/v1", tags=["graph"])

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from api.graph.service import (
+from api.graph.errors import (
     GraphConflictError,
     GraphServiceError,
     GraphUnavailableError,

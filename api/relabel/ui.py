@@ -10,6 +10,7 @@ from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 
+from api.deps import AuditServiceDep, RelabelServiceDep, TechniqueServiceDep
 from api.relabel.models import (
     DuplicateList,
     DuplicateMerge,
@@ -21,7 +22,6 @@ from api.relabel.models import (
 from api.ui.visitor import (
     PAGE,
     UNDO_NOTE,
-    RelabelServiceDep,
     Visit,
     VisitDep,
     WriteDep,
@@ -43,13 +43,13 @@ router = APIRouter(prefix="/ui", include_in_schema=False)
 
 
 @router.get("/relabel")
-async def relabel(visit: VisitDep, outcome: str = "", include_undone: bool = False) -> HTMLResponse:
+async def relabel(
+    visit: VisitDep, audit: AuditServiceDep, outcome: str = "", include_undone: bool = False
+) -> HTMLResponse:
     chosen = RelabelOutcome(outcome) if outcome in {o.value for o in RelabelOutcome} else None
     decisions = await in_thread(
         lambda: (
-            visit.service.list_decisions(
-                outcome=chosen, include_undone=include_undone, limit=PAGE, offset=0
-            ).items
+            audit.list_decisions(outcome=chosen, include_undone=include_undone, limit=PAGE, offset=0).items
         )
     )
     return visit.render(
@@ -63,10 +63,10 @@ async def relabel(visit: VisitDep, outcome: str = "", include_undone: bool = Fal
 
 
 @router.post("/relabel/{decision_id}/undo")
-async def undo(visit: WriteDep, decision_id: str) -> RedirectResponse:
+async def undo(visit: WriteDep, audit: AuditServiceDep, decision_id: str) -> RedirectResponse:
     visit.require(Role.CURATOR)
     with visit.reported("Decision undone."):
-        await in_thread(lambda: visit.service.undo_decision(decision_id, actor=visit.caller.name))
+        await in_thread(lambda: audit.undo_decision(decision_id, actor=visit.caller.name))
     return see("/ui/relabel")
 
 
@@ -74,7 +74,9 @@ async def undo(visit: WriteDep, decision_id: str) -> RedirectResponse:
 
 
 @router.get("/relabel-queue")
-async def relabel_queue(visit: VisitDep, relabel: RelabelServiceDep) -> HTMLResponse:
+async def relabel_queue(
+    visit: VisitDep, relabel: RelabelServiceDep, techniques: TechniqueServiceDep
+) -> HTMLResponse:
     def load() -> dict[str, Any]:
         queue = relabel.list_queue(limit=QUEUED_SHOWN, offset=0)
         # The merge field starts on the most probable technique other than the one it is on now.
@@ -82,7 +84,7 @@ async def relabel_queue(visit: VisitDep, relabel: RelabelServiceDep) -> HTMLResp
             item.id: next((c.technique for c in item.candidates if c.technique != item.technique), "")
             for item in queue.items
         }
-        names = [n for n in visit.service.technique_names() if n != INITIAL_TECHNIQUE]
+        names = [n for n in techniques.technique_names() if n != INITIAL_TECHNIQUE]
         return {"queue": queue, "suggested": suggested, "names": names}
 
     context: dict[str, Any] = {"queue": QueueList(items=[], total=0, limit=0, offset=0)}
@@ -164,12 +166,14 @@ def _pair(visit: Visit, first: str, second: str) -> PairReview | None:
 
 
 @router.post("/duplicates/merge")
-async def merge_duplicates(visit: WriteDep, relabel: RelabelServiceDep) -> Response:
+async def merge_duplicates(
+    visit: WriteDep, relabel: RelabelServiceDep, techniques: TechniqueServiceDep
+) -> Response:
     visit.require(Role.CURATOR)
     pair = _pair(visit, "keep", "merge")
     if pair is not None:
         body = DuplicateMerge(keep=pair.first, merge=pair.second)
-        moves = await in_thread(lambda: what_moves(visit.service, body.merge))
+        moves = await in_thread(lambda: what_moves(techniques, body.merge))
         asked = confirm(
             visit,
             "Merge",

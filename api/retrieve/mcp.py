@@ -195,7 +195,7 @@ async def suggest(
     except ValidationError as e:
         raise ServiceError(f"invalid arguments: {e}", kind=ServiceErrorKind.INVALID) from e
     # The search's own retrieval, over the tools' store (its reads carry the read time limit).
-    knowledge = GraphKnowledge(s.graph.store, s.graph.embedder)
+    knowledge = GraphKnowledge(s.graph.retrieval.store, s.graph.retrieval.embedder)
     try:
         options = await s.read(knowledge.successors, request.technique, request.code, request.k)
     except KnowledgeError as e:
@@ -206,7 +206,7 @@ async def suggest(
     except EmbeddingError as e:
         raise ServiceUnavailableError(f"the code could not be embedded: {e}") from e
     # The transitions' statistics (k=0 reads no example and embeds nothing).
-    transitions = await s.read(s.graph.store.successors, request.technique, [], 0)
+    transitions = await s.read(s.graph.retrieval.store.successors, request.technique, [], 0)
     stats = {t.transition.target: t.transition.stats for t in transitions}
     found = [
         SuccessorEvidence(o.technique, stats[o.technique], list(o.examples))

@@ -1,17 +1,16 @@
 """Techniques and transitions over HTTP: list, search, create, rename, merge (thin: roles, then
-`GraphService`, whose errors the app-wide handler answers). Every write is recorded with the key's name.
+`TechniqueService`, whose errors the app-wide handler answers). Every write is recorded with the key's name.
 """
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, status
+from fastapi import APIRouter, Query, status
 
-from api.auth import RequireCurator, RequireReader, get_graph_service
-from api.deps import Limit, Offset
+from api.auth import RequireCurator, RequireReader
+from api.deps import Limit, Offset, RetrievalServiceDep, TechniqueServiceDep
 from api.errors import responses
-from api.retrieve.service import RetrievalService
 from api.techniques.models import (
     MergeRequest,
     TechniqueCreate,
@@ -21,12 +20,6 @@ from api.techniques.models import (
     TechniqueUpdate,
     TransitionList,
 )
-from api.techniques.service import TechniqueService
-
-# The graph service as this feature's routes use it (the app's one GraphService is each of these).
-RetrievalServiceDep = Annotated[RetrievalService, Depends(get_graph_service)]
-TechniqueServiceDep = Annotated[TechniqueService, Depends(get_graph_service)]
-
 
 router = APIRouter(prefix="/v1", tags=["graph"])
 

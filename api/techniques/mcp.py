@@ -14,22 +14,22 @@ from api.mcp.tools import READ_ONLY, McpTools
 
 async def search(s: ReasoningGraphService, query: str, k: int) -> dict[str, Any]:
     """Techniques matching free text (full-text and vector rankings fused), best first."""
-    found = await s.read(s.graph.search_techniques, query, k)
+    found = await s.read(s.graph.retrieval.search_techniques, query, k)
     return s.capped(dump(found))
 
 
 async def all_techniques(s: ReasoningGraphService) -> dict[str, Any]:
     """Every technique's name, description and aliases (one page of up to 1000)."""
-    page = await s.read(s.graph.list_techniques, 1000, 0)
+    page = await s.read(s.graph.techniques.list_techniques, 1000, 0)
     items = [{"name": t.name, "description": t.description, "aliases": t.aliases} for t in page.items]
     return s.capped({"techniques": items, "count": len(items)})
 
 
 async def one_technique(s: ReasoningGraphService, name: str) -> dict[str, Any]:
     """One technique with the transitions out of it (their statistics, no examples)."""
-    found = await s.read(s.graph.get_technique, name)
+    found = await s.read(s.graph.techniques.get_technique, name)
     # No code to rank examples for: the transitions alone (k=0 reads no example and embeds nothing).
-    successors = await s.read(s.graph.store.successors, found.name, [], 0)
+    successors = await s.read(s.graph.retrieval.store.successors, found.name, [], 0)
     return s.capped(
         {
             **dump(found),

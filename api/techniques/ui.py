@@ -11,7 +11,8 @@ from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from pydantic import ValidationError
 
-from api.graph.service import GraphServiceError
+from api.deps import ExampleServiceDep, TechniqueServiceDep, TransferServiceDep
+from api.graph.errors import GraphServiceError
 from api.techniques.models import MergeRequest, TechniqueUpdate, TransitionPublic
 from api.ui.render import fmt_speedup, speedup_colour
 from api.ui.visitor import (
@@ -39,17 +40,17 @@ router = APIRouter(prefix="/ui", include_in_schema=False)
 
 
 @router.get("/techniques")
-async def techniques(visit: VisitDep, q: str = "") -> HTMLResponse:
+async def techniques(visit: VisitDep, service: TechniqueServiceDep, q: str = "") -> HTMLResponse:
     def load() -> dict[str, Any]:
         items = []
         offset = 0
         while True:
-            page = visit.service.list_techniques(PAGE, offset).items
+            page = service.list_techniques(PAGE, offset).items
             items.extend(page)
             if len(page) < PAGE:
                 break
             offset += PAGE
-        links = visit.service.technique_links()
+        links = service.technique_links()
         out_n = Counter({n: k.out_n for n, k in links.items()})
         in_n = Counter({n: k.in_n for n, k in links.items()})
         examples = Counter({n: k.examples_in for n, k in links.items()})
@@ -65,9 +66,8 @@ async def techniques(visit: VisitDep, q: str = "") -> HTMLResponse:
 
 
 @router.get("/technique")
-async def technique(visit: VisitDep, name: str) -> Response:
+async def technique(visit: VisitDep, service: TechniqueServiceDep, name: str) -> Response:
     def load() -> dict[str, Any] | None:
-        service = visit.service
         with visit.reported():
             found = service.get_technique(name)
             transitions = service.transitions_of(found.name)
@@ -96,7 +96,7 @@ async def technique(visit: VisitDep, name: str) -> Response:
 
 
 @router.post("/technique/edit")
-async def edit_technique(visit: WriteDep) -> RedirectResponse:
+async def edit_technique(visit: WriteDep, service: TechniqueServiceDep) -> RedirectResponse:
     visit.require(Role.CURATOR)
     name, new_name, description = visit.field("name"), visit.field("new_name"), visit.field("description")
     try:
@@ -106,14 +106,12 @@ async def edit_technique(visit: WriteDep) -> RedirectResponse:
         return see(f"/ui/technique?{urlencode({'name': name})}")
     landed = name
     with visit.reported("Saved."):
-        landed = (
-            await in_thread(lambda: visit.service.update_technique(name, body, actor=visit.caller.name))
-        ).name
+        landed = (await in_thread(lambda: service.update_technique(name, body, actor=visit.caller.name))).name
     return see(f"/ui/technique?{urlencode({'name': landed})}")
 
 
 @router.post("/technique/merge")
-async def merge_technique(visit: WriteDep) -> Response:
+async def merge_technique(visit: WriteDep, service: TechniqueServiceDep) -> Response:
     visit.require(Role.CURATOR)
     source, into = visit.field("source"), visit.field("into")
     try:
@@ -121,7 +119,7 @@ async def merge_technique(visit: WriteDep) -> Response:
     except ValidationError:
         visit.flash("error", "name both techniques to merge")
         return see(f"/ui/technique?{urlencode({'name': source})}")
-    moves = await in_thread(lambda: what_moves(visit.service, source))
+    moves = await in_thread(lambda: what_moves(service, source))
     asked = confirm(
         visit,
         "Merge",
@@ -134,7 +132,7 @@ async def merge_technique(visit: WriteDep) -> Response:
         return asked
     landed = source
     with visit.reported(f"Merged {source!r} into {into!r}; its names are now aliases."):
-        landed = (await in_thread(lambda: visit.service.merge_techniques(body, actor=visit.caller.name))).name
+        landed = (await in_thread(lambda: service.merge_techniques(body, actor=visit.caller.name))).name
     return see(f"/ui/technique?{urlencode({'name': landed})}")
 
 
@@ -168,12 +166,14 @@ def _edge(t: TransitionPublic, top: int) -> dict[str, Any]:
 
 
 @router.get("/graph/data")
-async def graph_data(visit: VisitDep) -> JSONResponse:
+async def graph_data(
+    visit: VisitDep, service: TechniqueServiceDep, transfer: TransferServiceDep
+) -> JSONResponse:
     def load() -> dict[str, Any]:
-        names = visit.service.technique_names()
+        names = service.technique_names()
         # Past a few thousand edges a browser drawing them all stops being usable: the thinnest go.
-        transitions = visit.service.busiest_transitions(GRAPH_EDGE_LIMIT)
-        total = visit.service.store.counts()["transitions"]
+        transitions = service.busiest_transitions(GRAPH_EDGE_LIMIT)
+        total = transfer.counts()["transitions"]
         degree = Counter[str]()
         for t in transitions:
             degree[t.source] += t.stats.n_examples
@@ -193,11 +193,13 @@ async def graph_data(visit: VisitDep) -> JSONResponse:
 
 
 @router.get("/graph/examples")
-async def graph_examples(visit: VisitDep, source: str, target: str) -> JSONResponse:
+async def graph_examples(
+    visit: VisitDep, examples: ExampleServiceDep, source: str, target: str
+) -> JSONResponse:
     """A transition's best examples for the graph's side panel: the fastest verified first."""
 
     def load() -> list[dict[str, Any]]:
-        found = visit.service.list_examples(source=source, target=target, status=None, limit=200, offset=0)
+        found = examples.list_examples(source=source, target=target, status=None, limit=200, offset=0)
         best = sorted(found.items, key=lambda e: (e.speedup is None, -(e.speedup or 0.0)))
         return [
             {

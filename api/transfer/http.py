@@ -3,21 +3,16 @@
 from __future__ import annotations
 
 import tempfile
-from typing import Annotated
 
 import anyio
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from starlette.datastructures import UploadFile
 
-from api.auth import RequireAdmin, get_graph_service
+from api.auth import RequireAdmin
+from api.deps import TransferServiceDep
 from api.errors import ServiceError, ServiceErrorKind, responses
 from api.transfer.models import ImportSummary
-from api.transfer.service import TransferService
 from graphdb.models import GraphExport
-
-# The graph service as this feature's routes use it (the app's one GraphService is each of these).
-TransferServiceDep = Annotated[TransferService, Depends(get_graph_service)]
-
 
 router = APIRouter(prefix="/v1", tags=["graph"])
 

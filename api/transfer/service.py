@@ -25,6 +25,11 @@ class TransferService:
         """Serve `store`."""
         self.store = store
 
+    def counts(self) -> dict[str, int]:
+        """How many records of each kind the graph holds (techniques, transitions, examples, ...)."""
+        with translated():
+            return self.store.counts()
+
     def export_graph(self) -> GraphExport:
         """The whole graph as one `regraph.graph/v1` document."""
         with translated():

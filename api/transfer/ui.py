@@ -6,6 +6,7 @@ from fastapi import APIRouter
 from fastapi.responses import RedirectResponse, Response
 from starlette.datastructures import UploadFile
 
+from api.deps import TransferServiceDep
 from api.ui.visitor import VisitDep, WriteDep, in_thread, see
 from graphdb.models import Role
 
@@ -13,9 +14,9 @@ router = APIRouter(prefix="/ui", include_in_schema=False)
 
 
 @router.get("/admin/export")
-async def export(visit: VisitDep) -> Response:
+async def export(visit: VisitDep, service: TransferServiceDep) -> Response:
     visit.require(Role.ADMIN)
-    exported = await in_thread(visit.service.export_graph)
+    exported = await in_thread(service.export_graph)
     return Response(
         exported.model_dump_json(),
         media_type="application/json",
@@ -24,7 +25,7 @@ async def export(visit: VisitDep) -> Response:
 
 
 @router.post("/admin/import")
-async def import_graph(visit: WriteDep) -> RedirectResponse:
+async def import_graph(visit: WriteDep, service: TransferServiceDep) -> RedirectResponse:
     visit.require(Role.ADMIN)
     upload = visit.form.get("file") if visit.form is not None else None
     if not isinstance(upload, UploadFile):
@@ -37,7 +38,7 @@ async def import_graph(visit: WriteDep) -> RedirectResponse:
         visit.flash("error", "no file was chosen (or it is empty): choose an export file to import")
         return see("/ui/admin")
     with visit.reported():
-        summary = await in_thread(lambda: visit.service.import_upload(raw, actor=visit.caller.name))
+        summary = await in_thread(lambda: service.import_upload(raw, actor=visit.caller.name))
         ignored = (
             f" The file's {summary.api_keys_ignored} API key(s) were ignored: keys are never imported."
             if summary.api_keys_ignored

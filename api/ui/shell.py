@@ -23,10 +23,9 @@ import api.optimize.ui
 import api.relabel.ui
 import api.techniques.ui
 import api.transfer.ui
-from api.auth import get_graph_service
-from api.deps import StateDep
+from api.deps import KeyServiceDep
 from api.errors import ServiceUnavailableError
-from api.graph.service import GraphUnavailableError, InvalidApiKeyError
+from api.graph.errors import GraphUnavailableError, InvalidApiKeyError
 from api.settings import ApiSettings
 from api.ui.render import highlight_css, templates
 from api.ui.session import CSRF_FIELD, LOGIN_COOKIE, SESSION_COOKIE, SessionStore, tokens_match
@@ -133,14 +132,13 @@ def _login(request: Request, next_url: str, message: str, status_code: int = 200
 
 
 @router.post("/login")
-async def login(request: Request, state: StateDep) -> Response:
+async def login(request: Request, keys: KeyServiceDep) -> Response:
     form = await request.form()
     key, csrf, next_url = (str(form.get(n, "")).strip() for n in ("key", CSRF_FIELD, "next"))
     if not origin_ok(request) or not tokens_match(request.cookies.get(LOGIN_COOKIE, ""), csrf or None):
         raise UiRefused("the sign-in form's CSRF token is missing or wrong: reload the page")
-    service = get_graph_service(state)
     try:
-        found = await in_thread(lambda: service.key_for_token(key))
+        found = await in_thread(lambda: keys.key_for_token(key))
     except InvalidApiKeyError:
         return _login(request, next_url, "That key is not valid (unknown or revoked).", 401)
     except GraphUnavailableError as e:

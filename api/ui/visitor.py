@@ -1,8 +1,8 @@
 """The visitor of the curation workspace: who signed in, their session and CSRF token, and the one
 mapping of service errors to what a page shows.
 
-Every feature's pages (``api/<feature>/ui.py``) take a `Visit` (the signed-in caller, the session, the
-services) for a read and a `WriteDep` visit, which also passed the origin and CSRF checks, for a write;
+Every feature's pages (``api/<feature>/ui.py``) take a `Visit` (the signed-in caller, the session) and
+the service of their feature (`api.deps.TechniqueServiceDep` and the others) for a read and a `WriteDep` visit, which also passed the origin and CSRF checks, for a write;
 a write calls the same service method as the HTTP API's route, with the key's name as the actor. A
 service error becomes a message on the next page (post, redirect, get) through `Visit.reported`, or a
 status and a message through `problem`: those two are the /ui face's whole error mapping.
@@ -21,19 +21,14 @@ from fastapi import Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from starlette.datastructures import FormData
 
-from api.auth import Caller, get_graph_service
+from api.auth import Caller
 from api.cypher.run import run_reader_cypher
-from api.deps import RelabelServiceDep, StateDep
+from api.deps import KeyServiceDep, StateDep
 from api.errors import HttpError, ServiceError, ServiceUnavailableError, http_error
-from api.graph.service import (
-    GraphService,
-    GraphServiceError,
-    GraphUnavailableError,
-    InvalidApiKeyError,
-)
-from api.optimize.service import JobService
+from api.graph.errors import GraphServiceError, GraphUnavailableError, InvalidApiKeyError
 from api.optimize.stream import event_stream_response
 from api.settings import ApiSettings
+from api.techniques.service import TechniqueService
 from api.ui.render import templates
 from api.ui.session import CSRF_FIELD, CSRF_HEADER, SESSION_COOKIE, Session, SessionStore, tokens_match
 from graphdb.models import Role
@@ -42,7 +37,6 @@ __all__ = [
     "PAGE",
     "SERVICE_ERRORS",
     "UNDO_NOTE",
-    "RelabelServiceDep",
     "SignInRequired",
     "UiRefused",
     "Visit",
@@ -93,23 +87,14 @@ class UiRefused(Exception):
 
 @dataclass
 class Visit:
-    """One request of a signed-in person: who, their session, and the services."""
+    """One request of a signed-in person: who, their session, the app's settings and the form posted."""
 
     request: Request
     session: Session
     caller: Caller
-    service: GraphService
     settings: ApiSettings
-    jobs_service: JobService | None
     form: FormData | None = None
     extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def jobs(self) -> JobService:
-        """The running job service (503 while it starts or stops)."""
-        if self.jobs_service is None:
-            raise ServiceUnavailableError("the job service is starting or stopping")
-        return self.jobs_service
 
     def may(self, role: Role) -> bool:
         """Whether the caller's role is at least `role`."""
@@ -194,10 +179,10 @@ def confirm(visit: Visit, title: str, what: str, cancel: str, *, undo_note: str 
     )
 
 
-def what_moves(service: GraphService, name: str) -> str:
+def what_moves(techniques: TechniqueService, name: str) -> str:
     """How much a merge of technique `name` moves (its transitions and examples), for its confirm step."""
     try:
-        transitions = service.transitions_of(name)
+        transitions = techniques.transitions_of(name)
     except GraphServiceError:  # the merge itself reports the error after the confirm step
         return "its transitions and examples"
     examples = sum(t.stats.n_examples + t.stats.n_rejected for t in transitions)
@@ -247,14 +232,13 @@ def signed_in(request: Request, session: Session, target: str) -> Iterator[None]
         raise ServiceUnavailableError(str(e)) from e
 
 
-def get_visit(request: Request, state: StateDep) -> Visit:
+def get_visit(request: Request, state: StateDep, keys: KeyServiceDep) -> Visit:
     """The signed-in visitor of this request; the sign-in page for anyone else."""
     session, target = live_session(request)
-    service = get_graph_service(state)
     with signed_in(request, session, target):
-        key = service.key_for_token(session.token)
+        key = keys.key_for_token(session.token)
     caller = Caller(name=key.name, role=key.role, key_id=key.id)
-    return Visit(request, session, caller, service, state.settings, state.jobs)
+    return Visit(request, session, caller, state.settings)
 
 
 VisitDep = Annotated[Visit, Depends(get_visit)]

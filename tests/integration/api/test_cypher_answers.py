@@ -13,7 +13,7 @@ import pytest
 from neo4j import Driver
 
 from api.errors import status_of
-from api.graph.service import GraphUnavailableError
+from api.graph.errors import GraphUnavailableError
 from api.limits import OverTimeError
 from graphdb.connection import Neo4jTarget, open_driver
 from graphdb.cypher_guard import CypherLimits, run_read_only

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from api.errors import ServiceError, ServiceErrorKind, http_error, status_of
-from api.graph.service import (
+from api.graph.errors import (
     GraphConflictError,
     GraphUnavailableError,
     InvalidApiKeyError,

@@ -2,7 +2,8 @@
 
 `api/<feature>/service.py` may import from `graphdb.store` exactly its own protocol (and its `__init__`
 takes the store as that protocol); only `api/graph/service.py`, which composes the services for the
-faces, takes the whole `GraphStore`.
+faces, takes the whole `GraphStore`. The faces in turn take one feature's service each: the composition
+itself (`GraphServices`) is named only where the faces' dependencies are built.
 """
 
 from __future__ import annotations
@@ -27,7 +28,10 @@ SERVICE_STORES = {
     "transfer": "TransferStore",
     "relabel": "RelabelStore",
 }
-COMPOSITION = "graph"  # api/graph/service.py: GraphService, every service over one GraphStore
+COMPOSITION = "graph"  # api/graph/service.py: GraphServices, every service over one GraphStore
+# Where the composition may be named: the FastAPI dependencies (one alias per feature service, for the
+# /v1 routes and the /ui pages) and the MCP tools' context (`ReasoningGraphService.graph.<feature>`).
+COMPOSITION_USERS = frozenset({"api/deps.py", "api/mcp/service.py"})
 # Services that build a store of their own rather than take one: optimize opens one per job for the
 # search's adapters (`GraphKnowledge` reads it as a RetrievalStore, `GraphImprovements` as an IngestStore).
 STORE_BUILDERS = {"optimize": "Neo4jGraphStore"}
@@ -113,3 +117,32 @@ def test_the_check_sees_every_way_of_importing_the_store(source: str, found: set
 def test_the_check_sees_a_store_parameter_of_another_protocol() -> None:
     source = "class S:\n    def __init__(self, store: GraphStore, *, x: int) -> None: ...\n"
     assert store_parameters(source) == {"GraphStore"}
+
+
+def composition_users(root: Path) -> set[str]:
+    """The modules of api/ (but the composition's own) that import `GraphServices` (or its dependency)."""
+    found: set[str] = set()
+    for path in sorted((root / "api").rglob("*.py")):
+        if path.parent.name == COMPOSITION and path.parent.parent == root / "api":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and any(
+                "graphservices" in a.name.lower().replace("_", "") for a in node.names
+            ):
+                found.add(str(path.relative_to(root)))
+    return found
+
+
+def test_no_route_page_or_tool_takes_the_whole_composition() -> None:
+    assert composition_users(ROOT) == COMPOSITION_USERS
+
+
+def test_the_composition_check_sees_a_page_that_takes_every_service(tmp_path: Path) -> None:
+    for module in COMPOSITION_USERS:
+        (tmp_path / module).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / module).write_text("from api.graph.service import GraphServices\n")
+    (tmp_path / "api" / "techniques").mkdir()
+    (tmp_path / "api" / "techniques" / "ui.py").write_text("from api.deps import get_graph_services\n")
+    (tmp_path / "api" / COMPOSITION).mkdir()
+    (tmp_path / "api" / COMPOSITION / "service.py").write_text("class GraphServices: ...\n")
+    assert composition_users(tmp_path) == {*COMPOSITION_USERS, "api/techniques/ui.py"}
