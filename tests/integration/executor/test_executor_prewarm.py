@@ -82,9 +82,10 @@ def test_repeated_candidates_pass_with_prepared_workers(
 
 
 def test_every_evaluation_draws_fresh_seeds(evaluator: Evaluator, saxpy: FunctionTask | KernelTask) -> None:
+    # The same candidate each time (compiled once): its evaluations still draw seeds of their own.
     seeds = set()
-    for k in range(3):
-        verdict = evaluator.evaluate(saxpy, CandidateSource(source=WRONG + f"// variant {k}\n"), QUICK)
+    for _ in range(3):
+        verdict = evaluator.evaluate(saxpy, CandidateSource(source=WRONG), QUICK)
         assert verdict.error is ErrorKind.WRONG_OUTPUT and verdict.mismatch is not None
         seeds.add(verdict.mismatch.seed)
     assert len(seeds) == 3
@@ -95,8 +96,11 @@ def test_every_candidate_is_timed_on_the_task_timing_set(
 ) -> None:
     """Correctness draws fresh seeds; the trials run on the task's timing set, the same every time,
     and their last output is still checked against the reference's for it."""
-    for k in range(2):
-        verdict = evaluator.evaluate(saxpy, CandidateSource(source=LATE_WRONG + f"// timed {k}\n"), QUICK)
+    # One candidate, compiled once: each evaluation runs it in a worker of its own (its call count
+    # starts again), and only the options decide where its trials' inputs come from.
+    late_wrong = CandidateSource(source=LATE_WRONG)
+    for _ in range(2):
+        verdict = evaluator.evaluate(saxpy, late_wrong, QUICK)
         assert verdict.error is ErrorKind.WRONG_OUTPUT and verdict.stage.value == "timing"
         assert verdict.mismatch is not None and verdict.mismatch.size == "timing"
         assert verdict.mismatch.seed == timing_seed(saxpy)
@@ -104,8 +108,8 @@ def test_every_candidate_is_timed_on_the_task_timing_set(
     assert len(stored) == QUICK.timing_sets  # the task's timing sets, each from its own seed
     fresh = QUICK.model_copy(update={"timing_inputs": "fresh"})
     seeds = set()
-    for k in range(2):
-        verdict = evaluator.evaluate(saxpy, CandidateSource(source=LATE_WRONG + f"// fresh {k}\n"), fresh)
+    for _ in range(2):
+        verdict = evaluator.evaluate(saxpy, late_wrong, fresh)
         assert verdict.error is ErrorKind.WRONG_OUTPUT and verdict.mismatch is not None
         assert verdict.stage.value == "timing" and verdict.mismatch.seed != timing_seed(saxpy)
         seeds.add(verdict.mismatch.seed)
