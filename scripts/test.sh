@@ -16,13 +16,13 @@ echo "== mypy" >&2
 MYPY_CACHE_DIR="${MYPY_CACHE_DIR:-$REGRAPH_CACHE_DIR/mypy}" mypy
 echo "== pytest" >&2
 set +e
-# One process by default. REGRAPH_TEST_WORKERS=2 runs two pytest-xdist workers, each a session of its
-# own with its own Neo4j, handed a whole module (or group, tests/conftest.py) at a time, the slowest
-# first: 742 s of pytest against about 930 s here, but two timing-sensitive tests (spare workers after
-# close, one connection per evaluator) failed in one of two clean-clone runs that way
-# (bench/results/2026-11-28_s16/suite_speed.md), so it is not the default yet.
+# Two pytest-xdist workers by default (this machine has two cores), each a session of its own with its
+# own Neo4j, handed a whole module (or group, tests/conftest.py) at a time, the slowest first: about
+# 750 s of pytest against about 1,000 s in one process (bench/results/2026-11-28_s16/suite_speed.md,
+# bench/results/2026-11-29_s17/suite_speed.md). REGRAPH_TEST_WORKERS=0 runs one process; another
+# number, that many workers. The 30 slowest items are listed at the end (what to cut next).
 # A crash after the tests (in the interpreter's shutdown) prints its threads' stacks too.
-PYTHONFAULTHANDLER=1 python -m pytest -n "${REGRAPH_TEST_WORKERS:-0}" --dist loadgroup "$@"
+PYTHONFAULTHANDLER=1 python -m pytest -n "${REGRAPH_TEST_WORKERS:-2}" --dist loadgroup --durations=30 "$@"
 status=$?
 set -e
 if [ "$status" = 5 ]; then

@@ -14,6 +14,28 @@ def worker_children(role: bytes | None = None) -> list[int]:
     return worker_processes(role, parent=os.getpid())
 
 
+def _parent(stat: str) -> int:
+    """The parent pid in a /proc/PID/stat line (the field after the command's name and state)."""
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def child_processes() -> set[int]:
+    """Pids of every child of this process, whatever it runs. A worker just started may not show its
+    command line yet: the kernel fills it in after the exec has closed the pipe that ``Popen`` waits
+    on, so `worker_children` can miss a worker started a moment ago (and see it later as a new one)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if _parent(stat) == os.getpid():
+            found.add(int(entry.name))
+    return found
+
+
 def worker_processes(role: bytes | None = None, parent: int | None = None) -> list[int]:
     """Pids of the ``executor.worker`` processes on this machine serving ``role`` (every role when
     None), only the children of ``parent`` when given (a fleet's replicas start theirs from Ray's
@@ -27,7 +49,7 @@ def worker_processes(role: bytes | None = None, parent: int | None = None) -> li
             cmdline = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        if parent is not None and int(stat.rsplit(")", 1)[1].split()[1]) != parent:
+        if parent is not None and _parent(stat) != parent:
             continue
         if b"executor.worker" in cmdline and (role is None or role in cmdline):
             found.append(int(entry.name))

@@ -23,7 +23,7 @@ from executor.taskformat import FunctionTask, KernelTask, load_task
 from executor.timingset import timing_seed
 from executor.verdict import ErrorKind
 from tests.support.servers import serve_in_thread
-from tests.support.workers import worker_children
+from tests.support.workers import child_processes, worker_children
 
 TASKS_DIR = Path(__file__).parents[2] / "unit" / "executor" / "fixtures" / "tasks"
 STUB = "\n__global__ void stub_kernel() {}\nstatic void never_called() { stub_kernel<<<1, 1>>>(); }\n"
@@ -47,12 +47,17 @@ LATE_WRONG = (
 QUICK = EvaluationOptions(min_trials=3, max_trials=10, min_timing_ms=5, reference_repeats=1, baseline=False)
 
 
+def host_settings(cache_dir: Path, **fields: object) -> ExecutorSettings:
+    """The ``host`` runtime with run limits no correct saxpy reaches on a loaded machine: the defaults
+    (a 5 s run, 2 s a call) killed a correct candidate once while another test run shared the CPUs.
+    None of these tests is about the run limits (the hang's own test sets its own)."""
+    defaults: dict[str, object] = {"run_timeout_s": 60, "run_limit_floor_s": 30, "run_call_floor_s": 20}
+    return ExecutorSettings.model_validate({"cache_dir": cache_dir, "runtime": "host", **defaults, **fields})
+
+
 @pytest.fixture(scope="module")
 def evaluator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Evaluator]:
-    settings = ExecutorSettings(
-        cache_dir=tmp_path_factory.mktemp("prewarm-cache"), runtime="host", run_timeout_s=60
-    )
-    built = Evaluator(settings)
+    built = Evaluator(host_settings(tmp_path_factory.mktemp("prewarm-cache")))
     yield built
     built.close()
 
@@ -77,9 +82,10 @@ def test_repeated_candidates_pass_with_prepared_workers(
 
 
 def test_every_evaluation_draws_fresh_seeds(evaluator: Evaluator, saxpy: FunctionTask | KernelTask) -> None:
+    # The same candidate each time (compiled once): its evaluations still draw seeds of their own.
     seeds = set()
-    for k in range(3):
-        verdict = evaluator.evaluate(saxpy, CandidateSource(source=WRONG + f"// variant {k}\n"), QUICK)
+    for _ in range(3):
+        verdict = evaluator.evaluate(saxpy, CandidateSource(source=WRONG), QUICK)
         assert verdict.error is ErrorKind.WRONG_OUTPUT and verdict.mismatch is not None
         seeds.add(verdict.mismatch.seed)
     assert len(seeds) == 3
@@ -90,8 +96,11 @@ def test_every_candidate_is_timed_on_the_task_timing_set(
 ) -> None:
     """Correctness draws fresh seeds; the trials run on the task's timing set, the same every time,
     and their last output is still checked against the reference's for it."""
-    for k in range(2):
-        verdict = evaluator.evaluate(saxpy, CandidateSource(source=LATE_WRONG + f"// timed {k}\n"), QUICK)
+    # One candidate, compiled once: each evaluation runs it in a worker of its own (its call count
+    # starts again), and only the options decide where its trials' inputs come from.
+    late_wrong = CandidateSource(source=LATE_WRONG)
+    for _ in range(2):
+        verdict = evaluator.evaluate(saxpy, late_wrong, QUICK)
         assert verdict.error is ErrorKind.WRONG_OUTPUT and verdict.stage.value == "timing"
         assert verdict.mismatch is not None and verdict.mismatch.size == "timing"
         assert verdict.mismatch.seed == timing_seed(saxpy)
@@ -99,8 +108,8 @@ def test_every_candidate_is_timed_on_the_task_timing_set(
     assert len(stored) == QUICK.timing_sets  # the task's timing sets, each from its own seed
     fresh = QUICK.model_copy(update={"timing_inputs": "fresh"})
     seeds = set()
-    for k in range(2):
-        verdict = evaluator.evaluate(saxpy, CandidateSource(source=LATE_WRONG + f"// fresh {k}\n"), fresh)
+    for _ in range(2):
+        verdict = evaluator.evaluate(saxpy, late_wrong, fresh)
         assert verdict.error is ErrorKind.WRONG_OUTPUT and verdict.mismatch is not None
         assert verdict.stage.value == "timing" and verdict.mismatch.seed != timing_seed(saxpy)
         seeds.add(verdict.mismatch.seed)
@@ -148,24 +157,29 @@ def test_other_options_do_not_reuse_prepared_workers(
 def test_closing_stops_every_spare(
     evaluator: Evaluator, tmp_path: Path, saxpy: FunctionTask | KernelTask
 ) -> None:
-    settings = ExecutorSettings(cache_dir=tmp_path, runtime="host", run_timeout_s=60)
+    settings = host_settings(tmp_path)
     # The module's evaluator prepares its next evaluation in the background; let it finish first.
     evaluator.wait_for_preparation()
-    before = set(worker_children())
+    # By pid, whatever each child runs: a spare the module's evaluator started a moment ago may not
+    # show its command line yet, and would otherwise look like one this evaluator left behind.
+    before = child_processes()
     own = Evaluator(settings)
     verdict = own.evaluate(saxpy, CandidateSource(source=CORRECT), QUICK)
     assert verdict.passed, verdict.message
-    assert set(worker_children()) - before  # spares and a prepared pair are waiting
+    own.wait_for_preparation()
+    started = child_processes() - before
+    assert set(worker_children()) & started  # spares and a prepared pair are waiting
     own.close()
+    assert not child_processes() & started  # every process it started is gone, not only the workers
     assert not set(worker_children()) - before
 
 
 def test_without_prewarming_the_same_verdicts_come_back(
     tmp_path: Path, saxpy: FunctionTask | KernelTask
 ) -> None:
-    settings = ExecutorSettings(cache_dir=tmp_path, runtime="host", run_timeout_s=60, prewarm_workers=False)
+    settings = host_settings(tmp_path, prewarm_workers=False)
     cold = Evaluator(settings)
-    before = set(worker_children())
+    before = child_processes()
     try:
         assert cold.evaluate(saxpy, CandidateSource(source=CORRECT), QUICK).passed
         assert cold.evaluate(saxpy, CandidateSource(source=WRONG), QUICK).error is ErrorKind.WRONG_OUTPUT
@@ -180,7 +194,7 @@ def test_without_prewarming_the_same_verdicts_come_back(
 def test_a_task_prepared_ahead_gives_its_first_candidate_its_timing_set_and_reference_timing(
     tmp_path: Path, saxpy: FunctionTask | KernelTask
 ) -> None:
-    settings = ExecutorSettings(cache_dir=tmp_path, runtime="host", run_timeout_s=60)
+    settings = host_settings(tmp_path)
     own = Evaluator(settings)
     try:
         ahead = own.prepare_task(saxpy, QUICK)
@@ -238,7 +252,7 @@ def test_the_executor_service_prepares_a_task_new_to_it(
     """The single executor's API starts a new task's preparation (reference build, timing set,
     reference timing) when its first request arrives, and that request's evaluation waits for it
     instead of doing the work itself; with ``prepare_tasks`` off the evaluation does it."""
-    settings = ExecutorSettings(cache_dir=tmp_path, runtime="host", run_timeout_s=60, prepare_tasks=prepare)
+    settings = host_settings(tmp_path, prepare_tasks=prepare)
     with serve_in_thread(create_app(settings)) as url, ExecutorClient(url, timeout_s=300) as client:
         verdict = client.evaluate(saxpy, CORRECT + "// first of its task\n", QUICK)
     assert verdict.passed, verdict.message

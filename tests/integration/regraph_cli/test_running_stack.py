@@ -182,7 +182,9 @@ def _commands_reach_the_stack(tmp_path: Path, executor_url: str) -> None:
         assert f"already running on {data_dir}: the API at {url} (pid {os.getpid()})" in " ".join(
             second.stderr.split()
         )
-        assert time.monotonic() - started < 30  # no Neo4j was started to find out
+        # No Neo4j was started to find out (up to 180 s): the interpreter's imports only, which took
+        # 16-18 s in `regraph up`'s own refusal with the machine loaded ~16 (test_up_preflight).
+        assert time.monotonic() - started < 45
     assert not running_file(data_dir).exists()  # removed at shut-down
 
 

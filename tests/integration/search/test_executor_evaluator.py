@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
+import time
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -77,20 +78,42 @@ def test_a_cancelled_evaluation_leaves_no_thread_waiting_for_the_executor(tmp_pa
 
 # Rejected by the executor's static checks (no kernel, main() defined): an answer in milliseconds.
 REJECTED = "int main() {}"
-ESTABLISHED = "01"  # the TCP state in /proc/net/tcp
+# TCP states in /proc/net/tcp: open, and those of a side that closed its connection first.
+ESTABLISHED = "01"
+CLOSED_FIRST = {"04": "FIN_WAIT1", "05": "FIN_WAIT2", "06": "TIME_WAIT", "0B": "CLOSING"}
+CLOSE_WAIT = "08"  # the other side closed first (the server's keep-alive timeout ends an idle one)
+
+
+def _connections_to(port: int) -> dict[int, str]:
+    """The TCP connections to `port` on loopback seen from the client's side: local port -> state."""
+    lines = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    fields = [line.split() for line in lines]
+    return {int(f[1].split(":")[1], 16): f[3] for f in fields if int(f[2].split(":")[1], 16) == port}
 
 
 def _established_to(port: int) -> int:
     """How many TCP connections to `port` on loopback are open from the client's side now."""
-    lines = Path("/proc/net/tcp").read_text().splitlines()[1:]
-    fields = [line.split() for line in lines]
-    return sum(1 for f in fields if int(f[2].split(":")[1], 16) == port and f[3] == ESTABLISHED)
+    return sum(1 for state in _connections_to(port).values() if state == ESTABLISHED)
+
+
+def _after_the_close(port: int, ours: int) -> str:
+    """The state of our connection (client port `ours`) once no connection to `port` is open any more.
+
+    Closing a socket is not always instant: a process forked meanwhile by any thread of this one (the
+    executor's workers, a compiler) holds a copy of the descriptor until its exec, and the connection
+    stays open until then. So this waits, at most 30 s; a connection that the client never closed is
+    closed by the server's keep-alive timeout (5 s) instead, which leaves it in CLOSE_WAIT here."""
+    deadline = time.monotonic() + 30
+    while _established_to(port) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return _connections_to(port).get(ours, "gone")
 
 
 def test_an_evaluators_evaluations_share_one_connection_closed_with_it(tmp_path: Path) -> None:
     """A search evaluates many candidates: they reuse one connection to the executor (not one each),
-    and the connection is closed when the evaluator is (the end of the search)."""
-    executor = create_app(ExecutorSettings(cache_dir=tmp_path, runtime="host"))
+    and the connection is closed when the evaluator is (the end of the search), by the evaluator."""
+    # No task preparation: the candidates never get past the static checks.
+    executor = create_app(ExecutorSettings(cache_dir=tmp_path, runtime="host", prepare_tasks=False))
     clients: set[tuple[str, int]] = set()  # the client address of every request the executor got
 
     async def recording(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -105,8 +128,12 @@ def test_an_evaluators_evaluations_share_one_connection_closed_with_it(tmp_path:
                 for _ in range(8):
                     evaluation = await judge.evaluate(REJECTED)
                     assert evaluation.error_kind == "static_rejected", evaluation
-                assert _established_to(port) == 1
+                assert len(clients) == 1, clients
+                (ours,) = (client_port for _, client_port in clients)
+                assert _connections_to(port).get(ours) == ESTABLISHED  # kept open between evaluations
+            state = _after_the_close(port, ours)
             assert _established_to(port) == 0
+            assert state in CLOSED_FIRST, f"our connection is {state}, not closed by the evaluator"
 
     with serve_in_thread(recording) as url:
         port = int(url.rsplit(":", 1)[1])

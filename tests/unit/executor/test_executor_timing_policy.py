@@ -8,6 +8,7 @@ import itertools
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -260,23 +261,33 @@ def test_warm_up_goes_on_until_the_times_settle() -> None:
     assert report["calls"] == len(warm) and report["seconds"] >= 0.0  # what the warm-up cost
 
 
-def test_settling_is_capped_by_its_wall_time() -> None:
-    import time as _time
+def test_settling_is_capped_by_its_wall_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Times that never settle: the warm-up goes on past its ``warmup`` calls and stops at its
+    ``max_warmup_ms`` of wall time. The wall time is a clock that only the trials move (2 ms each),
+    so a loaded machine (a sleep that overruns) cannot change how many trials fit under the cap."""
+    from types import SimpleNamespace
 
+    from executor import checking
+
+    now = [0.0]
+    monkeypatch.setattr(checking, "time", SimpleNamespace(perf_counter=lambda: now[0]))
     batches: list[list[int]] = []
 
     def run_batch(indices: list[int]) -> list[float]:
         batches.append(indices)
-        _time.sleep(0.001 * len(indices))
+        now[0] += 0.002 * len(indices)
         return [1.0 + (i % 7) for i in indices]  # never settles
 
     policy = TrialPolicy(
         warmup=1, warmup_ms=5, min_trials=3, max_trials=3, min_total_ms=0, settle=0.01, max_warmup_ms=40
     )
-    began = _time.perf_counter()
-    measure_batched(run_batch, policy, max_batch=4)
-    assert _time.perf_counter() - began < 1.0
-    assert sum(len(b) for b in batches if b[0] < 0) >= 10
+    warm: dict[str, Any] = {}
+    measure_batched(run_batch, policy, max_batch=4, warmup=warm)
+    warm_calls = sum(len(b) for b in batches if b[0] < 0)
+    # Stopped by the cap (40 ms, then at most the batch under way: 4 trials), not by the warm-up's
+    # limit of calls (10 x max_trials = 30) nor by settling.
+    assert 0.040 <= warm["seconds"] < 0.040 + 4 * 0.002, warm
+    assert warm["calls"] == warm_calls and 10 <= warm_calls < 30, warm
 
 
 def test_settled_compares_the_last_two_windows() -> None:
