@@ -140,12 +140,16 @@ class AppState:
 
     @classmethod
     def open(cls, settings: ApiSettings, progress: Callable[[str], None] | None = None) -> AppState:
-        """Start or reach Neo4j, migrate (when enabled), load the seed graph and the embedding model.
+        """Start or reach Neo4j, migrate (when enabled), load the seed graph; the model loads meanwhile.
 
         `progress` hears each phase as it begins (the API's start-up reports them, `api/startup.py`);
         an exception it raises (shut-down asked for) stops the opening, and what was opened is closed.
         """
         report = progress or (lambda _phase: None)
+        # The model loads in its own thread meanwhile (~5 CPU seconds of imports): readiness does not
+        # wait for it, the first search does (issue 31: ready after a restart in ≤ 15 s).
+        logger.info("embedding model: loading in the background")
+        embedder = shared_embedder(background=True)
         graph = open_graph(graph_options(settings), migrate=settings.migrate_on_start, progress=report)
         state = cls(
             settings=settings,
@@ -169,7 +173,6 @@ class AppState:
             if settings.seed_graph is not None:
                 report("loading the seed graph")
                 load_seed_graph(graph.store, settings.seed_graph)
-            report("loading the embedding model")
             if settings.preload_retrieval:
                 state.preload = threading.Thread(
                     target=preload_retrieval,
@@ -178,7 +181,7 @@ class AppState:
                     daemon=True,
                 )
                 state.preload.start()
-            state.embedder = shared_embedder()
+            state.embedder = embedder
         except BaseException:
             state.close()
             raise
