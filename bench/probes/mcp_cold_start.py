@@ -54,6 +54,18 @@ def _text(result: Any) -> str:
     return "".join(getattr(part, "text", "") for part in result.content)
 
 
+async def _call(client: Client, tool: str, arguments: dict[str, Any]) -> Any:
+    """Call a tool as an agent would: again after a "starting" answer (every second, 10 minutes at most)."""
+    for _ in range(600):
+        result = await client.call_tool(tool, arguments)
+        if not result.is_error:
+            return result
+        if not _text(result).startswith("starting"):
+            raise RuntimeError(f"{tool} failed: {_text(result)[:500]}")
+        await anyio.sleep(1.0)
+    raise TimeoutError(f"{tool}: still starting after 10 minutes")
+
+
 async def one_cycle(source: Path, data_dir: Path) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("REGRAPH_", "NEO4J_"))}
     env |= {
@@ -82,13 +94,10 @@ async def one_cycle(source: Path, data_dir: Path) -> dict[str, Any]:
         mark("handshake")
         tools = await client.list_tools()
         mark("tools listed")
-        tasks = await client.call_tool("list_tasks", {})
-        if tasks.is_error:
-            raise RuntimeError(f"list_tasks failed: {_text(tasks)[:500]}")
+        tasks = await _call(client, "list_tasks", {})
         mark("list_tasks answered")
-        following = await client.call_tool("next_techniques", {"code": code, "k": 1})
-        if following.is_error:
-            raise RuntimeError(f"next_techniques failed: {_text(following)[:500]}")
+        following = await _call(client, "next_techniques", {"code": code, "k": 1})
+        del following
         mark("next_techniques answered")
     return {
         "marks": marks,
