@@ -48,8 +48,22 @@ def graph_options(settings: ApiSettings) -> GraphServerOptions:
     )
 
 
-def preload_retrieval(store: Neo4jGraphStore, stopping: threading.Event) -> None:
-    """Fill the process's retrieval cache (run in a background thread; a failure only costs speed)."""
+PRELOAD_WAITS_FOR_SERVING_S = 30.0
+"""How long the preload waits for the app to serve before it starts anyway."""
+
+
+def preload_retrieval(
+    store: Neo4jGraphStore, stopping: threading.Event, serving: threading.Event | None = None
+) -> None:
+    """Fill the process's retrieval cache (run in a background thread; a failure only costs speed).
+
+    With `serving`, it starts once that is set (or after `PRELOAD_WAITS_FOR_SERVING_S`): ~10 CPU
+    seconds of reads that would otherwise compete with the last steps of the start-up (issue 31).
+    """
+    deadline = time.monotonic() + PRELOAD_WAITS_FOR_SERVING_S
+    while serving is not None and not serving.wait(0.1) and time.monotonic() < deadline:
+        if stopping.is_set():
+            return
     started = time.monotonic()
     try:
         techniques = store.preload_retrieval(stop=stopping)
@@ -114,6 +128,7 @@ class AppState:
     embedder: Embedder | None = None  # code and technique embeddings (loaded once per process)
     preload: threading.Thread | None = None  # fills the retrieval cache after start-up
     stopping: threading.Event = field(default_factory=threading.Event)  # set by close()
+    serving: threading.Event = field(default_factory=threading.Event)  # set once ready: the preload starts
     _relabel_policy: RelabelPolicy | None = None
     _relabel_lock: threading.Lock = field(default_factory=threading.Lock)
     # The slots every face (/v1, /ui, /mcp) takes Cypher queries and evaluations from (api/limits.py).
@@ -176,7 +191,7 @@ class AppState:
             if settings.preload_retrieval:
                 state.preload = threading.Thread(
                     target=preload_retrieval,
-                    args=(graph.store, state.stopping),
+                    args=(graph.store, state.stopping, state.serving),
                     name=f"preload-retrieval-{next(_preloads)}",  # one name per app (logs, tests)
                     daemon=True,
                 )
