@@ -87,6 +87,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
                     announce(settings, state.target.uri, embedded=state.server.embedded is not None)
                 )
                 startup.mark_ready()
+                state.serving.set()  # the retrieval preload starts now (api/state.py)
                 logger.info("api ready", extra={"neo4j": state.target.uri})
             except StartupCancelledError:
                 logger.info("start-up stopped by shut-down")

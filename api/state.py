@@ -48,8 +48,22 @@ def graph_options(settings: ApiSettings) -> GraphServerOptions:
     )
 
 
-def preload_retrieval(store: Neo4jGraphStore, stopping: threading.Event) -> None:
-    """Fill the process's retrieval cache (run in a background thread; a failure only costs speed)."""
+PRELOAD_WAITS_FOR_SERVING_S = 30.0
+"""How long the preload waits for the app to serve before it starts anyway."""
+
+
+def preload_retrieval(
+    store: Neo4jGraphStore, stopping: threading.Event, serving: threading.Event | None = None
+) -> None:
+    """Fill the process's retrieval cache (run in a background thread; a failure only costs speed).
+
+    With `serving`, it starts once that is set (or after `PRELOAD_WAITS_FOR_SERVING_S`): ~10 CPU
+    seconds of reads that would otherwise compete with the last steps of the start-up (issue 31).
+    """
+    deadline = time.monotonic() + PRELOAD_WAITS_FOR_SERVING_S
+    while serving is not None and not serving.wait(0.1) and time.monotonic() < deadline:
+        if stopping.is_set():
+            return
     started = time.monotonic()
     try:
         techniques = store.preload_retrieval(stop=stopping)
@@ -114,6 +128,7 @@ class AppState:
     embedder: Embedder | None = None  # code and technique embeddings (loaded once per process)
     preload: threading.Thread | None = None  # fills the retrieval cache after start-up
     stopping: threading.Event = field(default_factory=threading.Event)  # set by close()
+    serving: threading.Event = field(default_factory=threading.Event)  # set once ready: the preload starts
     _relabel_policy: RelabelPolicy | None = None
     _relabel_lock: threading.Lock = field(default_factory=threading.Lock)
     # The slots every face (/v1, /ui, /mcp) takes Cypher queries and evaluations from (api/limits.py).
@@ -140,12 +155,16 @@ class AppState:
 
     @classmethod
     def open(cls, settings: ApiSettings, progress: Callable[[str], None] | None = None) -> AppState:
-        """Start or reach Neo4j, migrate (when enabled), load the seed graph and the embedding model.
+        """Start or reach Neo4j, migrate (when enabled), load the seed graph; the model loads meanwhile.
 
         `progress` hears each phase as it begins (the API's start-up reports them, `api/startup.py`);
         an exception it raises (shut-down asked for) stops the opening, and what was opened is closed.
         """
         report = progress or (lambda _phase: None)
+        # The model loads in its own thread meanwhile (~5 CPU seconds of imports): readiness does not
+        # wait for it, the first search does (issue 31: ready after a restart in ≤ 15 s).
+        logger.info("embedding model: loading in the background")
+        embedder = shared_embedder(background=True)
         graph = open_graph(graph_options(settings), migrate=settings.migrate_on_start, progress=report)
         state = cls(
             settings=settings,
@@ -169,16 +188,15 @@ class AppState:
             if settings.seed_graph is not None:
                 report("loading the seed graph")
                 load_seed_graph(graph.store, settings.seed_graph)
-            report("loading the embedding model")
             if settings.preload_retrieval:
                 state.preload = threading.Thread(
                     target=preload_retrieval,
-                    args=(graph.store, state.stopping),
+                    args=(graph.store, state.stopping, state.serving),
                     name=f"preload-retrieval-{next(_preloads)}",  # one name per app (logs, tests)
                     daemon=True,
                 )
                 state.preload.start()
-            state.embedder = shared_embedder()
+            state.embedder = embedder
         except BaseException:
             state.close()
             raise

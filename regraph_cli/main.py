@@ -199,22 +199,21 @@ def up(
     if start_executor:
         # Supervised: restarted when it dies (the API's /readyz says it is down meanwhile).
         executor = ExecutorSupervisor(executor_port, start_wait_s=executor_start_wait_s())
-        try:
-            url = executor.start()
-        except ExecutorStartError as e:
-            raise _fail(str(e)) from e
-        settings = settings.model_copy(update={"executor_url": url})
+        settings = settings.model_copy(update={"executor_url": executor.url})
     api = create_app(settings)
     # Header/idle timeouts and connection caps (api.connections): plain uvicorn lets idle clients hold every descriptor.
     # Open connections (an SSE stream, an MCP session) get GRACEFUL_SHUTDOWN_S to end at shut-down.
     config = server_config(api, settings, timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
     server = _Server(config, on_exit=executor.request_stop if executor is not None else None)
+    # The executor starts beside the API, Neo4j and the model (it used to delay them by its 2-4 s);
+    # one that does not come up ends `up` with exit 1, as before.
+    executor_start = _ExecutorStart(executor, server)
 
     def announce() -> None:
         while not server.started:
             if server.should_exit:
                 return
-            time.sleep(0.2)
+            time.sleep(READY_POLL_S)
         bound = settings.port
         for srv in server.servers:
             for sock in srv.sockets:
@@ -226,23 +225,63 @@ def up(
         # The port opens before the start-up ends (api.startup): the database's address is known only
         # once it is reached.
         startup = api.state.startup
-        while startup.stage not in (StartupStage.READY, StartupStage.FAILED):
+        while startup.stage not in (StartupStage.READY, StartupStage.FAILED) or not executor_start.done:
             if server.should_exit:
                 return
-            time.sleep(0.2)
-        if startup.stage is StartupStage.FAILED:
-            return  # logged by the start-up; the process ends with its status
+            time.sleep(READY_POLL_S)
+        if startup.stage is StartupStage.FAILED or executor_start.error is not None:
+            return  # logged by the start-up (or below); the process ends with its status
         state = getattr(api.state, "regraph", None)
         neo4j_uri = state.target.uri if state is not None else settings.neo4j_uri
         print(f"  Neo4j: {neo4j_uri}")
+        if state is not None and state.embedder is not None and not state.embedder.loaded:
+            print("  embedding model: still loading (the first search waits for it)")
         print("Ready. Press Ctrl-C to stop.", flush=True)
 
     threading.Thread(target=announce, daemon=True).start()
     try:
         server.run()
     finally:
+        executor_start.stop()
+    if executor_start.error is not None:
+        raise _fail(executor_start.error)
+
+
+READY_POLL_S = 0.05
+"""How often `up` looks whether the start-up has ended (to print "Ready.")."""
+
+
+class _ExecutorStart:
+    """Start the supervised executor in a thread; when it does not come up, say so and stop the server."""
+
+    def __init__(self, executor: ExecutorSupervisor | None, server: uvicorn.Server) -> None:
+        self.executor = executor
+        self.error: str | None = None
+        self._server = server
+        self._thread: threading.Thread | None = None
         if executor is not None:
-            executor.stop()
+            self._thread = threading.Thread(target=self._run, name="executor-start", daemon=True)
+            self._thread.start()
+
+    @property
+    def done(self) -> bool:
+        return self._thread is None or not self._thread.is_alive()
+
+    def _run(self) -> None:
+        assert self.executor is not None
+        try:
+            self.executor.start()
+        except ExecutorStartError as e:
+            if self.executor.state != "stopped":  # not a start cut short by our own shut-down
+                self.error = str(e)
+                self._server.should_exit = True
+
+    def stop(self) -> None:
+        """Stop the executor (a start under way ends), then wait for the starting thread."""
+        if self.executor is not None:
+            self.executor.stop()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
 
 
 def run() -> None:

@@ -25,6 +25,8 @@ import httpx
 logger = logging.getLogger(__name__)
 
 POLL_S = 0.5
+START_POLL_S = 0.1
+"""How often a starting executor's /healthz is asked."""
 MAX_BACKOFF_S = 30.0
 # A process that lived this long is taken as having started well: the wait before a restart starts over.
 STABLE_S = 60.0
@@ -78,10 +80,14 @@ class ExecutorSupervisor:
                 raise ExecutorStartError(
                     f"the executor exited with code {process.returncode} during start-up"
                 )
+            if self._stopping.is_set():  # `up` stops while the executor starts (it starts in a thread)
+                _kill_group(process)
+                raise ExecutorStartError("the executor was stopped during its start-up")
             with contextlib.suppress(httpx.TransportError):
                 if httpx.get(f"{self.url}/healthz", timeout=1.0).status_code == 200:
+                    logger.info("executor answers", extra={"url": self.url})
                     return
-            time.sleep(0.3)
+            time.sleep(START_POLL_S)
         _kill_group(process)
         raise ExecutorStartError(
             f"the executor did not answer on {self.url} within {self.start_wait_s:.0f} s"
@@ -90,6 +96,8 @@ class ExecutorSupervisor:
     def start(self) -> str:
         """Start the executor, wait until it answers, and watch it from then on; its URL."""
         with self._lock:
+            if self._stopping.is_set():
+                raise ExecutorStartError("the executor was stopped before it started")
             self.process = self._spawn()
         self._wait_until_answering(self.process)
         self._watcher = threading.Thread(target=self._watch, name="executor-supervisor", daemon=True)
@@ -135,7 +143,8 @@ class ExecutorSupervisor:
                 self._wait_until_answering(self.process)
                 logger.warning("the executor is back on %s (restart %d)", self.url, self.restarts)
             except ExecutorStartError as e:
-                logger.error("%s", e)
+                if not self._stopping.is_set():
+                    logger.error("%s", e)
 
     def request_stop(self) -> None:
         """Stop watching and ask the executor to stop (SIGTERM to its process group); return at once.

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -52,23 +53,69 @@ def technique_text(name: str, description: str) -> str:
 class Embedder:
     """A sentence-transformers model producing L2-normalized 384-d vectors."""
 
-    def __init__(self, model_path: Path | None = None, *, batch_size: int = 32, device: str = "cpu") -> None:
-        """Load the model from `model_path` (default: the packaged one), offline."""
+    def __init__(
+        self,
+        model_path: Path | None = None,
+        *,
+        batch_size: int = 32,
+        device: str = "cpu",
+        background: bool = False,
+    ) -> None:
+        """Load the model from `model_path` (default: the packaged one), offline.
+
+        With `background`, the model (importing torch and sentence-transformers: ~5 CPU seconds) loads
+        in a thread and the first use waits for it; a failed load is raised at each use.
+        """
         # The hub must never be contacted: the model is local and machines may have no internet.
         os.environ["HF_HUB_OFFLINE"] = "1"
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         path = model_path or default_model_path()
         if not path.exists():
             raise EmbeddingError(f"no embedding model at {path}")
+        self.batch_size = batch_size
+        self._lock = threading.Lock()
+        self._loaded_model: Any = None
+        self._load_error: EmbeddingError | None = None
+        self._done = threading.Event()
+        if background:
+            threading.Thread(
+                target=self._load, args=(path, device), name="embedding-model", daemon=True
+            ).start()
+        else:
+            self._load(path, device)
+            if self._load_error is not None:
+                raise self._load_error
+
+    def _load(self, path: Path, device: str) -> None:
+        began = time.monotonic()
         try:
             from sentence_transformers import SentenceTransformer
 
-            self._model: Any = SentenceTransformer(str(path), device=device)
+            self._loaded_model = SentenceTransformer(str(path), device=device)
         except (ImportError, OSError, ValueError) as e:
-            raise EmbeddingError(f"could not load the embedding model from {path}: {e}") from e
-        self.batch_size = batch_size
-        self._lock = threading.Lock()
-        logger.info("embedding model loaded", extra={"path": str(path)})
+            self._load_error = EmbeddingError(f"could not load the embedding model from {path}: {e}")
+            self._load_error.__cause__ = e
+            logger.error("%s", self._load_error)
+        else:
+            logger.info(
+                "embedding model loaded",
+                extra={"path": str(path), "seconds": round(time.monotonic() - began, 2)},
+            )
+        finally:
+            self._done.set()
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the model has loaded (False while a background load runs, or after it failed)."""
+        return self._done.is_set() and self._load_error is None
+
+    @property
+    def _model(self) -> Any:
+        """The model, waiting for a background load to end."""
+        self._done.wait()
+        if self._load_error is not None:
+            raise self._load_error
+        return self._loaded_model
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """Embed `texts` (batched); each vector has unit length."""
@@ -128,10 +175,10 @@ _shared: Embedder | None = None
 _shared_lock = threading.Lock()
 
 
-def shared_embedder() -> Embedder:
-    """The process-wide embedder, loaded on first use."""
+def shared_embedder(*, background: bool = False) -> Embedder:
+    """The process-wide embedder, made on first use (loading in a thread with `background`)."""
     global _shared
     with _shared_lock:
         if _shared is None:
-            _shared = Embedder()
+            _shared = Embedder(background=background)
         return _shared

@@ -168,6 +168,7 @@ async def serve_stdio(
             opening.done.set()
             return
         opening.state = state
+        state.serving.set()  # the retrieval preload starts now (api/state.py)
         logger.info("mcp ready", extra={"neo4j": state.target.uri, "caller": opening.caller.name})
         opening.done.set()
 

@@ -117,9 +117,8 @@ class MigrationRunner:
 
     def status(self) -> list[MigrationStatus]:
         """Every migration on disk with its state in this database (validating checksums)."""
-        self._ensure_bookkeeping()
         migrations = discover(self._directory)
-        applied = self._applied()
+        applied = self._applied_with_bookkeeping()
         self._validate(migrations, applied)
         return [
             MigrationStatus(
@@ -134,14 +133,24 @@ class MigrationRunner:
 
     def current_version(self) -> int:
         """The newest applied migration's version, 0 for an empty database."""
-        self._ensure_bookkeeping()
-        applied = self._applied()
+        applied = self._applied_with_bookkeeping()
         return max(applied) if applied else 0
 
     def latest_version(self) -> int:
         """The newest migration on disk."""
         migrations = discover(self._directory)
         return migrations[-1].version if migrations else 0
+
+    def _applied_with_bookkeeping(self) -> dict[int, dict[str, Any]]:
+        """The applied migrations; on a database with none, first the bookkeeping constraint.
+
+        A database with recorded migrations has the constraint (it is made before the first record):
+        a restart skips the schema statement, the slowest of the check on a cold server (issue 31).
+        """
+        applied = self._applied()
+        if not applied:
+            self._ensure_bookkeeping()
+        return applied
 
     def _ensure_bookkeeping(self) -> None:
         try:
@@ -151,9 +160,8 @@ class MigrationRunner:
 
     def migrate(self, index_timeout_s: int = 300) -> list[Migration]:
         """Apply every pending migration in order; return those applied (empty when up to date)."""
-        self._ensure_bookkeeping()
         migrations = discover(self._directory)
-        applied = self._applied()
+        applied = self._applied_with_bookkeeping()
         self._validate(migrations, applied)
         done: list[Migration] = []
         for migration in migrations:

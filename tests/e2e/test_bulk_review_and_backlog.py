@@ -10,11 +10,11 @@ from datetime import datetime
 from urllib.parse import quote
 
 import pytest
-from playwright.sync_api import expect
+from playwright.sync_api import Page, ViewportSize, expect
 
 from graphdb.models import Example, ReviewStatus, Role
 from tests.e2e import test_workspace as workspace
-from tests.e2e.stack import SignedIn, Stack
+from tests.e2e.stack import ROOT, SignedIn, Stack
 
 pytestmark = [pytest.mark.neo4j, pytest.mark.timeout(900)]
 
@@ -101,3 +101,53 @@ def test_the_backlog_counts_what_waits_the_longest_waiting_first(stack: Stack, s
         # A group's link is the review queue filtered to exactly that group.
         rows.first.get_by_role("link").click()
         expect(page.locator("#queue-items li")).to_have_count(waiting[expected[0]][1])
+
+
+# -- at phone width and at 1280 px: the controls fit and stay reachable; screenshots for docs/ ----------
+
+SHOTS = ROOT / "docs" / "screenshots"
+SIZES = {"390x844": ViewportSize(width=390, height=844), "1280x800": ViewportSize(width=1280, height=800)}
+
+
+def _inside_the_width(page: Page, selector: str, width: int) -> None:
+    """Every element matched is visible, within the viewport's width, and the page has no sideways scroll."""
+    boxes = page.evaluate(
+        """(sel) => [...document.querySelectorAll(sel)].map((el) => {
+                 const r = el.getBoundingClientRect(); return [el.id || el.name || el.tagName, r.left, r.right, r.width]; })""",
+        selector,
+    )
+    assert boxes, selector
+    for name, left, right, box_width in boxes:
+        assert box_width > 0 and left >= 0 and right <= width + 0.5, (name, left, right, width)
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= width + 1
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+def test_bulk_controls_fit_and_are_reachable(stack: Stack, signed_in: SignedIn, size: str) -> None:
+    viewport = SIZES[size]
+    with signed_in(Role.CURATOR) as page:
+        page.set_viewport_size(viewport)
+        page.goto(f"{stack.url}/ui/queue")
+        expect(page.locator("#bulk")).to_be_visible()
+        _inside_the_width(
+            page,
+            "#bulk, #bulk label, #bulk select, #bulk button, #bulk-reason, #queue-items input.pick",
+            viewport["width"],
+        )
+        page.locator("#queue-items input.pick").first.check()  # reachable: a real click lands on it
+        page.locator("#bulk").scroll_into_view_if_needed()
+        page.screenshot(path=str(SHOTS / f"queue-bulk-{size}.png"))
+        page.click("#bulk-review")  # and the confirmation that follows fits too
+        expect(page.locator("#confirm-what")).to_contain_text("Approve 1 example(s)")
+        _inside_the_width(page, "#confirm, #confirm-what", viewport["width"])
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+def test_the_backlog_fits(stack: Stack, signed_in: SignedIn, size: str) -> None:
+    viewport = SIZES[size]
+    with signed_in(Role.READER) as page:
+        page.set_viewport_size(viewport)
+        page.goto(f"{stack.url}/ui/backlog")
+        expect(page.locator("#backlog-total")).to_be_visible()
+        _inside_the_width(page, "table.grid, table.grid a", viewport["width"])
+        page.screenshot(path=str(SHOTS / f"backlog-{size}.png"))

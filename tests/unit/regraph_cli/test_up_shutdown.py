@@ -8,10 +8,11 @@ import subprocess
 import sys
 import time
 
+import pytest
 import uvicorn
 
 from regraph_cli.main import _Server
-from regraph_cli.supervise import ExecutorSupervisor
+from regraph_cli.supervise import ExecutorStartError, ExecutorSupervisor
 
 
 def test_a_stop_signal_reaches_the_executor_at_once() -> None:
@@ -34,3 +35,12 @@ def test_request_stop_signals_the_process_group_without_waiting() -> None:
     assert supervisor.process.wait(timeout=10) == -signal.SIGTERM
     assert supervisor.state == "stopped"
     supervisor.stop()  # reaps nothing more, returns
+
+
+def test_a_stop_before_the_executor_started_starts_nothing() -> None:
+    # `up` starts its executor in a thread: a Ctrl-C that comes first must not leave one running.
+    supervisor = ExecutorSupervisor(9)
+    supervisor.request_stop()
+    with pytest.raises(ExecutorStartError, match="stopped before it started"):
+        supervisor.start()
+    assert supervisor.process is None
