@@ -37,10 +37,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel
-
 from executor.taskformat import NUMPY_DTYPES, FunctionTask, KernelTask
-from executor.verdict import FloorCheck
+from executor.verdict import DevicePeak, FloorCheck
 
 logger = logging.getLogger(__name__)
 
@@ -59,25 +57,6 @@ HOST_HEADROOM = 8.0
 HOST_CACHE_GBPS = 2000.0
 # Only this share of the measured launch latency is counted (the probe's operation is not a kernel).
 LATENCY_SHARE = 0.5
-
-PEAK_FORMAT = "regraph.device-peak/v1"
-
-
-class DevicePeak(BaseModel):
-    """What bounds a call on one device: bandwidths in GB/s (1e9 bytes/s), latency in microseconds."""
-
-    format: str = PEAK_FORMAT
-    name: str
-    dram_gbps: float
-    launch_us: float
-    h2d_gbps: float
-    d2h_gbps: float
-    host_gbps: float
-    l2_bytes: int = 0
-    host_cache_bytes: int = 0
-    source: Literal["measured", "datasheet", "default"] = "measured"
-    note: str = ""
-
 
 # Datasheet figures: (name fragment, DRAM GB/s, host link GB/s per direction); the first fragment found
 # in the device's name wins, so the more specific names come first. Sources: the vendors' datasheets

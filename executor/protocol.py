@@ -16,13 +16,13 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from executor.floor import DevicePeak
 from executor.runlimit import RunLimit
 from executor.taskformat import FunctionTask, KernelTask, Task
 from executor.trialpolicy import TrialPolicy
 from executor.verdict import (
     VERDICT_FORMAT,
     CompileResult,
+    DevicePeak,
     ErrorKind,
     FleetRecord,
     KernelResources,

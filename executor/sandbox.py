@@ -210,6 +210,17 @@ def _open_to_jail(path: Path, writable: bool) -> None:
             path.chmod(path.stat().st_mode | 0o001)
 
 
+def _jail_can_read(path: Path) -> bool:
+    """Whether the jail's uid can read ``path`` where its directory is bound: a library directory
+    the executor has loaded from is bound as it is, and a private one (0700) keeps the jail out."""
+    if not is_root():
+        return True
+    try:
+        return bool(path.stat().st_mode & 0o004) and bool(path.parent.stat().st_mode & 0o001)
+    except OSError:
+        return False
+
+
 def _open_timing_sets(spec_dir: str | None) -> None:
     """Let the jail's uid read a task's stored timing sets (``DIR`` and its variants ``DIR.N``): the
     reference worker stores them in private temporary directories renamed into place."""
@@ -525,7 +536,10 @@ class WorkerProcess:
         update: dict[str, str] = {}
         for name in ("candidate_product", "baseline_product"):
             value = getattr(run, name)
-            if not value or self._covers(Path(value).resolve()):
+            if not value:
+                continue
+            product = Path(value).resolve()
+            if self._covers(product) and (self.protection != "namespace" or _jail_can_read(product)):
                 continue
             source = Path(value)
             target = self.dir / f"{name}{''.join(source.suffixes)}"

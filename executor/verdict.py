@@ -222,3 +222,23 @@ def reward_for(passed: bool, speedup: float | None) -> float:
     if not passed or speedup is None:
         return -1.0
     return speedup - 1.0 if speedup < 1.0 else speedup
+
+
+# The device's record the physical floor (executor.floor) is computed from; on the wire in /v1/device.
+PEAK_FORMAT = "regraph.device-peak/v1"
+
+
+class DevicePeak(BaseModel):
+    """What bounds a call on one device: bandwidths in GB/s (1e9 bytes/s), latency in microseconds."""
+
+    format: str = PEAK_FORMAT
+    name: str
+    dram_gbps: float
+    launch_us: float
+    h2d_gbps: float
+    d2h_gbps: float
+    host_gbps: float
+    l2_bytes: int = 0
+    host_cache_bytes: int = 0
+    source: Literal["measured", "datasheet", "default"] = "measured"
+    note: str = ""

@@ -23,11 +23,10 @@ import numpy as np
 
 from executor.checking import measure_batched, timing_stats
 from executor.errors import ExecutorError
-from executor.floor import DevicePeak
 from executor.inputs import InputSet
 from executor.protocol import EvaluationOptions
 from executor.taskformat import NUMPY_DTYPES, FunctionTask, KernelTask, ScalarArg, Size
-from executor.verdict import ErrorKind, TimingStats
+from executor.verdict import DevicePeak, ErrorKind, TimingStats
 from executor.worker.host import FunctionRuntime, HostSlots, copy_chunks, host_cache_bytes, measure_host_gbps
 from executor.worker.runtime import CandidateFailed, Runtime
 

@@ -21,11 +21,10 @@ import numpy as np
 
 from executor.abi import bind_entry, call_entry
 from executor.checking import measure, timing_stats
-from executor.floor import DevicePeak
 from executor.inputs import InputSet
 from executor.protocol import EvaluationOptions
 from executor.taskformat import FunctionTask, KernelTask
-from executor.verdict import TimingStats
+from executor.verdict import DevicePeak, TimingStats
 from executor.worker.runtime import Runtime
 
 # When the host's last-level cache size cannot be read: a common size of one socket's L3.

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from executor import timingset
-from executor.floor import DATASHEET, DevicePeak, datasheet_peak, device_peak, physical_floor, task_bytes
+from executor.floor import DATASHEET, datasheet_peak, device_peak, physical_floor, task_bytes
 from executor.taskformat import FunctionTask, KernelTask, load_task
+from executor.verdict import DevicePeak
 
 TASKS_DIR = Path(__file__).parent / "fixtures" / "tasks"
 
