@@ -382,6 +382,8 @@ class WorkerProcess:
             learned[str(bind)] = learned.get(str(bind), False) or write
         if self.role == "candidate" and (cache / "device-peak").is_dir():
             learned.setdefault(str(cache / "device-peak"), True)
+        if self.role == "reference" and (cache / "timing-sets").is_dir():  # the store it fills
+            learned.setdefault(str(cache / "timing-sets"), True)
         for path, write in learned.items():
             _open_to_jail(Path(path), write)
             (writable if write else read_only).append(path)
