@@ -34,6 +34,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from executor import timingset
 from executor.cache import DEFAULT_CACHE_DIR
 from executor.errors import EvaluationCancelled, WorkerError
 from executor.gpulock import LOCK_ENV, device_lock, lock_files, pool_lock
@@ -122,17 +123,20 @@ def _worker_env(gpu_lock: Path | None = None) -> dict[str, str]:
     return env
 
 
-# --- The runtime jail of candidate workers --------------------------------------------------------
+# --- The runtime jail of the workers --------------------------------------------------------------
 #
 # A candidate worker loads the candidate's code into its own process, so what that code can reach is
-# what the worker can. Under ``namespace`` it runs in the compile jail's machinery (executor.jail):
-# new mount and PID namespaces whose root holds read-only binds of the interpreter, the executor
-# package, the libraries (the CUDA driver's on a GPU), the executor's cache directories that a job
-# names, the directory of the workers (the reference's outputs), and writable binds of its own
-# directory, the device's measured figures and the GPU lock files; as uid 65534 with no new
-# privileges and a parent-death signal. Its stdin, stderr file and done pipe are inherited as before.
+# what the worker can; a reference worker loads the task's reference, which is a caller's code too
+# (an inline task of an evaluation or an optimisation, an imported graph). Under ``namespace`` each
+# runs in the compile jail's machinery (executor.jail): new mount and PID namespaces whose root holds
+# read-only binds of the interpreter, the executor package, the libraries (the CUDA driver's on a
+# GPU), the executor's cache directories that a job names, the directory of the workers (the
+# reference's outputs), and writable binds of its own directory and, for a candidate worker, the
+# device's measured figures and the GPU lock files, for a reference worker, the store of timing sets
+# that it fills (the only cache directory it writes); as uid 65534 with no new privileges and a
+# parent-death signal. Its stdin, stderr file and done pipe are inherited as before.
 
-# Set to 0/false/off to run candidate workers outside the jail (for debugging).
+# Set to 0/false/off to run the workers outside the jail (for debugging).
 JAIL_WORKERS_ENV = "REGRAPH_EXECUTOR_JAIL_WORKERS"
 # More read-only paths for the jail (os.pathsep-separated); each must exist, or the jail fails and the
 # workers fall back (see worker_protection).
@@ -161,17 +165,18 @@ _PACKAGE = Path(__file__).resolve().parent
 
 
 def jail_workers_enabled() -> bool:
-    """Whether candidate workers are jailed (:data:`JAIL_WORKERS_ENV`, on unless set to 0/false/off/no)."""
+    """Whether the workers (candidate and reference) are jailed (:data:`JAIL_WORKERS_ENV`, on unless set to 0/false/off/no)."""
     return os.environ.get(JAIL_WORKERS_ENV, "1").strip().lower() not in ("0", "false", "off", "no")
 
 
-def describe_worker(kind: Protection) -> str:
-    """One line for a worker's log on what keeps a candidate's code from the host's files."""
+def describe_worker(kind: Protection, role: Role = "candidate") -> str:
+    """One line for a worker's log on what keeps the code it runs (a candidate's, or a task's
+    reference: ``role``) from the host's files."""
     return {
-        "namespace": f"candidate ran in a mount/PID-namespace jail as uid {JAIL_UID if is_root() else 'self'} "
+        "namespace": f"{role} ran in a mount/PID-namespace jail as uid {JAIL_UID if is_root() else 'self'} "
         "(interpreter, libraries, the job's files and its own directory only)",
-        "uid": f"candidate ran as uid {JAIL_UID} without namespaces (files only root can read protected)",
-        "none": "candidate ran without a runtime jail (the executor's own user and file view)",
+        "uid": f"{role} ran as uid {JAIL_UID} without namespaces (files only root can read protected)",
+        "none": f"{role} ran without a runtime jail (the executor's own user and file view)",
     }[kind]
 
 
@@ -192,8 +197,9 @@ def workers_dir() -> Path:
 
 
 # Directories that jobs named outside every worker's binds, and whether the worker writes there: bound
-# in every later worker (a job's cache directories, learned once per directory).
-_learned: dict[str, bool] = {}
+# in every later worker of the role (a job's cache directories, learned once per directory and role:
+# what a reference worker writes, a candidate worker may only read).
+_learned: dict[Role, dict[str, bool]] = {"candidate": {}, "reference": {}}
 _learned_lock = threading.Lock()
 _probed: dict[tuple[str, ...], Protection] = {}
 _probe_lock = threading.Lock()
@@ -236,15 +242,33 @@ def _open_timing_sets(spec_dir: str | None) -> None:
                     os.chmod(path, os.stat(path).st_mode | 0o004)
 
 
+def _open_timing_store(spec_dir: str) -> None:
+    """Let the jail's uid fill the store of timing sets that holds ``spec_dir``: its root, and its lock
+    and reference-timing directories with their files (made by an unjailed reference before)."""
+    root = Path(spec_dir).parent
+    with contextlib.suppress(OSError):
+        root.mkdir(parents=True, exist_ok=True)  # not by the worker: its parent is the executor's
+    _open_to_jail(root, writable=True)
+    for sub in (root / timingset.LOCKS, root / timingset.REFERENCE_TIMINGS):
+        with contextlib.suppress(OSError):
+            for path in [sub, *sub.iterdir()]:
+                _open_to_jail(path, writable=True)
+
+
 def _worker_setup(cwd: str, user: int | None) -> None:  # pragma: no cover - between fork and exec
     """A worker's files (the reference's outputs above all) readable by a jailed candidate worker."""
     os.umask(0o022)
     child_setup(None, cwd, user)
 
 
-def _job_dirs(job: WorkerJob) -> list[tuple[Path, bool]]:
-    """The directories that a candidate worker's job reads (or writes: True) outside its own."""
+def _job_dirs(job: WorkerJob | ReferenceJob) -> list[tuple[Path, bool]]:
+    """The directories that a worker's job reads (or writes: True) outside its own: a reference worker
+    reads its library and fills the store of timing sets (the set, its lock, the reference's timing)."""
     dirs = [(Path(job.reference_library).parent, False)]
+    if isinstance(job, ReferenceJob):
+        if job.timing_set is not None:
+            dirs.append((Path(job.timing_set.dir).parent, True))
+        return [(d.resolve(), w) for d, w in dirs if not wide(d.resolve())]
     if job.expected_dir:
         dirs.append((Path(job.expected_dir).parent.parent, False))
     if job.timing_set is not None:
@@ -256,14 +280,15 @@ def _job_dirs(job: WorkerJob) -> list[tuple[Path, bool]]:
     return [(d.resolve(), w) for d, w in dirs if not wide(d.resolve())]
 
 
-def worker_protection(runtime: Runtime) -> Protection:
-    """The protection candidate workers of ``runtime`` start under: the compile jail's strongest
-    (:func:`executor.jail.protection`) when a jailed worker passes its start-up probe (``python -m
-    executor.worker probe``: imports, the CUDA context on a GPU, its directory, the lock files), else
-    the next weaker that does, down to ``none``; each failure is logged. Probed once per setting."""
+def worker_protection(runtime: Runtime, role: Role = "candidate") -> Protection:
+    """The protection that workers of ``role`` and ``runtime`` start under: the compile jail's
+    strongest (:func:`executor.jail.protection`) when a jailed worker passes its start-up probe
+    (``python -m executor.worker probe``: imports, the CUDA context on a GPU, its directory, the lock
+    files), else the next weaker that does, down to ``none``; each failure is logged. Probed once per
+    role, runtime and setting."""
     if not jail_workers_enabled():
         return "none"
-    key = (runtime, os.environ.get(JAIL_EXTRA_ENV, ""), os.environ.get("REGRAPH_JAIL", ""))
+    key = (role, runtime, os.environ.get(JAIL_EXTRA_ENV, ""), os.environ.get("REGRAPH_JAIL", ""))
     with _probe_lock:
         if key in _probed:
             return _probed[key]
@@ -276,7 +301,7 @@ def worker_protection(runtime: Runtime) -> Protection:
             order.append("uid")
         chosen: Protection = "none"
         for kind in order:
-            ok, out = _probe(runtime, kind)
+            ok, out = _probe(role, runtime, kind)
             if ok:
                 chosen = kind
                 break
@@ -286,15 +311,15 @@ def worker_protection(runtime: Runtime) -> Protection:
                 out.strip()[-800:],
             )
         level = logging.INFO if chosen == "namespace" else logging.WARNING
-        logger.log(level, "candidate workers (%s runtime): %s", runtime, describe_worker(chosen))
+        logger.log(level, "%s workers (%s runtime): %s", role, runtime, describe_worker(chosen, role))
         _probed[key] = chosen
         return chosen
 
 
-def _probe(runtime: Runtime, kind: Protection) -> tuple[bool, str]:
+def _probe(role: Role, runtime: Runtime, kind: Protection) -> tuple[bool, str]:
     lock = device_lock() if runtime == "gpu" else None
     try:
-        proc = WorkerProcess("candidate", runtime, gpu_lock=lock, protection=kind, command="probe")
+        proc = WorkerProcess(role, runtime, gpu_lock=lock, protection=kind, command="probe")
     except WorkerError as e:
         return False, str(e)
     try:
@@ -329,10 +354,8 @@ class WorkerProcess:
         self.progress_path = self.dir / "progress"
         self.gpu_lock = gpu_lock
         self._command = command
-        # The runtime jail (candidate workers only: the reference runs the task's own code).
-        if role != "candidate":
-            protection = "none"
-        self.protection: Protection = protection or worker_protection(runtime)
+        # The runtime jail, for the reference too: an inline task's reference is a caller's code.
+        self.protection: Protection = protection or worker_protection(runtime, role)
         if role == "reference" and is_root():
             self.dir.chmod(0o711)  # its outputs reached by name by a jailed candidate worker
         self._timing_dir: str | None = None
@@ -360,18 +383,22 @@ class WorkerProcess:
             if (cache / sub).is_dir():
                 read_only.append(cache / sub)
         with _learned_lock:
-            for gone in [p for p in _learned if not os.path.exists(p)]:
-                del _learned[gone]
-            learned = dict(_learned)
+            known = _learned[self.role]
+            for gone in [p for p in known if not os.path.exists(p)]:
+                del known[gone]
+            learned = dict(known)
         for bind, write in self._binds:
             if write:
                 bind.mkdir(parents=True, exist_ok=True)
             learned[str(bind)] = learned.get(str(bind), False) or write
-        if (cache / "device-peak").is_dir():
+        if self.role == "candidate" and (cache / "device-peak").is_dir():
             learned.setdefault(str(cache / "device-peak"), True)
+        if self.role == "reference" and (cache / "timing-sets").is_dir():  # the store it fills
+            learned.setdefault(str(cache / "timing-sets"), True)
         for path, write in learned.items():
             _open_to_jail(Path(path), write)
             (writable if write else read_only).append(path)
+        read_only = [p for p in read_only if not learned.get(str(p))]  # bound writable instead
         if self.gpu_lock is not None:
             for f in lock_files(self.gpu_lock):
                 f.touch(exist_ok=True)
@@ -394,11 +421,12 @@ class WorkerProcess:
             init=True,
         )
 
-    def _covers(self, path: Path) -> bool:
-        """Whether this worker's jail shows ``path`` (always true outside a namespace jail)."""
+    def _covers(self, path: Path, write: bool = False) -> bool:
+        """Whether this worker's jail shows ``path`` (writable with ``write``; always true outside a
+        namespace jail)."""
         if self.protection != "namespace":
             return True
-        bound = [Path(str(p)) for p in (*self._bound, self.dir)]
+        bound = [Path(str(p)) for p in (*(self._bound_rw if write else self._bound), self.dir)]
         return any(path == b or b in path.parents for b in bound)
 
     def _spawn(self) -> None:
@@ -409,10 +437,12 @@ class WorkerProcess:
         argv = [sys.executable, "-m", "executor.worker", self._command, self.role, self.runtime]
         user: int | None = None
         self._bound: list[str | Path] = []
+        self._bound_rw: list[str | Path] = []
         if self.protection != "none":
             jail = self._jail()
             jail.env[DONE_FD_ENV] = str(done_write)
             self._bound = [p for p in (*jail.read_only, *jail.writable) if os.path.exists(p)]
+            self._bound_rw = [p for p in jail.writable if os.path.exists(p)]
             if self.protection == "namespace" and self._jail_root is None:
                 self._jail_root = Path(tempfile.mkdtemp(prefix="regraph-jail-root-"))
             argv, env, user = jail.command(argv, self.dir, self._jail_root or self.dir, self.protection)
@@ -422,7 +452,7 @@ class WorkerProcess:
             _open_to_jail(self.dir.parent, writable=False)
         with self.stderr_path.open("wb") as err:
             # The first line of the worker's log: the protection in force (shown with a crash).
-            err.write(f"[{describe_worker(self.protection)}]\n".encode())
+            err.write(f"[{describe_worker(self.protection, self.role)}]\n".encode())
             err.flush()
             try:
                 self.proc = subprocess.Popen(
@@ -508,21 +538,26 @@ class WorkerProcess:
 
     def send_job(self, job: BaseModel, memory_limit_bytes: int | None, **fields: Any) -> None:
         """Hand the worker its job, pointed at this worker's result and progress files and memory
-        limit (and any other ``fields``). A jailed candidate worker whose jail lacks a directory that
-        the job names is started again with it (learned for every later worker)."""
+        limit (and any other ``fields``). A jailed worker whose jail lacks a directory that the job
+        names (or lacks it writable) is started again with it (learned for every later worker of its
+        role)."""
         if isinstance(job, (WorkerJob, ReferenceJob)) and job.timing_set is not None:
             self._timing_dir = job.timing_set.dir
         if isinstance(job, WorkerJob) and self.protection != "none":
             _open_timing_sets(self._timing_dir)
-        if isinstance(job, WorkerJob) and self.job_sent is None:
-            missing = [(d, w) for d, w in _job_dirs(job) if not self._covers(d)]
+        if isinstance(job, ReferenceJob) and self.protection != "none" and self._timing_dir:
+            _open_timing_store(self._timing_dir)
+        if isinstance(job, (WorkerJob, ReferenceJob)) and self.job_sent is None:
+            missing = [(d, w) for d, w in _job_dirs(job) if not self._covers(d, w)]
             for d, w in missing:  # bound only if it exists when the worker starts
                 with contextlib.suppress(OSError):
                     d.mkdir(parents=True, exist_ok=True)
                 with _learned_lock:
-                    _learned[str(d)] = _learned.get(str(d), False) or w
+                    known = _learned[self.role]
+                    known[str(d)] = known.get(str(d), False) or w
             if missing:
-                logger.info("candidate worker's jail: binding %s", ", ".join(str(d) for d, _ in missing))
+                what = ", ".join(str(d) for d, _ in missing)
+                logger.info("%s worker's jail: binding %s", self.role, what)
                 self._respawn()
         paths = {"progress_path": str(self.progress_path), "result_path": str(self.result_path)}
         update = {"memory_limit_bytes": memory_limit_bytes, **paths, **fields}
@@ -552,7 +587,7 @@ class WorkerProcess:
             update[name] = str(target)
             if not wide(source.parent.resolve()):
                 with _learned_lock:
-                    _learned.setdefault(str(source.parent.resolve()), False)
+                    _learned[self.role].setdefault(str(source.parent.resolve()), False)
         return run.model_copy(update=update) if update else run
 
     def stop(self) -> None:

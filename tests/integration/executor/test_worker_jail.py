@@ -1,4 +1,4 @@
-"""The runtime jail of candidate workers (executor.sandbox, executor.jail), on the CPU's host runtime.
+"""The runtime jail of the workers (executor.sandbox, executor.jail), on the CPU's host runtime.
 
 A function task's candidate runs its host code inside the worker. Here that code tries to read a secret
 file placed beside the executor (in the project's checkout, next to the ``executor`` package) and to
@@ -7,6 +7,9 @@ It computes the right answer only when every one of those attempts fails with EN
 so the verdict says what the run could reach. These calls are what the static check refuses in plain
 source; the jail is for the ones it does not see (a system call through assembly, a name built at run
 time).
+
+A task's reference runs in a worker too, and a caller may send the task inline (its reference is then
+the caller's code): the same jail holds it, with the store of timing sets writable.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from executor.compile import find_toolchain
@@ -28,13 +32,16 @@ from executor.sandbox import (
     JAIL_WORKERS_ENV,
     WorkerProcess,
     describe_worker,
+    finish_reference,
     run_job,
+    start_reference,
     worker_protection,
 )
 from executor.settings import ExecutorSettings
-from executor.taskformat import FunctionTask, KernelTask, load_task
+from executor.taskformat import FunctionTask, KernelTask, load_task, parse_task
+from executor.timingset import load_expected, timing_set_spec
 from executor.verdict import ErrorKind
-from executor.worker.messages import CandidateRun, WorkerJob
+from executor.worker.messages import CandidateRun, ReferenceJob, WorkerJob, expected_path
 from tests.support.hostcode import FAST, build_host_candidates
 
 TASKS_DIR = Path(__file__).parents[2] / "unit" / "executor" / "fixtures" / "tasks"
@@ -129,6 +136,88 @@ def test_without_the_jail_the_same_candidate_reads_and_writes(
     assert cache_file.exists()
 
 
+def _nosy_reference(secret: Path, outside: Path) -> str:
+    """saxpy's reference that writes outside its directory and leaks the secret's first byte (as y[0])
+    wherever it can open them."""
+    return f"""
+#include <cstdio>
+extern "C" void saxpy(int n, float a, const float* x, float* y) {{
+    int leaked = -1;
+    if (std::FILE* f = std::fopen("{secret}", "r")) {{ leaked = std::fgetc(f); std::fclose(f); }}
+    if (std::FILE* f = std::fopen("{outside}", "w")) {{ std::fputs("written by a reference", f); std::fclose(f); }}
+    for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i];
+    if (leaked >= 0 && n > 0) y[0] = static_cast<float>(leaked);
+}}
+"""
+
+
+def _run_inline_reference(
+    tmp_path: Path, task: FunctionTask | KernelTask, secret: Path
+) -> tuple[WorkerProcess, bool, float, float, Path]:
+    """An inline task (as MCP ``evaluate_candidate`` or ``POST /v1/optimize`` take it) whose reference is
+    nosy, run by a reference worker that also stores the task's timing set and times the reference:
+    ``(worker, ok, y[0] of the expected outputs, y[0] of the stored timing set, outside marker)``."""
+    cache, outside = tmp_path / "cache", tmp_path / "outside"
+    for d in (cache, outside):
+        d.mkdir()
+    outside.chmod(0o777)  # writable by the jail's uid too: only the jail's view keeps it out
+    marker = outside / "written"
+    inline = parse_task(
+        {
+            **task.model_dump(mode="json"),
+            "id": f"inline_{uuid.uuid4().hex[:6]}",
+            "reference_source": _nosy_reference(secret, marker),
+        }
+    )
+    library = build_reference(inline, cache)
+    spec = timing_set_spec(inline, library, cache / "timing-sets")
+    worker = WorkerProcess("reference", "none")
+    try:
+        job = ReferenceJob(
+            task=inline,
+            reference_library=str(library),
+            seeds=[11, 22, 33, 44],
+            options=QUICK,
+            sets=1,
+            out_dir="",
+            time_reference=True,
+            timing_set=spec,
+        )
+        start_reference(worker, job, None)
+        outcome = finish_reference(worker, timeout_s=120)
+        assert outcome.ok, outcome.message
+        expected = float(np.load(expected_path(worker.dir / "expected", 0, "y"))[0])
+        stored = load_expected(spec, inline)
+        assert stored is not None, "the timing set was not stored"
+        return worker, outcome.ok, expected, float(stored["y"][0]), marker
+    finally:
+        worker.close()
+
+
+def test_an_inline_tasks_reference_is_jailed(
+    tmp_path: Path, task: FunctionTask | KernelTask, secret: Path
+) -> None:
+    """The reference worker runs in the candidate's jail: the secret beside the executor does not reach
+    its outputs (the expected values a mismatch message would show), its write outside fails, and it
+    still stores the task's timing set (the store is the one cache directory it writes)."""
+    assert worker_protection("none", "reference") == "namespace"
+    worker, _, expected, stored, marker = _run_inline_reference(tmp_path, task, secret)
+    assert worker.protection == "namespace"
+    assert abs(expected) <= 3.5 and abs(stored) <= 3.5  # a*x+y of uniform(-1, 1) values, not the secret
+    assert not marker.exists()
+
+
+def test_without_the_jail_the_same_reference_leaks_and_writes(
+    tmp_path: Path, task: FunctionTask | KernelTask, secret: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(JAIL_WORKERS_ENV, "0")
+    assert worker_protection("none", "reference") == "none"
+    worker, _, expected, stored, marker = _run_inline_reference(tmp_path, task, secret)
+    assert worker.protection == "none"
+    assert expected == stored == ord("t")  # the secret's first byte
+    assert marker.read_text() == "written by a reference"
+
+
 def test_a_jail_that_cannot_be_built_falls_back_and_says_so(
     tmp_path: Path, task: FunctionTask | KernelTask, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -144,6 +233,13 @@ def test_a_jail_that_cannot_be_built_falls_back_and_says_so(
         assert worker.stderr_path.read_text().splitlines()[0] == f"[{describe_worker(kind)}]"
     finally:
         worker.close()
+    reference = WorkerProcess("reference", "none")  # probed on its own, with the same fallback
+    try:
+        assert reference.protection == worker_protection("none", "reference") in ("uid", "none")
+        line = f"[{describe_worker(reference.protection, 'reference')}]"
+        assert reference.stderr_path.read_text().splitlines()[0] == line
+    finally:
+        reference.close()
     (tmp_path / "cache").mkdir()
     products = build_host_candidates(
         tmp_path,
