@@ -58,6 +58,14 @@ def supervised(tmp_path: Path) -> Iterator[ExecutorSupervisor]:
         supervisor.stop()
 
 
+def _cmdline(proc: Path) -> bytes:
+    """A process's command line; empty when it ended between being listed and read."""
+    try:
+        return (proc / "cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 def _wait_for(what: str, check: object, timeout_s: float = 120) -> None:
     deadline = time.monotonic() + timeout_s
     while not check():  # type: ignore[operator]
@@ -92,7 +100,7 @@ def test_a_killed_executor_is_restarted_reported_and_leaves_no_compiler(
         threading.Thread(target=compile_slowly, daemon=True).start()
         _wait_for(
             "nvcc never started",
-            lambda: any(b"nvcc" in (p / "cmdline").read_bytes() for p in processes_working_in(cache)),
+            lambda: any(b"nvcc" in _cmdline(p) for p in processes_working_in(cache)),
         )
         first = supervised.process
         assert first is not None
