@@ -6,9 +6,9 @@ then sees the same data, so data-dependent kernels (graphs, histograms, sparse m
 with the draw, and the speedups of different candidates of one task are measured on the same inputs.
 
 The set and the reference's outputs for it are kept on disk under the executor's cache, one directory
-per task content and reference build, made once by a reference worker and written (atomically) by the executor. A candidate
-worker loads the inputs while the candidate compiles and reads the outputs only after its timed trials,
-to check the last trial.
+per task content and reference build, made once by a reference worker and written (atomically) by the
+executor. A candidate worker loads the inputs while the candidate compiles and reads the outputs only
+after its timed trials, to check the last trial.
 
 What fits. The reference's outputs are always stored (they cost a run of the serial reference at the
 timing size to make again), the inputs only while every stored set still fits in the limit
