@@ -16,13 +16,16 @@ from __future__ import annotations
 import atexit
 import compileall
 import contextlib
+import fcntl
 import functools
 import glob
 import logging
 import os
+import pwd
 import select
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -132,9 +135,10 @@ def _worker_env(gpu_lock: Path | None = None) -> dict[str, str]:
 # read-only binds of the interpreter, the executor package, the libraries (the CUDA driver's on a
 # GPU), the executor's cache directories that a job names, the directory of the workers (the
 # reference's outputs), and writable binds of its own directory and, for a candidate worker, the
-# device's measured figures and the GPU lock files, for a reference worker, the store of timing sets
-# that it fills (the only cache directory it writes); as uid 65534 with no new privileges and a
-# parent-death signal. Its stdin, stderr file and done pipe are inherited as before.
+# device's measured figures and the GPU lock files; as uid 65534 with no new privileges and a
+# parent-death signal. Its stdin, stderr file and done pipe are inherited as before. No worker writes
+# the store of timing sets: a reference worker leaves the sets it makes in its own directory and the
+# executor adopts them (executor.timingset.adopt) when it reads the worker's result.
 
 # Set to 0/false/off to run the workers outside the jail (for debugging).
 JAIL_WORKERS_ENV = "REGRAPH_EXECUTOR_JAIL_WORKERS"
@@ -175,7 +179,8 @@ def describe_worker(kind: Protection, role: Role = "candidate") -> str:
     return {
         "namespace": f"{role} ran in a mount/PID-namespace jail as uid {JAIL_UID if is_root() else 'self'} "
         "(interpreter, libraries, the job's files and its own directory only)",
-        "uid": f"{role} ran as uid {JAIL_UID} without namespaces (files only root can read protected)",
+        "uid": f"{role} ran as a uid of its own (group {JAIL_UID}) without namespaces (files only root "
+        "can read protected)",
         "none": f"{role} ran without a runtime jail (the executor's own user and file view)",
     }[kind]
 
@@ -205,15 +210,57 @@ _probed: dict[tuple[str, ...], Protection] = {}
 _probe_lock = threading.Lock()
 
 
-def _open_to_jail(path: Path, writable: bool) -> None:
-    """Let the jail's uid reach ``path`` (a directory it is bound): through it, or own it to write."""
+def _open_to_jail(path: Path, writable: bool, owner: int = JAIL_UID) -> None:
+    """Let the jail's uid reach ``path`` (a directory it is bound): through it, or own it to write
+    (``owner``: a worker's own uid under the ``uid`` fallback, for its own directory; the group is the
+    jail's, which every worker has)."""
     if not is_root():
         return
     with contextlib.suppress(OSError):
         if writable:
-            os.chown(path, JAIL_UID, JAIL_UID)
+            os.chown(path, owner, JAIL_UID)
         elif path.is_dir():
             path.chmod(path.stat().st_mode | 0o001)
+
+
+# Under the ``uid`` fallback (no namespaces) a worker sees the host's files as they are, so workers
+# must not share a uid: one could then write another's directory (a reference worker's expected
+# outputs decide a candidate's verdict), signal it or trace it. Each worker there runs as a uid of its
+# own from this range (group: the jail's uid's), held by a lock file for as long as the worker lives,
+# so that the executors of one host (a fleet's replicas) never hand one out twice. Uids that name a
+# user of the host are skipped. (In the ``namespace`` jail every worker is uid 65534: each sees only
+# its own directory writable, and no other process.)
+WORKER_UIDS_ENV = "REGRAPH_EXECUTOR_WORKER_UIDS"
+DEFAULT_WORKER_UIDS = "62000-62999"
+_UID_LOCKS = Path(tempfile.gettempdir()) / "regraph-worker-uids"
+
+
+def _worker_uid_range() -> range:
+    low, _, high = os.environ.get(WORKER_UIDS_ENV, DEFAULT_WORKER_UIDS).partition("-")
+    return range(int(low), int(high or low) + 1)
+
+
+def take_worker_uid() -> tuple[int, Any]:
+    """A uid that no other live worker of this host has, and the open lock file that holds it (closed
+    when the worker is gone). Raises WorkerError when the range is used up."""
+    _UID_LOCKS.mkdir(mode=0o700, exist_ok=True)
+    held = _UID_LOCKS.lstat()
+    if not stat.S_ISDIR(held.st_mode) or held.st_uid != os.geteuid() or held.st_mode & 0o022:
+        raise WorkerError(f"{_UID_LOCKS} is not the executor's own directory: no worker uid handed out")
+    for uid in _worker_uid_range():
+        try:
+            pwd.getpwuid(uid)
+            continue  # a user of the host
+        except KeyError:
+            pass
+        handle = (_UID_LOCKS / f"{uid}.lock").open("ab")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            continue
+        return uid, handle
+    raise WorkerError(f"no free worker uid in {os.environ.get(WORKER_UIDS_ENV, DEFAULT_WORKER_UIDS)}")
 
 
 def _jail_can_read(path: Path) -> bool:
@@ -242,32 +289,70 @@ def _open_timing_sets(spec_dir: str | None) -> None:
                     os.chmod(path, os.stat(path).st_mode | 0o004)
 
 
-def _open_timing_store(spec_dir: str) -> None:
-    """Let the jail's uid fill the store of timing sets that holds ``spec_dir``: its root, and its lock
-    and reference-timing directories with their files (made by an unjailed reference before)."""
+_secured: set[Path] = set()
+
+
+def _secure_timing_store(spec_dir: str) -> None:
+    """Make the store of timing sets that holds ``spec_dir`` the executor's alone (a reference worker
+    once filled it as the jail's uid, which then owned it; under the ``uid`` fallback that uid could
+    still write there), and the task's lock file, which its reference worker locks read-only."""
     root = Path(spec_dir).parent
     with contextlib.suppress(OSError):
-        root.mkdir(parents=True, exist_ok=True)  # not by the worker: its parent is the executor's
-    _open_to_jail(root, writable=True)
-    for sub in (root / timingset.LOCKS, root / timingset.REFERENCE_TIMINGS):
-        with contextlib.suppress(OSError):
-            for path in [sub, *sub.iterdir()]:
-                _open_to_jail(path, writable=True)
+        root.mkdir(parents=True, exist_ok=True)
+        if root not in _secured and is_root():
+            _secured.add(root)
+            me = os.geteuid()
+            for top, dirs, files in os.walk(root):
+                for name in [top, *(os.path.join(top, n) for n in (*dirs, *files))]:
+                    with contextlib.suppress(OSError):
+                        if os.lstat(name).st_uid == JAIL_UID:
+                            os.lchown(name, me, me)
+                            if not os.path.islink(name):
+                                os.chmod(name, os.stat(name).st_mode & ~0o022)
+            _open_to_jail(root, writable=False)
+    with contextlib.suppress(OSError):
+        timingset.make_lock(timingset.TimingSetSpec(dir=spec_dir, seed=0))
+
+
+def _adopt_timing_sets(proc: WorkerProcess, outcome: ReferenceOutcome) -> None:
+    """Store what a reference worker made for its task's store (its timing sets, the reference's
+    timing): by the executor, under the key it computed from the task (the worker only reads the
+    store)."""
+    job = proc.reference_job
+    if job is None or job.timing_set is None or not outcome.ok:
+        return
+    spec = job.timing_set
+    try:
+        for variant in timingset.variants(spec, job.options.timing_sets):
+            timingset.adopt(variant, job.task, proc.dir)
+        timing = outcome.reference_timing if job.time_reference else None
+        if timing is not None and timingset.load_reference_timing(spec) is None:
+            timingset.save_reference_timing(spec, timing)
+    except (OSError, ValueError) as e:
+        logger.warning("could not store the timing sets of %s: %s", job.task.id, e)
 
 
 def _worker_setup(cwd: str, user: int | None) -> None:  # pragma: no cover - between fork and exec
-    """A worker's files (the reference's outputs above all) readable by a jailed candidate worker."""
+    """A worker's files (the reference's outputs above all) readable by a jailed candidate worker; a
+    worker of its own uid (the ``uid`` fallback) gets the jail's uid's group, which the directories
+    that workers share are writable by."""
     os.umask(0o022)
+    if user is not None and user != JAIL_UID:
+        os.chdir(cwd)  # entered while still privileged
+        os.setgroups([])
+        os.setgid(JAIL_UID)
+        os.setuid(user)
+        user = None  # child_setup does the rest (the parent-death signal, no new privileges)
     child_setup(None, cwd, user)
 
 
 def _job_dirs(job: WorkerJob | ReferenceJob) -> list[tuple[Path, bool]]:
     """The directories that a worker's job reads (or writes: True) outside its own: a reference worker
-    reads its library and fills the store of timing sets (the set, its lock, the reference's timing)."""
+    reads its library and the store of timing sets (the sets, its lock, the reference's timing)."""
     dirs = [(Path(job.reference_library).parent, False)]
     if isinstance(job, ReferenceJob):
         if job.timing_set is not None:
-            dirs.append((Path(job.timing_set.dir).parent, True))
+            dirs.append((Path(job.timing_set.dir).parent, False))
         return [(d.resolve(), w) for d, w in dirs if not wide(d.resolve())]
     if job.expected_dir:
         dirs.append((Path(job.expected_dir).parent.parent, False))
@@ -359,6 +444,11 @@ class WorkerProcess:
         if role == "reference" and is_root():
             self.dir.chmod(0o711)  # its outputs reached by name by a jailed candidate worker
         self._timing_dir: str | None = None
+        # The worker's own uid under the ``uid`` fallback (see take_worker_uid), and its lock.
+        self.uid: int | None = None
+        self._uid_lock: Any = None
+        # A reference worker's job: what it made for the store is adopted from it (finish_reference).
+        self.reference_job: ReferenceJob | None = None
         self._jail_root: Path | None = None
         # Directories to bind besides the usual (and whether writable): a job's, known ahead.
         self._binds = list(binds or [])
@@ -393,8 +483,6 @@ class WorkerProcess:
             learned[str(bind)] = learned.get(str(bind), False) or write
         if self.role == "candidate" and (cache / "device-peak").is_dir():
             learned.setdefault(str(cache / "device-peak"), True)
-        if self.role == "reference" and (cache / "timing-sets").is_dir():  # the store it fills
-            learned.setdefault(str(cache / "timing-sets"), True)
         for path, write in learned.items():
             _open_to_jail(Path(path), write)
             (writable if write else read_only).append(path)
@@ -448,7 +536,12 @@ class WorkerProcess:
             argv, env, user = jail.command(argv, self.dir, self._jail_root or self.dir, self.protection)
             if self.protection == "uid":
                 env = dict(jail.env)  # the kept variables only, as in the namespace jail
-            _open_to_jail(self.dir, writable=True)
+                # A uid of its own has no account (no home to look up): its directory is its home.
+                env.update(HOME=str(self.dir), TMPDIR=str(self.dir))
+                if self.uid is None and is_root():
+                    self.uid, self._uid_lock = take_worker_uid()
+                user = self.uid if self.uid is not None else user
+            _open_to_jail(self.dir, writable=True, owner=self.uid if self.uid is not None else JAIL_UID)
             _open_to_jail(self.dir.parent, writable=False)
         with self.stderr_path.open("wb") as err:
             # The first line of the worker's log: the protection in force (shown with a crash).
@@ -545,8 +638,10 @@ class WorkerProcess:
             self._timing_dir = job.timing_set.dir
         if isinstance(job, WorkerJob) and self.protection != "none":
             _open_timing_sets(self._timing_dir)
-        if isinstance(job, ReferenceJob) and self.protection != "none" and self._timing_dir:
-            _open_timing_store(self._timing_dir)
+        if isinstance(job, ReferenceJob):
+            self.reference_job = job
+            if self._timing_dir:
+                _secure_timing_store(self._timing_dir)
         if isinstance(job, (WorkerJob, ReferenceJob)) and self.job_sent is None:
             missing = [(d, w) for d, w in _job_dirs(job) if not self._covers(d, w)]
             for d, w in missing:  # bound only if it exists when the worker starts
@@ -617,6 +712,9 @@ class WorkerProcess:
         if self._jail_root is not None:
             with contextlib.suppress(OSError):
                 self._jail_root.rmdir()
+        if self._uid_lock is not None:  # the worker is gone: its uid may be handed out again
+            self._uid_lock.close()
+            self._uid_lock = None
 
     def wait(
         self,
@@ -1070,8 +1168,10 @@ def finish_reference(
     if killed_for is ErrorKind.TIMEOUT:
         return ReferenceOutcome(ok=False, message=f"the reference was killed after {timeout_s:.0f}s")
     if proc.result_path.exists():
+        outcome = ReferenceOutcome.model_validate_json(proc.result_path.read_text())
+        _adopt_timing_sets(proc, outcome)
         _open_timing_sets(proc._timing_dir)  # for the jailed candidate workers that read it
-        return ReferenceOutcome.model_validate_json(proc.result_path.read_text())
+        return outcome
     _, message = _death_message(proc, proc.stage_text("reference"))
     return ReferenceOutcome(ok=False, message="the reference's worker failed: " + message)
 

@@ -6,9 +6,9 @@ then sees the same data, so data-dependent kernels (graphs, histograms, sparse m
 with the draw, and the speedups of different candidates of one task are measured on the same inputs.
 
 The set and the reference's outputs for it are kept on disk under the executor's cache, one directory
-per task content and reference build, written once (atomically) by a reference worker. A candidate
-worker loads the inputs while the candidate compiles and reads the outputs only after its timed trials,
-to check the last trial.
+per task content and reference build, made once by a reference worker and written (atomically) by the
+executor. A candidate worker loads the inputs while the candidate compiles and reads the outputs only
+after its timed trials, to check the last trial.
 
 What fits. The reference's outputs are always stored (they cost a run of the serial reference at the
 timing size to make again), the inputs only while every stored set still fits in the limit
@@ -19,17 +19,27 @@ eviction is the worst policy for such a queue: every set is evicted just before 
 sets stored first keep their inputs, the others are drawn each time. The 80 function and 22 kernel
 tasks of the benchmark need 18.2 GiB with every input and 5.1 GiB of outputs alone. ``prune`` still
 keeps the directory under the limit when the limit is lowered.
+
+Who writes. A task's reference may be a caller's code (an inline task), so the reference worker never
+writes the store: it draws and computes a set in its own directory (``HANDOVER``), and the executor
+process adopts it (:func:`adopt`): it checks the files against the task's shapes and stores them under
+the key it computed from the task's content, so one task's reference cannot reach another task's sets.
+The workers see the store read-only. Every stored file's SHA-256 is in the set's manifest with the
+set's key and seed, and every read checks them: a damaged file, or a set moved under another key, is
+refused (logged, and drawn or computed again by the reader), never used.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import logging
 import os
 import platform
 import shutil
+import stat
 import tempfile
 import time
 from collections.abc import Iterator
@@ -39,7 +49,6 @@ import numpy as np
 from pydantic import BaseModel
 
 from executor.cache import content_key
-from executor.filelock import exclusive
 from executor.inputs import INT_POISON, InputSet, poison
 from executor.taskformat import NUMPY_DTYPES, FunctionTask, KernelTask, ScalarArg, is_float
 from executor.verdict import TimingStats
@@ -48,6 +57,14 @@ logger = logging.getLogger(__name__)
 
 TIMING_SEED_VERSION = "regraph.timing-seed/v1"
 MANIFEST = "manifest.json"
+# The manifest's format: sets of an earlier format (no digests) are not used, and stored again.
+SET_FORMAT = "regraph.timing-set/v2"
+# The directory in a reference worker's own directory where it leaves the sets it made for the
+# executor to adopt (one subdirectory per set, named as the set is in the store).
+HANDOVER = "timing-sets"
+# How long a reference worker that waited for another's preparation of its task waits further for
+# that one's executor to adopt it before it prepares the task itself.
+ADOPTION_WAIT_S = 10.0
 # Beside the sets under the store's root: a lock file per set (one preparation of a task at a time on
 # the host) and the serial reference's timing on each set (shared by the replicas and kept across
 # restarts, for the host's CPU that measured it).
@@ -111,14 +128,62 @@ def timing_set_spec(
     return TimingSetSpec(dir=str(root / key), seed=timing_seed(task), limit_bytes=limit_bytes)
 
 
-@contextlib.contextmanager
-def preparing(spec: TimingSetSpec) -> Iterator[None]:
-    """Hold the task's preparation lock (one per set under the store's root, for every process of the
-    host): who stores the set or times the reference on it does so under it, after looking again
-    whether another did it meanwhile, so two replicas never prepare one task at once."""
+def lock_path(spec: TimingSetSpec) -> Path:
+    """The task's preparation lock file (beside the sets, under the store's root)."""
     directory = Path(spec.dir)
-    with exclusive(directory.parent / LOCKS / f"{directory.name}.lock"):
-        yield
+    return directory.parent / LOCKS / f"{directory.name}.lock"
+
+
+def make_lock(spec: TimingSetSpec) -> None:
+    """Make the task's lock file (by the executor, before a reference worker that may prepare the task
+    starts its job): the worker sees the store read-only and locks the file opened for reading."""
+    path = lock_path(spec)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch(exist_ok=True)
+    path.chmod(0o644)
+
+
+@contextlib.contextmanager
+def preparing(spec: TimingSetSpec) -> Iterator[bool]:
+    """Hold the task's preparation lock (one per set under the store's root, for every process of the
+    host): who prepares the task's sets or times the reference on them does so under it, after looking
+    again whether another did it meanwhile, so two replicas never prepare one task at once. Yields
+    whether another held it first (then wait for its adoption: :func:`await_prepared`). Without a
+    lock file (not made by the executor) it holds nothing."""
+    try:
+        handle = lock_path(spec).open("rb")  # a shared flock needs no write access
+    except OSError:
+        yield False
+        return
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            waited = False
+        except BlockingIOError:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            waited = True
+        try:
+            yield waited
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def prepared(spec: TimingSetSpec, count: int, time_reference: bool) -> bool:
+    """Whether the task's ``count`` timing sets are stored (and the reference's timing, if wanted)."""
+    return all(stored(v) for v in variants(spec, count)) and (
+        not time_reference or load_reference_timing(spec) is not None
+    )
+
+
+def await_prepared(spec: TimingSetSpec, count: int, time_reference: bool, timeout_s: float) -> bool:
+    """Wait up to ``timeout_s`` for another worker's sets to be adopted into the store by its executor
+    (the worker releases the lock before its executor stores what it made)."""
+    deadline = time.monotonic() + timeout_s
+    while not prepared(spec, count, time_reference):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def _cpu_model() -> str:
@@ -182,18 +247,52 @@ def _checked(task: FunctionTask | KernelTask, name: str, array: np.ndarray) -> n
     return array
 
 
+def _manifest(spec: TimingSetSpec) -> dict[str, object] | None:
+    """The set's manifest when it is of this format and names this set (its key and seed), else None:
+    a set moved under another key, or one written before the digests, is not this task's."""
+    directory = Path(spec.dir)
+    try:
+        manifest = json.loads((directory / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+    if (
+        not isinstance(manifest, dict)
+        or manifest.get("format") != SET_FORMAT
+        or manifest.get("key") != directory.name
+        or manifest.get("seed") != spec.seed
+        or not isinstance(manifest.get("files"), dict)
+    ):
+        return None
+    return manifest
+
+
+def _digest(path: Path) -> str:
+    with path.open("rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def _verified(spec: TimingSetSpec, path: Path) -> Path:
+    """``path`` (a file of the set) when its SHA-256 is the one in the set's manifest; raises
+    ValueError for a file the manifest does not name or whose content differs."""
+    manifest = _manifest(spec)
+    files = manifest.get("files") if manifest is not None else None
+    if not isinstance(files, dict) or path.name not in files:
+        raise ValueError(f"{path.name} is not in the set's manifest")
+    if _digest(path) != files[path.name]:
+        raise ValueError(f"{path.name} does not match its digest: damaged or replaced")
+    return path
+
+
 def stored(spec: TimingSetSpec) -> bool:
-    """Whether the timing set's expected outputs (and maybe its inputs) are on disk."""
-    return (Path(spec.dir) / MANIFEST).is_file()
+    """Whether the timing set's expected outputs (and maybe its inputs) are on disk, with a manifest of
+    this format for this set (the files' digests are checked when they are read)."""
+    return _manifest(spec) is not None
 
 
 def inputs_stored(spec: TimingSetSpec) -> bool:
     """Whether the stored set has its inputs (else they are drawn from the seed)."""
-    try:
-        manifest = json.loads((Path(spec.dir) / MANIFEST).read_text())
-    except (OSError, ValueError):
-        return False
-    return bool(manifest.get("inputs", True))  # sets stored before the flag always had them
+    manifest = _manifest(spec)
+    return manifest is not None and bool(manifest.get("inputs"))
 
 
 def load_inputs(spec: TimingSetSpec, task: FunctionTask | KernelTask) -> InputSet | None:
@@ -211,7 +310,9 @@ def load_inputs(spec: TimingSetSpec, task: FunctionTask | KernelTask) -> InputSe
                 poison(array, arg.dtype)
                 arrays[arg.name] = array
             else:
-                arrays[arg.name] = _checked(task, arg.name, np.load(path, allow_pickle=False))
+                arrays[arg.name] = _checked(
+                    task, arg.name, np.load(_verified(spec, path), allow_pickle=False)
+                )
     except (OSError, ValueError) as e:
         logger.warning("timing set %s is unreadable (%s); drawing it again", directory.name, e)
         return None
@@ -228,7 +329,7 @@ def load_expected(spec: TimingSetSpec, task: FunctionTask | KernelTask) -> dict[
         return None
     try:
         return {
-            a.name: _checked(task, a.name, read_outputs(_expected_path(directory, a.name)))
+            a.name: _checked(task, a.name, read_outputs(_verified(spec, _expected_path(directory, a.name))))
             for a in task.outputs
         }
     except (OSError, ValueError) as e:
@@ -265,19 +366,136 @@ def store(
     )
     work = Path(tempfile.mkdtemp(prefix=f".{target.name[:12]}-", dir=target.parent))
     try:
-        for arg, array in saved if keep_inputs else []:
-            np.save(_input_path(work, arg.name), array, allow_pickle=False)
-        for name, array in expected.items():
-            np.save(_expected_path(work, name), array, allow_pickle=False)
-        manifest = {"seed": spec.seed, "task": task.id, "inputs": keep_inputs}
-        (work / MANIFEST).write_text(json.dumps(manifest))
-        try:
-            os.rename(work, target)
-        except OSError:  # another worker stored it first (the directory exists and is not empty)
-            if not stored(spec):
-                raise
+        digests = {}
+        for path, array in [
+            *((_input_path(work, arg.name), array) for arg, array in (saved if keep_inputs else [])),
+            *((_expected_path(work, name), array) for name, array in expected.items()),
+        ]:
+            np.save(path, array, allow_pickle=False)
+            digests[path.name] = _digest(path)
+        _publish(spec, task, work, digests, keep_inputs)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _publish(
+    spec: TimingSetSpec, task: FunctionTask | KernelTask, work: Path, digests: dict[str, str], inputs: bool
+) -> None:
+    """Give the set written in ``work`` (files named in ``digests``) its manifest and rename it into
+    place as ``spec``'s set, unless another writer was first."""
+    target = Path(spec.dir)
+    manifest = {
+        "format": SET_FORMAT,
+        "key": target.name,
+        "seed": spec.seed,
+        "task": task.id,
+        "inputs": inputs,
+        "files": digests,
+    }
+    (work / MANIFEST).write_text(json.dumps(manifest))
+    for name in [*digests, MANIFEST]:
+        (work / name).chmod(0o644)  # read by the workers, written by no one
+    work.chmod(0o755)
+    if stored(spec):  # another writer was first
+        return
+    if target.exists() or target.is_symlink():  # an earlier format's, or a damaged manifest
+        _remove(target)
+    try:
+        os.rename(work, target)
+    except OSError:  # another writer stored it first (the directory exists and is not empty)
+        if not stored(spec):
+            raise
+
+
+def _remove(path: Path) -> None:
+    """Remove a stored set (moved aside first, so no reader sees it half removed)."""
+    aside = path.with_name(f".removed-{path.name}-{os.getpid()}-{time.monotonic_ns()}")
+    with contextlib.suppress(OSError):
+        os.rename(path, aside)
+        if aside.is_symlink() or not aside.is_dir():
+            aside.unlink()
+        else:
+            shutil.rmtree(aside, ignore_errors=True)
+
+
+def handed_over(spec: TimingSetSpec, worker_dir: Path) -> TimingSetSpec:
+    """Where a reference worker whose directory is ``worker_dir`` leaves the set ``spec`` for its
+    executor: in its own directory, under the set's name (no size limit: the executor decides)."""
+    return spec.model_copy(
+        update={"dir": str(worker_dir / HANDOVER / Path(spec.dir).name), "limit_bytes": None}
+    )
+
+
+def _copy_digest(source: Path, target: Path) -> str:
+    """Copy the plain file ``source`` (never through a link) to ``target``; the copy's SHA-256."""
+    digest = hashlib.sha256()
+    fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as src, target.open("wb") as dst:
+        if not stat.S_ISREG(os.fstat(src.fileno()).st_mode):
+            raise ValueError(f"{source.name} is not a plain file")
+        while chunk := src.read(1 << 22):
+            digest.update(chunk)
+            dst.write(chunk)
+    return digest.hexdigest()
+
+
+def adopt(spec: TimingSetSpec, task: FunctionTask | KernelTask, worker_dir: Path) -> bool:
+    """Store the set that a reference worker made in its directory (:func:`handed_over`) as the set
+    ``spec`` of ``task``: by the executor process, which computed ``spec`` from the task's content, so
+    the worker (the task's reference: maybe a caller's code) only ever adds its own task's sets.
+
+    Only the task's files are taken (its outputs, and its inputs while they fit), each a plain file
+    copied (never linked or moved: the copy is the executor's, beyond the worker's reach) whose digest
+    matches the handed manifest's, then checked for the task's dtype and length. Nothing is loaded
+    whole into memory. Returns whether the set is stored (False: nothing handed over, or refused)."""
+    if stored(spec):
+        return True
+    handed = handed_over(spec, worker_dir)
+    directory = Path(handed.dir)
+    target = Path(spec.dir)
+    try:
+        if not stat.S_ISDIR(directory.lstat().st_mode):
+            raise ValueError("not a directory")
+    except FileNotFoundError:
+        return False
+    except OSError as e:
+        logger.warning("refused the timing set handed over for %s: %s", task.id, e)
+        return False
+    target.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{target.name[:12]}-", dir=target.parent))
+    try:
+        for entry in directory.iterdir():
+            if not stat.S_ISREG(entry.lstat().st_mode):
+                raise ValueError(f"{entry.name} is not a plain file")
+        manifest = _manifest(handed)
+        if manifest is None:
+            raise ValueError("no manifest of this set")
+        files = manifest["files"]
+        assert isinstance(files, dict)
+        names = [_expected_path(work, a.name).name for a in task.outputs]
+        inputs = [
+            _input_path(work, a.name).name
+            for a in task.arrays
+            if _input_path(work, a.name).name in files or a.intent != "out"
+        ]
+        set_bytes = sum((directory / n).lstat().st_size for n in [*names, *inputs])
+        keep_inputs = bool(manifest.get("inputs")) and admits_inputs(
+            target.parent, spec.limit_bytes, set_bytes
+        )
+        digests = {}
+        for name in [*names, *(inputs if keep_inputs else [])]:
+            digests[name] = _copy_digest(directory / name, work / name)
+            if digests[name] != files.get(name):
+                raise ValueError(f"{name} does not match its digest")
+            arg = name.removesuffix(".npy").partition("-")[2]
+            _checked(task, arg, np.load(work / name, mmap_mode="r", allow_pickle=False))
+        _publish(spec, task, work, digests, keep_inputs)
+    except (OSError, ValueError) as e:
+        logger.warning("refused the timing set handed over for %s: %s", task.id, e)
+        return False
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return stored(spec)
 
 
 def admits_inputs(root: Path, limit_bytes: int | None, set_bytes: int) -> bool:

@@ -1,8 +1,9 @@
 """The reference worker: the task's own serial code on the evaluation's input sets.
 
-It writes the expected outputs of every planned set as ``.npy`` files, stores the task's timing set
-with its outputs when it is not stored yet (:mod:`executor.timingset`) and times the reference when
-asked. Its failures are the task's, never a candidate's.
+It writes the expected outputs of every planned set as ``.npy`` files, makes the task's timing sets
+with their outputs when they are not stored yet (in its own directory, for the executor to adopt into
+the store, which the worker only reads: :mod:`executor.timingset`) and times the reference when asked.
+Its failures are the task's, never a candidate's.
 """
 
 from __future__ import annotations
@@ -65,13 +66,19 @@ class ReferenceWorker:
             # The task's timing set: its outputs are stored once for every later evaluation, and the
             # serial reference is timed on it, as the candidates are, once for every executor of the
             # host (the replicas share the store). Who does either holds the task's lock, so two
-            # never do it at once; the second finds it done. Every one of the task's timing sets is
-            # stored (the trials rotate through them); the reference is timed on the first.
-            variants = timingset.variants(spec, self.job.options.timing_sets)
-            stats = timingset.load_reference_timing(spec) if self.job.time_reference else None
-            if not all(timingset.stored(v) for v in variants) or (self.job.time_reference and stats is None):
-                with timingset.preparing(spec):
-                    stats = self._prepare(spec, variants)
+            # never do it at once; the second waits until the first's executor has adopted what it
+            # made. Every one of the task's timing sets is made (the trials rotate through them);
+            # the reference is timed on the first.
+            count, timed = self.job.options.timing_sets, self.job.time_reference
+            variants = timingset.variants(spec, count)
+            if not timingset.prepared(spec, count, timed):
+                with timingset.preparing(spec) as waited:
+                    if not (
+                        waited and timingset.await_prepared(spec, count, timed, timingset.ADOPTION_WAIT_S)
+                    ):
+                        stats = self._prepare(spec, variants)
+            if timed and stats is None:
+                stats = timingset.load_reference_timing(spec)
         elif self.job.time_reference and timing_inputs is not None:
             stats = self._time(timing_inputs)
         return ReferenceOutcome(ok=True, reference_timing=stats, seconds=self.seconds)
@@ -79,15 +86,17 @@ class ReferenceWorker:
     def _prepare(
         self, spec: timingset.TimingSetSpec, variants: list[timingset.TimingSetSpec]
     ) -> TimingStats | None:
-        """Store the timing sets that are not, and time the reference on the first (`spec`) unless that is
-        known (the task's preparation lock held)."""
+        """Make the timing sets that are not stored, in this worker's directory for the executor to
+        adopt, and time the reference on the first (`spec`) unless that is known (the task's
+        preparation lock held). The executor keeps the timing it returns."""
         fixed = None
+        own = Path(self.job.result_path).parent
         for k, variant in enumerate(variants):
             if not timingset.stored(variant):
                 write_progress(self.job.progress_path, "timing_set")
                 t1 = time.perf_counter()
                 drawn = generate_inputs(self.task, "timing", variant.seed, self.lib)
-                timingset.store(variant, self.task, drawn, self.call(drawn))
+                timingset.store(timingset.handed_over(variant, own), self.task, drawn, self.call(drawn))
                 fixed = drawn if k == 0 else fixed
                 self.seconds["timing_set"] = self.seconds.get("timing_set", 0.0) + time.perf_counter() - t1
         if not self.job.time_reference:
@@ -96,9 +105,7 @@ class ReferenceWorker:
         if known is not None:
             return known
         fixed = fixed or timingset.load_inputs(spec, self.task)
-        stats = self._time(fixed or generate_inputs(self.task, "timing", spec.seed, self.lib))
-        timingset.save_reference_timing(spec, stats)
-        return stats
+        return self._time(fixed or generate_inputs(self.task, "timing", spec.seed, self.lib))
 
     def _time(self, timing_inputs: InputSet) -> TimingStats:
         """The serial reference timed on ``timing_inputs``."""

@@ -9,7 +9,8 @@ source; the jail is for the ones it does not see (a system call through assembly
 time).
 
 A task's reference runs in a worker too, and a caller may send the task inline (its reference is then
-the caller's code): the same jail holds it, with the store of timing sets writable.
+the caller's code): the same jail holds it, with the store of timing sets read-only (the executor
+adopts the sets it makes: tests/integration/executor/test_timingset_store_attack.py).
 """
 
 from __future__ import annotations
@@ -199,7 +200,7 @@ def test_an_inline_tasks_reference_is_jailed(
 ) -> None:
     """The reference worker runs in the candidate's jail: the secret beside the executor does not reach
     its outputs (the expected values a mismatch message would show), its write outside fails, and it
-    still stores the task's timing set (the store is the one cache directory it writes)."""
+    still makes the task's timing set, which the executor stores."""
     assert worker_protection("none", "reference") == "namespace"
     worker, _, expected, stored, marker = _run_inline_reference(tmp_path, task, secret)
     assert worker.protection == "namespace"

@@ -1,0 +1,120 @@
+"""The store of timing sets trusts nothing it did not write (issue 27): every read checks the files'
+digests and the set's key and seed in its manifest, and the executor adopts a set a reference worker
+hands over only as plain files of the task's shapes, under the key it computed itself."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from executor import timingset
+from executor.inputs import generate_inputs
+from executor.taskformat import FunctionTask, KernelTask
+
+
+def _stored(task: FunctionTask | KernelTask, root: Path, name: str = "ref.so") -> timingset.TimingSetSpec:
+    spec = timingset.timing_set_spec(task, Path(name), root)
+    drawn = generate_inputs(task, "timing", spec.seed)
+    timingset.store(spec, task, drawn, {"y": drawn.arrays["y"] * np.float32(2)})
+    return spec
+
+
+def _flip_last_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0x01  # one bit of the last value: the header, dtype and length stay right
+    path.write_bytes(bytes(data))
+
+
+def test_a_changed_byte_in_a_stored_file_is_refused_on_read(
+    saxpy: FunctionTask | KernelTask, tmp_path: Path
+) -> None:
+    spec = _stored(saxpy, tmp_path)
+    assert timingset.load_expected(spec, saxpy) is not None and timingset.load_inputs(spec, saxpy) is not None
+    _flip_last_byte(Path(spec.dir) / "expected-y.npy")
+    assert timingset.load_expected(spec, saxpy) is None
+    assert timingset.load_inputs(spec, saxpy) is not None  # the inputs are still intact
+    _flip_last_byte(Path(spec.dir) / "input-x.npy")
+    assert timingset.load_inputs(spec, saxpy) is None
+
+
+def test_a_set_under_another_key_or_without_digests_is_not_stored(
+    saxpy: FunctionTask | KernelTask, tmp_path: Path
+) -> None:
+    ours = _stored(saxpy, tmp_path, "a.so")
+    other = timingset.timing_set_spec(saxpy, Path("b.so"), tmp_path)
+    shutil.copytree(ours.dir, other.dir)  # a foreign set, moved under the other task's key
+    assert not timingset.stored(other)
+    assert timingset.load_expected(other, saxpy) is None and timingset.load_inputs(other, saxpy) is None
+    # A set written before the digests (the earlier manifest) is not used, and is replaced when stored.
+    manifest = Path(ours.dir) / timingset.MANIFEST
+    manifest.write_text(json.dumps({"seed": ours.seed, "task": saxpy.id, "inputs": True}))
+    assert not timingset.stored(ours) and timingset.load_expected(ours, saxpy) is None
+    drawn = generate_inputs(saxpy, "timing", ours.seed)
+    timingset.store(ours, saxpy, drawn, {"y": drawn.arrays["y"]})
+    again = timingset.load_expected(ours, saxpy)
+    assert again is not None and np.array_equal(again["y"], drawn.arrays["y"])
+
+
+def test_the_executor_adopts_a_handed_set_under_its_own_key_and_refuses_links(
+    saxpy: FunctionTask | KernelTask, tmp_path: Path
+) -> None:
+    store, worker = tmp_path / "store", tmp_path / "worker"
+    spec = timingset.timing_set_spec(saxpy, Path("ref.so"), store)
+    assert not timingset.adopt(spec, saxpy, worker)  # nothing handed over
+    handed = timingset.handed_over(spec, worker)
+    drawn = generate_inputs(saxpy, "timing", spec.seed)
+    timingset.store(handed, saxpy, drawn, {"y": drawn.arrays["y"] + np.float32(1)})
+    # A link in the handed set is refused, even to a file of the right content (the executor reads,
+    # as its own user, only what the worker wrote).
+    expected = Path(handed.dir) / "expected-y.npy"
+    os.rename(expected, tmp_path / "elsewhere.npy")
+    expected.symlink_to(tmp_path / "elsewhere.npy")
+    assert not timingset.adopt(spec, saxpy, worker) and not timingset.stored(spec)
+    expected.unlink()
+    os.rename(tmp_path / "elsewhere.npy", expected)
+    assert timingset.adopt(spec, saxpy, worker) and timingset.stored(spec)
+    adopted = timingset.load_expected(spec, saxpy)
+    assert adopted is not None and np.array_equal(adopted["y"], drawn.arrays["y"] + np.float32(1))
+    for path in Path(spec.dir).iterdir():
+        assert path.stat().st_mode & 0o777 == 0o644, path  # read by the workers, written by no one
+    assert Path(spec.dir).stat().st_mode & 0o777 == 0o755
+
+
+def test_a_handed_set_of_the_wrong_shape_is_refused(saxpy: FunctionTask | KernelTask, tmp_path: Path) -> None:
+    spec = timingset.timing_set_spec(saxpy, Path("ref.so"), tmp_path / "store")
+    handed = timingset.handed_over(spec, tmp_path / "worker")
+    drawn = generate_inputs(saxpy, "timing", spec.seed)
+    timingset.store(handed, saxpy, drawn, {"y": drawn.arrays["y"][:-1]})  # one value short
+    assert not timingset.adopt(spec, saxpy, tmp_path / "worker")
+    assert not timingset.stored(spec)
+
+
+def test_the_lock_is_taken_read_only_and_says_when_another_held_it(
+    saxpy: FunctionTask | KernelTask, tmp_path: Path
+) -> None:
+    spec = timingset.timing_set_spec(saxpy, Path("ref.so"), tmp_path)
+    with timingset.preparing(spec) as waited:  # no lock file made: nothing held
+        assert not waited
+    timingset.make_lock(spec)
+    lock = timingset.lock_path(spec)
+    lock.chmod(0o444)
+    with timingset.preparing(spec) as waited:
+        assert not waited
+    assert timingset.await_prepared(spec, 2, False, timeout_s=0.0) is False
+
+
+@pytest.mark.parametrize("count", [2, 3])
+def test_prepared_needs_every_set_and_the_timing(
+    saxpy: FunctionTask | KernelTask, tmp_path: Path, count: int
+) -> None:
+    spec = _stored(saxpy, tmp_path)
+    assert not timingset.prepared(spec, count, False)  # only the first of the sets
+    for variant in timingset.variants(spec, count)[1:]:
+        drawn = generate_inputs(saxpy, "timing", variant.seed)
+        timingset.store(variant, saxpy, drawn, {"y": drawn.arrays["y"]})
+    assert timingset.prepared(spec, count, False) and not timingset.prepared(spec, count, True)
