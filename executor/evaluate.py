@@ -588,6 +588,7 @@ class Evaluator:
                         timing_set=timing_set,
                         compare_product=self._comparison_product() if isinstance(task, KernelTask) else None,
                         device_peak_dir=str(self.settings.cache_dir / "device-peak"),
+                        baseline_copies=self.baseline_copies_wanted(task, options, runtime),
                     ),
                     limit,
                 )
@@ -595,6 +596,22 @@ class Evaluator:
             prepared.close()
             raise
         return prepared
+
+    def baseline_copies_wanted(
+        self, task: FunctionTask | KernelTask, options: EvaluationOptions, runtime: str
+    ) -> bool:
+        """Whether a candidate's worker makes the naive baseline's copies ahead (baseline_copies_ahead):
+        on the GPU, for a function task with a ``naive.cu`` whose timing is not known yet (the run will
+        likely time it; if another run stores it first, the copies go unused, made off the lock)."""
+        return (
+            self.settings.baseline_copies_ahead
+            and runtime == "gpu"
+            and options.run_timing
+            and options.baseline
+            and isinstance(task, FunctionTask)
+            and bool(task.naive_source)
+            and self._cached_timing("baseline", task, options) is None
+        )
 
     def _prepare_next(
         self,

@@ -91,6 +91,12 @@ class ExecutorSettings(BaseSettings):
         "GPU lock (two H200 replicas timed 70 tasks' baselines 104 times, 38 % of a function "
         "candidate's time under the lock: bench/results/2026-11-29_s18/lock_time_analysis.md)",
     )
+    baseline_copies_ahead: bool = Field(
+        default=True,
+        description="a function candidate whose task's naive baseline is not timed yet has the "
+        "baseline's own copies of the timing sets made by its worker while it compiles, off the GPU "
+        "lock (they were made in the run, under the lock, before the baseline's trials)",
+    )
     baseline_timing_max_age_s: float = Field(
         default=24 * 3600.0,
         gt=0,
