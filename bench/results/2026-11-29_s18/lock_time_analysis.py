@@ -13,6 +13,7 @@ import json
 import statistics
 import sys
 from pathlib import Path
+from typing import Any
 
 PARTS = [
     "gpu_held",
@@ -29,7 +30,7 @@ PARTS = [
 ]
 
 
-def records(path: Path, replicas: int) -> list[dict]:
+def records(path: Path, replicas: int) -> list[dict[str, Any]]:
     data = json.loads((path / f"queue_{replicas}.json").read_text())
     return [r for run in data["runs"] for r in run["records"]]
 

@@ -42,7 +42,7 @@ def saxpy() -> FunctionTask | KernelTask:
 def executors(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Evaluator, Evaluator, Evaluator]]:
     cache = tmp_path_factory.mktemp("shared-cache")
 
-    def make(**extra: object) -> Evaluator:
+    def make(shared: bool = True) -> Evaluator:
         return Evaluator(
             ExecutorSettings(
                 cache_dir=cache,
@@ -50,11 +50,11 @@ def executors(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Evalua
                 run_timeout_s=60,
                 compile_workers=1,
                 prepare_next=False,
-                **extra,
+                baseline_timing_cache=shared,
             )
         )
 
-    built = (make(), make(), make(baseline_timing_cache=False))
+    built = (make(), make(), make(shared=False))
     yield built
     for evaluator in built:
         evaluator.close()
