@@ -134,8 +134,80 @@ def avoidable_baselines(root: Path) -> None:
         print(f"| {replicas} | {len(recs)} | {len(spared)} | {seconds:.1f} | {seconds / len(function):.3f} |")
 
 
+def _phases(start: float, end: float, r: dict[str, Any]) -> dict[str, list[tuple[float, float]]]:
+    """The parts of one run under its lock as time intervals, from its verdict's end backwards (the
+    order of executor.worker.candidate: hand-over, load, correctness, the trials' lock wait, trials,
+    ..., the naive baseline last)."""
+    s = r["seconds"]
+    t = start + s.get("handover", 0.0) + s.get("load", 0.0)
+    out = {"correctness": [(t, t + s.get("correctness", 0.0))]}
+    t += s.get("correctness", 0.0) + s.get("timing_lock_wait", 0.0)
+    trials = (t, t + s.get("timing_trials", 0.0))
+    if r["task_kind"] == "function":
+        out["function trials"] = [trials]
+        if "baseline_timing" in s:
+            out["baseline timing"] = [(end - s["baseline_timing"], end)]
+    else:
+        out["kernel trials"] = [trials]
+    return out
+
+
+def beside_the_other_replica(root: Path) -> None:
+    """With two replicas: what the other replica's run was doing while a correct function candidate's
+    trials ran (the share of the trials' time covered by each of its phases), for the candidates
+    whose trials were quiet and those that were noisy. The runs are split into the two replicas'
+    chains by their lock intervals (one run at a time per replica; the records do not name it)."""
+    runs = sorted(
+        (r["finished_s"] - r["seconds"]["gpu_held"], r["finished_s"], r)
+        for r in records(root, 2)
+        if "gpu_held" in r["seconds"]
+    )
+    chains: list[list[tuple[float, float, dict[str, Any]]]] = [[], []]
+    last = [-1e9, -1e9]
+    for start, end, r in runs:
+        free = [i for i in (0, 1) if last[i] <= start + 0.15]
+        i = max(free, key=lambda k: last[k]) if free else int(last[1] < last[0])
+        chains[i].append((start, end, r))
+        last[i] = end
+    kinds = ("correctness", "function trials", "baseline timing", "kernel trials")
+    rows = []
+    for mine in (0, 1):
+        other: dict[str, list[tuple[float, float]]] = {}
+        for start, end, r in chains[1 - mine]:
+            for kind, spans in _phases(start, end, r).items():
+                other.setdefault(kind, []).extend(spans)
+        for start, end, r in chains[mine]:
+            if r["task_kind"] != "function" or r["candidate"] != "correct" or not r["trials"]:
+                continue
+            lo, hi = _phases(start, end, r)["function trials"][0]
+            if hi <= lo:
+                continue
+            cover = {
+                k: sum(max(0.0, min(hi, b) - max(lo, a)) for a, b in other.get(k, [])) / (hi - lo)
+                for k in kinds
+            }
+            rows.append((r, cover))
+    print()
+    print(
+        "Two replicas: the share of a correct function candidate's trials covered by the other replica's phases:"
+    )
+    print()
+    print("| trials (robust CoV) | n | mean trials | capped | " + " | ".join(kinds) + " | anything else |")
+    print("|---|---|---|---|" + "---|" * (len(kinds) + 1))
+    for name, low, high in (("quiet (< 4 %)", 0.0, 0.04), ("noisy (>= 8 %)", 0.08, float("inf"))):
+        group = [(r, c) for r, c in rows if low <= r["robust_cov"] < high]
+        shares = [mean([c[k] for _, c in group]) for k in kinds]
+        print(
+            f"| {name} | {len(group)} | {mean([r['trials'] for r, _ in group]):.1f} | "
+            f"{sum(r['stop'] == 'time_cap' for r, _ in group)} | "
+            + " | ".join(f"{x:.0%}" for x in shares)
+            + f" | {1 - sum(shares):.0%} |"
+        )
+
+
 if __name__ == "__main__":
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     main(Path(sys.argv[1]))
     avoidable_baselines(Path(sys.argv[1]))
+    beside_the_other_replica(Path(sys.argv[1]))
