@@ -63,6 +63,27 @@ pack() {
       ( cd "$ROOT" && python3 -m bench.probes.throughput --compare "${RAN[@]}" --max-seconds "$AB" \
         --steady-after "$STEADY" --out "$RES/ab/compare.json" 2>&1 )
       echo
+      echo "Per correct candidate finished after ${STEADY} s, mean seconds under the lock (n):"; echo
+      ( python3 - "$STEADY" "${RAN[@]}" <<'PY' 2>&1
+import json, statistics, sys
+after = float(sys.argv[1])
+keys = ("gpu_held", "correctness", "compare", "timing_lock_wait", "timing_trials", "last_check", "baseline_timing")
+for kind in ("function", "kernel"):
+    print(f"| {kind} | n | " + " | ".join(keys) + " | trials | robust CoV |")
+    print("|---|---|" + "---|" * (len(keys) + 2))
+    for arg in sys.argv[2:]:
+        name, path = arg.split("=", 1)
+        rs = [r for run in json.load(open(path))["runs"] for r in run["records"]
+              if r["task_kind"] == kind and r["candidate"] == "correct" and r.get("trials")
+              and r["finished_s"] >= after and "gpu_held" in r["seconds"]]
+        if not rs:
+            print(f"| {name} | 0 |" + " - |" * (len(keys) + 2)); continue
+        cols = [statistics.fmean(r["seconds"].get(k, 0.0) for r in rs) for k in keys]
+        print(f"| {name} | {len(rs)} | " + " | ".join(f"{c:.3f}" for c in cols)
+              + f" | {statistics.fmean(r['trials'] for r in rs):.1f} | {statistics.median(r['robust_cov'] or 0 for r in rs):.3f} |")
+    print()
+PY
+      )
     fi
     if [ ${#SCALED[@]} -gt 0 ]; then
       echo "## Issue 29: 1 vs 2 replicas, this tree (mixed queue at saturation)"; echo
