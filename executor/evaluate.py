@@ -12,6 +12,7 @@ from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Literal
 
+from executor.basetiming import BaselineTimings, baseline_key
 from executor.cache import content_key
 from executor.compile import DEFAULT_ARCH, INCLUDE_REFUSED, Compiler, RemoteBuilds, device_arch, kernel_symbol
 from executor.devcompare import compare_source
@@ -64,6 +65,15 @@ class Evaluator:
         self.compiler = Compiler.from_settings(settings, self.arch, remote=remote_builds)
         self._timing_cache: dict[tuple[str, str], TimingStats] = {}
         self._cache_lock = threading.Lock()
+        # The naive baselines' timings on disk, shared with the host's other executors and kept across
+        # restarts (executor.basetiming); used once this evaluator knows its device's model (from the
+        # first run's outcome: the parent process never opens the device itself).
+        self._baselines = (
+            BaselineTimings(settings.cache_dir / "baseline-timings", settings.baseline_timing_max_age_s)
+            if settings.baseline_timing_cache
+            else None
+        )
+        self.device: str | None = None
         self._threads = ThreadPoolExecutor(
             max_workers=2 * settings.compile_workers, thread_name_prefix="executor-compile"
         )
@@ -321,7 +331,7 @@ class Evaluator:
             candidate_symbol=symbol,
             baseline_product=baseline if baseline != "cached" else None,
             reference_timing=self._cached_timing("reference", task),
-            baseline_timing=self._cached_timing("baseline", task) if baseline else None,
+            baseline_timing=self._cached_timing("baseline", task, options) if baseline else None,
             call_limit=applied.call,
         )
         waited = time.perf_counter()
@@ -341,7 +351,7 @@ class Evaluator:
             if not isinstance(task, KernelTask):
                 teardown.callback(self._hold_through_teardown(seconds).join)
             if self.settings.timings_at_turn:
-                run = self._timings_now(task, run)
+                run = self._timings_now(task, run, options)
             outcome = finish_candidate(
                 cand_worker,
                 run,
@@ -352,6 +362,8 @@ class Evaluator:
             )
             seconds["gpu_held"] = time.perf_counter() - reaped
         seconds.update(outcome.seconds)
+        if outcome.device:
+            self.device = outcome.device
         if outcome.killed_by is not None:
             applied = applied.model_copy(update={"stopped_by": outcome.killed_by})
         if outcome.error is ErrorKind.REFERENCE_ERROR:
@@ -359,7 +371,10 @@ class Evaluator:
         if outcome.reference_timing is not None:
             self._remember("reference", task, outcome.reference_timing)
         if outcome.baseline_timing is not None:
-            self._remember("baseline", task, outcome.baseline_timing)
+            # measured by this run (not handed to it): also for the host's other executors
+            self._remember(
+                "baseline", task, outcome.baseline_timing, options if run.baseline_timing is None else None
+            )
         speedup = baseline_speedup = None
         cand = outcome.candidate_timing
         if outcome.passed and cand is not None and cand.median_ms > 0:
@@ -413,16 +428,19 @@ class Evaluator:
         thread.start()
         return thread
 
-    def _timings_now(self, task: FunctionTask | KernelTask, run: CandidateRun) -> CandidateRun:
+    def _timings_now(
+        self, task: FunctionTask | KernelTask, run: CandidateRun, options: EvaluationOptions | None = None
+    ) -> CandidateRun:
         """``run`` with the task's serial reference and naive baseline timings as cached now, when its
         turn has come (``timings_at_turn``): a candidate that waited for the GPU while another of its
         task timed them takes those results instead of timing them again under the lock. Only a
-        timing the run would otherwise make is filled in (never a baseline not asked for)."""
+        timing the run would otherwise make is filled in (never a baseline not asked for). With
+        ``options``, a baseline another executor of this host stored meanwhile counts too."""
         update: dict[str, TimingStats] = {}
         if run.reference_timing is None and (reference := self._cached_timing("reference", task)):
             update["reference_timing"] = reference
         asked = run.baseline_timing is None and run.baseline_product is not None
-        if asked and (baseline := self._cached_timing("baseline", task)):
+        if asked and (baseline := self._cached_timing("baseline", task, options)):
             update["baseline_timing"] = baseline
         return run.model_copy(update=update) if update else run
 
@@ -570,6 +588,7 @@ class Evaluator:
                         timing_set=timing_set,
                         compare_product=self._comparison_product() if isinstance(task, KernelTask) else None,
                         device_peak_dir=str(self.settings.cache_dir / "device-peak"),
+                        baseline_copies=self.baseline_copies_wanted(task, options, runtime),
                     ),
                     limit,
                 )
@@ -577,6 +596,22 @@ class Evaluator:
             prepared.close()
             raise
         return prepared
+
+    def baseline_copies_wanted(
+        self, task: FunctionTask | KernelTask, options: EvaluationOptions, runtime: str
+    ) -> bool:
+        """Whether a candidate's worker makes the naive baseline's copies ahead (baseline_copies_ahead):
+        on the GPU, for a function task with a ``naive.cu`` whose timing is not known yet (the run will
+        likely time it; if another run stores it first, the copies go unused, made off the lock)."""
+        return (
+            self.settings.baseline_copies_ahead
+            and runtime == "gpu"
+            and options.run_timing
+            and options.baseline
+            and isinstance(task, FunctionTask)
+            and bool(task.naive_source)
+            and self._cached_timing("baseline", task, options) is None
+        )
 
     def _prepare_next(
         self,
@@ -649,7 +684,7 @@ class Evaluator:
     def _baseline(self, task: FunctionTask | KernelTask, options: EvaluationOptions) -> str | None:
         if not options.baseline or not task.naive_source or isinstance(task, KernelTask):
             return None
-        if self._cached_timing("baseline", task) is not None:
+        if self._cached_timing("baseline", task, options) is not None:
             return "cached"
         result = self.compiler.compile(task, task.naive_source)
         if not result.ok:
@@ -661,13 +696,36 @@ class Evaluator:
         source = task.reference_source if what == "reference" else (task.naive_source or "")
         return what, f"{task.id}:{hash((source, task.model_dump_json(include={'params', 'args'})))}"
 
-    def _cached_timing(self, what: str, task: FunctionTask | KernelTask) -> TimingStats | None:
+    def _cached_timing(
+        self, what: str, task: FunctionTask | KernelTask, options: EvaluationOptions | None = None
+    ) -> TimingStats | None:
+        """The task's timing in this evaluator's memory; for a baseline with ``options``, else the one
+        the host's executors stored for this device's model (executor.basetiming), if not stale."""
         with self._cache_lock:
-            return self._timing_cache.get(self._key(what, task))
+            known = self._timing_cache.get(self._key(what, task))
+        if known is not None or what != "baseline" or options is None:
+            return known
+        if self._baselines is None or self.device is None:
+            return None
+        stored = self._baselines.load(self.device, baseline_key(task, options))
+        if stored is not None:
+            with self._cache_lock:
+                self._timing_cache.setdefault(self._key(what, task), stored)
+        return stored
 
-    def _remember(self, what: str, task: FunctionTask | KernelTask, stats: TimingStats) -> None:
+    def _remember(
+        self,
+        what: str,
+        task: FunctionTask | KernelTask,
+        stats: TimingStats,
+        options: EvaluationOptions | None = None,
+    ) -> None:
+        """Keep ``stats`` in memory; a baseline measured here with ``options`` is also stored for the
+        host's other executors (once the device is known)."""
         with self._cache_lock:
             self._timing_cache[self._key(what, task)] = stats
+        if what == "baseline" and options is not None and self._baselines is not None and self.device:
+            self._baselines.save(self.device, baseline_key(task, options), stats)
 
 
 def _reference_failure(

@@ -75,11 +75,33 @@ class ExecutorSettings(BaseSettings):
         "(a kernel run holds the GPU ~0.15 s, a context's creation under load ~0.65 s)",
     )
     timings_at_turn: bool = Field(
-        default=False,
+        default=True,
         description="read the task's cached serial-reference and naive-baseline timings when a "
         "candidate's run gets the GPU, not when its run was made up before the wait: candidates of one "
         "task in flight together then time the baseline (about 0.5-1 s under the GPU lock) once, not "
-        "each (a long run's first minute timed 8 tasks' baselines 15-17 times: bench/results/2026-11-27_s13)",
+        "each (a long run's first minute timed 8 tasks' baselines 15-17 times: bench/results/2026-11-27_s13). "
+        "On by default since 2026-11-29: it hands a run only a timing that the task's later candidates "
+        "get anyway, measured the same way (bench/results/2026-11-29_s18/lock_time_analysis.md)",
+    )
+    baseline_timing_cache: bool = Field(
+        default=True,
+        description="keep the naive baselines' timings on disk (cache_dir/baseline-timings, per device "
+        "model, task, baseline source and timing options; executor.basetiming), so that the host's other "
+        "replicas and a restarted executor reuse them instead of timing each baseline again under their "
+        "GPU lock (two H200 replicas timed 70 tasks' baselines 104 times, 38 % of a function "
+        "candidate's time under the lock: bench/results/2026-11-29_s18/lock_time_analysis.md)",
+    )
+    baseline_copies_ahead: bool = Field(
+        default=True,
+        description="a function candidate whose task's naive baseline is not timed yet has the "
+        "baseline's own copies of the timing sets made by its worker while it compiles, off the GPU "
+        "lock (they were made in the run, under the lock, before the baseline's trials)",
+    )
+    baseline_timing_max_age_s: float = Field(
+        default=24 * 3600.0,
+        gt=0,
+        description="with baseline_timing_cache: a stored baseline timing older than this is stale; the "
+        "task's next candidate times the baseline again and stores the new timing",
     )
     timing_set_cache_bytes: int = Field(
         default=24 << 30,

@@ -85,6 +85,8 @@ class Worker:
         self.warm_source: InputSet | None = None
         self.floor: FloorCheck | None = None
         self.slots: HostSlots | DeviceSlots | None = None
+        # The naive baseline's own copies, made ahead when the job asks (baseline_copies).
+        self.baseline_slots: HostSlots | DeviceSlots | None = None
         # Device copies of the fresh timing-size sets (kernel tasks), made ahead and used once each.
         self.uploaded: dict[int, dict[str, Any]] = {}
         self.ready_at: float | None = None
@@ -139,6 +141,12 @@ class Worker:
                 self._holding, kernel_uploads if kernel else host_copies, "prepare_lock_wait"
             )
             self.slots = self._prepared_slots(chunk_lock)
+            if self.job.baseline_copies and isinstance(self.slots, HostSlots):
+                # The baseline's trials need copies the candidate never touched: made here, off the
+                # GPU lock, the same way as the candidate's (a chunk at a time under its lock).
+                t2 = time.perf_counter()
+                self.baseline_slots = self._prepared_slots(chunk_lock)
+                self.seconds["baseline_inputs"] = time.perf_counter() - t2
             if isinstance(self.slots, DeviceSlots):
                 self.uploaded = self._uploaded_timing_sets(chunk_lock)
                 with gpu_shared():
@@ -521,10 +529,15 @@ class Worker:
             self.progress("baseline")
             t1 = time.perf_counter()
             baseline = self.runtime_for(run.baseline_product, self.task.entry)
-            # Copies of their own: the candidate may have written into its inputs.
-            baseline_slots = make_slots(
-                self.task, self.gpu, sources, opts.rotate_buffers, warm=self.warm_source
-            )
+            # Copies of their own: the candidate may have written into its inputs. Made ahead when
+            # the job asked for them (baseline_copies), else here.
+            baseline_slots = self.baseline_slots
+            if baseline_slots is None:
+                t2 = time.perf_counter()
+                baseline_slots = make_slots(
+                    self.task, self.gpu, sources, opts.rotate_buffers, warm=self.warm_source
+                )
+                self._add_seconds("baseline_copies", t2)
             if self.gpu is not None:
                 self.gpu.reset_timing_state()
             baseline_stats, _ = baseline.time(baseline_slots, opts)

@@ -80,6 +80,12 @@ class WorkerJob(BaseModel):
         description="the cubin of executor.devcompare's kernels (kernel tasks); None: every output is "
         "compared on the host",
     )
+    baseline_copies: bool = Field(
+        default=False,
+        description="also make the naive baseline's own rotated copies of the timing sets while the "
+        "candidate compiles (function tasks whose baseline the run will likely time): the run then "
+        "does not copy them under the GPU lock",
+    )
     result_path: str = "result.json"
     memory_limit_bytes: int | None = None
     progress_path: str | None = None

@@ -1,0 +1,120 @@
+"""The naive-baseline timings of the tasks, kept on disk per device model and shared by the host's executors.
+
+A function task's ``naive.cu`` baseline is timed under the GPU lock (as many trials as a candidate's,
+plus copies of the timing sets of its own: 0.5-1 s on an H200). Its result depends on the task, the
+baseline's source, the timing options and the device, never on the candidate, so it is measured once
+and reused: by the evaluator's own memory, and, through the files here, by the other replicas of the
+host (each used to time every task again: 104 baseline timings for 70 tasks on two H200s,
+bench/results/2026-11-29_s18/lock_time_analysis.md) and by the executor after a restart.
+
+An entry is used only for the same device model (the name the worker reports, e.g.
+``NVIDIA H200 (sm_90)``; like the device's peak figures of :mod:`executor.floor`), the same task
+arguments, baseline source and timing options (:func:`baseline_key`), and while it is younger than
+the store's ``max_age_s``; an older one is stale, and the next candidate of the task times the
+baseline again and replaces it. Files are written atomically; an unreadable one counts as absent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+import tempfile
+import time
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from executor.cache import content_key
+from executor.protocol import EvaluationOptions
+from executor.taskformat import FunctionTask, KernelTask
+from executor.verdict import TimingStats
+
+logger = logging.getLogger(__name__)
+
+# Raised when the way a baseline is timed changes, so that entries timed the old way are not reused.
+TIMING_METHOD = "2026-11-29 host clock, rotated timing sets, own copies"
+# The options a baseline's timing depends on (the rest concern the candidate: its checks, its limits).
+TIMING_FIELDS = {
+    "timing_inputs",
+    "warmup",
+    "warmup_ms",
+    "min_trials",
+    "max_trials",
+    "min_timing_ms",
+    "host_target_error",
+    "max_timing_s",
+    "rotate_buffers",
+    "timing_sets",
+}
+
+
+def baseline_key(task: FunctionTask | KernelTask, options: EvaluationOptions) -> str:
+    """What a baseline timing depends on besides the device: the task's arguments and parameters, its
+    ``naive.cu``, the timing options (:data:`TIMING_FIELDS`) and :data:`TIMING_METHOD`."""
+    return content_key(
+        TIMING_METHOD,
+        task.id,
+        task.naive_source or "",
+        task.model_dump_json(include={"params", "args"}),
+        options.model_dump_json(include=TIMING_FIELDS),
+    )
+
+
+def _device_dir(device: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", device)[:120] or "unknown"
+
+
+class BaselineTimings:
+    """The files of the baseline timings under ``directory``: ``<device>/<key>.json``, each holding the
+    timing and when it was measured (wall clock)."""
+
+    def __init__(self, directory: Path, max_age_s: float) -> None:
+        self.directory = directory
+        self.max_age_s = max_age_s
+
+    def _path(self, device: str, key: str) -> Path:
+        return self.directory / _device_dir(device) / f"{key}.json"
+
+    def load(self, device: str, key: str, now: float | None = None) -> TimingStats | None:
+        """The timing stored for ``device`` and ``key``; None when there is none, it cannot be read, or
+        it is stale (measured more than ``max_age_s`` ago, or in the future)."""
+        path = self._path(device, key)
+        try:
+            entry = json.loads(path.read_text())
+            measured_at = float(entry["measured_at"])
+            stats = TimingStats.model_validate(entry["timing"])
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError, ValidationError) as e:
+            logger.warning("ignoring the unreadable baseline timing %s: %s", path, e)
+            return None
+        age = (time.time() if now is None else now) - measured_at
+        if not 0 <= age <= self.max_age_s:
+            return None
+        return stats
+
+    def save(self, device: str, key: str, stats: TimingStats, now: float | None = None) -> None:
+        """Store ``stats`` as measured now (atomically; a failure to write is logged, not raised: the
+        timing is then only in the evaluator's memory)."""
+        path = self._path(device, key)
+        entry = {
+            "measured_at": time.time() if now is None else now,
+            "device": device,
+            "timing": stats.model_dump(mode="json"),
+        }
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=".baseline-", suffix=".tmp")
+            try:
+                with os.fdopen(handle, "w") as out:
+                    json.dump(entry, out)
+                os.replace(tmp, path)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
+        except OSError as e:
+            logger.warning("could not store the baseline timing %s: %s", path, e)
