@@ -240,7 +240,7 @@ def create_app(settings: ExecutorSettings | None = None) -> FastAPI:
             nvcc: str | None = evaluator.compiler.toolchain.release
         except ToolchainError:
             nvcc = None
-        # The figures the candidate workers measured and kept (named as executor.worker.candidate does).
+        # The figures the executor measured and kept (executor.peak), believed only when plausible.
         kept = "host" if evaluator.runtime == "host" else gpu.get("name")
         return DeviceInfo(
             **gpu,

@@ -19,6 +19,7 @@ from executor.devcompare import compare_source
 from executor.errors import EvaluationCancelled, ExecutorError, ReferenceBuildError
 from executor.gpulock import held_elsewhere, hold
 from executor.gputurns import GpuTurns, Kind
+from executor.peak import device_peak
 from executor.protocol import CandidateSource, EvaluateRequest, EvaluationOptions
 from executor.reference import build_reference
 from executor.runlimit import RunLimit, run_limit
@@ -587,7 +588,7 @@ class Evaluator:
                         expected_dir=str(ref_worker.dir / "expected"),
                         timing_set=timing_set,
                         compare_product=self._comparison_product() if isinstance(task, KernelTask) else None,
-                        device_peak_dir=str(self.settings.cache_dir / "device-peak"),
+                        device_peak=device_peak(self.pool, self.settings.cache_dir),
                         baseline_copies=self.baseline_copies_wanted(task, options, runtime),
                     ),
                     limit,

@@ -15,13 +15,17 @@ What a correct implementation must do, counted from the task's arguments at the 
   two, plus the launch latency;
 * a **function task on the host runtime** (tests) pays the host path alone.
 
-The bandwidths and the launch latency are measured once per device by the candidate worker
-(:func:`device_peak`, kept as JSON under the executor's cache) and given headroom (:data:`HEADROOM`,
+The bandwidths and the launch latency are measured once per device by a worker that loads no
+candidate's code (:mod:`executor.peak`; the executor alone keeps them, as JSON under its cache, and
+hands them to every candidate worker in its job) and given headroom (:data:`HEADROOM`,
 :data:`HOST_HEADROOM`, :data:`LATENCY_SHARE`), so that a kernel that beats a plain copy by a few
 percent is never called implausible; a known device's figures are never taken below its datasheet's
 (:func:`never_above_datasheet`: a disturbed probe must not raise every later candidate's floor). When
 the probe fails, the figures come from a datasheet table by device name (:data:`DATASHEET`), and an
-unknown name gets the fastest entry of the table: a weak floor, never none. A task whose sizes cannot be evaluated gets no floor, and the verdict says so.
+unknown name gets the fastest entry of the table: a weak floor, never none. Figures are believed only
+when they are plausible against that table (:func:`unbelievable`: at most :data:`BELIEVED` times its
+bandwidths, a launch latency of at least :data:`MIN_LAUNCH_US`): a kept file written by anyone else
+cannot lower the floor. A task whose sizes cannot be evaluated gets no floor, and the verdict says so.
 
 Not bounded: a task that need not read all of its inputs (a search that stops early, a sparse access)
 has a floor that is too high for it; such a task should be evaluated with ``physical_floor: false``.
@@ -29,7 +33,9 @@ has a floor that is too high for it; such a task should be evaluated with ``phys
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import math
 import os
 import re
 import tempfile
@@ -38,7 +44,7 @@ from pathlib import Path
 from typing import Literal
 
 from executor.taskformat import NUMPY_DTYPES, FunctionTask, KernelTask
-from executor.verdict import DevicePeak, FloorCheck
+from executor.verdict import PEAK_FORMAT, DevicePeak, FloorCheck
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +89,15 @@ DATASHEET: list[tuple[str, float, float]] = [
 DEFAULT_LAUNCH_US = 2.0
 # Host memory of an unknown host: a fast server socket.
 DEFAULT_HOST_GBPS = 400.0
+# Figures above this many times the table's (the device's row, else the fastest) are not believed: a
+# plain copy never beats the datasheet by that much, so such a record was not measured here (a file
+# planted in the store, or written by an older version whose candidate workers could write there).
+BELIEVED = 1.25
+# A launch latency below this (microseconds) is not believed on a GPU (an event-timed operation).
+MIN_LAUNCH_US = 0.5
+# Caches larger than these are not believed (bytes that fit in a cache count at a higher speed).
+MAX_L2_BYTES = 1 << 30
+MAX_HOST_CACHE_BYTES = 4 << 30
 
 
 def datasheet_peak(name: str, l2_bytes: int = 0, host_cache_bytes: int = 0, note: str = "") -> DevicePeak:
@@ -123,6 +138,41 @@ def never_above_datasheet(peak: DevicePeak) -> DevicePeak:
     )
 
 
+def unbelievable(peak: DevicePeak, name: str) -> str | None:
+    """Why the figures ``peak`` cannot be the device called ``name``'s (None when they can): another
+    format or device, a figure that is not a finite positive number, or one that would lower the floor
+    below what the table (:data:`DATASHEET`) allows, by more than :data:`BELIEVED`."""
+    if peak.format != PEAK_FORMAT or peak.name != name:
+        return f"the record is of {peak.name!r} ({peak.format}), not of {name!r}"
+    sheet = datasheet_peak(name)
+    limits = {
+        "dram_gbps": sheet.dram_gbps,
+        "h2d_gbps": sheet.h2d_gbps,
+        "d2h_gbps": sheet.d2h_gbps,
+        "host_gbps": sheet.host_gbps,
+    }
+    for field, limit in limits.items():
+        value = getattr(peak, field)
+        if not (math.isfinite(value) and 0 < value <= limit * BELIEVED):
+            return f"{field} = {value} is not plausible (the table allows {limit * BELIEVED:g})"
+    low = MIN_LAUNCH_US if name != "host" else 0.0  # the host runtime launches nothing
+    if not (math.isfinite(peak.launch_us) and low <= peak.launch_us < 1e6):
+        return f"launch_us = {peak.launch_us} is not plausible (at least {low:g})"
+    if not (0 <= peak.l2_bytes <= MAX_L2_BYTES and 0 <= peak.host_cache_bytes <= MAX_HOST_CACHE_BYTES):
+        return f"the caches ({peak.l2_bytes}, {peak.host_cache_bytes} bytes) are not plausible"
+    return None
+
+
+def believed(peak: DevicePeak, name: str) -> DevicePeak:
+    """``peak`` when it is plausible for the device called ``name`` (:func:`unbelievable`), else the
+    datasheet's figures, which say why."""
+    reason = unbelievable(peak, name)
+    if reason is None:
+        return peak
+    logger.warning("the figures of %s are not believed; the datasheet's bound it: %s", name, reason)
+    return datasheet_peak(name, note=f"not believed: {reason}")
+
+
 def _path(directory: Path, name: str) -> Path:
     slug = re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower() or "device"
     return directory / f"{slug}.json"
@@ -130,17 +180,45 @@ def _path(directory: Path, name: str) -> Path:
 
 def stored_peak(directory: Path, name: str) -> DevicePeak | None:
     """The figures kept for the device called ``name`` under ``directory`` (the device's record, which
-    ``GET /v1/device`` shows); None before a candidate was first timed there, or when unreadable."""
+    ``GET /v1/device`` shows); None before they were first measured, or when unreadable or not
+    plausible (:func:`unbelievable`: not written by this executor)."""
     try:
-        return DevicePeak.model_validate_json(_path(directory, name).read_text())
+        kept = DevicePeak.model_validate_json(_path(directory, name).read_text())
     except (OSError, ValueError):
         return None
+    reason = unbelievable(kept, name)
+    if reason is not None:
+        logger.warning("the kept figures of %s are not believed: %s", name, reason)
+        return None
+    return kept
+
+
+def keep_peak(directory: Path, peak: DevicePeak) -> None:
+    """Keep ``peak`` under ``directory`` (atomically), a directory only this process's user may write
+    (one that an older version opened to the jailed workers is taken back)."""
+    tmp: str | None = None
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        if directory.stat().st_uid != os.geteuid():
+            os.chown(directory, os.geteuid(), os.getegid())
+        directory.chmod(0o755)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".peak-")
+        with os.fdopen(fd, "w") as f:
+            f.write(peak.model_dump_json())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, _path(directory, peak.name))
+    except OSError as e:
+        logger.warning("could not keep the device's figures: %s", e)
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
 def device_peak(directory: Path | None, name: str, measure: Callable[[], DevicePeak]) -> DevicePeak:
-    """The device's figures: read from ``directory`` when measured before, else measured now (and kept
-    there); a failed probe gives the datasheet's (not kept, so the next worker measures again)."""
-    path = _path(directory, name) if directory is not None else None
+    """The device's figures: read from ``directory`` when measured before (and plausible), else
+    measured now (and kept there when plausible); a failed probe gives the datasheet's (not kept, so
+    the next call measures again). Only the executor keeps figures (:mod:`executor.peak`): a candidate
+    worker passes no directory."""
     if directory is not None and (kept := stored_peak(directory, name)) is not None:
         return kept
     try:
@@ -148,15 +226,9 @@ def device_peak(directory: Path | None, name: str, measure: Callable[[], DeviceP
     except Exception as e:  # any probe failure falls back to the table, never to no check
         logger.warning("the bandwidth probe failed on %s; the datasheet's figures bound it: %s", name, e)
         return datasheet_peak(name, note=f"probe failed: {e}")
-    if path is not None:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".peak-")
-            with os.fdopen(fd, "w") as f:
-                f.write(peak.model_dump_json())
-            os.replace(tmp, path)
-        except OSError as e:
-            logger.warning("could not keep the device's figures: %s", e)
+    peak = believed(peak, name)
+    if directory is not None and peak.source == "measured":
+        keep_peak(directory, peak)
     return peak
 
 

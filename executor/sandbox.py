@@ -358,8 +358,6 @@ def _job_dirs(job: WorkerJob | ReferenceJob) -> list[tuple[Path, bool]]:
         dirs.append((Path(job.expected_dir).parent.parent, False))
     if job.timing_set is not None:
         dirs.append((Path(job.timing_set.dir).parent, False))
-    if job.device_peak_dir:
-        dirs.append((Path(job.device_peak_dir), True))
     if job.compare_product:
         dirs.append((Path(job.compare_product).parent, False))
     return [(d.resolve(), w) for d, w in dirs if not wide(d.resolve())]
@@ -428,7 +426,7 @@ class WorkerProcess:
         workdir: Path | None = None,
         gpu_lock: Path | None = None,
         protection: Protection | None = None,
-        command: Literal["serve", "probe"] = "serve",
+        command: Literal["serve", "probe", "peak"] = "serve",
         binds: list[tuple[Path, bool]] | None = None,
     ) -> None:
         self.role = role
@@ -481,8 +479,6 @@ class WorkerProcess:
             if write:
                 bind.mkdir(parents=True, exist_ok=True)
             learned[str(bind)] = learned.get(str(bind), False) or write
-        if self.role == "candidate" and (cache / "device-peak").is_dir():
-            learned.setdefault(str(cache / "device-peak"), True)
         for path, write in learned.items():
             _open_to_jail(Path(path), write)
             (writable if write else read_only).append(path)

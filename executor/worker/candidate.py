@@ -583,15 +583,16 @@ class Worker:
         if not self.job.options.physical_floor:
             self.floor = FloorCheck(measured_ms=stats.median_ms, reason="no floor: physical_floor is off")
             return
-        directory = Path(self.job.device_peak_dir) if self.job.device_peak_dir else None
+        # The executor's figures (executor.peak): this process runs the candidate's code, so what it
+        # measures bounds this job alone and is never kept.
         kind: Literal["kernel", "gpu_function", "host_function"]
         if isinstance(candidate, HostFunctionRuntime):
-            peak, kind = floor.device_peak(directory, "host", host_peak), "host_function"
+            peak, kind = self.job.device_peak or floor.device_peak(None, "host", host_peak), "host_function"
         else:
             gpu = self.gpu
             assert gpu is not None
             kind = "kernel" if isinstance(candidate, GpuKernelRuntime) else "gpu_function"
-            peak = floor.device_peak(directory, gpu.dev.name(), gpu.measure_peak)
+            peak = self.job.device_peak or floor.device_peak(None, gpu.dev.name(), gpu.measure_peak)
         check = floor.physical_floor(self.task, peak, kind)
         self.floor = check = check.model_copy(update={"measured_ms": stats.median_ms})
         if check.floor_ms is not None and stats.median_ms < check.floor_ms:

@@ -25,7 +25,7 @@ from executor.protocol import EvaluationOptions
 from executor.runlimit import CallLimit
 from executor.taskformat import Size, Task
 from executor.timingset import TimingSetSpec
-from executor.verdict import ErrorKind, FloorCheck, Mismatch, TimingStats
+from executor.verdict import DevicePeak, ErrorKind, FloorCheck, Mismatch, TimingStats
 
 logger = logging.getLogger(__name__)
 
@@ -71,9 +71,10 @@ class WorkerJob(BaseModel):
         default=None,
         description="the task's timing set, which the trials run on; None: the fresh timing-size sets",
     )
-    device_peak_dir: str | None = Field(
+    device_peak: DevicePeak | None = Field(
         default=None,
-        description="where the device's measured bandwidth and latency are kept (executor.floor)",
+        description="the device's bandwidths and latency for the physical floor, measured by the executor "
+        "(executor.peak); None: measured by this worker for this job alone",
     )
     compare_product: str | None = Field(
         default=None,

@@ -13,6 +13,7 @@ from executor.gpulock import (
     function_checks,
     function_reserve,
     function_run,
+    gpu_lock,
     gpu_shared,
     kernel_reserve,
     kernel_run,
@@ -21,6 +22,7 @@ from executor.taskformat import KernelTask
 from executor.verdict import ErrorKind
 from executor.worker.candidate import RunLocks, Worker
 from executor.worker.gpu import GpuContext
+from executor.worker.host import host_peak
 from executor.worker.messages import (
     CandidateRun,
     ReferenceJob,
@@ -110,11 +112,31 @@ def probe(runtime: str) -> int:
     return 0
 
 
+def measure(runtime: str) -> int:
+    """``python -m executor.worker peak candidate {gpu|host}``: the device's figures for the physical
+    floor (:mod:`executor.floor`), measured by a worker that loads no candidate's code, with every
+    trial's locks held; the executor reads them from the result and keeps them (:mod:`executor.peak`)."""
+    if runtime == "gpu":
+        gpu = GpuContext(gpu_shared)
+        try:
+            with kernel_run(), gpu_lock("exclusive", "host"):
+                peak = gpu.measure_peak()
+        finally:
+            gpu.close()
+    else:
+        with gpu_lock("exclusive", "host"):
+            peak = host_peak()
+    write_result("result.json", peak)
+    return 0
+
+
 def main(argv: list[str]) -> int:
     """Entry point: ``python -m executor.worker serve {candidate|reference} {gpu|host|none}``."""
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     if len(argv) == 3 and argv[0] == "probe":
         return probe(argv[2])
+    if len(argv) == 3 and argv[0] == "peak":
+        return measure(argv[2])
     if len(argv) != 3 or argv[0] != "serve" or argv[1] not in ("candidate", "reference"):
         sys.stderr.write("usage: python -m executor.worker serve {candidate|reference} {gpu|host|none}\n")
         return 2

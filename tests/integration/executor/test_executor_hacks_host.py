@@ -138,7 +138,6 @@ def _evaluate(task: FunctionTask | KernelTask, product: str, tmp: Path) -> Worke
         seeds=[11, 22, 33],
         options=FAST.model_copy(update={"min_trials": 5, "max_trials": 9}),
         timing_set=TimingSetSpec(dir=str(tmp / "timing-set"), seed=4242),
-        device_peak_dir=str(tmp / "device-peak"),
     )
     run = CandidateRun(candidate_product=product, candidate_symbol=task.entry)
     return run_job(job, run, timeout_s=120)
@@ -178,4 +177,3 @@ def test_honest_code_passes_above_its_floor(
     floor = outcome.floor
     assert floor is not None and floor.floor_ms is not None and floor.floor_ms > 0
     assert floor.read_bytes == (24 << 20) * 4 and floor.written_bytes == 8 and floor.path == "host memory"
-    assert (tmp_path / "device-peak" / "host.json").is_file()  # measured once, kept

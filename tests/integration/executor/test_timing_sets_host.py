@@ -131,7 +131,6 @@ def _evaluate(task: FunctionTask | KernelTask, product: str, tmp: Path) -> Worke
         seeds=[11, 22, 33],
         options=FAST.model_copy(update={"max_trials": 9}),
         timing_set=TimingSetSpec(dir=str(tmp / "timing-set"), seed=4242),
-        device_peak_dir=str(tmp / "device-peak"),
     )
     return run_job(job, CandidateRun(candidate_product=product, candidate_symbol=task.entry), timeout_s=120)
 

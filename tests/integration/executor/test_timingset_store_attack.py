@@ -141,7 +141,6 @@ def test_an_inline_reference_cannot_rewrite_another_tasks_timing_sets(tmp_path: 
         seeds=[55, 66, 77],
         options=OPTIONS,
         timing_set=spec,
-        device_peak_dir=str(cache / "device-peak"),
     )
     outcome = run_job(job, CandidateRun(candidate_product=product, candidate_symbol="saxpy"), timeout_s=120)
     assert outcome.error is not ErrorKind.WRONG_OUTPUT, outcome.message

@@ -8,7 +8,15 @@ from pathlib import Path
 import pytest
 
 from executor import timingset
-from executor.floor import DATASHEET, datasheet_peak, device_peak, physical_floor, task_bytes
+from executor.floor import (
+    DATASHEET,
+    datasheet_peak,
+    device_peak,
+    keep_peak,
+    physical_floor,
+    stored_peak,
+    task_bytes,
+)
 from executor.taskformat import FunctionTask, KernelTask, load_task
 from executor.verdict import DevicePeak
 
@@ -87,6 +95,43 @@ def test_the_device_is_measured_once_and_kept(tmp_path: Path) -> None:
     first = device_peak(tmp_path, "NVIDIA H200", probe)
     again = device_peak(tmp_path, "NVIDIA H200", probe)
     assert first == again and len(calls) == 1 and (tmp_path / "nvidia-h200.json").is_file()
+
+
+def test_a_kept_record_is_believed_only_when_plausible_against_the_datasheet(tmp_path: Path) -> None:
+    """A record that anyone but this executor wrote (an older version's candidate worker, a planted file)
+    must not lower the floor: figures above 1.25 times the table's, a launch faster than an event can
+    time, another device's record or a host a thousand times faster than any are not believed."""
+    h200 = PEAK.model_copy(update={"name": "NVIDIA H200"})
+    keep_peak(tmp_path, h200)
+    assert stored_peak(tmp_path, "NVIDIA H200") == h200
+    record = tmp_path / "nvidia-h200.json"
+    for bad in (
+        {"dram_gbps": 4800.0 * 1.3},
+        {"h2d_gbps": 1e6},
+        {"launch_us": 0.01},
+        {"l2_bytes": 1 << 40},
+        {"name": "NVIDIA B200"},
+        {"format": "regraph.device-peak/v0"},
+    ):
+        record.write_text(h200.model_copy(update=bad).model_dump_json())
+        assert stored_peak(tmp_path, "NVIDIA H200") is None, bad
+    probe = [h200]
+    assert device_peak(tmp_path, "NVIDIA H200", probe.pop) == h200  # measured again, not read
+    assert stored_peak(tmp_path, "NVIDIA H200") == h200  # and kept over the refused record
+    host = PEAK.model_copy(update={"name": "host", "launch_us": 0.0})
+    keep_peak(tmp_path, host)
+    assert stored_peak(tmp_path, "host") == host
+    (tmp_path / "host.json").write_text(host.model_copy(update={"host_gbps": 1e6}).model_dump_json())
+    assert stored_peak(tmp_path, "host") is None
+
+
+def test_a_measurement_above_the_datasheet_falls_back_to_it_and_is_not_kept(tmp_path: Path) -> None:
+    def too_fast() -> DevicePeak:
+        return PEAK.model_copy(update={"name": "NVIDIA H200", "dram_gbps": 50_000.0})
+
+    peak = device_peak(tmp_path, "NVIDIA H200", too_fast)
+    assert peak.source == "datasheet" and peak.dram_gbps == 4800.0 and "not believed" in peak.note
+    assert not list(tmp_path.iterdir())
 
 
 def test_timing_set_variants_have_their_own_seeds_and_directories(saxpy: FunctionTask | KernelTask) -> None:
