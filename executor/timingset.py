@@ -42,7 +42,7 @@ import shutil
 import stat
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -271,13 +271,62 @@ def _digest(path: Path) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
-def _verified(spec: TimingSetSpec, path: Path) -> Path:
-    """``path`` (a file of the set) when its SHA-256 is the one in the set's manifest; raises
-    ValueError for a file the manifest does not name or whose content differs."""
+# A file's identity: inode, size and modification time. A file checked against its digest and still
+# of the same identity is the file that was checked (the store is written by the executor alone).
+StatKey = tuple[int, int, int]
+
+
+def _stat_key(st: os.stat_result) -> StatKey:
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _zeroed_digest(path: Path) -> tuple[str, StatKey]:
+    """The file's SHA-256 and identity, read through one buffer that is zeroed afterwards: a candidate
+    worker checks its expected outputs this way before the candidate runs, and none of them stays in
+    its memory (the answer is never in that process while the candidate computes it)."""
+    digest = hashlib.sha256()
+    buffer = bytearray(1 << 20)
+    with memoryview(buffer) as view, open(path, "rb", buffering=0) as f:
+        key = _stat_key(os.fstat(f.fileno()))
+        while n := f.readinto(view):
+            digest.update(view[:n])
+    buffer[:] = bytes(len(buffer))
+    return digest.hexdigest(), key
+
+
+def expected_checked(spec: TimingSetSpec, task: FunctionTask | KernelTask) -> dict[str, StatKey]:
+    """Check the digests of the set's stored expected outputs now, without keeping them: each checked
+    file's identity, which :func:`load_expected` given it trusts instead of hashing the file again
+    (empty when the set is not stored or a file fails its digest: the later read then checks and
+    refuses it)."""
+    manifest = _manifest(spec)
+    if manifest is None:
+        return {}
+    files = manifest["files"]
+    assert isinstance(files, dict)
+    checked = {}
+    for arg in task.outputs:
+        path = _expected_path(Path(spec.dir), arg.name)
+        try:
+            digest, key = _zeroed_digest(path)
+        except OSError:
+            return {}
+        if digest != files.get(path.name):
+            return {}
+        checked[str(path)] = key
+    return checked
+
+
+def _verified(spec: TimingSetSpec, path: Path, checked: Mapping[str, StatKey] | None = None) -> Path:
+    """``path`` (a file of the set) when its SHA-256 is the one in the set's manifest, or when it is
+    still the file :func:`expected_checked` checked (``checked``); raises ValueError for a file the
+    manifest does not name or whose content differs."""
     manifest = _manifest(spec)
     files = manifest.get("files") if manifest is not None else None
     if not isinstance(files, dict) or path.name not in files:
         raise ValueError(f"{path.name} is not in the set's manifest")
+    if checked is not None and checked.get(str(path)) == _stat_key(path.stat()):
+        return path
     if _digest(path) != files[path.name]:
         raise ValueError(f"{path.name} does not match its digest: damaged or replaced")
     return path
@@ -322,14 +371,19 @@ def load_inputs(spec: TimingSetSpec, task: FunctionTask | KernelTask) -> InputSe
     return InputSet(seed=spec.seed, size="timing", scalars=scalars, arrays=arrays)
 
 
-def load_expected(spec: TimingSetSpec, task: FunctionTask | KernelTask) -> dict[str, np.ndarray] | None:
-    """The reference's outputs for the timing set, or None when they are not (readably) stored."""
+def load_expected(
+    spec: TimingSetSpec, task: FunctionTask | KernelTask, checked: Mapping[str, StatKey] | None = None
+) -> dict[str, np.ndarray] | None:
+    """The reference's outputs for the timing set, or None when they are not (readably) stored; files
+    still as :func:`expected_checked` found them (``checked``) are not hashed again."""
     directory = Path(spec.dir)
     if not stored(spec):
         return None
     try:
         return {
-            a.name: _checked(task, a.name, read_outputs(_verified(spec, _expected_path(directory, a.name))))
+            a.name: _checked(
+                task, a.name, read_outputs(_verified(spec, _expected_path(directory, a.name), checked))
+            )
             for a in task.outputs
         }
     except (OSError, ValueError) as e:

@@ -81,6 +81,8 @@ class Worker:
         # The fresh timing-size sets' positions in the plan, and what the trials run on.
         self.timing_indices = [i for i, (_, size) in enumerate(self.plan) if size == "timing"]
         self.timing_sources: list[InputSet] = []
+        # The stored expected outputs' files whose digests were checked before the run.
+        self.expected_checked: dict[str, timingset.StatKey] = {}
         # The set the warm-up runs on: never timed (see _timing_sources).
         self.warm_source: InputSet | None = None
         self.floor: FloorCheck | None = None
@@ -126,6 +128,7 @@ class Worker:
         t1 = time.perf_counter()
         if self.job.options.run_timing:
             self.timing_sources = self._timing_sources()
+            self.expected_checked = self._check_expected_ahead()
             # Device uploads wait for (and never overlap) another worker's trials, but go on beside
             # untimed checks. A function task's host copies (hundreds of MB) wait for function
             # tasks' trials only, a chunk at a time: made beside those trials, whose calls copy from
@@ -598,6 +601,20 @@ class Worker:
         if check.floor_ms is not None and stats.median_ms < check.floor_ms:
             raise CandidateFailed(ErrorKind.IMPLAUSIBLE, floor.implausible_message(check))
 
+    def _check_expected_ahead(self) -> dict[str, timingset.StatKey]:
+        """The digests of the timing sets' stored reference outputs, checked here while the candidate
+        compiles rather than after the trials under the GPU lock. The outputs themselves are still
+        read only after the trials: the check keeps none of them in this process."""
+        spec = self.job.timing_set
+        if spec is None:
+            return {}
+        t0 = time.perf_counter()
+        checked: dict[str, timingset.StatKey] = {}
+        for variant in timingset.variants(spec, self.job.options.timing_sets):
+            checked.update(timingset.expected_checked(variant, self.task))
+        self._add_seconds("expected_check", t0)
+        return checked
+
     def timing_expected(self, source: int) -> dict[str, np.ndarray]:
         """The reference's outputs for timing source ``source``, read after the trials: from the task's
         timing set, else (not stored, or pruned meanwhile) from the reference run here, now that the
@@ -607,7 +624,9 @@ class Worker:
             return self.expected(self.timing_indices[source])
         if spec is not None:
             t0 = time.perf_counter()
-            stored = timingset.load_expected(timingset.variants(spec, source + 1)[source], self.task)
+            stored = timingset.load_expected(
+                timingset.variants(spec, source + 1)[source], self.task, self.expected_checked
+            )
             if stored is not None:
                 self._add_seconds("expected_load", t0)
                 return stored

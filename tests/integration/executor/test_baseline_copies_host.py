@@ -46,7 +46,6 @@ def _run(task: FunctionTask | KernelTask, products: dict[str, str], tmp: Path, a
         seeds=[11, 22, 33],
         options=OPTIONS,
         timing_set=TimingSetSpec(dir=str(tmp / "timing-set"), seed=4242),
-        device_peak_dir=str(tmp / "device-peak"),
         baseline_copies=ahead,
     )
     run = CandidateRun(

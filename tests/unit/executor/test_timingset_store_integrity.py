@@ -118,3 +118,39 @@ def test_prepared_needs_every_set_and_the_timing(
         drawn = generate_inputs(saxpy, "timing", variant.seed)
         timingset.store(variant, saxpy, drawn, {"y": drawn.arrays["y"]})
     assert timingset.prepared(spec, count, False) and not timingset.prepared(spec, count, True)
+
+
+def test_outputs_checked_before_the_run_are_read_after_it_without_hashing_again(
+    saxpy: FunctionTask | KernelTask, tmp_path: Path
+) -> None:
+    """A candidate worker checks its expected outputs' digests while the candidate compiles and reads
+    them after the trials without hashing them under the GPU lock: shown by a manifest digest that no
+    longer matches, which a full read refuses and the checked read does not look at."""
+    spec = _stored(saxpy, tmp_path)
+    checked = timingset.expected_checked(spec, saxpy)
+    assert list(checked) == [str(Path(spec.dir) / "expected-y.npy")]
+    manifest_path = Path(spec.dir) / timingset.MANIFEST
+    manifest = json.loads(manifest_path.read_text())
+    manifest["files"]["expected-y.npy"] = "0" * 64
+    manifest_path.write_text(json.dumps(manifest))
+    assert timingset.load_expected(spec, saxpy) is None
+    read = timingset.load_expected(spec, saxpy, checked)
+    assert read is not None and np.array_equal(read["y"], np.load(Path(spec.dir) / "expected-y.npy"))
+
+
+def test_an_output_replaced_after_its_check_is_hashed_again_and_refused(
+    saxpy: FunctionTask | KernelTask, tmp_path: Path
+) -> None:
+    spec = _stored(saxpy, tmp_path)
+    checked = timingset.expected_checked(spec, saxpy)
+    path = Path(spec.dir) / "expected-y.npy"
+    replacement = tmp_path / "replacement.npy"
+    shutil.copyfile(path, replacement)
+    _flip_last_byte(replacement)
+    os.replace(replacement, path)  # another file (inode) of the same size in its place
+    assert timingset.load_expected(spec, saxpy, checked) is None
+    # A file that fails its digest before the run is not trusted after it either.
+    spec2 = _stored(saxpy, tmp_path, "other.so")
+    _flip_last_byte(Path(spec2.dir) / "expected-y.npy")
+    assert timingset.expected_checked(spec2, saxpy) == {}
+    assert timingset.load_expected(spec2, saxpy, {}) is None
