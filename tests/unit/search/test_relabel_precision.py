@@ -235,6 +235,27 @@ def test_separation_rule() -> None:
     assert reason is not None and reason.startswith("name_points_elsewhere")
 
 
+def test_a_name_mostly_of_its_own_words_is_not_separated() -> None:
+    """More than half of the name's words not the best candidate's, two of them no candidate's: it may
+    name what the graph lacks ("Bank conflict detection with Nsight Compute"), whatever else leads."""
+    lead = _ranked(
+        [
+            {"name_sim": 0.67, "text_sim": 0.51, "unexplained": 0.6, "mentions": 1.0},
+            {"name_sim": 0.40, "text_sim": 0.30, "unexplained": 0.8},
+        ]
+    )
+    own = WordCoverage({"t0": 0.41, "t1": 0.1}, {"t0": 2, "t1": 0}, unknown=2)
+    reason = separation(lead, name_words=5, detail=False, coverage=own)
+    assert reason is not None and reason.startswith("name_unexplained")
+    # one word nobody uses, or at most half the name unexplained: the lead and the mention separate
+    one = WordCoverage({"t0": 0.41, "t1": 0.1}, {"t0": 2, "t1": 0}, unknown=1)
+    assert separation(lead, name_words=5, detail=False, coverage=one) is None
+    half = _ranked(
+        [{**dict(zip(FEATURES, lead.features[0], strict=True)), "unexplained": 0.5}, {"name_sim": 0.4}]
+    )
+    assert separation(half, name_words=4, detail=False, coverage=own) is None
+
+
 def test_separation_by_telling_words() -> None:
     """Words separate only when the best candidate uses most of the name's telling words, one of them
     rare, far more than any other candidate, and the name holds no word nobody uses."""
