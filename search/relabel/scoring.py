@@ -681,6 +681,13 @@ def decide(model: ScoringModel, ranked: Ranked, unknown_words: Sequence[str] = (
 SEPARATION_LEAD = 0.02
 """How far (cosine) the best candidate must lead every other candidate on the name alone, or on
 "name: detail", for that text to separate it (see `separation`)."""
+UNEXPLAINED_LEAD = 0.22
+"""How much more name lead each unit of the name's unexplained share costs: a name a third of whose
+words the best candidate lacks needs a lead of 0.09 on the name alone ("Checkpointing device state to
+host memory" is not zero-copy host memory for being a hair nearer to it than to pinned memory)."""
+OWN_WORDS = 2
+"""A name with this many words that no candidate uses, and more than half of its words missing from the
+best candidate's, is not separated by anything (see `separation`)."""
 WORDS_EXPLAINED = 1.0 / 3.0
 """At most this share of the name's content words may be missing from the best candidate's labels and
 description for its words to separate it (with its description, see `separation`)."""
@@ -704,7 +711,11 @@ def separation(
     shuffle reduction because both say "reduction"). It is separated when at least one of these holds:
 
     - *name*: its best label is the name's nearest (cosine) by `SEPARATION_LEAD` over every other
-      candidate, and the name shares more than one content word with it (or has only one);
+      candidate, plus `UNEXPLAINED_LEAD` times the share of the name's words it leaves unexplained, and
+      the name shares more than one content word with it (or has only one);
+    - *each rival on its own*: the name shares two of its words, at most `WORDS_EXPLAINED` unexplained,
+      none unknown to every candidate, and every other candidate trails by `SEPARATION_LEAD` on the
+      name, or trails on the name and by `SEPARATION_LEAD` on "name: detail" explaining no more words;
     - *detail*: the step has a detail and "name: detail" is nearest to its "name: description" by
       `SEPARATION_LEAD`;
     - *code*: the code change supports it more than any other candidate (`evidence_support`);
@@ -719,7 +730,9 @@ def separation(
       others'; no other technique uses more than half of them).
 
     And whatever the detail or code say, a name `NAME_CONFLICT` nearer to another candidate points
-    elsewhere: name and detail disagree, and a curator decides.
+    elsewhere: name and detail disagree, and a curator decides; and a name more than half of whose
+    content words the best candidate lacks, `OWN_WORDS` of them used by no candidate, may name what the
+    graph lacks ("Bank conflict detection with Nsight Compute"): a curator decides too.
     """
     if len(ranked.names) < 2:
         return None
@@ -734,10 +747,20 @@ def separation(
             f"name_points_elsewhere: the name is nearer to {ranked.names[1 + nearest]!r} "
             f"({others[nearest][name_sim]:.2f}) than to {ranked.names[0]!r} ({top[name_sim]:.2f})"
         )
+    if coverage is not None and coverage.unknown >= OWN_WORDS and top[unexplained] > 0.5:
+        # most of the name is not the best candidate's, and some of it no technique's at all: it may name
+        # what the graph lacks ("Bank conflict detection with Nsight Compute", "Emulating double
+        # precision with pairs of floats"), whatever its shared words, mentions or code say
+        return (
+            f"name_unexplained: {top[unexplained]:.0%} of the name's words are not {ranked.names[0]!r}'s, "
+            f"{coverage.unknown} of them no technique's"
+        )
     if top[support] > max(o[support] for o in others) or top[mentions] > max(o[mentions] for o in others):
         return None
     shared = round(name_words * (1.0 - top[unexplained]))
-    if name_lead >= SEPARATION_LEAD and not (shared <= 1 and name_words >= 2):
+    if name_lead >= SEPARATION_LEAD + UNEXPLAINED_LEAD * top[unexplained] and not (
+        shared <= 1 and name_words >= 2
+    ):
         return None
     text_lead = top[text_sim] - max(o[text_sim] for o in others)
     if detail and text_lead >= SEPARATION_LEAD:
@@ -751,6 +774,27 @@ def separation(
         top[unexplained] <= WORDS_EXPLAINED
         and top[unexplained] < min(rivals)
         and text_lead >= SEPARATION_LEAD
+    ):
+        return None
+    # each rival beaten on its own: clearly by the name, or by a hair on the name and clearly on "name:
+    # detail" with no fewer of the name's words explained ("Several outputs per thread" with its detail:
+    # a hair nearer to coarsening than to Parallelization's "one thread per output", its detail nearer
+    # coarsening's description, all its words coarsening's and half of them Parallelization's; far
+    # from register tiling by name, though register tiling's description is as near).
+    if (
+        shared >= 2
+        and top[unexplained] <= WORDS_EXPLAINED
+        and (coverage is None or not coverage.unknown)
+        and all(
+            top[name_sim] - o[name_sim] >= SEPARATION_LEAD
+            or (
+                top[name_sim] > o[name_sim]
+                and detail
+                and top[text_sim] - o[text_sim] >= SEPARATION_LEAD
+                and top[unexplained] <= o[unexplained]
+            )
+            for o in others
+        )
     ):
         return None
     if (

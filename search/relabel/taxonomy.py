@@ -244,7 +244,30 @@ def _stem(token: str) -> str:
     A final "e" goes too ("restructure"/"restructuring", "coalesce"/"coalesced"), and "-less" words
     keep their root ("branchless" -> "branch": the technique is about the branch). A word ending in a
     double s keeps it, and "-sses" loses only "es", so "access" and "accesses" meet at "access".
+
+    A verb and its noun meet: "-ize"/"-ise" go like "-ization" ("vectorize", "vectorized" and
+    "vectorization" -> "vector"), and an "-ate" verb loses its "at" like its "-ation" noun ("eliminate",
+    "eliminating" and "elimination" -> "elimin"; "private", "privatize" -> "priv") when at least four
+    letters stay.
     """
+    verb_at = token.endswith(_AT_ENDINGS)
+    token = _stem_suffixes(token)
+    if verb_at and token.endswith("at") and not token.endswith("eat") and len(token) >= 6:
+        # ("repeated" keeps "repeat": its "at" is the root's)
+        token = token[:-2]
+    return token
+
+
+_AT_ENDINGS: tuple[str, ...] = (
+    *("ate", "ated", "ates", "ating", "ation", "ations"),
+    *("ization", "izations", "isation", "isations"),
+    *("atize", "atized", "atizes", "atizing", "atise", "atised"),
+)
+"""Endings after which a stem's final "at" is the "-ate" verb's, not the root's (`_stem`)."""
+
+
+def _stem_suffixes(token: str) -> str:
+    """`_stem` without its last step (an "-ate" verb's "at")."""
     if token.endswith("less") and len(token) - 4 >= 4:
         token = token[:-4]
     if token.endswith("ss"):
@@ -259,8 +282,18 @@ def _stem(token: str) -> str:
         # "copies"/"copied" -> "copy", "libraries" -> "library"
         return token[:-3] + "y"
     for suffix, keep in (
+        ("izations", 3),
         ("ization", 3),
+        ("isations", 3),
         ("isation", 3),
+        ("izing", 4),
+        ("ized", 4),
+        ("izes", 4),
+        ("ize", 4),
+        ("ising", 5),
+        ("ised", 5),
+        ("ises", 5),
+        ("ise", 5),
         ("ations", 3),
         ("ation", 3),
         ("ing", 3),
@@ -377,7 +410,7 @@ CONCEPTS: dict[str, str] = {
     "concurrency": "overlap",
     "concurrently": "overlap",
     "preload": "prefetch",
-    "dedicat": "specializ",
+    "dedic": "specializ",
     "special": "specializ",
     "skip": "prune",
     "prun": "prune",
@@ -390,8 +423,15 @@ CONCEPTS: dict[str, str] = {
     "cub": "library",
     "thrust": "library",
     "nccl": "library",
-    "tabulat": "tabl",
+    "tabul": "tabl",
     "lift": "hoist",
+    # CUDA's barrier intrinsics are the synchronization they name.
+    "syncthread": "sync",
+    "syncwarp": "sync",
+    # Verbs of redoing an algorithm: "rework the algorithm" restructures it.
+    "rework": "restructur",
+    "redesign": "restructur",
+    "reformul": "restructur",
 }
 
 

@@ -210,10 +210,50 @@ def test_separation_rule() -> None:
         ]
     )
     assert separation(half, name_words=2, detail=False) is not None
+    # a name lead on its own must grow with the share of the name the best candidate leaves
+    # unexplained: a third of the words unexplained needs about 0.09 ("Checkpointing device state to
+    # host memory" is not zero-copy host memory for being 0.04 nearer to it than to pinned memory)
+    hair = _ranked([{"name_sim": 0.56, "unexplained": 0.4}, {"name_sim": 0.52, "unexplained": 0.6}])
+    assert separation(hair, name_words=5, detail=False) is not None
+    clear = _ranked([{"name_sim": 0.66, "unexplained": 0.4}, {"name_sim": 0.52, "unexplained": 0.6}])
+    assert separation(clear, name_words=5, detail=False) is None
+    # each rival beaten on its own: the runner-up by a hair on the name and clearly on "name: detail"
+    # with fewer words explained, a third candidate (as near by description, as many words) far by name
+    rivals = [
+        {"name_sim": 0.89, "text_sim": 0.54, "unexplained": 0.0},
+        {"name_sim": 0.42, "text_sim": 0.57, "unexplained": 0.0},
+        {"name_sim": 0.88, "text_sim": 0.51, "unexplained": 0.5},
+    ]
+    assert separation(_ranked(rivals), name_words=2, detail=True) is None
+    # ... not without the detail, nor when the near-by-name rival's detail is as near
+    assert separation(_ranked(rivals), name_words=2, detail=False) is not None
+    as_near = [*rivals[:2], {**rivals[2], "text_sim": 0.53}]
+    assert separation(_ranked(as_near), name_words=2, detail=True) is not None
     # the name points elsewhere: queued whatever the code says
     conflict = _ranked([{"name_sim": 0.5, "evidence_support": 1.0, "mentions": 1.0}, {"name_sim": 0.7}])
     reason = separation(conflict, name_words=3, detail=True)
     assert reason is not None and reason.startswith("name_points_elsewhere")
+
+
+def test_a_name_mostly_of_its_own_words_is_not_separated() -> None:
+    """More than half of the name's words not the best candidate's, two of them no candidate's: it may
+    name what the graph lacks ("Bank conflict detection with Nsight Compute"), whatever else leads."""
+    lead = _ranked(
+        [
+            {"name_sim": 0.67, "text_sim": 0.51, "unexplained": 0.6, "mentions": 1.0},
+            {"name_sim": 0.40, "text_sim": 0.30, "unexplained": 0.8},
+        ]
+    )
+    own = WordCoverage({"t0": 0.41, "t1": 0.1}, {"t0": 2, "t1": 0}, unknown=2)
+    reason = separation(lead, name_words=5, detail=False, coverage=own)
+    assert reason is not None and reason.startswith("name_unexplained")
+    # one word nobody uses, or at most half the name unexplained: the lead and the mention separate
+    one = WordCoverage({"t0": 0.41, "t1": 0.1}, {"t0": 2, "t1": 0}, unknown=1)
+    assert separation(lead, name_words=5, detail=False, coverage=one) is None
+    half = _ranked(
+        [{**dict(zip(FEATURES, lead.features[0], strict=True)), "unexplained": 0.5}, {"name_sim": 0.4}]
+    )
+    assert separation(half, name_words=4, detail=False, coverage=own) is None
 
 
 def test_separation_by_telling_words() -> None:

@@ -118,6 +118,18 @@ def test_setting_chooses_packaged_none_or_a_file(tmp_path: Path) -> None:
         ("padded", "pad"),
         ("overlapping", "overlap"),
         ("access", "accesses"),
+        # a verb and its noun meet ("-ate"/"-ation", "-ize"/"-ization")
+        ("eliminate", "elimination"),
+        ("eliminating", "elimination"),
+        ("aggregated", "aggregation"),
+        ("vectorize", "vectorization"),
+        ("vectorized", "vectorization"),
+        ("parallelize", "parallelization"),
+        ("privatize", "privatization"),
+        ("private", "privatization"),
+        ("separate", "separation"),
+        ("minimise", "minimization"),
+        ("repeat", "repeated"),
     ],
 )
 def test_stemming_is_consistent(first: str, second: str) -> None:
@@ -128,10 +140,19 @@ def test_stemming_keeps_double_letters_of_the_root() -> None:
     assert content_tokens("spilled") == content_tokens("spill") == ["spill"]
 
 
+def test_an_ate_root_keeps_what_is_its_own() -> None:
+    # "repeat" is not an "-ate" verb; "state" and "create" are too short to lose their "at"
+    assert content_tokens("repeated")[0].startswith("repeat")
+    assert content_tokens("states") == ["stat"] and content_tokens("creating") == ["creat"]
+
+
 def test_words_of_one_idea_are_one_concept_but_labels_stay_apart() -> None:
     assert concept_tokens("Minimizing copies between CPU and GPU") == concept_tokens(
         "minimize transfers between host and GPU"
     )
     assert concept_tokens("Combining kernels") == concept_tokens("fused kernels")
+    # CUDA's barrier intrinsics are synchronization; reworking an algorithm restructures it
+    assert concept_tokens("fewer __syncthreads") == concept_tokens("fewer synchronizations") == ["sync"]
+    assert concept_tokens("Rework the algorithm") == concept_tokens("algorithm restructuring")[::-1]
     # the labels themselves are not made equal: only the scorer's word features read concepts
     assert label_key("asynchronous copy") != label_key("asynchronous transfers")
