@@ -56,6 +56,7 @@ from search.relabel.scoring import (
     StepText,
     TechniqueCandidate,
     TextVectors,
+    containment_conflict,
     decide,
     load_model,
     rank,
@@ -502,8 +503,23 @@ class RelabelPolicy:
                     coverage=index.word_coverage(name),
                 )
                 if reason is not None:
-                    verdict = "undecided"
-                    flags.append(reason)
+                    # A name that contains the best candidate's label, with only generic words around
+                    # it ("Employ loop unrolling to reduce overhead"), separates it unless the scorer,
+                    # the detail or the code point elsewhere.
+                    contained = index.containment(name)
+                    if contained is None or containment_conflict(
+                        ranked, contained, detail=bool(step.detail.strip())
+                    ):
+                        verdict = "undecided"
+                        flags.append(reason)
+            elif verdict == "undecided":
+                # Below the merge threshold or margin, a name that contains the best candidate's label
+                # with only generic words around it is still evidence enough, when nothing disagrees.
+                contained = index.containment(name)
+                if contained is not None and not containment_conflict(
+                    ranked, contained, detail=bool(step.detail.strip())
+                ):
+                    verdict = "merge"
             elif verdict == "new":
                 # A new technique needs a name made of words: one no dictionary and no technique knows
                 # ("Zorbification of the inner loop") is queued for a curator.

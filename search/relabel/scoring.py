@@ -46,6 +46,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -232,6 +233,69 @@ def mention_core(identifier: str) -> str:
 RARE_WORD_USERS = 2
 """A word at most this many candidates use is a telling word (`WordCoverage.rare`)."""
 
+# Containment (`CandidateIndex.containment`): the words a guide or a write-up puts around a technique's
+# name without changing which technique it is ("Employ loop unrolling for higher throughput"): general
+# English and performance vocabulary, as `content_tokens` stems it ("use", "apply", "improve" are filler,
+# dropped before). Not "memory", "launch" or "occupancy": those tell techniques apart.
+_LEAD_WORDS = (
+    "employ employing exploit exploiting leverage leveraging utilize utilizing utilise utilising adopt "
+    "adopting consider considering prefer preferring enable enabling efficient efficiently effective "
+    "effectively proper properly careful carefully"
+)
+"""Instruction words that may stand before the contained name ("Exploit ...", "Efficient ...")."""
+_PURPOSE_WORDS = (
+    "reduce reducing increase increasing boost boosting speed speeding accelerate accelerating maximize "
+    "maximizing maximise maximising minimize minimizing minimise minimising raise raising hide hiding "
+    "save saving cut cutting enhance enhancing achieve achieving gain gaining ensure ensuring help "
+    "helping allow allowing higher lower faster overall peak performance throughput latency speedup "
+    "efficiency runtime execution time overhead cost bandwidth utilization utilisation perf where "
+    "possible whenever wherever appropriate"
+)
+"""Purpose words that may follow it ("... to reduce latency", "... for performance where possible"):
+verbs of making faster and the generic performance nouns they take, none the name of a technique."""
+_CONTRARY_WORDS = frozenset(
+    {
+        "no",
+        "not",
+        "non",
+        "without",
+        "instead",
+        "rather",
+        "never",
+        "avoid",
+        "avoiding",
+        "disable",
+        "disabling",
+        "remove",
+        "removing",
+        "removed",
+        "undo",
+        "undoing",
+        "revert",
+        "reverting",
+        "drop",
+        "dropping",
+        "replace",
+        "replacing",
+        "eliminate",
+        "eliminating",
+    }
+)
+"""A name with one of these is never decided by containment: "Avoid shared memory tiling" or "Loop
+unrolling replaced by ..." names the technique as what was left behind."""
+LEAD_WORDS = frozenset(t for w in _LEAD_WORDS.split() for t in concept_tokens(w))
+PURPOSE_WORDS = frozenset(t for w in _PURPOSE_WORDS.split() for t in concept_tokens(w))
+
+
+@dataclass(frozen=True)
+class Containment:
+    """A candidate whose label the name contains, with only generic words around it."""
+
+    technique: str
+    label: str
+    leftover: tuple[str, ...]
+    """The name's content words outside the label (all in `LEAD_WORDS` before it, `PURPOSE_WORDS` after)."""
+
 
 @dataclass(frozen=True)
 class WordCoverage:
@@ -278,6 +342,7 @@ class CandidateIndex:
     _idf: np.ndarray[Any, np.dtype[np.float64]] = field(default_factory=lambda: np.zeros(0, dtype=np.float64))
     _mentions: list[tuple[str, ...]] = field(default_factory=list)
     _specificity: dict[str, float] = field(default_factory=dict)
+    _phrases: dict[str, list[tuple[int, tuple[str, ...], str]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.rebuild()
@@ -319,6 +384,13 @@ class CandidateIndex:
         # How telling each word is: a word few candidates use says more about which one a name means.
         self._idf = np.log((len(self.candidates) + 1.0) / (self._vocab_matrix.sum(axis=0) + 1.0))
         self._mentions = [tuple(mention_core(m) for m in c.mentions) for c in self.candidates]
+        # Each label's words in order, by its first word (`containment`).
+        self._phrases = {}
+        for i, candidate in enumerate(self.candidates):
+            for label in candidate.labels:
+                phrase = tuple(concept_tokens(strip_contrasts(label)))
+                if phrase and not set(phrase) <= PURPOSE_WORDS | LEAD_WORDS:
+                    self._phrases.setdefault(phrase[0], []).append((i, phrase, label))
         self._keys = {}
         counts: dict[str, int] = {}
         for candidate in self.candidates:
@@ -362,6 +434,44 @@ class CandidateIndex:
             {c.name: int(v) for c, v in zip(self.candidates, rare, strict=True)},
             len(words) - len(known),
         )
+
+    def containment(self, name: str) -> Containment | None:
+        """The one candidate whose label the name contains as a phrase, with only generic words around it.
+
+        After normalisation (`concept_tokens`), one of its labels' words must stand contiguous in the
+        name, the words before them be instruction words (`LEAD_WORDS`), those after purpose words
+        (`PURPOSE_WORDS`): "Employ loop unrolling to reduce overhead" contains Loop unrolling. None when
+        the name has a contrary word (`_CONTRARY_WORDS`: "avoid", "instead", "without", ...), when another
+        candidate's label is contained too outside the matched phrase (a rival's label inside a longer
+        matched one, "tiling" in "shared memory tiling", does not count), or when a leftover word is one
+        of the words of another candidate's names and aliases that at most `RARE_WORD_USERS` use.
+        """
+        raw = set(re.findall(r"[a-z]+", expand_abbreviations(name).lower()))
+        if raw & _CONTRARY_WORDS:
+            return None
+        words = concept_tokens(name)
+        spans: list[tuple[int, int, int, str]] = []
+        for start, word in enumerate(words):
+            for owner, phrase, label in self._phrases.get(word, ()):
+                end = start + len(phrase)
+                if tuple(words[start:end]) == phrase:
+                    spans.append((start, end, owner, label))
+        if not spans:
+            return None
+        start, end, owner, label = max(spans, key=lambda s: (s[1] - s[0], -s[0]))
+        if any(o != owner and not (start <= s and e <= end) for s, e, o, _ in spans):
+            return None
+        before, after = words[:start], words[end:]
+        if not set(before) <= LEAD_WORDS or not set(after) <= PURPOSE_WORDS:
+            return None
+        leftover = tuple(before + after)
+        for word in leftover:
+            # a word few candidates' names or aliases use is theirs ("latency" of a "latency hiding"
+            # alias): the name may mean that technique as much as the contained one
+            users = {i for i, labels in enumerate(self._label_tokens) if any(word in t for t in labels)}
+            if users - {owner} and len(users) <= RARE_WORD_USERS:
+                return None
+        return Containment(self.candidates[owner].name, label, leftover)
 
     def label_hit(self, name: str) -> TechniqueCandidate | None:
         """The graph candidate one of whose labels normalises like `name` (`label_key`, else `bag_key`)."""
@@ -812,6 +922,33 @@ def separation(
         f"{', one shared word' if shared <= 1 and name_words >= 2 else ''}), the detail or the code tells "
         f"{ranked.names[0]!r} from {ranked.names[1 + nearest] if name_lead < 0 else ranked.names[1]!r}"
     )
+
+
+def containment_conflict(ranked: Ranked, contained: Containment, *, detail: bool) -> str | None:
+    """Why a name containing `contained`'s label still does not separate it, or None when it does.
+
+    Containment (`CandidateIndex.containment`) is evidence from the name alone; other evidence that
+    points elsewhere still queues the step: the scorer ranks another candidate first, another candidate
+    has more code support or mentions, or "name: detail" is `SEPARATION_LEAD` nearer to another
+    candidate's description (name and detail point to different techniques).
+    """
+    if not ranked.names or ranked.names[0] != contained.technique:
+        best = ranked.names[0] if ranked.names else None
+        return (
+            f"containment_disagrees: the name contains {contained.label!r}, the scorer ranks {best!r} first"
+        )
+    if len(ranked.names) < 2:
+        return None
+    text_sim = FEATURES.index("text_sim")
+    support, mentions = FEATURES.index("evidence_support"), FEATURES.index("mentions")
+    top, others = ranked.features[0], ranked.features[1:]
+    if top[support] < max(o[support] for o in others) or top[mentions] < max(o[mentions] for o in others):
+        return f"containment_disagrees: the code or its mentions favour another technique than {contained.technique!r}"
+    if detail and max(o[text_sim] for o in others) - top[text_sim] >= SEPARATION_LEAD:
+        return (
+            f"containment_disagrees: the detail is nearer to another technique than {contained.technique!r}"
+        )
+    return None
 
 
 def gate_allows(gate: str, *, unknown: bool, top_features: Sequence[float]) -> bool:
