@@ -39,7 +39,7 @@ from executor.timingset import prune as prune_timing_sets
 from executor.timingset import timing_set_spec
 from executor.timingset import variants as timing_set_variants
 from executor.verdict import CompileResult, ErrorKind, Stage, TimingStats, Verdict, reward_for
-from executor.worker.messages import CandidateRun, ReferenceJob, WorkerJob, seeds_needed
+from executor.worker.messages import CandidateRun, ReferenceJob, ReferenceOutcome, WorkerJob, seeds_needed
 
 logger = logging.getLogger(__name__)
 
@@ -283,6 +283,10 @@ class Evaluator:
             prepared = self._start_workers(task, options, runtime, reference, key)
         workers.append(prepared.reference)
         ref_worker, cand_worker = prepared.reference, prepared.candidate
+        # Finished (and its timing sets adopted into the store) as soon as it is done, beside the
+        # candidate's compile: other evaluations of the task wait for those sets whatever this
+        # candidate's compile does (a compile that fails or runs into its limit never gets further).
+        ref_finished = _finish_reference_soon(ref_worker, self.settings.run_timeout_s, cancelled)
         if cand_worker is not None:
             workers.append(cand_worker)
         compiled = compiling.result()
@@ -301,7 +305,7 @@ class Evaluator:
         if not compiled.ok:
             return self._compile_failure(task, compiled, seconds, None)
         waited = time.perf_counter()
-        ref_outcome = finish_reference(ref_worker, self.settings.run_timeout_s, cancelled)
+        ref_outcome = ref_finished.result()
         seconds["reference_wait"] = time.perf_counter() - waited
         seconds["reference"] = time.perf_counter() - ref_started
         if not ref_outcome.ok:
@@ -727,6 +731,25 @@ class Evaluator:
             self._timing_cache[self._key(what, task)] = stats
         if what == "baseline" and options is not None and self._baselines is not None and self.device:
             self._baselines.save(self.device, baseline_key(task, options), stats)
+
+
+def _finish_reference_soon(
+    proc: WorkerProcess, timeout_s: float, cancelled: threading.Event | None
+) -> Future[ReferenceOutcome]:
+    """:func:`finish_reference` in a thread of its own, started now: its outcome (or its exception,
+    such as :class:`EvaluationCancelled`) in the returned future. An evaluation that returns before
+    reading it (its compile failed) leaves the thread to end with the worker, which the evaluation
+    closes."""
+    future: Future[ReferenceOutcome] = Future()
+
+    def finish() -> None:
+        try:
+            future.set_result(finish_reference(proc, timeout_s, cancelled))
+        except BaseException as e:  # handed to the evaluation with the outcome
+            future.set_exception(e)
+
+    threading.Thread(target=finish, name="finish-reference", daemon=True).start()
+    return future
 
 
 def _reference_failure(
