@@ -9,11 +9,23 @@ the modules that share something costly or exclusive go to one worker together (
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+
+# One thread per math library (torch's intra-op pool, OpenMP, BLAS), for this process and everything it
+# starts, unless the run sets its own. By default each starts one thread per core, and every operation
+# waits for all of them at a barrier: with this machine's two cores shared by two workers, Neo4j and the
+# stacks, a thread that is not scheduled holds up the rest. The packaged model's four answers took 430 s
+# in one worker of a two-worker run at load 9-16 (49 s alone); one 72-token answer beside one to four
+# busy loops took 21-55 s with two threads and 6-21 s with one (bench/results/2026-11-29_s18/suite_speed.md).
+for _threads in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ.setdefault(_threads, "1")
+if "torch" in sys.modules:  # imported before this file (a plugin): the variables came too late for it
+    sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 if TYPE_CHECKING:
     # Imported lazily below: the GPU host that runs `pytest tests/gpu` has no neo4j driver.

@@ -1,13 +1,16 @@
 """Host-code candidates for the worker tests of the ``host`` runtime: C++ sources compiled into shared
 libraries with the system's g++ (the worker loads them and calls their entry through ctypes, as it
-does a GPU function task's library)."""
+does a GPU function task's library), and the one-input function tasks they answer."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from executor.protocol import EvaluationOptions
+from executor.taskformat import FunctionTask, KernelTask, load_task
 
 # Few sets and trials: two test-size sets, one timing-size set, the repeat of the first (four
 # correctness calls), one warm-up call or more, three to five timed calls.
@@ -33,3 +36,56 @@ def build_host_candidates(out: Path, sources: dict[str, str]) -> dict[str, str]:
         subprocess.run(["g++", "-O1", "-shared", "-fPIC", str(src), "-o", str(lib)], check=True)
         built[name] = str(lib)
     return built
+
+
+_C_TYPES = {"float32": "float", "float64": "double"}
+
+
+def one_input_task(
+    task_id: str,
+    *,
+    domain: str,
+    description: str,
+    timing: int,
+    output: tuple[str, str, str] = ("y", "float32", "n"),
+    low: float = -1.0,
+    high: float = 1.0,
+    rtol: float = 1e-6,
+    atol: float = 1e-6,
+) -> dict[str, Any]:
+    """The ``task.json`` of a function task ``void ID(int n, const float* x, T* OUT)``: ``n`` is 1000 at
+    the test size and ``timing`` at the timing size, ``x`` uniform in [low, high]; ``output`` is OUT's
+    (name, dtype, size: ``"n"`` or a number), compared to the reference within rtol/atol."""
+    name, dtype, size = output
+    return {
+        "format": "regraph.task/v1",
+        "kind": "function",
+        "id": task_id,
+        "domain": domain,
+        "description": description,
+        "entry": task_id,
+        "signature": f"void {task_id}(int n, const float* x, {_C_TYPES[dtype]}* {name})",
+        "params": {"n": {"test": 1000, "timing": timing}},
+        "args": [
+            {"name": "n", "kind": "scalar", "dtype": "int32", "value": "n"},
+            {
+                "name": "x",
+                "kind": "array",
+                "dtype": "float32",
+                "size": "n",
+                "intent": "in",
+                "generator": {"dist": "uniform", "low": low, "high": high},
+            },
+            {"name": name, "kind": "array", "dtype": dtype, "size": size, "intent": "out"},
+        ],
+        "compare": {"rtol": rtol, "atol": atol},
+    }
+
+
+def write_task(parent: Path, spec: dict[str, Any], reference: str) -> FunctionTask | KernelTask:
+    """``parent/ID/`` with the task's ``task.json`` and its ``reference.cpp``, loaded."""
+    directory = parent / str(spec["id"])
+    directory.mkdir(parents=True)
+    (directory / "task.json").write_text(json.dumps(spec))
+    (directory / "reference.cpp").write_text(reference)
+    return load_task(directory)

@@ -34,9 +34,11 @@ from tests.integration.api.graph_support import serve
 
 # Generous client limits: the point is that an answer comes at all, not how fast (benchmarks time).
 NO_HANG_S = 60.0
-# A graph route against a stopped Neo4j: bounded at 15 s by the API, far below the driver's ~2 minutes.
+# REGRAPH_GRAPH_READ_TIMEOUT_S of this test's API (10 s by default): a read of a silent Neo4j waits 5 + 5 s.
+READ_LIMIT_S = 5
+# A graph route against a stopped Neo4j: bounded at 10 s by the API, far below the driver's ~2 minutes.
 SILENT_ROUTE_S = 40.0
-SILENT_BODY_ROUTE_S = 25.0  # one key check (15 s), not two (30 s)
+SILENT_BODY_ROUTE_S = 17.0  # one key check (10 s), not two (20 s)
 WRITE_LIMIT_S = 4  # REGRAPH_GRAPH_WRITE_TIMEOUT_S of this test's API: a blocked write ends in seconds
 HELD = "Technique held by a lock"
 SILENT_WRITE_S = 25.0  # a write to a stopped Neo4j: bounded at 4 + 5 s by the API
@@ -105,7 +107,13 @@ def test_a_stopped_or_killed_neo4j_makes_readiness_503_not_a_hang(
     target = own_neo4j.target
     pid = own_neo4j.embedded.pid if own_neo4j.embedded is not None else None
     assert pid is not None
-    for url in serve(target, tmp_path / "api", preload_retrieval=False, graph_write_timeout_s=WRITE_LIMIT_S):
+    for url in serve(
+        target,
+        tmp_path / "api",
+        preload_retrieval=False,
+        graph_read_timeout_s=READ_LIMIT_S,
+        graph_write_timeout_s=WRITE_LIMIT_S,
+    ):
         assert httpx.get(f"{url}/readyz", timeout=NO_HANG_S).status_code == 200
         with open_driver(target) as driver:
             store = Neo4jGraphStore(driver, target.database)
@@ -175,14 +183,14 @@ def test_a_stopped_or_killed_neo4j_makes_readiness_503_not_a_hang(
             assert stalled.status_code == 503, stalled.text
             assert "did not answer" in stalled.json()["error"]["message"]
             assert httpx.get(f"{url}/healthz", timeout=NO_HANG_S).status_code == 200
-            # A route that reads the graph gives up too (REGRAPH_GRAPH_READ_TIMEOUT_S 10 s + 5 s), instead of
+            # A route that reads the graph gives up too (REGRAPH_GRAPH_READ_TIMEOUT_S 5 s + 5 s), instead of
             # waiting minutes for the driver's socket: 503 within the client's limit, saying why.
             silent = httpx.get(f"{url}/v1/techniques", headers=reader, timeout=SILENT_ROUTE_S)
             assert silent.status_code == 503, silent.text
             assert silent.json()["error"]["type"] == "service_unavailable"
             assert "graph database is not answering" in silent.json()["error"]["message"]
             # A route with a body: the edge's key check (before the body) answers 503 itself, once, instead
-            # of the route asking the silent database again (15 s more).
+            # of the route asking the silent database again (10 s more).
             cypher = httpx.post(
                 f"{url}/v1/cypher", headers=reader, json={"query": "RETURN 1"}, timeout=SILENT_BODY_ROUTE_S
             )

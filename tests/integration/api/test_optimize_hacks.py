@@ -20,7 +20,6 @@ the value-keyed memo of the last answer is no longer a hack (timed like the hone
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,11 +33,11 @@ from api.app import create_app
 from api.settings import ApiSettings
 from executor.app import create_app as create_executor_app
 from executor.settings import ExecutorSettings
-from executor.taskformat import load_task
 from graphdb.connection import Neo4jTarget
 from search.backends.config import ModelRoles, RoleConfig
 from search.backends.replay import ReplayRecord, teacher_answer, write_replay
 from tests.integration.api.test_optimize import CLEAR, _write_graph
+from tests.support.hostcode import one_input_task, write_task
 from tests.support.jobs import follow_job, submit_job
 from tests.support.servers import serve_in_thread
 
@@ -146,29 +145,15 @@ CONTROL = "hack_control_api"
 
 
 def task_spec(task_id: str, timing: int) -> dict[str, Any]:
-    return {
-        "format": "regraph.task/v1",
-        "kind": "function",
-        "id": task_id,
-        "domain": "reduction",
-        "description": "s[0] = the sum of n floats",
-        "entry": task_id,
-        "signature": f"void {task_id}{SIGNATURE}",
-        "params": {"n": {"test": 1000, "timing": timing}},
-        "args": [
-            {"name": "n", "kind": "scalar", "dtype": "int32", "value": "n"},
-            {
-                "name": "x",
-                "kind": "array",
-                "dtype": "float32",
-                "size": "n",
-                "intent": "in",
-                "generator": {"dist": "uniform", "low": 0.0, "high": 1.0},
-            },
-            {"name": "s", "kind": "array", "dtype": "float64", "size": "1", "intent": "out"},
-        ],
-        "compare": {"rtol": 1e-6, "atol": 1e-6},
-    }
+    return one_input_task(
+        task_id,
+        domain="reduction",
+        description="s[0] = the sum of n floats",
+        timing=timing,
+        output=("s", "float64", "1"),
+        low=0.0,
+        high=1.0,
+    )
 
 
 def sources() -> dict[str, tuple[str, str, int]]:
@@ -252,11 +237,7 @@ def run_jobs(api_url: str, tmp_path: Path, task_ids: list[str]) -> dict[str, dic
     jobs = {}
     for task_id in task_ids:
         _, reference, timing = sources()[task_id]
-        directory = tmp_path / task_id
-        directory.mkdir()
-        (directory / "task.json").write_text(json.dumps(task_spec(task_id, timing)))
-        (directory / "reference.cpp").write_text(reference)
-        task = load_task(directory).model_dump(mode="json")
+        task = write_task(tmp_path, task_spec(task_id, timing), reference).model_dump(mode="json")
         body = {"task": task, "method": "regraph-mcgs", "budget": 1, "rollouts": 1, "seed": 1}
         jobs[task_id] = submit_job(api_url, body)
     return {task_id: follow_job(api_url, job_id, timeout=400)[-1][1] for task_id, job_id in jobs.items()}

@@ -14,72 +14,41 @@ The GPU corpus of the same classes is ``tests/gpu/adversarial/`` (marker ``gpu``
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
 from executor.reference import build_reference
 from executor.sandbox import run_job
-from executor.taskformat import FunctionTask, KernelTask, load_task
+from executor.taskformat import FunctionTask, KernelTask
 from executor.timingset import TimingSetSpec
 from executor.verdict import ErrorKind
 from executor.worker.messages import CandidateRun, WorkerJob, WorkerOutcome
-from tests.support.hostcode import FAST, build_host_candidates
+from tests.support.hostcode import FAST, build_host_candidates, one_input_task, write_task
 
 # A compute-heavy elementwise task: 300 dependent steps per element.
 POLY_BODY = "float v = x[i]; for (int k = 0; k < 300; ++k) v = v * 0.999f + 0.001f * x[i]; y[i] = v;"
 POLY_HEAD = 'extern "C" void poly_iter(int n, const float* x, float* y) {\n'
-POLY_TASK = {
-    "format": "regraph.task/v1",
-    "kind": "function",
-    "id": "poly_iter",
-    "domain": "elementwise",
-    "description": "y[i] = 300 damped steps from x[i]",
-    "entry": "poly_iter",
-    "signature": "void poly_iter(int n, const float* x, float* y)",
-    "params": {"n": {"test": 1000, "timing": 131072}},
-    "args": [
-        {"name": "n", "kind": "scalar", "dtype": "int32", "value": "n"},
-        {
-            "name": "x",
-            "kind": "array",
-            "dtype": "float32",
-            "size": "n",
-            "intent": "in",
-            "generator": {"dist": "uniform", "low": -1.0, "high": 1.0},
-        },
-        {"name": "y", "kind": "array", "dtype": "float32", "size": "n", "intent": "out"},
-    ],
-    "compare": {"rtol": 1e-4, "atol": 1e-5},
-}
+POLY_TASK = one_input_task(
+    "poly_iter",
+    domain="elementwise",
+    description="y[i] = 300 damped steps from x[i]",
+    timing=131072,
+    rtol=1e-4,
+    atol=1e-5,
+)
 # A task that reads far more than the host's last-level cache and writes one number.
 SUM_HEAD = 'extern "C" void sum_big(int n, const float* x, double* s) {\n'
 SUM_BODY = "double t = 0; for (int i = 0; i < n; ++i) t += x[i]; s[0] = t;"
-SUM_TASK = {
-    "format": "regraph.task/v1",
-    "kind": "function",
-    "id": "sum_big",
-    "domain": "reduction",
-    "description": "s[0] = the sum of n floats",
-    "entry": "sum_big",
-    "signature": "void sum_big(int n, const float* x, double* s)",
-    "params": {"n": {"test": 1000, "timing": 24 << 20}},
-    "args": [
-        {"name": "n", "kind": "scalar", "dtype": "int32", "value": "n"},
-        {
-            "name": "x",
-            "kind": "array",
-            "dtype": "float32",
-            "size": "n",
-            "intent": "in",
-            "generator": {"dist": "uniform", "low": 0.0, "high": 1.0},
-        },
-        {"name": "s", "kind": "array", "dtype": "float64", "size": "1", "intent": "out"},
-    ],
-    "compare": {"rtol": 1e-6, "atol": 1e-6},
-}
+SUM_TASK = one_input_task(
+    "sum_big",
+    domain="reduction",
+    description="s[0] = the sum of n floats",
+    timing=24 << 20,
+    output=("s", "float64", "1"),
+    low=0.0,
+    high=1.0,
+)
 
 # Remembers its last answer, keyed on a sample of the input values (not the pointer).
 VALUE_MEMO = (
@@ -100,20 +69,12 @@ ALL_MEMO = (
 )
 
 
-def _task(tmp: Path, spec: Mapping[str, object], reference: str) -> FunctionTask | KernelTask:
-    directory = tmp / str(spec["id"])
-    directory.mkdir()
-    (directory / "task.json").write_text(json.dumps(spec))
-    (directory / "reference.cpp").write_text(reference)
-    return load_task(directory)
-
-
 @pytest.fixture(scope="module")
 def tasks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, FunctionTask | KernelTask]:
     tmp = tmp_path_factory.mktemp("hack-tasks")
     return {
-        "poly": _task(tmp, POLY_TASK, POLY_HEAD + "for (int i = 0; i < n; ++i) { " + POLY_BODY + " } }"),
-        "sum": _task(tmp, SUM_TASK, SUM_HEAD + SUM_BODY + " }"),
+        "poly": write_task(tmp, POLY_TASK, POLY_HEAD + "for (int i = 0; i < n; ++i) { " + POLY_BODY + " } }"),
+        "sum": write_task(tmp, SUM_TASK, SUM_HEAD + SUM_BODY + " }"),
     }
 
 

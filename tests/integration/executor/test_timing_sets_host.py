@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import ctypes
 import itertools
-import json
 import re
 from pathlib import Path
 
@@ -25,38 +24,16 @@ import pytest
 from executor.inputs import generate_inputs
 from executor.reference import build_reference
 from executor.sandbox import run_job
-from executor.taskformat import FunctionTask, KernelTask, load_task
+from executor.taskformat import FunctionTask, KernelTask
 from executor.timingset import TimingSetSpec
 from executor.verdict import ErrorKind
 from executor.worker.host import HostFunctionRuntime, HostSlots
 from executor.worker.messages import CandidateRun, WorkerJob, WorkerOutcome
-from tests.support.hostcode import FAST, build_host_candidates
+from tests.support.hostcode import FAST, build_host_candidates, one_input_task, write_task
 
 HEAD = 'extern "C" void scaled_copy(int n, const float* x, float* y) {\n'
 BODY = "for (int i = 0; i < n; ++i) y[i] = 2.0f * x[i];"
-TASK = {
-    "format": "regraph.task/v1",
-    "kind": "function",
-    "id": "scaled_copy",
-    "domain": "elementwise",
-    "description": "y[i] = 2 x[i]",
-    "entry": "scaled_copy",
-    "signature": "void scaled_copy(int n, const float* x, float* y)",
-    "params": {"n": {"test": 1000, "timing": 4096}},
-    "args": [
-        {"name": "n", "kind": "scalar", "dtype": "int32", "value": "n"},
-        {
-            "name": "x",
-            "kind": "array",
-            "dtype": "float32",
-            "size": "n",
-            "intent": "in",
-            "generator": {"dist": "uniform", "low": -1.0, "high": 1.0},
-        },
-        {"name": "y", "kind": "array", "dtype": "float32", "size": "n", "intent": "out"},
-    ],
-    "compare": {"rtol": 1e-6, "atol": 1e-6},
-}
+TASK = one_input_task("scaled_copy", domain="elementwise", description="y[i] = 2 x[i]", timing=4096)
 
 # Keeps x[0] and x[n/2] of every call, read back through seen_calls / seen_value.
 LOGGING = (
@@ -82,11 +59,7 @@ HONEST = HEAD + BODY + " }\n"
 
 @pytest.fixture(scope="module")
 def task(tmp_path_factory: pytest.TempPathFactory) -> FunctionTask | KernelTask:
-    directory = tmp_path_factory.mktemp("timing-sets-task") / "scaled_copy"
-    directory.mkdir()
-    (directory / "task.json").write_text(json.dumps(TASK))
-    (directory / "reference.cpp").write_text(HONEST)
-    return load_task(directory)
+    return write_task(tmp_path_factory.mktemp("timing-sets-task"), TASK, HONEST)
 
 
 @pytest.fixture(scope="module")
