@@ -1,7 +1,7 @@
 """Where a correct candidate's time under its GPU lock goes, 1 vs 2 replicas (session 18 call 1).
 
 Usage: mkdir -p /tmp/s18 && tar -xzf bench/results/2026-11-29_s18/call1_x2/scaling_results.tar.gz -C /tmp/s18
-       python bench/results/2026-11-29_s18/lock_time_analysis.py /tmp/s18
+       python -m bench.probes.lock_time_analysis /tmp/s18
 Prints the markdown tables of lock_time_analysis.md (means over correct candidates; ``steady``: verdicts
 finished after the first 60 s).
 """
