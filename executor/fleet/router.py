@@ -195,9 +195,10 @@ class Fleet:
         self._stop_checks.set()
         if self._checker is not None:
             self._checker.join(timeout=60)
-        for task in self._replacing:
+        for task in list(self._replacing):
             task.cancel()
-        for replica in self.replicas.values():
+        # A copy: an evaluation still in flight may retire a replica meanwhile.
+        for replica in list(self.replicas.values()):
             with contextlib.suppress(ray.exceptions.RayError):
                 ray.get(replica.handle.close.remote(), timeout=30)
             ray.kill(replica.handle, no_restart=True)

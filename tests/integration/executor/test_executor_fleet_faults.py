@@ -11,6 +11,7 @@ the same task is sent to it (the task's home), so it is in flight when the repli
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -153,6 +154,27 @@ def cluster_check(fleet: Fleet) -> None:
 SPIN = HEAD + "volatile int spin = 1; while (spin) {} }" + STUB
 
 
+def _cpu_seconds(pid: int) -> float | None:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def _busy_workers(window_s: float = 1.0) -> set[int]:
+    """The candidate workers that used at least a fifth of a core over ``window_s`` (a worker waiting
+    for its job uses none)."""
+    first = {pid: _cpu_seconds(pid) for pid in _candidate_workers()}
+    time.sleep(window_s)
+    busy = set()
+    for pid, t0 in first.items():
+        t1 = _cpu_seconds(pid)
+        if t0 is not None and t1 is not None and t1 - t0 >= 0.2 * window_s:
+            busy.add(pid)
+    return busy
+
+
 def _candidate_workers() -> set[int]:
     """Every candidate worker process on this machine (the replicas' are not this process's children:
     Ray's worker processes start them)."""
@@ -165,23 +187,20 @@ def test_a_caller_that_goes_away_stops_its_evaluation_on_the_replica(
 ) -> None:
     """The fleet passes a closed connection on: the replica kills the candidate's worker at once
     instead of letting it spin to its 60 s limits (seen with a raw socket closed mid-run)."""
-    before = _candidate_workers()
+    busy_before = _busy_workers()  # other tests' spinning candidates, if any
     item = EvaluateRequest(
         task=saxpy, candidate=CandidateSource(source=SPIN + f"// {route}\n"), options=QUICK
     ).model_dump(mode="json")
     caller = post_evaluation_and_hold(url, route, item, 120.0)
     try:
-        _wait_for(lambda: bool(_candidate_workers() - before), "the candidate's worker to start", 120.0)
-        # A jailed worker may be started again once (to bind a directory its job names) before it runs
-        # the candidate: the candidate spins in the workers still there, unchanged, 2 s later.
-        spinning = _candidate_workers() - before
-        for _ in range(30):
-            time.sleep(2.0)
-            now = _candidate_workers() - before
-            if now == spinning:
-                break
-            spinning = now
-        assert spinning and spinning <= _candidate_workers(), "the candidate stopped on its own"
+        # The candidate's worker is the one that keeps burning CPU: a spare started before the request
+        # may take the job, and a spare started after it (or a jailed worker started again to bind its
+        # job's directories) burns CPU only while it starts.
+        _wait_for(lambda: bool(_busy_workers() - busy_before), "the candidate to spin", 120.0)
+        spinning = _busy_workers() - busy_before
+        for _ in range(6):
+            spinning &= _busy_workers()
+        assert spinning, "the candidate stopped on its own"
     finally:
         caller.close()  # the caller goes away
     started = time.monotonic()
