@@ -534,6 +534,21 @@ class RelabelPolicy:
                 choice = RelabelChoice("new", name, "model", ranked=ranked, evidence=evidence)
             else:
                 choice = RelabelChoice("undecided", name, "model", ranked=ranked, evidence=evidence)
+        if choice.outcome != "undecided":
+            # A name that turns against a technique's own label ("Avoid shared memory tiling") is not that
+            # technique, and what it is instead is for a curator to say: never merged into it, never
+            # created silently. A merge elsewhere stands ("Replace ... tiling with register tiling").
+            against = index.contradicted(name)
+            said = against.get(choice.technique)
+            if said is None and against and choice.outcome == "new" and choice.canonical is None:
+                said = next(iter(against.values()))
+            if said is not None:
+                flags.append(
+                    f"name_contradicts: the name says {said}, a label of {choice.technique!r}"
+                    if choice.technique in against
+                    else f"name_contradicts: the name says {said}"
+                )
+                choice = RelabelChoice("undecided", name, "model", ranked=choice.ranked, evidence=evidence)
         if choice.outcome == "merge" and evidence is not None and evidence.parsed:
             target = next((c for c in index.candidates if c.name == choice.technique), None)
             if (

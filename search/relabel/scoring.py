@@ -285,6 +285,35 @@ _CONTRARY_WORDS = frozenset(
 unrolling replaced by ..." names the technique as what was left behind."""
 LEAD_WORDS = frozenset(t for w in _LEAD_WORDS.split() for t in concept_tokens(w))
 PURPOSE_WORDS = frozenset(t for w in _PURPOSE_WORDS.split() for t in concept_tokens(w))
+_CONTRARY_MARKER = re.compile(
+    r"\b(?:get\s+rid\s+of|in\s+place\s+of|as\s+opposed\s+to|no\s+longer|"
+    + "|".join(sorted(_CONTRARY_WORDS, key=len, reverse=True))
+    + r")\b"
+)
+"""Where a name turns against what follows (`CandidateIndex.contradicted`): the contrary words and the
+phrases `concept_tokens` would drop ("get rid of", "in place of")."""
+_REDUCING_WORDS = (
+    "avoid avoiding avoidance reduce reducing reduction reduced minimize minimizing minimization minimise "
+    "minimising minimisation eliminate eliminating elimination remove removing removal fewer less free "
+    "prevent preventing prevention mitigate mitigating mitigation suppress suppressing lower lowering"
+)
+"""Words that make a label the fight against what it names ("branch divergence reduction", "fewer
+atomics"): the phrase they go with is the technique's problem, not the technique."""
+_REDUCING_STEMS = frozenset(t for w in _REDUCING_WORDS.split() for t in concept_tokens(w))
+_REDUCING_DROPPED = frozenset(w for w in _REDUCING_WORDS.split() if not concept_tokens(w))
+"""Reducing words `concept_tokens` drops as filler ("fewer", "less"): seen in a label's raw words."""
+
+
+def _reducing(label: str, phrase: set[str]) -> bool:
+    """Whether `label` holds a reducing word (`_REDUCING_WORDS`) outside the words of `phrase`."""
+    if (set(concept_tokens(strip_contrasts(label))) - phrase) & _REDUCING_STEMS:
+        return True
+    return bool(set(re.findall(r"[a-z]+", label.lower())) & _REDUCING_DROPPED)
+
+
+_CONTRARY_STEMS = frozenset(t for w in _CONTRARY_WORDS for t in concept_tokens(w))
+_CONTRARY_SKIP = LEAD_WORDS | frozenset(concept_tokens("than"))
+"""Words between a contrary word and the phrase it turns against ("rather than", "avoid employing")."""
 
 
 @dataclass(frozen=True)
@@ -472,6 +501,61 @@ class CandidateIndex:
             if users - {owner} and len(users) <= RARE_WORD_USERS:
                 return None
         return Containment(self.candidates[owner].name, label, leftover)
+
+    def contradicted(self, name: str) -> dict[str, str]:
+        """The candidates the name turns against: technique (and its taxonomy concept) -> the contrary
+        words and the label they stand before.
+
+        A candidate is contradicted when, right after a contrary word or phrase (`_CONTRARY_MARKER`:
+        "avoid", "without", "instead of", "no", "not", "replace", "remove", "eliminate", "get rid of",
+        ...; instruction words and "than" may stand between), the name holds one of its labels' words in
+        order (`concept_tokens`): "Avoid shared memory tiling", "Disable loop unrolling". Not when that
+        phrase is the candidate's problem rather than the candidate itself: from the contrary word on the
+        name is one of its labels ("avoid bank conflicts"), or another of its labels puts a reducing word
+        beside the phrase ("branch divergence reduction", "fewer atomics": "Avoid branch divergence" is
+        Warp divergence reduction, "Avoid warp divergence" holds none of its labels anyway).
+        """
+        text = expand_abbreviations(name).lower()
+        found: dict[str, str] = {}
+        for marker in _CONTRARY_MARKER.finditer(text):
+            words = concept_tokens(text[marker.end() :])
+            while words and words[0] in _CONTRARY_SKIP:
+                words = words[1:]
+            if not words:
+                continue
+            whole = concept_tokens(text[marker.start() :])
+            for owner, phrase, label in self._phrases.get(words[0], ()):
+                if tuple(words[: len(phrase)]) != phrase or self._own_problem(owner, phrase, whole):
+                    continue
+                candidate = self.candidates[owner]
+                said = f"{marker.group(0)!r} before {label!r}"
+                for technique in (candidate.name, candidate.concept):
+                    if technique:
+                        found.setdefault(technique, said)
+        return found
+
+    def _own_problem(self, owner: int, phrase: tuple[str, ...], whole: list[str]) -> bool:
+        """Whether `phrase` names what candidate `owner` fights, not the candidate (`contradicted`): the
+        name from its contrary word on is one of the candidate's labels, or the candidate's name, or one
+        of its labels holding the phrase, has a reducing word outside the phrase ("Warp divergence
+        reduction" fights "divergent branches"; "shared memory reduction" has its "reduction" inside)."""
+        if (
+            whole
+            and whole[0] in _CONTRARY_STEMS
+            and any(o == owner and tuple(whole[: len(p)]) == p for o, p, _ in self._phrases.get(whole[0], ()))
+        ):
+            return True
+        candidate = self.candidates[owner]
+        words = set(phrase)
+        if _reducing(candidate.name, words):
+            return True
+        n = len(phrase)
+        for label in candidate.labels:
+            tokens = concept_tokens(strip_contrasts(label))
+            holds = any(tuple(tokens[k : k + n]) == phrase for k in range(len(tokens) - n + 1))
+            if holds and _reducing(label, words):
+                return True
+        return False
 
     def label_hit(self, name: str) -> TechniqueCandidate | None:
         """The graph candidate one of whose labels normalises like `name` (`label_key`, else `bag_key`)."""
