@@ -10,7 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from executor.protocol import EvaluationOptions
+from executor.reference import build_reference
+from executor.sandbox import run_job
 from executor.taskformat import FunctionTask, KernelTask, load_task
+from executor.timingset import TimingSetSpec
+from executor.worker.messages import CandidateRun, WorkerJob, WorkerOutcome
 
 # Few sets and trials: two test-size sets, one timing-size set, the repeat of the first (four
 # correctness calls), one warm-up call or more, three to five timed calls.
@@ -89,3 +93,19 @@ def write_task(parent: Path, spec: dict[str, Any], reference: str) -> FunctionTa
     (directory / "task.json").write_text(json.dumps(spec))
     (directory / "reference.cpp").write_text(reference)
     return load_task(directory)
+
+
+def run_on_timing_sets(
+    task: FunctionTask | KernelTask, product: str, tmp: Path, options: EvaluationOptions
+) -> WorkerOutcome:
+    """One host-runtime candidate job with three correctness seeds and the task's timing sets stored
+    under ``tmp`` (its reference built there too), start to finish in a fresh worker."""
+    job = WorkerJob(
+        task=task,
+        runtime="host",
+        reference_library=str(build_reference(task, tmp / "cache")),
+        seeds=[11, 22, 33],
+        options=options,
+        timing_set=TimingSetSpec(dir=str(tmp / "timing-set"), seed=4242),
+    )
+    return run_job(job, CandidateRun(candidate_product=product, candidate_symbol=task.entry), timeout_s=120)

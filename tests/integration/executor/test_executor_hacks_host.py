@@ -18,13 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from executor.reference import build_reference
-from executor.sandbox import run_job
 from executor.taskformat import FunctionTask, KernelTask
-from executor.timingset import TimingSetSpec
 from executor.verdict import ErrorKind
-from executor.worker.messages import CandidateRun, WorkerJob, WorkerOutcome
-from tests.support.hostcode import FAST, build_host_candidates, one_input_task, write_task
+from executor.worker.messages import WorkerOutcome
+from tests.support.hostcode import FAST, build_host_candidates, one_input_task, run_on_timing_sets, write_task
 
 # A compute-heavy elementwise task: 300 dependent steps per element.
 POLY_BODY = "float v = x[i]; for (int k = 0; k < 300; ++k) v = v * 0.999f + 0.001f * x[i]; y[i] = v;"
@@ -92,16 +89,7 @@ def products(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 def _evaluate(task: FunctionTask | KernelTask, product: str, tmp: Path) -> WorkerOutcome:
-    job = WorkerJob(
-        task=task,
-        runtime="host",
-        reference_library=str(build_reference(task, tmp / "cache")),
-        seeds=[11, 22, 33],
-        options=FAST.model_copy(update={"min_trials": 5, "max_trials": 9}),
-        timing_set=TimingSetSpec(dir=str(tmp / "timing-set"), seed=4242),
-    )
-    run = CandidateRun(candidate_product=product, candidate_symbol=task.entry)
-    return run_job(job, run, timeout_s=120)
+    return run_on_timing_sets(task, product, tmp, FAST.model_copy(update={"min_trials": 5, "max_trials": 9}))
 
 
 def test_a_value_keyed_memo_is_timed_like_the_honest_code(

@@ -22,14 +22,11 @@ from pathlib import Path
 import pytest
 
 from executor.inputs import generate_inputs
-from executor.reference import build_reference
-from executor.sandbox import run_job
 from executor.taskformat import FunctionTask, KernelTask
-from executor.timingset import TimingSetSpec
 from executor.verdict import ErrorKind
 from executor.worker.host import HostFunctionRuntime, HostSlots
-from executor.worker.messages import CandidateRun, WorkerJob, WorkerOutcome
-from tests.support.hostcode import FAST, build_host_candidates, one_input_task, write_task
+from executor.worker.messages import WorkerOutcome
+from tests.support.hostcode import FAST, build_host_candidates, one_input_task, run_on_timing_sets, write_task
 
 HEAD = 'extern "C" void scaled_copy(int n, const float* x, float* y) {\n'
 BODY = "for (int i = 0; i < n; ++i) y[i] = 2.0f * x[i];"
@@ -97,15 +94,7 @@ def test_the_warm_up_set_is_never_timed_and_successive_timed_calls_see_other_set
 
 
 def _evaluate(task: FunctionTask | KernelTask, product: str, tmp: Path) -> WorkerOutcome:
-    job = WorkerJob(
-        task=task,
-        runtime="host",
-        reference_library=str(build_reference(task, tmp / "cache")),
-        seeds=[11, 22, 33],
-        options=FAST.model_copy(update={"max_trials": 9}),
-        timing_set=TimingSetSpec(dir=str(tmp / "timing-set"), seed=4242),
-    )
-    return run_job(job, CandidateRun(candidate_product=product, candidate_symbol=task.entry), timeout_s=120)
+    return run_on_timing_sets(task, product, tmp, FAST.model_copy(update={"max_trials": 9}))
 
 
 def test_no_timed_call_sees_the_values_of_the_call_before_it(
