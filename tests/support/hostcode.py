@@ -96,10 +96,16 @@ def write_task(parent: Path, spec: dict[str, Any], reference: str) -> FunctionTa
 
 
 def run_on_timing_sets(
-    task: FunctionTask | KernelTask, product: str, tmp: Path, options: EvaluationOptions
+    task: FunctionTask | KernelTask,
+    product: str,
+    tmp: Path,
+    options: EvaluationOptions,
+    baseline_product: str | None = None,
+    baseline_copies: bool = False,
 ) -> WorkerOutcome:
     """One host-runtime candidate job with three correctness seeds and the task's timing sets stored
-    under ``tmp`` (its reference built there too), start to finish in a fresh worker."""
+    under ``tmp`` (its reference built there too), start to finish in a fresh worker; with
+    ``baseline_product``, the naive baseline timed too (its copies made ahead with ``baseline_copies``)."""
     job = WorkerJob(
         task=task,
         runtime="host",
@@ -107,5 +113,9 @@ def run_on_timing_sets(
         seeds=[11, 22, 33],
         options=options,
         timing_set=TimingSetSpec(dir=str(tmp / "timing-set"), seed=4242),
+        baseline_copies=baseline_copies,
     )
-    return run_job(job, CandidateRun(candidate_product=product, candidate_symbol=task.entry), timeout_s=120)
+    run = CandidateRun(
+        candidate_product=product, candidate_symbol=task.entry, baseline_product=baseline_product
+    )
+    return run_job(job, run, timeout_s=120)

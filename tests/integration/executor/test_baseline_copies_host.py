@@ -12,13 +12,10 @@ import pytest
 from executor.checking import timing_stats
 from executor.evaluate import Evaluator
 from executor.protocol import EvaluationOptions
-from executor.reference import build_reference
-from executor.sandbox import run_job
 from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
-from executor.timingset import TimingSetSpec
-from executor.worker.messages import CandidateRun, WorkerJob, WorkerOutcome
-from tests.support.hostcode import FAST, build_host_candidates
+from executor.worker.messages import WorkerOutcome
+from tests.support.hostcode import FAST, build_host_candidates, run_on_timing_sets
 
 ROOT = Path(__file__).resolve().parents[3]
 TASKS_DIR = ROOT / "tests" / "unit" / "executor" / "fixtures" / "tasks"
@@ -39,21 +36,9 @@ def products(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 def _run(task: FunctionTask | KernelTask, products: dict[str, str], tmp: Path, ahead: bool) -> WorkerOutcome:
-    job = WorkerJob(
-        task=task,
-        runtime="host",
-        reference_library=str(build_reference(task, tmp / "cache")),
-        seeds=[11, 22, 33],
-        options=OPTIONS,
-        timing_set=TimingSetSpec(dir=str(tmp / "timing-set"), seed=4242),
-        baseline_copies=ahead,
+    return run_on_timing_sets(
+        task, products["candidate"], tmp, OPTIONS, baseline_product=products["naive"], baseline_copies=ahead
     )
-    run = CandidateRun(
-        candidate_product=products["candidate"],
-        candidate_symbol=task.entry,
-        baseline_product=products["naive"],
-    )
-    return run_job(job, run, timeout_s=120)
 
 
 @pytest.mark.parametrize("ahead", [True, False])
