@@ -33,7 +33,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 from pydantic import BaseModel
 
@@ -447,6 +447,8 @@ class WorkerProcess:
         self._uid_lock: Any = None
         # A reference worker's job: what it made for the store is adopted from it (finish_reference).
         self.reference_job: ReferenceJob | None = None
+        # The reference job's claim on its task's preparation (timingset.claim), held until adoption.
+        self.claim: IO[bytes] | None = None
         self._jail_root: Path | None = None
         # Directories to bind besides the usual (and whether writable): a job's, known ahead.
         self._binds = list(binds or [])
@@ -708,6 +710,8 @@ class WorkerProcess:
         if self._jail_root is not None:
             with contextlib.suppress(OSError):
                 self._jail_root.rmdir()
+        timingset.release(self.claim)  # a job that never reached its adoption (cancelled, failed)
+        self.claim = None
         if self._uid_lock is not None:  # the worker is gone: its uid may be handed out again
             self._uid_lock.close()
             self._uid_lock = None
@@ -1151,7 +1155,18 @@ def finish_candidate(
 
 
 def start_reference(proc: WorkerProcess, job: ReferenceJob, memory_limit_bytes: int | None) -> None:
-    """Hand a reference worker its job; it runs at once."""
+    """Hand a reference worker its job; it runs at once. A job that may have to prepare its task's
+    timing sets claims that for the host first (timingset.claim, held until :func:`finish_reference`
+    has adopted what the worker made); without the claim, the worker waits for the job that has it."""
+    spec = job.timing_set
+    if spec is not None and not timingset.prepared(spec, job.options.timing_sets, job.time_reference):
+        _secure_timing_store(spec.dir)
+        try:
+            proc.claim = timingset.claim(spec)
+        except OSError as e:  # no lock: the worker prepares what is missing, as if it held the claim
+            logger.warning("could not claim the preparation of %s: %s", job.task.id, e)
+        else:
+            job = job.model_copy(update={"may_prepare": proc.claim is not None})
     proc.send_job(job, memory_limit_bytes, out_dir=str(proc.dir / "expected"))
 
 
@@ -1160,16 +1175,21 @@ def finish_reference(
 ) -> ReferenceOutcome:
     """Wait for a reference worker; a crash or timeout is the task's failure, reported as such
     (:class:`EvaluationCancelled` once ``cancelled`` is set)."""
-    killed_for = proc.wait(timeout_s, None, watch_rss=False, cancelled=cancelled)
-    if killed_for is ErrorKind.TIMEOUT:
-        return ReferenceOutcome(ok=False, message=f"the reference was killed after {timeout_s:.0f}s")
-    if proc.result_path.exists():
-        outcome = ReferenceOutcome.model_validate_json(proc.result_path.read_text())
-        _adopt_timing_sets(proc, outcome)
-        _open_timing_sets(proc._timing_dir)  # for the jailed candidate workers that read it
-        return outcome
-    _, message = _death_message(proc, proc.stage_text("reference"))
-    return ReferenceOutcome(ok=False, message="the reference's worker failed: " + message)
+    try:
+        killed_for = proc.wait(timeout_s, None, watch_rss=False, cancelled=cancelled)
+        if killed_for is ErrorKind.TIMEOUT:
+            return ReferenceOutcome(ok=False, message=f"the reference was killed after {timeout_s:.0f}s")
+        if proc.result_path.exists():
+            outcome = ReferenceOutcome.model_validate_json(proc.result_path.read_text())
+            _adopt_timing_sets(proc, outcome)
+            _open_timing_sets(proc._timing_dir)  # for the jailed candidate workers that read it
+            return outcome
+        _, message = _death_message(proc, proc.stage_text("reference"))
+        return ReferenceOutcome(ok=False, message="the reference's worker failed: " + message)
+    finally:
+        # Stored (or failed): a job waiting for this one's preparation goes on.
+        timingset.release(proc.claim)
+        proc.claim = None
 
 
 def run_job(

@@ -42,8 +42,9 @@ import shutil
 import stat
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 from pydantic import BaseModel
@@ -62,11 +63,8 @@ SET_FORMAT = "regraph.timing-set/v2"
 # The directory in a reference worker's own directory where it leaves the sets it made for the
 # executor to adopt (one subdirectory per set, named as the set is in the store).
 HANDOVER = "timing-sets"
-# How long a reference worker that waited for another's preparation of its task waits further for
-# that one's executor to adopt it before it prepares the task itself.
-ADOPTION_WAIT_S = 10.0
 # Beside the sets under the store's root: a lock file per set (one preparation of a task at a time on
-# the host) and the serial reference's timing on each set (shared by the replicas and kept across
+# the host: see :func:`claim`) and the serial reference's timing on each set (shared by the replicas and kept across
 # restarts, for the host's CPU that measured it).
 LOCKS = ".locks"
 REFERENCE_TIMINGS = ".reference-timing"
@@ -136,36 +134,55 @@ def lock_path(spec: TimingSetSpec) -> Path:
 
 def make_lock(spec: TimingSetSpec) -> None:
     """Make the task's lock file (by the executor, before a reference worker that may prepare the task
-    starts its job): the worker sees the store read-only and locks the file opened for reading."""
+    starts its job): the worker sees the store read-only and looks at the lock through a read-only
+    handle."""
     path = lock_path(spec)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.touch(exist_ok=True)
     path.chmod(0o644)
 
 
-@contextlib.contextmanager
-def preparing(spec: TimingSetSpec) -> Iterator[bool]:
-    """Hold the task's preparation lock (one per set under the store's root, for every process of the
-    host): who prepares the task's sets or times the reference on them does so under it, after looking
-    again whether another did it meanwhile, so two replicas never prepare one task at once. Yields
-    whether another held it first (then wait for its adoption: :func:`await_prepared`). Without a
-    lock file (not made by the executor) it holds nothing."""
+def claim(spec: TimingSetSpec) -> IO[bytes] | None:
+    """Claim the preparation of the task's sets for one reference job (by its executor, before the job
+    starts): the handle holding the task's lock, or None when another job of the host holds it.
+
+    The executor holds the claim until it has adopted what its worker made (:func:`release`), not only
+    while the worker prepares: a worker's lock would end with the worker, before its executor stores
+    the sets, and a second worker that came then would prepare the task again. A job without the
+    claim waits for the holder (:func:`await_preparation`) instead of preparing."""
+    make_lock(spec)
+    handle = lock_path(spec).open("rb")
     try:
-        handle = lock_path(spec).open("rb")  # a shared flock needs no write access
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        return None
+    except BaseException:
+        handle.close()
+        raise
+    return handle
+
+
+def release(handle: IO[bytes] | None) -> None:
+    """Give up a claim taken with :func:`claim` (closing its handle drops the lock)."""
+    if handle is not None:
+        handle.close()
+
+
+def claimed(spec: TimingSetSpec) -> bool:
+    """Whether a job of the host holds the claim on the task's preparation (read by a worker, which
+    sees the store read-only: a shared lock needs no write access). False without a lock file."""
+    try:
+        handle = lock_path(spec).open("rb")
     except OSError:
-        yield False
-        return
+        return False
     with handle:
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            waited = False
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            waited = True
-        try:
-            yield waited
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return False
 
 
 def prepared(spec: TimingSetSpec, count: int, time_reference: bool) -> bool:
@@ -175,13 +192,13 @@ def prepared(spec: TimingSetSpec, count: int, time_reference: bool) -> bool:
     )
 
 
-def await_prepared(spec: TimingSetSpec, count: int, time_reference: bool, timeout_s: float) -> bool:
-    """Wait up to ``timeout_s`` for another worker's sets to be adopted into the store by its executor
-    (the worker releases the lock before its executor stores what it made)."""
-    deadline = time.monotonic() + timeout_s
+def await_preparation(spec: TimingSetSpec, count: int, time_reference: bool) -> bool:
+    """Wait while another job holds the claim on the task's preparation (its executor lets go once it
+    has stored what its worker made, or the worker failed); whether the task is then prepared (if
+    not, the caller prepares it itself). The waiting worker's own deadline bounds the wait."""
     while not prepared(spec, count, time_reference):
-        if time.monotonic() >= deadline:
-            return False
+        if not claimed(spec):
+            return prepared(spec, count, time_reference)
         time.sleep(0.05)
     return True
 

@@ -125,6 +125,11 @@ class ReferenceJob(BaseModel):
     timing_set: TimingSetSpec | None = Field(
         default=None, description="store the task's timing set and its outputs here unless stored"
     )
+    may_prepare: bool = Field(
+        default=True,
+        description="whether this job prepares the task's timing sets if they are missing (its executor "
+        "holds the task's claim); else it waits for the job that does",
+    )
     result_path: str = "result.json"
     memory_limit_bytes: int | None = None
     progress_path: str | None = None

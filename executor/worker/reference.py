@@ -65,23 +65,31 @@ class ReferenceWorker:
         if spec is not None:
             # The task's timing set: its outputs are stored once for every later evaluation, and the
             # serial reference is timed on it, as the candidates are, once for every executor of the
-            # host (the replicas share the store). Who does either holds the task's lock, so two
-            # never do it at once; the second waits until the first's executor has adopted what it
-            # made. Every one of the task's timing sets is made (the trials rotate through them);
-            # the reference is timed on the first.
+            # host (the replicas share the store). Only the job whose executor claimed the task's
+            # preparation does either (may_prepare); another waits until that executor has adopted
+            # what its worker made, and prepares only what is still missing then. Every one of the
+            # task's timing sets is made (the trials rotate through them); the reference is timed on
+            # the first.
             count, timed = self.job.options.timing_sets, self.job.time_reference
             variants = timingset.variants(spec, count)
-            if not timingset.prepared(spec, count, timed):
-                with timingset.preparing(spec) as waited:
-                    if not (
-                        waited and timingset.await_prepared(spec, count, timed, timingset.ADOPTION_WAIT_S)
-                    ):
-                        stats = self._prepare(spec, variants)
+            if not timingset.prepared(spec, count, timed) and (
+                self.job.may_prepare or not self._await_preparation(spec, count, timed)
+            ):
+                stats = self._prepare(spec, variants)
             if timed and stats is None:
                 stats = timingset.load_reference_timing(spec)
         elif self.job.time_reference and timing_inputs is not None:
             stats = self._time(timing_inputs)
         return ReferenceOutcome(ok=True, reference_timing=stats, seconds=self.seconds)
+
+    def _await_preparation(self, spec: timingset.TimingSetSpec, count: int, timed: bool) -> bool:
+        """Wait for the job that holds the task's claim (stage ``timing_set_wait``); whether the task is
+        prepared then."""
+        write_progress(self.job.progress_path, "timing_set_wait")
+        t1 = time.perf_counter()
+        done = timingset.await_preparation(spec, count, timed)
+        self.seconds["timing_set_wait"] = time.perf_counter() - t1
+        return done
 
     def _prepare(
         self, spec: timingset.TimingSetSpec, variants: list[timingset.TimingSetSpec]

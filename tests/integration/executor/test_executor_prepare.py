@@ -6,20 +6,25 @@ compile jail, so the reference builds are no longer counted here; the timing set
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
 
+from executor import evaluate as evaluate_module
+from executor import timingset
 from executor.app import create_app
 from executor.client import ExecutorClient
 from executor.evaluate import Evaluator
 from executor.protocol import CandidateSource, EvaluationOptions
 from executor.reference import build_reference
+from executor.sandbox import WorkerProcess
 from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
-from executor.timingset import load_reference_timing, stored, timing_set_spec
+from executor.timingset import TimingSetSpec, load_reference_timing, stored, timing_set_spec
+from executor.worker.messages import ReferenceJob
 from tests.support.servers import serve_in_thread
 
 TASKS_DIR = Path(__file__).parents[2] / "unit" / "executor" / "fixtures" / "tasks"
@@ -63,6 +68,64 @@ def test_two_executors_preparing_one_task_at_once_build_store_and_time_it_once(
     finally:
         first.close()
         second.close()
+
+
+def test_a_job_that_comes_while_another_executor_adopts_the_sets_does_not_prepare_them_again(
+    tmp_path: Path,
+    saxpy: FunctionTask | KernelTask,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The window that made the test above fail once on CI: the first executor's worker has made the
+    sets and is gone, its executor has not stored them yet, and the second executor's job starts then.
+    The first executor's adoption is held here until the second's worker has decided (it waits for the
+    claim, or it prepares the task itself, as it did while the worker's own lock ended with the worker)."""
+    cache = tmp_path / "cache"
+    first, second = Evaluator(_settings(cache)), Evaluator(_settings(cache))
+    caplog.set_level(logging.INFO, logger="executor.evaluate")
+    started: list[WorkerProcess] = []
+    real_start, real_adopt = evaluate_module.start_reference, timingset.adopt
+    adopting = threading.Event()
+
+    def start_reference(proc: WorkerProcess, job: ReferenceJob, memory_limit_bytes: int | None) -> None:
+        started.append(proc)
+        real_start(proc, job, memory_limit_bytes)
+
+    def adopt(spec: TimingSetSpec, task: FunctionTask | KernelTask, worker_dir: Path) -> bool:
+        if not adopting.is_set():  # the first executor's first set: wait for the second's decision
+            adopting.set()
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not (
+                len(started) == 2 and _stage(started[1]) in ("timing_set", "timing_set_wait")
+            ):
+                time.sleep(0.02)
+        return real_adopt(spec, task, worker_dir)
+
+    monkeypatch.setattr(evaluate_module, "start_reference", start_reference)
+    monkeypatch.setattr(timingset, "adopt", adopt)
+    try:
+        ahead = first.prepare_task(saxpy, QUICK)
+        assert ahead is not None
+        assert adopting.wait(timeout=60)
+        behind = second.prepare_task(saxpy, QUICK)
+        assert behind is not None
+        ahead.result(timeout=120)
+        behind.result(timeout=120)
+        prepared = [r.getMessage() for r in caplog.records if r.getMessage().startswith("prepared ")]
+        assert len(prepared) == 2, prepared
+        assert sum("'timing_set'" in m for m in prepared) == 1, prepared
+        assert sum("'reference_timing'" in m for m in prepared) == 1, prepared
+        assert _stage(started[1]) == "timing_set_wait"
+    finally:
+        first.close()
+        second.close()
+
+
+def _stage(proc: WorkerProcess) -> str:
+    try:
+        return proc.progress_path.read_text()
+    except OSError:
+        return ""
 
 
 def test_a_restarted_executor_finds_the_task_prepared(

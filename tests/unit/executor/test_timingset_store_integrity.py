@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -94,18 +96,51 @@ def test_a_handed_set_of_the_wrong_shape_is_refused(saxpy: FunctionTask | Kernel
     assert not timingset.stored(spec)
 
 
-def test_the_lock_is_taken_read_only_and_says_when_another_held_it(
+def test_a_claim_is_held_until_released_and_a_worker_sees_it_read_only(
     saxpy: FunctionTask | KernelTask, tmp_path: Path
 ) -> None:
+    """The executor's claim on a task's preparation: one holder at a time on the host; a worker, which
+    opens the lock file read-only, sees it held and waits; once released, the waiting side goes on
+    (here the task is not prepared, so it would prepare it itself)."""
     spec = timingset.timing_set_spec(saxpy, Path("ref.so"), tmp_path)
-    with timingset.preparing(spec) as waited:  # no lock file made: nothing held
-        assert not waited
-    timingset.make_lock(spec)
-    lock = timingset.lock_path(spec)
-    lock.chmod(0o444)
-    with timingset.preparing(spec) as waited:
-        assert not waited
-    assert timingset.await_prepared(spec, 2, False, timeout_s=0.0) is False
+    assert not timingset.claimed(spec)  # no lock file made: nothing held
+    first = timingset.claim(spec)
+    assert first is not None
+    timingset.lock_path(spec).chmod(0o444)  # as a worker sees it
+    assert timingset.claimed(spec)
+    assert timingset.claim(spec) is None  # a second job of the host does not get it
+    timingset.release(first)
+    assert not timingset.claimed(spec)
+    assert timingset.await_preparation(spec, 2, False) is False
+    second = timingset.claim(spec)
+    assert second is not None
+    timingset.release(second)
+
+
+def test_a_waiting_job_goes_on_once_the_holder_has_stored_the_sets(
+    saxpy: FunctionTask | KernelTask, tmp_path: Path
+) -> None:
+    """A job without the claim waits while the holder prepares and adopts, then finds the task prepared
+    (the holder lets go only after storing, so the waiter never prepares it a second time)."""
+    spec = timingset.timing_set_spec(saxpy, Path("ref.so"), tmp_path / "store")
+    holder = timingset.claim(spec)
+    assert holder is not None
+
+    def store_then_release() -> None:
+        time.sleep(0.3)
+        for variant in timingset.variants(spec, 2):
+            drawn = generate_inputs(saxpy, "timing", variant.seed)
+            handed = timingset.handed_over(variant, tmp_path / "worker")
+            timingset.store(handed, saxpy, drawn, {"y": drawn.arrays["y"]})
+            assert timingset.adopt(variant, saxpy, tmp_path / "worker")
+        timingset.release(holder)
+
+    thread = threading.Thread(target=store_then_release)
+    thread.start()
+    try:
+        assert timingset.await_preparation(spec, 2, False) is True
+    finally:
+        thread.join()
 
 
 @pytest.mark.parametrize("count", [2, 3])
