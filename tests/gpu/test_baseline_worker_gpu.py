@@ -73,7 +73,7 @@ def test_the_gpu_baseline_is_timed_where_no_candidate_ran(
     attacked = evaluator.evaluate(task, CandidateSource(source=ATTACKER), QUICK)
     assert attacked.passed, attacked.message
     assert attacked.baseline_timing is not None, attacked.seconds
-    assert attacked.baseline_timing.max_ms < CLEAN_MS, attacked.baseline_timing
+    assert attacked.baseline_timing.median_ms < CLEAN_MS, attacked.baseline_timing
     assert "baseline_timing" in attacked.seconds  # the baseline worker's trials, once for the task
     assert evaluator.device is not None and "sm_" in evaluator.device
 
