@@ -7,6 +7,11 @@ and reused: by the evaluator's own memory, and, through the files here, by the o
 host (each used to time every task again: 104 baseline timings for 70 tasks on two H200s,
 bench/results/2026-11-29_s18/lock_time_analysis.md) and by the executor after a restart.
 
+Only a timing measured by a baseline worker, a process that loaded no candidate's code
+(:mod:`executor.baseline`), is kept: each file names its source, and one that names another (or
+none: written before the baseline had a worker of its own, when it was timed in the candidate's
+process) is not read.
+
 An entry is used only for the same device model (the name the worker reports, e.g.
 ``NVIDIA H200 (sm_90)``; like the device's peak figures of :mod:`executor.floor`), the same task
 arguments, baseline source and timing options (:func:`baseline_key`), and while it is younger than
@@ -35,7 +40,9 @@ from executor.verdict import TimingStats
 logger = logging.getLogger(__name__)
 
 # Raised when the way a baseline is timed changes, so that entries timed the old way are not reused.
-TIMING_METHOD = "2026-11-29 host clock, rotated timing sets, own copies"
+TIMING_METHOD = "2026-11-29 host clock, rotated timing sets, own copies, own worker"
+# The source every stored timing names, and the only one read: a baseline worker (executor.baseline).
+BASELINE_WORKER = "baseline_worker"
 # The options a baseline's timing depends on (the rest concern the candidate: its checks, its limits).
 TIMING_FIELDS = {
     "timing_inputs",
@@ -79,31 +86,48 @@ class BaselineTimings:
         return self.directory / _device_dir(device) / f"{key}.json"
 
     def load(self, device: str, key: str, now: float | None = None) -> TimingStats | None:
-        """The timing stored for ``device`` and ``key``; None when there is none, it cannot be read, or
-        it is stale (measured more than ``max_age_s`` ago, or in the future)."""
+        """The timing stored for ``device`` and ``key``; None when there is none, it cannot be read, it
+        was not measured by a baseline worker (:data:`BASELINE_WORKER`), or it is stale (measured more
+        than ``max_age_s`` ago, or in the future)."""
         path = self._path(device, key)
         try:
             entry = json.loads(path.read_text())
             measured_at = float(entry["measured_at"])
             stats = TimingStats.model_validate(entry["timing"])
+            source = entry.get("source")
         except FileNotFoundError:
             return None
-        except (OSError, ValueError, KeyError, TypeError, ValidationError) as e:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, ValidationError) as e:
             logger.warning("ignoring the unreadable baseline timing %s: %s", path, e)
+            return None
+        if source != BASELINE_WORKER:
+            logger.warning(
+                "ignoring the baseline timing %s: measured by %s, not a baseline worker", path, source
+            )
             return None
         age = (time.time() if now is None else now) - measured_at
         if not 0 <= age <= self.max_age_s:
             return None
         return stats
 
-    def save(self, device: str, key: str, stats: TimingStats, now: float | None = None) -> None:
-        """Store ``stats`` as measured now (atomically; a failure to write is logged, not raised: the
-        timing is then only in the evaluator's memory)."""
+    def save(
+        self,
+        device: str,
+        key: str,
+        stats: TimingStats,
+        now: float | None = None,
+        seconds: dict[str, float] | None = None,
+    ) -> None:
+        """Store ``stats`` as measured now by a baseline worker (the only caller: executor.baseline's
+        measurement), with how long the worker's parts took (``seconds``), atomically; a failure to
+        write is logged, not raised: the timing is then only in the evaluator's memory."""
         path = self._path(device, key)
         entry = {
             "measured_at": time.time() if now is None else now,
             "device": device,
+            "source": BASELINE_WORKER,
             "timing": stats.model_dump(mode="json"),
+            "seconds": seconds or {},
         }
         try:
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -9,9 +9,11 @@ import secrets
 import threading
 import time
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Literal
 
+from executor import baseline as baseline_worker
 from executor.basetiming import BaselineTimings, baseline_key
 from executor.cache import content_key
 from executor.compile import DEFAULT_ARCH, INCLUDE_REFUSED, Compiler, RemoteBuilds, device_arch, kernel_symbol
@@ -39,7 +41,14 @@ from executor.timingset import prune as prune_timing_sets
 from executor.timingset import timing_set_spec
 from executor.timingset import variants as timing_set_variants
 from executor.verdict import CompileResult, ErrorKind, Stage, TimingStats, Verdict, reward_for
-from executor.worker.messages import CandidateRun, ReferenceJob, ReferenceOutcome, WorkerJob, seeds_needed
+from executor.worker.messages import (
+    BaselineOutcome,
+    CandidateRun,
+    ReferenceJob,
+    ReferenceOutcome,
+    WorkerJob,
+    seeds_needed,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +84,11 @@ class Evaluator:
             else None
         )
         self.device: str | None = None
+        # The baseline measurements started (executor.baseline), by baseline_key: the outcome's future
+        # and when it was started; and the event that stops them when the evaluator closes.
+        self._baseline_runs: dict[str, tuple[Future[BaselineOutcome], float]] = {}
+        self._baseline_lock = threading.Lock()
+        self._closing = threading.Event()
         self._threads = ThreadPoolExecutor(
             max_workers=2 * settings.compile_workers, thread_name_prefix="executor-compile"
         )
@@ -113,8 +127,14 @@ class Evaluator:
         return self.settings.cache_dir / "timing-sets"
 
     def close(self) -> None:
-        """Stop the spare workers and the compile threads."""
+        """Stop the spare workers, the baseline measurements and the compile threads."""
         self.wait_for_preparation()
+        self._closing.set()
+        with self._baseline_lock:
+            measuring = [future for future, _ in self._baseline_runs.values()]
+        for future in measuring:  # each ends at its next wait (its build may finish first)
+            with contextlib.suppress(FutureTimeout, CancelledError):
+                future.result(timeout=self.settings.compile_timeout_s)
         self._task_threads.shutdown(wait=True, cancel_futures=True)
         self.pool.close()
         self._threads.shutdown(wait=False, cancel_futures=True)
@@ -209,16 +229,9 @@ class Evaluator:
         if runtime == "host" and isinstance(task, KernelTask):
             runtime = "none"  # a kernel cannot run without a GPU
         compiling = self._threads.submit(self.compiler.compile, task, candidate.source)
-        baseline_build = (
-            self._threads.submit(self._baseline, task, options)
-            if runtime == "gpu" and options.run_timing
-            else None
-        )
         workers: list[WorkerProcess] = []
         try:
-            verdict = self._run(
-                task, candidate, options, runtime, compiling, baseline_build, workers, seconds, cancelled
-            )
+            verdict = self._run(task, candidate, options, runtime, compiling, workers, seconds, cancelled)
         finally:
             for worker in workers:
                 self.pool.discard(worker)
@@ -254,7 +267,6 @@ class Evaluator:
         options: EvaluationOptions,
         runtime: Literal["gpu", "host", "none"],
         compiling: Future[CompileResult],
-        baseline_build: Future[str | None] | None,
         workers: list[WorkerProcess],
         seconds: dict[str, float],
         cancelled: threading.Event | None = None,
@@ -273,6 +285,8 @@ class Evaluator:
             compiled = compiling.result()
             seconds["compile"] = compiled.seconds
             return _reference_failure(task, Stage.COMPILE, str(e), compiled, seconds)
+        # The naive baseline, timed by a worker of its own beside this evaluation when not known yet.
+        measuring = self._measure_baseline(task, options, runtime, reference)
         key = self._prepared_key(task, options, runtime)
         ref_started = time.perf_counter()
         self.wait_for_preparation()
@@ -329,14 +343,11 @@ class Evaluator:
                 seconds=seconds,
                 device="none",
             )
-        baseline = baseline_build.result() if baseline_build is not None else None
-        applied = self.run_limit(task, options, timed_baseline=bool(baseline))
+        applied = self.run_limit(task, options)
         run = CandidateRun(
             candidate_product=str(compiled.product),
             candidate_symbol=symbol,
-            baseline_product=baseline if baseline != "cached" else None,
             reference_timing=self._cached_timing("reference", task),
-            baseline_timing=self._cached_timing("baseline", task, options) if baseline else None,
             call_limit=applied.call,
         )
         waited = time.perf_counter()
@@ -356,7 +367,7 @@ class Evaluator:
             if not isinstance(task, KernelTask):
                 teardown.callback(self._hold_through_teardown(seconds).join)
             if self.settings.timings_at_turn:
-                run = self._timings_now(task, run, options)
+                run = self._timings_now(task, run)
             outcome = finish_candidate(
                 cand_worker,
                 run,
@@ -375,18 +386,15 @@ class Evaluator:
             return _reference_failure(task, Stage.CORRECTNESS, outcome.message, compiled, seconds)
         if outcome.reference_timing is not None:
             self._remember("reference", task, outcome.reference_timing)
-        if outcome.baseline_timing is not None:
-            # measured by this run (not handed to it): also for the host's other executors
-            self._remember(
-                "baseline", task, outcome.baseline_timing, options if run.baseline_timing is None else None
-            )
-        speedup = baseline_speedup = None
+        speedup = baseline_speedup = baseline_timing = None
         cand = outcome.candidate_timing
         if outcome.passed and cand is not None and cand.median_ms > 0:
             if outcome.reference_timing is not None:
                 speedup = outcome.reference_timing.median_ms / cand.median_ms
-            if outcome.baseline_timing is not None:
-                baseline_speedup = outcome.baseline_timing.median_ms / cand.median_ms
+            # Never a baseline timed in the candidate's process (its worker times none): the clean one.
+            baseline_timing = self._baseline_timing(task, options, runtime, measuring, seconds, cancelled)
+            if baseline_timing is not None:
+                baseline_speedup = baseline_timing.median_ms / cand.median_ms
         # Correct but not timed (run_timing=False) gives no speedup: reward stays None, not -1.
         reward = reward_for(outcome.passed, speedup) if (speedup is not None or not outcome.passed) else None
         return Verdict(
@@ -401,7 +409,7 @@ class Evaluator:
             input_sets_checked=outcome.input_sets_checked,
             candidate_timing=cand,
             reference_timing=outcome.reference_timing,
-            baseline_timing=outcome.baseline_timing,
+            baseline_timing=baseline_timing,
             speedup=speedup,
             baseline_speedup=baseline_speedup,
             reward=reward,
@@ -433,25 +441,16 @@ class Evaluator:
         thread.start()
         return thread
 
-    def _timings_now(
-        self, task: FunctionTask | KernelTask, run: CandidateRun, options: EvaluationOptions | None = None
-    ) -> CandidateRun:
-        """``run`` with the task's serial reference and naive baseline timings as cached now, when its
-        turn has come (``timings_at_turn``): a candidate that waited for the GPU while another of its
-        task timed them takes those results instead of timing them again under the lock. Only a
-        timing the run would otherwise make is filled in (never a baseline not asked for). With
-        ``options``, a baseline another executor of this host stored meanwhile counts too."""
-        update: dict[str, TimingStats] = {}
+    def _timings_now(self, task: FunctionTask | KernelTask, run: CandidateRun) -> CandidateRun:
+        """``run`` with the task's serial reference timing as cached now, when its turn has come
+        (``timings_at_turn``): a candidate that waited for the GPU while another of its task timed it
+        takes that result instead of timing it again under the lock (a timing the run has is kept).
+        The naive baseline is never timed in a candidate's run (:mod:`executor.baseline`)."""
         if run.reference_timing is None and (reference := self._cached_timing("reference", task)):
-            update["reference_timing"] = reference
-        asked = run.baseline_timing is None and run.baseline_product is not None
-        if asked and (baseline := self._cached_timing("baseline", task, options)):
-            update["baseline_timing"] = baseline
-        return run.model_copy(update=update) if update else run
+            return run.model_copy(update={"reference_timing": reference})
+        return run
 
-    def run_limit(
-        self, task: FunctionTask | KernelTask, options: EvaluationOptions, timed_baseline: bool = False
-    ) -> RunLimit:
+    def run_limit(self, task: FunctionTask | KernelTask, options: EvaluationOptions) -> RunLimit:
         """The limit of a candidate's run and of each of its calls (:mod:`executor.runlimit`): from
         the parent's time when the caller gives it, else the serial reference's once the task's
         reference was timed."""
@@ -463,7 +462,7 @@ class Evaluator:
             factor=self.settings.run_limit_factor,
             # the fresh sets, the timing-size checks, the first set again, the reference's repeats
             calls=options.correctness_sets + options.timing_size_checks + 1 + options.reference_repeats,
-            timing_budget_s=timing_budget * (2 if timed_baseline else 1),
+            timing_budget_s=timing_budget,
             reference_ms=reference.median_ms if reference is not None else None,
             parent_ms=options.parent_ms,
             call_floor_s=self.settings.run_call_floor_s,
@@ -605,18 +604,10 @@ class Evaluator:
     def baseline_copies_wanted(
         self, task: FunctionTask | KernelTask, options: EvaluationOptions, runtime: str
     ) -> bool:
-        """Whether a candidate's worker makes the naive baseline's copies ahead (baseline_copies_ahead):
-        on the GPU, for a function task with a ``naive.cu`` whose timing is not known yet (the run will
-        likely time it; if another run stores it first, the copies go unused, made off the lock)."""
-        return (
-            self.settings.baseline_copies_ahead
-            and runtime == "gpu"
-            and options.run_timing
-            and options.baseline
-            and isinstance(task, FunctionTask)
-            and bool(task.naive_source)
-            and self._cached_timing("baseline", task, options) is None
-        )
+        """Whether a candidate's worker makes the naive baseline's copies: never, since no candidate's
+        worker times the baseline (:mod:`executor.baseline`; ``baseline_copies_ahead`` now applies to
+        the baseline's own worker). Kept only for the call in ``_start_workers``, to be dropped."""
+        return False
 
     def _prepare_next(
         self,
@@ -686,16 +677,141 @@ class Evaluator:
             logger.warning("no comparison kernels; outputs are compared on the host: %s", e)
             return None
 
-    def _baseline(self, task: FunctionTask | KernelTask, options: EvaluationOptions) -> str | None:
-        if not options.baseline or not task.naive_source or isinstance(task, KernelTask):
+    def wants_baseline(
+        self, task: FunctionTask | KernelTask, options: EvaluationOptions, runtime: str
+    ) -> bool:
+        """Whether ``task``'s verdicts carry a baseline speedup: a function task with a ``naive.cu``,
+        timed with ``options.baseline``, on the GPU (or, with ``host_baseline``, the test-only host
+        runtime)."""
+        return (
+            options.run_timing
+            and options.baseline
+            and isinstance(task, FunctionTask)
+            and bool(task.naive_source)
+            and (runtime == "gpu" or (runtime == "host" and self.settings.host_baseline))
+        )
+
+    def _measure_baseline(
+        self,
+        task: FunctionTask | KernelTask,
+        options: EvaluationOptions,
+        runtime: Literal["gpu", "host", "none"],
+        reference: Path,
+    ) -> tuple[Future[BaselineOutcome], bool] | None:
+        """The measurement of ``task``'s naive baseline in a worker of its own (:mod:`executor.baseline`)
+        and whether it was started here: started now in a thread unless its timing is known or wanted
+        by none (then None), or already under way (then that one; one that failed is tried again after
+        ``RETRY_AFTER_S``)."""
+        if not self.wants_baseline(task, options, runtime) or self._cached_timing("baseline", task, options):
             return None
-        if self._cached_timing("baseline", task, options) is not None:
-            return "cached"
-        result = self.compiler.compile(task, task.naive_source)
-        if not result.ok:
+        key = baseline_key(task, options)
+        future: Future[BaselineOutcome] = Future()
+        with self._baseline_lock:
+            if self._closing.is_set():
+                return None
+            known = self._baseline_runs.get(key)
+            if known is not None:
+                running, started = known
+                failed = running.done() and not running.result().ok
+                if not failed or time.monotonic() - started < baseline_worker.RETRY_AFTER_S:
+                    return running, False
+            self._baseline_runs[key] = (future, time.monotonic())
+        job = WorkerJob(
+            task=task,
+            runtime=runtime,
+            reference_library=str(reference),
+            seeds=[secrets.randbits(62) for _ in range(seeds_needed(options))],
+            options=options,
+            timing_set=(
+                timing_set_spec(task, reference, self.timing_sets_dir, self.settings.timing_set_cache_bytes)
+                if options.timing_inputs == "task"
+                else None
+            ),
+            # its copies made while naive.cu compiles, off the trials' lock (else in its run)
+            baseline_copies=self.settings.baseline_copies_ahead,
+        )
+
+        def measure() -> None:
+            outcome = BaselineOutcome(ok=False, message="the baseline's measurement stopped unexpectedly")
+            try:
+                outcome = baseline_worker.measure(
+                    self.pool,
+                    job,
+                    lambda: self._naive_product(task),
+                    self.settings.run_timeout_s,
+                    self.settings.memory_limit_bytes,
+                    self._closing,
+                )
+                if outcome.ok and outcome.timing is not None:
+                    self._keep_baseline(task, options, outcome)
+                else:
+                    logger.warning("no baseline timing for %s: %s", task.id, outcome.message)
+            finally:  # whatever happened, the verdicts waiting for it go on
+                future.set_result(outcome)
+
+        threading.Thread(target=measure, name="executor-baseline", daemon=True).start()
+        return future, True
+
+    def _naive_product(self, task: FunctionTask | KernelTask) -> str | None:
+        """The build of the task's ``naive.cu`` (from the compile cache after the first); None when it
+        does not compile."""
+        try:
+            result = self.compiler.compile(task, task.naive_source or "")
+        except ExecutorError as e:
+            logger.warning("naive.cu of %s could not be built; no baseline speedup: %s", task.id, e)
+            return None
+        if not result.ok or not result.product:
             logger.warning("naive.cu of %s does not compile; no baseline speedup", task.id)
             return None
-        return result.product
+        return str(result.product)
+
+    def _baseline_timing(
+        self,
+        task: FunctionTask | KernelTask,
+        options: EvaluationOptions,
+        runtime: str,
+        measuring: tuple[Future[BaselineOutcome], bool] | None,
+        seconds: dict[str, float],
+        cancelled: threading.Event | None,
+    ) -> TimingStats | None:
+        """The naive baseline's timing for a timed candidate's verdict: the result of the measurement
+        this evaluation started or joined (``measuring``: its future, and whether it was started here),
+        waited for; else as kept (memory, or the host's store)."""
+        if not self.wants_baseline(task, options, runtime):
+            return None
+        if measuring is None:
+            return self._cached_timing("baseline", task, options)
+        waited = time.perf_counter()
+        while True:
+            try:
+                outcome = measuring[0].result(timeout=0.05)
+                break
+            except FutureTimeout:
+                if cancelled is not None and cancelled.is_set():
+                    raise EvaluationCancelled(
+                        "stopped waiting for the baseline: its caller went away"
+                    ) from None
+        seconds["baseline_wait"] = time.perf_counter() - waited
+        if measuring[1] and "baseline_timing" in outcome.seconds:
+            # the baseline's trials, once per task (in its own worker: not under this run's turn)
+            seconds["baseline_timing"] = outcome.seconds["baseline_timing"]
+        return outcome.timing if outcome.ok else self._cached_timing("baseline", task, options)
+
+    def _keep_baseline(
+        self, task: FunctionTask | KernelTask, options: EvaluationOptions, outcome: BaselineOutcome
+    ) -> None:
+        """Keep a baseline worker's timing (the only baseline timing kept): in memory, and for the host's
+        other executors under its device's model (which this evaluator learns here if it did not know
+        it)."""
+        assert outcome.timing is not None
+        with self._cache_lock:
+            self._timing_cache[self._key("baseline", task)] = outcome.timing
+        if self.device is None and outcome.device:
+            self.device = outcome.device
+        if self._baselines is not None and outcome.device:
+            self._baselines.save(
+                outcome.device, baseline_key(task, options), outcome.timing, seconds=outcome.seconds
+            )
 
     def _key(self, what: str, task: FunctionTask | KernelTask) -> tuple[str, str]:
         source = task.reference_source if what == "reference" else (task.naive_source or "")
@@ -719,18 +835,11 @@ class Evaluator:
         return stored
 
     def _remember(
-        self,
-        what: str,
-        task: FunctionTask | KernelTask,
-        stats: TimingStats,
-        options: EvaluationOptions | None = None,
+        self, what: Literal["reference"], task: FunctionTask | KernelTask, stats: TimingStats
     ) -> None:
-        """Keep ``stats`` in memory; a baseline measured here with ``options`` is also stored for the
-        host's other executors (once the device is known)."""
+        """Keep the serial reference's timing ``stats`` in memory (a baseline's: :meth:`_keep_baseline`)."""
         with self._cache_lock:
             self._timing_cache[self._key(what, task)] = stats
-        if what == "baseline" and options is not None and self._baselines is not None and self.device:
-            self._baselines.save(self.device, baseline_key(task, options), stats)
 
 
 def _finish_reference_soon(

@@ -426,7 +426,7 @@ class WorkerProcess:
         workdir: Path | None = None,
         gpu_lock: Path | None = None,
         protection: Protection | None = None,
-        command: Literal["serve", "probe", "peak"] = "serve",
+        command: Literal["serve", "probe", "peak", "baseline"] = "serve",
         binds: list[tuple[Path, bool]] | None = None,
     ) -> None:
         self.role = role

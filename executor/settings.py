@@ -76,12 +76,13 @@ class ExecutorSettings(BaseSettings):
     )
     timings_at_turn: bool = Field(
         default=True,
-        description="read the task's cached serial-reference and naive-baseline timings when a "
-        "candidate's run gets the GPU, not when its run was made up before the wait: candidates of one "
-        "task in flight together then time the baseline (about 0.5-1 s under the GPU lock) once, not "
-        "each (a long run's first minute timed 8 tasks' baselines 15-17 times: bench/results/2026-11-27_s13). "
-        "On by default since 2026-11-29: it hands a run only a timing that the task's later candidates "
-        "get anyway, measured the same way (bench/results/2026-11-29_s18/lock_time_analysis.md)",
+        description="read the task's cached serial-reference timing when a candidate's run gets the "
+        "GPU, not when its run was made up before the wait: candidates of one task in flight together "
+        "then time the reference once, not each (for the naive baseline this was 8 tasks' baselines "
+        "timed 15-17 times in a long run's first minute: bench/results/2026-11-27_s13; the baseline now "
+        "has a worker of its own, once per task: executor.baseline). On by default since 2026-11-29: "
+        "it hands a run only a timing that the task's later candidates get anyway, measured the same "
+        "way (bench/results/2026-11-29_s18/lock_time_analysis.md)",
     )
     baseline_timing_cache: bool = Field(
         default=True,
@@ -93,9 +94,15 @@ class ExecutorSettings(BaseSettings):
     )
     baseline_copies_ahead: bool = Field(
         default=True,
-        description="a function candidate whose task's naive baseline is not timed yet has the "
-        "baseline's own copies of the timing sets made by its worker while it compiles, off the GPU "
-        "lock (they were made in the run, under the lock, before the baseline's trials)",
+        description="the baseline worker (executor.baseline) makes its copies of the timing sets while "
+        "naive.cu compiles, off the GPU lock; off: in its run, under the lock, before the baseline's "
+        "trials. (Until 2026-11-29 the candidate's worker made them: it timed the baseline too.)",
+    )
+    host_baseline: bool = Field(
+        default=False,
+        description="also time the naive baselines in the test-only host runtime (a baseline worker per "
+        "task, as on the GPU): for the tests of the baseline's path; off, the host runtime's verdicts "
+        "carry no baseline speedup and its tests pay no nvcc build of naive.cu",
     )
     baseline_timing_max_age_s: float = Field(
         default=24 * 3600.0,

@@ -10,6 +10,8 @@
 # BENCH_OPTIONS (EvaluationOptions fields as JSON over the defaults, '{}').
 # The repeatability table evaluates each of its tasks 2*COV_REPEATS times (on the task's timing set,
 # then on fresh inputs), each after BENCH_GAP: budget about 2*COV_REPEATS*(BENCH_GAP+0.5) s per task.
+# Issue 33's baseline worker alone (session 19; the GPU tests above include it), about 20 s:
+#   source bench/device/gpu_env.sh; python3 -m pytest --noconftest -o addopts="" -p no:cacheprovider -q -m gpu tests/gpu/test_baseline_worker_gpu.py
 set -uo pipefail
 # shellcheck source=bench/device/gpu_env.sh
 source bench/device/gpu_env.sh

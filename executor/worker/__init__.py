@@ -14,6 +14,9 @@ worker also the CUDA context and the L2-flush buffer), then reads job files name
   second line names a :class:`CandidateRun` (the compiled product); the worker checks correctness,
   times, writes a :class:`WorkerOutcome` and exits. An empty line or end of input instead of the
   second line cancels.
+* ``baseline candidate RUNTIME`` (not ``serve``): the same two lines, the second naming the task's naive
+  baseline (``baseline_product``); it times that baseline and nothing else, in a process that never
+  loads a candidate's code, and writes a :class:`BaselineOutcome` (:mod:`~executor.worker.baseline`).
 
 Each candidate gets a fresh process, so a crash, hang, runaway allocation or sticky CUDA error costs
 only that process; the parent turns its fate into a verdict. A call that hangs costs seconds: the
@@ -38,7 +41,8 @@ The package's modules, one concern each:
   the result file and the "done" pipe, on which each candidate call is also announced with its limit)
   and the input-set plan both derive from the seeds;
 * :mod:`~executor.worker.process`: the process's start-up and entry point (``__main__``);
-* :mod:`~executor.worker.reference` and :mod:`~executor.worker.candidate`: the two roles' flows;
+* :mod:`~executor.worker.reference` and :mod:`~executor.worker.candidate`: the two roles' flows, and
+  :mod:`~executor.worker.baseline` the naive baseline's;
 * :mod:`~executor.worker.runtime`: the interface of a runtime, the failure signal of a check and the
   announcement of each candidate call to the parent (:class:`~executor.worker.runtime.CallWatch`);
 * :mod:`~executor.worker.host` and :mod:`~executor.worker.gpu`: the host and GPU runtimes.

@@ -2,10 +2,12 @@
 
 :meth:`Worker.prepare` generates the evaluation's input sets, loads (or draws) the task's timing set and
 makes the rotated copies the trials run on (on the device, for kernel tasks); :meth:`Worker.run` checks
-the candidate's correctness on every planned set and times it against the serial reference and the
-naive CUDA baseline. A failing check is a :class:`~executor.worker.runtime.CandidateFailed` signal,
-turned here into a failed :class:`~executor.worker.messages.WorkerOutcome`. The expected outputs of an
-input set are read only after the candidate has produced its own outputs for that set.
+the candidate's correctness on every planned set and times it against the serial reference. The naive
+CUDA baseline is never timed here, after the candidate's library was loaded: a worker of its own does
+that (:mod:`executor.worker.baseline`). A failing check is a
+:class:`~executor.worker.runtime.CandidateFailed` signal, turned here into a failed
+:class:`~executor.worker.messages.WorkerOutcome`. The expected outputs of an input set are read only
+after the candidate has produced its own outputs for that set.
 """
 
 from __future__ import annotations
@@ -87,8 +89,6 @@ class Worker:
         self.warm_source: InputSet | None = None
         self.floor: FloorCheck | None = None
         self.slots: HostSlots | DeviceSlots | None = None
-        # The naive baseline's own copies, made ahead when the job asks (baseline_copies).
-        self.baseline_slots: HostSlots | DeviceSlots | None = None
         # Device copies of the fresh timing-size sets (kernel tasks), made ahead and used once each.
         self.uploaded: dict[int, dict[str, Any]] = {}
         self.ready_at: float | None = None
@@ -144,12 +144,6 @@ class Worker:
                 self._holding, kernel_uploads if kernel else host_copies, "prepare_lock_wait"
             )
             self.slots = self._prepared_slots(chunk_lock)
-            if self.job.baseline_copies and isinstance(self.slots, HostSlots):
-                # The baseline's trials need copies the candidate never touched: made here, off the
-                # GPU lock, the same way as the candidate's (a chunk at a time under its lock).
-                t2 = time.perf_counter()
-                self.baseline_slots = self._prepared_slots(chunk_lock)
-                self.seconds["baseline_inputs"] = time.perf_counter() - t2
             if isinstance(self.slots, DeviceSlots):
                 self.uploaded = self._uploaded_timing_sets(chunk_lock)
                 with gpu_shared():
@@ -481,7 +475,7 @@ class Worker:
         return candidate, done
 
     def timing(self, candidate: Runtime, run: CandidateRun, checked: int) -> WorkerOutcome:
-        """Time candidate, serial reference and (optionally) the naive CUDA baseline at the timing size.
+        """Time the candidate and (unless its timing is known) the serial reference at the timing size.
 
         The trials run on rotated copies of the task's timing set (or of the fresh timing-size sets),
         whose reference outputs are known, so the last trial's outputs are checked without running the
@@ -527,24 +521,8 @@ class Worker:
             t1 = time.perf_counter()
             ref_stats = time_reference(self.reference_fn, self.task, sources[0], opts.reference_repeats)
             self._add_seconds("reference_timing", t1)
-        baseline_stats = run.baseline_timing
-        if baseline_stats is None and opts.baseline and run.baseline_product:
-            self.progress("baseline")
-            t1 = time.perf_counter()
-            baseline = self.runtime_for(run.baseline_product, self.task.entry)
-            # Copies of their own: the candidate may have written into its inputs. Made ahead when
-            # the job asked for them (baseline_copies), else here.
-            baseline_slots = self.baseline_slots
-            if baseline_slots is None:
-                t2 = time.perf_counter()
-                baseline_slots = make_slots(
-                    self.task, self.gpu, sources, opts.rotate_buffers, warm=self.warm_source
-                )
-                self._add_seconds("baseline_copies", t2)
-            if self.gpu is not None:
-                self.gpu.reset_timing_state()
-            baseline_stats, _ = baseline.time(baseline_slots, opts)
-            self._add_seconds("baseline_timing", t1)
+        # The naive baseline is never timed here: this process has loaded the candidate's library,
+        # which may slow what runs after it (executor.worker.baseline times it in a process of its own).
         self.seconds["timing"] = time.perf_counter() - t0
         return WorkerOutcome(
             passed=True,
@@ -552,7 +530,6 @@ class Worker:
             input_sets_checked=checked + 1,
             candidate_timing=stats,
             reference_timing=ref_stats,
-            baseline_timing=baseline_stats,
             device=candidate.device,
             seconds=self.seconds,
             floor=self.floor,

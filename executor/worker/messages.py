@@ -246,3 +246,14 @@ def read_beat(line: bytes) -> CallBeat | None:
     return CallBeat(
         started=True, limit_s=limit_s, calls=max(calls, 1), per_call_ms=per_call_ms, what=what or "a call"
     )
+
+
+class BaselineOutcome(BaseModel):
+    """What a baseline worker reports (:mod:`executor.worker.baseline`): the task's naive baseline timed
+    by a process that never loaded a candidate's code, or why it could not be."""
+
+    ok: bool
+    message: str = ""
+    timing: TimingStats | None = None
+    device: str = ""
+    seconds: dict[str, float] = Field(default_factory=dict)

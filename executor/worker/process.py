@@ -20,10 +20,12 @@ from executor.gpulock import (
 )
 from executor.taskformat import KernelTask
 from executor.verdict import ErrorKind
+from executor.worker.baseline import BaselineWorker
 from executor.worker.candidate import RunLocks, Worker
 from executor.worker.gpu import GpuContext
 from executor.worker.host import host_peak
 from executor.worker.messages import (
+    BaselineOutcome,
     CandidateRun,
     ReferenceJob,
     ReferenceOutcome,
@@ -32,6 +34,7 @@ from executor.worker.messages import (
     write_result,
 )
 from executor.worker.reference import ReferenceWorker
+from executor.worker.runtime import CandidateFailed
 
 logger = logging.getLogger(__name__)
 
@@ -97,6 +100,42 @@ def serve_candidate(job_path: str, gpu: GpuContext | None) -> int:
     return 0
 
 
+def serve_baseline(runtime: str) -> int:
+    """``python -m executor.worker baseline candidate {gpu|host}``: time one task's naive baseline
+    (:mod:`executor.worker.baseline`) in a process that loads no candidate's code. Its job comes as a
+    candidate worker's does: a :class:`WorkerJob`, then a :class:`CandidateRun` naming the baseline's
+    product (an empty line instead cancels); it writes a :class:`BaselineOutcome`."""
+    prime_statistics()
+    gpu = GpuContext.create_or_none(gpu_shared) if runtime == "gpu" else None
+    job_path = sys.stdin.readline().strip()
+    if not job_path:
+        if gpu is not None:
+            gpu.close()
+        return 0
+    job = WorkerJob.model_validate_json(Path(job_path).read_text())
+    _limit_memory(job.memory_limit_bytes, uses_cuda=job.runtime == "gpu")
+    worker = BaselineWorker(job, gpu)
+    try:
+        try:
+            worker.prepare()
+            line = sys.stdin.readline().strip()
+            if not line:
+                return 0
+            run = CandidateRun.model_validate_json(Path(line).read_text())
+            # A function task's trials: the same locks as a candidate's (serve_candidate).
+            locks = RunLocks(checking=function_checks, timing=function_run, reserve=function_reserve)
+            outcome = worker.time_baseline(run, locks)
+        except (ExecutorError, CandidateFailed, OSError) as e:
+            outcome = BaselineOutcome(ok=False, message=f"the baseline failed: {e}", seconds=worker.seconds)
+        except MemoryError as e:
+            outcome = BaselineOutcome(ok=False, message=f"host memory exhausted: {e}", seconds=worker.seconds)
+        write_result(job.result_path, outcome)
+    finally:
+        if worker.gpu is not None:
+            worker.gpu.close()
+    return 0
+
+
 def probe(runtime: str) -> int:
     """The runtime jail's start-up check (``python -m executor.worker probe candidate RUNTIME``, see
     :func:`executor.sandbox.worker_protection`): what a candidate worker needs before its job works
@@ -137,6 +176,8 @@ def main(argv: list[str]) -> int:
         return probe(argv[2])
     if len(argv) == 3 and argv[0] == "peak":
         return measure(argv[2])
+    if len(argv) == 3 and argv[0] == "baseline":
+        return serve_baseline(argv[2])
     if len(argv) != 3 or argv[0] != "serve" or argv[1] not in ("candidate", "reference"):
         sys.stderr.write("usage: python -m executor.worker serve {candidate|reference} {gpu|host|none}\n")
         return 2

@@ -1,7 +1,9 @@
 """Two executors of one host share the naive baselines' timings through the disk (executor.basetiming),
 in the test-only ``host`` runtime with real worker processes and the real nvcc: an executor uses the
 other's timing once it knows its device's model (from its first run), and only then; with
-``baseline_timing_cache`` off it keeps its own."""
+``baseline_timing_cache`` off it keeps its own. Only a baseline worker's timing is kept
+(executor.baseline; measured so in test_baseline_worker_host.py); a record that names another source
+is not read (tests/unit/executor/test_executor_basetiming.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from executor.protocol import CandidateSource, EvaluationOptions
 from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
 from executor.verdict import TimingStats
-from executor.worker.messages import CandidateRun
+from executor.worker.messages import BaselineOutcome
 
 ROOT = Path(__file__).resolve().parents[3]
 TASKS_DIR = ROOT / "tests" / "unit" / "executor" / "fixtures" / "tasks"
@@ -26,7 +28,6 @@ CORRECT = (
     "for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i]; }" + STUB
 )
 QUICK = EvaluationOptions(min_trials=3, max_trials=10, min_timing_ms=5, reference_repeats=1)
-ASKED = CandidateRun(candidate_product="c.so", candidate_symbol="saxpy", baseline_product="naive.so")
 
 
 def _stats(median_ms: float) -> TimingStats:
@@ -67,13 +68,15 @@ def test_an_executor_takes_the_baseline_another_executor_of_the_host_timed(
     verdict = first.evaluate(saxpy, CandidateSource(source=CORRECT), QUICK)
     assert verdict.passed, verdict.message
     assert first.device == verdict.device == "host-cpu"  # learnt from its run
-    first._remember("baseline", saxpy, _stats(4.0), QUICK)  # as a run that timed it does
+    # as its baseline worker's measurement is kept
+    first._keep_baseline(saxpy, QUICK, BaselineOutcome(ok=True, timing=_stats(4.0), device="host-cpu"))
     # the second does not know its device yet: it cannot tell whose timing would fit
     assert second.device is None
-    assert second._timings_now(saxpy, ASKED, QUICK).baseline_timing is None
+    assert second._cached_timing("baseline", saxpy, QUICK) is None
     for evaluator in (second, private):
         assert evaluator.evaluate(saxpy, CandidateSource(source=CORRECT + "// 2\n"), QUICK).passed
-    shared = second._timings_now(saxpy, ASKED, QUICK).baseline_timing
+    shared = second._cached_timing("baseline", saxpy, QUICK)
     assert shared is not None and shared.median_ms == 4.0
-    assert second._baseline(saxpy, QUICK) == "cached"  # its next candidate builds no naive.cu either
-    assert private._timings_now(saxpy, ASKED, QUICK).baseline_timing is None  # the cache off: its own only
+    # so its next candidate of the task starts no baseline worker (were it timing baselines here)
+    assert second._measure_baseline(saxpy, QUICK, "gpu", Path("unused.so")) is None
+    assert private._cached_timing("baseline", saxpy, QUICK) is None  # the cache off: its own only

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
-from executor.basetiming import BaselineTimings, baseline_key
+from executor.basetiming import BASELINE_WORKER, BaselineTimings, baseline_key
 from executor.checking import timing_stats
 from executor.protocol import EvaluationOptions
 from executor.taskformat import FunctionTask, KernelTask
@@ -40,6 +41,19 @@ def test_a_stale_or_future_timing_is_not_used(tmp_path: Path) -> None:
     store.save(H200, "old", _stats(3.0), now=now)  # timed again: replaces it
     replaced = store.load(H200, "old", now=now)
     assert replaced is not None and replaced.median_ms == 3.0
+
+
+def test_only_a_baseline_workers_timing_is_read(tmp_path: Path) -> None:
+    store = BaselineTimings(tmp_path, max_age_s=3600)
+    store.save(H200, "k", _stats(1.0), seconds={"baseline_timing": 0.4})
+    (path,) = tmp_path.rglob("k.json")
+    entry = json.loads(path.read_text())
+    assert entry["source"] == BASELINE_WORKER and entry["seconds"] == {"baseline_timing": 0.4}
+    assert store.load(H200, "k") is not None
+    # timed in a candidate's process (what the store held before the baseline had a worker of its own)
+    for planted in ({**entry, "source": "candidate"}, {k: v for k, v in entry.items() if k != "source"}):
+        path.write_text(json.dumps(planted))
+        assert store.load(H200, "k") is None
 
 
 def test_an_unreadable_file_counts_as_absent(tmp_path: Path) -> None:

@@ -1,0 +1,153 @@
+"""The naive baseline is timed by a worker that loads no candidate's code (executor.baseline; issue 33).
+
+Until this was fixed, a function task's ``naive.cu`` was timed inside the candidate's worker, after the
+candidate's trials, in the process that had loaded the candidate's library; the timing was then kept
+in the evaluator's memory and, for 24 h, on disk for every executor of the host. A library that, once
+loaded, slows what runs after it in its process (here: a constructor that changes the process's
+floating-point rounding; on a GPU it could be an allocator setting, a device flag, a busy thread)
+inflated its own baseline speedup and planted a slow baseline that the task's later, honest
+candidates were measured against.
+
+The task's ``naive.cu`` here is the test's detector: in a process whose rounding mode was changed, each
+of its calls takes 50 ms more (otherwise about 0.1 ms). So a baseline timing below 10 ms cannot have
+come from the attacker's process, whatever the machine's load. Run through the evaluator on the host
+runtime with ``host_baseline`` on (the GPU runtime takes the same path: tests/gpu/test_baseline_worker_gpu.py).
+Also: one baseline worker per task (not per evaluation), the kept record names its source, and
+``baseline_copies_ahead`` decides where the baseline worker makes its copies.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from executor import baseline
+from executor.basetiming import BASELINE_WORKER, baseline_key
+from executor.compile import find_toolchain
+from executor.errors import ToolchainError
+from executor.evaluate import Evaluator
+from executor.protocol import CandidateSource
+from executor.reference import build_reference
+from executor.sandbox import WorkerPool
+from executor.settings import ExecutorSettings
+from executor.taskformat import FunctionTask, KernelTask, parse_task
+from executor.timingset import TimingSetSpec
+from executor.worker.messages import WorkerJob
+from tests.support.hostcode import FAST, build_host_candidates, one_input_task
+
+OPTIONS = FAST.model_copy(update={"baseline": True, "min_trials": 5, "max_trials": 9})
+# What a function task's source must hold besides its entry (a kernel it could launch).
+STUB = "\n__global__ void stub_kernel() {}\nstatic void never_called() { stub_kernel<<<1, 1>>>(); }\n"
+HEAD = 'extern "C" void twice(int n, const float* x, float* y) {\n'
+BODY = "for (int i = 0; i < n; ++i) y[i] = 2.0f * x[i];"  # exact in every rounding mode
+DETECTOR_MS = 50
+# The test's naive.cu: the honest loop, 50 ms slower in a process whose rounding mode was changed.
+NAIVE = (
+    "#include <cfenv>\n#include <chrono>\n" + HEAD + "if (std::fegetround() != FE_TONEAREST) {\n"
+    f"  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds({DETECTOR_MS});\n"
+    "  while (std::chrono::steady_clock::now() < until) {}\n}\n" + BODY + " }\n"
+)
+HONEST = HEAD + BODY + " }" + STUB
+# Changes its process's rounding when its library is loaded (a namespace-scope initialiser), then
+# computes honestly: everything that runs after it in its process sees the change.
+ATTACKER = "#include <cfenv>\nstatic const int changed = std::fesetround(FE_UPWARD);\n" + HONEST
+# Far below the detector's 50 ms: no timing this low was taken in the attacker's process.
+CLEAN_MS = 10.0
+
+
+def _task(naive: str = NAIVE) -> FunctionTask | KernelTask:
+    spec = one_input_task("twice", domain="elementwise", description="y[i] = 2 x[i]", timing=65536)
+    return parse_task({**spec, "reference_source": HEAD + BODY + " }", "naive_source": naive})
+
+
+@pytest.fixture(scope="module")
+def evaluator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Evaluator]:
+    try:
+        find_toolchain()
+    except ToolchainError:
+        pytest.skip("no nvcc here")
+    cache = tmp_path_factory.mktemp("baseline-worker") / "cache"
+    built = Evaluator(
+        ExecutorSettings(
+            cache_dir=cache, runtime="host", run_timeout_s=120, host_baseline=True, prepare_next=False
+        )
+    )
+    try:
+        yield built
+    finally:
+        built.close()
+
+
+def test_a_candidate_that_slows_its_process_plants_no_slow_baseline(evaluator: Evaluator) -> None:
+    task = _task()
+    attacked = evaluator.evaluate(task, CandidateSource(source=ATTACKER), OPTIONS)
+    assert attacked.passed, attacked.message
+    # its own baseline speedup is measured against a baseline timed where its library never was
+    assert attacked.baseline_timing is not None and attacked.baseline_speedup is not None
+    assert attacked.baseline_timing.median_ms < CLEAN_MS, attacked.baseline_timing
+    assert "baseline_timing" in attacked.seconds  # timed beside the task's first evaluation
+
+    record = (
+        evaluator.settings.cache_dir / "baseline-timings" / "host-cpu" / f"{baseline_key(task, OPTIONS)}.json"
+    )
+    kept = json.loads(record.read_text())
+    assert kept["source"] == BASELINE_WORKER
+    assert kept["timing"]["median_ms"] == attacked.baseline_timing.median_ms
+    assert "baseline_copies" not in kept["seconds"]  # baseline_copies_ahead: made while naive.cu built
+
+    # the task's next candidate, honest, is measured against that same clean timing, with no new worker
+    honest = evaluator.evaluate(task, CandidateSource(source=HONEST), OPTIONS)
+    assert honest.passed, honest.message
+    assert honest.baseline_timing == attacked.baseline_timing
+    assert "baseline_timing" not in honest.seconds and "baseline_wait" not in honest.seconds
+    assert len(evaluator._baseline_runs) == 1
+
+
+@pytest.fixture(scope="module")
+def products(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    crash = HEAD + "if (n > 0) __builtin_trap(); }"
+    return build_host_candidates(tmp_path_factory.mktemp("naive-builds"), {"naive": NAIVE, "crash": crash})
+
+
+def _job(tmp: Path, task: FunctionTask | KernelTask, copies_ahead: bool) -> WorkerJob:
+    return WorkerJob(
+        task=task,
+        runtime="host",
+        reference_library=str(build_reference(task, tmp / "cache")),
+        seeds=[11, 22, 33],
+        options=OPTIONS,
+        timing_set=TimingSetSpec(dir=str(tmp / "timing-set"), seed=4242),
+        baseline_copies=copies_ahead,
+    )
+
+
+@pytest.mark.parametrize("ahead", [True, False])
+def test_the_baseline_worker_makes_its_copies_where_the_knob_says(
+    products: dict[str, str], tmp_path: Path, ahead: bool
+) -> None:
+    pool = WorkerPool("host", prewarm=False)
+    try:
+        outcome = baseline.measure(pool, _job(tmp_path, _task(), ahead), lambda: products["naive"], 120)
+    finally:
+        pool.close()
+    assert outcome.ok, outcome.message
+    assert outcome.device == "host-cpu" and outcome.timing is not None
+    assert outcome.timing.trials >= 2 * OPTIONS.timing_sets + 1  # the candidates' trials, on every set
+    assert outcome.timing.median_ms < CLEAN_MS
+    assert ("baseline_copies" in outcome.seconds) is not ahead  # made in its run, under the trials' lock
+
+
+def test_a_baseline_that_crashes_or_does_not_build_is_an_outcome(
+    products: dict[str, str], tmp_path: Path
+) -> None:
+    pool = WorkerPool("host", prewarm=False)
+    try:
+        crashed = baseline.measure(pool, _job(tmp_path, _task(), True), lambda: products["crash"], 120)
+        unbuilt = baseline.measure(pool, _job(tmp_path, _task(), True), lambda: None, 120)
+    finally:
+        pool.close()
+    assert not crashed.ok and crashed.timing is None and "during baseline" in crashed.message, crashed.message
+    assert not unbuilt.ok and "does not compile" in unbuilt.message
