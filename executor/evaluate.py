@@ -592,7 +592,6 @@ class Evaluator:
                         timing_set=timing_set,
                         compare_product=self._comparison_product() if isinstance(task, KernelTask) else None,
                         device_peak=device_peak(self.pool, self.settings.cache_dir),
-                        baseline_copies=self.baseline_copies_wanted(task, options, runtime),
                     ),
                     limit,
                 )
@@ -600,14 +599,6 @@ class Evaluator:
             prepared.close()
             raise
         return prepared
-
-    def baseline_copies_wanted(
-        self, task: FunctionTask | KernelTask, options: EvaluationOptions, runtime: str
-    ) -> bool:
-        """Whether a candidate's worker makes the naive baseline's copies: never, since no candidate's
-        worker times the baseline (:mod:`executor.baseline`; ``baseline_copies_ahead`` now applies to
-        the baseline's own worker). Kept only for the call in ``_start_workers``, to be dropped."""
-        return False
 
     def _prepare_next(
         self,

@@ -83,9 +83,8 @@ class WorkerJob(BaseModel):
     )
     baseline_copies: bool = Field(
         default=False,
-        description="also make the naive baseline's own rotated copies of the timing sets while the "
-        "candidate compiles (function tasks whose baseline the run will likely time): the run then "
-        "does not copy them under the GPU lock",
+        description="a baseline worker's job: make the naive baseline's rotated copies of the timing "
+        "sets while naive.cu compiles, so its run does not copy them under the GPU lock",
     )
     result_path: str = "result.json"
     memory_limit_bytes: int | None = None
@@ -97,9 +96,10 @@ class CandidateRun(BaseModel):
 
     candidate_product: str
     candidate_symbol: str
-    baseline_product: str | None = None
+    baseline_product: str | None = Field(
+        default=None, description="the naive baseline's build (a baseline worker's run only)"
+    )
     reference_timing: TimingStats | None = None
-    baseline_timing: TimingStats | None = None
     call_limit: CallLimit | None = Field(
         default=None,
         description="the limit of each candidate call, announced to the parent with the call; None: "
@@ -155,7 +155,6 @@ class WorkerOutcome(BaseModel):
     input_sets_checked: int = 0
     candidate_timing: TimingStats | None = None
     reference_timing: TimingStats | None = None
-    baseline_timing: TimingStats | None = None
     device: str = ""
     seconds: dict[str, float] = Field(default_factory=dict)
     killed_by: Literal["call", "run"] | None = Field(

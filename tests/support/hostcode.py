@@ -100,12 +100,9 @@ def run_on_timing_sets(
     product: str,
     tmp: Path,
     options: EvaluationOptions,
-    baseline_product: str | None = None,
-    baseline_copies: bool = False,
 ) -> WorkerOutcome:
     """One host-runtime candidate job with three correctness seeds and the task's timing sets stored
-    under ``tmp`` (its reference built there too), start to finish in a fresh worker; with
-    ``baseline_product``, the naive baseline timed too (its copies made ahead with ``baseline_copies``)."""
+    under ``tmp`` (its reference built there too), start to finish in a fresh worker."""
     job = WorkerJob(
         task=task,
         runtime="host",
@@ -113,9 +110,6 @@ def run_on_timing_sets(
         seeds=[11, 22, 33],
         options=options,
         timing_set=TimingSetSpec(dir=str(tmp / "timing-set"), seed=4242),
-        baseline_copies=baseline_copies,
     )
-    run = CandidateRun(
-        candidate_product=product, candidate_symbol=task.entry, baseline_product=baseline_product
-    )
+    run = CandidateRun(candidate_product=product, candidate_symbol=task.entry)
     return run_job(job, run, timeout_s=120)
