@@ -480,7 +480,10 @@ class Evaluator:
         options = options or EvaluationOptions()
         key = self._key("reference", task)
         with self._prepare_lock:
-            if key in self._tasks_preparing or self._cached_timing("reference", task) is not None:
+            if key in self._tasks_preparing or (
+                self._cached_timing("reference", task) is not None
+                and not self._baseline_unknown(task, options)
+            ):
                 return None
             try:
                 future = self._task_threads.submit(self._prepare_task, task, options)
@@ -495,11 +498,12 @@ class Evaluator:
         except ReferenceBuildError as e:  # the evaluation reports it, as a reference_error verdict
             logger.warning("could not prepare %s: %s", task.id, e)
             return
-        runtime = self.runtime if self.runtime_checks_available else "none"
-        if runtime == "host" and isinstance(task, KernelTask):
-            runtime = "none"
-        if runtime == "none" or not options.run_timing:
-            return  # no timing set and no reference timing without a runtime
+        runtime = self._task_runtime(task)
+        # The naive baseline too, in its own worker, when not known: the task's first candidate then
+        # joins that measurement instead of starting it.
+        self._measure_baseline(task, options, runtime, reference)
+        if runtime == "none" or not options.run_timing or self._cached_timing("reference", task):
+            return  # no timing set and no reference timing without a runtime (or known already)
         timing_set = (
             timing_set_spec(task, reference, self.timing_sets_dir, self.settings.timing_set_cache_bytes)
             if options.timing_inputs == "task"
@@ -533,6 +537,20 @@ class Evaluator:
         elif outcome.reference_timing is not None:
             self._remember("reference", task, outcome.reference_timing)
             logger.info("prepared %s in %s", task.id, {k: round(v, 3) for k, v in outcome.seconds.items()})
+
+    def _task_runtime(self, task: FunctionTask | KernelTask) -> Literal["gpu", "host", "none"]:
+        """Where ``task``'s candidates run on this executor (a kernel task needs a GPU)."""
+        runtime = self.runtime if self.runtime_checks_available else "none"
+        return "none" if runtime == "host" and isinstance(task, KernelTask) else runtime
+
+    def _baseline_unknown(self, task: FunctionTask | KernelTask, options: EvaluationOptions) -> bool:
+        """Whether ``task``'s verdicts want a naive baseline that is neither kept nor being measured."""
+        if not self.wants_baseline(task, options, self._task_runtime(task)):
+            return False
+        with self._baseline_lock:
+            if baseline_key(task, options) in self._baseline_runs:
+                return False
+        return self._cached_timing("baseline", task, options) is None
 
     @staticmethod
     def _prepared_key(task: FunctionTask | KernelTask, options: EvaluationOptions, runtime: str) -> str:

@@ -103,7 +103,28 @@ def test_a_candidate_that_slows_its_process_plants_no_slow_baseline(evaluator: E
     assert honest.passed, honest.message
     assert honest.baseline_timing == attacked.baseline_timing
     assert "baseline_timing" not in honest.seconds and "baseline_wait" not in honest.seconds
-    assert len(evaluator._baseline_runs) == 1
+    assert sum(k == baseline_key(task, OPTIONS) for k in evaluator._baseline_runs) == 1
+
+
+def test_preparing_a_task_measures_its_baseline_before_its_first_candidate(evaluator: Evaluator) -> None:
+    """``prepare_task`` (a job that knows its task, ``POST /v1/prepare``) starts the baseline's worker
+    too; the task's first candidate joins that measurement rather than starting another."""
+    task = _task(NAIVE + "// prepared ahead\n")
+    record = (
+        evaluator.settings.cache_dir / "baseline-timings" / "host-cpu" / f"{baseline_key(task, OPTIONS)}.json"
+    )
+    preparing = evaluator.prepare_task(task, OPTIONS)
+    assert preparing is not None
+    preparing.result(timeout=120)
+    with evaluator._baseline_lock:
+        ((measuring, _),) = [evaluator._baseline_runs[baseline_key(task, OPTIONS)]]
+    outcome = measuring.result(timeout=120)
+    assert outcome.ok, outcome.message
+    assert json.loads(record.read_text())["source"] == BASELINE_WORKER  # before any candidate
+    first = evaluator.evaluate(task, CandidateSource(source=HONEST + "// first\n"), OPTIONS)
+    assert first.passed, first.message
+    assert first.baseline_timing == outcome.timing
+    assert "baseline_timing" not in first.seconds  # its trials were the preparation's
 
 
 @pytest.fixture(scope="module")
