@@ -352,6 +352,12 @@ def strip_contrasts(text: str) -> str:
 
 
 def content_tokens(text: str) -> list[str]:
+    """The stemmed content words of `text` (`_content_tokens`, cached: names and labels repeat)."""
+    return list(_content_tokens(text))
+
+
+@lru_cache(maxsize=16384)
+def _content_tokens(text: str) -> tuple[str, ...]:
     """The stemmed content words of `text` (filler words dropped; `__ldg` keeps its inner underscores).
 
     "per" binds to the word after it ("outputs per thread" -> output, per_thread), so that "outputs
@@ -371,7 +377,7 @@ def content_tokens(text: str) -> list[str]:
             out[-1] = f"per_{word}"
         else:
             out.append(word)
-    return out
+    return tuple(out)
 
 
 # Words of the CUDA vocabulary that name one idea, as stems (`content_tokens`) -> one word. Used by the
