@@ -449,6 +449,13 @@ CONCEPTS: dict[str, str] = {
     # CUDA's barrier intrinsics are the synchronization they name.
     "syncthread": "sync",
     "syncwarp": "sync",
+    # Limiting a resource (the launch-bounds alias "limit registers per thread"): "capping register
+    # usage", "constrain registers".
+    "cap": "limit",
+    "constrain": "limit",
+    # A noun and its adjective or verb that the stemmer leaves apart.
+    "residency": "resident",
+    "traversal": "travers",
     # Verbs of redoing an algorithm: "rework the algorithm" restructures it.
     "rework": "restructur",
     "redesign": "restructur",

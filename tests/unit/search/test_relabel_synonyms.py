@@ -1,0 +1,50 @@
+"""Words of one idea that the taxonomy's own vocabulary already uses (issue 28, session 19): capping or
+constraining a resource is limiting it (the launch-bounds alias "limit registers per thread"), and a
+noun meets the word the stemmer left apart from it ("residency", "traversal")."""
+
+from __future__ import annotations
+
+import pytest
+
+from graphdb.models import Technique, utc_now
+from search.relabel.relabeler import RelabelPolicy, StepInput
+from search.relabel.taxonomy import Taxonomy, concept_tokens, label_key
+
+
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        ("capping registers", "limit registers"),
+        ("constrained registers", "limiting registers"),
+        ("data residency", "resident data"),
+        ("traversal order", "traversing order"),
+    ],
+)
+def test_words_of_one_idea_meet(one: str, other: str) -> None:
+    assert sorted(concept_tokens(one)) == sorted(concept_tokens(other))
+
+
+def test_label_keys_keep_their_own_words() -> None:
+    # `label_key` (the alias path) does not read the concepts: "cap" is not "limit" there
+    assert label_key("cap registers") != label_key("limit registers")
+
+
+def _full_graph(taxonomy: Taxonomy) -> list[Technique]:
+    now = utc_now()
+    return [
+        Technique(name=t.name, description=t.description, aliases=list(t.aliases), created_at=now)
+        for t in taxonomy.techniques
+    ]
+
+
+def test_capping_registers_is_launch_bounds(policy: RelabelPolicy, taxonomy: Taxonomy) -> None:
+    choice = policy.choose(
+        StepInput("Cap registers per thread to raise occupancy"), policy.index(_full_graph(taxonomy))
+    )
+    assert (choice.outcome, choice.technique) == ("merge", "Occupancy-aware launch bounds"), choice.flags
+
+
+def test_capping_alone_is_not_created_as_new(policy: RelabelPolicy, taxonomy: Taxonomy) -> None:
+    """Too little to merge on, but no longer a new technique either: a curator decides."""
+    choice = policy.choose(StepInput("Capping the register count"), policy.index(_full_graph(taxonomy)))
+    assert choice.outcome == "undecided", (choice.outcome, choice.technique)
