@@ -48,6 +48,7 @@ _FILLER = frozenset(
         "use",
         "using",
         "used",
+        "usage",  # the noun of "use": "register usage" says what "register use" says
         "apply",
         "applying",
         "add",

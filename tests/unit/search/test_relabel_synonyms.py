@@ -1,6 +1,7 @@
 """Words of one idea that the taxonomy's own vocabulary already uses (issue 28, session 19): capping or
-constraining a resource is limiting it (the launch-bounds alias "limit registers per thread"), and a
-noun meets the word the stemmer left apart from it ("residency", "traversal")."""
+constraining a resource is limiting it (the launch-bounds alias "limit registers per thread"), a noun
+meets the word the stemmer left apart from it ("residency", "traversal"), and "usage" is filler as
+"use" is."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from search.relabel.taxonomy import Taxonomy, concept_tokens, label_key
         ("constrained registers", "limiting registers"),
         ("data residency", "resident data"),
         ("traversal order", "traversing order"),
+        ("register usage", "register use"),
     ],
 )
 def test_words_of_one_idea_meet(one: str, other: str) -> None:
@@ -40,6 +42,14 @@ def _full_graph(taxonomy: Taxonomy) -> list[Technique]:
 def test_capping_registers_is_launch_bounds(policy: RelabelPolicy, taxonomy: Taxonomy) -> None:
     choice = policy.choose(
         StepInput("Cap registers per thread to raise occupancy"), policy.index(_full_graph(taxonomy))
+    )
+    assert (choice.outcome, choice.technique) == ("merge", "Occupancy-aware launch bounds"), choice.flags
+
+
+def test_register_usage_is_register_use(policy: RelabelPolicy, taxonomy: Taxonomy) -> None:
+    """ "usage" is filler as "use" is: the launch-bounds description's "register use" explains it."""
+    choice = policy.choose(
+        StepInput("Limit register usage to raise occupancy"), policy.index(_full_graph(taxonomy))
     )
     assert (choice.outcome, choice.technique) == ("merge", "Occupancy-aware launch bounds"), choice.flags
 
