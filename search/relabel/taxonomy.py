@@ -456,6 +456,9 @@ CONCEPTS: dict[str, str] = {
     "constrain": "limit",
     # A noun and its adjective or verb that the stemmer leaves apart.
     "residency": "resident",
+    # What a step keeps, moves or lays out: its arrays are its data ("keep the arrays resident on the
+    # device" is the transfer technique's "keep data on the device").
+    "array": "data",
     "traversal": "travers",
     # Verbs of redoing an algorithm: "rework the algorithm" restructures it.
     "rework": "restructur",

@@ -1,7 +1,7 @@
 """Words of one idea that the taxonomy's own vocabulary already uses (issue 28, session 19): capping or
 constraining a resource is limiting it (the launch-bounds alias "limit registers per thread"), a noun
-meets the word the stemmer left apart from it ("residency", "traversal"), and "usage" is filler as
-"use" is."""
+meets the word the stemmer left apart from it ("residency", "traversal"), "usage" is filler as "use"
+is, and a step's arrays are its data."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from search.relabel.taxonomy import Taxonomy, concept_tokens, label_key
         ("data residency", "resident data"),
         ("traversal order", "traversing order"),
         ("register usage", "register use"),
+        ("keep the arrays on the device", "keep data on the device"),
     ],
 )
 def test_words_of_one_idea_meet(one: str, other: str) -> None:
@@ -52,6 +53,20 @@ def test_register_usage_is_register_use(policy: RelabelPolicy, taxonomy: Taxonom
         StepInput("Limit register usage to raise occupancy"), policy.index(_full_graph(taxonomy))
     )
     assert (choice.outcome, choice.technique) == ("merge", "Occupancy-aware launch bounds"), choice.flags
+
+
+def test_resident_arrays_are_kept_data(policy: RelabelPolicy, taxonomy: Taxonomy) -> None:
+    """ "arrays" are the transfer technique's "data" ("keep data on the device")."""
+    index = policy.index(_full_graph(taxonomy))
+    step = StepInput(
+        "Keep the arrays resident on the device between iterations",
+        "The time loop runs on the device: data is copied in once and out once.",
+    )
+    choice = policy.choose(step, index)
+    assert (choice.outcome, choice.technique) == ("merge", "Host-device transfer reduction"), choice.flags
+    # and AoS -> SoA is still the layout change (its arrays and structures alike)
+    layout = policy.choose(StepInput("Convert the array of structures to a structure of arrays"), index)
+    assert (layout.outcome, layout.technique) == ("merge", "Data layout transformation"), layout.flags
 
 
 def test_capping_alone_is_not_created_as_new(policy: RelabelPolicy, taxonomy: Taxonomy) -> None:
