@@ -306,6 +306,34 @@ _SELECT_FUNCTIONS = frozenset(
 )
 """Functions that choose or clamp a value without branching (they compile to min/max/select/permute
 instructions): calling one is a branch-free select, and one inside a ?: arm is not work it guards."""
+# The node kinds `_analyze_cached` reads (every other node is only walked through).
+_WALK_KINDS = frozenset(
+    {
+        "ERROR",
+        "comment",
+        "string_literal",
+        "raw_string_literal",
+        "char_literal",
+        "gnu_asm_expression",
+        "function_definition",
+        "template_declaration",
+        "launch_bounds",
+        "kernel_call_syntax",
+        "declaration",
+        "preproc_def",
+        "preproc_call",
+        "type_qualifier",
+        "for_statement",
+        "while_statement",
+        "do_statement",
+        "if_statement",
+        "case_statement",
+        "conditional_expression",
+        "call_expression",
+        "binary_expression",
+        "assignment_expression",
+    }
+)
 _COMPARISONS = frozenset({"<", ">", "<=", ">=", "==", "!="})
 _ARITHMETIC = frozenset({"+", "-", "*", "&", "|", "^", "<<", ">>"})
 _COMPOUND_ARITHMETIC = frozenset({"+=", "-=", "*=", "&=", "|=", "^="})
@@ -479,7 +507,6 @@ def _analyze_cached(_digest: str, code: str) -> CodeFacts:
         )
     with _parser_lock:
         tree = _parser().parse(data)
-    root = tree.root_node
     identifiers: Counter[str] = Counter()
     presence: set[str] = set()
     error_bytes = 0
@@ -488,17 +515,32 @@ def _analyze_cached(_digest: str, code: str) -> CodeFacts:
     booleans: set[str] = set()  # names declared `bool` in device code (scopes are not told apart)
     configs: list[str] = []
     constants: list[tuple[str, str]] = []
-    # Iterative walk; `device` tells whether the node is inside a __global__/__device__ function.
-    stack: list[tuple[Any, bool]] = [(root, False)]
-    while stack:
-        node, device = stack.pop()
+    # A pre-order walk with a cursor (document order, as the facts below depend on: a `bool` is declared
+    # before it is used); `devices[-1]` tells whether the node is inside a __global__/__device__ function.
+    # Most nodes (punctuation, literals, expressions of no interest) are only descended into.
+    cursor = tree.walk()
+    devices = [False]
+    while True:
+        node = cursor.node
+        device = devices[-1]
         kind = node.type
-        if kind == "ERROR":
+        descend = True
+        if kind in _LEAF_NAMES:
+            text = node.text.decode("utf-8", "replace")
+            identifiers[text] += 1
+            if text == "double":
+                doubles += 1
+            elif text == "float":
+                floats += 1
+            descend = False
+        elif kind not in _WALK_KINDS:
+            pass
+        elif kind == "ERROR":
             # The outermost broken region counts once; nothing read inside it is trusted.
             error_bytes += node.end_byte - node.start_byte
-            continue
+            descend = False
         elif kind in ("comment", "string_literal", "raw_string_literal", "char_literal"):
-            continue
+            descend = False
         elif kind == "gnu_asm_expression":
             presence.add("inline_ptx")
             text = node.text.decode("utf-8", "replace")
@@ -508,7 +550,7 @@ def _analyze_cached(_digest: str, code: str) -> CodeFacts:
                 presence.add("async_copy")
             if "mma." in text or "wgmma" in text:
                 presence.add("tensor_cores")
-            continue
+            descend = False
         elif kind == "function_definition":
             if _is_kernel(node):
                 kernels += 1
@@ -599,15 +641,16 @@ def _analyze_cached(_digest: str, code: str) -> CodeFacts:
                 operands = (node.child_by_field_name("left"), node.child_by_field_name("right"))
                 if any(o is not None and _is_zero_one(o, booleans) for o in operands):
                     selects += 1
-        elif kind in _LEAF_NAMES:
-            text = node.text.decode("utf-8", "replace")
-            identifiers[text] += 1
-            if text == "double":
-                doubles += 1
-            elif text == "float":
-                floats += 1
+        if descend and cursor.goto_first_child():
+            devices.append(device)
             continue
-        stack.extend((child, device) for child in reversed(node.children))
+        while not cursor.goto_next_sibling():
+            if not cursor.goto_parent():
+                break
+            devices.pop()
+        else:
+            continue
+        break
     for name, count in identifiers.items():
         signal = _EXACT_IDENTIFIERS.get(name)
         if signal is None:

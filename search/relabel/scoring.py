@@ -350,6 +350,10 @@ class CandidateIndex:
     candidates: list[TechniqueCandidate]
     vectors: TextVectors
     _label_rows: list[np.ndarray[Any, np.dtype[np.float32]]] = field(default_factory=list)
+    _label_stack: np.ndarray[Any, np.dtype[np.float32]] | None = None
+    _label_starts: np.ndarray[Any, np.dtype[np.int64]] = field(
+        default_factory=lambda: np.zeros(0, dtype=np.int64)
+    )
     _text_rows: np.ndarray[Any, np.dtype[np.float32]] | None = None
     _label_tokens: list[list[set[str]]] = field(default_factory=list)
     _vocab: list[frozenset[str]] = field(default_factory=list)
@@ -370,6 +374,7 @@ class CandidateIndex:
     )
     _idf: np.ndarray[Any, np.dtype[np.float64]] = field(default_factory=lambda: np.zeros(0, dtype=np.float64))
     _mentions: list[tuple[str, ...]] = field(default_factory=list)
+    _mention_set: frozenset[str] = frozenset()
     _specificity: dict[str, float] = field(default_factory=dict)
     _phrases: dict[str, list[tuple[int, tuple[str, ...], str]]] = field(default_factory=dict)
 
@@ -383,6 +388,14 @@ class CandidateIndex:
         ]
         self.vectors.ensure(texts)
         self._label_rows = [self.vectors.matrix(list(c.labels)) for c in self.candidates]
+        # All label rows in one matrix, each candidate's from its start: a name's best label similarity
+        # per candidate is one product and one reduce (every candidate has at least its name as label).
+        self._label_stack = (
+            np.concatenate(self._label_rows)
+            if self._label_rows and all(len(rows) for rows in self._label_rows)
+            else None
+        )
+        self._label_starts = np.cumsum([0] + [len(rows) for rows in self._label_rows[:-1]], dtype=np.int64)
         self._text_rows = (
             self.vectors.matrix([candidate_text(c) for c in self.candidates]) if self.candidates else None
         )
@@ -413,6 +426,7 @@ class CandidateIndex:
         # How telling each word is: a word few candidates use says more about which one a name means.
         self._idf = np.log((len(self.candidates) + 1.0) / (self._vocab_matrix.sum(axis=0) + 1.0))
         self._mentions = [tuple(mention_core(m) for m in c.mentions) for c in self.candidates]
+        self._mention_set = frozenset(m for ms in self._mentions for m in ms)
         # Each label's words in order, by its first word (`containment`).
         self._phrases = {}
         for i, candidate in enumerate(self.candidates):
@@ -585,7 +599,12 @@ class CandidateIndex:
         if n == 0:
             return out
         assert self._text_rows is not None
-        name_sims = np.array([float(np.max(rows @ name_vector)) for rows in self._label_rows])
+        if self._label_stack is not None:
+            name_sims = np.maximum.reduceat(self._label_stack @ name_vector, self._label_starts).astype(
+                np.float64
+            )
+        else:
+            name_sims = np.array([float(np.max(rows @ name_vector)) for rows in self._label_rows])
         text_sims = self._text_rows @ text_vector
         tokens = set(concept_tokens(step.name))
         # What the step says it did: "switch from __ldg to texture objects" mentions __ldg as what it
@@ -618,8 +637,10 @@ class CandidateIndex:
         unexplained = (
             1.0 - (self._vocab_matrix @ step_words) / len(tokens) if tokens else np.ones(n, dtype=np.float32)
         )
+        # Each mention looked up once (candidates share many: "shared memory", "__syncthreads").
+        found = {m for m in self._mention_set if m in said}
         for i in range(n):
-            mentions = 1.0 if any(m in said for m in self._mentions[i]) else 0.0
+            mentions = 1.0 if any(m in found for m in self._mentions[i]) else 0.0
             out[i] = (
                 name_sims[i],
                 text_sims[i],

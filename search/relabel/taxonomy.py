@@ -48,6 +48,7 @@ _FILLER = frozenset(
         "use",
         "using",
         "used",
+        "usage",  # the noun of "use": "register usage" says what "register use" says
         "apply",
         "applying",
         "add",
@@ -213,7 +214,7 @@ _CAMEL = re.compile(r"^(?:[a-z]+|[A-Z][a-z]+)(?:[A-Z][a-z]+)+$")
 _CAMEL_PART = re.compile(r"[A-Z]?[a-z]+")
 
 
-def split_compound(word: str) -> str:
+def split_compound(word: str, *, plurals: bool = False) -> str:
     """A snake_case or camelCase word as its words ("shared_memory_tiling" -> "shared memory tiling",
     "LoopUnrolling" -> "Loop Unrolling"), each shorthand written out.
 
@@ -228,14 +229,23 @@ def split_compound(word: str) -> str:
     for part in parts:
         words.extend(_CAMEL_PART.findall(part) if _CAMEL.match(part) else [part])
     if len(words) <= 1:
-        return ABBREVIATIONS.get(word.lower().strip("_"), word)
+        return shorthand(word.lower().strip("_"), plurals=plurals) or word
     return " ".join(ABBREVIATIONS.get(w.lower(), w) for w in words)
 
 
-def expand_abbreviations(text: str) -> str:
+def shorthand(word: str, *, plurals: bool = False) -> str | None:
+    """What a lower-case shorthand stands for, or None; with `plurals` its plural too ("luts" like
+    "lut", "tiles" like "tile": for word matching, not for the text an embedding reads)."""
+    written = ABBREVIATIONS.get(word)
+    if written is None and plurals and len(word) > 2 and word.endswith("s"):
+        written = ABBREVIATIONS.get(word[:-1])
+    return written
+
+
+def expand_abbreviations(text: str, *, plurals: bool = False) -> str:
     """`text` with common CUDA shorthands written out ("smem" -> "shared memory") and snake_case or
-    camelCase words split (`split_compound`)."""
-    return _WORD.sub(lambda match: split_compound(match.group(0)), text)
+    camelCase words split (`split_compound`); with `plurals`, plural shorthands too (`shorthand`)."""
+    return _WORD.sub(lambda match: split_compound(match.group(0), plurals=plurals), text)
 
 
 def _stem(token: str) -> str:
@@ -268,6 +278,12 @@ _AT_ENDINGS: tuple[str, ...] = (
 
 def _stem_suffixes(token: str) -> str:
     """`_stem` without its last step (an "-ate" verb's "at")."""
+    if token.endswith("ically") and len(token) - 4 >= 4:
+        # an adverb meets its adjective: "atomically" -> "atomic", "dynamically" -> "dynamic"
+        token = token[:-4]
+    elif token.endswith("ously") and len(token) - 2 >= 7:
+        # "asynchronously" -> "asynchronous" (-> "asynchron", below)
+        token = token[:-2]
     if token.endswith("less") and len(token) - 4 >= 4:
         token = token[:-4]
     if token.endswith("ss"):
@@ -352,12 +368,18 @@ def strip_contrasts(text: str) -> str:
 
 
 def content_tokens(text: str) -> list[str]:
+    """The stemmed content words of `text` (`_content_tokens`, cached: names and labels repeat)."""
+    return list(_content_tokens(text))
+
+
+@lru_cache(maxsize=16384)
+def _content_tokens(text: str) -> tuple[str, ...]:
     """The stemmed content words of `text` (filler words dropped; `__ldg` keeps its inner underscores).
 
     "per" binds to the word after it ("outputs per thread" -> output, per_thread), so that "outputs
     per thread" (coarsening) and "thread per output" (a first port) do not read as the same words.
     """
-    lowered = expand_abbreviations(text).lower().replace("-", " ").replace("/", " ")
+    lowered = expand_abbreviations(text, plurals=True).lower().replace("-", " ").replace("/", " ")
     # "Loop tiling without shared memory" is not about shared memory: what follows "without" is dropped.
     lowered = lowered.split(" without ", 1)[0]
     words = [
@@ -371,7 +393,7 @@ def content_tokens(text: str) -> list[str]:
             out[-1] = f"per_{word}"
         else:
             out.append(word)
-    return out
+    return tuple(out)
 
 
 # Words of the CUDA vocabulary that name one idea, as stems (`content_tokens`) -> one word. Used by the
@@ -428,6 +450,16 @@ CONCEPTS: dict[str, str] = {
     # CUDA's barrier intrinsics are the synchronization they name.
     "syncthread": "sync",
     "syncwarp": "sync",
+    # Limiting a resource (the launch-bounds alias "limit registers per thread"): "capping register
+    # usage", "constrain registers".
+    "cap": "limit",
+    "constrain": "limit",
+    # A noun and its adjective or verb that the stemmer leaves apart.
+    "residency": "resident",
+    # What a step keeps, moves or lays out: its arrays are its data ("keep the arrays resident on the
+    # device" is the transfer technique's "keep data on the device").
+    "array": "data",
+    "traversal": "travers",
     # Verbs of redoing an algorithm: "rework the algorithm" restructures it.
     "rework": "restructur",
     "redesign": "restructur",

@@ -1,0 +1,75 @@
+"""Words of one idea that the taxonomy's own vocabulary already uses (issue 28, session 19): capping or
+constraining a resource is limiting it (the launch-bounds alias "limit registers per thread"), a noun
+meets the word the stemmer left apart from it ("residency", "traversal"), "usage" is filler as "use"
+is, and a step's arrays are its data."""
+
+from __future__ import annotations
+
+import pytest
+
+from graphdb.models import Technique, utc_now
+from search.relabel.relabeler import RelabelPolicy, StepInput
+from search.relabel.taxonomy import Taxonomy, concept_tokens, label_key
+
+
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        ("capping registers", "limit registers"),
+        ("constrained registers", "limiting registers"),
+        ("data residency", "resident data"),
+        ("traversal order", "traversing order"),
+        ("register usage", "register use"),
+        ("keep the arrays on the device", "keep data on the device"),
+    ],
+)
+def test_words_of_one_idea_meet(one: str, other: str) -> None:
+    assert sorted(concept_tokens(one)) == sorted(concept_tokens(other))
+
+
+def test_label_keys_keep_their_own_words() -> None:
+    # `label_key` (the alias path) does not read the concepts: "cap" is not "limit" there
+    assert label_key("cap registers") != label_key("limit registers")
+
+
+def _full_graph(taxonomy: Taxonomy) -> list[Technique]:
+    now = utc_now()
+    return [
+        Technique(name=t.name, description=t.description, aliases=list(t.aliases), created_at=now)
+        for t in taxonomy.techniques
+    ]
+
+
+def test_capping_registers_is_launch_bounds(policy: RelabelPolicy, taxonomy: Taxonomy) -> None:
+    choice = policy.choose(
+        StepInput("Cap registers per thread to raise occupancy"), policy.index(_full_graph(taxonomy))
+    )
+    assert (choice.outcome, choice.technique) == ("merge", "Occupancy-aware launch bounds"), choice.flags
+
+
+def test_register_usage_is_register_use(policy: RelabelPolicy, taxonomy: Taxonomy) -> None:
+    """ "usage" is filler as "use" is: the launch-bounds description's "register use" explains it."""
+    choice = policy.choose(
+        StepInput("Limit register usage to raise occupancy"), policy.index(_full_graph(taxonomy))
+    )
+    assert (choice.outcome, choice.technique) == ("merge", "Occupancy-aware launch bounds"), choice.flags
+
+
+def test_resident_arrays_are_kept_data(policy: RelabelPolicy, taxonomy: Taxonomy) -> None:
+    """ "arrays" are the transfer technique's "data" ("keep data on the device")."""
+    index = policy.index(_full_graph(taxonomy))
+    step = StepInput(
+        "Keep the arrays resident on the device between iterations",
+        "The time loop runs on the device: data is copied in once and out once.",
+    )
+    choice = policy.choose(step, index)
+    assert (choice.outcome, choice.technique) == ("merge", "Host-device transfer reduction"), choice.flags
+    # and AoS -> SoA is still the layout change (its arrays and structures alike)
+    layout = policy.choose(StepInput("Convert the array of structures to a structure of arrays"), index)
+    assert (layout.outcome, layout.technique) == ("merge", "Data layout transformation"), layout.flags
+
+
+def test_capping_alone_is_not_created_as_new(policy: RelabelPolicy, taxonomy: Taxonomy) -> None:
+    """Too little to merge on, but no longer a new technique either: a curator decides."""
+    choice = policy.choose(StepInput("Capping the register count"), policy.index(_full_graph(taxonomy)))
+    assert choice.outcome == "undecided", (choice.outcome, choice.technique)
