@@ -17,15 +17,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from api.app import create_app
-from api.connections import server_config
 from api.logs import choose_log_format, configure_logging
 from api.settings import ApiSettings
 from api.startup import StartupStage
-from api.state import graph_options
-from graphdb.connection import open_graph
 from graphdb.errors import GraphDBError
-from graphdb.migrations import MigrationRunner
 from regraph_cli.bench import bench_app
 from regraph_cli.discovery import reach, refuse_second_stack
 from regraph_cli.graph import graph_app, keys_app
@@ -63,6 +58,9 @@ def _fail(message: str) -> typer.Exit:
 @db_app.command("migrate")
 def db_migrate() -> None:
     """Apply pending schema migrations (starting the embedded Neo4j when NEO4J_URI is unset)."""
+    from api.state import graph_options
+    from graphdb.connection import open_graph
+
     settings = reach(ApiSettings())  # the running stack's Neo4j, if `regraph up` runs on the data dir
     configure_logging(settings.log_level, "text")
     try:
@@ -80,6 +78,10 @@ def db_migrate() -> None:
 @db_app.command("status")
 def db_status() -> None:
     """Show each migration and whether it is applied."""
+    from api.state import graph_options
+    from graphdb.connection import open_graph
+    from graphdb.migrations import MigrationRunner
+
     settings = reach(ApiSettings())  # the running stack's Neo4j, if `regraph up` runs on the data dir
     configure_logging(settings.log_level, "text")
     try:
@@ -185,6 +187,11 @@ def up(
     ] = None,
 ) -> None:
     """Bring the stack up on this machine: Neo4j (embedded unless NEO4J_URI), migrations, executor, API."""
+    # Imported here, not with the CLI: the API is most of the CLI's import time, and the other commands
+    # (and `up` refusing a second stack or a taken port) do not need it.
+    from api.app import create_app
+    from api.connections import server_config
+
     overrides: dict[str, object] = {}
     if host is not None:
         overrides["host"] = host

@@ -17,7 +17,7 @@ import sys
 import threading
 from collections.abc import Callable
 from functools import partial
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import anyio
 import typer
@@ -25,12 +25,13 @@ from rich.console import Console
 
 from api.discovery import reach_running_stack
 from api.logs import configure_logging
-from api.mcp.settings import McpSettings
-from api.mcp.stdio import StdioStartupError, serve_stdio
 from api.settings import ApiSettings
 from regraph_cli.discovery import refuse_other_data_dir
 from regraph_cli.local_executor import start_local_executor, stop_local_executor
 from regraph_cli.supervise import ExecutorStartError
+
+if TYPE_CHECKING:
+    from api.mcp.stdio import StdioStartupError
 
 console = Console(stderr=True)
 
@@ -65,6 +66,10 @@ def mcp_command(
     # A client that goes away may end us with SIGTERM or SIGHUP: unwind, so the executor stops with us.
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _interrupt)
+    # The server's modules (most of the API) are imported here, while the executor starts, not with
+    # the CLI: the other commands do not need them.
+    from api.mcp.settings import McpSettings
+    from api.mcp.stdio import StdioStartupError, serve_stdio
 
     def stop_now(error: StdioStartupError) -> None:
         console.print(f"[bold red]error:[/] {error}")
