@@ -563,8 +563,11 @@ class Evaluator:
         runtime: Literal["gpu", "host", "none"],
         reference: Path,
         key: str,
+        claim: bool = True,
     ) -> PreparedEvaluation:
-        """Hand a reference worker and (with a runtime) a candidate worker their jobs for fresh seeds."""
+        """Hand a reference worker and (with a runtime) a candidate worker their jobs for fresh seeds
+        (``claim``: whether the reference job may claim its task's preparation, see
+        :func:`start_reference`)."""
         limit = self.settings.memory_limit_bytes
         seeds = [secrets.randbits(62) for _ in range(seeds_needed(options))]
         time_reference = (
@@ -592,6 +595,7 @@ class Evaluator:
                     timing_set=timing_set,
                 ),
                 limit,
+                claim=claim,
             )
             if runtime != "none":
                 prepared.candidate = self.pool.take("candidate")
@@ -630,8 +634,10 @@ class Evaluator:
         the stored timing sets under their size limit (never this task's)."""
         try:
             reference = build_reference(task, self.settings.cache_dir)
+            # A prepared pair may wait long for its candidate, and its reference is adopted only then:
+            # it does not hold the task's claim meanwhile (it waits for a holder, or prepares alone).
             prepared = self._start_workers(
-                task, options, runtime, reference, self._prepared_key(task, options, runtime)
+                task, options, runtime, reference, self._prepared_key(task, options, runtime), claim=False
             )
         except ExecutorError as e:
             logger.warning("could not prepare the next evaluation of %s: %s", task.id, e)

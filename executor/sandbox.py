@@ -1154,12 +1154,18 @@ def finish_candidate(
     return WorkerOutcome(passed=False, stage=stage, error=kind, message=message, seconds=seconds)
 
 
-def start_reference(proc: WorkerProcess, job: ReferenceJob, memory_limit_bytes: int | None) -> None:
+def start_reference(
+    proc: WorkerProcess, job: ReferenceJob, memory_limit_bytes: int | None, claim: bool = True
+) -> None:
     """Hand a reference worker its job; it runs at once. A job that may have to prepare its task's
     timing sets claims that for the host first (timingset.claim, held until :func:`finish_reference`
-    has adopted what the worker made); without the claim, the worker waits for the job that has it."""
+    has adopted what the worker made); without the claim, the worker waits for the job that has it.
+    With ``claim`` False (a job whose end nobody waits for: a prepared pair), the job never claims: its
+    worker waits for a holder if there is one, else prepares what is missing itself."""
     spec = job.timing_set
-    if spec is not None and not timingset.prepared(spec, job.options.timing_sets, job.time_reference):
+    if spec is not None and not claim:
+        job = job.model_copy(update={"may_prepare": False})
+    elif spec is not None and not timingset.prepared(spec, job.options.timing_sets, job.time_reference):
         _secure_timing_store(spec.dir)
         try:
             proc.claim = timingset.claim(spec)

@@ -6,6 +6,7 @@ compile jail, so the reference builds are no longer counted here; the timing set
 from __future__ import annotations
 
 import logging
+import secrets
 import threading
 import time
 from concurrent.futures import Future
@@ -20,11 +21,11 @@ from executor.client import ExecutorClient
 from executor.evaluate import Evaluator
 from executor.protocol import CandidateSource, EvaluationOptions
 from executor.reference import build_reference
-from executor.sandbox import WorkerProcess
+from executor.sandbox import WorkerPool, WorkerProcess, finish_reference, start_reference
 from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
 from executor.timingset import TimingSetSpec, load_reference_timing, stored, timing_set_spec
-from executor.worker.messages import ReferenceJob
+from executor.worker.messages import ReferenceJob, seeds_needed
 from tests.support.servers import serve_in_thread
 
 TASKS_DIR = Path(__file__).parents[2] / "unit" / "executor" / "fixtures" / "tasks"
@@ -87,9 +88,11 @@ def test_a_job_that_comes_while_another_executor_adopts_the_sets_does_not_prepar
     real_start, real_adopt = evaluate_module.start_reference, timingset.adopt
     adopting = threading.Event()
 
-    def start_reference(proc: WorkerProcess, job: ReferenceJob, memory_limit_bytes: int | None) -> None:
+    def start_reference(
+        proc: WorkerProcess, job: ReferenceJob, memory_limit_bytes: int | None, claim: bool = True
+    ) -> None:
         started.append(proc)
-        real_start(proc, job, memory_limit_bytes)
+        real_start(proc, job, memory_limit_bytes, claim=claim)
 
     def adopt(spec: TimingSetSpec, task: FunctionTask | KernelTask, worker_dir: Path) -> bool:
         if not adopting.is_set():  # the first executor's first set: wait for the second's decision
@@ -119,6 +122,42 @@ def test_a_job_that_comes_while_another_executor_adopts_the_sets_does_not_prepar
     finally:
         first.close()
         second.close()
+
+
+@pytest.mark.parametrize("claim", [True, False])
+def test_a_prepared_pairs_reference_holds_no_claim_while_it_waits_for_its_candidate(
+    tmp_path: Path, saxpy: FunctionTask | KernelTask, claim: bool
+) -> None:
+    """A prepared pair (``prepare_next``) is adopted only when its candidate comes, maybe much later, so
+    its reference job does not claim the task's preparation (``claim=False``): a job of another
+    executor would wait for that claim all the while. An evaluation's own job holds it until adopted."""
+    cache = tmp_path / "cache"
+    reference = build_reference(saxpy, cache)
+    spec = timing_set_spec(saxpy, reference, cache / "timing-sets")
+    pool = WorkerPool("host", prewarm=False)
+    proc = pool.take("reference")
+    try:
+        job = ReferenceJob(
+            task=saxpy,
+            reference_library=str(reference),
+            seeds=[secrets.randbits(62) for _ in range(seeds_needed(QUICK))],
+            options=QUICK,
+            out_dir="",
+            time_reference=True,
+            timing_set=spec,
+        )
+        start_reference(proc, job, None, claim=claim)
+        deadline = time.monotonic() + 60
+        while not proc.result_path.exists():  # its worker is done; nobody has adopted its sets yet
+            assert time.monotonic() < deadline, "the reference worker did not finish"
+            time.sleep(0.05)
+        assert timingset.claimed(spec) is claim
+        assert finish_reference(proc, 60).ok
+        assert not timingset.claimed(spec)
+        assert stored(spec)  # adopted, whoever prepared it
+    finally:
+        pool.discard(proc)
+        pool.close()
 
 
 def _stage(proc: WorkerProcess) -> str:
