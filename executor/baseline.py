@@ -21,9 +21,11 @@ first evaluation of the task that needs it, and that evaluation's verdict waits 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 
 from executor.errors import EvaluationCancelled, ExecutorError
 from executor.sandbox import WorkerPool, WorkerProcess
@@ -37,6 +39,8 @@ logger = logging.getLogger(__name__)
 RETRY_AFTER_S = 300.0
 # How long a finished worker's teardown may keep the baseline's trials waiting (as a candidate's).
 TEARDOWN_WAIT_S = 10.0
+# The outcome of a baseline whose naive.cu does not compile (never tried again).
+NOT_BUILT = "naive.cu does not compile"
 
 
 def measure(
@@ -46,6 +50,7 @@ def measure(
     timeout_s: float,
     memory_limit_bytes: int | None = None,
     stopping: threading.Event | None = None,
+    turn: Callable[[], AbstractContextManager[object]] | None = None,
 ) -> BaselineOutcome:
     """Time a task's naive baseline in a worker of its own for ``pool``'s runtime and GPU lock: the worker
     starts now with ``job`` (the task, its timing sets, the timing options); ``build()`` (called
@@ -62,17 +67,20 @@ def measure(
         proc.send_job(job, memory_limit_bytes)
         product = build()
         if product is None:
-            return BaselineOutcome(ok=False, message="naive.cu does not compile")
+            return BaselineOutcome(ok=False, message=NOT_BUILT)
         proc.wait_prepared(timeout_s, stopping)
-        # Finished workers' teardown (their CUDA context, their memory) would land in the baseline's
-        # host-timed trials, as in a candidate's (Evaluator._hold_through_teardown).
-        if not pool.drain(timeout_s=TEARDOWN_WAIT_S):
-            logger.warning("a finished worker is still being torn down; timing the baseline anyway")
-        run = CandidateRun(candidate_product="", candidate_symbol=job.task.entry, baseline_product=product)
-        proc.send("run.json", proc.admit(run))
-        killed_for = proc.wait(
-            timeout_s, memory_limit_bytes, watch_rss=pool.runtime == "gpu", cancelled=stopping
-        )
+        with turn() if turn is not None else contextlib.nullcontext():
+            # Finished workers' teardown (their CUDA context, their memory) would land in the
+            # baseline's host-timed trials, as in a candidate's (Evaluator._hold_through_teardown).
+            if not pool.drain(timeout_s=TEARDOWN_WAIT_S):
+                logger.warning("a finished worker is still being torn down; timing the baseline anyway")
+            run = CandidateRun(
+                candidate_product="", candidate_symbol=job.task.entry, baseline_product=product
+            )
+            proc.send("run.json", proc.admit(run))
+            killed_for = proc.wait(
+                timeout_s, memory_limit_bytes, watch_rss=pool.runtime == "gpu", cancelled=stopping
+            )
         if proc.result_path.exists():
             return BaselineOutcome.model_validate_json(proc.result_path.read_text())
         if killed_for is ErrorKind.TIMEOUT:

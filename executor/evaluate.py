@@ -52,6 +52,9 @@ from executor.worker.messages import (
 
 logger = logging.getLogger(__name__)
 
+# Baseline workers (executor.baseline) that run at once in one evaluator.
+BASELINE_WORKERS = 2
+
 
 class Evaluator:
     """Evaluates candidates; thread-safe. Compiles run concurrently, GPU work is serialised.
@@ -89,6 +92,11 @@ class Evaluator:
         self._baseline_runs: dict[str, tuple[Future[BaselineOutcome], float]] = {}
         self._baseline_lock = threading.Lock()
         self._closing = threading.Event()
+        # At most this many baseline workers at once (each has its CUDA context, the task's timing sets
+        # and their copies): a batch of new tasks queues its measurements here.
+        self._baseline_threads = ThreadPoolExecutor(
+            max_workers=BASELINE_WORKERS, thread_name_prefix="executor-baseline"
+        )
         self._threads = ThreadPoolExecutor(
             max_workers=2 * settings.compile_workers, thread_name_prefix="executor-compile"
         )
@@ -135,6 +143,7 @@ class Evaluator:
         for future in measuring:  # each ends at its next wait (its build may finish first)
             with contextlib.suppress(FutureTimeout, CancelledError):
                 future.result(timeout=self.settings.compile_timeout_s)
+        self._baseline_threads.shutdown(wait=False, cancel_futures=True)
         self._task_threads.shutdown(wait=True, cancel_futures=True)
         self.pool.close()
         self._threads.shutdown(wait=False, cancel_futures=True)
@@ -730,6 +739,8 @@ class Evaluator:
                 failed = running.done() and not running.result().ok
                 if not failed or time.monotonic() - started < baseline_worker.RETRY_AFTER_S:
                     return running, False
+                if running.result().message == baseline_worker.NOT_BUILT:
+                    return running, False  # the compile cache would say the same: never again
             self._baseline_runs[key] = (future, time.monotonic())
         job = WorkerJob(
             task=task,
@@ -749,6 +760,9 @@ class Evaluator:
         def measure() -> None:
             outcome = BaselineOutcome(ok=False, message="the baseline's measurement stopped unexpectedly")
             try:
+                if self._closing.is_set():  # queued behind others while the executor closed
+                    outcome = BaselineOutcome(ok=False, message="the executor closed")
+                    return
                 outcome = baseline_worker.measure(
                     self.pool,
                     job,
@@ -756,6 +770,9 @@ class Evaluator:
                     self.settings.run_timeout_s,
                     self.settings.memory_limit_bytes,
                     self._closing,
+                    # its run takes the GPU's turn as a function candidate's does: without it, its
+                    # trials' locks and a kernel run's, taken in the other order, deadlock
+                    turn=lambda: self.turns.turn("function", self._closing),
                 )
                 if outcome.ok and outcome.timing is not None:
                     self._keep_baseline(task, options, outcome)
@@ -764,7 +781,12 @@ class Evaluator:
             finally:  # whatever happened, the verdicts waiting for it go on
                 future.set_result(outcome)
 
-        threading.Thread(target=measure, name="executor-baseline", daemon=True).start()
+        try:
+            self._baseline_threads.submit(measure)
+        except RuntimeError:  # closed meanwhile
+            with self._baseline_lock:
+                self._baseline_runs.pop(key, None)
+            return None
         return future, True
 
     def _naive_product(self, task: FunctionTask | KernelTask) -> str | None:
@@ -820,7 +842,7 @@ class Evaluator:
         it)."""
         assert outcome.timing is not None
         with self._cache_lock:
-            self._timing_cache[self._key("baseline", task)] = outcome.timing
+            self._timing_cache[_baseline_memory(task, options)] = outcome.timing
         if self.device is None and outcome.device:
             self.device = outcome.device
         if self._baselines is not None and outcome.device:
@@ -837,8 +859,13 @@ class Evaluator:
     ) -> TimingStats | None:
         """The task's timing in this evaluator's memory; for a baseline with ``options``, else the one
         the host's executors stored for this device's model (executor.basetiming), if not stale."""
+        key = (
+            self._key(what, task)
+            if what != "baseline" or options is None
+            else _baseline_memory(task, options)
+        )
         with self._cache_lock:
-            known = self._timing_cache.get(self._key(what, task))
+            known = self._timing_cache.get(key)
         if known is not None or what != "baseline" or options is None:
             return known
         if self._baselines is None or self.device is None:
@@ -846,7 +873,7 @@ class Evaluator:
         stored = self._baselines.load(self.device, baseline_key(task, options))
         if stored is not None:
             with self._cache_lock:
-                self._timing_cache.setdefault(self._key(what, task), stored)
+                self._timing_cache.setdefault(key, stored)
         return stored
 
     def _remember(
@@ -855,6 +882,12 @@ class Evaluator:
         """Keep the serial reference's timing ``stats`` in memory (a baseline's: :meth:`_keep_baseline`)."""
         with self._cache_lock:
             self._timing_cache[self._key(what, task)] = stats
+
+
+def _baseline_memory(task: FunctionTask | KernelTask, options: EvaluationOptions) -> tuple[str, str]:
+    """The key of a naive baseline's timing in an evaluator's memory: what the timing depends on
+    (:func:`executor.basetiming.baseline_key`: the task, its naive.cu and the timing options)."""
+    return "baseline", baseline_key(task, options)
 
 
 def _finish_reference_soon(

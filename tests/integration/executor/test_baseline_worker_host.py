@@ -19,6 +19,7 @@ Also: one baseline worker per task (not per evaluation), the kept record names i
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -121,10 +122,46 @@ def test_preparing_a_task_measures_its_baseline_before_its_first_candidate(evalu
     outcome = measuring.result(timeout=120)
     assert outcome.ok, outcome.message
     assert json.loads(record.read_text())["source"] == BASELINE_WORKER  # before any candidate
+    # kept for these timing options only: other options are another measurement
+    assert evaluator._cached_timing("baseline", task, OPTIONS) == outcome.timing
+    assert evaluator._cached_timing("baseline", task, OPTIONS.model_copy(update={"max_trials": 11})) is None
     first = evaluator.evaluate(task, CandidateSource(source=HONEST + "// first\n"), OPTIONS)
     assert first.passed, first.message
     assert first.baseline_timing == outcome.timing
     assert "baseline_timing" not in first.seconds  # its trials were the preparation's
+
+
+def test_the_baselines_run_takes_the_gpus_turn(evaluator: Evaluator) -> None:
+    """The baseline's run waits for the evaluator's GPU turn, as a function candidate's does: its trials'
+    locks and a kernel run's are taken in opposite orders, and only the turn keeps the two apart (two
+    processes holding one turnstile each, waiting for the other's, never end)."""
+    task = _task(NAIVE + "// turn\n")
+    reference = build_reference(task, evaluator.settings.cache_dir)
+    with evaluator.turns.turn("kernel"):  # a kernel candidate's run holds the GPU
+        measuring = evaluator._measure_baseline(task, OPTIONS, "host", reference)
+        assert measuring is not None
+        deadline = time.monotonic() + 60
+        while evaluator.turns.waiting() != ["function"]:
+            assert time.monotonic() < deadline, "the baseline's run never asked for the GPU's turn"
+            time.sleep(0.05)
+        assert not measuring[0].done()
+    outcome = measuring[0].result(timeout=120)
+    assert outcome.ok, outcome.message
+    assert outcome.timing is not None and outcome.timing.median_ms < CLEAN_MS
+
+
+def test_a_naive_cu_that_does_not_compile_is_not_measured_again(evaluator: Evaluator) -> None:
+    task = _task(HEAD + "this is not C++ }")
+    reference = build_reference(task, evaluator.settings.cache_dir)
+    first = evaluator._measure_baseline(task, OPTIONS, "host", reference)
+    assert first is not None
+    outcome = first[0].result(timeout=120)
+    assert not outcome.ok and outcome.message == baseline.NOT_BUILT
+    key = baseline_key(task, OPTIONS)
+    with evaluator._baseline_lock:  # as if the retry delay had passed
+        evaluator._baseline_runs[key] = (first[0], time.monotonic() - 2 * baseline.RETRY_AFTER_S)
+    again = evaluator._measure_baseline(task, OPTIONS, "host", reference)
+    assert again is not None and again[0] is first[0] and again[1] is False
 
 
 @pytest.fixture(scope="module")
