@@ -65,6 +65,22 @@ def serve_reference(job_path: str) -> int:
     return 0
 
 
+# A kernel's trials are timed on the device with events, which other processes' shared GPU work does not
+# reach, except uploads; a function's calls are timed on the host clock, copies from host memory
+# included. Only the untimed checks let other workers' preparation go on beside them; a kernel's
+# checks, only the preparation begun before its run (executor.gpulock). The naive baseline's run holds
+# a function candidate's.
+KERNEL_LOCKS = RunLocks(checking=gpu_shared, timing=kernel_run, reserve=kernel_reserve)
+FUNCTION_LOCKS = RunLocks(checking=function_checks, timing=function_run, reserve=function_reserve)
+
+
+def _next_run() -> CandidateRun | None:
+    """The run the parent hands over once the product is built (a file named on stdin); None when it
+    sends an empty line instead or is gone."""
+    line = sys.stdin.readline().strip()
+    return CandidateRun.model_validate_json(Path(line).read_text()) if line else None
+
+
 def serve_candidate(job_path: str, gpu: GpuContext | None) -> int:
     """Prepare a candidate job, wait for the compiled candidate, run it and write the outcome."""
     job = WorkerJob.model_validate_json(Path(job_path).read_text())
@@ -73,20 +89,10 @@ def serve_candidate(job_path: str, gpu: GpuContext | None) -> int:
     try:
         try:
             worker.prepare()
-            line = sys.stdin.readline().strip()
-            if not line:  # cancelled (the candidate did not compile, or the parent is gone)
+            run = _next_run()
+            if run is None:  # cancelled (the candidate did not compile, or the parent is gone)
                 return 0
-            run = CandidateRun.model_validate_json(Path(line).read_text())
-            # A kernel's trials are timed on the device with events, which other processes' shared
-            # GPU work does not reach, except uploads; a function's calls are timed on the host
-            # clock, copies from host memory included. Only the untimed checks let other workers'
-            # preparation go on beside them; a kernel's checks, only the preparation begun before
-            # its run (executor.gpulock).
-            if isinstance(job.task, KernelTask):
-                locks = RunLocks(checking=gpu_shared, timing=kernel_run, reserve=kernel_reserve)
-            else:
-                locks = RunLocks(checking=function_checks, timing=function_run, reserve=function_reserve)
-            outcome = worker.run(run, locks)
+            outcome = worker.run(run, KERNEL_LOCKS if isinstance(job.task, KernelTask) else FUNCTION_LOCKS)
         except ExecutorError as e:  # the task's own reference or generator failed, not the candidate
             outcome = _failure(ErrorKind.REFERENCE_ERROR, str(e), worker.seconds)
         except MemoryError as e:
@@ -118,13 +124,10 @@ def serve_baseline(runtime: str) -> int:
     try:
         try:
             worker.prepare()
-            line = sys.stdin.readline().strip()
-            if not line:
+            run = _next_run()
+            if run is None:
                 return 0
-            run = CandidateRun.model_validate_json(Path(line).read_text())
-            # A function task's trials: the same locks as a candidate's (serve_candidate).
-            locks = RunLocks(checking=function_checks, timing=function_run, reserve=function_reserve)
-            outcome = worker.time_baseline(run, locks)
+            outcome = worker.time_baseline(run, FUNCTION_LOCKS)  # a function candidate's trials' locks
         except (ExecutorError, CandidateFailed, OSError) as e:
             outcome = BaselineOutcome(ok=False, message=f"the baseline failed: {e}", seconds=worker.seconds)
         except MemoryError as e:

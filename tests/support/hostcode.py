@@ -101,15 +101,22 @@ def run_on_timing_sets(
     tmp: Path,
     options: EvaluationOptions,
 ) -> WorkerOutcome:
-    """One host-runtime candidate job with three correctness seeds and the task's timing sets stored
-    under ``tmp`` (its reference built there too), start to finish in a fresh worker."""
-    job = WorkerJob(
+    """One host-runtime candidate job (:func:`timing_set_job`), start to finish in a fresh worker."""
+    run = CandidateRun(candidate_product=product, candidate_symbol=task.entry)
+    return run_job(timing_set_job(task, tmp, options), run, timeout_s=120)
+
+
+def timing_set_job(
+    task: FunctionTask | KernelTask, tmp: Path, options: EvaluationOptions, baseline_copies: bool = False
+) -> WorkerJob:
+    """A host-runtime worker job with three correctness seeds and the task's timing sets stored under
+    ``tmp`` (its reference built there too)."""
+    return WorkerJob(
         task=task,
         runtime="host",
         reference_library=str(build_reference(task, tmp / "cache")),
         seeds=[11, 22, 33],
         options=options,
         timing_set=TimingSetSpec(dir=str(tmp / "timing-set"), seed=4242),
+        baseline_copies=baseline_copies,
     )
-    run = CandidateRun(candidate_product=product, candidate_symbol=task.entry)
-    return run_job(job, run, timeout_s=120)

@@ -35,9 +35,7 @@ from executor.reference import build_reference
 from executor.sandbox import WorkerPool
 from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, parse_task
-from executor.timingset import TimingSetSpec
-from executor.worker.messages import WorkerJob
-from tests.support.hostcode import FAST, build_host_candidates, one_input_task
+from tests.support.hostcode import FAST, build_host_candidates, one_input_task, timing_set_job
 
 OPTIONS = FAST.model_copy(update={"baseline": True, "min_trials": 5, "max_trials": 9})
 # What a function task's source must hold besides its entry (a kernel it could launch).
@@ -170,25 +168,18 @@ def products(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return build_host_candidates(tmp_path_factory.mktemp("naive-builds"), {"naive": NAIVE, "crash": crash})
 
 
-def _job(tmp: Path, task: FunctionTask | KernelTask, copies_ahead: bool) -> WorkerJob:
-    return WorkerJob(
-        task=task,
-        runtime="host",
-        reference_library=str(build_reference(task, tmp / "cache")),
-        seeds=[11, 22, 33],
-        options=OPTIONS,
-        timing_set=TimingSetSpec(dir=str(tmp / "timing-set"), seed=4242),
-        baseline_copies=copies_ahead,
-    )
-
-
 @pytest.mark.parametrize("ahead", [True, False])
 def test_the_baseline_worker_makes_its_copies_where_the_knob_says(
     products: dict[str, str], tmp_path: Path, ahead: bool
 ) -> None:
     pool = WorkerPool("host", prewarm=False)
     try:
-        outcome = baseline.measure(pool, _job(tmp_path, _task(), ahead), lambda: products["naive"], 120)
+        outcome = baseline.measure(
+            pool,
+            timing_set_job(_task(), tmp_path, OPTIONS, baseline_copies=ahead),
+            lambda: products["naive"],
+            120,
+        )
     finally:
         pool.close()
     assert outcome.ok, outcome.message
@@ -203,8 +194,15 @@ def test_a_baseline_that_crashes_or_does_not_build_is_an_outcome(
 ) -> None:
     pool = WorkerPool("host", prewarm=False)
     try:
-        crashed = baseline.measure(pool, _job(tmp_path, _task(), True), lambda: products["crash"], 120)
-        unbuilt = baseline.measure(pool, _job(tmp_path, _task(), True), lambda: None, 120)
+        crashed = baseline.measure(
+            pool,
+            timing_set_job(_task(), tmp_path, OPTIONS, baseline_copies=True),
+            lambda: products["crash"],
+            120,
+        )
+        unbuilt = baseline.measure(
+            pool, timing_set_job(_task(), tmp_path, OPTIONS, baseline_copies=True), lambda: None, 120
+        )
     finally:
         pool.close()
     assert not crashed.ok and crashed.timing is None and "during baseline" in crashed.message, crashed.message
