@@ -37,8 +37,8 @@ from executor.sandbox import (
 from executor.settings import ExecutorSettings
 from executor.static import check_source
 from executor.taskformat import FunctionTask, KernelTask
+from executor.timingset import TimingSetSpec, timing_set_spec
 from executor.timingset import prune as prune_timing_sets
-from executor.timingset import timing_set_spec
 from executor.timingset import variants as timing_set_variants
 from executor.verdict import CompileResult, ErrorKind, Stage, TimingStats, Verdict, reward_for
 from executor.worker.messages import (
@@ -234,9 +234,7 @@ class Evaluator:
                 reward=-1.0,
                 seconds=seconds,
             )
-        runtime: Literal["gpu", "host", "none"] = self.runtime if self.runtime_checks_available else "none"
-        if runtime == "host" and isinstance(task, KernelTask):
-            runtime = "none"  # a kernel cannot run without a GPU
+        runtime = self._task_runtime(task)
         compiling = self._threads.submit(self.compiler.compile, task, candidate.source)
         workers: list[WorkerProcess] = []
         try:
@@ -513,11 +511,7 @@ class Evaluator:
         self._measure_baseline(task, options, runtime, reference)
         if runtime == "none" or not options.run_timing or self._cached_timing("reference", task):
             return  # no timing set and no reference timing without a runtime (or known already)
-        timing_set = (
-            timing_set_spec(task, reference, self.timing_sets_dir, self.settings.timing_set_cache_bytes)
-            if options.timing_inputs == "task"
-            else None
-        )
+        timing_set = self._timing_set(task, reference, options)
         worker = self.pool.take("reference")
         self.pool.replenish("reference")
         try:
@@ -552,6 +546,14 @@ class Evaluator:
         runtime = self.runtime if self.runtime_checks_available else "none"
         return "none" if runtime == "host" and isinstance(task, KernelTask) else runtime
 
+    def _timing_set(
+        self, task: FunctionTask | KernelTask, reference: Path, options: EvaluationOptions
+    ) -> TimingSetSpec | None:
+        """The task's timing set in the store, when its candidates are timed on it (``timing_inputs``)."""
+        if options.timing_inputs != "task":
+            return None
+        return timing_set_spec(task, reference, self.timing_sets_dir, self.settings.timing_set_cache_bytes)
+
     def _baseline_unknown(self, task: FunctionTask | KernelTask, options: EvaluationOptions) -> bool:
         """Whether ``task``'s verdicts want a naive baseline that is neither kept nor being measured."""
         if not self.wants_baseline(task, options, self._task_runtime(task)):
@@ -583,9 +585,7 @@ class Evaluator:
             runtime != "none" and options.run_timing and self._cached_timing("reference", task) is None
         )
         timing_set = (
-            timing_set_spec(task, reference, self.timing_sets_dir, self.settings.timing_set_cache_bytes)
-            if runtime != "none" and options.run_timing and options.timing_inputs == "task"
-            else None
+            self._timing_set(task, reference, options) if runtime != "none" and options.run_timing else None
         )
         ref_worker = self.pool.take("reference")
         self.pool.replenish("reference")
@@ -723,9 +723,9 @@ class Evaluator:
         reference: Path,
     ) -> tuple[Future[BaselineOutcome], bool] | None:
         """The measurement of ``task``'s naive baseline in a worker of its own (:mod:`executor.baseline`)
-        and whether it was started here: started now in a thread unless its timing is known or wanted
-        by none (then None), or already under way (then that one; one that failed is tried again after
-        ``RETRY_AFTER_S``)."""
+        and whether it was started here: queued now (at most :data:`BASELINE_WORKERS` run at once) unless
+        its timing is known or wanted by none (then None), or already under way (then that one; one that
+        failed is tried again after ``RETRY_AFTER_S``, unless its naive.cu does not compile)."""
         if not self.wants_baseline(task, options, runtime) or self._cached_timing("baseline", task, options):
             return None
         key = baseline_key(task, options)
@@ -736,11 +736,16 @@ class Evaluator:
             known = self._baseline_runs.get(key)
             if known is not None:
                 running, started = known
-                failed = running.done() and not running.result().ok
-                if not failed or time.monotonic() - started < baseline_worker.RETRY_AFTER_S:
+                # a failure is tried again later, one of a naive.cu that does not compile never (its
+                # compile cache would say the same)
+                retry = (
+                    running.done()
+                    and not running.result().ok
+                    and running.result().message != baseline_worker.NOT_BUILT
+                    and time.monotonic() - started >= baseline_worker.RETRY_AFTER_S
+                )
+                if not retry:
                     return running, False
-                if running.result().message == baseline_worker.NOT_BUILT:
-                    return running, False  # the compile cache would say the same: never again
             self._baseline_runs[key] = (future, time.monotonic())
         job = WorkerJob(
             task=task,
@@ -748,11 +753,7 @@ class Evaluator:
             reference_library=str(reference),
             seeds=[secrets.randbits(62) for _ in range(seeds_needed(options))],
             options=options,
-            timing_set=(
-                timing_set_spec(task, reference, self.timing_sets_dir, self.settings.timing_set_cache_bytes)
-                if options.timing_inputs == "task"
-                else None
-            ),
+            timing_set=self._timing_set(task, reference, options),
             # its copies made while naive.cu compiles, off the trials' lock (else in its run)
             baseline_copies=self.settings.baseline_copies_ahead,
         )

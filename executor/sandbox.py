@@ -1166,8 +1166,7 @@ def start_reference(
     if spec is not None and not claim:
         job = job.model_copy(update={"may_prepare": False})
     elif spec is not None and not timingset.prepared(spec, job.options.timing_sets, job.time_reference):
-        _secure_timing_store(spec.dir)
-        try:
+        try:  # the lock file made here; the store secured by send_job, before the worker sees it
             proc.claim = timingset.claim(spec)
         except OSError as e:  # no lock: the worker prepares what is missing, as if it held the claim
             logger.warning("could not claim the preparation of %s: %s", job.task.id, e)

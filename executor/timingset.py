@@ -64,8 +64,8 @@ SET_FORMAT = "regraph.timing-set/v2"
 # executor to adopt (one subdirectory per set, named as the set is in the store).
 HANDOVER = "timing-sets"
 # Beside the sets under the store's root: a lock file per set (one preparation of a task at a time on
-# the host: see :func:`claim`) and the serial reference's timing on each set (shared by the replicas and kept across
-# restarts, for the host's CPU that measured it).
+# the host: see :func:`claim`) and the serial reference's timing on each set (shared by the replicas
+# and kept across restarts, for the host's CPU that measured it).
 LOCKS = ".locks"
 REFERENCE_TIMINGS = ".reference-timing"
 
