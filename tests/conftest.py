@@ -26,12 +26,6 @@ for _threads in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ.setdefault(_threads, "1")
 if "torch" in sys.modules:  # imported before this file (a plugin): the variables came too late for it
     sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
-# The test Neo4j servers (the sessions', the tests' own, the stacks' that `regraph up` starts) compile
-# with the JVM's quick compiler only, unless the run sets its own options. A test server lives minutes
-# and runs short, varied queries: the optimising compiler's threads spent more CPU than they saved, on
-# two cores shared by two workers. The seed-graph modules (start, build, 40 restores) took 76 CPU
-# seconds with it and 47 without (bench/results/2026-11-29_s19/suite_speed.md). Queries answer the same.
-os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
 
 if TYPE_CHECKING:
     # Imported lazily below: the GPU host that runs `pytest tests/gpu` has no neo4j driver.
