@@ -52,9 +52,6 @@ from executor.worker.messages import (
 
 logger = logging.getLogger(__name__)
 
-# Baseline workers (executor.baseline) that run at once in one evaluator.
-BASELINE_WORKERS = 2
-
 
 class Evaluator:
     """Evaluates candidates; thread-safe. Compiles run concurrently, GPU work is serialised.
@@ -95,7 +92,7 @@ class Evaluator:
         # At most this many baseline workers at once (each has its CUDA context, the task's timing sets
         # and their copies): a batch of new tasks queues its measurements here.
         self._baseline_threads = ThreadPoolExecutor(
-            max_workers=BASELINE_WORKERS, thread_name_prefix="executor-baseline"
+            max_workers=settings.baseline_workers, thread_name_prefix="executor-baseline"
         )
         self._threads = ThreadPoolExecutor(
             max_workers=2 * settings.compile_workers, thread_name_prefix="executor-compile"
@@ -723,7 +720,7 @@ class Evaluator:
         reference: Path,
     ) -> tuple[Future[BaselineOutcome], bool] | None:
         """The measurement of ``task``'s naive baseline in a worker of its own (:mod:`executor.baseline`)
-        and whether it was started here: queued now (at most :data:`BASELINE_WORKERS` run at once) unless
+        and whether it was started here: queued now (at most the setting ``baseline_workers`` run at once) unless
         its timing is known or wanted by none (then None), or already under way (then that one; one that
         failed is tried again after ``RETRY_AFTER_S``, unless its naive.cu does not compile)."""
         if not self.wants_baseline(task, options, runtime) or self._cached_timing("baseline", task, options):
@@ -772,8 +769,9 @@ class Evaluator:
                     self.settings.memory_limit_bytes,
                     self._closing,
                     # its run takes the GPU's turn as a function candidate's does: without it, its
-                    # trials' locks and a kernel run's, taken in the other order, deadlock
-                    turn=lambda: self.turns.turn("function", self._closing),
+                    # trials' locks and a kernel run's, taken in the other order, deadlock. It goes
+                    # before the runs waiting: verdicts whose candidates have run wait for it.
+                    turn=lambda: self.turns.turn("function", self._closing, urgent=True),
                 )
                 if outcome.ok and outcome.timing is not None:
                     self._keep_baseline(task, options, outcome)

@@ -7,6 +7,9 @@ CUDA contexts, uploads, host copies, apart from the trials). Who gets the next t
 
 - by default, the run that has waited longest (arrival order), which is what the plain lock that this
   replaces did, give or take the operating system's wake-up order;
+- an *urgent* run before all others (in arrival order among urgent ones): a task's naive baseline
+  (:mod:`executor.baseline`), whose first candidates have run and whose verdicts wait for it, so that
+  their callers are not held while later candidates' runs go first;
 - with ``kernel_first`` (the executor setting ``gpu_kernel_first``), a waiting *kernel* task's run goes
   before function tasks' runs that came earlier, while the device is *busy* for a function task's
   trials: the device's GPU lock is held by another process (a spare's context creation, another
@@ -47,6 +50,7 @@ class Turn:
     kind: Kind
     skipped: int = 0  # turns given to a later kernel run while this (function) run waited
     ahead: bool = False  # this (kernel) run went before an earlier function run
+    urgent: bool = False  # goes before every run that is not
     number: int = field(default_factory=lambda: next(_ids))
 
 
@@ -82,6 +86,9 @@ class GpuTurns:
             return [w.kind for w in self._waiting]
 
     def _choose(self) -> Turn:
+        urgent = next((w for w in self._waiting if w.urgent), None)
+        if urgent is not None:
+            return urgent
         first = self._waiting[0]
         if not self.kernel_first or first.kind == "kernel" or first.skipped >= self.max_skips:
             return first
@@ -110,10 +117,12 @@ class GpuTurns:
             self._cond.notify_all()
 
     @contextlib.contextmanager
-    def turn(self, kind: Kind, cancelled: threading.Event | None = None) -> Iterator[Turn]:
+    def turn(
+        self, kind: Kind, cancelled: threading.Event | None = None, urgent: bool = False
+    ) -> Iterator[Turn]:
         """Hold the GPU for the block (which gets this run's :class:`Turn`); while waiting, give up
-        once ``cancelled`` is set."""
-        me = Turn(kind)
+        once ``cancelled`` is set. An ``urgent`` run goes before those that are not."""
+        me = Turn(kind, urgent=urgent)
         with self._cond:
             self._waiting.append(me)
             self._grant()

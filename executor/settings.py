@@ -98,6 +98,17 @@ class ExecutorSettings(BaseSettings):
         "naive.cu compiles, off the GPU lock; off: in its run, under the lock, before the baseline's "
         "trials. (Until 2026-11-29 the candidate's worker made them: it timed the baseline too.)",
     )
+    baseline_workers: int = Field(
+        default=8,
+        ge=1,
+        le=64,
+        description="naive baselines measured at once by one executor (executor.baseline: each a worker with "
+        "its CUDA context, the task's timing sets and their copies, and an nvcc build of naive.cu). The "
+        "verdicts of a task's first candidates wait for its baseline, so with too few a batch of new tasks "
+        "queues here while the GPU stands idle: with 2, a mixed queue of first evaluations on one H200 ran "
+        "at 2,736/h with the GPU lock held 24 % of the time, its function candidates waiting 24 s on average "
+        "for their baseline (bench/results/2026-11-29_s20/README.md)",
+    )
     host_baseline: bool = Field(
         default=False,
         description="also time the naive baselines in the test-only host runtime (a baseline worker per "

@@ -24,7 +24,10 @@
 # Run (carry [".whlgpu", ".whlray", ".base"], kind nvidia-h200-x2, timeout_s 560; ~530 s):
 #   rm -rf .whl; mv .whlgpu .whl; export RAY_WHEELS=.whlray; source bench/device/gpu_env.sh; \
 #     bash bench/device/run_s18_ab.sh
-# Knobs: ORDER, AB_SECONDS, SCALE_SECONDS (0: no scaling step), STEADY_AFTER, SEED, DEADLINE_S (540).
+# Knobs: ORDER, AB_SECONDS, SCALE_SECONDS (0: no scaling step), STEADY_AFTER, SEED, DEADLINE_S (540),
+# QUEUE_KIND: `long` (the default, above) or `first` (session 20: every task, one correct candidate and
+# one failing one each, no hangs, so that nearly every verdict is its task's first evaluation, with the
+# task's preparation, reference and naive baseline; both trees take the same arguments).
 # Plumbing test on a CPU machine (host runtime: function tasks only, two fake GPUs for Ray):
 #   NO_GPU_ENV=1 RUNTIME=host GPUS=2 LIMIT=2 AB_SECONDS=20 SCALE_SECONDS=20 STEADY_AFTER=10 CLIENTS=2 \
 #     OUT=/tmp/s18_out bash bench/device/run_s18_ab.sh
@@ -49,6 +52,10 @@ BASE_DIRS=(--tasks bench/tasks --tasks bench/kernel_tasks)
 if [ "$RUNTIME" = host ]; then TASK_DIRS=(--tasks regraph_data/tasks); BASE_DIRS=(--tasks bench/tasks); fi
 QUEUE=(--runtime "$RUNTIME" --single --clients "$CLIENTS" --per-task 30 --limit "${LIMIT:-8}" --hangs 3
   --seed "${SEED:-0}" --max-seconds "$AB" --steady-after "$STEADY")
+if [ "${QUEUE_KIND:-long}" = first ]; then
+  QUEUE=(--runtime "$RUNTIME" --single --clients "$CLIENTS" --per-task 1 --limit "${LIMIT:-1000}" --hangs 0
+    --seed "${SEED:-0}" --max-seconds "$AB" --steady-after "$STEADY")
+fi
 SETTINGS='{"compile_workers": 12}'
 BASE=/tmp/s18_base
 if [ -f "$ROOT/.base/base.tgz" ]; then rm -rf "$BASE"; mkdir -p "$BASE"; tar -xzf "$ROOT/.base/base.tgz" -C "$BASE"; fi

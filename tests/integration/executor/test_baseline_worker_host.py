@@ -143,6 +143,8 @@ def test_the_baselines_run_takes_the_gpus_turn(evaluator: Evaluator) -> None:
             assert time.monotonic() < deadline, "the baseline's run never asked for the GPU's turn"
             time.sleep(0.05)
         assert not measuring[0].done()
+        # as an urgent run: verdicts wait for it, so it goes before the candidates' runs waiting
+        assert [w.urgent for w in evaluator.turns._waiting] == [True]
     outcome = measuring[0].result(timeout=120)
     assert outcome.ok, outcome.message
     assert outcome.timing is not None and outcome.timing.median_ms < CLEAN_MS

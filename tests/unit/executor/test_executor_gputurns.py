@@ -19,16 +19,21 @@ from executor.gputurns import GpuTurns, Kind
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def _order(turns: GpuTurns, kinds: list[Kind], marks: dict[str, tuple[int, bool]] | None = None) -> list[str]:
-    """Hold the turn, queue one run per kind (in that arrival order), let go, and return the order in
-    which the runs got their turns (``kernel1``, ``function0``...). Also checks that no two runs held
-    the turn at once."""
+def _order(
+    turns: GpuTurns,
+    kinds: list[Kind],
+    marks: dict[str, tuple[int, bool]] | None = None,
+    urgent: frozenset[int] = frozenset(),
+) -> list[str]:
+    """Hold the turn, queue one run per kind (in that arrival order; those numbered in ``urgent`` as
+    urgent runs), let go, and return the order in which the runs got their turns (``kernel1``,
+    ``function0``...). Also checks that no two runs held the turn at once."""
     got: list[str] = []
     inside = threading.Semaphore(1)
     overlapped: list[str] = []
 
-    def run(name: str, kind: Kind) -> None:
-        with turns.turn(kind) as mine:
+    def run(name: str, kind: Kind, n: int) -> None:
+        with turns.turn(kind, urgent=n in urgent) as mine:
             if not inside.acquire(blocking=False):
                 overlapped.append(name)
             got.append(name)
@@ -40,7 +45,7 @@ def _order(turns: GpuTurns, kinds: list[Kind], marks: dict[str, tuple[int, bool]
     threads = []
     with turns.turn("function"):
         for n, kind in enumerate(kinds):
-            thread = threading.Thread(target=run, args=(f"{kind}{n}", kind), daemon=True)
+            thread = threading.Thread(target=run, args=(f"{kind}{n}", kind, n), daemon=True)
             thread.start()
             threads.append(thread)
             deadline = time.monotonic() + 5
@@ -51,6 +56,17 @@ def _order(turns: GpuTurns, kinds: list[Kind], marks: dict[str, tuple[int, bool]
         thread.join(timeout=10)
     assert not overlapped, f"two runs held the GPU at once: {overlapped}"
     return got
+
+
+@pytest.mark.parametrize("kernel_first", [False, True])
+def test_an_urgent_run_goes_before_every_run_that_came_earlier(kernel_first: bool) -> None:
+    """A task's naive baseline waits as an urgent run: the verdicts of its first candidates wait for it,
+    so it goes before the runs that came earlier (urgent ones among themselves in arrival order), with
+    or without ``kernel_first`` and whatever the device is doing."""
+    turns = GpuTurns(kernel_first=kernel_first, busy=lambda: True)
+    got = _order(turns, ["function", "kernel", "function", "kernel", "function"], urgent=frozenset({2, 4}))
+    assert got[:2] == ["function2", "function4"]
+    assert sorted(got[2:]) == ["function0", "kernel1", "kernel3"]
 
 
 def test_by_default_runs_go_in_arrival_order_even_while_the_device_is_busy() -> None:
