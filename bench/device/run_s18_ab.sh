@@ -66,7 +66,7 @@ pack() {
     echo "# Session 18: issue 33's cost (this tree against 57d0025, GPU 0) and 1 vs 2 replicas ($(date -u +%FT%TZ))"
     echo; echo "A/B window ${AB} s, scaling window ${SCALE} s, steady after ${STEADY} s; $N GPUs, runtime $RUNTIME"; echo
     if [ ${#RAN[@]} -gt 0 ]; then
-      echo "## Issue 33's cost: the \`long\` queue on one GPU"; echo
+      echo "## Issue 33's cost: the \`${QUEUE_KIND:-long}\` queue on one GPU"; echo
       ( cd "$ROOT" && python3 -m bench.probes.throughput --compare "${RAN[@]}" --max-seconds "$AB" \
         --steady-after "$STEADY" --out "$RES/ab/compare.json" 2>&1 )
       echo
