@@ -254,12 +254,16 @@ def test_the_last_timed_launch_is_checked_on_the_task_timing_set(
 def test_a_fault_in_a_timed_batch_costs_only_its_worker(evaluator: CandidateEvaluator) -> None:
     """An illegal address in one launch of a batch is sticky: it surfaces when the batch is waited
     for, as a CUDA error (or the worker's death), and the next candidate runs normally. (Should the
-    stray write land in mapped memory instead, the timed output is left unwritten.)"""
+    stray write land in mapped memory instead, the timed output is left unwritten.) The driver may
+    also take longer to report the fault than the batch's call limit (2 s + 10 x its launches' time):
+    the worker is then killed by that limit, a timeout (session 20, once in 3 runs on an H200)."""
     source = LATE.replace("AFTER_FIRST_TIMING_LAUNCH", "sums[blockIdx.x + (1 << 28)] = s[0];")
     broken = _evaluate(evaluator, "block_sum", source)
+    why = f"{broken.error}: {broken.message} (run limit: {broken.run_limit})"
     kinds = {ErrorKind.CUDA_ERROR, ErrorKind.CRASH, ErrorKind.UNWRITTEN_OUTPUT}
-    assert broken.error in kinds, broken.message
-    assert broken.stage.value == "timing" and broken.reward == -1.0
+    late_report = broken.error is ErrorKind.TIMEOUT and broken.run_limit is not None
+    assert broken.error in kinds or (late_report and broken.run_limit.stopped_by == "call"), why
+    assert broken.stage.value == "timing" and broken.reward == -1.0, why
     after = _evaluate(evaluator, "block_sum", (ADVERSARIAL / "block_sum_correct.cu").read_text())
     assert after.passed, after.message
 
