@@ -114,6 +114,13 @@ _FILLER = frozenset(
         "keep",
         "keeping",
         "try",
+        # (session 20) "process four outputs per thread", "handle several elements": doing, not which
+        "process",
+        "processing",
+        "handle",
+        "handling",
+        "perform",
+        "performing",
         "some",
         "all",
         "whole",
@@ -126,6 +133,20 @@ _FILLER = frozenset(
         "up",
         "out",
         "instead",
+        # Auxiliary verbs (session 20): "restructure the algorithm to be more suitable for the GPU"
+        *("be", "is", "are", "was", "were", "been", "being", "can", "could", "should", "will", "would"),
+        *("may", "might", "must", "does", "did", "has", "have", "had"),
+        # Where, relative to what (session 20): "tree reduction within a thread block", "work spread
+        # across warps", "some warps load, others compute". The nouns around them say which technique;
+        # the preposition or pronoun does not. ("over", "through" and "inside" stay words: technique
+        # descriptions use them, "read through the texture cache", "launch kernels from inside a kernel".)
+        "within",
+        "across",
+        "among",
+        "other",
+        "others",
+        "another",
+        "wise",
         # Amounts: "four outputs per thread", "4 partial sums", "more work per thread".
         "more",
         "less",
@@ -260,6 +281,10 @@ def _stem(token: str) -> str:
     "eliminating" and "elimination" -> "elimin"; "private", "privatize" -> "priv") when at least four
     letters stay.
     """
+    if token.endswith("wise") and len(token) - 4 >= 3:
+        # "elementwise", "blockwise", "rowwise" are their root's (session 20): "element-wise" reads
+        # "element" and filler "wise"; "-wise" is no "-ise" verb ("elementw" before)
+        return _stem(token[:-4])
     verb_at = token.endswith(_AT_ENDINGS)
     token = _stem_suffixes(token)
     if verb_at and token.endswith("at") and not token.endswith("eat") and len(token) >= 6:
@@ -403,6 +428,8 @@ CONCEPTS: dict[str, str] = {
     "cpu": "host",
     "copy": "transfer",
     "memcpy": "transfer",
+    # "data movement" between host and device is the copies (session 20)
+    "movement": "transfer",
     "fus": "fuse",
     "fusion": "fuse",
     "merg": "fuse",
