@@ -161,6 +161,19 @@ _FILLER = frozenset(
         "sixteen",
     }
 )
+_FILLER_FAMILIES = (
+    "optimization",
+    "optimize",
+    "technique",
+    "implement",
+    "improve",
+    "apply",
+    "use",
+    "introduce",
+)
+"""Filler words whose every form is filler (session 20): "optimizing", "optimized", "optimizations",
+"techniques", "improves", "applies", "uses" stem like them ("Optimizing memory transfers" read an
+unknown word `optim` before, which no technique's words use: its filler noun "optimization" is dropped)."""
 _NUMBER = re.compile(r"^x?\d{1,2}x?$")
 """Small counts ("4 streams", "x8", "4x") say how much, not which technique; "128"(-bit) is kept."""
 _TOKEN = re.compile(r"[a-z0-9_]+")
@@ -358,6 +371,9 @@ def _stem_suffixes(token: str) -> str:
     return token
 
 
+_FILLER_STEMS = frozenset(_stem(w) for w in _FILLER_FAMILIES)
+
+
 _CLAUSE_END = r"(?=[,.;:!?()\[\]]|\s[-\u2013\u2014]\s|\s(?:and|but|so|which|then)\s|$)"
 _CONTRASTS: tuple[re.Pattern[str], ...] = (
     # "pad the tile instead of ...", "rather than ...", "without ...": what follows is not the step.
@@ -408,9 +424,11 @@ def _content_tokens(text: str) -> tuple[str, ...]:
     # "Loop tiling without shared memory" is not about shared memory: what follows "without" is dropped.
     lowered = lowered.split(" without ", 1)[0]
     words = [
-        _stem(t.strip("_") or t)
+        stem
         for t in _TOKEN.findall(lowered)
         if t not in _FILLER and t.strip("_") not in _FILLER and not _NUMBER.match(t)
+        for stem in (_stem(t.strip("_") or t),)
+        if stem not in _FILLER_STEMS
     ]
     out: list[str] = []
     for word in words:

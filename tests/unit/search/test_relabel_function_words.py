@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from search.embeddings import Embedder
 from search.relabel.relabeler import RelabelPolicy, StepInput
-from search.relabel.scoring import separation
+from search.relabel.scoring import load_model, separation
 from search.relabel.taxonomy import Taxonomy, concept_tokens, content_tokens
 from tests.unit.search.test_relabel_precision import _full_graph, _ranked
 
@@ -122,3 +123,38 @@ def test_four_outputs_per_thread_with_its_detail_merges(policy: RelabelPolicy, t
     )
     choice = policy.choose(step, policy.index(_full_graph(taxonomy)))
     assert (choice.outcome, choice.technique) == ("merge", "Thread coarsening"), choice.flags
+
+
+@pytest.mark.parametrize(
+    ("inflected", "plain"),
+    [
+        ("Optimizing memory transfers", "memory transfers"),
+        ("Optimizations of warp divergence", "warp divergence"),
+        ("Optimized atomic operations", "atomic operations"),
+        ("Techniques for coalescing", "coalescing"),
+        ("Improving occupancy", "occupancy"),
+        ("applies loop unrolling", "loop unrolling"),
+        ("uses pinned memory", "pinned memory"),
+    ],
+)
+def test_every_form_of_a_filler_word_is_filler(inflected: str, plain: str) -> None:
+    """ "optimization" was filler but "optimizing" read as a word no technique uses (`optim`)."""
+    assert content_tokens(inflected) == content_tokens(plain)
+    # words that merely start alike stay
+    assert content_tokens("optimal block size") == ["optimal", "block", "size"]
+
+
+def test_optimizing_headings_merge_without_a_taxonomy(embedder: Embedder, taxonomy: Taxonomy) -> None:
+    """Without a taxonomy every word of the name must be the technique's own (the `explained` gate):
+    "optimized" no longer stands in the way."""
+    graph = [
+        t
+        for t in _full_graph(taxonomy)
+        if t.name == "Warp divergence reduction" or t.name == "Parallelization"
+    ]
+    bare = RelabelPolicy(embedder, taxonomy=None, model=load_model())
+    choice = bare.choose(
+        StepInput("Optimized warp divergence handling"),
+        bare.index([t.model_copy(update={"aliases": []}) for t in graph]),
+    )
+    assert (choice.outcome, choice.technique) == ("merge", "Warp divergence reduction"), choice.flags
