@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from search.embeddings import Embedder
-from search.relabel.relabeler import RelabelPolicy, StepInput
+from search.relabel.relabeler import RelabelPolicy, StepInput, name_problem
 from search.relabel.scoring import load_model, separation
 from search.relabel.taxonomy import Taxonomy, concept_tokens, content_tokens
 from tests.unit.search.test_relabel_precision import _full_graph, _ranked
@@ -158,3 +158,15 @@ def test_optimizing_headings_merge_without_a_taxonomy(embedder: Embedder, taxono
         bare.index([t.model_copy(update={"aliases": []}) for t in graph]),
     )
     assert (choice.outcome, choice.technique) == ("merge", "Warp divergence reduction"), choice.flags
+
+
+@pytest.mark.parametrize(
+    "name", ["Optimizing", "Optimizations", "Techniques", "within across", "Improving it"]
+)
+def test_a_name_of_filler_forms_only_is_unusable(
+    policy: RelabelPolicy, taxonomy: Taxonomy, name: str
+) -> None:
+    """Queued with its reason, never created as a technique named "Optimizing"."""
+    assert name_problem(name) == "the name has only filler words"
+    choice = policy.choose(StepInput(name), policy.index(_full_graph(taxonomy)))
+    assert choice.outcome == "undecided" and choice.flags[-1].startswith("name_unusable"), choice
