@@ -936,12 +936,9 @@ WORDS_COVERED = 0.6
 its words alone to separate it (see `separation`)."""
 WORDS_LEAD = 0.25
 """How far that share must lead every other candidate's."""
-NAME_CONFLICT = 0.15
+NAME_CONFLICT = 0.1
 """A name this much nearer (cosine) to another candidate than to the best one points elsewhere: the step
-is queued whatever its detail or code say. (0.1 until session 20: on the own and general sets it queued
-only right merges, "Restructure algorithm to be more suitable for GPU" 0.13 nearer to parallelization,
-"Overlapping the next tile load with the current tile compute" 0.11 nearer to register tiling; at 0.15
-those merge and no own, general or probe decision becomes a false merge. The other gates still apply.)"""
+is queued whatever its detail or code say."""
 
 
 def separation(

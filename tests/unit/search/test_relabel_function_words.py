@@ -170,34 +170,3 @@ def test_a_name_of_filler_forms_only_is_unusable(
     assert name_problem(name) == "the name has only filler words"
     choice = policy.choose(StepInput(name), policy.index(_full_graph(taxonomy)))
     assert choice.outcome == "undecided" and choice.flags[-1].startswith("name_unusable"), choice
-
-
-def test_a_name_points_elsewhere_from_a_lead_of_015() -> None:
-    """0.13 nearer to another candidate by name no longer points elsewhere by itself (the other gates
-    still decide: here the detail separates); 0.16 nearer still does, whatever the detail."""
-    near = _ranked(
-        [
-            {"name_sim": 0.51, "text_sim": 0.80, "unexplained": 0.5},
-            {"name_sim": 0.64, "text_sim": 0.47, "unexplained": 1.0},
-        ]
-    )
-    assert separation(near, name_words=4, detail=True) is None
-    far = _ranked(
-        [
-            {"name_sim": 0.48, "text_sim": 0.80, "unexplained": 0.5},
-            {"name_sim": 0.64, "text_sim": 0.47, "unexplained": 1.0},
-        ]
-    )
-    reason = separation(far, name_words=4, detail=True)
-    assert reason is not None and reason.startswith("name_points_elsewhere"), reason
-
-
-def test_restructuring_nearer_parallelization_by_name_merges(
-    policy: RelabelPolicy, taxonomy: Taxonomy
-) -> None:
-    step = StepInput(
-        "Restructure algorithm to be more suitable for GPU",
-        "Algorithm is changed so each step do not depend on previous one and can run in parallel.",
-    )
-    choice = policy.choose(step, policy.index(_full_graph(taxonomy)))
-    assert (choice.outcome, choice.technique) == ("merge", "Algorithm restructuring"), choice.flags
