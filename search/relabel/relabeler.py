@@ -549,6 +549,15 @@ class RelabelPolicy:
                     else f"name_contradicts: the name says {said}"
                 )
                 choice = RelabelChoice("undecided", name, "model", ranked=choice.ranked, evidence=evidence)
+        if choice.outcome == "merge" or (choice.outcome == "new" and choice.canonical is not None):
+            # A name about looking at a program ("Divergence profiling", "Bank conflict detection") is a
+            # tool or a study of the technique, not the technique: a curator decides (issue 28).
+            studied = index.diagnostic(name, choice.technique)
+            if studied is not None:
+                flags.append(
+                    f"name_diagnostic: the name's {studied!r} studies a program, no word of {choice.technique!r}"
+                )
+                choice = RelabelChoice("undecided", name, "model", ranked=choice.ranked, evidence=evidence)
         if choice.outcome == "merge" and evidence is not None and evidence.parsed:
             target = next((c for c in index.candidates if c.name == choice.technique), None)
             if (

@@ -316,6 +316,20 @@ _CONTRARY_SKIP = LEAD_WORDS | frozenset(concept_tokens("than"))
 """Words between a contrary word and the phrase it turns against ("rather than", "avoid employing")."""
 
 
+_DIAGNOSTIC_WORDS = (
+    "profile profiled profiling profiler profilers detect detecting detection detector debug debugging "
+    "debugger measure measuring measurement measurements analysis analyses analyze analyzing analyse "
+    "analysing analyzer monitor monitoring trace tracing tracer instrument instrumenting instrumentation "
+    "benchmark benchmarking visualize visualizing visualization visualise inspect inspecting inspection "
+    "diagnose diagnosing diagnosis diagnostic diagnostics verify verifying verification validate "
+    "validating validation calculator report reporting"
+)
+"""Words of looking at a program rather than changing it (session 20): a name built around one names a
+tool or a study of the technique ("Bank conflict detection with Nsight Compute", "Divergence
+profiling"), not the technique, unless the technique's own words use it."""
+DIAGNOSTIC_STEMS = frozenset(t for w in _DIAGNOSTIC_WORDS.split() for t in concept_tokens(w))
+
+
 @dataclass(frozen=True)
 class Containment:
     """A candidate whose label the name contains, with only generic words around it."""
@@ -477,6 +491,17 @@ class CandidateIndex:
             {c.name: int(v) for c, v in zip(self.candidates, rare, strict=True)},
             len(words) - len(known),
         )
+
+    def diagnostic(self, name: str, technique: str) -> str | None:
+        """A word of the name that studies a program rather than changes it (`DIAGNOSTIC_STEMS`:
+        "profiling", "detection", "measurement", "calculator") and that `technique`'s own labels and
+        description do not use, or None."""
+        words = [w for w in concept_tokens(name) if w in DIAGNOSTIC_STEMS]
+        if not words:
+            return None
+        owner = next((i for i, c in enumerate(self.candidates) if c.name == technique), None)
+        vocabulary = self._vocab[owner] if owner is not None else frozenset()
+        return next((w for w in words if w not in vocabulary), None)
 
     def containment(self, name: str) -> Containment | None:
         """The one candidate whose label the name contains as a phrase, with only generic words around it.
@@ -930,7 +955,9 @@ def separation(
       the name shares more than one content word with it (or has only one);
     - *each rival on its own*: the name shares two of its words, at most `WORDS_EXPLAINED` unexplained,
       none unknown to every candidate, and every other candidate trails by `SEPARATION_LEAD` on the
-      name, or trails on the name and by `SEPARATION_LEAD` on "name: detail" explaining no more words;
+      name, or trails on the name and by `SEPARATION_LEAD` on "name: detail" explaining no more words,
+      or leads by less than `SEPARATION_LEAD` on the name (or trails by less) and by `SEPARATION_LEAD`
+      on "name: detail" explaining fewer of the name's words;
     - *detail*: the step has a detail and "name: detail" is nearest to its "name: description" by
       `SEPARATION_LEAD`;
     - *code*: the code change supports it more than any other candidate (`evidence_support`);
@@ -995,7 +1022,10 @@ def separation(
     # detail" with no fewer of the name's words explained ("Several outputs per thread" with its detail:
     # a hair nearer to coarsening than to Parallelization's "one thread per output", its detail nearer
     # coarsening's description, all its words coarsening's and half of them Parallelization's; far
-    # from register tiling by name, though register tiling's description is as near).
+    # from register tiling by name, though register tiling's description is as near). Or, session 20,
+    # a hair behind on the name (less than SEPARATION_LEAD) with the detail clearly nearer and more of
+    # the name's words explained ("Process four outputs per thread": 0.01 nearer to Parallelization by
+    # name, a third of its words unexplained by coarsening and two thirds by Parallelization).
     if (
         shared >= 2
         and top[unexplained] <= WORDS_EXPLAINED
@@ -1003,10 +1033,13 @@ def separation(
         and all(
             top[name_sim] - o[name_sim] >= SEPARATION_LEAD
             or (
-                top[name_sim] > o[name_sim]
-                and detail
+                detail
                 and top[text_sim] - o[text_sim] >= SEPARATION_LEAD
-                and top[unexplained] <= o[unexplained]
+                and (
+                    (top[name_sim] > o[name_sim] and top[unexplained] <= o[unexplained])
+                    # a hair behind on the name, but more of its words explained (session 20)
+                    or (top[name_sim] > o[name_sim] - SEPARATION_LEAD and top[unexplained] < o[unexplained])
+                )
             )
             for o in others
         )

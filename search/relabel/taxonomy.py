@@ -114,6 +114,13 @@ _FILLER = frozenset(
         "keep",
         "keeping",
         "try",
+        # (session 20) "process four outputs per thread", "handle several elements": doing, not which
+        "process",
+        "processing",
+        "handle",
+        "handling",
+        "perform",
+        "performing",
         "some",
         "all",
         "whole",
@@ -126,6 +133,20 @@ _FILLER = frozenset(
         "up",
         "out",
         "instead",
+        # Auxiliary verbs (session 20): "restructure the algorithm to be more suitable for the GPU"
+        *("be", "is", "are", "was", "were", "been", "being", "can", "could", "should", "will", "would"),
+        *("may", "might", "must", "does", "did", "has", "have", "had"),
+        # Where, relative to what (session 20): "tree reduction within a thread block", "work spread
+        # across warps", "some warps load, others compute". The nouns around them say which technique;
+        # the preposition or pronoun does not. ("over", "through" and "inside" stay words: technique
+        # descriptions use them, "read through the texture cache", "launch kernels from inside a kernel".)
+        "within",
+        "across",
+        "among",
+        "other",
+        "others",
+        "another",
+        "wise",
         # Amounts: "four outputs per thread", "4 partial sums", "more work per thread".
         "more",
         "less",
@@ -140,6 +161,19 @@ _FILLER = frozenset(
         "sixteen",
     }
 )
+_FILLER_FAMILIES = (
+    "optimization",
+    "optimize",
+    "technique",
+    "implement",
+    "improve",
+    "apply",
+    "use",
+    "introduce",
+)
+"""Filler words whose every form is filler (session 20): "optimizing", "optimized", "optimizations",
+"techniques", "improves", "applies", "uses" stem like them ("Optimizing memory transfers" read an
+unknown word `optim` before, which no technique's words use: its filler noun "optimization" is dropped)."""
 _NUMBER = re.compile(r"^x?\d{1,2}x?$")
 """Small counts ("4 streams", "x8", "4x") say how much, not which technique; "128"(-bit) is kept."""
 _TOKEN = re.compile(r"[a-z0-9_]+")
@@ -260,6 +294,10 @@ def _stem(token: str) -> str:
     "eliminating" and "elimination" -> "elimin"; "private", "privatize" -> "priv") when at least four
     letters stay.
     """
+    if token.endswith("wise") and len(token) - 4 >= 3:
+        # "elementwise", "blockwise", "rowwise" are their root's (session 20): "element-wise" reads
+        # "element" and filler "wise"; "-wise" is no "-ise" verb ("elementw" before)
+        return _stem(token[:-4])
     verb_at = token.endswith(_AT_ENDINGS)
     token = _stem_suffixes(token)
     if verb_at and token.endswith("at") and not token.endswith("eat") and len(token) >= 6:
@@ -333,6 +371,9 @@ def _stem_suffixes(token: str) -> str:
     return token
 
 
+_FILLER_STEMS = frozenset(_stem(w) for w in _FILLER_FAMILIES)
+
+
 _CLAUSE_END = r"(?=[,.;:!?()\[\]]|\s[-\u2013\u2014]\s|\s(?:and|but|so|which|then)\s|$)"
 _CONTRASTS: tuple[re.Pattern[str], ...] = (
     # "pad the tile instead of ...", "rather than ...", "without ...": what follows is not the step.
@@ -383,9 +424,11 @@ def _content_tokens(text: str) -> tuple[str, ...]:
     # "Loop tiling without shared memory" is not about shared memory: what follows "without" is dropped.
     lowered = lowered.split(" without ", 1)[0]
     words = [
-        _stem(t.strip("_") or t)
+        stem
         for t in _TOKEN.findall(lowered)
         if t not in _FILLER and t.strip("_") not in _FILLER and not _NUMBER.match(t)
+        for stem in (_stem(t.strip("_") or t),)
+        if stem not in _FILLER_STEMS
     ]
     out: list[str] = []
     for word in words:
@@ -403,6 +446,8 @@ CONCEPTS: dict[str, str] = {
     "cpu": "host",
     "copy": "transfer",
     "memcpy": "transfer",
+    # "data movement" between host and device is the copies (session 20)
+    "movement": "transfer",
     "fus": "fuse",
     "fusion": "fuse",
     "merg": "fuse",
