@@ -89,6 +89,11 @@ class BaselineTimings:
         """The timing stored for ``device`` and ``key``; None when there is none, it cannot be read, it
         was not measured by a baseline worker (:data:`BASELINE_WORKER`), or it is stale (measured more
         than ``max_age_s`` ago, or in the future)."""
+        found = self.load_aged(device, key, now)
+        return None if found is None else found[0]
+
+    def load_aged(self, device: str, key: str, now: float | None = None) -> tuple[TimingStats, float] | None:
+        """As :meth:`load`, with the timing's age in seconds."""
         path = self._path(device, key)
         try:
             entry = json.loads(path.read_text())
@@ -108,7 +113,7 @@ class BaselineTimings:
         age = (time.time() if now is None else now) - measured_at
         if not 0 <= age <= self.max_age_s:
             return None
-        return stats
+        return stats, age
 
     def save(
         self,

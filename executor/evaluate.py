@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import logging
+import math
 import secrets
 import threading
 import time
@@ -74,6 +75,9 @@ class Evaluator:
         )
         self.compiler = Compiler.from_settings(settings, self.arch, remote=remote_builds)
         self._timing_cache: dict[tuple[str, str], TimingStats] = {}
+        # When each baseline timing in memory goes stale (time.monotonic()): as on disk, after
+        # baseline_timing_max_age_s from its measurement, so a long-running executor times it again.
+        self._baseline_stale_at: dict[tuple[str, str], float] = {}
         self._cache_lock = threading.Lock()
         # The naive baselines' timings on disk, shared with the host's other executors and kept across
         # restarts (executor.basetiming); used once this evaluator knows its device's model (from the
@@ -722,7 +726,8 @@ class Evaluator:
         """The measurement of ``task``'s naive baseline in a worker of its own (:mod:`executor.baseline`)
         and whether it was started here: queued now (at most the setting ``baseline_workers`` run at once) unless
         its timing is known or wanted by none (then None), or already under way (then that one; one that
-        failed is tried again after ``RETRY_AFTER_S``, unless its naive.cu does not compile)."""
+        failed is tried again after ``RETRY_AFTER_S``, unless its naive.cu does not compile; one whose
+        timing went stale after ``baseline_timing_max_age_s``, as well)."""
         if not self.wants_baseline(task, options, runtime) or self._cached_timing("baseline", task, options):
             return None
         key = baseline_key(task, options)
@@ -735,11 +740,15 @@ class Evaluator:
                 running, started = known
                 # a failure is tried again later, one of a naive.cu that does not compile never (its
                 # compile cache would say the same)
-                retry = (
-                    running.done()
-                    and not running.result().ok
-                    and running.result().message != baseline_worker.NOT_BUILT
-                    and time.monotonic() - started >= baseline_worker.RETRY_AFTER_S
+                age = time.monotonic() - started
+                retry = running.done() and (
+                    # a timing that has gone stale (it is no longer kept: checked above)
+                    (running.result().ok and age >= self.settings.baseline_timing_max_age_s)
+                    or (
+                        not running.result().ok
+                        and running.result().message != baseline_worker.NOT_BUILT
+                        and age >= baseline_worker.RETRY_AFTER_S
+                    )
                 )
                 if not retry:
                     return running, False
@@ -841,7 +850,9 @@ class Evaluator:
         it)."""
         assert outcome.timing is not None
         with self._cache_lock:
-            self._timing_cache[_baseline_memory(task, options)] = outcome.timing
+            key = _baseline_memory(task, options)
+            self._timing_cache[key] = outcome.timing
+            self._baseline_stale_at[key] = time.monotonic() + self.settings.baseline_timing_max_age_s
         if self.device is None and outcome.device:
             self.device = outcome.device
         if self._baselines is not None and outcome.device:
@@ -863,17 +874,25 @@ class Evaluator:
             if what != "baseline" or options is None
             else _baseline_memory(task, options)
         )
+        now = time.monotonic()
         with self._cache_lock:
             known = self._timing_cache.get(key)
+            if known is not None and now >= self._baseline_stale_at.get(key, math.inf):
+                del self._timing_cache[key], self._baseline_stale_at[key]
+                known = None
         if known is not None or what != "baseline" or options is None:
             return known
         if self._baselines is None or self.device is None:
             return None
-        stored = self._baselines.load(self.device, baseline_key(task, options))
-        if stored is not None:
-            with self._cache_lock:
-                self._timing_cache.setdefault(key, stored)
-        return stored
+        stored = self._baselines.load_aged(self.device, baseline_key(task, options))
+        if stored is None:
+            return None
+        timing, age = stored
+        with self._cache_lock:
+            if key not in self._timing_cache:
+                self._timing_cache[key] = timing
+                self._baseline_stale_at[key] = now + self.settings.baseline_timing_max_age_s - age
+        return timing
 
     def _remember(
         self, what: Literal["reference"], task: FunctionTask | KernelTask, stats: TimingStats

@@ -209,3 +209,43 @@ def test_a_baseline_that_crashes_or_does_not_build_is_an_outcome(
         pool.close()
     assert not crashed.ok and crashed.timing is None and "during baseline" in crashed.message, crashed.message
     assert not unbuilt.ok and "does not compile" in unbuilt.message
+
+
+def test_a_kept_baseline_is_measured_again_once_it_is_stale(tmp_path: Path) -> None:
+    """A long-running executor does not keep a baseline timing in memory longer than the host's store
+    keeps it (``baseline_timing_max_age_s``): once stale, the task's next evaluation measures it again."""
+    try:
+        find_toolchain()
+    except ToolchainError:
+        pytest.skip("no nvcc here")
+    max_age_s = 3.0
+    settings = ExecutorSettings(
+        cache_dir=tmp_path / "cache",
+        runtime="host",
+        run_timeout_s=120,
+        host_baseline=True,
+        prepare_next=False,
+        baseline_timing_max_age_s=max_age_s,
+    )
+    evaluator = Evaluator(settings)
+    try:
+        task = _task(NAIVE + "// stale\n")
+        reference = build_reference(task, settings.cache_dir)
+        first = evaluator._measure_baseline(task, OPTIONS, "host", reference)
+        assert first is not None and first[1] is True
+        outcome = first[0].result(timeout=120)
+        kept_at = time.monotonic()
+        assert outcome.ok, outcome.message
+        assert evaluator._cached_timing("baseline", task, OPTIONS) == outcome.timing
+        # still fresh: the same measurement is joined, no new one
+        joined = evaluator._measure_baseline(task, OPTIONS, "host", reference)
+        assert joined is None or joined[0] is first[0]
+        time.sleep(max(0.0, kept_at + max_age_s + 0.2 - time.monotonic()))
+        assert evaluator._cached_timing("baseline", task, OPTIONS) is None
+        again = evaluator._measure_baseline(task, OPTIONS, "host", reference)
+        assert again is not None and again[1] is True and again[0] is not first[0]
+        remeasured = again[0].result(timeout=120)
+        assert remeasured.ok, remeasured.message
+        assert evaluator._cached_timing("baseline", task, OPTIONS) == remeasured.timing
+    finally:
+        evaluator.close()
