@@ -81,7 +81,8 @@ class Evaluator:
         self._cache_lock = threading.Lock()
         # The naive baselines' timings on disk, shared with the host's other executors and kept across
         # restarts (executor.basetiming); used once this evaluator knows its device's model (from the
-        # first run's outcome: the parent process never opens the device itself).
+        # device's figures, measured by a worker of their own, or the first run's outcome: the parent
+        # process never opens the device itself).
         self._baselines = (
             BaselineTimings(settings.cache_dir / "baseline-timings", settings.baseline_timing_max_age_s)
             if settings.baseline_timing_cache
@@ -728,7 +729,10 @@ class Evaluator:
         its timing is known or wanted by none (then None), or already under way (then that one; one that
         failed is tried again after ``RETRY_AFTER_S``, unless its naive.cu does not compile; one whose
         timing went stale after ``baseline_timing_max_age_s``, as well)."""
-        if not self.wants_baseline(task, options, runtime) or self._cached_timing("baseline", task, options):
+        if not self.wants_baseline(task, options, runtime):
+            return None
+        self._know_device(runtime)
+        if self._cached_timing("baseline", task, options):
             return None
         key = baseline_key(task, options)
         future: Future[BaselineOutcome] = Future()
@@ -796,6 +800,17 @@ class Evaluator:
                 self._baseline_runs.pop(key, None)
             return None
         return future, True
+
+    def _know_device(self, runtime: str) -> None:
+        """Learn this evaluator's device model before its first run, from the device's figures (measured
+        once per process by a worker of their own, :mod:`executor.peak`, which the first candidate needs
+        anyway), so that the host's stored baseline timings are found from the start: after a restart,
+        a task prepared before the first verdict no longer times its baseline again."""
+        if self.device is not None or self._baselines is None or runtime != self.pool.runtime:
+            return
+        model = device_peak(self.pool, self.settings.cache_dir).model
+        if model and self.device is None:
+            self.device = model
 
     def _naive_product(self, task: FunctionTask | KernelTask) -> str | None:
         """The build of the task's ``naive.cu`` (from the compile cache after the first); None when it

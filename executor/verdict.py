@@ -242,3 +242,8 @@ class DevicePeak(BaseModel):
     host_cache_bytes: int = 0
     source: Literal["measured", "datasheet", "default"] = "measured"
     note: str = ""
+    model: str = Field(
+        default="",
+        description="the device as its workers name it (e.g. 'NVIDIA H200 (sm_90)', 'host-cpu'): the key "
+        "of the host's naive-baseline timings; '' when not measured",
+    )

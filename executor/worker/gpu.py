@@ -127,6 +127,7 @@ class GpuContext:
             host_gbps=measure_host_gbps(),
             l2_bytes=int(self.dev.get_attribute(cuda.device_attribute.L2_CACHE_SIZE)),
             host_cache_bytes=host_cache_bytes(),
+            model=self.device,
         )
 
     def reset_timing_state(self) -> None:

@@ -84,6 +84,7 @@ def host_peak() -> DevicePeak:
         d2h_gbps=gbps,
         host_gbps=gbps,
         host_cache_bytes=host_cache_bytes(),
+        model=Runtime.device,
     )
 
 

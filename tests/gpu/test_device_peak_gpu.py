@@ -33,6 +33,8 @@ def test_the_executor_measures_the_gpu_in_a_worker_of_its_own(tmp_path: Path) ->
         sheet = floor.datasheet_peak(measured.name)
         assert measured.dram_gbps > sheet.dram_gbps / 4, (measured, sheet)  # a real copy, not a stub
         assert measured.l2_bytes > 0 and measured.launch_us > 0
+        # named as the candidate and baseline workers name the device (the baseline store's key)
+        assert measured.model.startswith(f"{measured.name} (sm_"), measured.model
         kept = peak.device_peak(pool, tmp_path / "cache")
         assert kept.source == "measured"
         assert floor.stored_peak(tmp_path / "cache" / "device-peak", kept.name) == kept

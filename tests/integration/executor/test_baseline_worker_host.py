@@ -249,3 +249,38 @@ def test_a_kept_baseline_is_measured_again_once_it_is_stale(tmp_path: Path) -> N
         assert evaluator._cached_timing("baseline", task, OPTIONS) == remeasured.timing
     finally:
         evaluator.close()
+
+
+def test_a_restarted_executor_finds_the_stored_baseline_before_its_first_verdict(tmp_path: Path) -> None:
+    """The host's stored baseline timings are keyed by the device's model, which an executor used to
+    learn only from its first run's outcome: after a restart, a task prepared before the first verdict
+    timed its baseline again. The device's figures (measured by a worker of their own) name the model,
+    so the restarted executor finds the stored timing at once."""
+    try:
+        find_toolchain()
+    except ToolchainError:
+        pytest.skip("no nvcc here")
+    settings = ExecutorSettings(
+        cache_dir=tmp_path / "cache",
+        runtime="host",
+        run_timeout_s=120,
+        host_baseline=True,
+        prepare_next=False,
+    )
+    task = _task(NAIVE + "// restarted\n")
+    before = Evaluator(settings)
+    try:
+        reference = build_reference(task, settings.cache_dir)
+        measuring = before._measure_baseline(task, OPTIONS, "host", reference)
+        assert measuring is not None
+        outcome = measuring[0].result(timeout=120)
+        assert outcome.ok and outcome.timing is not None, outcome.message
+    finally:
+        before.close()
+    after = Evaluator(settings)  # the same host's cache, a new process's evaluator: no run yet
+    try:
+        assert after._measure_baseline(task, OPTIONS, "host", reference) is None  # nothing to measure
+        assert after._cached_timing("baseline", task, OPTIONS) == outcome.timing
+        assert not after._baseline_runs
+    finally:
+        after.close()
