@@ -62,18 +62,19 @@ def _task(naive: str = NAIVE) -> FunctionTask | KernelTask:
     return parse_task({**spec, "reference_source": HEAD + BODY + " }", "naive_source": naive})
 
 
-@pytest.fixture(scope="module")
-def evaluator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Evaluator]:
+def _settings(cache: Path, **more: object) -> ExecutorSettings:
+    """The host runtime with baselines timed (skips where there is no nvcc to build them)."""
     try:
         find_toolchain()
     except ToolchainError:
         pytest.skip("no nvcc here")
-    cache = tmp_path_factory.mktemp("baseline-worker") / "cache"
-    built = Evaluator(
-        ExecutorSettings(
-            cache_dir=cache, runtime="host", run_timeout_s=120, host_baseline=True, prepare_next=False
-        )
-    )
+    fields = {"runtime": "host", "run_timeout_s": 120, "host_baseline": True, "prepare_next": False, **more}
+    return ExecutorSettings.model_validate({"cache_dir": cache, **fields})
+
+
+@pytest.fixture(scope="module")
+def evaluator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Evaluator]:
+    built = Evaluator(_settings(tmp_path_factory.mktemp("baseline-worker") / "cache"))
     try:
         yield built
     finally:
@@ -214,19 +215,8 @@ def test_a_baseline_that_crashes_or_does_not_build_is_an_outcome(
 def test_a_kept_baseline_is_measured_again_once_it_is_stale(tmp_path: Path) -> None:
     """A long-running executor does not keep a baseline timing in memory longer than the host's store
     keeps it (``baseline_timing_max_age_s``): once stale, the task's next evaluation measures it again."""
-    try:
-        find_toolchain()
-    except ToolchainError:
-        pytest.skip("no nvcc here")
     max_age_s = 3.0
-    settings = ExecutorSettings(
-        cache_dir=tmp_path / "cache",
-        runtime="host",
-        run_timeout_s=120,
-        host_baseline=True,
-        prepare_next=False,
-        baseline_timing_max_age_s=max_age_s,
-    )
+    settings = _settings(tmp_path / "cache", baseline_timing_max_age_s=max_age_s)
     evaluator = Evaluator(settings)
     try:
         task = _task(NAIVE + "// stale\n")
@@ -256,17 +246,7 @@ def test_a_restarted_executor_finds_the_stored_baseline_before_its_first_verdict
     learn only from its first run's outcome: after a restart, a task prepared before the first verdict
     timed its baseline again. The device's figures (measured by a worker of their own) name the model,
     so the restarted executor finds the stored timing at once."""
-    try:
-        find_toolchain()
-    except ToolchainError:
-        pytest.skip("no nvcc here")
-    settings = ExecutorSettings(
-        cache_dir=tmp_path / "cache",
-        runtime="host",
-        run_timeout_s=120,
-        host_baseline=True,
-        prepare_next=False,
-    )
+    settings = _settings(tmp_path / "cache")
     task = _task(NAIVE + "// restarted\n")
     before = Evaluator(settings)
     try:
