@@ -296,6 +296,8 @@ class Evaluator:
             return _reference_failure(task, Stage.COMPILE, str(e), compiled, seconds)
         # The naive baseline, timed by a worker of its own beside this evaluation when not known yet.
         measuring = self._measure_baseline(task, options, runtime, reference)
+        # the timing kept now, should it go stale before the verdict (it is not measured again for this one)
+        kept_baseline = self._cached_timing("baseline", task, options) if measuring is None else None
         key = self._prepared_key(task, options, runtime)
         ref_started = time.perf_counter()
         self.wait_for_preparation()
@@ -401,7 +403,9 @@ class Evaluator:
             if outcome.reference_timing is not None:
                 speedup = outcome.reference_timing.median_ms / cand.median_ms
             # Never a baseline timed in the candidate's process (its worker times none): the clean one.
-            baseline_timing = self._baseline_timing(task, options, runtime, measuring, seconds, cancelled)
+            baseline_timing = self._baseline_timing(
+                task, options, runtime, measuring, seconds, cancelled, kept_baseline
+            )
             if baseline_timing is not None:
                 baseline_speedup = baseline_timing.median_ms / cand.median_ms
         # Correct but not timed (run_timing=False) gives no speedup: reward stays None, not -1.
@@ -561,7 +565,8 @@ class Evaluator:
         if not self.wants_baseline(task, options, self._task_runtime(task)):
             return False
         with self._baseline_lock:
-            if baseline_key(task, options) in self._baseline_runs:
+            known = self._baseline_runs.get(baseline_key(task, options))
+            if known is not None and not self._due_again(*known):
                 return False
         return self._cached_timing("baseline", task, options) is None
 
@@ -740,22 +745,11 @@ class Evaluator:
             if self._closing.is_set():
                 return None
             known = self._baseline_runs.get(key)
-            if known is not None:
-                running, started = known
-                # a failure is tried again later, one of a naive.cu that does not compile never (its
-                # compile cache would say the same)
-                age = time.monotonic() - started
-                retry = running.done() and (
-                    # a timing that has gone stale (it is no longer kept: checked above)
-                    (running.result().ok and age >= self.settings.baseline_timing_max_age_s)
-                    or (
-                        not running.result().ok
-                        and running.result().message != baseline_worker.NOT_BUILT
-                        and age >= baseline_worker.RETRY_AFTER_S
-                    )
-                )
-                if not retry:
-                    return running, False
+            if known is not None and not self._due_again(*known):
+                return known[0], False
+            # a retry after a failure waits its turn as the candidates' runs do (it may fail again,
+            # holding the GPU up to the run limit); a first or a stale timing's measurement is urgent
+            urgent = known is None or known[0].result().ok
             self._baseline_runs[key] = (future, time.monotonic())
         job = WorkerJob(
             task=task,
@@ -784,7 +778,7 @@ class Evaluator:
                     # its run takes the GPU's turn as a function candidate's does: without it, its
                     # trials' locks and a kernel run's, taken in the other order, deadlock. It goes
                     # before the runs waiting: verdicts whose candidates have run wait for it.
-                    turn=lambda: self.turns.turn("function", self._closing, urgent=True),
+                    turn=lambda: self.turns.turn("function", self._closing, urgent=urgent),
                 )
                 if outcome.ok and outcome.timing is not None:
                     self._keep_baseline(task, options, outcome)
@@ -800,6 +794,18 @@ class Evaluator:
                 self._baseline_runs.pop(key, None)
             return None
         return future, True
+
+    def _due_again(self, running: Future[BaselineOutcome], started: float) -> bool:
+        """Whether a baseline measurement started at ``started`` (``time.monotonic()``) is to be made
+        again: done, and its timing gone stale (``baseline_timing_max_age_s``: it is no longer kept), or
+        failed at least ``RETRY_AFTER_S`` ago (one of a naive.cu that does not compile never: its
+        compile cache would say the same)."""
+        if not running.done():
+            return False
+        age, outcome = time.monotonic() - started, running.result()
+        if outcome.ok:
+            return age >= self.settings.baseline_timing_max_age_s
+        return outcome.message != baseline_worker.NOT_BUILT and age >= baseline_worker.RETRY_AFTER_S
 
     def _know_device(self, runtime: str) -> None:
         """Learn this evaluator's device model before its first run, from the device's figures (measured
@@ -833,14 +839,16 @@ class Evaluator:
         measuring: tuple[Future[BaselineOutcome], bool] | None,
         seconds: dict[str, float],
         cancelled: threading.Event | None,
+        kept: TimingStats | None = None,
     ) -> TimingStats | None:
         """The naive baseline's timing for a timed candidate's verdict: the result of the measurement
         this evaluation started or joined (``measuring``: its future, and whether it was started here),
-        waited for; else as kept (memory, or the host's store)."""
+        waited for; else as kept (memory, or the host's store), or ``kept`` (as kept when the evaluation
+        began) when that has gone stale meanwhile."""
         if not self.wants_baseline(task, options, runtime):
             return None
         if measuring is None:
-            return self._cached_timing("baseline", task, options)
+            return self._cached_timing("baseline", task, options) or kept
         waited = time.perf_counter()
         while True:
             try:

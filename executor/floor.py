@@ -170,7 +170,9 @@ def believed(peak: DevicePeak, name: str) -> DevicePeak:
     if reason is None:
         return peak
     logger.warning("the figures of %s are not believed; the datasheet's bound it: %s", name, reason)
-    return datasheet_peak(name, note=f"not believed: {reason}")
+    sheet = datasheet_peak(name, note=f"not believed: {reason}")
+    # the device is still the one measured: its model names the host's baseline timings
+    return sheet.model_copy(update={"model": peak.model}) if peak.name == name else sheet
 
 
 def _path(directory: Path, name: str) -> Path:

@@ -99,10 +99,11 @@ class ExecutorSettings(BaseSettings):
         "trials. (Until 2026-11-29 the candidate's worker made them: it timed the baseline too.)",
     )
     baseline_workers: int = Field(
-        default=8,
+        default_factory=lambda: min(8, default_compile_workers(os.cpu_count())),
         ge=1,
         le=64,
-        description="naive baselines measured at once by one executor (executor.baseline: each a worker with "
+        description="naive baselines measured at once by one executor (default 8, or compile_workers' default "
+        "where that is less; executor.baseline: each a worker with "
         "its CUDA context, the task's timing sets and their copies, and an nvcc build of naive.cu). The "
         "verdicts of a task's first candidates wait for its baseline, so with too few a batch of new tasks "
         "queues here while the GPU stands idle: with 2, a mixed queue of first evaluations on one H200 ran "

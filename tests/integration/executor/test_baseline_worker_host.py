@@ -232,6 +232,11 @@ def test_a_kept_baseline_is_measured_again_once_it_is_stale(tmp_path: Path) -> N
         assert joined is None or joined[0] is first[0]
         time.sleep(max(0.0, kept_at + max_age_s + 0.2 - time.monotonic()))
         assert evaluator._cached_timing("baseline", task, OPTIONS) is None
+        # a verdict whose evaluation began while the timing was kept still gets it
+        kept = outcome.timing
+        assert evaluator._baseline_timing(task, OPTIONS, "host", None, {}, None, kept) == kept
+        # and a job that knows its task (prepare_task) has it measured again ahead of its candidates
+        assert evaluator._baseline_unknown(task, OPTIONS)
         again = evaluator._measure_baseline(task, OPTIONS, "host", reference)
         assert again is not None and again[1] is True and again[0] is not first[0]
         remeasured = again[0].result(timeout=120)
@@ -264,3 +269,28 @@ def test_a_restarted_executor_finds_the_stored_baseline_before_its_first_verdict
         assert not after._baseline_runs
     finally:
         after.close()
+
+
+def test_a_retry_after_a_failed_baseline_waits_its_turn_as_the_candidates_do(evaluator: Evaluator) -> None:
+    """A first measurement is an urgent turn (verdicts wait for it); a retry after a failure is not: it
+    may fail again, holding the GPU up to the run limit, ahead of candidates that wait for nothing of it."""
+    task = _task(HEAD + "if (n > 0) __builtin_trap(); }\n// retried\n")
+    reference = build_reference(task, evaluator.settings.cache_dir)
+    first = evaluator._measure_baseline(task, OPTIONS, "host", reference)
+    assert first is not None
+    failed = first[0].result(timeout=120)
+    assert not failed.ok and failed.message != baseline.NOT_BUILT, failed.message
+    with evaluator._baseline_lock:  # as if the retry delay had passed
+        evaluator._baseline_runs[baseline_key(task, OPTIONS)] = (
+            first[0],
+            time.monotonic() - 2 * baseline.RETRY_AFTER_S,
+        )
+    with evaluator.turns.turn("kernel"):  # a candidate's run holds the GPU
+        again = evaluator._measure_baseline(task, OPTIONS, "host", reference)
+        assert again is not None and again[1] is True
+        deadline = time.monotonic() + 60
+        while evaluator.turns.waiting() != ["function"]:
+            assert time.monotonic() < deadline, "the retry never asked for the GPU's turn"
+            time.sleep(0.05)
+        assert [w.urgent for w in evaluator.turns._waiting] == [False]
+    assert not again[0].result(timeout=120).ok

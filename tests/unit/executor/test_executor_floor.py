@@ -10,6 +10,7 @@ import pytest
 from executor import timingset
 from executor.floor import (
     DATASHEET,
+    believed,
     datasheet_peak,
     device_peak,
     keep_peak,
@@ -132,6 +133,17 @@ def test_a_measurement_above_the_datasheet_falls_back_to_it_and_is_not_kept(tmp_
     peak = device_peak(tmp_path, "NVIDIA H200", too_fast)
     assert peak.source == "datasheet" and peak.dram_gbps == 4800.0 and "not believed" in peak.note
     assert not list(tmp_path.iterdir())
+
+
+def test_figures_not_believed_keep_the_measured_device_s_model() -> None:
+    """The datasheet stands in for implausible figures, but the device is still the one measured: its
+    model (the key of the host's stored baseline timings) is kept; a record of another device's is not."""
+    measured = PEAK.model_copy(
+        update={"name": "NVIDIA H200", "dram_gbps": 50_000.0, "model": "NVIDIA H200 (sm_90)"}
+    )
+    peak = believed(measured, "NVIDIA H200")
+    assert peak.source == "datasheet" and peak.model == "NVIDIA H200 (sm_90)"
+    assert believed(measured, "NVIDIA H100").model == ""
 
 
 def test_timing_set_variants_have_their_own_seeds_and_directories(saxpy: FunctionTask | KernelTask) -> None:
