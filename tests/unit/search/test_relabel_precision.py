@@ -280,6 +280,14 @@ def test_a_name_mostly_of_its_own_words_is_not_separated() -> None:
         [{**dict(zip(FEATURES, lead.features[0], strict=True)), "unexplained": 0.5}, {"name_sim": 0.4}]
     )
     assert separation(half, name_words=4, detail=False, coverage=own) is None
+    # half the name unexplained, two words no candidate's, and nothing but the name (no detail, code or
+    # mention): the shared half is only the head ("Sliced K - reduction across warps", dev2 d078)
+    bare_half = _ranked(
+        [{**dict(zip(FEATURES, half.features[0], strict=True)), "mentions": 0.0}, {"name_sim": 0.4}]
+    )
+    reason = separation(bare_half, name_words=4, detail=False, coverage=own)
+    assert reason is not None and reason.startswith("name_unexplained")
+    assert separation(bare_half, name_words=4, detail=False, coverage=one) is None
 
 
 def test_separation_by_telling_words() -> None:
