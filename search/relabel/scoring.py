@@ -927,7 +927,8 @@ words the best candidate lacks needs a lead of 0.09 on the name alone ("Checkpoi
 host memory" is not zero-copy host memory for being a hair nearer to it than to pinned memory)."""
 OWN_WORDS = 2
 """A name with this many words that no candidate uses, and more than half of its words missing from the
-best candidate's, is not separated by anything (see `separation`)."""
+best candidate's (half, when the name is the only evidence), is not separated by anything (see
+`separation`)."""
 WORDS_EXPLAINED = 1.0 / 3.0
 """At most this share of the name's content words may be missing from the best candidate's labels and
 description for its words to separate it (with its description, see `separation`)."""
@@ -973,8 +974,9 @@ def separation(
 
     And whatever the detail or code say, a name `NAME_CONFLICT` nearer to another candidate points
     elsewhere: name and detail disagree, and a curator decides; and a name more than half of whose
-    content words the best candidate lacks, `OWN_WORDS` of them used by no candidate, may name what the
-    graph lacks ("Bank conflict detection with Nsight Compute"): a curator decides too.
+    content words the best candidate lacks (half, when the name is all the step says: no detail, no code
+    support, no mention), `OWN_WORDS` of them used by no candidate, may name what the graph lacks ("Bank
+    conflict detection with Nsight Compute", "Sliced K - reduction across warps"): a curator decides too.
     """
     if len(ranked.names) < 2:
         return None
@@ -989,10 +991,17 @@ def separation(
             f"name_points_elsewhere: the name is nearer to {ranked.names[1 + nearest]!r} "
             f"({others[nearest][name_sim]:.2f}) than to {ranked.names[0]!r} ({top[name_sim]:.2f})"
         )
-    if coverage is not None and coverage.unknown >= OWN_WORDS and top[unexplained] > 0.5:
+    name_only = not detail and top[support] <= 0.0 and top[mentions] <= 0.0
+    if (
+        coverage is not None
+        and coverage.unknown >= OWN_WORDS
+        and (top[unexplained] > 0.5 or (top[unexplained] >= 0.5 and name_only))
+    ):
         # most of the name is not the best candidate's, and some of it no technique's at all: it may name
         # what the graph lacks ("Bank conflict detection with Nsight Compute", "Emulating double
-        # precision with pairs of floats"), whatever its shared words, mentions or code say
+        # precision with pairs of floats"), whatever its shared words, mentions or code say. Half of it
+        # too when the name is all the evidence (no detail, code or mention): "Sliced K - reduction
+        # across warps" shares only its head ("reduction", "warp") with the warp shuffle reduction.
         return (
             f"name_unexplained: {top[unexplained]:.0%} of the name's words are not {ranked.names[0]!r}'s, "
             f"{coverage.unknown} of them no technique's"

@@ -159,6 +159,9 @@ _FILLER = frozenset(
         "four",
         "eight",
         "sixteen",
+        # Hedges (issue 28, dev2): "use single-precision when possible", "only where necessary", "if
+        # needed" say when to apply a technique, not which one.
+        *("possible", "possibly", "necessary", "needed"),
     }
 )
 _FILLER_FAMILIES = (

@@ -24,6 +24,10 @@ from tests.unit.search.test_relabel_precision import _full_graph, _ranked
         ("Restructure the algorithm to be more suitable for GPUs", "restructure algorithm suitable gpus"),
         ("Process eight outputs per thread", "outputs per thread"),
         ("Handle several elements in each thread", "elements thread"),
+        # hedges (issue 28, dev2): when to apply it, not which technique
+        ("Use single-precision when possible", "single-precision when"),
+        ("Unroll loops where necessary", "unroll loops where"),
+        ("Pin host buffers if needed", "pin host buffers if"),
     ],
 )
 def test_function_words_are_filler(wordy: str, plain: str) -> None:

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from bench.probes.relabel_bench import OUTSIDE_DATA, PARTIAL_GRAPH, fit, load_outside_items
+from bench.probes.relabel_bench import OUTSIDE_DATA, PARTIAL_GRAPH, Item, fit, load_outside_items
 from graphdb.models import Technique, utc_now
 from search.embeddings import Embedder
 from search.relabel.relabeler import (
@@ -49,18 +49,25 @@ def _plain(text: str) -> str:
     return re.sub(r"\s+", " ", text.replace("_", " ")).strip().lower()
 
 
-def test_outside_set_has_sources_and_no_taxonomy_label(taxonomy: Taxonomy) -> None:
-    items = load_outside_items()
-    assert len(items) >= 150
+def _check_named_set(items: list[Item], taxonomy: Taxonomy, what: str) -> None:
+    """A set of names written outside the team: sources and licences, known truths, no taxonomy label
+    word for word, no name or id twice."""
     labels = {_plain(label) for t in taxonomy.techniques for label in t.labels}
     word_for_word = [i.name for i in items if _plain(i.name) in labels]
-    assert word_for_word == [], "outside names must not be taxonomy names or aliases word for word"
+    assert word_for_word == [], f"{what} names must not be taxonomy names or aliases word for word"
     names = set(taxonomy.names) | {"NEW"}
     for item in items:
         assert item.source and item.licence, item.id
         assert item.truth in names, item
         assert item.half == "outside"
-    assert len({_plain(i.name) for i in items}) == len(items), "an outside name is listed twice"
+    assert len({_plain(i.name) for i in items}) == len(items), f"a {what} name is listed twice"
+    assert len({i.id for i in items}) == len(items), f"a {what} id is listed twice"
+
+
+def test_outside_set_has_sources_and_no_taxonomy_label(taxonomy: Taxonomy) -> None:
+    items = load_outside_items()
+    assert len(items) >= 150
+    _check_named_set(items, taxonomy, "outside")
 
 
 def test_taxonomy_copies_no_outside_name(taxonomy: Taxonomy) -> None:
@@ -68,6 +75,25 @@ def test_taxonomy_copies_no_outside_name(taxonomy: Taxonomy) -> None:
     outside = {_plain(json.loads(line)["name"]) for line in OUTSIDE_DATA.read_text().splitlines() if line}
     copied = [label for t in taxonomy.techniques for label in t.labels if _plain(label) in outside]
     assert copied == []
+
+
+DEV2_DATA = OUTSIDE_DATA.with_name("dev2.jsonl")
+
+
+def test_dev2_set_is_outside_phrasing_that_shares_nothing_with_the_outside_set(taxonomy: Taxonomy) -> None:
+    """The second development set (`dev2.jsonl`, mined from sources the outside set was not mined
+    from): the outside set's format, no taxonomy label word for word, and no item of the outside set
+    (not the same name, nor the same name once normalised by `label_key`)."""
+    items = load_outside_items(DEV2_DATA)
+    assert len(items) >= 60
+    _check_named_set(items, taxonomy, "dev2")
+    outside = load_outside_items()
+    plain_outside = {_plain(i.name) for i in outside}
+    keyed_outside = {label_key(i.name) for i in outside}
+    shared = [i.id for i in items if _plain(i.name) in plain_outside or label_key(i.name) in keyed_outside]
+    assert shared == [], "dev2 must share no item with the outside set"
+    clear = [i for i in items if not i.doubtful]
+    assert sum(i.truth == "NEW" for i in clear) >= 15, "dev2 needs near-misses that must not merge"
 
 
 def test_calibration_refuses_the_outside_set(embedder: Embedder, taxonomy: Taxonomy) -> None:
@@ -254,6 +280,14 @@ def test_a_name_mostly_of_its_own_words_is_not_separated() -> None:
         [{**dict(zip(FEATURES, lead.features[0], strict=True)), "unexplained": 0.5}, {"name_sim": 0.4}]
     )
     assert separation(half, name_words=4, detail=False, coverage=own) is None
+    # half the name unexplained, two words no candidate's, and nothing but the name (no detail, code or
+    # mention): the shared half is only the head ("Sliced K - reduction across warps", dev2 d078)
+    bare_half = _ranked(
+        [{**dict(zip(FEATURES, half.features[0], strict=True)), "mentions": 0.0}, {"name_sim": 0.4}]
+    )
+    reason = separation(bare_half, name_words=4, detail=False, coverage=own)
+    assert reason is not None and reason.startswith("name_unexplained")
+    assert separation(bare_half, name_words=4, detail=False, coverage=one) is None
 
 
 def test_separation_by_telling_words() -> None:
