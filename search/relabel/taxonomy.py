@@ -279,10 +279,49 @@ def shorthand(word: str, *, plurals: bool = False) -> str | None:
     return written
 
 
+VENDOR_TERMS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(pattern, re.IGNORECASE), cuda)
+    for pattern, cuda in (
+        # OpenCL and SYCL: a work-group is a thread block, a work-item a thread, a sub-group a warp
+        # (Khronos OpenCL 3.0 and SYCL 2020 execution models; AMD's HIP terminology table and Intel's
+        # "Migrating from CUDA to SYCL" mapping tables write the same pairs).
+        (r"\bwork[\s_-]?groups\b", "thread blocks"),
+        (r"\bwork[\s_-]?group\b", "thread block"),
+        (r"\bwork[\s_-]?items\b", "threads"),
+        (r"\bwork[\s_-]?item\b", "thread"),
+        (r"\bsub[\s_-]?groups\b", "warps"),
+        (r"\bsub[\s_-]?group\b", "warp"),
+        # HIP and AMD: a wavefront is a warp (HIP terminology table).
+        (r"\bwavefronts\b", "warps"),
+        (r"\bwavefront\b", "warp"),
+        # Intel's shared local memory (SLM) is CUDA's shared memory (oneAPI GPU optimization guide). Plain
+        # "local memory" is left alone: in OpenCL it is shared memory, in CUDA a thread's spill space.
+        (r"\bshared[\s_-]local[\s_-]memory\b", "shared memory"),
+        # The same words joined or hyphenated: "tensorcore", "tensor-core".
+        (r"\btensor[_-]?cores\b", "tensor cores"),
+        (r"\btensor[_-]?core\b", "tensor core"),
+    )
+)
+"""Other vendors' and APIs' words for a CUDA idea, as patterns -> the CUDA words (session 20, issue 28).
+
+Only mappings the APIs' own documentation states one to one, and phrases, not single words where
+CUDA means something else by the same word. They are read before the words are split, so that a
+hyphenated "Work-Group" is one idea, and they are word normalisation for every text (names,
+descriptions, aliases alike), not taxonomy aliases."""
+
+
+def vendor_terms(text: str) -> str:
+    """`text` with other vendors' words for a CUDA idea written in CUDA's (`VENDOR_TERMS`)."""
+    for pattern, cuda in VENDOR_TERMS:
+        text = pattern.sub(cuda, text)
+    return text
+
+
 def expand_abbreviations(text: str, *, plurals: bool = False) -> str:
-    """`text` with common CUDA shorthands written out ("smem" -> "shared memory") and snake_case or
-    camelCase words split (`split_compound`); with `plurals`, plural shorthands too (`shorthand`)."""
-    return _WORD.sub(lambda match: split_compound(match.group(0), plurals=plurals), text)
+    """`text` with common CUDA shorthands written out ("smem" -> "shared memory"), other vendors' words
+    in CUDA's (`vendor_terms`: "work-group" -> "thread block") and snake_case or camelCase words split
+    (`split_compound`); with `plurals`, plural shorthands too (`shorthand`)."""
+    return _WORD.sub(lambda match: split_compound(match.group(0), plurals=plurals), vendor_terms(text))
 
 
 def _stem(token: str) -> str:

@@ -1,0 +1,68 @@
+"""Other vendors' words for a CUDA idea (issue 28, session 20): OpenCL's and SYCL's work-group,
+work-item and sub-group, HIP's wavefront, Intel's shared local memory, and "tensorcore" written as one
+word read as CUDA's thread block, thread, warp, shared memory and tensor core. Word normalisation
+(`VENDOR_TERMS`), not taxonomy aliases."""
+
+from __future__ import annotations
+
+import pytest
+
+from graphdb.models import Technique, utc_now
+from search.relabel.relabeler import RelabelPolicy, StepInput
+from search.relabel.taxonomy import Taxonomy, concept_tokens, expand_abbreviations
+
+
+@pytest.mark.parametrize(
+    ("vendor", "cuda"),
+    [
+        ("work-group size", "thread block size"),
+        ("workgroup size", "thread block size"),
+        ("Work Groups per compute unit", "thread blocks per compute unit"),
+        ("one work-item per output", "one thread per output"),
+        ("sub-group shuffle", "warp shuffle"),
+        ("subgroup reduction", "warp reduction"),
+        ("wavefront-level reduction", "warp-level reduction"),
+        ("Wavefronts per SIMD", "warps per SIMD"),
+        ("Shared Local Memory", "shared memory"),
+        ("Tensorcore", "tensor core"),
+        ("tensor-cores", "tensor cores"),
+    ],
+)
+def test_vendor_words_read_as_cuda_words(vendor: str, cuda: str) -> None:
+    assert concept_tokens(vendor) == concept_tokens(cuda)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # CUDA's local memory is a thread's spill space; OpenCL's is shared memory: not mapped
+        "local memory",
+        # parts of other words
+        "homework group",
+        "frontwave",
+    ],
+)
+def test_words_that_mean_something_else_in_cuda_stay(text: str) -> None:
+    assert expand_abbreviations(text) == text
+
+
+def _full_graph(taxonomy: Taxonomy) -> list[Technique]:
+    now = utc_now()
+    return [
+        Technique(name=t.name, description=t.description, aliases=list(t.aliases), created_at=now)
+        for t in taxonomy.techniques
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "technique"),
+    [
+        ("Tensorcores", "Tensor core MMA"),
+        ("Tuning the work-group size", "Block size tuning"),
+    ],
+)
+def test_vendor_names_merge_into_the_cuda_technique(
+    policy: RelabelPolicy, taxonomy: Taxonomy, name: str, technique: str
+) -> None:
+    choice = policy.choose(StepInput(name), policy.index(_full_graph(taxonomy)))
+    assert (choice.outcome, choice.technique) == ("merge", technique), choice.flags
