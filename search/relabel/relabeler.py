@@ -58,6 +58,7 @@ from search.relabel.scoring import (
     TextVectors,
     containment_conflict,
     decide,
+    generic_name,
     load_model,
     rank,
     separation,
@@ -556,6 +557,20 @@ class RelabelPolicy:
             if studied is not None:
                 flags.append(
                     f"name_diagnostic: the name's {studied!r} studies a program, no word of {choice.technique!r}"
+                )
+                choice = RelabelChoice("undecided", name, "model", ranked=choice.ranked, evidence=evidence)
+        if (choice.outcome == "merge" or (choice.outcome == "new" and choice.canonical is not None)) and (
+            choice.decided_by == "model" and evidence is None
+        ):
+            # A topic heading or an advice against something that lacks the chosen technique's own
+            # naming words is broader than that technique ("L2 Cache Optimizations" is not L2 cache
+            # persistence): neither merged into it nor its canonical created, a curator decides
+            # (issue 28).
+            lacking = generic_name(name, choice.technique, step.detail)
+            if lacking:
+                flags.append(
+                    f"name_generic: the name is a topic or an advice without {', '.join(lacking)} of "
+                    f"{choice.technique!r}"
                 )
                 choice = RelabelChoice("undecided", name, "model", ranked=choice.ranked, evidence=evidence)
         if choice.outcome == "merge" and evidence is not None and evidence.parsed:

@@ -330,6 +330,53 @@ profiling"), not the technique, unless the technique's own words use it."""
 DIAGNOSTIC_STEMS = frozenset(t for w in _DIAGNOSTIC_WORDS.split() for t in concept_tokens(w))
 
 
+_TOPIC_WORDS = frozenset(
+    [
+        "optimizations",
+        "optimisations",
+        "techniques",
+        "strategies",
+        "tips",
+        "tricks",
+        "guidelines",
+        "practices",
+    ]
+)
+"""Plural nouns that make a name a topic heading ("L2 Cache Optimizations", "Shared memory
+techniques"): a section that covers several techniques, not one (session 20, issue 28)."""
+_AVOID_WORDS = frozenset({"avoid", "avoiding", "avoids"})
+"""A name that starts with one is advice against something ("Avoid allocating all available memory")."""
+
+
+def generic_name(name: str, technique: str, detail: str = "") -> tuple[str, ...]:
+    """The words of `technique`'s own name that tell it apart and that a generic name lacks, or ().
+
+    Precision first (session 20, issue 28): a topic heading (`_TOPIC_WORDS`) whose words are all words
+    of a technique's name is broader than that technique ("L2 Cache Optimizations" is not "L2 cache
+    persistence": the heading covers every L2 technique); an advice against something ("Avoid Y",
+    `_AVOID_WORDS`) is the technique that reduces Y only when it names at least half of that technique's
+    naming words (a reducing word of the technique, "reduction", "avoidance", counts as the "avoid").
+    The step's detail may supply the missing words. Names of neither kind give ().
+    """
+    raw = re.findall(r"[a-z]+", expand_abbreviations(name).lower())
+    topic = bool(set(raw) & _TOPIC_WORDS)
+    avoid = bool(raw) and raw[0] in _AVOID_WORDS
+    if not (topic or avoid):
+        return ()
+    said = set(concept_tokens(name))
+    own = list(dict.fromkeys(t for t in concept_tokens(technique) if not (avoid and t in _REDUCING_STEMS)))
+    said |= set(concept_tokens(detail))
+    # one root, two stems ("divergent" and "divergence"): six letters in common are the same word here
+    missing = tuple(t for t in own if t not in said and not any(t[:6] == w[:6] for w in said if len(w) >= 6))
+    if not missing:
+        return ()
+    if topic and set(concept_tokens(name)) <= set(own):
+        return missing
+    if avoid and 2 * len(missing) >= len(own):
+        return missing
+    return ()
+
+
 @dataclass(frozen=True)
 class Containment:
     """A candidate whose label the name contains, with only generic words around it."""
