@@ -294,6 +294,12 @@ VENDOR_TERMS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         # HIP and AMD: a wavefront is a warp (HIP terminology table).
         (r"\bwavefronts\b", "warps"),
         (r"\bwavefront\b", "warp"),
+        # OpenCL and HIP: a compute unit is a streaming multiprocessor (HIP terminology table); AMD's
+        # matrix cores are its tensor cores (AMD's matrix-core guides for CDNA).
+        (r"\bcompute[\s_-]units\b", "streaming multiprocessors"),
+        (r"\bcompute[\s_-]unit\b", "streaming multiprocessor"),
+        (r"\bmatrix[\s_-]cores\b", "tensor cores"),
+        (r"\bmatrix[\s_-]core\b", "tensor core"),
         # Intel's shared local memory (SLM) is CUDA's shared memory (oneAPI GPU optimization guide). Plain
         # "local memory" is left alone: in OpenCL it is shared memory, in CUDA a thread's spill space.
         (r"\bshared[\s_-]local[\s_-]memory\b", "shared memory"),
