@@ -566,7 +566,9 @@ class RelabelPolicy:
             # naming words is broader than that technique ("L2 Cache Optimizations" is not L2 cache
             # persistence): neither merged into it nor its canonical created, a curator decides
             # (issue 28).
-            lacking = generic_name(name, choice.technique, step.detail)
+            chosen = next((c for c in index.candidates if c.name == choice.technique), None)
+            labels = (choice.technique, *(chosen.labels if chosen is not None else ()))
+            lacking = generic_name(name, labels, step.detail)
             if lacking:
                 flags.append(
                     f"name_generic: the name is a topic or an advice without {', '.join(lacking)} of "

@@ -348,33 +348,40 @@ _AVOID_WORDS = frozenset({"avoid", "avoiding", "avoids"})
 """A name that starts with one is advice against something ("Avoid allocating all available memory")."""
 
 
-def generic_name(name: str, technique: str, detail: str = "") -> tuple[str, ...]:
-    """The words of `technique`'s own name that tell it apart and that a generic name lacks, or ().
+def generic_name(name: str, labels: Sequence[str], detail: str = "") -> tuple[str, ...]:
+    """The words of a technique's own name that a generic name lacks, or () (`labels`: the
+    technique's name first, then its aliases).
 
     Precision first (session 20, issue 28): a topic heading (`_TOPIC_WORDS`) whose words are all words
-    of a technique's name is broader than that technique ("L2 Cache Optimizations" is not "L2 cache
-    persistence": the heading covers every L2 technique); an advice against something ("Avoid Y",
-    `_AVOID_WORDS`) is the technique that reduces Y only when it names at least half of that technique's
-    naming words (a reducing word of the technique, "reduction", "avoidance", counts as the "avoid").
-    The step's detail may supply the missing words. Names of neither kind give ().
+    of a technique's name is broader than that technique, unless it says one of its labels whole ("L2
+    Cache Optimizations" is not "L2 cache persistence": the heading covers every L2 technique); an
+    advice against something ("Avoid Y", `_AVOID_WORDS`) is the technique that reduces Y only when it
+    names more than half of the naming words of one of its labels (a reducing word of the label,
+    "reduction", "avoidance", counts as the "avoid"). Two stems of one root ("divergent", "divergence":
+    six letters in common) are one word here. The step's detail may supply the missing words. Names of
+    neither kind give ().
     """
     raw = re.findall(r"[a-z]+", expand_abbreviations(name).lower())
     topic = bool(set(raw) & _TOPIC_WORDS)
     avoid = bool(raw) and raw[0] in _AVOID_WORDS
-    if not (topic or avoid):
+    if not (topic or avoid) or not labels:
         return ()
-    said = set(concept_tokens(name))
-    own = list(dict.fromkeys(t for t in concept_tokens(technique) if not (avoid and t in _REDUCING_STEMS)))
-    said |= set(concept_tokens(detail))
-    # one root, two stems ("divergent" and "divergence"): six letters in common are the same word here
-    missing = tuple(t for t in own if t not in said and not any(t[:6] == w[:6] for w in said if len(w) >= 6))
+    said = set(concept_tokens(name)) | set(concept_tokens(detail))
+
+    def lacking(label: str) -> tuple[tuple[str, ...], int]:
+        own = [t for t in dict.fromkeys(concept_tokens(label)) if not (avoid and t in _REDUCING_STEMS)]
+        gone = tuple(t for t in own if t not in said and not any(t[:6] == w[:6] for w in said if len(w) >= 6))
+        return gone, len(own)
+
+    missing, _ = lacking(labels[0])
     if not missing:
         return ()
-    if topic and set(concept_tokens(name)) <= set(own):
-        return missing
-    if avoid and 2 * len(missing) >= len(own):
-        return missing
-    return ()
+    if topic:
+        if not set(concept_tokens(name)) <= set(concept_tokens(labels[0])):
+            return ()
+        return () if any(not lacking(label)[0] for label in labels[1:]) else missing
+    named = [lacking(label) for label in labels]
+    return () if any(2 * len(gone) < n for gone, n in named if n) else missing
 
 
 @dataclass(frozen=True)

@@ -38,8 +38,27 @@ from search.relabel.taxonomy import Taxonomy
         ("Optimize the block size", "Block size tuning", "", ()),
     ],
 )
-def test_generic_name(name: str, technique: str, detail: str, lacking: tuple[str, ...]) -> None:
-    assert generic_name(name, technique, detail) == lacking
+def test_generic_name(
+    taxonomy: Taxonomy, name: str, technique: str, detail: str, lacking: tuple[str, ...]
+) -> None:
+    assert generic_name(name, taxonomy.get(technique).labels, detail) == lacking
+
+
+@pytest.mark.parametrize(
+    ("name", "labels", "lacking"),
+    [
+        # a topic heading that says an alias whole names the technique
+        ("Warp shuffle techniques", ("Warp-level shuffle reduction", "warp shuffle"), ()),
+        ("Warp shuffle techniques", ("Warp-level shuffle reduction", "warp reduce"), ("level", "reduction")),
+        # an advice against the problem an alias names ("divergent branches")
+        ("Avoid divergent branches", ("Warp divergence reduction", "divergent branches"), ()),
+        ("Avoid divergent branches", ("Warp divergence reduction",), ("warp",)),
+    ],
+)
+def test_a_label_said_enough_names_the_technique(
+    name: str, labels: tuple[str, ...], lacking: tuple[str, ...]
+) -> None:
+    assert generic_name(name, labels) == lacking
 
 
 def _full_graph(taxonomy: Taxonomy) -> list[Technique]:
