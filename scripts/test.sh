@@ -18,8 +18,8 @@ echo "== pytest" >&2
 set +e
 # Two pytest-xdist workers by default (this machine has two cores), each a session of its own with its
 # own Neo4j, handed a whole module (or group, tests/conftest.py) at a time, the slowest first: about
-# 675 s of pytest on a clean clone in session 19 (about 1,000 s in one process in session 16;
-# bench/results/2026-11-28_s16/suite_speed.md, bench/results/2026-11-29_s19/suite_speed.md).
+# 675 s of pytest on a clean clone in session 19, 689 s in session 20 (about 1,000 s in one process in
+# session 16; bench/results/2026-11-28_s16/suite_speed.md, bench/results/2026-11-29_s20/suite_speed.md).
 # REGRAPH_TEST_WORKERS=0 runs one process; another number, that many workers. The 30 slowest items are listed at the end (what to cut next).
 # A crash after the tests (in the interpreter's shutdown) prints its threads' stacks too.
 PYTHONFAULTHANDLER=1 python -m pytest -n "${REGRAPH_TEST_WORKERS:-2}" --dist loadgroup --durations=30 "$@"

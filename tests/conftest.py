@@ -34,13 +34,15 @@ if TYPE_CHECKING:
     from graphdb.connection import GraphServerOptions, Neo4jTarget, OpenGraph
 
 # Modules that must run on one worker, one after the other: the seed-graph modules build the graph
-# once per session and restore it for the others (tests/integration/api/graph_support.py); the Ray
-# modules each start a cluster of several raylets on this host.
+# once per session and restore it for the others (tests/integration/api/graph_support.py; a module of
+# them on the other worker would build it again there: 8 s and the embedder's load); the Ray modules
+# each start a cluster of several raylets on this host.
 XDIST_GROUPS = {
     "seed-graph": (
         "tests/integration/api/test_cypher_api.py",
         "tests/integration/api/test_graph_api.py",
         "tests/integration/api/test_graph_auth.py",
+        "tests/integration/api/test_merge_undo.py",  # the graph API module's fixtures
     ),
     "ray-cluster": (
         "tests/integration/executor/test_executor_fleet.py",

@@ -132,17 +132,6 @@ def test_a_stopped_or_killed_neo4j_makes_readiness_503_not_a_hang(
             locker_session = driver.session(database=target.database)
             locker = locker_session.begin_transaction(timeout=600)
             locker.run("MATCH (k:ApiKey {id: $id}) SET k.name = k.name", id=victim.id).consume()
-            # A slow write (it waits for the lock): Neo4j stops it at REGRAPH_GRAPH_WRITE_TIMEOUT_S and rolls
-            # it back; the route says so (503), well before the driver's minutes.
-            slow = revoke_victim()
-            assert slow.status_code == 503, slow.text
-            assert slow.json()["error"]["type"] == "service_unavailable"
-            assert (
-                f"stopped a write that ran past its {WRITE_LIMIT_S} s limit"
-                in slow.json()["error"]["message"]
-            )
-            assert "nothing was written" in slow.json()["error"]["message"]
-            assert revoked_at(driver, target.database, victim.id) is None
             # A whole-graph import (admin, one transaction) is not held to a route's write limit: a large
             # one takes minutes. It waits here for a lock longer than that limit and its backstop, then
             # lands (with the routes' limit it was stopped at 4 s and answered 503).
@@ -163,6 +152,19 @@ def test_a_stopped_or_killed_neo4j_makes_readiness_503_not_a_hang(
                 httpx.post, f"{url}/v1/graph/import", headers=admin, json=export, timeout=NO_HANG_S
             )
             wait_until_blocked(driver, target.database, "UNWIND")
+            # While the import waits: a slow write (it waits for the locker's lock). Neo4j stops it at
+            # REGRAPH_GRAPH_WRITE_TIMEOUT_S and rolls it back; the route says so (503), well before the
+            # driver's minutes.
+            slow = revoke_victim()
+            assert slow.status_code == 503, slow.text
+            assert slow.json()["error"]["type"] == "service_unavailable"
+            assert (
+                f"stopped a write that ran past its {WRITE_LIMIT_S} s limit"
+                in slow.json()["error"]["message"]
+            )
+            assert "nothing was written" in slow.json()["error"]["message"]
+            assert revoked_at(driver, target.database, victim.id) is None
+            assert not landed.done()  # the import still waits, past the route's limit
             time.sleep(max(0.0, WRITE_LIMIT_S + GRAPH_BACKSTOP_S + 3 - (time.monotonic() - started)))
             holder.rollback()
             holder_session.close()
@@ -179,23 +181,30 @@ def test_a_stopped_or_killed_neo4j_makes_readiness_503_not_a_hang(
             wait_until_blocked(driver, target.database, "revoked_at")
 
             os.kill(pid, signal.SIGSTOP)  # the server keeps its sockets but answers nothing
-            stalled = httpx.get(f"{url}/readyz", timeout=NO_HANG_S)
-            assert stalled.status_code == 503, stalled.text
-            assert "did not answer" in stalled.json()["error"]["message"]
-            assert httpx.get(f"{url}/healthz", timeout=NO_HANG_S).status_code == 200
+            # The calls below wait on the silent server at the same time, each within its own bound.
+            asking = ThreadPoolExecutor(3, thread_name_prefix="liveness-silent")
+            stalled = asking.submit(httpx.get, f"{url}/readyz", timeout=NO_HANG_S)
             # A route that reads the graph gives up too (REGRAPH_GRAPH_READ_TIMEOUT_S 5 s + 5 s), instead of
             # waiting minutes for the driver's socket: 503 within the client's limit, saying why.
-            silent = httpx.get(f"{url}/v1/techniques", headers=reader, timeout=SILENT_ROUTE_S)
-            assert silent.status_code == 503, silent.text
-            assert silent.json()["error"]["type"] == "service_unavailable"
-            assert "graph database is not answering" in silent.json()["error"]["message"]
+            silent = asking.submit(httpx.get, f"{url}/v1/techniques", headers=reader, timeout=SILENT_ROUTE_S)
             # A route with a body: the edge's key check (before the body) answers 503 itself, once, instead
             # of the route asking the silent database again (10 s more).
-            cypher = httpx.post(
-                f"{url}/v1/cypher", headers=reader, json={"query": "RETURN 1"}, timeout=SILENT_BODY_ROUTE_S
+            cypher = asking.submit(
+                httpx.post,
+                f"{url}/v1/cypher",
+                headers=reader,
+                json={"query": "RETURN 1"},
+                timeout=SILENT_BODY_ROUTE_S,
             )
-            assert cypher.status_code == 503, cypher.text
-            assert "graph database is not answering" in cypher.json()["error"]["message"]
+            assert httpx.get(f"{url}/healthz", timeout=NO_HANG_S).status_code == 200
+            assert stalled.result().status_code == 503, stalled.result().text
+            assert "did not answer" in stalled.result().json()["error"]["message"]
+            assert silent.result().status_code == 503, silent.result().text
+            assert silent.result().json()["error"]["type"] == "service_unavailable"
+            assert "graph database is not answering" in silent.result().json()["error"]["message"]
+            assert cypher.result().status_code == 503, cypher.result().text
+            assert "graph database is not answering" in cypher.result().json()["error"]["message"]
+            asking.shutdown()
             silent_write = pending.result()
             writing.shutdown()
             assert silent_write.status_code == 503, silent_write.text
@@ -216,10 +225,12 @@ def test_a_stopped_or_killed_neo4j_makes_readiness_503_not_a_hang(
             assert revoked_at(driver, target.database, victim.id) is None
 
         os.kill(pid, signal.SIGKILL)
-        dead = wait_for(f"{url}/readyz", 503)
-        assert dead.status_code == 503, dead.text
-        assert httpx.get(f"{url}/healthz", timeout=NO_HANG_S).status_code == 200
-        # A route that reads the graph answers too (503 in the envelope), instead of waiting.
-        techniques = httpx.get(f"{url}/v1/techniques", headers=reader, timeout=NO_HANG_S)
-        assert techniques.status_code == 503, techniques.text
-        assert techniques.json()["error"]["type"] == "service_unavailable"
+        # A route that reads the graph answers too (503 in the envelope), instead of waiting; asked while
+        # readiness is polled.
+        with ThreadPoolExecutor(1, thread_name_prefix="liveness-dead") as reading:
+            techniques = reading.submit(httpx.get, f"{url}/v1/techniques", headers=reader, timeout=NO_HANG_S)
+            dead = wait_for(f"{url}/readyz", 503)
+            assert dead.status_code == 503, dead.text
+            assert httpx.get(f"{url}/healthz", timeout=NO_HANG_S).status_code == 200
+            assert techniques.result().status_code == 503, techniques.result().text
+            assert techniques.result().json()["error"]["type"] == "service_unavailable"

@@ -127,10 +127,12 @@ def test_missing_java_and_maven_are_clear_errors(
         EmbeddedNeo4j(replace(own_config, home=tmp_path / "b", cache_dir=tmp_path / "empty-cache")).start()
 
 
-def test_restart_keeps_data_and_stop_leaves_no_process(tmp_path: Path) -> None:
-    config = EmbeddedConfig(home=tmp_path / "restart", port=free_port(), pagecache_mb=64)
-    server = EmbeddedNeo4j(config)
-    server.start()
+def test_restart_keeps_data_and_stop_leaves_no_process(
+    own_server: EmbeddedNeo4j, own_config: EmbeddedConfig
+) -> None:
+    """The module's server, stopped and started again on its data (the last test of the module to use
+    it: a JVM start less than a server of its own)."""
+    config, server = own_config, own_server
     pid = server.pid
     assert pid is not None
     with GraphDatabase.driver(server.uri, auth=server.auth) as driver:

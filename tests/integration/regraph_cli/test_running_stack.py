@@ -1,8 +1,8 @@
 """CLI commands while a stack runs on the same data directory (the `./dev up` case of issue 15).
 
-A real API on loopback with its own embedded Neo4j on a temporary data directory, as `regraph up`
-starts it; the commands run as separate processes with only that data directory (and the embedded
-Neo4j's port, which the running server holds) in their environment. Without the running stack's
+A real stack on loopback started by `regraph up` (a process of its own), with its own embedded Neo4j
+on a temporary data directory; the commands run as separate processes with only that data directory
+(and the embedded Neo4j's port, which the running server holds) in their environment. Without the running stack's
 ``running.json`` they would start a second Neo4j there and fail on the port.
 """
 
@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -21,12 +22,11 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.types import TextContent
 
-from api.app import create_app
 from api.discovery import RunningStack, find_running, running_file
-from api.settings import ApiSettings
-from graphdb.embedded import free_port
+from graphdb.connection import Neo4jTarget, open_driver
+from graphdb.embedded import EmbeddedConfig, free_port
 from graphdb.jobs import JobStore
-from tests.support.servers import compile_only_executor, serve_in_thread
+from tests.support.servers import compile_only_executor
 
 pytestmark = pytest.mark.neo4j
 
@@ -59,34 +59,74 @@ def _regraph(env: dict[str, str], *arguments: str, timeout: float = 240) -> subp
 
 
 def test_commands_reach_the_stack_running_on_their_data_directory(tmp_path: Path) -> None:
-    with compile_only_executor(tmp_path / "executor-cache") as executor_url:
-        _commands_reach_the_stack(tmp_path, executor_url)
-
-
-def _commands_reach_the_stack(tmp_path: Path, executor_url: str) -> None:
+    """`regraph up` opens its port before the start-up ends: it prints the API's URL at once, says it
+    is starting, and names the database only once it has been reached (not "None"); the commands then
+    reach that stack; it stops on Ctrl-C (status 0, or 130 for the interrupt) and removes its
+    ``running.json``. (One stack for both checks: a Neo4j and an API start less.)"""
     data_dir, port, neo4j_port = tmp_path / "data", free_port(), free_port()
-    settings = ApiSettings(
-        host="127.0.0.1",
-        port=port,
-        data_dir=data_dir,
-        neo4j_uri=None,
-        neo4j_port=neo4j_port,
-        neo4j_heap_mb=512,
-        neo4j_pagecache_mb=32,
-        seed_graph=None,
-        preload_retrieval=False,
-        executor_url=executor_url,
-        log_format="text",
-    )
     env = _environment(data_dir, neo4j_port)
-    app = create_app(settings)
-    # Its own embedded Neo4j starts first: up to REGRAPH_NEO4J_START_TIMEOUT_S (180 s) on a busy machine.
-    with serve_in_thread(app, port=port, startup_timeout_s=300) as url:
-        running = RunningStack.model_validate(json.loads(running_file(data_dir).read_text()))
-        assert (running.pid, running.api_url, running.embedded) == (os.getpid(), url, True)
-        assert running.neo4j_uri == f"bolt://127.0.0.1:{neo4j_port}"
-        says = f"the ReGraph API at {url} (pid {os.getpid()})"
+    with (
+        compile_only_executor(tmp_path / "executor-cache") as executor_url,
+        (tmp_path / "up.log").open("w") as log,  # the stack's log, for a failure's diagnosis
+    ):
+        # Only the stack is told where the executor is: the commands find it through the stack.
+        up = subprocess.Popen(
+            [sys.executable, "-m", "regraph_cli", "up", "--port", str(port), "--no-with-executor"],
+            env={**env, "REGRAPH_EXECUTOR_URL": executor_url},
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+        )
+        try:
+            url = _announced(up, port)
+            _commands_reach_the_stack(tmp_path, data_dir, env, url, up.pid, executor_url)
+        finally:
+            up.send_signal(2)  # Ctrl-C
+            try:
+                code = up.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                up.kill()
+                raise
+        assert code in (0, 130)
+    assert not running_file(data_dir).exists()  # removed at shut-down
 
+
+def _announced(up: subprocess.Popen[str], port: int) -> str:
+    """Read `regraph up`'s banner, check it, wait until the stack is ready; the API's URL."""
+    lines: list[str] = []
+    assert up.stdout is not None
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        line = up.stdout.readline()
+        if not line:
+            break
+        lines.append(line.rstrip())
+        if "Ctrl-C" in line:  # the last line of the banner
+            break
+    text = "\n".join(lines)
+    assert lines and lines[0].startswith(f"ReGraph API serving on http://127.0.0.1:{port}"), text
+    assert any(line.strip().startswith("starting:") for line in lines), text
+    neo4j = [line.strip() for line in lines if line.strip().startswith("Neo4j:")]
+    assert neo4j and neo4j[0].startswith("Neo4j: bolt://127.0.0.1:"), text
+    # Whatever the stack prints later is read, so that a full pipe never blocks it.
+    threading.Thread(target=up.stdout.read, daemon=True).start()
+    url = f"http://127.0.0.1:{port}"
+    assert httpx.get(f"{url}/readyz", timeout=10).status_code == 200
+    return url
+
+
+def _commands_reach_the_stack(
+    tmp_path: Path, data_dir: Path, env: dict[str, str], url: str, pid: int, executor_url: str
+) -> None:
+    neo4j_port = int(env["REGRAPH_NEO4J_PORT"])
+    running = RunningStack.model_validate(json.loads(running_file(data_dir).read_text()))
+    assert (running.pid, running.api_url, running.embedded) == (pid, url, True)
+    assert running.neo4j_uri == f"bolt://127.0.0.1:{neo4j_port}"
+    says = f"the ReGraph API at {url} (pid {pid})"
+    password = EmbeddedConfig(home=data_dir / "neo4j").password_file.read_text().strip()
+    with open_driver(Neo4jTarget(running.neo4j_uri, "neo4j", password)) as driver:
+        jobs = JobStore(driver, "neo4j")
         created = _regraph(env, "keys", "create-admin", "ops")
         assert created.returncode == 0, created.stderr
         assert says in created.stderr
@@ -110,7 +150,6 @@ def _commands_reach_the_stack(tmp_path: Path, executor_url: str) -> None:
 
         # `regraph mcp` (stdio) serves from the running stack's graph, as a coding agent launches it,
         # and leaves the running API's jobs alone (a job it has queued is not "left unfinished").
-        jobs = JobStore(app.state.regraph.driver, app.state.regraph.target.database)
         jobs.create("api-job", method="regraph-mcgs", task_id="jacobi2d_5pt_f32", request={})
         server = StdioServerParameters(
             command=sys.executable,
@@ -179,13 +218,12 @@ def _commands_reach_the_stack(tmp_path: Path, executor_url: str) -> None:
         started = time.monotonic()
         second = _regraph(env, "up", "--port", str(free_port()), "--no-with-executor", timeout=60)
         assert second.returncode == 1
-        assert f"already running on {data_dir}: the API at {url} (pid {os.getpid()})" in " ".join(
+        assert f"already running on {data_dir}: the API at {url} (pid {pid})" in " ".join(
             second.stderr.split()
         )
         # No Neo4j was started to find out (up to 180 s): the interpreter's imports only, which took
         # 16-18 s in `regraph up`'s own refusal with the machine loaded ~16 (test_up_preflight).
         assert time.monotonic() - started < 45
-    assert not running_file(data_dir).exists()  # removed at shut-down
 
 
 def test_a_stale_running_file_is_ignored(tmp_path: Path) -> None:
@@ -214,44 +252,3 @@ def test_a_stale_running_file_is_ignored(tmp_path: Path) -> None:
 
     path.write_text("{not json")
     assert find_running(tmp_path) is None
-
-
-def test_regraph_up_announces_its_urls_at_once_and_the_database_when_ready(tmp_path: Path) -> None:
-    """`regraph up` opens its port before the start-up ends: it prints the API's URL at once, says it
-    is starting, and names the database only once it has been reached (not "None"), then stops on
-    Ctrl-C (status 0, or 130 for the interrupt)."""
-    env = _environment(tmp_path / "data", free_port())
-    port = free_port()
-    up = subprocess.Popen(
-        [sys.executable, "-m", "regraph_cli", "up", "--port", str(port), "--no-with-executor"],
-        env=env,
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    lines: list[str] = []
-    try:
-        assert up.stdout is not None
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            line = up.stdout.readline()
-            if not line:
-                break
-            lines.append(line.rstrip())
-            if "Ctrl-C" in line:  # the last line of the banner
-                break
-        text = "\n".join(lines)
-        assert lines and lines[0].startswith(f"ReGraph API serving on http://127.0.0.1:{port}"), text
-        assert any(line.strip().startswith("starting:") for line in lines), text
-        neo4j = [line.strip() for line in lines if line.strip().startswith("Neo4j:")]
-        assert neo4j and neo4j[0].startswith("Neo4j: bolt://127.0.0.1:"), text
-        assert httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=10).status_code == 200
-    finally:
-        up.send_signal(2)  # Ctrl-C
-        try:
-            code = up.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            up.kill()
-            raise
-    assert code in (0, 130)
