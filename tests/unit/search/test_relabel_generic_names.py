@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from graphdb.models import Technique, utc_now
 from search.relabel.relabeler import RelabelPolicy, StepInput
 from search.relabel.scoring import generic_name
 from search.relabel.taxonomy import Taxonomy
+from tests.unit.search.test_relabel_precision import _full_graph
 
 
 @pytest.mark.parametrize(
@@ -59,14 +59,6 @@ def test_a_label_said_enough_names_the_technique(
     name: str, labels: tuple[str, ...], lacking: tuple[str, ...]
 ) -> None:
     assert generic_name(name, labels) == lacking
-
-
-def _full_graph(taxonomy: Taxonomy) -> list[Technique]:
-    now = utc_now()
-    return [
-        Technique(name=t.name, description=t.description, aliases=list(t.aliases), created_at=now)
-        for t in taxonomy.techniques
-    ]
 
 
 @pytest.mark.parametrize("name", ["L2 cache techniques", "Warp shuffle optimizations"])

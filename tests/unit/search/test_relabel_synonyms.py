@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from graphdb.models import Technique, utc_now
 from search.relabel.relabeler import RelabelPolicy, StepInput
 from search.relabel.taxonomy import Taxonomy, concept_tokens, label_key
+from tests.unit.search.test_relabel_precision import _full_graph
 
 
 @pytest.mark.parametrize(
@@ -30,14 +30,6 @@ def test_words_of_one_idea_meet(one: str, other: str) -> None:
 def test_label_keys_keep_their_own_words() -> None:
     # `label_key` (the alias path) does not read the concepts: "cap" is not "limit" there
     assert label_key("cap registers") != label_key("limit registers")
-
-
-def _full_graph(taxonomy: Taxonomy) -> list[Technique]:
-    now = utc_now()
-    return [
-        Technique(name=t.name, description=t.description, aliases=list(t.aliases), created_at=now)
-        for t in taxonomy.techniques
-    ]
 
 
 def test_capping_registers_is_launch_bounds(policy: RelabelPolicy, taxonomy: Taxonomy) -> None:

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from graphdb.models import Technique, utc_now
 from search.relabel.relabeler import RelabelPolicy, StepInput
 from search.relabel.taxonomy import Taxonomy, concept_tokens, expand_abbreviations
+from tests.unit.search.test_relabel_precision import _full_graph
 
 
 @pytest.mark.parametrize(
@@ -47,14 +47,6 @@ def test_vendor_words_read_as_cuda_words(vendor: str, cuda: str) -> None:
 )
 def test_words_that_mean_something_else_in_cuda_stay(text: str) -> None:
     assert expand_abbreviations(text) == text
-
-
-def _full_graph(taxonomy: Taxonomy) -> list[Technique]:
-    now = utc_now()
-    return [
-        Technique(name=t.name, description=t.description, aliases=list(t.aliases), created_at=now)
-        for t in taxonomy.techniques
-    ]
 
 
 @pytest.mark.parametrize(
