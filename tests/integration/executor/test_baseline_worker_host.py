@@ -35,6 +35,7 @@ from executor.reference import build_reference
 from executor.sandbox import WorkerPool
 from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, parse_task
+from executor.worker.messages import BaselineOutcome
 from tests.support.hostcode import FAST, build_host_candidates, one_input_task, timing_set_job
 
 OPTIONS = FAST.model_copy(update={"baseline": True, "min_trials": 5, "max_trials": 9})
@@ -171,18 +172,22 @@ def products(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return build_host_candidates(tmp_path_factory.mktemp("naive-builds"), {"naive": NAIVE, "crash": crash})
 
 
+def _measure_alone(
+    pool: WorkerPool, tmp_path: Path, product: str | None, ahead: bool = True
+) -> BaselineOutcome:
+    """The baseline worker alone (no evaluator) on the test task's timing sets, with ``product`` as
+    the build of its naive.cu (None: it did not compile)."""
+    job = timing_set_job(_task(), tmp_path, OPTIONS, baseline_copies=ahead)
+    return baseline.measure(pool, job, lambda: product, 120)
+
+
 @pytest.mark.parametrize("ahead", [True, False])
 def test_the_baseline_worker_makes_its_copies_where_the_knob_says(
     products: dict[str, str], tmp_path: Path, ahead: bool
 ) -> None:
     pool = WorkerPool("host", prewarm=False)
     try:
-        outcome = baseline.measure(
-            pool,
-            timing_set_job(_task(), tmp_path, OPTIONS, baseline_copies=ahead),
-            lambda: products["naive"],
-            120,
-        )
+        outcome = _measure_alone(pool, tmp_path, products["naive"], ahead)
     finally:
         pool.close()
     assert outcome.ok, outcome.message
@@ -197,15 +202,8 @@ def test_a_baseline_that_crashes_or_does_not_build_is_an_outcome(
 ) -> None:
     pool = WorkerPool("host", prewarm=False)
     try:
-        crashed = baseline.measure(
-            pool,
-            timing_set_job(_task(), tmp_path, OPTIONS, baseline_copies=True),
-            lambda: products["crash"],
-            120,
-        )
-        unbuilt = baseline.measure(
-            pool, timing_set_job(_task(), tmp_path, OPTIONS, baseline_copies=True), lambda: None, 120
-        )
+        crashed = _measure_alone(pool, tmp_path, products["crash"])
+        unbuilt = _measure_alone(pool, tmp_path, None)
     finally:
         pool.close()
     assert not crashed.ok and crashed.timing is None and "during baseline" in crashed.message, crashed.message
