@@ -296,8 +296,10 @@ class Evaluator:
             return _reference_failure(task, Stage.COMPILE, str(e), compiled, seconds)
         # The naive baseline, timed by a worker of its own beside this evaluation when not known yet.
         measuring = self._measure_baseline(task, options, runtime, reference)
-        # the timing kept now, should it go stale before the verdict (it is not measured again for this one)
-        kept_baseline = self._cached_timing("baseline", task, options) if measuring is None else None
+        # the timing kept now, should it go stale before the verdict (it is not measured again for this
+        # one); looked up only where verdicts carry a baseline (no store read for a kernel task's)
+        wanted = measuring is None and self.wants_baseline(task, options, runtime)
+        kept_baseline = self._cached_timing("baseline", task, options) if wanted else None
         key = self._prepared_key(task, options, runtime)
         ref_started = time.perf_counter()
         self.wait_for_preparation()
