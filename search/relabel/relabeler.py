@@ -341,6 +341,11 @@ class RelabelChoice:
     evidence: CodeEvidence | None = None
     flags: tuple[str, ...] = ()
 
+    @property
+    def names_technique(self) -> bool:
+        """Whether the step lands on a known technique: merged into one, or one created from the taxonomy."""
+        return self.outcome == "merge" or (self.outcome == "new" and self.canonical is not None)
+
     def evidence_json(self) -> dict[str, Any]:
         """The evidence a curator sees next to the decision."""
         out: dict[str, Any] = {"decided_by": self.decided_by}
@@ -550,7 +555,7 @@ class RelabelPolicy:
                     else f"name_contradicts: the name says {said}"
                 )
                 choice = RelabelChoice("undecided", name, "model", ranked=choice.ranked, evidence=evidence)
-        if choice.outcome == "merge" or (choice.outcome == "new" and choice.canonical is not None):
+        if choice.names_technique:
             # A name about looking at a program ("Divergence profiling", "Bank conflict detection") is a
             # tool or a study of the technique, not the technique: a curator decides (issue 28).
             studied = index.diagnostic(name, choice.technique)
@@ -559,9 +564,7 @@ class RelabelPolicy:
                     f"name_diagnostic: the name's {studied!r} studies a program, no word of {choice.technique!r}"
                 )
                 choice = RelabelChoice("undecided", name, "model", ranked=choice.ranked, evidence=evidence)
-        if (choice.outcome == "merge" or (choice.outcome == "new" and choice.canonical is not None)) and (
-            choice.decided_by == "model" and evidence is None
-        ):
+        if choice.names_technique and choice.decided_by == "model" and evidence is None:
             # A topic heading or an advice against something that lacks the chosen technique's own
             # naming words is broader than that technique ("L2 Cache Optimizations" is not L2 cache
             # persistence): neither merged into it nor its canonical created, a curator decides
