@@ -35,6 +35,7 @@ from executor.protocol import (
     EvaluateRequest,
     PrepareRequest,
     PrepareResponse,
+    TurnUsage,
     Verdict,
 )
 from executor.settings import ExecutorSettings
@@ -249,6 +250,7 @@ def create_app(settings: ExecutorSettings | None = None) -> FastAPI:
             runtime_checks_available=evaluator.runtime_checks_available,
             nvcc=nvcc,
             peak=floor.stored_peak(settings.cache_dir / "device-peak", kept) if kept else None,
+            turns=TurnUsage.model_validate(evaluator.turns.usage()),
         )
 
     @app.post("/v1/evaluate", response_model=Verdict)

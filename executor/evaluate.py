@@ -780,7 +780,7 @@ class Evaluator:
                     # its run takes the GPU's turn as a function candidate's does: without it, its
                     # trials' locks and a kernel run's, taken in the other order, deadlock. It goes
                     # before the runs waiting: verdicts whose candidates have run wait for it.
-                    turn=lambda: self.turns.turn("function", self._closing, urgent=urgent),
+                    turn=lambda: self.turns.turn("function", self._closing, urgent=urgent, holder="baseline"),
                 )
                 if outcome.ok and outcome.timing is not None:
                     self._keep_baseline(task, options, outcome)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import count
@@ -38,6 +39,7 @@ from executor.errors import EvaluationCancelled
 logger = logging.getLogger(__name__)
 
 Kind = Literal["function", "kernel"]
+Holder = Literal["candidate", "baseline"]
 POLL_S = 0.05  # how often a waiter looks at its ``cancelled`` event
 
 _ids = count()
@@ -51,6 +53,7 @@ class Turn:
     skipped: int = 0  # turns given to a later kernel run while this (function) run waited
     ahead: bool = False  # this (kernel) run went before an earlier function run
     urgent: bool = False  # goes before every run that is not
+    holder: Holder = "candidate"  # whose run: a candidate's or a task's naive baseline's
     number: int = field(default_factory=lambda: next(_ids))
 
 
@@ -71,14 +74,35 @@ class GpuTurns:
         self._cond = threading.Condition()
         self._waiting: list[Turn] = []  # arrival order
         self._holder: Turn | None = None
+        self._holder_since = 0.0  # time.monotonic() when the holder took its turn
         self._granted: Turn | None = None  # chosen for the next turn, not yet taken
         # Turns given to a kernel run ahead of an earlier function run (the setting's effect).
         self.kernel_turns_ahead = 0
+        # Since this object was made, per holder: the turns taken and the seconds they were held.
+        self._taken: dict[Holder, int] = {"candidate": 0, "baseline": 0}
+        self._held_s: dict[Holder, float] = {"candidate": 0.0, "baseline": 0.0}
+        self._since = time.monotonic()
 
     def locked(self) -> bool:
         """Whether a run holds its turn now."""
         with self._cond:
             return self._holder is not None
+
+    def usage(self) -> dict[str, object]:
+        """How the turns were used since this object was made: ``seconds`` (the wall time since),
+        ``turns`` and ``held_s`` per holder (``candidate``, ``baseline``; a turn held now counts up to
+        now), and ``waiting`` (runs waiting now)."""
+        with self._cond:
+            now = time.monotonic()
+            held = dict(self._held_s)
+            if self._holder is not None:
+                held[self._holder.holder] += now - self._holder_since
+            return {
+                "seconds": round(now - self._since, 3),
+                "turns": dict(self._taken),
+                "held_s": {k: round(v, 3) for k, v in held.items()},
+                "waiting": len(self._waiting),
+            }
 
     def waiting(self) -> list[Kind]:
         """The kinds of the runs waiting now, in arrival order."""
@@ -118,11 +142,16 @@ class GpuTurns:
 
     @contextlib.contextmanager
     def turn(
-        self, kind: Kind, cancelled: threading.Event | None = None, urgent: bool = False
+        self,
+        kind: Kind,
+        cancelled: threading.Event | None = None,
+        urgent: bool = False,
+        holder: Holder = "candidate",
     ) -> Iterator[Turn]:
         """Hold the GPU for the block (which gets this run's :class:`Turn`); while waiting, give up
-        once ``cancelled`` is set. An ``urgent`` run goes before those that are not."""
-        me = Turn(kind, urgent=urgent)
+        once ``cancelled`` is set. An ``urgent`` run goes before those that are not. ``holder`` says
+        whose run it is, for :meth:`usage`."""
+        me = Turn(kind, urgent=urgent, holder=holder)
         with self._cond:
             self._waiting.append(me)
             self._grant()
@@ -133,9 +162,12 @@ class GpuTurns:
                 self._cond.wait(POLL_S if cancelled is not None else None)
             self._waiting.remove(me)
             self._granted, self._holder = None, me
+            self._holder_since = time.monotonic()
+            self._taken[holder] += 1
         try:
             yield me
         finally:
             with self._cond:
+                self._held_s[holder] += time.monotonic() - self._holder_since
                 self._holder = None
                 self._grant()

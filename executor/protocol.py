@@ -221,6 +221,16 @@ class BatchResponse(BaseModel):
     verdicts: list[Verdict]
 
 
+class TurnUsage(BaseModel):
+    """How the executor's GPU turns (:mod:`executor.gputurns`: one run at a time) were used since it
+    started: whose runs held them, for how long."""
+
+    seconds: float = Field(description="wall time since the executor started")
+    turns: dict[str, int] = Field(description="turns taken, per holder (`candidate`, `baseline`)")
+    held_s: dict[str, float] = Field(description="seconds the turns were held, per holder")
+    waiting: int = Field(description="runs waiting for a turn now")
+
+
 class DeviceInfo(BaseModel):
     """``GET /v1/device``."""
 
@@ -236,6 +246,9 @@ class DeviceInfo(BaseModel):
         default=None,
         description="the bandwidths and launch latency the physical floor is computed from (executor.floor), "
         "measured once on this device by its first timed candidate; None before that",
+    )
+    turns: TurnUsage | None = Field(
+        default=None, description="how this executor's GPU turns were used since it started"
     )
 
 

@@ -475,14 +475,29 @@ def run_queue(args: argparse.Namespace, items: list[QueueItem], replicas: int, c
                 )
             )
             wall = time.perf_counter() - start
+            turns = _turn_usage(url)
     finally:
         if fleet is not None:
             fleet.close()
     summary = summarize(results, wall, replicas, args.steady_after)
     summary["gpu_utilization"] = sampler.summary()
     summary["cores"] = cores
+    summary["turns"] = turns
     logger.info("%d replicas: %s", replicas, json.dumps({k: summary[k] for k in ("per_hour", "wall_s")}))
     return summary
+
+
+def _turn_usage(url: str) -> list[dict[str, Any]]:
+    """Each executor's (replica's) use of its GPU turns since it started (``GET /v1/device``'s
+    ``turns``): the seconds candidates' runs and tasks' naive baselines held them. Empty when the
+    executor does not say."""
+    try:
+        body = httpx.get(f"{url}/v1/device", timeout=60).json()
+    except (httpx.HTTPError, ValueError):
+        logger.warning("no turn usage: GET /v1/device failed", exc_info=True)
+        return []
+    described = body.get("gpus") or [body]
+    return [{"replica": d.get("replica", "single"), **d["turns"]} for d in described if d.get("turns")]
 
 
 def _cores(fleet: Fleet | None) -> dict[str, str | None]:
@@ -741,6 +756,15 @@ def render(result: dict[str, Any]) -> str:
                 )
             if held:
                 lines.append(f"- {r['replicas']} replicas: {held}")
+            for t in r.get("turns") or []:
+                # the baselines' turns are not in any verdict's gpu_held: a task's naive baseline is
+                # timed by a worker of its own, under the GPU's turn (executor.baseline)
+                lines.append(
+                    f"  - {t['replica']}: GPU turns held {sum(t['held_s'].values()) / r['wall_s']:.0%} of the "
+                    f"queue's wall time: candidates {t['held_s'].get('candidate', 0.0):.1f} s "
+                    f"({t['turns'].get('candidate', 0)} turns), naive baselines "
+                    f"{t['held_s'].get('baseline', 0.0):.1f} s ({t['turns'].get('baseline', 0)} turns)"
+                )
         lines += [
             "",
             "A task's first evaluation on a replica (it stored the timing set, timed the serial reference, or "

@@ -92,6 +92,7 @@ class ExecutorReplica:
             "arch": self.evaluator.arch,
             "runtime_checks_available": self.evaluator.runtime_checks_available,
             "nvcc": nvcc,
+            "turns": self.evaluator.turns.usage(),
         }
 
     def evaluate(self, request_json: str, token: str | None = None) -> str:

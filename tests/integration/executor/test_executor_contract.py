@@ -82,6 +82,9 @@ def test_device_answers_device_info(client: ExecutorClient) -> None:
     assert isinstance(device, DeviceInfo)
     assert device.runtime == "none" and device.runtime_checks_available is False  # no GPU here
     assert device.arch.startswith("sm_")
+    # no candidate of this module reached a GPU turn (static rejections), and none waits for one
+    assert device.turns is not None and device.turns.waiting == 0
+    assert device.turns.turns == {"candidate": 0, "baseline": 0} and device.turns.seconds > 0
 
 
 @pytest.mark.parametrize(

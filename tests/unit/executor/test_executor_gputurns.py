@@ -212,3 +212,18 @@ def test_the_turn_is_one_at_a_time_under_load(kernel_first: bool) -> None:
     for thread in threads:
         thread.join(timeout=30)
     assert worst == 1 and not turns.locked() and turns.waiting() == []
+
+
+def test_usage_says_whose_runs_held_the_turns_and_for_how_long() -> None:
+    turns = GpuTurns()
+    with turns.turn("kernel"):
+        pass
+    with turns.turn("function", holder="baseline"):
+        time.sleep(0.05)
+        during = turns.usage()  # a turn held now counts up to now
+    after = turns.usage()
+    assert during["turns"] == {"candidate": 1, "baseline": 1}
+    assert during["held_s"]["baseline"] >= 0.04  # type: ignore[index]
+    assert after["held_s"]["baseline"] >= during["held_s"]["baseline"]  # type: ignore[index]
+    assert after["held_s"]["candidate"] < 0.04  # type: ignore[index]
+    assert after["waiting"] == 0 and after["seconds"] >= 0.05  # type: ignore[operator]
