@@ -110,6 +110,10 @@ def test_device_lists_every_replica(client: ExecutorClient) -> None:
     assert {g.replica for g in device.gpus} == {"replica-0", "replica-1"}
     assert len({g.node for g in device.gpus}) == 2  # one replica per worker node
     assert device.runtime == "none" and device.arch.startswith("sm_")  # the contract's fields
+    # each replica says how its own GPU turns were used (the runtime "none" never takes one)
+    assert all(
+        g.turns is not None and g.turns.held_s == {"candidate": 0.0, "baseline": 0.0} for g in device.gpus
+    )
 
 
 def test_a_task_prepared_through_the_fleet_is_prepared_on_the_replica_its_candidates_go_to(
