@@ -24,6 +24,8 @@
 # Run (carry [".whlgpu", ".whlray", ".base"], kind nvidia-h200-x2, timeout_s 560; ~530 s):
 #   rm -rf .whl; mv .whlgpu .whl; export RAY_WHEELS=.whlray; source bench/device/gpu_env.sh; \
 #     bash bench/device/run_s18_ab.sh
+# A run named sets2... in ORDER is this tree with two timing sets instead of three (`timing_sets: 2`:
+# at least 5 trials instead of 7, the median still a repeat visit; session 21).
 # Knobs: ORDER, AB_SECONDS, SCALE_SECONDS (0: no scaling step), STEADY_AFTER, SEED, DEADLINE_S (540),
 # QUEUE_KIND: `long` (the default, above) or `first` (session 20: every task, one correct candidate and
 # one failing one each, no hangs, so that nearly every verdict is its task's first evaluation, with the
@@ -128,13 +130,13 @@ PY
   return 0
 }
 # 1. The A/B on GPU 0.
-ab_run() {  # name, tree (new or base)
-  local name=$1 tree=$2
+ab_run() {  # name, tree (new or base), this tree's evaluation options as JSON (default: none)
+  local name=$1 tree=$2 opts=${3:-"{}"}
   if [ "$(left)" -lt $(( AB + 40 )) ]; then echo "skipped $name: $(left) s left" | tee -a "$RES/notes.txt"; return; fi
   echo "== $name ($tree) at $(( $(date +%s) - START )) s"
   if [ "$tree" = new ]; then
     ( cd "$ROOT" && CUDA_VISIBLE_DEVICES=0 timeout $(( AB + 60 )) python3 -m bench.probes.throughput "${QUEUE[@]}" \
-      "${TASK_DIRS[@]}" --settings "$SETTINGS" --out "$RES/ab/$name.json" --md "$RES/ab/$name.md" > /dev/null 2> "$RES/ab/$name.log" )
+      "${TASK_DIRS[@]}" --settings "$SETTINGS" --options "$opts" --out "$RES/ab/$name.json" --md "$RES/ab/$name.md" > /dev/null 2> "$RES/ab/$name.log" )
   else
     [ -d "$BASE/executor" ] || { echo "no .base/base.tgz: $name skipped" | tee -a "$RES/notes.txt"; return; }
     ( cd "$BASE" && CUDA_VISIBLE_DEVICES=0 PYTHONPATH=/tmp/site:$BASE timeout $(( AB + 60 )) python3 -m bench.throughput \
@@ -148,6 +150,7 @@ ab_run() {  # name, tree (new or base)
 for name in ${ORDER:-new base new2}; do
   case $name in
     new*) ab_run "$name" new ;;
+    sets2*) ab_run "$name" new '{"timing_sets": 2}' ;;
     base*) ab_run "$name" base ;;
     *) echo "unknown run $name" | tee -a "$RES/notes.txt" ;;
   esac
