@@ -15,9 +15,20 @@ processes that make a CUDA context, allocate 64 MB and exit: creation and teardo
 process keeps copying 256 MB from pageable host memory to the device); ``kernels`` (another process keeps
 launching kernels: meant as a positive control, it did not move the event-timed trials on the H200, where
 the GPU time-slices between the processes' contexts; so the probe shows what does not reach event
-timing, not that nothing could).
+timing, not that nothing could); ``function`` (another process keeps making function-like calls: 64 MB
+up, the copy kernel, 64 MB down, synchronisation); ``hostcopy`` (another process keeps copying 256 MB
+within host memory, touching no GPU: the host's memory bandwidth alone).
+
+Issue 29 (session 21): with a second executor replica on the same host, a function candidate's
+host-timed trials went from 11.9 to 19.6 and their robust CoV from 0.029 to 0.053 (two H200s,
+``bench/results/2026-11-29_s21/``), while each replica has its own GPU, locks and cores. Which of the
+other replica's kinds of work does that? ``--background-device 1`` runs the background work on the
+second GPU, and ``--cores``/``--background-cores`` pin the two processes apart as the fleet pins its
+replicas; the table's robust CoV (not the median) is what sets a function task's trial count:
 
     PYTHONPATH=. python3 bench/device/overlap_probe.py --md /tmp/overlap.md
+    PYTHONPATH=. python3 bench/device/overlap_probe.py --background-device 1 --cores 0-15 \
+        --background-cores 16-31 --conditions idle,contexts,uploads,function,hostcopy --md /tmp/cross.md
 """
 
 from __future__ import annotations
@@ -25,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
+import os
 import statistics
 import subprocess
 import sys
@@ -45,34 +57,60 @@ extern "C" __global__ void spin(float* x, int rounds) {
 """
 
 CONTEXT_CHILD = (
-    "import time, pycuda.driver as c\n"
-    "t = time.perf_counter(); c.init(); ctx = c.Device(0).retain_primary_context(); ctx.push()\n"
+    "import sys, time, pycuda.driver as c\n"
+    "t = time.perf_counter(); c.init(); ctx = c.Device(int(sys.argv[1])).retain_primary_context(); ctx.push()\n"
     "b = c.mem_alloc(64 << 20); c.memset_d32(b, 0, 16 << 20); c.Context.synchronize()\n"
     "print(round((time.perf_counter() - t) * 1e3, 1)); ctx.pop()\n"
 )
 
 
-def _context(cuda: Any) -> Any:
+def _context(cuda: Any, device: int = 0) -> Any:
     cuda.init()
-    ctx = cuda.Device(0).retain_primary_context()
+    ctx = cuda.Device(device).retain_primary_context()
     ctx.push()
     return ctx
 
 
-def background(kind: str, stop: Any, report: Any) -> None:
-    """Keep doing ``kind`` until ``stop`` is set; put what was done on ``report``."""
+def _cpulist(text: str | None) -> set[int] | None:
+    """``0-15,32`` as a set of cores; None for none given."""
+    if not text:
+        return None
+    cores: set[int] = set()
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        cores.update(range(int(low), int(high or low) + 1))
+    return cores
+
+
+def background(kind: str, stop: Any, report: Any, device: int = 0, cores: str | None = None) -> None:
+    """Keep doing ``kind`` on GPU ``device`` (pinned to ``cores``) until ``stop`` is set; put what was
+    done on ``report``."""
+    pinned = _cpulist(cores)
+    if pinned:
+        os.sched_setaffinity(0, pinned)  # inherited by the context children
     done: list[float] = []
     if kind == "contexts":
         while not stop.is_set():
-            out = subprocess.run([sys.executable, "-c", CONTEXT_CHILD], capture_output=True, text=True)
+            out = subprocess.run(
+                [sys.executable, "-c", CONTEXT_CHILD, str(device)], capture_output=True, text=True
+            )
             if out.returncode == 0 and out.stdout.strip():
                 done.append(float(out.stdout.strip().splitlines()[-1]))
         report.put(("contexts made (ms each)", done))
         return
     import numpy as np
+
+    if kind == "hostcopy":  # no GPU at all
+        src, dst = np.ones(64 << 20, dtype=np.float32), np.empty(64 << 20, dtype=np.float32)
+        while not stop.is_set():
+            t = time.perf_counter()
+            np.copyto(dst, src)
+            done.append((time.perf_counter() - t) * 1e3)
+        report.put(("host copies of 256 MB (ms each)", done))
+        return
     import pycuda.driver as cuda
 
-    ctx = _context(cuda)
+    ctx = _context(cuda, device)
     try:
         if kind == "uploads":
             host = np.ones(64 << 20, dtype=np.float32)
@@ -92,6 +130,21 @@ def background(kind: str, stop: Any, report: Any) -> None:
                 cuda.Context.synchronize()
                 done.append(1.0)
             report.put(("kernel launches", done))
+        elif kind == "function":
+            from pycuda.compiler import SourceModule
+
+            copy = SourceModule(SOURCE, no_extern_c=True).get_function("copy")
+            host_in = np.ones(16 << 20, dtype=np.float32)
+            host_out = np.empty_like(host_in)
+            d_in, d_out = cuda.mem_alloc(host_in.nbytes), cuda.mem_alloc(host_in.nbytes)
+            while not stop.is_set():
+                t = time.perf_counter()
+                cuda.memcpy_htod(d_in, host_in)
+                copy(d_in, d_out, np.int64(host_in.nbytes // 16), block=(256, 1, 1), grid=(1056, 1))
+                cuda.memcpy_dtoh(host_out, d_out)
+                cuda.Context.synchronize()
+                done.append((time.perf_counter() - t) * 1e3)
+            report.put(("function-like calls (ms each)", done))
     finally:
         ctx.pop()
 
@@ -138,11 +191,15 @@ def measure(cuda: Any, mod: Any, trials: int) -> dict[str, list[float]]:
 
 def summary(values: list[float]) -> dict[str, float]:
     ordered = sorted(values)
+    median = statistics.median(ordered)
+    mad = statistics.median(abs(v - median) for v in ordered)
     return {
         "n": len(ordered),
-        "median": statistics.median(ordered),
+        "median": median,
         "p10": ordered[int(0.1 * (len(ordered) - 1))],
         "p90": ordered[int(0.9 * (len(ordered) - 1))],
+        # as executor.checking.robust_cov: the spread that sets how many trials the stop rule takes
+        "robust_cov": 1.4826 * mad / median if median > 0 else 0.0,
     }
 
 
@@ -151,9 +208,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--trials", type=int, default=300)
     parser.add_argument("--conditions", default="idle,contexts,uploads,kernels")
+    parser.add_argument("--background-device", type=int, default=0, help="the GPU the background work uses")
+    parser.add_argument("--cores", help="pin the measuring process to these cores (e.g. 0-15)")
+    parser.add_argument("--background-cores", help="pin the background work to these cores (e.g. 16-31)")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--md", type=Path)
     args = parser.parse_args(argv)
+    pinned = _cpulist(args.cores)
+    if pinned:
+        os.sched_setaffinity(0, pinned)
     import pycuda.driver as cuda
     from pycuda.compiler import SourceModule
 
@@ -167,7 +230,10 @@ def main(argv: list[str] | None = None) -> int:
             stop, report = spawn.Event(), spawn.Queue()
             proc = None
             if condition != "idle":
-                proc = spawn.Process(target=background, args=(condition, stop, report))
+                proc = spawn.Process(
+                    target=background,
+                    args=(condition, stop, report, args.background_device, args.background_cores),
+                )
                 proc.start()
                 time.sleep(2.0)  # the background work under way
             got = measure(cuda, mod, args.trials)
@@ -179,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
             row = {
                 "repeat": repeat,
                 "condition": condition,
+                "background_device": args.background_device,
                 "kernel_ms": summary(got["kernel"]),
                 "function_ms": summary(got["function"]),
                 "background": None if done is None else {"what": done[0], **summary(done[1] or [0.0])},
@@ -187,16 +254,21 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(row), flush=True)
     ctx.pop()
     lines = [
+        f"Background work on GPU {args.background_device}"
+        + (f", cores {args.background_cores}" if args.background_cores else "")
+        + (f"; measured on GPU 0, cores {args.cores}" if args.cores else "; measured on GPU 0")
+        + ".",
+        "",
         "| repeat | condition | kernel median ms | kernel p10-p90 | function median ms | function p10-p90 "
-        "| background work (n, median) |",
-        "|---|---|---|---|---|---|---|",
+        "| function robust CoV | background work (n, median) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         k, f, b = r["kernel_ms"], r["function_ms"], r["background"]
         bg = "-" if b is None else f"{b['what']}: {b['n']}, {b['median']:.1f}"
         lines.append(
             f"| {r['repeat']} | {r['condition']} | {k['median']:.4f} | {k['p10']:.4f}-{k['p90']:.4f} "
-            f"| {f['median']:.3f} | {f['p10']:.3f}-{f['p90']:.3f} | {bg} |"
+            f"| {f['median']:.3f} | {f['p10']:.3f}-{f['p90']:.3f} | {f['robust_cov']:.4f} | {bg} |"
         )
     text = "\n".join(lines) + "\n"
     print(text)
