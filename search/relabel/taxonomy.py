@@ -566,15 +566,40 @@ def concept_tokens(text: str) -> list[str]:
     return [CONCEPTS.get(t, t) for t in content_tokens(text)]
 
 
+WORKLOADS = frozenset(
+    _stem(w)
+    for w in (
+        *("matmul", "matmuls", "gemm", "gemms", "sgemm", "hgemm", "dgemm", "gemv", "spmv", "spmm"),
+        *("softmax", "layernorm", "rmsnorm"),
+    )
+)
+"""Names of the computation a kernel performs, as stems (session 21, issue 28): the operators of the
+BLAS and of ML libraries (cuBLAS's GEMM and GEMV, cuSPARSE's SpMV and SpMM, the softmax and
+normalisation layers of cuDNN and PyTorch), words no technique of the taxonomy uses. Where a label says
+a technique of "the kernel" (filler), a name says it of the workload: "Persistent Matmul" is the label
+"persistent kernel", "Fused Softmax" the label "fused kernel". So `label_key` and `bag_key` drop them,
+and only they: for the scorer's word features and the gate a workload word stays a word of its own (a
+name whose other words alone would merge by score, "Grouped GEMM" into cooperative groups, "Thread-level
+GEMM" into coarsening, waits or stays new). Words the taxonomy uses ("histogram", "stencil", "scan",
+"transpose", "matrix") are not workloads here: they tell techniques apart. (A camel-case "LayerNorm" is
+split into "Layer Norm" first, so it is no workload word.)"""
+
+
+def _label_tokens(text: str) -> list[str]:
+    """`content_tokens` without workload words (`WORKLOADS`)."""
+    return [t for t in content_tokens(text) if t not in WORKLOADS]
+
+
 def label_key(text: str) -> str:
-    """The normalised form two labels are compared in (word order kept)."""
-    return " ".join(content_tokens(text))
+    """The normalised form two labels are compared in (word order kept; a workload word, `WORKLOADS`,
+    counts as "kernel" does: not at all)."""
+    return " ".join(_label_tokens(text))
 
 
 def bag_key(text: str) -> str:
     """The normalised words of a label in sorted order: "restructure the algorithm" meets
     "algorithm restructuring". Matched only where no two techniques share a bag."""
-    return " ".join(sorted(set(content_tokens(text))))
+    return " ".join(sorted(set(_label_tokens(text))))
 
 
 class TaxonomyError(SearchError):
