@@ -67,6 +67,9 @@ _FILLER = frozenset(
         "step",
         "based",
         "cuda",
+        # (session 21) the other platforms and the vendors say where, as "CUDA" and "GPU" do, not which
+        # technique: "Programming Intel XMX Using SYCL ...", "HIP streams", "OpenCL work-groups"
+        *("hip", "rocm", "opencl", "sycl", "oneapi", "nvidia", "amd", "intel"),
         "gpu",
         "kernel",
         "better",
@@ -279,6 +282,8 @@ def shorthand(word: str, *, plurals: bool = False) -> str | None:
     return written
 
 
+_CL_MATH = r"(?:cos|divide|exp|exp2|exp10|log|log2|log10|powr|recip|rsqrt|sin|sqrt|tan)"
+"""The OpenCL C math built-ins that have native_ and half_ versions."""
 VENDOR_TERMS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     (re.compile(pattern, re.IGNORECASE), cuda)
     for pattern, cuda in (
@@ -303,6 +308,19 @@ VENDOR_TERMS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         # Intel's shared local memory (SLM) is CUDA's shared memory (oneAPI GPU optimization guide). Plain
         # "local memory" is left alone: in OpenCL it is shared memory, in CUDA a thread's spill space.
         (r"\bshared[\s_-]local[\s_-]memory\b", "shared memory"),
+        # Intel's Xe Matrix Extensions (XMX) are its GPUs' tensor cores, and SYCL's joint_matrix API is
+        # the WMMA of "tensor hardware" (Intel oneAPI GPU Optimization Guide, "Programming Intel XMX
+        # Using SYCL Joint Matrix Extension": one API for Intel AMX, Intel XMX and NVIDIA Tensor Cores).
+        (r"\bxmx\b", "tensor cores"),
+        (r"\bjoint[\s_-]matri(?:x|ces)\b", "tensor core fragments"),
+        # OpenCL C's native_ and half_ math built-ins (native_sin, half_exp, ...) trade accuracy for
+        # speed: "may map to one or more native device instructions and will typically have better
+        # performance", their accuracy implementation-defined (native_) or about 10 bits (half_) (Khronos
+        # OpenCL 1.2 reference pages, "Math built-in functions"; SYCL 2020's sycl::native and sycl::half_
+        # precision namespaces are the same). CUDA's are the fast math intrinsics (__sinf, __expf). Only the
+        # prefix on its own ("native_ and half_ versions") or on a math function's name: "half_precision"
+        # is half precision.
+        (r"\b(?:native|half)_(?=" + _CL_MATH + r"\b|(?!\w))", "fast math "),
         # The same words joined or hyphenated: "tensorcore", "tensor-core".
         (r"\btensor[_-]?cores\b", "tensor cores"),
         (r"\btensor[_-]?core\b", "tensor core"),
