@@ -96,6 +96,25 @@ def test_dev2_set_is_outside_phrasing_that_shares_nothing_with_the_outside_set(t
     assert sum(i.truth == "NEW" for i in clear) >= 15, "dev2 needs near-misses that must not merge"
 
 
+DEV3_DATA = OUTSIDE_DATA.with_name("dev3.jsonl")
+
+
+def test_dev3_set_shares_nothing_with_the_outside_set_nor_dev2(taxonomy: Taxonomy) -> None:
+    """The third development set (`dev3.jsonl`, session 21: PyTorch's tuning guide, CUDA.jl's performance
+    tips, Apache TVM's schedule tutorials): the outside set's format, no taxonomy label word for word,
+    and no item of the outside set or of dev2 (not the same name, nor the same name once normalised)."""
+    items = load_outside_items(DEV3_DATA)
+    assert len(items) >= 40
+    _check_named_set(items, taxonomy, "dev3")
+    for other, what in ((load_outside_items(), "the outside set"), (load_outside_items(DEV2_DATA), "dev2")):
+        plain = {_plain(i.name) for i in other}
+        keyed = {label_key(i.name) for i in other}
+        shared = [i.id for i in items if _plain(i.name) in plain or label_key(i.name) in keyed]
+        assert shared == [], f"dev3 must share no item with {what}"
+    clear = [i for i in items if not i.doubtful]
+    assert sum(i.truth == "NEW" for i in clear) >= 10, "dev3 needs near-misses that must not merge"
+
+
 def test_calibration_refuses_the_outside_set(embedder: Embedder, taxonomy: Taxonomy) -> None:
     outside = load_outside_items()[:3]
     with pytest.raises(ValueError, match="outside set"):
