@@ -384,6 +384,22 @@ def generic_name(name: str, labels: Sequence[str], detail: str = "") -> tuple[st
     return () if any(2 * len(gone) < n for gone, n in named if n) else missing
 
 
+_COMPLEMENT = re.compile(
+    r"\s(?:for|with|of|in|on|at|to|via|by|using|across|within|between|from|into|onto|over|through|per|"
+    r"when|where|if|instead|rather|without|than)\s",
+    re.IGNORECASE,
+)
+"""Where a name's complement starts ("Shared memory tiling *for* stencils")."""
+
+
+def head_word(name: str) -> str | None:
+    """The head of a name, as `concept_tokens` reads it: its last content word before a complement
+    ("backend" in "Use efficient data-parallel backend", "tiling" in "Shared memory tiling for stencils"),
+    or None when it has none."""
+    words = concept_tokens(_COMPLEMENT.split(f" {name} ", maxsplit=1)[0])
+    return words[-1] if words else None
+
+
 @dataclass(frozen=True)
 class Containment:
     """A candidate whose label the name contains, with only generic words around it."""
@@ -409,6 +425,8 @@ class WordCoverage:
     rare: dict[str, int]
     unknown: int = 0
     """How many of the name's words no candidate uses."""
+    head_unknown: bool = False
+    """Whether the name's head word (`head_word`) is one of them."""
 
 
 @dataclass
@@ -540,10 +558,12 @@ class CandidateIndex:
         users = covered.sum(axis=0)
         rare = covered[:, users <= RARE_WORD_USERS].sum(axis=1)
         shares = covered @ weights / total if total > 0.0 else np.zeros(n)
+        head = head_word(name)
         return WordCoverage(
             {c.name: float(v) for c, v in zip(self.candidates, shares, strict=True)},
             {c.name: int(v) for c, v in zip(self.candidates, rare, strict=True)},
             len(words) - len(known),
+            head is not None and head not in self._word_index,
         )
 
     def diagnostic(self, name: str, technique: str) -> str | None:
@@ -1030,7 +1050,9 @@ def separation(
     elsewhere: name and detail disagree, and a curator decides; and a name more than half of whose
     content words the best candidate lacks (half, when the name is all the step says: no detail, no code
     support, no mention), `OWN_WORDS` of them used by no candidate, may name what the graph lacks ("Bank
-    conflict detection with Nsight Compute", "Sliced K - reduction across warps"): a curator decides too.
+    conflict detection with Nsight Compute", "Sliced K - reduction across warps"): a curator decides too;
+    so does a name that is all the step says, half of whose words the best candidate lacks, when its head
+    word (`head_word`) is one no candidate uses ("Use efficient data-parallel backend").
     """
     if len(ranked.names) < 2:
         return None
@@ -1046,16 +1068,21 @@ def separation(
             f"({others[nearest][name_sim]:.2f}) than to {ranked.names[0]!r} ({top[name_sim]:.2f})"
         )
     name_only = not detail and top[support] <= 0.0 and top[mentions] <= 0.0
-    if (
-        coverage is not None
-        and coverage.unknown >= OWN_WORDS
-        and (top[unexplained] > 0.5 or (top[unexplained] >= 0.5 and name_only))
+    if coverage is not None and (
+        (
+            coverage.unknown >= OWN_WORDS
+            and (top[unexplained] > 0.5 or (top[unexplained] >= 0.5 and name_only))
+        )
+        or (coverage.head_unknown and top[unexplained] >= 0.5 and name_only)
     ):
         # most of the name is not the best candidate's, and some of it no technique's at all: it may name
         # what the graph lacks ("Bank conflict detection with Nsight Compute", "Emulating double
         # precision with pairs of floats"), whatever its shared words, mentions or code say. Half of it
         # too when the name is all the evidence (no detail, code or mention): "Sliced K - reduction
-        # across warps" shares only its head ("reduction", "warp") with the warp shuffle reduction.
+        # across warps" shares only its head ("reduction", "warp") with the warp shuffle reduction. And
+        # (session 21) half of it when the name is all the evidence and its head word is no technique's:
+        # the shared half only modifies what the graph lacks ("Use efficient data-parallel backend" is a
+        # distributed-training backend, "Mixed precision iterative refinement" a solver).
         return (
             f"name_unexplained: {top[unexplained]:.0%} of the name's words are not {ranked.names[0]!r}'s, "
             f"{coverage.unknown} of them no technique's"

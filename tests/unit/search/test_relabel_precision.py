@@ -28,6 +28,7 @@ from search.relabel.scoring import (
     TechniqueCandidate,
     TextVectors,
     WordCoverage,
+    head_word,
     load_model,
     separation,
 )
@@ -307,6 +308,45 @@ def test_a_name_mostly_of_its_own_words_is_not_separated() -> None:
     reason = separation(bare_half, name_words=4, detail=False, coverage=own)
     assert reason is not None and reason.startswith("name_unexplained")
     assert separation(bare_half, name_words=4, detail=False, coverage=one) is None
+
+
+def test_a_name_headed_by_a_word_no_technique_uses_is_not_separated_by_half_of_it() -> None:
+    """Session 21: half the name unexplained, its head word (`head_word`) used by no candidate, and
+    nothing but the name: the shared half modifies something the graph lacks ("Use efficient
+    data-parallel backend" is a distributed-training backend, not parallelization; dev3 e019)."""
+    bare_half = _ranked([{"name_sim": 0.67, "text_sim": 0.51, "unexplained": 0.5}, {"name_sim": 0.40}])
+    head = WordCoverage({"t0": 0.41, "t1": 0.1}, {"t0": 2, "t1": 0}, unknown=1, head_unknown=True)
+    reason = separation(bare_half, name_words=4, detail=False, coverage=head)
+    assert reason is not None and reason.startswith("name_unexplained")
+    # the unknown word a modifier, not the head: the name lead separates as before
+    modifier = WordCoverage({"t0": 0.41, "t1": 0.1}, {"t0": 2, "t1": 0}, unknown=1)
+    assert separation(bare_half, name_words=4, detail=False, coverage=modifier) is None
+    # with a detail, or less than half of the name unexplained, the head alone does not stop it
+    assert separation(bare_half, name_words=4, detail=True, coverage=head) is None
+    third = _ranked([{"name_sim": 0.67, "text_sim": 0.51, "unexplained": 1 / 3}, {"name_sim": 0.40}])
+    assert separation(third, name_words=3, detail=False, coverage=head) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "head"),
+    [
+        ("Use efficient data-parallel backend", "backend"),
+        ("Shared memory tiling for stencils", "til"),
+        ("Letting the compiler unroll fixed-trip loops", "loop"),
+        ("for the", None),
+    ],
+)
+def test_head_word(name: str, head: str | None) -> None:
+    assert head_word(name) == head
+
+
+def test_a_named_solver_step_waits(policy: RelabelPolicy, taxonomy: Taxonomy) -> None:
+    """General set g156: "refinement", the head, is no technique's word; "mixed precision" only says how."""
+    choice = policy.choose(
+        StepInput("Mixed precision iterative refinement"), policy.index(_full_graph(taxonomy))
+    )
+    assert choice.outcome == "undecided"
+    assert any(flag.startswith("name_unexplained") for flag in choice.flags), choice.flags
 
 
 def test_separation_by_telling_words() -> None:
