@@ -208,6 +208,11 @@ ABBREVIATIONS: dict[str, str] = {
     "bf16": "half precision",
     "fp32": "single precision",
     "fp64": "double precision",
+    # NumPy's, PyTorch's and Julia's names of the IEEE types (session 21): float32 is single precision
+    "float16": "half precision",
+    "bfloat16": "half precision",
+    "float32": "single precision",
+    "float64": "double precision",
     "h2d": "host to device copy",
     "d2h": "device to host copy",
     "sm": "streaming multiprocessor",
@@ -474,6 +479,9 @@ def strip_contrasts(text: str) -> str:
     return out
 
 
+_APOSTROPHE_S = re.compile(r"(?<=\w)['\u2019]s\b")
+
+
 def content_tokens(text: str) -> list[str]:
     """The stemmed content words of `text` (`_content_tokens`, cached: names and labels repeat)."""
     return list(_content_tokens(text))
@@ -486,6 +494,8 @@ def _content_tokens(text: str) -> tuple[str, ...]:
     "per" binds to the word after it ("outputs per thread" -> output, per_thread), so that "outputs
     per thread" (coarsening) and "thread per output" (a first port) do not read as the same words.
     """
+    # "Float32's", "the GPU's": a possessive or a plural written with an apostrophe is its word's (session 21)
+    text = _APOSTROPHE_S.sub("", text)
     lowered = expand_abbreviations(text, plurals=True).lower().replace("-", " ").replace("/", " ")
     # "Loop tiling without shared memory" is not about shared memory: what follows "without" is dropped.
     lowered = lowered.split(" without ", 1)[0]
@@ -530,6 +540,8 @@ CONCEPTS: dict[str, str] = {
     "distribut": "balance",
     "distribution": "balance",
     "interchang": "reorder",
+    # a loop permutation is a loop interchange (session 21: TVM's schedule tutorials' "Loop Permutation")
+    "permut": "reorder",
     "swap": "reorder",
     "rearrang": "reorder",
     "wider": "wide",
