@@ -67,10 +67,10 @@ from search.relabel.scoring import (
 from search.relabel.taxonomy import (
     Taxonomy,
     concept_tokens,
-    content_tokens,
     default_taxonomy,
     label_key,
     taxonomy_setting,
+    workload_key,
 )
 
 logger = logging.getLogger(__name__)
@@ -197,10 +197,10 @@ def name_problem(name: str) -> str | None:
     if not re.search(r"[A-Za-z0-9]", stripped):
         return "the name has no word in Latin letters or digits (the relabeler reads English names)"
     if not label_key(stripped):
-        if content_tokens(stripped):
-            # "GEMM" or "Softmax" alone (`WORKLOADS`) says what the kernel computes, not how
-            return "the name has only filler words and the name of a workload"
         return "the name has only filler words"
+    if workload_key(stripped) == "":
+        # "GEMM" or "softmax kernel" alone (`WORKLOADS`) says what the kernel computes, not how
+        return "the name has only filler words and the name of a workload"
     return None
 
 

@@ -58,7 +58,15 @@ import numpy as np
 from search.embeddings import Embedder
 from search.errors import SearchError
 from search.relabel.evidence import CodeEvidence
-from search.relabel.taxonomy import bag_key, concept_tokens, expand_abbreviations, label_key, strip_contrasts
+from search.relabel.taxonomy import (
+    bag_key,
+    concept_tokens,
+    expand_abbreviations,
+    kernel_keys,
+    label_key,
+    strip_contrasts,
+    workload_key,
+)
 
 FEATURES: tuple[str, ...] = (
     "name_sim",
@@ -445,6 +453,7 @@ class CandidateIndex:
     _vocab: list[frozenset[str]] = field(default_factory=list)
     _keys: dict[str, int] = field(default_factory=dict)
     _bags: dict[str, int | None] = field(default_factory=dict)
+    _kernel_keys: dict[str, int] = field(default_factory=dict)
     _word_index: dict[str, int] = field(default_factory=dict)
     _label_owner: np.ndarray[Any, np.dtype[np.int64]] = field(
         default_factory=lambda: np.zeros(0, dtype=np.int64)
@@ -535,6 +544,10 @@ class CandidateIndex:
                     if bag:
                         # A bag of words two techniques share is ambiguous: matched by neither.
                         self._bags[bag] = i if self._bags.get(bag, i) == i else None
+        # A workload name meets a label of "the kernel" ("Persistent GEMM", "persistent kernel"); the
+        # owners' words are read over every candidate, the keys kept for graph techniques only.
+        kernel = kernel_keys((str(i), label) for i, c in enumerate(self.candidates) for label in c.labels)
+        self._kernel_keys = {k: int(i) for k, i in kernel.items() if self.candidates[int(i)].in_graph}
 
     def vocabulary_words(self) -> frozenset[str]:
         """Every stemmed content word some candidate's labels or description use."""
@@ -671,10 +684,14 @@ class CandidateIndex:
         return False
 
     def label_hit(self, name: str) -> TechniqueCandidate | None:
-        """The graph candidate one of whose labels normalises like `name` (`label_key`, else `bag_key`)."""
+        """The graph candidate one of whose labels normalises like `name` (`label_key`, else `bag_key`,
+        else a workload name as a label of the kernel: `kernel_keys`)."""
         i = self._keys.get(label_key(name))
         if i is None:
             i = self._bags.get(bag_key(name))
+        if i is None:
+            workload = workload_key(name)
+            i = self._kernel_keys.get(workload) if workload else None
         return self.candidates[i] if i is not None else None
 
     def copy(self) -> CandidateIndex:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -605,31 +606,54 @@ WORKLOADS = frozenset(
 )
 """Names of the computation a kernel performs, as stems (session 21, issue 28): the operators of the
 BLAS and of ML libraries (cuBLAS's GEMM and GEMV, cuSPARSE's SpMV and SpMM, the softmax and
-normalisation layers of cuDNN and PyTorch), words no technique of the taxonomy uses. Where a label says
-a technique of "the kernel" (filler), a name says it of the workload: "Persistent Matmul" is the label
-"persistent kernel", "Fused Softmax" the label "fused kernel". So `label_key` and `bag_key` drop them,
-and only they: for the scorer's word features and the gate a workload word stays a word of its own (a
-name whose other words alone would merge by score, "Grouped GEMM" into cooperative groups, "Thread-level
-GEMM" into coarsening, waits or stays new). Words the taxonomy uses ("histogram", "stencil", "scan",
-"transpose", "matrix") are not workloads here: they tell techniques apart. (A camel-case "LayerNorm" is
-split into "Layer Norm" first, so it is no workload word.)"""
-
-
-def _label_tokens(text: str) -> list[str]:
-    """`content_tokens` without workload words (`WORKLOADS`)."""
-    return [t for t in content_tokens(text) if t not in WORKLOADS]
+normalisation layers of cuDNN and PyTorch), words no technique of the taxonomy uses. Words the taxonomy
+uses ("histogram", "stencil", "scan", "transpose", "matrix") are not workloads here: they tell
+techniques apart. (A camel-case "LayerNorm" is split into "Layer Norm" first, so it is no workload
+word.) See `workload_key` and `kernel_keys`."""
 
 
 def label_key(text: str) -> str:
-    """The normalised form two labels are compared in (word order kept; a workload word, `WORKLOADS`,
-    counts as "kernel" does: not at all)."""
-    return " ".join(_label_tokens(text))
+    """The normalised form two labels are compared in (word order kept)."""
+    return " ".join(content_tokens(text))
 
 
 def bag_key(text: str) -> str:
     """The normalised words of a label in sorted order: "restructure the algorithm" meets
     "algorithm restructuring". Matched only where no two techniques share a bag."""
-    return " ".join(sorted(set(_label_tokens(text))))
+    return " ".join(sorted(set(content_tokens(text))))
+
+
+def workload_key(name: str) -> str | None:
+    """`label_key` of `name` without its workload words (`WORKLOADS`), or None when it has none ("" when
+    it is only workload words: "GEMM", "softmax kernel")."""
+    words = content_tokens(name)
+    if not any(w in WORKLOADS for w in words):
+        return None
+    return " ".join(w for w in words if w not in WORKLOADS)
+
+
+def kernel_keys(labels: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """The keys a workload name may meet (session 21, issue 28), from `(owner, label)` pairs: where a
+    label says a technique of "the kernel" ("persistent kernel", "templated kernel"; "kernel" is filler),
+    a name may say it of a workload ("Persistent GEMM", "Templated matmul"), so the label's `label_key`
+    -> its owner. Only when each of the key's words is in the labels of that one owner: "cooperative
+    kernel" (grid-wide synchronization) is left out because "cooperative tile loading" is shared memory
+    tiling's ("Cooperative GEMM" is CUTLASS's warp-group schedule), "fused kernel" because "fused
+    multiply-add" is another technique's; and only labels with the word "kernel": the alias "pruning"
+    does not make "Pruned GEMM" (pruned weights) work pruning."""
+    pairs = list(labels)
+    owners: dict[str, set[str]] = {}
+    for owner, label in pairs:
+        for word in content_tokens(label):
+            owners.setdefault(word, set()).add(owner)
+    out: dict[str, str] = {}
+    for owner, label in pairs:
+        if not re.search(r"\bkernels?\b", label, re.IGNORECASE):
+            continue
+        key = label_key(label)
+        if key and all(owners.get(w) == {owner} for w in key.split()):
+            out.setdefault(key, owner)
+    return out
 
 
 class TaxonomyError(SearchError):
@@ -675,6 +699,7 @@ class Taxonomy:
     _by_key: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
     _by_name: dict[str, TaxonomyTechnique] = field(default_factory=dict, compare=False, repr=False)
     _by_bag: dict[str, str | None] = field(default_factory=dict, compare=False, repr=False)
+    _by_kernel_key: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         for technique in self.techniques:
@@ -695,6 +720,9 @@ class Taxonomy:
                     )
                 if key:
                     self._by_key[key] = technique.name
+        self._by_kernel_key.update(
+            kernel_keys((t.name, label) for t in self.techniques for label in t.labels)
+        )
 
     def get(self, name: str) -> TaxonomyTechnique:
         """The technique called exactly `name`; raises `TaxonomyError`."""
@@ -704,8 +732,12 @@ class Taxonomy:
             raise TaxonomyError(f"the taxonomy has no technique {name!r}") from e
 
     def lookup(self, label: str) -> TaxonomyTechnique | None:
-        """The technique one of whose labels normalises like `label` (in order, else as a bag), if any."""
+        """The technique one of whose labels normalises like `label` (in order, else as a bag; else a
+        workload name, "Persistent GEMM", as a label of the kernel, `kernel_keys`), if any."""
         name = self._by_key.get(label_key(label)) or self._by_bag.get(bag_key(label))
+        if name is None:
+            workload = workload_key(label)
+            name = self._by_kernel_key.get(workload) if workload else None
         return self._by_name[name] if name is not None else None
 
     @property
