@@ -70,6 +70,7 @@ from search.relabel.taxonomy import (
     default_taxonomy,
     label_key,
     taxonomy_setting,
+    workload_key,
 )
 
 logger = logging.getLogger(__name__)
@@ -197,6 +198,9 @@ def name_problem(name: str) -> str | None:
         return "the name has no word in Latin letters or digits (the relabeler reads English names)"
     if not label_key(stripped):
         return "the name has only filler words"
+    if workload_key(stripped) == "":
+        # "GEMM" or "softmax kernel" alone (`WORKLOADS`) says what the kernel computes, not how
+        return "the name has only filler words and the name of a workload"
     return None
 
 

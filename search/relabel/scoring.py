@@ -58,7 +58,15 @@ import numpy as np
 from search.embeddings import Embedder
 from search.errors import SearchError
 from search.relabel.evidence import CodeEvidence
-from search.relabel.taxonomy import bag_key, concept_tokens, expand_abbreviations, label_key, strip_contrasts
+from search.relabel.taxonomy import (
+    bag_key,
+    concept_tokens,
+    expand_abbreviations,
+    kernel_keys,
+    label_key,
+    strip_contrasts,
+    workload_key,
+)
 
 FEATURES: tuple[str, ...] = (
     "name_sim",
@@ -384,6 +392,22 @@ def generic_name(name: str, labels: Sequence[str], detail: str = "") -> tuple[st
     return () if any(2 * len(gone) < n for gone, n in named if n) else missing
 
 
+_COMPLEMENT = re.compile(
+    r"\s(?:for|with|of|in|on|at|to|via|by|using|across|within|between|from|into|onto|over|through|per|"
+    r"when|where|if|instead|rather|without|than)\s",
+    re.IGNORECASE,
+)
+"""Where a name's complement starts ("Shared memory tiling *for* stencils")."""
+
+
+def head_word(name: str) -> str | None:
+    """The head of a name, as `concept_tokens` reads it: its last content word before a complement
+    ("backend" in "Use efficient data-parallel backend", "tiling" in "Shared memory tiling for stencils"),
+    or None when it has none."""
+    words = concept_tokens(_COMPLEMENT.split(f" {name} ", maxsplit=1)[0])
+    return words[-1] if words else None
+
+
 @dataclass(frozen=True)
 class Containment:
     """A candidate whose label the name contains, with only generic words around it."""
@@ -409,6 +433,8 @@ class WordCoverage:
     rare: dict[str, int]
     unknown: int = 0
     """How many of the name's words no candidate uses."""
+    head_unknown: bool = False
+    """Whether the name's head word (`head_word`) is one of them."""
 
 
 @dataclass
@@ -427,6 +453,7 @@ class CandidateIndex:
     _vocab: list[frozenset[str]] = field(default_factory=list)
     _keys: dict[str, int] = field(default_factory=dict)
     _bags: dict[str, int | None] = field(default_factory=dict)
+    _kernel_keys: dict[str, int] = field(default_factory=dict)
     _word_index: dict[str, int] = field(default_factory=dict)
     _label_owner: np.ndarray[Any, np.dtype[np.int64]] = field(
         default_factory=lambda: np.zeros(0, dtype=np.int64)
@@ -517,6 +544,10 @@ class CandidateIndex:
                     if bag:
                         # A bag of words two techniques share is ambiguous: matched by neither.
                         self._bags[bag] = i if self._bags.get(bag, i) == i else None
+        # A workload name meets a label of "the kernel" ("Persistent GEMM", "persistent kernel"); the
+        # owners' words are read over every candidate, the keys kept for graph techniques only.
+        kernel = kernel_keys((str(i), label) for i, c in enumerate(self.candidates) for label in c.labels)
+        self._kernel_keys = {k: int(i) for k, i in kernel.items() if self.candidates[int(i)].in_graph}
 
     def vocabulary_words(self) -> frozenset[str]:
         """Every stemmed content word some candidate's labels or description use."""
@@ -540,10 +571,12 @@ class CandidateIndex:
         users = covered.sum(axis=0)
         rare = covered[:, users <= RARE_WORD_USERS].sum(axis=1)
         shares = covered @ weights / total if total > 0.0 else np.zeros(n)
+        head = head_word(name)
         return WordCoverage(
             {c.name: float(v) for c, v in zip(self.candidates, shares, strict=True)},
             {c.name: int(v) for c, v in zip(self.candidates, rare, strict=True)},
             len(words) - len(known),
+            head is not None and head not in self._word_index,
         )
 
     def diagnostic(self, name: str, technique: str) -> str | None:
@@ -651,10 +684,14 @@ class CandidateIndex:
         return False
 
     def label_hit(self, name: str) -> TechniqueCandidate | None:
-        """The graph candidate one of whose labels normalises like `name` (`label_key`, else `bag_key`)."""
+        """The graph candidate one of whose labels normalises like `name` (`label_key`, else `bag_key`,
+        else a workload name as a label of the kernel: `kernel_keys`)."""
         i = self._keys.get(label_key(name))
         if i is None:
             i = self._bags.get(bag_key(name))
+        if i is None:
+            workload = workload_key(name)
+            i = self._kernel_keys.get(workload) if workload else None
         return self.candidates[i] if i is not None else None
 
     def copy(self) -> CandidateIndex:
@@ -1030,7 +1067,9 @@ def separation(
     elsewhere: name and detail disagree, and a curator decides; and a name more than half of whose
     content words the best candidate lacks (half, when the name is all the step says: no detail, no code
     support, no mention), `OWN_WORDS` of them used by no candidate, may name what the graph lacks ("Bank
-    conflict detection with Nsight Compute", "Sliced K - reduction across warps"): a curator decides too.
+    conflict detection with Nsight Compute", "Sliced K - reduction across warps"): a curator decides too;
+    so does a name that is all the step says, half of whose words the best candidate lacks, when its head
+    word (`head_word`) is one no candidate uses ("Use efficient data-parallel backend").
     """
     if len(ranked.names) < 2:
         return None
@@ -1046,16 +1085,21 @@ def separation(
             f"({others[nearest][name_sim]:.2f}) than to {ranked.names[0]!r} ({top[name_sim]:.2f})"
         )
     name_only = not detail and top[support] <= 0.0 and top[mentions] <= 0.0
-    if (
-        coverage is not None
-        and coverage.unknown >= OWN_WORDS
-        and (top[unexplained] > 0.5 or (top[unexplained] >= 0.5 and name_only))
+    if coverage is not None and (
+        (
+            coverage.unknown >= OWN_WORDS
+            and (top[unexplained] > 0.5 or (top[unexplained] >= 0.5 and name_only))
+        )
+        or (coverage.head_unknown and top[unexplained] >= 0.5 and name_only)
     ):
         # most of the name is not the best candidate's, and some of it no technique's at all: it may name
         # what the graph lacks ("Bank conflict detection with Nsight Compute", "Emulating double
         # precision with pairs of floats"), whatever its shared words, mentions or code say. Half of it
         # too when the name is all the evidence (no detail, code or mention): "Sliced K - reduction
-        # across warps" shares only its head ("reduction", "warp") with the warp shuffle reduction.
+        # across warps" shares only its head ("reduction", "warp") with the warp shuffle reduction. And
+        # (session 21) half of it when the name is all the evidence and its head word is no technique's:
+        # the shared half only modifies what the graph lacks ("Use efficient data-parallel backend" is a
+        # distributed-training backend, "Mixed precision iterative refinement" a solver).
         return (
             f"name_unexplained: {top[unexplained]:.0%} of the name's words are not {ranked.names[0]!r}'s, "
             f"{coverage.unknown} of them no technique's"

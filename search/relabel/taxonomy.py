@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -67,6 +68,9 @@ _FILLER = frozenset(
         "step",
         "based",
         "cuda",
+        # (session 21) the other platforms and the vendors say where, as "CUDA" and "GPU" do, not which
+        # technique: "Programming Intel XMX Using SYCL ...", "HIP streams", "OpenCL work-groups"
+        *("hip", "rocm", "opencl", "sycl", "oneapi", "nvidia", "amd", "intel"),
         "gpu",
         "kernel",
         "better",
@@ -205,6 +209,11 @@ ABBREVIATIONS: dict[str, str] = {
     "bf16": "half precision",
     "fp32": "single precision",
     "fp64": "double precision",
+    # NumPy's, PyTorch's and Julia's names of the IEEE types (session 21): float32 is single precision
+    "float16": "half precision",
+    "bfloat16": "half precision",
+    "float32": "single precision",
+    "float64": "double precision",
     "h2d": "host to device copy",
     "d2h": "device to host copy",
     "sm": "streaming multiprocessor",
@@ -279,6 +288,8 @@ def shorthand(word: str, *, plurals: bool = False) -> str | None:
     return written
 
 
+_CL_MATH = r"(?:cos|divide|exp|exp2|exp10|log|log2|log10|powr|recip|rsqrt|sin|sqrt|tan)"
+"""The OpenCL C math built-ins that have native_ and half_ versions."""
 VENDOR_TERMS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     (re.compile(pattern, re.IGNORECASE), cuda)
     for pattern, cuda in (
@@ -303,6 +314,19 @@ VENDOR_TERMS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         # Intel's shared local memory (SLM) is CUDA's shared memory (oneAPI GPU optimization guide). Plain
         # "local memory" is left alone: in OpenCL it is shared memory, in CUDA a thread's spill space.
         (r"\bshared[\s_-]local[\s_-]memory\b", "shared memory"),
+        # Intel's Xe Matrix Extensions (XMX) are its GPUs' tensor cores, and SYCL's joint_matrix API is
+        # the WMMA of "tensor hardware" (Intel oneAPI GPU Optimization Guide, "Programming Intel XMX
+        # Using SYCL Joint Matrix Extension": one API for Intel AMX, Intel XMX and NVIDIA Tensor Cores).
+        (r"\bxmx\b", "tensor cores"),
+        (r"\bjoint[\s_-]matri(?:x|ces)\b", "tensor core fragments"),
+        # OpenCL C's native_ and half_ math built-ins (native_sin, half_exp, ...) trade accuracy for
+        # speed: "may map to one or more native device instructions and will typically have better
+        # performance", their accuracy implementation-defined (native_) or about 10 bits (half_) (Khronos
+        # OpenCL 1.2 reference pages, "Math built-in functions"; SYCL 2020's sycl::native and sycl::half_
+        # precision namespaces are the same). CUDA's are the fast math intrinsics (__sinf, __expf). Only the
+        # prefix on its own ("native_ and half_ versions") or on a math function's name: "half_precision"
+        # is half precision.
+        (r"\b(?:native|half)_(?=" + _CL_MATH + r"\b|(?!\w))", "fast math "),
         # The same words joined or hyphenated: "tensorcore", "tensor-core".
         (r"\btensor[_-]?cores\b", "tensor cores"),
         (r"\btensor[_-]?core\b", "tensor core"),
@@ -456,6 +480,9 @@ def strip_contrasts(text: str) -> str:
     return out
 
 
+_APOSTROPHE_S = re.compile(r"(?<=\w)['\u2019]s\b")
+
+
 def content_tokens(text: str) -> list[str]:
     """The stemmed content words of `text` (`_content_tokens`, cached: names and labels repeat)."""
     return list(_content_tokens(text))
@@ -468,6 +495,8 @@ def _content_tokens(text: str) -> tuple[str, ...]:
     "per" binds to the word after it ("outputs per thread" -> output, per_thread), so that "outputs
     per thread" (coarsening) and "thread per output" (a first port) do not read as the same words.
     """
+    # "Float32's", "the GPU's": a possessive or a plural written with an apostrophe is its word's (session 21)
+    text = _APOSTROPHE_S.sub("", text)
     lowered = expand_abbreviations(text, plurals=True).lower().replace("-", " ").replace("/", " ")
     # "Loop tiling without shared memory" is not about shared memory: what follows "without" is dropped.
     lowered = lowered.split(" without ", 1)[0]
@@ -512,6 +541,8 @@ CONCEPTS: dict[str, str] = {
     "distribut": "balance",
     "distribution": "balance",
     "interchang": "reorder",
+    # a loop permutation is a loop interchange (session 21: TVM's schedule tutorials' "Loop Permutation")
+    "permut": "reorder",
     "swap": "reorder",
     "rearrang": "reorder",
     "wider": "wide",
@@ -566,6 +597,21 @@ def concept_tokens(text: str) -> list[str]:
     return [CONCEPTS.get(t, t) for t in content_tokens(text)]
 
 
+WORKLOADS = frozenset(
+    _stem(w)
+    for w in (
+        *("matmul", "matmuls", "gemm", "gemms", "sgemm", "hgemm", "dgemm", "gemv", "spmv", "spmm"),
+        *("softmax", "layernorm", "rmsnorm"),
+    )
+)
+"""Names of the computation a kernel performs, as stems (session 21, issue 28): the operators of the
+BLAS and of ML libraries (cuBLAS's GEMM and GEMV, cuSPARSE's SpMV and SpMM, the softmax and
+normalisation layers of cuDNN and PyTorch), words no technique of the taxonomy uses. Words the taxonomy
+uses ("histogram", "stencil", "scan", "transpose", "matrix") are not workloads here: they tell
+techniques apart. (A camel-case "LayerNorm" is split into "Layer Norm" first, so it is no workload
+word.) See `workload_key` and `kernel_keys`."""
+
+
 def label_key(text: str) -> str:
     """The normalised form two labels are compared in (word order kept)."""
     return " ".join(content_tokens(text))
@@ -575,6 +621,39 @@ def bag_key(text: str) -> str:
     """The normalised words of a label in sorted order: "restructure the algorithm" meets
     "algorithm restructuring". Matched only where no two techniques share a bag."""
     return " ".join(sorted(set(content_tokens(text))))
+
+
+def workload_key(name: str) -> str | None:
+    """`label_key` of `name` without its workload words (`WORKLOADS`), or None when it has none ("" when
+    it is only workload words: "GEMM", "softmax kernel")."""
+    words = content_tokens(name)
+    if not any(w in WORKLOADS for w in words):
+        return None
+    return " ".join(w for w in words if w not in WORKLOADS)
+
+
+def kernel_keys(labels: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """The keys a workload name may meet (session 21, issue 28), from `(owner, label)` pairs: where a
+    label says a technique of "the kernel" ("persistent kernel", "templated kernel"; "kernel" is filler),
+    a name may say it of a workload ("Persistent GEMM", "Templated matmul"), so the label's `label_key`
+    -> its owner. Only when each of the key's words is in the labels of that one owner: "cooperative
+    kernel" (grid-wide synchronization) is left out because "cooperative tile loading" is shared memory
+    tiling's ("Cooperative GEMM" is CUTLASS's warp-group schedule), "fused kernel" because "fused
+    multiply-add" is another technique's; and only labels with the word "kernel": the alias "pruning"
+    does not make "Pruned GEMM" (pruned weights) work pruning."""
+    pairs = list(labels)
+    owners: dict[str, set[str]] = {}
+    for owner, label in pairs:
+        for word in content_tokens(label):
+            owners.setdefault(word, set()).add(owner)
+    out: dict[str, str] = {}
+    for owner, label in pairs:
+        if not re.search(r"\bkernels?\b", label, re.IGNORECASE):
+            continue
+        key = label_key(label)
+        if key and all(owners.get(w) == {owner} for w in key.split()):
+            out.setdefault(key, owner)
+    return out
 
 
 class TaxonomyError(SearchError):
@@ -620,6 +699,7 @@ class Taxonomy:
     _by_key: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
     _by_name: dict[str, TaxonomyTechnique] = field(default_factory=dict, compare=False, repr=False)
     _by_bag: dict[str, str | None] = field(default_factory=dict, compare=False, repr=False)
+    _by_kernel_key: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         for technique in self.techniques:
@@ -640,6 +720,9 @@ class Taxonomy:
                     )
                 if key:
                     self._by_key[key] = technique.name
+        self._by_kernel_key.update(
+            kernel_keys((t.name, label) for t in self.techniques for label in t.labels)
+        )
 
     def get(self, name: str) -> TaxonomyTechnique:
         """The technique called exactly `name`; raises `TaxonomyError`."""
@@ -649,8 +732,12 @@ class Taxonomy:
             raise TaxonomyError(f"the taxonomy has no technique {name!r}") from e
 
     def lookup(self, label: str) -> TaxonomyTechnique | None:
-        """The technique one of whose labels normalises like `label` (in order, else as a bag), if any."""
+        """The technique one of whose labels normalises like `label` (in order, else as a bag; else a
+        workload name, "Persistent GEMM", as a label of the kernel, `kernel_keys`), if any."""
         name = self._by_key.get(label_key(label)) or self._by_bag.get(bag_key(label))
+        if name is None:
+            workload = workload_key(label)
+            name = self._by_kernel_key.get(workload) if workload else None
         return self._by_name[name] if name is not None else None
 
     @property

@@ -28,6 +28,7 @@ from search.relabel.scoring import (
     TechniqueCandidate,
     TextVectors,
     WordCoverage,
+    head_word,
     load_model,
     separation,
 )
@@ -94,6 +95,25 @@ def test_dev2_set_is_outside_phrasing_that_shares_nothing_with_the_outside_set(t
     assert shared == [], "dev2 must share no item with the outside set"
     clear = [i for i in items if not i.doubtful]
     assert sum(i.truth == "NEW" for i in clear) >= 15, "dev2 needs near-misses that must not merge"
+
+
+DEV3_DATA = OUTSIDE_DATA.with_name("dev3.jsonl")
+
+
+def test_dev3_set_shares_nothing_with_the_outside_set_nor_dev2(taxonomy: Taxonomy) -> None:
+    """The third development set (`dev3.jsonl`, session 21: PyTorch's tuning guide, CUDA.jl's performance
+    tips, Apache TVM's schedule tutorials): the outside set's format, no taxonomy label word for word,
+    and no item of the outside set or of dev2 (not the same name, nor the same name once normalised)."""
+    items = load_outside_items(DEV3_DATA)
+    assert len(items) >= 40
+    _check_named_set(items, taxonomy, "dev3")
+    for other, what in ((load_outside_items(), "the outside set"), (load_outside_items(DEV2_DATA), "dev2")):
+        plain = {_plain(i.name) for i in other}
+        keyed = {label_key(i.name) for i in other}
+        shared = [i.id for i in items if _plain(i.name) in plain or label_key(i.name) in keyed]
+        assert shared == [], f"dev3 must share no item with {what}"
+    clear = [i for i in items if not i.doubtful]
+    assert sum(i.truth == "NEW" for i in clear) >= 10, "dev3 needs near-misses that must not merge"
 
 
 def test_calibration_refuses_the_outside_set(embedder: Embedder, taxonomy: Taxonomy) -> None:
@@ -288,6 +308,45 @@ def test_a_name_mostly_of_its_own_words_is_not_separated() -> None:
     reason = separation(bare_half, name_words=4, detail=False, coverage=own)
     assert reason is not None and reason.startswith("name_unexplained")
     assert separation(bare_half, name_words=4, detail=False, coverage=one) is None
+
+
+def test_a_name_headed_by_a_word_no_technique_uses_is_not_separated_by_half_of_it() -> None:
+    """Session 21: half the name unexplained, its head word (`head_word`) used by no candidate, and
+    nothing but the name: the shared half modifies something the graph lacks ("Use efficient
+    data-parallel backend" is a distributed-training backend, not parallelization; dev3 e019)."""
+    bare_half = _ranked([{"name_sim": 0.67, "text_sim": 0.51, "unexplained": 0.5}, {"name_sim": 0.40}])
+    head = WordCoverage({"t0": 0.41, "t1": 0.1}, {"t0": 2, "t1": 0}, unknown=1, head_unknown=True)
+    reason = separation(bare_half, name_words=4, detail=False, coverage=head)
+    assert reason is not None and reason.startswith("name_unexplained")
+    # the unknown word a modifier, not the head: the name lead separates as before
+    modifier = WordCoverage({"t0": 0.41, "t1": 0.1}, {"t0": 2, "t1": 0}, unknown=1)
+    assert separation(bare_half, name_words=4, detail=False, coverage=modifier) is None
+    # with a detail, or less than half of the name unexplained, the head alone does not stop it
+    assert separation(bare_half, name_words=4, detail=True, coverage=head) is None
+    third = _ranked([{"name_sim": 0.67, "text_sim": 0.51, "unexplained": 1 / 3}, {"name_sim": 0.40}])
+    assert separation(third, name_words=3, detail=False, coverage=head) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "head"),
+    [
+        ("Use efficient data-parallel backend", "backend"),
+        ("Shared memory tiling for stencils", "til"),
+        ("Letting the compiler unroll fixed-trip loops", "loop"),
+        ("for the", None),
+    ],
+)
+def test_head_word(name: str, head: str | None) -> None:
+    assert head_word(name) == head
+
+
+def test_a_named_solver_step_waits(policy: RelabelPolicy, taxonomy: Taxonomy) -> None:
+    """General set g156: "refinement", the head, is no technique's word; "mixed precision" only says how."""
+    choice = policy.choose(
+        StepInput("Mixed precision iterative refinement"), policy.index(_full_graph(taxonomy))
+    )
+    assert choice.outcome == "undecided"
+    assert any(flag.startswith("name_unexplained") for flag in choice.flags), choice.flags
 
 
 def test_separation_by_telling_words() -> None:

@@ -1,7 +1,8 @@
 """Words of one idea that the taxonomy's own vocabulary already uses (issue 28, session 19): capping or
 constraining a resource is limiting it (the launch-bounds alias "limit registers per thread"), a noun
 meets the word the stemmer left apart from it ("residency", "traversal"), "usage" is filler as "use"
-is, and a step's arrays are its data."""
+is, and a step's arrays are its data; session 21: "float32"/"float64"/"float16"/"bfloat16" are the IEEE
+types' shorthands, a loop permutation is a loop interchange, and "'s" belongs to its word."""
 
 from __future__ import annotations
 
@@ -21,6 +22,13 @@ from tests.unit.search.test_relabel_precision import _full_graph
         ("traversal order", "traversing order"),
         ("register usage", "register use"),
         ("keep the arrays on the device", "keep data on the device"),
+        # session 21: the IEEE types by NumPy's, PyTorch's and Julia's names, loop permutation, "'s"
+        ("float32", "FP32"),
+        ("Float64's", "double precision"),
+        ("bfloat16 math", "half precision math"),
+        ("loop permutation", "loop interchange"),
+        ("the GPU's memory", "the GPU memory"),
+        ("the kernel\u2019s loads", "kernel loads"),
     ],
 )
 def test_words_of_one_idea_meet(one: str, other: str) -> None:
@@ -65,3 +73,19 @@ def test_capping_alone_is_not_created_as_new(policy: RelabelPolicy, taxonomy: Ta
     """Too little to merge on, but no longer a new technique either: a curator decides."""
     choice = policy.choose(StepInput("Capping the register count"), policy.index(_full_graph(taxonomy)))
     assert choice.outcome == "undecided", (choice.outcome, choice.technique)
+
+
+@pytest.mark.parametrize(
+    ("name", "technique"),
+    [
+        ("Prefer float32 over float64", "Reduced precision arithmetic"),
+        ("Compute in float16", "Reduced precision arithmetic"),
+        ("Loop permutation", "Memory access pattern reordering"),
+    ],
+)
+def test_type_names_and_permutations_merge(
+    policy: RelabelPolicy, taxonomy: Taxonomy, name: str, technique: str
+) -> None:
+    """Session 21 (dev3: "Use Float32's instead of Float64's", TVM's "Loop Permutation" were created new)."""
+    choice = policy.choose(StepInput(name), policy.index(_full_graph(taxonomy)))
+    assert (choice.outcome, choice.technique) == ("merge", technique), choice.flags

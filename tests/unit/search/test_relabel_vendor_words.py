@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from search.relabel.relabeler import RelabelPolicy, StepInput
-from search.relabel.taxonomy import Taxonomy, concept_tokens, expand_abbreviations
+from search.relabel.taxonomy import Taxonomy, concept_tokens, vendor_terms
 from tests.unit.search.test_relabel_precision import _full_graph
 
 
@@ -29,6 +29,17 @@ from tests.unit.search.test_relabel_precision import _full_graph
         ("matrix cores", "tensor cores"),
         ("Tensorcore", "tensor core"),
         ("tensor-cores", "tensor cores"),
+        # session 21: Intel's XMX and SYCL's joint matrix, OpenCL's native_ and half_ math built-ins
+        ("Intel XMX", "tensor cores"),
+        ("XMX engines", "tensor core engines"),
+        ("joint_matrix loads", "tensor core fragment loads"),
+        ("native_sin", "fast math sin"),
+        ("native_sin and half_cos", "fast math sin and fast math cos"),
+        ("half_exp", "fast math exp"),
+        # session 21: the platforms and vendors are filler, as "CUDA" is
+        ("SYCL work-group size", "CUDA thread block size"),
+        ("HIP streams", "streams"),
+        ("OpenCL on Intel and AMD", "CUDA on NVIDIA"),
     ],
 )
 def test_vendor_words_read_as_cuda_words(vendor: str, cuda: str) -> None:
@@ -43,10 +54,14 @@ def test_vendor_words_read_as_cuda_words(vendor: str, cuda: str) -> None:
         # parts of other words
         "homework group",
         "frontwave",
+        # "native" and "half" as words, and an identifier that is not an OpenCL math built-in
+        "native code",
+        "half the threads",
+        "half_precision",
     ],
 )
 def test_words_that_mean_something_else_in_cuda_stay(text: str) -> None:
-    assert expand_abbreviations(text) == text
+    assert vendor_terms(text) == text
 
 
 @pytest.mark.parametrize(
@@ -54,6 +69,8 @@ def test_words_that_mean_something_else_in_cuda_stay(text: str) -> None:
     [
         ("Tensorcores", "Tensor core MMA"),
         ("Tuning the work-group size", "Block size tuning"),
+        ("Programming Intel XMX Using SYCL", "Tensor core MMA"),
+        ("Using native_ versions of math functions", "Fast math intrinsics"),
     ],
 )
 def test_vendor_names_merge_into_the_cuda_technique(
