@@ -227,9 +227,8 @@ def stop_rule(samples_ms: list[float], policy: TrialPolicy) -> StopReason | None
 
     It stops at ``max_trials``; otherwise, once there are ``min_trials`` samples and ``min_total_ms``
     of timed work, as soon as the median is known well enough: its relative standard error,
-    estimated robustly as ``1.2533 * robust_cov / sqrt(n)`` (when the trials rotate over
-    ``policy.groups`` input sets, the smaller of that spread and the one within the sets:
-    :func:`timing_noise`), is at most
+    estimated robustly as ``1.2533 * robust_cov / sqrt(n)`` (the spread within the sets when the
+    trials rotate over ``policy.groups`` input sets: :func:`within_set_cov`), is at most
     ``target_error`` (with ``target_error <= 0``: at once, the fixed rule).
     """
     n = len(samples_ms)
@@ -310,7 +309,7 @@ def next_batch_size(
         if median > 0 and policy.min_total_ms > 0:
             want = max(want, math.ceil((policy.min_total_ms - sum(samples_ms)) / median))
         if policy.target_error > 0 and len(basis) >= SETTLE_MIN_WINDOW:
-            spread = timing_noise(basis, policy.groups) if basis is samples_ms else robust_cov(basis)
+            spread = within_set_cov(basis, policy.groups) if basis is samples_ms else robust_cov(basis)
             needed = (1.2533 * spread / policy.target_error) ** 2
             want = max(want, math.ceil(needed) - n)
     want = min(want, max_batch, policy.max_trials - n)
@@ -422,23 +421,7 @@ def within_set_cov(samples_ms: list[float], groups: int) -> float:
     return float(1.4826 * np.median(np.concatenate(diffs)) / math.sqrt(2))
 
 
-def timing_noise(samples_ms: list[float], groups: int = 1) -> float:
-    """The spread the stop rule counts as noise: :func:`robust_cov` of all the samples, or, for samples
-    rotated over ``groups`` input sets, the smaller of that and :func:`within_set_cov`.
-
-    Both estimate the same noise. Differences between the sets can only widen the samples' spread as a
-    whole, so the whole spread is an upper bound of the noise within the sets: it is never below the
-    truth because the sets differ. The spread within the sets leaves those differences out, but early
-    on it rests on a few pairs (five trials on three sets: two), so that one stray trial among them
-    doubled it, and function tasks' trials, timed on the host clock, went from 7.4 to 13.4 on an H200
-    against one set (the robust CoV of all their samples was 0.027 against 0.023;
-    ``bench/results/2026-11-29_s21``). The smaller of the two stops as soon as either shows the
-    median known well enough."""
-    pooled = robust_cov(samples_ms)
-    return pooled if groups <= 1 else min(pooled, within_set_cov(samples_ms, groups))
-
-
 def median_error(samples_ms: list[float], groups: int = 1) -> float:
-    """Relative standard error of the median (normal approximation with a robust spread,
-    :func:`timing_noise`)."""
-    return 1.2533 * timing_noise(samples_ms, groups) / float(np.sqrt(len(samples_ms)))
+    """Relative standard error of the median (normal approximation with a robust spread; for samples
+    rotated over ``groups`` input sets, the spread within the sets)."""
+    return 1.2533 * within_set_cov(samples_ms, groups) / float(np.sqrt(len(samples_ms)))

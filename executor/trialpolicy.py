@@ -24,6 +24,6 @@ class TrialPolicy:
     settle: float = 0.0
     max_warmup_ms: float = 0.0
     # Trial i runs on input set i % groups (the rotated timing sets). With more than one, the spread
-    # that decides when to stop may also be measured within each set (executor.checking.timing_noise),
-    # so that honest differences between the sets' values do not count as noise.
+    # that decides when to stop is measured within each set (executor.checking.within_set_cov), so
+    # that honest differences between the sets' values do not count as noise.
     groups: int = 1
