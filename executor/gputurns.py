@@ -151,6 +151,8 @@ class GpuTurns:
         """Hold the GPU for the block (which gets this run's :class:`Turn`); while waiting, give up
         once ``cancelled`` is set. An ``urgent`` run goes before those that are not. ``holder`` says
         whose run it is, for :meth:`usage`."""
+        if holder not in self._taken:  # before it waits: a turn taken with it could never be given back
+            raise ValueError(f"unknown holder of a GPU turn: {holder!r}")
         me = Turn(kind, urgent=urgent, holder=holder)
         with self._cond:
             self._waiting.append(me)

@@ -110,8 +110,8 @@ class EvaluationOptions(BaseModel):
         default=0.01,
         ge=0,
         le=1,
-        description="stop once the median's relative standard error (1.2533*robust CoV/sqrt(trials)) is "
-        "at most this; 0: stop at min_trials and min_timing_ms",
+        description="stop once the median's relative standard error (1.2533*noise/sqrt(trials), the noise "
+        "measured within each timing set) is at most this; 0: stop at min_trials and min_timing_ms",
     )
     host_target_error: float = Field(
         default=0.03,

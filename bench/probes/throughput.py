@@ -461,6 +461,7 @@ def run_queue(args: argparse.Namespace, items: list[QueueItem], replicas: int, c
     try:
         cores = _cores(fleet)
         with serving(app) as url, GpuSampler() as sampler:
+            turns_before = _turn_usage(url)
             start = time.perf_counter()
             results = asyncio.run(
                 _drain(
@@ -475,7 +476,7 @@ def run_queue(args: argparse.Namespace, items: list[QueueItem], replicas: int, c
                 )
             )
             wall = time.perf_counter() - start
-            turns = _turn_usage(url)
+            turns = _turns_since(turns_before, _turn_usage(url))
     finally:
         if fleet is not None:
             fleet.close()
@@ -498,6 +499,24 @@ def _turn_usage(url: str) -> list[dict[str, Any]]:
         return []
     described = body.get("gpus") or [body]
     return [{"replica": d.get("replica", "single"), **d["turns"]} for d in described if d.get("turns")]
+
+
+def _turns_since(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each replica's turns taken and seconds held between two :func:`_turn_usage` answers (the queue's
+    own, without what the executor did before it began)."""
+    earlier = {t["replica"]: t for t in before}
+    since = []
+    for t in after:
+        b = earlier.get(t["replica"], {"turns": {}, "held_s": {}, "seconds": 0.0})
+        since.append(
+            {
+                **t,
+                "seconds": round(t["seconds"] - b["seconds"], 3),
+                "turns": {k: v - b["turns"].get(k, 0) for k, v in t["turns"].items()},
+                "held_s": {k: round(v - b["held_s"].get(k, 0.0), 3) for k, v in t["held_s"].items()},
+            }
+        )
+    return since
 
 
 def _cores(fleet: Fleet | None) -> dict[str, str | None]:

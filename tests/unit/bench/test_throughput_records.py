@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.probes.throughput import QueueItem, Result, lock_by_kind, render, summarize
+from bench.probes.throughput import QueueItem, Result, _turns_since, lock_by_kind, render, summarize
 from executor.protocol import ErrorKind, Stage, TimingStats, Verdict
 from executor.taskformat import load_task
 
@@ -79,3 +79,41 @@ def test_records_and_the_lock_table_by_task_kind() -> None:
         "GPU lock held 12% of the wall time; after the first 45 s" in text
         and "**196 evaluations/hour**" in text
     )
+
+
+def test_the_turns_reported_are_the_queues_own() -> None:
+    """What the executor's turns did before the queue began (a task prepared, a warm-up) is left out."""
+    before = [
+        {
+            "replica": "r0",
+            "seconds": 5.0,
+            "turns": {"candidate": 2, "baseline": 1},
+            "held_s": {"candidate": 1.5, "baseline": 0.5},
+            "waiting": 0,
+        }
+    ]
+    after = [
+        {
+            "replica": "r0",
+            "seconds": 65.0,
+            "turns": {"candidate": 12, "baseline": 4},
+            "held_s": {"candidate": 31.5, "baseline": 3.0},
+            "waiting": 1,
+        },
+        {
+            "replica": "r1",
+            "seconds": 60.0,
+            "turns": {"candidate": 3, "baseline": 0},
+            "held_s": {"candidate": 2.0, "baseline": 0.0},
+            "waiting": 0,
+        },
+    ]
+    since = _turns_since(before, after)
+    assert since[0] == {
+        "replica": "r0",
+        "seconds": 60.0,
+        "turns": {"candidate": 10, "baseline": 3},
+        "held_s": {"candidate": 30.0, "baseline": 2.5},
+        "waiting": 1,
+    }
+    assert since[1] == after[1]  # a replica that answered only after the queue began: all of it
