@@ -36,7 +36,7 @@ from executor.reference import check_reference_outputs
 from executor.taskformat import KernelTask
 from executor.verdict import ErrorKind, FloorCheck, TimingStats
 from executor.worker.gpu import DeviceSlots, GpuContext, GpuFunctionRuntime, GpuKernelRuntime, make_slots
-from executor.worker.host import HostFunctionRuntime, HostSlots, host_peak
+from executor.worker.host import HostFunctionRuntime, HostSlots, SpotSample, host_peak
 from executor.worker.messages import (
     PREPARED,
     CandidateRun,
@@ -556,6 +556,43 @@ class Worker:
                 raise CandidateFailed(
                     e.kind, f"{call} (on timing set {source + 1} of {len(sources)}): {e}", e.mismatch
                 ) from e
+        for source, call, sample in last.get("spot_checks", []):
+            self.check_spot(sources[source], sample, self.timing_expected(source), call, source, len(sources))
+
+    def check_spot(
+        self,
+        inputs: InputSet,
+        sample: dict[str, SpotSample],
+        expected: dict[str, np.ndarray],
+        call: str,
+        source: int,
+        sources: int,
+    ) -> None:
+        """A spot check (:func:`executor.worker.host.spot_sample`): the values one timed call left at
+        sampled positions of each output, against the reference's at the same positions, by the
+        output's own rule; a failure names the call, the set and the element's index in the output."""
+        for arg in self.task.outputs:
+            kept = sample[arg.name]
+            want = expected[arg.name].reshape(-1)
+            if kept.positions is not None:
+                want = want[kept.positions]
+            t0 = time.perf_counter()
+            failure = compare_output(self.task, arg, kept.values, want, inputs.size, inputs.seed)
+            self._add_seconds("spot_check", t0)
+            if failure is None:
+                continue
+            kind, mismatch = failure
+            if kept.positions is not None:
+                index = int(kept.positions[mismatch.index])
+                mismatch = mismatch.model_copy(update={"index": index})
+            checked = f"{mismatch.total} sampled elements" if kept.positions is not None else "every element"
+            raise CandidateFailed(
+                kind,
+                f"{call} (on timing set {source + 1} of {sources}, a spot check of {checked} of "
+                f"{arg.name!r}, drawn after the trials): {mismatch.count} differ from the reference "
+                f"(first at [{mismatch.index}]: expected {mismatch.expected}, got {mismatch.got})",
+                mismatch,
+            )
 
     def check_floor(self, candidate: Runtime, stats: TimingStats) -> None:
         """Compare the candidate's median with the task's physical floor on this device

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import functools
+import secrets
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
@@ -29,6 +30,34 @@ from executor.worker.runtime import Runtime
 
 # When the host's last-level cache size cannot be read: a common size of one socket's L3.
 DEFAULT_HOST_CACHE_BYTES = 32 << 20
+# Elements of each output kept from a spot-checked timed call (all of them when there are fewer).
+SPOT_ELEMENTS = 4096
+
+
+@dataclasses.dataclass(frozen=True)
+class SpotSample:
+    """Values one timed call left in an output: ``values`` at the flat ``positions`` (None: the
+    whole output, flattened)."""
+
+    positions: np.ndarray | None
+    values: np.ndarray
+
+
+def spot_sample(
+    task: FunctionTask | KernelTask, arrays: dict[str, np.ndarray], rng: np.random.Generator
+) -> dict[str, SpotSample]:
+    """What a spot check keeps of a call's outputs: :data:`SPOT_ELEMENTS` elements of each, drawn by
+    ``rng``, or the whole output where it is not larger, or where its rule compares the outputs
+    sorted (a sample of a sorted comparison means nothing)."""
+    kept = {}
+    for arg in task.outputs:
+        flat = arrays[arg.name].reshape(-1)
+        if flat.size <= SPOT_ELEMENTS or task.compare_rule(arg).mode == "sorted":
+            kept[arg.name] = SpotSample(None, flat.copy())
+        else:
+            positions = np.unique(rng.integers(0, flat.size, SPOT_ELEMENTS))
+            kept[arg.name] = SpotSample(positions, flat[positions])
+    return kept
 
 
 @functools.cache
@@ -168,6 +197,16 @@ class FunctionRuntime(Runtime):
         # The slowest wall time of the calls so far (the flush included): a call's limit is derived
         # from it when it is below the limit's own time per call.
         slowest_ms = [0.0]  # 0: none yet
+        # Spot checks. Only the last timed call on each slot is checked whole, and a candidate that
+        # can tell which call is which (its slots' addresses do not change) and make the trials run to
+        # a count it knows (max_trials, the time cap) could fake every other call. So on each slot one
+        # timed call, drawn uniformly from all of that slot's calls as they come (reservoir sampling:
+        # the k-th call replaces the kept one with probability 1/k), keeps a sample of its outputs,
+        # which the worker checks against the reference too. The draw comes from the operating
+        # system's entropy, not from anything the candidate sees.
+        rng = np.random.default_rng(secrets.randbits(128))
+        visits: dict[int, int] = {}
+        spots: dict[int, tuple[int, str, dict[str, SpotSample]]] = {}
 
         def trial(i: int) -> float:
             j = i % len(rotated)
@@ -192,6 +231,10 @@ class FunctionRuntime(Runtime):
                 last.update(set=j % len(sources), outputs={name: work.arrays[name] for name in outputs})
                 # What each slot's buffers hold now: the outputs of its last call.
                 checks[j] = (j % len(sources), what, last["outputs"])
+            if i >= 0:  # untimed: the clock was read
+                visits[j] = visits.get(j, 0) + 1
+                if int(rng.integers(visits[j])) == 0:
+                    spots[j] = (j % len(sources), what, spot_sample(self.task, work.arrays, rng))
             return elapsed
 
         checks: dict[int, tuple[int, str, dict[str, np.ndarray]]] = {}
@@ -199,8 +242,10 @@ class FunctionRuntime(Runtime):
         # Trial i runs on source i % len(sources) (the slots are a multiple of the sources).
         policy = dataclasses.replace(options.trial_policy(), groups=len(sources))
         samples, stop = measure(trial, policy)
-        # The last timed call on every slot, each checked by the worker (executor.worker.candidate).
+        # The last timed call on every slot, each checked by the worker (executor.worker.candidate),
+        # and on every slot one earlier call drawn at random (spot_checks).
         last["checks"] = [checks[j] for j in sorted(checks)]
+        last["spot_checks"] = [spots[j] for j in sorted(spots)]
         return timing_stats(samples, stop), last
 
 

@@ -66,6 +66,24 @@ ALL_MEMO = (
 )
 
 
+# Knows which timed calls are checked whole: the last on each of its slots (their addresses do not
+# change), when the trials run to a count it knows. On the timing-size inputs it computes the first
+# call on each address and the 50th in full, and every call between with a tenth of the steps of a
+# cheaper loop: wrong values, a tenth of the time or less, above the physical floor. Only a check of
+# one of those calls can see them.
+SKIM_TRIALS = 150  # 3 slots (3 timing sets, 2 rotated copies: one round), 50 calls each
+SKIM = (
+    "static const float* seen[64]; static int visits[64]; static int nseen = 0;\n"
+    + POLY_HEAD
+    + "bool skim = false;\n"
+    "if (n == 131072) { int k = 0; while (k < nseen && seen[k] != x) ++k;\n"
+    "  if (k == nseen && nseen < 64) { seen[nseen] = x; visits[nseen++] = 0; }\n"
+    "  int c = k < 64 ? ++visits[k] : 1; skim = c > 1 && c < 50; }\n"
+    "if (skim) { for (int i = 0; i < n; ++i) { float v = x[i]; for (int k = 0; k < 30; ++k) v *= 0.9f; y[i] = v; } return; }\n"
+    "for (int i = 0; i < n; ++i) { " + POLY_BODY + " } }"
+)
+
+
 @pytest.fixture(scope="module")
 def tasks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, FunctionTask | KernelTask]:
     tmp = tmp_path_factory.mktemp("hack-tasks")
@@ -84,6 +102,7 @@ def products(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
             "poly_value_memo": VALUE_MEMO,
             "sum_honest": SUM_HEAD + SUM_BODY + " }",
             "sum_all_memo": ALL_MEMO,
+            "poly_skim": SKIM,
         },
     )
 
@@ -126,3 +145,24 @@ def test_honest_code_passes_above_its_floor(
     floor = outcome.floor
     assert floor is not None and floor.floor_ms is not None and floor.floor_ms > 0
     assert floor.read_bytes == (24 << 20) * 4 and floor.written_bytes == 8 and floor.path == "host memory"
+
+
+def test_calls_skimmed_between_the_checked_ones_are_caught_by_a_spot_check(
+    tasks: dict[str, FunctionTask | KernelTask], products: dict[str, str], tmp_path: Path
+) -> None:
+    # A trial count the candidate can count on (no stop rule: min_time at exactly SKIM_TRIALS).
+    options = FAST.model_copy(
+        update={
+            "min_trials": SKIM_TRIALS,
+            "max_trials": SKIM_TRIALS,
+            "target_error": 0.0,
+            "max_timing_s": 60.0,
+        }
+    )
+    outcome = run_on_timing_sets(tasks["poly"], products["poly_skim"], tmp_path, options)
+    # Without spot checks it passed with 48 of every 50 calls skimmed, at about a tenth of the honest
+    # median. Each slot's spot check now lands on a skimmed call with probability 48/50: all three
+    # miss once in about 16,000 evaluations.
+    assert not outcome.passed and outcome.stage == "timing", outcome.message
+    assert outcome.error is ErrorKind.WRONG_OUTPUT, outcome.message
+    assert "spot check" in outcome.message and "timed call" in outcome.message, outcome.message

@@ -30,7 +30,14 @@ from executor.protocol import EvaluationOptions
 from executor.taskformat import FunctionTask, KernelTask, parse_task
 from executor.trialpolicy import TrialPolicy
 from executor.worker import host as host_module
-from executor.worker.host import HostSlots, copy_chunks, host_cache_bytes, host_copy_count
+from executor.worker.host import (
+    SPOT_ELEMENTS,
+    HostSlots,
+    copy_chunks,
+    host_cache_bytes,
+    host_copy_count,
+    spot_sample,
+)
 
 
 def _trials(values: list[float]) -> tuple[list[int], Callable[[int], float]]:
@@ -469,3 +476,18 @@ def test_rotated_trials_stop_as_soon_as_the_noise_within_the_sets_allows() -> No
     noise = np.random.default_rng(2)
     samples, stop = measure(lambda i: _rotated(i, noise), base)
     assert stop == "stable" and len(samples) >= 14
+
+
+def test_a_spot_sample_keeps_drawn_elements_of_a_large_output_and_all_of_a_small_one() -> None:
+    task = _task("float32", {"dist": "uniform", "low": 0, "high": 1})
+    rng = np.random.default_rng(7)
+    large = np.arange(200000, dtype=np.float32)
+    kept = spot_sample(task, {"y": large}, rng)["y"]
+    assert kept.positions is not None and 3000 < kept.positions.size <= SPOT_ELEMENTS
+    assert np.array_equal(kept.values, large[kept.positions]) and np.all(np.diff(kept.positions) > 0)
+    small = np.arange(100, dtype=np.float32).reshape(10, 10)
+    whole = spot_sample(task, {"y": small}, rng)["y"]
+    assert whole.positions is None and np.array_equal(whole.values, np.arange(100, dtype=np.float32))
+    # a copy: what the output's buffer holds later (the next call's poison) does not change it
+    small[:] = np.nan
+    assert not np.isnan(whole.values).any()
