@@ -102,6 +102,20 @@ def test_every_corpus_case_gets_its_label(
         assert "below the physical floor" in verdict.message
 
 
+def test_calls_skimmed_between_the_checked_ones_fail_a_spot_check(evaluator: Evaluator) -> None:
+    """A function candidate that skips the work on every timed call but the first and the last of each
+    rotated copy, when it can count on the trial count: before spot checks (session 21) only the last
+    calls were checked, and it passed. Each copy's spot check lands on a skipped call with probability
+    48/50."""
+    options = QUICK.model_copy(
+        update={"min_trials": 150, "max_trials": 150, "max_timing_s": 120.0, "physical_floor": False}
+    )
+    source = (CORPUS / "skim_between_checks.cu").read_text()
+    verdict = evaluator.evaluate(_task("big_saxpy"), CandidateSource(source=source), options)
+    assert not verdict.passed and str(verdict.error) == "wrong_output", (verdict.stage, verdict.message)
+    assert "spot check" in verdict.message, verdict.message
+
+
 def test_a_value_keyed_memo_is_timed_like_the_honest_code(evaluator: Evaluator) -> None:
     task = _task("big_saxpy")
     honest = evaluator.evaluate(task, CandidateSource(source=(CORPUS / "fn_honest.cu").read_text()), QUICK)
