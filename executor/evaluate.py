@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Literal
 
 from executor import baseline as baseline_worker
+from executor import linkcheck
 from executor.basetiming import BaselineTimings, baseline_key
 from executor.cache import content_key
 from executor.compile import DEFAULT_ARCH, INCLUDE_REFUSED, Compiler, RemoteBuilds, device_arch, kernel_symbol
@@ -331,6 +332,12 @@ class Evaluator:
             symbol = found
         if not compiled.ok:
             return self._compile_failure(task, compiled, seconds, None)
+        if compiled.kind == "shared_library" and compiled.product:
+            refused = _python_imports(compiled.product)
+            if refused:
+                return self._compile_failure(
+                    task, compiled.model_copy(update={"ok": False}), seconds, refused, refused_static=True
+                )
         waited = time.perf_counter()
         ref_outcome = ref_finished.result()
         seconds["reference_wait"] = time.perf_counter() - waited
@@ -676,10 +683,12 @@ class Evaluator:
         compiled: CompileResult,
         seconds: dict[str, float],
         message: str | None,
+        refused_static: bool = False,
     ) -> Verdict:
         kind = ErrorKind.COMPILE_TIMEOUT if compiled.timed_out else ErrorKind.COMPILE_ERROR
         text = message or (compiled.log.strip().splitlines() or ["compilation failed"])[0]
-        refused = compiled.log.startswith(INCLUDE_REFUSED)  # what the preprocessor read: a static rule
+        # what the preprocessor read, or what the library imports: a static rule
+        refused = refused_static or compiled.log.startswith(INCLUDE_REFUSED)
         return Verdict(
             task_id=task.id,
             stage=Stage.STATIC if refused else Stage.COMPILE,
@@ -950,6 +959,21 @@ def _finish_reference_soon(
 
     threading.Thread(target=finish, name="finish-reference", daemon=True).start()
     return future
+
+
+def _python_imports(product: str) -> str | None:
+    """Why a function candidate's library is refused for what it imports (:mod:`executor.linkcheck`),
+    or None."""
+    try:
+        names = linkcheck.python_imports(product)
+    except (OSError, linkcheck.LibraryFormatError) as e:
+        return f"the candidate's library could not be read: {e}"
+    if not names:
+        return None
+    return (
+        f"the candidate's library imports the Python runtime ({', '.join(names[:5])}): a candidate runs "
+        "inside the process that checks it and must not call into it"
+    )
 
 
 def _reference_failure(

@@ -77,6 +77,28 @@ def test_batch_answers_verdicts_in_order(client: ExecutorClient, saxpy: Function
     assert "system" not in verdicts[0].message and "system" in verdicts[1].message
 
 
+# A saxpy that would run Python inside the worker that checks it; the name is pasted by the
+# preprocessor, so only the built library shows it.
+PASTED_PYTHON = (
+    "#include <cuda_runtime.h>\n#define CAT(a, b) a##b\n"
+    'extern "C" int CAT(P, yRun_SimpleString)(const char*);\n'
+    "__global__ void k(int n, float a, const float* x, float* y) {\n"
+    "    int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] += a * x[i]; }\n"
+    'extern "C" void saxpy(int n, float a, const float* x, float* y) {\n'
+    '    if (n < 0) CAT(P, yRun_SimpleString)("pass");\n'
+    "    k<<<(n + 255) / 256, 256>>>(n, a, x, y); }\n"
+)
+
+
+def test_a_library_that_imports_the_python_runtime_is_refused(
+    client: ExecutorClient, saxpy: FunctionTask | KernelTask
+) -> None:
+    verdict = client.evaluate(saxpy, PASTED_PYTHON, EvaluationOptions(correctness_sets=1))
+    assert (verdict.stage, verdict.error) == (Stage.STATIC, ErrorKind.STATIC_REJECTED), verdict.message
+    assert "PyRun_SimpleString" in verdict.message and "Python runtime" in verdict.message
+    assert verdict.compile is not None and verdict.compile.ok is False and verdict.reward == -1.0
+
+
 def test_device_answers_device_info(client: ExecutorClient) -> None:
     device = client.device()
     assert isinstance(device, DeviceInfo)

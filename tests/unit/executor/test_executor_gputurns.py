@@ -230,9 +230,8 @@ def test_usage_says_whose_runs_held_the_turns_and_for_how_long() -> None:
 
 def test_an_unknown_holder_is_refused_before_it_takes_a_turn() -> None:
     turns = GpuTurns()
-    with pytest.raises(ValueError, match="unknown holder"):
-        with turns.turn("function", holder="someone"):  # type: ignore[arg-type]
-            pass
+    with pytest.raises(ValueError, match="unknown holder"), turns.turn("function", holder="someone"):  # type: ignore[arg-type]
+        pass
     with turns.turn("kernel"):  # the turns still go round
         pass
     assert not turns.locked() and turns.usage()["turns"] == {"candidate": 1, "baseline": 0}

@@ -89,6 +89,9 @@ def _inject(body: str) -> str:
         ("usleep(10);", "forbidden_call:usleep"),
         ("std::thread t([]{}); t.join();", "forbidden_type:std::thread"),
         ("regraph_generate(0, n, 0.f, nullptr, nullptr);", "redefines_harness"),
+        ("void* (*look)(void*, const char*) = &dlsym;", "forbidden_type:dlsym"),
+        ('PyRun_SimpleString("import os");', "forbidden_type:PyRun_SimpleString"),
+        ("int g = _PyObject_GC_New != nullptr;", "forbidden_type:_PyObject_GC_New"),
     ],
 )
 def test_forbidden_host_code_is_rejected(saxpy: FunctionTask | KernelTask, body: str, rule: str) -> None:
@@ -149,3 +152,7 @@ def test_stripper_keeps_lines_and_extern_c() -> None:
     assert stripped.code.count("\n") == src.count("\n")
     assert 'extern "C"' in stripped.code and "hello" not in stripped.code and "raw" not in stripped.code
     assert [s for _, s in stripped.strings][:2] == ["C", 'hello \\" world']
+
+
+def test_words_that_only_begin_like_python_api_names_pass(saxpy: FunctionTask | KernelTask) -> None:
+    assert check_source(saxpy, _inject("int Pyramid = 1, pyLevel = 2; (void)Pyramid; (void)pyLevel;")) == []

@@ -1,0 +1,64 @@
+"""What a function candidate's library asks the dynamic linker for: refused when it reaches into Python.
+
+A function task's build is a shared library that the worker loads into its own process (a Python
+interpreter, :mod:`executor.worker`) and calls through ctypes, and the checks of its outputs and times
+run in that same process. A library that imports the interpreter's C API (``PyRun_SimpleString``,
+``PyGILState_Ensure``, any ``Py*``/``_Py*`` name) can run Python there and rewrite the checks (session
+21's review showed one replacing the spot check and passing with a skimmed median). The static rules
+refuse such names in the source, but a macro can paste a name together; the linked library cannot hide
+what it imports. Its undefined dynamic symbols are read here from its ELF ``.dynsym`` section.
+
+What this does not stop: native code that finds the interpreter without importing it by name (through
+``dlsym``, which CUDA's static runtime imports anyway and the static rules refuse only when written
+out; or by walking the process's memory). The complete answer is a candidate process that holds no
+checker; this check closes the route that takes one line.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from pathlib import Path
+
+_ELF_MAGIC = b"\x7fELF"
+_SHT_DYNSYM = 11
+_SYMBOL_SIZE = 24  # Elf64_Sym
+# The CPython C API's names (public and private), as the linker sees them.
+PYTHON_SYMBOL = re.compile(r"^_*Py[A-Z_]")
+
+
+class LibraryFormatError(ValueError):
+    """The file is not a 64-bit little-endian ELF shared library."""
+
+
+def undefined_symbols(path: str | Path) -> list[str]:
+    """The names a shared library imports (undefined symbols of its dynamic symbol table), in table
+    order, without version suffixes."""
+    elf = Path(path).read_bytes()
+    if len(elf) < 64 or elf[:4] != _ELF_MAGIC or elf[4] != 2 or elf[5] != 1:
+        raise LibraryFormatError(f"{path}: not a 64-bit little-endian ELF file")
+    (shoff,) = struct.unpack_from("<Q", elf, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", elf, 0x3A)
+    if shentsize < 64 or shoff + shnum * shentsize > len(elf):
+        raise LibraryFormatError(f"{path}: section header table out of bounds")
+    headers = [struct.unpack_from("<IIQQQQI", elf, shoff + i * shentsize) for i in range(shnum)]
+    names: list[str] = []
+    for _name, kind, _flags, _addr, offset, size, link in headers:
+        if kind != _SHT_DYNSYM or link >= shnum:
+            continue
+        strings_at, strings_size = headers[link][4], headers[link][5]
+        if offset + size > len(elf) or strings_at + strings_size > len(elf):
+            raise LibraryFormatError(f"{path}: dynamic symbol table out of bounds")
+        strings = elf[strings_at : strings_at + strings_size]
+        for at in range(offset, offset + size - _SYMBOL_SIZE + 1, _SYMBOL_SIZE):
+            name_at, _info, _other, section = struct.unpack_from("<IBBH", elf, at)
+            if section != 0 or name_at == 0 or name_at >= len(strings):  # defined here, or unnamed
+                continue
+            end = strings.find(b"\0", name_at)
+            names.append(strings[name_at : end if end >= 0 else None].decode("utf-8", "replace"))
+    return names
+
+
+def python_imports(path: str | Path) -> list[str]:
+    """The CPython C API names that a shared library imports (none for an honest candidate)."""
+    return [name for name in undefined_symbols(path) if PYTHON_SYMBOL.match(name)]
