@@ -30,7 +30,7 @@ from executor.worker.runtime import Runtime
 
 # When the host's last-level cache size cannot be read: a common size of one socket's L3.
 DEFAULT_HOST_CACHE_BYTES = 32 << 20
-# Elements of each output kept from a spot-checked timed call (all of them when there are fewer).
+# Elements of each output kept from every timed call (all of them when there are fewer).
 SPOT_ELEMENTS = 4096
 
 
@@ -44,18 +44,25 @@ class SpotSample:
 
 
 def spot_sample(
-    task: FunctionTask | KernelTask, arrays: dict[str, np.ndarray], rng: np.random.Generator
+    task: FunctionTask | KernelTask,
+    arrays: dict[str, np.ndarray],
+    rng: np.random.Generator,
+    whole_sorted: bool,
 ) -> dict[str, SpotSample]:
-    """What a spot check keeps of a call's outputs: :data:`SPOT_ELEMENTS` elements of each, drawn by
-    ``rng``, or the whole output where it is not larger, or where its rule compares the outputs
-    sorted (a sample of a sorted comparison means nothing)."""
+    """What a spot check keeps of a call's outputs: :data:`SPOT_ELEMENTS` elements of each, at
+    positions drawn by ``rng`` (about 25 us), or the whole output where it is not larger. An output
+    whose rule compares it sorted is kept whole when ``whole_sorted`` (a sample of a sorted comparison
+    means nothing), else not at all."""
     kept = {}
     for arg in task.outputs:
         flat = arrays[arg.name].reshape(-1)
-        if flat.size <= SPOT_ELEMENTS or task.compare_rule(arg).mode == "sorted":
+        if task.compare_rule(arg).mode == "sorted":
+            if whole_sorted:
+                kept[arg.name] = SpotSample(None, flat.copy())
+        elif flat.size <= SPOT_ELEMENTS:
             kept[arg.name] = SpotSample(None, flat.copy())
         else:
-            positions = np.unique(rng.integers(0, flat.size, SPOT_ELEMENTS))
+            positions = rng.integers(0, flat.size, SPOT_ELEMENTS)
             kept[arg.name] = SpotSample(positions, flat[positions])
     return kept
 
@@ -199,14 +206,18 @@ class FunctionRuntime(Runtime):
         slowest_ms = [0.0]  # 0: none yet
         # Spot checks. Only the last timed call on each slot is checked whole, and a candidate that
         # can tell which call is which (its slots' addresses do not change) and make the trials run to
-        # a count it knows (max_trials, the time cap) could fake every other call. So on each slot one
-        # timed call, drawn uniformly from all of that slot's calls as they come (reservoir sampling:
-        # the k-th call replaces the kept one with probability 1/k), keeps a sample of its outputs,
-        # which the worker checks against the reference too. The draw comes from the operating
-        # system's entropy, not from anything the candidate sees.
+        # a count it knows (max_trials, the time cap) could skim every other call. So every timed call
+        # keeps a sample of its outputs at random positions, which the worker checks against the
+        # reference too. An output compared sorted is kept whole instead, from one call per slot drawn
+        # uniformly from that slot's calls as they come (reservoir sampling: the k-th call replaces the
+        # kept one with probability 1/k). The positions and the draw come from the operating system's
+        # entropy (a candidate that can reach this process's memory can reach anything in it: the
+        # static rules and executor.linkcheck keep it from the interpreter's API).
         rng = np.random.default_rng(secrets.randbits(128))
+        sorted_outputs = any(self.task.compare_rule(a).mode == "sorted" for a in self.task.outputs)
         visits: dict[int, int] = {}
-        spots: dict[int, tuple[int, str, dict[str, SpotSample]]] = {}
+        spots: list[tuple[int, str, dict[str, SpotSample]]] = []
+        kept_sorted: dict[int, tuple[int, str, dict[str, SpotSample]]] = {}
 
         def trial(i: int) -> float:
             j = i % len(rotated)
@@ -233,8 +244,12 @@ class FunctionRuntime(Runtime):
                 checks[j] = (j % len(sources), what, last["outputs"])
             if i >= 0:  # untimed: the clock was read
                 visits[j] = visits.get(j, 0) + 1
-                if int(rng.integers(visits[j])) == 0:
-                    spots[j] = (j % len(sources), what, spot_sample(self.task, work.arrays, rng))
+                drawn = sorted_outputs and int(rng.integers(visits[j])) == 0
+                sample = spot_sample(self.task, work.arrays, rng, whole_sorted=False)
+                if sample:
+                    spots.append((j % len(sources), what, sample))
+                if drawn:
+                    kept_sorted[j] = (j % len(sources), what, spot_sample(self.task, work.arrays, rng, True))
             return elapsed
 
         checks: dict[int, tuple[int, str, dict[str, np.ndarray]]] = {}
@@ -243,9 +258,9 @@ class FunctionRuntime(Runtime):
         policy = dataclasses.replace(options.trial_policy(), groups=len(sources))
         samples, stop = measure(trial, policy)
         # The last timed call on every slot, each checked by the worker (executor.worker.candidate),
-        # and on every slot one earlier call drawn at random (spot_checks).
+        # and a sample of every timed call's outputs (spot_checks).
         last["checks"] = [checks[j] for j in sorted(checks)]
-        last["spot_checks"] = [spots[j] for j in sorted(spots)]
+        last["spot_checks"] = spots + [kept_sorted[j] for j in sorted(kept_sorted)]
         return timing_stats(samples, stop), last
 
 

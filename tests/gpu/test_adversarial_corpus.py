@@ -105,8 +105,7 @@ def test_every_corpus_case_gets_its_label(
 def test_calls_skimmed_between_the_checked_ones_fail_a_spot_check(evaluator: Evaluator) -> None:
     """A function candidate that skips the work on every timed call but the first and the last of each
     rotated copy, when it can count on the trial count: before spot checks (session 21) only the last
-    calls were checked, and it passed. Each copy's spot check lands on a skipped call with probability
-    48/50."""
+    calls were checked, and it passed. Now a sample of every timed call's outputs is checked."""
     options = QUICK.model_copy(
         update={"min_trials": 150, "max_trials": 150, "max_timing_s": 120.0, "physical_floor": False}
     )

@@ -161,8 +161,7 @@ def test_calls_skimmed_between_the_checked_ones_are_caught_by_a_spot_check(
     )
     outcome = run_on_timing_sets(tasks["poly"], products["poly_skim"], tmp_path, options)
     # Without spot checks it passed with 48 of every 50 calls skimmed, at about a tenth of the honest
-    # median. Each slot's spot check now lands on a skimmed call with probability 48/50: all three
-    # miss once in about 16,000 evaluations.
+    # median. Every timed call's outputs are now sampled, so the first skimmed call fails.
     assert not outcome.passed and outcome.stage == "timing", outcome.message
     assert outcome.error is ErrorKind.WRONG_OUTPUT, outcome.message
     assert "spot check" in outcome.message and "timed call" in outcome.message, outcome.message

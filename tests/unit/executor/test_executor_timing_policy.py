@@ -482,12 +482,24 @@ def test_a_spot_sample_keeps_drawn_elements_of_a_large_output_and_all_of_a_small
     task = _task("float32", {"dist": "uniform", "low": 0, "high": 1})
     rng = np.random.default_rng(7)
     large = np.arange(200000, dtype=np.float32)
-    kept = spot_sample(task, {"y": large}, rng)["y"]
-    assert kept.positions is not None and 3000 < kept.positions.size <= SPOT_ELEMENTS
-    assert np.array_equal(kept.values, large[kept.positions]) and np.all(np.diff(kept.positions) > 0)
+    kept = spot_sample(task, {"y": large}, rng, whole_sorted=False)["y"]
+    assert kept.positions is not None and kept.positions.size == SPOT_ELEMENTS
+    assert np.array_equal(kept.values, large[kept.positions])
+    again = spot_sample(task, {"y": large}, rng, whole_sorted=False)["y"]
+    assert again.positions is not None and not np.array_equal(again.positions, kept.positions)  # drawn anew
     small = np.arange(100, dtype=np.float32).reshape(10, 10)
-    whole = spot_sample(task, {"y": small}, rng)["y"]
+    whole = spot_sample(task, {"y": small}, rng, whole_sorted=False)["y"]
     assert whole.positions is None and np.array_equal(whole.values, np.arange(100, dtype=np.float32))
     # a copy: what the output's buffer holds later (the next call's poison) does not change it
     small[:] = np.nan
     assert not np.isnan(whole.values).any()
+
+
+def test_a_sorted_output_is_kept_whole_or_not_at_all() -> None:
+    spec = _task("float32", {"dist": "uniform", "low": 0, "high": 1}).model_dump(mode="json")
+    spec["compare"] = {"mode": "sorted"}
+    task = parse_task(spec)
+    out = np.arange(200000, dtype=np.float32)
+    assert spot_sample(task, {"y": out}, np.random.default_rng(1), whole_sorted=False) == {}
+    whole = spot_sample(task, {"y": out}, np.random.default_rng(1), whole_sorted=True)["y"]
+    assert whole.positions is None and np.array_equal(whole.values, out)
