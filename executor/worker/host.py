@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
@@ -32,6 +32,13 @@ from executor.worker.runtime import Runtime
 DEFAULT_HOST_CACHE_BYTES = 32 << 20
 # Elements of each output kept from every timed call (all of them when there are fewer).
 SPOT_ELEMENTS = 4096
+# Timed calls whose samples are kept: all of them up to this many; past it, this many drawn uniformly
+# from all (a reservoir), so that a run of thousands of fast calls keeps at most ~8 MB per float64
+# output. Skimming half the calls or more (what it takes to move the median) then escapes with
+# probability 2**-256.
+SPOT_CALLS = 256
+
+T = TypeVar("T")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +48,30 @@ class SpotSample:
 
     positions: np.ndarray | None
     values: np.ndarray
+
+
+class CallSamples(Generic[T]):
+    """Up to ``limit`` items out of all that are offered, each equally likely to be kept (a reservoir:
+    every one while fewer than ``limit`` came, then the n-th replaces a kept one with probability
+    ``limit / n``). An item is made (``take()``) only when it is kept; None keeps nothing."""
+
+    def __init__(self, rng: np.random.Generator, limit: int) -> None:
+        self.rng, self.limit = rng, limit
+        self.kept: list[T] = []
+        self.offered = 0
+
+    def offer(self, take: Callable[[], T | None]) -> None:
+        self.offered += 1
+        at = len(self.kept) if len(self.kept) < self.limit else int(self.rng.integers(self.offered))
+        if at >= self.limit:
+            return
+        item = take()
+        if item is None:
+            return
+        if at == len(self.kept):
+            self.kept.append(item)
+        else:
+            self.kept[at] = item
 
 
 def spot_sample(
@@ -207,8 +238,8 @@ class FunctionRuntime(Runtime):
         # Spot checks. Only the last timed call on each slot is checked whole, and a candidate that
         # can tell which call is which (its slots' addresses do not change) and make the trials run to
         # a count it knows (max_trials, the time cap) could skim every other call. So every timed call
-        # keeps a sample of its outputs at random positions, which the worker checks against the
-        # reference too. An output compared sorted is kept whole instead, from one call per slot drawn
+        # keeps a sample of its outputs at random positions (past SPOT_CALLS calls, a uniform draw of
+        # SPOT_CALLS of them), which the worker checks against the reference too. An output compared sorted is kept whole instead, from one call per slot drawn
         # uniformly from that slot's calls as they come (reservoir sampling: the k-th call replaces the
         # kept one with probability 1/k). The positions and the draw come from the operating system's
         # entropy (a candidate that can reach this process's memory can reach anything in it: the
@@ -216,7 +247,14 @@ class FunctionRuntime(Runtime):
         rng = np.random.default_rng(secrets.randbits(128))
         sorted_outputs = any(self.task.compare_rule(a).mode == "sorted" for a in self.task.outputs)
         visits: dict[int, int] = {}
-        spots: list[tuple[int, str, dict[str, SpotSample]]] = []
+        spots: CallSamples[tuple[int, str, dict[str, SpotSample]]] = CallSamples(rng, SPOT_CALLS)
+
+        def spot_entry(
+            source: int, what: str, arrays: dict[str, np.ndarray]
+        ) -> tuple[int, str, dict[str, SpotSample]] | None:
+            sample = spot_sample(self.task, arrays, rng, whole_sorted=False)
+            return (source, what, sample) if sample else None
+
         kept_sorted: dict[int, tuple[int, str, dict[str, SpotSample]]] = {}
 
         def trial(i: int) -> float:
@@ -245,9 +283,7 @@ class FunctionRuntime(Runtime):
             if i >= 0:  # untimed: the clock was read
                 visits[j] = visits.get(j, 0) + 1
                 drawn = sorted_outputs and int(rng.integers(visits[j])) == 0
-                sample = spot_sample(self.task, work.arrays, rng, whole_sorted=False)
-                if sample:
-                    spots.append((j % len(sources), what, sample))
+                spots.offer(lambda: spot_entry(j % len(sources), what, work.arrays))
                 if drawn:
                     kept_sorted[j] = (j % len(sources), what, spot_sample(self.task, work.arrays, rng, True))
             return elapsed
@@ -260,7 +296,7 @@ class FunctionRuntime(Runtime):
         # The last timed call on every slot, each checked by the worker (executor.worker.candidate),
         # and a sample of every timed call's outputs (spot_checks).
         last["checks"] = [checks[j] for j in sorted(checks)]
-        last["spot_checks"] = spots + [kept_sorted[j] for j in sorted(kept_sorted)]
+        last["spot_checks"] = spots.kept + [kept_sorted[j] for j in sorted(kept_sorted)]
         return timing_stats(samples, stop), last
 
 

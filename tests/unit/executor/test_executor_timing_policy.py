@@ -4,6 +4,7 @@ the fast input draws (pure logic; a few tests use short sleeps for the wall-cloc
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import subprocess
 import sys
@@ -32,6 +33,7 @@ from executor.trialpolicy import TrialPolicy
 from executor.worker import host as host_module
 from executor.worker.host import (
     SPOT_ELEMENTS,
+    CallSamples,
     HostSlots,
     copy_chunks,
     host_cache_bytes,
@@ -503,3 +505,27 @@ def test_a_sorted_output_is_kept_whole_or_not_at_all() -> None:
     assert spot_sample(task, {"y": out}, np.random.default_rng(1), whole_sorted=False) == {}
     whole = spot_sample(task, {"y": out}, np.random.default_rng(1), whole_sorted=True)["y"]
     assert whole.positions is None and np.array_equal(whole.values, out)
+
+
+def test_the_calls_sampled_are_all_of_them_up_to_the_limit_then_a_uniform_draw() -> None:
+    few = CallSamples[int](np.random.default_rng(3), limit=8)
+    for n in range(5):
+        few.offer(functools.partial(int, n))
+    assert few.kept == [0, 1, 2, 3, 4]
+    made: list[int] = []
+
+    def make(n: int) -> int:
+        made.append(n)
+        return n
+
+    kept_early = kept_late = 0
+    for run in range(400):
+        many = CallSamples[int](np.random.default_rng(run), limit=8)
+        for n in range(80):
+            many.offer(functools.partial(make, n))
+        assert len(many.kept) == 8 and len(set(many.kept)) == 8
+        kept_early += sum(n < 40 for n in many.kept)
+        kept_late += sum(n >= 40 for n in many.kept)
+    # each of the 80 calls kept with probability 8/80: the first half and the second alike
+    assert 0.45 < kept_early / (kept_early + kept_late) < 0.55
+    assert len(made) < 400 * 80 / 2  # a sample is made only when it is kept
