@@ -965,13 +965,13 @@ def _python_imports(product: str) -> str | None:
     """Why a function candidate's library is refused for what it imports (:mod:`executor.linkcheck`),
     or None."""
     try:
-        names = linkcheck.python_imports(product)
+        names = linkcheck.python_symbols(product)
     except (OSError, linkcheck.LibraryFormatError) as e:
         return f"the candidate's library could not be read: {e}"
     if not names:
         return None
     return (
-        f"the candidate's library imports the Python runtime ({', '.join(names[:5])}): a candidate runs "
+        f"the candidate's library names the Python runtime's API ({', '.join(names[:5])}): a candidate runs "
         "inside the process that checks it and must not call into it"
     )
 

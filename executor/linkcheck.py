@@ -6,7 +6,8 @@ run in that same process. A library that imports the interpreter's C API (``PyRu
 ``PyGILState_Ensure``, any ``Py*``/``_Py*`` name) can run Python there and rewrite the checks (session
 21's review showed one replacing the spot check and passing with a skimmed median). The static rules
 refuse such names in the source, but a macro can paste a name together; the linked library cannot hide
-what it imports. Its undefined dynamic symbols are read here from its ELF ``.dynsym`` section.
+what it imports or exports. Its dynamic symbols are read here from its ELF ``.dynsym`` sections, failing
+closed (a table that cannot be found or read whole refuses the library).
 
 What this does not stop: native code that finds the interpreter without importing it by name (through
 ``dlsym``, which CUDA's static runtime imports anyway and the static rules refuse only when written
@@ -22,6 +23,7 @@ from pathlib import Path
 
 _ELF_MAGIC = b"\x7fELF"
 _SHT_DYNSYM = 11
+_SHT_STRTAB = 3
 _SYMBOL_SIZE = 24  # Elf64_Sym
 # The CPython C API's names (public and private), as the linker sees them.
 PYTHON_SYMBOL = re.compile(r"^_*Py[A-Z_]")
@@ -31,34 +33,58 @@ class LibraryFormatError(ValueError):
     """The file is not a 64-bit little-endian ELF shared library."""
 
 
-def undefined_symbols(path: str | Path) -> list[str]:
-    """The names a shared library imports (undefined symbols of its dynamic symbol table), in table
-    order, without version suffixes."""
+def dynamic_symbols(path: str | Path) -> list[tuple[str, bool]]:
+    """Every named entry of a shared library's dynamic symbol tables: (name without version suffix,
+    whether the library defines it). Fails closed: a file whose tables cannot be found or read whole
+    raises :class:`LibraryFormatError`, so that nothing is taken for an empty table."""
     elf = Path(path).read_bytes()
     if len(elf) < 64 or elf[:4] != _ELF_MAGIC or elf[4] != 2 or elf[5] != 1:
         raise LibraryFormatError(f"{path}: not a 64-bit little-endian ELF file")
     (shoff,) = struct.unpack_from("<Q", elf, 0x28)
     shentsize, shnum = struct.unpack_from("<HH", elf, 0x3A)
-    if shentsize < 64 or shoff + shnum * shentsize > len(elf):
+    if shentsize < 64 or shoff == 0 or shoff + shentsize > len(elf):
+        raise LibraryFormatError(f"{path}: no section header table")
+    if shnum == 0:  # 65,280 sections or more: the count is in the first header's sh_size
+        shnum = struct.unpack_from("<Q", elf, shoff + 0x20)[0]
+    if shoff + shnum * shentsize > len(elf):
         raise LibraryFormatError(f"{path}: section header table out of bounds")
     headers = [struct.unpack_from("<IIQQQQI", elf, shoff + i * shentsize) for i in range(shnum)]
-    names: list[str] = []
+    symbols: list[tuple[str, bool]] = []
+    tables = 0
     for _name, kind, _flags, _addr, offset, size, link in headers:
-        if kind != _SHT_DYNSYM or link >= shnum:
+        if kind != _SHT_DYNSYM:
             continue
+        tables += 1
+        if link >= shnum or headers[link][1] != _SHT_STRTAB:
+            raise LibraryFormatError(f"{path}: a dynamic symbol table without its string table")
         strings_at, strings_size = headers[link][4], headers[link][5]
         if offset + size > len(elf) or strings_at + strings_size > len(elf):
             raise LibraryFormatError(f"{path}: dynamic symbol table out of bounds")
         strings = elf[strings_at : strings_at + strings_size]
         for at in range(offset, offset + size - _SYMBOL_SIZE + 1, _SYMBOL_SIZE):
             name_at, _info, _other, section = struct.unpack_from("<IBBH", elf, at)
-            if section != 0 or name_at == 0 or name_at >= len(strings):  # defined here, or unnamed
+            if name_at == 0:
                 continue
+            if name_at >= len(strings):
+                raise LibraryFormatError(f"{path}: a symbol name out of its string table")
             end = strings.find(b"\0", name_at)
-            names.append(strings[name_at : end if end >= 0 else None].decode("utf-8", "replace"))
-    return names
+            symbols.append(
+                (strings[name_at : end if end >= 0 else None].decode("utf-8", "replace"), section != 0)
+            )
+    if tables == 0:
+        raise LibraryFormatError(f"{path}: no dynamic symbol table")
+    return symbols
 
 
-def python_imports(path: str | Path) -> list[str]:
-    """The CPython C API names that a shared library imports (none for an honest candidate)."""
-    return [name for name in undefined_symbols(path) if PYTHON_SYMBOL.match(name)]
+def undefined_symbols(path: str | Path) -> list[str]:
+    """The names a shared library imports (undefined symbols of its dynamic symbol table), in table
+    order, without version suffixes."""
+    return [name for name, defined in dynamic_symbols(path) if not defined]
+
+
+def python_symbols(path: str | Path) -> list[str]:
+    """The CPython C API names in a shared library's dynamic symbol table, imported or defined (none for
+    an honest candidate). A library that defines such a name and exports it is, once loaded into the
+    interpreter's process, bound to the interpreter's own function of that name (the executable's
+    symbols come first), so defining is as good as importing."""
+    return [name for name, _defined in dynamic_symbols(path) if PYTHON_SYMBOL.match(name)]

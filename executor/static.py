@@ -129,10 +129,13 @@ _FORBIDDEN_CALLS: dict[str, str] = {
 _FORBIDDEN_TYPES = {
     "ofstream|ifstream|fstream|filebuf": "touches the file system through iostreams",
     # named at all, not only called: a pointer to them reaches the worker's own code (executor.linkcheck)
-    "dlopen|dlsym|dlvsym|dlmopen|dladdr|dlinfo|dl_iterate_phdr": (
+    "dlopen|dlsym|dlvsym|dlmopen|dladdr|dlinfo|dl_iterate_phdr|__libc_dlsym|__libc_dlopen_mode|_dl_sym": (
         "looks up code loaded in the process by name; a candidate runs inside the worker that checks it"
     ),
-    "_*Py[A-Z_][A-Za-z0-9_]*": "calls into the Python runtime of the worker that checks the candidate",
+    "_*Py[A-Z_][A-Za-z0-9_]*": (
+        "is named like the Python C API (Py..., _Py...), which a candidate must not reach: it runs inside the "
+        "Python worker that checks it"
+    ),
     "std::thread|pthread_create|std::async": "starts host threads; the timed call must be self-contained",
 }
 _CALL_PATTERNS = [

@@ -81,17 +81,17 @@ def spot_sample(
     whole_sorted: bool,
 ) -> dict[str, SpotSample]:
     """What a spot check keeps of a call's outputs: :data:`SPOT_ELEMENTS` elements of each, at
-    positions drawn by ``rng`` (about 25 us), or the whole output where it is not larger. An output
-    whose rule compares it sorted is kept whole when ``whole_sorted`` (a sample of a sorted comparison
-    means nothing), else not at all."""
+    positions drawn by ``rng``, or the whole output where it is not larger. A larger output whose rule
+    compares it sorted is kept whole when ``whole_sorted`` (a sample of a sorted comparison means
+    nothing), else not at all."""
     kept = {}
     for arg in task.outputs:
         flat = arrays[arg.name].reshape(-1)
-        if task.compare_rule(arg).mode == "sorted":
+        if flat.size <= SPOT_ELEMENTS:  # whole, whatever its rule
+            kept[arg.name] = SpotSample(None, flat.copy())
+        elif task.compare_rule(arg).mode == "sorted":
             if whole_sorted:
                 kept[arg.name] = SpotSample(None, flat.copy())
-        elif flat.size <= SPOT_ELEMENTS:
-            kept[arg.name] = SpotSample(None, flat.copy())
         else:
             positions = rng.integers(0, flat.size, SPOT_ELEMENTS)
             kept[arg.name] = SpotSample(positions, flat[positions])

@@ -90,6 +90,7 @@ def _inject(body: str) -> str:
         ("std::thread t([]{}); t.join();", "forbidden_type:std::thread"),
         ("regraph_generate(0, n, 0.f, nullptr, nullptr);", "redefines_harness"),
         ("void* (*look)(void*, const char*) = &dlsym;", "forbidden_type:dlsym"),
+        ('void* p = __libc_dlsym(nullptr, "x");', "forbidden_type:__libc_dlsym"),
         ('PyRun_SimpleString("import os");', "forbidden_type:PyRun_SimpleString"),
         ("int g = _PyObject_GC_New != nullptr;", "forbidden_type:_PyObject_GC_New"),
     ],

@@ -505,6 +505,9 @@ def test_a_sorted_output_is_kept_whole_or_not_at_all() -> None:
     assert spot_sample(task, {"y": out}, np.random.default_rng(1), whole_sorted=False) == {}
     whole = spot_sample(task, {"y": out}, np.random.default_rng(1), whole_sorted=True)["y"]
     assert whole.positions is None and np.array_equal(whole.values, out)
+    small = np.arange(100, dtype=np.float32)  # a small one is kept whole from every call
+    kept = spot_sample(task, {"y": small}, np.random.default_rng(1), whole_sorted=False)["y"]
+    assert kept.positions is None and np.array_equal(kept.values, small)
 
 
 def test_the_calls_sampled_are_all_of_them_up_to_the_limit_then_a_uniform_draw() -> None:
