@@ -333,7 +333,7 @@ class Evaluator:
         if not compiled.ok:
             return self._compile_failure(task, compiled, seconds, None)
         if compiled.kind == "shared_library" and compiled.product:
-            refused = _python_imports(compiled.product)
+            refused = _python_refusal(compiled.product)
             if refused:
                 return self._compile_failure(
                     task, compiled.model_copy(update={"ok": False}), seconds, refused, refused_static=True
@@ -961,7 +961,7 @@ def _finish_reference_soon(
     return future
 
 
-def _python_imports(product: str) -> str | None:
+def _python_refusal(product: str) -> str | None:
     """Why a function candidate's library is refused for what it imports (:mod:`executor.linkcheck`),
     or None."""
     try:

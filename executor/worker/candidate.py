@@ -545,12 +545,7 @@ class Worker:
             checks = last["checks"]
         else:  # a runtime that reports only its last trial
             checks = [(last["set"], "the last timed call", last.get("device_outputs", last.get("outputs")))]
-        expected_of: dict[int, dict[str, np.ndarray]] = {}  # each source's read once (or computed once)
-
-        def expected_for(source: int) -> dict[str, np.ndarray]:
-            if source not in expected_of:
-                expected_of[source] = self.timing_expected(source)
-            return expected_of[source]
+        expected_for = functools.cache(self.timing_expected)  # each source's read (or computed) once
 
         for source, call, outputs in checks:
             inputs, expected = sources[source], expected_for(source)
@@ -581,7 +576,7 @@ class Worker:
         index in the output."""
         for arg in self.task.outputs:
             kept = sample.get(arg.name)
-            if kept is None:  # a sorted output of a call not drawn for its whole copy
+            if kept is None:  # kept in the call's other part (executor.worker.host.spot_sample)
                 continue
             want = expected[arg.name].reshape(-1)
             if kept.positions is not None:

@@ -80,18 +80,18 @@ def spot_sample(
     rng: np.random.Generator,
     whole_sorted: bool,
 ) -> dict[str, SpotSample]:
-    """What a spot check keeps of a call's outputs: :data:`SPOT_ELEMENTS` elements of each, at
-    positions drawn by ``rng``, or the whole output where it is not larger. A larger output whose rule
-    compares it sorted is kept whole when ``whole_sorted`` (a sample of a sorted comparison means
-    nothing), else not at all."""
+    """What a spot check keeps of a call's outputs, in two disjoint parts. Without ``whole_sorted``:
+    :data:`SPOT_ELEMENTS` elements of each output, at positions drawn by ``rng``, or the whole output
+    where it is not larger. With it: the larger outputs whose rule compares them sorted (a sample of
+    a sorted comparison means nothing), whole."""
     kept = {}
     for arg in task.outputs:
         flat = arrays[arg.name].reshape(-1)
-        if flat.size <= SPOT_ELEMENTS:  # whole, whatever its rule
+        large_sorted = flat.size > SPOT_ELEMENTS and task.compare_rule(arg).mode == "sorted"
+        if large_sorted != whole_sorted:
+            continue
+        if flat.size <= SPOT_ELEMENTS or large_sorted:
             kept[arg.name] = SpotSample(None, flat.copy())
-        elif task.compare_rule(arg).mode == "sorted":
-            if whole_sorted:
-                kept[arg.name] = SpotSample(None, flat.copy())
         else:
             positions = rng.integers(0, flat.size, SPOT_ELEMENTS)
             kept[arg.name] = SpotSample(positions, flat[positions])
@@ -239,23 +239,19 @@ class FunctionRuntime(Runtime):
         # can tell which call is which (its slots' addresses do not change) and make the trials run to
         # a count it knows (max_trials, the time cap) could skim every other call. So every timed call
         # keeps a sample of its outputs at random positions (past SPOT_CALLS calls, a uniform draw of
-        # SPOT_CALLS of them), which the worker checks against the reference too. An output compared sorted is kept whole instead, from one call per slot drawn
-        # uniformly from that slot's calls as they come (reservoir sampling: the k-th call replaces the
-        # kept one with probability 1/k). The positions and the draw come from the operating system's
-        # entropy (a candidate that can reach this process's memory can reach anything in it: the
-        # static rules and executor.linkcheck keep it from the interpreter's API).
+        # SPOT_CALLS of them), which the worker checks against the reference too. A larger output
+        # compared sorted is kept whole instead, from one call per slot drawn uniformly from that
+        # slot's calls. The positions and the draws come from the operating system's entropy (a
+        # candidate that can reach this process's memory can reach anything in it: the static rules
+        # and executor.linkcheck keep it from the interpreter's API).
         rng = np.random.default_rng(secrets.randbits(128))
-        sorted_outputs = any(self.task.compare_rule(a).mode == "sorted" for a in self.task.outputs)
-        visits: dict[int, int] = {}
-        spots: CallSamples[tuple[int, str, dict[str, SpotSample]]] = CallSamples(rng, SPOT_CALLS)
+        Spot = tuple[int, str, dict[str, SpotSample]]
+        spots: CallSamples[Spot] = CallSamples(rng, SPOT_CALLS)
+        whole_sorted: dict[int, CallSamples[Spot]] = {}  # per slot: one call's larger sorted outputs
 
-        def spot_entry(
-            source: int, what: str, arrays: dict[str, np.ndarray]
-        ) -> tuple[int, str, dict[str, SpotSample]] | None:
-            sample = spot_sample(self.task, arrays, rng, whole_sorted=False)
+        def spot(source: int, what: str, arrays: dict[str, np.ndarray], whole: bool) -> Spot | None:
+            sample = spot_sample(self.task, arrays, rng, whole_sorted=whole)
             return (source, what, sample) if sample else None
-
-        kept_sorted: dict[int, tuple[int, str, dict[str, SpotSample]]] = {}
 
         def trial(i: int) -> float:
             j = i % len(rotated)
@@ -281,11 +277,10 @@ class FunctionRuntime(Runtime):
                 # What each slot's buffers hold now: the outputs of its last call.
                 checks[j] = (j % len(sources), what, last["outputs"])
             if i >= 0:  # untimed: the clock was read
-                visits[j] = visits.get(j, 0) + 1
-                drawn = sorted_outputs and int(rng.integers(visits[j])) == 0
-                spots.offer(lambda: spot_entry(j % len(sources), what, work.arrays))
-                if drawn:
-                    kept_sorted[j] = (j % len(sources), what, spot_sample(self.task, work.arrays, rng, True))
+                spots.offer(lambda: spot(j % len(sources), what, work.arrays, False))
+                whole_sorted.setdefault(j, CallSamples(rng, 1)).offer(
+                    lambda: spot(j % len(sources), what, work.arrays, True)
+                )
             return elapsed
 
         checks: dict[int, tuple[int, str, dict[str, np.ndarray]]] = {}
@@ -296,7 +291,9 @@ class FunctionRuntime(Runtime):
         # The last timed call on every slot, each checked by the worker (executor.worker.candidate),
         # and a sample of every timed call's outputs (spot_checks).
         last["checks"] = [checks[j] for j in sorted(checks)]
-        last["spot_checks"] = spots.kept + [kept_sorted[j] for j in sorted(kept_sorted)]
+        last["spot_checks"] = spots.kept + [
+            kept for j in sorted(whole_sorted) for kept in whole_sorted[j].kept
+        ]
         return timing_stats(samples, stop), last
 
 
