@@ -8,42 +8,22 @@ table is enough to list them, with no CUDA library involved.
 
 from __future__ import annotations
 
-import struct
+from executor.elf import ElfFormatError, sections
 
-_ELF_MAGIC = b"\x7fELF"
-_ELFCLASS64 = 2
-_ELFDATA2LSB = 1
-
-
-class CubinFormatError(ValueError):
-    """The bytes are not a 64-bit little-endian ELF file as CUDA writes it."""
+# What kernel_names raises: the bytes are not a 64-bit little-endian ELF file as CUDA writes it.
+CubinFormatError = ElfFormatError
 
 
 def kernel_names(cubin: bytes) -> list[str]:
     """Symbols of the kernels (``__global__`` functions) in a CUBIN, in section order."""
-    if len(cubin) < 64 or cubin[:4] != _ELF_MAGIC:
-        raise CubinFormatError("not an ELF file")
-    if cubin[4] != _ELFCLASS64 or cubin[5] != _ELFDATA2LSB:
-        raise CubinFormatError("not a 64-bit little-endian ELF file")
-    (shoff,) = struct.unpack_from("<Q", cubin, 0x28)
-    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
-    if shentsize < 64 or shoff + shnum * shentsize > len(cubin) or shstrndx >= shnum:
-        raise CubinFormatError("section header table out of bounds")
-
-    def section(index: int) -> tuple[int, int, int]:
-        base = shoff + index * shentsize
-        name, _type, _flags, _addr, offset, size = struct.unpack_from("<IIQQQQ", cubin, base)
-        return name, offset, size
-
-    _, str_off, str_size = section(shstrndx)
-    if str_off + str_size > len(cubin):
+    headers, shstrndx = sections(cubin)
+    if shstrndx >= len(headers):
         raise CubinFormatError("section name table out of bounds")
-    names = cubin[str_off : str_off + str_size]
-    kernels: list[str] = []
+    names = headers[shstrndx].data(cubin)
     info: set[str] = set()
     texts: list[str] = []
-    for index in range(shnum):
-        name_off, _, _ = section(index)
+    for header in headers:
+        name_off = header.name_at
         end = names.find(b"\0", name_off)
         if name_off >= len(names) or end < 0:
             continue
@@ -54,5 +34,4 @@ def kernel_names(cubin: bytes) -> list[str]:
             info.add(label[len(".nv.info.") :])
     # A .text section with attributes is a kernel; device functions that were not inlined have code
     # but no .nv.info.<name> section. Older toolchains always write both for kernels.
-    kernels = [t for t in texts if t in info] or texts
-    return kernels
+    return [t for t in texts if t in info] or texts

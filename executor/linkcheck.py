@@ -21,7 +21,8 @@ import re
 import struct
 from pathlib import Path
 
-_ELF_MAGIC = b"\x7fELF"
+from executor.elf import ElfFormatError, sections
+
 _SHT_DYNSYM = 11
 _SHT_STRTAB = 3
 _SYMBOL_SIZE = 24  # Elf64_Sym
@@ -30,7 +31,7 @@ PYTHON_SYMBOL = re.compile(r"^_*Py[A-Z_]")
 
 
 class LibraryFormatError(ValueError):
-    """The file is not a 64-bit little-endian ELF shared library."""
+    """The file is not a 64-bit little-endian ELF shared library whose symbol tables can be read."""
 
 
 def dynamic_symbols(path: str | Path) -> list[tuple[str, bool]]:
@@ -38,41 +39,27 @@ def dynamic_symbols(path: str | Path) -> list[tuple[str, bool]]:
     whether the library defines it). Fails closed: a file whose tables cannot be found or read whole
     raises :class:`LibraryFormatError`, so that nothing is taken for an empty table."""
     elf = Path(path).read_bytes()
-    if len(elf) < 64 or elf[:4] != _ELF_MAGIC or elf[4] != 2 or elf[5] != 1:
-        raise LibraryFormatError(f"{path}: not a 64-bit little-endian ELF file")
-    (shoff,) = struct.unpack_from("<Q", elf, 0x28)
-    shentsize, shnum = struct.unpack_from("<HH", elf, 0x3A)
-    if shentsize < 64 or shoff == 0 or shoff + shentsize > len(elf):
-        raise LibraryFormatError(f"{path}: no section header table")
-    if shnum == 0:  # 65,280 sections or more: the count is in the first header's sh_size
-        shnum = struct.unpack_from("<Q", elf, shoff + 0x20)[0]
-    if shoff + shnum * shentsize > len(elf):
-        raise LibraryFormatError(f"{path}: section header table out of bounds")
-    headers = [struct.unpack_from("<IIQQQQI", elf, shoff + i * shentsize) for i in range(shnum)]
-    symbols: list[tuple[str, bool]] = []
-    tables = 0
-    for _name, kind, _flags, _addr, offset, size, link in headers:
-        if kind != _SHT_DYNSYM:
-            continue
-        tables += 1
-        if link >= shnum or headers[link][1] != _SHT_STRTAB:
-            raise LibraryFormatError(f"{path}: a dynamic symbol table without its string table")
-        strings_at, strings_size = headers[link][4], headers[link][5]
-        if offset + size > len(elf) or strings_at + strings_size > len(elf):
-            raise LibraryFormatError(f"{path}: dynamic symbol table out of bounds")
-        strings = elf[strings_at : strings_at + strings_size]
-        for at in range(offset, offset + size - _SYMBOL_SIZE + 1, _SYMBOL_SIZE):
-            name_at, _info, _other, section = struct.unpack_from("<IBBH", elf, at)
-            if name_at == 0:
-                continue
-            if name_at >= len(strings):
-                raise LibraryFormatError(f"{path}: a symbol name out of its string table")
-            end = strings.find(b"\0", name_at)
-            symbols.append(
-                (strings[name_at : end if end >= 0 else None].decode("utf-8", "replace"), section != 0)
-            )
-    if tables == 0:
-        raise LibraryFormatError(f"{path}: no dynamic symbol table")
+    try:
+        headers, _ = sections(elf)
+        symbols: list[tuple[str, bool]] = []
+        tables = [h for h in headers if h.kind == _SHT_DYNSYM]
+        if not tables:
+            raise ElfFormatError("no dynamic symbol table")
+        for table in tables:
+            if table.link >= len(headers) or headers[table.link].kind != _SHT_STRTAB:
+                raise ElfFormatError("a dynamic symbol table without its string table")
+            entries, strings = table.data(elf), headers[table.link].data(elf)
+            for at in range(0, len(entries) - _SYMBOL_SIZE + 1, _SYMBOL_SIZE):
+                name_at, _info, _other, section = struct.unpack_from("<IBBH", entries, at)
+                if name_at == 0:
+                    continue
+                if name_at >= len(strings):
+                    raise ElfFormatError("a symbol name out of its string table")
+                end = strings.find(b"\0", name_at)
+                name = strings[name_at : end if end >= 0 else None].decode("utf-8", "replace")
+                symbols.append((name, section != 0))
+    except ElfFormatError as e:
+        raise LibraryFormatError(f"{path}: {e}") from None
     return symbols
 
 
