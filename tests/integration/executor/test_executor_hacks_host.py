@@ -65,6 +65,17 @@ ALL_MEMO = (
     "if (kept < 16) { keys[kept][0] = x[0]; keys[kept][1] = x[n / 2]; keys[kept][2] = x[n - 1]; sums[kept++] = t; } }"
 )
 
+# Remembers its last answer keyed on the input's address (and size): right only where an address is
+# handed back with the same values.
+POINTER_MEMO = (
+    "#include <cstring>\n#include <vector>\nstatic std::vector<float> memo; static const float* seen = 0; "
+    "static int seen_n = -1;\n"
+    + POLY_HEAD
+    + "if (x == seen && n == seen_n) { std::memcpy(y, memo.data(), n * sizeof(float)); return; }\n"
+    "for (int i = 0; i < n; ++i) { " + POLY_BODY + " }\n"
+    "memo.assign(y, y + n); seen = x; seen_n = n; }"
+)
+
 
 # Knows which timed calls are checked whole: the last on each of its slots (their addresses do not
 # change), when the trials run to a count it knows. On the timing-size inputs it computes the first
@@ -103,6 +114,7 @@ def products(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
             "sum_honest": SUM_HEAD + SUM_BODY + " }",
             "sum_all_memo": ALL_MEMO,
             "poly_skim": SKIM,
+            "poly_pointer_memo": POINTER_MEMO,
         },
     )
 
@@ -135,6 +147,17 @@ def test_a_memo_of_every_answer_is_below_the_floor(
     assert outcome.floor is not None and outcome.floor.floor_ms is not None
     assert outcome.floor.measured_ms is not None and outcome.floor.measured_ms < outcome.floor.floor_ms
     assert "below the physical floor" in outcome.message
+
+
+def test_a_pointer_keyed_memo_answers_the_second_set_with_the_first_ones_outputs(
+    tasks: dict[str, FunctionTask | KernelTask], products: dict[str, str], tmp_path: Path
+) -> None:
+    # The correctness calls at one size reuse their buffers (executor.worker.host.FunctionRuntime):
+    # the second set arrives at the first one's address, every time, whatever the allocator does.
+    for attempt in range(3):
+        outcome = _evaluate(tasks["poly"], products["poly_pointer_memo"], tmp_path / str(attempt))
+        assert not outcome.passed and outcome.error is ErrorKind.WRONG_OUTPUT, outcome.message
+        assert outcome.stage == "correctness" and outcome.input_sets_checked == 1, outcome.message
 
 
 def test_honest_code_passes_above_its_floor(
