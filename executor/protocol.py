@@ -144,6 +144,12 @@ class EvaluationOptions(BaseModel):
         "(executor.devcompare; the host re-checks whatever fails there); False: download them and "
         "compare on the host",
     )
+    kernel_spot_checks: bool = Field(
+        default=False,
+        description="kernel tasks: copy a sample of every timed launch's outputs on the device and check "
+        "them after the trials, as function tasks' timed calls are (executor.worker.gpu.DeviceSpots); off "
+        "by default until measured on a GPU",
+    )
 
     parent_ms: float | None = Field(
         default=None,

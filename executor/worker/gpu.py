@@ -10,10 +10,12 @@ context is made, so this module imports on machines without it.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import dataclasses
 import functools
 import logging
+import secrets
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
@@ -27,7 +29,17 @@ from executor.inputs import InputSet
 from executor.protocol import EvaluationOptions
 from executor.taskformat import NUMPY_DTYPES, FunctionTask, KernelTask, ScalarArg, Size
 from executor.verdict import DevicePeak, ErrorKind, TimingStats
-from executor.worker.host import FunctionRuntime, HostSlots, copy_chunks, host_cache_bytes, measure_host_gbps
+from executor.worker.host import (
+    SPOT_CALLS,
+    SPOT_ELEMENTS,
+    CallSamples,
+    FunctionRuntime,
+    HostSlots,
+    SpotSample,
+    copy_chunks,
+    host_cache_bytes,
+    measure_host_gbps,
+)
 from executor.worker.runtime import CandidateFailed, Runtime
 
 logger = logging.getLogger(__name__)
@@ -220,6 +232,103 @@ class GpuContext:
             self.ctx.pop()
         except self.cuda.Error as e:
             logger.warning("could not release the CUDA context: %s", e)
+
+
+# A kernel launch's spot sample (kernel_spot_checks): SPOT_ELEMENTS elements of each output, copied on
+# the device in this many runs of consecutive elements, each at its own random place.
+SPOT_RUNS = 8
+
+
+def spot_positions(size: int, rng: np.random.Generator) -> np.ndarray | None:
+    """The flat positions a kernel launch's spot sample copies from an output of ``size`` elements:
+    :data:`SPOT_RUNS` runs of ``SPOT_ELEMENTS // SPOT_RUNS`` consecutive elements, each starting at a
+    place drawn by ``rng`` (runs may overlap); None for an output no larger than
+    :data:`SPOT_ELEMENTS`, which is copied whole."""
+    run = SPOT_ELEMENTS // SPOT_RUNS
+    if size <= SPOT_ELEMENTS:
+        return None
+    starts = rng.integers(0, size - run + 1, SPOT_RUNS)
+    return (starts[:, None] + np.arange(run)).reshape(-1)
+
+
+class DeviceSpots:
+    """Spot samples of a kernel's timed launches, copied on the device (option ``kernel_spot_checks``).
+
+    A kernel's trials are enqueued in batches, so its outputs cannot be read between launches from the
+    host. After a launch's end event (outside its timed region), the launch's sample of every output is
+    copied, device to device, into a buffer of :data:`SPOT_CALLS` samples: :func:`spot_positions`' runs
+    (or the whole output when it is small). Which launches are kept is a uniform draw over all of them
+    (:class:`CallSamples`, a later launch overwriting a dropped one's place in stream order), the runs'
+    places are drawn per launch, both from the operating system's entropy. :meth:`collect` reads the
+    buffer once after the trials, as the function tasks' samples (``spot_checks``) for
+    ``Worker.check_spot``. A larger output compared ``sorted`` is not sampled (a sample of a sorted
+    comparison means nothing): the last launch on every slot is still checked whole.
+    """
+
+    def __init__(
+        self, gpu: GpuContext, task: FunctionTask | KernelTask, shapes: dict[str, np.ndarray]
+    ) -> None:
+        """``shapes``: an array shaped like each output at the timing size (a source's)."""
+        self.gpu, self.rng = gpu, np.random.default_rng(secrets.randbits(128))
+        self.calls: CallSamples[tuple[int, str, dict[str, np.ndarray | None]]] = CallSamples(
+            self.rng, SPOT_CALLS
+        )
+        self.outputs: dict[str, tuple[int, np.dtype[Any]]] = {}
+        for arg in task.outputs:
+            size, dtype = shapes[arg.name].size, shapes[arg.name].dtype
+            if size == 0 or (size > SPOT_ELEMENTS and task.compare_rule(arg).mode == "sorted"):
+                continue
+            self.outputs[arg.name] = (size, dtype)
+        self.buffers: dict[str, Any] = {}
+        try:
+            for name, (size, dtype) in self.outputs.items():
+                self.buffers[name] = gpu.cuda.mem_alloc(
+                    SPOT_CALLS * min(size, SPOT_ELEMENTS) * dtype.itemsize
+                )
+        except gpu.cuda.MemoryError as e:
+            self.free()
+            raise CandidateFailed(ErrorKind.OUT_OF_MEMORY, f"spot-check buffers do not fit: {e}") from e
+
+    def after_launch(self, buffers: dict[str, Any], source: int, call: str, stream: Any) -> None:
+        """Enqueue the sample of the launch just enqueued on ``stream`` (its outputs in ``buffers``),
+        if the draw keeps it."""
+        at = self.calls.draw()
+        if at is None or not self.outputs:
+            return
+        copy = self.gpu.cuda.memcpy_dtod_async
+        kept: dict[str, np.ndarray | None] = {}
+        for name, (size, dtype) in self.outputs.items():
+            item, base = dtype.itemsize, int(buffers[name])
+            dst = int(self.buffers[name]) + at * min(size, SPOT_ELEMENTS) * item
+            positions = kept[name] = spot_positions(size, self.rng)
+            if positions is None:
+                copy(dst, base, size * item, stream)
+                continue
+            run = SPOT_ELEMENTS // SPOT_RUNS
+            for r in range(SPOT_RUNS):
+                copy(dst + r * run * item, base + int(positions[r * run]) * item, run * item, stream)
+        self.calls.put(at, (source, call, kept))
+
+    def collect(self) -> list[tuple[int, str, dict[str, SpotSample]]]:
+        """The kept launches' samples, read from the device (after the trials' last wait)."""
+        count = len(self.calls.kept)
+        host = {}
+        for name, (size, dtype) in self.outputs.items():
+            host[name] = np.empty((count, min(size, SPOT_ELEMENTS)), dtype)
+            if count:
+                self.gpu.cuda.memcpy_dtoh(host[name], self.buffers[name])
+        return [
+            (source, call, {name: SpotSample(positions[name], host[name][at]) for name in self.outputs})
+            for at, (source, call, positions) in enumerate(self.calls.kept)
+        ]
+
+    def free(self) -> None:
+        """Free the sample buffers (after a launch's fault the context is gone, and the process's exit
+        frees them: that failure, not this one, is the verdict)."""
+        for buf in self.buffers.values():
+            with contextlib.suppress(self.gpu.cuda.Error):
+                buf.free()
+        self.buffers = {}
 
 
 class DeviceSlots:
@@ -426,6 +535,8 @@ class GpuKernelRuntime(Runtime):
                         start.record(stream)
                         self._launch(slots.sources[k], slots.rotated[j], slots.sources[k].size, stream)
                         end.record(stream)
+                        if spots is not None and i >= 0:  # after the end event: untimed
+                            spots.after_launch(slots.rotated[j], k, f"timed launch {i + 1}", stream)
                     events[len(indices) - 1][1].synchronize()
                     # A fault in any launch of the batch is sticky: it surfaces here, if not before.
                     cuda.Context.synchronize()
@@ -439,7 +550,16 @@ class GpuKernelRuntime(Runtime):
         warmup: dict[str, Any] = {}
         # Trial i runs on source i % len(sources) (the timed slots are a multiple of the sources).
         policy = dataclasses.replace(options.trial_policy(device_timed=True), groups=len(slots.sources))
-        samples, stop = measure_batched(run_batch, policy, MAX_BATCH, warmup)
+        spots = (
+            DeviceSpots(self.gpu, self.task, slots.sources[0].arrays) if options.kernel_spot_checks else None
+        )
+        try:
+            samples, stop = measure_batched(run_batch, policy, MAX_BATCH, warmup)
+            if spots is not None:
+                last["spot_checks"] = spots.collect()
+        finally:
+            if spots is not None:
+                spots.free()
         last["warmup"] = warmup  # calls, seconds, batches
         last["samples_ms"] = samples  # for executor.diagnostics.warmup_trace
         # The last trial's outputs stay where it wrote them: the worker checks them there, and those

@@ -61,13 +61,22 @@ class CallSamples(Generic[T]):
         self.offered = 0
 
     def offer(self, take: Callable[[], T | None]) -> None:
-        self.offered += 1
-        at = len(self.kept) if len(self.kept) < self.limit else int(self.rng.integers(self.offered))
-        if at >= self.limit:
+        at = self.draw()
+        if at is None:
             return
         item = take()
-        if item is None:
-            return
+        if item is not None:
+            self.put(at, item)
+
+    def draw(self) -> int | None:
+        """Count one more item offered; the place it goes to if it is kept, else None. (In two steps
+        for a caller whose item must be made at that place: a device buffer of samples.)"""
+        self.offered += 1
+        at = len(self.kept) if len(self.kept) < self.limit else int(self.rng.integers(self.offered))
+        return at if at < self.limit else None
+
+    def put(self, at: int, item: T) -> None:
+        """Keep ``item`` at the place :meth:`draw` gave (the next free one, or a kept item's)."""
         if at == len(self.kept):
             self.kept.append(item)
         else:
