@@ -137,6 +137,14 @@ class EvaluationOptions(BaseModel):
         description="reject a candidate faster than the task's physical floor (executor.floor) as "
         "'implausible'",
     )
+    repeat_gain_limit: float | None = Field(
+        default=3.0,
+        ge=1.5,
+        description="reject as 'implausible' a candidate whose median timed call is more than this many "
+        "times faster than its fastest first call on a timing set, once what the caches could explain is "
+        "taken off (answers remembered from the first visits; executor.worker.candidate.check_repeats); "
+        "None: no such check",
+    )
     baseline: bool = True
     compare_on_device: bool = Field(
         default=True,

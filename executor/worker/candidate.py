@@ -34,7 +34,7 @@ from executor.gpulock import gpu_shared, host_copies, kernel_uploads
 from executor.inputs import InputSet, generate_inputs
 from executor.reference import check_reference_outputs
 from executor.taskformat import KernelTask
-from executor.verdict import ErrorKind, FloorCheck, TimingStats
+from executor.verdict import DevicePeak, ErrorKind, FloorCheck, TimingStats
 from executor.worker.gpu import DeviceSlots, GpuContext, GpuFunctionRuntime, GpuKernelRuntime, make_slots
 from executor.worker.host import HostFunctionRuntime, HostSlots, SpotSample, host_peak
 from executor.worker.messages import (
@@ -88,6 +88,8 @@ class Worker:
         # The set the warm-up runs on: never timed (see _timing_sources).
         self.warm_source: InputSet | None = None
         self.floor: FloorCheck | None = None
+        # The device figures and the path of the candidate's calls (device_figures), once per run.
+        self._figures: tuple[DevicePeak, Literal["kernel", "gpu_function", "host_function"]] | None = None
         self.slots: HostSlots | DeviceSlots | None = None
         # Device copies of the fresh timing-size sets (kernel tasks), made ahead and used once each.
         self.uploaded: dict[int, dict[str, Any]] = {}
@@ -509,6 +511,7 @@ class Worker:
             self.check_timed_calls(candidate, sources, last)
             self._add_seconds("last_check", t1)
             self.check_floor(candidate, stats)
+            self.check_repeats(candidate, stats, last.get("samples_ms"), len(sources))
         except CandidateFailed as e:
             self.seconds["timing"] = time.perf_counter() - t0
             # A correctness failure comes first.
@@ -605,20 +608,61 @@ class Worker:
         if not self.job.options.physical_floor:
             self.floor = FloorCheck(measured_ms=stats.median_ms, reason="no floor: physical_floor is off")
             return
-        # The executor's figures (executor.peak): this process runs the candidate's code, so what it
-        # measures bounds this job alone and is never kept.
-        kind: Literal["kernel", "gpu_function", "host_function"]
+        peak, kind = self.device_figures(candidate)
+        check = floor.physical_floor(self.task, peak, kind)
+        self.floor = check = check.model_copy(update={"measured_ms": stats.median_ms})
+        if check.floor_ms is not None and stats.median_ms < check.floor_ms:
+            raise CandidateFailed(ErrorKind.IMPLAUSIBLE, floor.implausible_message(check))
+
+    def device_figures(
+        self, candidate: Runtime
+    ) -> tuple[DevicePeak, Literal["kernel", "gpu_function", "host_function"]]:
+        """The device's figures (:mod:`executor.peak`) and which path the candidate's calls take. This
+        process runs the candidate's code, so what it measures bounds this job alone and is never kept."""
+        if self._figures is not None:
+            return self._figures
+        kind: Literal["kernel", "gpu_function", "host_function"] = "host_function"
         if isinstance(candidate, HostFunctionRuntime):
-            peak, kind = self.job.device_peak or floor.device_peak(None, "host", host_peak), "host_function"
+            peak = self.job.device_peak or floor.device_peak(None, "host", host_peak)
         else:
             gpu = self.gpu
             assert gpu is not None
             kind = "kernel" if isinstance(candidate, GpuKernelRuntime) else "gpu_function"
             peak = self.job.device_peak or floor.device_peak(None, gpu.dev.name(), gpu.measure_peak)
-        check = floor.physical_floor(self.task, peak, kind)
-        self.floor = check = check.model_copy(update={"measured_ms": stats.median_ms})
-        if check.floor_ms is not None and stats.median_ms < check.floor_ms:
-            raise CandidateFailed(ErrorKind.IMPLAUSIBLE, floor.implausible_message(check))
+        self._figures = peak, kind
+        return peak, kind
+
+    def check_repeats(
+        self, candidate: Runtime, stats: TimingStats, samples: list[float] | None, sets: int
+    ) -> None:
+        """The first visits against the median (option ``repeat_gain_limit``). Trial ``k < sets`` is
+        the first call on timing set ``k``, whose values the candidate has never seen (the correctness
+        calls draw their own, the warm-up has a set of its own); the median is a repeat visit. Honest
+        code does the same work on both; a candidate that remembers every answer does it on the
+        first visits only, and on a compute-bound task the floor (which counts bytes) cannot see that.
+        A first visit may also be slower for an honest reason: its data come from memory where a
+        repeat's may come from a cache. That much is taken off first: twice the time the task's bytes
+        take at the memory's measured bandwidth (the device's for a kernel task, whose trials flush L2
+        anyway; the host's for a function task)."""
+        limit = self.job.options.repeat_gain_limit
+        if limit is None or not samples or len(samples) <= sets:
+            return
+        first = min(samples[:sets])
+        try:
+            read, written = floor.task_bytes(self.task)
+        except ValueError:
+            read = written = 0  # sizes unknown: nothing taken off (the median is compared as it is)
+        peak, kind = self.device_figures(candidate)
+        gbps = peak.dram_gbps if kind == "kernel" else peak.host_gbps
+        allowance = 2 * (read + written) / (gbps * 1e6) if gbps > 0 else 0.0
+        if first - allowance > limit * stats.median_ms:
+            raise CandidateFailed(
+                ErrorKind.IMPLAUSIBLE,
+                f"the median timed call ({stats.median_ms:.4g} ms) ran {first / stats.median_ms:.3g} times faster "
+                f"than the fastest first call on a timing set ({first:.4g} ms; {allowance:.4g} ms of it "
+                f"allowed for caches, limit {limit:g}x): the calls that repeated a set's values were answered "
+                "from what earlier calls computed, not by doing the task's work",
+            )
 
     def _check_expected_ahead(self) -> dict[str, timingset.StatKey]:
         """The digests of the timing sets' stored reference outputs, checked here while the candidate

@@ -316,6 +316,7 @@ class FunctionRuntime(Runtime):
         # The last timed call on every slot, each checked by the worker (executor.worker.candidate),
         # and a sample of every timed call's outputs (spot_checks).
         last["checks"] = [checks[j] for j in sorted(checks)]
+        last["samples_ms"] = samples  # in trial order: trial i ran on source i % len(sources)
         last["spot_checks"] = spots.kept + [
             kept for j in sorted(whole_sorted) for kept in whole_sorted[j].kept
         ]

@@ -76,6 +76,30 @@ POINTER_MEMO = (
     "memo.assign(y, y + n); seen = x; seen_n = n; }"
 )
 
+# Remembers every answer keyed on the input's address, at the timing size only (the correctness
+# calls at the test size never see it): every answer is right, the slots' addresses never change,
+# and on a compute-bound task the floor (which counts bytes) is microseconds. (Review 22.)
+SLOT_MEMO = (
+    "#include <cstring>\n#include <vector>\nstatic const float* owners[16]; static std::vector<float> kept[16]; "
+    "static int owned = 0;\n"
+    + POLY_HEAD
+    + "if (n > 100000) for (int k = 0; k < owned; ++k) if (owners[k] == x) "
+    "{ std::memcpy(y, kept[k].data(), n * sizeof(float)); return; }\n"
+    "for (int i = 0; i < n; ++i) { " + POLY_BODY + " }\n"
+    "if (n > 100000 && owned < 16) { owners[owned] = x; kept[owned++].assign(y, y + n); } }"
+)
+# Sorts its const input in place and copies it out: right outputs, and every later call on the same
+# slot sorts data that are already sorted. (Review 22.)
+SORT_HEAD = 'extern "C" void sort_f(int n, const float* x, float* y) {\n'
+SORT_HONEST = SORT_HEAD + "std::memcpy(y, x, (size_t)n * sizeof(float)); std::sort(y, y + n); }"
+SORT_IN_PLACE = (
+    SORT_HEAD
+    + "float* a = const_cast<float*>(x); std::sort(a, a + n); std::memcpy(y, a, (size_t)n * sizeof(float)); }"
+)
+SORT_TASK = one_input_task(
+    "sort_f", domain="sort", description="y = x sorted ascending", timing=1 << 19, rtol=0.0, atol=0.0
+)
+
 
 # Knows which timed calls are checked whole: the last on each of its slots (their addresses do not
 # change), when the trials run to a count it knows. On the timing-size inputs it computes the first
@@ -101,6 +125,7 @@ def tasks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, FunctionTask | 
     return {
         "poly": write_task(tmp, POLY_TASK, POLY_HEAD + "for (int i = 0; i < n; ++i) { " + POLY_BODY + " } }"),
         "sum": write_task(tmp, SUM_TASK, SUM_HEAD + SUM_BODY + " }"),
+        "sort": write_task(tmp, SORT_TASK, "#include <algorithm>\n#include <cstring>\n" + SORT_HONEST),
     }
 
 
@@ -115,6 +140,9 @@ def products(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
             "sum_all_memo": ALL_MEMO,
             "poly_skim": SKIM,
             "poly_pointer_memo": POINTER_MEMO,
+            "poly_slot_memo": SLOT_MEMO,
+            "sort_honest": "#include <algorithm>\n#include <cstring>\n" + SORT_HONEST,
+            "sort_in_place": "#include <algorithm>\n#include <cstring>\n" + SORT_IN_PLACE,
         },
     )
 
@@ -158,6 +186,25 @@ def test_a_pointer_keyed_memo_answers_the_second_set_with_the_first_ones_outputs
         outcome = _evaluate(tasks["poly"], products["poly_pointer_memo"], tmp_path / str(attempt))
         assert not outcome.passed and outcome.error is ErrorKind.WRONG_OUTPUT, outcome.message
         assert outcome.stage == "correctness" and outcome.input_sets_checked == 1, outcome.message
+
+
+def test_repeat_visits_far_faster_than_the_first_ones_are_implausible(
+    tasks: dict[str, FunctionTask | KernelTask], products: dict[str, str], tmp_path: Path
+) -> None:
+    """A memo of every answer keyed on the slots' addresses, and a sort that sorts its input in place,
+    give right answers on every call, above the floor; only their first visit to each timing set does
+    the work (option repeat_gain_limit). The honest sort passes; the honest poly_iter does too (above)."""
+    for name, task in (("poly_slot_memo", "poly"), ("sort_in_place", "sort")):
+        outcome = _evaluate(tasks[task], products[name], tmp_path / name)
+        assert not outcome.passed and outcome.error is ErrorKind.IMPLAUSIBLE, (name, outcome.message)
+        assert outcome.stage == "timing" and "fastest first call on a timing set" in outcome.message, (
+            outcome.message
+        )
+    honest = _evaluate(tasks["sort"], products["sort_honest"], tmp_path / "sort_honest")
+    assert honest.passed, honest.message
+    off = FAST.model_copy(update={"min_trials": 5, "max_trials": 9, "repeat_gain_limit": None})
+    memo = run_on_timing_sets(tasks["poly"], products["poly_slot_memo"], tmp_path / "off", off)
+    assert memo.passed, memo.message  # what the check is for: every other check passes it
 
 
 def test_honest_code_passes_above_its_floor(
