@@ -398,19 +398,25 @@ class Evaluator:
             )
             seconds["gpu_held"] = time.perf_counter() - reaped
         seconds.update(outcome.seconds)
-        if outcome.device:
-            self.device = outcome.device
+        # Not self.device from the outcome: it picks the host's store of baseline timings, and that
+        # process ran the candidate's code. The peak worker, which runs none, names it.
+        self._know_device(runtime)
         if outcome.killed_by is not None:
             applied = applied.model_copy(update={"stopped_by": outcome.killed_by})
         if outcome.error is ErrorKind.REFERENCE_ERROR:
             return _reference_failure(task, Stage.CORRECTNESS, outcome.message, compiled, seconds)
-        if outcome.reference_timing is not None:
-            self._remember("reference", task, outcome.reference_timing)
         speedup = baseline_speedup = baseline_timing = None
         cand = outcome.candidate_timing
+        # The serial reference's timing is the evaluator's own (a reference worker's), never what the
+        # candidate's worker reports: that process ran the candidate's code, which could rewrite it
+        # (review 22: one candidate set every later candidate's speedup of its task).
+        reference_timing = run.reference_timing
         if outcome.passed and cand is not None and cand.median_ms > 0:
-            if outcome.reference_timing is not None:
-                speedup = outcome.reference_timing.median_ms / cand.median_ms
+            if reference_timing is None:  # not known when the run began: a reference worker times it
+                self._prepare_task(task, options)
+                reference_timing = self._cached_timing("reference", task)
+            if reference_timing is not None:
+                speedup = reference_timing.median_ms / cand.median_ms
             # Never a baseline timed in the candidate's process (its worker times none): the clean one.
             baseline_timing = self._baseline_timing(
                 task, options, runtime, measuring, seconds, cancelled, kept_baseline
@@ -430,7 +436,7 @@ class Evaluator:
             mismatch=outcome.mismatch,
             input_sets_checked=outcome.input_sets_checked,
             candidate_timing=cand,
-            reference_timing=outcome.reference_timing,
+            reference_timing=reference_timing,
             baseline_timing=baseline_timing,
             speedup=speedup,
             baseline_speedup=baseline_speedup,

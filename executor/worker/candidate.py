@@ -47,7 +47,6 @@ from executor.worker.messages import (
     notify_parent,
     write_progress,
 )
-from executor.worker.reference import time_reference
 from executor.worker.runtime import CallWatch, CandidateFailed, Runtime
 
 logger = logging.getLogger(__name__)
@@ -518,14 +517,11 @@ class Worker:
             return self.behind_outcome(candidate.device, e) or self.outcome(
                 e, "timing", checked, candidate.device
             )
+        # Neither the serial reference nor the naive baseline is timed here: this process has loaded
+        # the candidate's library, which may slow what runs after it or rewrite what it reports. The
+        # evaluator times the reference in a reference worker (and keeps its own copy of the timing
+        # it hands over here), the baseline in a worker of its own (executor.worker.baseline).
         ref_stats = run.reference_timing
-        if ref_stats is None:
-            self.progress("reference_timing")
-            t1 = time.perf_counter()
-            ref_stats = time_reference(self.reference_fn, self.task, sources[0], opts.reference_repeats)
-            self._add_seconds("reference_timing", t1)
-        # The naive baseline is never timed here: this process has loaded the candidate's library,
-        # which may slow what runs after it (executor.worker.baseline times it in a process of its own).
         self.seconds["timing"] = time.perf_counter() - t0
         return WorkerOutcome(
             passed=True,

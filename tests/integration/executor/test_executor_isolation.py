@@ -95,7 +95,9 @@ def test_correct_host_candidate_passes_and_is_timed(
     assert outcome.error is None and outcome.stage == "timing"
     assert outcome.input_sets_checked == 4
     assert outcome.candidate_timing is not None and outcome.candidate_timing.trials >= 3
-    assert outcome.reference_timing is not None and outcome.reference_timing.median_ms > 0
+    # The reference is never timed in the process that ran the candidate (the evaluator times it in a
+    # reference worker and keeps its own copy).
+    assert outcome.reference_timing is None
 
 
 @pytest.mark.parametrize(
