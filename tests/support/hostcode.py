@@ -6,12 +6,20 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from executor.compile import find_toolchain
+from executor.errors import ToolchainError
+from executor.evaluate import Evaluator
 from executor.protocol import EvaluationOptions
 from executor.reference import build_reference
 from executor.sandbox import run_job
+from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
 from executor.timingset import TimingSetSpec
 from executor.worker.messages import CandidateRun, WorkerJob, WorkerOutcome
@@ -120,3 +128,17 @@ def timing_set_job(
         timing_set=TimingSetSpec(dir=str(tmp / "timing-set"), seed=4242),
         baseline_copies=baseline_copies,
     )
+
+
+@contextmanager
+def host_evaluator(cache_dir: Path) -> Iterator[Evaluator]:
+    """An evaluator of the host runtime (the test is skipped where there is no nvcc to build with)."""
+    try:
+        find_toolchain()
+    except ToolchainError:
+        pytest.skip("no nvcc here")
+    built = Evaluator(ExecutorSettings(cache_dir=cache_dir, runtime="host", run_timeout_s=120))
+    try:
+        yield built
+    finally:
+        built.close()

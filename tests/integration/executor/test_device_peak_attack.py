@@ -22,17 +22,14 @@ from pathlib import Path
 
 import pytest
 
-from executor.compile import find_toolchain
-from executor.errors import ToolchainError
 from executor.evaluate import Evaluator
 from executor.floor import stored_peak
 from executor.jail import protection
 from executor.protocol import CandidateSource
-from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task, parse_task
 from executor.verdict import DevicePeak, ErrorKind
 from tests.integration.executor.test_executor_hacks_host import ALL_MEMO, SUM_BODY, SUM_HEAD, SUM_TASK
-from tests.support.hostcode import FAST
+from tests.support.hostcode import FAST, host_evaluator
 
 pytestmark = pytest.mark.skipif(protection() != "namespace", reason="no namespaces on this host")
 
@@ -49,15 +46,8 @@ FAST_HOST = DevicePeak(
 
 @pytest.fixture
 def evaluator(tmp_path: Path) -> Iterator[Evaluator]:
-    try:
-        find_toolchain()
-    except ToolchainError:
-        pytest.skip("no nvcc here")
-    built = Evaluator(ExecutorSettings(cache_dir=tmp_path / "cache", runtime="host", run_timeout_s=120))
-    try:
+    with host_evaluator(tmp_path / "cache") as built:
         yield built
-    finally:
-        built.close()
 
 
 def _writer(record: Path, planted: Path) -> str:

@@ -21,13 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from executor.compile import find_toolchain
-from executor.errors import ToolchainError
 from executor.evaluate import Evaluator
 from executor.protocol import CandidateSource
-from executor.settings import ExecutorSettings
 from executor.taskformat import load_task
-from tests.support.hostcode import FAST
+from tests.support.hostcode import FAST, host_evaluator
 
 TASKS_DIR = Path(__file__).parents[2] / "unit" / "executor" / "fixtures" / "tasks"
 OPTIONS = FAST.model_copy(update={"min_trials": 5, "max_trials": 9})
@@ -70,15 +67,8 @@ REWRITER = (
 
 @pytest.fixture
 def evaluator(tmp_path: Path) -> Iterator[Evaluator]:
-    try:
-        find_toolchain()
-    except ToolchainError:
-        pytest.skip("no nvcc here")
-    built = Evaluator(ExecutorSettings(cache_dir=tmp_path / "cache", runtime="host", run_timeout_s=120))
-    try:
+    with host_evaluator(tmp_path / "cache") as built:
         yield built
-    finally:
-        built.close()
 
 
 def test_a_candidate_that_rewrites_its_outcome_does_not_set_the_reference_timing(
