@@ -172,6 +172,9 @@ _FILLER = frozenset(
     }
 )
 _FILLER_FAMILIES = (
+    # (session 22) a hedge, as "possible" and "needed" are: "Considering native_ and half_ versions",
+    # "Considerations for selecting the work-group size" say to weigh a technique, not which one
+    "consider",
     "optimization",
     "optimize",
     "technique",
@@ -344,6 +347,12 @@ VENDOR_TERMS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         # HIP's and AMD's "non-pageable" host memory is CUDA's page-locked (pinned) memory (HIP
         # programming guide, "pinned (non-pageable) host memory").
         (r"\bnon[\s_-]?pageable\b", "page-locked"),
+        # (session 22) OpenCL C's "built-in functions" and the compilers' "builtins" (HIP's and Clang's
+        # __builtin_* functions) are what CUDA calls intrinsics (Khronos OpenCL C specification,
+        # "Built-in Functions"; Clang's "Builtin Functions"): "Math Built-Ins", "MFMA builtins".
+        # An identifier such as __builtin_nontemporal_load is code and stays whole.
+        (r"\bbuilt[\s-]?ins\b|\bbuiltins\b", "intrinsics"),
+        (r"\bbuilt[\s-]?in\b|\bbuiltin\b", "intrinsic"),
         # The same words joined or hyphenated: "tensorcore", "tensor-core".
         (r"\btensor[_-]?cores\b", "tensor cores"),
         (r"\btensor[_-]?core\b", "tensor core"),

@@ -65,3 +65,33 @@ def test_nontemporal_memory_access_is_queued_not_merged_into_coalescing(
     choice = policy.choose(step, policy.index(_full_graph(taxonomy)))
     assert choice.outcome == "undecided", (choice.technique, choice.flags)
     assert any(f.startswith("name_unexplained") for f in choice.flags), choice.flags
+
+
+@pytest.mark.parametrize(
+    ("written", "read"),
+    [
+        # OpenCL's built-in functions and the compilers' builtins are intrinsics
+        ("Math Built-Ins", "math intrinsics"),
+        ("built-in functions", "intrinsic functions"),
+        ("MFMA builtins", "MFMA intrinsics"),
+        # a hedge: weighing a technique is not another technique
+        ("Considering the block size", "the block size"),
+        ("Work-group size considerations", "work-group size"),
+    ],
+)
+def test_words_written_two_ways_read_alike(written: str, read: str) -> None:
+    assert concept_tokens(written) == concept_tokens(read)
+
+
+def test_a_compiler_builtin_identifier_stays_code() -> None:
+    assert concept_tokens("__builtin_nontemporal_load") == ["builtin_nontemporal_load"]
+
+
+def test_native_and_half_math_builtins_merge_into_fast_math(
+    policy: RelabelPolicy, taxonomy: Taxonomy
+) -> None:
+    """dev2 d055 (Intel's OpenCL guide): queued before, its "Considering" and "Built-Ins" words no
+    technique's."""
+    name = "Considering native_ and half_ Versions of Math Built-Ins"
+    choice = policy.choose(StepInput(name), policy.index(_full_graph(taxonomy)))
+    assert (choice.outcome, choice.technique) == ("merge", "Fast math intrinsics"), choice.flags
