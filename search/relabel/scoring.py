@@ -435,6 +435,9 @@ class WordCoverage:
     """How many of the name's words no candidate uses."""
     head_unknown: bool = False
     """Whether the name's head word (`head_word`) is one of them."""
+    common_phrase: bool = False
+    """Whether the name's other words stand together in it and are a phrase of two or more
+    candidates' labels (session 22: "memory access" in "Nontemporal memory access")."""
 
 
 @dataclass
@@ -577,7 +580,30 @@ class CandidateIndex:
             {c.name: int(v) for c, v in zip(self.candidates, rare, strict=True)},
             len(words) - len(known),
             head is not None and head not in self._word_index,
+            # a contrary word ("Not using pinned memory") is the contrary rule's (`contradicted`)
+            any(w not in self._word_index and w not in _CONTRARY_STEMS for w in words)
+            and self._phrase_owners([w for w in concept_tokens(name) if w not in _CONTRARY_STEMS]) >= 2,
         )
+
+    def _phrase_owners(self, words: list[str]) -> int:
+        """How many candidates hold, in one of their labels, the run of `words` that candidates know
+        (0 when the known words do not stand together, or there are none; `words` must hold an unknown
+        word)."""
+        flags = [w in self._word_index for w in words]
+        if True not in flags:
+            return 0
+        first = flags.index(True)
+        last = len(flags) - flags[::-1].index(True)
+        if not all(flags[first:last]):
+            return 0
+        run = tuple(words[first:last])
+        owners = {
+            owner
+            for phrases in self._phrases.values()
+            for owner, phrase, _ in phrases
+            if any(phrase[i : i + len(run)] == run for i in range(len(phrase) - len(run) + 1))
+        }
+        return len(owners)
 
     def diagnostic(self, name: str, technique: str) -> str | None:
         """A word of the name that studies a program rather than changes it (`DIAGNOSTIC_STEMS`:
@@ -1103,6 +1129,15 @@ def separation(
         return (
             f"name_unexplained: {top[unexplained]:.0%} of the name's words are not {ranked.names[0]!r}'s, "
             f"{coverage.unknown} of them no technique's"
+        )
+    if coverage is not None and coverage.common_phrase and top[support] <= 0.0 and top[mentions] <= 0.0:
+        # (session 22) a word no technique uses, on a phrase that several techniques' labels hold
+        # ("Nontemporal memory access": "memory access" is in coalescing's, vectorized access's and bank
+        # conflict avoidance's labels, "nontemporal" in none): the unknown word is what says which
+        # technique, and the graph lacks it, whatever the detail says; no code or mention says otherwise.
+        return (
+            f"name_unexplained: {coverage.unknown} of the name's words no technique's, the rest a phrase "
+            f"of several techniques' labels"
         )
     if top[support] > max(o[support] for o in others) or top[mentions] > max(o[mentions] for o in others):
         return None

@@ -166,9 +166,15 @@ _FILLER = frozenset(
         # Hedges (issue 28, dev2): "use single-precision when possible", "only where necessary", "if
         # needed" say when to apply a technique, not which one.
         *("possible", "possibly", "necessary", "needed"),
+        # (session 22) Words about the text, not the technique: a guide's heading "A note on rocWMMA" or
+        # "MFMA compiler intrinsic syntax" names rocWMMA, the MFMA intrinsics.
+        *("note", "notes", "syntax"),
     }
 )
 _FILLER_FAMILIES = (
+    # (session 22) a hedge, as "possible" and "needed" are: "Considering native_ and half_ versions",
+    # "Considerations for selecting the work-group size" say to weigh a technique, not which one
+    "consider",
     "optimization",
     "optimize",
     "technique",
@@ -327,6 +333,26 @@ VENDOR_TERMS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         # prefix on its own ("native_ and half_ versions") or on a math function's name: "half_precision"
         # is half precision.
         (r"\b(?:native|half)_(?=" + _CL_MATH + r"\b|(?!\w))", "fast math "),
+        # (session 22) PTX's and CUTLASS's "CTA" (cooperative thread array) is CUDA C++'s thread block
+        # (PTX ISA, "Cooperative Thread Arrays": "a CTA is an array of threads", the thread block of
+        # the programming guide); "2-CTA cluster" is a cluster of two thread blocks.
+        (r"\bctas\b", "thread blocks"),
+        (r"\bcta\b", "thread block"),
+        # AMD's MFMA (matrix fused multiply-add) instructions are what its matrix cores run, as
+        # mma.sync is what tensor cores run (AMD CDNA ISA guides and the lab note "AMD matrix cores");
+        # rocWMMA is AMD's WMMA API for them (ROCm rocWMMA documentation: "the AMD counterpart of
+        # CUDA's WMMA"). Before "fused multiply-add" could read as FMA.
+        (r"\bmfma\b", "tensor core mma"),
+        (r"\brocwmma\b", "wmma"),
+        # HIP's and AMD's "non-pageable" host memory is CUDA's page-locked (pinned) memory (HIP
+        # programming guide, "pinned (non-pageable) host memory").
+        (r"\bnon[\s_-]?pageable\b", "page-locked"),
+        # (session 22) OpenCL C's "built-in functions" and the compilers' "builtins" (HIP's and Clang's
+        # __builtin_* functions) are what CUDA calls intrinsics (Khronos OpenCL C specification,
+        # "Built-in Functions"; Clang's "Builtin Functions"): "Math Built-Ins", "MFMA builtins".
+        # An identifier such as __builtin_nontemporal_load is code and stays whole.
+        (r"\bbuilt[\s-]?ins\b|\bbuiltins\b", "intrinsics"),
+        (r"\bbuilt[\s-]?in\b|\bbuiltin\b", "intrinsic"),
         # The same words joined or hyphenated: "tensorcore", "tensor-core".
         (r"\btensor[_-]?cores\b", "tensor cores"),
         (r"\btensor[_-]?core\b", "tensor core"),

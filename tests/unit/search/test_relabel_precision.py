@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -107,13 +108,41 @@ def test_dev3_set_shares_nothing_with_the_outside_set_nor_dev2(taxonomy: Taxonom
     items = load_outside_items(DEV3_DATA)
     assert len(items) >= 40
     _check_named_set(items, taxonomy, "dev3")
-    for other, what in ((load_outside_items(), "the outside set"), (load_outside_items(DEV2_DATA), "dev2")):
-        plain = {_plain(i.name) for i in other}
-        keyed = {label_key(i.name) for i in other}
-        shared = [i.id for i in items if _plain(i.name) in plain or label_key(i.name) in keyed]
-        assert shared == [], f"dev3 must share no item with {what}"
+    _shares_no_item(items, "dev3", ((OUTSIDE_DATA, "the outside set"), (DEV2_DATA, "dev2")))
     clear = [i for i in items if not i.doubtful]
     assert sum(i.truth == "NEW" for i in clear) >= 10, "dev3 needs near-misses that must not merge"
+
+
+def _shares_no_item(items: list[Item], what: str, others: tuple[tuple[Path, str], ...]) -> None:
+    """No item of `items` is an item of the other sets: not the same name, nor the same name once
+    normalised by `label_key` (the sets are compared by program; their items are not read)."""
+    for path, other in others:
+        named = load_outside_items(path)
+        plain = {_plain(i.name) for i in named}
+        keyed = {label_key(i.name) for i in named}
+        shared = [i.id for i in items if _plain(i.name) in plain or label_key(i.name) in keyed]
+        assert shared == [], f"{what} must share no item with {other}"
+
+
+DEV4_DATA = OUTSIDE_DATA.with_name("dev4.jsonl")
+
+
+def test_dev4_set_shares_nothing_with_the_outside_set_nor_the_other_development_sets(
+    taxonomy: Taxonomy,
+) -> None:
+    """The fourth development set (`dev4.jsonl`, session 22: the OpenACC best practices guide, Kokkos'
+    and RAJA's guides, AMD's lab notes, Halide's scheduling tutorial, NVIDIA Tilus' matmul tutorials,
+    Numba CUDA's user guide): the outside set's format, no taxonomy label word for word, and no item of
+    the outside set, dev2 or dev3 (not the same name, nor the same name once normalised)."""
+    items = load_outside_items(DEV4_DATA)
+    assert len(items) >= 40
+    _check_named_set(items, taxonomy, "dev4")
+    _shares_no_item(
+        items, "dev4", ((OUTSIDE_DATA, "the outside set"), (DEV2_DATA, "dev2"), (DEV3_DATA, "dev3"))
+    )
+    clear = [i for i in items if not i.doubtful]
+    assert sum(i.truth == "NEW" for i in clear) >= 10, "dev4 needs near-misses that must not merge"
+    assert sum(i.truth != "NEW" for i in clear) >= 20, "dev4 needs clear paraphrases that must merge"
 
 
 def test_calibration_refuses_the_outside_set(embedder: Embedder, taxonomy: Taxonomy) -> None:

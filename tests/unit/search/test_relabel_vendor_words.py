@@ -40,6 +40,13 @@ from tests.unit.search.test_relabel_precision import _full_graph
         ("SYCL work-group size", "CUDA thread block size"),
         ("HIP streams", "streams"),
         ("OpenCL on Intel and AMD", "CUDA on NVIDIA"),
+        # session 22 (dev4): PTX's CTA, AMD's MFMA and rocWMMA, HIP's non-pageable memory
+        ("2-CTA Cluster", "thread block cluster"),
+        ("CTAs per SM", "thread blocks per SM"),
+        ("MFMA instructions", "tensor core mma instructions"),
+        ("rocWMMA fragments", "wmma fragments"),
+        ("Non-pageable memory", "page-locked memory"),
+        ("non pageable host buffers", "page-locked host buffers"),
     ],
 )
 def test_vendor_words_read_as_cuda_words(vendor: str, cuda: str) -> None:
@@ -58,6 +65,10 @@ def test_vendor_words_read_as_cuda_words(vendor: str, cuda: str) -> None:
         "native code",
         "half the threads",
         "half_precision",
+        # session 22: pageable memory is not pinned; words that only start like CTA or MFMA
+        "pageable memory",
+        "octal ctable",
+        "mfmax",
     ],
 )
 def test_words_that_mean_something_else_in_cuda_stay(text: str) -> None:
@@ -71,6 +82,10 @@ def test_words_that_mean_something_else_in_cuda_stay(text: str) -> None:
         ("Tuning the work-group size", "Block size tuning"),
         ("Programming Intel XMX Using SYCL", "Tensor core MMA"),
         ("Using native_ versions of math functions", "Fast math intrinsics"),
+        # session 22 (dev4 h097, h074, h073; "note" and "syntax" are filler)
+        ("2-CTA Cluster", "Thread block clusters"),
+        ("A note on rocWMMA", "Tensor core MMA"),
+        ("MFMA compiler intrinsic syntax", "Tensor core MMA"),
     ],
 )
 def test_vendor_names_merge_into_the_cuda_technique(
