@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import logging
 import math
@@ -39,7 +40,7 @@ from executor.sandbox import (
 from executor.settings import ExecutorSettings
 from executor.static import check_source
 from executor.taskformat import FunctionTask, KernelTask
-from executor.timingset import TimingSetSpec, timing_set_spec
+from executor.timingset import TimingSetSpec, timing_secret, timing_set_spec
 from executor.timingset import prune as prune_timing_sets
 from executor.timingset import variants as timing_set_variants
 from executor.verdict import CompileResult, ErrorKind, Stage, TimingStats, Verdict, reward_for
@@ -131,6 +132,11 @@ class Evaluator:
         self._task_threads = ThreadPoolExecutor(
             max_workers=settings.compile_workers, thread_name_prefix="executor-task-prepare"
         )
+
+    @functools.cached_property
+    def timing_secret(self) -> bytes:
+        """The secret this executor's timing seeds are drawn with (:func:`executor.timingset.timing_secret`)."""
+        return timing_secret(self.settings.cache_dir)
 
     @property
     def timing_sets_dir(self) -> Path:
@@ -573,7 +579,9 @@ class Evaluator:
         """The task's timing set in the store, when its candidates are timed on it (``timing_inputs``)."""
         if options.timing_inputs != "task":
             return None
-        return timing_set_spec(task, reference, self.timing_sets_dir, self.settings.timing_set_cache_bytes)
+        return timing_set_spec(
+            task, reference, self.timing_sets_dir, self.settings.timing_set_cache_bytes, self.timing_secret
+        )
 
     def _baseline_unknown(self, task: FunctionTask | KernelTask, options: EvaluationOptions) -> bool:
         """Whether ``task``'s verdicts want a naive baseline that is neither kept nor being measured."""
@@ -676,7 +684,9 @@ class Evaluator:
         self.pool.keep_prepared(prepared)
         keep = {
             Path(v.dir).name
-            for v in timing_set_variants(timing_set_spec(task, reference, self.timing_sets_dir), 8)
+            for v in timing_set_variants(
+                timing_set_spec(task, reference, self.timing_sets_dir, secret=self.timing_secret), 8
+            )
         }
         try:
             prune_timing_sets(self.timing_sets_dir, self.settings.timing_set_cache_bytes, keep)

@@ -24,7 +24,7 @@ from executor.reference import build_reference
 from executor.sandbox import WorkerPool, WorkerProcess, finish_reference, start_reference
 from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
-from executor.timingset import TimingSetSpec, load_reference_timing, stored, timing_set_spec
+from executor.timingset import TimingSetSpec, load_reference_timing, stored, timing_secret, timing_set_spec
 from executor.worker.messages import ReferenceJob, seeds_needed
 from tests.support.servers import serve_in_thread
 
@@ -202,7 +202,9 @@ def test_the_prepare_endpoint_prepares_a_task_before_its_first_candidate(
         answer = client.prepare(saxpy, QUICK)
         assert answer.task_id == saxpy.id and answer.started
         assert not client.prepare(saxpy, QUICK).started  # under way (or done): not again
-        spec = timing_set_spec(saxpy, build_reference(saxpy, cache), cache / "timing-sets")
+        spec = timing_set_spec(
+            saxpy, build_reference(saxpy, cache), cache / "timing-sets", secret=timing_secret(cache)
+        )
         deadline = time.monotonic() + 120
         while load_reference_timing(spec) is None and time.monotonic() < deadline:
             time.sleep(0.1)

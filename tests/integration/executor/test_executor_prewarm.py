@@ -103,7 +103,7 @@ def test_every_candidate_is_timed_on_the_task_timing_set(
         verdict = evaluator.evaluate(saxpy, late_wrong, QUICK)
         assert verdict.error is ErrorKind.WRONG_OUTPUT and verdict.stage.value == "timing"
         assert verdict.mismatch is not None and verdict.mismatch.size == "timing"
-        assert verdict.mismatch.seed == timing_seed(saxpy)
+        assert verdict.mismatch.seed == timing_seed(saxpy, evaluator.timing_secret)
     stored = list((evaluator.settings.cache_dir / "timing-sets").glob("*/manifest.json"))
     assert len(stored) == QUICK.timing_sets  # the task's timing sets, each from its own seed
     fresh = QUICK.model_copy(update={"timing_inputs": "fresh"})
@@ -111,7 +111,9 @@ def test_every_candidate_is_timed_on_the_task_timing_set(
     for _ in range(2):
         verdict = evaluator.evaluate(saxpy, late_wrong, fresh)
         assert verdict.error is ErrorKind.WRONG_OUTPUT and verdict.mismatch is not None
-        assert verdict.stage.value == "timing" and verdict.mismatch.seed != timing_seed(saxpy)
+        assert verdict.stage.value == "timing" and verdict.mismatch.seed != timing_seed(
+            saxpy, evaluator.timing_secret
+        )
         seeds.add(verdict.mismatch.seed)
     assert len(seeds) == 2
 

@@ -7,9 +7,13 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from executor import timingset
+from executor.evaluate import Evaluator
 from executor.inputs import generate_inputs
+from executor.protocol import EvaluationOptions
+from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
 
 from .conftest import TASKS_DIR
@@ -27,6 +31,42 @@ def test_the_seed_is_fixed_by_the_task_and_changes_with_its_inputs(saxpy: Functi
     assert 0 <= seed < 2**62
     assert seed != timingset.timing_seed(_changed_size(saxpy))
     assert seed != timingset.timing_seed(load_task(TASKS_DIR / "histogram"))
+
+
+def test_the_seeds_come_from_a_secret_the_task_alone_does_not_give(
+    saxpy: FunctionTask | KernelTask, tmp_path: Path
+) -> None:
+    """Review 22: seeds drawn from the task alone let a candidate carry the timing sets' answers."""
+    secret = timingset.timing_secret(tmp_path / "one")
+    assert len(secret) == timingset.SECRET_BYTES and secret == timingset.timing_secret(tmp_path / "one")
+    assert (tmp_path / "one" / timingset.SECRET_FILE).stat().st_mode & 0o777 == 0o600
+    other = timingset.timing_secret(tmp_path / "two")
+    assert other != secret
+    seeds = {
+        timingset.timing_seed(saxpy),
+        timingset.timing_seed(saxpy, secret),
+        timingset.timing_seed(saxpy, other),
+    }
+    assert len(seeds) == 3 and timingset.timing_seed(saxpy, secret) == timingset.timing_seed(saxpy, secret)
+    library = Path("/cache/reference/aaaa.so")
+    public = timingset.timing_set_spec(saxpy, library, tmp_path)
+    kept = timingset.timing_set_spec(saxpy, library, tmp_path, secret=secret)
+    assert kept.seed == timingset.timing_seed(saxpy, secret) and kept.dir != public.dir
+    assert kept.dir != timingset.timing_set_spec(saxpy, library, tmp_path, secret=other).dir
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / timingset.SECRET_FILE).write_bytes(b"short")
+    with pytest.raises(ValueError, match="not a timing secret"):
+        timingset.timing_secret(tmp_path / "bad")
+
+
+def test_an_evaluator_times_on_its_secret_seeds(saxpy: FunctionTask | KernelTask, tmp_path: Path) -> None:
+    evaluator = Evaluator(ExecutorSettings(cache_dir=tmp_path / "cache", runtime="host"))
+    try:
+        spec = evaluator._timing_set(saxpy, Path("/cache/reference/aaaa.so"), EvaluationOptions())
+        assert spec is not None and spec.seed != timingset.timing_seed(saxpy)
+        assert spec.seed == timingset.timing_seed(saxpy, timingset.timing_secret(tmp_path / "cache"))
+    finally:
+        evaluator.close()
 
 
 def test_the_directory_changes_with_the_reference_build(
