@@ -39,6 +39,7 @@ from pydantic import BaseModel
 
 from executor import timingset
 from executor.cache import DEFAULT_CACHE_DIR
+from executor.clockcheck import clock_check
 from executor.errors import EvaluationCancelled, WorkerError
 from executor.gpulock import LOCK_ENV, device_lock, lock_files, pool_lock
 from executor.jail import (
@@ -58,6 +59,8 @@ from executor.verdict import ErrorKind
 from executor.worker.messages import (
     DONE_FD_ENV,
     PREPARED,
+    TIMED_CALL,
+    CallBeat,
     CandidateRun,
     ReferenceJob,
     ReferenceOutcome,
@@ -571,6 +574,11 @@ class WorkerProcess:
         # The candidate call that runs now, and the one that ran past its limit (the kill's reason).
         self.open_call: OpenCall | None = None
         self.expired_call: OpenCall | None = None
+        # This process's clock around each timed call the worker announced since it was handed its
+        # candidate (seconds), and the ends announced with no call started (executor.clockcheck).
+        self.timed_windows: list[float] = []
+        self.unmatched_ends = 0
+        self._timed_since: float | None = None
 
     def _respawn(self) -> None:
         """Start the worker again (its jail now binds what the job needs); before its job only."""
@@ -840,11 +848,22 @@ class WorkerProcess:
                 beat = read_beat(line)
                 if beat is None:
                     continue
+                self._stamp(beat, now)
                 self.open_call = (
                     OpenCall(now, beat.limit_s, beat.calls, beat.per_call_ms, beat.what)
                     if beat.started
                     else None
                 )
+
+    def _stamp(self, beat: CallBeat, now: float) -> None:
+        """Keep this process's clock around a timed call (its start's and end's reading)."""
+        if beat.started:
+            self._timed_since = now if beat.what.startswith(TIMED_CALL) else None
+        elif self.open_call is None:
+            self.unmatched_ends += 1
+        elif self._timed_since is not None:
+            self.timed_windows.append(now - self._timed_since)
+            self._timed_since = None
 
     def _close_done(self) -> None:
         if self._done >= 0:
@@ -870,6 +889,7 @@ class WorkerProcess:
     def hand_untrusted(self) -> None:
         """Note that the worker is about to load a candidate: its output from now on is the
         candidate's to choose (a host file it read, say) and is left out of :meth:`reported_tail`."""
+        self.timed_windows, self.unmatched_ends, self._timed_since = [], 0, None
         try:
             self.trusted_output = self.stderr_path.stat().st_size
         except OSError:
@@ -1148,6 +1168,7 @@ def finish_candidate(
         )
     if proc.result_path.exists():
         outcome = WorkerOutcome.model_validate_json(proc.result_path.read_text())
+        outcome = clock_check(outcome, proc.timed_windows, proc.unmatched_ends)
         return outcome.model_copy(update={"seconds": {**outcome.seconds, "run": elapsed}})
     kind, message = _death_message(proc, stage_text)
     seconds = {stage: elapsed, "run": elapsed}

@@ -26,6 +26,7 @@ from executor.inputs import InputSet
 from executor.protocol import EvaluationOptions
 from executor.taskformat import FunctionTask, KernelTask
 from executor.verdict import DevicePeak, TimingStats
+from executor.worker.messages import TIMED_CALL
 from executor.worker.runtime import Runtime
 
 # When the host's last-level cache size cannot be read: a common size of one socket's L3.
@@ -287,7 +288,7 @@ class FunctionRuntime(Runtime):
                 np.copyto(work.arrays[name], source.arrays[name])
             # Announced before the L2 flush (which evicts whatever the announcement touched) and
             # after the clock is read: neither is in the timed region.
-            what = f"warm-up call {-i}" if i < 0 else f"timed call {i + 1}"
+            what = f"warm-up call {-i}" if i < 0 else f"{TIMED_CALL}{i + 1}"
             with self.watch.call(what, 1, slowest_ms[0] or None):
                 began = time.perf_counter()
                 self.before_trial()

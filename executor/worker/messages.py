@@ -204,6 +204,8 @@ def write_result(path: str, model: BaseModel) -> None:
 # and what it is; and the end of that call.
 CALL_STARTED = b"call"
 CALL_ENDED = b"end\n"
+# How a function task's timed call is named in its announcement (executor.clockcheck compares those).
+TIMED_CALL = "timed call "
 _WHAT_MAX = 200  # with the numbers, far below PIPE_BUF: each line is written (and read) whole
 
 

@@ -1,0 +1,65 @@
+"""The executor's clock against the worker's, around a function task's timed calls.
+
+A function task's calls are timed on the host clock inside the worker, the process that runs the
+candidate's library, so the clock they read is the candidate's to change: review 22 rewrote libc's
+``clock_gettime`` from a candidate (a raw ``syscall`` to make its page writable, no Python), and every
+timed call read 3 ms where it took 58 ms, with honest outputs past every check. The worker announces
+each timed call's start and end on its done pipe (:class:`executor.worker.runtime.CallWatch`), and the
+parent stamps each line with its own clock when it reads it (:class:`executor.sandbox.WorkerProcess`).
+A passed outcome whose median timed call is far below the median of those windows is refused.
+
+The windows hold the call, the worker's untimed preparation of it (an L2 flush on the GPU) and the
+delays of the executor's reading thread, which must take the interpreter's lock to stamp a line (held
+up to its 5 ms switch interval by the executor's other threads): an honest 1.8 ms call's median window
+was 4.6 ms in an evaluator here. So the shortest window is compared (a delay at the start shortens a
+window, one at the end lengthens it; a changed clock shortens every call the worker reports), with a
+factor and a slack of one switch interval. Kernel tasks are timed by CUDA events on the device (their launches are announced as
+batches) and are not compared. A candidate that also writes the pipe's lines itself, or patches the
+worker's writes, can still lie: only a candidate process that holds neither the clock nor the checks
+closes that (docs/executor.md).
+"""
+
+from __future__ import annotations
+
+from executor.verdict import ErrorKind
+from executor.worker.messages import WorkerOutcome
+
+# The executor's shortest window may be this many times the worker's median timed call, plus the slack.
+CLOCK_FACTOR = 2.0
+CLOCK_SLACK_MS = 5.0
+
+
+def clock_check(outcome: WorkerOutcome, windows_s: list[float], unmatched_ends: int) -> WorkerOutcome:
+    """``outcome``, or an ``implausible`` one in its place when the worker's clock disagrees with the
+    executor's: ``windows_s`` are the executor's seconds between the start and the end of each timed
+    call the worker announced, ``unmatched_ends`` the ends it announced with no call started (lines a
+    candidate wrote on the pipe itself)."""
+    timing = outcome.candidate_timing
+    if not outcome.passed or timing is None:
+        return outcome
+    if unmatched_ends:
+        why = (
+            f"the worker announced the end of {unmatched_ends} call(s) it had not started: lines on the "
+            "executor's pipe that the worker's code did not write"
+        )
+    elif windows_s:
+        seen_ms = min(windows_s) * 1e3
+        if seen_ms <= CLOCK_FACTOR * timing.median_ms + CLOCK_SLACK_MS:
+            return outcome
+        why = (
+            f"the shortest timed call took {seen_ms:.4g} ms by the executor's clock ({len(windows_s)} calls) "
+            f"but the median one {timing.median_ms:.4g} ms by the worker's: the clock the calls were timed "
+            "with was changed"
+        )
+    else:
+        return outcome  # nothing announced as a timed call (kernel batches, no call limit)
+    return WorkerOutcome(
+        passed=False,
+        stage="timing",
+        error=ErrorKind.IMPLAUSIBLE,
+        message=why,
+        input_sets_checked=outcome.input_sets_checked,
+        device=outcome.device,
+        seconds=outcome.seconds,
+        floor=outcome.floor,
+    )

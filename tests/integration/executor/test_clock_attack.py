@@ -1,0 +1,83 @@
+"""A function candidate that rewrites the clock its calls are timed with is refused (review 22, finding 3).
+
+Function tasks are timed on the host clock inside the worker, the process that runs the candidate's
+library. The candidate below replaces libc's ``clock_gettime`` in its own process with a jump to its
+own version (a raw ``syscall`` makes the page writable: no Python, no ``dlsym``), computes every call
+honestly, and takes the time its calls spent off what the clock reads: right outputs, every timed call
+read at 0.02 ms where it took ~58 ms. The executor's own clock around the calls the worker announces
+(:mod:`executor.clockcheck`) disagrees, and the outcome is ``implausible``.
+
+Host runtime, built with the host compiler (x86-64 only: the candidate is machine code).
+"""
+
+from __future__ import annotations
+
+import platform
+from pathlib import Path
+
+import pytest
+
+from executor.runlimit import CallLimit
+from executor.sandbox import run_job
+from executor.verdict import ErrorKind
+from executor.worker.messages import CandidateRun
+from tests.integration.executor.test_executor_hacks_host import POLY_BODY, POLY_HEAD, POLY_TASK
+from tests.support.hostcode import FAST, build_host_candidates, timing_set_job, write_task
+
+pytestmark = pytest.mark.skipif(platform.machine() != "x86_64", reason="the candidate is x86-64 machine code")
+
+CLOCK = (
+    "#include <cstdint>\n#include <cstring>\n#include <ctime>\n"
+    "static long long hidden_ns = 0;  // the time its calls took, taken off what the clock reads\n"
+    "static bool patched = false;\n"
+    "static long raw3(long nr, long a, long b, long c) {\n"
+    "    long ret;\n"
+    '    __asm__ volatile("syscall" : "=a"(ret) : "a"(nr), "D"(a), "S"(b), "d"(c) : "rcx", "r11", "memory");\n'
+    "    return ret;\n}\n"
+    "static long long now_ns() { struct timespec t; raw3(228, 1, (long)&t, 0); return t.tv_sec * 1000000000LL + t.tv_nsec; }\n"
+    'extern "C" int slowed_clock(int id, struct timespec* t) {\n'
+    "    long r = raw3(228, id, (long)t, 0);\n"
+    "    if (r == 0 && (id == 1 || id == 4 || id == 7)) {\n"
+    "        long long v = t->tv_sec * 1000000000LL + t->tv_nsec - hidden_ns;\n"
+    "        t->tv_sec = v / 1000000000LL; t->tv_nsec = v % 1000000000LL;\n    }\n"
+    "    return (int)r;\n}\n"
+    "static void patch_clock() {\n"
+    "    patched = true;\n"
+    "    unsigned char* code = (unsigned char*)(void*)&clock_gettime;\n"
+    "    uintptr_t page = (uintptr_t)code & ~(uintptr_t)4095;\n"
+    "    if (raw3(10, (long)page, 8192, 7) != 0) return;  // mprotect: read, write, execute\n"
+    "    unsigned char jump[12] = {0x48, 0xB8, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xE0};  // movabs rax; jmp rax\n"
+    "    uint64_t target = (uint64_t)(void*)&slowed_clock;\n"
+    "    std::memcpy(jump + 2, &target, 8);\n"
+    "    std::memcpy(code, jump, sizeof jump);\n"
+    "    raw3(10, (long)page, 8192, 5);\n}\n"
+    + POLY_HEAD
+    + "if (!patched) patch_clock();\nlong long began = now_ns();\n"
+    + "for (int i = 0; i < n; ++i) { "
+    + POLY_BODY
+    + " }\nif (n > 100000) hidden_ns += now_ns() - began - 20000;\n}\n"
+)
+HONEST = POLY_HEAD + "for (int i = 0; i < n; ++i) { " + POLY_BODY + " } }"
+# The evaluator's limit on each call (what makes the worker announce its calls to the executor).
+LIMIT = CallLimit(seconds=30.0, floor_s=20.0, factor=10.0, basis="reference", basis_ms=1000.0)
+OPTIONS = FAST.model_copy(update={"min_trials": 5, "max_trials": 9})
+
+
+def test_a_candidate_that_slows_its_clock_is_refused_by_the_executor_clock(tmp_path: Path) -> None:
+    task = write_task(tmp_path, POLY_TASK, HONEST)
+    built = build_host_candidates(tmp_path, {"clock": CLOCK, "honest": HONEST})
+    outcomes = {}
+    for name, product in built.items():
+        run = CandidateRun(candidate_product=product, candidate_symbol=task.entry, call_limit=LIMIT)
+        outcomes[name] = run_job(timing_set_job(task, tmp_path / name, OPTIONS), run, timeout_s=120)
+    honest, clock = outcomes["honest"], outcomes["clock"]
+    assert honest.passed, honest.message
+    assert not clock.passed and clock.error is ErrorKind.IMPLAUSIBLE, clock.message
+    assert clock.stage == "timing" and "executor's clock" in clock.message, clock.message
+    # Without the call limit nothing is announced, nothing is compared: the rewrite passes (what the
+    # check is for; the evaluator always sets a limit when the reference's time is known).
+    bare = CandidateRun(candidate_product=built["clock"], candidate_symbol=task.entry)
+    unwatched = run_job(timing_set_job(task, tmp_path / "bare", OPTIONS), bare, timeout_s=120)
+    assert unwatched.passed and unwatched.candidate_timing is not None, unwatched.message
+    assert honest.candidate_timing is not None
+    assert unwatched.candidate_timing.median_ms < honest.candidate_timing.median_ms / 20

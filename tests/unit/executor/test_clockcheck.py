@@ -1,0 +1,34 @@
+"""The executor's clock against the worker's (executor.clockcheck): the rule on its own numbers."""
+
+from __future__ import annotations
+
+from executor.checking import timing_stats
+from executor.clockcheck import CLOCK_FACTOR, CLOCK_SLACK_MS, clock_check
+from executor.verdict import ErrorKind
+from executor.worker.messages import WorkerOutcome
+
+
+def _passed(median_ms: float) -> WorkerOutcome:
+    return WorkerOutcome(
+        passed=True, stage="timing", input_sets_checked=4, candidate_timing=timing_stats([median_ms] * 7)
+    )
+
+
+def test_windows_near_the_worker_clock_pass_and_far_above_it_are_implausible() -> None:
+    outcome = _passed(2.0)
+    limit_s = (CLOCK_FACTOR * 2.0 + CLOCK_SLACK_MS) / 1e3
+    assert clock_check(outcome, [limit_s * 0.99] * 7, 0) is outcome
+    refused = clock_check(outcome, [limit_s * 1.01] * 7, 0)
+    assert not refused.passed and refused.error is ErrorKind.IMPLAUSIBLE and refused.stage == "timing"
+    assert "executor's clock" in refused.message and refused.input_sets_checked == 4
+    # the shortest window counts: windows the executor's thread was late for do not refuse
+    assert clock_check(outcome, [1.0] * 6 + [0.002], 0) is outcome
+
+
+def test_an_end_with_no_start_is_refused_and_nothing_announced_is_not_compared() -> None:
+    outcome = _passed(2.0)
+    refused = clock_check(outcome, [0.002] * 7, 1)
+    assert not refused.passed and "had not started" in refused.message
+    assert clock_check(outcome, [], 0) is outcome
+    failed = WorkerOutcome(passed=False, stage="correctness", error=ErrorKind.WRONG_OUTPUT, message="wrong")
+    assert clock_check(failed, [1.0] * 7, 3) is failed
