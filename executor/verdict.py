@@ -148,7 +148,11 @@ class Mismatch(BaseModel):
     count: int = Field(description="number of elements that failed")
     total: int
     size: Literal["test", "timing"]
-    seed: int
+    seed: int | None = Field(
+        default=None,
+        description="the seed of the input set it was found on; None on a timing set (its seed is the "
+        "executor's secret)",
+    )
 
 
 class FleetRecord(BaseModel):
