@@ -548,8 +548,10 @@ class GpuKernelRuntime(Runtime):
         timed_slots = len(slots.rotated) - (slots.warm is not None)
         checks: dict[int, tuple[int, str]] = {}  # slot: (source, its last timed launch)
         warmup: dict[str, Any] = {}
-        # Trial i runs on source i % len(sources) (the timed slots are a multiple of the sources).
-        policy = dataclasses.replace(options.trial_policy(device_timed=True), groups=len(slots.sources))
+        # Trial i runs on timed source i % slots.timed (the timed slots are a multiple of them). The
+        # warm-up's set, the last source, is never timed: counting it (review 22b) grouped the samples
+        # by 4 where the trials rotate over 3, so the stop rule's within-set spread mixed the sets.
+        policy = dataclasses.replace(options.trial_policy(device_timed=True), groups=slots.timed)
         spots = (
             DeviceSpots(self.gpu, self.task, slots.sources[0].arrays) if options.kernel_spot_checks else None
         )
