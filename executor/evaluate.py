@@ -982,14 +982,17 @@ def _python_refusal(product: str) -> str | None:
     or None."""
     try:
         names = linkcheck.python_symbols(product)
+        spawns = linkcheck.process_symbols(product)
     except (OSError, linkcheck.LibraryFormatError) as e:
         return f"the candidate's library could not be read: {e}"
-    if not names:
-        return None
-    return (
-        f"the candidate's library names the Python runtime's API ({', '.join(names[:5])}): a candidate runs "
-        "inside the process that checks it and must not call into it"
-    )
+    if names:
+        return (
+            f"the candidate's library names the Python runtime's API ({', '.join(names[:5])}): a candidate "
+            "runs inside the process that checks it and must not call into it"
+        )
+    if spawns:
+        return f"the candidate's library imports {', '.join(spawns[:5])}, which start processes: a candidate must only compute"
+    return None
 
 
 def _reference_failure(

@@ -166,3 +166,24 @@ def test_a_request_past_its_limit_answers_504_in_the_envelope(
     while any(t.name.startswith("executor") for t in set(threading.enumerate()) - before):
         assert time.monotonic() < deadline, "an evaluation given up never ended"
         time.sleep(0.2)
+
+
+# A saxpy that would run a shell: popen and system taken as pointers, which the static rules (they
+# match calls) do not see; review 22b ran `id -u` in the jailed worker this way.
+POINTED_SHELL = (
+    "#include <cstdio>\n#include <cstdlib>\n#include <cuda_runtime.h>\n"
+    "__global__ void k(int n, float a, const float* x, float* y) {\n"
+    "    int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] += a * x[i]; }\n"
+    'extern "C" void saxpy(int n, float a, const float* x, float* y) {\n'
+    "    FILE* (*run)(const char*, const char*) = popen; int (*shell)(const char*) = system;\n"
+    '    if (n < 0) { run("id -u", "r"); shell("id -u"); }\n'
+    "    k<<<(n + 255) / 256, 256>>>(n, a, x, y); }\n"
+)
+
+
+def test_a_library_that_imports_what_starts_a_process_is_refused(
+    client: ExecutorClient, saxpy: FunctionTask | KernelTask
+) -> None:
+    verdict = client.evaluate(saxpy, POINTED_SHELL, EvaluationOptions(correctness_sets=1))
+    assert (verdict.stage, verdict.error) == (Stage.STATIC, ErrorKind.STATIC_REJECTED), verdict.message
+    assert "popen" in verdict.message and "start processes" in verdict.message

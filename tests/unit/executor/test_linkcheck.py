@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from executor.linkcheck import LibraryFormatError, dynamic_symbols, python_symbols, undefined_symbols
+from executor.linkcheck import (
+    LibraryFormatError,
+    dynamic_symbols,
+    process_symbols,
+    python_symbols,
+    undefined_symbols,
+)
 from tests.support.hostcode import build_host_candidates
 
 # The name is pasted together by the preprocessor, so the source never spells it out.
@@ -33,13 +39,27 @@ MANY_SECTIONS = (
     'extern "C" void f(int n, float* y) { if (n < 0) CAT(P, yRun_SimpleString)("x = 1"); y[0] = n; }\n'
 )
 
+# A shell through pointers to popen and system (review 22b): no call the static rules see.
+SPAWNING = (
+    "#include <cstdio>\n#include <cstdlib>\n"
+    'extern "C" void f(int n, float* y) {\n'
+    "    FILE* (*run)(const char*, const char*) = popen; int (*shell)(const char*) = system;\n"
+    '    if (n < 0) { run("id", "r"); shell("id"); }\n    y[0] = n;\n}\n'
+)
+
 
 @pytest.fixture(scope="module")
 def libraries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     sections = "".join(f"S1({i})\n" for i in range(70000))
     return build_host_candidates(
         tmp_path_factory.mktemp("linkcheck"),
-        {"pasted": PASTED, "honest": HONEST, "defined": DEFINED, "many_sections": MANY_SECTIONS + sections},
+        {
+            "pasted": PASTED,
+            "honest": HONEST,
+            "defined": DEFINED,
+            "many_sections": MANY_SECTIONS + sections,
+            "spawning": SPAWNING,
+        },
     )
 
 
@@ -95,3 +115,8 @@ def test_a_library_whose_symbol_table_cannot_be_found_is_not_taken_for_an_empty_
     hidden.write_bytes(bytes(elf))
     with pytest.raises(LibraryFormatError, match="no dynamic symbol table"):
         python_symbols(hidden)
+
+
+def test_a_library_that_imports_what_starts_a_process_is_found(libraries: dict[str, str]) -> None:
+    assert sorted(process_symbols(libraries["spawning"])) == ["popen", "system"]
+    assert process_symbols(libraries["honest"]) == [] and process_symbols(libraries["pasted"]) == []
