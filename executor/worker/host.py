@@ -25,9 +25,9 @@ from executor.checking import measure, timing_stats
 from executor.inputs import InputSet
 from executor.protocol import EvaluationOptions
 from executor.taskformat import FunctionTask, KernelTask
-from executor.verdict import DevicePeak, TimingStats
+from executor.verdict import DevicePeak, ErrorKind, TimingStats
 from executor.worker.messages import TIMED_CALL
-from executor.worker.runtime import Runtime
+from executor.worker.runtime import CandidateFailed, Runtime
 
 # When the host's last-level cache size cannot be read: a common size of one socket's L3.
 DEFAULT_HOST_CACHE_BYTES = 32 << 20
@@ -238,6 +238,22 @@ class FunctionRuntime(Runtime):
             np.copyto(kept[name], a)
         return InputSet(inputs.seed, inputs.size, dict(inputs.scalars), kept)
 
+    def check_inputs(self, given: InputSet, after: InputSet, call: str) -> None:
+        """Raise :class:`CandidateFailed` when the call changed an ``in`` array (declared ``const``):
+        review 22b's sort of its input in place gave right outputs and timed every later call on the
+        same copy on sorted data, and a tag written into the input could key a memo. Bit for bit."""
+        for arg in self.task.arrays:
+            if arg.intent != "in":
+                continue
+            before = np.ascontiguousarray(given.arrays[arg.name]).reshape(-1).view(np.uint8)
+            now = np.ascontiguousarray(after.arrays[arg.name]).reshape(-1).view(np.uint8)
+            if not np.array_equal(before, now):
+                raise CandidateFailed(
+                    ErrorKind.WRONG_OUTPUT,
+                    f"{call} changed its input {arg.name!r}, which the task declares read-only (const): "
+                    "a later call on the same data would not see what the task gives it",
+                )
+
     def before_trial(self) -> None:
         """Untimed preparation of the device before a timed call."""
 
@@ -251,6 +267,7 @@ class FunctionRuntime(Runtime):
         with self.watch.call(call):
             call_entry(self.fn, self.task, work.scalars, work.arrays)
             self.after_call()
+        self.check_inputs(inputs, work, call)
         return {a.name: work.arrays[a.name].copy() for a in self.task.outputs}  # the next call reuses them
 
     def time(self, slots: Any, options: EvaluationOptions) -> tuple[TimingStats, dict[str, Any]]:
@@ -314,6 +331,13 @@ class FunctionRuntime(Runtime):
         # Trial i runs on source i % len(sources) (the slots are a multiple of the sources).
         policy = dataclasses.replace(options.trial_policy(), groups=len(sources))
         samples, stop = measure(trial, policy)
+        # Every copy's inputs as they were made (the warm-up's too): a change persists in its copy.
+        for j, work in enumerate(rotated):
+            self.check_inputs(
+                sources[j % len(sources)], work, f"a timed call on timing set {j % len(sources) + 1}"
+            )
+        if slots.warm is not None and slots.warm_source is not None:
+            self.check_inputs(slots.warm_source, slots.warm, "a warm-up call")
         # The last timed call on every slot, each checked by the worker (executor.worker.candidate),
         # and a sample of every timed call's outputs (spot_checks).
         last["checks"] = [checks[j] for j in sorted(checks)]

@@ -96,6 +96,14 @@ SORT_IN_PLACE = (
     SORT_HEAD
     + "float* a = const_cast<float*>(x); std::sort(a, a + n); std::memcpy(y, a, (size_t)n * sizeof(float)); }"
 )
+# The same from its sixth call on: after the correctness calls (three sets, the timing size, the
+# first again), so only the trials see it.
+SORT_IN_PLACE_LATER = (
+    "static int calls = 0;\n"
+    + SORT_HEAD
+    + "if (++calls < 6) { std::memcpy(y, x, (size_t)n * sizeof(float)); std::sort(y, y + n); return; }\n"
+    "float* a = const_cast<float*>(x); std::sort(a, a + n); std::memcpy(y, a, (size_t)n * sizeof(float)); }"
+)
 SORT_TASK = one_input_task(
     "sort_f", domain="sort", description="y = x sorted ascending", timing=1 << 19, rtol=0.0, atol=0.0
 )
@@ -143,6 +151,7 @@ def products(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
             "poly_slot_memo": SLOT_MEMO,
             "sort_honest": "#include <algorithm>\n#include <cstring>\n" + SORT_HONEST,
             "sort_in_place": "#include <algorithm>\n#include <cstring>\n" + SORT_IN_PLACE,
+            "sort_in_place_later": "#include <algorithm>\n#include <cstring>\n" + SORT_IN_PLACE_LATER,
         },
     )
 
@@ -191,20 +200,35 @@ def test_a_pointer_keyed_memo_answers_the_second_set_with_the_first_ones_outputs
 def test_repeat_visits_far_faster_than_the_first_ones_are_implausible(
     tasks: dict[str, FunctionTask | KernelTask], products: dict[str, str], tmp_path: Path
 ) -> None:
-    """A memo of every answer keyed on the slots' addresses, and a sort that sorts its input in place,
-    give right answers on every call, above the floor; only their first visit to each timing set does
-    the work (option repeat_gain_limit). The honest sort passes; the honest poly_iter does too (above)."""
-    for name, task in (("poly_slot_memo", "poly"), ("sort_in_place", "sort")):
-        outcome = _evaluate(tasks[task], products[name], tmp_path / name)
-        assert not outcome.passed and outcome.error is ErrorKind.IMPLAUSIBLE, (name, outcome.message)
-        assert outcome.stage == "timing" and "fastest first call on a timing set" in outcome.message, (
-            outcome.message
-        )
-    honest = _evaluate(tasks["sort"], products["sort_honest"], tmp_path / "sort_honest")
-    assert honest.passed, honest.message
+    """A memo of every answer keyed on the slots' addresses gives right answers on every call, above the
+    floor; only its first visit to each timing set does the work (option repeat_gain_limit). The honest
+    poly_iter passes (above)."""
+    outcome = _evaluate(tasks["poly"], products["poly_slot_memo"], tmp_path / "memo")
+    assert not outcome.passed and outcome.error is ErrorKind.IMPLAUSIBLE, outcome.message
+    assert outcome.stage == "timing" and "fastest first call on a timing set" in outcome.message, (
+        outcome.message
+    )
     off = FAST.model_copy(update={"min_trials": 5, "max_trials": 9, "repeat_gain_limit": None})
     memo = run_on_timing_sets(tasks["poly"], products["poly_slot_memo"], tmp_path / "off", off)
     assert memo.passed, memo.message  # what the check is for: every other check passes it
+
+
+def test_a_candidate_that_changes_its_const_input_is_caught_whenever_it_does(
+    tasks: dict[str, FunctionTask | KernelTask], products: dict[str, str], tmp_path: Path
+) -> None:
+    """A sort of its const input in place: right outputs, and every later call on the same copy sorts
+    sorted data (review 22b: 7-11x). Caught on the call that did it, a correctness call or (when it
+    waits for the trials) the copies' check after them; the honest sort passes."""
+    now = _evaluate(tasks["sort"], products["sort_in_place"], tmp_path / "now")
+    assert not now.passed and now.error is ErrorKind.WRONG_OUTPUT and now.stage == "correctness", now.message
+    assert "changed its input 'x'" in now.message
+    later = _evaluate(tasks["sort"], products["sort_in_place_later"], tmp_path / "later")
+    assert not later.passed and later.error is ErrorKind.WRONG_OUTPUT and later.stage == "timing", (
+        later.message
+    )
+    assert "a timed call on timing set" in later.message and "changed its input 'x'" in later.message
+    honest = _evaluate(tasks["sort"], products["sort_honest"], tmp_path / "sort_honest")
+    assert honest.passed, honest.message
 
 
 def test_honest_code_passes_above_its_floor(
