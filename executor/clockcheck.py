@@ -37,10 +37,23 @@ def clock_check(outcome: WorkerOutcome, windows_s: list[float], unmatched_ends: 
     timing = outcome.candidate_timing
     if not outcome.passed or timing is None:
         return outcome
+    first = outcome.first_visits_ms or []
+    pairs = list(zip(windows_s, first, strict=False))  # timed calls 1..K: each set's first visit
     if unmatched_ends:
         why = (
             f"the worker announced the end of {unmatched_ends} call(s) it had not started: lines on the "
             "executor's pipe that the worker's code did not write"
+        )
+    elif pairs and all(w * 1e3 > CLOCK_FACTOR * t + CLOCK_SLACK_MS for w, t in pairs):
+        # Review 22c: a changed clock and a memo of every answer. The repeats really are fast (short
+        # windows), and the changed clock makes the first visits look fast too (no repeat-visit gain);
+        # only those first visits' own windows show the time they took.
+        why = (
+            "the first timed call on each timing set took "
+            + ", ".join(f"{w * 1e3:.4g}" for w, _ in pairs)
+            + " ms by the executor's clock but "
+            + ", ".join(f"{t:.4g}" for _, t in pairs)
+            + " ms by the worker's: the clock the calls were timed with was changed"
         )
     elif windows_s:
         seen_ms = min(windows_s) * 1e3

@@ -33,7 +33,8 @@ PYTHON_SYMBOL = re.compile(r"^_*Py[A-Z_]")
 # CUDA's static runtime imports none of them (checked on nvcc 13.2 here: 165 imports, among them dlsym,
 # mprotect, syscall and socket, which therefore cannot be refused this way).
 PROCESS_SYMBOL = re.compile(
-    r"^(system|popen|fork|vfork|execl|execlp|execle|execv|execvp|execvpe|execve|fexecve|posix_spawnp?|daemon)$"
+    r"^(system|popen|fork|_Fork|vfork|clone|clone3|__clone|execl|execlp|execle|execv|execvp|execvpe|execve"
+    r"|execveat|fexecve|posix_spawnp?|pidfd_spawnp?|daemon)$"
 )
 
 

@@ -108,9 +108,8 @@ def strip_source(source: str) -> StrippedSource:
 # Host calls that escape the sandboxed contract: processes, files, sockets, process exit, environment,
 # dynamic loading and signals. Each is matched as a call or a type use on the stripped code.
 _FORBIDDEN_CALLS: dict[str, str] = {
-    "system|popen|fork|vfork|execl|execlp|execle|execv|execvp|execvpe|execve|posix_spawnp?|clone": (
-        "starts processes; a candidate must only compute"
-    ),
+    "system|popen|fork|_Fork|vfork|execl|execlp|execle|execv|execvp|execvpe|execve|execveat|fexecve|"
+    "posix_spawnp?|pidfd_spawnp?|clone3?|__clone": ("starts processes; a candidate must only compute"),
     "socket|connect|bind|listen|accept|gethostbyname|getaddrinfo": "opens network connections",
     "fopen|freopen|open|openat|creat|fdopen|unlink|rename|mkdir|rmdir|chdir|truncate": (
         "touches the file system; a candidate must not read or write files"

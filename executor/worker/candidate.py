@@ -65,11 +65,25 @@ class RunLocks:
     reserve: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
 
 
+# What a verdict says of a timing set's values (withheld).
+WITHHELD = "(withheld: the timing sets are the executor's secret)"
+
+
 def withheld(mismatch: Mismatch) -> Mismatch:
-    """A timing set's mismatch without its seed: the timing sets' seeds come from the executor's secret
-    (executor.timingset.timing_secret), and a verdict that named one let review 22b draw every timing
-    set offline, from a candidate wrong on purpose, and embed their answers in the next (18,610x)."""
-    return mismatch.model_copy(update={"seed": None})
+    """A timing set's mismatch without its seed and values: the timing sets' seeds come from the
+    executor's secret (executor.timingset.timing_secret). A verdict that named one let review 22b draw
+    every timing set offline, from a candidate wrong on purpose, and embed their answers in the next
+    (18,610x); one that gave the expected value gave a reduction's whole answer, and the candidate's
+    own value could carry a key of the set (review 22c)."""
+    return mismatch.model_copy(update={"seed": None, "expected": WITHHELD, "got": WITHHELD})
+
+
+def withheld_message(mismatch: Mismatch) -> str:
+    """What a failure on a timing set says: how many elements of which output, no values."""
+    return (
+        f"{mismatch.count}/{mismatch.total} elements of {mismatch.arg!r} differ from the reference at the "
+        f"timing size (first at [{mismatch.index}]; values {WITHHELD})"
+    )
 
 
 # Taken off a function task's first visits besides the caches' share (Worker.check_repeats): on this
@@ -541,6 +555,9 @@ class Worker:
             stage="timing",
             input_sets_checked=checked + 1,
             candidate_timing=stats,
+            first_visits_ms=None
+            if isinstance(candidate, GpuKernelRuntime)
+            else last["samples_ms"][: len(sources)],
             reference_timing=ref_stats,
             device=candidate.device,
             seconds=self.seconds,
@@ -567,10 +584,13 @@ class Worker:
                 else:
                     self.check(inputs, outputs, expected)
             except CandidateFailed as e:
+                # The task's timing sets are kept for every candidate: their values are withheld (an
+                # evaluation's own fresh sets, timing_inputs "fresh", are never used again).
+                secret = self.job.options.timing_inputs == "task" and e.mismatch is not None
+                hidden = withheld(e.mismatch) if secret and e.mismatch is not None else e.mismatch
+                what = withheld_message(hidden) if secret and hidden is not None else str(e)
                 raise CandidateFailed(
-                    e.kind,
-                    f"{call} (on timing set {source + 1} of {len(sources)}): {e}",
-                    withheld(e.mismatch) if e.mismatch is not None else None,
+                    e.kind, f"{call} (on timing set {source + 1} of {len(sources)}): {what}", hidden
                 ) from e
         for source, call, sample in last.get("spot_checks", []):
             self.check_spot(sources[source], sample, expected_for(source), call, source, len(sources))
@@ -601,7 +621,9 @@ class Worker:
             if failure is None:
                 continue
             kind, mismatch = failure
-            mismatch = withheld(mismatch)
+            secret = self.job.options.timing_inputs == "task"
+            if secret:
+                mismatch = withheld(mismatch)
             if kept.positions is not None:
                 index = int(kept.positions[mismatch.index])
                 mismatch = mismatch.model_copy(update={"index": index})
@@ -610,7 +632,12 @@ class Worker:
                 kind,
                 f"{call} (on timing set {source + 1} of {sources}, a spot check of {checked} of "
                 f"{arg.name!r}, checked after the trials): {mismatch.count} differ from the reference "
-                f"(first at [{mismatch.index}]: expected {mismatch.expected}, got {mismatch.got})",
+                f"(first at [{mismatch.index}]"
+                + (
+                    f"; values {WITHHELD})"
+                    if secret
+                    else f": expected {mismatch.expected}, got {mismatch.got})"
+                ),
                 mismatch,
             )
 

@@ -162,6 +162,11 @@ class WorkerOutcome(BaseModel):
         description="a timeout: whether one call ran past its call limit or the run past the run limit",
     )
     floor: FloorCheck | None = None
+    first_visits_ms: list[float] | None = Field(
+        default=None,
+        description="a function task's first timed call on each timing set, by the worker's clock, in "
+        "order (executor.clockcheck compares them with the executor's clock)",
+    )
 
 
 # The descriptor of the pipe on which a worker tells its parent that its result is written (see

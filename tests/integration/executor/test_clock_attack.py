@@ -57,6 +57,22 @@ CLOCK = (
     + POLY_BODY
     + " }\nif (n > 100000) hidden_ns += now_ns() - began - 20000;\n}\n"
 )
+# The same clock, and a memo of every answer keyed on the copies' addresses at the timing size (review
+# 22c): the repeats really are fast, so the executor's shortest window is short, and the changed clock
+# makes the first visits look as fast as the repeats, so the repeat-visit rule sees no gain. Only the
+# first visits' own windows show what they took.
+CLOCK_AND_MEMO = (
+    CLOCK.split(POLY_HEAD)[0].replace("#include <ctime>\n", "#include <ctime>\n#include <vector>\n")
+    + "static const float* owners[16]; static std::vector<float> kept[16]; static int owned = 0;\n"
+    + POLY_HEAD
+    + "if (!patched) patch_clock();\nlong long began = now_ns();\n"
+    + "if (n > 100000) for (int k = 0; k < owned; ++k) if (owners[k] == x) "
+    + "{ std::memcpy(y, kept[k].data(), n * sizeof(float)); return; }\n"
+    + "for (int i = 0; i < n; ++i) { "
+    + POLY_BODY
+    + " }\nif (n > 100000) { hidden_ns += now_ns() - began - 20000; "
+    + "if (owned < 16) { owners[owned] = x; kept[owned++].assign(y, y + n); } }\n}\n"
+)
 HONEST = POLY_HEAD + "for (int i = 0; i < n; ++i) { " + POLY_BODY + " } }"
 # The evaluator's limit on each call (what makes the worker announce its calls to the executor).
 LIMIT = CallLimit(seconds=30.0, floor_s=20.0, factor=10.0, basis="reference", basis_ms=1000.0)
@@ -65,15 +81,19 @@ OPTIONS = FAST.model_copy(update={"min_trials": 5, "max_trials": 9})
 
 def test_a_candidate_that_slows_its_clock_is_refused_by_the_executor_clock(tmp_path: Path) -> None:
     task = write_task(tmp_path, POLY_TASK, HONEST)
-    built = build_host_candidates(tmp_path, {"clock": CLOCK, "honest": HONEST})
+    built = build_host_candidates(
+        tmp_path, {"clock": CLOCK, "honest": HONEST, "clock_and_memo": CLOCK_AND_MEMO}
+    )
     outcomes = {}
     for name, product in built.items():
         run = CandidateRun(candidate_product=product, candidate_symbol=task.entry, call_limit=LIMIT)
         outcomes[name] = run_job(timing_set_job(task, tmp_path / name, OPTIONS), run, timeout_s=120)
-    honest, clock = outcomes["honest"], outcomes["clock"]
+    honest, clock, both = outcomes["honest"], outcomes["clock"], outcomes["clock_and_memo"]
     assert honest.passed, honest.message
     assert not clock.passed and clock.error is ErrorKind.IMPLAUSIBLE, clock.message
     assert clock.stage == "timing" and "executor's clock" in clock.message, clock.message
+    assert not both.passed and both.error is ErrorKind.IMPLAUSIBLE, both.message
+    assert "first timed call on each timing set" in both.message, both.message
     # Without the call limit nothing is announced, nothing is compared: the rewrite passes (what the
     # check is for; the evaluator always sets a limit when the reference's time is known).
     bare = CandidateRun(candidate_product=built["clock"], candidate_symbol=task.entry)

@@ -32,3 +32,15 @@ def test_an_end_with_no_start_is_refused_and_nothing_announced_is_not_compared()
     assert clock_check(outcome, [], 0) is outcome
     failed = WorkerOutcome(passed=False, stage="correctness", error=ErrorKind.WRONG_OUTPUT, message="wrong")
     assert clock_check(failed, [1.0] * 7, 3) is failed
+
+
+def test_first_visits_far_longer_by_the_executors_clock_are_refused() -> None:
+    """Review 22c: a changed clock with a memo of every answer. The repeats are really fast (short
+    windows); the first visits, slow in truth, are reported as fast as them."""
+    outcome = _passed(0.04).model_copy(update={"first_visits_ms": [0.04, 0.04, 0.04]})
+    windows = [0.058, 0.058, 0.058] + [0.00004] * 4
+    refused = clock_check(outcome, windows, 0)
+    assert not refused.passed and "first timed call on each timing set" in refused.message
+    # one first visit whose window the executor's thread was late for is not enough
+    late = [0.058, 0.00004, 0.00004] + [0.00004] * 4
+    assert clock_check(outcome, late, 0) is outcome

@@ -39,12 +39,17 @@ MANY_SECTIONS = (
     'extern "C" void f(int n, float* y) { if (n < 0) CAT(P, yRun_SimpleString)("x = 1"); y[0] = n; }\n'
 )
 
-# A shell through pointers to popen and system (review 22b): no call the static rules see.
+# A shell through pointers to popen and system (review 22b), and glibc's newer _Fork and execveat,
+# declared by the candidate itself (review 22c): no call the static rules see.
 SPAWNING = (
     "#include <cstdio>\n#include <cstdlib>\n"
+    'extern "C" int _Fork(void);\n'
+    'extern "C" int execveat(int, const char*, char* const*, char* const*, int);\n'
     'extern "C" void f(int n, float* y) {\n'
     "    FILE* (*run)(const char*, const char*) = popen; int (*shell)(const char*) = system;\n"
-    '    if (n < 0) { run("id", "r"); shell("id"); }\n    y[0] = n;\n}\n'
+    "    int (*split)(void) = _Fork; int (*become)(int, const char*, char* const*, char* const*, int) = execveat;\n"
+    '    if (n < 0) { run("id", "r"); shell("id"); if (split() == 0) become(0, "/bin/sh", 0, 0, 0); }\n'
+    "    y[0] = n;\n}\n"
 )
 
 
@@ -118,5 +123,5 @@ def test_a_library_whose_symbol_table_cannot_be_found_is_not_taken_for_an_empty_
 
 
 def test_a_library_that_imports_what_starts_a_process_is_found(libraries: dict[str, str]) -> None:
-    assert sorted(process_symbols(libraries["spawning"])) == ["popen", "system"]
+    assert sorted(process_symbols(libraries["spawning"])) == ["_Fork", "execveat", "popen", "system"]
     assert process_symbols(libraries["honest"]) == [] and process_symbols(libraries["pasted"]) == []
