@@ -20,6 +20,7 @@ from executor.evaluate import Evaluator
 from executor.protocol import CandidateSource, EvaluationOptions
 from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
+from executor.timingset import timing_seed
 from executor.verdict import ErrorKind
 from tests.support.servers import serve_in_thread
 from tests.support.workers import child_processes, worker_children
@@ -110,8 +111,10 @@ def test_every_candidate_is_timed_on_the_task_timing_set(
     for _ in range(2):
         verdict = evaluator.evaluate(saxpy, late_wrong, fresh)
         assert verdict.error is ErrorKind.WRONG_OUTPUT and verdict.mismatch is not None
-        assert verdict.stage.value == "timing" and verdict.mismatch.seed is None
-        seeds.add(verdict.mismatch.expected)  # each evaluation's own set: other values
+        # each evaluation's own set, never used again: its seed is shown
+        assert verdict.stage.value == "timing" and verdict.mismatch.seed is not None
+        assert verdict.mismatch.seed != timing_seed(saxpy, evaluator.timing_secret)
+        seeds.add(verdict.mismatch.seed)
     assert len(seeds) == 2
 
 
