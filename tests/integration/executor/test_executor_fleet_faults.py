@@ -141,7 +141,9 @@ def test_a_replica_whose_gpu_fails_its_probe_is_replaced(
     _wait_for(lambda: "replica-2" in fleet.replicas, "the replacement replica")
     assert sorted(g.replica for g in client.device().gpus) == ["replica-1", "replica-2"]
     after = client.evaluate_batch([(saxpy, CORRECT + f"// after {i}\n") for i in range(3)], QUICK)
-    assert all(v.passed and v.fleet is not None and v.fleet.attempts == 1 for v in after)
+    assert all(v.passed and v.fleet is not None and v.fleet.attempts == 1 for v in after), [
+        (v.passed, v.error, v.message[:300], v.fleet and v.fleet.attempts) for v in after
+    ]
     assert {v.fleet.replica for v in after if v.fleet} <= {"replica-1", "replica-2"}
 
 
