@@ -339,7 +339,7 @@ class Evaluator:
         if not compiled.ok:
             return self._compile_failure(task, compiled, seconds, None)
         if compiled.kind == "shared_library" and compiled.product:
-            refused = _python_refusal(compiled.product)
+            refused = _library_refusal(compiled.product)
             if refused:
                 return self._compile_failure(
                     task, compiled.model_copy(update={"ok": False}), seconds, refused, refused_static=True
@@ -977,14 +977,14 @@ def _finish_reference_soon(
     return future
 
 
-def _python_refusal(product: str) -> str | None:
-    """Why a function candidate's library is refused for what it imports (:mod:`executor.linkcheck`),
-    or None."""
+def _library_refusal(product: str) -> str | None:
+    """Why a function candidate's library is refused for what its dynamic symbols name (the Python C API,
+    functions that start processes: :mod:`executor.linkcheck`), or None."""
     try:
-        names = linkcheck.python_symbols(product)
-        spawns = linkcheck.process_symbols(product)
+        symbols = linkcheck.dynamic_symbols(product)  # read once for both rules
     except (OSError, linkcheck.LibraryFormatError) as e:
         return f"the candidate's library could not be read: {e}"
+    names, spawns = linkcheck.python_names(symbols), linkcheck.process_imports(symbols)
     if names:
         return (
             f"the candidate's library names the Python runtime's API ({', '.join(names[:5])}): a candidate "

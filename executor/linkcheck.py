@@ -77,15 +77,25 @@ def undefined_symbols(path: str | Path) -> list[str]:
     return [name for name, defined in dynamic_symbols(path) if not defined]
 
 
+def python_names(symbols: list[tuple[str, bool]]) -> list[str]:
+    """The CPython C API names among a library's dynamic symbols (:func:`dynamic_symbols`), imported or
+    defined (none for an honest candidate). A library that defines such a name and exports it is, once
+    loaded into the interpreter's process, bound to the interpreter's own function of that name (the
+    executable's symbols come first), so defining is as good as importing."""
+    return [name for name, _defined in symbols if PYTHON_SYMBOL.match(name)]
+
+
+def process_imports(symbols: list[tuple[str, bool]]) -> list[str]:
+    """The process-starting functions among a library's imports (:data:`PROCESS_SYMBOL`; none for an
+    honest candidate)."""
+    return [name for name, defined in symbols if not defined and PROCESS_SYMBOL.match(name)]
+
+
 def python_symbols(path: str | Path) -> list[str]:
-    """The CPython C API names in a shared library's dynamic symbol table, imported or defined (none for
-    an honest candidate). A library that defines such a name and exports it is, once loaded into the
-    interpreter's process, bound to the interpreter's own function of that name (the executable's
-    symbols come first), so defining is as good as importing."""
-    return [name for name, _defined in dynamic_symbols(path) if PYTHON_SYMBOL.match(name)]
+    """:func:`python_names` of the library at ``path``."""
+    return python_names(dynamic_symbols(path))
 
 
 def process_symbols(path: str | Path) -> list[str]:
-    """The process-starting functions a shared library imports (:data:`PROCESS_SYMBOL`; none for an
-    honest candidate)."""
-    return [name for name in undefined_symbols(path) if PROCESS_SYMBOL.match(name)]
+    """:func:`process_imports` of the library at ``path``."""
+    return process_imports(dynamic_symbols(path))
