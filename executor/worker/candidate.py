@@ -584,16 +584,22 @@ class Worker:
                 else:
                     self.check(inputs, outputs, expected)
             except CandidateFailed as e:
-                # The task's timing sets are kept for every candidate: their values are withheld (an
-                # evaluation's own fresh sets, timing_inputs "fresh", are never used again).
-                secret = self.job.options.timing_inputs == "task" and e.mismatch is not None
-                hidden = withheld(e.mismatch) if secret and e.mismatch is not None else e.mismatch
-                what = withheld_message(hidden) if secret and hidden is not None else str(e)
+                mismatch, what = e.mismatch, str(e)
+                if self.sets_withheld and mismatch is not None:
+                    mismatch = withheld(mismatch)
+                    what = withheld_message(mismatch)
                 raise CandidateFailed(
-                    e.kind, f"{call} (on timing set {source + 1} of {len(sources)}): {what}", hidden
+                    e.kind, f"{call} (on timing set {source + 1} of {len(sources)}): {what}", mismatch
                 ) from e
         for source, call, sample in last.get("spot_checks", []):
             self.check_spot(sources[source], sample, expected_for(source), call, source, len(sources))
+
+    @property
+    def sets_withheld(self) -> bool:
+        """Whether the timing sets' seeds and values stay out of a failure's report: the task's timing
+        sets are kept for every candidate (:func:`withheld`); an evaluation's own fresh sets
+        (``timing_inputs: "fresh"``) are never used again."""
+        return self.job.options.timing_inputs == "task"
 
     def check_spot(
         self,
@@ -621,8 +627,7 @@ class Worker:
             if failure is None:
                 continue
             kind, mismatch = failure
-            secret = self.job.options.timing_inputs == "task"
-            if secret:
+            if self.sets_withheld:
                 mismatch = withheld(mismatch)
             if kept.positions is not None:
                 index = int(kept.positions[mismatch.index])
@@ -635,7 +640,7 @@ class Worker:
                 f"(first at [{mismatch.index}]"
                 + (
                     f"; values {WITHHELD})"
-                    if secret
+                    if self.sets_withheld
                     else f": expected {mismatch.expected}, got {mismatch.got})"
                 ),
                 mismatch,

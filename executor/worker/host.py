@@ -245,14 +245,12 @@ class FunctionRuntime(Runtime):
         for arg in self.task.arrays:
             if arg.intent != "in":
                 continue
+            given_array = given.arrays[arg.name]
             # Viewed as unsigned integers of the item's size: bit for bit (NaN payloads, -0.0), and
             # no temporary as large as the array in bytes (review 22c: 214 ms and 256 MiB on 256 MiB).
-            bits = (
-                np.dtype(f"u{given.arrays[arg.name].itemsize}")
-                if given.arrays[arg.name].itemsize in (1, 2, 4, 8)
-                else np.uint8
-            )
-            before = np.ascontiguousarray(given.arrays[arg.name]).reshape(-1).view(bits)
+            size = given_array.itemsize
+            bits = np.dtype(f"u{size}") if size in (1, 2, 4, 8) else np.dtype(np.uint8)
+            before = np.ascontiguousarray(given_array).reshape(-1).view(bits)
             now = np.ascontiguousarray(after.arrays[arg.name]).reshape(-1).view(bits)
             if not np.array_equal(before, now):
                 raise CandidateFailed(
