@@ -153,10 +153,9 @@ class EvaluationOptions(BaseModel):
         "compare on the host",
     )
     kernel_spot_checks: bool = Field(
-        default=False,
+        default=True,
         description="kernel tasks: copy a sample of every timed launch's outputs on the device and check "
-        "them after the trials, as function tasks' timed calls are (executor.worker.gpu.DeviceSpots); off "
-        "by default until measured on a GPU",
+        "them after the trials, as function tasks' timed calls are (executor.worker.gpu.DeviceSpots)",
     )
 
     parent_ms: float | None = Field(
