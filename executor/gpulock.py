@@ -129,14 +129,14 @@ def device_lock(device: str | None = None, directory: Path | None = None) -> Pat
     (:func:`lock_path`) is the one beside it: the host's, or, with the ``device`` scope, in a
     directory of the device's own, the device's."""
     device = device or device_id()
-    directory = directory or lock_dir()
+    made = [directory or lock_dir()]
     if host_lock_scope() == "device":
-        directory = directory / f"device-{device}"
-    for made in (directory.parent, directory):
-        made.mkdir(parents=True, exist_ok=True)
+        made.append(made[0] / f"device-{device}")
+    for each in made:
+        each.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(OSError):  # shared by the host's executors, whoever made it first
-            made.chmod(0o1777)
-    path = directory / f"gpu-{device}.lock"
+            each.chmod(0o1777)
+    path = made[-1] / f"gpu-{device}.lock"
     path.touch(exist_ok=True)
     return path
 

@@ -20,7 +20,7 @@
 # named by RAY_WHEELS (bench/device/strip_ray_wheel.sh): e.g. carry [".whl", ".whlray"], RAY_WHEELS=.whlray.
 # Knobs: DEADLINE_S (590), SIZES, BENCH_SECONDS, PER_TASK (4), CLIENTS (16 per replica), PROBE_REPLICAS,
 # PROBE_CLIENTS, SKIP_PROBE=1; REGRAPH_HOST_LOCK_SCOPE (host, the default, or device: executor.gpulock);
-# AB_DEVICE_SCOPE=N: after the sizes, when at least 120 s are left, size N once more with
+# AB_DEVICE_SCOPE=N: after the sizes, when at least 130 s are left, size N once more with
 # REGRAPH_HOST_LOCK_SCOPE=device (Ray restarted with it; the window cut to what is left), so one call
 # compares the host-wide host-memory lock with one per GPU on the same machine.
 # After the table, bench.probes.throughput_copies compares each size's correct function candidates with the
@@ -81,10 +81,10 @@ done
 # 1b. The A/B: one size again with a host-memory lock per GPU (as before session 23).
 AB_N=${AB_DEVICE_SCOPE:-}
 if [ -n "$AB_N" ]; then
-  if [ "$(left)" -lt 120 ]; then summary "\n## $AB_N replicas, host-memory lock per GPU: skipped ($(left) s left)"; else
+  if [ "$(left)" -lt 130 ]; then summary "\n## $AB_N replicas, host-memory lock per GPU: skipped ($(left) s left)"; else
     ray stop --force >/dev/null 2>&1
     REGRAPH_HOST_LOCK_SCOPE=device start_ray || summary "\nRay did not start again for the A/B"
-    ab_window=$(( $(left) - 35 < BENCH ? $(left) - 35 : BENCH ))
+    ab_window=$(( $(left) - 50 < BENCH ? $(left) - 50 : BENCH ))  # the window, the start and stop, the tables
     timeout $(( $(left) > 0 ? $(left) : 1 )) python3 -m bench.probes.throughput --runtime "$RUNTIME" --ray 127.0.0.1:6381 \
       --replicas "$AB_N" $TASKS --per-task "${PER_TASK:-4}" --hangs 3 --clients "${CLIENTS:-16}" \
       --max-seconds "$ab_window" --hard-stop --out "$RES/queue_${AB_N}_device.json" --md "$RES/queue_${AB_N}_device.md" \

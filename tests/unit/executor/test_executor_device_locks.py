@@ -104,9 +104,12 @@ def test_with_the_device_scope_each_gpu_has_its_own_host_memory_lock(
 ) -> None:
     monkeypatch.setenv(LOCK_DIR_ENV, str(tmp_path / "locks"))
     monkeypatch.setenv(HOST_SCOPE_ENV, "device")
+    mode = tmp_path.stat().st_mode
     first, same, other = _pool(monkeypatch, "1"), _pool(monkeypatch, "1"), _pool(monkeypatch, "2")
     try:
         assert first.gpu_lock == same.gpu_lock != other.gpu_lock
+        assert first.gpu_lock.parent == tmp_path / "locks" / "device-1"
+        assert tmp_path.stat().st_mode == mode  # only the locks' own directories are opened to all
         assert lock_path(first.gpu_lock, "host") == lock_path(same.gpu_lock, "host")
         with hold(first.gpu_lock, "exclusive", "host"):
             assert not _free(lock_path(same.gpu_lock, "host"))
