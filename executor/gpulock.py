@@ -47,8 +47,8 @@ before goes on beside the run's untimed checks, nothing of that kind begins afte
 wait only for what was begun before its checks.
 
 Each lock is an advisory ``flock`` on a file: the GPU's is the path that the parent names in
-:data:`LOCK_ENV`, the others that path + ``.uploads`` and + ``.host``, and each has a turnstile beside it
-(+ ``.turn``); the kernel releases a lock when its holder dies, so a killed or crashed worker never
+:data:`LOCK_ENV`, the uploads' that path + ``.uploads``, the host memory's :data:`HOST_LOCK_NAME` beside a
+device's GPU lock (else that path + ``.host``), and each has a turnstile beside it (+ ``.turn``); the kernel releases a lock when its holder dies, so a killed or crashed worker never
 leaves it held. Without the variable (a worker run by hand), nothing is locked.
 
 Whose locks they are (:func:`pool_lock`). On a GPU the GPU's and the uploads' files are the *device's*:
