@@ -161,3 +161,22 @@ def test_another_gpus_function_trials_keep_out_only_the_host_memory_traffic(
         finally:
             other.wait()
         assert (waited > hold_s / 2) == waits, (use.__name__, waited)
+
+
+def test_a_jailed_worker_takes_the_hosts_memory_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker in the namespace jail is given the host memory's file (lock_files names it): its start-up
+    probe takes the function checks' locks (the GPU's and the host memory's, shared) and passes."""
+    from executor.jail import protection
+    from executor.sandbox import WorkerProcess
+
+    if protection() != "namespace":
+        pytest.skip("no namespaces on this host")
+    monkeypatch.setenv(LOCK_DIR_ENV, str(tmp_path / "locks"))
+    lock = device_lock("7")
+    assert lock_path(lock, "host") == tmp_path / "locks" / "host-memory.lock"
+    proc = WorkerProcess("candidate", "host", gpu_lock=lock, protection="namespace", command="probe")
+    try:
+        proc.proc.wait(timeout=120)
+        assert proc.proc.returncode == 0 and "probe ok" in proc.stderr_tail(), proc.stderr_tail()
+    finally:
+        proc.close()
