@@ -114,6 +114,22 @@ def _range_matches(
     return True
 
 
+def same_bits(before: np.ndarray, after: np.ndarray) -> bool:
+    """Whether two arrays of one dtype and size hold the same bits (NaN payloads and -0.0 count), by
+    :func:`outputs_match`'s exact rule on unsigned-integer views: block by block (no temporary the
+    size of the array) and, from :data:`PARALLEL_MIN` elements, by several threads. A function task's
+    ``in`` arrays are checked so after every call and on every rotated copy after the trials (hundreds
+    of MB under the GPU lock; ``np.array_equal`` makes a boolean array as long as the input and reads
+    it with one thread)."""
+    if before.dtype != after.dtype or before.size != after.size:
+        return False
+    size = before.itemsize
+    bits = np.dtype(f"u{size}") if size in (1, 2, 4, 8) else np.dtype(np.uint8)
+    a = np.ascontiguousarray(before).reshape(-1).view(bits)
+    b = np.ascontiguousarray(after).reshape(-1).view(bits)
+    return outputs_match(a, b, "exact", 0.0, 0.0, False)
+
+
 def passing_elements(
     got: np.ndarray, expected: np.ndarray, mode: str, atol: float, rtol: float, floating: bool
 ) -> np.ndarray:
@@ -228,8 +244,9 @@ def stop_rule(samples_ms: list[float], policy: TrialPolicy) -> StopReason | None
     It stops at ``max_trials``; otherwise, once there are ``min_trials`` samples and ``min_total_ms``
     of timed work, as soon as the median is known well enough: its relative standard error,
     estimated robustly as ``1.2533 * robust_cov / sqrt(n)`` (the spread within the sets when the
-    trials rotate over ``policy.groups`` input sets: :func:`within_set_cov`), is at most
-    ``target_error`` (with ``target_error <= 0``: at once, the fixed rule).
+    trials rotate over ``policy.groups`` input sets, over their repeat visits once those hold
+    ``policy.repeat_pairs`` pairs: :func:`within_set_cov`), is at most ``target_error`` (with
+    ``target_error <= 0``: at once, the fixed rule).
     """
     n = len(samples_ms)
     if n >= policy.max_trials:
@@ -238,7 +255,7 @@ def stop_rule(samples_ms: list[float], policy: TrialPolicy) -> StopReason | None
         return None
     if policy.target_error <= 0:
         return "min_time"
-    if median_error(samples_ms, policy.groups) <= policy.target_error:
+    if median_error(samples_ms, policy.groups, policy.repeat_pairs) <= policy.target_error:
         return "stable"
     return None
 
@@ -309,7 +326,11 @@ def next_batch_size(
         if median > 0 and policy.min_total_ms > 0:
             want = max(want, math.ceil((policy.min_total_ms - sum(samples_ms)) / median))
         if policy.target_error > 0 and len(basis) >= SETTLE_MIN_WINDOW:
-            spread = within_set_cov(basis, policy.groups) if basis is samples_ms else robust_cov(basis)
+            spread = (
+                within_set_cov(basis, policy.groups, policy.repeat_pairs)
+                if basis is samples_ms
+                else robust_cov(basis)
+            )
             needed = (1.2533 * spread / policy.target_error) ** 2
             want = max(want, math.ceil(needed) - n)
     want = min(want, max_batch, policy.max_trials - n)
@@ -399,29 +420,53 @@ def prime() -> None:
     timing_stats(samples)
 
 
-def within_set_cov(samples_ms: list[float], groups: int) -> float:
+def within_set_cov(samples_ms: list[float], groups: int, repeat_pairs: int = 0) -> float:
     """The timing noise of samples taken in rotation over ``groups`` input sets (sample ``i`` on set
     ``i % groups``): 1.4826 * the median of the relative differences between two samples of one set,
     over sqrt(2). Two samples of one set differ by noise alone, so a set that honestly runs slower than
     another (other values, another branch taken) does not count as spread; for normal noise this is an
     unbiased estimate of the CoV (:func:`robust_cov` on one set), and a stray sample spoils only the
-    pairs it is in. With one group, or no set holding two samples yet: :func:`robust_cov`."""
+    pairs it is in. With one group, or no set holding two samples yet: :func:`robust_cov`.
+
+    Once the repeat visits (sample ``groups`` on: each set's second visit and later) hold at least
+    ``repeat_pairs`` pairs (> 0), only those pairs count. A set's first visit may honestly be slower
+    than its repeats (its data come from memory where a repeat's may come from a cache; the
+    repeat-visit rule allows for that), and while the sets hold two or three samples most pairs
+    contain a first visit: a 10-30 % slower first visit then reads as 10-30 % of noise and kept
+    honest function candidates timing to 20 trials and more (session 23, ``bench.probes.stop_rule_sim``).
+    Which pairs count depends on the number of samples alone, never on their values (session 21's
+    rule that took the smaller of two spreads let a candidate choose), and the first visits stay in
+    the median and in the repeat-visit rule."""
     if groups <= 1:
         return robust_cov(samples_ms)
     arr = np.asarray(samples_ms, dtype=np.float64)
-    diffs: list[np.ndarray] = []
-    for g in range(groups):
-        part = arr[g::groups]
-        med = float(np.median(part)) if part.size else 0.0
-        if part.size >= 2 and med > 0:
-            upper = np.triu_indices(part.size, 1)
-            diffs.append(np.abs(part[:, None] - part[None, :])[upper] / med)
+    if repeat_pairs > 0:
+        repeats = _pair_differences(arr, groups, skip_first=True)
+        if sum(d.size for d in repeats) >= repeat_pairs:
+            return float(1.4826 * np.median(np.concatenate(repeats)) / math.sqrt(2))
+    diffs = _pair_differences(arr, groups, skip_first=False)
     if not diffs:
         return robust_cov(samples_ms)
     return float(1.4826 * np.median(np.concatenate(diffs)) / math.sqrt(2))
 
 
-def median_error(samples_ms: list[float], groups: int = 1) -> float:
+def _pair_differences(arr: np.ndarray, groups: int, skip_first: bool) -> list[np.ndarray]:
+    """Per set (sample ``i`` on set ``i % groups``), the relative differences of every pair of its
+    samples (``skip_first``: of its repeat visits, its first sample left out), over the median of
+    those samples; sets with fewer than two give none."""
+    diffs: list[np.ndarray] = []
+    for g in range(groups):
+        part = arr[g::groups]
+        if skip_first:
+            part = part[1:]
+        med = float(np.median(part)) if part.size else 0.0
+        if part.size >= 2 and med > 0:
+            upper = np.triu_indices(part.size, 1)
+            diffs.append(np.abs(part[:, None] - part[None, :])[upper] / med)
+    return diffs
+
+
+def median_error(samples_ms: list[float], groups: int = 1, repeat_pairs: int = 0) -> float:
     """Relative standard error of the median (normal approximation with a robust spread; for samples
-    rotated over ``groups`` input sets, the spread within the sets)."""
-    return 1.2533 * within_set_cov(samples_ms, groups) / float(np.sqrt(len(samples_ms)))
+    rotated over ``groups`` input sets, the spread within the sets: :func:`within_set_cov`)."""
+    return 1.2533 * within_set_cov(samples_ms, groups, repeat_pairs) / float(np.sqrt(len(samples_ms)))
