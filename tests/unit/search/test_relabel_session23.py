@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import pytest
 
+from bench.probes.relabel_bench import OUTSIDE_DATA, load_outside_items
 from bench.probes.relabel_bench_gates import gate_of
 from search.relabel.relabeler import RelabelPolicy, StepInput
 from search.relabel.scoring import AGREE_NAME_LEAD, AGREE_TEXT_LEAD, WordCoverage, separation
 from search.relabel.taxonomy import Taxonomy
-from tests.unit.search.test_relabel_precision import _full_graph, _ranked
+from tests.unit.search.test_relabel_precision import (
+    _check_named_set,
+    _full_graph,
+    _ranked,
+    _shares_no_item,
+)
 
 
 def _one_word(name_lead: float, text_lead: float) -> list[dict[str, float]]:
@@ -65,3 +71,32 @@ def test_the_gate_probe_names_the_gate() -> None:
     assert gate_of(("not_separated: the name ...",), "undecided", "merge") == "not_separated"
     assert gate_of((), "new", "new") == "model_new"
     assert gate_of((), "undecided", "undecided") == "model_undecided"
+
+
+DEV5_DATA = OUTSIDE_DATA.with_name("dev5.jsonl")
+
+
+def test_dev5_set_shares_nothing_with_the_outside_set_nor_the_other_development_sets(
+    taxonomy: Taxonomy,
+) -> None:
+    """The fifth development set (`dev5.jsonl`, session 23: CuPy's performance best practices, the Mojo
+    GPU puzzles, JAX Pallas' Mosaic GPU pipelining guide, AdaptiveCpp's performance guide, Taichi's
+    performance tuning article): the outside set's format, no taxonomy label word for word, and no item
+    of the outside set, the other development sets or the general set (compared by program)."""
+    items = load_outside_items(DEV5_DATA)
+    assert len(items) >= 40
+    _check_named_set(items, taxonomy, "dev5")
+    _shares_no_item(
+        items,
+        "dev5",
+        (
+            (OUTSIDE_DATA, "the outside set"),
+            (OUTSIDE_DATA.with_name("dev2.jsonl"), "dev2"),
+            (OUTSIDE_DATA.with_name("dev3.jsonl"), "dev3"),
+            (OUTSIDE_DATA.with_name("dev4.jsonl"), "dev4"),
+            (OUTSIDE_DATA.with_name("general.jsonl"), "the general set"),
+        ),
+    )
+    clear = [i for i in items if not i.doubtful]
+    assert sum(i.truth == "NEW" for i in clear) >= 10, "dev5 needs near-misses that must not merge"
+    assert sum(i.truth != "NEW" for i in clear) >= 10, "dev5 needs clear paraphrases that must merge"
