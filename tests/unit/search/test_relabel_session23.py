@@ -100,3 +100,42 @@ def test_dev5_set_shares_nothing_with_the_outside_set_nor_the_other_development_
     clear = [i for i in items if not i.doubtful]
     assert sum(i.truth == "NEW" for i in clear) >= 10, "dev5 needs near-misses that must not merge"
     assert sum(i.truth != "NEW" for i in clear) >= 10, "dev5 needs clear paraphrases that must merge"
+
+
+@pytest.mark.parametrize(
+    ("name", "technique"),
+    [
+        ("hipHostMalloc", "Pinned host memory"),
+        ("x.pin_memory()", "Pinned host memory"),
+        ("sycl::malloc_shared", "Unified memory prefetching"),
+        ("__shfl_xor reduction (HIP)", "Warp-level shuffle reduction"),
+        ("cub::WarpScan", "Warp-level scan with shuffles"),
+        ("wp.atomic_add", "Atomic operation optimization"),
+        ("native_exp", "Fast math intrinsics"),
+        ("torch.cuda.Stream", "Streams and copy-compute overlap"),
+        ("nvcuda::wmma and wgmma", "Tensor core MMA"),
+        ("if constexpr", "Compile-time specialization"),
+    ],
+)
+def test_other_frameworks_identifiers_name_their_technique(
+    policy: RelabelPolicy, taxonomy: Taxonomy, name: str, technique: str
+) -> None:
+    """The same GPU constructs in HIP, SYCL, OpenCL, CUB, PyTorch, Warp and Triton-era APIs are
+    mentions of the technique, as the CUDA ones are (general API knowledge, `taxonomy.v1.json`)."""
+    assert technique in policy.index(_full_graph(taxonomy)).named(name)
+
+
+def test_a_name_writing_another_techniques_identifier_waits(
+    policy: RelabelPolicy, taxonomy: Taxonomy
+) -> None:
+    """dev5 k013 (Mojo GPU puzzles): "warp.sum()" is a warp reduction; the name's embedding is nearest to
+    the warp scan's "warp prefix sum". Name and scorer disagree: queued, never merged into the scan."""
+    choice = policy.choose(StepInput("warp.sum() Essentials"), policy.index(_full_graph(taxonomy)))
+    assert choice.outcome == "undecided", (choice.outcome, choice.technique)
+    assert any(f.startswith("name_mentions_other") for f in choice.flags), choice.flags
+    # an identifier of the chosen technique itself, or of none, changes nothing
+    index = policy.index(_full_graph(taxonomy))
+    assert policy.choose(StepInput("Drop redundant __syncthreads"), index).technique == (
+        "Synchronization reduction"
+    )
+    assert policy.choose(StepInput("warp reduce with __shfl_down_sync"), index).outcome == "merge"
