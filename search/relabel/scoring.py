@@ -1056,15 +1056,6 @@ UNEXPLAINED_LEAD = 0.22
 """How much more name lead each unit of the name's unexplained share costs: a name a third of whose
 words the best candidate lacks needs a lead of 0.09 on the name alone ("Checkpointing device state to
 host memory" is not zero-copy host memory for being a hair nearer to it than to pinned memory)."""
-AGREE_NAME_LEAD = 0.2
-AGREE_TEXT_LEAD = 0.1
-"""(session 23) Name and description agree by a wide margin: the best candidate's labels lead every other
-candidate's by `AGREE_NAME_LEAD` (cosine) on the name, and its "name: description" leads by
-`AGREE_TEXT_LEAD` on "name: detail" (the name alone when there is no detail). Chosen on the development
-sets (dev2, dev3, dev4, general; `bench.probes.relabel_bench_gates`): no queued wrong merge there that
-a later stop does not catch reaches both ("Multi-dimensional parallelization": 0.16 and -0.01; "Profile
-occupancy", 0.36 and 0.15, studies a program and is queued by `name_diagnostic`). The stops before it
-(points elsewhere, own words, a shared phrase) still queue whatever the leads."""
 OWN_WORDS = 2
 """A name with this many words that no candidate uses, and more than half of its words missing from the
 best candidate's (half, when the name is the only evidence), is not separated by anything (see
@@ -1101,9 +1092,6 @@ def separation(
       on "name: detail" explaining fewer of the name's words;
     - *detail*: the step has a detail and "name: detail" is nearest to its "name: description" by
       `SEPARATION_LEAD`;
-    - *agreeing embeddings* (session 23): it leads every other candidate by `AGREE_NAME_LEAD` on the
-      name and by `AGREE_TEXT_LEAD` on "name: detail" against the descriptions, though the name shares
-      one word with it ("On the use of the restrict keyword");
     - *code*: the code change supports it more than any other candidate (`evidence_support`);
     - *mentions*: the name, detail or think mention an identifier of it and of no other candidate
       (negated mentions, "switch from __ldg to ...", do not count: `strip_contrasts`).
@@ -1167,17 +1155,12 @@ def separation(
         )
     if top[support] > max(o[support] for o in others) or top[mentions] > max(o[mentions] for o in others):
         return None
-    text_lead = top[text_sim] - max(o[text_sim] for o in others)
-    if name_lead >= AGREE_NAME_LEAD and text_lead >= AGREE_TEXT_LEAD:
-        # (session 23) the two embeddings agree by a wide margin: the name is far nearer to the best
-        # candidate's labels than to any other candidate's, and "name: detail" clearly nearer to its
-        # description, though the name shares one word with it ("On the use of the restrict keyword").
-        return None
     shared = round(name_words * (1.0 - top[unexplained]))
     if name_lead >= SEPARATION_LEAD + UNEXPLAINED_LEAD * top[unexplained] and not (
         shared <= 1 and name_words >= 2
     ):
         return None
+    text_lead = top[text_sim] - max(o[text_sim] for o in others)
     if detail and text_lead >= SEPARATION_LEAD:
         return None
     # words and description agree: the best candidate's own words explain most of the name and more of
