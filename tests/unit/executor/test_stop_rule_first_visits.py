@@ -2,15 +2,30 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 
 from executor import checking
-from executor.checking import measure, median_error, same_bits, stop_rule, within_set_cov
+from executor.checking import (
+    measure,
+    measure_batched,
+    median_error,
+    repeats_decide,
+    same_bits,
+    stop_rule,
+    timing_stats,
+    within_set_cov,
+)
+from executor.protocol import EvaluationOptions
 from executor.trialpolicy import TrialPolicy
 
 # A host-timed function candidate: three timing sets, at least 7 trials, a 3 % target.
-POLICY = TrialPolicy(warmup=1, min_trials=7, max_trials=100, min_total_ms=0.0, target_error=0.03, groups=3)
+POLICY = TrialPolicy(
+    warmup=1, min_trials=7, max_trials=100, min_total_ms=0.0, target_error=0.03, groups=3, repeat_pairs=5
+)
 EVERY_PAIR = TrialPolicy(**{**POLICY.__dict__, "repeat_pairs": 0})
 
 
@@ -59,6 +74,60 @@ def test_median_error_passes_the_pairs_rule_on() -> None:
     noise = np.random.default_rng(2)
     samples = [_first_slow(i, noise) for i in range(12)]
     assert median_error(samples, 3, 5) < median_error(samples, 3) / 3
+
+
+def _outliers(seed: int) -> Callable[[int], float]:
+    """30 ms with 2 % noise, first visits 30 % slower, one call in ten 50 % slower (review 23a's cell)."""
+    rng = np.random.default_rng(seed)
+
+    def trial(i: int) -> float:
+        if i < 0:
+            return 30.0
+        ms = 30.0 * (1.0 + 0.02 * float(rng.standard_normal())) * (1.3 if i < 3 else 1.0)
+        return ms * 1.5 if rng.random() < 0.1 else ms
+
+    return trial
+
+
+# Function tasks' trials as the options build them (3 timing sets), without the wall-clock cap.
+DEFAULTS = dataclasses.replace(EvaluationOptions().trial_policy(), groups=3, max_wall_s=float("inf"))
+# What main's code (before the option) gave for _outliers(seed): trials, stop, median and IQR.
+MAIN = {
+    0: (19, "stable", 29.922879202233577, 5.0779959428776955),
+    1: (16, "stable", 30.010969326550242, 3.1942606223449843),
+    2: (16, "stable", 30.416024282225603, 3.0668126992280875),
+    3: (13, "stable", 30.135471967936752, 0.7434276726666695),
+}
+
+
+def test_the_pairs_rule_is_off_by_default_and_then_times_as_before_it() -> None:
+    assert EvaluationOptions().trial_policy().repeat_pairs == 0
+    assert EvaluationOptions(repeat_pairs=5).trial_policy(device_timed=True).repeat_pairs == 5
+    for seed, (trials, stop, median, iqr) in MAIN.items():
+        samples, reason = measure(_outliers(seed), DEFAULTS)
+        stats = timing_stats(samples, reason)
+        assert (stats.trials, stats.stop, stats.median_ms, stats.iqr_ms) == (trials, stop, median, iqr)
+        trial = _outliers(seed)
+        samples, reason = measure_batched(lambda idx, t=trial: [t(i) for i in idx], DEFAULTS, 8)
+        assert timing_stats(samples, reason).median_ms == median
+
+
+def test_with_the_pairs_rule_on_the_median_is_over_the_repeat_visits_from_the_switch_on() -> None:
+    on = dataclasses.replace(DEFAULTS, repeat_pairs=5)
+    assert not repeats_decide(9, 3, 5) and repeats_decide(10, 3, 5) and not repeats_decide(99, 3, 0)
+    samples, reason = measure(_outliers(5), on)
+    stats = timing_stats(samples, reason)
+    assert (len(samples), reason, stats.trials) == (10, "stable", 10)
+    # Two slow strays among the 7 repeats put a slow first visit at the median of all 10 trials.
+    assert float(np.median(samples)) > 34.0
+    assert stats.median_ms == float(np.median(samples[3:])) < 30.5
+    assert stats.iqr_ms == float(np.subtract(*np.percentile(samples[3:], [75, 25])))
+    assert len(samples[:3]) == 3 and min(samples[:3]) > 36.0  # the first visits stay in the samples
+    # Stopped before the repeats hold their pairs (here by max_trials at 9): every trial counts.
+    early = dataclasses.replace(on, min_trials=7, max_trials=9)
+    samples, reason = measure(_outliers(5), early)
+    assert (len(samples), reason) == (9, "max_trials")
+    assert timing_stats(samples, reason).median_ms == float(np.median(samples))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8, np.uint16, np.int64])
