@@ -37,6 +37,7 @@ import hashlib
 import hmac
 import json
 import logging
+import math
 import os
 import platform
 import secrets
@@ -433,6 +434,13 @@ def _read_verified(spec: TimingSetSpec, path: Path) -> np.ndarray:
         shape, fortran, dtype = read_header(f)
         if dtype.hasobject:
             raise ValueError(f"{path.name} holds Python objects")
+        # The header is not verified yet: a damaged shape must be refused here, not allocated (a
+        # MemoryError would fail every candidate of the task where a refusal draws the set again).
+        want = raw.tell() + math.prod(shape) * dtype.itemsize
+        if os.fstat(raw.fileno()).st_size != want:
+            raise ValueError(
+                f"{path.name}: its size is not the {want} bytes its header says; damaged or replaced"
+            )
         array = np.empty(shape, dtype, order="F" if fortran else "C")
         view = array.reshape(-1, order="A").view(np.uint8).data  # the array's own memory, in its order
         done = 0

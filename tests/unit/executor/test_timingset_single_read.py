@@ -61,10 +61,25 @@ def test_a_changed_byte_a_trailing_byte_or_a_short_file_is_refused(
         intact[:-4],  # the last value cut off
     ):
         path.write_bytes(damaged)
-        with pytest.raises(ValueError, match=r"digest|shorter"):
+        with pytest.raises(ValueError, match=r"digest|shorter|header says"):
             timingset._read_verified(spec, path)
     path.write_bytes(intact)
     other = directory / "input-y.npy"
     other.write_bytes(intact)
     with pytest.raises(ValueError, match="not in the set's manifest"):
         timingset._read_verified(spec, other)
+
+
+def test_a_damaged_shape_is_refused_before_anything_is_allocated(tmp_path: Path) -> None:
+    # Review 23a: a header whose shape reads (4000000000000,) made the read allocate 14.6 TiB
+    # (MemoryError: every candidate of the task OUT_OF_MEMORY) instead of refusing the file, which
+    # draws the set again.
+    spec, directory = _set(tmp_path, {"x": np.arange(1000, dtype=np.float32)})
+    path = directory / "input-x.npy"
+    intact = path.read_bytes()
+    for shape in (b"(4000000000000,)", b"(2000,)", b"(999,)"):
+        header = intact[:128].replace(b"(1000,)", shape)
+        header = header[:127].rstrip(b"\n").ljust(127)[:127] + b"\n"  # the header's length kept
+        path.write_bytes(header + intact[128:])
+        with pytest.raises(ValueError, match="header says"):
+            timingset._read_verified(spec, path)
