@@ -115,18 +115,21 @@ def _range_matches(
 
 
 def same_bits(before: np.ndarray, after: np.ndarray) -> bool:
-    """Whether two arrays of one dtype and size hold the same bits (NaN payloads and -0.0 count), by
-    :func:`outputs_match`'s exact rule on unsigned-integer views: block by block (no temporary the
-    size of the array) and, from :data:`PARALLEL_MIN` elements, by several threads. A function task's
-    ``in`` arrays are checked so after every call and on every rotated copy after the trials (hundreds
-    of MB under the GPU lock; ``np.array_equal`` makes a boolean array as long as the input and reads
-    it with one thread)."""
-    if before.dtype != after.dtype or before.size != after.size:
+    """Whether two arrays of one dtype and shape hold the same bits element by element (NaN payloads
+    and -0.0 count), by :func:`outputs_match`'s exact rule on unsigned-integer views: block by block
+    and, from :data:`PARALLEL_MIN` elements, by several threads. Two C-contiguous or two
+    F-contiguous arrays are compared in place (no temporary the size of the array); any other pair
+    (a strided view, or C against F order) is first copied into C order, one temporary per such
+    array. Meant for a function task's ``in`` arrays, checked after every call and on every rotated
+    copy after the trials (hundreds of MB under the GPU lock; ``np.array_equal`` makes a boolean
+    array as long as the input and reads it with one thread); not called yet."""
+    if before.dtype != after.dtype or before.shape != after.shape:
         return False
     size = before.itemsize
     bits = np.dtype(f"u{size}") if size in (1, 2, 4, 8) else np.dtype(np.uint8)
-    a = np.ascontiguousarray(before).reshape(-1).view(bits)
-    b = np.ascontiguousarray(after).reshape(-1).view(bits)
+    order = "F" if before.flags.f_contiguous and after.flags.f_contiguous else "C"
+    a = np.ravel(before, order=order).view(bits)  # a view when the array is contiguous in ``order``
+    b = np.ravel(after, order=order).view(bits)
     return outputs_match(a, b, "exact", 0.0, 0.0, False)
 
 

@@ -164,3 +164,34 @@ def test_same_bits_checks_every_range_of_a_large_array(monkeypatch: pytest.Monke
         b = a.copy()
         b[at] = -1.0
         assert not same_bits(a, b), at
+
+
+def test_same_bits_compares_shapes_and_layouts_element_by_element() -> None:
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    assert not same_bits(a, a.reshape(4, 3))  # the same bytes in another shape (review 23a)
+    assert not same_bits(a, a.reshape(-1))
+    assert same_bits(a, np.asfortranarray(a))  # C against F order: the same elements
+    f = np.asfortranarray(a)
+    g = f.copy(order="F")
+    assert same_bits(f, g)
+    g[2, 1] = -0.0
+    assert not same_bits(f, g)
+    assert same_bits(a[:, ::2], a[:, ::2].copy()) and not same_bits(a[:, ::2], a[:, 1::2])
+    assert same_bits(np.ones((), np.float64), np.ones((), np.float64))
+
+
+def test_same_bits_reads_contiguous_arrays_in_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[tuple[np.ndarray, np.ndarray]] = []
+    compare = checking.outputs_match
+    monkeypatch.setattr(
+        checking, "outputs_match", lambda a, b, *rest: seen.append((a, b)) or compare(a, b, *rest)
+    )
+    c = np.arange(12, dtype=np.float64).reshape(3, 4)
+    f = np.asfortranarray(c)
+    for x, y in ((c, c.copy()), (f, f.copy(order="F"))):
+        assert same_bits(x, y)
+        a, b = seen.pop()
+        assert np.shares_memory(a, x) and np.shares_memory(b, y)
+    assert same_bits(c, f)  # C against F: one of them copied
+    a, b = seen.pop()
+    assert np.shares_memory(a, c) and not np.shares_memory(b, f)
