@@ -127,7 +127,7 @@ def same_bits(before: np.ndarray, after: np.ndarray) -> bool:
         return False
     size = before.itemsize
     bits = np.dtype(f"u{size}") if size in (1, 2, 4, 8) else np.dtype(np.uint8)
-    order = "F" if before.flags.f_contiguous and after.flags.f_contiguous else "C"
+    order: Literal["C", "F"] = "F" if before.flags.f_contiguous and after.flags.f_contiguous else "C"
     a = np.ravel(before, order=order).view(bits)  # a view when the array is contiguous in ``order``
     b = np.ravel(after, order=order).view(bits)
     return outputs_match(a, b, "exact", 0.0, 0.0, False)
