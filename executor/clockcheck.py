@@ -27,6 +27,12 @@ from executor.worker.messages import WorkerOutcome
 # The executor's shortest window may be this many times the worker's median timed call, plus the slack.
 CLOCK_FACTOR = 2.0
 CLOCK_SLACK_MS = 5.0
+# Each timing set's first visit is one window, not the shortest of many, so a late reading thread
+# lengthens all three at once when the executor is loaded: on this 2-core machine, under the suite's
+# load, an honest 1-4.5 ms call's three first-visit windows were each 7-14 ms or more (session 23, the
+# fleet test). Three switch intervals of slack there; a changed clock is then caught on the first
+# visits when the true call takes more than 15 ms more than twice what it reports.
+FIRST_VISIT_SLACK_MS = 15.0
 
 
 def clock_check(outcome: WorkerOutcome, windows_s: list[float], unmatched_ends: int) -> WorkerOutcome:
@@ -44,7 +50,7 @@ def clock_check(outcome: WorkerOutcome, windows_s: list[float], unmatched_ends: 
             f"the worker announced the end of {unmatched_ends} call(s) it had not started: lines on the "
             "executor's pipe that the worker's code did not write"
         )
-    elif pairs and all(w * 1e3 > CLOCK_FACTOR * t + CLOCK_SLACK_MS for w, t in pairs):
+    elif pairs and all(w * 1e3 > CLOCK_FACTOR * t + FIRST_VISIT_SLACK_MS for w, t in pairs):
         # Review 22c: a changed clock and a memo of every answer. The repeats really are fast (short
         # windows), and the changed clock makes the first visits look fast too (no repeat-visit gain);
         # only those first visits' own windows show the time they took.

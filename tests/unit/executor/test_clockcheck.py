@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from executor.checking import timing_stats
-from executor.clockcheck import CLOCK_FACTOR, CLOCK_SLACK_MS, clock_check
+from executor.clockcheck import CLOCK_FACTOR, CLOCK_SLACK_MS, FIRST_VISIT_SLACK_MS, clock_check
 from executor.verdict import ErrorKind
 from executor.worker.messages import WorkerOutcome
 
@@ -44,3 +44,16 @@ def test_first_visits_far_longer_by_the_executors_clock_are_refused() -> None:
     # one first visit whose window the executor's thread was late for is not enough
     late = [0.058, 0.00004, 0.00004] + [0.00004] * 4
     assert clock_check(outcome, late, 0) is outcome
+
+
+def test_first_visits_an_executor_thread_was_late_for_on_a_loaded_host_pass() -> None:
+    """Session 23, the suite's fleet test on this 2-core machine: an honest candidate's three first
+    visits, 1.06, 4.53 and 1.09 ms by the worker's clock, had windows of 7-14 ms or more, each later than
+    2 x + 5 ms, because the executor's reading thread was late for every one of them."""
+    outcome = _passed(1.1).model_copy(update={"first_visits_ms": [1.058, 4.529, 1.087]})
+    windows = [0.0135, 0.0145, 0.0140] + [0.0012] * 4
+    assert clock_check(outcome, windows, 0) is outcome
+    # the bound itself: every first-visit window just above 2 x + the slack is refused
+    above = [(CLOCK_FACTOR * t + FIRST_VISIT_SLACK_MS) * 1.01 / 1e3 for t in (1.058, 4.529, 1.087)]
+    refused = clock_check(outcome, above + [0.0012] * 4, 0)
+    assert not refused.passed and "first timed call on each timing set" in refused.message
