@@ -27,6 +27,7 @@ from executor.protocol import EvaluationOptions
 from executor.taskformat import FunctionTask, KernelTask
 from executor.verdict import DevicePeak, ErrorKind, TimingStats
 from executor.worker.messages import TIMED_CALL
+from executor.worker.runner import Runner, SharedArrays
 from executor.worker.runtime import CandidateFailed, Runtime
 
 # When the host's last-level cache size cannot be read: a common size of one socket's L3.
@@ -198,21 +199,24 @@ class HostSlots:
         warm: InputSet | None = None,
     ) -> None:
         self.sources = sources
+        self.shared: dict[int, SharedArrays] = {}  # each copy's mapping, by id() of its arrays
         count = host_copy_count(sources, rotate, host_cache_bytes() if cache_bytes is None else cache_bytes)
         self.rotated = [self._copy(sources[j % len(sources)], lock) for j in range(count)]
         self.warm_source = warm
         self.warm = None if warm is None else self._copy(warm, lock)
 
     def _copy(self, source: InputSet, lock: Callable[[], AbstractContextManager[None]]) -> InputSet:
-        arrays = {}
+        # In a shared mapping: a candidate's process (executor.worker.runner) is handed a copy just
+        # before its first timed call, never before.
+        shared = SharedArrays.like(source.arrays)
         for name, array in source.arrays.items():
-            copy = np.empty(array.shape, array.dtype)  # C order: reshape(-1) below is a view of it
+            copy = shared.arrays[name]  # C order: reshape(-1) below is a view of it
             flat_in, flat_out = np.ascontiguousarray(array).reshape(-1), copy.reshape(-1)
             for part in copy_chunks(flat_in.size, array.itemsize):
                 with lock():
                     np.copyto(flat_out[part], flat_in[part])
-            arrays[name] = copy
-        return InputSet(source.seed, source.size, dict(source.scalars), arrays)
+        self.shared[id(shared.arrays)] = shared
+        return InputSet(source.seed, source.size, dict(source.scalars), shared.arrays)
 
 
 class FunctionRuntime(Runtime):
@@ -220,8 +224,27 @@ class FunctionRuntime(Runtime):
 
     def __init__(self, task: FunctionTask | KernelTask, product: str, symbol: str) -> None:
         self.task = task
-        self.fn = bind_entry(ctypes.CDLL(product), symbol, task)
         self._kept: dict[str, np.ndarray] = {}  # run()'s buffers, by argument name
+        self.load(product, symbol)
+
+    def load(self, product: str, symbol: str) -> None:
+        """Load the library and bind its entry (here, in this process)."""
+        self.fn = bind_entry(ctypes.CDLL(product), symbol, self.task)
+
+    def buffers(self, like: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """New buffers of the shapes and types of ``like`` for :meth:`run`'s calls."""
+        return {name: np.empty(a.shape, a.dtype) for name, a in like.items()}
+
+    def invoke(self, work: InputSet) -> None:
+        """One call on ``work`` and the wait for its work to finish: what a timed call times."""
+        call_entry(self.fn, self.task, work.scalars, work.arrays)
+        self.after_call()
+
+    def admit(self, slots: HostSlots, work: InputSet) -> None:
+        """Untimed, before the first call on a rotation slot's copy ``work``: nothing here."""
+
+    def calls_done(self) -> None:
+        """After the last call, before what the calls left is checked: nothing here."""
 
     def _refill(self, inputs: InputSet) -> InputSet:
         """``inputs`` copied into the buffers of the previous call when every array has the same shape
@@ -233,7 +256,7 @@ class FunctionRuntime(Runtime):
         if kept.keys() != inputs.arrays.keys() or any(
             kept[name].shape != a.shape or kept[name].dtype != a.dtype for name, a in inputs.arrays.items()
         ):
-            kept = self._kept = {name: np.empty(a.shape, a.dtype) for name, a in inputs.arrays.items()}
+            kept = self._kept = self.buffers(inputs.arrays)
         for name, a in inputs.arrays.items():
             np.copyto(kept[name], a)
         return InputSet(inputs.seed, inputs.size, dict(inputs.scalars), kept)
@@ -270,8 +293,7 @@ class FunctionRuntime(Runtime):
     ) -> dict[str, np.ndarray]:
         work = self._refill(inputs)
         with self.watch.call(call):
-            call_entry(self.fn, self.task, work.scalars, work.arrays)
-            self.after_call()
+            self.invoke(work)
         self.check_inputs(inputs, work, call)
         return {a.name: work.arrays[a.name].copy() for a in self.task.outputs}  # the next call reuses them
 
@@ -311,12 +333,12 @@ class FunctionRuntime(Runtime):
             # Announced before the L2 flush (which evicts whatever the announcement touched) and
             # after the clock is read: neither is in the timed region.
             what = f"warm-up call {-i}" if i < 0 else f"{TIMED_CALL}{i + 1}"
+            self.admit(slots, work)
             with self.watch.call(what, 1, slowest_ms[0] or None):
                 began = time.perf_counter()
                 self.before_trial()
                 start = time.perf_counter()
-                call_entry(self.fn, self.task, work.scalars, work.arrays)
-                self.after_call()
+                self.invoke(work)
                 end = time.perf_counter()
             elapsed = (end - start) * 1e3
             slowest_ms[0] = max(slowest_ms[0], (end - began) * 1e3)
@@ -336,6 +358,7 @@ class FunctionRuntime(Runtime):
         # Trial i runs on source i % len(sources) (the slots are a multiple of the sources).
         policy = dataclasses.replace(options.trial_policy(), groups=len(sources))
         samples, stop = measure(trial, policy)
+        self.calls_done()
         # Every copy's inputs as they were made (the warm-up's too): a change persists in its copy.
         for j, work in enumerate(rotated):
             self.check_inputs(
@@ -355,3 +378,53 @@ class FunctionRuntime(Runtime):
 
 class HostFunctionRuntime(FunctionRuntime):
     """A function-task .so called on host memory (no GPU)."""
+
+
+class RunnerFunctionRuntime(FunctionRuntime):
+    """A function-task .so loaded and called in a candidate process of its own (a runner,
+    :mod:`executor.worker.runner`), on host or GPU: every call's inputs are handed over in a shared
+    mapping, its outputs read back here, and it is timed here, on this process's clock around the
+    request and its acknowledgement. ``device``: what the verdict names (this worker's device)."""
+
+    def __init__(
+        self, runner: Runner, task: FunctionTask | KernelTask, product: str, symbol: str, device: str
+    ):
+        self.runner = runner
+        self.device = device
+        self._mapped: dict[int, SharedArrays] = {}  # by id() of the arrays the worker calls on
+        self._run_buffers: SharedArrays | None = None
+        super().__init__(task, product, symbol)
+        self.roundtrip_s = runner.roundtrip_s()
+
+    def load(self, product: str, symbol: str) -> None:
+        self.runner.load(self.task, product, symbol)
+
+    def buffers(self, like: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        old = self._run_buffers
+        if old is not None:  # run()'s earlier buffers (another size): no longer called on
+            self.runner.drop(old)
+            self._mapped.pop(id(old.arrays), None)
+            old.close()
+        shared = self._run_buffers = SharedArrays.like(like)
+        self.runner.admit(shared)
+        self._mapped[id(shared.arrays)] = shared
+        return shared.arrays
+
+    def admit(self, slots: HostSlots, work: InputSet) -> None:
+        shared = slots.shared[id(work.arrays)]
+        self.runner.admit(shared)
+        self._mapped.setdefault(id(work.arrays), shared)
+
+    def invoke(self, work: InputSet) -> None:
+        self.runner.call(self._mapped[id(work.arrays)], work.scalars)
+
+    def before_trial(self) -> None:
+        if self.runner.runtime == "gpu":
+            self.runner.request("flush")
+
+    def reset_timing_state(self) -> None:
+        if self.runner.runtime == "gpu":
+            self.runner.request("reset")
+
+    def calls_done(self) -> None:
+        self.runner.stop()

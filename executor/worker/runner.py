@@ -1,0 +1,388 @@
+"""The candidate process (the *runner*): a function candidate's library runs here, not in its checker.
+
+A function task's candidate is native code loaded into a process. When that process was the worker, the
+code could read whatever the worker held (every timing set's inputs, before the trials: review 22b
+filled a memo of every answer from them, 2,176-3,504x, every check passed) and rewrite what the worker
+computes (its clock, its checks). Now the candidate worker (:mod:`executor.worker.candidate`) starts a
+runner, ``python -m executor.worker runner candidate {host|gpu}``, as its own child, in its own jail
+and process group, before the candidate arrives; the runner loads the library and calls it, and holds
+nothing else:
+
+* the inputs of a call come in a shared mapping (a ``memfd``) that the worker fills and hands over
+  (:class:`SharedArrays`): a correctness call's when it is made; a rotation slot of the trials only
+  just before its first timed call (so no timed call's values are in the runner before that set is
+  timed); the worker reads the outputs back after the call's acknowledgement;
+* the expected outputs, the other sets, the seeds, the clock and the verdict stay in the worker, which
+  times each call with its own clock around the request and its acknowledgement (:meth:`Runner.call`),
+  announced to the executor as before (:class:`~executor.worker.runtime.CallWatch`). The round trip of
+  an empty request is measured after the load and reported (``seconds["runner_roundtrip"]``); it is not
+  subtracted (a few tens of microseconds on a call, which only makes a candidate look slower);
+* each acknowledgement must echo the request's random nonce, so the runner cannot answer a call before
+  it is asked (a reply queued ahead would otherwise read as a call of no time);
+* before the worker checks what the trials left, it kills the runner (nothing it started can still
+  change the shared outputs or inputs); the worker makes itself non-dumpable first, so that the
+  runner (the same uid) cannot trace it or read its memory through ``/proc``.
+
+A runner that dies, exits or breaks the protocol is the candidate's failure: the worker ends itself the
+same way (the same signal, or the same exit status), so the executor's verdict is what it was when the
+candidate ran in the worker (``crash``; ``timeout`` when the executor killed a call past its limit; the
+runner is in the worker's process group and dies with it). Its stderr is the worker's.
+
+The GPU function runtime's runner makes its own CUDA context; the L2 flush before a timed call and the
+device synchronisation that ends it run there (the request ``flush``, then ``call``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import itertools
+import json
+import logging
+import mmap
+import os
+import secrets
+import signal
+import socket
+import stat
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import TypeAdapter
+
+from executor.abi import bind_entry, call_entry
+from executor.jail import DEVICES, HOST_PATHS, PR_SET_NO_NEW_PRIVS, child_setup, gpu_paths, python_paths
+from executor.taskformat import FunctionTask, KernelTask, Task
+from executor.verdict import ErrorKind
+from executor.worker.messages import DONE_FD_ENV
+from executor.worker.runtime import CandidateFailed
+
+logger = logging.getLogger(__name__)
+
+# The runner's end of its socket (an inherited descriptor).
+RUNNER_FD_ENV = "REGRAPH_RUNNER_FD"
+# A request or a reply is at most this long (a task's JSON, a call's scalars, a failure's message).
+MESSAGE_BYTES = 1 << 20
+REPLY_BYTES = 4096
+# Empty round trips measured after the load (their fastest is reported).
+ROUNDTRIPS = 20
+PR_SET_DUMPABLE = 4
+_PACKAGE = Path(__file__).resolve().parent.parent
+_keys = itertools.count(1)
+
+
+class SharedArrays:
+    """Arrays laid out in one shared mapping (a ``memfd``) that the worker fills and a runner maps.
+
+    ``arrays`` is what an :class:`~executor.inputs.InputSet` of the worker holds (views of the
+    mapping); ``layout`` tells the runner where each is (name, shape, dtype, offset)."""
+
+    def __init__(self, shapes: Iterable[tuple[str, tuple[int, ...], np.dtype[Any]]]) -> None:
+        self.key = next(_keys)
+        self.layout: list[tuple[str, list[int], str, int]] = []
+        offset = 0
+        for name, shape, dtype in shapes:
+            self.layout.append((name, list(shape), dtype.str, offset))
+            nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+            offset += -(-max(nbytes, 1) // 64) * 64
+        self.fd = os.memfd_create(f"regraph-set-{self.key}", os.MFD_CLOEXEC)
+        os.ftruncate(self.fd, max(offset, mmap.PAGESIZE))
+        self.arrays = view_arrays(self.fd, self.layout)
+
+    @classmethod
+    def like(cls, arrays: dict[str, np.ndarray]) -> SharedArrays:
+        """Empty shared arrays of the shapes and types of ``arrays``."""
+        return cls((name, a.shape, a.dtype) for name, a in arrays.items())
+
+    def close(self) -> None:
+        """Let the descriptor go (the mapping stays while its arrays are used)."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def view_arrays(fd: int, layout: list[tuple[str, list[int], str, int]]) -> dict[str, np.ndarray]:
+    """The arrays of ``layout`` in a shared mapping of the whole of ``fd``."""
+    size = os.fstat(fd).st_size
+    region = mmap.mmap(fd, size)
+    return {
+        name: np.ndarray(tuple(shape), np.dtype(dtype), buffer=region, offset=offset)
+        for name, shape, dtype, offset in layout
+    }
+
+
+def _runner_setup(cwd: str) -> None:  # pragma: no cover - between fork and exec
+    # The parent-death signal and no new privileges; the uid and the jail are the worker's.
+    child_setup(None, cwd, None)
+
+
+class Runner:
+    """The worker's side of a runner: starts it, hands it mappings, asks it to call, times nothing
+    itself (:meth:`call` is timed by its caller)."""
+
+    def __init__(self, runtime: str) -> None:
+        # Nothing the runner starts may trace this process or read its memory (same uid).
+        with_libc = ctypes.CDLL(None, use_errno=True)
+        if with_libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+            logger.warning("the worker could not make itself non-dumpable")
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        env = {k: v for k, v in os.environ.items() if k != DONE_FD_ENV}
+        env[RUNNER_FD_ENV] = str(theirs.fileno())
+        cwd = os.getcwd()  # the worker's own directory
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "executor.worker", "runner", "candidate", runtime],
+                stdin=subprocess.DEVNULL,
+                cwd=cwd,
+                env=env,
+                pass_fds=(theirs.fileno(),),
+                preexec_fn=functools.partial(_runner_setup, cwd),
+            )
+        finally:
+            theirs.close()
+        self.sock = ours
+        self.mapped: set[int] = set()
+        self.runtime = runtime
+
+    def request(self, op: str, fds: list[int] | None = None, **fields: Any) -> None:
+        """Send one request and wait for its acknowledgement; a failure the runner reports is raised as
+        :class:`CandidateFailed`, and a runner that is gone ends this process the way it ended."""
+        nonce = secrets.token_hex(8)
+        message = json.dumps({"op": op, "nonce": nonce, **fields}).encode()
+        try:
+            if fds:
+                socket.send_fds(self.sock, [message], fds)
+            else:
+                self.sock.send(message)
+            reply = self.sock.recv(REPLY_BYTES)
+        except OSError:
+            reply = b""
+        if not reply:
+            self.mirror_fate()
+        self.check_reply(reply, nonce)
+
+    @staticmethod
+    def check_reply(reply: bytes, nonce: str) -> None:
+        """Accept ``ok NONCE``; a reported failure (``fail NONCE KIND MESSAGE``) is raised; anything
+        else is the candidate's breach of the protocol."""
+        text = reply.decode("utf-8", "replace")
+        if text == f"ok {nonce}":
+            return
+        head, _, rest = text.partition(" ")
+        got, _, rest = rest.partition(" ")
+        if head == "fail" and got == nonce:
+            kind, _, message = rest.partition(" ")
+            error = ErrorKind.CUDA_ERROR if kind == ErrorKind.CUDA_ERROR.value else ErrorKind.CRASH
+            raise CandidateFailed(error, message[:2000])
+        raise CandidateFailed(
+            ErrorKind.CRASH, "the candidate's process answered a request it was not sent (a forged reply)"
+        )
+
+    def mirror_fate(self) -> None:
+        """The runner is gone (or closed its socket): end this process as it ended, so that the executor
+        reports the candidate's crash or exit as it always did. Never returns."""
+        try:
+            code = self.proc.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+        sys.stderr.flush()
+        if code < 0:
+            signal.signal(-code, signal.SIG_DFL)
+            os.kill(os.getpid(), -code)
+            time.sleep(1.0)
+            os._exit(128 - code)
+        os._exit(code)
+
+    def load(self, task: FunctionTask | KernelTask, product: str, symbol: str) -> None:
+        """Load the candidate's library in the runner and bind its entry."""
+        self.request("load", task=task.model_dump(mode="json"), product=product, symbol=symbol)
+
+    def admit(self, shared: SharedArrays) -> None:
+        """Map ``shared`` in the runner, unless it is mapped already."""
+        if shared.key not in self.mapped:
+            self.request("map", fds=[shared.fd], key=shared.key, layout=shared.layout)
+            self.mapped.add(shared.key)
+
+    def drop(self, shared: SharedArrays) -> None:
+        """Unmap ``shared`` in the runner."""
+        if shared.key in self.mapped:
+            self.mapped.discard(shared.key)
+            self.request("unmap", key=shared.key)
+
+    def call(self, shared: SharedArrays, scalars: dict[str, Any]) -> None:
+        """One call of the candidate on the mapped arrays (and its device synchronisation on a GPU)."""
+        self.request("call", key=shared.key, scalars=scalars)
+
+    def roundtrip_s(self, repeats: int = ROUNDTRIPS) -> float:
+        """The fastest of ``repeats`` empty round trips (what the split adds to every timed call)."""
+        best = float("inf")
+        for _ in range(repeats):
+            start = time.perf_counter()
+            self.request("ping")
+            best = min(best, time.perf_counter() - start)
+        return best
+
+    def stop(self) -> None:
+        """Kill the runner and wait for it (its mappings go with it)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self.sock.close()
+
+
+# --- The runner process ---------------------------------------------------------------------------
+
+# Landlock (Linux 5.13+): an unprivileged process's own limit on the files it may open from now on.
+_LANDLOCK_CREATE, _LANDLOCK_ADD_RULE, _LANDLOCK_RESTRICT = 444, 445, 446
+_LANDLOCK_PATH_BENEATH = 1
+_FS_EXECUTE, _FS_WRITE_FILE, _FS_READ_FILE, _FS_READ_DIR = 1, 2, 4, 8
+_FS_FILE = _FS_EXECUTE | _FS_WRITE_FILE | _FS_READ_FILE  # the rights a rule on a file may carry
+_FS_READ = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
+_FS_ALL = (1 << 13) - 1  # every right of Landlock's first version (all its kernels know them)
+
+
+def landlock_version() -> int:
+    """The kernel's Landlock ABI version; 0 where it has none (nothing is restricted by asking)."""
+    syscall = ctypes.CDLL(None, use_errno=True).syscall
+    syscall.restype = ctypes.c_long
+    version = syscall(ctypes.c_long(_LANDLOCK_CREATE), None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    return max(int(version), 0)
+
+
+def confine(readable: Iterable[str], writable: Iterable[str]) -> str | None:
+    """Limit what this process may open from now on to ``readable`` (and below: read, list, run) and
+    ``writable`` (and below: anything), with Landlock; None when in force, else why not (an older
+    kernel: the worker's jail alone then applies)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    syscall = libc.syscall
+    syscall.restype = ctypes.c_long
+    handled = ctypes.c_uint64(_FS_ALL)
+    ruleset = syscall(
+        ctypes.c_long(_LANDLOCK_CREATE), ctypes.byref(handled), ctypes.c_size_t(8), ctypes.c_uint32(0)
+    )
+    if ruleset < 0:
+        return f"Landlock is not available here ({os.strerror(ctypes.get_errno())})"
+    try:
+        rules = [(p, _FS_READ) for p in readable] + [(p, _FS_ALL) for p in writable]
+        for path, rights in rules:
+            try:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except OSError:
+                continue  # not here: nothing to allow
+            try:
+                if not stat.S_ISDIR(os.fstat(fd).st_mode):
+                    rights &= _FS_FILE
+                rule = ctypes.create_string_buffer(struct.pack("=Qi", rights, fd), 12)
+                syscall(ctypes.c_long(_LANDLOCK_ADD_RULE), ctypes.c_long(ruleset), 1, rule, 0)
+            finally:
+                os.close(fd)
+        if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            return "no_new_privs could not be set"
+        if syscall(ctypes.c_long(_LANDLOCK_RESTRICT), ctypes.c_long(ruleset), 0) != 0:
+            return f"Landlock refused the restriction ({os.strerror(ctypes.get_errno())})"
+        return None
+    finally:
+        os.close(ruleset)
+
+
+def runner_files(runtime: str, product: str) -> tuple[list[str], list[str]]:
+    """What a runner may open once it loads a candidate: read the system's libraries and the
+    interpreter's (the paths a worker's jail binds), the candidate's library, ``/proc`` and ``/sys``;
+    write the null and random devices, and on a GPU its device nodes and ``/dev/shm``. Not the
+    executor's cache (the stored timing sets and the reference's outputs), nor the worker's directory
+    (its job, the runner's working directory), nor any directory above or below that one."""
+    here = Path.cwd().resolve()
+
+    def apart(path: str) -> bool:
+        where = Path(path).resolve()
+        return where != here and where not in here.parents and here not in where.parents
+
+    readable = [*HOST_PATHS, *(p for p in python_paths(_PACKAGE) if apart(p)), product, "/proc", "/sys"]
+    writable = list(DEVICES)
+    if runtime == "gpu":
+        paths, nodes = gpu_paths()
+        readable += [*(p for p in paths if apart(p)), "/etc"]
+        writable += [*nodes, "/dev/shm"]  # noqa: S108 - the jail's own, empty
+    return readable, writable
+
+
+class _Served:
+    """What a runner holds: the bound entry, its task, the mappings by key, the CUDA context."""
+
+    def __init__(self, runtime: str) -> None:
+        self.runtime = runtime
+        self.gpu: Any = None
+        self.task: FunctionTask | KernelTask | None = None
+        self.fn: Any = None
+        self.maps: dict[int, dict[str, np.ndarray]] = {}
+
+    def handle(self, request: dict[str, Any], fds: list[int]) -> None:
+        op = request["op"]
+        if op == "load":
+            if self.runtime == "gpu" and self.gpu is None:
+                from executor.gpulock import gpu_shared
+                from executor.worker.gpu import GpuContext
+
+                self.gpu = GpuContext(gpu_shared)  # none made ahead: its failure is the reply
+            task = TypeAdapter(Task).validate_python(request["task"])
+            # Before the library is loaded: its constructors are the candidate's code too.
+            why = confine(*runner_files(self.runtime, request["product"]))
+            if why is not None:
+                logger.warning("the candidate's process is not confined beyond the worker's jail: %s", why)
+            self.fn = bind_entry(ctypes.CDLL(request["product"]), request["symbol"], task)
+            self.task = task
+        elif op == "map":
+            try:
+                self.maps[int(request["key"])] = view_arrays(fds[0], request["layout"])
+            finally:
+                for fd in fds:
+                    os.close(fd)
+        elif op == "unmap":
+            self.maps.pop(int(request["key"]), None)
+        elif op == "call":
+            assert self.task is not None
+            call_entry(self.fn, self.task, request["scalars"], self.maps[int(request["key"])])
+            if self.gpu is not None:
+                self.gpu.synchronize()
+        elif op == "flush" and self.gpu is not None:
+            self.gpu.flush_l2()
+        elif op == "reset" and self.gpu is not None:
+            self.gpu.reset_timing_state()
+
+
+def serve(runtime: str) -> int:
+    """The runner's loop (``python -m executor.worker runner candidate {host|gpu}``): one request at a
+    time from the worker, each acknowledged with its nonce; ends when the worker is gone."""
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    sock = socket.socket(fileno=int(os.environ[RUNNER_FD_ENV]))
+    served = _Served(runtime)
+    if runtime == "gpu":  # made ahead, while the worker prepares (as a worker's own context is)
+        from executor.gpulock import gpu_shared
+        from executor.worker.gpu import GpuContext
+
+        served.gpu = GpuContext.create_or_none(gpu_shared)
+    while True:
+        try:
+            message, fds, _, _ = socket.recv_fds(sock, MESSAGE_BYTES, 4)
+        except OSError:
+            return 0
+        if not message:
+            return 0
+        request = json.loads(message)
+        nonce = str(request["nonce"])
+        try:
+            served.handle(request, fds)
+            reply = f"ok {nonce}"
+        except CandidateFailed as e:
+            reply = f"fail {nonce} {e.kind.value} {e}"
+        except Exception as e:  # the candidate's library failed to load, a CUDA error, ...
+            kind = ErrorKind.CUDA_ERROR.value if type(e).__module__.startswith("pycuda") else "crash"
+            reply = f"fail {nonce} {kind} {type(e).__name__}: {e}"
+        sock.send(reply.encode()[:REPLY_BYTES])
