@@ -14,9 +14,10 @@ nothing else:
   timed); the worker reads the outputs back after the call's acknowledgement;
 * the expected outputs, the other sets, the seeds, the clock and the verdict stay in the worker, which
   times each call with its own clock around the request and its acknowledgement (:meth:`Runner.call`),
-  announced to the executor as before (:class:`~executor.worker.runtime.CallWatch`). The round trip of
-  an empty request is measured after the load and reported (``seconds["runner_roundtrip"]``); it is not
-  subtracted (a few tens of microseconds on a call, which only makes a candidate look slower);
+  announced to the executor as before (:class:`~executor.worker.runtime.CallWatch`). The fastest of
+  20 empty round trips, measured after the load, is reported (``seconds["runner_roundtrip"]``) and
+  taken off every timed call: it is certainly not the candidate's (the median round trip is 2-3 times
+  longer on a loaded host, and the rest stays in the timings);
 * each acknowledgement must echo the request's random nonce, so the runner cannot answer a call before
   it is asked (a reply queued ahead would otherwise read as a call of no time);
 * before the worker checks what the trials left, it kills the runner (nothing it started can still
@@ -34,6 +35,7 @@ device synchronisation that ends it run there (the request ``flush``, then ``cal
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import itertools
@@ -110,7 +112,13 @@ class SharedArrays:
 def view_arrays(fd: int, layout: list[tuple[str, list[int], str, int]]) -> dict[str, np.ndarray]:
     """The arrays of ``layout`` in a shared mapping of the whole of ``fd``."""
     size = os.fstat(fd).st_size
-    region = mmap.mmap(fd, size)
+    # Its page tables filled now: a runner's first timed call on a set must not pay a fault per page
+    # (a 42 ms call on a large set took up to 4x that on its first visit, and the trials grew).
+    region = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE)
+    # Huge pages where the host lets shared memory have them (``shmem_enabled`` at ``advise``): at
+    # ``never`` a memory-bound call on a 96 MB set ran 20 % slower than on numpy's (huge-page) arrays.
+    with contextlib.suppress(OSError, AttributeError):
+        region.madvise(mmap.MADV_HUGEPAGE)
     return {
         name: np.ndarray(tuple(shape), np.dtype(dtype), buffer=region, offset=offset)
         for name, shape, dtype, offset in layout
