@@ -77,9 +77,9 @@ def main() -> None:
     load_ms = (time.perf_counter() - started) * 1e3
     maps = []
     for n in SIZES:
-        shared = SharedArrays.like({"x": np.empty(n, np.float32), "y": np.empty(n, np.float32)})
+        mapping = SharedArrays.like({"x": np.empty(n, np.float32), "y": np.empty(n, np.float32)})
         started = time.perf_counter()
-        runner.admit(shared)
+        runner.admit(mapping)
         maps.append((n, (time.perf_counter() - started) * 1e6))
     roundtrip_us = split.roundtrip_s * 1e6
     runner.stop()

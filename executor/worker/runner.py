@@ -256,6 +256,16 @@ _FS_READ = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
 _FS_ALL = (1 << 13) - 1  # every right of Landlock's first version (all its kernels know them)
 
 
+# Set to 0/false/off/no to run a runner without Landlock: for debugging beside the workers' jail's own
+# switch (executor.sandbox.JAIL_WORKERS_ENV). A jailed worker's environment never carries it.
+LANDLOCK_ENV = "REGRAPH_EXECUTOR_RUNNER_LANDLOCK"
+
+
+def landlock_wanted() -> bool:
+    """Whether a runner confines itself (:data:`LANDLOCK_ENV`, on unless set to 0/false/off/no)."""
+    return os.environ.get(LANDLOCK_ENV, "1").strip().lower() not in ("0", "false", "off", "no")
+
+
 def landlock_version() -> int:
     """The kernel's Landlock ABI version; 0 where it has none (nothing is restricted by asking)."""
     syscall = ctypes.CDLL(None, use_errno=True).syscall
@@ -341,7 +351,11 @@ class _Served:
                 self.gpu = GpuContext(gpu_shared)  # none made ahead: its failure is the reply
             task = TypeAdapter(Task).validate_python(request["task"])
             # Before the library is loaded: its constructors are the candidate's code too.
-            why = confine(*runner_files(self.runtime, request["product"]))
+            why = (
+                confine(*runner_files(self.runtime, request["product"]))
+                if landlock_wanted()
+                else f"{LANDLOCK_ENV} is off"
+            )
             if why is not None:
                 logger.warning("the candidate's process is not confined beyond the worker's jail: %s", why)
             self.fn = bind_entry(ctypes.CDLL(request["product"]), request["symbol"], task)
