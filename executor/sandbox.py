@@ -167,6 +167,7 @@ _ENV_KEPT = (
     "OPENBLAS_",
     LOCK_ENV,
     DONE_FD_ENV,
+    "REGRAPH_EXECUTOR_RUNNER_LANDLOCK",  # an operator's switch (executor.worker.runner.LANDLOCK_ENV)
 )
 _PACKAGE = Path(__file__).resolve().parent
 

@@ -256,8 +256,9 @@ _FS_READ = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
 _FS_ALL = (1 << 13) - 1  # every right of Landlock's first version (all its kernels know them)
 
 
-# Set to 0/false/off/no to run a runner without Landlock: for debugging beside the workers' jail's own
-# switch (executor.sandbox.JAIL_WORKERS_ENV). A jailed worker's environment never carries it.
+# Set to 0/false/off/no (in the executor's environment, which passes it to the workers) to run the
+# runners without Landlock: for debugging, or a host where it keeps an honest candidate from files it
+# needs (its list for a GPU, runner_files, has not been run on one yet).
 LANDLOCK_ENV = "REGRAPH_EXECUTOR_RUNNER_LANDLOCK"
 
 
