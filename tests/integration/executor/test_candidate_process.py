@@ -29,53 +29,74 @@ import pytest
 
 from executor.sandbox import run_job
 from executor.worker.messages import CandidateRun
-from executor.worker.runner import landlock_version
+from executor.worker.runner import LANDLOCK_ENV, landlock_version
 from tests.integration.executor.test_executor_hacks_host import POLY_BODY, POLY_HEAD, POLY_TASK
 from tests.support.hostcode import FAST, build_host_candidates, timing_set_job, write_task
 
-SCAN = (
-    "#include <cstdio>\n#include <cstring>\n#include <cstdint>\n#include <vector>\n"
-    "static const int N = 131072;\n"
-    "struct Memo { float key[8]; std::vector<float> y; };\n"
-    "static std::vector<Memo> memos; static bool timing_seen = false; volatile double sink;\n"
-    "static void keyof(const float* x, float* k) { for (int j = 0; j < 8; ++j) k[j] = x[(long)j * (N - 1) / 7]; }\n"
-    "static void honest(int n, const float* x, float* y) { for (int i = 0; i < n; ++i) { "
-    + POLY_BODY
-    + " } }\n"
-    "static bool plausible(float v) { uint32_t b; std::memcpy(&b, &v, 4); uint32_t e = (b >> 23) & 0xff; "
-    "return e >= 100 && e <= 126; }\n"
-    "static void keep(const float* x) {\n"
-    "  Memo m; keyof(x, m.key);\n"
-    "  for (auto& o : memos) if (!std::memcmp(o.key, m.key, sizeof m.key)) return;\n"
-    "  if (memos.size() >= 64) return;\n"
-    "  m.y.resize(N); honest(N, x, m.y.data()); memos.push_back(m);\n}\n"
-    "static void scan() {\n"
-    '  FILE* f = std::fopen("/proc/self/maps", "r"); if (!f) return;\n'
-    "  char line[512];\n"
-    "  while (std::fgets(line, sizeof line, f)) {\n"
-    '    unsigned long lo, hi; char perms[8]; char path[256] = "";\n'
-    '    if (std::sscanf(line, "%lx-%lx %7s %*s %*s %*s %255s", &lo, &hi, perms, path) < 3) continue;\n'
-    "    if (perms[0] != 'r' || perms[1] != 'w') continue;\n"
-    '    if (path[0] && std::strcmp(path, "[heap]") != 0 && std::strncmp(path, "/memfd:", 7) != 0) continue;\n'
-    "    const float* p = (const float*)lo; size_t count = (hi - lo) / 4, run = 0;\n"
-    "    for (size_t i = 0; i < count; ++i) {\n"
-    "      if (plausible(p[i])) { if (++run == (size_t)N) { keep(p + i + 1 - N); run = 0; } } else run = 0; }\n"
-    "  }\n  std::fclose(f);\n}\n"
-    + POLY_HEAD
-    + "if (n != N || !timing_seen) { scan(); timing_seen = n == N; }\n"
-    "if (n == N) { float k[8]; keyof(x, k); double s = 0;\n"
-    "  for (int r = 0; r < 8; ++r) for (int i = 0; i < n; ++i) s += x[i];\n"
-    "  for (auto& m : memos) if (!std::memcmp(m.key, k, sizeof k)) { std::memcpy(y, m.y.data(), n * sizeof(float)); "
-    "sink = s; return; } }\n"
-    "honest(n, x, y);\n}\n"
-)
+
+def _scanner(whose: str) -> str:
+    """The memory-scanning memo (above), reading the memory of ``whose``: ``"self"`` (its own process)
+    or ``"parent"`` (the process that started it: the worker, when it runs in a runner), through
+    ``/proc/PID/maps`` and ``/proc/PID/mem``."""
+    pid = '"self"' if whose == "self" else "std::to_string(getppid())"
+    return (
+        "#include <cstdio>\n#include <cstring>\n#include <cstdint>\n#include <string>\n#include <vector>\n"
+        "#include <fcntl.h>\n#include <unistd.h>\n"
+        "static const int N = 131072;\n"
+        "struct Memo { float key[8]; std::vector<float> y; };\n"
+        "static std::vector<Memo> memos; static bool timing_seen = false; volatile double sink;\n"
+        "static void keyof(const float* x, float* k) { for (int j = 0; j < 8; ++j) k[j] = x[(long)j * (N - 1) / 7]; }\n"
+        "static void honest(int n, const float* x, float* y) { for (int i = 0; i < n; ++i) { "
+        + POLY_BODY
+        + " } }\n"
+        "static bool plausible(float v) { uint32_t b; std::memcpy(&b, &v, 4); uint32_t e = (b >> 23) & 0xff; "
+        "return e >= 100 && e <= 126; }\n"
+        "static void keep(const float* x) {\n"
+        "  Memo m; keyof(x, m.key);\n"
+        "  for (auto& o : memos) if (!std::memcmp(o.key, m.key, sizeof m.key)) return;\n"
+        "  if (memos.size() >= 64) return;\n"
+        "  m.y.resize(N); honest(N, x, m.y.data()); memos.push_back(m);\n}\n"
+        "static void scan() {\n"
+        f'  std::string dir = std::string("/proc/") + {pid};\n'
+        '  FILE* f = std::fopen((dir + "/maps").c_str(), "r"); if (!f) return;\n'
+        '  int mem = open((dir + "/mem").c_str(), O_RDONLY); if (mem < 0) { std::fclose(f); return; }\n'
+        "  char line[512]; std::vector<float> region;\n"
+        "  while (std::fgets(line, sizeof line, f)) {\n"
+        '    unsigned long lo, hi; char perms[8]; char path[256] = "";\n'
+        '    if (std::sscanf(line, "%lx-%lx %7s %*s %*s %*s %255s", &lo, &hi, perms, path) < 3) continue;\n'
+        "    if (perms[0] != 'r' || perms[1] != 'w' || hi - lo > (1ul << 30)) continue;\n"
+        '    if (path[0] && std::strcmp(path, "[heap]") != 0 && std::strncmp(path, "/memfd:", 7) != 0) continue;\n'
+        "    region.resize((hi - lo) / 4);\n"
+        "    if (pread(mem, region.data(), hi - lo, (off_t)lo) != (ssize_t)(hi - lo)) continue;\n"
+        "    const float* p = region.data(); size_t count = region.size(), run = 0;\n"
+        "    for (size_t i = 0; i < count; ++i) {\n"
+        "      if (plausible(p[i])) { if (++run == (size_t)N) { keep(p + i + 1 - N); run = 0; } } else run = 0; }\n"
+        "  }\n  close(mem); std::fclose(f);\n}\n"
+        + POLY_HEAD
+        + "if (n != N || !timing_seen) { scan(); timing_seen = n == N; }\n"
+        "if (n == N) { float k[8]; keyof(x, k); double s = 0;\n"
+        "  for (int r = 0; r < 8; ++r) for (int i = 0; i < n; ++i) s += x[i];\n"
+        "  for (auto& m : memos) if (!std::memcmp(m.key, k, sizeof k)) { std::memcpy(y, m.y.data(), n * sizeof(float)); "
+        "sink = s; return; } }\n"
+        "honest(n, x, y);\n}\n"
+    )
+
+
 HONEST = POLY_HEAD + "for (int i = 0; i < n; ++i) { " + POLY_BODY + " } }"
 OPTIONS = FAST.model_copy(update={"min_trials": 5, "max_trials": 9})
 
 
-def test_a_candidate_that_reads_its_process_memory_finds_no_timing_set(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("whose", "landlock"), [("self", True), ("parent", True), ("parent", False)])
+def test_a_candidate_that_reads_its_process_memory_finds_no_timing_set(
+    tmp_path: Path, whose: str, landlock: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``self``: its own process's memory. ``parent``: its parent's, through ``/proc``, which two things
+    keep out, each alone: Landlock (a confined process may not trace one outside its domain) and the
+    worker making itself non-dumpable (the runner has the worker's uid)."""
+    if not landlock:
+        monkeypatch.setenv(LANDLOCK_ENV, "0")
     task = write_task(tmp_path, POLY_TASK, HONEST)
-    built = build_host_candidates(tmp_path, {"scan": SCAN, "honest": HONEST})
+    built = build_host_candidates(tmp_path, {"scan": _scanner(whose), "honest": HONEST})
     outcomes = {}
     for name, product in built.items():
         run = CandidateRun(candidate_product=product, candidate_symbol=task.entry)
