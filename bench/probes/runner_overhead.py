@@ -9,16 +9,21 @@ for a copy ``y = x`` at a few sizes it prints the median and the 90th percentile
 way the worker times a trial (its clock around the call), and the difference: what the split adds to
 every call. Then the one-off costs: starting a runner (until its first answer), loading the library
 in it, handing it a mapping of each size, and the fastest empty round trip (what the worker reports
-as ``seconds["runner_roundtrip"]``).
+as ``seconds["runner_roundtrip"]``). Last, what the shared mapping costs the candidate's own copies
+(it has no huge pages where ``/sys/kernel/mm/transparent_hugepage/shmem_enabled`` says ``never``):
+copies out of numpy's arrays and out of a mapping, on the host and, with ``--gpu``, to the device.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import platform
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -42,9 +47,50 @@ def _timed(runtime: FunctionRuntime, work: InputSet, calls: int) -> tuple[float,
     return float(np.median(times) * 1e6), float(np.percentile(times, 90) * 1e6)
 
 
+def _best_us(copy: Callable[[], object], repeats: int = 30) -> float:
+    """The median of ``repeats`` runs of ``copy``, in microseconds."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        copy()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times) * 1e6)
+
+
+def page_rows(gpu: bool) -> list[str]:
+    """What the memory the candidate is handed costs it: a copy out of numpy's arrays (huge pages where
+    the host gives them) against one out of a runner's shared mapping, on the host and, with ``gpu``,
+    to the device from pageable memory (pycuda's ``memcpy_htod``, as a function candidate's
+    ``cudaMemcpy`` from its inputs)."""
+    rows = []
+    cuda: Any = None
+    if gpu:
+        import pycuda.autoinit  # the context of this probe
+        import pycuda.driver
+
+        cuda = pycuda.driver
+    for mb in (16, 256):
+        n = (mb << 20) // 4
+        anon = {"x": np.ones(n, np.float32), "y": np.zeros(n, np.float32)}
+        shared = SharedArrays.like(anon).arrays
+        np.copyto(shared["x"], anon["x"])
+        np.copyto(shared["y"], anon["y"])
+        for where, arrays in (("numpy", anon), ("shared", shared)):
+            x, y = arrays["x"], arrays["y"]
+            host_us = _best_us(functools.partial(np.copyto, y, x))
+            rows.append(f"| host copy | {mb} MB | {where} | {host_us:.0f} |")
+            if cuda is not None:
+                device = cuda.mem_alloc(x.nbytes)
+                device_us = _best_us(functools.partial(cuda.memcpy_htod, device, x))
+                rows.append(f"| to the device | {mb} MB | {where} | {device_us:.0f} |")
+                device.free()
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--gpu", action="store_true", help="also time copies to the device (pycuda)")
     parser.add_argument("--md", type=Path, default=None, help="also write the tables here")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="runner-overhead-"))
@@ -101,6 +147,10 @@ def main() -> None:
         f"| load the library in it (and measure {20} round trips) | {load_ms:.1f} ms |",
         *(f"| hand it a mapping of 2 x {n} floats | {us:.1f} us |" for n, us in maps),
         f"| fastest empty round trip (seconds['runner_roundtrip']) | {roundtrip_us:.1f} us |",
+        "",
+        "| copy | size | out of | median us |",
+        "| --- | --- | --- | ---: |",
+        *page_rows(args.gpu),
     ]
     text = "\n".join(lines)
     print(text)
