@@ -28,9 +28,11 @@ bench/results/2026-11-27_h200_s11/call2_overlap/):
 The host memory (``resource="host"``):
 
 - exclusive: a function task's trials (its calls copy hundreds of MB from host memory);
-- shared: a function task's correctness calls, and its prepared host copies of its timing set.
-  Made beside a function task's trials, the copies doubled its trials on the H200, so they wait for
-  those; a kernel task's trials never touch host memory, so the copies do not wait for them.
+- shared: a function task's correctness calls, its prepared host copies of its timing set, and a
+  kernel task's prepared uploads (copies out of host memory too). Made beside a function task's
+  trials, the copies doubled its trials on the H200, so they wait for those; a kernel task's trials
+  never touch host memory, so the copies do not wait for them. This lock is the host's, not one
+  GPU's (below): another GPU's copies go through the same host memory and PCIe.
 
 A process takes them in that order (GPU, uploads, host), and never asks for one it lacks while holding
 a later one. Uploads and host copies are made a chunk at a time, each chunk under its own hold, so
@@ -45,19 +47,26 @@ before goes on beside the run's untimed checks, nothing of that kind begins afte
 wait only for what was begun before its checks.
 
 Each lock is an advisory ``flock`` on a file: the GPU's is the path that the parent names in
-:data:`LOCK_ENV`, the others that path + ``.uploads`` and + ``.host``, and each has a turnstile beside it
-(+ ``.turn``); the kernel releases a lock when its holder dies, so a killed or crashed worker never
+:data:`LOCK_ENV`, the uploads' that path + ``.uploads``, the host memory's :data:`HOST_LOCK_NAME` beside a
+device's GPU lock (else that path + ``.host``), and each has a turnstile beside it (+ ``.turn``); the kernel releases a lock when its holder dies, so a killed or crashed worker never
 leaves it held. Without the variable (a worker run by hand), nothing is locked.
 
-Whose locks they are (:func:`pool_lock`). On a GPU the files are the *device's*: one path per GPU of the
-host (:func:`device_lock`, under :data:`LOCK_DIR_ENV` or the temporary directory, named by the device
-the workers use), so every executor on this host that uses that GPU (a fleet's replica, a replacement
-started while the old one's workers still die, a second service by mistake) takes the same locks, and
-executors on other GPUs never wait for each other. All three resources are per device: the host
-memory's too, since what it keeps apart (a function task's trials from its own replica's host copies)
-is one replica's traffic; replicas on one host are kept apart by their cores instead
-(:mod:`executor.fleet.pinning`). Without a GPU (the host and none runtimes: tests, CPU machines) each
-pool has a private file, as before.
+Whose locks they are (:func:`pool_lock`). On a GPU the GPU's and the uploads' files are the *device's*:
+one path per GPU of the host (:func:`device_lock`, under :data:`LOCK_DIR_ENV` or the temporary
+directory, named by the device the workers use), so every executor on this host that uses that GPU (a
+fleet's replica, a replacement started while the old one's workers still die, a second service by
+mistake) takes the same locks, and executors on other GPUs never wait for them. The host memory's lock
+is the *host's* (:data:`HOST_LOCK_NAME` beside the devices' files): the traffic it keeps from a
+function task's host-timed trials (other function tasks' trials, correctness calls and host copies,
+kernel tasks' uploads: copies between host memory and a GPU) goes through the host's memory and PCIe
+whichever GPU it is for, and pinning the replicas to cores of their own does not keep it apart. On two
+H200s of one host (bench/results/2026-11-29_s21), with the lock per device, a second replica took a
+function task's median up by 24 % (the median over the 13 tasks whose arguments move at 8 GB/s or more
+at one replica; reduce_sum_f64 31.5 -> 45.6 ms) and by 1 % for the 10 that move under 2 GB/s, and a
+correct candidate's trials from 11.9 to 19.6 (bench/probes/throughput_copies.py). :data:`HOST_SCOPE_ENV` set to
+``device`` gives each GPU a host-memory lock of its own again (its files then in a directory of their
+own). Without a GPU (the host and none runtimes: tests, CPU machines) each pool has a private file for
+all three, as before.
 """
 
 from __future__ import annotations
@@ -76,6 +85,14 @@ LOCK_ENV = "REGRAPH_GPU_LOCK"
 # Where the GPUs' lock files live (default: <tmp>/regraph-gpu-locks); every executor of a host must
 # see the same directory for their locks to meet.
 LOCK_DIR_ENV = "REGRAPH_GPU_LOCK_DIR"
+# Whose host-memory lock a device's workers take: ``host`` (the default), one for every GPU whose locks
+# are in the lock directory; ``device``, one per GPU (the device's files then in a directory of its own).
+# Every executor of a host must use the same scope, as the same directory, for their locks to meet.
+HOST_SCOPE_ENV = "REGRAPH_HOST_LOCK_SCOPE"
+HOST_SCOPES = ("host", "device")
+# The host memory's lock file, beside the devices' GPU lock files (gpu-<device>.lock) that share it.
+HOST_LOCK_NAME = "host-memory.lock"
+_DEVICE_LOCK = re.compile(r"gpu-[A-Za-z0-9_.-]+\.lock")
 
 Mode = Literal["exclusive", "shared"]
 Resource = Literal["gpu", "uploads", "host"]
@@ -98,14 +115,28 @@ def lock_dir() -> Path:
     return Path(os.environ.get(LOCK_DIR_ENV) or Path(tempfile.gettempdir()) / "regraph-gpu-locks")
 
 
+def host_lock_scope() -> str:
+    """Whose host-memory lock a device's workers take (:data:`HOST_SCOPE_ENV`): ``host`` or ``device``."""
+    scope = os.environ.get(HOST_SCOPE_ENV, "").strip().lower() or "host"
+    if scope not in HOST_SCOPES:
+        raise ValueError(f"{HOST_SCOPE_ENV} must be one of {', '.join(HOST_SCOPES)}, not {scope!r}")
+    return scope
+
+
 def device_lock(device: str | None = None, directory: Path | None = None) -> Path:
     """The GPU lock's path of ``device`` (default :func:`device_id`) on this host: the same path for
-    every executor that uses the device, another for every other device."""
-    directory = directory or lock_dir()
-    directory.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(OSError):  # shared by the host's executors, whoever made it first
-        directory.chmod(0o1777)
-    path = directory / f"gpu-{device or device_id()}.lock"
+    every executor that uses the device, another for every other device. Its host-memory lock
+    (:func:`lock_path`) is the one beside it: the host's, or, with the ``device`` scope, in a
+    directory of the device's own, the device's."""
+    device = device or device_id()
+    made = [directory or lock_dir()]
+    if host_lock_scope() == "device":
+        made.append(made[0] / f"device-{device}")
+    for each in made:
+        each.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):  # shared by the host's executors, whoever made it first
+            each.chmod(0o1777)
+    path = made[-1] / f"gpu-{device}.lock"
     path.touch(exist_ok=True)
     return path
 
@@ -122,7 +153,11 @@ def pool_lock(runtime: str, workdir: Path | None = None) -> tuple[Path, bool]:
 
 
 def lock_path(lock: str | os.PathLike[str], resource: Resource = "gpu") -> Path:
-    """The lock file of ``resource``, given the GPU lock's path ``lock``."""
+    """The lock file of ``resource``, given the GPU lock's path ``lock``: beside it, but for a device's
+    host memory (``lock`` a :func:`device_lock`), the host's file in its directory."""
+    path = Path(os.fspath(lock))
+    if resource == "host" and _DEVICE_LOCK.fullmatch(path.name):
+        return path.parent / HOST_LOCK_NAME
     return Path(os.fspath(lock) + ("" if resource == "gpu" else f".{resource}"))
 
 
@@ -273,10 +308,14 @@ def kernel_reserve() -> contextlib.AbstractContextManager[None]:
     return reserve("uploads")
 
 
-def kernel_uploads() -> contextlib.AbstractContextManager[None]:
-    """What a chunk of a kernel task's prepared uploads holds: the uploads, shared (never beside a
-    function task's trials nor a kernel task's, which hold them alone)."""
-    return gpu_lock("shared", "uploads")
+@contextlib.contextmanager
+def kernel_uploads() -> Iterator[None]:
+    """What a chunk of a kernel task's prepared uploads holds: the uploads and the host memory, shared
+    (never beside a kernel task's trials, which hold the uploads alone, nor beside a function task's
+    trials on any GPU of the host, which hold the host memory alone: an upload is a copy out of host
+    memory like theirs)."""
+    with gpu_lock("shared", "uploads"), gpu_lock("shared", "host"):
+        yield
 
 
 def host_copies() -> contextlib.AbstractContextManager[None]:

@@ -120,6 +120,17 @@ class EvaluationOptions(BaseModel):
         description="target_error for trials timed on the host clock (function tasks), whose medians "
         "move by 10 % or more between evaluations of the same candidate; 0: the fixed rule",
     )
+    repeat_pairs: int = Field(
+        default=0,
+        ge=0,
+        le=1000,
+        description="trials rotated over timing sets: once the repeat visits (each set's second visit "
+        "and later) hold this many pairs of one set's samples, the stop rule's noise is their spread "
+        "alone, and the median (and the figures beside it, which the floor, the repeat-visit rule and "
+        "the clock check judge) are taken over the repeat visits alone (executor.checking.within_set_cov); "
+        "0: every pair and every trial count, first visits included (off until a GPU A/B shows the "
+        "repeat spread of function tasks no worse: docs/executor.md)",
+    )
     max_timing_s: float = Field(
         default=2.0, gt=0, description="wall-clock cap of the trials of one candidate (after min_trials)"
     )
@@ -153,10 +164,9 @@ class EvaluationOptions(BaseModel):
         "compare on the host",
     )
     kernel_spot_checks: bool = Field(
-        default=False,
+        default=True,
         description="kernel tasks: copy a sample of every timed launch's outputs on the device and check "
-        "them after the trials, as function tasks' timed calls are (executor.worker.gpu.DeviceSpots); off "
-        "by default until measured on a GPU",
+        "them after the trials, as function tasks' timed calls are (executor.worker.gpu.DeviceSpots)",
     )
 
     parent_ms: float | None = Field(
@@ -188,6 +198,7 @@ class EvaluationOptions(BaseModel):
             max_wall_s=self.max_timing_s,
             settle=self.warmup_settle if device_timed else 0.0,
             max_warmup_ms=self.max_warmup_ms if device_timed else 0.0,
+            repeat_pairs=self.repeat_pairs,
         )
 
 

@@ -37,6 +37,7 @@ import hashlib
 import hmac
 import json
 import logging
+import math
 import os
 import platform
 import secrets
@@ -393,6 +394,69 @@ def _verified(spec: TimingSetSpec, path: Path, checked: Mapping[str, StatKey] | 
     return path
 
 
+# A stored input is read (and hashed) this many bytes at a time.
+READ_CHUNK_BYTES = 8 << 20
+
+
+class _Hashed:
+    """A file read through ``read`` with every byte read added to ``digest`` (for the .npy header)."""
+
+    def __init__(self, f: IO[bytes], digest: hashlib._Hash) -> None:
+        self.f, self.digest = f, digest
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.f.read(n)
+        self.digest.update(data)
+        return data
+
+
+def _read_verified(spec: TimingSetSpec, path: Path) -> np.ndarray:
+    """A stored ``.npy`` file of the set read into memory in one pass, its SHA-256 taken over the very
+    bytes read and compared with the set's manifest; raises ValueError for a file the manifest does not
+    name, whose content differs, or that is not a plain array. The check of :func:`_verified` without
+    reading the file twice (a digest pass, then ``np.load``): a candidate worker loads every timing
+    set's inputs, hundreds of MB each, while other candidates' trials run (host-memory traffic beside
+    host-timed trials makes them noisier), and no replacement between the digest and the read can slip
+    in."""
+    manifest = _manifest(spec)
+    files = manifest.get("files") if manifest is not None else None
+    if not isinstance(files, dict) or path.name not in files:
+        raise ValueError(f"{path.name} is not in the set's manifest")
+    digest = hashlib.sha256()
+    with open(path, "rb", buffering=0) as raw:
+        f = _Hashed(raw, digest)
+        version = np.lib.format.read_magic(f)
+        if version not in ((1, 0), (2, 0)):  # what np.save writes for plain arrays
+            raise ValueError(f"{path.name}: .npy format {version} is not read here")
+        read_header = (
+            np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        )
+        shape, fortran, dtype = read_header(f)
+        if dtype.hasobject:
+            raise ValueError(f"{path.name} holds Python objects")
+        # The header is not verified yet: a damaged shape must be refused here, not allocated (a
+        # MemoryError would fail every candidate of the task where a refusal draws the set again).
+        want = raw.tell() + math.prod(shape) * dtype.itemsize
+        if os.fstat(raw.fileno()).st_size != want:
+            raise ValueError(
+                f"{path.name}: its size is not the {want} bytes its header says; damaged or replaced"
+            )
+        array = np.empty(shape, dtype, order="F" if fortran else "C")
+        view = array.reshape(-1, order="A").view(np.uint8).data  # the array's own memory, in its order
+        done = 0
+        while done < view.nbytes:
+            n = raw.readinto(view[done : done + READ_CHUNK_BYTES])
+            if not n:
+                raise ValueError(f"{path.name} is shorter than its header says")
+            digest.update(view[done : done + n])
+            done += n
+        while rest := raw.read(READ_CHUNK_BYTES):  # trailing bytes count in the digest too
+            digest.update(rest)
+    if digest.hexdigest() != files[path.name]:
+        raise ValueError(f"{path.name} does not match its digest: damaged or replaced")
+    return array
+
+
 def stored(spec: TimingSetSpec) -> bool:
     """Whether the timing set's expected outputs (and maybe its inputs) are on disk, with a manifest of
     this format for this set (the files' digests are checked when they are read)."""
@@ -420,9 +484,7 @@ def load_inputs(spec: TimingSetSpec, task: FunctionTask | KernelTask) -> InputSe
                 poison(array, arg.dtype)
                 arrays[arg.name] = array
             else:
-                arrays[arg.name] = _checked(
-                    task, arg.name, np.load(_verified(spec, path), allow_pickle=False)
-                )
+                arrays[arg.name] = _checked(task, arg.name, _read_verified(spec, path))
     except (OSError, ValueError) as e:
         logger.warning("timing set %s is unreadable (%s); drawing it again", directory.name, e)
         return None

@@ -27,3 +27,8 @@ class TrialPolicy:
     # that decides when to stop is measured within each set (executor.checking.within_set_cov), so
     # that honest differences between the sets' values do not count as noise.
     groups: int = 1
+    # With more than one group: once the repeat visits (trial ``groups`` on) hold this many pairs of
+    # samples of one set, the spread is measured over them alone, the first visits left out
+    # (executor.checking.within_set_cov), and the median reported over them alone
+    # (executor.checking.TrialSamples); 0: every pair and every trial, first visits included.
+    repeat_pairs: int = 0

@@ -4,6 +4,7 @@
 # refused by the timing checks) and ParEval's kernel check (a ParEval checkout carried as .pareval).
 # Each step gets what is left of DEADLINE_S (default 560 s from the start), and everything is packed
 # into $OUT/checks.tgz (a call returns at most 8 files). Carry: .whlgpu (renamed .whl here), .pareval.
+# Knobs: SKIP_GPU_TESTS=1, and run_adversarial.sh's (SKIP_CORPUS=1, BENCH_TASKS, BENCH_TIMEOUT, ...).
 set -u
 S=$(date +%s)
 left() { echo $(( ${DEADLINE_S:-560} - $(date +%s) + S )); }
@@ -11,7 +12,7 @@ if [ -d .whlgpu ]; then rm -rf .whl; mv .whlgpu .whl; fi
 # shellcheck source=bench/device/gpu_env.sh
 source bench/device/gpu_env.sh > /dev/null || exit 1
 R=$OUT/checks; mkdir -p "$R"; cp "$OUT/env.txt" "$R/"
-timeout "${TESTS_TIMEOUT:-170}" python3 -m pytest --noconftest -o addopts="" -p no:cacheprovider -q -rA -m gpu tests/gpu \
+[ -z "${SKIP_GPU_TESTS:-}" ] && timeout "${TESTS_TIMEOUT:-170}" python3 -m pytest --noconftest -o addopts="" -p no:cacheprovider -q -rA -m gpu tests/gpu \
   --ignore=tests/gpu/test_adversarial_corpus.py > "$R/gpu_tests.log" 2>&1
 echo "gpu tests rc $? at $(( $(date +%s) - S )) s"; grep -E "^(FAILED|ERROR)|passed|failed" "$R/gpu_tests.log" | tail -8
 CORPUS_TIMEOUT=${CORPUS_TIMEOUT:-150} BENCH_TIMEOUT=${BENCH_TIMEOUT:-110} SKIP_TESTS=1 OUT=$R \

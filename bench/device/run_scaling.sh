@@ -19,7 +19,12 @@
 # Carry: .whl (bench/device/fetch_wheels.sh, with the prebuilt pycuda wheel) and Ray's wheels in the folder
 # named by RAY_WHEELS (bench/device/strip_ray_wheel.sh): e.g. carry [".whl", ".whlray"], RAY_WHEELS=.whlray.
 # Knobs: DEADLINE_S (590), SIZES, BENCH_SECONDS, PER_TASK (4), CLIENTS (16 per replica), PROBE_REPLICAS,
-# PROBE_CLIENTS, SKIP_PROBE=1.
+# PROBE_CLIENTS, SKIP_PROBE=1; REGRAPH_HOST_LOCK_SCOPE (host, the default, or device: executor.gpulock);
+# AB_DEVICE_SCOPE=N: after the sizes, when at least 130 s are left, size N once more with
+# REGRAPH_HOST_LOCK_SCOPE=device (Ray restarted with it; the window cut to what is left), so one call
+# compares the host-wide host-memory lock with one per GPU on the same machine.
+# After the table, bench.probes.throughput_copies compares each size's correct function candidates with the
+# first size's by their task's copy rate (what another replica slows if the host's memory and PCIe are shared).
 # Smoke run of the same plumbing on a CPU machine (host runtime: function tasks, fake GPUs):
 #   NO_GPU_ENV=1 RUNTIME=host GPUS=2 SIZES=1,2 BENCH_SECONDS=15 LIMIT=3 CLIENTS=2 PROBE_CLIENTS=4 \
 #     DEADLINE_S=400 OUT=/tmp/scale_out bash bench/device/run_scaling.sh
@@ -50,12 +55,16 @@ pack() {
 {
   echo "GPUs: $N; sizes: $SIZES; runtime: $RUNTIME; $BENCH s per size; deadline $DEADLINE s"
   echo "cores: $(nproc); NUMA nodes: $(ls -d /sys/devices/system/node/node[0-9]* 2>/dev/null | wc -l); kernel $(uname -r) (4.4.0: gVisor)"
+  echo "host-memory lock scope: ${REGRAPH_HOST_LOCK_SCOPE:-host}; commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
   nvidia-smi topo -m 2>/dev/null | head -12
 } | tee -a "$OUT/env.txt"
 summary "# Scaling on $N GPUs ($(date -u +%FT%TZ))\n\n\`\`\`\n$(cat "$OUT/env.txt")\n\`\`\`"
 python3 -c "import ray; print('ray', ray.__version__)" | tee -a "$RES/env.txt" || { pack; exit 1; }
-ray start --head --port=6381 --num-gpus="$N" --include-dashboard=false --disable-usage-stats \
-  --temp-dir=/tmp/rayscale > "$RES/ray.log" 2>&1 || { tail -30 "$RES/ray.log"; pack; exit 1; }
+start_ray() {
+  ray start --head --port=6381 --num-gpus="$N" --include-dashboard=false --disable-usage-stats \
+    --temp-dir=/tmp/rayscale >> "$RES/ray.log" 2>&1
+}
+start_ray || { tail -30 "$RES/ray.log"; pack; exit 1; }
 trap 'ray stop --force >/dev/null 2>&1; pack' EXIT
 # 1. The mixed queue on each fleet size: a size is run only when its window and a start fit.
 nsizes=$(echo "$SIZES" | tr ',' '\n' | wc -l)
@@ -66,8 +75,25 @@ for n in $(echo "$SIZES" | tr ',' ' '); do
     --replicas "$n" $TASKS --per-task "${PER_TASK:-4}" --hangs 3 --clients "${CLIENTS:-16}" \
     --max-seconds "$BENCH" --hard-stop --out "$RES/queue_$n.json" --md "$RES/queue_$n.md" 2> "$RES/queue_$n.log"
   echo "size $n: exit $? at $(( $(date +%s) - started )) s" >> "$RES/steps.txt"
+  ls -R "${REGRAPH_GPU_LOCK_DIR:-/tmp/regraph-gpu-locks}" >> "$RES/steps.txt" 2>&1  # host-memory.lock beside the GPUs'
   pack
 done
+# 1b. The A/B: one size again with a host-memory lock per GPU (as before session 23).
+AB_N=${AB_DEVICE_SCOPE:-}
+if [ -n "$AB_N" ]; then
+  if [ "$(left)" -lt 130 ]; then summary "\n## $AB_N replicas, host-memory lock per GPU: skipped ($(left) s left)"; else
+    ray stop --force >/dev/null 2>&1
+    REGRAPH_HOST_LOCK_SCOPE=device start_ray || summary "\nRay did not start again for the A/B"
+    ab_window=$(( $(left) - 50 < BENCH ? $(left) - 50 : BENCH ))  # the window, the start and stop, the tables
+    timeout $(( $(left) > 0 ? $(left) : 1 )) python3 -m bench.probes.throughput --runtime "$RUNTIME" --ray 127.0.0.1:6381 \
+      --replicas "$AB_N" $TASKS --per-task "${PER_TASK:-4}" --hangs 3 --clients "${CLIENTS:-16}" \
+      --max-seconds "$ab_window" --hard-stop --out "$RES/queue_${AB_N}_device.json" --md "$RES/queue_${AB_N}_device.md" \
+      2> "$RES/queue_${AB_N}_device.log"
+    echo "size $AB_N (host-memory lock per GPU, $ab_window s): exit $? at $(( $(date +%s) - started )) s" >> "$RES/steps.txt"
+    ls -R "${REGRAPH_GPU_LOCK_DIR:-/tmp/regraph-gpu-locks}" >> "$RES/steps.txt" 2>&1  # device-<id>/ only with the device scope
+    pack
+  fi
+fi
 # One table over every size that ran (efficiency against the first).
 python3 - "$RES" $(echo "$SIZES" | tr ',' ' ') <<'PY' >> "$RES/summary.md"
 import json, sys
@@ -83,7 +109,19 @@ print("\n".join(render_time_table(runs)) if runs else "no run finished")
 for run in runs:
     print(f"- {run['replicas']} replicas: {run['verdicts']} verdicts, {run['lost']} lost, {run['retried']} retried, "
           f"wall {run['wall_s']} s, outcomes {json.dumps(run['outcomes'])}")
+ab = [p for p in Path(sys.argv[1]).glob("queue_*_device.json")]
+for path in ab:
+    abruns = json.loads(path.read_text()).get("runs", [])
+    if abruns:
+        print(f"\n## A/B: {path.stem}, the host-memory lock per GPU (REGRAPH_HOST_LOCK_SCOPE=device)\n")
+        print("\n".join(render_time_table(runs[:1] + abruns)))
 PY
+first=$(echo "$SIZES" | tr ',' '\n' | grep -v '^0$' | head -1)
+for other in $(echo "$SIZES" | tr ',' ' ') ${AB_N:+${AB_N}_device}; do
+  [ "$other" = 0 ] || [ "$other" = "$first" ] && continue
+  summary "\n### Copy-bound against compute-bound function candidates, $first against $other\n"
+  python3 -m bench.probes.throughput_copies "$RES" "$first" "$other" >> "$RES/summary.md" 2>> "$RES/steps.txt"
+done
 pack
 # 2. The probe.
 if [ -z "${SKIP_PROBE:-}" ]; then

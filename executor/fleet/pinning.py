@@ -1,11 +1,12 @@
 """Each replica of a host on cores of its own: the replicas' host-timed trials kept apart from the others'
 CPU work.
 
-Replicas on one host share no lock (each GPU has its own, :mod:`executor.gpulock`), but they share the
-host: a function task's trials are timed on the host clock, so another replica's builds, serial
-references, input generation and host copies running on the same cores (or beside them on the same
-memory controller) scatter its samples, and the adaptive trials stop later (a correct function
-candidate's trials went from 6.9 to 15.2 on average with four replicas on one H200 host). So every
+Replicas on one host share the host: a function task's trials are timed on the host clock, so another
+replica's builds, serial references, input generation and host copies running on the same cores (or
+beside them on the same memory controller) scatter its samples, and the adaptive trials stop later (a
+correct function candidate's trials went from 6.9 to 15.2 on average with four replicas on one H200
+host). Copies between host memory and a GPU are kept apart by the host's own lock instead
+(:mod:`executor.gpulock`: cores of its own do not keep a replica's copies from another's). So every
 replica pins itself, before it starts any worker, to a share of the host's cores that no other replica
 of the host gets (``os.sched_setaffinity``); its workers, builds and reference runs inherit it, and
 memory that they touch first is then placed on the same NUMA node.

@@ -568,6 +568,18 @@ class RelabelPolicy:
                     f"name_diagnostic: the name's {studied!r} studies a program, no word of {choice.technique!r}"
                 )
                 choice = RelabelChoice("undecided", name, "model", ranked=choice.ranked, evidence=evidence)
+        if choice.names_technique and choice.decided_by == "model":
+            # (session 23) The name itself writes a GPU API identifier of other techniques and none of the
+            # chosen one's ("warp.sum() Essentials" is not the warp scan, whatever its embedding says):
+            # name and scorer disagree, a curator decides (issue 28, precision first).
+            named = index.named(name)
+            if named and choice.technique not in named:
+                flags.append(
+                    "name_mentions_other: the name writes "
+                    + ", ".join(f"{m!r} of {t!r}" for t, m in sorted(named.items()))
+                    + f", nothing of {choice.technique!r}"
+                )
+                choice = RelabelChoice("undecided", name, "model", ranked=choice.ranked, evidence=evidence)
         if choice.names_technique and choice.decided_by == "model" and evidence is None:
             # A topic heading or an advice against something that lacks the chosen technique's own
             # naming words is broader than that technique ("L2 Cache Optimizations" is not L2 cache

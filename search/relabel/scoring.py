@@ -605,6 +605,20 @@ class CandidateIndex:
         }
         return len(owners)
 
+    def named(self, name: str) -> dict[str, str]:
+        """The candidates an identifier the name itself writes belongs to (`mention_core` of their
+        `mentions`: "warp.sum()" names the warp shuffle reduction's `warp.sum`), each with the identifier;
+        negated mentions ("instead of __ldg") do not count (`strip_contrasts`)."""
+        said = strip_contrasts(name).lower()
+        found = {m for m in self._mention_set if m in said}
+        named: dict[str, str] = {}
+        if found:
+            for candidate, cores in zip(self.candidates, self._mentions, strict=True):
+                hit = next((m for m in cores if m in found), None)
+                if hit is not None:
+                    named[candidate.name] = hit
+        return named
+
     def diagnostic(self, name: str, technique: str) -> str | None:
         """A word of the name that studies a program rather than changes it (`DIAGNOSTIC_STEMS`:
         "profiling", "detection", "measurement", "calculator") and that `technique`'s own labels and

@@ -1,0 +1,85 @@
+"""A stored timing input is read and hashed in one pass (timingset._read_verified): the same array as
+``np.load``, and the same refusals as a digest pass before it (session 23, issue 33's cost)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from executor import timingset
+
+
+def _set(root: Path, arrays: dict[str, np.ndarray]) -> tuple[timingset.TimingSetSpec, Path]:
+    """A set directory with ``arrays`` saved as .npy files and a manifest naming their digests."""
+    directory = root / "key0"
+    directory.mkdir()
+    files = {}
+    for name, array in arrays.items():
+        path = directory / f"input-{name}.npy"
+        np.save(path, array, allow_pickle=False)
+        files[path.name] = hashlib.sha256(path.read_bytes()).hexdigest()
+    manifest = {"format": timingset.SET_FORMAT, "key": "key0", "seed": 7, "files": files, "inputs": True}
+    (directory / timingset.MANIFEST).write_text(json.dumps(manifest))
+    return timingset.TimingSetSpec(dir=str(directory), seed=7), directory
+
+
+@pytest.mark.parametrize(
+    "array",
+    [
+        np.arange(100_003, dtype=np.float32),
+        np.arange(12, dtype=np.int64).reshape(3, 4),
+        np.asfortranarray(np.arange(12, dtype=np.float64).reshape(3, 4)),
+        np.array([np.nan, -0.0, np.inf], dtype=np.float32),
+        np.zeros(0, dtype=np.uint8),
+    ],
+)
+def test_the_single_pass_reads_what_np_load_reads(tmp_path: Path, array: np.ndarray) -> None:
+    spec, directory = _set(tmp_path, {"x": array})
+    path = directory / "input-x.npy"
+    got = timingset._read_verified(spec, path)
+    want = np.load(path, allow_pickle=False)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert got.tobytes(order="A") == want.tobytes(order="A")
+    assert got.flags.f_contiguous == want.flags.f_contiguous
+
+
+def test_a_changed_byte_a_trailing_byte_or_a_short_file_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(timingset, "READ_CHUNK_BYTES", 1000)  # several chunks
+    spec, directory = _set(tmp_path, {"x": np.arange(10_000, dtype=np.float32)})
+    path = directory / "input-x.npy"
+    intact = path.read_bytes()
+    assert timingset._read_verified(spec, path).size == 10_000
+    for damaged in (
+        intact[:5000] + bytes([intact[5000] ^ 1]) + intact[5001:],  # a bit in the middle of the data
+        intact + b"\0",  # a byte more after the data
+        intact[:-4],  # the last value cut off
+    ):
+        path.write_bytes(damaged)
+        with pytest.raises(ValueError, match=r"digest|shorter|header says"):
+            timingset._read_verified(spec, path)
+    path.write_bytes(intact)
+    other = directory / "input-y.npy"
+    other.write_bytes(intact)
+    with pytest.raises(ValueError, match="not in the set's manifest"):
+        timingset._read_verified(spec, other)
+
+
+def test_a_damaged_shape_is_refused_before_anything_is_allocated(tmp_path: Path) -> None:
+    # Review 23a: a header whose shape reads (4000000000000,) made the read allocate 14.6 TiB
+    # (MemoryError: every candidate of the task OUT_OF_MEMORY) instead of refusing the file, which
+    # draws the set again.
+    spec, directory = _set(tmp_path, {"x": np.arange(1000, dtype=np.float32)})
+    path = directory / "input-x.npy"
+    intact = path.read_bytes()
+    for shape in (b"(4000000000000,)", b"(2000,)", b"(999,)"):
+        header = intact[:128].replace(b"(1000,)", shape)
+        header = header[:127].rstrip(b"\n").ljust(127)[:127] + b"\n"  # the header's length kept
+        path.write_bytes(header + intact[128:])
+        with pytest.raises(ValueError, match="header says"):
+            timingset._read_verified(spec, path)

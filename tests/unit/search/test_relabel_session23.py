@@ -1,0 +1,112 @@
+"""Session 23 (issue 28): which gate keeps the development sets' right merges out, dev5, other frameworks'
+identifiers, and a name that writes another technique's identifier. A rule that let name and description
+embeddings agreeing by a wide margin separate the best candidate (13b0707) was reverted: on the outside
+set it made one more false merge (a diagnostic name merged into a technique), and precision comes first."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.probes.relabel_bench import OUTSIDE_DATA, load_outside_items
+from bench.probes.relabel_bench_gates import gate_of
+from search.relabel.relabeler import RelabelPolicy, StepInput
+from search.relabel.scoring import separation
+from search.relabel.taxonomy import Taxonomy
+from tests.unit.search.test_relabel_precision import (
+    _check_named_set,
+    _full_graph,
+    _ranked,
+    _shares_no_item,
+)
+
+
+def test_agreeing_embeddings_alone_do_not_separate() -> None:
+    """Three name words, one of them the best candidate's: however far both embeddings lead, the name's
+    lead alone (less than what its unexplained share asks) does not separate it; it is queued."""
+    rows = [
+        {"name_sim": 0.64, "text_sim": 0.55, "unexplained": 2 / 3},
+        {"name_sim": 0.34, "text_sim": 0.25, "unexplained": 1.0},
+        {"name_sim": 0.30, "text_sim": 0.20, "unexplained": 1.0},
+    ]
+    assert (separation(_ranked(rows), name_words=3, detail=False) or "").startswith("not_separated")
+
+
+def test_a_name_about_studying_a_program_waits(policy: RelabelPolicy, taxonomy: Taxonomy) -> None:
+    """dev2 d023: both embeddings lead for occupancy launch bounds (0.36, 0.15), but it studies occupancy:
+    queued, never merged."""
+    choice = policy.choose(StepInput("Profile occupancy"), policy.index(_full_graph(taxonomy)))
+    assert choice.outcome == "undecided", (choice.technique, choice.flags)
+
+
+def test_the_gate_probe_names_the_gate() -> None:
+    assert gate_of(("not_separated: the name ...",), "undecided", "merge") == "not_separated"
+    assert gate_of((), "new", "new") == "model_new"
+    assert gate_of((), "undecided", "undecided") == "model_undecided"
+
+
+DEV5_DATA = OUTSIDE_DATA.with_name("dev5.jsonl")
+
+
+def test_dev5_set_shares_nothing_with_the_outside_set_nor_the_other_development_sets(
+    taxonomy: Taxonomy,
+) -> None:
+    """The fifth development set (`dev5.jsonl`, session 23: CuPy's performance best practices, the Mojo
+    GPU puzzles, JAX Pallas' Mosaic GPU pipelining guide, AdaptiveCpp's performance guide, Taichi's
+    performance tuning article): the outside set's format, no taxonomy label word for word, and no item
+    of the outside set, the other development sets or the general set (compared by program)."""
+    items = load_outside_items(DEV5_DATA)
+    assert len(items) >= 40
+    _check_named_set(items, taxonomy, "dev5")
+    _shares_no_item(
+        items,
+        "dev5",
+        (
+            (OUTSIDE_DATA, "the outside set"),
+            (OUTSIDE_DATA.with_name("dev2.jsonl"), "dev2"),
+            (OUTSIDE_DATA.with_name("dev3.jsonl"), "dev3"),
+            (OUTSIDE_DATA.with_name("dev4.jsonl"), "dev4"),
+            (OUTSIDE_DATA.with_name("general.jsonl"), "the general set"),
+        ),
+    )
+    clear = [i for i in items if not i.doubtful]
+    assert sum(i.truth == "NEW" for i in clear) >= 10, "dev5 needs near-misses that must not merge"
+    assert sum(i.truth != "NEW" for i in clear) >= 10, "dev5 needs clear paraphrases that must merge"
+
+
+@pytest.mark.parametrize(
+    ("name", "technique"),
+    [
+        ("hipHostMalloc", "Pinned host memory"),
+        ("x.pin_memory()", "Pinned host memory"),
+        ("sycl::malloc_shared", "Unified memory prefetching"),
+        ("__shfl_xor reduction (HIP)", "Warp-level shuffle reduction"),
+        ("cub::WarpScan", "Warp-level scan with shuffles"),
+        ("wp.atomic_add", "Atomic operation optimization"),
+        ("native_exp", "Fast math intrinsics"),
+        ("torch.cuda.Stream", "Streams and copy-compute overlap"),
+        ("nvcuda::wmma and wgmma", "Tensor core MMA"),
+        ("if constexpr", "Compile-time specialization"),
+    ],
+)
+def test_other_frameworks_identifiers_name_their_technique(
+    policy: RelabelPolicy, taxonomy: Taxonomy, name: str, technique: str
+) -> None:
+    """The same GPU constructs in HIP, SYCL, OpenCL, CUB, PyTorch, Warp and Triton-era APIs are
+    mentions of the technique, as the CUDA ones are (general API knowledge, `taxonomy.v1.json`)."""
+    assert technique in policy.index(_full_graph(taxonomy)).named(name)
+
+
+def test_a_name_writing_another_techniques_identifier_waits(
+    policy: RelabelPolicy, taxonomy: Taxonomy
+) -> None:
+    """dev5 k013 (Mojo GPU puzzles): "warp.sum()" is a warp reduction; the name's embedding is nearest to
+    the warp scan's "warp prefix sum". Name and scorer disagree: queued, never merged into the scan."""
+    choice = policy.choose(StepInput("warp.sum() Essentials"), policy.index(_full_graph(taxonomy)))
+    assert choice.outcome == "undecided", (choice.outcome, choice.technique)
+    assert any(f.startswith("name_mentions_other") for f in choice.flags), choice.flags
+    # an identifier of the chosen technique itself, or of none, changes nothing
+    index = policy.index(_full_graph(taxonomy))
+    assert policy.choose(StepInput("Drop redundant __syncthreads"), index).technique == (
+        "Synchronization reduction"
+    )
+    assert policy.choose(StepInput("warp reduce with __shfl_down_sync"), index).outcome == "merge"
