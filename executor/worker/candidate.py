@@ -35,8 +35,8 @@ from executor.inputs import InputSet, generate_inputs
 from executor.reference import check_reference_outputs
 from executor.taskformat import KernelTask
 from executor.verdict import DevicePeak, ErrorKind, FloorCheck, Mismatch, TimingStats
-from executor.worker.gpu import DeviceSlots, GpuContext, GpuKernelRuntime, make_slots
-from executor.worker.host import HostSlots, RunnerFunctionRuntime, SpotSample, host_peak
+from executor.worker.gpu import DeviceSlots, GpuContext, GpuFunctionRuntime, GpuKernelRuntime, make_slots
+from executor.worker.host import HostFunctionRuntime, HostSlots, RunnerFunctionRuntime, SpotSample, host_peak
 from executor.worker.messages import (
     PREPARED,
     CandidateRun,
@@ -47,7 +47,7 @@ from executor.worker.messages import (
     notify_parent,
     write_progress,
 )
-from executor.worker.runner import Runner
+from executor.worker.runner import Runner, candidate_process_wanted
 from executor.worker.runtime import CallWatch, CandidateFailed, Runtime
 
 logger = logging.getLogger(__name__)
@@ -127,7 +127,13 @@ class Worker:
         # ... or left on the device and checked there after the trials (with a comparer).
         self._kept: list[tuple[int, GpuKernelRuntime, dict[str, Any]]] = []
         self.comparer: DeviceComparer | None = None
-        # A function candidate's process (executor.worker.runner), started by prepare().
+        # A function candidate's process (executor.worker.runner), started by prepare(), when the
+        # operator asks for one (REGRAPH_EXECUTOR_CANDIDATE_PROCESS); else it runs in this process.
+        self.use_runner = (
+            not isinstance(self.task, KernelTask)
+            and self.job.runtime != "none"
+            and candidate_process_wanted()
+        )
         self.runner: Runner | None = None
 
     def _add_seconds(self, key: str, since: float) -> None:
@@ -153,7 +159,7 @@ class Worker:
         input set, the sets the trials run on and their rotated copies (on the device for kernel
         tasks, where the CUDA context is already made)."""
         t0 = time.perf_counter()
-        if not isinstance(self.task, KernelTask) and self.job.runtime != "none" and self.runner is None:
+        if self.use_runner and self.runner is None:
             # Started first: its start-up (and its CUDA context) goes on beside the preparation.
             self.runner = Runner(self.job.runtime)
             self._add_seconds("runner_start", t0)
@@ -275,6 +281,7 @@ class Worker:
                 self.job.options.rotate_buffers,
                 lock,
                 self.warm_source,
+                shared=self.use_runner,
             )
         except errors as e:
             logger.warning("no timing buffers ahead of the candidate: %s", e)
@@ -282,7 +289,9 @@ class Worker:
 
     def runtime_for(self, product: str, symbol: str) -> Runtime:
         """The runtime that fits the job: a kernel launched here, or a function (host or GPU) loaded and
-        called in the candidate's own process (:mod:`executor.worker.runner`)."""
+        called here, or in the candidate's own process (:mod:`executor.worker.runner`) when asked for."""
+        if self.job.runtime == "host" and not self.use_runner:
+            return HostFunctionRuntime(self.task, product, symbol)
         if self.job.runtime != "host" and self.gpu is None:
             # No context ahead (a spare's failed): made now, inside the run's checking lock.
             self.gpu = GpuContext()
@@ -290,6 +299,9 @@ class Worker:
         if isinstance(self.task, KernelTask):
             assert self.gpu is not None
             return GpuKernelRuntime(self.gpu, self.task, product, symbol)
+        if not self.use_runner:
+            assert self.gpu is not None
+            return GpuFunctionRuntime(self.gpu, self.task, product, symbol)
         if self.runner is None:
             self.runner = Runner(self.job.runtime)
         device = Runtime.device if self.gpu is None else self.gpu.device
@@ -529,7 +541,12 @@ class Worker:
         sources = self.timing_sources
         try:
             slots = self.slots or make_slots(
-                self.task, self.gpu, sources, opts.rotate_buffers, warm=self.warm_source
+                self.task,
+                self.gpu,
+                sources,
+                opts.rotate_buffers,
+                warm=self.warm_source,
+                shared=self.use_runner,
             )
             if self.gpu is not None:
                 # Nothing a candidate left on the device (a persisting-L2 window) times this one.

@@ -1,12 +1,13 @@
 """The GPU runtimes: pycuda with the device's primary context (:class:`GpuContext`).
 
-Function-task candidates are ``.so`` files called through ctypes on host pointers, in a process of
-their own with a context of its own (:mod:`executor.worker.runner`: an L2 flush before each timed call,
-a device-wide synchronisation to end it), and timed one call at a time on the worker's host clock
-(:class:`executor.worker.host.RunnerFunctionRuntime`); kernel-task candidates are cubins launched here
-and timed with CUDA events, in batches of trials enqueued on a stream with one wait per batch
-(:class:`GpuKernelRuntime`), on rotated device copies of their inputs (:class:`DeviceSlots`). pycuda
-is imported only when a context is made, so this module imports on machines without it.
+Function-task candidates are ``.so`` files called through ctypes on host pointers and timed one call
+at a time on the host clock, after an L2 flush and with a device-wide synchronisation
+(:class:`GpuFunctionRuntime`); kernel-task candidates are cubins launched here and timed with CUDA
+events, in batches of trials enqueued on a stream with one wait per batch (:class:`GpuKernelRuntime`),
+on rotated device copies of their inputs (:class:`DeviceSlots`). pycuda is imported only when a
+context is made, so this module imports on machines without it. With
+``REGRAPH_EXECUTOR_CANDIDATE_PROCESS`` on, a function candidate runs in a process of its own instead
+(:mod:`executor.worker.runner`, :class:`executor.worker.host.RunnerFunctionRuntime`; not yet run on a GPU).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from executor.worker.host import (
     SPOT_CALLS,
     SPOT_ELEMENTS,
     CallSamples,
+    FunctionRuntime,
     HostSlots,
     SpotSample,
     copy_chunks,
@@ -400,15 +402,36 @@ def make_slots(
     rotate: int,
     lock: Callable[[], AbstractContextManager[None]] = nullcontext,
     warm: InputSet | None = None,
+    shared: bool = False,
 ) -> HostSlots | DeviceSlots:
     """The rotated copies that a runtime's trials run on: on the device for kernel tasks (``gpu`` is
     required), in host memory for function tasks; each chunk copied under ``lock``. ``warm``: the set
-    the warm-up runs on, never timed."""
+    the warm-up runs on, never timed; ``shared``: function tasks' copies in shared mappings, for a
+    candidate's own process (:mod:`executor.worker.runner`)."""
     if isinstance(task, KernelTask):
         if gpu is None:
             raise ExecutorError("a kernel task's timing buffers need a CUDA context")
         return DeviceSlots(gpu, task, sources, rotate, lock, warm)
-    return HostSlots(sources, rotate, lock=lock, warm=warm)
+    return HostSlots(sources, rotate, lock=lock, warm=warm, shared=shared)
+
+
+class GpuFunctionRuntime(FunctionRuntime):
+    """A function-task .so (host pointers in, host pointers out) timed on the GPU host.
+
+    The call allocates, copies and launches by itself, possibly on other streams, so the timed region
+    is the call plus a device-wide synchronisation, measured with the host clock.
+    """
+
+    def __init__(self, gpu: GpuContext, task: FunctionTask | KernelTask, product: str, symbol: str) -> None:
+        super().__init__(task, product, symbol)
+        self.gpu = gpu
+        self.device = gpu.device
+
+    def before_trial(self) -> None:
+        self.gpu.flush_l2()
+
+    def after_call(self) -> None:
+        self.gpu.synchronize()
 
 
 class GpuKernelRuntime(Runtime):

@@ -197,26 +197,32 @@ class HostSlots:
         cache_bytes: int | None = None,
         lock: Callable[[], AbstractContextManager[None]] = nullcontext,
         warm: InputSet | None = None,
+        shared: bool = False,
     ) -> None:
         self.sources = sources
-        self.shared: dict[int, SharedArrays] = {}  # each copy's mapping, by id() of its arrays
+        # Each copy's mapping, by id() of its arrays (only with ``shared``: for a runner).
+        self.shared: dict[int, SharedArrays] | None = {} if shared else None
         count = host_copy_count(sources, rotate, host_cache_bytes() if cache_bytes is None else cache_bytes)
         self.rotated = [self._copy(sources[j % len(sources)], lock) for j in range(count)]
         self.warm_source = warm
         self.warm = None if warm is None else self._copy(warm, lock)
 
     def _copy(self, source: InputSet, lock: Callable[[], AbstractContextManager[None]]) -> InputSet:
-        # In a shared mapping: a candidate's process (executor.worker.runner) is handed a copy just
-        # before its first timed call, never before.
-        shared = SharedArrays.like(source.arrays)
+        # In a shared mapping for a runner: a candidate's process (executor.worker.runner) is handed a
+        # copy with its first timed call, never before.
+        shared = None if self.shared is None else SharedArrays.like(source.arrays)
+        arrays = {}
         for name, array in source.arrays.items():
-            copy = shared.arrays[name]  # C order: reshape(-1) below is a view of it
+            # C order: reshape(-1) below is a view of it
+            copy = np.empty(array.shape, array.dtype) if shared is None else shared.arrays[name]
             flat_in, flat_out = np.ascontiguousarray(array).reshape(-1), copy.reshape(-1)
             for part in copy_chunks(flat_in.size, array.itemsize):
                 with lock():
                     np.copyto(flat_out[part], flat_in[part])
-        self.shared[id(shared.arrays)] = shared
-        return InputSet(source.seed, source.size, dict(source.scalars), shared.arrays)
+            arrays[name] = copy
+        if shared is not None and self.shared is not None:
+            self.shared[id(arrays)] = shared
+        return InputSet(source.seed, source.size, dict(source.scalars), arrays)
 
 
 class FunctionRuntime(Runtime):

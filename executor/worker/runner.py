@@ -3,7 +3,8 @@
 A function task's candidate is native code loaded into a process. When that process was the worker, the
 code could read whatever the worker held (every timing set's inputs, before the trials: review 22b
 filled a memo of every answer from them, 2,176-3,504x, every check passed) and rewrite what the worker
-computes (its clock, its checks). Now the candidate worker (:mod:`executor.worker.candidate`) starts a
+computes (its clock, its checks). With :data:`CANDIDATE_PROCESS_ENV` on (off by default: not yet run on
+a GPU), the candidate worker (:mod:`executor.worker.candidate`) starts a
 runner, ``python -m executor.worker runner candidate {host|gpu}``, as its own child, in its own jail
 and process group, before the candidate arrives; the runner loads the library and calls it, and holds
 nothing else:
@@ -67,6 +68,11 @@ from executor.worker.runtime import CandidateFailed
 
 logger = logging.getLogger(__name__)
 
+# Set to 1/true/on/yes (in the executor's environment, which passes it to the workers) to run function
+# candidates in a runner; off by default: the runner has not been run on a GPU yet, and without it a
+# function candidate runs in its worker as before (executor.worker.host.HostFunctionRuntime,
+# executor.worker.gpu.GpuFunctionRuntime).
+CANDIDATE_PROCESS_ENV = "REGRAPH_EXECUTOR_CANDIDATE_PROCESS"
 # The runner's end of its socket (an inherited descriptor).
 RUNNER_FD_ENV = "REGRAPH_RUNNER_FD"
 # A request or a reply is at most this long (a task's JSON, a call's scalars, a failure's message).
@@ -260,6 +266,12 @@ _FS_ALL = (1 << 13) - 1  # every right of Landlock's first version (all its kern
 # runners without Landlock: for debugging, or a host where it keeps an honest candidate from files it
 # needs (its list for a GPU, runner_files, has not been run on one yet).
 LANDLOCK_ENV = "REGRAPH_EXECUTOR_RUNNER_LANDLOCK"
+
+
+def candidate_process_wanted() -> bool:
+    """Whether function candidates run in a runner (:data:`CANDIDATE_PROCESS_ENV`, off unless set to
+    1/true/on/yes)."""
+    return os.environ.get(CANDIDATE_PROCESS_ENV, "").strip().lower() in ("1", "true", "on", "yes")
 
 
 def landlock_wanted() -> bool:

@@ -23,6 +23,7 @@ from executor.runlimit import CallLimit
 from executor.settings import ExecutorSettings
 from executor.taskformat import load_task
 from executor.verdict import ErrorKind
+from executor.worker.runner import CANDIDATE_PROCESS_ENV
 from tests.integration.executor.test_clock_attack import CLOCK
 
 pytestmark = pytest.mark.gpu
@@ -41,6 +42,14 @@ CRASH = (
     "    volatile float* never = nullptr; *never = a;\n"
     "}\n"
 )
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _candidate_process() -> Iterator[None]:
+    """The runner is the operator's choice (off by default): on for this module's workers."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(CANDIDATE_PROCESS_ENV, "1")
+        yield
 
 
 @pytest.fixture(scope="module")

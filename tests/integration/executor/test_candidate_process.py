@@ -29,7 +29,7 @@ import pytest
 
 from executor.sandbox import run_job
 from executor.worker.messages import CandidateRun
-from executor.worker.runner import LANDLOCK_ENV, landlock_version
+from executor.worker.runner import CANDIDATE_PROCESS_ENV, LANDLOCK_ENV, landlock_version
 from tests.integration.executor.test_executor_hacks_host import POLY_BODY, POLY_HEAD, POLY_TASK
 from tests.support.hostcode import FAST, build_host_candidates, timing_set_job, write_task
 
@@ -80,6 +80,12 @@ def _scanner(whose: str) -> str:
         "sink = s; return; } }\n"
         "honest(n, x, y);\n}\n"
     )
+
+
+@pytest.fixture(autouse=True)
+def _candidate_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner is the operator's choice (off by default): on for these workers."""
+    monkeypatch.setenv(CANDIDATE_PROCESS_ENV, "1")
 
 
 HONEST = POLY_HEAD + "for (int i = 0; i < n; ++i) { " + POLY_BODY + " } }"

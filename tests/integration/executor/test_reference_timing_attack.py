@@ -10,9 +10,8 @@ Now the evaluator takes it from a reference worker only and hands its own copy t
 candidate worker times no reference at all.
 
 Through the evaluator on the host runtime (the compile needs nvcc; the host runtime runs the library).
-Since session 23 the candidate's library runs in a process of its own (:mod:`executor.worker.runner`):
-the Python it reaches is that process's, which holds no outcome, and the rewrite no longer shows in
-the verdict (before, it marked the verdict's ``seconds`` with ``rewritten``).
+The candidate here still runs Python in the worker: that hole (a candidate process that holds no
+checker) is open, and documented in docs/executor.md.
 """
 
 from __future__ import annotations
@@ -81,9 +80,7 @@ def test_a_candidate_that_rewrites_its_outcome_does_not_set_the_reference_timing
     trusted = first.reference_timing.median_ms
     rewriter = evaluator.evaluate(task, CandidateSource(source=REWRITER), OPTIONS)
     assert rewriter.passed, rewriter.message
-    # The rewrite ran in the candidate's own interpreter, which reports nothing: the worker's outcome
-    # is untouched (in the worker, the mark was there).
-    assert "rewritten" not in rewriter.seconds, rewriter.seconds
+    assert rewriter.seconds.get("rewritten") == 1.0, "the rewrite did not run: this test shows nothing"
     after = evaluator.evaluate(task, CandidateSource(source=HONEST + "\n// again\n"), OPTIONS)
     for verdict in (rewriter, after):
         assert verdict.reference_timing is not None and verdict.reference_timing.median_ms == trusted

@@ -43,7 +43,6 @@ from executor.taskformat import FunctionTask, KernelTask, load_task, parse_task
 from executor.timingset import load_expected, timing_set_spec
 from executor.verdict import ErrorKind
 from executor.worker.messages import CandidateRun, ReferenceJob, WorkerJob, expected_path
-from executor.worker.runner import LANDLOCK_ENV
 from tests.support.hostcode import FAST, build_host_candidates
 
 TASKS_DIR = Path(__file__).parents[2] / "unit" / "executor" / "fixtures" / "tasks"
@@ -128,11 +127,8 @@ def test_a_jailed_candidate_cannot_read_host_files_or_write_outside(
 def test_without_the_jail_the_same_candidate_reads_and_writes(
     tmp_path: Path, task: FunctionTask | KernelTask, secret: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The settings that turn the jail and the candidate process's Landlock off (for debugging) show
-    what they stop (with the jail off, Landlock alone still refused every open: see
-    test_candidate_process.py)."""
+    """The setting that turns the jail off (for debugging) shows what the jail stops."""
     monkeypatch.setenv(JAIL_WORKERS_ENV, "false")
-    monkeypatch.setenv(LANDLOCK_ENV, "false")
     job, product, marker, cache_file = _setup(tmp_path, task, secret)
     assert worker_protection("host") == "none"
     outcome = run_job(job, CandidateRun(candidate_product=product, candidate_symbol="saxpy"), timeout_s=120)
