@@ -471,7 +471,11 @@ class Worker:
                 self.seconds["inputs_wait"] = max(0.0, self.ready_at - run.sent_at)
         t0 = time.perf_counter()
         self.progress("correctness")
-        candidate = self.runtime_for(run.candidate_product, run.candidate_symbol)
+        try:
+            candidate = self.runtime_for(run.candidate_product, run.candidate_symbol)
+        except CandidateFailed as e:  # refused as its own process loaded it (executor.worker.runner)
+            self.seconds["correctness"] = time.perf_counter() - t0
+            return self.outcome(e, "correctness", 0, Runtime.device if self.gpu is None else self.gpu.device)
         # Loading the candidate (its module or library, and the CUDA context when none was made ahead).
         self._add_seconds("load", t0)
         # Each of the candidate's calls is announced to the parent, which kills a call that runs past

@@ -27,7 +27,7 @@ from executor.protocol import EvaluationOptions
 from executor.taskformat import FunctionTask, KernelTask
 from executor.verdict import DevicePeak, ErrorKind, TimingStats
 from executor.worker.messages import TIMED_CALL
-from executor.worker.runner import Runner, SharedArrays
+from executor.worker.runner import ROUNDTRIP_SLACK_S, ROUNDTRIP_SLOWER, Runner, SharedArrays
 from executor.worker.runtime import CandidateFailed, Runtime
 
 # When the host's last-level cache size cannot be read: a common size of one socket's L3.
@@ -249,9 +249,6 @@ class FunctionRuntime(Runtime):
         call_entry(self.fn, self.task, work.scalars, work.arrays)
         self.after_call()
 
-    def admit(self, slots: HostSlots, work: InputSet) -> None:
-        """Untimed, before the first call on a rotation slot's copy ``work``: nothing here."""
-
     def calls_done(self) -> None:
         """After the last call, before what the calls left is checked: nothing here."""
 
@@ -342,7 +339,6 @@ class FunctionRuntime(Runtime):
             # Announced before the L2 flush (which evicts whatever the announcement touched) and
             # after the clock is read: neither is in the timed region.
             what = f"warm-up call {-i}" if i < 0 else f"{TIMED_CALL}{i + 1}"
-            self.admit(slots, work)
             with self.watch.call(what, 1, slowest_ms[0] or None):
                 began = time.perf_counter()
                 self.before_trial()
@@ -402,9 +398,21 @@ class RunnerFunctionRuntime(FunctionRuntime):
         self.device = device
         self._mapped: dict[int, SharedArrays] = {}  # by id() of the arrays the worker calls on
         self._run_buffers: SharedArrays | None = None
+        self._timing = False  # in time(): on a GPU, each call flushes L2 first (inside the request)
+        # Before the library is loaded, none of the candidate's code answers: the fastest round trip
+        # then (with the L2 flush on a GPU, which a timed call's request includes) comes off each
+        # timed call, and no more.
+        ping_s = runner.roundtrip_s("ping")
+        self.roundtrip_s = runner.roundtrip_s("flush") if runner.runtime == "gpu" else ping_s
         super().__init__(task, product, symbol)
-        # The fastest empty round trip is certainly not the candidate's: it comes off each timed call.
-        self.roundtrip_s = runner.roundtrip_s()
+        after_s = runner.roundtrip_s("ping")
+        if after_s > ROUNDTRIP_SLOWER * ping_s + ROUNDTRIP_SLACK_S:
+            raise CandidateFailed(
+                ErrorKind.IMPLAUSIBLE,
+                f"the empty round trip to the candidate's process took {after_s * 1e3:.3g} ms once its library "
+                f"was loaded, {ping_s * 1e3:.3g} ms before (more than {ROUNDTRIP_SLOWER:g} times that plus "
+                f"{ROUNDTRIP_SLACK_S * 1e3:g} ms): the candidate's code slowed what is taken off its timed calls",
+            )
         self.call_overhead_ms = self.roundtrip_s * 1e3
 
     def load(self, product: str, symbol: str) -> None:
@@ -416,22 +424,21 @@ class RunnerFunctionRuntime(FunctionRuntime):
             self.runner.drop(old)
             self._mapped.pop(id(old.arrays), None)
             old.close()
-        shared = self._run_buffers = SharedArrays.like(like)
-        self.runner.admit(shared)
+        shared = self._run_buffers = SharedArrays.like(like)  # mapped with its first call
         self._mapped[id(shared.arrays)] = shared
         return shared.arrays
 
-    def admit(self, slots: HostSlots, work: InputSet) -> None:
-        shared = slots.shared[id(work.arrays)]
-        self.runner.admit(shared)
-        self._mapped.setdefault(id(work.arrays), shared)
-
     def invoke(self, work: InputSet) -> None:
-        self.runner.call(self._mapped[id(work.arrays)], work.scalars)
+        flush = self._timing and self.runner.runtime == "gpu"
+        self.runner.call(self._mapped[id(work.arrays)], work.scalars, flush=flush)
 
-    def before_trial(self) -> None:
-        if self.runner.runtime == "gpu":
-            self.runner.request("flush")
+    def time(self, slots: Any, options: EvaluationOptions) -> tuple[TimingStats, dict[str, Any]]:
+        # The rotated copies are handed over each with its first timed call (Runner.call): nothing
+        # the runner does on a new mapping is outside the timing.
+        assert isinstance(slots, HostSlots) and slots.shared is not None
+        self._mapped.update(slots.shared)
+        self._timing = True
+        return super().time(slots, options)
 
     def reset_timing_state(self) -> None:
         if self.runner.runtime == "gpu":

@@ -78,8 +78,14 @@ RUNNER_FD_ENV = "REGRAPH_RUNNER_FD"
 # A request or a reply is at most this long (a task's JSON, a call's scalars, a failure's message).
 MESSAGE_BYTES = 1 << 20
 REPLY_BYTES = 4096
-# Empty round trips measured after the load (their fastest is reported).
+# Empty round trips measured before the load (their fastest is reported and taken off each timed
+# call), and again after it: a load after which the fastest is this much slower (times, plus seconds)
+# is refused (the candidate's code answers the pings then, and could slow them to have more taken off).
 ROUNDTRIPS = 20
+ROUNDTRIP_SLOWER, ROUNDTRIP_SLACK_S = 4.0, 0.0002
+# How long the runner may take to answer a request that is not timed (its start-up: its first; the
+# load; any other): beyond it, the candidate is refused. A call has the executor's limit instead.
+START_S, LOAD_S, UNTIMED_S = 60.0, 120.0, 5.0
 PR_SET_DUMPABLE = 4
 _PACKAGE = Path(__file__).resolve().parent.parent
 _keys = itertools.count(1)
@@ -164,17 +170,26 @@ class Runner:
         self.mapped: set[int] = set()
         self.runtime = runtime
 
-    def request(self, op: str, fds: list[int] | None = None, **fields: Any) -> None:
-        """Send one request and wait for its acknowledgement; a failure the runner reports is raised as
+    def request(
+        self, op: str, fds: list[int] | None = None, deadline_s: float | None = UNTIMED_S, **fields: Any
+    ) -> None:
+        """Send one request and wait for its acknowledgement, at most ``deadline_s`` (None: a call,
+        which the executor's call limit bounds); a failure the runner reports is raised as
         :class:`CandidateFailed`, and a runner that is gone ends this process the way it ended."""
         nonce = secrets.token_hex(8)
         message = json.dumps({"op": op, "nonce": nonce, **fields}).encode()
+        self.sock.settimeout(deadline_s)
         try:
             if fds:
                 socket.send_fds(self.sock, [message], fds)
             else:
                 self.sock.send(message)
             reply = self.sock.recv(REPLY_BYTES)
+        except TimeoutError:
+            raise CandidateFailed(
+                ErrorKind.TIMEOUT,
+                f"the candidate's process did not answer the request '{op}' (not timed) within {deadline_s:g} s",
+            ) from None
         except OSError:
             reply = b""
         if not reply:
@@ -208,7 +223,8 @@ class Runner:
             code = self.proc.wait()
         sys.stderr.flush()
         if code < 0:
-            signal.signal(-code, signal.SIG_DFL)
+            if -code not in (signal.SIGKILL, signal.SIGSTOP):  # those two have no handler to reset
+                signal.signal(-code, signal.SIG_DFL)
             os.kill(os.getpid(), -code)
             time.sleep(1.0)
             os._exit(128 - code)
@@ -216,13 +232,9 @@ class Runner:
 
     def load(self, task: FunctionTask | KernelTask, product: str, symbol: str) -> None:
         """Load the candidate's library in the runner and bind its entry."""
-        self.request("load", task=task.model_dump(mode="json"), product=product, symbol=symbol)
-
-    def admit(self, shared: SharedArrays) -> None:
-        """Map ``shared`` in the runner, unless it is mapped already."""
-        if shared.key not in self.mapped:
-            self.request("map", fds=[shared.fd], key=shared.key, layout=shared.layout)
-            self.mapped.add(shared.key)
+        self.request(
+            "load", deadline_s=LOAD_S, task=task.model_dump(mode="json"), product=product, symbol=symbol
+        )
 
     def drop(self, shared: SharedArrays) -> None:
         """Unmap ``shared`` in the runner."""
@@ -230,16 +242,27 @@ class Runner:
             self.mapped.discard(shared.key)
             self.request("unmap", key=shared.key)
 
-    def call(self, shared: SharedArrays, scalars: dict[str, Any]) -> None:
-        """One call of the candidate on the mapped arrays (and its device synchronisation on a GPU)."""
-        self.request("call", key=shared.key, scalars=scalars)
+    def call(self, shared: SharedArrays, scalars: dict[str, Any], flush: bool = False) -> None:
+        """One call of the candidate on ``shared`` (and its device synchronisation on a GPU; ``flush``:
+        the device's L2 flushed first). A mapping the runner does not have yet goes with the request,
+        so that whatever the runner does when it maps it is inside the call (and its timing)."""
+        if shared.key in self.mapped:
+            self.request("call", deadline_s=None, key=shared.key, scalars=scalars, flush=flush)
+            return
+        self.mapped.add(shared.key)
+        self.request(
+            "call", [shared.fd], None, key=shared.key, layout=shared.layout, scalars=scalars, flush=flush
+        )
 
-    def roundtrip_s(self, repeats: int = ROUNDTRIPS) -> float:
-        """The fastest of ``repeats`` empty round trips (what the split adds to every timed call)."""
+    def roundtrip_s(self, op: str = "ping", repeats: int = ROUNDTRIPS) -> float:
+        """The fastest of ``repeats`` round trips of ``op`` (``ping``: an empty one, what the split adds
+        to every timed call; ``flush`` adds a GPU's L2 flush), after one that waits for the runner's
+        start-up."""
+        self.request("ping", deadline_s=START_S)
         best = float("inf")
         for _ in range(repeats):
             start = time.perf_counter()
-            self.request("ping")
+            self.request(op)
             best = min(best, time.perf_counter() - start)
         return best
 
@@ -373,16 +396,18 @@ class _Served:
                 logger.warning("the candidate's process is not confined beyond the worker's jail: %s", why)
             self.fn = bind_entry(ctypes.CDLL(request["product"]), request["symbol"], task)
             self.task = task
-        elif op == "map":
-            try:
-                self.maps[int(request["key"])] = view_arrays(fds[0], request["layout"])
-            finally:
-                for fd in fds:
-                    os.close(fd)
         elif op == "unmap":
             self.maps.pop(int(request["key"]), None)
         elif op == "call":
             assert self.task is not None
+            if fds:  # its first call on this mapping
+                try:
+                    self.maps[int(request["key"])] = view_arrays(fds[0], request["layout"])
+                finally:
+                    for fd in fds:
+                        os.close(fd)
+            if request.get("flush") and self.gpu is not None:
+                self.gpu.flush_l2()
             call_entry(self.fn, self.task, request["scalars"], self.maps[int(request["key"])])
             if self.gpu is not None:
                 self.gpu.synchronize()
