@@ -207,7 +207,8 @@ class Runner:
         got, _, rest = rest.partition(" ")
         if head == "fail" and got == nonce:
             kind, _, message = rest.partition(" ")
-            error = ErrorKind.CUDA_ERROR if kind == ErrorKind.CUDA_ERROR.value else ErrorKind.CRASH
+            kinds = (ErrorKind.CUDA_ERROR, ErrorKind.RUNTIME_NOT_AVAILABLE)
+            error = next((k for k in kinds if k.value == kind), ErrorKind.CRASH)
             raise CandidateFailed(error, message[:2000])
         raise CandidateFailed(
             ErrorKind.CRASH, "the candidate's process answered a request it was not sent (a forged reply)"
@@ -287,7 +288,8 @@ _FS_ALL = (1 << 13) - 1  # every right of Landlock's first version (all its kern
 
 # Set to 0/false/off/no (in the executor's environment, which passes it to the workers) to run the
 # runners without Landlock: for debugging, or a host where it keeps an honest candidate from files it
-# needs (its list for a GPU, runner_files, has not been run on one yet).
+# needs (its list for a GPU, runner_files, has not been run on one yet). Unless it is off, a runner
+# that cannot confine itself refuses to load the candidate (runtime_not_available).
 LANDLOCK_ENV = "REGRAPH_EXECUTOR_RUNNER_LANDLOCK"
 
 
@@ -313,7 +315,7 @@ def landlock_version() -> int:
 def confine(readable: Iterable[str], writable: Iterable[str]) -> str | None:
     """Limit what this process may open from now on to ``readable`` (and below: read, list, run) and
     ``writable`` (and below: anything), with Landlock; None when in force, else why not (an older
-    kernel: the worker's jail alone then applies)."""
+    kernel: the runner then refuses the candidate, unless :data:`LANDLOCK_ENV` is off)."""
     libc = ctypes.CDLL(None, use_errno=True)
     syscall = libc.syscall
     syscall.restype = ctypes.c_long
@@ -387,13 +389,19 @@ class _Served:
                 self.gpu = GpuContext(gpu_shared)  # none made ahead: its failure is the reply
             task = TypeAdapter(Task).validate_python(request["task"])
             # Before the library is loaded: its constructors are the candidate's code too.
-            why = (
-                confine(*runner_files(self.runtime, request["product"]))
-                if landlock_wanted()
-                else f"{LANDLOCK_ENV} is off"
-            )
-            if why is not None:
-                logger.warning("the candidate's process is not confined beyond the worker's jail: %s", why)
+            # Unconfined, it could write the worker's result file (review 23b): only when the operator
+            # says so, never because Landlock failed.
+            if not landlock_wanted():
+                logger.warning(
+                    "the candidate's process is not confined beyond the worker's jail: %s is off",
+                    LANDLOCK_ENV,
+                )
+            elif (why := confine(*runner_files(self.runtime, request["product"]))) is not None:
+                raise CandidateFailed(
+                    ErrorKind.RUNTIME_NOT_AVAILABLE,
+                    f"the candidate's process could not be confined: {why} ({LANDLOCK_ENV}=0 runs it in the "
+                    "worker's jail alone, which lets it write the worker's files)",
+                )
             self.fn = bind_entry(ctypes.CDLL(request["product"]), request["symbol"], task)
             self.task = task
         elif op == "unmap":

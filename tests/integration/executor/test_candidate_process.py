@@ -14,7 +14,8 @@ time. In the runner it finds only what it was handed: the current call's inputs 
 set at its correctness call, which is the warm-up's set, never timed), so the timed calls are computed
 and timed like the honest code.
 
-The runner is also confined with Landlock before it loads the library (where the kernel has it): the
+The runner is also confined with Landlock before it loads the library (where the kernel has none, it
+refuses to load it unless the operator turns Landlock off for runners): the
 worker's jail shows the stored timing sets (inputs and expected outputs) and the worker's job file, and
 the runner, in the same jail, may no longer open them.
 
@@ -86,6 +87,8 @@ def _scanner(whose: str) -> str:
 def _candidate_process(monkeypatch: pytest.MonkeyPatch) -> None:
     """The runner is the operator's choice (off by default): on for these workers."""
     monkeypatch.setenv(CANDIDATE_PROCESS_ENV, "1")
+    if landlock_version() == 0:  # a runner refuses to run unconfined unless told to
+        monkeypatch.setenv(LANDLOCK_ENV, "0")
 
 
 HONEST = POLY_HEAD + "for (int i = 0; i < n; ++i) { " + POLY_BODY + " } }"

@@ -25,7 +25,7 @@ import pytest
 from executor.sandbox import run_job
 from executor.verdict import ErrorKind
 from executor.worker.messages import CandidateRun
-from executor.worker.runner import CANDIDATE_PROCESS_ENV
+from executor.worker.runner import CANDIDATE_PROCESS_ENV, LANDLOCK_ENV, landlock_version
 from tests.integration.executor.test_clock_attack import HONEST, LIMIT, OPTIONS
 from tests.integration.executor.test_executor_hacks_host import POLY_BODY, POLY_HEAD, POLY_TASK
 from tests.support.hostcode import build_host_candidates, timing_set_job, write_task
@@ -106,6 +106,8 @@ def _slow_pings(n: int) -> str:
 @pytest.fixture(autouse=True)
 def _candidate_process(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(CANDIDATE_PROCESS_ENV, "1")
+    if landlock_version() == 0:  # a runner refuses to run unconfined unless told to
+        monkeypatch.setenv(LANDLOCK_ENV, "0")
 
 
 def _run(tmp_path: Path, spec: dict, sources: dict[str, str]) -> dict:
@@ -143,3 +145,18 @@ def test_the_round_trip_taken_off_is_measured_before_the_library_is_loaded(tmp_p
     assert 0 < honest.seconds["runner_roundtrip"] < 0.002, honest.seconds
     assert not pings.passed and pings.error is ErrorKind.IMPLAUSIBLE, (pings.message, pings.candidate_timing)
     assert "round trip" in pings.message, pings.message
+
+
+def test_a_runner_killed_by_sigkill_is_a_crash_that_names_it(tmp_path: Path) -> None:
+    """The OOM killer's signal: the worker ends itself the same way (it cannot reset SIGKILL's
+    handler, which once ended it with a traceback and a bare exit status instead)."""
+    killed = (
+        "#include <csignal>\n#include <unistd.h>\n"
+        + POLY_HEAD
+        + "kill(getpid(), SIGKILL); (void)x; (void)y; }\n"
+    )
+    outcomes = _run(tmp_path, POLY_TASK, {"killed": killed})
+    assert outcomes["honest"].passed, outcomes["honest"].message
+    killed_outcome = outcomes["killed"]
+    assert not killed_outcome.passed and killed_outcome.error is ErrorKind.CRASH, killed_outcome.message
+    assert "SIGKILL" in killed_outcome.message, killed_outcome.message
