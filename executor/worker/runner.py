@@ -10,19 +10,20 @@ and process group, before the candidate arrives; the runner loads the library an
 nothing else:
 
 * the inputs of a call come in a shared mapping (a ``memfd``) that the worker fills and hands over
-  (:class:`SharedArrays`): a correctness call's when it is made; a rotation slot of the trials only
-  just before its first timed call (so no timed call's values are in the runner before that set is
-  timed); the worker reads the outputs back after the call's acknowledgement;
+  (:class:`SharedArrays`) with the request of the first call made on it, inside that call's timing
+  (so no timed call's values are in the runner before that set is timed, and what the runner does
+  when it maps a set is timed: review 23b computed each answer there while the hand-over was a
+  request of its own); the worker reads the outputs back after the call's acknowledgement;
 * the expected outputs, the other sets, the seeds, the clock and the verdict stay in the worker, which
   times each call with its own clock around the request and its acknowledgement (:meth:`Runner.call`),
   announced to the executor as before (:class:`~executor.worker.runtime.CallWatch`). The fastest of
-  20 empty round trips, measured after the load, is reported (``seconds["runner_roundtrip"]``) and
-  taken off every timed call: it is certainly not the candidate's (the median round trip is 2-3 times
-  longer on a loaded host, and the rest stays in the timings);
+  20 empty round trips, measured before the load (none of the candidate's code answers them), is
+  reported (``seconds["runner_roundtrip"]``) and taken off every timed call, and no more; a load after
+  which they are much slower is refused. Every request other than a call has a deadline;
 * each acknowledgement must echo the request's random nonce, so the runner cannot answer a call before
   it is asked (a reply queued ahead would otherwise read as a call of no time);
-* before the worker checks what the trials left, it kills the runner (nothing it started can still
-  change the shared outputs or inputs); the worker makes itself non-dumpable first, so that the
+* before the worker checks what the trials left, it kills the runner (a process the runner forked is
+  not killed with it: review 23b, not closed); the worker makes itself non-dumpable first, so that the
   runner (the same uid) cannot trace it or read its memory through ``/proc``.
 
 A runner that dies, exits or breaks the protocol is the candidate's failure: the worker ends itself the
@@ -31,7 +32,7 @@ candidate ran in the worker (``crash``; ``timeout`` when the executor killed a c
 runner is in the worker's process group and dies with it). Its stderr is the worker's.
 
 The GPU function runtime's runner makes its own CUDA context; the L2 flush before a timed call and the
-device synchronisation that ends it run there (the request ``flush``, then ``call``).
+device synchronisation that ends it run there, inside the call's request. Not yet run on a GPU.
 """
 
 from __future__ import annotations
