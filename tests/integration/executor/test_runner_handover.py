@@ -160,3 +160,25 @@ def test_a_runner_killed_by_sigkill_is_a_crash_that_names_it(tmp_path: Path) -> 
     killed_outcome = outcomes["killed"]
     assert not killed_outcome.passed and killed_outcome.error is ErrorKind.CRASH, killed_outcome.message
     assert "SIGKILL" in killed_outcome.message, killed_outcome.message
+
+
+def test_an_untimed_request_has_a_deadline(tmp_path: Path) -> None:
+    """The first empty round trip measured after the load (reply 3, after the load's and the start-up
+    ping's) waits past the 5 s that a request which is not a call may take: refused as a timeout."""
+    stalls = (
+        PATCHER + "static int replies = 0;\n"
+        'extern "C" long send(int, const void*, unsigned long, int);\n'
+        'extern "C" long sent(int fd, const void* buf, unsigned long len, int flags) {\n'
+        '    if (len >= 3 && std::memcmp(buf, "ok ", 3) == 0 && ++replies == 3) {\n'
+        "        struct timespec t = {6, 0}; raw6(35, (long)&t, 0, 0, 0, 0, 0); }\n"
+        "    long r = raw6(44, fd, (long)buf, (long)len, flags, 0, 0);\n"
+        "    if (r < 0 && r > -4096) { errno = (int)-r; return -1; }\n"
+        "    return r;\n}\n"
+        "__attribute__((constructor)) static void hook() { jump_to((void*)&send, (void*)&sent); }\n"
+        + POLY_HEAD
+        + "honest(n, x, y); }\n"
+    )
+    outcomes = _run(tmp_path, POLY_TASK, {"stalls": stalls})
+    stalled = outcomes["stalls"]
+    assert not stalled.passed and stalled.error is ErrorKind.TIMEOUT, stalled.message
+    assert "not timed" in stalled.message, stalled.message
