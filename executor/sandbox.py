@@ -167,6 +167,8 @@ _ENV_KEPT = (
     "OPENBLAS_",
     LOCK_ENV,
     DONE_FD_ENV,
+    "REGRAPH_EXECUTOR_RUNNER_LANDLOCK",  # an operator's switch (executor.worker.runner.LANDLOCK_ENV)
+    "REGRAPH_EXECUTOR_CANDIDATE_PROCESS",  # ... and CANDIDATE_PROCESS_ENV
 )
 _PACKAGE = Path(__file__).resolve().parent
 

@@ -28,10 +28,11 @@ so the candidate never runs while the answer to its current inputs is in its pro
 Two runtimes share the same flow:
 
 * ``gpu``: pycuda with the device's primary context; function-task candidates are .so files called
-  through ctypes on host pointers and timed one call at a time on the host clock; kernel-task
+  through ctypes on host pointers and timed one call at a time on the host clock (in a process of their
+  own, a runner with its own context, when ``REGRAPH_EXECUTOR_CANDIDATE_PROCESS`` is on); kernel-task
   candidates are cubins launched here and timed with CUDA events, in batches of trials enqueued on a
   stream with one wait per batch.
-* ``host``: function-task .so files called on the CPU. No CUDA is involved; it exists to exercise the
+* ``host``: function-task .so files called on the CPU (in a runner too, when it is on). No CUDA is involved; it exists to exercise the
   isolation and checking machinery on machines without a GPU, and is never used to pass a candidate
   in the service unless explicitly enabled.
 
@@ -45,7 +46,11 @@ The package's modules, one concern each:
   :mod:`~executor.worker.baseline` the naive baseline's;
 * :mod:`~executor.worker.runtime`: the interface of a runtime, the failure signal of a check and the
   announcement of each candidate call to the parent (:class:`~executor.worker.runtime.CallWatch`);
-* :mod:`~executor.worker.host` and :mod:`~executor.worker.gpu`: the host and GPU runtimes.
+* :mod:`~executor.worker.host` and :mod:`~executor.worker.gpu`: the host and GPU runtimes;
+* :mod:`~executor.worker.runner`: a function candidate's own process (``python -m executor.worker
+  runner candidate RUNTIME``), which the candidate worker starts when the operator asks for it, hands
+  each call's inputs and times from outside: the candidate's library is then never loaded by the
+  worker that checks it.
 
 The package imports none of its modules itself, so the parent's ``import executor.worker.messages``
 loads neither pycuda nor the runtimes.

@@ -2,6 +2,11 @@
 
 import sys
 
+if sys.argv[1:2] == ["runner"]:  # a function candidate's own process: imports no checker
+    from executor.worker.runner import serve
+
+    sys.exit(serve(sys.argv[3] if len(sys.argv) > 3 else "host"))
+
 from executor.worker.process import main
 
 sys.exit(main(sys.argv[1:]))

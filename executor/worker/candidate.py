@@ -36,7 +36,7 @@ from executor.reference import check_reference_outputs
 from executor.taskformat import KernelTask
 from executor.verdict import DevicePeak, ErrorKind, FloorCheck, Mismatch, TimingStats
 from executor.worker.gpu import DeviceSlots, GpuContext, GpuFunctionRuntime, GpuKernelRuntime, make_slots
-from executor.worker.host import HostFunctionRuntime, HostSlots, SpotSample, host_peak
+from executor.worker.host import HostFunctionRuntime, HostSlots, RunnerFunctionRuntime, SpotSample, host_peak
 from executor.worker.messages import (
     PREPARED,
     CandidateRun,
@@ -47,6 +47,7 @@ from executor.worker.messages import (
     notify_parent,
     write_progress,
 )
+from executor.worker.runner import Runner, candidate_process_wanted
 from executor.worker.runtime import CallWatch, CandidateFailed, Runtime
 
 logger = logging.getLogger(__name__)
@@ -126,6 +127,14 @@ class Worker:
         # ... or left on the device and checked there after the trials (with a comparer).
         self._kept: list[tuple[int, GpuKernelRuntime, dict[str, Any]]] = []
         self.comparer: DeviceComparer | None = None
+        # A function candidate's process (executor.worker.runner), started by prepare(), when the
+        # operator asks for one (REGRAPH_EXECUTOR_CANDIDATE_PROCESS); else it runs in this process.
+        self.use_runner = (
+            not isinstance(self.task, KernelTask)
+            and self.job.runtime != "none"
+            and candidate_process_wanted()
+        )
+        self.runner: Runner | None = None
 
     def _add_seconds(self, key: str, since: float) -> None:
         """Add the time since ``since`` (a perf_counter reading) to ``seconds[key]``."""
@@ -150,6 +159,10 @@ class Worker:
         input set, the sets the trials run on and their rotated copies (on the device for kernel
         tasks, where the CUDA context is already made)."""
         t0 = time.perf_counter()
+        if self.use_runner and self.runner is None:
+            # Started first: its start-up (and its CUDA context) goes on beside the preparation.
+            self.runner = Runner(self.job.runtime)
+            self._add_seconds("runner_start", t0)
         self.progress("inputs")
         self.sets = [generate_inputs(self.task, size, seed, self.reference_lib) for seed, size in self.plan]
         self.seconds["inputs"] = time.perf_counter() - t0
@@ -268,22 +281,33 @@ class Worker:
                 self.job.options.rotate_buffers,
                 lock,
                 self.warm_source,
+                shared=self.use_runner,
             )
         except errors as e:
             logger.warning("no timing buffers ahead of the candidate: %s", e)
             return None
 
     def runtime_for(self, product: str, symbol: str) -> Runtime:
-        """The runtime that fits the job (GPU function/kernel, or host function)."""
-        if self.job.runtime == "host":
+        """The runtime that fits the job: a kernel launched here, or a function (host or GPU) loaded and
+        called here, or in the candidate's own process (:mod:`executor.worker.runner`) when asked for."""
+        if self.job.runtime == "host" and not self.use_runner:
             return HostFunctionRuntime(self.task, product, symbol)
-        if self.gpu is None:
+        if self.job.runtime != "host" and self.gpu is None:
             # No context ahead (a spare's failed): made now, inside the run's checking lock.
             self.gpu = GpuContext()
             self.seconds.update(self.gpu.seconds)
         if isinstance(self.task, KernelTask):
+            assert self.gpu is not None
             return GpuKernelRuntime(self.gpu, self.task, product, symbol)
-        return GpuFunctionRuntime(self.gpu, self.task, product, symbol)
+        if not self.use_runner:
+            assert self.gpu is not None
+            return GpuFunctionRuntime(self.gpu, self.task, product, symbol)
+        if self.runner is None:
+            self.runner = Runner(self.job.runtime)
+        device = Runtime.device if self.gpu is None else self.gpu.device
+        candidate = RunnerFunctionRuntime(self.runner, self.task, product, symbol, device)
+        self.seconds["runner_roundtrip"] = candidate.roundtrip_s
+        return candidate
 
     def expected(self, index: int) -> dict[str, np.ndarray]:
         """The reference's outputs for planned set ``index``: called only after the candidate has run
@@ -447,7 +471,11 @@ class Worker:
                 self.seconds["inputs_wait"] = max(0.0, self.ready_at - run.sent_at)
         t0 = time.perf_counter()
         self.progress("correctness")
-        candidate = self.runtime_for(run.candidate_product, run.candidate_symbol)
+        try:
+            candidate = self.runtime_for(run.candidate_product, run.candidate_symbol)
+        except CandidateFailed as e:  # refused as its own process loaded it (executor.worker.runner)
+            self.seconds["correctness"] = time.perf_counter() - t0
+            return self.outcome(e, "correctness", 0, Runtime.device if self.gpu is None else self.gpu.device)
         # Loading the candidate (its module or library, and the CUDA context when none was made ahead).
         self._add_seconds("load", t0)
         # Each of the candidate's calls is announced to the parent, which kills a call that runs past
@@ -517,11 +545,17 @@ class Worker:
         sources = self.timing_sources
         try:
             slots = self.slots or make_slots(
-                self.task, self.gpu, sources, opts.rotate_buffers, warm=self.warm_source
+                self.task,
+                self.gpu,
+                sources,
+                opts.rotate_buffers,
+                warm=self.warm_source,
+                shared=self.use_runner,
             )
             if self.gpu is not None:
                 # Nothing a candidate left on the device (a persisting-L2 window) times this one.
                 self.gpu.reset_timing_state()
+            candidate.reset_timing_state()  # the candidate's own process's device, if any
             stats, last = candidate.time(slots, opts)
             self.seconds["timing_trials"] = time.perf_counter() - t0
             if "warmup" in last:  # kernel tasks: the part of the trials spent warming up
@@ -666,7 +700,7 @@ class Worker:
         if self._figures is not None:
             return self._figures
         kind: Literal["kernel", "gpu_function", "host_function"] = "host_function"
-        if isinstance(candidate, HostFunctionRuntime):
+        if self.job.runtime == "host":
             peak = self.job.device_peak or floor.device_peak(None, "host", host_peak)
         else:
             gpu = self.gpu

@@ -5,7 +5,9 @@ at a time on the host clock, after an L2 flush and with a device-wide synchronis
 (:class:`GpuFunctionRuntime`); kernel-task candidates are cubins launched here and timed with CUDA
 events, in batches of trials enqueued on a stream with one wait per batch (:class:`GpuKernelRuntime`),
 on rotated device copies of their inputs (:class:`DeviceSlots`). pycuda is imported only when a
-context is made, so this module imports on machines without it.
+context is made, so this module imports on machines without it. With
+``REGRAPH_EXECUTOR_CANDIDATE_PROCESS`` on, a function candidate runs in a process of its own instead
+(:mod:`executor.worker.runner`, :class:`executor.worker.host.RunnerFunctionRuntime`; not yet run on a GPU).
 """
 
 from __future__ import annotations
@@ -400,15 +402,17 @@ def make_slots(
     rotate: int,
     lock: Callable[[], AbstractContextManager[None]] = nullcontext,
     warm: InputSet | None = None,
+    shared: bool = False,
 ) -> HostSlots | DeviceSlots:
     """The rotated copies that a runtime's trials run on: on the device for kernel tasks (``gpu`` is
     required), in host memory for function tasks; each chunk copied under ``lock``. ``warm``: the set
-    the warm-up runs on, never timed."""
+    the warm-up runs on, never timed; ``shared``: function tasks' copies in shared mappings, for a
+    candidate's own process (:mod:`executor.worker.runner`)."""
     if isinstance(task, KernelTask):
         if gpu is None:
             raise ExecutorError("a kernel task's timing buffers need a CUDA context")
         return DeviceSlots(gpu, task, sources, rotate, lock, warm)
-    return HostSlots(sources, rotate, lock=lock, warm=warm)
+    return HostSlots(sources, rotate, lock=lock, warm=warm, shared=shared)
 
 
 class GpuFunctionRuntime(FunctionRuntime):

@@ -27,6 +27,7 @@ from executor.protocol import EvaluationOptions
 from executor.taskformat import FunctionTask, KernelTask
 from executor.verdict import DevicePeak, ErrorKind, TimingStats
 from executor.worker.messages import TIMED_CALL
+from executor.worker.runner import ROUNDTRIP_SLACK_S, ROUNDTRIP_SLOWER, Runner, SharedArrays
 from executor.worker.runtime import CandidateFailed, Runtime
 
 # When the host's last-level cache size cannot be read: a common size of one socket's L3.
@@ -196,32 +197,60 @@ class HostSlots:
         cache_bytes: int | None = None,
         lock: Callable[[], AbstractContextManager[None]] = nullcontext,
         warm: InputSet | None = None,
+        shared: bool = False,
     ) -> None:
         self.sources = sources
+        # Each copy's mapping, by id() of its arrays (only with ``shared``: for a runner).
+        self.shared: dict[int, SharedArrays] | None = {} if shared else None
         count = host_copy_count(sources, rotate, host_cache_bytes() if cache_bytes is None else cache_bytes)
         self.rotated = [self._copy(sources[j % len(sources)], lock) for j in range(count)]
         self.warm_source = warm
         self.warm = None if warm is None else self._copy(warm, lock)
 
     def _copy(self, source: InputSet, lock: Callable[[], AbstractContextManager[None]]) -> InputSet:
+        # In a shared mapping for a runner: a candidate's process (executor.worker.runner) is handed a
+        # copy with its first timed call, never before.
+        shared = None if self.shared is None else SharedArrays.like(source.arrays)
         arrays = {}
         for name, array in source.arrays.items():
-            copy = np.empty(array.shape, array.dtype)  # C order: reshape(-1) below is a view of it
+            # C order: reshape(-1) below is a view of it
+            copy = np.empty(array.shape, array.dtype) if shared is None else shared.arrays[name]
             flat_in, flat_out = np.ascontiguousarray(array).reshape(-1), copy.reshape(-1)
             for part in copy_chunks(flat_in.size, array.itemsize):
                 with lock():
                     np.copyto(flat_out[part], flat_in[part])
             arrays[name] = copy
+        if shared is not None and self.shared is not None:
+            self.shared[id(arrays)] = shared
         return InputSet(source.seed, source.size, dict(source.scalars), arrays)
 
 
 class FunctionRuntime(Runtime):
     """A function-task .so called on host pointers; the GPU and host variants differ in two hooks."""
 
+    # Taken off every timed call: what calling costs beyond the call itself (a runner's round trip).
+    call_overhead_ms = 0.0
+
     def __init__(self, task: FunctionTask | KernelTask, product: str, symbol: str) -> None:
         self.task = task
-        self.fn = bind_entry(ctypes.CDLL(product), symbol, task)
         self._kept: dict[str, np.ndarray] = {}  # run()'s buffers, by argument name
+        self.load(product, symbol)
+
+    def load(self, product: str, symbol: str) -> None:
+        """Load the library and bind its entry (here, in this process)."""
+        self.fn = bind_entry(ctypes.CDLL(product), symbol, self.task)
+
+    def buffers(self, like: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """New buffers of the shapes and types of ``like`` for :meth:`run`'s calls."""
+        return {name: np.empty(a.shape, a.dtype) for name, a in like.items()}
+
+    def invoke(self, work: InputSet) -> None:
+        """One call on ``work`` and the wait for its work to finish: what a timed call times."""
+        call_entry(self.fn, self.task, work.scalars, work.arrays)
+        self.after_call()
+
+    def calls_done(self) -> None:
+        """After the last call, before what the calls left is checked: nothing here."""
 
     def _refill(self, inputs: InputSet) -> InputSet:
         """``inputs`` copied into the buffers of the previous call when every array has the same shape
@@ -233,7 +262,7 @@ class FunctionRuntime(Runtime):
         if kept.keys() != inputs.arrays.keys() or any(
             kept[name].shape != a.shape or kept[name].dtype != a.dtype for name, a in inputs.arrays.items()
         ):
-            kept = self._kept = {name: np.empty(a.shape, a.dtype) for name, a in inputs.arrays.items()}
+            kept = self._kept = self.buffers(inputs.arrays)
         for name, a in inputs.arrays.items():
             np.copyto(kept[name], a)
         return InputSet(inputs.seed, inputs.size, dict(inputs.scalars), kept)
@@ -270,8 +299,7 @@ class FunctionRuntime(Runtime):
     ) -> dict[str, np.ndarray]:
         work = self._refill(inputs)
         with self.watch.call(call):
-            call_entry(self.fn, self.task, work.scalars, work.arrays)
-            self.after_call()
+            self.invoke(work)
         self.check_inputs(inputs, work, call)
         return {a.name: work.arrays[a.name].copy() for a in self.task.outputs}  # the next call reuses them
 
@@ -315,10 +343,9 @@ class FunctionRuntime(Runtime):
                 began = time.perf_counter()
                 self.before_trial()
                 start = time.perf_counter()
-                call_entry(self.fn, self.task, work.scalars, work.arrays)
-                self.after_call()
+                self.invoke(work)
                 end = time.perf_counter()
-            elapsed = (end - start) * 1e3
+            elapsed = max((end - start) * 1e3 - self.call_overhead_ms, 0.0)
             slowest_ms[0] = max(slowest_ms[0], (end - began) * 1e3)
             if i >= 0 or slots.warm is None:
                 last.update(set=j % len(sources), outputs={name: work.arrays[name] for name in outputs})
@@ -336,6 +363,7 @@ class FunctionRuntime(Runtime):
         # Trial i runs on source i % len(sources) (the slots are a multiple of the sources).
         policy = dataclasses.replace(options.trial_policy(), groups=len(sources))
         samples, stop = measure(trial, policy)
+        self.calls_done()
         # Every copy's inputs as they were made (the warm-up's too): a change persists in its copy.
         for j, work in enumerate(rotated):
             self.check_inputs(
@@ -355,3 +383,66 @@ class FunctionRuntime(Runtime):
 
 class HostFunctionRuntime(FunctionRuntime):
     """A function-task .so called on host memory (no GPU)."""
+
+
+class RunnerFunctionRuntime(FunctionRuntime):
+    """A function-task .so loaded and called in a candidate process of its own (a runner,
+    :mod:`executor.worker.runner`), on host or GPU: every call's inputs are handed over in a shared
+    mapping, its outputs read back here, and it is timed here, on this process's clock around the
+    request and its acknowledgement. ``device``: what the verdict names (this worker's device)."""
+
+    def __init__(
+        self, runner: Runner, task: FunctionTask | KernelTask, product: str, symbol: str, device: str
+    ):
+        self.runner = runner
+        self.device = device
+        self._mapped: dict[int, SharedArrays] = {}  # by id() of the arrays the worker calls on
+        self._run_buffers: SharedArrays | None = None
+        self._timing = False  # in time(): on a GPU, each call flushes L2 first (inside the request)
+        # Before the library is loaded, none of the candidate's code answers: the fastest round trip
+        # then (with the L2 flush on a GPU, which a timed call's request includes) comes off each
+        # timed call, and no more.
+        ping_s = runner.roundtrip_s("ping")
+        self.roundtrip_s = runner.roundtrip_s("flush") if runner.runtime == "gpu" else ping_s
+        super().__init__(task, product, symbol)
+        after_s = runner.roundtrip_s("ping")
+        if after_s > ROUNDTRIP_SLOWER * ping_s + ROUNDTRIP_SLACK_S:
+            raise CandidateFailed(
+                ErrorKind.IMPLAUSIBLE,
+                f"the empty round trip to the candidate's process took {after_s * 1e3:.3g} ms once its library "
+                f"was loaded, {ping_s * 1e3:.3g} ms before (more than {ROUNDTRIP_SLOWER:g} times that plus "
+                f"{ROUNDTRIP_SLACK_S * 1e3:g} ms): the candidate's code slowed what is taken off its timed calls",
+            )
+        self.call_overhead_ms = self.roundtrip_s * 1e3
+
+    def load(self, product: str, symbol: str) -> None:
+        self.runner.load(self.task, product, symbol)
+
+    def buffers(self, like: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        old = self._run_buffers
+        if old is not None:  # run()'s earlier buffers (another size): no longer called on
+            self.runner.drop(old)
+            self._mapped.pop(id(old.arrays), None)
+            old.close()
+        shared = self._run_buffers = SharedArrays.like(like)  # mapped with its first call
+        self._mapped[id(shared.arrays)] = shared
+        return shared.arrays
+
+    def invoke(self, work: InputSet) -> None:
+        flush = self._timing and self.runner.runtime == "gpu"
+        self.runner.call(self._mapped[id(work.arrays)], work.scalars, flush=flush)
+
+    def time(self, slots: Any, options: EvaluationOptions) -> tuple[TimingStats, dict[str, Any]]:
+        # The rotated copies are handed over each with its first timed call (Runner.call): nothing
+        # the runner does on a new mapping is outside the timing.
+        assert isinstance(slots, HostSlots) and slots.shared is not None
+        self._mapped.update(slots.shared)
+        self._timing = True
+        return super().time(slots, options)
+
+    def reset_timing_state(self) -> None:
+        if self.runner.runtime == "gpu":
+            self.runner.request("reset")
+
+    def calls_done(self) -> None:
+        self.runner.stop()

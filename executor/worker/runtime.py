@@ -87,6 +87,10 @@ class Runtime:
         the kernel runtime); return the output arrays. ``call`` names the call to the parent."""
         raise NotImplementedError
 
+    def reset_timing_state(self) -> None:
+        """Before the trials, undo what the candidate may have set on a device of its own process
+        (:mod:`executor.worker.runner`); the worker resets its own context itself."""
+
     def time(self, slots: Any, options: EvaluationOptions) -> tuple[TimingStats, dict[str, Any]]:
         """Timing statistics over trials on the rotated copies in ``slots`` (:class:`HostSlots` or
         :class:`DeviceSlots`), and what the last trial left for a final check: the index of its source

@@ -1,0 +1,457 @@
+"""The candidate process (the *runner*): a function candidate's library runs here, not in its checker.
+
+A function task's candidate is native code loaded into a process. When that process was the worker, the
+code could read whatever the worker held (every timing set's inputs, before the trials: review 22b
+filled a memo of every answer from them, 2,176-3,504x, every check passed) and rewrite what the worker
+computes (its clock, its checks). With :data:`CANDIDATE_PROCESS_ENV` on (off by default: not yet run on
+a GPU), the candidate worker (:mod:`executor.worker.candidate`) starts a
+runner, ``python -m executor.worker runner candidate {host|gpu}``, as its own child, in its own jail
+and process group, before the candidate arrives; the runner loads the library and calls it, and holds
+nothing else:
+
+* the inputs of a call come in a shared mapping (a ``memfd``) that the worker fills and hands over
+  (:class:`SharedArrays`) with the request of the first call made on it, inside that call's timing
+  (so no timed call's values are in the runner before that set is timed, and what the runner does
+  when it maps a set is timed: review 23b computed each answer there while the hand-over was a
+  request of its own); the worker reads the outputs back after the call's acknowledgement;
+* the expected outputs, the other sets, the seeds, the clock and the verdict stay in the worker, which
+  times each call with its own clock around the request and its acknowledgement (:meth:`Runner.call`),
+  announced to the executor as before (:class:`~executor.worker.runtime.CallWatch`). The fastest of
+  20 empty round trips, measured before the load (none of the candidate's code answers them), is
+  reported (``seconds["runner_roundtrip"]``) and taken off every timed call, and no more; a load after
+  which they are much slower is refused. Every request other than a call has a deadline;
+* each acknowledgement must echo the request's random nonce, so the runner cannot answer a call before
+  it is asked (a reply queued ahead would otherwise read as a call of no time);
+* before the worker checks what the trials left, it kills the runner (a process the runner forked is
+  not killed with it: review 23b, not closed); the worker makes itself non-dumpable first, so that the
+  runner (the same uid) cannot trace it or read its memory through ``/proc``.
+
+A runner that dies, exits or breaks the protocol is the candidate's failure: the worker ends itself the
+same way (the same signal, or the same exit status), so the executor's verdict is what it was when the
+candidate ran in the worker (``crash``; ``timeout`` when the executor killed a call past its limit; the
+runner is in the worker's process group and dies with it). Its stderr is the worker's.
+
+The GPU function runtime's runner makes its own CUDA context; the L2 flush before a timed call and the
+device synchronisation that ends it run there, inside the call's request. Not yet run on a GPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import itertools
+import json
+import logging
+import mmap
+import os
+import secrets
+import signal
+import socket
+import stat
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import TypeAdapter
+
+from executor.abi import bind_entry, call_entry
+from executor.jail import DEVICES, HOST_PATHS, PR_SET_NO_NEW_PRIVS, child_setup, gpu_paths, python_paths
+from executor.taskformat import FunctionTask, KernelTask, Task
+from executor.verdict import ErrorKind
+from executor.worker.messages import DONE_FD_ENV
+from executor.worker.runtime import CandidateFailed
+
+logger = logging.getLogger(__name__)
+
+# Set to 1/true/on/yes (in the executor's environment, which passes it to the workers) to run function
+# candidates in a runner; off by default: the runner has not been run on a GPU yet, and without it a
+# function candidate runs in its worker as before (executor.worker.host.HostFunctionRuntime,
+# executor.worker.gpu.GpuFunctionRuntime).
+CANDIDATE_PROCESS_ENV = "REGRAPH_EXECUTOR_CANDIDATE_PROCESS"
+# The runner's end of its socket (an inherited descriptor).
+RUNNER_FD_ENV = "REGRAPH_RUNNER_FD"
+# A request or a reply is at most this long (a task's JSON, a call's scalars, a failure's message).
+MESSAGE_BYTES = 1 << 20
+REPLY_BYTES = 4096
+# Empty round trips measured before the load (their fastest is reported and taken off each timed
+# call), and again after it: a load after which the fastest is this much slower (times, plus seconds)
+# is refused (the candidate's code answers the pings then, and could slow them to have more taken off).
+ROUNDTRIPS = 20
+ROUNDTRIP_SLOWER, ROUNDTRIP_SLACK_S = 4.0, 0.0002
+# How long the runner may take to answer a request that is not timed (its start-up: its first; the
+# load; any other): beyond it, the candidate is refused. A call has the executor's limit instead.
+START_S, LOAD_S, UNTIMED_S = 60.0, 120.0, 5.0
+PR_SET_DUMPABLE = 4
+_PACKAGE = Path(__file__).resolve().parent.parent
+_keys = itertools.count(1)
+
+
+class SharedArrays:
+    """Arrays laid out in one shared mapping (a ``memfd``) that the worker fills and a runner maps.
+
+    ``arrays`` is what an :class:`~executor.inputs.InputSet` of the worker holds (views of the
+    mapping); ``layout`` tells the runner where each is (name, shape, dtype, offset)."""
+
+    def __init__(self, shapes: Iterable[tuple[str, tuple[int, ...], np.dtype[Any]]]) -> None:
+        self.key = next(_keys)
+        self.layout: list[tuple[str, list[int], str, int]] = []
+        offset = 0
+        for name, shape, dtype in shapes:
+            self.layout.append((name, list(shape), dtype.str, offset))
+            nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+            offset += -(-max(nbytes, 1) // 64) * 64
+        self.fd = os.memfd_create(f"regraph-set-{self.key}", os.MFD_CLOEXEC)
+        os.ftruncate(self.fd, max(offset, mmap.PAGESIZE))
+        self.arrays = view_arrays(self.fd, self.layout)
+
+    @classmethod
+    def like(cls, arrays: dict[str, np.ndarray]) -> SharedArrays:
+        """Empty shared arrays of the shapes and types of ``arrays``."""
+        return cls((name, a.shape, a.dtype) for name, a in arrays.items())
+
+    def close(self) -> None:
+        """Let the descriptor go (the mapping stays while its arrays are used)."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def view_arrays(fd: int, layout: list[tuple[str, list[int], str, int]]) -> dict[str, np.ndarray]:
+    """The arrays of ``layout`` in a shared mapping of the whole of ``fd``."""
+    size = os.fstat(fd).st_size
+    # Its page tables filled now: a runner's first timed call on a set must not pay a fault per page
+    # (a 42 ms call on a large set took up to 4x that on its first visit, and the trials grew).
+    region = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE)
+    # Huge pages where the host lets shared memory have them (``shmem_enabled`` at ``advise``): at
+    # ``never`` a memory-bound call on a 96 MB set ran 20 % slower than on numpy's (huge-page) arrays.
+    with contextlib.suppress(OSError, AttributeError):
+        region.madvise(mmap.MADV_HUGEPAGE)
+    return {
+        name: np.ndarray(tuple(shape), np.dtype(dtype), buffer=region, offset=offset)
+        for name, shape, dtype, offset in layout
+    }
+
+
+def _runner_setup(cwd: str) -> None:  # pragma: no cover - between fork and exec
+    # The parent-death signal and no new privileges; the uid and the jail are the worker's.
+    child_setup(None, cwd, None)
+
+
+class Runner:
+    """The worker's side of a runner: starts it, hands it mappings, asks it to call, times nothing
+    itself (:meth:`call` is timed by its caller)."""
+
+    def __init__(self, runtime: str) -> None:
+        # Nothing the runner starts may trace this process or read its memory (same uid).
+        with_libc = ctypes.CDLL(None, use_errno=True)
+        if with_libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+            logger.warning("the worker could not make itself non-dumpable")
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        env = {k: v for k, v in os.environ.items() if k != DONE_FD_ENV}
+        env[RUNNER_FD_ENV] = str(theirs.fileno())
+        cwd = os.getcwd()  # the worker's own directory
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "executor.worker", "runner", "candidate", runtime],
+                stdin=subprocess.DEVNULL,
+                cwd=cwd,
+                env=env,
+                pass_fds=(theirs.fileno(),),
+                preexec_fn=functools.partial(_runner_setup, cwd),
+            )
+        finally:
+            theirs.close()
+        self.sock = ours
+        self.mapped: set[int] = set()
+        self.runtime = runtime
+
+    def request(
+        self, op: str, fds: list[int] | None = None, deadline_s: float | None = UNTIMED_S, **fields: Any
+    ) -> None:
+        """Send one request and wait for its acknowledgement, at most ``deadline_s`` (None: a call,
+        which the executor's call limit bounds); a failure the runner reports is raised as
+        :class:`CandidateFailed`, and a runner that is gone ends this process the way it ended."""
+        nonce = secrets.token_hex(8)
+        message = json.dumps({"op": op, "nonce": nonce, **fields}).encode()
+        self.sock.settimeout(deadline_s)
+        try:
+            if fds:
+                socket.send_fds(self.sock, [message], fds)
+            else:
+                self.sock.send(message)
+            reply = self.sock.recv(REPLY_BYTES)
+        except TimeoutError:
+            raise CandidateFailed(
+                ErrorKind.TIMEOUT,
+                f"the candidate's process did not answer the request '{op}' (not timed) within {deadline_s:g} s",
+            ) from None
+        except OSError:
+            reply = b""
+        if not reply:
+            self.mirror_fate()
+        self.check_reply(reply, nonce)
+
+    @staticmethod
+    def check_reply(reply: bytes, nonce: str) -> None:
+        """Accept ``ok NONCE``; a reported failure (``fail NONCE KIND MESSAGE``) is raised; anything
+        else is the candidate's breach of the protocol."""
+        text = reply.decode("utf-8", "replace")
+        if text == f"ok {nonce}":
+            return
+        head, _, rest = text.partition(" ")
+        got, _, rest = rest.partition(" ")
+        if head == "fail" and got == nonce:
+            kind, _, message = rest.partition(" ")
+            kinds = (ErrorKind.CUDA_ERROR, ErrorKind.RUNTIME_NOT_AVAILABLE)
+            error = next((k for k in kinds if k.value == kind), ErrorKind.CRASH)
+            raise CandidateFailed(error, message[:2000])
+        raise CandidateFailed(
+            ErrorKind.CRASH, "the candidate's process answered a request it was not sent (a forged reply)"
+        )
+
+    def mirror_fate(self) -> None:
+        """The runner is gone (or closed its socket): end this process as it ended, so that the executor
+        reports the candidate's crash or exit as it always did. Never returns."""
+        try:
+            code = self.proc.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+        sys.stderr.flush()
+        if code < 0:
+            if -code not in (signal.SIGKILL, signal.SIGSTOP):  # those two have no handler to reset
+                signal.signal(-code, signal.SIG_DFL)
+            os.kill(os.getpid(), -code)
+            time.sleep(1.0)
+            os._exit(128 - code)
+        os._exit(code)
+
+    def load(self, task: FunctionTask | KernelTask, product: str, symbol: str) -> None:
+        """Load the candidate's library in the runner and bind its entry."""
+        self.request(
+            "load", deadline_s=LOAD_S, task=task.model_dump(mode="json"), product=product, symbol=symbol
+        )
+
+    def drop(self, shared: SharedArrays) -> None:
+        """Unmap ``shared`` in the runner."""
+        if shared.key in self.mapped:
+            self.mapped.discard(shared.key)
+            self.request("unmap", key=shared.key)
+
+    def call(self, shared: SharedArrays, scalars: dict[str, Any], flush: bool = False) -> None:
+        """One call of the candidate on ``shared`` (and its device synchronisation on a GPU; ``flush``:
+        the device's L2 flushed first). A mapping the runner does not have yet goes with the request,
+        so that whatever the runner does when it maps it is inside the call (and its timing)."""
+        if shared.key in self.mapped:
+            self.request("call", deadline_s=None, key=shared.key, scalars=scalars, flush=flush)
+            return
+        self.mapped.add(shared.key)
+        self.request(
+            "call", [shared.fd], None, key=shared.key, layout=shared.layout, scalars=scalars, flush=flush
+        )
+
+    def roundtrip_s(self, op: str = "ping", repeats: int = ROUNDTRIPS) -> float:
+        """The fastest of ``repeats`` round trips of ``op`` (``ping``: an empty one, what the split adds
+        to every timed call; ``flush`` adds a GPU's L2 flush), after one that waits for the runner's
+        start-up."""
+        self.request("ping", deadline_s=START_S)
+        best = float("inf")
+        for _ in range(repeats):
+            start = time.perf_counter()
+            self.request(op)
+            best = min(best, time.perf_counter() - start)
+        return best
+
+    def stop(self) -> None:
+        """Kill the runner and wait for it (its mappings go with it)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self.sock.close()
+
+
+# --- The runner process ---------------------------------------------------------------------------
+
+# Landlock (Linux 5.13+): an unprivileged process's own limit on the files it may open from now on.
+_LANDLOCK_CREATE, _LANDLOCK_ADD_RULE, _LANDLOCK_RESTRICT = 444, 445, 446
+_LANDLOCK_PATH_BENEATH = 1
+_FS_EXECUTE, _FS_WRITE_FILE, _FS_READ_FILE, _FS_READ_DIR = 1, 2, 4, 8
+_FS_FILE = _FS_EXECUTE | _FS_WRITE_FILE | _FS_READ_FILE  # the rights a rule on a file may carry
+_FS_READ = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
+_FS_ALL = (1 << 13) - 1  # every right of Landlock's first version (all its kernels know them)
+
+
+# Set to 0/false/off/no (in the executor's environment, which passes it to the workers) to run the
+# runners without Landlock: for debugging, or a host where it keeps an honest candidate from files it
+# needs (its list for a GPU, runner_files, has not been run on one yet). Unless it is off, a runner
+# that cannot confine itself refuses to load the candidate (runtime_not_available).
+LANDLOCK_ENV = "REGRAPH_EXECUTOR_RUNNER_LANDLOCK"
+
+
+def candidate_process_wanted() -> bool:
+    """Whether function candidates run in a runner (:data:`CANDIDATE_PROCESS_ENV`, off unless set to
+    1/true/on/yes)."""
+    return os.environ.get(CANDIDATE_PROCESS_ENV, "").strip().lower() in ("1", "true", "on", "yes")
+
+
+def landlock_wanted() -> bool:
+    """Whether a runner confines itself (:data:`LANDLOCK_ENV`, on unless set to 0/false/off/no)."""
+    return os.environ.get(LANDLOCK_ENV, "1").strip().lower() not in ("0", "false", "off", "no")
+
+
+def landlock_version() -> int:
+    """The kernel's Landlock ABI version; 0 where it has none (nothing is restricted by asking)."""
+    syscall = ctypes.CDLL(None, use_errno=True).syscall
+    syscall.restype = ctypes.c_long
+    version = syscall(ctypes.c_long(_LANDLOCK_CREATE), None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    return max(int(version), 0)
+
+
+def confine(readable: Iterable[str], writable: Iterable[str]) -> str | None:
+    """Limit what this process may open from now on to ``readable`` (and below: read, list, run) and
+    ``writable`` (and below: anything), with Landlock; None when in force, else why not (an older
+    kernel: the runner then refuses the candidate, unless :data:`LANDLOCK_ENV` is off)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    syscall = libc.syscall
+    syscall.restype = ctypes.c_long
+    handled = ctypes.c_uint64(_FS_ALL)
+    ruleset = syscall(
+        ctypes.c_long(_LANDLOCK_CREATE), ctypes.byref(handled), ctypes.c_size_t(8), ctypes.c_uint32(0)
+    )
+    if ruleset < 0:
+        return f"Landlock is not available here ({os.strerror(ctypes.get_errno())})"
+    try:
+        rules = [(p, _FS_READ) for p in readable] + [(p, _FS_ALL) for p in writable]
+        for path, rights in rules:
+            try:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except OSError:
+                continue  # not here: nothing to allow
+            try:
+                if not stat.S_ISDIR(os.fstat(fd).st_mode):
+                    rights &= _FS_FILE
+                rule = ctypes.create_string_buffer(struct.pack("=Qi", rights, fd), 12)
+                syscall(ctypes.c_long(_LANDLOCK_ADD_RULE), ctypes.c_long(ruleset), 1, rule, 0)
+            finally:
+                os.close(fd)
+        if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            return "no_new_privs could not be set"
+        if syscall(ctypes.c_long(_LANDLOCK_RESTRICT), ctypes.c_long(ruleset), 0) != 0:
+            return f"Landlock refused the restriction ({os.strerror(ctypes.get_errno())})"
+        return None
+    finally:
+        os.close(ruleset)
+
+
+def runner_files(runtime: str, product: str) -> tuple[list[str], list[str]]:
+    """What a runner may open once it loads a candidate: read the system's libraries and the
+    interpreter's (the paths a worker's jail binds), the candidate's library, ``/proc`` and ``/sys``;
+    write the null and random devices, and on a GPU its device nodes and ``/dev/shm``. Not the
+    executor's cache (the stored timing sets and the reference's outputs), nor the worker's directory
+    (its job, the runner's working directory), nor any directory above or below that one."""
+    here = Path.cwd().resolve()
+
+    def apart(path: str) -> bool:
+        where = Path(path).resolve()
+        return where != here and where not in here.parents and here not in where.parents
+
+    readable = [*HOST_PATHS, *(p for p in python_paths(_PACKAGE) if apart(p)), product, "/proc", "/sys"]
+    writable = list(DEVICES)
+    if runtime == "gpu":
+        paths, nodes = gpu_paths()
+        readable += [*(p for p in paths if apart(p)), "/etc"]
+        writable += [*nodes, "/dev/shm"]  # noqa: S108 - the jail's own, empty
+    return readable, writable
+
+
+class _Served:
+    """What a runner holds: the bound entry, its task, the mappings by key, the CUDA context."""
+
+    def __init__(self, runtime: str) -> None:
+        self.runtime = runtime
+        self.gpu: Any = None
+        self.task: FunctionTask | KernelTask | None = None
+        self.fn: Any = None
+        self.maps: dict[int, dict[str, np.ndarray]] = {}
+
+    def handle(self, request: dict[str, Any], fds: list[int]) -> None:
+        op = request["op"]
+        if op == "load":
+            if self.runtime == "gpu" and self.gpu is None:
+                from executor.gpulock import gpu_shared
+                from executor.worker.gpu import GpuContext
+
+                self.gpu = GpuContext(gpu_shared)  # none made ahead: its failure is the reply
+            task = TypeAdapter(Task).validate_python(request["task"])
+            # Before the library is loaded: its constructors are the candidate's code too.
+            # Unconfined, it could write the worker's result file (review 23b): only when the operator
+            # says so, never because Landlock failed.
+            if not landlock_wanted():
+                logger.warning(
+                    "the candidate's process is not confined beyond the worker's jail: %s is off",
+                    LANDLOCK_ENV,
+                )
+            elif (why := confine(*runner_files(self.runtime, request["product"]))) is not None:
+                raise CandidateFailed(
+                    ErrorKind.RUNTIME_NOT_AVAILABLE,
+                    f"the candidate's process could not be confined: {why} ({LANDLOCK_ENV}=0 runs it in the "
+                    "worker's jail alone, which lets it write the worker's files)",
+                )
+            self.fn = bind_entry(ctypes.CDLL(request["product"]), request["symbol"], task)
+            self.task = task
+        elif op == "unmap":
+            self.maps.pop(int(request["key"]), None)
+        elif op == "call":
+            assert self.task is not None
+            if fds:  # its first call on this mapping
+                try:
+                    self.maps[int(request["key"])] = view_arrays(fds[0], request["layout"])
+                finally:
+                    for fd in fds:
+                        os.close(fd)
+            if request.get("flush") and self.gpu is not None:
+                self.gpu.flush_l2()
+            call_entry(self.fn, self.task, request["scalars"], self.maps[int(request["key"])])
+            if self.gpu is not None:
+                self.gpu.synchronize()
+        elif op == "flush" and self.gpu is not None:
+            self.gpu.flush_l2()
+        elif op == "reset" and self.gpu is not None:
+            self.gpu.reset_timing_state()
+
+
+def serve(runtime: str) -> int:
+    """The runner's loop (``python -m executor.worker runner candidate {host|gpu}``): one request at a
+    time from the worker, each acknowledged with its nonce; ends when the worker is gone."""
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    sock = socket.socket(fileno=int(os.environ[RUNNER_FD_ENV]))
+    served = _Served(runtime)
+    if runtime == "gpu":  # made ahead, while the worker prepares (as a worker's own context is)
+        from executor.gpulock import gpu_shared
+        from executor.worker.gpu import GpuContext
+
+        served.gpu = GpuContext.create_or_none(gpu_shared)
+    while True:
+        try:
+            message, fds, _, _ = socket.recv_fds(sock, MESSAGE_BYTES, 4)
+        except OSError:
+            return 0
+        if not message:
+            return 0
+        request = json.loads(message)
+        nonce = str(request["nonce"])
+        try:
+            served.handle(request, fds)
+            reply = f"ok {nonce}"
+        except CandidateFailed as e:
+            reply = f"fail {nonce} {e.kind.value} {e}"
+        except Exception as e:  # the candidate's library failed to load, a CUDA error, ...
+            kind = ErrorKind.CUDA_ERROR.value if type(e).__module__.startswith("pycuda") else "crash"
+            reply = f"fail {nonce} {kind} {type(e).__name__}: {e}"
+        sock.send(reply.encode()[:REPLY_BYTES])

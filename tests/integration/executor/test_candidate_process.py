@@ -1,0 +1,150 @@
+"""A function candidate runs in a process of its own (:mod:`executor.worker.runner`), not in its checker.
+
+Review 22b's attack: native code that, during its untimed correctness calls, reads its own process's
+memory, finds the timing sets' inputs there (the worker made them before the candidate arrived) and
+fills a memo of every answer before the trials: every timed call, first visits included, was answered
+from the memo (2,176-3,504x on the GPU, every check passed). The candidate below does the same on the
+host: it scans every readable anonymous, heap and shared (memfd) mapping listed in ``/proc/self/maps``
+for runs of ``N`` plausible inputs (floats in [-1, 1)), computes each run's answer and keeps it,
+keyed on eight of its values; a timed call whose input matches a kept key copies the answer (after
+reading its input eight times, so as to stay above the physical floor).
+
+In the worker's own process it found every timing set and passed at a small fraction of the honest
+time. In the runner it finds only what it was handed: the current call's inputs (the fresh timing-size
+set at its correctness call, which is the warm-up's set, never timed), so the timed calls are computed
+and timed like the honest code.
+
+The runner is also confined with Landlock before it loads the library (where the kernel has none, it
+refuses to load it unless the operator turns Landlock off for runners): the
+worker's jail shows the stored timing sets (inputs and expected outputs) and the worker's job file, and
+the runner, in the same jail, may no longer open them.
+
+Host runtime, built with the host compiler (no static rules: what is tested is the process boundary).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from executor.sandbox import run_job
+from executor.worker.messages import CandidateRun
+from executor.worker.runner import CANDIDATE_PROCESS_ENV, LANDLOCK_ENV, landlock_version
+from tests.integration.executor.test_executor_hacks_host import POLY_BODY, POLY_HEAD, POLY_TASK
+from tests.support.hostcode import FAST, build_host_candidates, timing_set_job, write_task
+
+
+def _scanner(whose: str) -> str:
+    """The memory-scanning memo (above), reading the memory of ``whose``: ``"self"`` (its own process)
+    or ``"parent"`` (the process that started it: the worker, when it runs in a runner), through
+    ``/proc/PID/maps`` and ``/proc/PID/mem``."""
+    pid = '"self"' if whose == "self" else "std::to_string(getppid())"
+    return (
+        "#include <cstdio>\n#include <cstring>\n#include <cstdint>\n#include <string>\n#include <vector>\n"
+        "#include <fcntl.h>\n#include <unistd.h>\n"
+        "static const int N = 131072;\n"
+        "struct Memo { float key[8]; std::vector<float> y; };\n"
+        "static std::vector<Memo> memos; static bool timing_seen = false; volatile double sink;\n"
+        "static void keyof(const float* x, float* k) { for (int j = 0; j < 8; ++j) k[j] = x[(long)j * (N - 1) / 7]; }\n"
+        "static void honest(int n, const float* x, float* y) { for (int i = 0; i < n; ++i) { "
+        + POLY_BODY
+        + " } }\n"
+        "static bool plausible(float v) { uint32_t b; std::memcpy(&b, &v, 4); uint32_t e = (b >> 23) & 0xff; "
+        "return e >= 100 && e <= 126; }\n"
+        "static void keep(const float* x) {\n"
+        "  Memo m; keyof(x, m.key);\n"
+        "  for (auto& o : memos) if (!std::memcmp(o.key, m.key, sizeof m.key)) return;\n"
+        "  if (memos.size() >= 64) return;\n"
+        "  m.y.resize(N); honest(N, x, m.y.data()); memos.push_back(m);\n}\n"
+        "static void scan() {\n"
+        f'  std::string dir = std::string("/proc/") + {pid};\n'
+        '  FILE* f = std::fopen((dir + "/maps").c_str(), "r"); if (!f) return;\n'
+        '  int mem = open((dir + "/mem").c_str(), O_RDONLY); if (mem < 0) { std::fclose(f); return; }\n'
+        "  char line[512]; std::vector<float> region;\n"
+        "  while (std::fgets(line, sizeof line, f)) {\n"
+        '    unsigned long lo, hi; char perms[8]; char path[256] = "";\n'
+        '    if (std::sscanf(line, "%lx-%lx %7s %*s %*s %*s %255s", &lo, &hi, perms, path) < 3) continue;\n'
+        "    if (perms[0] != 'r' || perms[1] != 'w' || hi - lo > (1ul << 30)) continue;\n"
+        '    if (path[0] && std::strcmp(path, "[heap]") != 0 && std::strncmp(path, "/memfd:", 7) != 0) continue;\n'
+        "    region.resize((hi - lo) / 4);\n"
+        "    if (pread(mem, region.data(), hi - lo, (off_t)lo) != (ssize_t)(hi - lo)) continue;\n"
+        "    const float* p = region.data(); size_t count = region.size(), run = 0;\n"
+        "    for (size_t i = 0; i < count; ++i) {\n"
+        "      if (plausible(p[i])) { if (++run == (size_t)N) { keep(p + i + 1 - N); run = 0; } } else run = 0; }\n"
+        "  }\n  close(mem); std::fclose(f);\n}\n"
+        + POLY_HEAD
+        + "if (n != N || !timing_seen) { scan(); timing_seen = n == N; }\n"
+        "if (n == N) { float k[8]; keyof(x, k); double s = 0;\n"
+        "  for (int r = 0; r < 8; ++r) for (int i = 0; i < n; ++i) s += x[i];\n"
+        "  for (auto& m : memos) if (!std::memcmp(m.key, k, sizeof k)) { std::memcpy(y, m.y.data(), n * sizeof(float)); "
+        "sink = s; return; } }\n"
+        "honest(n, x, y);\n}\n"
+    )
+
+
+@pytest.fixture(autouse=True)
+def _candidate_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner is the operator's choice (off by default): on for these workers."""
+    monkeypatch.setenv(CANDIDATE_PROCESS_ENV, "1")
+    if landlock_version() == 0:  # a runner refuses to run unconfined unless told to
+        monkeypatch.setenv(LANDLOCK_ENV, "0")
+
+
+HONEST = POLY_HEAD + "for (int i = 0; i < n; ++i) { " + POLY_BODY + " } }"
+OPTIONS = FAST.model_copy(update={"min_trials": 5, "max_trials": 9})
+
+
+@pytest.mark.parametrize(("whose", "landlock"), [("self", True), ("parent", True), ("parent", False)])
+def test_a_candidate_that_reads_its_process_memory_finds_no_timing_set(
+    tmp_path: Path, whose: str, landlock: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``self``: its own process's memory. ``parent``: its parent's, through ``/proc``, which two things
+    keep out, each alone: Landlock (a confined process may not trace one outside its domain) and the
+    worker making itself non-dumpable (the runner has the worker's uid)."""
+    if not landlock:
+        monkeypatch.setenv(LANDLOCK_ENV, "0")
+    task = write_task(tmp_path, POLY_TASK, HONEST)
+    built = build_host_candidates(tmp_path, {"scan": _scanner(whose), "honest": HONEST})
+    outcomes = {}
+    for name, product in built.items():
+        run = CandidateRun(candidate_product=product, candidate_symbol=task.entry)
+        outcomes[name] = run_job(timing_set_job(task, tmp_path / name, OPTIONS), run, timeout_s=120)
+    honest, scan = outcomes["honest"], outcomes["scan"]
+    assert honest.passed and honest.candidate_timing is not None, honest.message
+    # Where it ran in the worker, it passed at 1/60-1/190 of the honest time (the memo answered every
+    # timed call). In its own process it may pass, but only at the honest code's speed.
+    if scan.passed:
+        assert scan.candidate_timing is not None
+        assert scan.candidate_timing.median_ms > honest.candidate_timing.median_ms / 2, (
+            scan.candidate_timing,
+            honest.candidate_timing,
+        )
+
+
+def _nosy(paths: list[Path]) -> str:
+    """The honest code, wrong in its first element whenever it can open one of ``paths``."""
+    opens = " || ".join(f'open("{p}", O_RDONLY) >= 0' for p in paths)
+    return (
+        "#include <fcntl.h>\n"
+        + POLY_HEAD
+        + f"for (int i = 0; i < n; ++i) {{ {POLY_BODY} }}\nif ({opens}) y[0] += 1.0f;\n}}\n"
+    )
+
+
+def test_the_candidate_cannot_open_the_stored_timing_sets_or_its_workers_job(tmp_path: Path) -> None:
+    if landlock_version() == 0:
+        pytest.skip("no Landlock on this kernel")
+    task = write_task(tmp_path, POLY_TASK, HONEST)
+    job = timing_set_job(task, tmp_path / "job", OPTIONS)
+    assert job.timing_set is not None
+    # The store's directory (the sets are made there by the first run's reference, before the
+    # candidate runs) and the job file in the worker's own directory (its working directory).
+    (tmp_path / "build").mkdir()
+    built = build_host_candidates(
+        tmp_path / "build", {"nosy": _nosy([Path(job.timing_set.dir), Path("job.json")])}
+    )
+    run = CandidateRun(candidate_product=built["nosy"], candidate_symbol=task.entry)
+    outcome = run_job(job, run, timeout_s=120)
+    # In the worker's process (and in a runner without Landlock) both opens succeed: wrong_output.
+    assert outcome.passed, outcome.message
