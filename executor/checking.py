@@ -122,7 +122,8 @@ def same_bits(before: np.ndarray, after: np.ndarray) -> bool:
     (a strided view, or C against F order) is first copied into C order, one temporary per such
     array. Meant for a function task's ``in`` arrays, checked after every call and on every rotated
     copy after the trials (hundreds of MB under the GPU lock; ``np.array_equal`` makes a boolean
-    array as long as the input and reads it with one thread); not called yet."""
+    array as long as the input and reads it with one thread):
+    :meth:`executor.worker.host.FunctionRuntime.check_inputs`."""
     if before.dtype != after.dtype or before.shape != after.shape:
         return False
     size = before.itemsize
