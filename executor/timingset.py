@@ -379,17 +379,24 @@ def expected_checked(spec: TimingSetSpec, task: FunctionTask | KernelTask) -> di
     return checked
 
 
-def _verified(spec: TimingSetSpec, path: Path, checked: Mapping[str, StatKey] | None = None) -> Path:
-    """``path`` (a file of the set) when its SHA-256 is the one in the set's manifest, or when it is
-    still the file :func:`expected_checked` checked (``checked``); raises ValueError for a file the
-    manifest does not name or whose content differs."""
+def _manifest_digest(spec: TimingSetSpec, path: Path) -> str:
+    """The SHA-256 that the set's manifest gives ``path`` (a file of the set); raises ValueError for a
+    file the manifest does not name."""
     manifest = _manifest(spec)
     files = manifest.get("files") if manifest is not None else None
     if not isinstance(files, dict) or path.name not in files:
         raise ValueError(f"{path.name} is not in the set's manifest")
+    return str(files[path.name])
+
+
+def _verified(spec: TimingSetSpec, path: Path, checked: Mapping[str, StatKey] | None = None) -> Path:
+    """``path`` (a file of the set) when its SHA-256 is the one in the set's manifest, or when it is
+    still the file :func:`expected_checked` checked (``checked``); raises ValueError for a file the
+    manifest does not name or whose content differs."""
+    want = _manifest_digest(spec, path)
     if checked is not None and checked.get(str(path)) == _stat_key(path.stat()):
         return path
-    if _digest(path) != files[path.name]:
+    if _digest(path) != want:
         raise ValueError(f"{path.name} does not match its digest: damaged or replaced")
     return path
 
@@ -418,10 +425,7 @@ def _read_verified(spec: TimingSetSpec, path: Path) -> np.ndarray:
     set's inputs, hundreds of MB each, while other candidates' trials run (host-memory traffic beside
     host-timed trials makes them noisier), and no replacement between the digest and the read can slip
     in."""
-    manifest = _manifest(spec)
-    files = manifest.get("files") if manifest is not None else None
-    if not isinstance(files, dict) or path.name not in files:
-        raise ValueError(f"{path.name} is not in the set's manifest")
+    expected_digest = _manifest_digest(spec, path)
     digest = hashlib.sha256()
     with open(path, "rb", buffering=0) as raw:
         f = _Hashed(raw, digest)
@@ -452,7 +456,7 @@ def _read_verified(spec: TimingSetSpec, path: Path) -> np.ndarray:
             done += n
         while rest := raw.read(READ_CHUNK_BYTES):  # trailing bytes count in the digest too
             digest.update(rest)
-    if digest.hexdigest() != files[path.name]:
+    if digest.hexdigest() != expected_digest:
         raise ValueError(f"{path.name} does not match its digest: damaged or replaced")
     return array
 
