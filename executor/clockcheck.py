@@ -6,7 +6,8 @@ candidate's library, so the clock they read is the candidate's to change: review
 timed call read 3 ms where it took 58 ms, with honest outputs past every check. The worker announces
 each timed call's start and end on its done pipe (:class:`executor.worker.runtime.CallWatch`), and the
 parent stamps each line with its own clock when it reads it (:class:`executor.sandbox.WorkerProcess`).
-A passed outcome whose median timed call is far below the median of those windows is refused.
+A passed outcome whose median timed call is far below the shortest of those windows, or whose first
+call on every timing set is far below that call's own window, is refused.
 
 The windows hold the call, the worker's untimed preparation of it (an L2 flush on the GPU) and the
 delays of the executor's reading thread, which must take the interpreter's lock to stamp a line (held
@@ -16,7 +17,7 @@ window, one at the end lengthens it; a changed clock shortens every call the wor
 factor and a slack of one switch interval. Kernel tasks are timed by CUDA events on the device (their launches are announced as
 batches) and are not compared. A candidate that also writes the pipe's lines itself, or patches the
 worker's writes, can still lie: only a candidate process that holds neither the clock nor the checks
-closes that (docs/executor.md).
+closes that (:mod:`executor.worker.runner`, opt-in; docs/executor.md).
 """
 
 from __future__ import annotations
