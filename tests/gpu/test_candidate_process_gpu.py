@@ -23,8 +23,8 @@ from executor.runlimit import CallLimit
 from executor.settings import ExecutorSettings
 from executor.taskformat import load_task
 from executor.verdict import ErrorKind
-from executor.worker.runner import CANDIDATE_PROCESS_ENV, LANDLOCK_ENV, landlock_version
 from tests.integration.executor.test_clock_attack import CLOCK
+from tests.support.hostcode import use_candidate_process
 
 pytestmark = pytest.mark.gpu
 
@@ -48,9 +48,7 @@ CRASH = (
 def _candidate_process() -> Iterator[None]:
     """The runner is the operator's choice (off by default): on for this module's workers."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(CANDIDATE_PROCESS_ENV, "1")
-        if landlock_version() == 0:  # a runner refuses to run unconfined unless told to
-            patch.setenv(LANDLOCK_ENV, "0")
+        use_candidate_process(patch)
         yield
 
 

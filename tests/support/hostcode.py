@@ -23,6 +23,7 @@ from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
 from executor.timingset import TimingSetSpec
 from executor.worker.messages import CandidateRun, WorkerJob, WorkerOutcome
+from executor.worker.runner import CANDIDATE_PROCESS_ENV, LANDLOCK_ENV, landlock_version
 
 # Few sets and trials: two test-size sets, one timing-size set, the repeat of the first (four
 # correctness calls), one warm-up call or more, three to five timed calls.
@@ -142,3 +143,12 @@ def host_evaluator(cache_dir: Path) -> Iterator[Evaluator]:
         yield built
     finally:
         built.close()
+
+
+def use_candidate_process(patch: pytest.MonkeyPatch) -> None:
+    """Function candidates in a process of their own (:mod:`executor.worker.runner`, the operator's
+    choice, off by default) for the workers started from now on; where the kernel has no Landlock, its
+    switch off too, since a runner refuses to run unconfined unless told to."""
+    patch.setenv(CANDIDATE_PROCESS_ENV, "1")
+    if landlock_version() == 0:
+        patch.setenv(LANDLOCK_ENV, "0")

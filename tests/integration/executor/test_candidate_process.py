@@ -30,9 +30,15 @@ import pytest
 
 from executor.sandbox import run_job
 from executor.worker.messages import CandidateRun
-from executor.worker.runner import CANDIDATE_PROCESS_ENV, LANDLOCK_ENV, landlock_version
+from executor.worker.runner import LANDLOCK_ENV, landlock_version
+from tests.integration.executor.test_clock_attack import HONEST, OPTIONS
 from tests.integration.executor.test_executor_hacks_host import POLY_BODY, POLY_HEAD, POLY_TASK
-from tests.support.hostcode import FAST, build_host_candidates, timing_set_job, write_task
+from tests.support.hostcode import (
+    build_host_candidates,
+    timing_set_job,
+    use_candidate_process,
+    write_task,
+)
 
 
 def _scanner(whose: str) -> str:
@@ -86,13 +92,7 @@ def _scanner(whose: str) -> str:
 @pytest.fixture(autouse=True)
 def _candidate_process(monkeypatch: pytest.MonkeyPatch) -> None:
     """The runner is the operator's choice (off by default): on for these workers."""
-    monkeypatch.setenv(CANDIDATE_PROCESS_ENV, "1")
-    if landlock_version() == 0:  # a runner refuses to run unconfined unless told to
-        monkeypatch.setenv(LANDLOCK_ENV, "0")
-
-
-HONEST = POLY_HEAD + "for (int i = 0; i < n; ++i) { " + POLY_BODY + " } }"
-OPTIONS = FAST.model_copy(update={"min_trials": 5, "max_trials": 9})
+    use_candidate_process(monkeypatch)
 
 
 @pytest.mark.parametrize(("whose", "landlock"), [("self", True), ("parent", True), ("parent", False)])

@@ -77,15 +77,19 @@ def test_batch_answers_verdicts_in_order(client: ExecutorClient, saxpy: Function
     assert "system" not in verdicts[0].message and "system" in verdicts[1].message
 
 
+# The saxpy kernel and the head of its entry, for the candidates below that add one forbidden thing.
+SAXPY_ENTRY = (
+    "__global__ void k(int n, float a, const float* x, float* y) {\n"
+    "    int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] += a * x[i]; }\n"
+    'extern "C" void saxpy(int n, float a, const float* x, float* y) {\n'
+)
 # A saxpy that would run Python inside the worker that checks it; the name is pasted by the
 # preprocessor, so only the built library shows it.
 PASTED_PYTHON = (
     "#include <cuda_runtime.h>\n#define CAT(a, b) a##b\n"
     'extern "C" int CAT(P, yRun_SimpleString)(const char*);\n'
-    "__global__ void k(int n, float a, const float* x, float* y) {\n"
-    "    int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] += a * x[i]; }\n"
-    'extern "C" void saxpy(int n, float a, const float* x, float* y) {\n'
-    '    if (n < 0) CAT(P, yRun_SimpleString)("pass");\n'
+    + SAXPY_ENTRY
+    + '    if (n < 0) CAT(P, yRun_SimpleString)("pass");\n'
     "    k<<<(n + 255) / 256, 256>>>(n, a, x, y); }\n"
 )
 
@@ -172,10 +176,8 @@ def test_a_request_past_its_limit_answers_504_in_the_envelope(
 # match calls) do not see; review 22b ran `id -u` in the jailed worker this way.
 POINTED_SHELL = (
     "#include <cstdio>\n#include <cstdlib>\n#include <cuda_runtime.h>\n"
-    "__global__ void k(int n, float a, const float* x, float* y) {\n"
-    "    int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] += a * x[i]; }\n"
-    'extern "C" void saxpy(int n, float a, const float* x, float* y) {\n'
-    "    FILE* (*run)(const char*, const char*) = popen; int (*shell)(const char*) = system;\n"
+    + SAXPY_ENTRY
+    + "    FILE* (*run)(const char*, const char*) = popen; int (*shell)(const char*) = system;\n"
     '    if (n < 0) { run("id -u", "r"); shell("id -u"); }\n'
     "    k<<<(n + 255) / 256, 256>>>(n, a, x, y); }\n"
 )

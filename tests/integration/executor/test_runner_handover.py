@@ -25,10 +25,9 @@ import pytest
 from executor.sandbox import run_job
 from executor.verdict import ErrorKind
 from executor.worker.messages import CandidateRun
-from executor.worker.runner import CANDIDATE_PROCESS_ENV, LANDLOCK_ENV, landlock_version
 from tests.integration.executor.test_clock_attack import HONEST, LIMIT, OPTIONS
 from tests.integration.executor.test_executor_hacks_host import POLY_BODY, POLY_HEAD, POLY_TASK
-from tests.support.hostcode import build_host_candidates, timing_set_job, write_task
+from tests.support.hostcode import build_host_candidates, timing_set_job, use_candidate_process, write_task
 
 pytestmark = pytest.mark.skipif(
     platform.machine() != "x86_64", reason="the candidates are x86-64 machine code"
@@ -105,9 +104,7 @@ def _slow_pings(n: int) -> str:
 
 @pytest.fixture(autouse=True)
 def _candidate_process(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(CANDIDATE_PROCESS_ENV, "1")
-    if landlock_version() == 0:  # a runner refuses to run unconfined unless told to
-        monkeypatch.setenv(LANDLOCK_ENV, "0")
+    use_candidate_process(monkeypatch)
 
 
 def _run(tmp_path: Path, spec: dict, sources: dict[str, str]) -> dict:
