@@ -28,6 +28,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from search.errors import SearchError
+from search.relabel.glossary import explain_jargon
 
 TAXONOMY_FORMAT = "regraph.taxonomy/v1"
 DEFAULT_TAXONOMY_PATH = Path(__file__).resolve().parent / "data" / "taxonomy.v1.json"
@@ -172,6 +173,10 @@ _FILLER = frozenset(
     }
 )
 _FILLER_FAMILIES = (
+    # (session 24) a heading's "approach" says how it is presented, not which technique ("the atomic
+    # approach"). "strategy" was tried too and left out: "a tiling strategy" then merged into one of
+    # the tiling techniques on the bare graph, a doubtful item of another tiling
+    "approach",
     # (session 22) a hedge, as "possible" and "needed" are: "Considering native_ and half_ versions",
     # "Considerations for selecting the work-group size" say to weigh a technique, not which one
     "consider",
@@ -375,9 +380,10 @@ def vendor_terms(text: str) -> str:
 
 def expand_abbreviations(text: str, *, plurals: bool = False) -> str:
     """`text` with common CUDA shorthands written out ("smem" -> "shared memory"), other vendors' words
-    in CUDA's (`vendor_terms`: "work-group" -> "thread block") and snake_case or camelCase words split
-    (`split_compound`); with `plurals`, plural shorthands too (`shorthand`)."""
-    return _WORD.sub(lambda match: split_compound(match.group(0), plurals=plurals), vendor_terms(text))
+    in CUDA's (`vendor_terms`: "work-group" -> "thread block"), jargon in plain words (`glossary`:
+    "hoisting" -> "loop invariant code motion") and snake_case or camelCase words split (`split_compound`); with `plurals`, plural shorthands too (`shorthand`)."""
+    text = explain_jargon(vendor_terms(text))
+    return _WORD.sub(lambda match: split_compound(match.group(0), plurals=plurals), text)
 
 
 def _stem(token: str) -> str:
@@ -392,6 +398,10 @@ def _stem(token: str) -> str:
     "eliminating" and "elimination" -> "elimin"; "private", "privatize" -> "priv") when at least four
     letters stay.
     """
+    if token in _FUSE:
+        # (session 24) "fuse", "fused", "fusing" and "fusion" meet ("fus", "fuse" and "fusion" before):
+        # "Fuse operations" is kernel fusion
+        return "fusion"
     if token.endswith("wise") and len(token) - 4 >= 3:
         # "elementwise", "blockwise", "rowwise" are their root's (session 20): "element-wise" reads
         # "element" and filler "wise"; "-wise" is no "-ise" verb ("elementw" before)
@@ -403,6 +413,9 @@ def _stem(token: str) -> str:
         token = token[:-2]
     return token
 
+
+_FUSE = frozenset({"fuse", "fused", "fuses", "fusing", "fusion", "fusions"})
+"""A verb whose noun ends in "-sion" (`_stem`)."""
 
 _AT_ENDINGS: tuple[str, ...] = (
     *("ate", "ated", "ates", "ating", "ation", "ations"),
