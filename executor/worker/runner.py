@@ -55,12 +55,13 @@ import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 from pydantic import TypeAdapter
 
 from executor.abi import bind_entry, call_entry
+from executor.gpulock import LOCK_ENV
 from executor.jail import DEVICES, HOST_PATHS, PR_SET_NO_NEW_PRIVS, child_setup, gpu_paths, python_paths
 from executor.taskformat import FunctionTask, KernelTask, Task
 from executor.verdict import ErrorKind
@@ -84,10 +85,19 @@ REPLY_BYTES = 4096
 # is refused (the candidate's code answers the pings then, and could slow them to have more taken off).
 ROUNDTRIPS = 20
 ROUNDTRIP_SLOWER, ROUNDTRIP_SLACK_S = 4.0, 0.0002
-# How long the runner may take to answer a request that is not timed (its start-up: its first; the
-# load; any other): beyond it, the candidate is refused. A call has the executor's limit instead.
+# How long the runner may take to answer a request that is not timed (its start-up: its first; its
+# CUDA context; the load; any other): beyond it, the candidate is refused. A call has the executor's
+# limit instead.
 START_S, LOAD_S, UNTIMED_S = 60.0, 120.0, 5.0
 PR_SET_DUMPABLE = 4
+# The runner's stderr: a file of its own in the worker's directory (opened there by the worker, so the
+# runner writes it through the descriptor it inherits, Landlock or not). What it holds before the load
+# request is the runner's own (no code of the candidate's has run): a runner that fails before its
+# library is loaded shows its end in the verdict. What it holds after is the candidate's to choose and
+# is shown nowhere; a runner that dies then has it copied to the worker's stderr (as when the runner
+# wrote there), which a verdict does not show either.
+RUNNER_STDERR = "runner.stderr"
+STDERR_SHOWN, STDERR_COPIED = 2000, 64 * 1024
 _PACKAGE = Path(__file__).resolve().parent.parent
 _keys = itertools.count(1)
 
@@ -153,30 +163,64 @@ class Runner:
         if with_libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
             logger.warning("the worker could not make itself non-dumpable")
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        env = {k: v for k, v in os.environ.items() if k != DONE_FD_ENV}
+        # Not the executor's locks: the worker holds them for the runner (its context is made, and
+        # each of its calls runs, inside the worker's holds). A runner that took one itself waited,
+        # forever, at the turnstile its own worker's run holds (executor.gpulock.reserve).
+        env = {k: v for k, v in os.environ.items() if k not in (DONE_FD_ENV, LOCK_ENV)}
         env[RUNNER_FD_ENV] = str(theirs.fileno())
         cwd = os.getcwd()  # the worker's own directory
+        self.stderr_path = Path(cwd) / RUNNER_STDERR
         try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "executor.worker", "runner", "candidate", runtime],
-                stdin=subprocess.DEVNULL,
-                cwd=cwd,
-                env=env,
-                pass_fds=(theirs.fileno(),),
-                preexec_fn=functools.partial(_runner_setup, cwd),
-            )
+            with open(self.stderr_path, "ab") as stderr:
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-m", "executor.worker", "runner", "candidate", runtime],
+                    stdin=subprocess.DEVNULL,
+                    stderr=stderr,
+                    cwd=cwd,
+                    env=env,
+                    pass_fds=(theirs.fileno(),),
+                    preexec_fn=functools.partial(_runner_setup, cwd),
+                )
         finally:
             theirs.close()
         self.sock = ours
         self.mapped: set[int] = set()
         self.runtime = runtime
+        self.started = False
+        # Where the runner's stderr stood when the load was asked for (None: not yet): from then on,
+        # the candidate's code may have run in it.
+        self.trusted_bytes: int | None = None
+        # A failure before the load (the runner's own), raised again at every later request.
+        self.failure: CandidateFailed | None = None
+
+    def start(self) -> None:
+        """Wait for the runner's start-up (its first answer) and, on a GPU, have it make its CUDA
+        context while this worker holds the GPU lock shared (as a worker's own context is made: what
+        other workers' trials see); the runner loads and initialises the driver before, unlocked.
+        Called once the worker's inputs are prepared, outside the candidate's run (whose limit a slow
+        start-up then does not eat), and again (at once) by the first round trip. A runner that
+        dies, stalls or fails here is not the candidate's doing: the failure (its stderr's end and
+        what this host's Landlock is) is kept and raised by every request from then on."""
+        if self.started or self.failure is not None:
+            return
+        with contextlib.suppress(CandidateFailed):
+            self.request("ping", deadline_s=START_S)
+            if self.runtime == "gpu":
+                from executor.gpulock import gpu_shared
+
+                with gpu_shared():
+                    self.request("start", deadline_s=START_S)
+            self.started = True
 
     def request(
         self, op: str, fds: list[int] | None = None, deadline_s: float | None = UNTIMED_S, **fields: Any
     ) -> None:
         """Send one request and wait for its acknowledgement, at most ``deadline_s`` (None: a call,
         which the executor's call limit bounds); a failure the runner reports is raised as
-        :class:`CandidateFailed`, and a runner that is gone ends this process the way it ended."""
+        :class:`CandidateFailed`, and a runner that is gone ends this process the way it ended (before
+        the load: :meth:`fail_before_load`)."""
+        if self.failure is not None:
+            raise self.failure
         nonce = secrets.token_hex(8)
         message = json.dumps({"op": op, "nonce": nonce, **fields}).encode()
         self.sock.settimeout(deadline_s)
@@ -187,6 +231,8 @@ class Runner:
                 self.sock.send(message)
             reply = self.sock.recv(REPLY_BYTES)
         except TimeoutError:
+            if self.trusted_bytes is None:
+                self.fail_before_load(f"did not answer the request '{op}' within {deadline_s:g} s")
             raise CandidateFailed(
                 ErrorKind.TIMEOUT,
                 f"the candidate's process did not answer the request '{op}' (not timed) within {deadline_s:g} s",
@@ -194,8 +240,47 @@ class Runner:
         except OSError:
             reply = b""
         if not reply:
+            if self.trusted_bytes is None:
+                self.fail_before_load(f"ended at the request '{op}'", ended=True)
             self.mirror_fate()
-        self.check_reply(reply, nonce)
+        try:
+            self.check_reply(reply, nonce)
+        except CandidateFailed as e:
+            if self.trusted_bytes is None:
+                self.fail_before_load(f"failed the request '{op}': {e}")
+            raise
+
+    def fail_before_load(self, what: str, ended: bool = False) -> NoReturn:
+        """The runner failed before the candidate's library was asked to load (so on its own: at its
+        start-up, its CUDA context): kill it and raise, and keep, a ``runtime_not_available`` failure
+        that says how it ended, what this host's Landlock is, and the end of its stderr (all of it
+        written by the runner's own code)."""
+        with contextlib.suppress(subprocess.TimeoutExpired):  # it closed its socket: it may be exiting
+            self.proc.wait(timeout=5.0 if ended else 0.0)
+        alive = self.proc.poll() is None
+        if alive:
+            self.proc.kill()
+        code = self.proc.wait()
+        fate = f"died from {_signal_name(-code)}" if code < 0 else f"exited with status {code}"
+        if alive:
+            fate = "was still running (killed now)"
+        tail = self.stderr_tail(None)
+        self.failure = CandidateFailed(
+            ErrorKind.RUNTIME_NOT_AVAILABLE,
+            f"the candidate's process {what}, before the candidate was loaded; it {fate} "
+            f"[{landlock_facts()}]" + (f"; its stderr ends:\n{tail}" if tail else "; its stderr is empty"),
+        )
+        raise self.failure
+
+    def stderr_tail(self, limit: int | None, trusted: bool = True) -> str:
+        """The end of the runner's stderr: the part written before the load (``trusted``), or after."""
+        try:
+            data = self.stderr_path.read_bytes()
+        except OSError:
+            return ""
+        cut = len(data) if self.trusted_bytes is None else self.trusted_bytes
+        part = data[:cut] if trusted else data[cut:]
+        return part[-(limit or STDERR_SHOWN) :].decode("utf-8", "replace").strip()
 
     @staticmethod
     def check_reply(reply: bytes, nonce: str) -> None:
@@ -223,6 +308,8 @@ class Runner:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             code = self.proc.wait()
+        # What it wrote since its load, where it wrote before it had a file of its own.
+        sys.stderr.write(self.stderr_tail(STDERR_COPIED, trusted=False) + "\n")
         sys.stderr.flush()
         if code < 0:
             if -code not in (signal.SIGKILL, signal.SIGSTOP):  # those two have no handler to reset
@@ -234,6 +321,13 @@ class Runner:
 
     def load(self, task: FunctionTask | KernelTask, product: str, symbol: str) -> None:
         """Load the candidate's library in the runner and bind its entry."""
+        self.start()
+        if self.failure is not None:
+            raise self.failure
+        try:
+            self.trusted_bytes = self.stderr_path.stat().st_size
+        except OSError:
+            self.trusted_bytes = 0
         self.request(
             "load", deadline_s=LOAD_S, task=task.model_dump(mode="json"), product=product, symbol=symbol
         )
@@ -258,9 +352,9 @@ class Runner:
 
     def roundtrip_s(self, op: str = "ping", repeats: int = ROUNDTRIPS) -> float:
         """The fastest of ``repeats`` round trips of ``op`` (``ping``: an empty one, what the split adds
-        to every timed call; ``flush`` adds a GPU's L2 flush), after one that waits for the runner's
-        start-up."""
-        self.request("ping", deadline_s=START_S)
+        to every timed call; ``flush`` adds a GPU's L2 flush), after the runner's start-up
+        (:meth:`start`)."""
+        self.start()
         best = float("inf")
         for _ in range(repeats):
             start = time.perf_counter()
@@ -292,6 +386,26 @@ _FS_ALL = (1 << 13) - 1  # every right of Landlock's first version (all its kern
 # needs (its list for a GPU, runner_files, has not been run on one yet). Unless it is off, a runner
 # that cannot confine itself refuses to load the candidate (runtime_not_available).
 LANDLOCK_ENV = "REGRAPH_EXECUTOR_RUNNER_LANDLOCK"
+
+
+def landlock_facts() -> str:
+    """What a runner's confinement is on this host, for a failure's message."""
+    version = landlock_version()
+    if not landlock_wanted():
+        return f"Landlock ABI {version} here, off for the candidate's process ({LANDLOCK_ENV})"
+    return (
+        f"Landlock ABI {version} here; the candidate's process handles only ABI 1's rights (device ioctls "
+        "are not restricted)"
+        if version
+        else "no Landlock here"
+    )
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def candidate_process_wanted() -> bool:
@@ -382,12 +496,16 @@ class _Served:
 
     def handle(self, request: dict[str, Any], fds: list[int]) -> None:
         op = request["op"]
-        if op == "load":
+        if op == "start" or (op == "load" and self.runtime == "gpu"):
             if self.runtime == "gpu" and self.gpu is None:
-                from executor.gpulock import gpu_shared
                 from executor.worker.gpu import GpuContext
 
-                self.gpu = GpuContext(gpu_shared)  # none made ahead: its failure is the reply
+                # No lock here: the worker holds it while it waits for this (Runner.start). Its
+                # failure is the reply.
+                self.gpu = GpuContext()
+            if op == "start":
+                return
+        if op == "load":
             task = TypeAdapter(Task).validate_python(request["task"])
             # Before the library is loaded: its constructors are the candidate's code too.
             # Unconfined, it could write the worker's result file (review 23b): only when the operator
@@ -426,24 +544,38 @@ class _Served:
             self.gpu.reset_timing_state()
 
 
-def serve(runtime: str) -> int:
+def serve(runtime: str) -> NoReturn:
     """The runner's loop (``python -m executor.worker runner candidate {host|gpu}``): one request at a
-    time from the worker, each acknowledged with its nonce; ends when the worker is gone."""
+    time from the worker, each acknowledged with its nonce; ends when the worker is gone (at once:
+    pycuda aborts an interpreter that exits with its context still current)."""
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     sock = socket.socket(fileno=int(os.environ[RUNNER_FD_ENV]))
-    served = _Served(runtime)
-    if runtime == "gpu":  # made ahead, while the worker prepares (as a worker's own context is)
-        from executor.gpulock import gpu_shared
-        from executor.worker.gpu import GpuContext
+    if runtime == "gpu":
+        _load_driver()
+    _serve(sock, _Served(runtime))
+    sys.stderr.flush()
+    os._exit(0)
 
-        served.gpu = GpuContext.create_or_none(gpu_shared)
+
+def _load_driver() -> None:
+    """Load and initialise the CUDA driver ahead, while the worker prepares (its context is made
+    later, at the worker's request: Runner.start); a failure is logged and met again then."""
+    try:
+        import pycuda.driver as cuda
+
+        cuda.init()
+    except Exception as e:
+        logger.warning("the candidate's process could not load the CUDA driver: %s: %s", type(e).__name__, e)
+
+
+def _serve(sock: socket.socket, served: _Served) -> None:
     while True:
         try:
             message, fds, _, _ = socket.recv_fds(sock, MESSAGE_BYTES, 4)
         except OSError:
-            return 0
+            return
         if not message:
-            return 0
+            return
         request = json.loads(message)
         nonce = str(request["nonce"])
         try:

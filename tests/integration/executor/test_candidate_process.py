@@ -24,6 +24,11 @@ Host runtime, built with the host compiler (no static rules: what is tested is t
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -148,3 +153,104 @@ def test_the_candidate_cannot_open_the_stored_timing_sets_or_its_workers_job(tmp
     outcome = run_job(job, run, timeout_s=120)
     # In the worker's process (and in a runner without Landlock) both opens succeed: wrong_output.
     assert outcome.passed, outcome.message
+
+
+# A worker's side of a runner, in a process of its own (a Runner makes its process non-dumpable): each
+# case starts a runner of ``runtime`` in the working directory, does ``act`` to it before its first
+# answer, then waits for its start-up; prints how that went, as JSON.
+_RUNNER_CASE = """
+import json, os, signal, sys
+from executor.gpulock import LOCK_ENV
+from executor.worker import runner as r
+from executor.worker.runtime import CandidateFailed
+runtime, act = sys.argv[1], sys.argv[2]
+r.START_S = 3.0
+os.environ[LOCK_ENV] = os.path.abspath("gpu.lock")
+started = r.Runner(runtime)
+with open(f"/proc/{started.proc.pid}/environ", "rb") as f:
+    environ = f.read().split(b"\\0")
+if act != "none":
+    os.kill(started.proc.pid, getattr(signal, act))
+out = {"lock_env": any(e.startswith(LOCK_ENV.encode() + b"=") for e in environ)}
+started.start()
+try:
+    started.roundtrip_s("ping", 2)
+    out["kind"] = None
+except CandidateFailed as e:
+    out["kind"], out["message"] = e.kind.value, str(e)
+print(json.dumps(out))
+"""
+
+
+def _runner_case(tmp_path: Path, runtime: str, act: str) -> dict[str, object]:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[3])}
+    done = subprocess.run(
+        [sys.executable, "-c", _RUNNER_CASE, runtime, act],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def test_a_runner_is_never_given_the_executors_locks(tmp_path: Path) -> None:
+    """The worker holds the locks for its runner. A runner that took one itself (its CUDA context,
+    under the GPU lock shared) waited at the turnstile that its own worker's run holds, until the
+    run's limit killed both (the H200's first run: every GPU function candidate a timeout)."""
+    assert _runner_case(tmp_path, "host", "none") == {"lock_env": False, "kind": None}
+
+
+@pytest.mark.parametrize(
+    ("runtime", "act", "says"),
+    [
+        # No CUDA here: its driver does not load at start-up (logged), its context fails (the reply).
+        ("gpu", "none", ["failed the request 'start'", "could not load the CUDA driver", "pycuda"]),
+        ("host", "SIGABRT", ["ended at the request 'ping'", "died from SIGABRT"]),
+        ("host", "SIGSTOP", ["did not answer the request 'ping' within 3 s", "still running"]),
+    ],
+)
+def test_a_runner_that_fails_before_the_load_says_why(
+    tmp_path: Path, runtime: str, act: str, says: list[str]
+) -> None:
+    """Before the candidate's library is loaded, nothing of the candidate's has run: a runner that dies,
+    stalls or fails then is the host's ``runtime_not_available``, never a bare timeout or crash, and
+    its message says how it ended, what Landlock is here, and the end of the runner's stderr."""
+    if runtime == "gpu" and importlib.util.find_spec("pycuda") is not None:
+        pytest.skip("the GPU case is for a host without CUDA")
+    result = _runner_case(tmp_path, runtime, act)
+    assert result["kind"] == "runtime_not_available", result
+    message = str(result["message"])
+    for part in [*says, "before the candidate was loaded", "Landlock"]:
+        assert part in message, message
+
+
+_IOCTL_CASE = """
+import errno, fcntl, os, termios
+from executor.worker import runner as r
+assert r.confine(["/usr", "/lib", "/lib64", "/etc"], list(r.DEVICES)) is None
+fd = os.open("/dev/null", os.O_RDWR)
+try:
+    fcntl.ioctl(fd, termios.TCGETS, bytes(64))
+except OSError as e:
+    print(errno.errorcode[e.errno])
+"""
+
+
+def test_a_runners_confinement_lets_device_ioctls_through(tmp_path: Path) -> None:
+    """The CUDA driver talks to ``/dev/nvidia*`` by ioctl. Landlock restricts a device's ioctls only
+    where the ruleset handles that right (ABI 5, Linux 6.10+); the runner's handles the first ABI's
+    rights only, so an ioctl on a device it may open reaches the driver (``/dev/null`` answers a
+    terminal's ioctl with ENOTTY; a ruleset that handled ioctls would refuse it first, EACCES)."""
+    if landlock_version() == 0:
+        pytest.skip("no Landlock on this kernel")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[3])}
+    done = subprocess.run(
+        [sys.executable, "-c", _IOCTL_CASE], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "ENOTTY", done.stdout
