@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import functools
 import itertools
 import json
 import logging
@@ -62,7 +61,7 @@ from pydantic import TypeAdapter
 
 from executor.abi import bind_entry, call_entry
 from executor.gpulock import LOCK_ENV
-from executor.jail import DEVICES, HOST_PATHS, PR_SET_NO_NEW_PRIVS, child_setup, gpu_paths, python_paths
+from executor.jail import DEVICES, HOST_PATHS, PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, gpu_paths, python_paths
 from executor.taskformat import FunctionTask, KernelTask, Task
 from executor.verdict import ErrorKind
 from executor.worker.messages import DONE_FD_ENV
@@ -77,6 +76,9 @@ logger = logging.getLogger(__name__)
 CANDIDATE_PROCESS_ENV = "REGRAPH_EXECUTOR_CANDIDATE_PROCESS"
 # The runner's end of its socket (an inherited descriptor).
 RUNNER_FD_ENV = "REGRAPH_RUNNER_FD"
+# The worker's process id: a runner whose parent is already another (the worker died before the runner
+# set its parent-death signal) exits at once.
+RUNNER_PARENT_ENV = "REGRAPH_RUNNER_PARENT"
 # A request or a reply is at most this long (a task's JSON, a call's scalars, a failure's message).
 MESSAGE_BYTES = 1 << 20
 REPLY_BYTES = 4096
@@ -148,11 +150,6 @@ def view_arrays(fd: int, layout: list[tuple[str, list[int], str, int]]) -> dict[
     }
 
 
-def _runner_setup(cwd: str) -> None:  # pragma: no cover - between fork and exec
-    # The parent-death signal and no new privileges; the uid and the jail are the worker's.
-    child_setup(None, cwd, None)
-
-
 class Runner:
     """The worker's side of a runner: starts it, hands it mappings, asks it to call, times nothing
     itself (:meth:`call` is timed by its caller)."""
@@ -168,6 +165,7 @@ class Runner:
         # forever, at the turnstile its own worker's run holds (executor.gpulock.reserve).
         env = {k: v for k, v in os.environ.items() if k not in (DONE_FD_ENV, LOCK_ENV)}
         env[RUNNER_FD_ENV] = str(theirs.fileno())
+        env[RUNNER_PARENT_ENV] = str(os.getpid())
         cwd = os.getcwd()  # the worker's own directory
         self.stderr_path = Path(cwd) / RUNNER_STDERR
         try:
@@ -179,7 +177,12 @@ class Runner:
                     cwd=cwd,
                     env=env,
                     pass_fds=(theirs.fileno(),),
-                    preexec_fn=functools.partial(_runner_setup, cwd),
+                    # Nothing runs between the fork and the exec (no preexec_fn: Python then uses
+                    # vfork): this process has the CUDA driver's threads on a GPU, and code run in
+                    # the child of a threaded process (Python's, and the atfork handlers a fork runs)
+                    # may wait forever for a lock a thread held at the fork. The runner sets its
+                    # parent-death signal itself (serve); the uid, the jail and no-new-privileges
+                    # are the worker's, inherited.
                 )
         finally:
             theirs.close()
@@ -548,6 +551,11 @@ def serve(runtime: str) -> NoReturn:
     """The runner's loop (``python -m executor.worker runner candidate {host|gpu}``): one request at a
     time from the worker, each acknowledged with its nonce; ends when the worker is gone (at once:
     pycuda aborts an interpreter that exits with its context still current)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # gone with its worker
+    libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    if str(os.getppid()) != os.environ.get(RUNNER_PARENT_ENV, str(os.getppid())):
+        os._exit(0)  # the worker died before the signal was set
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     sock = socket.socket(fileno=int(os.environ[RUNNER_FD_ENV]))
     if runtime == "gpu":

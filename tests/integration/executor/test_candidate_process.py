@@ -27,8 +27,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -196,6 +198,53 @@ def _runner_case(tmp_path: Path, runtime: str, act: str) -> dict[str, object]:
     assert done.returncode == 0, done.stderr[-3000:]
     result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
+
+
+_WORKER_OF_A_RUNNER = """
+import sys
+from pathlib import Path
+import numpy as np
+from executor.worker.runner import Runner, SharedArrays
+from tests.integration.executor.test_clock_attack import HONEST
+from tests.integration.executor.test_executor_hacks_host import POLY_HEAD, POLY_TASK
+from tests.support.hostcode import build_host_candidates, write_task
+here = Path(".").resolve()
+task = write_task(here, POLY_TASK, HONEST)
+spin = build_host_candidates(here, {"spin": POLY_HEAD + "for (;;) {}\\n}"})["spin"]
+started = Runner("host")
+started.load(task, spin, task.entry)
+print(started.proc.pid, flush=True)
+started.call(SharedArrays.like({"x": np.zeros(8, np.float32), "y": np.zeros(8, np.float32)}), {"n": 8})
+"""
+
+
+def test_a_runner_dies_with_its_worker(tmp_path: Path) -> None:
+    """The runner sets its own parent-death signal (nothing runs between its fork and its exec: a GPU
+    worker has the CUDA driver's threads by then): a worker killed while its runner is in a call that
+    never returns (so never reads its socket again) takes the runner with it."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[3])}
+    worker = subprocess.Popen(
+        [sys.executable, "-c", _WORKER_OF_A_RUNNER], cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert worker.stdout is not None
+        pid = int(worker.stdout.readline())
+    finally:
+        worker.kill()
+        worker.wait()
+    deadline = time.monotonic() + 10.0
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        # gone, or a zombie of the init that adopted it
+        if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] == "Z":
+            break
+        time.sleep(0.05)
+    alive = (
+        Path(f"/proc/{pid}").exists()
+        and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] != "Z"
+    )
+    if alive:
+        os.kill(pid, signal.SIGKILL)
+    assert not alive, f"the runner {pid} outlived its worker"
 
 
 def test_a_runner_is_never_given_the_executors_locks(tmp_path: Path) -> None:
