@@ -24,7 +24,7 @@ from executor.settings import ExecutorSettings
 from executor.taskformat import load_task
 from executor.verdict import ErrorKind
 from tests.integration.executor.test_clock_attack import CLOCK
-from tests.support.hostcode import use_candidate_process
+from tests.support.hostcode import CUDA_HOST_FAULT, use_candidate_process
 
 pytestmark = pytest.mark.gpu
 
@@ -34,14 +34,7 @@ if importlib.util.find_spec("pycuda") is None or shutil.which("nvidia-smi") is N
 TASKS = Path(__file__).parents[1] / "unit" / "executor" / "fixtures" / "tasks"
 QUICK = EvaluationOptions(min_trials=5, max_trials=20, min_timing_ms=20, reference_repeats=1, baseline=False)
 # Dereferences a null pointer on the host after its first CUDA call (a fault in the runner).
-CRASH = (
-    "#include <cuda_runtime.h>\n"
-    "__global__ void touch_kernel(float* y) { y[0] = 0.0f; }\n"
-    'extern "C" void saxpy(int n, float a, const float* x, float* y) {\n'
-    "    float* d; cudaMalloc(&d, sizeof(float)); touch_kernel<<<1, 1>>>(d); cudaDeviceSynchronize();\n"
-    "    volatile float* never = nullptr; *never = a;\n"
-    "}\n"
-)
+CRASH = CUDA_HOST_FAULT
 
 
 @pytest.fixture(scope="module", autouse=True)

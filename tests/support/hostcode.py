@@ -25,6 +25,17 @@ from executor.timingset import TimingSetSpec
 from executor.worker.messages import CandidateRun, WorkerJob, WorkerOutcome
 from executor.worker.runner import CANDIDATE_PROCESS_ENV, LANDLOCK_ENV, landlock_version
 
+# A saxpy (the fixture task's entry) that dereferences a null pointer on the host after its first CUDA
+# calls: in a runner, a fault of the candidate's process (tests/gpu/test_candidate_process_gpu.py,
+# bench/probes/runner_check.py).
+CUDA_HOST_FAULT = (
+    "#include <cuda_runtime.h>\n"
+    "__global__ void touch_kernel(float* y) { y[0] = 0.0f; }\n"
+    'extern "C" void saxpy(int n, float a, const float* x, float* y) {\n'
+    "    float* d; cudaMalloc(&d, sizeof(float)); touch_kernel<<<1, 1>>>(d); cudaDeviceSynchronize();\n"
+    "    volatile float* never = nullptr; *never = a;\n"
+    "}\n"
+)
 # Few sets and trials: two test-size sets, one timing-size set, the repeat of the first (four
 # correctness calls), one warm-up call or more, three to five timed calls.
 FAST = EvaluationOptions(
