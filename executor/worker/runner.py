@@ -26,13 +26,21 @@ nothing else:
   not killed with it: review 23b, not closed); the worker makes itself non-dumpable first, so that the
   runner (the same uid) cannot trace it or read its memory through ``/proc``.
 
-A runner that dies, exits or breaks the protocol is the candidate's failure: the worker ends itself the
-same way (the same signal, or the same exit status), so the executor's verdict is what it was when the
-candidate ran in the worker (``crash``; ``timeout`` when the executor killed a call past its limit; the
-runner is in the worker's process group and dies with it). Its stderr is the worker's.
+A runner that dies, exits or breaks the protocol once its library is asked to load is the candidate's
+failure: the worker ends itself the same way (the same signal, or the same exit status), so the
+executor's verdict is what it was when the candidate ran in the worker (``crash``; ``timeout`` when the
+executor killed a call past its limit; the runner is in the worker's process group and dies with it).
+Before that, nothing of the candidate's has run in it: a runner that dies, stalls or fails then is
+``runtime_not_available``, with how it ended, the host's Landlock and the end of its stderr (a file of
+its own, :data:`RUNNER_STDERR`). The worker waits for its start-up at the end of its preparation
+(:meth:`Runner.start`), outside the run's limit.
 
-The GPU function runtime's runner makes its own CUDA context; the L2 flush before a timed call and the
-device synchronisation that ends it run there, inside the call's request. Not yet run on a GPU.
+The runner is started with nothing run between the fork and the exec (a GPU worker has the CUDA
+driver's threads then) and is given none of the executor's locks: the worker holds them for it. The GPU
+function runtime's runner loads the driver ahead and makes its own CUDA context at the worker's
+``start`` request, under the worker's shared GPU lock; the L2 flush before a timed call and the device
+synchronisation that ends it run there, inside the call's request. Its first GPU run (session 24)
+failed; the lock and the fork are what changed since (bench/device/runner_check.sh).
 """
 
 from __future__ import annotations
