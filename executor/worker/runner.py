@@ -390,6 +390,7 @@ _FS_EXECUTE, _FS_WRITE_FILE, _FS_READ_FILE, _FS_READ_DIR = 1, 2, 4, 8
 _FS_FILE = _FS_EXECUTE | _FS_WRITE_FILE | _FS_READ_FILE  # the rights a rule on a file may carry
 _FS_READ = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
 _FS_ALL = (1 << 13) - 1  # every right of Landlock's first version (all its kernels know them)
+_SCOPE_SIGNAL = 1 << 1  # LANDLOCK_SCOPE_SIGNAL (ABI 6, Linux 6.12)
 
 
 # Set to 0/false/off/no (in the executor's environment, which passes it to the workers) to run the
@@ -405,8 +406,8 @@ def landlock_facts() -> str:
     if not landlock_wanted():
         return f"Landlock ABI {version} here, off for the candidate's process ({LANDLOCK_ENV})"
     return (
-        f"Landlock ABI {version} here; the candidate's process handles only ABI 1's rights (device ioctls "
-        "are not restricted)"
+        f"Landlock ABI {version} here; the candidate's process handles only ABI 1's file rights (device "
+        f"ioctls are not restricted){', and signals are scoped' if version >= 6 else ''}"
         if version
         else "no Landlock here"
     )
@@ -445,9 +446,17 @@ def confine(readable: Iterable[str], writable: Iterable[str]) -> str | None:
     libc = ctypes.CDLL(None, use_errno=True)
     syscall = libc.syscall
     syscall.restype = ctypes.c_long
-    handled = ctypes.c_uint64(_FS_ALL)
+    # The ruleset's attributes: the file rights it handles; from ABI 6 on, also its scope (no network
+    # rights): the signals, so that the runner cannot signal its worker (same uid) or anything else
+    # outside its domain. Not abstract UNIX sockets (the CUDA driver's IPC may use them).
+    attr = (
+        struct.pack("=QQQ", _FS_ALL, 0, _SCOPE_SIGNAL)
+        if landlock_version() >= 6
+        else struct.pack("=Q", _FS_ALL)
+    )
+    handled = ctypes.create_string_buffer(attr, len(attr))
     ruleset = syscall(
-        ctypes.c_long(_LANDLOCK_CREATE), ctypes.byref(handled), ctypes.c_size_t(8), ctypes.c_uint32(0)
+        ctypes.c_long(_LANDLOCK_CREATE), handled, ctypes.c_size_t(len(attr)), ctypes.c_uint32(0)
     )
     if ruleset < 0:
         return f"Landlock is not available here ({os.strerror(ctypes.get_errno())})"

@@ -303,3 +303,23 @@ def test_a_runners_confinement_lets_device_ioctls_through(tmp_path: Path) -> Non
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == "ENOTTY", done.stdout
+
+
+def test_the_candidate_cannot_signal_its_worker(tmp_path: Path) -> None:
+    """The runner has its worker's uid: unscoped, a candidate could stop, interrupt or kill the process
+    that checks and times it (here SIGTERM at its first call: the worker died, a ``crash``). Confined
+    with Landlock's signal scope (ABI 6, Linux 6.12+), the signal is refused (EPERM) and the honest
+    work that follows passes."""
+    if landlock_version() < 6:
+        pytest.skip("no Landlock signal scope on this kernel")
+    source = (
+        "#include <signal.h>\n#include <unistd.h>\n"
+        + POLY_HEAD
+        + "static bool sent = false; if (!sent) { sent = true; kill(getppid(), SIGTERM); }\n"
+        + f"for (int i = 0; i < n; ++i) {{ {POLY_BODY} }}\n}}\n"
+    )
+    task = write_task(tmp_path, POLY_TASK, HONEST)
+    built = build_host_candidates(tmp_path, {"signal": source})
+    run = CandidateRun(candidate_product=built["signal"], candidate_symbol=task.entry)
+    outcome = run_job(timing_set_job(task, tmp_path / "job", OPTIONS), run, timeout_s=120)
+    assert outcome.passed, outcome.message
