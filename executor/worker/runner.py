@@ -47,11 +47,13 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import itertools
 import json
 import logging
 import mmap
 import os
+import platform
 import secrets
 import signal
 import socket
@@ -483,6 +485,63 @@ def confine(readable: Iterable[str], writable: Iterable[str]) -> str | None:
         os.close(ruleset)
 
 
+# seccomp (Linux 3.17+ for every thread at once): what a runner may no longer start once it loads a
+# candidate. A process it forked outlived its kill (review 23b: a helper wrote back an ``in`` array the
+# candidate had changed once the runner was gone, racing the worker's last checks); threads die with it.
+_SECCOMP_SET_MODE_FILTER, _SECCOMP_FILTER_FLAG_TSYNC = 1, 1
+_SECCOMP_RET_ALLOW, _SECCOMP_RET_ERRNO = 0x7FFF0000, 0x00050000
+_CLONE_THREAD = 0x00010000
+_BPF_LD_W_ABS, _BPF_JEQ_K, _BPF_JSET_K, _BPF_JGE_K, _BPF_RET_K = 0x20, 0x15, 0x45, 0x35, 0x06
+# machine: (seccomp's system call, its audit arch, clone, clone3, the fork-like calls refused outright)
+_SECCOMP_ABI = {
+    "x86_64": (317, 0xC000003E, 56, 435, (57, 58, 59, 322)),  # fork, vfork, execve, execveat
+    "aarch64": (277, 0xC00000B7, 220, 435, (221, 281)),  # execve, execveat (no fork, vfork)
+}
+
+
+def _bpf(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
+    return struct.pack("=HBBI", code, jt, jf, k)
+
+
+def forbid_processes() -> str | None:
+    """Refuse, on every thread of this process from now on, every system call that makes a process or
+    runs a program: a ``clone`` without ``CLONE_THREAD``, ``fork``, ``vfork``, ``execve``, ``execveat``
+    (EPERM), and ``clone3`` (ENOSYS: the C library then makes its threads with ``clone``). Calls of
+    another ABI than the machine's (x86-64's 32-bit ``int 0x80``, x32) are refused whole. Needs
+    no-new-privileges (set by the runner at its start). None when in force, else why not."""
+    machine = platform.machine()
+    if machine not in _SECCOMP_ABI:
+        return f"no system call filter for {machine}"
+    seccomp, arch, clone, clone3, refused = _SECCOMP_ABI[machine]
+    eperm, enosys = _SECCOMP_RET_ERRNO | errno.EPERM, _SECCOMP_RET_ERRNO | errno.ENOSYS
+    prog = [_bpf(_BPF_LD_W_ABS, 4), _bpf(_BPF_JEQ_K, arch, 1, 0), _bpf(_BPF_RET_K, eperm)]
+    prog += [_bpf(_BPF_LD_W_ABS, 0), _bpf(_BPF_JGE_K, 0x40000000, 0, 1), _bpf(_BPF_RET_K, eperm)]
+    for number in refused:
+        prog += [_bpf(_BPF_JEQ_K, number, 0, 1), _bpf(_BPF_RET_K, eperm)]
+    prog += [_bpf(_BPF_JEQ_K, clone3, 0, 1), _bpf(_BPF_RET_K, enosys)]
+    # clone (its flags are its first argument: the low word, at offset 16, little-endian): allowed with
+    # CLONE_THREAD, else refused; any other call (4 ahead when it is not clone) allowed
+    prog += [_bpf(_BPF_JEQ_K, clone, 0, 4), _bpf(_BPF_LD_W_ABS, 16), _bpf(_BPF_JSET_K, _CLONE_THREAD, 0, 1)]
+    prog += [
+        _bpf(_BPF_RET_K, _SECCOMP_RET_ALLOW),
+        _bpf(_BPF_RET_K, eperm),
+        _bpf(_BPF_RET_K, _SECCOMP_RET_ALLOW),
+    ]
+    program = ctypes.create_string_buffer(b"".join(prog))
+    fprog = struct.pack("=HxxxxxxQ", len(prog), ctypes.addressof(program))
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    result = libc.syscall(
+        ctypes.c_long(seccomp),
+        ctypes.c_long(_SECCOMP_SET_MODE_FILTER),
+        ctypes.c_long(_SECCOMP_FILTER_FLAG_TSYNC),
+        ctypes.create_string_buffer(fprog, len(fprog)),
+    )
+    if result != 0:
+        return f"seccomp refused the filter ({os.strerror(ctypes.get_errno()) if result < 0 else f'thread {result}'})"
+    return None
+
+
 def runner_files(runtime: str, product: str) -> tuple[list[str], list[str]]:
     """What a runner may open once it loads a candidate: read the system's libraries and the
     interpreter's (the paths a worker's jail binds), the candidate's library, ``/proc`` and ``/sys``;
@@ -540,6 +599,11 @@ class _Served:
                     ErrorKind.RUNTIME_NOT_AVAILABLE,
                     f"the candidate's process could not be confined: {why} ({LANDLOCK_ENV}=0 runs it in the "
                     "worker's jail alone, which lets it write the worker's files)",
+                )
+            if (why := forbid_processes()) is not None:
+                raise CandidateFailed(
+                    ErrorKind.RUNTIME_NOT_AVAILABLE,
+                    f"the candidate's process could not be kept from forking: {why}",
                 )
             self.fn = bind_entry(ctypes.CDLL(request["product"]), request["symbol"], task)
             self.task = task

@@ -27,6 +27,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import platform
 import signal
 import subprocess
 import sys
@@ -321,5 +322,37 @@ def test_the_candidate_cannot_signal_its_worker(tmp_path: Path) -> None:
     task = write_task(tmp_path, POLY_TASK, HONEST)
     built = build_host_candidates(tmp_path, {"signal": source})
     run = CandidateRun(candidate_product=built["signal"], candidate_symbol=task.entry)
+    outcome = run_job(timing_set_job(task, tmp_path / "job", OPTIONS), run, timeout_s=120)
+    assert outcome.passed, outcome.message
+
+
+# At its first call: a thread (pthread_create: clone3, else clone with CLONE_THREAD) that the candidate
+# joins, then a child by a raw fork (x86-64: 57) and by a raw clone without CLONE_THREAD (56, SIGCHLD:
+# a fork too), each child leaving at once. Its first output is wrong when a child was made.
+_FORKER = (
+    "#include <pthread.h>\n#include <signal.h>\n#include <unistd.h>\n#include <sys/syscall.h>\n"
+    "static void* nothing(void*) { return nullptr; }\n"
+    'static long raw2(long nr, long a, long b) { long r; __asm__ volatile("syscall" : "=a"(r) '
+    ': "a"(nr), "D"(a), "S"(b) : "rcx", "r11", "memory"); return r; }\n'
+    + POLY_HEAD
+    + "static int forked = -1;\n"
+    "if (forked < 0) {\n"
+    "  pthread_t t; if (pthread_create(&t, nullptr, nothing, nullptr) == 0) pthread_join(t, nullptr); else forked = 9;\n"
+    "  long a = raw2(57, 0, 0); if (a == 0) _exit(0);\n"
+    "  long b = raw2(56, SIGCHLD, 0); if (b == 0) _exit(0);\n"
+    "  if (forked < 0) forked = (a > 0) + (b > 0);\n}\n"
+    + f"for (int i = 0; i < n; ++i) {{ {POLY_BODY} }}\nif (forked) y[0] += 1.0f;\n}}\n"
+)
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the candidate is x86-64 machine code")
+def test_the_candidates_process_makes_threads_but_no_process(tmp_path: Path) -> None:
+    """A process the runner forked outlived its kill (review 23b: a helper wrote back an ``in`` array
+    the candidate had changed, once the runner was gone, racing the worker's last checks). The runner
+    refuses every fork before it loads the library (seccomp on every thread: a clone without
+    CLONE_THREAD, fork, vfork, clone3, the exec family), and still makes threads."""
+    task = write_task(tmp_path, POLY_TASK, HONEST)
+    built = build_host_candidates(tmp_path, {"forker": _FORKER})
+    run = CandidateRun(candidate_product=built["forker"], candidate_symbol=task.entry)
     outcome = run_job(timing_set_job(task, tmp_path / "job", OPTIONS), run, timeout_s=120)
     assert outcome.passed, outcome.message
