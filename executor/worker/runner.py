@@ -396,9 +396,10 @@ _SCOPE_SIGNAL = 1 << 1  # LANDLOCK_SCOPE_SIGNAL (ABI 6, Linux 6.12)
 
 
 # Set to 0/false/off/no (in the executor's environment, which passes it to the workers) to run the
-# runners without Landlock: for debugging, or a host where it keeps an honest candidate from files it
-# needs (its list for a GPU, runner_files, has not been run on one yet). Unless it is off, a runner
-# that cannot confine itself refuses to load the candidate (runtime_not_available).
+# runners unconfined, without Landlock and without their seccomp filter (forbid_processes): for
+# debugging, or a host where either keeps an honest candidate from what it needs (neither has run on a
+# GPU yet). Unless it is off, a runner that cannot confine itself refuses to load the candidate
+# (runtime_not_available).
 LANDLOCK_ENV = "REGRAPH_EXECUTOR_RUNNER_LANDLOCK"
 
 
@@ -591,19 +592,17 @@ class _Served:
             # says so, never because Landlock failed.
             if not landlock_wanted():
                 logger.warning(
-                    "the candidate's process is not confined beyond the worker's jail: %s is off",
+                    "the candidate's process is not confined beyond the worker's jail (no Landlock, no "
+                    "seccomp filter): %s is off",
                     LANDLOCK_ENV,
                 )
-            elif (why := confine(*runner_files(self.runtime, request["product"]))) is not None:
+            elif (
+                why := confine(*runner_files(self.runtime, request["product"])) or forbid_processes()
+            ) is not None:
                 raise CandidateFailed(
                     ErrorKind.RUNTIME_NOT_AVAILABLE,
                     f"the candidate's process could not be confined: {why} ({LANDLOCK_ENV}=0 runs it in the "
                     "worker's jail alone, which lets it write the worker's files)",
-                )
-            if (why := forbid_processes()) is not None:
-                raise CandidateFailed(
-                    ErrorKind.RUNTIME_NOT_AVAILABLE,
-                    f"the candidate's process could not be kept from forking: {why}",
                 )
             self.fn = bind_entry(ctypes.CDLL(request["product"]), request["symbol"], task)
             self.task = task
