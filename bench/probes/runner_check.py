@@ -14,8 +14,9 @@ steps, its own stderr and the runner's (``runner.stderr`` in its directory), unc
 
 The cases: the task fixture's naive saxpy (CUDA, nvcc), a saxpy that faults on the host after its
 first CUDA calls (the GPU test's), the honest host-code poly_iter and the one that rewrites its
-process's clock (tests/integration/executor/test_clock_attack.py), each with the runner's Landlock on,
-and the naive saxpy and the honest host code with it off. Writes ``report.md`` and one directory per
+process's clock (tests/integration/executor/test_clock_attack.py), each with the runner confined
+(Landlock and its seccomp filter), and the naive saxpy and the honest host code unconfined
+(``REGRAPH_EXECUTOR_RUNNER_LANDLOCK=0``). Writes ``report.md`` and one directory per
 case under ``--out``; exits 0 whatever the cases did (the report says).
 """
 
