@@ -163,3 +163,21 @@ def use_candidate_process(patch: pytest.MonkeyPatch) -> None:
     patch.setenv(CANDIDATE_PROCESS_ENV, "1")
     if landlock_version() == 0:
         patch.setenv(LANDLOCK_ENV, "0")
+
+
+def run_job_showing_stderr(job: WorkerJob, run: CandidateRun, timeout_s: float) -> tuple[WorkerOutcome, str]:
+    """:func:`executor.sandbox.run_job`, and everything the worker and its runner wrote on stderr (the
+    verdict shows only what the worker wrote before the hand-over): for a test's failure message."""
+    from executor.sandbox import WorkerProcess, _job_dirs, finish_candidate, start_candidate
+
+    proc = WorkerProcess("candidate", job.runtime, None, binds=_job_dirs(job))
+    try:
+        start_candidate(proc, job, None)
+        outcome = finish_candidate(proc, run, timeout_s, None)
+        texts = []
+        for path in (proc.stderr_path, proc.dir / "runner.stderr"):
+            data = path.read_bytes()[-8000:] if path.exists() else b""
+            texts.append(f"--- {path.name} ---\n{data.decode('utf-8', 'replace')}")
+        return outcome, "\n".join(texts)
+    finally:
+        proc.close()
