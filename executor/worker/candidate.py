@@ -190,6 +190,10 @@ class Worker:
                 with gpu_shared():
                     self.comparer = self._comparer()
         self.seconds["timing_inputs"] = time.perf_counter() - t1
+        if self.runner is not None:  # its start-up (and CUDA context) before the run's limit applies
+            t2 = time.perf_counter()
+            self.runner.start()
+            self._add_seconds("runner_start", t2)
         self.ready_at = time.monotonic()
         # The parent takes its GPU lock for the candidate only once this is written, so the run does
         # not wait for the preparation while holding it.

@@ -26,25 +26,34 @@ nothing else:
   not killed with it: review 23b, not closed); the worker makes itself non-dumpable first, so that the
   runner (the same uid) cannot trace it or read its memory through ``/proc``.
 
-A runner that dies, exits or breaks the protocol is the candidate's failure: the worker ends itself the
-same way (the same signal, or the same exit status), so the executor's verdict is what it was when the
-candidate ran in the worker (``crash``; ``timeout`` when the executor killed a call past its limit; the
-runner is in the worker's process group and dies with it). Its stderr is the worker's.
+A runner that dies, exits or breaks the protocol once its library is asked to load is the candidate's
+failure: the worker ends itself the same way (the same signal, or the same exit status), so the
+executor's verdict is what it was when the candidate ran in the worker (``crash``; ``timeout`` when the
+executor killed a call past its limit; the runner is in the worker's process group and dies with it).
+Before that, nothing of the candidate's has run in it: a runner that dies, stalls or fails then is
+``runtime_not_available``, with how it ended, the host's Landlock and the end of its stderr (a file of
+its own, :data:`RUNNER_STDERR`). The worker waits for its start-up at the end of its preparation
+(:meth:`Runner.start`), outside the run's limit.
 
-The GPU function runtime's runner makes its own CUDA context; the L2 flush before a timed call and the
-device synchronisation that ends it run there, inside the call's request. Not yet run on a GPU.
+The runner is started with nothing run between the fork and the exec (a GPU worker has the CUDA
+driver's threads then) and is given none of the executor's locks: the worker holds them for it. The GPU
+function runtime's runner loads the driver ahead and makes its own CUDA context at the worker's
+``start`` request, under the worker's shared GPU lock; the L2 flush before a timed call and the device
+synchronisation that ends it run there, inside the call's request. Its first GPU run (session 24)
+failed; the lock and the fork are what changed since (bench/device/runner_check.sh).
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
-import functools
+import errno
 import itertools
 import json
 import logging
 import mmap
 import os
+import platform
 import secrets
 import signal
 import socket
@@ -55,13 +64,14 @@ import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 from pydantic import TypeAdapter
 
 from executor.abi import bind_entry, call_entry
-from executor.jail import DEVICES, HOST_PATHS, PR_SET_NO_NEW_PRIVS, child_setup, gpu_paths, python_paths
+from executor.gpulock import LOCK_ENV
+from executor.jail import DEVICES, HOST_PATHS, PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, gpu_paths, python_paths
 from executor.taskformat import FunctionTask, KernelTask, Task
 from executor.verdict import ErrorKind
 from executor.worker.messages import DONE_FD_ENV
@@ -76,6 +86,9 @@ logger = logging.getLogger(__name__)
 CANDIDATE_PROCESS_ENV = "REGRAPH_EXECUTOR_CANDIDATE_PROCESS"
 # The runner's end of its socket (an inherited descriptor).
 RUNNER_FD_ENV = "REGRAPH_RUNNER_FD"
+# The worker's process id: a runner whose parent is already another (the worker died before the runner
+# set its parent-death signal) exits at once.
+RUNNER_PARENT_ENV = "REGRAPH_RUNNER_PARENT"
 # A request or a reply is at most this long (a task's JSON, a call's scalars, a failure's message).
 MESSAGE_BYTES = 1 << 20
 REPLY_BYTES = 4096
@@ -84,10 +97,19 @@ REPLY_BYTES = 4096
 # is refused (the candidate's code answers the pings then, and could slow them to have more taken off).
 ROUNDTRIPS = 20
 ROUNDTRIP_SLOWER, ROUNDTRIP_SLACK_S = 4.0, 0.0002
-# How long the runner may take to answer a request that is not timed (its start-up: its first; the
-# load; any other): beyond it, the candidate is refused. A call has the executor's limit instead.
+# How long the runner may take to answer a request that is not timed (its start-up: its first; its
+# CUDA context; the load; any other): beyond it, the candidate is refused. A call has the executor's
+# limit instead.
 START_S, LOAD_S, UNTIMED_S = 60.0, 120.0, 5.0
 PR_SET_DUMPABLE = 4
+# The runner's stderr: a file of its own in the worker's directory (opened there by the worker, so the
+# runner writes it through the descriptor it inherits, Landlock or not). What it holds before the load
+# request is the runner's own (no code of the candidate's has run): a runner that fails before its
+# library is loaded shows its end in the verdict. What it holds after is the candidate's to choose and
+# is shown nowhere; a runner that dies then has it copied to the worker's stderr (as when the runner
+# wrote there), which a verdict does not show either.
+RUNNER_STDERR = "runner.stderr"
+STDERR_SHOWN, STDERR_COPIED = 2000, 64 * 1024
 _PACKAGE = Path(__file__).resolve().parent.parent
 _keys = itertools.count(1)
 
@@ -138,11 +160,6 @@ def view_arrays(fd: int, layout: list[tuple[str, list[int], str, int]]) -> dict[
     }
 
 
-def _runner_setup(cwd: str) -> None:  # pragma: no cover - between fork and exec
-    # The parent-death signal and no new privileges; the uid and the jail are the worker's.
-    child_setup(None, cwd, None)
-
-
 class Runner:
     """The worker's side of a runner: starts it, hands it mappings, asks it to call, times nothing
     itself (:meth:`call` is timed by its caller)."""
@@ -153,30 +170,70 @@ class Runner:
         if with_libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
             logger.warning("the worker could not make itself non-dumpable")
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        env = {k: v for k, v in os.environ.items() if k != DONE_FD_ENV}
+        # Not the executor's locks: the worker holds them for the runner (its context is made, and
+        # each of its calls runs, inside the worker's holds). A runner that took one itself waited,
+        # forever, at the turnstile its own worker's run holds (executor.gpulock.reserve).
+        env = {k: v for k, v in os.environ.items() if k not in (DONE_FD_ENV, LOCK_ENV)}
         env[RUNNER_FD_ENV] = str(theirs.fileno())
+        env[RUNNER_PARENT_ENV] = str(os.getpid())
         cwd = os.getcwd()  # the worker's own directory
+        self.stderr_path = Path(cwd) / RUNNER_STDERR
         try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "executor.worker", "runner", "candidate", runtime],
-                stdin=subprocess.DEVNULL,
-                cwd=cwd,
-                env=env,
-                pass_fds=(theirs.fileno(),),
-                preexec_fn=functools.partial(_runner_setup, cwd),
-            )
+            with open(self.stderr_path, "ab") as stderr:
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-m", "executor.worker", "runner", "candidate", runtime],
+                    stdin=subprocess.DEVNULL,
+                    stderr=stderr,
+                    cwd=cwd,
+                    env=env,
+                    pass_fds=(theirs.fileno(),),
+                    # Nothing runs between the fork and the exec (no preexec_fn: Python then uses
+                    # vfork): this process has the CUDA driver's threads on a GPU, and code run in
+                    # the child of a threaded process (Python's, and the atfork handlers a fork runs)
+                    # may wait forever for a lock a thread held at the fork. The runner sets its
+                    # parent-death signal itself (serve); the uid, the jail and no-new-privileges
+                    # are the worker's, inherited.
+                )
         finally:
             theirs.close()
         self.sock = ours
         self.mapped: set[int] = set()
         self.runtime = runtime
+        self.started = False
+        # Where the runner's stderr stood when the load was asked for (None: not yet): from then on,
+        # the candidate's code may have run in it.
+        self.trusted_bytes: int | None = None
+        # A failure before the load (the runner's own), raised again at every later request.
+        self.failure: CandidateFailed | None = None
+
+    def start(self) -> None:
+        """Wait for the runner's start-up (its first answer) and, on a GPU, have it make its CUDA
+        context while this worker holds the GPU lock shared (as a worker's own context is made: what
+        other workers' trials see); the runner loads and initialises the driver before, unlocked.
+        Called once the worker's inputs are prepared, outside the candidate's run (whose limit a slow
+        start-up then does not eat), and again (at once) by the first round trip. A runner that
+        dies, stalls or fails here is not the candidate's doing: the failure (its stderr's end and
+        what this host's Landlock is) is kept and raised by every request from then on."""
+        if self.started or self.failure is not None:
+            return
+        with contextlib.suppress(CandidateFailed):
+            self.request("ping", deadline_s=START_S)
+            if self.runtime == "gpu":
+                from executor.gpulock import gpu_shared
+
+                with gpu_shared():
+                    self.request("start", deadline_s=START_S)
+            self.started = True
 
     def request(
         self, op: str, fds: list[int] | None = None, deadline_s: float | None = UNTIMED_S, **fields: Any
     ) -> None:
         """Send one request and wait for its acknowledgement, at most ``deadline_s`` (None: a call,
         which the executor's call limit bounds); a failure the runner reports is raised as
-        :class:`CandidateFailed`, and a runner that is gone ends this process the way it ended."""
+        :class:`CandidateFailed`, and a runner that is gone ends this process the way it ended (before
+        the load: :meth:`fail_before_load`)."""
+        if self.failure is not None:
+            raise self.failure
         nonce = secrets.token_hex(8)
         message = json.dumps({"op": op, "nonce": nonce, **fields}).encode()
         self.sock.settimeout(deadline_s)
@@ -187,6 +244,8 @@ class Runner:
                 self.sock.send(message)
             reply = self.sock.recv(REPLY_BYTES)
         except TimeoutError:
+            if self.trusted_bytes is None:
+                self.fail_before_load(f"did not answer the request '{op}' within {deadline_s:g} s")
             raise CandidateFailed(
                 ErrorKind.TIMEOUT,
                 f"the candidate's process did not answer the request '{op}' (not timed) within {deadline_s:g} s",
@@ -194,8 +253,47 @@ class Runner:
         except OSError:
             reply = b""
         if not reply:
+            if self.trusted_bytes is None:
+                self.fail_before_load(f"ended at the request '{op}'", ended=True)
             self.mirror_fate()
-        self.check_reply(reply, nonce)
+        try:
+            self.check_reply(reply, nonce)
+        except CandidateFailed as e:
+            if self.trusted_bytes is None:
+                self.fail_before_load(f"failed the request '{op}': {e}")
+            raise
+
+    def fail_before_load(self, what: str, ended: bool = False) -> NoReturn:
+        """The runner failed before the candidate's library was asked to load (so on its own: at its
+        start-up, its CUDA context): kill it and raise, and keep, a ``runtime_not_available`` failure
+        that says how it ended, what this host's Landlock is, and the end of its stderr (all of it
+        written by the runner's own code)."""
+        with contextlib.suppress(subprocess.TimeoutExpired):  # it closed its socket: it may be exiting
+            self.proc.wait(timeout=5.0 if ended else 0.0)
+        alive = self.proc.poll() is None
+        if alive:
+            self.proc.kill()
+        code = self.proc.wait()
+        fate = f"died from {_signal_name(-code)}" if code < 0 else f"exited with status {code}"
+        if alive:
+            fate = "was still running (killed now)"
+        tail = self.stderr_tail(None)
+        self.failure = CandidateFailed(
+            ErrorKind.RUNTIME_NOT_AVAILABLE,
+            f"the candidate's process {what}, before the candidate was loaded; it {fate} "
+            f"[{landlock_facts()}]" + (f"; its stderr ends:\n{tail}" if tail else "; its stderr is empty"),
+        )
+        raise self.failure
+
+    def stderr_tail(self, limit: int | None, trusted: bool = True) -> str:
+        """The end of the runner's stderr: the part written before the load (``trusted``), or after."""
+        try:
+            data = self.stderr_path.read_bytes()
+        except OSError:
+            return ""
+        cut = len(data) if self.trusted_bytes is None else self.trusted_bytes
+        part = data[:cut] if trusted else data[cut:]
+        return part[-(limit or STDERR_SHOWN) :].decode("utf-8", "replace").strip()
 
     @staticmethod
     def check_reply(reply: bytes, nonce: str) -> None:
@@ -223,6 +321,8 @@ class Runner:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             code = self.proc.wait()
+        # What it wrote since its load, where it wrote before it had a file of its own.
+        sys.stderr.write(self.stderr_tail(STDERR_COPIED, trusted=False) + "\n")
         sys.stderr.flush()
         if code < 0:
             if -code not in (signal.SIGKILL, signal.SIGSTOP):  # those two have no handler to reset
@@ -234,6 +334,13 @@ class Runner:
 
     def load(self, task: FunctionTask | KernelTask, product: str, symbol: str) -> None:
         """Load the candidate's library in the runner and bind its entry."""
+        self.start()
+        if self.failure is not None:
+            raise self.failure
+        try:
+            self.trusted_bytes = self.stderr_path.stat().st_size
+        except OSError:
+            self.trusted_bytes = 0
         self.request(
             "load", deadline_s=LOAD_S, task=task.model_dump(mode="json"), product=product, symbol=symbol
         )
@@ -258,9 +365,9 @@ class Runner:
 
     def roundtrip_s(self, op: str = "ping", repeats: int = ROUNDTRIPS) -> float:
         """The fastest of ``repeats`` round trips of ``op`` (``ping``: an empty one, what the split adds
-        to every timed call; ``flush`` adds a GPU's L2 flush), after one that waits for the runner's
-        start-up."""
-        self.request("ping", deadline_s=START_S)
+        to every timed call; ``flush`` adds a GPU's L2 flush), after the runner's start-up
+        (:meth:`start`)."""
+        self.start()
         best = float("inf")
         for _ in range(repeats):
             start = time.perf_counter()
@@ -285,13 +392,35 @@ _FS_EXECUTE, _FS_WRITE_FILE, _FS_READ_FILE, _FS_READ_DIR = 1, 2, 4, 8
 _FS_FILE = _FS_EXECUTE | _FS_WRITE_FILE | _FS_READ_FILE  # the rights a rule on a file may carry
 _FS_READ = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
 _FS_ALL = (1 << 13) - 1  # every right of Landlock's first version (all its kernels know them)
+_SCOPE_SIGNAL = 1 << 1  # LANDLOCK_SCOPE_SIGNAL (ABI 6, Linux 6.12)
 
 
 # Set to 0/false/off/no (in the executor's environment, which passes it to the workers) to run the
-# runners without Landlock: for debugging, or a host where it keeps an honest candidate from files it
-# needs (its list for a GPU, runner_files, has not been run on one yet). Unless it is off, a runner
-# that cannot confine itself refuses to load the candidate (runtime_not_available).
+# runners unconfined, without Landlock and without their seccomp filter (forbid_processes): for
+# debugging, or a host where either keeps an honest candidate from what it needs (neither has run on a
+# GPU yet). Unless it is off, a runner that cannot confine itself refuses to load the candidate
+# (runtime_not_available).
 LANDLOCK_ENV = "REGRAPH_EXECUTOR_RUNNER_LANDLOCK"
+
+
+def landlock_facts() -> str:
+    """What a runner's confinement is on this host, for a failure's message."""
+    version = landlock_version()
+    if not landlock_wanted():
+        return f"Landlock ABI {version} here, off for the candidate's process ({LANDLOCK_ENV})"
+    return (
+        f"Landlock ABI {version} here; the candidate's process handles only ABI 1's file rights (device "
+        f"ioctls are not restricted){', and signals are scoped' if version >= 6 else ''}"
+        if version
+        else "no Landlock here"
+    )
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def candidate_process_wanted() -> bool:
@@ -320,9 +449,17 @@ def confine(readable: Iterable[str], writable: Iterable[str]) -> str | None:
     libc = ctypes.CDLL(None, use_errno=True)
     syscall = libc.syscall
     syscall.restype = ctypes.c_long
-    handled = ctypes.c_uint64(_FS_ALL)
+    # The ruleset's attributes: the file rights it handles; from ABI 6 on, also its scope (no network
+    # rights): the signals, so that the runner cannot signal its worker (same uid) or anything else
+    # outside its domain. Not abstract UNIX sockets (the CUDA driver's IPC may use them).
+    attr = (
+        struct.pack("=QQQ", _FS_ALL, 0, _SCOPE_SIGNAL)
+        if landlock_version() >= 6
+        else struct.pack("=Q", _FS_ALL)
+    )
+    handled = ctypes.create_string_buffer(attr, len(attr))
     ruleset = syscall(
-        ctypes.c_long(_LANDLOCK_CREATE), ctypes.byref(handled), ctypes.c_size_t(8), ctypes.c_uint32(0)
+        ctypes.c_long(_LANDLOCK_CREATE), handled, ctypes.c_size_t(len(attr)), ctypes.c_uint32(0)
     )
     if ruleset < 0:
         return f"Landlock is not available here ({os.strerror(ctypes.get_errno())})"
@@ -347,6 +484,63 @@ def confine(readable: Iterable[str], writable: Iterable[str]) -> str | None:
         return None
     finally:
         os.close(ruleset)
+
+
+# seccomp (Linux 3.17+ for every thread at once): what a runner may no longer start once it loads a
+# candidate. A process it forked outlived its kill (review 23b: a helper wrote back an ``in`` array the
+# candidate had changed once the runner was gone, racing the worker's last checks); threads die with it.
+_SECCOMP_SET_MODE_FILTER, _SECCOMP_FILTER_FLAG_TSYNC = 1, 1
+_SECCOMP_RET_ALLOW, _SECCOMP_RET_ERRNO = 0x7FFF0000, 0x00050000
+_CLONE_THREAD = 0x00010000
+_BPF_LD_W_ABS, _BPF_JEQ_K, _BPF_JSET_K, _BPF_JGE_K, _BPF_RET_K = 0x20, 0x15, 0x45, 0x35, 0x06
+# machine: (seccomp's system call, its audit arch, clone, clone3, the fork-like calls refused outright)
+_SECCOMP_ABI = {
+    "x86_64": (317, 0xC000003E, 56, 435, (57, 58, 59, 322)),  # fork, vfork, execve, execveat
+    "aarch64": (277, 0xC00000B7, 220, 435, (221, 281)),  # execve, execveat (no fork, vfork)
+}
+
+
+def _bpf(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
+    return struct.pack("=HBBI", code, jt, jf, k)
+
+
+def forbid_processes() -> str | None:
+    """Refuse, on every thread of this process from now on, every system call that makes a process or
+    runs a program: a ``clone`` without ``CLONE_THREAD``, ``fork``, ``vfork``, ``execve``, ``execveat``
+    (EPERM), and ``clone3`` (ENOSYS: the C library then makes its threads with ``clone``). Calls of
+    another ABI than the machine's (x86-64's 32-bit ``int 0x80``, x32) are refused whole. Needs
+    no-new-privileges (set by the runner at its start). None when in force, else why not."""
+    machine = platform.machine()
+    if machine not in _SECCOMP_ABI:
+        return f"no system call filter for {machine}"
+    seccomp, arch, clone, clone3, refused = _SECCOMP_ABI[machine]
+    eperm, enosys = _SECCOMP_RET_ERRNO | errno.EPERM, _SECCOMP_RET_ERRNO | errno.ENOSYS
+    prog = [_bpf(_BPF_LD_W_ABS, 4), _bpf(_BPF_JEQ_K, arch, 1, 0), _bpf(_BPF_RET_K, eperm)]
+    prog += [_bpf(_BPF_LD_W_ABS, 0), _bpf(_BPF_JGE_K, 0x40000000, 0, 1), _bpf(_BPF_RET_K, eperm)]
+    for number in refused:
+        prog += [_bpf(_BPF_JEQ_K, number, 0, 1), _bpf(_BPF_RET_K, eperm)]
+    prog += [_bpf(_BPF_JEQ_K, clone3, 0, 1), _bpf(_BPF_RET_K, enosys)]
+    # clone (its flags are its first argument: the low word, at offset 16, little-endian): allowed with
+    # CLONE_THREAD, else refused; any other call (4 ahead when it is not clone) allowed
+    prog += [_bpf(_BPF_JEQ_K, clone, 0, 4), _bpf(_BPF_LD_W_ABS, 16), _bpf(_BPF_JSET_K, _CLONE_THREAD, 0, 1)]
+    prog += [
+        _bpf(_BPF_RET_K, _SECCOMP_RET_ALLOW),
+        _bpf(_BPF_RET_K, eperm),
+        _bpf(_BPF_RET_K, _SECCOMP_RET_ALLOW),
+    ]
+    program = ctypes.create_string_buffer(b"".join(prog))
+    fprog = struct.pack("=HxxxxxxQ", len(prog), ctypes.addressof(program))
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    result = libc.syscall(
+        ctypes.c_long(seccomp),
+        ctypes.c_long(_SECCOMP_SET_MODE_FILTER),
+        ctypes.c_long(_SECCOMP_FILTER_FLAG_TSYNC),
+        ctypes.create_string_buffer(fprog, len(fprog)),
+    )
+    if result != 0:
+        return f"seccomp refused the filter ({os.strerror(ctypes.get_errno()) if result < 0 else f'thread {result}'})"
+    return None
 
 
 def runner_files(runtime: str, product: str) -> tuple[list[str], list[str]]:
@@ -382,22 +576,29 @@ class _Served:
 
     def handle(self, request: dict[str, Any], fds: list[int]) -> None:
         op = request["op"]
-        if op == "load":
+        if op == "start" or (op == "load" and self.runtime == "gpu"):
             if self.runtime == "gpu" and self.gpu is None:
-                from executor.gpulock import gpu_shared
                 from executor.worker.gpu import GpuContext
 
-                self.gpu = GpuContext(gpu_shared)  # none made ahead: its failure is the reply
+                # No lock here: the worker holds it while it waits for this (Runner.start). Its
+                # failure is the reply.
+                self.gpu = GpuContext()
+            if op == "start":
+                return
+        if op == "load":
             task = TypeAdapter(Task).validate_python(request["task"])
             # Before the library is loaded: its constructors are the candidate's code too.
             # Unconfined, it could write the worker's result file (review 23b): only when the operator
             # says so, never because Landlock failed.
             if not landlock_wanted():
                 logger.warning(
-                    "the candidate's process is not confined beyond the worker's jail: %s is off",
+                    "the candidate's process is not confined beyond the worker's jail (no Landlock, no "
+                    "seccomp filter): %s is off",
                     LANDLOCK_ENV,
                 )
-            elif (why := confine(*runner_files(self.runtime, request["product"]))) is not None:
+            elif (
+                why := confine(*runner_files(self.runtime, request["product"])) or forbid_processes()
+            ) is not None:
                 raise CandidateFailed(
                     ErrorKind.RUNTIME_NOT_AVAILABLE,
                     f"the candidate's process could not be confined: {why} ({LANDLOCK_ENV}=0 runs it in the "
@@ -426,24 +627,43 @@ class _Served:
             self.gpu.reset_timing_state()
 
 
-def serve(runtime: str) -> int:
+def serve(runtime: str) -> NoReturn:
     """The runner's loop (``python -m executor.worker runner candidate {host|gpu}``): one request at a
-    time from the worker, each acknowledged with its nonce; ends when the worker is gone."""
+    time from the worker, each acknowledged with its nonce; ends when the worker is gone (at once:
+    pycuda aborts an interpreter that exits with its context still current)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # gone with its worker
+    libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    if str(os.getppid()) != os.environ.get(RUNNER_PARENT_ENV, str(os.getppid())):
+        os._exit(0)  # the worker died before the signal was set
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     sock = socket.socket(fileno=int(os.environ[RUNNER_FD_ENV]))
-    served = _Served(runtime)
-    if runtime == "gpu":  # made ahead, while the worker prepares (as a worker's own context is)
-        from executor.gpulock import gpu_shared
-        from executor.worker.gpu import GpuContext
+    if runtime == "gpu":
+        _load_driver()
+    _serve(sock, _Served(runtime))
+    sys.stderr.flush()
+    os._exit(0)
 
-        served.gpu = GpuContext.create_or_none(gpu_shared)
+
+def _load_driver() -> None:
+    """Load and initialise the CUDA driver ahead, while the worker prepares (its context is made
+    later, at the worker's request: Runner.start); a failure is logged and met again then."""
+    try:
+        import pycuda.driver as cuda
+
+        cuda.init()
+    except Exception as e:
+        logger.warning("the candidate's process could not load the CUDA driver: %s: %s", type(e).__name__, e)
+
+
+def _serve(sock: socket.socket, served: _Served) -> None:
     while True:
         try:
             message, fds, _, _ = socket.recv_fds(sock, MESSAGE_BYTES, 4)
         except OSError:
-            return 0
+            return
         if not message:
-            return 0
+            return
         request = json.loads(message)
         nonce = str(request["nonce"])
         try:

@@ -24,7 +24,7 @@ from executor.settings import ExecutorSettings
 from executor.taskformat import load_task
 from executor.verdict import ErrorKind
 from tests.integration.executor.test_clock_attack import CLOCK
-from tests.support.hostcode import use_candidate_process
+from tests.support.hostcode import CUDA_HOST_FAULT, use_candidate_process
 
 pytestmark = pytest.mark.gpu
 
@@ -34,14 +34,7 @@ if importlib.util.find_spec("pycuda") is None or shutil.which("nvidia-smi") is N
 TASKS = Path(__file__).parents[1] / "unit" / "executor" / "fixtures" / "tasks"
 QUICK = EvaluationOptions(min_trials=5, max_trials=20, min_timing_ms=20, reference_repeats=1, baseline=False)
 # Dereferences a null pointer on the host after its first CUDA call (a fault in the runner).
-CRASH = (
-    "#include <cuda_runtime.h>\n"
-    "__global__ void touch_kernel(float* y) { y[0] = 0.0f; }\n"
-    'extern "C" void saxpy(int n, float a, const float* x, float* y) {\n'
-    "    float* d; cudaMalloc(&d, sizeof(float)); touch_kernel<<<1, 1>>>(d); cudaDeviceSynchronize();\n"
-    "    volatile float* never = nullptr; *never = a;\n"
-    "}\n"
-)
+CRASH = CUDA_HOST_FAULT
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -80,18 +73,22 @@ def test_a_host_fault_in_the_candidates_process_is_its_crash(evaluator: Evaluato
 def test_a_candidate_that_slows_its_clock_is_timed_on_the_workers(tmp_path: Path) -> None:
     """The host runtime's clock attack (tests/integration/executor/test_clock_attack.py) on a GPU
     function task, loaded straight into a worker job (the static rules would refuse its assembly)."""
-    from executor.sandbox import run_job
     from executor.worker.messages import CandidateRun
     from tests.integration.executor.test_clock_attack import HONEST
     from tests.integration.executor.test_executor_hacks_host import POLY_TASK
-    from tests.support.hostcode import build_host_candidates, timing_set_job, write_task
+    from tests.support.hostcode import (
+        build_host_candidates,
+        run_job_showing_stderr,
+        timing_set_job,
+        write_task,
+    )
 
     task = write_task(tmp_path, POLY_TASK, HONEST)
     built = build_host_candidates(tmp_path, {"clock": CLOCK})
     limit = CallLimit(seconds=30.0, floor_s=20.0, factor=10.0, basis="reference", basis_ms=1000.0)
     job = timing_set_job(task, tmp_path / "job", QUICK).model_copy(update={"runtime": "gpu"})
     run = CandidateRun(candidate_product=built["clock"], candidate_symbol=task.entry, call_limit=limit)
-    clock = run_job(job, run, timeout_s=120)
-    assert clock.passed and clock.candidate_timing is not None, clock.message
+    clock, stderr = run_job_showing_stderr(job, run, timeout_s=120)
+    assert clock.passed and clock.candidate_timing is not None, f"{clock.message}\n{stderr}"
     # Its calls take ~58 ms of poly_iter each on the CPU; its own clock reads 0.02 ms.
     assert clock.candidate_timing.median_ms > 10, clock.candidate_timing

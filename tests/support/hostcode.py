@@ -25,6 +25,17 @@ from executor.timingset import TimingSetSpec
 from executor.worker.messages import CandidateRun, WorkerJob, WorkerOutcome
 from executor.worker.runner import CANDIDATE_PROCESS_ENV, LANDLOCK_ENV, landlock_version
 
+# A saxpy (the fixture task's entry) that dereferences a null pointer on the host after its first CUDA
+# calls: in a runner, a fault of the candidate's process (tests/gpu/test_candidate_process_gpu.py,
+# bench/probes/runner_check.py).
+CUDA_HOST_FAULT = (
+    "#include <cuda_runtime.h>\n"
+    "__global__ void touch_kernel(float* y) { y[0] = 0.0f; }\n"
+    'extern "C" void saxpy(int n, float a, const float* x, float* y) {\n'
+    "    float* d; cudaMalloc(&d, sizeof(float)); touch_kernel<<<1, 1>>>(d); cudaDeviceSynchronize();\n"
+    "    volatile float* never = nullptr; *never = a;\n"
+    "}\n"
+)
 # Few sets and trials: two test-size sets, one timing-size set, the repeat of the first (four
 # correctness calls), one warm-up call or more, three to five timed calls.
 FAST = EvaluationOptions(
@@ -152,3 +163,21 @@ def use_candidate_process(patch: pytest.MonkeyPatch) -> None:
     patch.setenv(CANDIDATE_PROCESS_ENV, "1")
     if landlock_version() == 0:
         patch.setenv(LANDLOCK_ENV, "0")
+
+
+def run_job_showing_stderr(job: WorkerJob, run: CandidateRun, timeout_s: float) -> tuple[WorkerOutcome, str]:
+    """:func:`executor.sandbox.run_job`, and everything the worker and its runner wrote on stderr (the
+    verdict shows only what the worker wrote before the hand-over): for a test's failure message."""
+    from executor.sandbox import WorkerProcess, _job_dirs, finish_candidate, start_candidate
+
+    proc = WorkerProcess("candidate", job.runtime, None, binds=_job_dirs(job))
+    try:
+        start_candidate(proc, job, None)
+        outcome = finish_candidate(proc, run, timeout_s, None)
+        texts = []
+        for path in (proc.stderr_path, proc.dir / "runner.stderr"):
+            data = path.read_bytes()[-8000:] if path.exists() else b""
+            texts.append(f"--- {path.name} ---\n{data.decode('utf-8', 'replace')}")
+        return outcome, "\n".join(texts)
+    finally:
+        proc.close()

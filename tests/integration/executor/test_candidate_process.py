@@ -24,6 +24,14 @@ Host runtime, built with the host compiler (no static rules: what is tested is t
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -147,4 +155,207 @@ def test_the_candidate_cannot_open_the_stored_timing_sets_or_its_workers_job(tmp
     run = CandidateRun(candidate_product=built["nosy"], candidate_symbol=task.entry)
     outcome = run_job(job, run, timeout_s=120)
     # In the worker's process (and in a runner without Landlock) both opens succeed: wrong_output.
+    assert outcome.passed, outcome.message
+
+
+# A worker's side of a runner, in a process of its own (a Runner makes its process non-dumpable): each
+# case starts a runner of ``runtime`` in the working directory, does ``act`` to it before its first
+# answer, then waits for its start-up; prints how that went, as JSON.
+_RUNNER_CASE = """
+import json, os, signal, sys
+from executor.gpulock import LOCK_ENV
+from executor.worker import runner as r
+from executor.worker.runtime import CandidateFailed
+runtime, act = sys.argv[1], sys.argv[2]
+r.START_S = 3.0
+os.environ[LOCK_ENV] = os.path.abspath("gpu.lock")
+started = r.Runner(runtime)
+with open(f"/proc/{started.proc.pid}/environ", "rb") as f:
+    environ = f.read().split(b"\\0")
+if act != "none":
+    os.kill(started.proc.pid, getattr(signal, act))
+out = {"lock_env": any(e.startswith(LOCK_ENV.encode() + b"=") for e in environ)}
+started.start()
+try:
+    started.roundtrip_s("ping", 2)
+    out["kind"] = None
+except CandidateFailed as e:
+    out["kind"], out["message"] = e.kind.value, str(e)
+print(json.dumps(out))
+"""
+
+
+def _runner_case(tmp_path: Path, runtime: str, act: str) -> dict[str, object]:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[3])}
+    done = subprocess.run(
+        [sys.executable, "-c", _RUNNER_CASE, runtime, act],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+_WORKER_OF_A_RUNNER = """
+import sys
+from pathlib import Path
+import numpy as np
+from executor.worker.runner import Runner, SharedArrays
+from tests.integration.executor.test_clock_attack import HONEST
+from tests.integration.executor.test_executor_hacks_host import POLY_HEAD, POLY_TASK
+from tests.support.hostcode import build_host_candidates, write_task
+here = Path(".").resolve()
+task = write_task(here, POLY_TASK, HONEST)
+spin = build_host_candidates(here, {"spin": POLY_HEAD + "for (;;) {}\\n}"})["spin"]
+started = Runner("host")
+started.load(task, spin, task.entry)
+print(started.proc.pid, flush=True)
+started.call(SharedArrays.like({"x": np.zeros(8, np.float32), "y": np.zeros(8, np.float32)}), {"n": 8})
+"""
+
+
+def test_a_runner_dies_with_its_worker(tmp_path: Path) -> None:
+    """The runner sets its own parent-death signal (nothing runs between its fork and its exec: a GPU
+    worker has the CUDA driver's threads by then): a worker killed while its runner is in a call that
+    never returns (so never reads its socket again) takes the runner with it."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[3])}
+    worker = subprocess.Popen(
+        [sys.executable, "-c", _WORKER_OF_A_RUNNER], cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert worker.stdout is not None
+        pid = int(worker.stdout.readline())
+    finally:
+        worker.kill()
+        worker.wait()
+    deadline = time.monotonic() + 10.0
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        # gone, or a zombie of the init that adopted it
+        if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] == "Z":
+            break
+        time.sleep(0.05)
+    alive = (
+        Path(f"/proc/{pid}").exists()
+        and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] != "Z"
+    )
+    if alive:
+        os.kill(pid, signal.SIGKILL)
+    assert not alive, f"the runner {pid} outlived its worker"
+
+
+def test_a_runner_is_never_given_the_executors_locks(tmp_path: Path) -> None:
+    """The worker holds the locks for its runner. A runner that took one itself (its CUDA context,
+    under the GPU lock shared) waited at the turnstile that its own worker's run holds, until the
+    run's limit killed both (the H200's first run: every GPU function candidate a timeout)."""
+    assert _runner_case(tmp_path, "host", "none") == {"lock_env": False, "kind": None}
+
+
+@pytest.mark.parametrize(
+    ("runtime", "act", "says"),
+    [
+        # No CUDA here: its driver does not load at start-up (logged), its context fails (the reply).
+        ("gpu", "none", ["failed the request 'start'", "could not load the CUDA driver", "pycuda"]),
+        ("host", "SIGABRT", ["ended at the request 'ping'", "died from SIGABRT"]),
+        ("host", "SIGSTOP", ["did not answer the request 'ping' within 3 s", "still running"]),
+    ],
+)
+def test_a_runner_that_fails_before_the_load_says_why(
+    tmp_path: Path, runtime: str, act: str, says: list[str]
+) -> None:
+    """Before the candidate's library is loaded, nothing of the candidate's has run: a runner that dies,
+    stalls or fails then is the host's ``runtime_not_available``, never a bare timeout or crash, and
+    its message says how it ended, what Landlock is here, and the end of the runner's stderr."""
+    if runtime == "gpu" and importlib.util.find_spec("pycuda") is not None:
+        pytest.skip("the GPU case is for a host without CUDA")
+    result = _runner_case(tmp_path, runtime, act)
+    assert result["kind"] == "runtime_not_available", result
+    message = str(result["message"])
+    for part in [*says, "before the candidate was loaded", "Landlock"]:
+        assert part in message, message
+
+
+_IOCTL_CASE = """
+import errno, fcntl, os, termios
+from executor.worker import runner as r
+assert r.confine(["/usr", "/lib", "/lib64", "/etc"], list(r.DEVICES)) is None
+fd = os.open("/dev/null", os.O_RDWR)
+try:
+    fcntl.ioctl(fd, termios.TCGETS, bytes(64))
+except OSError as e:
+    print(errno.errorcode[e.errno])
+"""
+
+
+def test_a_runners_confinement_lets_device_ioctls_through(tmp_path: Path) -> None:
+    """The CUDA driver talks to ``/dev/nvidia*`` by ioctl. Landlock restricts a device's ioctls only
+    where the ruleset handles that right (ABI 5, Linux 6.10+); the runner's handles the first ABI's
+    rights only, so an ioctl on a device it may open reaches the driver (``/dev/null`` answers a
+    terminal's ioctl with ENOTTY; a ruleset that handled ioctls would refuse it first, EACCES)."""
+    if landlock_version() == 0:
+        pytest.skip("no Landlock on this kernel")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[3])}
+    done = subprocess.run(
+        [sys.executable, "-c", _IOCTL_CASE], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "ENOTTY", done.stdout
+
+
+def test_the_candidate_cannot_signal_its_worker(tmp_path: Path) -> None:
+    """The runner has its worker's uid: unscoped, a candidate could stop, interrupt or kill the process
+    that checks and times it (here SIGTERM at its first call: the worker died, a ``crash``). Confined
+    with Landlock's signal scope (ABI 6, Linux 6.12+), the signal is refused (EPERM) and the honest
+    work that follows passes."""
+    if landlock_version() < 6:
+        pytest.skip("no Landlock signal scope on this kernel")
+    source = (
+        "#include <signal.h>\n#include <unistd.h>\n"
+        + POLY_HEAD
+        + "static bool sent = false; if (!sent) { sent = true; kill(getppid(), SIGTERM); }\n"
+        + f"for (int i = 0; i < n; ++i) {{ {POLY_BODY} }}\n}}\n"
+    )
+    task = write_task(tmp_path, POLY_TASK, HONEST)
+    built = build_host_candidates(tmp_path, {"signal": source})
+    run = CandidateRun(candidate_product=built["signal"], candidate_symbol=task.entry)
+    outcome = run_job(timing_set_job(task, tmp_path / "job", OPTIONS), run, timeout_s=120)
+    assert outcome.passed, outcome.message
+
+
+# At its first call: a thread (pthread_create: clone3, else clone with CLONE_THREAD) that the candidate
+# joins, then a child by a raw fork (x86-64: 57) and by a raw clone without CLONE_THREAD (56, SIGCHLD:
+# a fork too), each child leaving at once. Its first output is wrong when a child was made.
+_FORKER = (
+    "#include <pthread.h>\n#include <signal.h>\n#include <unistd.h>\n#include <sys/syscall.h>\n"
+    "static void* nothing(void*) { return nullptr; }\n"
+    'static long raw2(long nr, long a, long b) { long r; __asm__ volatile("syscall" : "=a"(r) '
+    ': "a"(nr), "D"(a), "S"(b) : "rcx", "r11", "memory"); return r; }\n'
+    + POLY_HEAD
+    + "static int forked = -1;\n"
+    "if (forked < 0) {\n"
+    "  pthread_t t; if (pthread_create(&t, nullptr, nothing, nullptr) == 0) pthread_join(t, nullptr); else forked = 9;\n"
+    "  long a = raw2(57, 0, 0); if (a == 0) _exit(0);\n"
+    "  long b = raw2(56, SIGCHLD, 0); if (b == 0) _exit(0);\n"
+    "  if (forked < 0) forked = (a > 0) + (b > 0);\n}\n"
+    + f"for (int i = 0; i < n; ++i) {{ {POLY_BODY} }}\nif (forked) y[0] += 1.0f;\n}}\n"
+)
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the candidate is x86-64 machine code")
+def test_the_candidates_process_makes_threads_but_no_process(tmp_path: Path) -> None:
+    """A process the runner forked outlived its kill (review 23b: a helper wrote back an ``in`` array
+    the candidate had changed, once the runner was gone, racing the worker's last checks). The runner
+    refuses every fork before it loads the library (seccomp on every thread: a clone without
+    CLONE_THREAD, fork, vfork, clone3, the exec family), and still makes threads. (Where there is no
+    Landlock, the tests turn the runner's confinement off, the filter with it.)"""
+    if landlock_version() == 0:
+        pytest.skip("no Landlock on this kernel")
+    task = write_task(tmp_path, POLY_TASK, HONEST)
+    built = build_host_candidates(tmp_path, {"forker": _FORKER})
+    run = CandidateRun(candidate_product=built["forker"], candidate_symbol=task.entry)
+    outcome = run_job(timing_set_job(task, tmp_path / "job", OPTIONS), run, timeout_s=120)
     assert outcome.passed, outcome.message
