@@ -22,7 +22,7 @@ from executor.cache import content_key
 from executor.compile import DEFAULT_ARCH, INCLUDE_REFUSED, Compiler, RemoteBuilds, device_arch, kernel_symbol
 from executor.devcompare import compare_source
 from executor.errors import EvaluationCancelled, ExecutorError, ReferenceBuildError
-from executor.gpulock import held_elsewhere, hold
+from executor.gpulock import held_elsewhere, hold, hold_now
 from executor.gputurns import GpuTurns, Kind
 from executor.peak import device_peak
 from executor.protocol import CandidateSource, EvaluateRequest, EvaluationOptions
@@ -382,7 +382,11 @@ class Evaluator:
         seconds["prepare_wait"] = time.perf_counter() - waited
         waited = time.perf_counter()
         kind: Kind = "kernel" if isinstance(task, KernelTask) else "function"
-        with self.turns.turn(kind, cancelled) as turn, contextlib.ExitStack() as teardown:
+        # The worker's checks after its GPU work, once it says so: held for it until it is gone.
+        leftover: list[contextlib.ExitStack] = []
+        with contextlib.ExitStack() as in_turn:
+            turn = in_turn.enter_context(self.turns.turn(kind, cancelled))
+            teardown = in_turn.enter_context(contextlib.ExitStack())
             reaped = time.perf_counter()
             seconds["gpu_wait"] = reaped - waited
             if self.settings.gpu_kernel_first:
@@ -394,15 +398,36 @@ class Evaluator:
                 teardown.callback(self._hold_through_teardown(seconds).join)
             if self.settings.timings_at_turn:
                 run = self._timings_now(task, run)
-            outcome = finish_candidate(
-                cand_worker,
-                run,
-                self.settings.run_timeout_s,
-                limit,
-                run_limit_s=applied.seconds,
-                cancelled=cancelled,
-            )
-            seconds["gpu_held"] = time.perf_counter() - reaped
+
+            def release() -> None:
+                """End the turn while the worker checks on the host (Worker.release_gpu), the
+                device's locks held shared for it until it is gone: no other run's trials begin
+                beside it, whatever it does (a candidate can write the note itself)."""
+                held = hold_now(self.pool.gpu_lock, ("gpu", "uploads"))
+                if held is None:  # something holds them alone: the turn is kept to the end
+                    seconds["release_refused"] = 1.0
+                    return
+                leftover.append(held)
+                seconds["gpu_held"] = time.perf_counter() - reaped
+                in_turn.close()
+
+            try:
+                outcome = finish_candidate(
+                    cand_worker,
+                    run,
+                    self.settings.run_timeout_s,
+                    limit,
+                    run_limit_s=applied.seconds,
+                    cancelled=cancelled,
+                    on_release=release if kind == "function" and self.settings.release_gpu_early else None,
+                )
+            finally:
+                if leftover:
+                    self._let_go_when_gone(cand_worker, leftover[0])
+            if leftover:
+                seconds["after_release"] = time.perf_counter() - reaped - seconds["gpu_held"]
+            else:
+                seconds["gpu_held"] = time.perf_counter() - reaped
         seconds.update(outcome.seconds)
         # Not self.device from the outcome: it picks the host's store of baseline timings, and that
         # process ran the candidate's code. The peak worker, which runs none, names it.
@@ -474,6 +499,21 @@ class Evaluator:
         thread = threading.Thread(target=drain_then_let_go, name="executor-teardown", daemon=True)
         thread.start()
         return thread
+
+    @staticmethod
+    def _let_go_when_gone(worker: WorkerProcess, held: contextlib.ExitStack) -> None:
+        """Let ``held`` go once ``worker`` (stopped) is gone, in a thread: its process, its threads
+        and its CUDA context with it."""
+
+        def wait_then_let_go() -> None:
+            try:
+                worker.kill()
+            except Exception:  # its locks are let go whatever happened
+                logger.warning("could not wait for a released worker to be gone", exc_info=True)
+            finally:
+                held.close()
+
+        threading.Thread(target=wait_then_let_go, name="executor-released", daemon=True).start()
 
     def _timings_now(self, task: FunctionTask | KernelTask, run: CandidateRun) -> CandidateRun:
         """``run`` with the task's serial reference timing as cached now, when its turn has come

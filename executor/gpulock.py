@@ -224,6 +224,30 @@ def hold(lock: str | os.PathLike[str], mode: Mode, resource: Resource = "gpu") -
         handle.close()
 
 
+def hold_now(lock: str | os.PathLike[str], resources: tuple[Resource, ...]) -> contextlib.ExitStack | None:
+    """The locks of ``resources`` named by the GPU lock's path ``lock``, each held shared, if every one
+    can be had now (its turnstile passed and the lock taken without waiting); else None, nothing held.
+    Close the returned stack to let them go (from any thread: a ``flock`` belongs to its open file).
+    The evaluator's hold on a finished run's worker that still checks on the host
+    (:mod:`executor.evaluate`): it must never wait for what that worker itself may hold."""
+    stack = contextlib.ExitStack()
+    try:
+        for resource in resources:
+            path = lock_path(lock, resource)
+            handle = stack.enter_context(open(path, "ab"))  # noqa: SIM115 - held in the stack
+            with turnstile_path(path).open("ab") as turn:
+                fcntl.flock(turn, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            stack.callback(fcntl.flock, handle, fcntl.LOCK_UN)
+    except BlockingIOError:
+        stack.close()
+        return None
+    except BaseException:
+        stack.close()
+        raise
+    return stack
+
+
 def held_elsewhere(lock: str | os.PathLike[str], resource: Resource = "gpu") -> bool:
     """Whether anyone (another process, or another open of the file in this one) holds the lock of
     ``resource`` named by the GPU lock's path ``lock`` now, shared or exclusively: a non-blocking

@@ -31,6 +31,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -58,6 +59,7 @@ from executor.jail import (
 from executor.verdict import ErrorKind
 from executor.worker.messages import (
     DONE_FD_ENV,
+    GPU_RELEASED,
     PREPARED,
     TIMED_CALL,
     CallBeat,
@@ -581,6 +583,8 @@ class WorkerProcess:
         self.timed_windows: list[float] = []
         self.unmatched_ends = 0
         self._timed_since: float | None = None
+        # When the worker said that its candidate's GPU work is over (GPU_RELEASED), since its hand-over.
+        self.released_at: float | None = None
 
     def _respawn(self) -> None:
         """Start the worker again (its jail now binds what the job needs); before its job only."""
@@ -733,6 +737,7 @@ class WorkerProcess:
         watch_rss: bool,
         run_limit_s: float | None = None,
         cancelled: threading.Event | None = None,
+        on_release: Callable[[], None] | None = None,
     ) -> ErrorKind | None:
         """Wait for the worker's result; kill it at the deadline or above the memory limit.
 
@@ -750,6 +755,8 @@ class WorkerProcess:
         Returns :attr:`ErrorKind.TIMEOUT` / :attr:`ErrorKind.OUT_OF_MEMORY` when it had to be killed.
         Raises :class:`EvaluationCancelled`, the worker killed, once ``cancelled`` is set (the caller
         of the evaluation went away).
+        ``on_release`` is called once, in this thread, when the worker says that its candidate's GPU
+        work is over (:data:`GPU_RELEASED`) and has no result yet; the wait and its deadlines go on.
         """
         deadline = time.monotonic() + timeout_s
         running = run_limit_s is None
@@ -773,6 +780,9 @@ class WorkerProcess:
                     killed_for = ErrorKind.OUT_OF_MEMORY
                     break
                 self._sleep_until_done(min(left, POLL_S))
+                if on_release is not None and self.released_at is not None and not self.result_path.exists():
+                    release, on_release = on_release, None
+                    release()
         finally:
             # On a kill, an interruption (service shutdown) or a normal exit alike: nothing keeps running.
             self.stop()
@@ -847,6 +857,9 @@ class WorkerProcess:
                 self._beats = b""
             now = time.monotonic()
             for line in lines:
+                if line == GPU_RELEASED.rstrip(b"\n"):
+                    self.released_at = self.released_at or now
+                    continue
                 beat = read_beat(line)
                 if beat is None:
                     continue
@@ -892,6 +905,7 @@ class WorkerProcess:
         """Note that the worker is about to load a candidate: its output from now on is the
         candidate's to choose (a host file it read, say) and is left out of :meth:`reported_tail`."""
         self.timed_windows, self.unmatched_ends, self._timed_since = [], 0, None
+        self.released_at = None
         try:
             self.trusted_output = self.stderr_path.stat().st_size
         except OSError:
@@ -1122,11 +1136,13 @@ def finish_candidate(
     memory_limit_bytes: int | None,
     run_limit_s: float | None = None,
     cancelled: threading.Event | None = None,
+    on_release: Callable[[], None] | None = None,
 ) -> WorkerOutcome:
     """Hand the worker its compiled candidate and wait for the outcome (crash and timeout included);
     ``run_limit_s`` limits the candidate's own run and ``run.call_limit`` each of its calls (see
-    :meth:`WorkerProcess.wait`). The outcome's ``seconds["run"]`` is the time from the hand-over to
-    the outcome, a killed or dead worker's too (the time its candidate held the GPU)."""
+    :meth:`WorkerProcess.wait`, which calls ``on_release`` when the worker's GPU work is over). The
+    outcome's ``seconds["run"]`` is the time from the hand-over to the outcome, a killed or dead
+    worker's too."""
     start = time.monotonic()
     proc.hand_untrusted()
     proc.send("run.json", proc.admit(run).model_copy(update={"sent_at": start}))
@@ -1136,6 +1152,7 @@ def finish_candidate(
         watch_rss=proc.runtime == "gpu",
         run_limit_s=run_limit_s,
         cancelled=cancelled,
+        on_release=on_release,
     )
     elapsed = time.monotonic() - start
     stage_text = proc.stage_text()

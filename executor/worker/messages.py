@@ -204,6 +204,24 @@ def write_result(path: str, model: BaseModel) -> None:
     notify_parent()
 
 
+# What a function task's candidate worker writes on its done pipe once its candidate's GPU work is over
+# (the last timed call returned, the device synchronised, the outputs on the host, the candidate's own
+# process, if any, gone) and only host checks are left: the evaluator may then end the run's GPU turn
+# (executor.evaluate). A candidate that writes it itself gains nothing: the evaluator holds the device's
+# locks shared until the worker is gone, so no other run's trials begin beside it.
+GPU_RELEASED = b"released\n"
+
+
+def gpu_released() -> None:
+    """Tell the parent that this worker's GPU work is over (:data:`GPU_RELEASED`)."""
+    fd = os.environ.get(DONE_FD_ENV)
+    if fd:
+        try:
+            os.write(int(fd), GPU_RELEASED)
+        except (OSError, ValueError) as e:
+            logger.warning("could not tell the parent that the GPU is released: %s", e)
+
+
 # What a worker writes on its done pipe besides the result's note (an empty line): a call's start, with
 # its limit in seconds, how many calls or launches it is, the time per call its limit was derived from
 # and what it is; and the end of that call.

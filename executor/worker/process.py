@@ -15,6 +15,7 @@ from executor.gpulock import (
     function_run,
     gpu_lock,
     gpu_shared,
+    host_copies,
     kernel_reserve,
     kernel_run,
 )
@@ -71,7 +72,11 @@ def serve_reference(job_path: str) -> int:
 # checks, only the preparation begun before its run (executor.gpulock). The naive baseline's run holds
 # a function candidate's.
 KERNEL_LOCKS = RunLocks(checking=gpu_shared, timing=kernel_run, reserve=kernel_reserve)
-FUNCTION_LOCKS = RunLocks(checking=function_checks, timing=function_run, reserve=function_reserve)
+# Once a function candidate's GPU work is over, its host checks hold the host memory shared (they read
+# every copy: traffic that other function tasks' host-timed trials must not see), not the GPU.
+FUNCTION_LOCKS = RunLocks(
+    checking=function_checks, timing=function_run, reserve=function_reserve, after_release=host_copies
+)
 
 
 def _next_run() -> CandidateRun | None:

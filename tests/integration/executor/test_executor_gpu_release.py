@@ -1,0 +1,150 @@
+"""A function candidate's GPU turn ends when its GPU work does (setting ``release_gpu_early``, issue 33's
+cost): its worker says so once the trials are over (device synchronised, outputs on the host), the
+evaluator ends the turn while holding the device's locks shared for that worker until it is gone, and
+the host checks after the trials (every copy's ``in`` arrays, the last calls' outputs, the spot checks)
+run outside the turn, with the same verdicts. In the test-only ``host`` runtime: real worker processes,
+candidates compiled by the real nvcc and run on the CPU."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from executor.evaluate import Evaluator
+from executor.gpulock import hold, hold_now
+from executor.protocol import CandidateSource, EvaluationOptions
+from executor.settings import ExecutorSettings
+from executor.taskformat import FunctionTask, KernelTask, load_task
+from executor.verdict import ErrorKind, Verdict
+
+ROOT = Path(__file__).resolve().parents[3]
+TASKS_DIR = ROOT / "tests" / "unit" / "executor" / "fixtures" / "tasks"
+STUB = "\n__global__ void stub_kernel() {}\nstatic void never_called() { stub_kernel<<<1, 1>>>(); }\n"
+HEAD = 'extern "C" void saxpy(int n, float a, const float* x, float* y) {\n'
+BODY = "for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i];\n"
+HONEST = HEAD + BODY + "}" + STUB
+# Two test-size sets, one timing-size set and the first again: 4 correctness calls, then 1 warm-up call.
+OPTIONS = EvaluationOptions(
+    correctness_sets=2,
+    timing_size_checks=1,
+    warmup=1,
+    min_trials=4,
+    max_trials=6,
+    min_timing_ms=0,
+    reference_repeats=1,
+    baseline=False,
+)
+CHECKED_CALLS = 5  # what the correctness calls and the warm-up make; the timed calls come after
+# Right on every call, but from the first timed call on it also changes its const input: caught by the
+# check of the copies after the trials, which now runs outside the turn.
+MUTATES_WHEN_TIMED = (
+    "static int calls = 0;\n"
+    + HEAD
+    + BODY
+    + f"if (++calls > {CHECKED_CALLS}) const_cast<float*>(x)[0] += 1.0f;\n}}"
+    + STUB
+)
+# Right on the checked calls, wrong on every timed one: caught by the last calls' check after the trials.
+WRONG_WHEN_TIMED = (
+    "static int calls = 0;\n" + HEAD + BODY + f"if (++calls > {CHECKED_CALLS}) y[n / 2] += 1.0f;\n}}" + STUB
+)
+
+
+@pytest.fixture(scope="module")
+def saxpy() -> FunctionTask | KernelTask:
+    return load_task(TASKS_DIR / "saxpy")
+
+
+def _evaluator(cache: Path, early: bool) -> Evaluator:
+    return Evaluator(
+        ExecutorSettings(cache_dir=cache, runtime="host", run_timeout_s=60, release_gpu_early=early)
+    )
+
+
+@pytest.fixture(scope="module")
+def evaluator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Evaluator]:
+    built = _evaluator(tmp_path_factory.mktemp("release-cache"), early=True)
+    yield built
+    built.close()
+
+
+def _evaluate_watched(
+    evaluator: Evaluator, task: FunctionTask | KernelTask, source: str
+) -> tuple[Verdict, float]:
+    """The verdict, and how long the candidates' GPU turns were held meanwhile, by the turns' own count."""
+    before = evaluator.turns.usage()["held_s"]
+    verdict = evaluator.evaluate(task, CandidateSource(source=source), OPTIONS)
+    after = evaluator.turns.usage()["held_s"]
+    assert isinstance(before, dict) and isinstance(after, dict)
+    return verdict, after["candidate"] - before["candidate"]
+
+
+def test_the_turn_ends_before_the_host_checks(evaluator: Evaluator, saxpy: FunctionTask | KernelTask) -> None:
+    """(a) The honest candidate passes; its turn ends before its run does (the turn is taken before the
+    hand-over, so a turn held to the outcome is at least the run), the host checks after the trials
+    run in the rest (``after_release``)."""
+    verdict, held = _evaluate_watched(evaluator, saxpy, HONEST)
+    assert verdict.passed, verdict.message
+    seconds = verdict.seconds
+    assert "release_refused" not in seconds, str(seconds)
+    assert held < seconds["run"] and abs(held - seconds["gpu_held"]) < 0.02, (held, str(seconds))
+    assert seconds["after_release"] > 0, str(seconds)
+    # The checks that follow the trials ran in the worker after it released the GPU: their time is in
+    # the part of the run after the turn (the note is read within milliseconds).
+    checks = seconds["input_check"] + seconds["last_check"]
+    assert checks > 0 and seconds["after_release"] + 0.05 >= checks, str(seconds)
+    assert not evaluator.turns.locked()
+
+
+def test_without_the_setting_every_check_is_under_the_turn(
+    saxpy: FunctionTask | KernelTask, tmp_path: Path
+) -> None:
+    built = _evaluator(tmp_path / "cache", early=False)
+    try:
+        verdict = built.evaluate(saxpy, CandidateSource(source=HONEST), OPTIONS)
+    finally:
+        built.close()
+    assert verdict.passed, verdict.message
+    assert (
+        "after_release" not in verdict.seconds
+        and verdict.seconds["gpu_held"] >= verdict.seconds["input_check"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("source", "says"),
+    [
+        (MUTATES_WHEN_TIMED, "changed its input 'x'"),
+        (WRONG_WHEN_TIMED, "differ from the reference"),
+    ],
+    ids=["const_input_changed_when_timed", "wrong_when_timed"],
+)
+def test_a_candidate_caught_by_the_checks_after_the_turn_is_still_refused(
+    evaluator: Evaluator, saxpy: FunctionTask | KernelTask, source: str, says: str
+) -> None:
+    """(b) Caught only by the host checks after the trials: refused at the timing stage as before, the
+    turn ended before those checks ran."""
+    verdict, held = _evaluate_watched(evaluator, saxpy, source)
+    assert not verdict.passed and verdict.error is ErrorKind.WRONG_OUTPUT, verdict.message
+    assert verdict.stage.value == "timing" and says in verdict.message, verdict.message
+    assert verdict.seconds["after_release"] > 0 and held < verdict.seconds["run"], str(verdict.seconds)
+
+
+def test_the_evaluators_hold_never_waits_for_an_exclusive_holder(tmp_path: Path) -> None:
+    """``hold_now`` takes the locks shared at once or not at all: the evaluator's wait loop must not
+    block on what a worker (a candidate's, say) holds alone."""
+    lock = tmp_path / "gpu.lock"
+    lock.touch()
+    with hold(lock, "exclusive", "uploads"):
+        assert hold_now(lock, ("gpu", "uploads")) is None
+        with hold(lock, "exclusive"):  # the GPU's lock was let go when the uploads' could not be had
+            pass
+    held = hold_now(lock, ("gpu", "uploads"))
+    assert held is not None
+    with hold(lock, "shared"):  # shared holders go on beside it
+        pass
+    held.close()
+    with hold(lock, "exclusive"):
+        pass
