@@ -380,8 +380,19 @@ class Evaluator:
         # The worker's inputs and uploads are done before the GPU is taken for the candidate.
         cand_worker.wait_prepared(self.settings.run_timeout_s, cancelled)
         seconds["prepare_wait"] = time.perf_counter() - waited
-        waited = time.perf_counter()
         kind: Kind = "kernel" if isinstance(task, KernelTask) else "function"
+        if kind == "function" and self.settings.host_gate_before_turn:
+            # Issue 29's stall: a function run's worker takes the host memory's lock (the host's, shared
+            # by every GPU's runs) for its checks and trials; while another GPU's trials hold it alone,
+            # the run waited for it holding this GPU's turn (0.58 s per correct function candidate with
+            # two replicas). Waiting here first (a pass through the lock) lets this GPU's turn go to
+            # others meanwhile; holding it through the wait for the turn could deadlock with this GPU's
+            # own run in its turn, which takes it after the turn.
+            gated = time.perf_counter()
+            with hold(self.pool.gpu_lock, "shared", "host"):
+                pass
+            seconds["host_gate_wait"] = time.perf_counter() - gated
+        waited = time.perf_counter()
         # The worker's checks after its GPU work, once it says so: held for it until it is gone.
         leftover: list[contextlib.ExitStack] = []
         with contextlib.ExitStack() as in_turn:

@@ -90,6 +90,12 @@ LOCK_DIR_ENV = "REGRAPH_GPU_LOCK_DIR"
 # Every executor of a host must use the same scope, as the same directory, for their locks to meet.
 HOST_SCOPE_ENV = "REGRAPH_HOST_LOCK_SCOPE"
 HOST_SCOPES = ("host", "device")
+# What a worker's CUDA start-up (the driver's loading and its context's creation) holds: ``device`` (the
+# default), the GPU's lock shared; ``host``, the host memory's too, so that no function task's trials on
+# any GPU whose locks share the host's overlap it (issue 29's A/B: with a second replica, compute-bound
+# function tasks' trials doubled under the host-wide host-memory lock, and the other replica's context
+# creation is one thing that lock does not keep from them).
+CONTEXT_SCOPE_ENV = "REGRAPH_CONTEXT_LOCK_SCOPE"
 # The host memory's lock file, beside the devices' GPU lock files (gpu-<device>.lock) that share it.
 HOST_LOCK_NAME = "host-memory.lock"
 _DEVICE_LOCK = re.compile(r"gpu-[A-Za-z0-9_.-]+\.lock")
@@ -120,6 +126,14 @@ def host_lock_scope() -> str:
     scope = os.environ.get(HOST_SCOPE_ENV, "").strip().lower() or "host"
     if scope not in HOST_SCOPES:
         raise ValueError(f"{HOST_SCOPE_ENV} must be one of {', '.join(HOST_SCOPES)}, not {scope!r}")
+    return scope
+
+
+def context_lock_scope() -> str:
+    """What a worker's CUDA start-up holds (:data:`CONTEXT_SCOPE_ENV`): ``device`` or ``host``."""
+    scope = os.environ.get(CONTEXT_SCOPE_ENV, "").strip().lower() or "device"
+    if scope not in HOST_SCOPES:
+        raise ValueError(f"{CONTEXT_SCOPE_ENV} must be one of {', '.join(HOST_SCOPES)}, not {scope!r}")
     return scope
 
 
@@ -287,6 +301,23 @@ def reserve(*resources: Resource) -> Iterator[None]:
             reserved.add(turnstile)
             stack.callback(reserved.discard, turnstile)  # before the file closes (last in, first out)
         yield
+
+
+@contextlib.contextmanager
+def context_creation() -> Iterator[None]:
+    """What a worker's CUDA start-up holds (:func:`context_lock_scope`): the GPU shared and, with the
+    ``host`` scope, the host memory shared too."""
+    with gpu_lock("shared"):
+        if context_lock_scope() == "host":
+            with gpu_lock("shared", "host"):
+                yield
+        else:
+            yield
+
+
+def context_lock_covers_init() -> bool:
+    """Whether the driver's loading is held under :func:`context_creation` too (the ``host`` scope)."""
+    return context_lock_scope() == "host"
 
 
 def gpu_exclusive() -> contextlib.AbstractContextManager[None]:

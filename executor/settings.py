@@ -83,6 +83,14 @@ class ExecutorSettings(BaseSettings):
         "begin beside it (issue 33's cost: ~0.2 s of a function candidate's turn on an H200). Off: every "
         "check under the turn, as before",
     )
+    host_gate_before_turn: bool = Field(
+        default=True,
+        description="before a function run takes the GPU's turn, wait until the host memory's lock (the "
+        "host's, shared by every GPU's function trials) could be had shared, so that the run does not "
+        "wait for another GPU's trials while holding this GPU's turn (issue 29: 0.58 s per correct "
+        "function candidate with two replicas); a pass, not a hold: the run's worker takes the lock "
+        "itself, after the turn",
+    )
     timings_at_turn: bool = Field(
         default=True,
         description="read the task's cached serial-reference timing when a candidate's run gets the "

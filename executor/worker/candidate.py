@@ -32,7 +32,13 @@ from executor.abi import bind_entry, call_entry
 from executor.checking import compare_output
 from executor.devcompare import DeviceComparer
 from executor.errors import ExecutorError
-from executor.gpulock import gpu_shared, host_copies, kernel_uploads
+from executor.gpulock import (
+    context_creation,
+    context_lock_covers_init,
+    gpu_shared,
+    host_copies,
+    kernel_uploads,
+)
 from executor.inputs import InputSet, generate_inputs
 from executor.reference import check_reference_outputs
 from executor.taskformat import KernelTask
@@ -300,7 +306,7 @@ class Worker:
             if self.job.runtime != "gpu":
                 return None
             # as a spare's context is made (executor.worker.process)
-            self.gpu = GpuContext.create_or_none(gpu_shared)
+            self.gpu = GpuContext.create_or_none(context_creation, context_lock_covers_init())
             if self.gpu is None:
                 return None
             self.seconds.update(self.gpu.seconds)

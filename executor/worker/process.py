@@ -10,6 +10,8 @@ from pathlib import Path
 from executor.checking import prime as prime_statistics
 from executor.errors import ExecutorError
 from executor.gpulock import (
+    context_creation,
+    context_lock_covers_init,
     function_checks,
     function_reserve,
     function_run,
@@ -117,7 +119,9 @@ def serve_baseline(runtime: str) -> int:
     candidate worker's does: a :class:`WorkerJob`, then a :class:`CandidateRun` naming the baseline's
     product (an empty line instead cancels); it writes a :class:`BaselineOutcome`."""
     prime_statistics()
-    gpu = GpuContext.create_or_none(gpu_shared) if runtime == "gpu" else None
+    gpu = (
+        GpuContext.create_or_none(context_creation, context_lock_covers_init()) if runtime == "gpu" else None
+    )
     job_path = sys.stdin.readline().strip()
     if not job_path:
         if gpu is not None:
@@ -197,7 +201,7 @@ def main(argv: list[str]) -> int:
         # Only the context's creation holds the lock (the driver is loaded before), shared: another
         # process's context creation does not show in event-timed trials, and a function task's
         # trials, timed on the host clock, hold the lock alone (executor.gpulock).
-        gpu = GpuContext.create_or_none(gpu_shared)
+        gpu = GpuContext.create_or_none(context_creation, context_lock_covers_init())
     job_path = sys.stdin.readline().strip()
     if not job_path:
         if gpu is not None:
