@@ -381,17 +381,8 @@ class Evaluator:
         cand_worker.wait_prepared(self.settings.run_timeout_s, cancelled)
         seconds["prepare_wait"] = time.perf_counter() - waited
         kind: Kind = "kernel" if isinstance(task, KernelTask) else "function"
-        if kind == "function" and self.settings.host_gate_before_turn:
-            # Issue 29's stall: a function run's worker takes the host memory's lock (the host's, shared
-            # by every GPU's runs) for its checks and trials; while another GPU's trials hold it alone,
-            # the run waited for it holding this GPU's turn (0.58 s per correct function candidate with
-            # two replicas). Waiting here first (a pass through the lock) lets this GPU's turn go to
-            # others meanwhile; holding it through the wait for the turn could deadlock with this GPU's
-            # own run in its turn, which takes it after the turn.
-            gated = time.perf_counter()
-            with hold(self.pool.gpu_lock, "shared", "host"):
-                pass
-            seconds["host_gate_wait"] = time.perf_counter() - gated
+        if kind == "function":
+            self.pass_host_gate(seconds)
         waited = time.perf_counter()
         # The worker's checks after its GPU work, once it says so: held for it until it is gone.
         leftover: list[contextlib.ExitStack] = []
@@ -510,6 +501,22 @@ class Evaluator:
         thread = threading.Thread(target=drain_then_let_go, name="executor-teardown", daemon=True)
         thread.start()
         return thread
+
+    def pass_host_gate(self, seconds: dict[str, float]) -> None:
+        """Before a function run asks for its turn (``host_gate_before_turn``): wait until the host
+        memory's lock could be had shared, and let it go at once (``host_gate_wait``).
+
+        Issue 29's stall: a function run's worker takes that lock (the host's, shared by every GPU's
+        runs) for its checks and trials; while another GPU's trials held it alone, the run waited for it
+        holding this GPU's turn (0.58 s per correct function candidate with two replicas). Waiting here
+        lets this GPU's turn go to others meanwhile. Holding it through the wait for the turn could
+        deadlock with this GPU's run in its turn, whose trials take it alone after their turn."""
+        if not self.settings.host_gate_before_turn:
+            return
+        gated = time.perf_counter()
+        with hold(self.pool.gpu_lock, "shared", "host"):
+            pass
+        seconds["host_gate_wait"] = time.perf_counter() - gated
 
     @staticmethod
     def _let_go_when_gone(worker: WorkerProcess, held: contextlib.ExitStack) -> None:

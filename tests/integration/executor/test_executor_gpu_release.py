@@ -7,6 +7,8 @@ candidates compiled by the real nvcc and run on the CPU."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from executor.protocol import CandidateSource, EvaluationOptions
 from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
 from executor.verdict import ErrorKind, Verdict
+from tests.support.hostcode import use_candidate_process
 
 ROOT = Path(__file__).resolve().parents[3]
 TASKS_DIR = ROOT / "tests" / "unit" / "executor" / "fixtures" / "tasks"
@@ -148,3 +151,47 @@ def test_the_evaluators_hold_never_waits_for_an_exclusive_holder(tmp_path: Path)
     held.close()
     with hold(lock, "exclusive"):
         pass
+
+
+def test_with_the_candidate_process_the_turn_ends_once_it_is_stopped(
+    saxpy: FunctionTask | KernelTask, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the candidate in a process of its own, that process is stopped before the release (its
+    runtime's ``calls_done``): the turn ends, and the checks after it still refuse a const-input change."""
+    use_candidate_process(monkeypatch)
+    built = _evaluator(tmp_path / "cache", early=True)
+    try:
+        honest, held = _evaluate_watched(built, saxpy, HONEST)
+        assert honest.passed, honest.message
+        assert honest.seconds["after_release"] > 0 and held < honest.seconds["run"], str(honest.seconds)
+        mutates, _ = _evaluate_watched(built, saxpy, MUTATES_WHEN_TIMED)
+    finally:
+        built.close()
+    assert not mutates.passed and mutates.error is ErrorKind.WRONG_OUTPUT, mutates.message
+    assert "changed its input 'x'" in mutates.message and mutates.seconds["after_release"] > 0, str(
+        mutates.seconds
+    )
+
+
+def test_a_function_run_waits_for_another_gpus_trials_before_its_turn(evaluator: Evaluator) -> None:
+    """``host_gate_before_turn``: while another process holds the host memory's lock alone (another
+    GPU's function trials), a function run waits before it asks for its turn, which stays free."""
+    seconds: dict[str, float] = {}
+    holding, let_go = threading.Event(), threading.Event()
+
+    def trials_elsewhere() -> None:
+        with hold(evaluator.pool.gpu_lock, "exclusive", "host"):
+            holding.set()
+            let_go.wait(10)
+
+    other = threading.Thread(target=trials_elsewhere, daemon=True)
+    other.start()
+    assert holding.wait(10)
+    gate = threading.Thread(target=evaluator.pass_host_gate, args=(seconds,), daemon=True)
+    gate.start()
+    time.sleep(0.3)
+    assert gate.is_alive() and not evaluator.turns.locked()  # waiting, and not in a turn
+    let_go.set()
+    gate.join(10)
+    other.join(10)
+    assert not gate.is_alive() and seconds["host_gate_wait"] >= 0.3, seconds
