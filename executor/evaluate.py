@@ -10,6 +10,7 @@ import math
 import secrets
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
@@ -23,7 +24,7 @@ from executor.compile import DEFAULT_ARCH, INCLUDE_REFUSED, Compiler, RemoteBuil
 from executor.devcompare import compare_source
 from executor.errors import EvaluationCancelled, ExecutorError, ReferenceBuildError
 from executor.gpulock import held_elsewhere, hold, hold_now
-from executor.gputurns import GpuTurns, Kind
+from executor.gputurns import GpuTurns, Kind, Turn
 from executor.peak import device_peak
 from executor.protocol import CandidateSource, EvaluateRequest, EvaluationOptions
 from executor.reference import build_reference
@@ -518,6 +519,14 @@ class Evaluator:
             pass
         seconds["host_gate_wait"] = time.perf_counter() - gated
 
+    @contextlib.contextmanager
+    def _baseline_turn(self, urgent: bool) -> Iterator[Turn]:
+        """A naive baseline's turn, taken as a function candidate's run's is: after the pass through the
+        host memory's lock (:meth:`pass_host_gate`), since its worker takes the trials' locks too."""
+        self.pass_host_gate({})
+        with self.turns.turn("function", self._closing, urgent=urgent, holder="baseline") as turn:
+            yield turn
+
     @staticmethod
     def _let_go_when_gone(worker: WorkerProcess, held: contextlib.ExitStack) -> None:
         """Let ``held`` go once ``worker`` (stopped) is gone, in a thread: its process, its threads
@@ -863,7 +872,7 @@ class Evaluator:
                     # its run takes the GPU's turn as a function candidate's does: without it, its
                     # trials' locks and a kernel run's, taken in the other order, deadlock. It goes
                     # before the runs waiting: verdicts whose candidates have run wait for it.
-                    turn=lambda: self.turns.turn("function", self._closing, urgent=urgent, holder="baseline"),
+                    turn=lambda: self._baseline_turn(urgent),
                 )
                 if outcome.ok and outcome.timing is not None:
                     self._keep_baseline(task, options, outcome)
