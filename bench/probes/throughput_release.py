@@ -3,6 +3,7 @@ in the ``host`` runtime (no GPU: honest host-code candidates compiled by nvcc an
 runs on any machine with nvcc and g++. For each setting, one evaluator evaluates each task's honest
 candidate ``--repeats`` times (after one unmeasured evaluation that prepares the task); printed: the
 mean seconds under the turn (``gpu_held``), of the worker's run, and of the run after the turn ended.
+The two settings' evaluations alternate.
 
     python -m bench.probes.throughput_release [--repeats 6]
 """
@@ -19,6 +20,7 @@ from executor.evaluate import Evaluator
 from executor.protocol import CandidateSource, EvaluationOptions
 from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
+from executor.verdict import Verdict
 from tests.support.hostcode import one_input_task, write_task
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,29 +55,39 @@ def _tasks(tmp: Path) -> list[tuple[FunctionTask | KernelTask, str]]:
     return [(saxpy, SAXPY), (write_task(tmp, SUM_TASK, SUM_REFERENCE), SUM)]
 
 
-def measure(early: bool, repeats: int, tmp: Path) -> dict[str, dict[str, float]]:
-    """Per task: the mean seconds under the turn, of the run and after the turn, over ``repeats``."""
-    evaluator = Evaluator(
-        ExecutorSettings(
-            cache_dir=tmp / f"cache-{early}", runtime="host", run_timeout_s=120, release_gpu_early=early
+def measure(repeats: int, tmp: Path) -> dict[bool, dict[str, dict[str, float]]]:
+    """Per setting and task: the mean seconds under the turn, of the run and after the turn, over
+    ``repeats`` evaluations. The two settings' evaluators take turns, one evaluation each, so that a
+    change in the machine's load falls on both."""
+    evaluators = {
+        early: Evaluator(
+            ExecutorSettings(
+                cache_dir=tmp / f"cache-{early}", runtime="host", run_timeout_s=120, release_gpu_early=early
+            )
         )
-    )
-    out: dict[str, dict[str, float]] = {}
+        for early in (False, True)
+    }
+    out: dict[bool, dict[str, dict[str, float]]] = {False: {}, True: {}}
     try:
-        for task, source in _tasks(tmp / f"tasks-{early}"):
-            verdicts = [
-                evaluator.evaluate(task, CandidateSource(source=source + f"\n// {i}\n"), OPTIONS)
-                for i in range(repeats + 1)
-            ][1:]
-            if not all(v.passed for v in verdicts):
-                raise SystemExit(f"{task.id}: an honest candidate failed: {[v.message for v in verdicts]}")
-            out[task.id] = {
-                key: statistics.mean(v.seconds.get(key, 0.0) for v in verdicts)
-                for key in ("gpu_held", "run", "after_release", "input_check", "last_check")
-            }
-            out[task.id]["released"] = sum("after_release" in v.seconds for v in verdicts)
+        for task, source in _tasks(tmp / "tasks"):
+            verdicts: dict[bool, list[Verdict]] = {False: [], True: []}
+            for i in range(repeats + 1):  # the first of each: the task's preparation, not measured
+                for early, evaluator in evaluators.items():
+                    got = evaluator.evaluate(task, CandidateSource(source=source + f"\n// {i}\n"), OPTIONS)
+                    if not got.passed:
+                        raise SystemExit(f"{task.id}: an honest candidate failed: {got.message}")
+                    if i:
+                        verdicts[early].append(got)
+            for early, done in verdicts.items():
+                row = {
+                    key: statistics.mean(v.seconds.get(key, 0.0) for v in done)
+                    for key in ("gpu_held", "run", "after_release", "input_check", "last_check")
+                }
+                row["released"] = sum("after_release" in v.seconds for v in done)
+                out[early][task.id] = row
     finally:
-        evaluator.close()
+        for evaluator in evaluators.values():
+            evaluator.close()
     return out
 
 
@@ -84,7 +96,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--repeats", type=int, default=6)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        rows = {early: measure(early, args.repeats, Path(tmp)) for early in (False, True)}
+        rows = measure(args.repeats, Path(tmp))
     print(
         "| task | release_gpu_early | n released | under the turn s | run s | after the turn s | input check s | last check s |"
     )
