@@ -385,8 +385,9 @@ class Evaluator:
         if kind == "function":
             self.pass_host_gate(seconds)
         waited = time.perf_counter()
-        # The worker's checks after its GPU work, once it says so: held for it until it is gone.
-        leftover: list[contextlib.ExitStack] = []
+        # The worker's checks after its GPU work, once it says so: the device's locks held for it, the
+        # uploads' until it is stopped, the GPU's until it is gone.
+        leftover: list[tuple[contextlib.ExitStack, contextlib.ExitStack]] = []
         with contextlib.ExitStack() as in_turn:
             turn = in_turn.enter_context(self.turns.turn(kind, cancelled))
             teardown = in_turn.enter_context(contextlib.ExitStack())
@@ -404,13 +405,19 @@ class Evaluator:
 
             def release() -> None:
                 """End the turn while the worker checks on the host (Worker.release_gpu), the
-                device's locks held shared for it until it is gone: no other run's trials begin
-                beside it, whatever it does (a candidate can write the note itself)."""
-                held = hold_now(self.pool.gpu_lock, ("gpu", "uploads"))
-                if held is None:  # something holds them alone: the turn is kept to the end
+                device's locks held shared for it: no other run's trials begin while it runs,
+                whatever it does (a candidate can write the note itself). A kernel's trials may
+                begin once it is stopped (its threads gone: before, a worker was stopped under the
+                turn and a kernel's event-timed trials never waited for its teardown), a function's
+                once it is gone, CUDA context included, as after every worker (``reap_wait``)."""
+                gpu = hold_now(self.pool.gpu_lock, ("gpu",))
+                uploads = hold_now(self.pool.gpu_lock, ("uploads",)) if gpu is not None else None
+                if gpu is None or uploads is None:  # something holds one alone: the turn is kept
+                    if gpu is not None:
+                        gpu.close()
                     seconds["release_refused"] = 1.0
                     return
-                leftover.append(held)
+                leftover.append((gpu, uploads))
                 seconds["gpu_held"] = time.perf_counter() - reaped
                 in_turn.close()
 
@@ -425,8 +432,9 @@ class Evaluator:
                     on_release=release if kind == "function" and self.settings.release_gpu_early else None,
                 )
             finally:
-                if leftover:
-                    self._let_go_when_gone(cand_worker, leftover[0])
+                if leftover:  # the worker is stopped here (finish_candidate's wait ends with that)
+                    leftover[0][1].close()
+                    self._let_go_when_gone(cand_worker, leftover[0][0])
             if leftover:
                 seconds["after_release"] = time.perf_counter() - reaped - seconds["gpu_held"]
             else:
