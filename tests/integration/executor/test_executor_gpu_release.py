@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from executor.evaluate import Evaluator
-from executor.gpulock import hold, hold_now
+from executor.gpulock import held_elsewhere, hold, hold_now
 from executor.protocol import CandidateSource, EvaluationOptions
 from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
@@ -195,3 +195,28 @@ def test_a_function_run_waits_for_another_gpus_trials_before_its_turn(evaluator:
     gate.join(10)
     other.join(10)
     assert not gate.is_alive() and seconds["host_gate_wait"] >= 0.3, seconds
+
+
+def test_while_the_released_worker_checks_the_devices_locks_stay_held_for_it(
+    evaluator: Evaluator, saxpy: FunctionTask | KernelTask
+) -> None:
+    """After the turn ends, the evaluator holds the device's GPU lock for the worker (no other run's
+    trials begin beside it): sampled while the evaluation is in flight, the turn free and the lock held
+    are seen together."""
+    samples: list[tuple[bool, bool]] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            free = not evaluator.turns.locked()
+            samples.append((free, held_elsewhere(evaluator.pool.gpu_lock, "gpu")))
+            time.sleep(0.0005)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    verdict = evaluator.evaluate(saxpy, CandidateSource(source=HONEST + "\n// watched\n"), OPTIONS)
+    done.set()
+    watcher.join(timeout=5)
+    assert verdict.passed and verdict.seconds["after_release"] > 0, str(verdict.seconds)
+    turn_seen = next(i for i, (free, _) in enumerate(samples) if not free)
+    assert any(free and held for free, held in samples[turn_seen:]), "the lock was let go with the turn"
