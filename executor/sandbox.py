@@ -78,6 +78,11 @@ logger = logging.getLogger(__name__)
 # resident memory (/proc/PID/status) when it watches it, and look for its result and its exit. (It
 # used to look every 2 ms, which added half of that to every verdict on average.)
 POLL_S = 0.05
+# A worker that released its GPU turn (GPU_RELEASED) must be done this long after the release: twice the
+# time from its hand-over to the release, at least POST_RELEASE_MIN_S and at most POST_RELEASE_MAX_S
+# (review 24a: a worker that lives on after its release keeps the device's locks from the next run).
+POST_RELEASE_MIN_S = 2.0
+POST_RELEASE_MAX_S = 30.0
 # What the parent reads of a worker's done pipe at once, at most: chunks of BEAT_BYTES (a line of the
 # worker's is far shorter).
 BEAT_READS = 16
@@ -88,6 +93,16 @@ STDERR_TAIL = 4000
 
 Role = Literal["candidate", "reference"]
 Runtime = Literal["gpu", "host", "none"]
+
+
+def _stopped(pid: int) -> bool:
+    """Whether the process is stopped (``T``, or ``t`` when traced): never an honest worker's state."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    fields = stat.rsplit(")", 1)[-1].split()
+    return bool(fields) and fields[0] in ("T", "t")
 
 
 def _rss_bytes(pid: int) -> int:
@@ -585,6 +600,8 @@ class WorkerProcess:
         self._timed_since: float | None = None
         # When the worker said that its candidate's GPU work is over (GPU_RELEASED), since its hand-over.
         self.released_at: float | None = None
+        # Why the worker was killed after it released its GPU turn (its own fault), or None.
+        self.released_fault: str | None = None
 
     def _respawn(self) -> None:
         """Start the worker again (its jail now binds what the job needs); before its job only."""
@@ -756,23 +773,47 @@ class WorkerProcess:
         Raises :class:`EvaluationCancelled`, the worker killed, once ``cancelled`` is set (the caller
         of the evaluation went away).
         ``on_release`` is called once, in this thread, when the worker says that its candidate's GPU
-        work is over (:data:`GPU_RELEASED`) and has no result yet; the wait and its deadlines go on.
+        work is over (:data:`GPU_RELEASED`) and has no result yet; the wait and its deadlines go on, and
+        a deadline after the release comes in (twice the time from the wait's start to the release,
+        within :data:`POST_RELEASE_MIN_S` and :data:`POST_RELEASE_MAX_S`): past it, the worker is killed
+        for :attr:`ErrorKind.TIMEOUT` with :attr:`released_fault` saying why.
+        A worker seen stopped (``/proc/<pid>/stat`` says ``T``: a candidate's SIGSTOP, say) is killed at
+        once for :attr:`ErrorKind.CRASH`, :attr:`released_fault` saying so.
         """
-        deadline = time.monotonic() + timeout_s
+        began = time.monotonic()
+        deadline = began + timeout_s
         running = run_limit_s is None
+        released = False
         killed_for: ErrorKind | None = None
+        self.released_fault = None
         try:
             while self.proc.poll() is None and not self.result_path.exists():
                 self._stop_if(cancelled)
                 if not running and self.stage_text() in RUN_STAGES:
                     running = True
                     deadline = min(deadline, time.monotonic() + (run_limit_s or 0.0))
+                if not released and self.released_at is not None:
+                    released = True
+                    after = min(max(POST_RELEASE_MIN_S, 2 * (self.released_at - began)), POST_RELEASE_MAX_S)
+                    if self.released_at + after < deadline:
+                        deadline = self.released_at + after
+                        self.released_fault = (
+                            f"it ran longer than {after:.1f}s after its GPU turn was released"
+                        )
+                if _stopped(self.pid):
+                    killed_for = ErrorKind.CRASH
+                    self.released_fault = "it stopped itself" + (
+                        " after its GPU turn was released" if released else ""
+                    )
+                    break
                 left = self._deadline(deadline) - time.monotonic()
                 if left <= 0:
                     self._read_beats()  # a call that has just ended is not killed for its limit
                     left = self._deadline(deadline) - time.monotonic()
                 if left <= 0:
                     killed_for = ErrorKind.TIMEOUT
+                    if not released or time.monotonic() < deadline:
+                        self.released_fault = None  # not the deadline after the release
                     call = self.open_call
                     self.expired_call = call if call is not None and call.deadline < deadline else None
                     break
@@ -1159,6 +1200,15 @@ def finish_candidate(
     stage: Literal["correctness", "timing"] = (
         "timing" if stage_text in ("timing", "baseline", "reference_timing") else "correctness"
     )
+    if killed_for is not None and proc.released_fault is not None:  # the candidate's fault, named
+        return WorkerOutcome(
+            passed=False,
+            stage=stage,
+            error=killed_for,
+            message=f"worker killed after {elapsed:.1f}s during {stage_text}: {proc.released_fault}",
+            seconds={stage: elapsed, "run": elapsed},
+            killed_by="run" if killed_for is ErrorKind.TIMEOUT else None,
+        )
     if killed_for is ErrorKind.TIMEOUT:
         call = proc.expired_call
         if call is not None:

@@ -220,3 +220,77 @@ def test_while_the_released_worker_checks_the_devices_locks_stay_held_for_it(
     assert verdict.passed and verdict.seconds["after_release"] > 0, str(verdict.seconds)
     turn_seen = next(i for i, (free, _) in enumerate(samples) if not free)
     assert any(free and held for free, held in samples[turn_seen:]), "the lock was let go with the turn"
+
+
+# Review 24a's attack: a POSIX timer (no thread, no handler) whose signal is SIGSTOP, armed again on every
+# timing-size call to fire just after the last one, so that it stops the worker once its turn is released.
+STOPS_AFTER_RELEASE = (
+    "#include <time.h>\n"
+    "struct stop_event { void* value; int signo; int notify; int pad[12]; };\n"
+    "static timer_t timer; static int armed = 0, streak = 0; static double last = -1, widest = 0;\n"
+    "static double now_ms() { timespec t; clock_gettime(CLOCK_MONOTONIC, &t);"
+    " return t.tv_sec * 1e3 + t.tv_nsec / 1e6; }\n"
+    + HEAD
+    + "if (!armed) { stop_event ev = {}; ev.signo = 19;"
+    " timer_create(CLOCK_MONOTONIC, (struct sigevent*)&ev, &timer); armed = 1; }\n"
+    "itimerspec off = {}; timer_settime(timer, 0, &off, 0);\n"
+    "double start = now_ms(); double gap = last > 0 ? start - last : 1e9;\n"
+    "if (n >= 1000000) ++streak;\n"
+    "if (streak >= 4 && gap > widest) widest = gap;\n" + BODY + "last = now_ms();\n"
+    "if (streak >= 4) { itimerspec on = {}; double d = 3 * widest + 5; if (d > 200) d = 200;"
+    " on.it_value.tv_nsec = (long)(d * 1e6); timer_settime(timer, 0, &on, 0); }\n}" + STUB
+)
+
+
+def test_a_worker_that_stops_itself_never_costs_the_next_run_its_limit(
+    saxpy: FunctionTask | KernelTask, tmp_path: Path
+) -> None:
+    """Review 24a, HIGH 1: a candidate whose worker stops itself after its trials (a SIGSTOP timer) is
+    refused at once; the honest run that gets the turn next is not killed by its run limit while the
+    stopped worker lives (before: ``timeout`` after its 5 s limit, the attacker's limit being 17 s)."""
+    settings = ExecutorSettings(
+        cache_dir=tmp_path / "cache",
+        runtime="host",
+        run_timeout_s=60,
+        prepare_next=False,
+        prewarm_workers=False,
+    )
+    evaluator = Evaluator(settings)
+    try:
+        _stopping_attacker_then_honest(evaluator, saxpy)
+    finally:
+        evaluator.close()
+
+
+def _stopping_attacker_then_honest(evaluator: Evaluator, saxpy: FunctionTask | KernelTask) -> None:
+    warm = evaluator.evaluate(saxpy, CandidateSource(source=HONEST + "\n// warm\n"), OPTIONS)
+    assert warm.passed, warm.message
+    out: dict[str, Verdict] = {}
+
+    def attacker() -> None:
+        attack = OPTIONS.model_copy(update={"parent_ms": 300.0})  # a long run limit of its own
+        out["attacker"] = evaluator.evaluate(saxpy, CandidateSource(source=STOPS_AFTER_RELEASE), attack)
+
+    def honest() -> None:
+        turns = evaluator.turns.usage()["turns"]
+        assert isinstance(turns, dict)
+        taken = turns["candidate"]
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # the attacker's turn taken: this run comes next
+            now = evaluator.turns.usage()["turns"]
+            assert isinstance(now, dict)
+            if now["candidate"] != taken:
+                break
+            time.sleep(0.001)
+        out["honest"] = evaluator.evaluate(saxpy, CandidateSource(source=HONEST + "\n// next\n"), OPTIONS)
+
+    started = time.monotonic()
+    runs = [threading.Thread(target=attacker, daemon=True), threading.Thread(target=honest, daemon=True)]
+    for run in runs:
+        run.start()
+    for run in runs:
+        run.join(60)
+    assert out["honest"].passed, (out["honest"].message, str(out["honest"].seconds))
+    attacker_verdict = out["attacker"]
+    assert not attacker_verdict.passed, attacker_verdict.message
+    assert time.monotonic() - started < 15, (attacker_verdict.message, str(attacker_verdict.seconds))
