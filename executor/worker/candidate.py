@@ -105,16 +105,21 @@ def withheld_message(mismatch: Mismatch) -> str:
 REPEAT_HOST_SLACK_MS = 2.0
 
 
-def _candidate_state() -> tuple[frozenset[int], int] | None:
+def _candidate_state() -> tuple[frozenset[int], int, frozenset[str]] | None:
     """What in this process could run code of its own accord: the ids of its threads that are not
-    Python's (the CUDA driver's, and any a candidate's library started), and the set of signals it
-    catches (``SigCgt``, as a mask without the C library's own: a handler, say a timer's); None when
-    /proc does not say."""
+    Python's (the CUDA driver's, and any a candidate's library started), the set of signals it
+    catches (``SigCgt``, as a mask without the C library's own: a handler, say a timer's), and its
+    POSIX timers' ids (``/proc/self/timers``: a timer can signal the process, SIGSTOP say, with no
+    handler); None when /proc does not say."""
     try:
         tids = {int(name) for name in os.listdir("/proc/self/task")}
         status = Path("/proc/self/status").read_text()
+        timers = Path("/proc/self/timers").read_text()
     except (OSError, ValueError):
         return None
+    timer_ids = frozenset(
+        line.split(":", 1)[1].strip() for line in timers.splitlines() if line.startswith("ID:")
+    )
     ours = {t.native_id for t in threading.enumerate()}
     caught = next(
         (line.split(":", 1)[1].strip() for line in status.splitlines() if line.startswith("SigCgt:")), "0"
@@ -123,7 +128,7 @@ def _candidate_state() -> tuple[frozenset[int], int] | None:
         mask = int(caught, 16) & ~_LIBC_SIGNALS
     except ValueError:
         return None
-    return frozenset(tids - ours), mask
+    return frozenset(tids - ours), mask, timer_ids
 
 
 # The C library's own signals (32 and 33: thread cancellation and set*id across threads), whose handlers
@@ -174,7 +179,7 @@ class Worker:
         )
         self.runner: Runner | None = None
         # The threads and signal handlers before the candidate was loaded (see release_gpu).
-        self._loaded_state: tuple[frozenset[int], int] | None = None
+        self._loaded_state: tuple[frozenset[int], int, frozenset[str]] | None = None
 
     def _add_seconds(self, key: str, since: float) -> None:
         """Add the time since ``since`` (a perf_counter reading) to ``seconds[key]``."""
@@ -674,7 +679,7 @@ class Worker:
         process of its own is gone already: its runtime's ``calls_done`` stopped it). Not released
         (``release_refused``; the checks then run under the turn, as before) when the candidate may
         still run: a thread this process has that is neither one of its own Python threads nor there
-        before the candidate's library was loaded, or a signal handler set since (a timer's)."""
+        before the candidate's library was loaded, a signal handler set since, or a POSIX timer made since."""
         t0 = time.perf_counter()
         self.device_figures(candidate)
         if self.gpu is not None:
@@ -683,11 +688,13 @@ class Worker:
         if before is None or now is None:
             self.seconds["release_refused"] = 1.0  # /proc did not say
             return
-        if not now[0] <= before[0] or now[1] != before[1]:
-            # not seconds: why (threads started since the load; whether the caught signals changed)
+        if not now[0] <= before[0] or now[1] != before[1] or not now[2] <= before[2]:
+            # not seconds: why (threads started since the load; whether the caught signals changed;
+            # timers made since the load)
             self.seconds["release_refused"] = 1.0
             self.seconds["release_new_threads"] = float(len(now[0] - before[0]))
             self.seconds["release_new_handlers"] = float(now[1] != before[1])
+            self.seconds["release_new_timers"] = float(len(now[2] - before[2]))
             return
         release()
         self._add_seconds("release", t0)

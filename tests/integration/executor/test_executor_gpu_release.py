@@ -294,3 +294,26 @@ def _stopping_attacker_then_honest(evaluator: Evaluator, saxpy: FunctionTask | K
     attacker_verdict = out["attacker"]
     assert not attacker_verdict.passed, attacker_verdict.message
     assert time.monotonic() - started < 15, (attacker_verdict.message, str(attacker_verdict.seconds))
+
+
+# Right on every call, and it makes a POSIX timer that signals nothing (SIGEV_NONE) on its first call.
+MAKES_A_TIMER = (
+    "#include <time.h>\n"
+    "struct none_event { void* value; int signo; int notify; int pad[12]; };\n"
+    "static int made = 0; static timer_t timer;\n" + HEAD + "if (!made) { none_event ev = {}; ev.notify = 1;"
+    " timer_create(CLOCK_MONOTONIC, (struct sigevent*)&ev, &timer); made = 1; }\n" + BODY + "}" + STUB
+)
+
+
+def test_a_timer_made_by_the_candidate_keeps_the_turn(
+    evaluator: Evaluator, saxpy: FunctionTask | KernelTask
+) -> None:
+    """Review 24a, HIGH 1 (c): a POSIX timer made since the load could run the candidate's will after
+    the release (a SIGSTOP, say): the release is refused, the checks run under the turn, the verdict
+    as before."""
+    verdict, held = _evaluate_watched(evaluator, saxpy, MAKES_A_TIMER)
+    assert verdict.passed, verdict.message
+    seconds = verdict.seconds
+    assert held >= seconds["run"], (held, str(seconds))
+    assert seconds.get("release_refused") == 1.0 and seconds.get("release_new_timers") == 1.0, str(seconds)
+    assert "after_release" not in seconds, str(seconds)
