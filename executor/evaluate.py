@@ -118,6 +118,9 @@ class Evaluator:
             max_skips=settings.gpu_kernel_first_skips,
             busy=self._busy_for_host_timing,
         )
+        # How long this evaluator held the device's locks for released workers (Evaluator.evaluate's
+        # release): a run's limit is not charged for it (WorkerProcess.wait's held_for_released).
+        self._released_holds = _HeldTime()
         self.pool.replenish("reference")
         if self.runtime_checks_available:
             self.pool.replenish("candidate")
@@ -417,6 +420,8 @@ class Evaluator:
                         gpu.close()
                     seconds["release_refused"] = 1.0
                     return
+                self._released_holds.begin()
+                gpu.callback(self._released_holds.end)
                 leftover.append((gpu, uploads))
                 seconds["gpu_held"] = time.perf_counter() - reaped
                 in_turn.close()
@@ -430,6 +435,7 @@ class Evaluator:
                     run_limit_s=applied.seconds,
                     cancelled=cancelled,
                     on_release=release if kind == "function" and self.settings.release_gpu_early else None,
+                    held_for_released=self._released_holds.seconds,
                 )
             finally:
                 if leftover:  # the worker is stopped here (finish_candidate's wait ends with that)
@@ -440,6 +446,8 @@ class Evaluator:
             else:
                 seconds["gpu_held"] = time.perf_counter() - reaped
         seconds.update(outcome.seconds)
+        if cand_worker.credited_s > 0:  # the run limit's end moved on by the holds for released workers
+            seconds["released_hold_credit"] = cand_worker.credited_s
         # Not self.device from the outcome: it picks the host's store of baseline timings, and that
         # process ran the candidate's code. The peak worker, which runs none, names it.
         self._know_device(runtime)
@@ -1025,6 +1033,42 @@ class Evaluator:
         """Keep the serial reference's timing ``stats`` in memory (a baseline's: :meth:`_keep_baseline`)."""
         with self._cache_lock:
             self._timing_cache[self._key(what, task)] = stats
+
+
+class _HeldTime:
+    """A running count of the seconds during which at least one hold was open (:meth:`begin` and
+    :meth:`end` pair up), read at any time with :meth:`seconds`."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open = 0
+        self._since = 0.0
+        self._total = 0.0
+
+    def begin(self) -> None:
+        with self._lock:
+            if self._open == 0:
+                self._since = time.monotonic()
+            self._open += 1
+
+    def end(self) -> None:
+        with self._lock:
+            self._open -= 1
+            if self._open == 0:
+                self._total += time.monotonic() - self._since
+
+    def seconds(self) -> float:
+        with self._lock:
+            return self._total + (time.monotonic() - self._since if self._open else 0.0)
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """Count the time of the ``with`` block."""
+        self.begin()
+        try:
+            yield
+        finally:
+            self.end()
 
 
 def _baseline_memory(task: FunctionTask | KernelTask, options: EvaluationOptions) -> tuple[str, str]:

@@ -20,6 +20,7 @@ import fcntl
 import functools
 import glob
 import logging
+import math
 import os
 import pwd
 import select
@@ -602,6 +603,8 @@ class WorkerProcess:
         self.released_at: float | None = None
         # Why the worker was killed after it released its GPU turn (its own fault), or None.
         self.released_fault: str | None = None
+        # Seconds added to the run limit for the evaluator's holds for other runs' released workers.
+        self.credited_s = 0.0
 
     def _respawn(self) -> None:
         """Start the worker again (its jail now binds what the job needs); before its job only."""
@@ -755,6 +758,7 @@ class WorkerProcess:
         run_limit_s: float | None = None,
         cancelled: threading.Event | None = None,
         on_release: Callable[[], None] | None = None,
+        held_for_released: Callable[[], float] | None = None,
     ) -> ErrorKind | None:
         """Wait for the worker's result; kill it at the deadline or above the memory limit.
 
@@ -779,27 +783,43 @@ class WorkerProcess:
         for :attr:`ErrorKind.TIMEOUT` with :attr:`released_fault` saying why.
         A worker seen stopped (``/proc/<pid>/stat`` says ``T``: a candidate's SIGSTOP, say) is killed at
         once for :attr:`ErrorKind.CRASH`, :attr:`released_fault` saying so.
+        ``held_for_released`` (the evaluator's count of seconds during which it held the device's locks
+        for a released worker) moves the run limit's end on by what it grew since the run began
+        (:attr:`credited_s`): this run's trials wait for those locks, no fault of this candidate.
         """
         began = time.monotonic()
-        deadline = began + timeout_s
+        overall = deadline = began + timeout_s
         running = run_limit_s is None
+        run_end: float | None = None  # when the run limit ends, before the credit below
+        credit_base = 0.0
+        released_end: float | None = None
         released = False
         killed_for: ErrorKind | None = None
         self.released_fault = None
+        self.credited_s = 0.0
         try:
             while self.proc.poll() is None and not self.result_path.exists():
                 self._stop_if(cancelled)
                 if not running and self.stage_text() in RUN_STAGES:
                     running = True
-                    deadline = min(deadline, time.monotonic() + (run_limit_s or 0.0))
+                    run_end = time.monotonic() + (run_limit_s or 0.0)
+                    credit_base = held_for_released() if held_for_released is not None else 0.0
+                if run_end is not None and held_for_released is not None:
+                    self.credited_s = held_for_released() - credit_base
                 if not released and self.released_at is not None:
                     released = True
                     after = min(max(POST_RELEASE_MIN_S, 2 * (self.released_at - began)), POST_RELEASE_MAX_S)
-                    if self.released_at + after < deadline:
-                        deadline = self.released_at + after
-                        self.released_fault = (
-                            f"it ran longer than {after:.1f}s after its GPU turn was released"
-                        )
+                    released_end = self.released_at + after
+                deadline = min(
+                    overall,
+                    math.inf if run_end is None else run_end + self.credited_s,
+                    math.inf if released_end is None else released_end,
+                )
+                self.released_fault = (
+                    f"it ran longer than {released_end - self.released_at:.1f}s after its GPU turn was released"
+                    if released_end is not None and self.released_at is not None and released_end <= deadline
+                    else None
+                )
                 if _stopped(self.pid):
                     killed_for = ErrorKind.CRASH
                     self.released_fault = "it stopped itself" + (
@@ -1178,6 +1198,7 @@ def finish_candidate(
     run_limit_s: float | None = None,
     cancelled: threading.Event | None = None,
     on_release: Callable[[], None] | None = None,
+    held_for_released: Callable[[], float] | None = None,
 ) -> WorkerOutcome:
     """Hand the worker its compiled candidate and wait for the outcome (crash and timeout included);
     ``run_limit_s`` limits the candidate's own run and ``run.call_limit`` each of its calls (see
@@ -1194,6 +1215,7 @@ def finish_candidate(
         run_limit_s=run_limit_s,
         cancelled=cancelled,
         on_release=on_release,
+        held_for_released=held_for_released,
     )
     elapsed = time.monotonic() - start
     stage_text = proc.stage_text()
