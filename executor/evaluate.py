@@ -55,6 +55,8 @@ from executor.worker.messages import (
 )
 
 logger = logging.getLogger(__name__)
+# How often the pass through the host memory's lock before a function run's turn tries that lock.
+HOST_GATE_POLL_S = 0.01
 
 
 class Evaluator:
@@ -386,7 +388,7 @@ class Evaluator:
         seconds["prepare_wait"] = time.perf_counter() - waited
         kind: Kind = "kernel" if isinstance(task, KernelTask) else "function"
         if kind == "function":
-            self.pass_host_gate(seconds)
+            self.pass_host_gate(seconds, cancelled)
         waited = time.perf_counter()
         # The worker's checks after its GPU work, once it says so: the device's locks held for it, the
         # uploads' until it is stopped, the GPU's until it is gone.
@@ -519,7 +521,7 @@ class Evaluator:
         thread.start()
         return thread
 
-    def pass_host_gate(self, seconds: dict[str, float]) -> None:
+    def pass_host_gate(self, seconds: dict[str, float], cancelled: threading.Event | None = None) -> None:
         """Before a function run asks for its turn (``host_gate_before_turn``): wait until the host
         memory's lock could be had shared, and let it go at once (``host_gate_wait``).
 
@@ -527,13 +529,31 @@ class Evaluator:
         runs) for its checks and trials; while another GPU's trials held it alone, the run waited for it
         holding this GPU's turn (0.58 s per correct function candidate with two replicas). Waiting here
         lets this GPU's turn go to others meanwhile. Holding it through the wait for the turn could
-        deadlock with this GPU's run in its turn, whose trials take it alone after their turn."""
+        deadlock with this GPU's run in its turn, whose trials take it alone after their turn.
+
+        The wait tries the lock without blocking every :data:`HOST_GATE_POLL_S` (so it keeps no
+        turnstile meanwhile), raises :class:`EvaluationCancelled` once ``cancelled`` or the evaluator's
+        closing is set, and gives up after ``run_timeout_s`` (``host_gate_gave_up``): the run then goes
+        on without the pass, as with the setting off."""
         if not self.settings.host_gate_before_turn:
             return
         gated = time.perf_counter()
-        with hold(self.pool.gpu_lock, "shared", "host"):
-            pass
-        seconds["host_gate_wait"] = time.perf_counter() - gated
+        try:
+            while True:
+                held = hold_now(self.pool.gpu_lock, ("host",))
+                if held is not None:
+                    held.close()
+                    return
+                for event in (cancelled, self._closing):
+                    if event is not None and event.is_set():
+                        raise EvaluationCancelled("stopped before its GPU turn: its caller went away")
+                if time.perf_counter() - gated >= self.settings.run_timeout_s:
+                    seconds["host_gate_gave_up"] = 1.0
+                    logger.warning("the host memory's lock stayed held; going on without the pass")
+                    return
+                time.sleep(HOST_GATE_POLL_S)
+        finally:
+            seconds["host_gate_wait"] = time.perf_counter() - gated
 
     @contextlib.contextmanager
     def _baseline_turn(self, urgent: bool) -> Iterator[Turn]:

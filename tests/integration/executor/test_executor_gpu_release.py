@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from executor.errors import EvaluationCancelled
 from executor.evaluate import Evaluator
 from executor.gpulock import held_elsewhere, hold, hold_now
 from executor.protocol import CandidateSource, EvaluationOptions
@@ -348,3 +349,42 @@ def test_a_run_is_not_charged_for_the_hold_for_a_released_worker(
     assert verdict.run_limit is not None and verdict.run_limit.seconds < 8, str(verdict.run_limit)
     assert verdict.passed, (verdict.message, str(verdict.seconds))
     assert verdict.seconds["released_hold_credit"] > verdict.seconds["run"] - verdict.run_limit.seconds
+
+
+def test_the_pass_before_the_turn_can_be_cancelled_and_gives_up(tmp_path: Path) -> None:
+    """Review 24a, MEDIUM 2: while another process holds the host memory's lock alone, the pass before
+    a function run's turn ends when the evaluation is cancelled, and gives up after ``run_timeout_s``
+    (then the run goes on without it); before, it waited as long as the lock was held."""
+    settings = ExecutorSettings(
+        cache_dir=tmp_path / "cache",
+        runtime="host",
+        run_timeout_s=1.0,
+        prepare_next=False,
+        prewarm_workers=False,
+    )
+    built = Evaluator(settings)
+    holding, let_go = threading.Event(), threading.Event()
+
+    def trials_elsewhere() -> None:
+        with hold(built.pool.gpu_lock, "exclusive", "host"):
+            holding.set()
+            let_go.wait(8)
+
+    other = threading.Thread(target=trials_elsewhere, daemon=True)
+    other.start()
+    try:
+        assert holding.wait(10)
+        seconds: dict[str, float] = {}
+        started = time.monotonic()
+        built.pass_host_gate(seconds)
+        assert time.monotonic() - started < 4 and seconds["host_gate_gave_up"] == 1.0, seconds
+        cancelled = threading.Event()
+        threading.Timer(0.2, cancelled.set).start()
+        started = time.monotonic()
+        with pytest.raises(EvaluationCancelled):
+            built.pass_host_gate({}, cancelled)
+        assert time.monotonic() - started < 0.9
+    finally:
+        let_go.set()
+        other.join(10)
+        built.close()
