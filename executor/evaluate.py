@@ -57,6 +57,8 @@ from executor.worker.messages import (
 logger = logging.getLogger(__name__)
 # How often the pass through the host memory's lock before a function run's turn tries that lock.
 HOST_GATE_POLL_S = 0.01
+# How long the evaluator's hold for a released worker waits for that worker to be gone, at most.
+RELEASED_GONE_S = 30.0
 
 
 class Evaluator:
@@ -566,17 +568,30 @@ class Evaluator:
     @staticmethod
     def _let_go_when_gone(worker: WorkerProcess, held: contextlib.ExitStack) -> None:
         """Let ``held`` go once ``worker`` (stopped) is gone, in a thread: its process, its threads
-        and its CUDA context with it."""
+        and its CUDA context with it; after :data:`RELEASED_GONE_S` at most (a process stuck in the
+        driver's teardown, say), logged. When no thread can start, the worker is stopped and ``held``
+        let go at once."""
 
         def wait_then_let_go() -> None:
             try:
-                worker.kill()
+                if not worker.kill(timeout_s=RELEASED_GONE_S):
+                    logger.warning(
+                        "a released worker was not gone after %.0fs; its device locks are let go",
+                        RELEASED_GONE_S,
+                    )
             except Exception:  # its locks are let go whatever happened
                 logger.warning("could not wait for a released worker to be gone", exc_info=True)
             finally:
                 held.close()
 
-        threading.Thread(target=wait_then_let_go, name="executor-released", daemon=True).start()
+        try:
+            threading.Thread(target=wait_then_let_go, name="executor-released", daemon=True).start()
+        except RuntimeError:  # "can't start new thread"
+            logger.warning("no thread to wait for a released worker; its device locks are let go now")
+            try:
+                worker.stop()
+            finally:
+                held.close()
 
     def _timings_now(self, task: FunctionTask | KernelTask, run: CandidateRun) -> CandidateRun:
         """``run`` with the task's serial reference timing as cached now, when its turn has come

@@ -728,13 +728,20 @@ class WorkerProcess:
             if self.proc.stdin is not None:
                 self.proc.stdin.close()
 
-    def kill(self) -> None:
+    def kill(self, timeout_s: float | None = None) -> bool:
         """Kill the worker's whole process group and wait for the worker to be gone (in a namespace
-        jail, the worker itself, not only ``unshare``: its locks and its CUDA context go with it)."""
+        jail, the worker itself, not only ``unshare``: its locks and its CUDA context go with it). With
+        ``timeout_s``, wait that long at most; False when the process was still there then."""
         self.stop()
-        self.proc.wait()
+        started = time.monotonic()
+        try:
+            self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return False
         if self._pid is not None:
-            _wait_gone(self._pid)
+            left = 30.0 if timeout_s is None else max(0.0, timeout_s - (time.monotonic() - started))
+            return _wait_gone(self._pid, left)
+        return True
 
     def close(self) -> None:
         """Kill the worker if it still runs and remove its directory."""
@@ -988,19 +995,21 @@ class WorkerProcess:
         return f"{own}\n[{after} bytes written after the candidate was loaded are not shown]".strip()
 
 
-def _wait_gone(pid: int, timeout_s: float = 30.0) -> None:
+def _wait_gone(pid: int, timeout_s: float = 30.0) -> bool:
     """Wait until process ``pid`` has exited: gone, or a zombie whose other threads are gone too (its
     files, locks, memory and device context are released by then; a zombie leader whose threads
-    still exit holds them)."""
+    still exit holds them). False when ``timeout_s`` passed first."""
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    while True:
         try:
             stat = Path(f"/proc/{pid}/stat").read_text()
             threads = len(os.listdir(f"/proc/{pid}/task"))
         except OSError:
-            return
+            return True
         if stat.rsplit(")", 1)[-1].split()[0] in ("Z", "X") and threads <= 1:
-            return
+            return True
+        if time.monotonic() >= deadline:
+            return False
         time.sleep(0.005)
 
 

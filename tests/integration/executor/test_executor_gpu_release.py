@@ -388,3 +388,26 @@ def test_the_pass_before_the_turn_can_be_cancelled_and_gives_up(tmp_path: Path) 
         let_go.set()
         other.join(10)
         built.close()
+
+
+def test_the_hold_for_a_released_worker_is_let_go_when_no_thread_starts(
+    evaluator: Evaluator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review 24a, LOW 4: when the thread that waits for a released worker cannot start, the worker is
+    stopped and the evaluator's hold let go at once (before: the error came out and the lock stayed
+    held)."""
+    worker = evaluator.pool.take("candidate")
+    held = hold_now(evaluator.pool.gpu_lock, ("gpu",))
+    assert held is not None
+
+    def no_thread(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    try:
+        with monkeypatch.context() as patched:
+            patched.setattr(threading.Thread, "start", no_thread)
+            Evaluator._let_go_when_gone(worker, held)
+        assert not held_elsewhere(evaluator.pool.gpu_lock, "gpu")
+    finally:
+        held.close()
+        worker.close()
