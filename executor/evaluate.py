@@ -383,6 +383,7 @@ class Evaluator:
             candidate_symbol=symbol,
             reference_timing=self._cached_timing("reference", task),
             call_limit=applied.call,
+            release_gpu=self.settings.release_gpu_early,
         )
         waited = time.perf_counter()
         # The worker's inputs and uploads are done before the GPU is taken for the candidate.

@@ -110,6 +110,12 @@ class CandidateRun(BaseModel):
         description="time.monotonic() when the parent handed this over: the worker reports how long "
         "the candidate then waited for the worker's preparation (``inputs_wait``)",
     )
+    release_gpu: bool = Field(
+        default=False,
+        description="a function candidate's worker says when its GPU work is over and runs its host "
+        "checks after it under the host memory's lock only (the setting release_gpu_early); False: "
+        "every check under the trials' locks, no note",
+    )
 
 
 class ReferenceJob(BaseModel):

@@ -79,6 +79,8 @@ KERNEL_LOCKS = RunLocks(checking=gpu_shared, timing=kernel_run, reserve=kernel_r
 FUNCTION_LOCKS = RunLocks(
     checking=function_checks, timing=function_run, reserve=function_reserve, after_release=host_copies
 )
+# Without release_gpu_early (CandidateRun.release_gpu): no note, every check under the trials' locks.
+FUNCTION_LOCKS_KEPT = RunLocks(checking=function_checks, timing=function_run, reserve=function_reserve)
 
 
 def _next_run() -> CandidateRun | None:
@@ -99,7 +101,11 @@ def serve_candidate(job_path: str, gpu: GpuContext | None) -> int:
             run = _next_run()
             if run is None:  # cancelled (the candidate did not compile, or the parent is gone)
                 return 0
-            outcome = worker.run(run, KERNEL_LOCKS if isinstance(job.task, KernelTask) else FUNCTION_LOCKS)
+            if isinstance(job.task, KernelTask):
+                locks = KERNEL_LOCKS
+            else:
+                locks = FUNCTION_LOCKS if run.release_gpu else FUNCTION_LOCKS_KEPT
+            outcome = worker.run(run, locks)
         except ExecutorError as e:  # the task's own reference or generator failed, not the candidate
             outcome = _failure(ErrorKind.REFERENCE_ERROR, str(e), worker.seconds)
         except MemoryError as e:

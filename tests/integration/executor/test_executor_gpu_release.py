@@ -115,6 +115,11 @@ def test_without_the_setting_every_check_is_under_the_turn(
         "after_release" not in verdict.seconds
         and verdict.seconds["gpu_held"] >= verdict.seconds["input_check"]
     )
+    # Review 24a, LOW 6: the worker as before too: no note (``release``), no lock of its own for the
+    # checks after the trials (``checks_lock_wait``): they run under the trials' locks.
+    assert "release" not in verdict.seconds and "checks_lock_wait" not in verdict.seconds, str(
+        verdict.seconds
+    )
 
 
 @pytest.mark.parametrize(
