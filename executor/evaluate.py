@@ -413,11 +413,13 @@ class Evaluator:
 
             def release() -> None:
                 """End the turn while the worker checks on the host (Worker.release_gpu), the
-                device's locks held shared for it: no other run's trials begin while it runs,
-                whatever it does (a candidate can write the note itself). A kernel's trials may
-                begin once it is stopped (its threads gone: before, a worker was stopped under the
-                turn and a kernel's event-timed trials never waited for its teardown), a function's
-                once it is gone, CUDA context included, as after every worker (``reap_wait``)."""
+                device's locks held shared for it: no other run's function trials begin while its
+                process runs, whatever it does (a candidate can write the note itself). The uploads'
+                lock goes once SIGKILL is sent (not waited for: a kernel's event-timed trials may begin
+                during the teardown, as when a stopped worker ended its turn before), the GPU's once
+                the process is gone, CUDA context included, or after RELEASED_GONE_S
+                (:meth:`_let_go_when_gone`). Not an account of every process the candidate made: in the
+                candidate process's mode, one the runner cloned is not waited for."""
                 gpu = hold_now(self.pool.gpu_lock, ("gpu",))
                 uploads = hold_now(self.pool.gpu_lock, ("uploads",)) if gpu is not None else None
                 if gpu is None or uploads is None:  # something holds one alone: the turn is kept

@@ -671,15 +671,19 @@ class Worker:
         )
 
     def release_gpu(self, candidate: Runtime, release: Callable[[], None]) -> None:
-        """End the candidate's GPU work and, when nothing of the candidate can run any more, call
-        ``release`` (the evaluator then ends the run's GPU turn; the host checks that follow run outside
-        it, under the same limits, and decide the verdict as before). Before it: the device figures
-        that the floor needs (measured on the device when the job brings none), and a synchronisation of
-        this worker's context, so that nothing the calls queued is still in flight (a candidate in a
-        process of its own is gone already: its runtime's ``calls_done`` stopped it). Not released
-        (``release_refused``; the checks then run under the turn, as before) when the candidate may
-        still run: a thread this process has that is neither one of its own Python threads nor there
-        before the candidate's library was loaded, a signal handler set since, or a POSIX timer made since."""
+        """End the candidate's GPU work and, unless this process shows a way for the candidate's code to
+        run on of its own accord, call ``release`` (the evaluator then ends the run's GPU turn; the host
+        checks that follow run outside it, under the same limits, and decide the verdict as before).
+        Before it: the device figures that the floor needs (measured on the device when the job brings
+        none), and a synchronisation of this worker's context, so that nothing the calls queued in it is
+        still in flight (a candidate in a process of its own is stopped already: its runtime's
+        ``calls_done``; a process that one cloned is not). Not released (``release_refused``; the checks
+        then run under the turn, as before) when this process has a thread that is neither one of its
+        own Python threads nor there before the candidate's library was loaded, a signal handler set
+        since, or a POSIX timer made since. A screen, not a proof: a handler replaced on a signal that
+        was caught already, or a Python thread started through the interpreter, passes it; the parent's
+        deadline after the release and its kill of a stopped worker (WorkerProcess.wait) bound the
+        rest."""
         t0 = time.perf_counter()
         self.device_figures(candidate)
         if self.gpu is not None:
