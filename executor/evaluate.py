@@ -10,6 +10,7 @@ import math
 import secrets
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
@@ -22,8 +23,8 @@ from executor.cache import content_key
 from executor.compile import DEFAULT_ARCH, INCLUDE_REFUSED, Compiler, RemoteBuilds, device_arch, kernel_symbol
 from executor.devcompare import compare_source
 from executor.errors import EvaluationCancelled, ExecutorError, ReferenceBuildError
-from executor.gpulock import held_elsewhere, hold
-from executor.gputurns import GpuTurns, Kind
+from executor.gpulock import held_elsewhere, hold, hold_now
+from executor.gputurns import GpuTurns, Kind, Turn
 from executor.peak import device_peak
 from executor.protocol import CandidateSource, EvaluateRequest, EvaluationOptions
 from executor.reference import build_reference
@@ -54,6 +55,10 @@ from executor.worker.messages import (
 )
 
 logger = logging.getLogger(__name__)
+# How often the pass through the host memory's lock before a function run's turn tries that lock.
+HOST_GATE_POLL_S = 0.01
+# How long the evaluator's hold for a released worker waits for that worker to be gone, at most.
+RELEASED_GONE_S = 30.0
 
 
 class Evaluator:
@@ -117,6 +122,9 @@ class Evaluator:
             max_skips=settings.gpu_kernel_first_skips,
             busy=self._busy_for_host_timing,
         )
+        # How long this evaluator held the device's locks for released workers (Evaluator.evaluate's
+        # release): a run's limit is not charged for it (WorkerProcess.wait's held_for_released).
+        self._released_holds = _HeldTime()
         self.pool.replenish("reference")
         if self.runtime_checks_available:
             self.pool.replenish("candidate")
@@ -375,14 +383,22 @@ class Evaluator:
             candidate_symbol=symbol,
             reference_timing=self._cached_timing("reference", task),
             call_limit=applied.call,
+            release_gpu=self.settings.release_gpu_early,
         )
         waited = time.perf_counter()
         # The worker's inputs and uploads are done before the GPU is taken for the candidate.
         cand_worker.wait_prepared(self.settings.run_timeout_s, cancelled)
         seconds["prepare_wait"] = time.perf_counter() - waited
-        waited = time.perf_counter()
         kind: Kind = "kernel" if isinstance(task, KernelTask) else "function"
-        with self.turns.turn(kind, cancelled) as turn, contextlib.ExitStack() as teardown:
+        if kind == "function":
+            self.pass_host_gate(seconds, cancelled)
+        waited = time.perf_counter()
+        # The worker's checks after its GPU work, once it says so: the device's locks held for it, the
+        # uploads' until it is stopped, the GPU's until it is gone.
+        leftover: list[tuple[contextlib.ExitStack, contextlib.ExitStack]] = []
+        with contextlib.ExitStack() as in_turn:
+            turn = in_turn.enter_context(self.turns.turn(kind, cancelled))
+            teardown = in_turn.enter_context(contextlib.ExitStack())
             reaped = time.perf_counter()
             seconds["gpu_wait"] = reaped - waited
             if self.settings.gpu_kernel_first:
@@ -394,16 +410,51 @@ class Evaluator:
                 teardown.callback(self._hold_through_teardown(seconds).join)
             if self.settings.timings_at_turn:
                 run = self._timings_now(task, run)
-            outcome = finish_candidate(
-                cand_worker,
-                run,
-                self.settings.run_timeout_s,
-                limit,
-                run_limit_s=applied.seconds,
-                cancelled=cancelled,
-            )
-            seconds["gpu_held"] = time.perf_counter() - reaped
+
+            def release() -> None:
+                """End the turn while the worker checks on the host (Worker.release_gpu), the
+                device's locks held shared for it: no other run's function trials begin while its
+                process runs, whatever it does (a candidate can write the note itself). The uploads'
+                lock goes once SIGKILL is sent (not waited for: a kernel's event-timed trials may begin
+                during the teardown, as when a stopped worker ended its turn before), the GPU's once
+                the process is gone, CUDA context included, or after RELEASED_GONE_S
+                (:meth:`_let_go_when_gone`). Not an account of every process the candidate made: in the
+                candidate process's mode, one the runner cloned is not waited for."""
+                gpu = hold_now(self.pool.gpu_lock, ("gpu",))
+                uploads = hold_now(self.pool.gpu_lock, ("uploads",)) if gpu is not None else None
+                if gpu is None or uploads is None:  # something holds one alone: the turn is kept
+                    if gpu is not None:
+                        gpu.close()
+                    seconds["release_refused"] = 1.0
+                    return
+                self._released_holds.begin()
+                gpu.callback(self._released_holds.end)
+                leftover.append((gpu, uploads))
+                seconds["gpu_held"] = time.perf_counter() - reaped
+                in_turn.close()
+
+            try:
+                outcome = finish_candidate(
+                    cand_worker,
+                    run,
+                    self.settings.run_timeout_s,
+                    limit,
+                    run_limit_s=applied.seconds,
+                    cancelled=cancelled,
+                    on_release=release if kind == "function" and self.settings.release_gpu_early else None,
+                    held_for_released=self._released_holds.seconds,
+                )
+            finally:
+                if leftover:  # the worker is stopped here (finish_candidate's wait ends with that)
+                    leftover[0][1].close()
+                    self._let_go_when_gone(cand_worker, leftover[0][0])
+            if leftover:
+                seconds["after_release"] = time.perf_counter() - reaped - seconds["gpu_held"]
+            else:
+                seconds["gpu_held"] = time.perf_counter() - reaped
         seconds.update(outcome.seconds)
+        if cand_worker.credited_s > 0:  # the run limit's end moved on by the holds for released workers
+            seconds["released_hold_credit"] = cand_worker.credited_s
         # Not self.device from the outcome: it picks the host's store of baseline timings, and that
         # process ran the candidate's code. The peak worker, which runs none, names it.
         self._know_device(runtime)
@@ -474,6 +525,76 @@ class Evaluator:
         thread = threading.Thread(target=drain_then_let_go, name="executor-teardown", daemon=True)
         thread.start()
         return thread
+
+    def pass_host_gate(self, seconds: dict[str, float], cancelled: threading.Event | None = None) -> None:
+        """Before a function run asks for its turn (``host_gate_before_turn``): wait until the host
+        memory's lock could be had shared, and let it go at once (``host_gate_wait``).
+
+        Issue 29's stall: a function run's worker takes that lock (the host's, shared by every GPU's
+        runs) for its checks and trials; while another GPU's trials held it alone, the run waited for it
+        holding this GPU's turn (0.58 s per correct function candidate with two replicas). Waiting here
+        lets this GPU's turn go to others meanwhile. Holding it through the wait for the turn could
+        deadlock with this GPU's run in its turn, whose trials take it alone after their turn.
+
+        The wait tries the lock without blocking every :data:`HOST_GATE_POLL_S` (so it keeps no
+        turnstile meanwhile), raises :class:`EvaluationCancelled` once ``cancelled`` or the evaluator's
+        closing is set, and gives up after ``run_timeout_s`` (``host_gate_gave_up``): the run then goes
+        on without the pass, as with the setting off."""
+        if not self.settings.host_gate_before_turn:
+            return
+        gated = time.perf_counter()
+        try:
+            while True:
+                held = hold_now(self.pool.gpu_lock, ("host",))
+                if held is not None:
+                    held.close()
+                    return
+                for event in (cancelled, self._closing):
+                    if event is not None and event.is_set():
+                        raise EvaluationCancelled("stopped before its GPU turn: its caller went away")
+                if time.perf_counter() - gated >= self.settings.run_timeout_s:
+                    seconds["host_gate_gave_up"] = 1.0
+                    logger.warning("the host memory's lock stayed held; going on without the pass")
+                    return
+                time.sleep(HOST_GATE_POLL_S)
+        finally:
+            seconds["host_gate_wait"] = time.perf_counter() - gated
+
+    @contextlib.contextmanager
+    def _baseline_turn(self, urgent: bool) -> Iterator[Turn]:
+        """A naive baseline's turn, taken as a function candidate's run's is: after the pass through the
+        host memory's lock (:meth:`pass_host_gate`), since its worker takes the trials' locks too."""
+        self.pass_host_gate({})
+        with self.turns.turn("function", self._closing, urgent=urgent, holder="baseline") as turn:
+            yield turn
+
+    @staticmethod
+    def _let_go_when_gone(worker: WorkerProcess, held: contextlib.ExitStack) -> None:
+        """Let ``held`` go once ``worker`` (stopped) is gone, in a thread: its process, its threads
+        and its CUDA context with it; after :data:`RELEASED_GONE_S` at most (a process stuck in the
+        driver's teardown, say), logged. When no thread can start, the worker is stopped and ``held``
+        let go at once."""
+
+        def wait_then_let_go() -> None:
+            try:
+                if not worker.kill(timeout_s=RELEASED_GONE_S):
+                    logger.warning(
+                        "a released worker was not gone after %.0fs; its device locks are let go",
+                        RELEASED_GONE_S,
+                    )
+            except Exception:  # its locks are let go whatever happened
+                logger.warning("could not wait for a released worker to be gone", exc_info=True)
+            finally:
+                held.close()
+
+        try:
+            threading.Thread(target=wait_then_let_go, name="executor-released", daemon=True).start()
+        except RuntimeError:  # "can't start new thread"
+            logger.warning("no thread to wait for a released worker; its device locks are let go now")
+            try:
+                worker.stop()
+            finally:
+                held.close()
 
     def _timings_now(self, task: FunctionTask | KernelTask, run: CandidateRun) -> CandidateRun:
         """``run`` with the task's serial reference timing as cached now, when its turn has come
@@ -805,7 +926,7 @@ class Evaluator:
                     # its run takes the GPU's turn as a function candidate's does: without it, its
                     # trials' locks and a kernel run's, taken in the other order, deadlock. It goes
                     # before the runs waiting: verdicts whose candidates have run wait for it.
-                    turn=lambda: self.turns.turn("function", self._closing, urgent=urgent, holder="baseline"),
+                    turn=lambda: self._baseline_turn(urgent),
                 )
                 if outcome.ok and outcome.timing is not None:
                     self._keep_baseline(task, options, outcome)
@@ -950,6 +1071,42 @@ class Evaluator:
         """Keep the serial reference's timing ``stats`` in memory (a baseline's: :meth:`_keep_baseline`)."""
         with self._cache_lock:
             self._timing_cache[self._key(what, task)] = stats
+
+
+class _HeldTime:
+    """A running count of the seconds during which at least one hold was open (:meth:`begin` and
+    :meth:`end` pair up), read at any time with :meth:`seconds`."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open = 0
+        self._since = 0.0
+        self._total = 0.0
+
+    def begin(self) -> None:
+        with self._lock:
+            if self._open == 0:
+                self._since = time.monotonic()
+            self._open += 1
+
+    def end(self) -> None:
+        with self._lock:
+            self._open -= 1
+            if self._open == 0:
+                self._total += time.monotonic() - self._since
+
+    def seconds(self) -> float:
+        with self._lock:
+            return self._total + (time.monotonic() - self._since if self._open else 0.0)
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """Count the time of the ``with`` block."""
+        self.begin()
+        try:
+            yield
+        finally:
+            self.end()
 
 
 def _baseline_memory(task: FunctionTask | KernelTask, options: EvaluationOptions) -> tuple[str, str]:

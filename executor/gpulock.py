@@ -90,6 +90,12 @@ LOCK_DIR_ENV = "REGRAPH_GPU_LOCK_DIR"
 # Every executor of a host must use the same scope, as the same directory, for their locks to meet.
 HOST_SCOPE_ENV = "REGRAPH_HOST_LOCK_SCOPE"
 HOST_SCOPES = ("host", "device")
+# What a worker's CUDA start-up (the driver's loading and its context's creation) holds: ``device`` (the
+# default), the GPU's lock shared; ``host``, the host memory's too, so that no function task's trials on
+# any GPU whose locks share the host's overlap it (issue 29's A/B: with a second replica, compute-bound
+# function tasks' trials doubled under the host-wide host-memory lock, and the other replica's context
+# creation is one thing that lock does not keep from them).
+CONTEXT_SCOPE_ENV = "REGRAPH_CONTEXT_LOCK_SCOPE"
 # The host memory's lock file, beside the devices' GPU lock files (gpu-<device>.lock) that share it.
 HOST_LOCK_NAME = "host-memory.lock"
 _DEVICE_LOCK = re.compile(r"gpu-[A-Za-z0-9_.-]+\.lock")
@@ -120,6 +126,14 @@ def host_lock_scope() -> str:
     scope = os.environ.get(HOST_SCOPE_ENV, "").strip().lower() or "host"
     if scope not in HOST_SCOPES:
         raise ValueError(f"{HOST_SCOPE_ENV} must be one of {', '.join(HOST_SCOPES)}, not {scope!r}")
+    return scope
+
+
+def context_lock_scope() -> str:
+    """What a worker's CUDA start-up holds (:data:`CONTEXT_SCOPE_ENV`): ``device`` or ``host``."""
+    scope = os.environ.get(CONTEXT_SCOPE_ENV, "").strip().lower() or "device"
+    if scope not in HOST_SCOPES:
+        raise ValueError(f"{CONTEXT_SCOPE_ENV} must be one of {', '.join(HOST_SCOPES)}, not {scope!r}")
     return scope
 
 
@@ -224,6 +238,30 @@ def hold(lock: str | os.PathLike[str], mode: Mode, resource: Resource = "gpu") -
         handle.close()
 
 
+def hold_now(lock: str | os.PathLike[str], resources: tuple[Resource, ...]) -> contextlib.ExitStack | None:
+    """The locks of ``resources`` named by the GPU lock's path ``lock``, each held shared, if every one
+    can be had now (its turnstile passed and the lock taken without waiting); else None, nothing held.
+    Close the returned stack to let them go (from any thread: a ``flock`` belongs to its open file).
+    The evaluator's hold on a finished run's worker that still checks on the host
+    (:mod:`executor.evaluate`): it must never wait for what that worker itself may hold."""
+    stack = contextlib.ExitStack()
+    try:
+        for resource in resources:
+            path = lock_path(lock, resource)
+            handle = stack.enter_context(open(path, "ab"))  # noqa: SIM115 - held in the stack
+            with turnstile_path(path).open("ab") as turn:
+                fcntl.flock(turn, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            stack.callback(fcntl.flock, handle, fcntl.LOCK_UN)
+    except BlockingIOError:
+        stack.close()
+        return None
+    except BaseException:
+        stack.close()
+        raise
+    return stack
+
+
 def held_elsewhere(lock: str | os.PathLike[str], resource: Resource = "gpu") -> bool:
     """Whether anyone (another process, or another open of the file in this one) holds the lock of
     ``resource`` named by the GPU lock's path ``lock`` now, shared or exclusively: a non-blocking
@@ -263,6 +301,23 @@ def reserve(*resources: Resource) -> Iterator[None]:
             reserved.add(turnstile)
             stack.callback(reserved.discard, turnstile)  # before the file closes (last in, first out)
         yield
+
+
+@contextlib.contextmanager
+def context_creation() -> Iterator[None]:
+    """What a worker's CUDA start-up holds (:func:`context_lock_scope`): the GPU shared and, with the
+    ``host`` scope, the host memory shared too."""
+    with gpu_lock("shared"):
+        if context_lock_scope() == "host":
+            with gpu_lock("shared", "host"):
+                yield
+        else:
+            yield
+
+
+def context_lock_covers_init() -> bool:
+    """Whether the driver's loading is held under :func:`context_creation` too (the ``host`` scope)."""
+    return context_lock_scope() == "host"
 
 
 def gpu_exclusive() -> contextlib.AbstractContextManager[None]:

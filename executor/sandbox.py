@@ -20,6 +20,7 @@ import fcntl
 import functools
 import glob
 import logging
+import math
 import os
 import pwd
 import select
@@ -31,6 +32,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -58,6 +60,7 @@ from executor.jail import (
 from executor.verdict import ErrorKind
 from executor.worker.messages import (
     DONE_FD_ENV,
+    GPU_RELEASED,
     PREPARED,
     TIMED_CALL,
     CallBeat,
@@ -76,6 +79,11 @@ logger = logging.getLogger(__name__)
 # resident memory (/proc/PID/status) when it watches it, and look for its result and its exit. (It
 # used to look every 2 ms, which added half of that to every verdict on average.)
 POLL_S = 0.05
+# A worker that released its GPU turn (GPU_RELEASED) must be done this long after the release: twice the
+# time from its hand-over to the release, at least POST_RELEASE_MIN_S and at most POST_RELEASE_MAX_S
+# (review 24a: a worker that lives on after its release keeps the device's locks from the next run).
+POST_RELEASE_MIN_S = 2.0
+POST_RELEASE_MAX_S = 30.0
 # What the parent reads of a worker's done pipe at once, at most: chunks of BEAT_BYTES (a line of the
 # worker's is far shorter).
 BEAT_READS = 16
@@ -86,6 +94,16 @@ STDERR_TAIL = 4000
 
 Role = Literal["candidate", "reference"]
 Runtime = Literal["gpu", "host", "none"]
+
+
+def _stopped(pid: int) -> bool:
+    """Whether the process is stopped (``T``, or ``t`` when traced): never an honest worker's state."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    fields = stat.rsplit(")", 1)[-1].split()
+    return bool(fields) and fields[0] in ("T", "t")
 
 
 def _rss_bytes(pid: int) -> int:
@@ -581,6 +599,12 @@ class WorkerProcess:
         self.timed_windows: list[float] = []
         self.unmatched_ends = 0
         self._timed_since: float | None = None
+        # When the worker said that its candidate's GPU work is over (GPU_RELEASED), since its hand-over.
+        self.released_at: float | None = None
+        # Why the worker was killed after it released its GPU turn (its own fault), or None.
+        self.released_fault: str | None = None
+        # Seconds added to the run limit for the evaluator's holds for other runs' released workers.
+        self.credited_s = 0.0
 
     def _respawn(self) -> None:
         """Start the worker again (its jail now binds what the job needs); before its job only."""
@@ -704,13 +728,20 @@ class WorkerProcess:
             if self.proc.stdin is not None:
                 self.proc.stdin.close()
 
-    def kill(self) -> None:
+    def kill(self, timeout_s: float | None = None) -> bool:
         """Kill the worker's whole process group and wait for the worker to be gone (in a namespace
-        jail, the worker itself, not only ``unshare``: its locks and its CUDA context go with it)."""
+        jail, the worker itself, not only ``unshare``: its locks and its CUDA context go with it). With
+        ``timeout_s``, wait that long at most; False when the process was still there then."""
         self.stop()
-        self.proc.wait()
+        started = time.monotonic()
+        try:
+            self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return False
         if self._pid is not None:
-            _wait_gone(self._pid)
+            left = 30.0 if timeout_s is None else max(0.0, timeout_s - (time.monotonic() - started))
+            return _wait_gone(self._pid, left)
+        return True
 
     def close(self) -> None:
         """Kill the worker if it still runs and remove its directory."""
@@ -733,6 +764,8 @@ class WorkerProcess:
         watch_rss: bool,
         run_limit_s: float | None = None,
         cancelled: threading.Event | None = None,
+        on_release: Callable[[], None] | None = None,
+        held_for_released: Callable[[], float] | None = None,
     ) -> ErrorKind | None:
         """Wait for the worker's result; kill it at the deadline or above the memory limit.
 
@@ -750,22 +783,64 @@ class WorkerProcess:
         Returns :attr:`ErrorKind.TIMEOUT` / :attr:`ErrorKind.OUT_OF_MEMORY` when it had to be killed.
         Raises :class:`EvaluationCancelled`, the worker killed, once ``cancelled`` is set (the caller
         of the evaluation went away).
+        ``on_release`` is called once, in this thread, when the worker says that its candidate's GPU
+        work is over (:data:`GPU_RELEASED`) and has no result yet; the wait and its deadlines go on, and
+        a deadline after the release comes in (twice the time from the wait's start to the release,
+        within :data:`POST_RELEASE_MIN_S` and :data:`POST_RELEASE_MAX_S`): past it, the worker is killed
+        for :attr:`ErrorKind.TIMEOUT` with :attr:`released_fault` saying why.
+        A worker seen stopped (``/proc/<pid>/stat`` says ``T``: a candidate's SIGSTOP, say) is killed at
+        once for :attr:`ErrorKind.CRASH`, :attr:`released_fault` saying so.
+        ``held_for_released`` (the evaluator's count of seconds during which it held the device's locks
+        for a released worker) moves the run limit's end on by what it grew since the run began
+        (:attr:`credited_s`): this run's trials wait for those locks, no fault of this candidate.
         """
-        deadline = time.monotonic() + timeout_s
+        began = time.monotonic()
+        overall = deadline = began + timeout_s
         running = run_limit_s is None
+        run_end: float | None = None  # when the run limit ends, before the credit below
+        credit_base = 0.0
+        released_end: float | None = None
+        released = False
         killed_for: ErrorKind | None = None
+        self.released_fault = None
+        self.credited_s = 0.0
         try:
             while self.proc.poll() is None and not self.result_path.exists():
                 self._stop_if(cancelled)
                 if not running and self.stage_text() in RUN_STAGES:
                     running = True
-                    deadline = min(deadline, time.monotonic() + (run_limit_s or 0.0))
+                    run_end = time.monotonic() + (run_limit_s or 0.0)
+                    credit_base = held_for_released() if held_for_released is not None else 0.0
+                if run_end is not None and held_for_released is not None:
+                    self.credited_s = held_for_released() - credit_base
+                if not released and self.released_at is not None:
+                    released = True
+                    after = min(max(POST_RELEASE_MIN_S, 2 * (self.released_at - began)), POST_RELEASE_MAX_S)
+                    released_end = self.released_at + after
+                deadline = min(
+                    overall,
+                    math.inf if run_end is None else run_end + self.credited_s,
+                    math.inf if released_end is None else released_end,
+                )
+                self.released_fault = (
+                    f"it ran longer than {released_end - self.released_at:.1f}s after its GPU turn was released"
+                    if released_end is not None and self.released_at is not None and released_end <= deadline
+                    else None
+                )
+                if _stopped(self.pid):
+                    killed_for = ErrorKind.CRASH
+                    self.released_fault = "it stopped itself" + (
+                        " after its GPU turn was released" if released else ""
+                    )
+                    break
                 left = self._deadline(deadline) - time.monotonic()
                 if left <= 0:
                     self._read_beats()  # a call that has just ended is not killed for its limit
                     left = self._deadline(deadline) - time.monotonic()
                 if left <= 0:
                     killed_for = ErrorKind.TIMEOUT
+                    if not released or time.monotonic() < deadline:
+                        self.released_fault = None  # not the deadline after the release
                     call = self.open_call
                     self.expired_call = call if call is not None and call.deadline < deadline else None
                     break
@@ -773,6 +848,9 @@ class WorkerProcess:
                     killed_for = ErrorKind.OUT_OF_MEMORY
                     break
                 self._sleep_until_done(min(left, POLL_S))
+                if on_release is not None and self.released_at is not None and not self.result_path.exists():
+                    release, on_release = on_release, None
+                    release()
         finally:
             # On a kill, an interruption (service shutdown) or a normal exit alike: nothing keeps running.
             self.stop()
@@ -847,6 +925,9 @@ class WorkerProcess:
                 self._beats = b""
             now = time.monotonic()
             for line in lines:
+                if line == GPU_RELEASED.rstrip(b"\n"):
+                    self.released_at = self.released_at or now
+                    continue
                 beat = read_beat(line)
                 if beat is None:
                     continue
@@ -892,6 +973,7 @@ class WorkerProcess:
         """Note that the worker is about to load a candidate: its output from now on is the
         candidate's to choose (a host file it read, say) and is left out of :meth:`reported_tail`."""
         self.timed_windows, self.unmatched_ends, self._timed_since = [], 0, None
+        self.released_at = None
         try:
             self.trusted_output = self.stderr_path.stat().st_size
         except OSError:
@@ -913,19 +995,21 @@ class WorkerProcess:
         return f"{own}\n[{after} bytes written after the candidate was loaded are not shown]".strip()
 
 
-def _wait_gone(pid: int, timeout_s: float = 30.0) -> None:
+def _wait_gone(pid: int, timeout_s: float = 30.0) -> bool:
     """Wait until process ``pid`` has exited: gone, or a zombie whose other threads are gone too (its
     files, locks, memory and device context are released by then; a zombie leader whose threads
-    still exit holds them)."""
+    still exit holds them). False when ``timeout_s`` passed first."""
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    while True:
         try:
             stat = Path(f"/proc/{pid}/stat").read_text()
             threads = len(os.listdir(f"/proc/{pid}/task"))
         except OSError:
-            return
+            return True
         if stat.rsplit(")", 1)[-1].split()[0] in ("Z", "X") and threads <= 1:
-            return
+            return True
+        if time.monotonic() >= deadline:
+            return False
         time.sleep(0.005)
 
 
@@ -1122,11 +1206,14 @@ def finish_candidate(
     memory_limit_bytes: int | None,
     run_limit_s: float | None = None,
     cancelled: threading.Event | None = None,
+    on_release: Callable[[], None] | None = None,
+    held_for_released: Callable[[], float] | None = None,
 ) -> WorkerOutcome:
     """Hand the worker its compiled candidate and wait for the outcome (crash and timeout included);
     ``run_limit_s`` limits the candidate's own run and ``run.call_limit`` each of its calls (see
-    :meth:`WorkerProcess.wait`). The outcome's ``seconds["run"]`` is the time from the hand-over to
-    the outcome, a killed or dead worker's too (the time its candidate held the GPU)."""
+    :meth:`WorkerProcess.wait`, which calls ``on_release`` when the worker's GPU work is over). The
+    outcome's ``seconds["run"]`` is the time from the hand-over to the outcome, a killed or dead
+    worker's too."""
     start = time.monotonic()
     proc.hand_untrusted()
     proc.send("run.json", proc.admit(run).model_copy(update={"sent_at": start}))
@@ -1136,12 +1223,23 @@ def finish_candidate(
         watch_rss=proc.runtime == "gpu",
         run_limit_s=run_limit_s,
         cancelled=cancelled,
+        on_release=on_release,
+        held_for_released=held_for_released,
     )
     elapsed = time.monotonic() - start
     stage_text = proc.stage_text()
     stage: Literal["correctness", "timing"] = (
         "timing" if stage_text in ("timing", "baseline", "reference_timing") else "correctness"
     )
+    if killed_for is not None and proc.released_fault is not None:  # the candidate's fault, named
+        return WorkerOutcome(
+            passed=False,
+            stage=stage,
+            error=killed_for,
+            message=f"worker killed after {elapsed:.1f}s during {stage_text}: {proc.released_fault}",
+            seconds={stage: elapsed, "run": elapsed},
+            killed_by="run" if killed_for is ErrorKind.TIMEOUT else None,
+        )
     if killed_for is ErrorKind.TIMEOUT:
         call = proc.expired_call
         if call is not None:

@@ -74,6 +74,23 @@ class ExecutorSettings(BaseSettings):
         description="with gpu_kernel_first: how many kernel runs may go before a waiting function run "
         "(a kernel run holds the GPU ~0.15 s, a context's creation under load ~0.65 s)",
     )
+    release_gpu_early: bool = Field(
+        default=True,
+        description="end a function candidate's GPU turn once its worker says that its GPU work is over "
+        "(trials done, device synchronised, outputs on the host), so that its host checks after the "
+        "trials (the copies' inputs, the last calls' outputs, the spot checks) run outside the turn; "
+        "the device's locks stay held shared for that worker until it is gone, so no other run's trials "
+        "begin beside it (issue 33's cost: ~0.2 s of a function candidate's turn on an H200). Off: every "
+        "check under the turn, as before",
+    )
+    host_gate_before_turn: bool = Field(
+        default=True,
+        description="before a function run takes the GPU's turn, wait until the host memory's lock (the "
+        "host's, shared by every GPU's function trials) could be had shared, so that the run does not "
+        "wait for another GPU's trials while holding this GPU's turn (issue 29: 0.58 s per correct "
+        "function candidate with two replicas); a pass, not a hold: the run's worker takes the lock "
+        "itself, after the turn",
+    )
     timings_at_turn: bool = Field(
         default=True,
         description="read the task's cached serial-reference timing when a candidate's run gets the "

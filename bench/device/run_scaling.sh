@@ -23,6 +23,10 @@
 # AB_DEVICE_SCOPE=N: after the sizes, when at least 130 s are left, size N once more with
 # REGRAPH_HOST_LOCK_SCOPE=device (Ray restarted with it; the window cut to what is left), so one call
 # compares the host-wide host-memory lock with one per GPU on the same machine.
+# AB_SIZE=N AB_ENV="VAR=value ..." AB_TAG=name: the same A/B with any settings (the executor's
+# REGRAPH_EXECUTOR_* ones, REGRAPH_CONTEXT_LOCK_SCOPE=host, ...): size N once more with AB_ENV exported
+# to Ray's processes; its files are queue_N_<AB_TAG>.* (AB_DEVICE_SCOPE=N is AB_SIZE=N with
+# AB_ENV=REGRAPH_HOST_LOCK_SCOPE=device AB_TAG=device). AB_MIN_S (130): the least time left to run it.
 # After the table, bench.probes.throughput_copies compares each size's correct function candidates with the
 # first size's by their task's copy rate (what another replica slows if the host's memory and PCIe are shared).
 # Smoke run of the same plumbing on a CPU machine (host runtime: function tasks, fake GPUs):
@@ -78,25 +82,28 @@ for n in $(echo "$SIZES" | tr ',' ' '); do
   ls -R "${REGRAPH_GPU_LOCK_DIR:-/tmp/regraph-gpu-locks}" >> "$RES/steps.txt" 2>&1  # host-memory.lock beside the GPUs'
   pack
 done
-# 1b. The A/B: one size again with a host-memory lock per GPU (as before session 23).
-AB_N=${AB_DEVICE_SCOPE:-}
+# 1b. The A/B: one size again with other settings (by default a host-memory lock per GPU, as before session 23).
+AB_N=${AB_SIZE:-${AB_DEVICE_SCOPE:-}}
+if [ -n "${AB_DEVICE_SCOPE:-}" ] && [ -z "${AB_SIZE:-}" ]; then AB_ENV="REGRAPH_HOST_LOCK_SCOPE=device"; AB_TAG=device; fi
+AB_ENV=${AB_ENV:-REGRAPH_HOST_LOCK_SCOPE=device}; AB_TAG=${AB_TAG:-device}
 if [ -n "$AB_N" ]; then
-  if [ "$(left)" -lt 130 ]; then summary "\n## $AB_N replicas, host-memory lock per GPU: skipped ($(left) s left)"; else
+  if [ "$(left)" -lt "${AB_MIN_S:-130}" ]; then summary "\n## $AB_N replicas, $AB_ENV: skipped ($(left) s left)"; else
     ray stop --force >/dev/null 2>&1
-    REGRAPH_HOST_LOCK_SCOPE=device start_ray || summary "\nRay did not start again for the A/B"
+    # shellcheck disable=SC2086 # AB_ENV is a list of VAR=value words
+    ( export $AB_ENV; start_ray ) || summary "\nRay did not start again for the A/B"
     ab_window=$(( $(left) - 50 < BENCH ? $(left) - 50 : BENCH ))  # the window, the start and stop, the tables
     timeout $(( $(left) > 0 ? $(left) : 1 )) python3 -m bench.probes.throughput --runtime "$RUNTIME" --ray 127.0.0.1:6381 \
       --replicas "$AB_N" $TASKS --per-task "${PER_TASK:-4}" --hangs 3 --clients "${CLIENTS:-16}" \
-      --max-seconds "$ab_window" --hard-stop --out "$RES/queue_${AB_N}_device.json" --md "$RES/queue_${AB_N}_device.md" \
-      2> "$RES/queue_${AB_N}_device.log"
-    echo "size $AB_N (host-memory lock per GPU, $ab_window s): exit $? at $(( $(date +%s) - started )) s" >> "$RES/steps.txt"
+      --max-seconds "$ab_window" --hard-stop --out "$RES/queue_${AB_N}_${AB_TAG}.json" --md "$RES/queue_${AB_N}_${AB_TAG}.md" \
+      2> "$RES/queue_${AB_N}_${AB_TAG}.log"
+    echo "size $AB_N ($AB_ENV, $ab_window s): exit $? at $(( $(date +%s) - started )) s" >> "$RES/steps.txt"
     ls -R "${REGRAPH_GPU_LOCK_DIR:-/tmp/regraph-gpu-locks}" >> "$RES/steps.txt" 2>&1  # device-<id>/ only with the device scope
     pack
   fi
 fi
 # One table over every size that ran (efficiency against the first).
-python3 - "$RES" $(echo "$SIZES" | tr ',' ' ') <<'PY' >> "$RES/summary.md"
-import json, sys
+AB_TAG="$AB_TAG" AB_ENV="$AB_ENV" python3 - "$RES" $(echo "$SIZES" | tr ',' ' ') <<'PY' >> "$RES/summary.md"
+import json, os, sys
 from pathlib import Path
 from bench.probes.throughput import render_time_table
 runs = []
@@ -109,15 +116,15 @@ print("\n".join(render_time_table(runs)) if runs else "no run finished")
 for run in runs:
     print(f"- {run['replicas']} replicas: {run['verdicts']} verdicts, {run['lost']} lost, {run['retried']} retried, "
           f"wall {run['wall_s']} s, outcomes {json.dumps(run['outcomes'])}")
-ab = [p for p in Path(sys.argv[1]).glob("queue_*_device.json")]
+ab = [p for p in Path(sys.argv[1]).glob(f"queue_*_{os.environ['AB_TAG']}.json")]
 for path in ab:
     abruns = json.loads(path.read_text()).get("runs", [])
     if abruns:
-        print(f"\n## A/B: {path.stem}, the host-memory lock per GPU (REGRAPH_HOST_LOCK_SCOPE=device)\n")
+        print(f"\n## A/B: {path.stem}, with {os.environ['AB_ENV']}\n")
         print("\n".join(render_time_table(runs[:1] + abruns)))
 PY
 first=$(echo "$SIZES" | tr ',' '\n' | grep -v '^0$' | head -1)
-for other in $(echo "$SIZES" | tr ',' ' ') ${AB_N:+${AB_N}_device}; do
+for other in $(echo "$SIZES" | tr ',' ' ') ${AB_N:+${AB_N}_${AB_TAG}}; do
   [ "$other" = 0 ] || [ "$other" = "$first" ] && continue
   summary "\n### Copy-bound against compute-bound function candidates, $first against $other\n"
   python3 -m bench.probes.throughput_copies "$RES" "$first" "$other" >> "$RES/summary.md" 2>> "$RES/steps.txt"

@@ -867,17 +867,20 @@ def render(result: dict[str, Any]) -> str:
                 "",
                 "A correct candidate's time under the GPU lock by task kind, mean seconds (`gpu_held`: the "
                 "evaluator's lock; `handover`: to the worker's start on the candidate, of which `run_lock_wait` "
-                "waited for the worker-side lock that other workers' preparation held), and its trials:",
+                "waited for the worker-side lock that other workers' preparation held; `host_gate_wait`: before "
+                "the turn, for another GPU's trials; `after_release`: the host checks after the turn ended, "
+                "`released`: the share of runs whose turn ended before their checks), and its trials:",
                 "",
                 "| replicas | task kind | evaluations | gpu_held | handover | run_lock_wait | correctness "
-                "| timing_trials | trials (mean) |",
-                "|---|---|---|---|---|---|---|---|---|",
+                "| timing_trials | trials (mean) | host_gate_wait | after_release | released |",
+                "|---|---|---|---|---|---|---|---|---|---|---|---|",
             ]
             for r in runs:
                 for kind, row in lock_by_kind(r.get("records", [])).items():
                     lines.append(
                         f"| {r['replicas']} | {kind} | {row['n']} | {row['gpu_held']:.3f} | {row['handover']:.3f} "
-                        f"| {row['run_lock_wait']:.3f} | {row['correctness']:.3f} | {row['timing_trials']:.3f} | {row['trials']:.1f} |"
+                        f"| {row['run_lock_wait']:.3f} | {row['correctness']:.3f} | {row['timing_trials']:.3f} | {row['trials']:.1f} "
+                        f"| {row['host_gate_wait']:.3f} | {row['after_release']:.3f} | {row['released']:.0%} |"
                     )
     return "\n".join(lines) + "\n"
 
@@ -968,8 +971,17 @@ def lock_by_kind(records: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
             by_kind[record["task_kind"]].append(record)
     table = {}
     for kind, rows in sorted(by_kind.items()):
-        stages = ("gpu_held", "handover", "run_lock_wait", "correctness", "timing_trials")
+        stages = (
+            "gpu_held",
+            "handover",
+            "run_lock_wait",
+            "correctness",
+            "timing_trials",
+            "host_gate_wait",
+            "after_release",
+        )
         table[kind] = {key: statistics.mean(row["seconds"].get(key, 0.0) for row in rows) for key in stages}
+        table[kind]["released"] = statistics.mean(float("after_release" in row["seconds"]) for row in rows)
         table[kind]["trials"] = statistics.mean(row["trials"] or 0 for row in rows)
         table[kind]["n"] = len(rows)
     return table

@@ -78,6 +78,7 @@ class BaselineWorker(Worker):
             if self.gpu is not None:
                 self.gpu.reset_timing_state()
             t2 = time.perf_counter()
-            stats, _ = baseline.time(slots, opts)
+            stats, last = baseline.time(slots, opts)
+            baseline.check_copies(last)
             self._add_seconds("baseline_timing", t2)
         return BaselineOutcome(ok=True, timing=stats, device=baseline.device, seconds=self.seconds)

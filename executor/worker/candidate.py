@@ -16,6 +16,8 @@ import contextlib
 import ctypes
 import functools
 import logging
+import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -30,7 +32,13 @@ from executor.abi import bind_entry, call_entry
 from executor.checking import compare_output
 from executor.devcompare import DeviceComparer
 from executor.errors import ExecutorError
-from executor.gpulock import gpu_shared, host_copies, kernel_uploads
+from executor.gpulock import (
+    context_creation,
+    context_lock_covers_init,
+    gpu_shared,
+    host_copies,
+    kernel_uploads,
+)
 from executor.inputs import InputSet, generate_inputs
 from executor.reference import check_reference_outputs
 from executor.taskformat import KernelTask
@@ -43,6 +51,7 @@ from executor.worker.messages import (
     WorkerJob,
     WorkerOutcome,
     expected_path,
+    gpu_released,
     input_plan,
     notify_parent,
     write_progress,
@@ -64,6 +73,9 @@ class RunLocks:
     checking: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
     timing: Callable[[], contextlib.AbstractContextManager[None]] | None = None
     reserve: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
+    # A function task's run only: what the host checks after the trials hold once the GPU is released
+    # (Worker.release_gpu); None: nothing is released, every check runs under the trials' locks.
+    after_release: Callable[[], contextlib.AbstractContextManager[None]] | None = None
 
 
 # What a verdict says of a timing set's values (withheld).
@@ -91,6 +103,37 @@ def withheld_message(mismatch: Mismatch) -> str:
 # 2-core machine under load, one honest evaluation of a 0.06 ms call had all three first visits at
 # 1.07 ms or more (1 in 15 such runs; none in 48 more).
 REPEAT_HOST_SLACK_MS = 2.0
+
+
+def _candidate_state() -> tuple[frozenset[int], int, frozenset[str]] | None:
+    """What in this process could run code of its own accord: the ids of its threads that are not
+    Python's (the CUDA driver's, and any a candidate's library started), the set of signals it
+    catches (``SigCgt``, as a mask without the C library's own: a handler, say a timer's), and its
+    POSIX timers' ids (``/proc/self/timers``: a timer can signal the process, SIGSTOP say, with no
+    handler); None when /proc does not say."""
+    try:
+        tids = {int(name) for name in os.listdir("/proc/self/task")}
+        status = Path("/proc/self/status").read_text()
+        timers = Path("/proc/self/timers").read_text()
+    except (OSError, ValueError):
+        return None
+    timer_ids = frozenset(
+        line.split(":", 1)[1].strip() for line in timers.splitlines() if line.startswith("ID:")
+    )
+    ours = {t.native_id for t in threading.enumerate()}
+    caught = next(
+        (line.split(":", 1)[1].strip() for line in status.splitlines() if line.startswith("SigCgt:")), "0"
+    )
+    try:
+        mask = int(caught, 16) & ~_LIBC_SIGNALS
+    except ValueError:
+        return None
+    return frozenset(tids - ours), mask, timer_ids
+
+
+# The C library's own signals (32 and 33: thread cancellation and set*id across threads), whose handlers
+# it installs when the worker's first threads start (seen here when the copies' check started its pool).
+_LIBC_SIGNALS = (1 << 31) | (1 << 32)
 
 
 class Worker:
@@ -135,6 +178,8 @@ class Worker:
             and candidate_process_wanted()
         )
         self.runner: Runner | None = None
+        # The threads and signal handlers before the candidate was loaded (see release_gpu).
+        self._loaded_state: tuple[frozenset[int], int, frozenset[str]] | None = None
 
     def _add_seconds(self, key: str, since: float) -> None:
         """Add the time since ``since`` (a perf_counter reading) to ``seconds[key]``."""
@@ -270,7 +315,7 @@ class Worker:
             if self.job.runtime != "gpu":
                 return None
             # as a spare's context is made (executor.worker.process)
-            self.gpu = GpuContext.create_or_none(gpu_shared)
+            self.gpu = GpuContext.create_or_none(context_creation, context_lock_covers_init())
             if self.gpu is None:
                 return None
             self.seconds.update(self.gpu.seconds)
@@ -451,7 +496,8 @@ class Worker:
         locks = locks or RunLocks()
         if not self.sets:
             self.prepare()
-        with locks.reserve(), contextlib.ExitStack() as held:
+        with contextlib.ExitStack() as reserved, contextlib.ExitStack() as held:
+            reserved.enter_context(locks.reserve())
             held.enter_context(self._holding(locks.checking, "run_lock_wait"))
             checked = self.check_correctness(run)
             if isinstance(checked, WorkerOutcome):
@@ -460,7 +506,19 @@ class Worker:
             if locks.timing is not None:
                 held.close()  # the trials' own lock, taken after the checks' is let go
                 held.enter_context(self._holding(locks.timing, "timing_lock_wait"))
-            return self.timing(candidate, run, done)
+            release = None
+            if locks.after_release is not None:
+                after = locks.after_release
+
+                def release() -> None:
+                    # The trials' locks and the reservation go first: the evaluator holds the
+                    # device's locks shared for this worker from the note on, and ends the turn.
+                    held.close()
+                    reserved.close()
+                    gpu_released()
+                    held.enter_context(self._holding(after, "checks_lock_wait"))
+
+            return self.timing(candidate, run, done, release)
 
     def check_correctness(self, run: CandidateRun) -> tuple[Runtime, int] | WorkerOutcome:
         """The correctness stage: the loaded candidate and the number of sets checked, or the outcome
@@ -475,6 +533,8 @@ class Worker:
                 self.seconds["inputs_wait"] = max(0.0, self.ready_at - run.sent_at)
         t0 = time.perf_counter()
         self.progress("correctness")
+        # What of this process could run the candidate's code later: compared at the GPU's release.
+        self._loaded_state = _candidate_state()
         try:
             candidate = self.runtime_for(run.candidate_product, run.candidate_symbol)
         except CandidateFailed as e:  # refused as its own process loaded it (executor.worker.runner)
@@ -534,12 +594,19 @@ class Worker:
             )
         return candidate, done
 
-    def timing(self, candidate: Runtime, run: CandidateRun, checked: int) -> WorkerOutcome:
+    def timing(
+        self,
+        candidate: Runtime,
+        run: CandidateRun,
+        checked: int,
+        release: Callable[[], None] | None = None,
+    ) -> WorkerOutcome:
         """Time the candidate and (unless its timing is known) the serial reference at the timing size.
 
         The trials run on rotated copies of the task's timing set (or of the fresh timing-size sets),
         whose reference outputs are known, so the last trial's outputs are checked without running the
-        serial reference again.
+        serial reference again. ``release``: called once the candidate's GPU work is over and only host
+        checks are left (:meth:`release_gpu`), which then run outside the GPU's turn.
         """
         opts = self.job.options
         t0 = time.perf_counter()
@@ -564,6 +631,11 @@ class Worker:
             self.seconds["timing_trials"] = time.perf_counter() - t0
             if "warmup" in last:  # kernel tasks: the part of the trials spent warming up
                 self.seconds["timing_warmup"] = last["warmup"]["seconds"]
+            if release is not None:
+                self.release_gpu(candidate, release)
+            t1 = time.perf_counter()
+            candidate.check_copies(last)
+            self._add_seconds("input_check", t1)
             failed_behind = self.behind_outcome(candidate.device)
             if failed_behind is not None:
                 self.seconds["timing"] = time.perf_counter() - t0
@@ -601,6 +673,39 @@ class Worker:
             seconds=self.seconds,
             floor=self.floor,
         )
+
+    def release_gpu(self, candidate: Runtime, release: Callable[[], None]) -> None:
+        """End the candidate's GPU work and, unless this process shows a way for the candidate's code to
+        run on of its own accord, call ``release`` (the evaluator then ends the run's GPU turn; the host
+        checks that follow run outside it, under the same limits, and decide the verdict as before).
+        Before it: the device figures that the floor needs (measured on the device when the job brings
+        none), and a synchronisation of this worker's context, so that nothing the calls queued in it is
+        still in flight (a candidate in a process of its own is stopped already: its runtime's
+        ``calls_done``; a process that one cloned is not). Not released (``release_refused``; the checks
+        then run under the turn, as before) when this process has a thread that is neither one of its
+        own Python threads nor there before the candidate's library was loaded, a signal handler set
+        since, or a POSIX timer made since. A screen, not a proof: a handler replaced on a signal that
+        was caught already, or a Python thread started through the interpreter, passes it; the parent's
+        deadline after the release and its kill of a stopped worker (WorkerProcess.wait) bound the
+        rest."""
+        t0 = time.perf_counter()
+        self.device_figures(candidate)
+        if self.gpu is not None:
+            self.gpu.synchronize()
+        before, now = self._loaded_state, _candidate_state()
+        if before is None or now is None:
+            self.seconds["release_refused"] = 1.0  # /proc did not say
+            return
+        if not now[0] <= before[0] or now[1] != before[1] or not now[2] <= before[2]:
+            # not seconds: why (threads started since the load; whether the caught signals changed;
+            # timers made since the load)
+            self.seconds["release_refused"] = 1.0
+            self.seconds["release_new_threads"] = float(len(now[0] - before[0]))
+            self.seconds["release_new_handlers"] = float(now[1] != before[1])
+            self.seconds["release_new_timers"] = float(len(now[2] - before[2]))
+            return
+        release()
+        self._add_seconds("release", t0)
 
     def check_timed_calls(self, candidate: Runtime, sources: list[InputSet], last: dict[str, Any]) -> None:
         """Check the outputs of the last timed call on every slot of the trials (each a timing set

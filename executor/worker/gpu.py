@@ -61,10 +61,23 @@ def _libcuda() -> ctypes.CDLL:
 class GpuContext:
     """The device's primary context through pycuda, shared with the CUDA runtime inside candidates."""
 
-    def __init__(self, lock: Callable[[], AbstractContextManager[None]] = nullcontext) -> None:
+    def __init__(
+        self, lock: Callable[[], AbstractContextManager[None]] = nullcontext, lock_init: bool = False
+    ) -> None:
         """Load the driver and query the device, then make the context under ``lock`` (what other
-        processes' host-timed trials see: :mod:`executor.gpulock`). ``seconds``: how long each part
-        took (``context_init``, ``context_lock_wait``, ``context_create``)."""
+        processes' host-timed trials see: :mod:`executor.gpulock`); with ``lock_init``, the driver's
+        loading under it too. ``seconds``: how long each part took (``context_init``,
+        ``context_lock_wait``, ``context_create``)."""
+        if not lock_init:
+            self._make(lock)
+            return
+        asked = time.perf_counter()
+        with lock():
+            waited = time.perf_counter() - asked
+            self._make(nullcontext)
+        self.seconds["context_lock_wait"] += waited
+
+    def _make(self, lock: Callable[[], AbstractContextManager[None]]) -> None:
         began = time.perf_counter()
         import pycuda.driver as cuda  # lazily: only the GPU path needs pycuda
 
@@ -89,15 +102,17 @@ class GpuContext:
         }
 
     @staticmethod
-    def create_or_none(lock: Callable[[], AbstractContextManager[None]] = nullcontext) -> GpuContext | None:
-        """A context made ahead of the job (a pre-warmed worker), under ``lock``; None when that fails,
-        in which case the job makes it again and the failure shows in its verdict."""
+    def create_or_none(
+        lock: Callable[[], AbstractContextManager[None]] = nullcontext, lock_init: bool = False
+    ) -> GpuContext | None:
+        """A context made ahead of the job (a pre-warmed worker), under ``lock`` (see ``__init__``);
+        None when that fails, in which case the job makes it again and the failure shows in its verdict."""
         try:
             import pycuda.driver as cuda
         except ImportError:
             return None
         try:
-            return GpuContext(lock)
+            return GpuContext(lock, lock_init)
         except cuda.Error as e:
             logger.warning("no CUDA context ahead of the job: %s", e)
             return None

@@ -283,6 +283,12 @@ class FunctionRuntime(Runtime):
                     "a later call on the same data would not see what the task gives it",
                 )
 
+    def check_copies(self, last: dict[str, Any]) -> None:
+        """The input check (:meth:`check_inputs`) of every copy that :meth:`time` called on, as it left
+        them in ``last["input_checks"]``: host arrays only, nothing of the candidate's runs."""
+        for given, after, call in last.pop("input_checks", []):
+            self.check_inputs(given, after, call)
+
     def before_trial(self) -> None:
         """Untimed preparation of the device before a timed call."""
 
@@ -360,12 +366,14 @@ class FunctionRuntime(Runtime):
         samples, stop = measure(trial, policy)
         self.calls_done()
         # Every copy's inputs as they were made (the warm-up's too): a change persists in its copy.
-        for j, work in enumerate(rotated):
-            self.check_inputs(
-                sources[j % len(sources)], work, f"a timed call on timing set {j % len(sources) + 1}"
-            )
+        # Checked by check_copies, after the trials: host work only, which the worker may do once the
+        # GPU's turn is over (executor.worker.candidate).
+        last["input_checks"] = [
+            (sources[j % len(sources)], work, f"a timed call on timing set {j % len(sources) + 1}")
+            for j, work in enumerate(rotated)
+        ]
         if slots.warm is not None and slots.warm_source is not None:
-            self.check_inputs(slots.warm_source, slots.warm, "a warm-up call")
+            last["input_checks"].append((slots.warm_source, slots.warm, "a warm-up call"))
         # The last timed call on every slot, each checked by the worker (executor.worker.candidate),
         # and a sample of every timed call's outputs (spot_checks).
         last["checks"] = [checks[j] for j in sorted(checks)]

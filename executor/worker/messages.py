@@ -110,6 +110,12 @@ class CandidateRun(BaseModel):
         description="time.monotonic() when the parent handed this over: the worker reports how long "
         "the candidate then waited for the worker's preparation (``inputs_wait``)",
     )
+    release_gpu: bool = Field(
+        default=False,
+        description="a function candidate's worker says when its GPU work is over and runs its host "
+        "checks after it under the host memory's lock only (the setting release_gpu_early); False: "
+        "every check under the trials' locks, no note",
+    )
 
 
 class ReferenceJob(BaseModel):
@@ -202,6 +208,24 @@ def write_result(path: str, model: BaseModel) -> None:
     tmp.write_text(model.model_dump_json())
     os.replace(tmp, target)
     notify_parent()
+
+
+# What a function task's candidate worker writes on its done pipe once its candidate's GPU work is over
+# (the last timed call returned, the device synchronised, the outputs on the host, the candidate's own
+# process, if any, gone) and only host checks are left: the evaluator may then end the run's GPU turn
+# (executor.evaluate). A candidate that writes it itself gains nothing: the evaluator holds the device's
+# locks shared until the worker is gone, so no other run's trials begin beside it.
+GPU_RELEASED = b"released\n"
+
+
+def gpu_released() -> None:
+    """Tell the parent that this worker's GPU work is over (:data:`GPU_RELEASED`)."""
+    fd = os.environ.get(DONE_FD_ENV)
+    if fd:
+        try:
+            os.write(int(fd), GPU_RELEASED)
+        except (OSError, ValueError) as e:
+            logger.warning("could not tell the parent that the GPU is released: %s", e)
 
 
 # What a worker writes on its done pipe besides the result's note (an empty line): a call's start, with

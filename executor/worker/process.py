@@ -10,11 +10,14 @@ from pathlib import Path
 from executor.checking import prime as prime_statistics
 from executor.errors import ExecutorError
 from executor.gpulock import (
+    context_creation,
+    context_lock_covers_init,
     function_checks,
     function_reserve,
     function_run,
     gpu_lock,
     gpu_shared,
+    host_copies,
     kernel_reserve,
     kernel_run,
 )
@@ -71,7 +74,13 @@ def serve_reference(job_path: str) -> int:
 # checks, only the preparation begun before its run (executor.gpulock). The naive baseline's run holds
 # a function candidate's.
 KERNEL_LOCKS = RunLocks(checking=gpu_shared, timing=kernel_run, reserve=kernel_reserve)
-FUNCTION_LOCKS = RunLocks(checking=function_checks, timing=function_run, reserve=function_reserve)
+# Once a function candidate's GPU work is over, its host checks hold the host memory shared (they read
+# every copy: traffic that other function tasks' host-timed trials must not see), not the GPU.
+FUNCTION_LOCKS = RunLocks(
+    checking=function_checks, timing=function_run, reserve=function_reserve, after_release=host_copies
+)
+# Without release_gpu_early (CandidateRun.release_gpu): no note, every check under the trials' locks.
+FUNCTION_LOCKS_KEPT = RunLocks(checking=function_checks, timing=function_run, reserve=function_reserve)
 
 
 def _next_run() -> CandidateRun | None:
@@ -92,7 +101,11 @@ def serve_candidate(job_path: str, gpu: GpuContext | None) -> int:
             run = _next_run()
             if run is None:  # cancelled (the candidate did not compile, or the parent is gone)
                 return 0
-            outcome = worker.run(run, KERNEL_LOCKS if isinstance(job.task, KernelTask) else FUNCTION_LOCKS)
+            if isinstance(job.task, KernelTask):
+                locks = KERNEL_LOCKS
+            else:
+                locks = FUNCTION_LOCKS if run.release_gpu else FUNCTION_LOCKS_KEPT
+            outcome = worker.run(run, locks)
         except ExecutorError as e:  # the task's own reference or generator failed, not the candidate
             outcome = _failure(ErrorKind.REFERENCE_ERROR, str(e), worker.seconds)
         except MemoryError as e:
@@ -112,7 +125,9 @@ def serve_baseline(runtime: str) -> int:
     candidate worker's does: a :class:`WorkerJob`, then a :class:`CandidateRun` naming the baseline's
     product (an empty line instead cancels); it writes a :class:`BaselineOutcome`."""
     prime_statistics()
-    gpu = GpuContext.create_or_none(gpu_shared) if runtime == "gpu" else None
+    gpu = (
+        GpuContext.create_or_none(context_creation, context_lock_covers_init()) if runtime == "gpu" else None
+    )
     job_path = sys.stdin.readline().strip()
     if not job_path:
         if gpu is not None:
@@ -192,7 +207,7 @@ def main(argv: list[str]) -> int:
         # Only the context's creation holds the lock (the driver is loaded before), shared: another
         # process's context creation does not show in event-timed trials, and a function task's
         # trials, timed on the host clock, hold the lock alone (executor.gpulock).
-        gpu = GpuContext.create_or_none(gpu_shared)
+        gpu = GpuContext.create_or_none(context_creation, context_lock_covers_init())
     job_path = sys.stdin.readline().strip()
     if not job_path:
         if gpu is not None:

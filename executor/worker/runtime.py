@@ -91,6 +91,11 @@ class Runtime:
         """Before the trials, undo what the candidate may have set on a device of its own process
         (:mod:`executor.worker.runner`); the worker resets its own context itself."""
 
+    def check_copies(self, last: dict[str, Any]) -> None:
+        """After :meth:`time`: the checks of the copies the trials called on that need nothing of the
+        device (a function task's ``in`` arrays, bit for bit); raises :class:`CandidateFailed`. None
+        here (a kernel's are on the device)."""
+
     def time(self, slots: Any, options: EvaluationOptions) -> tuple[TimingStats, dict[str, Any]]:
         """Timing statistics over trials on the rotated copies in ``slots`` (:class:`HostSlots` or
         :class:`DeviceSlots`), and what the last trial left for a final check: the index of its source
