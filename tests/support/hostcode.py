@@ -22,7 +22,7 @@ from executor.sandbox import run_job
 from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
 from executor.timingset import TimingSetSpec
-from executor.worker.messages import CandidateRun, WorkerJob, WorkerOutcome
+from executor.worker.messages import CandidateRun, WorkerJob, WorkerOutcome, seeds_needed
 from executor.worker.runner import CANDIDATE_PROCESS_ENV, LANDLOCK_ENV, landlock_version
 
 # A saxpy (the fixture task's entry) that dereferences a null pointer on the host after its first CUDA
@@ -129,13 +129,15 @@ def run_on_timing_sets(
 def timing_set_job(
     task: FunctionTask | KernelTask, tmp: Path, options: EvaluationOptions, baseline_copies: bool = False
 ) -> WorkerJob:
-    """A host-runtime worker job with three correctness seeds and the task's timing sets stored under
-    ``tmp`` (its reference built there too)."""
+    """A host-runtime worker job with the seeds its options draw (11, 22, 33, ...; at least three) and
+    the task's timing sets stored under ``tmp`` (its reference built there too). The default options
+    draw four (three correctness sets and a timing-size set): three were once given, and the GPU test
+    that builds its job here died with "3 seeds for 4 input sets" on an H200."""
     return WorkerJob(
         task=task,
         runtime="host",
         reference_library=str(build_reference(task, tmp / "cache")),
-        seeds=[11, 22, 33],
+        seeds=[11 * (i + 1) for i in range(max(3, seeds_needed(options)))],
         options=options,
         timing_set=TimingSetSpec(dir=str(tmp / "timing-set"), seed=4242),
         baseline_copies=baseline_copies,
