@@ -183,3 +183,15 @@ def run_job_showing_stderr(job: WorkerJob, run: CandidateRun, timeout_s: float) 
         return outcome, "\n".join(texts)
     finally:
         proc.close()
+
+
+def assert_no_gain(honest: WorkerOutcome, attack: WorkerOutcome) -> None:
+    """An attack that reached no memo: refused, or passed at no more than twice the honest code's
+    speed (where it worked it passed at 1/60-1/1400 of the honest median)."""
+    assert honest.passed and honest.candidate_timing is not None, honest.message
+    if attack.passed:
+        assert attack.candidate_timing is not None
+        assert attack.candidate_timing.median_ms > honest.candidate_timing.median_ms / 2, (
+            attack.candidate_timing,
+            honest.candidate_timing,
+        )

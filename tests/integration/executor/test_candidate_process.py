@@ -42,6 +42,7 @@ from executor.worker.runner import LANDLOCK_ENV, landlock_version
 from tests.integration.executor.test_clock_attack import HONEST, OPTIONS
 from tests.integration.executor.test_executor_hacks_host import POLY_BODY, POLY_HEAD, POLY_TASK
 from tests.support.hostcode import (
+    assert_no_gain,
     build_host_candidates,
     timing_set_job,
     use_candidate_process,
@@ -119,15 +120,9 @@ def test_a_candidate_that_reads_its_process_memory_finds_no_timing_set(
         run = CandidateRun(candidate_product=product, candidate_symbol=task.entry)
         outcomes[name] = run_job(timing_set_job(task, tmp_path / name, OPTIONS), run, timeout_s=120)
     honest, scan = outcomes["honest"], outcomes["scan"]
-    assert honest.passed and honest.candidate_timing is not None, honest.message
     # Where it ran in the worker, it passed at 1/60-1/190 of the honest time (the memo answered every
     # timed call). In its own process it may pass, but only at the honest code's speed.
-    if scan.passed:
-        assert scan.candidate_timing is not None
-        assert scan.candidate_timing.median_ms > honest.candidate_timing.median_ms / 2, (
-            scan.candidate_timing,
-            honest.candidate_timing,
-        )
+    assert_no_gain(honest, scan)
 
 
 def _nosy(paths: list[Path]) -> str:

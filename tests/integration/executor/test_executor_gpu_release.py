@@ -7,6 +7,7 @@ candidates compiled by the real nvcc and run on the CPU."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -190,24 +191,35 @@ def test_a_function_run_waits_for_another_gpus_trials_before_its_turn(evaluator:
     """``host_gate_before_turn``: while another process holds the host memory's lock alone (another
     GPU's function trials), a function run waits before it asks for its turn, which stays free."""
     seconds: dict[str, float] = {}
+    with _trials_elsewhere(evaluator) as let_go:
+        gate = threading.Thread(target=evaluator.pass_host_gate, args=(seconds,), daemon=True)
+        gate.start()
+        time.sleep(0.3)
+        assert gate.is_alive() and not evaluator.turns.locked()  # waiting, and not in a turn
+        let_go.set()
+        gate.join(10)
+    assert not gate.is_alive() and seconds["host_gate_wait"] >= 0.3, seconds
+
+
+@contextlib.contextmanager
+def _trials_elsewhere(evaluator: Evaluator) -> Iterator[threading.Event]:
+    """Another GPU's function trials: a thread holds the host memory's lock alone until the yielded
+    event is set (or the block ends)."""
     holding, let_go = threading.Event(), threading.Event()
 
-    def trials_elsewhere() -> None:
+    def trials() -> None:
         with hold(evaluator.pool.gpu_lock, "exclusive", "host"):
             holding.set()
             let_go.wait(10)
 
-    other = threading.Thread(target=trials_elsewhere, daemon=True)
+    other = threading.Thread(target=trials, daemon=True)
     other.start()
-    assert holding.wait(10)
-    gate = threading.Thread(target=evaluator.pass_host_gate, args=(seconds,), daemon=True)
-    gate.start()
-    time.sleep(0.3)
-    assert gate.is_alive() and not evaluator.turns.locked()  # waiting, and not in a turn
-    let_go.set()
-    gate.join(10)
-    other.join(10)
-    assert not gate.is_alive() and seconds["host_gate_wait"] >= 0.3, seconds
+    try:
+        assert holding.wait(10)
+        yield let_go
+    finally:
+        let_go.set()
+        other.join(10)
 
 
 def test_while_the_released_worker_checks_the_devices_locks_stay_held_for_it(
@@ -378,30 +390,19 @@ def test_the_pass_before_the_turn_can_be_cancelled_and_gives_up(tmp_path: Path) 
         prewarm_workers=False,
     )
     built = Evaluator(settings)
-    holding, let_go = threading.Event(), threading.Event()
-
-    def trials_elsewhere() -> None:
-        with hold(built.pool.gpu_lock, "exclusive", "host"):
-            holding.set()
-            let_go.wait(8)
-
-    other = threading.Thread(target=trials_elsewhere, daemon=True)
-    other.start()
     try:
-        assert holding.wait(10)
-        seconds: dict[str, float] = {}
-        started = time.monotonic()
-        built.pass_host_gate(seconds)
-        assert time.monotonic() - started < 4 and seconds["host_gate_gave_up"] == 1.0, seconds
-        cancelled = threading.Event()
-        threading.Timer(0.2, cancelled.set).start()
-        started = time.monotonic()
-        with pytest.raises(EvaluationCancelled):
-            built.pass_host_gate({}, cancelled)
-        assert time.monotonic() - started < 0.9
+        with _trials_elsewhere(built):
+            seconds: dict[str, float] = {}
+            started = time.monotonic()
+            built.pass_host_gate(seconds)
+            assert time.monotonic() - started < 4 and seconds["host_gate_gave_up"] == 1.0, seconds
+            cancelled = threading.Event()
+            threading.Timer(0.2, cancelled.set).start()
+            started = time.monotonic()
+            with pytest.raises(EvaluationCancelled):
+                built.pass_host_gate({}, cancelled)
+            assert time.monotonic() - started < 0.9
     finally:
-        let_go.set()
-        other.join(10)
         built.close()
 
 
