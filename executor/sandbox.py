@@ -810,6 +810,8 @@ class WorkerProcess:
         timingset.release(self.claim)  # a job that never reached its adoption (cancelled, failed)
         self.claim = None
         if self._uid_lock is not None:  # the worker is gone: its uid may be handed out again
+            with contextlib.suppress(OSError, ValueError):  # not left to a forked copy of the file
+                fcntl.flock(self._uid_lock, fcntl.LOCK_UN)
             self._uid_lock.close()
             self._uid_lock = None
 
