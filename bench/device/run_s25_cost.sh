@@ -28,7 +28,7 @@ source bench/device/gpu_env.sh > "$R/gpu_env.out" 2>&1 || { tail -20 "$R/gpu_env
 step "ab"
 # two runs of 100 s, each started only with 140 s left of its deadline (run_s18_ab.sh's ab_run)
 NO_GPU_ENV=1 OUT=$R/ab QUEUE_KIND=long ORDER="new base" AB_SECONDS=100 STEADY_AFTER=40 SCALE_SECONDS=0 \
-  DEADLINE_S=$(( $(left) - 235 )) bash bench/device/run_s18_ab.sh > "$R/ab.out" 2>&1
+  DEADLINE_S=$(( $(left) - 200 )) bash bench/device/run_s18_ab.sh > "$R/ab.out" 2>&1
 step "gpu tests"
 timeout $(( $(left) - 125 )) python3 -m pytest --noconftest -o addopts="" -p no:cacheprovider -v -rA -m gpu \
   tests/gpu --ignore=tests/gpu/test_adversarial_corpus.py > "$R/gpu_tests.log" 2>&1
