@@ -226,7 +226,7 @@ def hold(lock: str | os.PathLike[str], mode: Mode, resource: Resource = "gpu") -
     try:
         with contextlib.ExitStack() as turn:
             if turnstile not in _reserved():
-                fcntl.flock(turn.enter_context(turnstile.open("ab")), fcntl.LOCK_EX)
+                _flock_in(turn, turnstile, fcntl.LOCK_EX)
             # An exclusive request keeps the turnstile until it holds the lock; a shared one only
             # passes through it. The turnstile is released when ``turn`` closes.
             fcntl.flock(handle, fcntl.LOCK_EX if mode == "exclusive" else fcntl.LOCK_SH)
@@ -249,8 +249,8 @@ def hold_now(lock: str | os.PathLike[str], resources: tuple[Resource, ...]) -> c
         for resource in resources:
             path = lock_path(lock, resource)
             handle = stack.enter_context(open(path, "ab"))  # noqa: SIM115 - held in the stack
-            with turnstile_path(path).open("ab") as turn:
-                fcntl.flock(turn, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            with contextlib.ExitStack() as turn:
+                _flock_in(turn, turnstile_path(path), fcntl.LOCK_EX | fcntl.LOCK_NB)
                 fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
             stack.callback(fcntl.flock, handle, fcntl.LOCK_UN)
     except BlockingIOError:
@@ -276,6 +276,15 @@ def held_elsewhere(lock: str | os.PathLike[str], resource: Resource = "gpu") -> 
     return False
 
 
+def _flock_in(stack: contextlib.ExitStack, path: Path, how: int) -> None:
+    """Open ``path`` in ``stack`` and ``flock`` it with ``how``; unlocked before the file is closed. A
+    ``flock`` belongs to the open file: a process forked meanwhile by another thread (before its exec,
+    or one that never execs) holds a copy, which would keep a lock let go only by closing the file."""
+    handle = stack.enter_context(path.open("ab"))
+    fcntl.flock(handle, how)
+    stack.callback(fcntl.flock, handle, fcntl.LOCK_UN)
+
+
 def _reserved() -> set[Path]:
     """The turnstiles that this thread holds through :func:`reserve`."""
     reserved: set[Path] = _state.__dict__.setdefault("reserved", set())
@@ -297,7 +306,7 @@ def reserve(*resources: Resource) -> Iterator[None]:
             turnstile = turnstile_path(lock_path(base, resource))
             if turnstile in reserved:
                 continue
-            fcntl.flock(stack.enter_context(turnstile.open("ab")), fcntl.LOCK_EX)
+            _flock_in(stack, turnstile, fcntl.LOCK_EX)
             reserved.add(turnstile)
             stack.callback(reserved.discard, turnstile)  # before the file closes (last in, first out)
         yield

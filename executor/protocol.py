@@ -137,7 +137,7 @@ class EvaluationOptions(BaseModel):
     rotate_buffers: int = Field(default=3, ge=1, le=8, description="input copies cycled through while timing")
     reference_repeats: int = Field(default=3, ge=1, le=20)
     timing_sets: int = Field(
-        default=3,
+        default=2,
         ge=2,
         le=8,
         description="distinct timing input sets (different seeds) the trials rotate through, so that no "

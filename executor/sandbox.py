@@ -23,6 +23,7 @@ import logging
 import math
 import os
 import pwd
+import queue
 import select
 import shutil
 import signal
@@ -33,9 +34,10 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
@@ -73,6 +75,7 @@ from executor.worker.messages import (
 )
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # A waiting parent sleeps until its worker writes to its "done" pipe (its result is there) or the
 # pipe closes (it died), and wakes at least this often to enforce the deadline, read the worker's
@@ -355,6 +358,53 @@ def _adopt_timing_sets(proc: WorkerProcess, outcome: ReferenceOutcome) -> None:
         logger.warning("could not store the timing sets of %s: %s", job.task.id, e)
 
 
+class _Spawner:
+    """One thread, alive as long as this process, that starts every worker process.
+
+    A worker's parent-death signal (SIGKILL, set between fork and exec) is sent when the *thread*
+    that forked it ends, not the process (prctl(2)). Started by an evaluation's caller thread (a
+    request's thread, which ends with its request) a spare, or a worker handed to another evaluation
+    meanwhile, was killed under that evaluation: an honest candidate got ``crash`` "worker died from
+    SIGKILL". Forked from this thread, a worker dies with the executor and only then."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._pid = -1
+
+    def run(self, start: Callable[[], T]) -> T:
+        """``start()`` called on the spawning thread; its result, or its exception raised here."""
+        if threading.current_thread() is self._thread:
+            return start()
+        with self._lock:
+            if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
+                # after a fork the thread is the parent's: a new one for this process
+                self._jobs = queue.SimpleQueue()
+                self._thread = threading.Thread(
+                    target=self._serve, args=(self._jobs,), name="regraph-worker-spawner", daemon=True
+                )
+                self._pid = os.getpid()
+                self._thread.start()
+            done: Future[T] = Future()
+            self._jobs.put((start, done))
+        return done.result()
+
+    @staticmethod
+    def _serve(jobs: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]]) -> None:
+        while True:
+            start, done = jobs.get()
+            if not done.set_running_or_notify_cancel():
+                continue
+            try:
+                done.set_result(start())
+            except BaseException as e:  # handed to the caller, which raises it
+                done.set_exception(e)
+
+
+_SPAWNER = _Spawner()
+
+
 def _worker_setup(cwd: str, user: int | None) -> None:  # pragma: no cover - between fork and exec
     """A worker's files (the reference's outputs above all) readable by a jailed candidate worker; a
     worker of its own uid (the ``uid`` fallback) gets the jail's uid's group, which the directories
@@ -569,17 +619,23 @@ class WorkerProcess:
             err.write(f"[{describe_worker(self.protection, self.role)}]\n".encode())
             err.flush()
             try:
-                self.proc = subprocess.Popen(
-                    argv,
-                    stdin=subprocess.PIPE,
-                    stdout=err,
-                    stderr=err,
-                    cwd=self.dir,
-                    env=env,
-                    start_new_session=True,
-                    pass_fds=(done_write,),
-                    preexec_fn=functools.partial(_worker_setup, str(self.dir), user),
-                )
+                setup = functools.partial(_worker_setup, str(self.dir), user)
+
+                def start() -> subprocess.Popen[bytes]:
+                    return subprocess.Popen(
+                        argv,
+                        stdin=subprocess.PIPE,
+                        stdout=err,
+                        stderr=err,
+                        cwd=self.dir,
+                        env=env,
+                        start_new_session=True,
+                        pass_fds=(done_write,),
+                        preexec_fn=setup,
+                    )
+
+                # forked by a thread that lives as long as this process (_Spawner: the death signal)
+                self.proc = _SPAWNER.run(start)
             except OSError as e:
                 os.close(done_read)
                 shutil.rmtree(self.dir, ignore_errors=True)
@@ -754,6 +810,8 @@ class WorkerProcess:
         timingset.release(self.claim)  # a job that never reached its adoption (cancelled, failed)
         self.claim = None
         if self._uid_lock is not None:  # the worker is gone: its uid may be handed out again
+            with contextlib.suppress(OSError, ValueError):  # not left to a forked copy of the file
+                fcntl.flock(self._uid_lock, fcntl.LOCK_UN)
             self._uid_lock.close()
             self._uid_lock = None
 

@@ -211,6 +211,9 @@ def claim(spec: TimingSetSpec) -> IO[bytes] | None:
 def release(handle: IO[bytes] | None) -> None:
     """Give up a claim taken with :func:`claim` (closing its handle drops the lock)."""
     if handle is not None:
+        # unlocked first: a copy of the file in a process forked meanwhile would keep the lock
+        with contextlib.suppress(OSError, ValueError):
+            fcntl.flock(handle, fcntl.LOCK_UN)
         handle.close()
 
 

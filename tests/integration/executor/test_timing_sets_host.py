@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from executor.inputs import generate_inputs
+from executor.protocol import EvaluationOptions
 from executor.taskformat import FunctionTask, KernelTask
 from executor.verdict import ErrorKind
 from executor.worker.host import HostFunctionRuntime, HostSlots
@@ -67,29 +68,37 @@ def products(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     )
 
 
+# The default (2 sets, 3 rotated copies: 4 slots, a whole number of rounds) and 3 sets.
+@pytest.mark.parametrize("sets", [EvaluationOptions().timing_sets, 3])
 def test_the_warm_up_set_is_never_timed_and_successive_timed_calls_see_other_sets(
-    task: FunctionTask | KernelTask, products: dict[str, str]
+    task: FunctionTask | KernelTask, products: dict[str, str], sets: int
 ) -> None:
-    sources = [generate_inputs(task, "timing", seed) for seed in (101, 202, 303)]
+    rotate = EvaluationOptions().rotate_buffers
+    sources = [generate_inputs(task, "timing", seed) for seed in (101, 202, 303)[:sets]]
     warm = generate_inputs(task, "timing", 404)
     key = [(float(s.arrays["x"][0]), float(s.arrays["x"][2048])) for s in sources]
     warm_key = (float(warm.arrays["x"][0]), float(warm.arrays["x"][2048]))
-    assert len(set(key) | {warm_key}) == 4  # four sets, four different samples
+    assert len(set(key) | {warm_key}) == sets + 1  # every set its own sample
     runtime = HostFunctionRuntime(task, products["logging"], task.entry)
-    options = FAST.model_copy(update={"warmup": 2, "warmup_ms": 0, "timing_sets": 3, "rotate_buffers": 3})
-    stats, last = runtime.time(HostSlots(sources, 3, warm=warm), options)
     lib = ctypes.CDLL(products["logging"])  # the same library the runtime loaded: its log
     lib.seen_value.restype = ctypes.c_float
+    before = lib.seen_calls()  # the calls of the other parameter's run, in this process
+    options = FAST.model_copy(
+        update={"warmup": 2, "warmup_ms": 0, "timing_sets": sets, "rotate_buffers": rotate}
+    )
+    stats, last = runtime.time(HostSlots(sources, rotate, warm=warm), options)
     calls = lib.seen_calls()
-    seen = [(lib.seen_value(i, 0), lib.seen_value(i, 1)) for i in range(calls)]
+    seen = [(lib.seen_value(i, 0), lib.seen_value(i, 1)) for i in range(before, calls)]
     warm_up, timed = seen[:2], seen[2:]
     assert warm_up == [warm_key, warm_key]
-    assert len(timed) == stats.trials >= 2 * 3 + 1  # every set at least twice, then once more
+    assert len(timed) == stats.trials >= 2 * sets + 1  # every set at least twice, then once more
+    # the median is a repeat visit: the first visits are fewer than half of the trials
+    assert sum(1 for i, k in enumerate(timed) if k not in timed[:i]) == sets < stats.trials / 2
     assert warm_key not in timed
     assert all(a != b for a, b in itertools.pairwise(timed)), timed
     assert set(timed) == set(key)
     # The last timed call on every slot is handed to the worker to check: every set among them.
-    assert sorted({source for source, _, _ in last["checks"]}) == [0, 1, 2]
+    assert sorted({source for source, _, _ in last["checks"]}) == list(range(sets))
     assert all(call.startswith("timed call ") for _, call, _ in last["checks"])
 
 
@@ -102,7 +111,9 @@ def test_no_timed_call_sees_the_values_of_the_call_before_it(
 ) -> None:
     outcome = _evaluate(task, products["wrong_on_repeat"], tmp_path)
     assert outcome.passed and outcome.stage == "timing", outcome.message
-    assert outcome.candidate_timing is not None and outcome.candidate_timing.trials >= 7
+    assert (
+        outcome.candidate_timing is not None and outcome.candidate_timing.trials >= 2 * FAST.timing_sets + 1
+    )
 
 
 def test_a_wrong_timed_call_is_wrong_output_at_timing_and_names_the_call(
@@ -112,7 +123,8 @@ def test_a_wrong_timed_call_is_wrong_output_at_timing_and_names_the_call(
     assert not outcome.passed and outcome.error is ErrorKind.WRONG_OUTPUT, outcome.message
     assert outcome.stage == "timing"
     assert re.match(
-        r"timed call \d+ \(on timing set [123] of 3\): 1/4096 elements of 'y' differ", outcome.message
+        rf"timed call \d+ \(on timing set [1-{FAST.timing_sets}] of {FAST.timing_sets}\): 1/4096 elements of 'y' differ",
+        outcome.message,
     ), outcome.message
     assert (
         outcome.mismatch is not None and outcome.mismatch.size == "timing" and outcome.mismatch.index == 4095
