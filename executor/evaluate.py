@@ -27,7 +27,7 @@ from executor.gpulock import held_elsewhere, hold, hold_now
 from executor.gputurns import GpuTurns, Kind, Turn
 from executor.peak import device_peak
 from executor.protocol import CandidateSource, EvaluateRequest, EvaluationOptions
-from executor.reference import build_reference
+from executor.reference import build_reference, reference_timeout_s
 from executor.runlimit import RunLimit, run_limit
 from executor.sandbox import (
     PreparedEvaluation,
@@ -328,7 +328,9 @@ class Evaluator:
         # Finished (and its timing sets adopted into the store) as soon as it is done, beside the
         # candidate's compile: other evaluations of the task wait for those sets whatever this
         # candidate's compile does (a compile that fails or runs into its limit never gets further).
-        ref_finished = _finish_reference_soon(ref_worker, self.settings.run_timeout_s, cancelled)
+        ref_finished = _finish_reference_soon(
+            ref_worker, reference_timeout_s(self.settings.run_timeout_s), cancelled
+        )
         if cand_worker is not None:
             workers.append(cand_worker)
         compiled = compiling.result()
@@ -677,7 +679,7 @@ class Evaluator:
                 ),
                 self.settings.memory_limit_bytes,
             )
-            outcome = finish_reference(worker, self.settings.run_timeout_s)
+            outcome = finish_reference(worker, reference_timeout_s(self.settings.run_timeout_s))
         except ExecutorError as e:
             logger.warning("could not prepare %s: %s", task.id, e)
             return
