@@ -20,6 +20,7 @@ from executor import baseline as baseline_worker
 from executor import linkcheck
 from executor.basetiming import BaselineTimings, baseline_key
 from executor.cache import content_key
+from executor.clockcheck import retried_when_refused
 from executor.compile import DEFAULT_ARCH, INCLUDE_REFUSED, Compiler, RemoteBuilds, device_arch, kernel_symbol
 from executor.devcompare import compare_source
 from executor.errors import EvaluationCancelled, ExecutorError, ReferenceBuildError
@@ -27,7 +28,7 @@ from executor.gpulock import held_elsewhere, hold, hold_now
 from executor.gputurns import GpuTurns, Kind, Turn
 from executor.peak import device_peak
 from executor.protocol import CandidateSource, EvaluateRequest, EvaluationOptions
-from executor.reference import build_reference
+from executor.reference import build_reference, reference_timeout_s
 from executor.runlimit import RunLimit, run_limit
 from executor.sandbox import (
     PreparedEvaluation,
@@ -202,7 +203,15 @@ class Evaluator:
         with self._in_flight_lock:
             self._in_flight += 1
         try:
-            return self._evaluate(task, candidate, options or EvaluationOptions(), cancelled)
+            verdict = self._evaluate(task, candidate, options or EvaluationOptions(), cancelled)
+            if retried_when_refused(verdict):  # a check a disturbed host can trip: once more
+                logger.warning(
+                    "%s: refused (%s), evaluated again: %s", task.id, verdict.error, verdict.message
+                )
+                first = verdict
+                verdict = self._evaluate(task, candidate, options or EvaluationOptions(), cancelled)
+                verdict.seconds["refused_before_s"] = first.seconds.get("total", 0.0)
+            return verdict
         finally:
             with self._in_flight_lock:
                 self._in_flight -= 1
@@ -328,7 +337,9 @@ class Evaluator:
         # Finished (and its timing sets adopted into the store) as soon as it is done, beside the
         # candidate's compile: other evaluations of the task wait for those sets whatever this
         # candidate's compile does (a compile that fails or runs into its limit never gets further).
-        ref_finished = _finish_reference_soon(ref_worker, self.settings.run_timeout_s, cancelled)
+        ref_finished = _finish_reference_soon(
+            ref_worker, reference_timeout_s(self.settings.run_timeout_s), cancelled
+        )
         if cand_worker is not None:
             workers.append(cand_worker)
         compiled = compiling.result()
@@ -677,7 +688,7 @@ class Evaluator:
                 ),
                 self.settings.memory_limit_bytes,
             )
-            outcome = finish_reference(worker, self.settings.run_timeout_s)
+            outcome = finish_reference(worker, reference_timeout_s(self.settings.run_timeout_s))
         except ExecutorError as e:
             logger.warning("could not prepare %s: %s", task.id, e)
             return

@@ -33,6 +33,15 @@ logger = logging.getLogger(__name__)
 
 CXX_FLAGS = ("-O3", "-std=c++17", "-shared", "-fPIC")
 REFERENCE_BUILD_TIMEOUT_S = 120.0
+# A reference worker's job may take this many times the executor's run_timeout_s (the cap of a
+# candidate's run): it runs the task's own code, not a candidate's, and does up to three runs' worth of
+# work one after the other: the evaluation's own sets, the task's preparation (every timing set and the
+# serial reference's repeats, at the timing size) and, on a host whose replicas share the store, the
+# wait for another replica's job that holds the preparation (timingset.await_preparation). Under the
+# candidate's cap alone, a slow task's preparation failed honest candidates with ``reference_error``
+# (session 25's scaling run, run_timeout_s = 60 s: median3x3_u8's preparation took 57 s with one
+# replica; with two, both the preparing and the waiting replica were killed at 60 s).
+REFERENCE_TIMEOUT_FACTOR = 3.0
 
 _loaded: dict[Path, ctypes.CDLL] = {}
 _load_lock = threading.Lock()
@@ -48,6 +57,12 @@ class ReferenceRun:
     inputs: dict[str, np.ndarray]
     outputs: dict[str, np.ndarray]
     seconds: float
+
+
+def reference_timeout_s(run_timeout_s: float) -> float:
+    """The wall-clock limit of a reference worker's job where a candidate's run is capped at
+    ``run_timeout_s`` (see :data:`REFERENCE_TIMEOUT_FACTOR`)."""
+    return REFERENCE_TIMEOUT_FACTOR * run_timeout_s
 
 
 def find_cxx() -> str:

@@ -163,7 +163,8 @@ class ExecutorSettings(BaseSettings):
     run_timeout_s: float = Field(
         default=300.0,
         gt=0,
-        description="wall-clock limit of one worker process, and the cap of a candidate's run limit",
+        description="wall-clock limit of one worker process, and the cap of a candidate's run limit (a "
+        "reference worker's job, the task's own code, gets executor.reference.REFERENCE_TIMEOUT_FACTOR times it)",
     )
     run_limit_factor: float = Field(
         default=10.0,

@@ -105,7 +105,7 @@ fi
 AB_TAG="$AB_TAG" AB_ENV="$AB_ENV" python3 - "$RES" $(echo "$SIZES" | tr ',' ' ') <<'PY' >> "$RES/summary.md"
 import json, os, sys
 from pathlib import Path
-from bench.probes.throughput import render_time_table
+from bench.probes.throughput import render_honest_refusals, render_time_table
 runs = []
 for n in sys.argv[2:]:
     path = Path(sys.argv[1]) / f"queue_{n}.json"
@@ -122,6 +122,8 @@ for path in ab:
     if abruns:
         print(f"\n## A/B: {path.stem}, with {os.environ['AB_ENV']}\n")
         print("\n".join(render_time_table(runs[:1] + abruns)))
+        runs += [run | {"label": f"{path.stem} ({os.environ['AB_ENV']})"} for run in abruns]
+print("\n" + "\n".join(render_honest_refusals(runs)) if runs else "")
 PY
 first=$(echo "$SIZES" | tr ',' '\n' | grep -v '^0$' | head -1)
 for other in $(echo "$SIZES" | tr ',' ' ') ${AB_N:+${AB_N}_${AB_TAG}}; do

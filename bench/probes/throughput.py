@@ -326,6 +326,47 @@ def _stat(values: list[float]) -> dict[str, float | None]:
     }
 
 
+# A verdict's message is kept in its record up to this many characters.
+MESSAGE_CHARS = 300
+
+
+def cut_message(message: str | None) -> str:
+    """A verdict's message for its record: at most :data:`MESSAGE_CHARS` characters (cut ones end in ...)."""
+    text = message or ""
+    return text if len(text) <= MESSAGE_CHARS else text[: MESSAGE_CHARS - 3] + "..."
+
+
+def honest_refusals(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records of known-good candidates that did not pass (the executor refused honest code)."""
+    return [r for r in records if r["candidate"] == "correct" and r["error"] is not None]
+
+
+def render_honest_refusals(runs: list[dict[str, Any]]) -> list[str]:
+    """The markdown list of every run's honest candidates refused, with each verdict's stage and message
+    (a run is named by its ``label`` when it has one, else by its replicas)."""
+    lines = ["Honest candidates refused (a known-good candidate's verdict was not `passed`):", ""]
+    for r in runs:
+        refused = honest_refusals(r.get("records", []))
+        # evaluated twice: an implausible refusal run again (executor.clockcheck.retried_when_refused)
+        again = [rec for rec in r.get("records", []) if "refused_before_s" in rec["seconds"]]
+        ended = Counter(f"{rec['candidate']}:{rec['error'] or 'passed'}" for rec in again)
+        lines.append(
+            f"- {r.get('label') or str(r['replicas']) + ' replicas'}: **{len(refused)}**"
+            + (
+                f" (evaluated again after an implausible refusal: {len(again)}, {json.dumps(dict(ended))})"
+                if again
+                else ""
+            )
+        )
+        for rec in refused:
+            message = str(rec.get("message", "(no message recorded)")).replace("\n", " ").replace("|", "/")
+            lines.append(
+                f"  - {rec['task']} ({rec['task_kind']}): `{rec['error']}` at {rec.get('stage', '?')} "
+                f"after {rec['call_s']:.1f} s: {message}"
+            )
+    return lines
+
+
 def summarize(
     results: list[Result], wall_s: float, replicas: int, steady_after_s: float = 60.0
 ) -> dict[str, Any]:
@@ -391,13 +432,15 @@ def summarize(
         key: {"total": round(total, 2), "per_verdict": round(total / len(verdicts), 4)}
         for key, total in sorted(stage_totals.items(), key=lambda kv: -kv[1])
     }
-    # Each verdict's own figures, for breakdowns by task kind and outcome after the run.
+    # Each verdict's own figures, for breakdowns by task kind and outcome after the run; a failing
+    # verdict's stage and message too (what refused an honest candidate is read from them).
     records = [
         {
             "task": v.task_id,
             "task_kind": task_kind(item.task),
             "candidate": item.kind,
             "error": v.error.value if v.error else None,
+            **({"stage": v.stage.value, "message": cut_message(v.message)} if v.error else {}),
             "call_s": round(call, 4),
             "finished_s": round(done, 3),
             "seconds": {key: round(value, 4) for key, value in v.seconds.items()},
@@ -437,6 +480,7 @@ def summarize(
         "latency_s": {kind: _stat(calls) for kind, calls in sorted(by_kind.items())},
         "hangs": hangs,
         "outcomes": dict(sorted(outcome.items())),
+        "honest_refused": len(honest_refusals(records)),
         "first_evaluation": first_eval,
         "stage_seconds": stage_seconds,
     }
@@ -862,6 +906,8 @@ def render(result: dict[str, Any]) -> str:
         lines += ["", "Outcomes (candidate kind: verdict):", ""]
         for r in runs:
             lines.append(f"- {r['replicas']} replicas: {json.dumps(r['outcomes'])}")
+        if any(r.get("records") for r in runs):
+            lines += ["", *render_honest_refusals(runs)]
         if any(r.get("records") for r in runs):
             lines += [
                 "",

@@ -7,7 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from bench.probes.throughput import QueueItem, Result, _turns_since, lock_by_kind, render, summarize
+from bench.probes.throughput import (
+    MESSAGE_CHARS,
+    QueueItem,
+    Result,
+    _turns_since,
+    lock_by_kind,
+    render,
+    render_honest_refusals,
+    summarize,
+)
 from executor.protocol import ErrorKind, Stage, TimingStats, Verdict
 from executor.taskformat import load_task
 
@@ -119,3 +128,52 @@ def test_the_turns_reported_are_the_queues_own() -> None:
         "waiting": 1,
     }
     assert since[1] == after[1]  # a replica that answered only after the queue began: all of it
+
+
+def test_a_refused_honest_candidate_keeps_its_message_and_is_listed() -> None:
+    """A failing verdict's stage and message (cut to MESSAGE_CHARS) stay in its record; the summary counts
+    the known-good candidates that did not pass and the markdown lists each with its message."""
+    function = load_task(ROOT / "regraph_data" / "tasks" / "argmax_f32")
+    refused = Verdict(
+        task_id=function.id,
+        stage=Stage.TIMING,
+        passed=False,
+        error=ErrorKind.IMPLAUSIBLE,
+        message="the first timed call on each timing set took 40 ms " + "x" * 400,
+        runtime_stages="run",
+        reward=-1.0,
+        seconds={"gpu_held": 1.0},
+    )
+    passed = Verdict(
+        task_id=function.id, stage=Stage.TIMING, passed=True, runtime_stages="run", reward=1.0, seconds={}
+    )
+    unwritten = refused.model_copy(
+        update={
+            "error": ErrorKind.UNWRITTEN_OUTPUT,
+            "stage": Stage.CORRECTNESS,
+            "message": "left 5 unwritten",
+        }
+    )
+    results: list[Result] = [
+        (QueueItem(function, "src", "correct"), refused, 3.0, None, 10.0),
+        (QueueItem(function, "src", "correct"), passed, 3.0, None, 11.0),
+        (QueueItem(function, "src", "unwritten"), unwritten, 3.0, None, 12.0),
+    ]
+    summary = summarize(results, wall_s=100.0, replicas=2)
+    first, second, third = summary["records"]
+    assert first["stage"] == "timing" and first["message"].startswith("the first timed call")
+    assert len(first["message"]) == MESSAGE_CHARS and first["message"].endswith("...")
+    assert "message" not in second and "stage" not in second  # a passed verdict has none
+    assert third["message"] == "left 5 unwritten" and third["stage"] == "correctness"
+    assert summary["honest_refused"] == 1  # the unwritten candidate failed as it should
+    text = render({"runs": [summary], "command": "test", "date": "today", "host": "here", "runtime": "gpu"})
+    assert "- 2 replicas: **1**" in text
+    assert "  - argmax_f32 (function): `implausible` at timing after 3.0 s: the first timed call" in text
+    labelled = render_honest_refusals([summary | {"label": "queue_2_ctxhost"}])
+    assert labelled[2] == "- queue_2_ctxhost: **1**"
+    summary["records"][1]["seconds"]["refused_before_s"] = 4.0  # refused once, then passed
+    again = render_honest_refusals([summary])
+    assert (
+        again[2]
+        == '- 2 replicas: **1** (evaluated again after an implausible refusal: 1, {"correct:passed": 1})'
+    )
