@@ -355,8 +355,8 @@ def test_host_timed_trials_stop_at_their_own_target_error() -> None:
     options = EvaluationOptions(target_error=0.01, host_target_error=0.04)
     kernel, function = options.trial_policy(device_timed=True), options.trial_policy()
     assert (kernel.target_error, function.target_error) == (0.01, 0.04)
-    # Samples with a robust CoV of ~4.4 %: the host target stops them at the minimum (7: every one of
-    # the 3 timing sets twice, and once more), the kernel target (1 %) keeps going until about 25 trials.
+    # Samples with a robust CoV of ~4.4 %: the host target stops them (7 trials, past the default minimum of
+    # 5: each of the 2 timing sets twice, and once more), the kernel target (1 %) keeps going until about 25 trials.
     samples = [10.0, 10.3, 9.7, 10.6, 9.4, 10.1, 9.9]
     assert stop_rule(samples, function) == "stable"
     assert stop_rule(samples, kernel) is None
@@ -366,11 +366,12 @@ def test_trials_visit_every_timing_set_twice_before_they_may_stop() -> None:
     """A candidate answering repeats from memory recomputes only on a set's first visit: with every set
     timed twice and once more, most trials are repeats, so the median is its memory's time (which the
     physical floor then refuses) and never its first, honest visits (seen in CI: 3 first visits of 5)."""
-    assert EvaluationOptions().trial_policy().min_trials == 7  # 3 sets
+    assert EvaluationOptions().trial_policy().min_trials == 5  # 2 sets: each twice, and once more
+    assert EvaluationOptions(timing_sets=3).trial_policy().min_trials == 7
     assert EvaluationOptions(timing_sets=5, min_trials=5).trial_policy(device_timed=True).min_trials == 11
     assert EvaluationOptions(timing_sets=2, min_trials=20).trial_policy().min_trials == 20
     first_visits, repeats = [12.0, 12.2, 11.9], [0.01] * 4
-    policy = EvaluationOptions().trial_policy()
+    policy = EvaluationOptions(timing_sets=3).trial_policy()
     assert stop_rule(first_visits + repeats[:2], policy) is None  # 5 trials: not yet
     assert sorted(first_visits + repeats)[len(first_visits + repeats) // 2] == 0.01
 
