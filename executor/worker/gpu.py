@@ -374,7 +374,10 @@ class DeviceSlots:
         self.nbytes = [{name: max(s.arrays[name].nbytes, 1) for name in self.outputs} for s in self.sources]
         self.rotated: list[dict[str, Any]] = []
         self.pristine: list[dict[str, Any]] = []
-        self.warm: int | None = None  # the warm-up's slot (and source)
+        # The warm-up's slot and its source: not the same index when the timed slots are more than
+        # the timed sources (two sets and three rotated copies make four slots, whole rounds).
+        self.warm: int | None = None
+        self.warm_source: int | None = None
         try:
             self.pristine.extend(gpu.upload(s, self.outputs, lock) for s in self.sources)
             # Each source crosses from the host once; its further rotated copies are copied on the
@@ -389,7 +392,7 @@ class DeviceSlots:
                     else gpu.copy(self.rotated[k], sources[k], lock)
                 )
             if warm is not None:
-                self.warm = len(self.rotated)
+                self.warm, self.warm_source = len(self.rotated), len(sources)
                 self.rotated.append(gpu.upload(warm, lock=lock))
         except gpu.cuda.MemoryError as e:
             self.free()
@@ -542,8 +545,8 @@ class GpuKernelRuntime(Runtime):
                 # One announcement per batch: the launches are timed on the device, between events.
                 with self.watch.call(what, len(indices), slowest_ms[0] or None):
                     for (start, end), i in zip(events, indices, strict=False):
-                        if i < 0 and slots.warm is not None:  # warm-up: on a set never timed
-                            j = k = slots.warm
+                        if i < 0 and slots.warm is not None and slots.warm_source is not None:  # warm-up
+                            j, k = slots.warm, slots.warm_source
                         else:
                             j = i % timed_slots
                             k = j % slots.timed
