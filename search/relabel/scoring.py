@@ -438,6 +438,14 @@ class WordCoverage:
     common_phrase: bool = False
     """Whether the name's other words stand together in it and are a phrase of two or more
     candidates' labels (session 22: "memory access" in "Nontemporal memory access")."""
+    foreign: dict[str, int] = field(default_factory=dict)
+    """(session 25) How many of the name's rare words (used by at least one and at most
+    `RARE_WORD_USERS` candidates) each candidate does not use: words that point to other techniques
+    ("multi-dimensional" in "Multi-dimensional parallelization" is Multidimensional thread mapping's)."""
+    own_name: dict[str, int] = field(default_factory=dict)
+    """(session 25) How many of the name's words are words of each candidate's own name (not only of
+    an alias): "persistent" of Persistent threads, not "basic" of Parallelization's alias "basic CUDA
+    kernel"."""
 
 
 @dataclass
@@ -573,6 +581,8 @@ class CandidateIndex:
         covered = self._vocab_matrix[:, known] if known else np.zeros((n, 0), dtype=np.float32)
         users = covered.sum(axis=0)
         rare = covered[:, users <= RARE_WORD_USERS].sum(axis=1)
+        telling = covered[:, (users >= 1) & (users <= RARE_WORD_USERS)]
+        foreign = telling.shape[1] - telling.sum(axis=1)
         shares = covered @ weights / total if total > 0.0 else np.zeros(n)
         head = head_word(name)
         return WordCoverage(
@@ -583,6 +593,11 @@ class CandidateIndex:
             # a contrary word ("Not using pinned memory") is the contrary rule's (`contradicted`)
             any(w not in self._word_index and w not in _CONTRARY_STEMS for w in words)
             and self._phrase_owners([w for w in concept_tokens(name) if w not in _CONTRARY_STEMS]) >= 2,
+            {c.name: int(v) for c, v in zip(self.candidates, foreign, strict=True)},
+            {
+                c.name: len(set(words) & labels[0]) if labels else 0
+                for c, labels in zip(self.candidates, self._label_tokens, strict=True)
+            },
         )
 
     def _phrase_owners(self, words: list[str]) -> int:
@@ -1069,6 +1084,12 @@ its words alone to separate it (see `separation`)."""
 WORDS_LEAD = 0.25
 """How far that share must lead every other candidate's."""
 NAME_CONFLICT = 0.1
+ONE_WORD_LEAD = NAME_CONFLICT
+"""(session 25) A name that shares one word with the best candidate separates it when the name is this
+much nearer (cosine) to it than to every other candidate, the shared word is a word of the candidate's
+own name, at most half of the name is unexplained, and no other word of the name is a rare word of
+another candidate (`WordCoverage.foreign`): the margin that makes a name point elsewhere, the other
+way round (see `separation`)."""
 """A name this much nearer (cosine) to another candidate than to the best one points elsewhere: the step
 is queued whatever its detail or code say."""
 
@@ -1102,6 +1123,11 @@ def separation(
       any other candidate ("Minimizing copies between
       CPU and GPU": copy and CPU are the host-device transfer technique's words, "minimizing" few
       others'; no other technique uses more than half of them).
+
+    - *one shared word, a clear name lead* (session 25, with `coverage`): the name shares one word with
+      it, a word of its own name, at most half of the name's words are unexplained, the name's best
+      label leads every other candidate's by `ONE_WORD_LEAD`, and no other word of the name is a rare
+      word of another candidate (`WordCoverage.foreign`).
 
     And whatever the detail or code say, a name `NAME_CONFLICT` nearer to another candidate points
     elsewhere: name and detail disagree, and a curator decides; and a name more than half of whose
@@ -1158,6 +1184,21 @@ def separation(
     shared = round(name_words * (1.0 - top[unexplained]))
     if name_lead >= SEPARATION_LEAD + UNEXPLAINED_LEAD * top[unexplained] and not (
         shared <= 1 and name_words >= 2
+    ):
+        return None
+    # (session 25) one shared word, but the embedding puts the name far nearer to the best candidate than
+    # to any other, the shared word is of the candidate's own name (not only of an alias: "basic" of
+    # "basic CUDA kernel" is no Parallelization), and the name's other words say nothing of another
+    # technique: "CLC Persistent Kernel", "elementwise_kernel_fusion". "Multi-dimensional
+    # parallelization" stays queued: "multidimensional" is Multidimensional thread mapping's word.
+    if (
+        coverage is not None
+        and shared == 1
+        and name_words >= 2
+        and top[unexplained] <= 0.5
+        and name_lead >= ONE_WORD_LEAD
+        and coverage.foreign.get(ranked.names[0], 0) == 0
+        and coverage.own_name.get(ranked.names[0], 0) >= 1
     ):
         return None
     text_lead = top[text_sim] - max(o[text_sim] for o in others)

@@ -383,7 +383,18 @@ def expand_abbreviations(text: str, *, plurals: bool = False) -> str:
     in CUDA's (`vendor_terms`: "work-group" -> "thread block"), jargon in plain words (`glossary`:
     "hoisting" -> "loop invariant code motion") and snake_case or camelCase words split (`split_compound`); with `plurals`, plural shorthands too (`shorthand`)."""
     text = explain_jargon(vendor_terms(text))
-    return _WORD.sub(lambda match: split_compound(match.group(0), plurals=plurals), text)
+    return _WORD.sub(lambda match: _split_and_explain(match.group(0), plurals=plurals), text)
+
+
+def _split_and_explain(word: str, *, plurals: bool) -> str:
+    """`split_compound`, then other vendors' words and jargon read again in the split words (session 25):
+    a joined identifier hides its words from the word-bounded patterns ("HoistIfThenElse" is "hoist if
+    then else", "RewriteCooperativeFetch" "rewrite cooperative fetch"). Only a word that split: the
+    text's other words were read already, and a pattern's plain words must not be read twice."""
+    split = split_compound(word, plurals=plurals)
+    if " " in split and " " not in word:
+        split = explain_jargon(vendor_terms(split))
+    return split
 
 
 def _stem(token: str) -> str:
