@@ -26,6 +26,15 @@ for _threads in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ.setdefault(_threads, "1")
 if "torch" in sys.modules:  # imported before this file (a plugin): the variables came too late for it
     sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+# The test Neo4j servers (the sessions', the tests' own, the stacks' that `regraph up` starts) compile
+# with the JVM's quick compiler only, unless the run sets its own options: a test server lives minutes
+# and runs short, varied queries, and the optimising compiler's threads spend more CPU than they save
+# on two cores shared by two workers. The seed-graph group (start, build, 40 restores) took 108 CPU
+# seconds with it and 70 without, in the same wall time when run alone (session 35). Queries answer the
+# same. (Session 19 reverted this after test_health_under_load got one 503 in a clean-clone run; that
+# test gets such 503s with the default compilers too when the machine is loaded: session 35 saw them
+# twice at load 14-20.)
+os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
 
 if TYPE_CHECKING:
     # Imported lazily below: the GPU host that runs `pytest tests/gpu` has no neo4j driver.

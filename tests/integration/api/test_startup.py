@@ -73,6 +73,10 @@ class TcpForwarder:
             sink.shutdown(socket.SHUT_WR)
 
     def close(self) -> None:
+        # Closing a listening socket does not wake a thread blocked in accept() on Linux (it waited out
+        # its join's 10 s); shutting it down does, with EINVAL.
+        with contextlib.suppress(OSError):
+            self.listener.shutdown(socket.SHUT_RDWR)
         self.listener.close()
         with self._lock:
             sockets, threads = list(self.sockets), list(self.threads)

@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 
 from executor.abi import bind_entry, call_entry
+from executor.cache import DEFAULT_CACHE_DIR, cached_product, content_key
 from executor.checking import compare_output
 from executor.compile import DEFAULT_ARCH, Compiler, CompilerChoice, kernel_symbol
 from executor.inputs import generate_inputs
@@ -269,14 +270,34 @@ def emulation_source(task: KernelTask, candidate: str) -> str:
     )
 
 
+EMULATION_FLAGS = ("-O1", "-std=c++17", "-shared", "-fPIC", "-w")
+
+
 def build_emulation(task: KernelTask, candidate: str, work: Path) -> Path:
-    """Compile a candidate against the CPU emulation into a shared library."""
-    source = work / f"{task.id}_emu.cpp"
-    library = work / f"{task.id}_emu.so"
-    source.write_text(emulation_source(task, candidate), encoding="utf-8")
-    cmd = [find_cxx(), "-O1", "-std=c++17", "-shared", "-fPIC", "-w", str(source), "-o", str(library)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    """Compile a candidate against the CPU emulation into a shared library.
+
+    The library goes to the executor's cache under `work`'s name for it, keyed like the references
+    (g++'s version, the flags, the translation unit and the emulation header's text), so that a later
+    run builds only what changed: the emulation is how these tests check a candidate, not what they
+    test (the candidates' own builds, nvcc and NVRTC, are made fresh by `suite`)."""
+    cxx = find_cxx()
+    text = emulation_source(task, candidate)
+    version = subprocess.run(
+        [cxx, "--version"], capture_output=True, text=True, check=True, timeout=30
+    ).stdout
+    unit = text.replace(str(EMULATION_HEADER), EMULATION_HEADER.name)  # the same in every checkout
+    key = content_key(
+        "kernel-task-emulation", version, " ".join(EMULATION_FLAGS), unit, EMULATION_HEADER.read_text()
+    )
+
+    def build(scratch: Path, library: Path) -> None:
+        source = scratch / f"{task.id}_emu.cpp"
+        source.write_text(text, encoding="utf-8")
+        cmd = [cxx, *EMULATION_FLAGS, str(source), "-o", str(library)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+
+    library, _ = cached_product(work, key, ".so", build)
     return library
 
 
@@ -330,8 +351,7 @@ def emulate(
 @pytest.fixture(scope="module")
 def emulated(suite: Suite) -> dict[tuple[str, str], str]:
     """Every candidate run on the CPU emulation at its emulation sizes: (task, size) -> '' or the failure."""
-    work = suite.cache / "emulation"
-    work.mkdir(exist_ok=True)
+    work = DEFAULT_CACHE_DIR / "kernel-task-emulation"
     with ThreadPoolExecutor(max_workers=2) as pool:
         futures = {
             tid: pool.submit(build_emulation, task, suite.candidates[tid], work)
