@@ -593,4 +593,4 @@ class GpuKernelRuntime(Runtime):
             (k, call, {a.name: slots.rotated[j][a.name] for a in self.task.outputs})
             for j, (k, call) in sorted(checks.items())
         ]
-        return timing_stats(samples, stop, warmup["calls"]), last
+        return timing_stats(samples, stop, warmup["calls"], sets=slots.timed, slots=timed_slots), last

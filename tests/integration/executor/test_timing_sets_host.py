@@ -116,6 +116,24 @@ def test_no_timed_call_sees_the_values_of_the_call_before_it(
     )
 
 
+def test_the_timing_record_keeps_every_trial_in_order_with_its_rotation(
+    task: FunctionTask | KernelTask, products: dict[str, str], tmp_path: Path
+) -> None:
+    """What a device run's records need to show why the stop rule took the trials it took."""
+    outcome = _evaluate(task, products["logging"], tmp_path)
+    timing = outcome.candidate_timing
+    assert outcome.passed and timing is not None, outcome.message
+    assert timing.samples_ms is not None and len(timing.samples_ms) == min(timing.trials, 40)
+    assert timing.sets == FAST.timing_sets
+    # 4096 floats fit any cache: rotate_buffers copies, rounded up to whole rounds of the sets
+    assert (
+        timing.slots == -(-max(FAST.rotate_buffers, FAST.timing_sets) // FAST.timing_sets) * FAST.timing_sets
+    )
+    assert outcome.first_visits_ms is not None
+    assert timing.samples_ms[: FAST.timing_sets] == [float(f"{x:.4g}") for x in outcome.first_visits_ms]
+    assert min(timing.samples_ms) <= timing.median_ms <= max(timing.samples_ms)
+
+
 def test_a_wrong_timed_call_is_wrong_output_at_timing_and_names_the_call(
     task: FunctionTask | KernelTask, products: dict[str, str], tmp_path: Path
 ) -> None:
