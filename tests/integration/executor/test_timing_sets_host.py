@@ -134,6 +134,23 @@ def test_the_timing_record_keeps_every_trial_in_order_with_its_rotation(
     assert min(timing.samples_ms) <= timing.median_ms <= max(timing.samples_ms)
 
 
+@pytest.mark.parametrize(("host_rotate", "copies"), [(None, 4), (2, 2), (1, 2)])
+def test_function_tasks_rotate_through_host_rotate_buffers_copies_when_it_is_set(
+    task: FunctionTask | KernelTask,
+    products: dict[str, str],
+    tmp_path: Path,
+    host_rotate: int | None,
+    copies: int,
+) -> None:
+    """``host_rotate_buffers`` (function tasks) over ``rotate_buffers``, still whole rounds of the sets."""
+    options = FAST.model_copy(
+        update={"rotate_buffers": 3, "host_rotate_buffers": host_rotate, "max_trials": 9}
+    )
+    outcome = run_on_timing_sets(task, products["logging"], tmp_path, options)
+    assert outcome.passed and outcome.candidate_timing is not None, outcome.message
+    assert (outcome.candidate_timing.sets, outcome.candidate_timing.slots) == (2, copies)
+
+
 def test_a_wrong_timed_call_is_wrong_output_at_timing_and_names_the_call(
     task: FunctionTask | KernelTask, products: dict[str, str], tmp_path: Path
 ) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.probes import trial_trace
+from bench.probes import stop_rule_causes, trial_trace
 
 
 def _trace(
@@ -77,3 +77,20 @@ def test_the_table_reads_a_throughput_json(tmp_path: Path) -> None:
     path.write_text(json.dumps({"runs": [{"records": records}]}))
     text = trial_trace.table(trial_trace.load(str(path)))
     assert "| t | 1 | 16.0 | 1.20" in text and "| k |" not in text
+
+
+def test_the_simulated_cold_first_visit_per_copy_takes_the_trials_the_h200_took() -> None:
+    """bench.probes.stop_rule_causes: a first visit per rotated copy 30 % slower gives tonight's rule
+    the device's 13-14 trials while 57d0025's (warm copies) stays at 5; one copy per set with the
+    repeat-pair rule takes 8, its median unbiased."""
+    named, model = stop_rule_causes.rules(), stop_rule_causes.models()["first +30 %"]
+    mean = {}
+    for name in ("57d0025", "tonight", "2 copies + pairs 5"):
+        rng = np.random.default_rng(0)
+        runs = [stop_rule_causes.evaluate(named[name], model, rng, 30.0, 10.0) for _ in range(40)]
+        mean[name] = float(np.mean([t for t, _, _, _ in runs]))
+        if name != "tonight":
+            assert abs(float(np.mean([m / truth for _, m, truth, _ in runs])) - 1.0) < 0.005
+    assert mean["57d0025"] == pytest.approx(5.0, abs=0.3)
+    assert mean["tonight"] >= 12.0
+    assert mean["2 copies + pairs 5"] == pytest.approx(8.0, abs=0.5)

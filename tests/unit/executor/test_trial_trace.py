@@ -5,6 +5,7 @@ comes from (``bench.probes.trial_trace``)."""
 from __future__ import annotations
 
 from executor.checking import TRACE_TRIALS, TrialSamples, timing_stats, trial_trace
+from executor.protocol import EvaluationOptions
 from executor.verdict import TimingStats
 
 
@@ -30,3 +31,10 @@ def test_the_trace_says_when_the_median_was_taken_over_the_repeat_visits() -> No
     assert stats.median_from == 2
     assert stats.samples_ms == [20.0, 21.0, 10.0, 10.5, 10.2, 10.4]  # the first visits kept too
     assert stats.median_ms == 10.3
+
+
+def test_host_rotate_buffers_applies_to_function_tasks_only() -> None:
+    options = EvaluationOptions(rotate_buffers=3, host_rotate_buffers=2)
+    assert options.rotated_copies(kernel=False) == 2
+    assert options.rotated_copies(kernel=True) == 3
+    assert EvaluationOptions(rotate_buffers=3).rotated_copies(kernel=False) == 3
