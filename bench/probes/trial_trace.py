@@ -16,6 +16,10 @@ and rotated copy ``i % slots``), the mean of:
 * the spread the stop rule measures over the trace (``executor.checking.within_set_cov``): every pair
   of one set's samples (the default), the repeat pairs only (``repeat_pairs``), and every pair of one
   copy's repeat visits (what a rule grouping by copy would see);
+* ``2nd round/rest``: the second round over the copies (trials ``slots .. 2*slots-1``) over the median
+  of the trials after it, where there are at least 2 of them: well above 1, the times were still
+  settling after the first round (a warm-up too short), which ``first/repeat`` alone would take for
+  cold copies;
 * ``lag-1``: the correlation of successive trials' residuals (each trial over its copy's median): runs
   of slow trials (the host busy with other work) if well above 0.
 """
@@ -53,7 +57,7 @@ def _rel(a: float, b: float) -> float:
     return abs(a - b) / mid if mid > 0 else 0.0
 
 
-def trace_figures(samples: list[float], sets: int, slots: int) -> dict[str, float] | None:
+def trace_figures(samples: list[float], sets: int, slots: int) -> dict[str, float | None] | None:
     """The figures above for one trace; None when it is too short (fewer than two rounds of copies)."""
     sets, slots = max(sets, 1), max(slots, sets, 1)
     arr = np.asarray(samples, dtype=np.float64)
@@ -78,8 +82,15 @@ def trace_figures(samples: list[float], sets: int, slots: int) -> dict[str, floa
     )
     # Every pair of one copy's repeat visits: within_set_cov over the copies, the first round left out.
     by_copy = within_set_cov(list(arr[slots:]), slots) if slots > 1 else within_set_cov(list(arr[1:]), 1)
+    after = arr[2 * slots :]
+    second = (
+        float(np.mean(arr[slots : 2 * slots])) / float(np.median(after))
+        if after.size >= 2 and float(np.median(after)) > 0
+        else None
+    )
     return {
         "first/repeat": float(np.mean(arr[:slots])) / rest if rest > 0 else 0.0,
+        "2nd round/rest": second,
         "set offset": _rel(max(set_medians), min(set_medians)) if len(set_medians) >= 2 else 0.0,
         "copy offset": statistics.fmean(copy_offsets) if copy_offsets else 0.0,
         "spread: every pair": within_set_cov(list(arr), sets),
@@ -91,6 +102,7 @@ def trace_figures(samples: list[float], sets: int, slots: int) -> dict[str, floa
 
 FIGURES = [
     "first/repeat",
+    "2nd round/rest",
     "set offset",
     "copy offset",
     "spread: every pair",
@@ -100,9 +112,15 @@ FIGURES = [
 ]
 
 
+def _mean(figs: list[dict[str, float | None]], key: str) -> str:
+    """The mean of ``key`` over the traces that have it, to 3 decimals; "-" where none has."""
+    values = [v for f in figs if (v := f[key]) is not None]
+    return f"{statistics.fmean(values):.3f}" if values else "-"
+
+
 def table(records: list[Record], kind: str = "function") -> str:
     """The markdown table of the figures per task (correct candidates with a trace), and over all."""
-    by_task: dict[str, list[dict[str, float]]] = collections.defaultdict(list)
+    by_task: dict[str, list[dict[str, float | None]]] = collections.defaultdict(list)
     trials: dict[str, list[int]] = collections.defaultdict(list)
     for r in records:
         if r.get("task_kind") != kind or r.get("candidate") != "correct" or not r.get("samples_ms"):
@@ -115,16 +133,16 @@ def table(records: list[Record], kind: str = "function") -> str:
         "| task | n | trials | " + " | ".join(FIGURES) + " |",
         "|---|---|---|" + "---|" * len(FIGURES),
     ]
-    everything: list[dict[str, float]] = []
+    everything: list[dict[str, float | None]] = []
     for task in sorted(by_task):
         figs = by_task[task]
         everything += figs
-        cells = [f"{statistics.fmean(f[k] for f in figs):.3f}" for k in FIGURES]
+        cells = [_mean(figs, k) for k in FIGURES]
         lines.append(
             f"| {task} | {len(figs)} | {statistics.fmean(trials[task]):.1f} | " + " | ".join(cells) + " |"
         )
     if everything:
-        cells = [f"**{statistics.fmean(f[k] for f in everything):.3f}**" for k in FIGURES]
+        cells = [f"**{_mean(everything, k)}**" for k in FIGURES]
         n_trials = statistics.fmean(t for ts in trials.values() for t in ts)
         lines.append(f"| **all** | {len(everything)} | {n_trials:.1f} | " + " | ".join(cells) + " |")
     else:

@@ -38,6 +38,15 @@ def test_a_cold_first_visit_per_copy_shows_as_first_over_repeat() -> None:
     assert early["spread: one copy's repeats"] < 0.01
 
 
+def test_a_warm_up_trend_shows_in_the_second_round_and_a_cold_copy_does_not() -> None:
+    trend = [10.0 * (1 + 0.4 * 0.6**i) for i in range(16)]  # settling over several rounds
+    settling = trial_trace.trace_figures(trend, 2, 2)
+    cold = trial_trace.trace_figures(_trace(16, 2, 4, first=0.2), 2, 4)
+    assert settling is not None and cold is not None
+    assert settling["2nd round/rest"] is not None and settling["2nd round/rest"] > 1.1
+    assert cold["2nd round/rest"] == pytest.approx(1.0, abs=0.01)
+
+
 def test_a_slower_set_and_a_slower_copy_are_told_apart() -> None:
     by_set = trial_trace.trace_figures(_trace(16, 2, 4, set_off=0.1), 2, 4)
     by_copy = trial_trace.trace_figures(_trace(16, 2, 4, copy_off=0.1), 2, 4)
