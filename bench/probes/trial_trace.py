@@ -17,7 +17,7 @@ and rotated copy ``i % slots``), the mean of:
   of one set's samples (the default), the repeat pairs only (``repeat_pairs``), and every pair of one
   copy's repeat visits (what a rule grouping by copy would see);
 * ``2nd round/rest``: the second round over the copies (trials ``slots .. 2*slots-1``) over the median
-  of the trials after it, where there are at least 2 of them: well above 1, the times were still
+  of the trials after it, where there are at least 2 of them (else NaN, left out of the means): well above 1, the times were still
   settling after the first round (a warm-up too short), which ``first/repeat`` alone would take for
   cold copies;
 * ``lag-1``: the correlation of successive trials' residuals (each trial over its copy's median): runs
@@ -30,6 +30,7 @@ import argparse
 import collections
 import gzip
 import json
+import math
 import statistics
 from pathlib import Path
 from typing import Any
@@ -57,7 +58,7 @@ def _rel(a: float, b: float) -> float:
     return abs(a - b) / mid if mid > 0 else 0.0
 
 
-def trace_figures(samples: list[float], sets: int, slots: int) -> dict[str, float | None] | None:
+def trace_figures(samples: list[float], sets: int, slots: int) -> dict[str, float] | None:
     """The figures above for one trace; None when it is too short (fewer than two rounds of copies)."""
     sets, slots = max(sets, 1), max(slots, sets, 1)
     arr = np.asarray(samples, dtype=np.float64)
@@ -86,7 +87,7 @@ def trace_figures(samples: list[float], sets: int, slots: int) -> dict[str, floa
     second = (
         float(np.mean(arr[slots : 2 * slots])) / float(np.median(after))
         if after.size >= 2 and float(np.median(after)) > 0
-        else None
+        else math.nan
     )
     return {
         "first/repeat": float(np.mean(arr[:slots])) / rest if rest > 0 else 0.0,
@@ -112,15 +113,15 @@ FIGURES = [
 ]
 
 
-def _mean(figs: list[dict[str, float | None]], key: str) -> str:
-    """The mean of ``key`` over the traces that have it, to 3 decimals; "-" where none has."""
-    values = [v for f in figs if (v := f[key]) is not None]
+def _mean(figs: list[dict[str, float]], key: str) -> str:
+    """The mean of ``key`` over the traces that have it (not NaN), to 3 decimals; "-" where none has."""
+    values = [v for f in figs if not math.isnan(v := f[key])]
     return f"{statistics.fmean(values):.3f}" if values else "-"
 
 
 def table(records: list[Record], kind: str = "function") -> str:
     """The markdown table of the figures per task (correct candidates with a trace), and over all."""
-    by_task: dict[str, list[dict[str, float | None]]] = collections.defaultdict(list)
+    by_task: dict[str, list[dict[str, float]]] = collections.defaultdict(list)
     trials: dict[str, list[int]] = collections.defaultdict(list)
     for r in records:
         if r.get("task_kind") != kind or r.get("candidate") != "correct" or not r.get("samples_ms"):
@@ -133,7 +134,7 @@ def table(records: list[Record], kind: str = "function") -> str:
         "| task | n | trials | " + " | ".join(FIGURES) + " |",
         "|---|---|---|" + "---|" * len(FIGURES),
     ]
-    everything: list[dict[str, float | None]] = []
+    everything: list[dict[str, float]] = []
     for task in sorted(by_task):
         figs = by_task[task]
         everything += figs

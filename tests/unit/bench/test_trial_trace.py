@@ -43,7 +43,7 @@ def test_a_warm_up_trend_shows_in_the_second_round_and_a_cold_copy_does_not() ->
     settling = trial_trace.trace_figures(trend, 2, 2)
     cold = trial_trace.trace_figures(_trace(16, 2, 4, first=0.2), 2, 4)
     assert settling is not None and cold is not None
-    assert settling["2nd round/rest"] is not None and settling["2nd round/rest"] > 1.1
+    assert settling["2nd round/rest"] > 1.1
     assert cold["2nd round/rest"] == pytest.approx(1.0, abs=0.01)
 
 
