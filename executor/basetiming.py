@@ -54,6 +54,8 @@ TIMING_FIELDS = {
     "host_target_error",
     "max_timing_s",
     "rotate_buffers",
+    "host_rotate_buffers",
+    "repeat_pairs",
     "timing_sets",
 }
 

@@ -227,15 +227,34 @@ class TrialSamples(list[float]):
     median_from: int = 0
 
 
+# Trials whose times a TimingStats keeps in order (TimingStats.samples_ms): enough for the stop rule's
+# usual 5-30 trials whole and the start of a longer run, at most ~500 bytes of a verdict.
+TRACE_TRIALS = 40
+
+
+def trial_trace(samples_ms: list[float]) -> list[float]:
+    """The first :data:`TRACE_TRIALS` of ``samples_ms`` in trial order, to 4 significant digits."""
+    return [float(f"{x:.4g}") for x in list(samples_ms)[:TRACE_TRIALS]]
+
+
 def timing_stats(
-    samples_ms: list[float], stop: StopReason | None = None, warmup_calls: int | None = None
+    samples_ms: list[float],
+    stop: StopReason | None = None,
+    warmup_calls: int | None = None,
+    *,
+    sets: int | None = None,
+    slots: int | None = None,
 ) -> TimingStats:
     """Median, spread (IQR) and coefficients of variation of timing samples; for
     :class:`TrialSamples` stopped by the repeat visits, of those from ``median_from`` on (``trials``
     still counts them all). A set's first visit may honestly be slower than its repeats; at 10 trials
     over 3 sets, two slow stray repeats put a first visit at the median and move it by half the
     first visits' lead (review 23a: +1.9 % of bias, twice the 95th-percentile error of every-pair
-    stops). The floor, the repeat-visit rule and the clock check judge this median."""
+    stops). The floor, the repeat-visit rule and the clock check judge this median.
+
+    The first :data:`TRACE_TRIALS` samples are kept as they came (:func:`trial_trace`) with the
+    rotation they ran in (``sets`` timing sets, ``slots`` rotated copies), so that a record shows
+    where the spread that the stop rule saw comes from (``bench.probes.trial_trace``)."""
     skip = getattr(samples_ms, "median_from", 0)
     kept = list(samples_ms)[skip:] if 0 < skip < len(samples_ms) else samples_ms
     arr = np.asarray(kept, dtype=np.float64)
@@ -252,6 +271,10 @@ def timing_stats(
         robust_cov=robust_cov(kept),
         stop=stop,
         warmup_calls=warmup_calls,
+        samples_ms=trial_trace(samples_ms),
+        sets=sets,
+        slots=slots,
+        median_from=skip or None,
     )
 
 

@@ -135,6 +135,16 @@ class EvaluationOptions(BaseModel):
         default=2.0, gt=0, description="wall-clock cap of the trials of one candidate (after min_trials)"
     )
     rotate_buffers: int = Field(default=3, ge=1, le=8, description="input copies cycled through while timing")
+    host_rotate_buffers: int | None = Field(
+        default=None,
+        ge=1,
+        le=8,
+        description="rotate_buffers for function tasks (host copies, executor.worker.host.host_copy_count): "
+        "with timing_sets 2, 2 gives one copy per set, so that a set's first visit is also its copies' "
+        "only first visit (each copy's first timed visit may find its data in memory, where later ones "
+        "find them in the host's cache; repeat_pairs leaves out each set's first visit only); "
+        "None: rotate_buffers",
+    )
     reference_repeats: int = Field(default=3, ge=1, le=20)
     timing_sets: int = Field(
         default=2,
@@ -175,6 +185,14 @@ class EvaluationOptions(BaseModel):
         description="the parent candidate's measured time per call (its timing median), when the "
         "caller knows it: the candidate's run limit is derived from it instead of the reference's",
     )
+
+    def rotated_copies(self, kernel: bool) -> int:
+        """How many rotated copies of the timing sets a task's trials go through at least (rounded
+        up to whole rounds of the sets where they are made): ``rotate_buffers``, or for a function
+        task ``host_rotate_buffers`` when set."""
+        if kernel or self.host_rotate_buffers is None:
+            return self.rotate_buffers
+        return self.host_rotate_buffers
 
     def trial_policy(self, device_timed: bool = False) -> TrialPolicy:
         """The warm-up and stopping rules that :mod:`executor.checking` applies, for these options.

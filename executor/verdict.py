@@ -136,6 +136,23 @@ class TimingStats(BaseModel):
     warmup_calls: int | None = Field(
         default=None, description="untimed launches of the warm-up before the trials (kernel tasks)"
     )
+    samples_ms: list[float] | None = Field(
+        default=None,
+        max_length=64,
+        description="the first trials' times in trial order (at most executor.checking.TRACE_TRIALS, "
+        "4 significant digits): trial i ran on timing set i % sets and rotated copy i % slots, so that a "
+        "record shows where the spread comes from (first visits, a set slower than another, a burst)",
+    )
+    sets: int | None = Field(default=None, description="timing sets the trials rotated over")
+    slots: int | None = Field(
+        default=None,
+        description="rotated copies the trials went through (a whole number of rounds of the sets)",
+    )
+    median_from: int | None = Field(
+        default=None,
+        description="the trial from which the median and the figures beside it were taken (the repeat "
+        "visits: option repeat_pairs); None or 0: every trial",
+    )
 
 
 class Mismatch(BaseModel):

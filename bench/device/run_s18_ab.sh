@@ -28,7 +28,9 @@
 # at least 5 trials instead of 7, the median still a repeat visit; session 21). A run named kspots... is
 # this tree with the kernel tasks' spot checks on (`kernel_spot_checks: true`, session 22): their cost.
 # A run named pairs... is this tree with the stop rule over repeat pairs on (`repeat_pairs: 5`, session
-# 23: noise and median over the repeat visits from 10 trials; off by default until this A/B).
+# 23: noise and median over the repeat visits from 10 trials; off by default until this A/B). A run named
+# c2p5... is this tree with one host copy per timing set and the repeat-pair rule (`host_rotate_buffers:
+# 2, repeat_pairs: 5`, session 25: bench/probes/stop_rule_causes.py).
 # Knobs: ORDER, AB_SECONDS, SCALE_SECONDS (0: no scaling step), STEADY_AFTER, SEED, DEADLINE_S (540),
 # QUEUE_KIND: `long` (the default, above) or `first` (session 20: every task, one correct candidate and
 # one failing one each, no hangs, so that nearly every verdict is its task's first evaluation, with the
@@ -156,6 +158,7 @@ for name in ${ORDER:-new base new2}; do
     sets2*) ab_run "$name" new '{"timing_sets": 2}' ;;
     kspots*) ab_run "$name" new '{"kernel_spot_checks": true}' ;;
     pairs*) ab_run "$name" new '{"repeat_pairs": 5}' ;;
+    c2p5*) ab_run "$name" new '{"host_rotate_buffers": 2, "repeat_pairs": 5}' ;;
     base*) ab_run "$name" base ;;
     *) echo "unknown run $name" | tee -a "$RES/notes.txt" ;;
   esac

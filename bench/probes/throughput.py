@@ -78,7 +78,19 @@ logger = logging.getLogger("bench.probes.throughput")
 # The runtime stages, all inside the replica's GPU lock (``run`` is their whole).
 GPU_STAGES = ("run", "correctness", "timing", "timing_trials", "compare", "compare_behind")
 # The candidate's timing statistics that each verdict's record keeps.
-RECORD_TIMING = ("trials", "stop", "median_ms", "robust_cov", "warmup_calls")
+# The trials' times in order and their rotation (executor.checking.trial_trace: at most 40 of them):
+# where the stop rule's spread comes from (bench.probes.trial_trace reads them).
+RECORD_TIMING = (
+    "trials",
+    "stop",
+    "median_ms",
+    "robust_cov",
+    "warmup_calls",
+    "samples_ms",
+    "sets",
+    "slots",
+    "median_from",
+)
 FAKE_GPU = "bench_gpu"
 
 

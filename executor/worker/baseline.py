@@ -71,9 +71,7 @@ class BaselineWorker(Worker):
             t1 = time.perf_counter()
             slots = self.slots
             if slots is None:  # not made ahead (or that failed): made here, under the trials' lock
-                slots = make_slots(
-                    self.task, self.gpu, self.timing_sources, opts.rotate_buffers, warm=self.warm_source
-                )
+                slots = make_slots(self.task, self.gpu, self.timing_sources, opts, warm=self.warm_source)
                 self._add_seconds("baseline_copies", t1)
             if self.gpu is not None:
                 self.gpu.reset_timing_state()

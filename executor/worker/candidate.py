@@ -327,7 +327,7 @@ class Worker:
                 self.task,
                 self.gpu,
                 self.timing_sources,
-                self.job.options.rotate_buffers,
+                self.job.options,
                 lock,
                 self.warm_source,
                 shared=self.use_runner,
@@ -619,7 +619,7 @@ class Worker:
                 self.task,
                 self.gpu,
                 sources,
-                opts.rotate_buffers,
+                opts,
                 warm=self.warm_source,
                 shared=self.use_runner,
             )

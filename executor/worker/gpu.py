@@ -417,15 +417,17 @@ def make_slots(
     task: FunctionTask | KernelTask,
     gpu: GpuContext | None,
     sources: list[InputSet],
-    rotate: int,
+    options: EvaluationOptions,
     lock: Callable[[], AbstractContextManager[None]] = nullcontext,
     warm: InputSet | None = None,
     shared: bool = False,
 ) -> HostSlots | DeviceSlots:
     """The rotated copies that a runtime's trials run on: on the device for kernel tasks (``gpu`` is
-    required), in host memory for function tasks; each chunk copied under ``lock``. ``warm``: the set
+    required), in host memory for function tasks (``options.rotated_copies``); each chunk copied under
+    ``lock``. ``warm``: the set
     the warm-up runs on, never timed; ``shared``: function tasks' copies in shared mappings, for a
     candidate's own process (:mod:`executor.worker.runner`)."""
+    rotate = options.rotated_copies(kernel=isinstance(task, KernelTask))
     if isinstance(task, KernelTask):
         if gpu is None:
             raise ExecutorError("a kernel task's timing buffers need a CUDA context")
@@ -593,4 +595,4 @@ class GpuKernelRuntime(Runtime):
             (k, call, {a.name: slots.rotated[j][a.name] for a in self.task.outputs})
             for j, (k, call) in sorted(checks.items())
         ]
-        return timing_stats(samples, stop, warmup["calls"]), last
+        return timing_stats(samples, stop, warmup["calls"], sets=slots.timed, slots=timed_slots), last

@@ -381,7 +381,7 @@ class FunctionRuntime(Runtime):
         last["spot_checks"] = spots.kept + [
             kept for j in sorted(whole_sorted) for kept in whole_sorted[j].kept
         ]
-        return timing_stats(samples, stop), last
+        return timing_stats(samples, stop, sets=len(sources), slots=len(rotated)), last
 
 
 class HostFunctionRuntime(FunctionRuntime):

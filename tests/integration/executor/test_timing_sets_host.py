@@ -116,6 +116,41 @@ def test_no_timed_call_sees_the_values_of_the_call_before_it(
     )
 
 
+def test_the_timing_record_keeps_every_trial_in_order_with_its_rotation(
+    task: FunctionTask | KernelTask, products: dict[str, str], tmp_path: Path
+) -> None:
+    """What a device run's records need to show why the stop rule took the trials it took."""
+    outcome = _evaluate(task, products["logging"], tmp_path)
+    timing = outcome.candidate_timing
+    assert outcome.passed and timing is not None, outcome.message
+    assert timing.samples_ms is not None and len(timing.samples_ms) == min(timing.trials, 40)
+    assert timing.sets == FAST.timing_sets
+    # 4096 floats fit any cache: rotate_buffers copies, rounded up to whole rounds of the sets
+    assert (
+        timing.slots == -(-max(FAST.rotate_buffers, FAST.timing_sets) // FAST.timing_sets) * FAST.timing_sets
+    )
+    assert outcome.first_visits_ms is not None
+    assert timing.samples_ms[: FAST.timing_sets] == [float(f"{x:.4g}") for x in outcome.first_visits_ms]
+    assert min(timing.samples_ms) <= timing.median_ms <= max(timing.samples_ms)
+
+
+@pytest.mark.parametrize(("host_rotate", "copies"), [(None, 4), (2, 2), (1, 2)])
+def test_function_tasks_rotate_through_host_rotate_buffers_copies_when_it_is_set(
+    task: FunctionTask | KernelTask,
+    products: dict[str, str],
+    tmp_path: Path,
+    host_rotate: int | None,
+    copies: int,
+) -> None:
+    """``host_rotate_buffers`` (function tasks) over ``rotate_buffers``, still whole rounds of the sets."""
+    options = FAST.model_copy(
+        update={"rotate_buffers": 3, "host_rotate_buffers": host_rotate, "max_trials": 9}
+    )
+    outcome = run_on_timing_sets(task, products["logging"], tmp_path, options)
+    assert outcome.passed and outcome.candidate_timing is not None, outcome.message
+    assert (outcome.candidate_timing.sets, outcome.candidate_timing.slots) == (2, copies)
+
+
 def test_a_wrong_timed_call_is_wrong_output_at_timing_and_names_the_call(
     task: FunctionTask | KernelTask, products: dict[str, str], tmp_path: Path
 ) -> None:
