@@ -1,6 +1,6 @@
 """The first process inside a compile jail (see :mod:`executor.jail`); standard library only.
 
-Run as ``python -I jail_init.py SPEC_JSON -- COMMAND...`` by ``unshare --mount --pid --fork`` (plus
+Run as ``python -I jail_init.py SPEC_JSON -- COMMAND...`` by ``unshare --mount --ipc --pid --fork`` (plus
 ``--user --map-root-user`` where the executor is not root): it builds a new root on a tmpfs with only
 the paths the spec names bind-mounted (read-only unless listed as writable), a fresh /proc and /tmp,
 chroots into it, drops to the spec's unprivileged uid when it has one, and execs the command. Any

@@ -158,9 +158,11 @@ def _worker_env(gpu_lock: Path | None = None) -> dict[str, str]:
 # runs in the compile jail's machinery (executor.jail): new mount and PID namespaces whose root holds
 # read-only binds of the interpreter, the executor package, the libraries (the CUDA driver's on a
 # GPU), the executor's cache directories that a job names, the directory of the workers (the
-# reference's outputs), and writable binds of its own directory and, for a candidate worker, the
-# device's measured figures and the GPU lock files; as uid 65534 with no new privileges and a
-# parent-death signal. Its stdin, stderr file and done pipe are inherited as before. No worker writes
+# reference's outputs) and, for a candidate worker, the GPU lock files (opened read-only for their
+# flocks), a writable bind of its own directory only (removed with the worker), a /dev/shm and a /tmp
+# of its own, and an IPC namespace of its own (SysV objects and POSIX message queues die with the
+# worker: review 25 kept answers in a SysV segment across evaluations); as uid 65534 with no new
+# privileges and a parent-death signal. Its stdin, stderr file and done pipe are inherited as before. No worker writes
 # the store of timing sets: a reference worker leaves the sets it makes in its own directory and the
 # executor adopts them (executor.timingset.adopt) when it reads the worker's result.
 
@@ -559,11 +561,13 @@ class WorkerProcess:
             (writable if write else read_only).append(path)
         read_only = [p for p in read_only if not learned.get(str(p))]  # bound writable instead
         if self.gpu_lock is not None:
+            # Read-only: the worker opens them read-only for its flocks (gpulock.open_lock); writable,
+            # they were a store a candidate could keep answers in between evaluations (review 25).
             for f in lock_files(self.gpu_lock):
                 f.touch(exist_ok=True)
                 with contextlib.suppress(OSError):
-                    f.chmod(0o666)
-                writable.append(f)
+                    f.chmod(0o644)
+                read_only.append(f)
         extra = [p for p in os.environ.get(JAIL_EXTRA_ENV, "").split(os.pathsep) if p]
         env = {
             k: v
