@@ -7,7 +7,9 @@ about 1,000-2,500x; and the segments outlived the worker and its memory limit (1
 after a worker limited to 1 GB). Each namespace-jailed worker now has an IPC namespace of its own
 (executor.jail: ``unshare --ipc``), whose objects die with its last process. The GPU lock files were
 bound writable into every worker (mode 0666), a store of the same kind: they are now bound read-only
-and opened read-only for their flocks (executor.gpulock.open_lock).
+and opened read-only for their flocks (executor.gpulock.open_lock). The kernel's keyrings are no
+namespace's (the user keyring of the jail's uid outlives its processes): the jail refuses their
+system calls (executor.jail_init's seccomp filter).
 
 Real evaluators and workers in the test-only ``host`` runtime.
 """
@@ -31,7 +33,7 @@ from executor.sandbox import WorkerProcess, _job_dirs, finish_candidate, start_c
 from executor.settings import ExecutorSettings
 from executor.taskformat import load_task
 from executor.verdict import ErrorKind
-from executor.worker.messages import CandidateRun, WorkerJob
+from executor.worker.messages import CandidateRun, WorkerJob, WorkerOutcome
 from tests.integration.executor.test_executor_hacks_host import POLY_BODY, POLY_HEAD, POLY_TASK
 from tests.support.hostcode import FAST, build_host_candidates, write_task
 
@@ -115,6 +117,19 @@ extern "C" void saxpy(int n, float a, const float* x, float* y) {
   for (int i = 0; i < n; ++i) y[i] = ok ? a * x[i] + y[i] : -1.0f;
 }
 """
+# saxpy, right only when adding a key to the user keyring (add_key, a raw system call: no header
+# needed) is refused with EPERM; a key that gets in is unlinked again at once.
+KEY_ADDER = r"""
+#include <cerrno>
+#include <sys/syscall.h>
+#include <unistd.h>
+extern "C" void saxpy(int n, float a, const float* x, float* y) {
+  long key = syscall(SYS_add_key, "user", "DESCRIPTION", "memo", 4, -4);
+  bool ok = key < 0 && errno == EPERM;
+  if (key >= 0) syscall(SYS_keyctl, 9, key, -4);
+  for (int i = 0; i < n; ++i) y[i] = ok ? a * x[i] + y[i] : -1.0f;
+}
+"""
 
 
 def _libc() -> ctypes.CDLL:
@@ -193,14 +208,13 @@ def test_a_workers_sysv_segments_are_gone_after_it_ends(tmp_path: Path, shm_key:
     assert left <= SEGMENTS * SEGMENT_MB // 3, f"{left} MB of shared memory left after the worker ended"
 
 
-def test_a_jailed_worker_cannot_write_the_gpu_lock_files(tmp_path: Path) -> None:
+def _run_in_worker(tmp_path: Path, source: str, gpu_lock: Path | None = None) -> WorkerOutcome:
+    """saxpy's ``source``, built plainly (no static rules) and run in a jailed candidate worker."""
     tmp_path.chmod(0o755)  # the reference's library in reach of the jail's uid
     task = load_task(TASKS_DIR / "saxpy")
     cache, products = tmp_path / "cache", tmp_path / "products"
     cache.mkdir()
     products.mkdir()
-    lock = tmp_path / "gpu.lock"
-    lock.touch()
     job = WorkerJob(
         task=task,
         runtime="host",
@@ -208,12 +222,12 @@ def test_a_jailed_worker_cannot_write_the_gpu_lock_files(tmp_path: Path) -> None
         seeds=[11, 22, 33, 44],
         options=FAST,
     )
-    product = build_host_candidates(products, {"writer": LOCK_WRITER})["writer"]
-    proc = WorkerProcess("candidate", "host", gpu_lock=lock, binds=_job_dirs(job))
+    product = build_host_candidates(products, {"candidate": source})["candidate"]
+    proc = WorkerProcess("candidate", "host", gpu_lock=gpu_lock, binds=_job_dirs(job))
     try:
         assert proc.protection == "namespace"
         start_candidate(proc, job, None)
-        outcome = finish_candidate(
+        return finish_candidate(
             proc,
             CandidateRun(candidate_product=product, candidate_symbol="saxpy"),
             timeout_s=120,
@@ -221,5 +235,19 @@ def test_a_jailed_worker_cannot_write_the_gpu_lock_files(tmp_path: Path) -> None
         )
     finally:
         proc.close()
+
+
+def test_a_jailed_worker_cannot_write_the_gpu_lock_files(tmp_path: Path) -> None:
+    lock = tmp_path / "gpu.lock"
+    lock.touch()
+    outcome = _run_in_worker(tmp_path, LOCK_WRITER, gpu_lock=lock)
     assert outcome.passed, outcome.message  # opened for reading, not for writing (the worker's flocks too)
     assert lock.read_bytes() == b""
+
+
+def test_a_jailed_worker_cannot_keep_anything_in_a_keyring(tmp_path: Path) -> None:
+    """The user keyring of the jail's uid outlives every process (no namespace holds it): a key added
+    in one worker was read in the next. The jail refuses the keyring calls."""
+    description = f"regraph-test-{secrets.token_hex(4)}"
+    outcome = _run_in_worker(tmp_path, KEY_ADDER.replace("DESCRIPTION", description))
+    assert outcome.passed, outcome.message  # add_key refused with EPERM
