@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 import secrets
 import time
 from collections.abc import Iterator
@@ -29,7 +30,7 @@ from executor.evaluate import Evaluator
 from executor.jail import protection
 from executor.protocol import CandidateSource, EvaluationOptions
 from executor.reference import build_reference
-from executor.sandbox import WorkerProcess, _job_dirs, finish_candidate, start_candidate
+from executor.sandbox import WorkerProcess, _job_dirs, finish_candidate, remove_ipc_of, start_candidate
 from executor.settings import ExecutorSettings
 from executor.taskformat import load_task
 from executor.verdict import ErrorKind
@@ -251,3 +252,40 @@ def test_a_jailed_worker_cannot_keep_anything_in_a_keyring(tmp_path: Path) -> No
     description = f"regraph-test-{secrets.token_hex(4)}"
     outcome = _run_in_worker(tmp_path, KEY_ADDER.replace("DESCRIPTION", description))
     assert outcome.passed, outcome.message  # add_key refused with EPERM
+
+
+def test_what_a_uid_fallback_worker_leaves_in_the_hosts_ipc_is_removed() -> None:
+    """Without namespaces a worker's SysV objects and POSIX shared memory stay in the host's IPC when
+    it ends; the executor removes what its uid (its alone) owns there when it closes the worker."""
+    uid = 62999
+    name = f"regraph-test-{secrets.token_hex(4)}"
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the worker's part, in the child
+        try:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            libc = _libc()
+            ok = libc.shmget(0, 1 << 20, 0o1000 | 0o600) >= 0  # IPC_PRIVATE, IPC_CREAT
+            ok = libc.semget(0, 1, 0o1000 | 0o600) >= 0 and ok
+            ok = libc.msgget(0, 0o1000 | 0o600) >= 0 and ok
+            Path("/dev/shm", name).write_bytes(b"memo")
+            os._exit(0 if ok else 1)
+        except BaseException:
+            os._exit(2)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+    def left() -> list[str]:
+        found = [f for f in ("shm", "sem", "msg") if _owned_by(uid, f)]
+        return found + ([name] if Path("/dev/shm", name).exists() else [])
+
+    assert left() == ["shm", "sem", "msg", name]
+    assert remove_ipc_of(uid) == 4
+    assert left() == []
+
+
+def _owned_by(uid: int, kind: str) -> bool:
+    lines = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()
+    header = lines[0].split()
+    return any(dict(zip(header, line.split(), strict=False)).get("uid") == str(uid) for line in lines[1:])
