@@ -3,8 +3,8 @@
 Review 25 had a candidate keep every timing-size answer in a SysV shared-memory segment (``shmget`` and
 ``shmat`` declared by hand pass the static rules): the workers shared the host's IPC namespace, so a
 second submission of the same code found every answer there, first visits included, and passed at
-a median of 0.036 ms against the honest code's 211 ms here; and the segments outlived the worker and its memory limit (1.5 GB left on the host
-after a worker limited to 1 GB). Each namespace-jailed worker now has an IPC namespace of its own
+a median of 0.036 ms against the honest code's 211 ms here; and the segments outlived the worker and
+its memory limit (1.5 GB left on the host after a worker limited to 1 GB). Each namespace-jailed worker now has an IPC namespace of its own
 (executor.jail: ``unshare --ipc``), whose objects die with its last process. The GPU lock files were
 bound writable into every worker (mode 0666), a store of the same kind: they are now bound read-only
 and opened read-only for their flocks (executor.gpulock.open_lock). The kernel's keyrings are no
