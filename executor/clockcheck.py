@@ -22,7 +22,7 @@ closes that (:mod:`executor.worker.runner`, opt-in; docs/executor.md).
 
 from __future__ import annotations
 
-from executor.verdict import ErrorKind, Verdict
+from executor.verdict import ErrorKind
 from executor.worker.messages import WorkerOutcome
 
 # The executor's shortest window may be this many times the worker's median timed call, plus the slack.
@@ -83,26 +83,3 @@ def clock_check(outcome: WorkerOutcome, windows_s: list[float], unmatched_ends: 
         seconds=outcome.seconds,
         floor=outcome.floor,
     )
-
-
-def retried_when_refused(verdict: Verdict) -> bool:
-    """Whether an evaluation that ended in ``verdict`` is run once more before a refusal stands: an
-    ``implausible`` verdict from a check that reads how the timed calls went against the clock (this
-    module's windows; the worker's repeat-visit rule and the candidate process's round trip), which a
-    disturbed host can trip for honest code. Two replicas on one host refused 3 of 79 honest function
-    candidates so (session 25: crc32_blocks_u32, pattern_count_u8, smith_waterman_pairs_i32), none with
-    one replica: the other GPU's worker start-up and teardown go through the same driver and kernel as
-    this GPU's timed calls, and its context creation took three times as long as with one replica.
-    The run again takes fresh workers; a candidate that fools the clock or remembers its answers is
-    refused again, at twice the cost. Not retried: the physical floor's refusal (``verdict.floor``
-    below its floor: a disturbed host only makes the calls slower) and every other verdict."""
-    if verdict.error is not ErrorKind.IMPLAUSIBLE:
-        return False
-    check = verdict.floor
-    below_floor = (
-        check is not None
-        and check.floor_ms is not None
-        and check.measured_ms is not None
-        and check.measured_ms < check.floor_ms
-    )
-    return not below_floor

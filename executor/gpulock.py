@@ -49,7 +49,10 @@ wait only for what was begun before its checks.
 Each lock is an advisory ``flock`` on a file: the GPU's is the path that the parent names in
 :data:`LOCK_ENV`, the uploads' that path + ``.uploads``, the host memory's :data:`HOST_LOCK_NAME` beside a
 device's GPU lock (else that path + ``.host``), and each has a turnstile beside it (+ ``.turn``); the kernel releases a lock when its holder dies, so a killed or crashed worker never
-leaves it held. Without the variable (a worker run by hand), nothing is locked.
+leaves it held. Without the variable (a worker run by hand), nothing is locked. Every lock file is
+opened read-only (:func:`open_lock`; a ``flock`` needs no write access), so a worker's jail binds
+them read-only: writable, they were a store that a candidate could keep answers in from one
+evaluation to the next (review 25).
 
 Whose locks they are (:func:`pool_lock`). On a GPU the GPU's and the uploads' files are the *device's*:
 one path per GPU of the host (:func:`device_lock`, under :data:`LOCK_DIR_ENV` or the temporary
@@ -166,6 +169,13 @@ def pool_lock(runtime: str, workdir: Path | None = None) -> tuple[Path, bool]:
     return Path(name), True
 
 
+def open_lock(path: str | os.PathLike[str]) -> IO[bytes]:
+    """``path`` opened read-only for a ``flock``, made first (empty, mode 0644 less the umask) when it
+    is missing. Read-only, so that a worker may see it through a read-only bind (its jail)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    return os.fdopen(fd, "rb")
+
+
 def lock_path(lock: str | os.PathLike[str], resource: Resource = "gpu") -> Path:
     """The lock file of ``resource``, given the GPU lock's path ``lock``: beside it, but for a device's
     host memory (``lock`` a :func:`device_lock`), the host's file in its directory."""
@@ -222,7 +232,7 @@ def hold(lock: str | os.PathLike[str], mode: Mode, resource: Resource = "gpu") -
     thread has it already (:func:`reserve`)."""
     path = lock_path(lock, resource)
     turnstile = turnstile_path(path)
-    handle: IO[bytes] = open(path, "ab")  # noqa: SIM115 - held across the yield
+    handle = open_lock(path)  # held across the yield
     try:
         with contextlib.ExitStack() as turn:
             if turnstile not in _reserved():
@@ -248,7 +258,7 @@ def hold_now(lock: str | os.PathLike[str], resources: tuple[Resource, ...]) -> c
     try:
         for resource in resources:
             path = lock_path(lock, resource)
-            handle = stack.enter_context(open(path, "ab"))  # noqa: SIM115 - held in the stack
+            handle = stack.enter_context(open_lock(path))
             with contextlib.ExitStack() as turn:
                 _flock_in(turn, turnstile_path(path), fcntl.LOCK_EX | fcntl.LOCK_NB)
                 fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
@@ -267,7 +277,7 @@ def held_elsewhere(lock: str | os.PathLike[str], resource: Resource = "gpu") -> 
     ``resource`` named by the GPU lock's path ``lock`` now, shared or exclusively: a non-blocking
     exclusive try, let go at once (it waits for nobody and passes no turnstile; a request arriving in
     those microseconds waits that long)."""
-    with open(lock_path(lock, resource), "ab") as handle:
+    with open_lock(lock_path(lock, resource)) as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -280,7 +290,7 @@ def _flock_in(stack: contextlib.ExitStack, path: Path, how: int) -> None:
     """Open ``path`` in ``stack`` and ``flock`` it with ``how``; unlocked before the file is closed. A
     ``flock`` belongs to the open file: a process forked meanwhile by another thread (before its exec,
     or one that never execs) holds a copy, which would keep a lock let go only by closing the file."""
-    handle = stack.enter_context(path.open("ab"))
+    handle = stack.enter_context(open_lock(path))
     fcntl.flock(handle, how)
     stack.callback(fcntl.flock, handle, fcntl.LOCK_UN)
 

@@ -4,7 +4,7 @@ A candidate's source is untrusted, and a compiler reads whatever its preprocesso
 (``#include </etc/shadow>``, a macro that expands to a path, a directive split by backslash-newlines)
 and echoes it in its diagnostics. So nvcc, g++ (task references) and their children run:
 
-- ``namespace`` (Linux, where ``unshare`` works): in new mount and PID namespaces (and a user
+- ``namespace`` (Linux, where ``unshare`` works): in new mount, IPC and PID namespaces (and a user
   namespace where the executor is not root) whose root is a fresh tmpfs holding only read-only bind
   mounts of the toolchain (:func:`host_toolchain_paths` plus the CUDA toolkit), the build directory
   (writable), a private /tmp and /proc; as the unprivileged :data:`JAIL_UID` where the executor is
@@ -99,7 +99,10 @@ def is_root() -> bool:
 
 def _unshare_args() -> list[str]:
     unshare = shutil.which("unshare") or "/usr/bin/unshare"
-    args = [unshare, "--mount", "--pid", "--fork", "--kill-child"]
+    # --ipc: SysV objects and POSIX message queues of the jail's own, gone with its last process
+    # (review 25: a candidate's shared-memory segment outlived its worker and its memory limit, and a
+    # later evaluation of the same code found every answer in it).
+    args = [unshare, "--mount", "--ipc", "--pid", "--fork", "--kill-child"]
     if not is_root():
         args[1:1] = ["--user", "--map-root-user"]
     return args

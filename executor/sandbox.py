@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import compileall
 import contextlib
+import ctypes
 import fcntl
 import functools
 import glob
@@ -158,9 +159,11 @@ def _worker_env(gpu_lock: Path | None = None) -> dict[str, str]:
 # runs in the compile jail's machinery (executor.jail): new mount and PID namespaces whose root holds
 # read-only binds of the interpreter, the executor package, the libraries (the CUDA driver's on a
 # GPU), the executor's cache directories that a job names, the directory of the workers (the
-# reference's outputs), and writable binds of its own directory and, for a candidate worker, the
-# device's measured figures and the GPU lock files; as uid 65534 with no new privileges and a
-# parent-death signal. Its stdin, stderr file and done pipe are inherited as before. No worker writes
+# reference's outputs) and, for a candidate worker, the GPU lock files (opened read-only for their
+# flocks), a writable bind of its own directory only (removed with the worker), a /dev/shm and a /tmp
+# of its own, and an IPC namespace of its own (SysV objects and POSIX message queues die with the
+# worker: review 25 kept answers in a SysV segment across evaluations); as uid 65534 with no new
+# privileges and a parent-death signal. Its stdin, stderr file and done pipe are inherited as before. No worker writes
 # the store of timing sets: a reference worker leaves the sets it makes in its own directory and the
 # executor adopts them (executor.timingset.adopt) when it reads the worker's result.
 
@@ -287,6 +290,52 @@ def take_worker_uid() -> tuple[int, Any]:
             continue
         return uid, handle
     raise WorkerError(f"no free worker uid in {os.environ.get(WORKER_UIDS_ENV, DEFAULT_WORKER_UIDS)}")
+
+
+# What a worker under the ``uid`` fallback (no IPC namespace) may leave behind in the host's IPC: SysV
+# objects and POSIX shared memory and message queues, which outlive it and its memory limit (review 25:
+# 1.5 GB of segments after a worker limited to 1 GB) and would keep answers for a later evaluation.
+_SYSV = {"shm": "shmid", "sem": "semid", "msg": "msqid"}
+_POSIX_IPC_DIRS = ("/dev/shm", "/dev/mqueue")  # noqa: S108 - the host's, where the fallback sees them
+_IPC_RMID = 0
+
+
+def remove_ipc_of(uid: int) -> int:
+    """Remove every SysV shared-memory segment, semaphore set and message queue that ``uid`` owns or
+    made, and every file it owns directly in :data:`_POSIX_IPC_DIRS` (POSIX shared memory and message
+    queues); how many. For a worker of the ``uid`` fallback once it is gone (its uid is its alone)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    removed = 0
+    for kind, id_column in _SYSV.items():
+        try:
+            lines = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()
+        except OSError:
+            continue
+        if not lines:
+            continue
+        header = lines[0].split()
+        for line in lines[1:]:
+            row = dict(zip(header, line.split(), strict=False))
+            if str(uid) not in (row.get("uid"), row.get("cuid")):
+                continue
+            ident = int(row[id_column])
+            if kind == "shm":
+                done = libc.shmctl(ident, _IPC_RMID, None)
+            elif kind == "sem":
+                done = libc.semctl(ident, 0, _IPC_RMID)
+            else:
+                done = libc.msgctl(ident, _IPC_RMID, None)
+            removed += done == 0
+    for directory in _POSIX_IPC_DIRS:
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(directory):
+                with contextlib.suppress(OSError):
+                    if entry.stat(follow_symlinks=False).st_uid == uid and not entry.is_dir(
+                        follow_symlinks=False
+                    ):
+                        os.unlink(entry.path)
+                        removed += 1
+    return removed
 
 
 def _jail_can_read(path: Path) -> bool:
@@ -559,11 +608,13 @@ class WorkerProcess:
             (writable if write else read_only).append(path)
         read_only = [p for p in read_only if not learned.get(str(p))]  # bound writable instead
         if self.gpu_lock is not None:
+            # Read-only: the worker opens them read-only for its flocks (gpulock.open_lock); writable,
+            # they were a store a candidate could keep answers in between evaluations (review 25).
             for f in lock_files(self.gpu_lock):
                 f.touch(exist_ok=True)
                 with contextlib.suppress(OSError):
-                    f.chmod(0o666)
-                writable.append(f)
+                    f.chmod(0o644)
+                read_only.append(f)
         extra = [p for p in os.environ.get(JAIL_EXTRA_ENV, "").split(os.pathsep) if p]
         env = {
             k: v
@@ -809,6 +860,10 @@ class WorkerProcess:
                 self._jail_root.rmdir()
         timingset.release(self.claim)  # a job that never reached its adoption (cancelled, failed)
         self.claim = None
+        if self.uid is not None and self.protection == "uid":  # no IPC namespace died with it
+            left = remove_ipc_of(self.uid)
+            if left:
+                logger.info("removed %d IPC objects left by the worker of uid %d", left, self.uid)
         if self._uid_lock is not None:  # the worker is gone: its uid may be handed out again
             with contextlib.suppress(OSError, ValueError):  # not left to a forked copy of the file
                 fcntl.flock(self._uid_lock, fcntl.LOCK_UN)

@@ -1,14 +1,14 @@
-"""An ``implausible`` verdict from a check that a disturbed host can trip for honest code (the clock
-windows, the repeat-visit rule) is not final at once: the evaluator runs the candidate once more, on
-fresh workers, and the second verdict stands (executor.clockcheck.retried_when_refused). Two replicas on
-one host refused 3 of 79 honest function candidates so in session 25's scaling run. A candidate that
-really fools the checks is refused again; the physical floor's refusal is not retried.
+"""An ``implausible`` verdict stands as the first run gives it: the evaluator does not run the
+candidate again. Session 25 ran such a refusal once more on fresh workers and let the second verdict
+stand; review 25 had a candidate keep its answers in SysV shared memory across the two runs and pass
+the second at 2,520x (its first was refused by the repeat-visit rule). Precision first: an honest
+refusal loses one candidate, a fake pass corrupts the graph.
 
-Real evaluators in the test-only ``host`` runtime. The disturbance is played by the candidate itself:
-in the first process that runs it (a SysV semaphore made with IPC_EXCL marks that one; the workers
-share the host's IPC namespace), its first call on each new buffer at the timing size spins 100 ms
-first, as a first visit does while another replica's worker start-up stalls the driver; everywhere
-else it is plain saxpy. The repeat-visit rule refuses that first run."""
+Real evaluators in the test-only ``host`` runtime, with the workers unjailed so that they share the
+host's IPC namespace (a jailed worker has one of its own, and every run would be the first). The
+candidate is disturbed in the first process that runs it only (a SysV semaphore made with IPC_EXCL
+marks that one): its first call on each new buffer at the timing size spins 100 ms first; everywhere
+else it is plain saxpy. The repeat-visit rule refuses that first run; a second run would pass."""
 
 from __future__ import annotations
 
@@ -20,12 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from executor.clockcheck import retried_when_refused
 from executor.evaluate import Evaluator
-from executor.protocol import CandidateSource, ErrorKind, EvaluationOptions, Stage, Verdict
+from executor.protocol import CandidateSource, ErrorKind, EvaluationOptions
+from executor.sandbox import JAIL_WORKERS_ENV
 from executor.settings import ExecutorSettings
 from executor.taskformat import load_task
-from executor.verdict import FloorCheck
 
 TASKS_DIR = Path(__file__).parents[2] / "unit" / "executor" / "fixtures" / "tasks"
 STUB = "\n__global__ void stub_kernel() {}\nstatic void never_called() { stub_kernel<<<1, 1>>>(); }\n"
@@ -45,7 +44,7 @@ DISTURBED_ONCE = (
     "    }\n"
     "    for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i];\n}\n" + STUB
 )
-# One copy of each timing set (the first three trials are the first visits, the rest repeat them).
+# One copy of each timing set (the first visits come first, the rest repeat them).
 OPTIONS = EvaluationOptions(
     min_trials=7, max_trials=12, min_timing_ms=5, reference_repeats=1, baseline=False, rotate_buffers=1
 )
@@ -61,9 +60,10 @@ def semaphore_key() -> Iterator[int]:
         libc.semctl(ident, 0, 0)  # IPC_RMID
 
 
-def test_an_honest_candidate_disturbed_in_its_first_run_passes_when_run_again(
-    tmp_path: Path, semaphore_key: int
+def test_a_refusal_by_the_repeat_visit_rule_stands_without_a_second_run(
+    tmp_path: Path, semaphore_key: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv(JAIL_WORKERS_ENV, "0")  # one IPC namespace for every worker: a rerun would pass
     task = load_task(TASKS_DIR / "saxpy")
     source = DISTURBED_ONCE.replace("KEY", str(semaphore_key))
     evaluator = Evaluator(
@@ -73,18 +73,6 @@ def test_an_honest_candidate_disturbed_in_its_first_run_passes_when_run_again(
         verdict = evaluator.evaluate(task, CandidateSource(source=source), OPTIONS)
     finally:
         evaluator.close()
-    assert verdict.passed, (verdict.error, verdict.message)
-    assert verdict.seconds["refused_before_s"] > 0  # the first run was refused, the second passed
-
-
-def _verdict(error: ErrorKind, floor: FloorCheck | None) -> Verdict:
-    return Verdict(task_id="t", stage=Stage.TIMING, passed=False, error=error, message="m", floor=floor)
-
-
-def test_only_refusals_a_disturbed_host_can_cause_are_retried() -> None:
-    above = FloorCheck(floor_ms=1.0, measured_ms=5.0)
-    below = FloorCheck(floor_ms=1.0, measured_ms=0.2)
-    assert retried_when_refused(_verdict(ErrorKind.IMPLAUSIBLE, above))  # the clock or repeat rule
-    assert retried_when_refused(_verdict(ErrorKind.IMPLAUSIBLE, None))  # refused before the floor's check
-    assert not retried_when_refused(_verdict(ErrorKind.IMPLAUSIBLE, below))  # the physical floor's
-    assert not retried_when_refused(_verdict(ErrorKind.WRONG_OUTPUT, above))
+    assert not verdict.passed
+    assert verdict.error is ErrorKind.IMPLAUSIBLE, (verdict.error, verdict.message)
+    assert "refused_before_s" not in verdict.seconds
