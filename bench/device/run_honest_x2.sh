@@ -3,8 +3,7 @@
 # 300 s on kind nvidia-h200-x2: bench/device/run_scaling.sh's mixed queue at saturation on a fleet of 2
 # replicas only (SIZES=2, a BENCH_SECONDS window, 150 by default, no probe), then the count of known-good
 # candidates that did not pass, each with its verdict's stage and message (bench.probes.throughput now keeps
-# them in every failing record), and how many evaluations were run again after an implausible refusal
-# (executor.clockcheck.retried_when_refused). Before the fixes (session 25's d1 run): 5 honest refusals in
+# them in every failing record). Before the fixes (session 25's d1 run): 5 honest refusals in
 # 150 s with two replicas (3 implausible, 2 reference_error), 0 with one.
 # Carry .whlfleet and .whlray (as for run_scaling.sh in session 24: the fleet's wheels, Ray's apart):
 #   bash bench/device/run_honest_x2.sh

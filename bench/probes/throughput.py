@@ -359,17 +359,7 @@ def render_honest_refusals(runs: list[dict[str, Any]]) -> list[str]:
     lines = ["Honest candidates refused (a known-good candidate's verdict was not `passed`):", ""]
     for r in runs:
         refused = honest_refusals(r.get("records", []))
-        # evaluated twice: an implausible refusal run again (executor.clockcheck.retried_when_refused)
-        again = [rec for rec in r.get("records", []) if "refused_before_s" in rec["seconds"]]
-        ended = Counter(f"{rec['candidate']}:{rec['error'] or 'passed'}" for rec in again)
-        lines.append(
-            f"- {r.get('label') or str(r['replicas']) + ' replicas'}: **{len(refused)}**"
-            + (
-                f" (evaluated again after an implausible refusal: {len(again)}, {json.dumps(dict(ended))})"
-                if again
-                else ""
-            )
-        )
+        lines.append(f"- {r.get('label') or str(r['replicas']) + ' replicas'}: **{len(refused)}**")
         for rec in refused:
             message = str(rec.get("message", "(no message recorded)")).replace("\n", " ").replace("|", "/")
             lines.append(
