@@ -16,15 +16,8 @@
 #   mkdir -p /tmp/s25 && tar -xzf ab/s18_ab.tar.gz -C /tmp/s25
 #   python -m bench.probes.issue33_cost new=/tmp/s25/ab/new.json base=/tmp/s25/ab/base.json
 set -uo pipefail
-S=$(date +%s)
-BUDGET=${BUDGET_S:-525}
-left() { echo $(( BUDGET - ($(date +%s) - S) )); }
-R=${OUT:-/tmp/out}; export OUT=$R
-mkdir -p "$R"
-step() { echo "$(date -u +%T) $1 ($(left) s left)" | tee -a "$R/steps.txt"; }
-if [ -d .whlgpu ]; then rm -rf .whl; mv .whlgpu .whl; fi
-# shellcheck source=bench/device/gpu_env.sh
-source bench/device/gpu_env.sh > "$R/gpu_env.out" 2>&1 || { tail -20 "$R/gpu_env.out"; exit 1; }
+# shellcheck source=bench/device/budget_env.sh
+source bench/device/budget_env.sh
 step "ab"
 # two runs of 100 s, each started only with 140 s left of its deadline (run_s18_ab.sh's ab_run)
 NO_GPU_ENV=1 OUT=$R/ab QUEUE_KIND=long ORDER="new base" AB_SECONDS=100 STEADY_AFTER=40 SCALE_SECONDS=0 \

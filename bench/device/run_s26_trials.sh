@@ -25,15 +25,8 @@
 # of several % or a `lag-1` well above 0 is another. The A/B's c2p5 run against new: trials and rate,
 # and per task the median ms (fewer copies may let a repeat find more of its set in the host's cache).
 set -uo pipefail
-S=$(date +%s)
-BUDGET=${BUDGET_S:-525}
-left() { echo $(( BUDGET - ($(date +%s) - S) )); }
-R=${OUT:-/tmp/out}; export OUT=$R
-mkdir -p "$R"
-step() { echo "$(date -u +%T) $1 ($(left) s left)" | tee -a "$R/steps.txt"; }
-if [ -d .whlgpu ]; then rm -rf .whl; mv .whlgpu .whl; fi
-# shellcheck source=bench/device/gpu_env.sh
-source bench/device/gpu_env.sh > "$R/gpu_env.out" 2>&1 || { tail -20 "$R/gpu_env.out"; exit 1; }
+# shellcheck source=bench/device/budget_env.sh
+source bench/device/budget_env.sh
 CORPUS_S=100
 if [ -n "${SKIP_CORPUS:-}" ]; then CORPUS_S=15; fi
 step "ab"

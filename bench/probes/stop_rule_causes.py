@@ -39,10 +39,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bench.probes.stop_rule_sim import host_policy
 from executor.checking import TrialSamples, median_error, stop_rule, timing_stats, within_set_cov
 from executor.trialpolicy import TrialPolicy
 
-HOST_TARGET = 0.03
 MAX_WALL_MS = 2000.0
 
 
@@ -74,15 +74,7 @@ class Rule:
 
 def rules() -> dict[str, Rule]:
     def policy(sets: int, repeat_pairs: int) -> TrialPolicy:
-        return TrialPolicy(
-            warmup=1,
-            min_trials=max(5, 2 * sets + 1) if sets > 1 else 5,
-            max_trials=100,
-            min_total_ms=20.0,
-            target_error=HOST_TARGET,
-            groups=sets,
-            repeat_pairs=repeat_pairs,
-        )
+        return host_policy(sets, max(5, 2 * sets + 1) if sets > 1 else 5, repeat_pairs)
 
     return {
         "57d0025": Rule(policy(1, 0), copies=3, warm_copies=True),
