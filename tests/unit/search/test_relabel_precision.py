@@ -124,6 +124,31 @@ def _shares_no_item(items: list[Item], what: str, others: tuple[tuple[Path, str]
         assert shared == [], f"{what} must share no item with {other}"
 
 
+def _check_development_set(
+    items: list[Item], taxonomy: Taxonomy, number: int, least_new: int, least_merge: int
+) -> None:
+    """Development set ``dev<number>`` (dev5 on): a set of names written outside the team
+    (:func:`_check_named_set`) that shares no item with the outside set, the development sets before it
+    (dev2 on) or the general set, and whose clear items hold at least ``least_new`` near-misses that
+    must not merge and ``least_merge`` paraphrases that must."""
+    what = f"dev{number}"
+    _check_named_set(items, taxonomy, what)
+    _shares_no_item(
+        items,
+        what,
+        (
+            (OUTSIDE_DATA, "the outside set"),
+            *((OUTSIDE_DATA.with_name(f"dev{n}.jsonl"), f"dev{n}") for n in range(2, number)),
+            (OUTSIDE_DATA.with_name("general.jsonl"), "the general set"),
+        ),
+    )
+    clear = [i for i in items if not i.doubtful]
+    assert sum(i.truth == "NEW" for i in clear) >= least_new, f"{what} needs near-misses that must not merge"
+    assert sum(i.truth != "NEW" for i in clear) >= least_merge, (
+        f"{what} needs clear paraphrases that must merge"
+    )
+
+
 DEV4_DATA = OUTSIDE_DATA.with_name("dev4.jsonl")
 
 

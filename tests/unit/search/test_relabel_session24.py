@@ -13,7 +13,7 @@ from bench.probes.relabel_bench import OUTSIDE_DATA, load_outside_items
 from search.relabel import glossary
 from search.relabel.relabeler import RelabelPolicy, StepInput
 from search.relabel.taxonomy import Taxonomy, content_tokens
-from tests.unit.search.test_relabel_precision import _check_named_set, _full_graph, _shares_no_item
+from tests.unit.search.test_relabel_precision import _check_development_set, _full_graph
 
 DEV6_DATA = OUTSIDE_DATA.with_name("dev6.jsonl")
 
@@ -27,19 +27,7 @@ def test_dev6_set_shares_nothing_with_the_outside_set_nor_the_other_development_
     (compared by program)."""
     items = load_outside_items(DEV6_DATA)
     assert len(items) >= 60
-    _check_named_set(items, taxonomy, "dev6")
-    _shares_no_item(
-        items,
-        "dev6",
-        (
-            (OUTSIDE_DATA, "the outside set"),
-            *((OUTSIDE_DATA.with_name(f"dev{n}.jsonl"), f"dev{n}") for n in (2, 3, 4, 5)),
-            (OUTSIDE_DATA.with_name("general.jsonl"), "the general set"),
-        ),
-    )
-    clear = [i for i in items if not i.doubtful]
-    assert sum(i.truth == "NEW" for i in clear) >= 15, "dev6 needs near-misses that must not merge"
-    assert sum(i.truth != "NEW" for i in clear) >= 20, "dev6 needs clear paraphrases that must merge"
+    _check_development_set(items, taxonomy, 6, least_new=15, least_merge=20)
 
 
 # --- the glossary (`search/relabel/glossary.py`) ---------------------------------------------------------

@@ -8,7 +8,7 @@ import pytest
 from bench.probes.relabel_bench import OUTSIDE_DATA, load_outside_items
 from search.relabel.relabeler import RelabelPolicy, StepInput
 from search.relabel.taxonomy import Taxonomy, expand_abbreviations
-from tests.unit.search.test_relabel_precision import _check_named_set, _full_graph, _shares_no_item
+from tests.unit.search.test_relabel_precision import _check_development_set, _full_graph
 
 DEV7_DATA = OUTSIDE_DATA.with_name("dev7.jsonl")
 
@@ -22,19 +22,7 @@ def test_dev7_set_shares_nothing_with_the_outside_set_nor_the_other_development_
     general set (compared by program)."""
     items = load_outside_items(DEV7_DATA)
     assert len(items) >= 100
-    _check_named_set(items, taxonomy, "dev7")
-    _shares_no_item(
-        items,
-        "dev7",
-        (
-            (OUTSIDE_DATA, "the outside set"),
-            *((OUTSIDE_DATA.with_name(f"dev{n}.jsonl"), f"dev{n}") for n in (2, 3, 4, 5, 6)),
-            (OUTSIDE_DATA.with_name("general.jsonl"), "the general set"),
-        ),
-    )
-    clear = [i for i in items if not i.doubtful]
-    assert sum(i.truth == "NEW" for i in clear) >= 25, "dev7 needs near-misses that must not merge"
-    assert sum(i.truth != "NEW" for i in clear) >= 20, "dev7 needs clear paraphrases that must merge"
+    _check_development_set(items, taxonomy, 7, least_new=25, least_merge=20)
 
 
 # --- identifiers read as words before the glossary (`taxonomy._split_and_explain`) -----------------------
