@@ -25,6 +25,13 @@ from executor.timingset import TimingSetSpec
 from executor.worker.messages import CandidateRun, WorkerJob, WorkerOutcome, seeds_needed
 from executor.worker.runner import CANDIDATE_PROCESS_ENV, LANDLOCK_ENV, landlock_version
 
+# The executor tests' fixture tasks (`saxpy` above all), and what a function task's source must hold
+# besides its entry (a kernel it could launch, never launched), with saxpy's head and honest body.
+FIXTURE_TASKS = Path(__file__).parents[1] / "unit" / "executor" / "fixtures" / "tasks"
+STUB = "\n__global__ void stub_kernel() {}\nstatic void never_called() { stub_kernel<<<1, 1>>>(); }\n"
+SAXPY_HEAD = 'extern "C" void saxpy(int n, float a, const float* x, float* y) {\n'
+SAXPY_CORRECT = SAXPY_HEAD + "for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i]; }" + STUB
+
 # A saxpy (the fixture task's entry) that dereferences a null pointer on the host after its first CUDA
 # calls: in a runner, a fault of the candidate's process (tests/gpu/test_candidate_process_gpu.py,
 # bench/probes/runner_check.py).

@@ -26,17 +26,16 @@ from executor.protocol import CandidateSource, EvaluateRequest, EvaluationOption
 from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
 from executor.verdict import ErrorKind, Verdict
+from tests.support.hostcode import FIXTURE_TASKS as TASKS_DIR
+from tests.support.hostcode import SAXPY_CORRECT as CORRECT
+from tests.support.hostcode import SAXPY_HEAD as HEAD
+from tests.support.hostcode import STUB
 from tests.support.raycluster import FAKE_GPU, ray_cluster
 from tests.support.servers import post_evaluation_and_hold, serve_in_thread
 from tests.support.workers import worker_processes
 
-TASKS_DIR = Path(__file__).parents[2] / "unit" / "executor" / "fixtures" / "tasks"
-
 pytestmark = pytest.mark.timeout(900)
 
-HEAD = 'extern "C" void saxpy(int n, float a, const float* x, float* y) {\n'
-STUB = "\n__global__ void stub_kernel() {}\nstatic void never_called() { stub_kernel<<<1, 1>>>(); }\n"
-CORRECT = HEAD + "for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i]; }" + STUB
 SEGFAULT = HEAD + "volatile int* p = nullptr; *p = 1; }" + STUB
 QUICK = EvaluationOptions(min_trials=3, max_trials=10, min_timing_ms=5, reference_repeats=1, baseline=False)
 

@@ -24,12 +24,12 @@ from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
 from executor.verdict import ErrorKind, TimingStats
 from executor.worker.messages import CandidateRun
+from tests.support.hostcode import FIXTURE_TASKS as TASKS_DIR
+from tests.support.hostcode import SAXPY_CORRECT as CORRECT
+from tests.support.hostcode import SAXPY_HEAD as HEAD
+from tests.support.hostcode import STUB
 
 ROOT = Path(__file__).resolve().parents[3]
-TASKS_DIR = ROOT / "tests" / "unit" / "executor" / "fixtures" / "tasks"
-STUB = "\n__global__ void stub_kernel() {}\nstatic void never_called() { stub_kernel<<<1, 1>>>(); }\n"
-HEAD = 'extern "C" void saxpy(int n, float a, const float* x, float* y) {\n'
-CORRECT = HEAD + "for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i]; }" + STUB
 WRONG = HEAD + "for (int i = 0; i < n; ++i) y[i] = a * x[i] - y[i]; }" + STUB
 QUICK = EvaluationOptions(min_trials=3, max_trials=10, min_timing_ms=5, reference_repeats=1, baseline=False)
 

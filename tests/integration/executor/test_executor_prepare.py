@@ -26,14 +26,10 @@ from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
 from executor.timingset import TimingSetSpec, load_reference_timing, stored, timing_secret, timing_set_spec
 from executor.worker.messages import ReferenceJob, seeds_needed
+from tests.support.hostcode import FIXTURE_TASKS as TASKS_DIR
+from tests.support.hostcode import SAXPY_CORRECT as CORRECT
 from tests.support.servers import serve_in_thread
 
-TASKS_DIR = Path(__file__).parents[2] / "unit" / "executor" / "fixtures" / "tasks"
-STUB = "\n__global__ void stub_kernel() {}\nstatic void never_called() { stub_kernel<<<1, 1>>>(); }\n"
-CORRECT = (
-    'extern "C" void saxpy(int n, float a, const float* x, float* y) {\n'
-    "for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i]; }" + STUB
-)
 QUICK = EvaluationOptions(min_trials=3, max_trials=10, min_timing_ms=5, reference_repeats=1, baseline=False)
 
 

@@ -22,13 +22,13 @@ from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
 from executor.timingset import timing_seed
 from executor.verdict import ErrorKind
+from tests.support.hostcode import FIXTURE_TASKS as TASKS_DIR
+from tests.support.hostcode import SAXPY_CORRECT as CORRECT
+from tests.support.hostcode import SAXPY_HEAD as HEAD
+from tests.support.hostcode import STUB
 from tests.support.servers import serve_in_thread
 from tests.support.workers import child_processes, worker_children
 
-TASKS_DIR = Path(__file__).parents[2] / "unit" / "executor" / "fixtures" / "tasks"
-STUB = "\n__global__ void stub_kernel() {}\nstatic void never_called() { stub_kernel<<<1, 1>>>(); }\n"
-HEAD = 'extern "C" void saxpy(int n, float a, const float* x, float* y) {\n'
-CORRECT = HEAD + "for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i]; }" + STUB
 WRONG = HEAD + "for (int i = 0; i < n; ++i) y[i] = a * x[i] - y[i]; }" + STUB
 HANG = HEAD + "volatile int spin = 1; while (spin) {} }" + STUB
 SEGFAULT = HEAD + "volatile int* p = nullptr; *p = 1; }" + STUB

@@ -25,9 +25,9 @@ from executor.protocol import CandidateSource, ErrorKind, EvaluationOptions
 from executor.sandbox import JAIL_WORKERS_ENV
 from executor.settings import ExecutorSettings
 from executor.taskformat import load_task
+from tests.support.hostcode import FIXTURE_TASKS as TASKS_DIR
+from tests.support.hostcode import STUB
 
-TASKS_DIR = Path(__file__).parents[2] / "unit" / "executor" / "fixtures" / "tasks"
-STUB = "\n__global__ void stub_kernel() {}\nstatic void never_called() { stub_kernel<<<1, 1>>>(); }\n"
 DISTURBED_ONCE = (
     "#include <chrono>\n"
     'extern "C" int semget(int key, int nsems, int flags);\n'

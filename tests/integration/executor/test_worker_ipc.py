@@ -36,12 +36,11 @@ from executor.taskformat import load_task
 from executor.verdict import ErrorKind
 from executor.worker.messages import CandidateRun, WorkerJob, WorkerOutcome
 from tests.integration.executor.test_executor_hacks_host import POLY_BODY, POLY_HEAD, POLY_TASK
-from tests.support.hostcode import FAST, build_host_candidates, write_task
+from tests.support.hostcode import FAST, STUB, build_host_candidates, write_task
+from tests.support.hostcode import FIXTURE_TASKS as TASKS_DIR
 
 pytestmark = pytest.mark.skipif(protection() != "namespace", reason="no namespaces on this host")
 
-TASKS_DIR = Path(__file__).parents[2] / "unit" / "executor" / "fixtures" / "tasks"
-STUB = "\n__global__ void stub_kernel() {}\nstatic void never_called() { stub_kernel<<<1, 1>>>(); }\n"
 # Every answer at the timing size kept in a segment under KEY, keyed by four of the input's values.
 MEMO = (
     r"""

@@ -18,13 +18,9 @@ from executor.sandbox import WorkerProcess
 from executor.settings import ExecutorSettings
 from executor.taskformat import load_task
 from executor.verdict import Verdict
+from tests.support.hostcode import FIXTURE_TASKS as TASKS_DIR
+from tests.support.hostcode import SAXPY_CORRECT as CORRECT
 
-TASKS_DIR = Path(__file__).parents[2] / "unit" / "executor" / "fixtures" / "tasks"
-STUB = "\n__global__ void stub_kernel() {}\nstatic void never_called() { stub_kernel<<<1, 1>>>(); }\n"
-CORRECT = (
-    'extern "C" void saxpy(int n, float a, const float* x, float* y) {\n'
-    "for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i]; }" + STUB
-)
 OPTIONS = EvaluationOptions(min_trials=3, max_trials=10, min_timing_ms=5, reference_repeats=1, baseline=False)
 
 
