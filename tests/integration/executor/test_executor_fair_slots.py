@@ -88,9 +88,12 @@ def test_one_callers_long_evaluations_leave_a_slot_for_another(tmp_path: Path) -
         for thread in spinners:
             thread.join(300)
     assert verdicts["b"].error is None or verdicts["b"].error.value != "timeout", verdicts["b"].message
-    # B did not wait for one of A's compiles to run into its limit
-    assert b_took < COMPILE_LIMIT_S, b_took
+    # B did not wait for one of A's compiles to run into its limit: A's verdicts (compile_timeout, at
+    # that limit) come after B's. Had B waited for a slot, its compile and run would start only when an
+    # A compile was stopped, so it would end after that A's verdict. (A bound on B's own seconds, as
+    # before, measured this machine's load too: 9-11 s against 8 in two of session 25's full runs.)
     assert all(ended[f"a{i}"] > ended["b"] for i in range(2)), (
+        {"b_took": b_took},
         {k: v - started for k, v in ended.items()},
         {k: v.message for k, v in verdicts.items()},
     )
