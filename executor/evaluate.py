@@ -25,7 +25,7 @@ from executor.cache import content_key
 from executor.compile import DEFAULT_ARCH, INCLUDE_REFUSED, Compiler, RemoteBuilds, device_arch, kernel_symbol
 from executor.devcompare import compare_source
 from executor.errors import EvaluationCancelled, ExecutorError, ReferenceBuildError
-from executor.gpulock import compute_bound, held_elsewhere, hold, hold_now
+from executor.gpulock import compute_bound, held_elsewhere, hold, hold_now, host_shared_below_gbps
 from executor.gputurns import GpuTurns, Kind, Turn
 from executor.peak import device_peak
 from executor.protocol import CandidateSource, EvaluateRequest, EvaluationOptions
@@ -77,6 +77,7 @@ class Evaluator:
     def __init__(self, settings: ExecutorSettings, remote_builds: RemoteBuilds | None = None) -> None:
         """``remote_builds``: where compiles go instead of this host's CPUs (a fleet's compile workers)."""
         self.settings = settings
+        host_shared_below_gbps()  # a bad REGRAPH_HOST_SHARED_BELOW_GBPS stops the start, not each run
         detected = device_arch()
         self.arch = settings.arch if settings.arch != "auto" else (detected or DEFAULT_ARCH)
         self.runtime: Literal["gpu", "host", "none"] = self._choose_runtime(

@@ -165,3 +165,14 @@ def test_a_worker_holds_the_host_memory_shared_only_for_a_run_marked_compute_bou
         marked = function_locks(run.model_copy(update={"host_shared": True}))
         assert marked.timing is function_run_shared
         assert (marked.after_release is host_copies) == release
+
+
+def test_a_bad_threshold_stops_the_evaluator_from_starting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from executor.evaluate import Evaluator
+    from executor.settings import ExecutorSettings
+
+    monkeypatch.setenv(HOST_SHARED_ENV, "fast")
+    with pytest.raises(ValueError, match=HOST_SHARED_ENV):
+        Evaluator(ExecutorSettings(cache_dir=tmp_path, runtime="none", prewarm_workers=False))
