@@ -404,9 +404,10 @@ def function_run() -> Iterator[None]:
 @contextlib.contextmanager
 def function_run_shared() -> Iterator[None]:
     """What a compute-bound function task's trials hold (:func:`compute_bound`): the GPU and the uploads
-    alone, the host memory shared. Other GPUs' compute-bound trials, correctness calls, host copies
-    and kernel uploads go on beside them; a copy-bound task's trials, which hold it alone, do not (and,
-    once one waits at the lock's turnstile, no new shared holder gets in before it)."""
+    alone, the host memory shared. Other GPUs' compute-bound trials, correctness calls and kernel
+    uploads go on beside them, and any function task's prepared host copies (its own GPU's next
+    candidate's too: they hold the host memory alone); a copy-bound task's trials, which hold it alone,
+    do not (and, once one waits at the lock's turnstile, no new shared holder gets in before it)."""
     with gpu_lock("exclusive"), gpu_lock("exclusive", "uploads"), gpu_lock("shared", "host"):
         yield
 

@@ -4,7 +4,8 @@
 # nvidia-h200-x2: bench/device/run_scaling.sh's mixed queue at saturation on 1 then 2 replicas (SIZES=1,2,
 # no probe), each window as long as both fit (130 s at most), then per size: evaluations/hour after the
 # first minute and the efficiency (run_scaling.sh's table), how many function runs' trials held the
-# host memory shared, and the naive baselines timed against those read after another replica's claim.
+# host memory shared, the naive baselines' turns, and the copy-rate classes' medians, trials and robust
+# CoV 1 against 2 replicas (bench.probes.throughput_copies: the precision check of the shared trials).
 # Session 25 at afe7df9 (150-s windows): 3,678/h on one replica and 3,717/h on two after the first minute
 # (51 %), a naive baseline's turn 0.98 -> 2.04 s, a correct function candidate's 1.02 -> 1.85 s.
 # Carry .whlfleet and .whlray (as run_honest_x2.sh), bench/results moved out of the tree for the 64 MiB:
@@ -30,6 +31,8 @@ NO_GPU_ENV=1 OUT="$OUT" SIZES=1,2 BENCH_SECONDS=$window SKIP_PROBE=1 DEADLINE_S=
   bash bench/device/run_scaling.sh > /dev/null 2>&1
 echo "exit $? after $(( $(date +%s) - S )) s"
 sed -n '/^## The mixed queue/,/^- 2 replicas: [0-9]* verdicts/p' "$OUT/summary.md" 2>/dev/null
+# the precision check: copy-bound against compute-bound tasks' medians, trials and robust CoV, 1 against 2
+sed -n '/^| copy rate/,/^$/p' "$OUT/summary.md" 2>/dev/null
 tmp=$(mktemp -d); tar -xzf "$OUT/scaling_results.tar.gz" -C "$tmp" 2>/dev/null
 python3 - "$tmp" <<'PY' | tee -a "$OUT/summary.md"
 import json, sys
