@@ -51,12 +51,15 @@ def measure(
     memory_limit_bytes: int | None = None,
     stopping: threading.Event | None = None,
     turn: Callable[[], AbstractContextManager[object]] | None = None,
+    host_shared: Callable[[], bool] | None = None,
 ) -> BaselineOutcome:
     """Time a task's naive baseline in a worker of its own for ``pool``'s runtime and GPU lock: the worker
     starts now with ``job`` (the task, its timing sets, the timing options); ``build()`` (called
     meanwhile, in this thread) returns the baseline's product, or None when it does not compile. Each
     wait is bounded by ``timeout_s``, and ends once ``stopping`` is set (the executor closes); a
-    failure is an outcome that says why, never an exception."""
+    failure is an outcome that says why, never an exception. ``host_shared()`` (asked in its turn):
+    whether the task is known to be compute-bound, so that the trials hold the host memory's lock
+    shared (:func:`executor.gpulock.compute_bound`); without it, alone."""
     try:
         proc = WorkerProcess(
             "candidate", pool.runtime, pool.workdir, gpu_lock=pool.gpu_lock, command="baseline"
@@ -75,7 +78,10 @@ def measure(
             if not pool.drain(timeout_s=TEARDOWN_WAIT_S):
                 logger.warning("a finished worker is still being torn down; timing the baseline anyway")
             run = CandidateRun(
-                candidate_product="", candidate_symbol=job.task.entry, baseline_product=product
+                candidate_product="",
+                candidate_symbol=job.task.entry,
+                baseline_product=product,
+                host_shared=host_shared() if host_shared is not None else False,
             )
             proc.send("run.json", proc.admit(run))
             killed_for = proc.wait(

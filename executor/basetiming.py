@@ -17,17 +17,27 @@ An entry is used only for the same device model (the name the worker reports, e.
 arguments, baseline source and timing options (:func:`baseline_key`), and while it is younger than
 the store's ``max_age_s``; an older one is stale, and the next candidate of the task times the
 baseline again and replaces it. Files are written atomically; an unreadable one counts as absent.
+
+Never twice at once (:meth:`BaselineTimings.claim`): the host's executors take a task's claim (an
+exclusive ``flock`` on ``.claims/<key>.lock`` under the store) before they time its baseline and keep it
+until the timing is stored. Another replica that wants the same baseline meanwhile (a fleet spills a
+task's candidates to a second replica, which prepares the task too) waits for the claim, then reads the
+stored timing instead of timing it again; if the holder stored none (it failed, or died: the kernel
+lets a dead holder's lock go), the waiter times it itself.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import logging
 import os
 import re
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -41,6 +51,10 @@ logger = logging.getLogger(__name__)
 
 # Raised when the way a baseline is timed changes, so that entries timed the old way are not reused.
 TIMING_METHOD = "2026-11-29 host clock, rotated timing sets, own copies, own worker"
+# Under the store: the claims on timing a baseline, one lock file per baseline_key (whatever the device).
+CLAIMS = ".claims"
+# How often a waiter for another executor's claim tries it again (and looks at its ``stop``).
+CLAIM_POLL_S = 0.05
 # The source every stored timing names, and the only one read: a baseline worker (executor.baseline).
 BASELINE_WORKER = "baseline_worker"
 # The options a baseline's timing depends on (the rest concern the candidate: its checks, its limits).
@@ -149,3 +163,40 @@ class BaselineTimings:
                 raise
         except OSError as e:
             logger.warning("could not store the baseline timing %s: %s", path, e)
+
+    def claim_path(self, key: str) -> Path:
+        """The lock file of the claim on timing the baseline ``key`` (every device's)."""
+        return self.directory / CLAIMS / f"{key}.lock"
+
+    @contextlib.contextmanager
+    def claim(self, key: str, stop: threading.Event | None = None) -> Iterator[float]:
+        """Hold the host's claim on timing the baseline ``key`` for the block; yields how long it waited
+        for another holder (0.0: nobody held it). Raises :class:`InterruptedError` once ``stop`` is set
+        while it waits. When the claim's file cannot be made (a store that cannot be written), the block
+        runs unclaimed (logged): the timing would then not be stored for the others either."""
+        path = self.claim_path(key)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            handle = open(path, "ab")  # noqa: SIM115 (held across the yield)
+        except OSError as e:
+            logger.warning("no claim on the baseline %s: %s", key, e)
+            yield 0.0
+            return
+        started = time.perf_counter()
+        try:
+            while True:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if stop is not None and stop.wait(CLAIM_POLL_S):
+                        raise InterruptedError("stopped waiting for another executor's baseline") from None
+                    if stop is None:
+                        time.sleep(CLAIM_POLL_S)
+            try:
+                yield time.perf_counter() - started
+            finally:
+                # unlocked before closing: a process forked meanwhile holds a copy of the open file
+                fcntl.flock(handle, fcntl.LOCK_UN)
+        finally:
+            handle.close()

@@ -16,6 +16,8 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
+
 from executor import baseline as baseline_worker
 from executor import linkcheck
 from executor.basetiming import BaselineTimings, baseline_key
@@ -23,7 +25,7 @@ from executor.cache import content_key
 from executor.compile import DEFAULT_ARCH, INCLUDE_REFUSED, Compiler, RemoteBuilds, device_arch, kernel_symbol
 from executor.devcompare import compare_source
 from executor.errors import EvaluationCancelled, ExecutorError, ReferenceBuildError
-from executor.gpulock import held_elsewhere, hold, hold_now
+from executor.gpulock import compute_bound, held_elsewhere, hold, hold_now, host_shared_below_gbps
 from executor.gputurns import GpuTurns, Kind, Turn
 from executor.peak import device_peak
 from executor.protocol import CandidateSource, EvaluateRequest, EvaluationOptions
@@ -40,7 +42,7 @@ from executor.sandbox import (
 )
 from executor.settings import ExecutorSettings
 from executor.static import check_source
-from executor.taskformat import FunctionTask, KernelTask
+from executor.taskformat import NUMPY_DTYPES, FunctionTask, KernelTask
 from executor.timingset import TimingSetSpec, timing_secret, timing_set_spec
 from executor.timingset import prune as prune_timing_sets
 from executor.timingset import variants as timing_set_variants
@@ -75,6 +77,7 @@ class Evaluator:
     def __init__(self, settings: ExecutorSettings, remote_builds: RemoteBuilds | None = None) -> None:
         """``remote_builds``: where compiles go instead of this host's CPUs (a fleet's compile workers)."""
         self.settings = settings
+        host_shared_below_gbps()  # a bad REGRAPH_HOST_SHARED_BELOW_GBPS stops the start, not each run
         detected = device_arch()
         self.arch = settings.arch if settings.arch != "auto" else (detected or DEFAULT_ARCH)
         self.runtime: Literal["gpu", "host", "none"] = self._choose_runtime(
@@ -85,6 +88,9 @@ class Evaluator:
         # When each baseline timing in memory goes stale (time.monotonic()): as on disk, after
         # baseline_timing_max_age_s from its measurement, so a long-running executor times it again.
         self._baseline_stale_at: dict[tuple[str, str], float] = {}
+        # Each function task's fastest correct candidate's median (ms) in this evaluator, by _key: with
+        # its naive baseline's, what tells whether the task is compute-bound (_host_shared).
+        self._fastest_ms: dict[tuple[str, str], float] = {}
         self._cache_lock = threading.Lock()
         # The naive baselines' timings on disk, shared with the host's other executors and kept across
         # restarts (executor.basetiming); used once this evaluator knows its device's model (from the
@@ -388,6 +394,7 @@ class Evaluator:
             reference_timing=self._cached_timing("reference", task),
             call_limit=applied.call,
             release_gpu=self.settings.release_gpu_early,
+            host_shared=self._host_shared(task, options, runtime),
         )
         waited = time.perf_counter()
         # The worker's inputs and uploads are done before the GPU is taken for the candidate.
@@ -414,6 +421,9 @@ class Evaluator:
                 teardown.callback(self._hold_through_teardown(seconds).join)
             if self.settings.timings_at_turn:
                 run = self._timings_now(task, run)
+            if not run.host_shared and (shared := self._host_shared(task, options, runtime)):
+                run = run.model_copy(update={"host_shared": shared})  # its baseline timed meanwhile
+            seconds["host_shared"] = float(run.host_shared)
 
             def release() -> None:
                 """End the turn while the worker checks on the host (Worker.release_gpu), the
@@ -473,6 +483,7 @@ class Evaluator:
         # (review 22: one candidate set every later candidate's speedup of its task).
         reference_timing = run.reference_timing
         if outcome.passed and cand is not None and cand.median_ms > 0:
+            self._note_fastest(task, cand.median_ms)
             if reference_timing is None:  # not known when the run began: a reference worker times it
                 self._prepare_task(task, options)
                 reference_timing = self._cached_timing("reference", task)
@@ -599,6 +610,30 @@ class Evaluator:
                 worker.stop()
             finally:
                 held.close()
+
+    def _note_fastest(self, task: FunctionTask | KernelTask, median_ms: float) -> None:
+        """Keep ``median_ms`` (a correct candidate's) when it is the task's fastest yet."""
+        key = self._key("fastest", task)
+        with self._cache_lock:
+            if median_ms < self._fastest_ms.get(key, math.inf):
+                self._fastest_ms[key] = median_ms
+
+    def _host_shared(self, task: FunctionTask | KernelTask, options: EvaluationOptions, runtime: str) -> bool:
+        """Whether a function task's trials (a candidate's or its naive baseline's) may hold the host
+        memory's lock shared (:func:`executor.gpulock.compute_bound`): its arrays at the timing size
+        over the fastest call known for it, its naive baseline's median (kept) or this evaluator's
+        fastest correct candidate's, move under the threshold. A candidate faster than any known one
+        copies at a higher rate than the one judged; nothing known: alone, as before."""
+        if not isinstance(task, FunctionTask) or runtime == "none":
+            return False
+        with self._cache_lock:
+            known = [self._fastest_ms.get(self._key("fastest", task), math.inf)]
+        if self.wants_baseline(task, options, runtime):
+            baseline = self._cached_timing("baseline", task, options)
+            if baseline is not None:
+                known.append(baseline.median_ms)
+        fastest = min(known)
+        return compute_bound(task_bytes(task), fastest if math.isfinite(fastest) else None)
 
     def _timings_now(self, task: FunctionTask | KernelTask, run: CandidateRun) -> CandidateRun:
         """``run`` with the task's serial reference timing as cached now, when its turn has come
@@ -920,22 +955,38 @@ class Evaluator:
                 if self._closing.is_set():  # queued behind others while the executor closed
                     outcome = BaselineOutcome(ok=False, message="the executor closed")
                     return
-                outcome = baseline_worker.measure(
-                    self.pool,
-                    job,
-                    lambda: self._naive_product(task),
-                    self.settings.run_timeout_s,
-                    self.settings.memory_limit_bytes,
-                    self._closing,
-                    # its run takes the GPU's turn as a function candidate's does: without it, its
-                    # trials' locks and a kernel run's, taken in the other order, deadlock. It goes
-                    # before the runs waiting: verdicts whose candidates have run wait for it.
-                    turn=lambda: self._baseline_turn(urgent),
-                )
-                if outcome.ok and outcome.timing is not None:
-                    self._keep_baseline(task, options, outcome)
-                else:
-                    logger.warning("no baseline timing for %s: %s", task.id, outcome.message)
+                with self._baseline_claim(key) as claim_wait:
+                    # timed by another executor of the host while this one waited for its claim
+                    stored = self._cached_timing("baseline", task, options)
+                    if stored is not None:
+                        outcome = BaselineOutcome(
+                            ok=True,
+                            message="timed by another executor of the host",
+                            timing=stored,
+                            device=self.device or "",
+                            seconds={"baseline_claim_wait": claim_wait},
+                        )
+                        return
+                    outcome = baseline_worker.measure(
+                        self.pool,
+                        job,
+                        lambda: self._naive_product(task),
+                        self.settings.run_timeout_s,
+                        self.settings.memory_limit_bytes,
+                        self._closing,
+                        # its run takes the GPU's turn as a function candidate's does: without it, its
+                        # trials' locks and a kernel run's, taken in the other order, deadlock. It goes
+                        # before the runs waiting: verdicts whose candidates have run wait for it.
+                        turn=lambda: self._baseline_turn(urgent),
+                        host_shared=lambda: self._host_shared(task, options, runtime),
+                    )
+                    outcome.seconds["baseline_claim_wait"] = claim_wait
+                    if outcome.ok and outcome.timing is not None:
+                        self._keep_baseline(task, options, outcome)  # stored before the claim goes
+                    else:
+                        logger.warning("no baseline timing for %s: %s", task.id, outcome.message)
+            except InterruptedError:  # the executor closed while another executor's claim was held
+                outcome = BaselineOutcome(ok=False, message="the executor closed")
             finally:  # whatever happened, the verdicts waiting for it go on
                 future.set_result(outcome)
 
@@ -946,6 +997,16 @@ class Evaluator:
                 self._baseline_runs.pop(key, None)
             return None
         return future, True
+
+    @contextlib.contextmanager
+    def _baseline_claim(self, key: str) -> Iterator[float]:
+        """The host's claim on timing the baseline ``key`` (:meth:`BaselineTimings.claim`: one executor
+        of the host times it, the others wait, then read what it stored); none without the store."""
+        if self._baselines is None:
+            yield 0.0
+            return
+        with self._baselines.claim(key, self._closing) as waited:
+            yield waited
 
     def _due_again(self, running: Future[BaselineOutcome], started: float) -> bool:
         """Whether a baseline measurement started at ``started`` (``time.monotonic()``) is to be made
@@ -1012,9 +1073,12 @@ class Evaluator:
                         "stopped waiting for the baseline: its caller went away"
                     ) from None
         seconds["baseline_wait"] = time.perf_counter() - waited
-        if measuring[1] and "baseline_timing" in outcome.seconds:
-            # the baseline's trials, once per task (in its own worker: not under this run's turn)
-            seconds["baseline_timing"] = outcome.seconds["baseline_timing"]
+        if measuring[1]:
+            # the baseline's trials, once per task (in its own worker: not under this run's turn), and
+            # the wait for another executor of the host timing it
+            for part in ("baseline_timing", "baseline_claim_wait"):
+                if part in outcome.seconds:
+                    seconds[part] = outcome.seconds[part]
         return outcome.timing if outcome.ok else self._cached_timing("baseline", task, options)
 
     def _keep_baseline(
@@ -1111,6 +1175,18 @@ class _HeldTime:
             yield
         finally:
             self.end()
+
+
+def task_bytes(task: FunctionTask | KernelTask) -> int:
+    """The bytes of a function task's arrays at the timing size: what each of its calls copies between
+    host memory and the GPU (inputs in, outputs out); 0 when a size cannot be worked out."""
+    try:
+        return sum(
+            task.array_length(arg, "timing") * np.dtype(NUMPY_DTYPES[arg.dtype]).itemsize
+            for arg in task.arrays
+        )
+    except (ExecutorError, KeyError, ValueError, TypeError):
+        return 0
 
 
 def _baseline_memory(task: FunctionTask | KernelTask, options: EvaluationOptions) -> tuple[str, str]:

@@ -27,8 +27,12 @@ bench/results/2026-11-27_h200_s11/call2_overlap/):
 
 The host memory (``resource="host"``):
 
-- exclusive: a function task's trials (its calls copy hundreds of MB from host memory);
-- shared: a function task's correctness calls, its prepared host copies of its timing set, and a
+- exclusive: a copy-bound function task's trials (its calls copy hundreds of MB from host memory),
+  and those of a task whose copy rate is not known yet;
+- shared: a compute-bound function task's trials (:func:`compute_bound`: its arrays at the timing size
+  move under 2 GB/s over the fastest call known for it, its naive baseline's or a correct
+  candidate's; their time is the GPU's, and host traffic beside them moved them by 1 % on two H200s),
+  a function task's correctness calls, its prepared host copies of its timing set, and a
   kernel task's prepared uploads (copies out of host memory too). Made beside a function task's
   trials, the copies doubled its trials on the H200, so they wait for those; a kernel task's trials
   never touch host memory, so the copies do not wait for them. This lock is the host's, not one
@@ -99,6 +103,13 @@ HOST_SCOPES = ("host", "device")
 # function tasks' trials doubled under the host-wide host-memory lock, and the other replica's context
 # creation is one thing that lock does not keep from them).
 CONTEXT_SCOPE_ENV = "REGRAPH_CONTEXT_LOCK_SCOPE"
+# Below what copy rate a function task counts as compute-bound (GB/s: the bytes of its arrays at the
+# timing size over the fastest median known for it, :func:`compute_bound`), so that its trials hold the
+# host memory's lock shared (:func:`function_run_shared`); 0 turns that off (every function task's
+# trials hold it alone, as before). Session 21's two H200s (bench/results/2026-11-29_s21): with nothing
+# keeping another replica's host traffic from them, function tasks under 2 GB/s moved by 1 %.
+HOST_SHARED_ENV = "REGRAPH_HOST_SHARED_BELOW_GBPS"
+HOST_SHARED_BELOW_GBPS = 2.0
 # The host memory's lock file, beside the devices' GPU lock files (gpu-<device>.lock) that share it.
 HOST_LOCK_NAME = "host-memory.lock"
 _DEVICE_LOCK = re.compile(r"gpu-[A-Za-z0-9_.-]+\.lock")
@@ -138,6 +149,32 @@ def context_lock_scope() -> str:
     if scope not in HOST_SCOPES:
         raise ValueError(f"{CONTEXT_SCOPE_ENV} must be one of {', '.join(HOST_SCOPES)}, not {scope!r}")
     return scope
+
+
+def host_shared_below_gbps() -> float:
+    """The copy rate below which a function task's trials hold the host memory shared
+    (:data:`HOST_SHARED_ENV`, else :data:`HOST_SHARED_BELOW_GBPS`; 0: never)."""
+    text = os.environ.get(HOST_SHARED_ENV, "").strip()
+    if not text:
+        return HOST_SHARED_BELOW_GBPS
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{HOST_SHARED_ENV} must be a number of GB/s (0: off), not {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise ValueError(f"{HOST_SHARED_ENV} must be a finite number of GB/s >= 0 (0: off), not {text!r}")
+    return value
+
+
+def compute_bound(bytes_per_call: int, fastest_ms: float | None) -> bool:
+    """Whether a function task whose calls move ``bytes_per_call`` (its arrays at the timing size) and
+    whose fastest known call took ``fastest_ms`` (its naive baseline's median, a correct candidate's)
+    copies below :func:`host_shared_below_gbps`: its trials may then hold the host memory shared. Not
+    known (no timing yet, no bytes) is not compute-bound: the trials hold it alone."""
+    below = host_shared_below_gbps()
+    if below <= 0 or fastest_ms is None or not fastest_ms > 0 or bytes_per_call <= 0:
+        return False
+    return bytes_per_call / (fastest_ms * 1e6) < below
 
 
 def device_lock(device: str | None = None, directory: Path | None = None) -> Path:
@@ -361,6 +398,17 @@ def function_checks() -> Iterator[None]:
 def function_run() -> Iterator[None]:
     """What a function task's trials hold: the GPU, the uploads and the host memory, all alone."""
     with gpu_lock("exclusive"), gpu_lock("exclusive", "uploads"), gpu_lock("exclusive", "host"):
+        yield
+
+
+@contextlib.contextmanager
+def function_run_shared() -> Iterator[None]:
+    """What a compute-bound function task's trials hold (:func:`compute_bound`): the GPU and the uploads
+    alone, the host memory shared. Other GPUs' compute-bound trials, correctness calls and kernel
+    uploads go on beside them, and any function task's prepared host copies (its own GPU's next
+    candidate's too: they hold the host memory alone); a copy-bound task's trials, which hold it alone,
+    do not (and, once one waits at the lock's turnstile, no new shared holder gets in before it)."""
+    with gpu_lock("exclusive"), gpu_lock("exclusive", "uploads"), gpu_lock("shared", "host"):
         yield
 
 

@@ -116,6 +116,11 @@ class CandidateRun(BaseModel):
         "checks after it under the host memory's lock only (the setting release_gpu_early); False: "
         "every check under the trials' locks, no note",
     )
+    host_shared: bool = Field(
+        default=False,
+        description="a function task's trials hold the host memory's lock shared, not alone: the parent "
+        "knows the task to be compute-bound (executor.gpulock.compute_bound); False: alone",
+    )
 
 
 class ReferenceJob(BaseModel):

@@ -15,6 +15,7 @@ from executor.gpulock import (
     function_checks,
     function_reserve,
     function_run,
+    function_run_shared,
     gpu_lock,
     gpu_shared,
     host_copies,
@@ -81,6 +82,20 @@ FUNCTION_LOCKS = RunLocks(
 )
 # Without release_gpu_early (CandidateRun.release_gpu): no note, every check under the trials' locks.
 FUNCTION_LOCKS_KEPT = RunLocks(checking=function_checks, timing=function_run, reserve=function_reserve)
+# A compute-bound task's (CandidateRun.host_shared): its trials hold the host memory shared.
+COMPUTE_LOCKS = RunLocks(
+    checking=function_checks, timing=function_run_shared, reserve=function_reserve, after_release=host_copies
+)
+COMPUTE_LOCKS_KEPT = RunLocks(checking=function_checks, timing=function_run_shared, reserve=function_reserve)
+
+
+def function_locks(run: CandidateRun) -> RunLocks:
+    """The locks of a function task's run (a candidate's or its naive baseline's): its trials hold the
+    host memory shared when the parent knows the task to be compute-bound (``run.host_shared``), else
+    alone; its host checks after an early release under the host memory's lock shared."""
+    if run.host_shared:
+        return COMPUTE_LOCKS if run.release_gpu else COMPUTE_LOCKS_KEPT
+    return FUNCTION_LOCKS if run.release_gpu else FUNCTION_LOCKS_KEPT
 
 
 def _next_run() -> CandidateRun | None:
@@ -101,10 +116,7 @@ def serve_candidate(job_path: str, gpu: GpuContext | None) -> int:
             run = _next_run()
             if run is None:  # cancelled (the candidate did not compile, or the parent is gone)
                 return 0
-            if isinstance(job.task, KernelTask):
-                locks = KERNEL_LOCKS
-            else:
-                locks = FUNCTION_LOCKS if run.release_gpu else FUNCTION_LOCKS_KEPT
+            locks = KERNEL_LOCKS if isinstance(job.task, KernelTask) else function_locks(run)
             outcome = worker.run(run, locks)
         except ExecutorError as e:  # the task's own reference or generator failed, not the candidate
             outcome = _failure(ErrorKind.REFERENCE_ERROR, str(e), worker.seconds)
@@ -142,7 +154,8 @@ def serve_baseline(runtime: str) -> int:
             run = _next_run()
             if run is None:
                 return 0
-            outcome = worker.time_baseline(run, FUNCTION_LOCKS)  # a function candidate's trials' locks
+            # a function candidate's trials' locks (shared host memory only for a compute-bound task)
+            outcome = worker.time_baseline(run, COMPUTE_LOCKS if run.host_shared else FUNCTION_LOCKS)
         except (ExecutorError, CandidateFailed, OSError) as e:
             outcome = BaselineOutcome(ok=False, message=f"the baseline failed: {e}", seconds=worker.seconds)
         except MemoryError as e:

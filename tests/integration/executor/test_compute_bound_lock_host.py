@@ -1,0 +1,123 @@
+"""The evaluator marks a compute-bound function task's runs (executor.evaluate._host_shared), and their
+trials then hold the host memory's lock shared (executor.gpulock.function_run_shared; issue 29): a real
+evaluator on the test-only ``host`` runtime, real workers and lock files, the real nvcc (skipped
+without it). Another process holds the pool's host-memory lock shared, as another GPU's compute-bound
+trials, correctness calls or host copies do: a compute-bound task's trials go on beside it, a run of
+a task not known to be compute-bound (its first, or with REGRAPH_HOST_SHARED_BELOW_GBPS=0) waits for
+it, and a copy-bound task's runs are never marked."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from executor.compile import find_toolchain
+from executor.errors import ToolchainError
+from executor.evaluate import Evaluator
+from executor.gpulock import HOST_SHARED_ENV
+from executor.protocol import CandidateSource
+from executor.settings import ExecutorSettings
+from executor.taskformat import FunctionTask, KernelTask, parse_task
+from tests.support.hostcode import FAST, STUB, one_input_task
+
+ROOT = Path(__file__).resolve().parents[3]
+HEAD = 'extern "C" void twice(int n, const float* x, float* y) {\n'
+BODY = "for (int i = 0; i < n; ++i) y[i] = 2.0f * x[i];"
+# 3 ms a call, whatever n: 512 KB of arrays at the timing size move at 0.17 GB/s (compute-bound).
+SLOW = (
+    "#include <chrono>\n" + HEAD + "auto until = std::chrono::steady_clock::now() + "
+    "std::chrono::milliseconds(3);\nwhile (std::chrono::steady_clock::now() < until) {}\n"
+    + BODY
+    + " }"
+    + STUB
+)
+QUICK = HEAD + BODY + " }" + STUB  # microseconds a call: many GB/s (copy-bound)
+
+# Holds the host-memory lock of the pool whose GPU lock is argv[1], shared, for argv[2] seconds.
+HOLDER = """
+import sys, time
+from executor.gpulock import hold
+with hold(sys.argv[1], "shared", "host"):
+    print("held", flush=True)
+    time.sleep(float(sys.argv[2]))
+"""
+
+
+def _task(timing: int) -> FunctionTask | KernelTask:
+    spec = one_input_task("twice", domain="elementwise", description="y[i] = 2 x[i]", timing=timing)
+    return parse_task({**spec, "reference_source": HEAD + BODY + " }"})
+
+
+@pytest.fixture(scope="module")
+def evaluator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Evaluator]:
+    try:
+        find_toolchain()
+    except ToolchainError:
+        pytest.skip("no nvcc here")
+    settings = ExecutorSettings(
+        cache_dir=tmp_path_factory.mktemp("compute-bound") / "cache",
+        runtime="host",
+        run_timeout_s=120,
+        run_limit_floor_s=60,  # a run that waits for the holder is not killed for it
+        prepare_next=False,
+    )
+    built = Evaluator(settings)
+    try:
+        yield built
+    finally:
+        built.close()
+
+
+def _evaluate_beside_a_shared_holder(
+    evaluator: Evaluator, task: FunctionTask | KernelTask, source: str, hold_s: float
+) -> dict[str, float]:
+    """A verdict's seconds for ``source``, evaluated while another process holds the host memory shared."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(evaluator.pool.gpu_lock), str(hold_s)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        verdict = evaluator.evaluate(task, CandidateSource(source=source), FAST)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert verdict.passed, verdict.message
+    return verdict.seconds
+
+
+def test_a_compute_bound_tasks_trials_go_on_beside_other_host_memory_holders(
+    evaluator: Evaluator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(HOST_SHARED_ENV, raising=False)
+    task = _task(65536)
+    first = evaluator.evaluate(task, CandidateSource(source=SLOW), FAST)
+    assert first.passed, first.message
+    assert first.seconds["host_shared"] == 0.0  # nothing known of the task yet: alone
+    # known now (its correct candidate's median): the next run's trials do not wait for the holder
+    beside = _evaluate_beside_a_shared_holder(evaluator, task, SLOW + "// 2\n", hold_s=60.0)
+    assert beside["host_shared"] == 1.0
+    assert beside["timing_lock_wait"] < 5.0, beside
+    # with the threshold at 0 the trials hold it alone as before, and so wait for the holder
+    monkeypatch.setenv(HOST_SHARED_ENV, "0")
+    alone = _evaluate_beside_a_shared_holder(evaluator, task, SLOW + "// 3\n", hold_s=8.0)
+    assert alone["host_shared"] == 0.0
+    assert alone["timing_lock_wait"] > 1.0, alone
+
+
+def test_a_copy_bound_tasks_runs_are_never_marked(
+    evaluator: Evaluator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(HOST_SHARED_ENV, raising=False)
+    task = _task(131072)
+    for tag in ("", "// 2\n"):
+        verdict = evaluator.evaluate(task, CandidateSource(source=QUICK + tag), FAST)
+        assert verdict.passed, verdict.message
+        assert verdict.seconds["host_shared"] == 0.0
