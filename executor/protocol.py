@@ -173,6 +173,13 @@ class EvaluationOptions(BaseModel):
         "(executor.devcompare; the host re-checks whatever fails there); False: download them and "
         "compare on the host",
     )
+    launch_gate: bool = Field(
+        default=True,
+        description="kernel tasks: hold each batch of trials on its stream (a wait on a word of pinned "
+        "host memory) until the host has enqueued it, a chunk of 8 trials at a time, so that no trial's "
+        "start event runs ahead of its launch and the wait for the host is never timed as the kernel's "
+        "(executor.worker.gpu.LaunchGate); False: batches run as they are enqueued (before session 26)",
+    )
     kernel_spot_checks: bool = Field(
         default=True,
         description="kernel tasks: copy a sample of every timed launch's outputs on the device and check "

@@ -631,6 +631,9 @@ class Worker:
             self.seconds["timing_trials"] = time.perf_counter() - t0
             if "warmup" in last:  # kernel tasks: the part of the trials spent warming up
                 self.seconds["timing_warmup"] = last["warmup"]["seconds"]
+            if last.get("gate", {}).get("off"):  # kernel tasks timed without their launch gate: why
+                logger.warning("%s", last["gate"]["off"])
+                self.seconds["launch_gate_off"] = 1.0
             if release is not None:
                 self.release_gpu(candidate, release)
             t1 = time.perf_counter()

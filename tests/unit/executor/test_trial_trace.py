@@ -56,3 +56,9 @@ def test_the_defaults_give_one_host_copy_per_timing_set_and_the_median_over_the_
     sources = [InputSet(seed, "timing", {}, {"x": np.zeros(4, np.float32)}) for seed in range(2)]
     assert host_copy_count(sources, options.rotated_copies(kernel=False), 1 << 20) == 2
     assert options.trial_policy().repeat_pairs == options.trial_policy(device_timed=True).repeat_pairs == 5
+
+
+def test_kernel_trials_are_held_behind_the_launch_gate_by_default() -> None:
+    """executor.worker.gpu.LaunchGate (session 26); ``launch_gate: false`` gives the batches as before."""
+    assert EvaluationOptions().launch_gate is True
+    assert EvaluationOptions(launch_gate=False).launch_gate is False
