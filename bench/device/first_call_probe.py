@@ -20,11 +20,14 @@ freed in the call, pageable copies up and down, a kernel, device synchronisation
 timed on the host clock) is timed in "evaluations" like the worker's: a 0.3-s pause (the wait for the
 lock), one warm-up call on a buffer of its own, then 8 timed calls over two buffers. Conditions:
 ``idle``; ``idle_spin`` (a 20-ms busy kernel on GPU 0 right before the warm-up: the GPU's clocks after a
-pause); ``kernels`` (GPU 1 busy with kernels, as the other replica's kernel trials); ``contexts`` (GPU 1:
-processes that load the driver, make a context, allocate and exit, one after the other, as the other
-replica's spares and finished workers); ``contexts_locked`` (the same, each such process holding a lock
-shared for its whole life and the evaluations holding it alone: the host-memory lock's rule when the
-context lock's scope is ``host``, ``REGRAPH_CONTEXT_LOCK_SCOPE=host``).
+pause); ``kernels`` (GPU 1 busy with kernels, as the other replica's kernel trials); ``processes``
+(processes that start and exit one after the other, touching no GPU: the sandbox's process creation
+alone); ``allocs`` (a process drawing fresh 256-MB host arrays, first-touched and freed, as a prepared
+worker's input generation does outside every lock: page faults and host memory, no GPU); ``contexts`` (GPU 1: processes that load the driver, make a context, allocate and exit, one
+after the other, as the other replica's spares and finished workers); ``contexts_locked_made`` (the
+same, each holding a lock shared from before the driver's loading until its context is made, the
+evaluations holding it alone: the executor's rule with ``REGRAPH_CONTEXT_LOCK_SCOPE=host``);
+``contexts_locked`` (the lock held until the process's exit: its teardown under it too).
 
     PYTHONPATH=. python3 bench/device/first_call_probe.py --md /tmp/out/first_call.md
 
@@ -76,7 +79,9 @@ extern "C" __global__ void spin(float* x, long long cycles) {
 """
 
 # A process that loads the driver, makes a context on the device named, allocates and exits (creation
-# and teardown); with a lock path, it holds that lock shared from before the driver's loading to its exit.
+# and teardown); with a lock path, it holds that lock shared from before the driver's loading until its
+# context is made (``made``: as the executor's context lock does with REGRAPH_CONTEXT_LOCK_SCOPE=host) or
+# until its exit (``exit``: the teardown under the lock too).
 CONTEXT_CHILD = (
     "import fcntl, sys, time\n"
     "if len(sys.argv) > 2:\n"
@@ -85,7 +90,20 @@ CONTEXT_CHILD = (
     "import pycuda.driver as c\n"
     "c.init(); ctx = c.Device(int(sys.argv[1])).retain_primary_context(); ctx.push()\n"
     "b = c.mem_alloc(64 << 20); c.memset_d32(b, 0, 16 << 20); c.Context.synchronize()\n"
-    "print(round((time.perf_counter() - t) * 1e3, 1)); b.free(); ctx.pop()\n"
+    "print(round((time.perf_counter() - t) * 1e3, 1), flush=True)\n"
+    "if len(sys.argv) > 3 and sys.argv[3] == 'made': fcntl.flock(f, fcntl.LOCK_UN)\n"
+    "b.free(); ctx.pop()\n"
+)
+# Processes that start and exit, touching no GPU (what a sandbox's process creation alone does).
+PROCESS_CHILD = "import sys, json, os\nprint(len(os.listdir('/proc/self/fd')))\n"
+# A process that keeps drawing fresh host arrays (256 MB, first touched, freed), as a prepared worker's
+# input generation does outside every lock: page faults and host memory, no GPU.
+ALLOC_CHILD = (
+    "import sys, time, numpy as np\n"
+    "end = time.time() + float(sys.argv[1])\n"
+    "rng = np.random.default_rng(0)\n"
+    "while time.time() < end:\n"
+    "    a = rng.random(32 << 20); del a\n"
 )
 
 KERNEL_CHILD = (
@@ -181,7 +199,7 @@ def kernel_part(cubin: Path, evaluations: int) -> list[dict[str, Any]]:
             threads = busy_threads(2, stop) if load == "threads" else []
             medians, traces, gated = [], [], []
             try:
-                time.sleep(0.2 if procs else 0.0)
+                time.sleep(1.0 if procs else 0.0)
                 for _ in range(evaluations):
                     gpu.reset_timing_state()
                     stats, last = runtime.time(slots, options)
@@ -224,14 +242,22 @@ class Background:
         self.made_ms: list[float] = []
         self.thread: threading.Thread | None = None
         self.proc: subprocess.Popen[bytes] | None = None
-        if kind in ("contexts", "contexts_locked"):
-            args = [sys.executable, "-c", CONTEXT_CHILD, "1"] + ([lock] if kind == "contexts_locked" else [])
+        if kind in ("contexts", "contexts_locked_made", "contexts_locked", "processes"):
+            args = [sys.executable, "-c", CONTEXT_CHILD, "1"]
+            if kind == "contexts_locked_made":
+                args += [lock, "made"]
+            elif kind == "contexts_locked":
+                args += [lock, "exit"]
+            elif kind == "processes":
+                args = [sys.executable, "-c", PROCESS_CHILD]
 
             def churn() -> None:
                 while not self.stop.is_set():
                     out = subprocess.run(args, capture_output=True, text=True)
-                    if out.returncode == 0 and out.stdout.strip():
+                    if out.returncode == 0 and out.stdout.strip() and kind != "processes":
                         self.made_ms.append(float(out.stdout.strip().splitlines()[-1]))
+                    elif kind == "processes":
+                        self.made_ms.append(0.0)
 
             self.thread = threading.Thread(target=churn, daemon=True)
             self.thread.start()
@@ -239,6 +265,8 @@ class Background:
             self.proc = subprocess.Popen(
                 [sys.executable, "-c", KERNEL_CHILD, "1", str(cubin), str(seconds + 5)]
             )
+        elif kind == "allocs":
+            self.proc = subprocess.Popen([sys.executable, "-c", ALLOC_CHILD, str(seconds + 5)])
 
     def close(self) -> None:
         self.stop.set()
@@ -292,7 +320,7 @@ def function_part(cubin: Path, seconds: float, conditions: list[str]) -> list[di
                 while time.perf_counter() < end:
                     time.sleep(0.3)
                     asked = time.perf_counter()
-                    if condition == "contexts_locked":
+                    if condition.startswith("contexts_locked"):
                         fcntl.flock(held, fcntl.LOCK_EX)
                     waits.append(time.perf_counter() - asked)
                     try:
@@ -302,7 +330,7 @@ def function_part(cubin: Path, seconds: float, conditions: list[str]) -> list[di
                         call(2)  # the warm-up, on a buffer of its own
                         evaluations.append([call(i % 2) for i in range(8)])
                     finally:
-                        if condition == "contexts_locked":
+                        if condition.startswith("contexts_locked"):
                             fcntl.flock(held, fcntl.LOCK_UN)
         finally:
             background.close()
@@ -346,8 +374,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--parts", default="kernel,function")
     parser.add_argument("--evaluations", type=int, default=6, help="kernel part: evaluations per cell")
-    parser.add_argument("--seconds", type=float, default=15.0, help="function part: seconds per condition")
-    parser.add_argument("--conditions", default="idle,idle_spin,kernels,contexts,contexts_locked")
+    parser.add_argument("--seconds", type=float, default=11.0, help="function part: seconds per condition")
+    parser.add_argument(
+        "--conditions",
+        default="idle,idle_spin,kernels,allocs,processes,contexts,contexts_locked_made,contexts_locked",
+    )
     parser.add_argument("--md", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
@@ -357,7 +388,8 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="first_call_"))
     parts = args.parts.split(",")
     # The function part's conditions on GPU 1 need a second GPU.
-    conditions = [c for c in args.conditions.split(",") if cuda.Device.count() > 1 or c.startswith("idle")]
+    gpu1 = ("kernels", "contexts")
+    conditions = [c for c in args.conditions.split(",") if cuda.Device.count() > 1 or not c.startswith(gpu1)]
     ctx = cuda.Device(0).retain_primary_context()
     ctx.push()
     cubin = compile_cubin(work)
