@@ -17,8 +17,8 @@ were refused as ``implausible``: both first calls on the timing sets 4-11 times 
 of all timed calls 1.5 times it or more, 10-80 ms more, against about 10 % with one replica; session
 26's ``run_honest_x2.sh``). A function-like call as candidates make it (device buffers allocated and
 freed in the call, pageable copies up and down, a kernel, device synchronisation; after an L2 flush,
-timed on the host clock) is timed in "evaluations" like the worker's: a 0.3-s pause (the wait for the
-lock), one warm-up call on a buffer of its own, then 8 timed calls over two buffers. Conditions:
+timed on the host clock) is timed in "evaluations" like the worker's: a pause (the wait for the
+lock; ``--pause``, 0.5 s), one warm-up call on a buffer of its own, then 8 timed calls over two buffers. Conditions:
 ``idle``; ``idle_spin`` (a 20-ms busy kernel on GPU 0 right before the warm-up: the GPU's clocks after a
 pause); ``kernels`` (GPU 1 busy with kernels, as the other replica's kernel trials); ``processes``
 (processes that start and exit one after the other, touching no GPU: the sandbox's process creation
@@ -78,8 +78,8 @@ extern "C" __global__ void spin(float* x, long long cycles) {
 }
 """
 
-# A process that loads the driver, makes a context on the device named, allocates and exits (creation
-# and teardown); with a lock path, it holds that lock shared from before the driver's loading until its
+# A process that loads the driver, makes a context on the device named, allocates 2 GB (a worker's timing
+# buffers and flush buffer are of that order) and exits, its teardown freeing them; with a lock path, it holds that lock shared from before the driver's loading until its
 # context is made (``made``: as the executor's context lock does with REGRAPH_CONTEXT_LOCK_SCOPE=host) or
 # until its exit (``exit``: the teardown under the lock too).
 CONTEXT_CHILD = (
@@ -89,10 +89,12 @@ CONTEXT_CHILD = (
     "t = time.perf_counter()\n"
     "import pycuda.driver as c\n"
     "c.init(); ctx = c.Device(int(sys.argv[1])).retain_primary_context(); ctx.push()\n"
-    "b = c.mem_alloc(64 << 20); c.memset_d32(b, 0, 16 << 20); c.Context.synchronize()\n"
+    "bs = [c.mem_alloc(256 << 20) for _ in range(8)]\n"
+    "for b in bs: c.memset_d32(b, 0, 64 << 20)\n"
+    "c.Context.synchronize()\n"
     "print(round((time.perf_counter() - t) * 1e3, 1), flush=True)\n"
     "if len(sys.argv) > 3 and sys.argv[3] == 'made': fcntl.flock(f, fcntl.LOCK_UN)\n"
-    "b.free(); ctx.pop()\n"
+    "ctx.pop()\n"
 )
 # Processes that start and exit, touching no GPU (what a sandbox's process creation alone does).
 PROCESS_CHILD = "import sys, json, os\nprint(len(os.listdir('/proc/self/fd')))\n"
@@ -240,6 +242,7 @@ class Background:
     def __init__(self, kind: str, cubin: Path, seconds: float, lock: str) -> None:
         self.kind, self.stop = kind, threading.Event()
         self.made_ms: list[float] = []
+        self.wall_ms: list[float] = []  # each child's whole life, from its start to its exit
         self.thread: threading.Thread | None = None
         self.proc: subprocess.Popen[bytes] | None = None
         if kind in ("contexts", "contexts_locked_made", "contexts_locked", "processes"):
@@ -253,7 +256,9 @@ class Background:
 
             def churn() -> None:
                 while not self.stop.is_set():
+                    began = time.perf_counter()
                     out = subprocess.run(args, capture_output=True, text=True)
+                    self.wall_ms.append((time.perf_counter() - began) * 1e3)
                     if out.returncode == 0 and out.stdout.strip() and kind != "processes":
                         self.made_ms.append(float(out.stdout.strip().splitlines()[-1]))
                     elif kind == "processes":
@@ -277,7 +282,24 @@ class Background:
             self.proc.wait()
 
 
-def function_part(cubin: Path, seconds: float, conditions: list[str]) -> list[dict[str, Any]]:
+def gpu_state() -> str:
+    """GPU 0's performance state, SM clock and PCIe link (nvidia-smi), or why not."""
+    query = "pstate,clocks.sm,pcie.link.gen.current,pcie.link.width.current"
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "-i", "0", f"--query-gpu={query}", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"nvidia-smi: {e}"
+    return out.stdout.strip() or out.stderr.strip()
+
+
+def function_part(
+    cubin: Path, seconds: float, conditions: list[str], pause: float, states: dict[str, str]
+) -> list[dict[str, Any]]:
     import pycuda.driver as cuda
 
     cuda.init()
@@ -308,6 +330,12 @@ def function_part(cubin: Path, seconds: float, conditions: list[str]) -> list[di
         cuda.Context.synchronize()
         return (time.perf_counter() - t) * 1e3
 
+    # GPU 0 after a second idle, and while a 300-ms busy kernel runs (the state a spin brings it to).
+    time.sleep(1.0)
+    states["idle"] = gpu_state()
+    spin(spin_buf, np.int64(300 * clock_khz), block=(256, 1, 1), grid=(264, 1))
+    states["spinning"] = gpu_state()
+    cuda.Context.synchronize()
     rows = []
     for condition in conditions:
         background = Background(condition, cubin, seconds, str(lock))
@@ -318,7 +346,7 @@ def function_part(cubin: Path, seconds: float, conditions: list[str]) -> list[di
         try:
             with open(lock, "rb") as held:
                 while time.perf_counter() < end:
-                    time.sleep(0.3)
+                    time.sleep(pause)
                     asked = time.perf_counter()
                     if condition.startswith("contexts_locked"):
                         fcntl.flock(held, fcntl.LOCK_EX)
@@ -351,6 +379,7 @@ def function_part(cubin: Path, seconds: float, conditions: list[str]) -> list[di
                 "lock_wait_s": round(statistics.mean(waits), 3) if waits else 0.0,
                 "contexts_made": len(background.made_ms),
                 "context_ms": round(statistics.median(background.made_ms), 1) if background.made_ms else None,
+                "child_ms": round(statistics.median(background.wall_ms), 1) if background.wall_ms else None,
                 **ratios(evaluations),
             }
         )
@@ -374,7 +403,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--parts", default="kernel,function")
     parser.add_argument("--evaluations", type=int, default=6, help="kernel part: evaluations per cell")
-    parser.add_argument("--seconds", type=float, default=11.0, help="function part: seconds per condition")
+    parser.add_argument("--seconds", type=float, default=10.0, help="function part: seconds per condition")
+    parser.add_argument("--pause", type=float, default=0.5, help="function part: idle before each evaluation")
     parser.add_argument(
         "--conditions",
         default="idle,idle_spin,kernels,allocs,processes,contexts,contexts_locked_made,contexts_locked",
@@ -398,7 +428,9 @@ def main() -> None:
     if "kernel" in parts:
         result["kernel"] = kernel_part(cubin, args.evaluations)
     if "function" in parts:
-        result["function"] = function_part(cubin, args.seconds, conditions)
+        states: dict[str, str] = {}
+        result["function"] = function_part(cubin, args.seconds, conditions, args.pause, states)
+        result["gpu0_state"] = states
     text = (
         f"# First timed calls ({result['name']} x{result['devices']}, {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())})\n\n"
         "## kernel: block_sum through GpuKernelRuntime.time, launch gate off/on, host quiet/busy\n\n"
@@ -409,7 +441,8 @@ def main() -> None:
         "t0/t1: the first calls on the two buffers (the repeat-visit check's first visits); both_first_2x: "
         "evaluations whose two first calls were both 2x the median of the rest or more; lock_wait_s: the "
         "evaluations' wait for the lock (contexts_locked).\n\n"
-        f"{table(result.get('function', []))}\n"
+        f"{table(result.get('function', []))}\n\n"
+        f"GPU 0 (pstate, SM clock, PCIe gen, width): {json.dumps(result.get('gpu0_state', {}))}\n"
     )
     print(text)
     if args.md:

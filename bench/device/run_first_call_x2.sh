@@ -14,7 +14,7 @@ if [ -d .whlfleet ]; then rm -rf .whl; mv .whlfleet .whl; fi
 source bench/device/gpu_env.sh > /dev/null
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=index,name,clocks.sm,clocks.max.sm,persistence_mode --format=csv | tee "$OUT/gpus.txt"
-timeout "${PROBE_S:-140}" python3 bench/device/first_call_probe.py --seconds "${SECONDS_PER_CONDITION:-11}" \
+timeout "${PROBE_S:-150}" python3 bench/device/first_call_probe.py --seconds "${SECONDS_PER_CONDITION:-10}" \
   --md "$OUT/first_call.md" --json "$OUT/first_call.json" > "$OUT/first_call.log" 2>&1
 echo "probe exit $? after $(( $(date +%s) - S )) s"
 cat "$OUT/first_call.md" 2>/dev/null || tail -30 "$OUT/first_call.log"
