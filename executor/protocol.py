@@ -166,6 +166,14 @@ class EvaluationOptions(BaseModel):
         "taken off (answers remembered from the first visits; executor.worker.candidate.check_repeats); "
         "None: no such check",
     )
+    repeat_confirm: bool = Field(
+        default=True,
+        description="function tasks: where the repeat-visit rule would refuse, time one more first visit "
+        "right after the trials, on a set drawn then from a secret seed, in new buffers, its outputs "
+        "checked, and let it count as a first visit (executor.worker.candidate.confirm_first_visit): "
+        "other processes' work can slow every first visit, and a memo cannot answer values it has never "
+        "seen; False: the first visits of the trials alone",
+    )
     baseline: bool = True
     compare_on_device: bool = Field(
         default=True,
