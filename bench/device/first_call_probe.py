@@ -312,7 +312,14 @@ def function_part(
     flush = cuda.mem_alloc(flush_bytes)
     spin_buf = cuda.mem_alloc(4096)
     clock_khz = int(cuda.Device(0).get_attribute(cuda.device_attribute.CLOCK_RATE))
-    hosts = [np.full(nbytes // 4, float(k), np.float32) for k in range(3)]  # 2 timed slots + the warm-up's
+    # 2 timed slots, the warm-up's, and the confirming call's (made now: an address no call has seen)
+    hosts = [np.full(nbytes // 4, float(k), np.float32) for k in range(4)]
+    from executor.worker.candidate import REPEAT_HOST_SLACK_MS
+    from executor.worker.host import measure_host_gbps
+
+    # The repeat-visit rule's allowance for this call (Worker._repeat_rule): twice its bytes at the
+    # host's bandwidth, and the host clock's slack; its limit 3x.
+    allowance_ms = 2 * (2 * nbytes) / (measure_host_gbps() * 1e6) + REPEAT_HOST_SLACK_MS
     outs = [np.empty_like(h) for h in hosts]
     lock = Path(tempfile.gettempdir()) / "first_call_probe.lock"
     lock.touch()
@@ -340,6 +347,7 @@ def function_part(
     for condition in conditions:
         background = Background(condition, cubin, seconds, str(lock))
         evaluations: list[list[float]] = []
+        refused = [0, 0]  # by the repeat-visit rule: without, with its confirming call
         waits: list[float] = []
         time.sleep(1.0)  # the background under way
         end = time.perf_counter() + seconds
@@ -356,7 +364,14 @@ def function_part(
                             spin(spin_buf, np.int64(20 * clock_khz), block=(256, 1, 1), grid=(264, 1))
                             cuda.Context.synchronize()
                         call(2)  # the warm-up, on a buffer of its own
-                        evaluations.append([call(i % 2) for i in range(8)])
+                        calls = [call(i % 2) for i in range(8)]
+                        evaluations.append(calls)
+                        median = statistics.median(calls[2:])
+                        if min(calls[:2]) - allowance_ms > 3 * median:  # the rule would refuse
+                            refused[0] += 1
+                            # the confirming call (option repeat_confirm): a first visit, right after
+                            if min(min(calls[:2]), call(3)) - allowance_ms > 3 * median:
+                                refused[1] += 1
                     finally:
                         if condition.startswith("contexts_locked"):
                             fcntl.flock(held, fcntl.LOCK_UN)
@@ -376,6 +391,8 @@ def function_part(
                 "max_ms": round(max(flat), 2),
                 "slow_share": round(sum(v >= 1.5 * med for v in flat) / len(flat), 3),
                 "both_first_2x": both_first,
+                "rule_refused": refused[0],
+                "after_confirm": refused[1],
                 "lock_wait_s": round(statistics.mean(waits), 3) if waits else 0.0,
                 "contexts_made": len(background.made_ms),
                 "context_ms": round(statistics.median(background.made_ms), 1) if background.made_ms else None,
@@ -439,8 +456,10 @@ def main() -> None:
         f"{table(result.get('kernel', []))}\n\n"
         "## function: function-like calls on GPU 0, other work on GPU 1\n\n"
         "t0/t1: the first calls on the two buffers (the repeat-visit check's first visits); both_first_2x: "
-        "evaluations whose two first calls were both 2x the median of the rest or more; lock_wait_s: the "
-        "evaluations' wait for the lock (contexts_locked).\n\n"
+        "evaluations whose two first calls were both 2x the median of the rest or more; rule_refused: "
+        "evaluations the repeat-visit rule would refuse (limit 3x, its allowance), after_confirm: those "
+        "still refused once a confirming call on a buffer of its own counts (repeat_confirm); lock_wait_s: "
+        "the evaluations' wait for the lock (contexts_locked*).\n\n"
         f"{table(result.get('function', []))}\n\n"
         f"GPU 0 (pstate, SM clock, PCIe gen, width): {json.dumps(result.get('gpu0_state', {}))}\n"
     )
