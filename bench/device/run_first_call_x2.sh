@@ -3,9 +3,12 @@
 # device call of about 130 s on kind nvidia-h200-x2 (a single GPU runs the kernel part and the idle
 # conditions only). bench/device/first_call_probe.py's kernel part (block_sum through the executor's
 # GpuKernelRuntime.time, launch gate off and on, host quiet / two busy threads / every core busy) and its
-# function part (function-like calls on GPU 0 with GPU 1 idle, busy with kernels, or making contexts one
-# process after another, unlocked and under a lock the evaluations hold alone). Writes
-# $OUT/first_call.md and $OUT/first_call.json. Carry .whlfleet (pycuda and pydantic as wheels):
+# function part (function-like calls on GPU 0, in "evaluations" of a pause, a warm-up and 8 timed calls,
+# with GPU 0 idle, after a busy kernel, or with other work beside: GPU 1's kernels, host arrays drawn and
+# freed, processes started, CUDA contexts made and torn down one process after another, unlocked and under
+# a lock the evaluations hold alone until each context is made or until its process exits; per condition
+# the evaluations the repeat-visit rule would refuse, and those still refused with its confirming call).
+# Writes $OUT/first_call.md and $OUT/first_call.json. Carry .whlfleet (pycuda and pydantic as wheels):
 #   bash bench/device/run_first_call_x2.sh
 set -uo pipefail
 S=$(date +%s)
