@@ -121,29 +121,29 @@ class EvaluationOptions(BaseModel):
         "move by 10 % or more between evaluations of the same candidate; 0: the fixed rule",
     )
     repeat_pairs: int = Field(
-        default=0,
+        default=5,
         ge=0,
         le=1000,
         description="trials rotated over timing sets: once the repeat visits (each set's second visit "
         "and later) hold this many pairs of one set's samples, the stop rule's noise is their spread "
         "alone, and the median (and the figures beside it, which the floor, the repeat-visit rule and "
         "the clock check judge) are taken over the repeat visits alone (executor.checking.within_set_cov); "
-        "0: every pair and every trial count, first visits included (off until a GPU A/B shows the "
-        "repeat spread of function tasks no worse: docs/executor.md)",
+        "0: every pair and every trial count, first visits included (5 by default since session 26, "
+        "with host_rotate_buffers 2: the H200 A/B in docs/executor.md)",
     )
     max_timing_s: float = Field(
         default=2.0, gt=0, description="wall-clock cap of the trials of one candidate (after min_trials)"
     )
     rotate_buffers: int = Field(default=3, ge=1, le=8, description="input copies cycled through while timing")
     host_rotate_buffers: int | None = Field(
-        default=None,
+        default=2,
         ge=1,
         le=8,
         description="rotate_buffers for function tasks (host copies, executor.worker.host.host_copy_count): "
         "with timing_sets 2, 2 gives one copy per set, so that a set's first visit is also its copies' "
         "only first visit (each copy's first timed visit may find its data in memory, where later ones "
-        "find them in the host's cache; repeat_pairs leaves out each set's first visit only); "
-        "None: rotate_buffers",
+        "find them in the host's cache; repeat_pairs leaves out each set's first visit only; 2 by "
+        "default since session 26); None: rotate_buffers",
     )
     reference_repeats: int = Field(default=3, ge=1, le=20)
     timing_sets: int = Field(
@@ -166,12 +166,27 @@ class EvaluationOptions(BaseModel):
         "taken off (answers remembered from the first visits; executor.worker.candidate.check_repeats); "
         "None: no such check",
     )
+    repeat_confirm: bool = Field(
+        default=True,
+        description="function tasks: where the repeat-visit rule would refuse, time one more first visit "
+        "right after the trials, on a set drawn then from a secret seed, in new buffers, its outputs "
+        "checked, and let it count as a first visit (executor.worker.candidate.confirm_first_visit): "
+        "other processes' work can slow every first visit, and a memo cannot answer values it has never "
+        "seen; False: the first visits of the trials alone",
+    )
     baseline: bool = True
     compare_on_device: bool = Field(
         default=True,
         description="kernel tasks: check timing-size outputs on the device where they were written "
         "(executor.devcompare; the host re-checks whatever fails there); False: download them and "
         "compare on the host",
+    )
+    launch_gate: bool = Field(
+        default=True,
+        description="kernel tasks: hold each batch of trials on its stream (a wait on a word of pinned "
+        "host memory) until the host has enqueued it, a chunk of 8 trials at a time, so that no trial's "
+        "start event runs ahead of its launch and the wait for the host is never timed as the kernel's "
+        "(executor.worker.gpu.LaunchGate); False: batches run as they are enqueued (before session 26)",
     )
     kernel_spot_checks: bool = Field(
         default=True,

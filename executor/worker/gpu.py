@@ -50,12 +50,65 @@ logger = logging.getLogger(__name__)
 # Trials enqueued on the stream before the host waits: 6 stream operations each stay well inside the
 # driver's launch queue, and the stopping rule is applied between batches.
 MAX_BATCH = 64
+# Trials behind one stream wait of a LaunchGate: the stream holds at most two such chunks queued and
+# not run (up to 8 x 31 operations each, a task with three large outputs and its spot copies), well
+# inside the driver's queue, which must never fill while the stream waits for the host.
+GATE_TRIALS = 8
+# CU_STREAM_WAIT_VALUE_GEQ: a stream wait passes once the 32-bit word holds at least the value.
+_WAIT_VALUE_GEQ = 0x0
 
 
 @functools.cache
 def _libcuda() -> ctypes.CDLL:
     """The driver library the context lives in (pycuda wraps no persisting-L2 calls)."""
     return ctypes.CDLL("libcuda.so.1")
+
+
+class LaunchGate:
+    """Holds a kernel's trials on their stream until the host has enqueued them (option
+    ``launch_gate``): a stream wait on a word of pinned host memory (``cuStreamWaitValue32``) ahead of
+    every :data:`GATE_TRIALS` trials, released by the host once the last of them is enqueued.
+
+    Why: each trial is ``restore, flush, start event, launch, end event``, and the events time whatever
+    the stream does between them. When the GPU runs ahead of the host (the first trials of a batch, a
+    host slowed by other work or by another thread of this process holding the interpreter), the start
+    event is recorded before the host has submitted the launch, and the wait for the submission is timed
+    as the kernel's. On the H200 (session 26, ``bench/device/run_s26_trials.sh``) a kernel's first timed
+    trial took 1.38-1.49 times its median (0.07-0.11 ms more, whatever the kernel's own time: 0.1 to
+    0.4 ms), the second 1.19-1.25, the fourth 1.00; and one evaluation of a 0.08-ms kernel timed 26 %
+    slow on the whole (the GPU test ``test_repeated_timing_on_the_timing_set_agrees``). Behind a gate
+    every operation of a trial is queued before the stream reaches its start event."""
+
+    def __init__(self, gpu: GpuContext) -> None:
+        cuda = gpu.cuda
+        self.word = cuda.pagelocked_zeros((1,), np.uint32, mem_flags=cuda.host_alloc_flags.DEVICEMAP)
+        self.addr = int(self.word.base.get_device_pointer())
+        self.wait = _libcuda().cuStreamWaitValue32_v2
+        self.wait.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint]
+        self.wait.restype = ctypes.c_int
+        self.closed = 0  # the value of the last wait enqueued (the word holds the last one released)
+        self.batches = 0
+
+    @staticmethod
+    def create_or_none(gpu: GpuContext) -> tuple[LaunchGate | None, str | None]:
+        """A gate, or None and why not (pinned memory or the driver's stream waits unavailable)."""
+        try:
+            return LaunchGate(gpu), None
+        except (gpu.cuda.Error, AttributeError, OSError) as e:
+            return None, f"no launch gate: {e}"
+
+    def close(self, stream: Any) -> None:
+        """Enqueue a wait that holds ``stream`` until the next :meth:`release`."""
+        self.closed += 1
+        rc = self.wait(ctypes.c_void_p(stream.handle), self.addr, self.closed, _WAIT_VALUE_GEQ)
+        if rc != 0:
+            self.closed -= 1
+            raise OSError(f"cuStreamWaitValue32 returned {rc}")
+
+    def release(self) -> None:
+        """Let the stream pass every wait enqueued so far (also after a failure, so that nothing the
+        stream holds stays queued behind a wait no one will release)."""
+        self.word[0] = self.closed
 
 
 class GpuContext:
@@ -525,10 +578,37 @@ class GpuKernelRuntime(Runtime):
         finally:
             self.free(outputs)
 
+    gate: LaunchGate | None = None
+    gate_off: str | None = None  # why the trials ran without a gate (None: gated, or not asked for)
+
+    def _gate_before(self, n: int, stream: Any) -> None:
+        """Before a batch's trial ``n`` is enqueued on ``stream``: with a :class:`LaunchGate`, a wait
+        ahead of every :data:`GATE_TRIALS` trials, and the one before it released (its chunk is queued
+        whole). The batch's last wait is released by :meth:`_gate_release`, before the host waits."""
+        gate = self.gate
+        if gate is None or n % GATE_TRIALS:
+            return
+        if n == 0:
+            gate.batches += 1
+        try:
+            gate.close(stream)
+        except OSError as e:  # the driver refused the wait: the rest is timed as without a gate
+            self.gate, self.gate_off = None, f"no launch gate: {e}"
+            gate.release()
+            return
+        if n:
+            gate.word[0] = gate.closed - 1
+
+    def _gate_release(self) -> None:
+        """Release every wait enqueued (the batch is queued, or its enqueueing failed)."""
+        if self.gate is not None:
+            self.gate.release()
+
     def time(self, slots: Any, options: EvaluationOptions) -> tuple[TimingStats, dict[str, Any]]:
         """Trials enqueued in batches on one stream, each ``restore outputs -> flush L2 -> start event ->
         launch -> end event``, with one wait per batch: a sample is still one launch after a flush,
-        timed by its own pair of events, without a host round trip per trial."""
+        timed by its own pair of events, without a host round trip per trial. Behind a
+        :class:`LaunchGate` (option ``launch_gate``), so that no start event runs ahead of its launch."""
         assert isinstance(slots, DeviceSlots)
         cuda = self.gpu.cuda
         stream = cuda.Stream()
@@ -546,21 +626,25 @@ class GpuKernelRuntime(Runtime):
                 began = time.perf_counter()
                 # One announcement per batch: the launches are timed on the device, between events.
                 with self.watch.call(what, len(indices), slowest_ms[0] or None):
-                    for (start, end), i in zip(events, indices, strict=False):
-                        if i < 0 and slots.warm is not None and slots.warm_source is not None:  # warm-up
-                            j, k = slots.warm, slots.warm_source
-                        else:
-                            j = i % timed_slots
-                            k = j % slots.timed
-                            last.update(set=k, slot=j)
-                            checks[j] = (k, f"timed launch {i + 1}")
-                        slots.enqueue_restore(j, k, stream)
-                        self.gpu.flush_l2_async(stream)
-                        start.record(stream)
-                        self._launch(slots.sources[k], slots.rotated[j], slots.sources[k].size, stream)
-                        end.record(stream)
-                        if spots is not None and i >= 0:  # after the end event: untimed
-                            spots.after_launch(slots.rotated[j], k, f"timed launch {i + 1}", stream)
+                    try:
+                        for n, ((start, end), i) in enumerate(zip(events, indices, strict=False)):
+                            self._gate_before(n, stream)
+                            if i < 0 and slots.warm is not None and slots.warm_source is not None:  # warm-up
+                                j, k = slots.warm, slots.warm_source
+                            else:
+                                j = i % timed_slots
+                                k = j % slots.timed
+                                last.update(set=k, slot=j)
+                                checks[j] = (k, f"timed launch {i + 1}")
+                            slots.enqueue_restore(j, k, stream)
+                            self.gpu.flush_l2_async(stream)
+                            start.record(stream)
+                            self._launch(slots.sources[k], slots.rotated[j], slots.sources[k].size, stream)
+                            end.record(stream)
+                            if spots is not None and i >= 0:  # after the end event: untimed
+                                spots.after_launch(slots.rotated[j], k, f"timed launch {i + 1}", stream)
+                    finally:
+                        self._gate_release()  # before any wait: the stream holds the batch until then
                     events[len(indices) - 1][1].synchronize()
                     # A fault in any launch of the batch is sticky: it surfaces here, if not before.
                     cuda.Context.synchronize()
@@ -572,6 +656,9 @@ class GpuKernelRuntime(Runtime):
         timed_slots = len(slots.rotated) - (slots.warm is not None)
         checks: dict[int, tuple[int, str]] = {}  # slot: (source, its last timed launch)
         warmup: dict[str, Any] = {}
+        self.gate, self.gate_off = (
+            LaunchGate.create_or_none(self.gpu) if options.launch_gate else (None, None)
+        )
         # Trial i runs on timed source i % slots.timed (the timed slots are a multiple of them). The
         # warm-up's set, the last source, is never timed: counting it (review 22b) grouped the samples
         # by 4 where the trials rotate over 3, so the stop rule's within-set spread mixed the sets.
@@ -587,6 +674,8 @@ class GpuKernelRuntime(Runtime):
             if spots is not None:
                 spots.free()
         last["warmup"] = warmup  # calls, seconds, batches
+        # How the batches were held (LaunchGate): gated or not, and why not.
+        last["gate"] = {"gated": self.gate is not None and self.gate.batches > 0, "off": self.gate_off}
         last["samples_ms"] = samples  # for executor.diagnostics.warmup_trace
         # The last trial's outputs stay where it wrote them: the worker checks them there, and those
         # of the last timed launch on every other slot.

@@ -304,6 +304,30 @@ class FunctionRuntime(Runtime):
         self.check_inputs(inputs, work, call)
         return {a.name: work.arrays[a.name].copy() for a in self.task.outputs}  # the next call reuses them
 
+    # Whether :meth:`first_visit` can call again after :meth:`time` (a runner is stopped by then).
+    confirms = True
+
+    def first_visit(
+        self, inputs: InputSet, call: str, buffers: dict[str, np.ndarray] | None = None
+    ) -> tuple[float, InputSet]:
+        """One call on ``inputs`` copied into ``buffers`` (made before the candidate ran, so that their
+        addresses are none it has seen, as a timing set's first visit finds a rotated copy; new ones
+        when None), prepared as a timed call is (the L2 flush) and timed as one; its milliseconds and
+        what it was called on (its outputs and ``in`` arrays: the caller checks them, after the trials'
+        own checks). After the trials, for the repeat-visit rule's confirmation
+        (executor.worker.candidate)."""
+        arrays = {}
+        for name, a in inputs.arrays.items():
+            arrays[name] = buffers[name] if buffers is not None else np.empty(a.shape, a.dtype)
+            np.copyto(arrays[name], a)
+        work = InputSet(inputs.seed, inputs.size, dict(inputs.scalars), arrays)
+        with self.watch.call(call):
+            self.before_trial()
+            start = time.perf_counter()
+            self.invoke(work)
+            end = time.perf_counter()
+        return max((end - start) * 1e3 - self.call_overhead_ms, 0.0), work
+
     def time(self, slots: Any, options: EvaluationOptions) -> tuple[TimingStats, dict[str, Any]]:
         assert isinstance(slots, HostSlots)
         sources, rotated = slots.sources, slots.rotated
@@ -393,6 +417,8 @@ class RunnerFunctionRuntime(FunctionRuntime):
     :mod:`executor.worker.runner`), on host or GPU: every call's inputs are handed over in a shared
     mapping, its outputs read back here, and it is timed here, on this process's clock around the
     request and its acknowledgement. ``device``: what the verdict names (this worker's device)."""
+
+    confirms = False  # stopped after the trials (calls_done): no call after them
 
     def __init__(
         self, runner: Runner, task: FunctionTask | KernelTask, product: str, symbol: str, device: str

@@ -370,3 +370,38 @@ def test_a_kernel_wrong_only_at_the_timing_size_fails_its_correctness_check(
     assert verdict.mismatch is not None and verdict.mismatch.size == "timing"
     assert verdict.mismatch.seed != timing_seed(_task("scale_kernel"))
     assert verdict.mismatch.index == verdict.mismatch.total - 1 and verdict.mismatch.count == 1
+
+
+# The naive saxpy, slowed 100 ms on the first call on each of the trials' two host copies (the third and
+# fourth timing-size buffers it sees, after the correctness call's and the warm-up's) and on no other:
+# a burst of other processes' work on both first visits, as two replicas on one H200 host gave honest
+# candidates (session 26).
+BURST_SAXPY = (
+    "#include <chrono>\nstatic const float* seen[64]; static int nseen = 0;\n"
+    "static void burst(int n, const float* x) {\n"
+    "    if (n < 100000) return;\n"
+    "    for (int k = 0; k < nseen; ++k) if (seen[k] == x) return;\n"
+    "    if (nseen < 64) seen[nseen] = x;\n"
+    "    if (++nseen == 3 || nseen == 4) {\n"
+    "        auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);\n"
+    "        while (std::chrono::steady_clock::now() < until) {}\n"
+    "    }\n}\n"
+)
+
+
+def test_a_burst_on_both_first_visits_is_confirmed_on_a_fresh_set(evaluator: CandidateEvaluator) -> None:
+    """The repeat-visit rule's confirming call (option ``repeat_confirm``) on the GPU runtime: the
+    candidate above passes, its confirming call timed at about its median; without the call the rule
+    refuses it."""
+    naive = _task("saxpy").naive_source
+    assert naive is not None
+    head = 'extern "C" void saxpy(int n, float a, const float* x, float* y) {\n'
+    assert head in naive
+    source = BURST_SAXPY + naive.replace(head, head + "    burst(n, x);\n")
+    verdict = _evaluate(evaluator, "saxpy", source)
+    assert verdict.passed, verdict.message
+    assert "repeat_confirm_call" in verdict.seconds, verdict.seconds
+    off = _evaluate(
+        evaluator, "saxpy", source + "\n// off\n", QUICK.model_copy(update={"repeat_confirm": False})
+    )
+    assert off.error is ErrorKind.IMPLAUSIBLE, off.message

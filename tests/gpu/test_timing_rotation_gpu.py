@@ -15,9 +15,12 @@ from __future__ import annotations
 import importlib.util
 import re
 import shutil
+import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from executor.evaluate import Evaluator
@@ -103,3 +106,70 @@ def test_a_wrong_timed_launch_is_named_with_its_timing_set(evaluator: Evaluator)
     assert re.search(rf"timed launch \d+ \(on timing set [1-{sets}] of {sets}\): ", verdict.message), (
         verdict.message
     )
+
+
+def test_the_launch_gate_is_made_on_the_gpu(evaluator: Evaluator) -> None:
+    """Kernel trials run behind their launch gate (executor.worker.gpu.LaunchGate): a device where it
+    cannot be made says so in the verdict's seconds (``launch_gate_off``), and that must not be this one."""
+    source = HONEST + "\n// gate\n"
+    verdict = evaluator.evaluate(load_task(TASKS / "block_sum"), CandidateSource(source=source), QUICK)
+    assert verdict.passed, verdict.message
+    assert "launch_gate_off" not in verdict.seconds, verdict.seconds
+
+
+def _busy(stop: threading.Event) -> None:
+    """Python work that holds the interpreter between switches, as any other thread of a worker may."""
+    a = np.ones(4096)
+    while not stop.is_set():
+        total = 0
+        for i in range(2000):
+            total += i
+        np.add(a, a, out=a)
+
+
+def test_a_busy_thread_of_the_worker_does_not_reach_a_gated_kernel_timing(tmp_path: Path) -> None:
+    """Behind the launch gate, every operation of a trial is queued before the stream reaches its start
+    event, so the host's delays (here two threads of this process holding the interpreter) are never
+    timed as the kernel's: the medians with the threads stay within 10 % of those without. Seen on the
+    H200 without the gate (session 26): a first trial 1.4-1.5 times the median on a quiet host, and one
+    evaluation of this 0.08-ms kernel 26 % slow on the whole."""
+    from executor.inputs import generate_inputs
+    from executor.taskformat import KernelTask
+    from executor.worker.gpu import DeviceSlots, GpuContext, GpuKernelRuntime
+
+    task = load_task(TASKS / "block_sum")
+    assert isinstance(task, KernelTask)
+    gpu = GpuContext()
+    major, minor = gpu.dev.compute_capability()
+    src = tmp_path / "k.cu"
+    src.write_text('extern "C" {\n' + HONEST + "\n}\n")
+    subprocess.run(
+        ["nvcc", "-cubin", f"-arch=sm_{major}{minor}", "-o", str(tmp_path / "k.cubin"), str(src)], check=True
+    )
+    sources = [generate_inputs(task, "timing", seed) for seed in (21, 22)]
+    slots = DeviceSlots(gpu, task, sources, 3, warm=generate_inputs(task, "timing", 23))
+    runtime = GpuKernelRuntime(gpu, task, str(tmp_path / "k.cubin"), "block_sum_kernel")
+    try:
+
+        def medians() -> list[float]:
+            out = []
+            for _ in range(4):
+                stats, last = runtime.time(slots, QUICK)
+                assert last["gate"] == {"gated": True, "off": None}
+                out.append(stats.median_ms)
+            return out
+
+        quiet = medians()
+        stop = threading.Event()
+        threads = [threading.Thread(target=_busy, args=(stop,), daemon=True) for _ in range(2)]
+        for t in threads:
+            t.start()
+        try:
+            busy = medians()
+        finally:
+            stop.set()
+            for t in threads:
+                t.join()
+    finally:
+        slots.free()
+    assert max(busy) <= 1.1 * min(quiet), (quiet, busy)

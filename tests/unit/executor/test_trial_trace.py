@@ -4,9 +4,13 @@ comes from (``bench.probes.trial_trace``)."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from executor.checking import TRACE_TRIALS, TrialSamples, timing_stats, trial_trace
+from executor.inputs import InputSet
 from executor.protocol import EvaluationOptions
 from executor.verdict import TimingStats
+from executor.worker.host import host_copy_count
 
 
 def test_the_trace_keeps_the_first_trials_in_order_to_four_digits() -> None:
@@ -37,4 +41,24 @@ def test_host_rotate_buffers_applies_to_function_tasks_only() -> None:
     options = EvaluationOptions(rotate_buffers=3, host_rotate_buffers=2)
     assert options.rotated_copies(kernel=False) == 2
     assert options.rotated_copies(kernel=True) == 3
-    assert EvaluationOptions(rotate_buffers=3).rotated_copies(kernel=False) == 3
+    assert EvaluationOptions(rotate_buffers=3, host_rotate_buffers=None).rotated_copies(kernel=False) == 3
+
+
+def test_the_defaults_give_one_host_copy_per_timing_set_and_the_median_over_the_repeats() -> None:
+    """Session 26's defaults (the H200 A/B, bench/device/run_s26_trials.sh): a function task's trials
+    go through one host copy per timing set, so that a set's first visit is also its copy's, and
+    once the repeat visits hold 5 pairs the noise and the median are theirs alone; a kernel task
+    keeps its 3 device copies (4 slots with 2 sets)."""
+    options = EvaluationOptions()
+    assert (options.repeat_pairs, options.host_rotate_buffers, options.timing_sets) == (5, 2, 2)
+    assert options.rotated_copies(kernel=False) == 2
+    assert options.rotated_copies(kernel=True) == options.rotate_buffers == 3
+    sources = [InputSet(seed, "timing", {}, {"x": np.zeros(4, np.float32)}) for seed in range(2)]
+    assert host_copy_count(sources, options.rotated_copies(kernel=False), 1 << 20) == 2
+    assert options.trial_policy().repeat_pairs == options.trial_policy(device_timed=True).repeat_pairs == 5
+
+
+def test_kernel_trials_are_held_behind_the_launch_gate_by_default() -> None:
+    """executor.worker.gpu.LaunchGate (session 26); ``launch_gate: false`` gives the batches as before."""
+    assert EvaluationOptions().launch_gate is True
+    assert EvaluationOptions(launch_gate=False).launch_gate is False
