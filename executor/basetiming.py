@@ -71,6 +71,7 @@ TIMING_FIELDS = {
     "host_rotate_buffers",
     "repeat_pairs",
     "timing_sets",
+    "launch_gate",
 }
 
 

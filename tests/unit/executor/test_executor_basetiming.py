@@ -75,6 +75,8 @@ def test_the_key_follows_what_the_timing_depends_on(saxpy: FunctionTask | Kernel
     assert baseline_key(saxpy.model_copy(update={"naive_source": "// other"}), options) != key
     assert baseline_key(saxpy, options.model_copy(update={"timing_sets": 4})) != key
     assert baseline_key(saxpy, options.model_copy(update={"host_target_error": 0.01})) != key
+    # a kernel's trials held until enqueued time differently (session 26): not a baseline timed without
+    assert baseline_key(saxpy, options.model_copy(update={"launch_gate": not options.launch_gate})) != key
     assert baseline_key(saxpy.model_copy(update={"id": "saxpy_other"}), options) != key
 
 
