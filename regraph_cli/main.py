@@ -187,11 +187,6 @@ def up(
     ] = None,
 ) -> None:
     """Bring the stack up on this machine: Neo4j (embedded unless NEO4J_URI), migrations, executor, API."""
-    # Imported here, not with the CLI: the API is most of the CLI's import time, and the other commands
-    # (and `up` refusing a second stack or a taken port) do not need it.
-    from api.app import create_app
-    from api.connections import server_config
-
     overrides: dict[str, object] = {}
     if host is not None:
         overrides["host"] = host
@@ -202,6 +197,11 @@ def up(
     refuse_second_stack(settings)
     start_executor = settings.executor_url is None and with_executor
     _refuse_taken_ports(settings, executor_port if start_executor else None)
+    # Imported here, once the refusals above have passed, not with the CLI: the API is most of the CLI's
+    # import time (2-4 s of a refusal at load 7), and the other commands and those refusals do not need it.
+    from api.app import create_app
+    from api.connections import server_config
+
     executor: ExecutorSupervisor | None = None
     if start_executor:
         # Supervised: restarted when it dies (the API's /readyz says it is down meanwhile).

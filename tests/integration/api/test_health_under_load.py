@@ -2,7 +2,7 @@
 
 Not a timing test (bench/probes/healthz_load.py measures the latency): each probe only has to answer, within a
 limit shorter than one query's run, so a probe that waited behind the queries (a shared thread pool)
-fails. 50 queries of 12 s each run at once (all inside Neo4j: the API's concurrency limit is raised
+fails. 50 queries of 10 s each run at once (all inside Neo4j: the API's concurrency limit is raised
 to 50 here) over real HTTP against the real app and Neo4j. Liveness and readiness are probed each in
 a thread of its own, about once a second, so that a slow readiness answer (up to its own 5 s limit)
 does not space out the liveness probes.
@@ -26,7 +26,7 @@ from graphdb.store import Neo4jGraphStore
 from tests.integration.api.graph_support import clear, serve
 
 QUERIES = 50
-QUERY_SECONDS = 12.0
+QUERY_SECONDS = 10.0
 # Shorter than a query (a probe queued behind one cannot answer in time), longer than readiness's own
 # limit (api/health/http.py READINESS_TIMEOUT_S, 5 s: then it answers 503).
 PROBE_LIMIT_S = 8.0

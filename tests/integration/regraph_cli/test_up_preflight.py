@@ -88,10 +88,20 @@ def test_up_with_a_taken_port_fails_at_once_naming_the_port_and_its_holder(
         probe.bind(("127.0.0.1", 0))
         free = probe.getsockname()[1]
     api_port, neo4j_port = (taken, free) if which == "api" else (free, taken)
-    env = _environment(tmp_path / "home", REGRAPH_DATA_DIR=str(data_dir), REGRAPH_NEO4J_PORT=str(neo4j_port))
+    env = _environment(
+        tmp_path / "home",
+        REGRAPH_DATA_DIR=str(data_dir),
+        REGRAPH_NEO4J_PORT=str(neo4j_port),
+        PYTHONPROFILEIMPORTTIME="1",  # each module imported, on stderr: the refusal must not import the API
+    )
     before = _pids()
     code, output, elapsed = _regraph(env, "up", "--port", str(api_port), "--no-with-executor")
     assert code == 2, output
+    imported = {
+        line.rsplit("|", 1)[-1].strip() for line in output.splitlines() if line.startswith("import time:")
+    }
+    assert "regraph_cli.main" in imported  # the profile is there to read
+    assert "api.app" not in imported  # 2-4 s of imports at load 7, before a refusal that needs none of it
     # The interpreter's imports (a few seconds, 16-18 s with the machine loaded ~16), no Neo4j start:
     # that took close to a minute before it failed (the subprocess's limit is 60 s).
     assert elapsed < 40, elapsed
