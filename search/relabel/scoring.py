@@ -59,6 +59,7 @@ from search.embeddings import Embedder
 from search.errors import SearchError
 from search.relabel.evidence import CodeEvidence
 from search.relabel.taxonomy import (
+    WORKLOADS,
     bag_key,
     concept_tokens,
     content_tokens,
@@ -752,22 +753,32 @@ class CandidateIndex:
     def kind_of(self, name: str) -> str | None:
         """(session 26) The candidate a name is a kind of, or None: a name whose last word is a kind head
         (`KIND_HEADS`: "fusion") with words before it that say which kind ("horizontal_input_fusion",
-        "conv_fusion_rewriter") is a kind of the one candidate whose name is that head alone (after
+        "conv_fusion_rewriter"), or only the names of workloads after it ("Fused GEMM",
+        `WORKLOADS`), is a kind of the one candidate whose name is that head alone (after
         filler: "Kernel fusion"), unless a word before it names another technique: a word of
         another candidate's name or aliases that at most `RARE_WORD_USERS` candidates use at all and it
         does not ("stencil" of Temporal blocking's "multi-step stencil fusion", "FMA"), a whole label of two or more
         words of another candidate, or only words of another candidate's label
         with the same head ("time fusion" is Temporal blocking's "time-step fusion")."""
         words = content_tokens(name)
-        if not 2 <= len(words) <= KIND_WORDS or words[-1] not in KIND_HEADS or words[-1] in words[:-1]:
+        # a workload's name after the head says which kind as one before it does ("Fused GEMM")
+        core = [w for w in words if w not in WORKLOADS]
+        if (
+            not 2 <= len(words) <= KIND_WORDS
+            or not core
+            or core[-1] not in KIND_HEADS
+            or core.count(core[-1]) > 1
+        ):
             return None
-        owners = [i for i, c in enumerate(self.candidates) if content_tokens(c.name) == words[-1:]]
+        owners = [i for i, c in enumerate(self.candidates) if content_tokens(c.name) == core[-1:]]
         if len(owners) != 1:
             return None
         owner = owners[0]
         # the words as the vocabularies hold them ("copy" is "transfer", "fused" is "fuse")
+        at = max(i for i, w in enumerate(words) if w not in WORKLOADS)
         concepts = concept_tokens(name)
-        head, said = concepts[-1], set(concepts[:-1])
+        head = concepts[at]
+        said = set(concepts[:at] + concepts[at + 1 :])
         for i, labels in enumerate(self._label_tokens):
             if i == owner:
                 continue
