@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from bench.probes.relabel_bench import OUTSIDE_DATA, load_outside_items
 from search.relabel.relabeler import RelabelPolicy, StepInput, strange_words
 from search.relabel.taxonomy import Taxonomy, concept_tokens
-from tests.unit.search.test_relabel_precision import _full_graph
+from tests.unit.search.test_relabel_precision import _check_development_set, _full_graph
 
 # --- a kind of fusion is Kernel fusion (`CandidateIndex.kind_of`, `KIND_HEADS`) ----------------------------
 
@@ -96,3 +97,19 @@ def test_a_compilers_name_is_no_made_up_word(policy: RelabelPolicy, taxonomy: Ta
 
 def test_a_rewriter_is_filler() -> None:
     assert concept_tokens("conv_fusion_rewriter") == concept_tokens("conv fusion")
+
+
+# --- the eighth development set (`dev8.jsonl`) -------------------------------------------------------------
+
+DEV8_DATA = OUTSIDE_DATA.with_name("dev8.jsonl")
+
+
+def test_dev8_set_shares_nothing_with_the_outside_set_nor_the_other_development_sets(
+    taxonomy: Taxonomy,
+) -> None:
+    """The eighth development set (`dev8.jsonl`, session 26: ONNX Runtime's graph transformers' names):
+    the outside set's format, no taxonomy label word for word, and no item of the outside set, the other
+    development sets or the general set."""
+    items = load_outside_items(DEV8_DATA)
+    assert len(items) >= 50
+    _check_development_set(items, taxonomy, 8, least_new=15, least_merge=15)
