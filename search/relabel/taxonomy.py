@@ -160,6 +160,8 @@ _FILLER = frozenset(
         "more",
         "less",
         "fewer",
+        # (session 26) "use minimal synchronization" says how much, as "fewer" does
+        *("minimal", "minimum"),
         "several",
         "many",
         "multiple",

@@ -113,3 +113,14 @@ def test_dev8_set_shares_nothing_with_the_outside_set_nor_the_other_development_
     items = load_outside_items(DEV8_DATA)
     assert len(items) >= 50
     _check_development_set(items, taxonomy, 8, least_new=15, least_merge=15)
+
+
+# --- "minimal" says how much, as "fewer" does ----------------------------------------------------------------
+
+
+def test_minimal_is_an_amount(policy: RelabelPolicy, taxonomy: Taxonomy) -> None:
+    """dev2's "Use minimal synchronization" waited as a word no technique uses beside a phrase of
+    several techniques' labels; "minimal" and "minimum" say how much, as "fewer" and "less" do."""
+    assert concept_tokens("Use minimal synchronization") == concept_tokens("synchronization")
+    choice = policy.choose(StepInput("Use minimal synchronization"), policy.index(_full_graph(taxonomy)))
+    assert (choice.outcome, choice.technique) == ("merge", "Synchronization reduction"), choice.flags
