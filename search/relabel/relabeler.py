@@ -59,12 +59,14 @@ from search.relabel.scoring import (
     containment_conflict,
     decide,
     generic_name,
+    kind_conflict,
     load_model,
     rank,
     separation,
     shared_text_vectors,
 )
 from search.relabel.taxonomy import (
+    COMPILER_NAMES,
     Taxonomy,
     concept_tokens,
     default_taxonomy,
@@ -300,6 +302,9 @@ def strange_words(name: str, vocabulary: frozenset[str] | set[str]) -> list[str]
         if "_" in raw or any(c.isdigit() for c in raw) or any(c.isupper() for c in raw[1:]):
             continue  # an identifier (atomicAdd, __ldg, float4, SGEMM): code, not prose
         word = raw.lower()
+        if word in COMPILER_NAMES:
+            familiar = False  # a compiler's name: a real word no technique uses
+            continue
         stems = set(concept_tokens(word))
         if not stems or stems & vocabulary:
             continue
@@ -308,6 +313,10 @@ def strange_words(name: str, vocabulary: frozenset[str] | set[str]) -> list[str]
         else:
             familiar = False
     return strange if familiar else []
+
+
+_SEPARATION_FLAGS = ("not_separated:", "name_points_elsewhere:", "name_unexplained:")
+"""The flags of a model merge that `separation` stopped (a kind of the technique lifts them)."""
 
 
 def queued_name(name: str) -> str:
@@ -538,6 +547,21 @@ class RelabelPolicy:
                     verdict = "undecided"
                     flags.append(f"name_not_understood: no technique and no dictionary knows {strange}")
             top = ranked.top
+            # (session 26) A kind of a technique ("horizontal_input_fusion", "copy_fusion": the head
+            # of a kind, `KIND_HEADS`, and words that name no other technique) is that technique when
+            # nothing else disagrees, whatever the probability; a merge elsewhere waits for a curator.
+            kind = index.kind_of(name)
+            if kind is not None and not strange_words(name, index.vocabulary_words()):
+                conflict = kind_conflict(ranked, kind, detail=bool(step.detail.strip()))
+                if verdict == "merge" and top is not None and top[0] != kind:
+                    verdict = "undecided"
+                    flags.append(
+                        f"kind_disagrees: the name is a kind of {kind!r}, the scorer says {top[0]!r}"
+                    )
+                elif conflict is None:
+                    verdict = "merge"
+                    flags[:] = [f for f in flags if not f.startswith(_SEPARATION_FLAGS)]
+                    top = (kind, ranked.probabilities[ranked.names.index(kind)])
             if verdict == "merge" and top is not None:
                 choice = self._concept_choice(top[0], index, "model", evidence, ranked)
             elif verdict == "new":

@@ -59,8 +59,10 @@ from search.embeddings import Embedder
 from search.errors import SearchError
 from search.relabel.evidence import CodeEvidence
 from search.relabel.taxonomy import (
+    WORKLOADS,
     bag_key,
     concept_tokens,
+    content_tokens,
     expand_abbreviations,
     kernel_keys,
     label_key,
@@ -237,6 +239,16 @@ def mention_core(identifier: str) -> str:
     core = lowered.strip("_").removesuffix("_sync")
     return core if "_" in core else lowered
 
+
+KIND_HEADS = frozenset({"fusion"})
+"""(session 26) Head words whose qualified forms name kinds of one technique (`CandidateIndex.kind_of`):
+compilers name each fusion after what it fuses (XLA's "horizontal_input_fusion", "multi_output_fusion",
+"copy_fusion"), and each is the technique whose name is the head alone ("Kernel fusion"), unless the
+qualifier names another technique ("time-step fusion" is Temporal blocking). Only "fusion": qualified
+"parallelization" or "graph" name distributed training and data structures as often as the techniques
+called so."""
+KIND_WORDS = 4
+"""At most this many content words in a name read as a kind (`kind_of`)."""
 
 RARE_WORD_USERS = 2
 """A word at most this many candidates use is a telling word (`WordCoverage.rare`)."""
@@ -737,6 +749,50 @@ class CandidateIndex:
             if holds and _reducing(label, words):
                 return True
         return False
+
+    def kind_of(self, name: str) -> str | None:
+        """(session 26) The candidate a name is a kind of, or None: a name whose last word is a kind head
+        (`KIND_HEADS`: "fusion") with words before it that say which kind ("horizontal_input_fusion",
+        "conv_fusion_rewriter"), or only the names of workloads after it ("Fused GEMM",
+        `WORKLOADS`), is a kind of the one candidate whose name is that head alone (after
+        filler: "Kernel fusion"), unless a word before it names another technique: a word of
+        another candidate's name or aliases that at most `RARE_WORD_USERS` candidates use at all and it
+        does not ("stencil" of Temporal blocking's "multi-step stencil fusion", "FMA"), a whole label of two or more
+        words of another candidate, or only words of another candidate's label
+        with the same head ("time fusion" is Temporal blocking's "time-step fusion")."""
+        words = content_tokens(name)
+        # a workload's name after the head says which kind as one before it does ("Fused GEMM")
+        core = [w for w in words if w not in WORKLOADS]
+        if (
+            not 2 <= len(words) <= KIND_WORDS
+            or not core
+            or core[-1] not in KIND_HEADS
+            or core.count(core[-1]) > 1
+        ):
+            return None
+        owners = [i for i, c in enumerate(self.candidates) if content_tokens(c.name) == core[-1:]]
+        if len(owners) != 1:
+            return None
+        owner = owners[0]
+        # the words as the vocabularies hold them ("copy" is "transfer", "fused" is "fuse")
+        at = max(i for i, w in enumerate(words) if w not in WORKLOADS)
+        concepts = concept_tokens(name)
+        head = concepts[at]
+        said = set(concepts[:at] + concepts[at + 1 :])
+        for i, labels in enumerate(self._label_tokens):
+            if i == owner:
+                continue
+            for tokens in labels:
+                if len(tokens - {head}) >= 2 and tokens <= said | {head}:
+                    return None  # the name says another candidate's label of two words or more
+                if head in tokens and said <= tokens:
+                    return None  # only words of another candidate's kind ("time-step fusion")
+        for word in said - self._vocab[owner]:
+            users = sum(word in vocab for vocab in self._vocab)
+            named = any(word in t for labels in self._label_tokens for t in labels)
+            if named and users <= RARE_WORD_USERS:
+                return None  # a rare word of other techniques' names and aliases ("stencil")
+        return self.candidates[owner].name
 
     def label_hit(self, name: str) -> TechniqueCandidate | None:
         """The graph candidate one of whose labels normalises like `name` (`label_key`, else `bag_key`,
@@ -1283,6 +1339,29 @@ def containment_conflict(ranked: Ranked, contained: Containment, *, detail: bool
         return (
             f"containment_disagrees: the detail is nearer to another technique than {contained.technique!r}"
         )
+    return None
+
+
+def kind_conflict(ranked: Ranked, technique: str, *, detail: bool) -> str | None:
+    """(session 26) Why a name that is a kind of `technique` (`CandidateIndex.kind_of`) is still not
+    merged into it, or None: the name is `NAME_CONFLICT` nearer to another candidate, another
+    candidate has more code support or mentions, or "name: detail" is `SEPARATION_LEAD` nearer to
+    another candidate's description (name and detail point to different techniques)."""
+    if technique not in ranked.names:
+        return f"kind_disagrees: {technique!r} is not a candidate"
+    at = ranked.names.index(technique)
+    own = ranked.features[at]
+    others = [f for i, f in enumerate(ranked.features) if i != at]
+    if not others:
+        return None
+    name_sim, text_sim = FEATURES.index("name_sim"), FEATURES.index("text_sim")
+    support, mentions = FEATURES.index("evidence_support"), FEATURES.index("mentions")
+    if max(o[name_sim] for o in others) - own[name_sim] >= NAME_CONFLICT:
+        return f"kind_disagrees: the name is nearer to another technique than {technique!r}"
+    if own[support] < max(o[support] for o in others) or own[mentions] < max(o[mentions] for o in others):
+        return f"kind_disagrees: the code or its mentions favour another technique than {technique!r}"
+    if detail and max(o[text_sim] for o in others) - own[text_sim] >= SEPARATION_LEAD:
+        return f"kind_disagrees: the detail is nearer to another technique than {technique!r}"
     return None
 
 

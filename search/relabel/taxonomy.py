@@ -72,6 +72,10 @@ _FILLER = frozenset(
         # (session 21) the other platforms and the vendors say where, as "CUDA" and "GPU" do, not which
         # technique: "Programming Intel XMX Using SYCL ...", "HIP streams", "OpenCL work-groups"
         *("hip", "rocm", "opencl", "sycl", "oneapi", "nvidia", "amd", "intel"),
+        # (session 26) a "rewriter" is a compiler pass that rewrites into what it names (XLA's
+        # "conv_fusion_rewriter" fuses convolutions, "gemm_rewriter" calls the library's GEMM): the
+        # word says how a compiler is organised, not which technique
+        *("rewriter", "rewriters"),
         "gpu",
         "kernel",
         "better",
@@ -156,6 +160,8 @@ _FILLER = frozenset(
         "more",
         "less",
         "fewer",
+        # (session 26) "use minimal synchronization" says how much, as "fewer" does
+        *("minimal", "minimum"),
         "several",
         "many",
         "multiple",
@@ -172,6 +178,12 @@ _FILLER = frozenset(
         *("note", "notes", "syntax"),
     }
 )
+COMPILER_NAMES = frozenset(
+    {"triton", "tritongpu", "ttg", "ttng", "xla", "tvm", "tir", "mlir", "llvm", "nvvm", "hlo", "mhlo"}
+)
+"""(session 26) Compilers and their dialects, as their pass names start ("tritongpu-coalesce", TVM's
+"tir", MLIR's "convert-gpu-to-nvvm"): real names, never a made-up word (`strange_words`), but kept as
+words for the scorer: dropping them as filler let "tritongpu-prefetch" merge on "prefetch" alone."""
 _FILLER_FAMILIES = (
     # (session 24) a heading's "approach" says how it is presented, not which technique ("the atomic
     # approach"). "strategy" was tried too and left out: "a tiling strategy" then merged into one of

@@ -62,10 +62,9 @@ def test_a_technique_of_a_workload_merges(
 @pytest.mark.parametrize(
     "name",
     [
-        # "cooperative" is also shared memory tiling's ("cooperative tile loading"), "fused" fused
-        # multiply-add's, and "pruning" says no kernel: none of them an alias merge
+        # "cooperative" is also shared memory tiling's ("cooperative tile loading") and "pruning" says no
+        # kernel: none of them an alias merge ("Fused GEMM": below)
         "Cooperative GEMM",
-        "Fused GEMM",
         "Pruned GEMM",
         # a batched "Grouped GEMM" shares "group" with cooperative groups: the scorer still reads the
         # workload as a word of its own, so the one other word does not merge it
@@ -77,6 +76,17 @@ def test_an_ambiguous_word_before_a_workload_is_no_merge(
 ) -> None:
     choice = policy.choose(StepInput(name), policy.index(_full_graph(taxonomy)))
     assert choice.outcome != "merge", (choice.technique, choice.decided_by)
+
+
+def test_a_fused_workload_is_no_alias_merge_and_no_fused_multiply_add(
+    policy: RelabelPolicy, taxonomy: Taxonomy
+) -> None:
+    """ "fused" is also fused multiply-add's word, so "Fused GEMM" is no alias merge of "fused kernel"
+    (session 21); since session 26 it is a kind of fusion (`CandidateIndex.kind_of`: a workload after
+    "fused" says which kind), Kernel fusion, and never fused multiply-add."""
+    choice = policy.choose(StepInput("Fused GEMM"), policy.index(_full_graph(taxonomy)))
+    assert choice.decided_by != "alias"
+    assert (choice.outcome, choice.technique) == ("merge", "Kernel fusion"), choice.flags
 
 
 @pytest.mark.parametrize("name", ["GEMM", "softmax kernel"])
