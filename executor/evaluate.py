@@ -88,9 +88,6 @@ class Evaluator:
         # When each baseline timing in memory goes stale (time.monotonic()): as on disk, after
         # baseline_timing_max_age_s from its measurement, so a long-running executor times it again.
         self._baseline_stale_at: dict[tuple[str, str], float] = {}
-        # Each function task's fastest correct candidate's median (ms) in this evaluator, by _key: with
-        # its naive baseline's, what tells whether the task is compute-bound (_host_shared).
-        self._fastest_ms: dict[tuple[str, str], float] = {}
         self._cache_lock = threading.Lock()
         # The naive baselines' timings on disk, shared with the host's other executors and kept across
         # restarts (executor.basetiming); used once this evaluator knows its device's model (from the
@@ -421,8 +418,8 @@ class Evaluator:
                 teardown.callback(self._hold_through_teardown(seconds).join)
             if self.settings.timings_at_turn:
                 run = self._timings_now(task, run)
-            if not run.host_shared and (shared := self._host_shared(task, options, runtime)):
-                run = run.model_copy(update={"host_shared": shared})  # its baseline timed meanwhile
+            # judged again at the turn, either way: its baseline timed (or gone stale) meanwhile
+            run = run.model_copy(update={"host_shared": self._host_shared(task, options, runtime)})
             seconds["host_shared"] = float(run.host_shared)
 
             def release() -> None:
@@ -483,7 +480,6 @@ class Evaluator:
         # (review 22: one candidate set every later candidate's speedup of its task).
         reference_timing = run.reference_timing
         if outcome.passed and cand is not None and cand.median_ms > 0:
-            self._note_fastest(task, cand.median_ms)
             if reference_timing is None:  # not known when the run began: a reference worker times it
                 self._prepare_task(task, options)
                 reference_timing = self._cached_timing("reference", task)
@@ -611,29 +607,20 @@ class Evaluator:
             finally:
                 held.close()
 
-    def _note_fastest(self, task: FunctionTask | KernelTask, median_ms: float) -> None:
-        """Keep ``median_ms`` (a correct candidate's) when it is the task's fastest yet."""
-        key = self._key("fastest", task)
-        with self._cache_lock:
-            if median_ms < self._fastest_ms.get(key, math.inf):
-                self._fastest_ms[key] = median_ms
-
     def _host_shared(self, task: FunctionTask | KernelTask, options: EvaluationOptions, runtime: str) -> bool:
         """Whether a function task's trials (a candidate's or its naive baseline's) may hold the host
         memory's lock shared (:func:`executor.gpulock.compute_bound`): its arrays at the timing size
-        over the fastest call known for it, its naive baseline's median (kept) or this evaluator's
-        fastest correct candidate's, move under the threshold. A candidate faster than any known one
-        copies at a higher rate than the one judged; nothing known: alone, as before."""
+        over its naive baseline's median as kept (this evaluator's, or the host's store) move under the
+        threshold. Only the baseline's median decides, never a candidate's: a candidate made slow on
+        purpose would get a copy-bound task judged compute-bound, and its task's later trials (the
+        baseline's own too, kept host-wide) timed beside other traffic. No baseline kept (a task's
+        first evaluation, its baseline's own run, a task without a baseline): alone."""
         if not isinstance(task, FunctionTask) or runtime == "none":
             return False
-        with self._cache_lock:
-            known = [self._fastest_ms.get(self._key("fastest", task), math.inf)]
-        if self.wants_baseline(task, options, runtime):
-            baseline = self._cached_timing("baseline", task, options)
-            if baseline is not None:
-                known.append(baseline.median_ms)
-        fastest = min(known)
-        return compute_bound(task_bytes(task), fastest if math.isfinite(fastest) else None)
+        if not self.wants_baseline(task, options, runtime):
+            return False
+        baseline = self._cached_timing("baseline", task, options)
+        return compute_bound(task_bytes(task), None if baseline is None else baseline.median_ms)
 
     def _timings_now(self, task: FunctionTask | KernelTask, run: CandidateRun) -> CandidateRun:
         """``run`` with the task's serial reference timing as cached now, when its turn has come
@@ -1079,6 +1066,8 @@ class Evaluator:
             for part in ("baseline_timing", "baseline_claim_wait"):
                 if part in outcome.seconds:
                     seconds[part] = outcome.seconds[part]
+            if "host_shared" in outcome.seconds:  # not seconds: how its trials held the host memory
+                seconds["baseline_host_shared"] = outcome.seconds["host_shared"]
         return outcome.timing if outcome.ok else self._cached_timing("baseline", task, options)
 
     def _keep_baseline(
