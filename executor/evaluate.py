@@ -987,12 +987,17 @@ class Evaluator:
 
     @contextlib.contextmanager
     def _baseline_claim(self, key: str) -> Iterator[float]:
-        """The host's claim on timing the baseline ``key`` (:meth:`BaselineTimings.claim`: one executor
-        of the host times it, the others wait, then read what it stored); none without the store."""
+        """The host's claim on timing the baseline ``key`` on this evaluator's device model
+        (:meth:`BaselineTimings.claim`: one executor of the host times it, the others wait, then read
+        what it stored; a waiter gives up after ``run_timeout_s`` and times it itself); none without
+        the store."""
         if self._baselines is None:
             yield 0.0
             return
-        with self._baselines.claim(key, self._closing) as waited:
+        # a live holder is done within one worker's limit; past it, it is stuck: time it here
+        with self._baselines.claim(
+            key, self.device or "", self._closing, max_wait_s=self.settings.run_timeout_s
+        ) as waited:
             yield waited
 
     def _due_again(self, running: Future[BaselineOutcome], started: float) -> bool:
