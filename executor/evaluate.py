@@ -454,6 +454,7 @@ class Evaluator:
                     cancelled=cancelled,
                     on_release=release if kind == "function" and self.settings.release_gpu_early else None,
                     held_for_released=self._released_holds.seconds,
+                    checks_s=post_release_checks_s(task, options),
                 )
             finally:
                 if leftover:  # the worker is stopped here (finish_candidate's wait ends with that)
@@ -466,6 +467,10 @@ class Evaluator:
         seconds.update(outcome.seconds)
         if cand_worker.credited_s > 0:  # the run limit's end moved on by the holds for released workers
             seconds["released_hold_credit"] = cand_worker.credited_s
+        if cand_worker.release_allowance_s > 0:  # its deadline after the release, before any credit
+            seconds["release_allowance"] = cand_worker.release_allowance_s
+        if cand_worker.release_lock_credit_s > 0:  # its checks' wait for the host memory's lock
+            seconds["released_lock_credit"] = cand_worker.release_lock_credit_s
         # Not self.device from the outcome: it picks the host's store of baseline timings, and that
         # process ran the candidate's code. The peak worker, which runs none, names it.
         self._know_device(runtime)
@@ -1181,6 +1186,26 @@ def task_bytes(task: FunctionTask | KernelTask) -> int:
         )
     except (ExecutorError, KeyError, ValueError, TypeError):
         return 0
+
+
+# The host rate (GB/s) at which the post-release allowance counts a function candidate's host checks
+# (post_release_checks_s): 5x below the slowest seen for tasks of 10 MB or more on two H200 replicas
+# (1.3 GB/s, mandelbrot_q28_i32's 100 MB in 79 ms; session 26, call 5), so a loaded host is covered.
+CHECKS_HOST_GBPS = 0.25
+
+
+def post_release_checks_s(task: FunctionTask | KernelTask, options: EvaluationOptions) -> float:
+    """What a function candidate's host checks after its GPU release may take (executor.sandbox's
+    allowance after the release): every host copy the trials used (at most a whole number of rounds
+    through the timing sets, executor.worker.host.host_copy_count), the warm-up's and a confirming
+    call's, each read twice (its arrays against the set's or the reference's), at
+    :data:`CHECKS_HOST_GBPS`. 0 for a kernel task (nothing released)."""
+    if not isinstance(task, FunctionTask):
+        return 0.0
+    sets = max(options.timing_sets, 1)
+    rotate = options.host_rotate_buffers or options.rotate_buffers
+    copies = -(-max(rotate, sets) // sets) * sets + 2
+    return copies * 2 * task_bytes(task) / (CHECKS_HOST_GBPS * 1e9)
 
 
 def _baseline_memory(task: FunctionTask | KernelTask, options: EvaluationOptions) -> tuple[str, str]:

@@ -322,6 +322,29 @@ def held_elsewhere(lock: str | os.PathLike[str], resource: Resource = "gpu") -> 
     return False
 
 
+def host_memory_blocked(lock: str | os.PathLike[str]) -> bool:
+    """Whether a shared request of the host memory's lock named by the GPU lock's path ``lock`` would
+    wait now: someone holds that lock alone (a copy-bound function task's trials, on any GPU of the
+    host) or waits for it at its turnstile. Non-blocking tries, let go at once (a request arriving in
+    those microseconds waits that long). The parent's measure of how long a released worker's host
+    checks (:func:`host_copies`) could not begin, no fault of its candidate
+    (executor.sandbox.WorkerProcess.wait)."""
+    path = lock_path(lock, "host")
+    with open_lock(path) as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    with open_lock(turnstile_path(path)) as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return False
+
+
 def _flock_in(stack: contextlib.ExitStack, path: Path, how: int) -> None:
     """Open ``path`` in ``stack`` and ``flock`` it with ``how``; unlocked before the file is closed. A
     ``flock`` belongs to the open file: a process forked meanwhile by another thread (before its exec,
