@@ -951,10 +951,10 @@ class WorkerProcess:
                     self.release_allowance_s = after
                     released_end = self.released_at + after
                     looked = self.released_at
-                if released and released_end is not None and self.gpu_lock is not None:
+                if released and released_end is not None:
                     # the checks' wait for the host memory's lock: no fault of the candidate
                     now = time.monotonic()
-                    if self.release_lock_credit_s < POST_RELEASE_MAX_S and host_memory_blocked(self.gpu_lock):
+                    if self.release_lock_credit_s < POST_RELEASE_MAX_S and self._host_blocked():
                         credit = min(now - looked, POST_RELEASE_MAX_S - self.release_lock_credit_s)
                         self.release_lock_credit_s += credit
                         released_end += credit
@@ -997,6 +997,16 @@ class WorkerProcess:
             # On a kill, an interruption (service shutdown) or a normal exit alike: nothing keeps running.
             self.stop()
         return killed_for
+
+    def _host_blocked(self) -> bool:
+        """Whether the host memory's lock of this worker's pool could not be had shared now
+        (:func:`executor.gpulock.host_memory_blocked`); False when its files cannot be opened."""
+        if self.gpu_lock is None:
+            return False
+        try:
+            return host_memory_blocked(self.gpu_lock)
+        except OSError:
+            return False
 
     def wait_prepared(self, timeout_s: float, cancelled: threading.Event | None = None) -> bool:
         """Wait until a candidate worker reports its preparation done (the stage :data:`PREPARED`),
