@@ -58,8 +58,10 @@ def measure(
     meanwhile, in this thread) returns the baseline's product, or None when it does not compile. Each
     wait is bounded by ``timeout_s``, and ends once ``stopping`` is set (the executor closes); a
     failure is an outcome that says why, never an exception. ``host_shared()`` (asked in its turn):
-    whether the task is known to be compute-bound, so that the trials hold the host memory's lock
-    shared (:func:`executor.gpulock.compute_bound`); without it, alone."""
+    whether the task is known to be compute-bound (from a baseline median kept before, never a
+    candidate's), so that the trials hold the host memory's lock shared
+    (:func:`executor.gpulock.compute_bound`; the outcome's ``seconds["host_shared"]``); without it,
+    alone."""
     try:
         proc = WorkerProcess(
             "candidate", pool.runtime, pool.workdir, gpu_lock=pool.gpu_lock, command="baseline"
@@ -72,6 +74,7 @@ def measure(
         if product is None:
             return BaselineOutcome(ok=False, message=NOT_BUILT)
         proc.wait_prepared(timeout_s, stopping)
+        shared = False
         with turn() if turn is not None else contextlib.nullcontext():
             # Finished workers' teardown (their CUDA context, their memory) would land in the
             # baseline's host-timed trials, as in a candidate's (Evaluator._hold_through_teardown).
@@ -81,14 +84,16 @@ def measure(
                 candidate_product="",
                 candidate_symbol=job.task.entry,
                 baseline_product=product,
-                host_shared=host_shared() if host_shared is not None else False,
+                host_shared=(shared := host_shared() if host_shared is not None else False),
             )
             proc.send("run.json", proc.admit(run))
             killed_for = proc.wait(
                 timeout_s, memory_limit_bytes, watch_rss=pool.runtime == "gpu", cancelled=stopping
             )
         if proc.result_path.exists():
-            return BaselineOutcome.model_validate_json(proc.result_path.read_text())
+            outcome = BaselineOutcome.model_validate_json(proc.result_path.read_text())
+            outcome.seconds["host_shared"] = float(shared)  # not seconds: how its trials held the host
+            return outcome
         if killed_for is ErrorKind.TIMEOUT:
             return BaselineOutcome(ok=False, message=f"the baseline worker was killed after {timeout_s:.0f}s")
         if killed_for is ErrorKind.OUT_OF_MEMORY:

@@ -19,11 +19,15 @@ the store's ``max_age_s``; an older one is stale, and the next candidate of the 
 baseline again and replaces it. Files are written atomically; an unreadable one counts as absent.
 
 Never twice at once (:meth:`BaselineTimings.claim`): the host's executors take a task's claim (an
-exclusive ``flock`` on ``.claims/<key>.lock`` under the store) before they time its baseline and keep it
-until the timing is stored. Another replica that wants the same baseline meanwhile (a fleet spills a
-task's candidates to a second replica, which prepares the task too) waits for the claim, then reads the
-stored timing instead of timing it again; if the holder stored none (it failed, or died: the kernel
-lets a dead holder's lock go), the waiter times it itself.
+exclusive ``flock`` on ``.claims/<device>/<key>.lock`` under the store: per device model, as the store
+is, so that executors of GPUs of different models on one host never wait for a timing they could not
+use) before they time its baseline and keep it until the timing is stored. Another replica that wants
+the same baseline meanwhile (a fleet spills a task's candidates to a second replica, which prepares
+the task too) waits for the claim, then reads the stored timing instead of timing it again; if the
+holder stored none (it failed, or died: the kernel lets a dead holder's lock go), the waiter times it
+itself. A holder alive but stuck would keep every waiter (and their verdicts, which wait for the
+baseline) forever: a waiter gives up after ``max_wait_s`` (the evaluator's ``run_timeout_s``) and times
+it itself, unclaimed (logged). Too short a cap costs only a second timing, as before the claims.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import contextlib
 import fcntl
 import json
 import logging
+import math
 import os
 import re
 import tempfile
@@ -39,6 +44,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from pydantic import ValidationError
 
@@ -51,7 +57,7 @@ logger = logging.getLogger(__name__)
 
 # Raised when the way a baseline is timed changes, so that entries timed the old way are not reused.
 TIMING_METHOD = "2026-11-29 host clock, rotated timing sets, own copies, own worker"
-# Under the store: the claims on timing a baseline, one lock file per baseline_key (whatever the device).
+# Under the store: the claims on timing a baseline, one lock file per device model and baseline_key.
 CLAIMS = ".claims"
 # How often a waiter for another executor's claim tries it again (and looks at its ``stop``).
 CLAIM_POLL_S = 0.05
@@ -165,17 +171,25 @@ class BaselineTimings:
         except OSError as e:
             logger.warning("could not store the baseline timing %s: %s", path, e)
 
-    def claim_path(self, key: str) -> Path:
-        """The lock file of the claim on timing the baseline ``key`` (every device's)."""
-        return self.directory / CLAIMS / f"{key}.lock"
+    def claim_path(self, key: str, device: str) -> Path:
+        """The lock file of the claim on timing the baseline ``key`` on ``device`` (its model)."""
+        return self.directory / CLAIMS / _device_dir(device) / f"{key}.lock"
 
     @contextlib.contextmanager
-    def claim(self, key: str, stop: threading.Event | None = None) -> Iterator[float]:
-        """Hold the host's claim on timing the baseline ``key`` for the block; yields how long it waited
-        for another holder (0.0: nobody held it). Raises :class:`InterruptedError` once ``stop`` is set
-        while it waits. When the claim's file cannot be made (a store that cannot be written), the block
-        runs unclaimed (logged): the timing would then not be stored for the others either."""
-        path = self.claim_path(key)
+    def claim(
+        self,
+        key: str,
+        device: str,
+        stop: threading.Event | None = None,
+        max_wait_s: float | None = None,
+    ) -> Iterator[float]:
+        """Hold the host's claim on timing the baseline ``key`` on ``device`` for the block; yields how
+        long it waited for another holder (0.0: nobody held it). Raises :class:`InterruptedError` once
+        ``stop`` is set while it waits. After ``max_wait_s`` (None: no end) the block runs unclaimed,
+        logged: a holder alive but stuck must not keep the baseline from being timed at all. When the
+        claim's file cannot be made (a store that cannot be written), the block runs unclaimed
+        (logged): the timing would then not be stored for the others either."""
+        path = self.claim_path(key, device)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             handle = open(path, "ab")  # noqa: SIM115 (held across the yield)
@@ -185,19 +199,50 @@ class BaselineTimings:
             return
         started = time.perf_counter()
         try:
-            while True:
-                try:
-                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if stop is not None and stop.wait(CLAIM_POLL_S):
-                        raise InterruptedError("stopped waiting for another executor's baseline") from None
-                    if stop is None:
-                        time.sleep(CLAIM_POLL_S)
             try:
-                yield time.perf_counter() - started
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if not self._wait_for(handle, started, stop, max_wait_s):
+                    waited = time.perf_counter() - started
+                    logger.warning(
+                        "the baseline %s on %s: another executor held its claim for %.0f s without "
+                        "storing a timing; timed here, unclaimed",
+                        key,
+                        device,
+                        waited,
+                    )
+                    yield waited
+                    return
+                try:
+                    yield time.perf_counter() - started
+                finally:
+                    fcntl.flock(handle, fcntl.LOCK_UN)
+                return
+            try:
+                yield 0.0  # nobody held it: no wait, whatever the clock read meanwhile
             finally:
                 # unlocked before closing: a process forked meanwhile holds a copy of the open file
                 fcntl.flock(handle, fcntl.LOCK_UN)
         finally:
             handle.close()
+
+    @staticmethod
+    def _wait_for(
+        handle: BinaryIO, started: float, stop: threading.Event | None, max_wait_s: float | None
+    ) -> bool:
+        """Wait until ``handle``'s claim is had (True) or ``max_wait_s`` from ``started`` passed (False);
+        raise :class:`InterruptedError` once ``stop`` is set."""
+        while True:
+            left = math.inf if max_wait_s is None else started + max_wait_s - time.perf_counter()
+            if left <= 0:
+                return False
+            pause = min(CLAIM_POLL_S, left)
+            if stop is not None and stop.wait(pause):
+                raise InterruptedError("stopped waiting for another executor's baseline") from None
+            if stop is None:
+                time.sleep(pause)
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return True
+            except BlockingIOError:
+                continue

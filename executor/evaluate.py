@@ -88,9 +88,6 @@ class Evaluator:
         # When each baseline timing in memory goes stale (time.monotonic()): as on disk, after
         # baseline_timing_max_age_s from its measurement, so a long-running executor times it again.
         self._baseline_stale_at: dict[tuple[str, str], float] = {}
-        # Each function task's fastest correct candidate's median (ms) in this evaluator, by _key: with
-        # its naive baseline's, what tells whether the task is compute-bound (_host_shared).
-        self._fastest_ms: dict[tuple[str, str], float] = {}
         self._cache_lock = threading.Lock()
         # The naive baselines' timings on disk, shared with the host's other executors and kept across
         # restarts (executor.basetiming); used once this evaluator knows its device's model (from the
@@ -421,8 +418,8 @@ class Evaluator:
                 teardown.callback(self._hold_through_teardown(seconds).join)
             if self.settings.timings_at_turn:
                 run = self._timings_now(task, run)
-            if not run.host_shared and (shared := self._host_shared(task, options, runtime)):
-                run = run.model_copy(update={"host_shared": shared})  # its baseline timed meanwhile
+            # judged again at the turn, either way: its baseline timed (or gone stale) meanwhile
+            run = run.model_copy(update={"host_shared": self._host_shared(task, options, runtime)})
             seconds["host_shared"] = float(run.host_shared)
 
             def release() -> None:
@@ -457,6 +454,7 @@ class Evaluator:
                     cancelled=cancelled,
                     on_release=release if kind == "function" and self.settings.release_gpu_early else None,
                     held_for_released=self._released_holds.seconds,
+                    checks_s=post_release_checks_s(task, options),
                 )
             finally:
                 if leftover:  # the worker is stopped here (finish_candidate's wait ends with that)
@@ -469,6 +467,10 @@ class Evaluator:
         seconds.update(outcome.seconds)
         if cand_worker.credited_s > 0:  # the run limit's end moved on by the holds for released workers
             seconds["released_hold_credit"] = cand_worker.credited_s
+        if cand_worker.release_allowance_s > 0:  # its deadline after the release, before any credit
+            seconds["release_allowance"] = cand_worker.release_allowance_s
+        if cand_worker.release_lock_credit_s > 0:  # its checks' wait for the host memory's lock
+            seconds["released_lock_credit"] = cand_worker.release_lock_credit_s
         # Not self.device from the outcome: it picks the host's store of baseline timings, and that
         # process ran the candidate's code. The peak worker, which runs none, names it.
         self._know_device(runtime)
@@ -483,7 +485,6 @@ class Evaluator:
         # (review 22: one candidate set every later candidate's speedup of its task).
         reference_timing = run.reference_timing
         if outcome.passed and cand is not None and cand.median_ms > 0:
-            self._note_fastest(task, cand.median_ms)
             if reference_timing is None:  # not known when the run began: a reference worker times it
                 self._prepare_task(task, options)
                 reference_timing = self._cached_timing("reference", task)
@@ -611,29 +612,20 @@ class Evaluator:
             finally:
                 held.close()
 
-    def _note_fastest(self, task: FunctionTask | KernelTask, median_ms: float) -> None:
-        """Keep ``median_ms`` (a correct candidate's) when it is the task's fastest yet."""
-        key = self._key("fastest", task)
-        with self._cache_lock:
-            if median_ms < self._fastest_ms.get(key, math.inf):
-                self._fastest_ms[key] = median_ms
-
     def _host_shared(self, task: FunctionTask | KernelTask, options: EvaluationOptions, runtime: str) -> bool:
         """Whether a function task's trials (a candidate's or its naive baseline's) may hold the host
         memory's lock shared (:func:`executor.gpulock.compute_bound`): its arrays at the timing size
-        over the fastest call known for it, its naive baseline's median (kept) or this evaluator's
-        fastest correct candidate's, move under the threshold. A candidate faster than any known one
-        copies at a higher rate than the one judged; nothing known: alone, as before."""
+        over its naive baseline's median as kept (this evaluator's, or the host's store) move under the
+        threshold. Only the baseline's median decides, never a candidate's: a candidate made slow on
+        purpose would get a copy-bound task judged compute-bound, and its task's later trials (the
+        baseline's own too, kept host-wide) timed beside other traffic. No baseline kept (a task's
+        first evaluation, its baseline's own run, a task without a baseline): alone."""
         if not isinstance(task, FunctionTask) or runtime == "none":
             return False
-        with self._cache_lock:
-            known = [self._fastest_ms.get(self._key("fastest", task), math.inf)]
-        if self.wants_baseline(task, options, runtime):
-            baseline = self._cached_timing("baseline", task, options)
-            if baseline is not None:
-                known.append(baseline.median_ms)
-        fastest = min(known)
-        return compute_bound(task_bytes(task), fastest if math.isfinite(fastest) else None)
+        if not self.wants_baseline(task, options, runtime):
+            return False
+        baseline = self._cached_timing("baseline", task, options)
+        return compute_bound(task_bytes(task), None if baseline is None else baseline.median_ms)
 
     def _timings_now(self, task: FunctionTask | KernelTask, run: CandidateRun) -> CandidateRun:
         """``run`` with the task's serial reference timing as cached now, when its turn has come
@@ -1000,12 +992,17 @@ class Evaluator:
 
     @contextlib.contextmanager
     def _baseline_claim(self, key: str) -> Iterator[float]:
-        """The host's claim on timing the baseline ``key`` (:meth:`BaselineTimings.claim`: one executor
-        of the host times it, the others wait, then read what it stored); none without the store."""
+        """The host's claim on timing the baseline ``key`` on this evaluator's device model
+        (:meth:`BaselineTimings.claim`: one executor of the host times it, the others wait, then read
+        what it stored; a waiter gives up after ``run_timeout_s`` and times it itself); none without
+        the store."""
         if self._baselines is None:
             yield 0.0
             return
-        with self._baselines.claim(key, self._closing) as waited:
+        # a live holder is done within one worker's limit; past it, it is stuck: time it here
+        with self._baselines.claim(
+            key, self.device or "", self._closing, max_wait_s=self.settings.run_timeout_s
+        ) as waited:
             yield waited
 
     def _due_again(self, running: Future[BaselineOutcome], started: float) -> bool:
@@ -1079,6 +1076,8 @@ class Evaluator:
             for part in ("baseline_timing", "baseline_claim_wait"):
                 if part in outcome.seconds:
                     seconds[part] = outcome.seconds[part]
+            if "host_shared" in outcome.seconds:  # not seconds: how its trials held the host memory
+                seconds["baseline_host_shared"] = outcome.seconds["host_shared"]
         return outcome.timing if outcome.ok else self._cached_timing("baseline", task, options)
 
     def _keep_baseline(
@@ -1187,6 +1186,26 @@ def task_bytes(task: FunctionTask | KernelTask) -> int:
         )
     except (ExecutorError, KeyError, ValueError, TypeError):
         return 0
+
+
+# The host rate (GB/s) at which the post-release allowance counts a function candidate's host checks
+# (post_release_checks_s): 5x below the slowest seen for tasks of 10 MB or more on two H200 replicas
+# (1.3 GB/s, mandelbrot_q28_i32's 100 MB in 79 ms; session 26, call 5), so a loaded host is covered.
+CHECKS_HOST_GBPS = 0.25
+
+
+def post_release_checks_s(task: FunctionTask | KernelTask, options: EvaluationOptions) -> float:
+    """What a function candidate's host checks after its GPU release may take (executor.sandbox's
+    allowance after the release): every host copy the trials used (at most a whole number of rounds
+    through the timing sets, executor.worker.host.host_copy_count), the warm-up's and a confirming
+    call's, each read twice (its arrays against the set's or the reference's), at
+    :data:`CHECKS_HOST_GBPS`. 0 for a kernel task (nothing released)."""
+    if not isinstance(task, FunctionTask):
+        return 0.0
+    sets = max(options.timing_sets, 1)
+    rotate = options.host_rotate_buffers or options.rotate_buffers
+    copies = -(-max(rotate, sets) // sets) * sets + 2
+    return copies * 2 * task_bytes(task) / (CHECKS_HOST_GBPS * 1e9)
 
 
 def _baseline_memory(task: FunctionTask | KernelTask, options: EvaluationOptions) -> tuple[str, str]:

@@ -30,11 +30,10 @@ The host memory (``resource="host"``):
 - exclusive: a copy-bound function task's trials (its calls copy hundreds of MB from host memory),
   and those of a task whose copy rate is not known yet;
 - shared: a compute-bound function task's trials (:func:`compute_bound`: its arrays at the timing size
-  move under 2 GB/s over the fastest call known for it, its naive baseline's or a correct
-  candidate's; their time is the GPU's, and host traffic beside them moved them by 1 % on two H200s),
-  a function task's correctness calls, its prepared host copies of its timing set, and a
-  kernel task's prepared uploads (copies out of host memory too). Made beside a function task's
-  trials, the copies doubled its trials on the H200, so they wait for those; a kernel task's trials
+  move under 2 GB/s over its naive baseline's median as kept, never a candidate's; their time is
+  the GPU's, and host traffic beside them moved them by 1 % on two H200s), a function task's
+  correctness calls, its prepared host copies of its timing set, and a kernel task's prepared
+  uploads (copies out of host memory too). Made beside a function task's trials, the copies doubled its trials on the H200, so they wait for those; a kernel task's trials
   never touch host memory, so the copies do not wait for them. This lock is the host's, not one
   GPU's (below): another GPU's copies go through the same host memory and PCIe.
 
@@ -168,7 +167,7 @@ def host_shared_below_gbps() -> float:
 
 def compute_bound(bytes_per_call: int, fastest_ms: float | None) -> bool:
     """Whether a function task whose calls move ``bytes_per_call`` (its arrays at the timing size) and
-    whose fastest known call took ``fastest_ms`` (its naive baseline's median, a correct candidate's)
+    whose known call took ``fastest_ms`` (its naive baseline's median as kept: never a candidate's)
     copies below :func:`host_shared_below_gbps`: its trials may then hold the host memory shared. Not
     known (no timing yet, no bytes) is not compute-bound: the trials hold it alone."""
     below = host_shared_below_gbps()
@@ -323,6 +322,29 @@ def held_elsewhere(lock: str | os.PathLike[str], resource: Resource = "gpu") -> 
     return False
 
 
+def host_memory_blocked(lock: str | os.PathLike[str]) -> bool:
+    """Whether a shared request of the host memory's lock named by the GPU lock's path ``lock`` would
+    wait now: someone holds that lock alone (a copy-bound function task's trials, on any GPU of the
+    host) or waits for it at its turnstile. Non-blocking tries, let go at once (a request arriving in
+    those microseconds waits that long). The parent's measure of how long a released worker's host
+    checks (:func:`host_copies`) could not begin, no fault of its candidate
+    (executor.sandbox.WorkerProcess.wait)."""
+    path = lock_path(lock, "host")
+    with open_lock(path) as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    with open_lock(turnstile_path(path)) as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return False
+
+
 def _flock_in(stack: contextlib.ExitStack, path: Path, how: int) -> None:
     """Open ``path`` in ``stack`` and ``flock`` it with ``how``; unlocked before the file is closed. A
     ``flock`` belongs to the open file: a process forked meanwhile by another thread (before its exec,
@@ -406,7 +428,7 @@ def function_run_shared() -> Iterator[None]:
     """What a compute-bound function task's trials hold (:func:`compute_bound`): the GPU and the uploads
     alone, the host memory shared. Other GPUs' compute-bound trials, correctness calls and kernel
     uploads go on beside them, and any function task's prepared host copies (its own GPU's next
-    candidate's too: they hold the host memory alone); a copy-bound task's trials, which hold it alone,
+    candidate's too: they hold only the host memory, shared); a copy-bound task's trials, which hold it alone,
     do not (and, once one waits at the lock's turnstile, no new shared holder gets in before it)."""
     with gpu_lock("exclusive"), gpu_lock("exclusive", "uploads"), gpu_lock("shared", "host"):
         yield

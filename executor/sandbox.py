@@ -46,7 +46,7 @@ from executor import timingset
 from executor.cache import DEFAULT_CACHE_DIR
 from executor.clockcheck import clock_check
 from executor.errors import EvaluationCancelled, WorkerError
-from executor.gpulock import LOCK_ENV, device_lock, lock_files, pool_lock
+from executor.gpulock import LOCK_ENV, device_lock, host_memory_blocked, lock_files, pool_lock
 from executor.jail import (
     DEVICES,
     HOST_PATHS,
@@ -84,8 +84,13 @@ T = TypeVar("T")
 # used to look every 2 ms, which added half of that to every verdict on average.)
 POLL_S = 0.05
 # A worker that released its GPU turn (GPU_RELEASED) must be done this long after the release: twice the
-# time from its hand-over to the release, at least POST_RELEASE_MIN_S and at most POST_RELEASE_MAX_S
-# (review 24a: a worker that lives on after its release keeps the device's locks from the next run).
+# time from its hand-over to the release, plus what its host checks must read at a conservative rate
+# (the caller's ``checks_s``: executor.evaluate.post_release_checks_s), at least POST_RELEASE_MIN_S and
+# at most POST_RELEASE_MAX_S (review 24a: a worker that lives on after its release keeps the device's
+# locks from the next run); plus the time during which those checks could not begin, the host memory's
+# lock held alone or waited for by another run (another GPU's copy-bound trials: up to their time cap
+# and more; session 26's two H200s killed an honest game_of_life_u8 that waited so, 2.45 s after its
+# release against an allowance of 2.4 s), itself at most POST_RELEASE_MAX_S.
 POST_RELEASE_MIN_S = 2.0
 POST_RELEASE_MAX_S = 30.0
 # What the parent reads of a worker's done pipe at once, at most: chunks of BEAT_BYTES (a line of the
@@ -712,6 +717,11 @@ class WorkerProcess:
         self.released_fault: str | None = None
         # Seconds added to the run limit for the evaluator's holds for other runs' released workers.
         self.credited_s = 0.0
+        # The deadline after the release (its allowance, from the release on), and the seconds added
+        # to it while the host memory's lock, which the worker's checks then wait for, was held alone
+        # or waited for by another run.
+        self.release_allowance_s = 0.0
+        self.release_lock_credit_s = 0.0
 
     def _respawn(self) -> None:
         """Start the worker again (its jail now binds what the job needs); before its job only."""
@@ -879,6 +889,7 @@ class WorkerProcess:
         cancelled: threading.Event | None = None,
         on_release: Callable[[], None] | None = None,
         held_for_released: Callable[[], float] | None = None,
+        checks_s: float = 0.0,
     ) -> ErrorKind | None:
         """Wait for the worker's result; kill it at the deadline or above the memory limit.
 
@@ -899,8 +910,12 @@ class WorkerProcess:
         ``on_release`` is called once, in this thread, when the worker says that its candidate's GPU
         work is over (:data:`GPU_RELEASED`) and has no result yet; the wait and its deadlines go on, and
         a deadline after the release comes in (twice the time from the wait's start to the release,
-        within :data:`POST_RELEASE_MIN_S` and :data:`POST_RELEASE_MAX_S`): past it, the worker is killed
-        for :attr:`ErrorKind.TIMEOUT` with :attr:`released_fault` saying why.
+        plus ``checks_s``, what the worker's host checks must read at a conservative rate, within
+        :data:`POST_RELEASE_MIN_S` and :data:`POST_RELEASE_MAX_S`), moved on by the time during which
+        the host memory's lock could not be had shared (:func:`executor.gpulock.host_memory_blocked`:
+        the checks wait for it; :attr:`release_lock_credit_s`, at most :data:`POST_RELEASE_MAX_S`):
+        past it, the worker is killed for :attr:`ErrorKind.TIMEOUT` with :attr:`released_fault` saying
+        why.
         A worker seen stopped (``/proc/<pid>/stat`` says ``T``: a candidate's SIGSTOP, say) is killed at
         once for :attr:`ErrorKind.CRASH`, :attr:`released_fault` saying so.
         ``held_for_released`` (the evaluator's count of seconds during which it held the device's locks
@@ -917,6 +932,9 @@ class WorkerProcess:
         killed_for: ErrorKind | None = None
         self.released_fault = None
         self.credited_s = 0.0
+        self.release_lock_credit_s = 0.0
+        self.release_allowance_s = 0.0
+        looked = 0.0  # when the host memory's lock was last looked at after the release
         try:
             while self.proc.poll() is None and not self.result_path.exists():
                 self._stop_if(cancelled)
@@ -928,8 +946,19 @@ class WorkerProcess:
                     self.credited_s = held_for_released() - credit_base
                 if not released and self.released_at is not None:
                     released = True
-                    after = min(max(POST_RELEASE_MIN_S, 2 * (self.released_at - began)), POST_RELEASE_MAX_S)
+                    held = 2 * (self.released_at - began)
+                    after = min(max(POST_RELEASE_MIN_S, held + checks_s), POST_RELEASE_MAX_S)
+                    self.release_allowance_s = after
                     released_end = self.released_at + after
+                    looked = self.released_at
+                if released and released_end is not None:
+                    # the checks' wait for the host memory's lock: no fault of the candidate
+                    now = time.monotonic()
+                    if self.release_lock_credit_s < POST_RELEASE_MAX_S and self._host_blocked():
+                        credit = min(now - looked, POST_RELEASE_MAX_S - self.release_lock_credit_s)
+                        self.release_lock_credit_s += credit
+                        released_end += credit
+                    looked = now
                 deadline = min(
                     overall,
                     math.inf if run_end is None else run_end + self.credited_s,
@@ -968,6 +997,16 @@ class WorkerProcess:
             # On a kill, an interruption (service shutdown) or a normal exit alike: nothing keeps running.
             self.stop()
         return killed_for
+
+    def _host_blocked(self) -> bool:
+        """Whether the host memory's lock of this worker's pool could not be had shared now
+        (:func:`executor.gpulock.host_memory_blocked`); False when its files cannot be opened."""
+        if self.gpu_lock is None:
+            return False
+        try:
+            return host_memory_blocked(self.gpu_lock)
+        except OSError:
+            return False
 
     def wait_prepared(self, timeout_s: float, cancelled: threading.Event | None = None) -> bool:
         """Wait until a candidate worker reports its preparation done (the stage :data:`PREPARED`),
@@ -1321,6 +1360,7 @@ def finish_candidate(
     cancelled: threading.Event | None = None,
     on_release: Callable[[], None] | None = None,
     held_for_released: Callable[[], float] | None = None,
+    checks_s: float = 0.0,
 ) -> WorkerOutcome:
     """Hand the worker its compiled candidate and wait for the outcome (crash and timeout included);
     ``run_limit_s`` limits the candidate's own run and ``run.call_limit`` each of its calls (see
@@ -1338,6 +1378,7 @@ def finish_candidate(
         cancelled=cancelled,
         on_release=on_release,
         held_for_released=held_for_released,
+        checks_s=checks_s,
     )
     elapsed = time.monotonic() - start
     stage_text = proc.stage_text()

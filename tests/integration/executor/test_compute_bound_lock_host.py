@@ -1,17 +1,21 @@
 """The evaluator marks a compute-bound function task's runs (executor.evaluate._host_shared), and their
 trials then hold the host memory's lock shared (executor.gpulock.function_run_shared; issue 29): a real
-evaluator on the test-only ``host`` runtime, real workers and lock files, the real nvcc (skipped
-without it). Another process holds the pool's host-memory lock shared, as another GPU's compute-bound
-trials, correctness calls or host copies do: a compute-bound task's trials go on beside it, a run of
-a task not known to be compute-bound (its first, or with REGRAPH_HOST_SHARED_BELOW_GBPS=0) waits for
-it, and a copy-bound task's runs are never marked."""
+evaluator on the test-only ``host`` runtime (its naive baselines timed, ``host_baseline``), real workers
+and lock files, the real nvcc (skipped without it). Another process holds the pool's host-memory lock
+shared, as another GPU's compute-bound trials, correctness calls or host copies do: a compute-bound
+task's trials go on beside it once its naive baseline's median is kept, a run of a task not known so
+(its first, no baseline, or REGRAPH_HOST_SHARED_BELOW_GBPS=0) waits for it, and a copy-bound task's runs
+are never marked. Only the baseline's median decides, never a candidate's (a slow one on purpose), and
+the baseline's own run holds it alone; the judgement is made again at the run's turn, both ways."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -20,9 +24,10 @@ from executor.compile import find_toolchain
 from executor.errors import ToolchainError
 from executor.evaluate import Evaluator
 from executor.gpulock import HOST_SHARED_ENV
-from executor.protocol import CandidateSource
+from executor.protocol import CandidateSource, EvaluationOptions
 from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, parse_task
+from executor.verdict import Verdict
 from tests.support.hostcode import FAST, STUB, one_input_task
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -37,6 +42,8 @@ SLOW = (
     + STUB
 )
 QUICK = HEAD + BODY + " }" + STUB  # microseconds a call: many GB/s (copy-bound)
+# With the naive baseline timed (a worker of its own, once per task) and kept: what decides.
+TIMED = FAST.model_copy(update={"baseline": True})
 
 # Holds the host-memory lock of the pool whose GPU lock is argv[1], shared, for argv[2] seconds.
 HOLDER = """
@@ -48,9 +55,9 @@ with hold(sys.argv[1], "shared", "host"):
 """
 
 
-def _task(timing: int) -> FunctionTask | KernelTask:
+def _task(timing: int, naive: str) -> FunctionTask | KernelTask:
     spec = one_input_task("twice", domain="elementwise", description="y[i] = 2 x[i]", timing=timing)
-    return parse_task({**spec, "reference_source": HEAD + BODY + " }"})
+    return parse_task({**spec, "reference_source": HEAD + BODY + " }", "naive_source": naive})
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +72,7 @@ def evaluator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Evaluator]:
         run_timeout_s=120,
         run_limit_floor_s=60,  # a run that waits for the holder is not killed for it
         prepare_next=False,
+        host_baseline=True,
     )
     built = Evaluator(settings)
     try:
@@ -74,7 +82,11 @@ def evaluator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Evaluator]:
 
 
 def _evaluate_beside_a_shared_holder(
-    evaluator: Evaluator, task: FunctionTask | KernelTask, source: str, hold_s: float
+    evaluator: Evaluator,
+    task: FunctionTask | KernelTask,
+    source: str,
+    hold_s: float,
+    options: EvaluationOptions = TIMED,
 ) -> dict[str, float]:
     """A verdict's seconds for ``source``, evaluated while another process holds the host memory shared."""
     holder = subprocess.Popen(
@@ -85,7 +97,7 @@ def _evaluate_beside_a_shared_holder(
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-        verdict = evaluator.evaluate(task, CandidateSource(source=source), FAST)
+        verdict = evaluator.evaluate(task, CandidateSource(source=source), options)
     finally:
         holder.kill()
         holder.wait()
@@ -97,11 +109,11 @@ def test_a_compute_bound_tasks_trials_go_on_beside_other_host_memory_holders(
     evaluator: Evaluator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv(HOST_SHARED_ENV, raising=False)
-    task = _task(65536)
-    first = evaluator.evaluate(task, CandidateSource(source=SLOW), FAST)
+    task = _task(65536, naive=SLOW)
+    first = evaluator.evaluate(task, CandidateSource(source=SLOW), TIMED)
     assert first.passed, first.message
-    assert first.seconds["host_shared"] == 0.0  # nothing known of the task yet: alone
-    # known now (its correct candidate's median): the next run's trials do not wait for the holder
+    assert first.seconds["baseline_host_shared"] == 0.0  # the baseline's own run: nothing kept, alone
+    # its baseline's median kept now: the next run's trials do not wait for the holder
     beside = _evaluate_beside_a_shared_holder(evaluator, task, SLOW + "// 2\n", hold_s=60.0)
     assert beside["host_shared"] == 1.0
     assert beside["timing_lock_wait"] < 5.0, beside
@@ -112,12 +124,53 @@ def test_a_compute_bound_tasks_trials_go_on_beside_other_host_memory_holders(
     assert alone["timing_lock_wait"] > 1.0, alone
 
 
+def test_a_slow_candidate_never_gets_a_copy_bound_task_judged_compute_bound(
+    evaluator: Evaluator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review F1: a candidate slow on purpose (3 ms a call) on a task whose naive baseline is quick
+    (copy-bound): neither the baseline's own run nor a later candidate's trials hold the host shared."""
+    monkeypatch.delenv(HOST_SHARED_ENV, raising=False)
+    task = _task(131072, naive=QUICK)
+    slow = evaluator.evaluate(task, CandidateSource(source=SLOW), FAST)  # no baseline wanted
+    assert slow.passed, slow.message
+    assert slow.seconds["host_shared"] == 0.0
+    # the baseline timed now, after a slow correct candidate: alone all the same
+    timed = evaluator.evaluate(task, CandidateSource(source=SLOW + "// 2\n"), TIMED)
+    assert timed.passed, timed.message
+    assert timed.seconds["baseline_host_shared"] == 0.0
+    assert timed.seconds["host_shared"] == 0.0
+    # no baseline wanted: nothing but candidates known, and they never decide: alone, so it waits
+    alone = _evaluate_beside_a_shared_holder(evaluator, task, SLOW + "// 3\n", hold_s=4.0, options=FAST)
+    assert alone["host_shared"] == 0.0
+    assert alone["timing_lock_wait"] > 1.0, alone
+
+
+def test_the_turn_judges_again_both_ways(evaluator: Evaluator, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review F2: a run built as compute-bound that is no longer so when its turn comes (the threshold
+    set to 0 meanwhile) holds the host memory alone."""
+    monkeypatch.delenv(HOST_SHARED_ENV, raising=False)
+    task = _task(32768, naive=SLOW)
+    first = evaluator.evaluate(task, CandidateSource(source=SLOW), TIMED)
+    assert first.passed, first.message
+    with ThreadPoolExecutor(1) as pool:
+        with evaluator.turns.turn("function"):  # its run is built, then waits here
+            later = pool.submit(evaluator.evaluate, task, CandidateSource(source=SLOW + "// 4\n"), TIMED)
+            waited = time.monotonic()
+            while not evaluator.turns.waiting():
+                assert time.monotonic() - waited < 120 and not later.done(), "it never waited for its turn"
+                time.sleep(0.02)
+            monkeypatch.setenv(HOST_SHARED_ENV, "0")
+        verdict: Verdict = later.result(timeout=240)
+    assert verdict.passed, verdict.message
+    assert verdict.seconds["host_shared"] == 0.0
+
+
 def test_a_copy_bound_tasks_runs_are_never_marked(
     evaluator: Evaluator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv(HOST_SHARED_ENV, raising=False)
-    task = _task(131072)
+    task = _task(262144, naive=QUICK)
     for tag in ("", "// 2\n"):
-        verdict = evaluator.evaluate(task, CandidateSource(source=QUICK + tag), FAST)
+        verdict = evaluator.evaluate(task, CandidateSource(source=QUICK + tag), TIMED)
         assert verdict.passed, verdict.message
         assert verdict.seconds["host_shared"] == 0.0
