@@ -313,9 +313,14 @@ def held_elsewhere(lock: str | os.PathLike[str], resource: Resource = "gpu") -> 
     ``resource`` named by the GPU lock's path ``lock`` now, shared or exclusively: a non-blocking
     exclusive try, let go at once (it waits for nobody and passes no turnstile; a request arriving in
     those microseconds waits that long)."""
-    with open_lock(lock_path(lock, resource)) as handle:
+    return _would_wait(lock_path(lock, resource), fcntl.LOCK_EX)
+
+
+def _would_wait(path: Path, how: int) -> bool:
+    """Whether a ``flock`` of ``path`` with ``how`` would wait now: a non-blocking try, let go at once."""
+    with open_lock(path) as handle:
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(handle, how | fcntl.LOCK_NB)
         except BlockingIOError:
             return True
         fcntl.flock(handle, fcntl.LOCK_UN)
@@ -330,19 +335,7 @@ def host_memory_blocked(lock: str | os.PathLike[str]) -> bool:
     checks (:func:`host_copies`) could not begin, no fault of its candidate
     (executor.sandbox.WorkerProcess.wait)."""
     path = lock_path(lock, "host")
-    with open_lock(path) as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(handle, fcntl.LOCK_UN)
-    with open_lock(turnstile_path(path)) as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(handle, fcntl.LOCK_UN)
-    return False
+    return _would_wait(path, fcntl.LOCK_SH) or _would_wait(turnstile_path(path), fcntl.LOCK_EX)
 
 
 def _flock_in(stack: contextlib.ExitStack, path: Path, how: int) -> None:

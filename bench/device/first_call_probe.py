@@ -54,18 +54,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 TASK_DIR = ROOT / "tests" / "unit" / "executor" / "fixtures" / "tasks" / "block_sum"
 
-SOURCE = r"""
-extern "C" __global__ void block_sum_kernel(int blocks, const float* values, float* sums) {
-    __shared__ float s[256];
-    int t = threadIdx.x;
-    s[t] = values[blockIdx.x * 256 + t];
-    __syncthreads();
-    for (int stride = 128; stride > 0; stride >>= 1) {
-        if (t < stride) s[t] += s[t + stride];
-        __syncthreads();
-    }
-    if (t == 0) sums[blockIdx.x] = s[0];
-}
+# block_sum is the honest kernel of the hack corpus (tests/gpu/adversarial/block_sum_correct.cu), read
+# from there; the probe adds a copy and a spin kernel of its own.
+BLOCK_SUM = ROOT / "tests" / "gpu" / "adversarial" / "block_sum_correct.cu"
+OWN_KERNELS = r"""
 extern "C" __global__ void copy(const float4* __restrict__ a, float4* __restrict__ b, long n) {
     long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
     for (; i < n; i += (long)gridDim.x * blockDim.x) b[i] = a[i];
@@ -125,7 +117,7 @@ def compile_cubin(out: Path) -> Path:
 
     major, minor = cuda.Device(0).compute_capability()
     src = out / "probe.cu"
-    src.write_text(SOURCE)
+    src.write_text('extern "C" ' + BLOCK_SUM.read_text() + OWN_KERNELS)
     cubin = out / "probe.cubin"
     subprocess.run(
         ["nvcc", "-cubin", f"-arch=sm_{major}{minor}", "-O3", "-o", str(cubin), str(src)],
