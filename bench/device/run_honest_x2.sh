@@ -10,14 +10,8 @@
 # Smoke run of the plumbing on a CPU machine: NO_GPU_ENV=1 RUNTIME=host GPUS=2 BENCH_SECONDS=15 LIMIT=3 CLIENTS=2 \
 #   OUT=/tmp/honest_out bash bench/device/run_honest_x2.sh
 set -uo pipefail
-S=$(date +%s)
-if [ -z "${NO_GPU_ENV:-}" ]; then
-  if [ -d .whlfleet ]; then rm -rf .whl; mv .whlfleet .whl; fi
-  export RAY_WHEELS=${RAY_WHEELS:-.whlray}
-  # shellcheck source=bench/device/gpu_env.sh
-  source bench/device/gpu_env.sh > /dev/null
-fi
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+# shellcheck source=bench/device/fleet_env.sh
+source bench/device/fleet_env.sh
 NO_GPU_ENV=1 OUT="$OUT" SIZES=2 BENCH_SECONDS=${BENCH_SECONDS:-150} SKIP_PROBE=1 \
   DEADLINE_S=$(( ${BUDGET_S:-285} - ($(date +%s) - S) )) bash bench/device/run_scaling.sh > /dev/null 2>&1
 echo "exit $? after $(( $(date +%s) - S )) s"

@@ -14,14 +14,8 @@
 # Smoke run of the plumbing on a CPU machine: NO_GPU_ENV=1 RUNTIME=host GPUS=2 BUDGET_S=200 LIMIT=3 CLIENTS=2 \
 #   OUT=/tmp/hs_out bash bench/device/run_host_shared_x2.sh
 set -uo pipefail
-S=$(date +%s)
-if [ -z "${NO_GPU_ENV:-}" ]; then
-  if [ -d .whlfleet ]; then rm -rf .whl; mv .whlfleet .whl; fi
-  export RAY_WHEELS=${RAY_WHEELS:-.whlray}
-  # shellcheck source=bench/device/gpu_env.sh
-  source bench/device/gpu_env.sh > /dev/null
-fi
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+# shellcheck source=bench/device/fleet_env.sh
+source bench/device/fleet_env.sh
 left=$(( ${BUDGET_S:-325} - ($(date +%s) - S) ))
 # Two windows, each with ~25 s for its fleet's start and stop (run_scaling.sh skips a size that does not
 # fit), and ~15 s for the tables.
