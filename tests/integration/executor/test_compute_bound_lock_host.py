@@ -31,6 +31,7 @@ from executor.verdict import Verdict
 from tests.support.hostcode import FAST, STUB, one_input_task
 
 ROOT = Path(__file__).resolve().parents[3]
+GPULOCK = ROOT / "executor" / "gpulock.py"
 HEAD = 'extern "C" void twice(int n, const float* x, float* y) {\n'
 BODY = "for (int i = 0; i < n; ++i) y[i] = 2.0f * x[i];"
 # 3 ms a call, whatever n: 512 KB of arrays at the timing size move at 0.17 GB/s (compute-bound).
@@ -47,19 +48,23 @@ TIMED = FAST.model_copy(update={"baseline": True})
 
 # Holds the host-memory lock of the pool whose GPU lock is argv[1], shared: with argv[2] "0" until it is
 # killed; else until an exclusive request (the trials of a run not marked) has waited at the lock's
-# turnstile for argv[2] seconds (a shared request only passes through it, for microseconds).
+# turnstile for argv[2] seconds (a shared request only passes through it, for microseconds). It loads
+# executor/gpulock.py (argv[3]: the standard library only) alone, not the package, to start at once.
 HOLDER = """
-import fcntl, sys, time
-from executor.gpulock import hold, lock_path, open_lock, turnstile_path
-turnstile = turnstile_path(lock_path(sys.argv[1], "host"))
-with hold(sys.argv[1], "shared", "host"):
+import fcntl, importlib.util, sys, time
+spec = importlib.util.spec_from_file_location("gpulock", sys.argv[3])
+gpulock = importlib.util.module_from_spec(spec)
+sys.modules["gpulock"] = gpulock
+spec.loader.exec_module(gpulock)
+turnstile = gpulock.turnstile_path(gpulock.lock_path(sys.argv[1], "host"))
+with gpulock.hold(sys.argv[1], "shared", "host"):
     print("held", flush=True)
     if float(sys.argv[2]) == 0:
         time.sleep(600)
     busy_since = None
     while busy_since is None or time.monotonic() - busy_since < float(sys.argv[2]):
         time.sleep(0.01)
-        with open_lock(turnstile) as handle:
+        with gpulock.open_lock(turnstile) as handle:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 fcntl.flock(handle, fcntl.LOCK_UN)
@@ -106,10 +111,10 @@ def _evaluate_beside_a_shared_holder(
     until it is killed after the verdict (``hold_s`` 0), or until a request of it alone has waited
     ``hold_s`` at its turnstile."""
     holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(evaluator.pool.gpu_lock), str(hold_s)],
+        [sys.executable, "-c", HOLDER, str(evaluator.pool.gpu_lock), str(hold_s), str(GPULOCK)],
         stdout=subprocess.PIPE,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env=dict(os.environ),
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
