@@ -31,6 +31,7 @@ from executor.verdict import Verdict
 from tests.support.hostcode import FAST, STUB, one_input_task
 
 ROOT = Path(__file__).resolve().parents[3]
+GPULOCK = ROOT / "executor" / "gpulock.py"
 HEAD = 'extern "C" void twice(int n, const float* x, float* y) {\n'
 BODY = "for (int i = 0; i < n; ++i) y[i] = 2.0f * x[i];"
 # 3 ms a call, whatever n: 512 KB of arrays at the timing size move at 0.17 GB/s (compute-bound).
@@ -45,13 +46,31 @@ QUICK = HEAD + BODY + " }" + STUB  # microseconds a call: many GB/s (copy-bound)
 # With the naive baseline timed (a worker of its own, once per task) and kept: what decides.
 TIMED = FAST.model_copy(update={"baseline": True})
 
-# Holds the host-memory lock of the pool whose GPU lock is argv[1], shared, for argv[2] seconds.
+# Holds the host-memory lock of the pool whose GPU lock is argv[1], shared: with argv[2] "0" until it is
+# killed; else until an exclusive request (the trials of a run not marked) has waited at the lock's
+# turnstile for argv[2] seconds (a shared request only passes through it, for microseconds). It loads
+# executor/gpulock.py (argv[3]: the standard library only) alone, not the package, to start at once.
 HOLDER = """
-import sys, time
-from executor.gpulock import hold
-with hold(sys.argv[1], "shared", "host"):
+import fcntl, importlib.util, sys, time
+spec = importlib.util.spec_from_file_location("gpulock", sys.argv[3])
+gpulock = importlib.util.module_from_spec(spec)
+sys.modules["gpulock"] = gpulock
+spec.loader.exec_module(gpulock)
+turnstile = gpulock.turnstile_path(gpulock.lock_path(sys.argv[1], "host"))
+with gpulock.hold(sys.argv[1], "shared", "host"):
     print("held", flush=True)
-    time.sleep(float(sys.argv[2]))
+    if float(sys.argv[2]) == 0:
+        time.sleep(600)
+    busy_since = None
+    while busy_since is None or time.monotonic() - busy_since < float(sys.argv[2]):
+        time.sleep(0.01)
+        with gpulock.open_lock(turnstile) as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(handle, fcntl.LOCK_UN)
+                busy_since = None
+            except BlockingIOError:
+                busy_since = busy_since or time.monotonic()
 """
 
 
@@ -88,12 +107,14 @@ def _evaluate_beside_a_shared_holder(
     hold_s: float,
     options: EvaluationOptions = TIMED,
 ) -> dict[str, float]:
-    """A verdict's seconds for ``source``, evaluated while another process holds the host memory shared."""
+    """A verdict's seconds for ``source``, evaluated while another process holds the host memory shared:
+    until it is killed after the verdict (``hold_s`` 0), or until a request of it alone has waited
+    ``hold_s`` at its turnstile."""
     holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(evaluator.pool.gpu_lock), str(hold_s)],
+        [sys.executable, "-c", HOLDER, str(evaluator.pool.gpu_lock), str(hold_s), str(GPULOCK)],
         stdout=subprocess.PIPE,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env=dict(os.environ),
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
@@ -114,12 +135,12 @@ def test_a_compute_bound_tasks_trials_go_on_beside_other_host_memory_holders(
     assert first.passed, first.message
     assert first.seconds["baseline_host_shared"] == 0.0  # the baseline's own run: nothing kept, alone
     # its baseline's median kept now: the next run's trials do not wait for the holder
-    beside = _evaluate_beside_a_shared_holder(evaluator, task, SLOW + "// 2\n", hold_s=60.0)
+    beside = _evaluate_beside_a_shared_holder(evaluator, task, SLOW + "// 2\n", hold_s=0)
     assert beside["host_shared"] == 1.0
     assert beside["timing_lock_wait"] < 5.0, beside
     # with the threshold at 0 the trials hold it alone as before, and so wait for the holder
     monkeypatch.setenv(HOST_SHARED_ENV, "0")
-    alone = _evaluate_beside_a_shared_holder(evaluator, task, SLOW + "// 3\n", hold_s=8.0)
+    alone = _evaluate_beside_a_shared_holder(evaluator, task, SLOW + "// 3\n", hold_s=1.5)
     assert alone["host_shared"] == 0.0
     assert alone["timing_lock_wait"] > 1.0, alone
 
@@ -140,7 +161,7 @@ def test_a_slow_candidate_never_gets_a_copy_bound_task_judged_compute_bound(
     assert timed.seconds["baseline_host_shared"] == 0.0
     assert timed.seconds["host_shared"] == 0.0
     # no baseline wanted: nothing but candidates known, and they never decide: alone, so it waits
-    alone = _evaluate_beside_a_shared_holder(evaluator, task, SLOW + "// 3\n", hold_s=4.0, options=FAST)
+    alone = _evaluate_beside_a_shared_holder(evaluator, task, SLOW + "// 3\n", hold_s=1.5, options=FAST)
     assert alone["host_shared"] == 0.0
     assert alone["timing_lock_wait"] > 1.0, alone
 

@@ -25,13 +25,14 @@ from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
 
 ROOT = Path(__file__).resolve().parents[3]
+GPULOCK = ROOT / "executor" / "gpulock.py"
 TASKS_DIR = ROOT / "tests" / "unit" / "executor" / "fixtures" / "tasks"
 STUB = "\n__global__ void stub_kernel() {}\nstatic void never_called() { stub_kernel<<<1, 1>>>(); }\n"
-# Right, and 60 ms a call whatever n: its trials hold the host memory alone long enough to be seen.
+# Right, and 25 ms a call whatever n: its trials hold the host memory alone long enough to be seen.
 SLOW_SAXPY = (
     "#include <chrono>\n"
     'extern "C" void saxpy(int n, float a, const float* x, float* y) {\n'
-    "auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(60);\n"
+    "auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(25);\n"
     "while (std::chrono::steady_clock::now() < until) {}\n"
     "for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i]; }" + STUB
 )
@@ -48,13 +49,19 @@ OPTIONS = EvaluationOptions(
 # For the watched run: what its checks may read counts for 2.7 s (an upper bound: ten 32 MB copies of
 # saxpy's arrays, each read twice, at 0.25 GB/s), more than its time under the turn gives.
 WATCHED = OPTIONS.model_copy(update={"timing_sets": 4, "host_rotate_buffers": 8})
-HOLD_S = 6.0
+# More than the allowance (2.7 s and twice its time under the turn, 0.5 s here; 1.3 s to spare).
+HOLD_S = 5.0
 # Waits until the host memory's lock of the pool whose GPU lock is argv[1] is held alone (the trials),
 # then asks for it alone (at its turnstile: the released worker's checks then wait too), holds it for
-# argv[2] seconds once it has it, and says when it let go.
+# argv[2] seconds once it has it, and says when it let go. It loads executor/gpulock.py (argv[3]: the
+# standard library only) alone, not the package (numpy, pydantic), to start at once.
 HOLDER = """
-import fcntl, sys, time
-from executor.gpulock import hold, lock_path, open_lock
+import fcntl, importlib.util, sys, time
+spec = importlib.util.spec_from_file_location("gpulock", sys.argv[3])
+gpulock = importlib.util.module_from_spec(spec)
+sys.modules["gpulock"] = gpulock
+spec.loader.exec_module(gpulock)
+hold, lock_path, open_lock = gpulock.hold, gpulock.lock_path, gpulock.open_lock
 path = lock_path(sys.argv[1], "host")
 print("watching", flush=True)
 while True:
@@ -103,7 +110,7 @@ def test_the_checks_wait_for_the_host_memory_is_not_counted_against_the_candidat
     warm = evaluator.evaluate(saxpy, CandidateSource(source=SLOW_SAXPY), OPTIONS)
     assert warm.passed, warm.message
     holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(evaluator.pool.gpu_lock), str(HOLD_S)],
+        [sys.executable, "-c", HOLDER, str(evaluator.pool.gpu_lock), str(HOLD_S), str(GPULOCK)],
         stdout=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
