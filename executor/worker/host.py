@@ -313,9 +313,10 @@ class FunctionRuntime(Runtime):
         """One call on ``inputs`` copied into ``buffers`` (made before the candidate ran, so that their
         addresses are none it has seen, as a timing set's first visit finds a rotated copy; new ones
         when None), prepared as a timed call is (the L2 flush) and timed as one; its milliseconds and
-        what it was called on (its outputs and ``in`` arrays: the caller checks them, after the trials'
-        own checks). After the trials, for the repeat-visit rule's confirmation
-        (executor.worker.candidate)."""
+        what the call had left when it returned (its outputs and ``in`` arrays, copied at once: the
+        caller checks them after the trials' own checks, and what a thread of the candidate writes
+        after the call is not in them, review 37's H1). After the trials, for the repeat-visit rule's
+        confirmation (executor.worker.candidate)."""
         arrays = {}
         for name, a in inputs.arrays.items():
             arrays[name] = buffers[name] if buffers is not None else np.empty(a.shape, a.dtype)
@@ -326,7 +327,10 @@ class FunctionRuntime(Runtime):
             start = time.perf_counter()
             self.invoke(work)
             end = time.perf_counter()
-        return max((end - start) * 1e3 - self.call_overhead_ms, 0.0), work
+            left = InputSet(
+                work.seed, work.size, dict(work.scalars), {name: a.copy() for name, a in work.arrays.items()}
+            )
+        return max((end - start) * 1e3 - self.call_overhead_ms, 0.0), left
 
     def time(self, slots: Any, options: EvaluationOptions) -> tuple[TimingStats, dict[str, Any]]:
         assert isinstance(slots, HostSlots)

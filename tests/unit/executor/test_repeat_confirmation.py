@@ -64,6 +64,25 @@ SLOT_MEMO = (
     + "\nif (n > 100000 && owned < 16) { owners[owned] = x; kept[owned++].assign(y, y + n); } }"
 )
 OPTIONS = FAST.model_copy(update={"min_trials": 5, "max_trials": 9})
+# The slot memo, and on the confirming call (a buffer it has never seen, after the trials' two) the work
+# left to a thread that writes the answer after the call has returned (review 37's H1): the confirming
+# call's outputs must be taken when it returns, as a timed call's samples are, not read later.
+SLOT_MEMO_LATE_CONFIRM = (
+    "#include <future>\n"
+    + SEEN
+    + "static void work(int n, const float* x, float* y) {"
+    + BODY
+    + " }\n"
+    + "static std::future<void> pending;\n"
+    + "#include <vector>\nstatic const float* owners[16]; static std::vector<float> kept[16]; static int owned = 0;\n"
+    + HEAD
+    + "int p = fresh_place(n, x);\n"
+    + "if (n > 100000) for (int k = 0; k < owned; ++k) if (owners[k] == x) "
+    "{ std::memcpy(y, kept[k].data(), n * sizeof(float)); return; }\n"
+    + "if (p > 4) { pending = std::async(std::launch::async, [=] { work(n, x, y); }); return; }\n"
+    + "work(n, x, y);\n"
+    + "if (n > 100000 && owned < 16) { owners[owned] = x; kept[owned++].assign(y, y + n); } }"
+)
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +98,7 @@ def products(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
             "burst": "#include <cstring>\n" + BURST,
             "burst_then_wrong": BURST_THEN_WRONG,
             "slot_memo": "#include <cstring>\n" + SLOT_MEMO,
+            "slot_memo_late_confirm": SLOT_MEMO_LATE_CONFIRM,
         },
     )
 
@@ -119,6 +139,22 @@ def test_a_confirming_call_that_answers_wrong_is_wrong_output(
 ) -> None:
     outcome = _run(task, products["burst_then_wrong"], tmp_path, OPTIONS)
     assert not outcome.passed and outcome.error is ErrorKind.WRONG_OUTPUT, outcome.message
+    assert outcome.stage == "timing"
+    assert outcome.message.startswith("the confirming call on a fresh set after the trials: "), (
+        outcome.message
+    )
+
+
+def test_a_confirming_call_answered_after_it_returned_is_not_a_pass(
+    task: FunctionTask | KernelTask, products: dict[str, str], tmp_path: Path
+) -> None:
+    """A memo whose confirming call returns at once and lets a thread write its answer later: what the
+    call left is taken when it returns, so the late answer is not there (the outputs' prefill, NaN:
+    ``unwritten_output``; a thread part-way through: ``wrong_output``); before the fix it passed at
+    about 150x its first visits (review 37, host runtime)."""
+    outcome = _run(task, products["slot_memo_late_confirm"], tmp_path, OPTIONS)
+    assert not outcome.passed, (outcome.candidate_timing, outcome.first_visits_ms)
+    assert outcome.error in (ErrorKind.UNWRITTEN_OUTPUT, ErrorKind.WRONG_OUTPUT), outcome.message
     assert outcome.stage == "timing"
     assert outcome.message.startswith("the confirming call on a fresh set after the trials: "), (
         outcome.message
