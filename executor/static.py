@@ -135,7 +135,11 @@ _FORBIDDEN_TYPES = {
         "is named like the Python C API (Py..., _Py...), which a candidate must not reach: it runs inside the "
         "Python worker that checks it"
     ),
-    "std::thread|pthread_create|std::async": "starts host threads; the timed call must be self-contained",
+    # launch::async and <future> too: with ``using namespace std`` a bare async(...) named no std::
+    # (review 37: a confirming call answered by a thread after it returned)
+    "std::thread|std::jthread|pthread_create|std::async|launch::async": (
+        "starts host threads; the timed call must be self-contained"
+    ),
 }
 _CALL_PATTERNS = [
     (re.compile(rf"(?<![\w.>:])(?:::)?(?:std::)?({names})\s*\("), reason)
@@ -152,7 +156,7 @@ _DEPENDENCY_PRAGMA = re.compile(r"^[ \t]*(?:#|%:)[ \t]*pragma[ \t]+GCC[ \t]+depe
 _HAS_INCLUDE = re.compile(r"\b__has_include(?:_next)?\s*\(([^)]*)\)")
 _SYSTEM_HEADER = re.compile(r"^\s*<([^<>]+)>\s*$")
 _FORBIDDEN_HEADERS = re.compile(
-    r"^\s*(?:#|%:)\s*include\s*<(fstream|thread|unistd\.h|sys/[\w/]+\.h|dlfcn\.h|"
+    r"^\s*(?:#|%:)\s*include\s*<(fstream|thread|future|unistd\.h|sys/[\w/]+\.h|dlfcn\.h|"
     r"spawn\.h|signal\.h|csignal|filesystem|sys/socket\.h)>",
     re.M,
 )

@@ -88,6 +88,10 @@ def _inject(body: str) -> str:
         ("cudaDeviceReset();", "forbidden_call:cudaDeviceReset"),
         ("usleep(10);", "forbidden_call:usleep"),
         ("std::thread t([]{}); t.join();", "forbidden_type:std::thread"),
+        (
+            "using namespace std; auto f = async(launch::async, []{}); f.wait();",
+            "forbidden_type:launch::async",
+        ),
         ("regraph_generate(0, n, 0.f, nullptr, nullptr);", "redefines_harness"),
         ("void* (*look)(void*, const char*) = &dlsym;", "forbidden_type:dlsym"),
         ('void* p = __libc_dlsym(nullptr, "x");', "forbidden_type:__libc_dlsym"),
@@ -145,6 +149,7 @@ def test_quoted_includes_are_rejected(saxpy: FunctionTask | KernelTask) -> None:
         v.rule for v in check_source(saxpy, '#include "/etc/passwd"\n' + GOOD_FUNCTION)
     }
     assert "forbidden_header" in {v.rule for v in check_source(saxpy, "#include <fstream>\n" + GOOD_FUNCTION)}
+    assert "forbidden_header" in {v.rule for v in check_source(saxpy, "#include <future>\n" + GOOD_FUNCTION)}
 
 
 def test_stripper_keeps_lines_and_extern_c() -> None:
