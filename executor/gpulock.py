@@ -313,11 +313,12 @@ def held_elsewhere(lock: str | os.PathLike[str], resource: Resource = "gpu") -> 
     ``resource`` named by the GPU lock's path ``lock`` now, shared or exclusively: a non-blocking
     exclusive try, let go at once (it waits for nobody and passes no turnstile; a request arriving in
     those microseconds waits that long)."""
-    return _would_wait(lock_path(lock, resource), fcntl.LOCK_EX)
+    return would_wait(lock_path(lock, resource), fcntl.LOCK_EX)
 
 
-def _would_wait(path: Path, how: int) -> bool:
-    """Whether a ``flock`` of ``path`` with ``how`` would wait now: a non-blocking try, let go at once."""
+def would_wait(path: str | os.PathLike[str], how: int) -> bool:
+    """Whether a ``flock`` of ``path`` with ``how`` (``fcntl.LOCK_SH`` or ``LOCK_EX``) would wait now: a
+    non-blocking try, let go at once."""
     with open_lock(path) as handle:
         try:
             fcntl.flock(handle, how | fcntl.LOCK_NB)
@@ -335,7 +336,7 @@ def host_memory_blocked(lock: str | os.PathLike[str]) -> bool:
     checks (:func:`host_copies`) could not begin, no fault of its candidate
     (executor.sandbox.WorkerProcess.wait)."""
     path = lock_path(lock, "host")
-    return _would_wait(path, fcntl.LOCK_SH) or _would_wait(turnstile_path(path), fcntl.LOCK_EX)
+    return would_wait(path, fcntl.LOCK_SH) or would_wait(turnstile_path(path), fcntl.LOCK_EX)
 
 
 def _flock_in(stack: contextlib.ExitStack, path: Path, how: int) -> None:

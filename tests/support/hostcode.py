@@ -31,6 +31,35 @@ FIXTURE_TASKS = Path(__file__).parents[1] / "unit" / "executor" / "fixtures" / "
 STUB = "\n__global__ void stub_kernel() {}\nstatic void never_called() { stub_kernel<<<1, 1>>>(); }\n"
 SAXPY_HEAD = 'extern "C" void saxpy(int n, float a, const float* x, float* y) {\n'
 SAXPY_CORRECT = SAXPY_HEAD + "for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i]; }" + STUB
+# Two test-size sets, one timing-size set and the first again: 4 correctness calls, then 1 warm-up call
+# (5 checked calls), then four to six timed calls.
+FIVE_CHECKED = EvaluationOptions(
+    correctness_sets=2,
+    timing_size_checks=1,
+    warmup=1,
+    min_trials=4,
+    max_trials=6,
+    min_timing_ms=0,
+    reference_repeats=1,
+    baseline=False,
+)
+
+# executor/gpulock.py, which imports the standard library only: the lock-holder processes of the tests
+# load it alone (gpulock_alone), not the package (numpy, pydantic), and start in a tenth of the time.
+GPULOCK = Path(__file__).resolve().parents[2] / "executor" / "gpulock.py"
+
+
+def gpulock_alone(path: str) -> str:
+    """A script's first lines: ``gpulock`` loaded from the file at ``path`` (a Python expression, e.g.
+    ``sys.argv[1]``) alone, not as part of the package."""
+    return (
+        "import importlib.util, sys\n"
+        f'spec = importlib.util.spec_from_file_location("gpulock", {path})\n'
+        "gpulock = importlib.util.module_from_spec(spec)\n"
+        'sys.modules["gpulock"] = gpulock\n'
+        "spec.loader.exec_module(gpulock)\n"
+    )
+
 
 # A saxpy (the fixture task's entry) that dereferences a null pointer on the host after its first CUDA
 # calls: in a runner, a fault of the candidate's process (tests/gpu/test_candidate_process_gpu.py,

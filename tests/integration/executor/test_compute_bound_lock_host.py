@@ -16,7 +16,6 @@ import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 
@@ -28,10 +27,8 @@ from executor.protocol import CandidateSource, EvaluationOptions
 from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, parse_task
 from executor.verdict import Verdict
-from tests.support.hostcode import FAST, STUB, one_input_task
+from tests.support.hostcode import FAST, GPULOCK, STUB, gpulock_alone, one_input_task
 
-ROOT = Path(__file__).resolve().parents[3]
-GPULOCK = ROOT / "executor" / "gpulock.py"
 HEAD = 'extern "C" void twice(int n, const float* x, float* y) {\n'
 BODY = "for (int i = 0; i < n; ++i) y[i] = 2.0f * x[i];"
 # 3 ms a call, whatever n: 512 KB of arrays at the timing size move at 0.17 GB/s (compute-bound).
@@ -50,12 +47,10 @@ TIMED = FAST.model_copy(update={"baseline": True})
 # killed; else until an exclusive request (the trials of a run not marked) has waited at the lock's
 # turnstile for argv[2] seconds (a shared request only passes through it, for microseconds). It loads
 # executor/gpulock.py (argv[3]: the standard library only) alone, not the package, to start at once.
-HOLDER = """
-import fcntl, importlib.util, sys, time
-spec = importlib.util.spec_from_file_location("gpulock", sys.argv[3])
-gpulock = importlib.util.module_from_spec(spec)
-sys.modules["gpulock"] = gpulock
-spec.loader.exec_module(gpulock)
+HOLDER = (
+    gpulock_alone("sys.argv[3]")
+    + """
+import fcntl, time
 turnstile = gpulock.turnstile_path(gpulock.lock_path(sys.argv[1], "host"))
 with gpulock.hold(sys.argv[1], "shared", "host"):
     print("held", flush=True)
@@ -64,14 +59,12 @@ with gpulock.hold(sys.argv[1], "shared", "host"):
     busy_since = None
     while busy_since is None or time.monotonic() - busy_since < float(sys.argv[2]):
         time.sleep(0.01)
-        with gpulock.open_lock(turnstile) as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                fcntl.flock(handle, fcntl.LOCK_UN)
-                busy_since = None
-            except BlockingIOError:
-                busy_since = busy_since or time.monotonic()
+        if gpulock.would_wait(turnstile, fcntl.LOCK_EX):
+            busy_since = busy_since or time.monotonic()
+        else:
+            busy_since = None
 """
+)
 
 
 def _task(timing: int, naive: str) -> FunctionTask | KernelTask:

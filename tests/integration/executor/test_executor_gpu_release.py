@@ -18,29 +18,16 @@ import pytest
 from executor.errors import EvaluationCancelled
 from executor.evaluate import Evaluator
 from executor.gpulock import held_elsewhere, hold, hold_now
-from executor.protocol import CandidateSource, EvaluationOptions
+from executor.protocol import CandidateSource
 from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
 from executor.verdict import ErrorKind, Verdict
-from tests.support.hostcode import use_candidate_process
+from tests.support.hostcode import FIVE_CHECKED, FIXTURE_TASKS, SAXPY_HEAD, STUB, use_candidate_process
 
-ROOT = Path(__file__).resolve().parents[3]
-TASKS_DIR = ROOT / "tests" / "unit" / "executor" / "fixtures" / "tasks"
-STUB = "\n__global__ void stub_kernel() {}\nstatic void never_called() { stub_kernel<<<1, 1>>>(); }\n"
-HEAD = 'extern "C" void saxpy(int n, float a, const float* x, float* y) {\n'
+HEAD = SAXPY_HEAD
 BODY = "for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i];\n"
 HONEST = HEAD + BODY + "}" + STUB
-# Two test-size sets, one timing-size set and the first again: 4 correctness calls, then 1 warm-up call.
-OPTIONS = EvaluationOptions(
-    correctness_sets=2,
-    timing_size_checks=1,
-    warmup=1,
-    min_trials=4,
-    max_trials=6,
-    min_timing_ms=0,
-    reference_repeats=1,
-    baseline=False,
-)
+OPTIONS = FIVE_CHECKED
 CHECKED_CALLS = 5  # what the correctness calls and the warm-up make; the timed calls come after
 # Right on every call, but from the first timed call on it also changes its const input: caught by the
 # check of the copies after the trials, which now runs outside the turn.
@@ -59,7 +46,7 @@ WRONG_WHEN_TIMED = (
 
 @pytest.fixture(scope="module")
 def saxpy() -> FunctionTask | KernelTask:
-    return load_task(TASKS_DIR / "saxpy")
+    return load_task(FIXTURE_TASKS / "saxpy")
 
 
 def _evaluator(cache: Path, early: bool) -> Evaluator:

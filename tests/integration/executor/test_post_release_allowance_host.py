@@ -23,11 +23,10 @@ from executor.protocol import CandidateSource, EvaluationOptions
 from executor.sandbox import POST_RELEASE_MIN_S
 from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
+from tests.support.hostcode import FIVE_CHECKED, FIXTURE_TASKS, GPULOCK, STUB, gpulock_alone
 
 ROOT = Path(__file__).resolve().parents[3]
-GPULOCK = ROOT / "executor" / "gpulock.py"
-TASKS_DIR = ROOT / "tests" / "unit" / "executor" / "fixtures" / "tasks"
-STUB = "\n__global__ void stub_kernel() {}\nstatic void never_called() { stub_kernel<<<1, 1>>>(); }\n"
+
 # Right, and 25 ms a call whatever n: its trials hold the host memory alone long enough to be seen.
 SLOW_SAXPY = (
     "#include <chrono>\n"
@@ -36,16 +35,7 @@ SLOW_SAXPY = (
     "while (std::chrono::steady_clock::now() < until) {}\n"
     "for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i]; }" + STUB
 )
-OPTIONS = EvaluationOptions(
-    correctness_sets=2,
-    timing_size_checks=1,
-    warmup=1,
-    min_trials=4,
-    max_trials=6,
-    min_timing_ms=0,
-    reference_repeats=1,
-    baseline=False,
-)
+OPTIONS = FIVE_CHECKED
 # For the watched run: what its checks may read counts for 2.7 s (an upper bound: ten 32 MB copies of
 # saxpy's arrays, each read twice, at 0.25 GB/s), more than its time under the turn gives.
 WATCHED = OPTIONS.model_copy(update={"timing_sets": 4, "host_rotate_buffers": 8})
@@ -55,32 +45,24 @@ HOLD_S = 5.0
 # then asks for it alone (at its turnstile: the released worker's checks then wait too), holds it for
 # argv[2] seconds once it has it, and says when it let go. It loads executor/gpulock.py (argv[3]: the
 # standard library only) alone, not the package (numpy, pydantic), to start at once.
-HOLDER = """
-import fcntl, importlib.util, sys, time
-spec = importlib.util.spec_from_file_location("gpulock", sys.argv[3])
-gpulock = importlib.util.module_from_spec(spec)
-sys.modules["gpulock"] = gpulock
-spec.loader.exec_module(gpulock)
-hold, lock_path, open_lock = gpulock.hold, gpulock.lock_path, gpulock.open_lock
-path = lock_path(sys.argv[1], "host")
+HOLDER = (
+    gpulock_alone("sys.argv[3]")
+    + """
+import fcntl, time
+path = gpulock.lock_path(sys.argv[1], "host")
 print("watching", flush=True)
-while True:
-    with open_lock(path) as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            fcntl.flock(handle, fcntl.LOCK_UN)
-        except BlockingIOError:
-            break
+while not gpulock.would_wait(path, fcntl.LOCK_SH):
     time.sleep(0.001)
-with hold(sys.argv[1], "exclusive", "host"):
+with gpulock.hold(sys.argv[1], "exclusive", "host"):
     time.sleep(float(sys.argv[2]))
 print("let go", flush=True)
 """
+)
 
 
 @pytest.fixture(scope="module")
 def saxpy() -> FunctionTask | KernelTask:
-    return load_task(TASKS_DIR / "saxpy")
+    return load_task(FIXTURE_TASKS / "saxpy")
 
 
 @pytest.fixture(scope="module")
@@ -145,4 +127,6 @@ def test_the_allowance_counts_the_tasks_bytes_for_the_checks() -> None:
     assert post_release_checks_s(task, options.model_copy(update={"timing_sets": 4})) == pytest.approx(
         want * 6 / 4
     )
-    assert post_release_checks_s(load_task(TASKS_DIR / "scale_kernel"), options) == 0.0  # nothing released
+    assert (
+        post_release_checks_s(load_task(FIXTURE_TASKS / "scale_kernel"), options) == 0.0
+    )  # nothing released

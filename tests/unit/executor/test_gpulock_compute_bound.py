@@ -34,19 +34,16 @@ from executor.gpulock import (
 )
 from executor.worker.messages import CandidateRun
 from executor.worker.process import function_locks
-
-GPULOCK = Path(__file__).resolve().parents[3] / "executor" / "gpulock.py"
+from tests.support.hostcode import GPULOCK, gpulock_alone
 
 # Holds what executor.gpulock's function argv[2] holds for argv[3] seconds, on the GPU lock in LOCK_ENV;
 # with argv[4], writes [when it got it, when it let go] there. It loads executor/gpulock.py (argv[1]:
 # the standard library only) alone, not the package (numpy, pydantic): it starts in a tenth of the time.
-HOLDER = """
-import importlib.util, json, sys, time
+HOLDER = (
+    gpulock_alone("sys.argv[1]")
+    + """
+import json, time
 from pathlib import Path
-spec = importlib.util.spec_from_file_location("gpulock", sys.argv[1])
-gpulock = importlib.util.module_from_spec(spec)
-sys.modules["gpulock"] = gpulock
-spec.loader.exec_module(gpulock)
 print("asking", flush=True)
 with getattr(gpulock, sys.argv[2])():
     got = time.time()
@@ -55,6 +52,7 @@ with getattr(gpulock, sys.argv[2])():
     if len(sys.argv) > 4:
         Path(sys.argv[4]).write_text(json.dumps([got, time.time()]))
 """
+)
 
 
 def _holder(
