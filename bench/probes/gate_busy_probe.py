@@ -41,9 +41,11 @@ def _busy(stop: threading.Event) -> None:
         np.add(a, a, out=a)
 
 
-def child(busy: int, spots: bool, gate: bool, calls: int) -> None:
+def child(busy: int, spots: bool, gate: bool, calls: int, switch_us: int) -> None:
     """One condition, in this process: print a JSON line per timing as it ends."""
     faulthandler.dump_traceback_later(10, repeat=True)
+    if switch_us:
+        sys.setswitchinterval(switch_us * 1e-6)
     from executor.inputs import generate_inputs
     from executor.protocol import EvaluationOptions
     from executor.taskformat import KernelTask, load_task
@@ -94,6 +96,7 @@ def child(busy: int, spots: bool, gate: bool, calls: int) -> None:
     finally:
         stop.set()
         slots.free()
+        gpu.close()  # the context popped before exit (pycuda aborts on a non-empty stack)
 
 
 def main() -> None:
@@ -105,16 +108,24 @@ def main() -> None:
     parser.add_argument("--log", type=Path)
     args = parser.parse_args()
     if args.child:
-        busy, spots, gate = (int(x) for x in args.child.split(","))
-        child(busy, bool(spots), bool(gate), args.calls)
+        busy, spots, gate, switch_us = (int(x) for x in args.child.split(","))
+        child(busy, bool(spots), bool(gate), args.calls, switch_us)
         return
-    conditions = [(0, 1, 1), (2, 1, 1), (2, 0, 1), (2, 1, 0), (1, 1, 1)]
+    conditions = [
+        (0, 1, 1, 0),
+        (2, 1, 1, 0),
+        (2, 0, 1, 0),
+        (2, 1, 0, 0),
+        (1, 1, 1, 0),
+        (2, 1, 1, 100),
+        (2, 1, 0, 100),
+    ]
     rows = [
-        "| busy threads | spot samples | gate | outcome | seconds per timing | median ms | trials |",
-        "|---|---|---|---|---|---|---|",
+        "| busy threads | switch interval | spot samples | gate | outcome | seconds per timing | median ms | trials |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     logs = []
-    for busy, spots, gate in conditions:
+    for busy, spots, gate, switch_us in conditions:
         cmd = [
             sys.executable,
             "-m",
@@ -140,7 +151,7 @@ def main() -> None:
             f"| {busy} | {'on' if spots else 'off'} | {'on' if gate else 'off'} | {outcome} | {seconds} | {medians} | {trials} |"
         )
         logs.append(
-            f"== busy {busy} spots {spots} gate {gate}: {outcome} in {time.perf_counter() - began:.1f} s\n{out}\n{err[-6000:]}"
+            f"== busy {busy} switch {switch_us} spots {spots} gate {gate}: {outcome} in {time.perf_counter() - began:.1f} s\n{out}\n{err[-6000:]}"
         )
         print(rows[-1], flush=True)
     table = "\n".join(rows)
