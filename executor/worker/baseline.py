@@ -91,6 +91,8 @@ class BaselineWorker(Worker):
                 and pilot_locks.timing is not None
                 and locks.timing is not None
                 and isinstance(baseline, FunctionRuntime)
+                # a runner (the opt-in candidate process) takes calls on its mappings only: no pilot
+                and baseline.confirms
             ):
                 fastest = self.pilot_ms(baseline)
                 self.seconds["pilot_ms"] = fastest  # not seconds: the fastest pilot call's milliseconds
