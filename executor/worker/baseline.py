@@ -24,8 +24,10 @@ from executor.worker.gpu import make_slots
 from executor.worker.host import FunctionRuntime
 from executor.worker.messages import PREPARED, BaselineOutcome, CandidateRun, notify_parent
 
-# The baseline's pilot calls (BaselineWorker.pilot_ms): at most this many, and no more once this many
-# milliseconds have been spent (a warm-up's least).
+# The baseline's pilot calls (BaselineWorker.pilot_ms): at least PILOT_MIN_CALLS (a first call may load
+# the module, on a GPU lazily, and read cold memory: never the only one), at most PILOT_CALLS, and no
+# more once PILOT_MS milliseconds have been spent (a warm-up's least).
+PILOT_MIN_CALLS = 2
 PILOT_CALLS = 3
 PILOT_MS = 30.0
 
@@ -110,9 +112,10 @@ class BaselineWorker(Worker):
         return BaselineOutcome(ok=True, timing=stats, device=baseline.device, seconds=self.seconds)
 
     def pilot_ms(self, baseline: FunctionRuntime) -> float:
-        """The fastest of up to :data:`PILOT_CALLS` calls of the baseline on a timing-size set that is
-        never timed (the warm-up's; else the first timing set), each prepared and timed as a timed call
-        (:meth:`FunctionRuntime.first_visit`), stopping once :data:`PILOT_MS` have been spent: what
+        """The fastest of :data:`PILOT_MIN_CALLS` to :data:`PILOT_CALLS` calls of the baseline on a
+        timing-size set that is never timed (the warm-up's; else the first timing set), each prepared
+        and timed as a timed call (:meth:`FunctionRuntime.first_visit`), stopping once :data:`PILOT_MS`
+        have been spent: what
         decides whether the trials may hold the host memory shared (``pilot_shared``). Untimed for the
         baseline's timing: its trials' warm-up follows."""
         t0 = time.perf_counter()
@@ -121,7 +124,7 @@ class BaselineWorker(Worker):
         for n in range(PILOT_CALLS):
             elapsed, _ = baseline.first_visit(source, f"pilot call {n + 1}")
             fastest = min(fastest, elapsed)
-            if (time.perf_counter() - t0) * 1e3 >= PILOT_MS:
+            if n + 1 >= PILOT_MIN_CALLS and (time.perf_counter() - t0) * 1e3 >= PILOT_MS:
                 break
         self._add_seconds("pilot", t0)
         return fastest

@@ -48,6 +48,13 @@ SLOW = (
     "std::chrono::milliseconds(3);\nwhile (std::chrono::steady_clock::now() < until) {}\n" + BODY + " }"
 )
 QUICK = HEAD + BODY + " }"  # 65,536 floats: well under a millisecond a call
+# QUICK, but its first call takes 40 ms (as a first call that loads a module or reads cold memory may):
+# longer than the pilot's 30 ms on its own
+COLD_FIRST = (
+    "#include <chrono>\n" + HEAD + "static int calls = 0;\nif (calls++ == 0) {\n"
+    "  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(40);\n"
+    "  while (std::chrono::steady_clock::now() < until) {}\n}\n" + BODY + " }"
+)
 # The pilot's threshold the worker tests hand over: between QUICK's calls and SLOW's.
 ABOVE_MS = 1.5
 
@@ -83,7 +90,9 @@ def _task(naive: str = QUICK) -> FunctionTask | KernelTask:
 
 @pytest.fixture(scope="module")
 def products(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    return build_host_candidates(tmp_path_factory.mktemp("pilot-builds"), {"slow": SLOW, "quick": QUICK})
+    return build_host_candidates(
+        tmp_path_factory.mktemp("pilot-builds"), {"slow": SLOW, "quick": QUICK, "cold": COLD_FIRST}
+    )
 
 
 def _measure(
@@ -132,6 +141,17 @@ def test_a_copy_bound_pilot_or_none_leaves_the_trials_alone(products: dict[str, 
     assert quick.seconds["pilot_shared"] == 0.0 and quick.seconds["host_shared"] == 0.0
     assert quick.seconds["pilot_ms"] < ABOVE_MS
     assert "pilot_ms" not in unpiloted.seconds and unpiloted.seconds["host_shared"] == 0.0
+
+
+def test_a_slow_first_call_is_never_the_pilots_only_one(products: dict[str, str], tmp_path: Path) -> None:
+    """Its first call alone (40 ms, past the pilot's 30) would say compute-bound; the second says not."""
+    pool = WorkerPool("host", prewarm=False)
+    try:
+        cold = _measure(pool, tmp_path, products["cold"], ABOVE_MS)
+    finally:
+        pool.close()
+    assert cold.ok, cold.message
+    assert cold.seconds["pilot_shared"] == 0.0 and cold.seconds["pilot_ms"] < ABOVE_MS
 
 
 @pytest.fixture(scope="module")
