@@ -618,6 +618,20 @@ class RelabelPolicy:
                     f"{choice.technique!r}"
                 )
                 choice = RelabelChoice("undecided", name, "model", ranked=choice.ranked, evidence=evidence)
+        if (
+            choice.names_technique
+            and choice.decided_by == "model"
+            and evidence is None
+            and not step.detail.strip()
+        ):
+            # (session 27) A name of one content word, with nothing else to go on, names one technique only
+            # by a word of that technique's own names that few techniques' names share: "Multiple
+            # Devices" merged into host-device transfer reduction (p 0.96) on "device", a word of five
+            # techniques' names (issue 28, precision first).
+            lone = index.lone_word(name, choice.technique)
+            if lone is not None:
+                flags.append(f"name_one_word: {lone}")
+                choice = RelabelChoice("undecided", name, "model", ranked=choice.ranked, evidence=evidence)
         if choice.outcome == "merge" and evidence is not None and evidence.parsed:
             target = next((c for c in index.candidates if c.name == choice.technique), None)
             if (

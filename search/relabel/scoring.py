@@ -252,6 +252,11 @@ KIND_WORDS = 4
 
 RARE_WORD_USERS = 2
 """A word at most this many candidates use is a telling word (`WordCoverage.rare`)."""
+COMMON_LABEL_WORD_USERS = 3
+"""(session 27) A name of one content word names one technique only when at most this many candidates'
+labels (names and aliases) use its word (`CandidateIndex.lone_word`): "pipelining" (three: double
+buffering's, the async copy's and TMA's aliases) still names double buffering by its nearest label, but
+"device" (five) or "memory" (twenty) name where, not which technique."""
 
 # Containment (`CandidateIndex.containment`): the words a guide or a write-up puts around a technique's
 # name without changing which technique it is ("Employ loop unrolling for higher throughput"): general
@@ -656,6 +661,23 @@ class CandidateIndex:
         owner = next((i for i, c in enumerate(self.candidates) if c.name == technique), None)
         vocabulary = self._vocab[owner] if owner is not None else frozenset()
         return next((w for w in words if w not in vocabulary), None)
+
+    def lone_word(self, name: str, technique: str) -> str | None:
+        """(session 27) Why a name of one content word does not name `technique`, or None: its word is
+        no word of the technique's own labels (its description or the embedding brought it there), or
+        the labels of more than `COMMON_LABEL_WORD_USERS` candidates use it, so the word names a resource
+        or a topic of several techniques ("Devices", "Memory", "Warps"), not one of them."""
+        words = set(concept_tokens(name))
+        owner = next((i for i, c in enumerate(self.candidates) if c.name == technique), None)
+        if len(words) != 1 or owner is None:
+            return None
+        word = next(iter(words))
+        if not any(word in tokens for tokens in self._label_tokens[owner]):
+            return f"its one word {word!r} is no word of {technique!r}'s names"
+        users = sum(any(word in tokens for tokens in labels) for labels in self._label_tokens)
+        if users > COMMON_LABEL_WORD_USERS:
+            return f"its one word {word!r} is a word of {users} techniques' names"
+        return None
 
     def containment(self, name: str) -> Containment | None:
         """The one candidate whose label the name contains as a phrase, with only generic words around it.

@@ -390,11 +390,33 @@ def vendor_terms(text: str) -> str:
     return text
 
 
+_COMPARED_WITH_ITS_ABSENCE: tuple[re.Pattern[str], ...] = tuple(
+    re.compile(pattern, re.IGNORECASE)
+    for pattern in (
+        r"\b(?P<word>[a-z][a-z-]+[a-z])\s+(?:vs\.?|versus)\s+(?:un-?|non-?)(?P=word)\b",
+        r"\b(?:un-?|non-?)(?P<word>[a-z][a-z-]+[a-z])\s+(?:vs\.?|versus)\s+(?P=word)\b",
+    )
+)
+"""A word set against its own negation ("Fused vs Unfused Kernels", "non-coalesced vs. coalesced
+access"; session 27, issue 28): guides and course books head the section that teaches a technique as a
+comparison of the code with and without it, so the heading names the technique once, by its word
+("Fused Kernels"). Only a word against the same word with "un-" or "non-": "Small Register Mode vs.
+Large Register Mode" or "Ahead-of-time vs JIT compilation" compare two different things and stay as
+written."""
+
+
+def compared_with_its_absence(text: str) -> str:
+    """`text` with "X vs un-X" (or "non-X vs X") written as X (`_COMPARED_WITH_ITS_ABSENCE`)."""
+    for pattern in _COMPARED_WITH_ITS_ABSENCE:
+        text = pattern.sub(lambda match: match.group("word"), text)
+    return text
+
+
 def expand_abbreviations(text: str, *, plurals: bool = False) -> str:
     """`text` with common CUDA shorthands written out ("smem" -> "shared memory"), other vendors' words
     in CUDA's (`vendor_terms`: "work-group" -> "thread block"), jargon in plain words (`glossary`:
     "hoisting" -> "loop invariant code motion") and snake_case or camelCase words split (`split_compound`); with `plurals`, plural shorthands too (`shorthand`)."""
-    text = explain_jargon(vendor_terms(text))
+    text = explain_jargon(vendor_terms(compared_with_its_absence(text)))
     return _WORD.sub(lambda match: _split_and_explain(match.group(0), plurals=plurals), text)
 
 
