@@ -146,23 +146,6 @@ def ratios(evaluations: list[list[float]], first: int = 4) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------- kernel
 
 
-def busy_threads(count: int, stop: threading.Event) -> list[threading.Thread]:
-    """Threads of this process busy in Python (each holds the interpreter between switches)."""
-
-    def work() -> None:
-        a = np.ones(4096)
-        while not stop.is_set():
-            total = 0
-            for i in range(2000):
-                total += i
-            np.add(a, a, out=a)
-
-    threads = [threading.Thread(target=work, daemon=True) for _ in range(count)]
-    for t in threads:
-        t.start()
-    return threads
-
-
 def busy_processes(count: int) -> list[subprocess.Popen[bytes]]:
     """Processes that keep a core busy each."""
     code = "import time\nend = time.time() + 600\nwhile time.time() < end: pass\n"
@@ -170,6 +153,7 @@ def busy_processes(count: int) -> list[subprocess.Popen[bytes]]:
 
 
 def kernel_part(cubin: Path, evaluations: int) -> list[dict[str, Any]]:
+    from bench.probes.busy import busy_interpreter
     from executor.inputs import generate_inputs
     from executor.protocol import EvaluationOptions
     from executor.taskformat import KernelTask, load_task
@@ -188,22 +172,20 @@ def kernel_part(cubin: Path, evaluations: int) -> list[dict[str, Any]]:
             options = EvaluationOptions(
                 min_trials=5, max_trials=20, min_timing_ms=20, reference_repeats=1, launch_gate=gate
             )
-            stop = threading.Event()
             procs = busy_processes(2 * (os.cpu_count() or 2)) if load == "cores" else []
-            threads = busy_threads(2, stop) if load == "threads" else []
             medians, traces, gated = [], [], []
             try:
                 time.sleep(1.0 if procs else 0.0)
-                for _ in range(evaluations):
-                    gpu.reset_timing_state()
-                    stats, last = runtime.time(slots, options)
-                    medians.append(stats.median_ms)
-                    traces.append(list(stats.samples_ms or []))
-                    gated.append(bool(last.get("gate", {}).get("gated")))
+                # Two busy threads at a 0.1-ms switch interval (bench.probes.busy: at the default 5 ms
+                # one timing took 24 s on the H200's host, the interpreter's hand-over, not the timing).
+                with busy_interpreter(2 if load == "threads" else 0):
+                    for _ in range(evaluations):
+                        gpu.reset_timing_state()
+                        stats, last = runtime.time(slots, options)
+                        medians.append(stats.median_ms)
+                        traces.append(list(stats.samples_ms or []))
+                        gated.append(bool(last.get("gate", {}).get("gated")))
             finally:
-                stop.set()
-                for t in threads:
-                    t.join()
                 for p in procs:
                     p.kill()
                     p.wait()

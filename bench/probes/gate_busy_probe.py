@@ -20,32 +20,19 @@ import json
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
+
+from bench.probes.busy import busy_interpreter
 
 ROOT = Path(__file__).resolve().parents[2]
 TASK_DIR = ROOT / "tests" / "unit" / "executor" / "fixtures" / "tasks" / "block_sum"
 KERNEL = ROOT / "tests" / "gpu" / "adversarial" / "k_honest.cu"
 
 
-def _busy(stop: threading.Event) -> None:
-    """The GPU test's busy thread: Python work holding the interpreter between switches."""
-    import numpy as np
-
-    a = np.ones(4096)
-    while not stop.is_set():
-        total = 0
-        for i in range(2000):
-            total += i
-        np.add(a, a, out=a)
-
-
 def child(busy: int, spots: bool, gate: bool, calls: int, switch_us: int) -> None:
     """One condition, in this process: print a JSON line per timing as it ends."""
     faulthandler.dump_traceback_later(10, repeat=True)
-    if switch_us:
-        sys.setswitchinterval(switch_us * 1e-6)
     from executor.inputs import generate_inputs
     from executor.protocol import EvaluationOptions
     from executor.taskformat import KernelTask, load_task
@@ -73,28 +60,24 @@ def child(busy: int, spots: bool, gate: bool, calls: int, switch_us: int) -> Non
     sources = [generate_inputs(task, "timing", seed) for seed in (21, 22)]
     slots = DeviceSlots(gpu, task, sources, 3, warm=generate_inputs(task, "timing", 23))
     runtime = GpuKernelRuntime(gpu, task, str(tmp / "k.cubin"), "block_sum_kernel")
-    stop = threading.Event()
-    threads = [threading.Thread(target=_busy, args=(stop,), daemon=True) for _ in range(busy)]
-    for t in threads:
-        t.start()
     try:
-        for _ in range(calls):
-            began = time.perf_counter()
-            stats, last = runtime.time(slots, options)
-            print(
-                json.dumps(
-                    {
-                        "s": round(time.perf_counter() - began, 3),
-                        "median_ms": round(stats.median_ms, 4),
-                        "trials": stats.trials,
-                        "warmup": {k: v for k, v in last.get("warmup", {}).items() if k != "batches"},
-                        "gate": last.get("gate"),
-                    }
-                ),
-                flush=True,
-            )
+        with busy_interpreter(busy, switch_us * 1e-6 if switch_us else None):
+            for _ in range(calls):
+                began = time.perf_counter()
+                stats, last = runtime.time(slots, options)
+                print(
+                    json.dumps(
+                        {
+                            "s": round(time.perf_counter() - began, 3),
+                            "median_ms": round(stats.median_ms, 4),
+                            "trials": stats.trials,
+                            "warmup": {k: v for k, v in last.get("warmup", {}).items() if k != "batches"},
+                            "gate": last.get("gate"),
+                        }
+                    ),
+                    flush=True,
+                )
     finally:
-        stop.set()
         slots.free()
         gpu.close()  # the context popped before exit (pycuda aborts on a non-empty stack)
 

@@ -16,14 +16,12 @@ import importlib.util
 import re
 import shutil
 import subprocess
-import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
 import pytest
 
+from bench.probes.busy import busy_interpreter
 from executor.evaluate import Evaluator
 from executor.protocol import CandidateSource, EvaluationOptions
 from executor.settings import ExecutorSettings
@@ -118,16 +116,6 @@ def test_the_launch_gate_is_made_on_the_gpu(evaluator: Evaluator) -> None:
     assert "launch_gate_off" not in verdict.seconds, verdict.seconds
 
 
-def _busy(stop: threading.Event) -> None:
-    """Python work that holds the interpreter between switches, as any other thread of a worker may."""
-    a = np.ones(4096)
-    while not stop.is_set():
-        total = 0
-        for i in range(2000):
-            total += i
-        np.add(a, a, out=a)
-
-
 def test_a_busy_thread_of_the_worker_does_not_reach_a_gated_kernel_timing(tmp_path: Path) -> None:
     """Behind the launch gate, every operation of a trial is queued before the stream reaches its start
     event, so the host's delays (here two threads of this process holding the interpreter) are never
@@ -135,12 +123,9 @@ def test_a_busy_thread_of_the_worker_does_not_reach_a_gated_kernel_timing(tmp_pa
     H200 without the gate (session 26): a first trial 1.4-1.5 times the median on a quiet host, and one
     evaluation of this 0.08-ms kernel 26 % slow on the whole.
 
-    The threads run with a switch interval of 0.1 ms, so that each hand-over of the interpreter delays
-    the host by about a kernel's time. At the default 5 ms, on the H200's 16-core host (session 27,
-    ``bench/probes/gate_busy_probe.py``), every driver call that lets the interpreter go waited so long
-    to get it back that one timing took 24 s with one busy thread and none ended within 30 s with two,
-    gate or no gate: the test then measured the interpreter's hand-over, not the gate, and ran past the
-    GPU suite's limit."""
+    The threads run at a switch interval of 0.1 ms (:func:`bench.probes.busy.busy_interpreter`: at the
+    default 5 ms the test measured the interpreter's hand-over, not the gate, and ran past the GPU
+    suite's limit)."""
     from executor.inputs import generate_inputs
     from executor.taskformat import KernelTask
     from executor.worker.gpu import DeviceSlots, GpuContext, GpuKernelRuntime
@@ -168,19 +153,8 @@ def test_a_busy_thread_of_the_worker_does_not_reach_a_gated_kernel_timing(tmp_pa
             return out
 
         quiet = medians()
-        stop = threading.Event()
-        threads = [threading.Thread(target=_busy, args=(stop,), daemon=True) for _ in range(2)]
-        interval = sys.getswitchinterval()
-        sys.setswitchinterval(1e-4)
-        for t in threads:
-            t.start()
-        try:
+        with busy_interpreter(2):
             busy = medians()
-        finally:
-            stop.set()
-            for t in threads:
-                t.join()
-            sys.setswitchinterval(interval)
     finally:
         slots.free()
         gpu.close()  # popped before exit: pycuda aborts the process on a context left on its stack
