@@ -52,7 +52,6 @@ def measure(
     stopping: threading.Event | None = None,
     turn: Callable[[], AbstractContextManager[object]] | None = None,
     host_shared: Callable[[], bool] | None = None,
-    pilot_above_ms: Callable[[], float | None] | None = None,
 ) -> BaselineOutcome:
     """Time a task's naive baseline in a worker of its own for ``pool``'s runtime and GPU lock: the worker
     starts now with ``job`` (the task, its timing sets, the timing options); ``build()`` (called
@@ -62,9 +61,7 @@ def measure(
     whether the task is known to be compute-bound (from a baseline median kept before, never a
     candidate's), so that the trials hold the host memory's lock shared
     (:func:`executor.gpulock.compute_bound`; the outcome's ``seconds["host_shared"]``); without it,
-    alone. ``pilot_above_ms()`` (asked in its turn, when the task is not known compute-bound): the
-    pilot's threshold (:attr:`CandidateRun.host_pilot_above_ms`; None: no pilot), so that a baseline
-    whose own pilot calls say compute-bound has its trials hold the host memory shared too."""
+    alone."""
     try:
         proc = WorkerProcess(
             "candidate", pool.runtime, pool.workdir, gpu_lock=pool.gpu_lock, command="baseline"
@@ -88,7 +85,6 @@ def measure(
                 candidate_symbol=job.task.entry,
                 baseline_product=product,
                 host_shared=(shared := host_shared() if host_shared is not None else False),
-                host_pilot_above_ms=None if shared or pilot_above_ms is None else pilot_above_ms(),
             )
             proc.send("run.json", proc.admit(run))
             killed_for = proc.wait(
@@ -96,8 +92,7 @@ def measure(
             )
         if proc.result_path.exists():
             outcome = BaselineOutcome.model_validate_json(proc.result_path.read_text())
-            # not seconds: how its trials held the host (known compute-bound, or its pilot said so)
-            outcome.seconds["host_shared"] = float(shared or outcome.seconds.get("pilot_shared", 0.0) > 0)
+            outcome.seconds["host_shared"] = float(shared)  # not seconds: how its trials held the host
             return outcome
         if killed_for is ErrorKind.TIMEOUT:
             return BaselineOutcome(ok=False, message=f"the baseline worker was killed after {timeout_s:.0f}s")

@@ -627,16 +627,6 @@ class Evaluator:
         baseline = self._cached_timing("baseline", task, options)
         return compute_bound(task_bytes(task), None if baseline is None else baseline.median_ms)
 
-    def _pilot_above_ms(self, task: FunctionTask | KernelTask) -> float | None:
-        """The pilot's threshold for a naive baseline's own run (``baseline_host_pilot``): the
-        milliseconds above which the task's arrays move under :func:`host_shared_below_gbps` (its
-        pilot calls then say compute-bound, :func:`compute_bound`'s rule); None: no pilot (the setting
-        off, the threshold 0, a size not worked out)."""
-        below, moved = host_shared_below_gbps(), task_bytes(task)
-        if not self.settings.baseline_host_pilot or below <= 0 or moved <= 0:
-            return None
-        return moved / (below * 1e6)
-
     def _timings_now(self, task: FunctionTask | KernelTask, run: CandidateRun) -> CandidateRun:
         """``run`` with the task's serial reference timing as cached now, when its turn has come
         (``timings_at_turn``): a candidate that waited for the GPU while another of its task timed it
@@ -981,7 +971,6 @@ class Evaluator:
                         # before the runs waiting: verdicts whose candidates have run wait for it.
                         turn=lambda: self._baseline_turn(urgent),
                         host_shared=lambda: self._host_shared(task, options, runtime),
-                        pilot_above_ms=lambda: self._pilot_above_ms(task),
                     )
                     outcome.seconds["baseline_claim_wait"] = claim_wait
                     if outcome.ok and outcome.timing is not None:

@@ -31,9 +31,7 @@ The host memory (``resource="host"``):
   and those of a task whose copy rate is not known yet;
 - shared: a compute-bound function task's trials (:func:`compute_bound`: its arrays at the timing size
   move under 2 GB/s over its naive baseline's median as kept, never a candidate's; their time is
-  the GPU's, and host traffic beside them moved them by 1 % on two H200s) and a naive baseline's own
-  trials when its pilot calls, timed with this lock held alone, say the same (executor.worker.baseline,
-  the setting baseline_host_pilot), a function task's
+  the GPU's, and host traffic beside them moved them by 1 % on two H200s), a function task's
   correctness calls, its prepared host copies of its timing set, and a kernel task's prepared
   uploads (copies out of host memory too). Made beside a function task's trials, the copies doubled its trials on the H200, so they wait for those; a kernel task's trials
   never touch host memory, so the copies do not wait for them. This lock is the host's, not one

@@ -133,16 +133,6 @@ class ExecutorSettings(BaseSettings):
         "task, as on the GPU): for the tests of the baseline's path; off, the host runtime's verdicts "
         "carry no baseline speedup and its tests pay no nvcc build of naive.cu",
     )
-    baseline_host_pilot: bool = Field(
-        default=True,
-        description="a naive baseline's own trials hold the host memory's lock shared when its pilot calls "
-        "(a few, timed under the trials' locks held alone, before the trials) say the task is compute-bound "
-        "(executor.gpulock.compute_bound, the rule a candidate's trials follow once the baseline's median "
-        "is kept); off: a baseline's own trials always hold it alone (before session 27). The pilot is the "
-        "task's own naive.cu in a worker that loads no candidate's code. Session 26's two H200s: naive "
-        "baselines' trials held the host-wide lock alone about 60 % of the time it was held alone "
-        "(bench/results/2026-11-30_s27/fleet_breakdown.md)",
-    )
     baseline_timing_max_age_s: float = Field(
         default=24 * 3600.0,
         gt=0,

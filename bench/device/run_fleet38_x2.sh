@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Issue 29 with session 27's baseline_host_pilot (helper fleet38): a naive baseline's own trials hold the
+# Issue 29 with session 27's baseline_host_pilot (helper fleet38; measured in call 5, then withdrawn: the
+# executor no longer has the setting, so this now measures the code without it): a naive baseline's own trials hold the
 # host memory's lock shared when its pilot calls say the task is compute-bound. ONE device call of at most
 # 330 s on kind nvidia-h200-x2: bench/device/run_host_shared_x2.sh (run_scaling.sh's mixed queue at
 # saturation on 1 then 2 replicas, each window as long as both fit, ~110 s; its table, the copy-rate
@@ -12,7 +13,7 @@
 # bench/results/2026-11-30_s27/fleet_breakdown.md.
 # Carry .whlfleet and .whlray (as run_host_shared_x2.sh; bench/results moved out for the 64 MiB):
 #   bash bench/device/run_fleet38_x2.sh
-# REGRAPH_EXECUTOR_BASELINE_HOST_PILOT=false in the environment gives the code before it (every baseline's
+# (While the pilot existed, REGRAPH_EXECUTOR_BASELINE_HOST_PILOT=false gave the code before it: every baseline's
 # trials alone). BUDGET_S (330): the whole call's limit.
 # Smoke run of the plumbing on a CPU machine: NO_GPU_ENV=1 RUNTIME=host GPUS=2 BUDGET_S=230 LIMIT=3 CLIENTS=2 \
 #   OUT=/tmp/f38_out bash bench/device/run_fleet38_x2.sh

@@ -121,13 +121,6 @@ class CandidateRun(BaseModel):
         description="a function task's trials hold the host memory's lock shared, not alone: the parent "
         "knows the task to be compute-bound (executor.gpulock.compute_bound); False: alone",
     )
-    host_pilot_above_ms: float | None = Field(
-        default=None,
-        description="a naive baseline's run only (the setting baseline_host_pilot): the worker times a few "
-        "pilot calls of the baseline under the trials' locks, all alone, and when the fastest takes longer "
-        "than this (the task's arrays would move under the compute-bound threshold, "
-        "executor.gpulock.compute_bound) its trials hold the host memory shared; None: no pilot",
-    )
 
 
 class ReferenceJob(BaseModel):

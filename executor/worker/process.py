@@ -155,9 +155,7 @@ def serve_baseline(runtime: str) -> int:
             if run is None:
                 return 0
             # a function candidate's trials' locks (shared host memory only for a compute-bound task)
-            outcome = worker.time_baseline(
-                run, COMPUTE_LOCKS if run.host_shared else FUNCTION_LOCKS, pilot_locks=COMPUTE_LOCKS
-            )
+            outcome = worker.time_baseline(run, COMPUTE_LOCKS if run.host_shared else FUNCTION_LOCKS)
         except (ExecutorError, CandidateFailed, OSError) as e:
             outcome = BaselineOutcome(ok=False, message=f"the baseline failed: {e}", seconds=worker.seconds)
         except MemoryError as e:
