@@ -121,8 +121,16 @@ def test_kernel_launches_skimmed_between_the_checked_ones_fail_a_spot_check(eval
     sample of every timed launch's outputs, copied on the device, is checked, and the honest kernel
     still passes. A skipped launch leaves the poison its outputs were restored to, so the failure may
     read as unwritten (seen on an H200, session 23) as well as wrong."""
+    # Four slots, which the skimming kernel counts on (see its comments): pinned, not the defaults'.
     spots = QUICK.model_copy(
-        update={"min_trials": 150, "max_trials": 150, "max_timing_s": 120.0, "physical_floor": False}
+        update={
+            "min_trials": 150,
+            "max_trials": 150,
+            "max_timing_s": 120.0,
+            "physical_floor": False,
+            "rotate_buffers": 3,
+            "timing_sets": 2,
+        }
     )
     options = spots.model_copy(update={"kernel_spot_checks": False})
     skim = CandidateSource(source=(CORPUS / "skim_launches_between_checks.cu").read_text())
