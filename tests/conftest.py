@@ -76,7 +76,18 @@ SLOW_FIRST = (
     "tests/integration/mcp/test_mcp_stdio.py",
     "tests/integration/api/test_cypher_security.py",
     "tests/e2e/test_workspace.py",
+    # Session 38: modules of 10-40 s that xdist's order (most tests first) left to the end, where one
+    # of them could keep one worker busy while the other had nothing left (seconds from one process,
+    # `--durations=0`, summed per module).
+    "tests/integration/executor/test_executor_fair_slots.py",  # 40 s
     "tests/integration/api/test_neo4j_liveness.py",
+    "tests/integration/api/test_optimize_hacks.py",  # 31 s
+    "tests/integration/api/test_cypher_answers.py",  # 20 s
+    "tests/integration/executor/test_clock_attack.py",  # 16 s
+    "tests/integration/api/test_health_under_load.py",  # 14 s
+    "tests/integration/api/test_api_fuzz.py",  # 14 s
+    "tests/e2e/test_cypher_console_limits.py",  # 12 s
+    "tests/integration/executor/test_post_release_allowance_host.py",  # 11 s
 )
 
 CLEAR_GRAPH = (
