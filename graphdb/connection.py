@@ -24,6 +24,7 @@ from graphdb.embedded import EmbeddedConfig, EmbeddedNeo4j, default_cache_dir, f
 from graphdb.errors import Neo4jUnavailableError
 from graphdb.migrations import MigrationRunner
 from graphdb.retrieval_cache import CandidateCache
+from graphdb.retry import NO_DRIVER_RETRIES, RETRY_TIME_S, connection_refused, retried
 from graphdb.store import Neo4jGraphStore
 
 logger = logging.getLogger(__name__)
@@ -33,7 +34,6 @@ logger = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 5.0
 ACQUISITION_TIMEOUT_S = 20.0
 LIVENESS_CHECK_AFTER_S = 30.0
-RETRY_TIME_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,9 @@ def open_driver(target: Neo4jTarget) -> Driver:
     connection idle for `LIVENESS_CHECK_AFTER_S` is checked (a RESET round trip) before it is used
     again, so a connection the server dropped fails there and is replaced instead of failing the
     query, and retried transactions stop retrying after `RETRY_TIME_S`. TCP keep-alive is on. (Reader
-    Cypher runs in explicit transactions, without the driver's retries, under a server-side timeout.)
+    Cypher runs in explicit transactions, without the driver's retries, under a server-side timeout; the
+    store's transactions and readiness are retried by `graphdb.retry`, which answers a refused
+    connection at once.)
     """
     return GraphDatabase.driver(
         target.uri,
@@ -254,11 +256,19 @@ def wait_until_answering(target: Neo4jTarget, timeout_s: float) -> None:
 
 def readiness(driver: Driver, database: str) -> dict[str, Any]:
     """What /readyz reports: the server answers, its version, and the schema's migration level."""
+
+    def components() -> list[Any]:
+        with driver.session(database=database, max_transaction_retry_time=NO_DRIVER_RETRIES) as session:
+            return session.execute_read(lambda tx: list(tx.run(queries.SERVER_COMPONENTS)))
+
     try:
-        records, _, _ = driver.execute_query(queries.SERVER_COMPONENTS, database_=database)
+        # A refused connection is answered at once (nothing listens there), not retried for seconds.
+        records = retried(components)
         runner = MigrationRunner(driver, database)
         current, latest = runner.current_version(), runner.latest_version()
     except (Neo4jError, ServiceUnavailable, OSError) as e:
+        if connection_refused(e):
+            raise Neo4jUnavailableError(f"Neo4j refused the connection (it is not running): {e}") from e
         raise Neo4jUnavailableError(f"Neo4j is not answering: {e}") from e
     component = records[0] if records else {}
     return {

@@ -76,7 +76,18 @@ SLOW_FIRST = (
     "tests/integration/mcp/test_mcp_stdio.py",
     "tests/integration/api/test_cypher_security.py",
     "tests/e2e/test_workspace.py",
+    # Session 38: modules of 10-40 s that xdist's order (most tests first) left to the end, where one
+    # of them could keep one worker busy while the other had nothing left (seconds from one process,
+    # `--durations=0`, summed per module).
+    "tests/integration/executor/test_executor_fair_slots.py",  # 40 s
     "tests/integration/api/test_neo4j_liveness.py",
+    "tests/integration/api/test_optimize_hacks.py",  # 31 s
+    "tests/integration/api/test_cypher_answers.py",  # 20 s
+    "tests/integration/executor/test_clock_attack.py",  # 16 s
+    "tests/integration/api/test_health_under_load.py",  # 14 s
+    "tests/integration/api/test_api_fuzz.py",  # 14 s
+    "tests/e2e/test_cypher_console_limits.py",  # 12 s
+    "tests/integration/executor/test_post_release_allowance_host.py",  # 11 s
 )
 
 CLEAR_GRAPH = (
@@ -130,11 +141,27 @@ def graph_server_options(data_dir: Path) -> GraphServerOptions:
     )
 
 
+def _will_embed(session: pytest.Session) -> bool:
+    """Whether a test of this session's collection takes the real embedder (a whole-suite run does)."""
+    return any("embedder" in getattr(item, "fixturenames", ()) for item in session.items)
+
+
 @pytest.fixture(scope="session")
-def open_test_graph(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OpenGraph]:
-    """The session's Neo4j server, started once and migrated to the latest schema, with its driver."""
+def open_test_graph(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OpenGraph]:
+    """The session's Neo4j server, started once and migrated to the latest schema, with its driver.
+
+    When the session will embed, the embedding model (~5 CPU seconds of imports) starts loading in a
+    thread first, as the API does at its start-up: it loads while this worker waits for the JVM, not
+    after it (the seed-graph setup took 13-23 s with, 18-25 s without, session 38).
+    """
     from graphdb.connection import open_graph
 
+    if _will_embed(request.session):
+        from search.embeddings import shared_embedder
+
+        shared_embedder(background=True)
     with open_graph(graph_server_options(tmp_path_factory.mktemp("neo4j-session"))) as graph:
         yield graph
 

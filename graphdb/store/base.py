@@ -23,6 +23,7 @@ from graphdb.errors import (
 )
 from graphdb.models import AuditEntry, Example, ReviewStatus, StepVerdict, transition_key, utc_now
 from graphdb.retrieval_cache import CandidateCache
+from graphdb.retry import NO_DRIVER_RETRIES, connection_refused, retried
 from graphdb.store.records import _audit_props
 
 logger = logging.getLogger(__name__)
@@ -54,6 +55,12 @@ def _unless_given_up(
         return result
 
     return checked
+
+
+def _unavailable(what: str, e: BaseException) -> StoreUnavailableError:
+    if connection_refused(e):  # answered at once, not retried (graphdb.retry)
+        return StoreUnavailableError(f"the graph database refused the connection (it is not running): {e}")
+    return StoreUnavailableError(f"the graph database failed a {what}: {e}")
 
 
 class StoreBase:
@@ -104,13 +111,23 @@ class StoreBase:
 
     # -- plumbing --------------------------------------------------------------------------------------
 
+    def _managed(self, work: Callable[[ManagedTransaction], T], limit_s: float | None, *, write: bool) -> T:
+        """One try of `work` in a managed transaction: `retried` retries it (not on a refused connection,
+        which the driver's own retries would wait out: `graphdb.retry`)."""
+        with self._driver.session(
+            database=self._database,
+            notifications_min_severity="OFF",
+            max_transaction_retry_time=NO_DRIVER_RETRIES,
+        ) as session:
+            timed = self._timed(work, limit_s)
+            return session.execute_write(timed) if write else session.execute_read(timed)
+
     def _write(self, work: Callable[[ManagedTransaction], T]) -> T:
         given_up = WRITE_GIVEN_UP.get()
         if given_up is not None:
             work = _unless_given_up(work, given_up)
         try:
-            with self._driver.session(database=self._database, notifications_min_severity="OFF") as session:
-                return session.execute_write(self._timed(work, self.write_timeout_s))
+            return retried(lambda: self._managed(work, self.write_timeout_s, write=True))
         except GraphStoreError:
             raise
         except ConstraintError as e:
@@ -120,12 +137,11 @@ class StoreBase:
                 f"the graph database failed a write: {e}"
             ) from e
         except (ServiceUnavailable, OSError) as e:
-            raise StoreUnavailableError(f"the graph database failed a write: {e}") from e
+            raise _unavailable("write", e) from e
 
     def _read(self, work: Callable[[ManagedTransaction], T]) -> T:
         try:
-            with self._driver.session(database=self._database, notifications_min_severity="OFF") as session:
-                return session.execute_read(self._timed(work, self.timeout_s))
+            return retried(lambda: self._managed(work, self.timeout_s, write=False))
         except GraphStoreError:
             raise
         except Neo4jError as e:
@@ -133,7 +149,7 @@ class StoreBase:
                 f"the graph database failed a read: {e}"
             ) from e
         except (ServiceUnavailable, OSError) as e:
-            raise StoreUnavailableError(f"the graph database failed a read: {e}") from e
+            raise _unavailable("read", e) from e
 
     def _rows_autocommit(self, cypher: str, /, **params: Any) -> list[dict[str, Any]]:
         """One read query in an auto-commit transaction: one round trip instead of a managed one's two.
@@ -153,7 +169,7 @@ class StoreBase:
                 f"the graph database failed a read: {e}"
             ) from e
         except (ServiceUnavailable, OSError) as e:
-            raise StoreUnavailableError(f"the graph database failed a read: {e}") from e
+            raise _unavailable("read", e) from e
 
     def _rows(self, cypher: str, /, **params: Any) -> list[dict[str, Any]]:
         def work(tx: ManagedTransaction) -> list[dict[str, Any]]:
