@@ -32,8 +32,12 @@ def bench_imports_of_the_cli(root: Path) -> list[str]:
     return named([i for i in imports_of(modules(root, "bench")) if top(i.module) == "regraph_cli"])
 
 
+# Probes: bench/probes/, and the device scripts of bench/device/ (probes run on a lent GPU).
+PROBE_DIRS = frozenset({"probes", "device"})
+
+
 def product_imports_of_probes(root: Path) -> list[str]:
-    product = [p for p in modules(root, "bench") if "probes" not in p.relative_to(root / "bench").parts]
+    product = [p for p in modules(root, "bench") if not PROBE_DIRS & set(p.relative_to(root / "bench").parts)]
     return named([i for i in imports_of(product) if i.module.split(".")[:2] == ["bench", "probes"]])
 
 
@@ -70,6 +74,7 @@ def test_the_rule_holds(rule: str) -> None:
         ("cli", "bench/runner.py", "from regraph_cli.bench import bench_app\n"),
         ("cli", "bench/probes/ui_pages.py", "def f():\n    import regraph_cli.main\n"),
         ("probes", "bench/runner.py", "from bench.probes.throughput import summarize\n"),
+        ("probes", "bench/cudaeval.py", "from bench.probes.busy import busy_interpreter\n"),
         ("data", "regraph_data/__init__.py", "from bench.split import DEFAULT_SPLIT_PATH\n"),
         ("paths", "api/settings.py", 'TASKS = ROOT / "bench" / "tasks"\n'),
         ("paths", "api/mcp/server.py", 'HELP = "a task id (bench/tasks)"\n'),
