@@ -76,7 +76,7 @@ SLOW_FIRST = (
     "tests/integration/mcp/test_mcp_stdio.py",
     "tests/integration/api/test_cypher_security.py",
     "tests/e2e/test_workspace.py",
-    # Session 38: modules of 10-40 s that xdist's order (most tests first) left to the end, where one
+    # Session 27: modules of 10-40 s that xdist's order (most tests first) left to the end, where one
     # of them could keep one worker busy while the other had nothing left (seconds from one process,
     # `--durations=0`, summed per module). Not test_executor_fair_slots.py (40 s): its quick compile must
     # finish in 8 s beside two thrust compiles, which the run's first minutes (Neo4j's start, the
