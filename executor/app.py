@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -27,6 +27,7 @@ from executor.errors import EvaluationCancelled, ExecutorError, TaskFormatError,
 from executor.evaluate import Evaluator, evaluate_safely
 from executor.fairslots import FairSlots
 from executor.protocol import (
+    BaselineState,
     BatchRequest,
     BatchResponse,
     DeviceInfo,
@@ -63,6 +64,26 @@ async def within_request_limit(
         if cancelled is not None:
             cancelled.set()
         return error_response(504, "timeout", f"{what} took longer than {settings.request_timeout_s:.0f}s")
+
+
+# How often a ``POST /v1/prepare`` with ``wait_s`` looks again how far its task's preparation is.
+PREPARE_POLL_S = 0.2
+
+
+async def wait_prepared(
+    look: Callable[[], Awaitable[tuple[bool, BaselineState]]], wait_s: float
+) -> tuple[bool, BaselineState, float]:
+    """Ask ``look`` how far a task's preparation is (done, and its naive baseline's state:
+    `Evaluator.task_preparation`) until it is done with no baseline being measured, or ``wait_s`` has
+    passed: whether it was ready, the baseline's state then, and the seconds waited."""
+    began = time.monotonic()
+    while True:
+        done, baseline = await look()
+        ready = done and baseline != "measuring"
+        waited = time.monotonic() - began
+        if ready or waited >= wait_s:
+            return ready, baseline, round(waited, 3)
+        await asyncio.sleep(min(PREPARE_POLL_S, wait_s - waited))
 
 
 @contextlib.asynccontextmanager
@@ -262,7 +283,15 @@ def create_app(settings: ExecutorSettings | None = None) -> FastAPI:
     async def prepare_ahead(request: PrepareRequest) -> PrepareResponse:
         # Asked for by name (a job that starts), so done whatever prepare_tasks says.
         started = evaluator.prepare_task(request.task, request.options) is not None
-        return PrepareResponse(task_id=request.task.id, started=started)
+        if request.wait_s <= 0:
+            return PrepareResponse(task_id=request.task.id, started=started)
+        ready, baseline, waited = await wait_prepared(
+            lambda: asyncio.to_thread(evaluator.task_preparation, request.task, request.options),
+            request.wait_s,
+        )
+        return PrepareResponse(
+            task_id=request.task.id, started=started, ready=ready, baseline=baseline, waited_s=waited
+        )
 
     @app.post("/v1/evaluate/batch", response_model=BatchResponse)
     async def evaluate_batch(batch: BatchRequest, http: Request) -> BatchResponse | JSONResponse:

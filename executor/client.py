@@ -177,11 +177,12 @@ class ExecutorClient:
         return self._call(BatchResponse, "POST", "/v1/evaluate/batch", batch).verdicts
 
     def prepare(
-        self, task: FunctionTask | KernelTask, options: EvaluationOptions | None = None
+        self, task: FunctionTask | KernelTask, options: EvaluationOptions | None = None, wait_s: float = 0.0
     ) -> PrepareResponse:
         """Have the executor prepare ``task`` now (``POST /v1/prepare``: reference, timing set, serial
-        reference timing), before its first candidate; answers at once."""
-        body = PrepareRequest(task=task, options=options or EvaluationOptions())
+        reference and naive baseline timings), before its first candidate; answers at once, or with
+        ``wait_s`` when that is done (``ready``) or after ``wait_s``."""
+        body = PrepareRequest(task=task, options=options or EvaluationOptions(), wait_s=wait_s)
         return self._call(PrepareResponse, "POST", "/v1/prepare", body)
 
     def device(self) -> FleetDeviceInfo:
@@ -256,10 +257,10 @@ class AsyncExecutorClient:
         return (await self._call(BatchResponse, "POST", "/v1/evaluate/batch", batch)).verdicts
 
     async def prepare(
-        self, task: FunctionTask | KernelTask, options: EvaluationOptions | None = None
+        self, task: FunctionTask | KernelTask, options: EvaluationOptions | None = None, wait_s: float = 0.0
     ) -> PrepareResponse:
         """`ExecutorClient.prepare` for an event loop."""
-        body = PrepareRequest(task=task, options=options or EvaluationOptions())
+        body = PrepareRequest(task=task, options=options or EvaluationOptions(), wait_s=wait_s)
         return await self._call(PrepareResponse, "POST", "/v1/prepare", body)
 
     async def device(self) -> FleetDeviceInfo:

@@ -28,7 +28,7 @@ from executor.errors import EvaluationCancelled, ExecutorError, ReferenceBuildEr
 from executor.gpulock import compute_bound, held_elsewhere, hold, hold_now, host_shared_below_gbps
 from executor.gputurns import GpuTurns, Kind, Turn
 from executor.peak import device_peak
-from executor.protocol import CandidateSource, EvaluateRequest, EvaluationOptions
+from executor.protocol import BaselineState, CandidateSource, EvaluateRequest, EvaluationOptions
 from executor.reference import build_reference, reference_timeout_s
 from executor.runlimit import RunLimit, run_limit
 from executor.sandbox import (
@@ -677,6 +677,33 @@ class Evaluator:
                 return None
             self._tasks_preparing[key] = future
         return future
+
+    def task_preparation(
+        self, task: FunctionTask | KernelTask, options: EvaluationOptions | None = None
+    ) -> tuple[bool, BaselineState]:
+        """How far ``task``'s preparation ahead is, without starting anything (``POST /v1/prepare``
+        with ``wait_s``): whether it is done (its :meth:`prepare_task` finished, or nothing was left
+        to do), and its naive baseline's state: ``not_wanted`` (its verdicts carry none), ``kept``
+        (timed, in memory or the host's store), ``measuring``, ``failed`` (the measurement ended with
+        no timing) or ``none`` (wanted, neither kept nor being measured)."""
+        options = options or EvaluationOptions()
+        with self._prepare_lock:
+            ahead = self._tasks_preparing.get(self._key("reference", task))
+        if ahead is not None:
+            done = ahead.done()
+        else:  # never prepared here: done only when prepare_task would find nothing to do
+            done = self._cached_timing("reference", task) is not None and not self._baseline_unknown(
+                task, options
+            )
+        if not self.wants_baseline(task, options, self._task_runtime(task)):
+            return done, "not_wanted"
+        with self._baseline_lock:
+            known = self._baseline_runs.get(baseline_key(task, options))
+        if known is not None and not known[0].done():
+            return done, "measuring"
+        if self._cached_timing("baseline", task, options) is not None:
+            return done, "kept"
+        return done, "failed" if known is not None else "none"
 
     def _prepare_task(self, task: FunctionTask | KernelTask, options: EvaluationOptions) -> None:
         try:

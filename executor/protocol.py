@@ -249,22 +249,48 @@ class EvaluateRequest(BaseModel):
     )
 
 
+# A task's naive baseline as its preparation ahead left it (`Evaluator.task_preparation`).
+BaselineState = Literal["not_wanted", "kept", "measuring", "failed", "none"]
+
+# The longest a ``POST /v1/prepare`` may wait for the task's preparation (``wait_s``).
+PREPARE_WAIT_MAX_S = 600.0
+
+
 class PrepareRequest(BaseModel):
     """``POST /v1/prepare``: a task whose candidates are coming (an optimization job's, as it starts):
-    its reference built, its timing set stored and its serial reference timed now, not by its first
-    candidate."""
+    its reference built, its timing set stored, its serial reference and its naive baseline timed now,
+    not by its first candidate."""
 
     task: Task
     options: EvaluationOptions = EvaluationOptions()
+    wait_s: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=PREPARE_WAIT_MAX_S,
+        description="0: answer at once. Otherwise answer when the task's preparation is done and its "
+        "naive baseline's measurement ended (stored), or after this many seconds, whichever comes "
+        "first; the answer then says which (``ready``, ``baseline``)",
+    )
 
 
 class PrepareResponse(BaseModel):
-    """The answer to ``POST /v1/prepare``, at once (the work goes on in the background): whether it
-    was started now (False: under way or done already, or nothing to do), and on which replica."""
+    """The answer to ``POST /v1/prepare``: whether the preparation was started now (False: under way
+    or done already, or nothing to do), on which replica, and, when the request waited (``wait_s``),
+    whether it was done in time and what became of the naive baseline."""
 
     task_id: str
     started: bool
     replica: str | None = None
+    ready: bool | None = Field(
+        default=None,
+        description="with wait_s: the preparation done and the baseline's measurement ended within it",
+    )
+    baseline: BaselineState | None = Field(
+        default=None,
+        description="with wait_s: the naive baseline then: not_wanted (the task's verdicts carry none), "
+        "kept (timed and stored), measuring, failed (its measurement ended with no timing), none",
+    )
+    waited_s: float | None = Field(default=None, description="with wait_s: how long the answer waited")
 
 
 class BatchRequest(BaseModel):

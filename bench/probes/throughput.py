@@ -16,6 +16,15 @@ the GPU lock per task kind from them.
 efficiency: (evaluations/hour with N) / (N x evaluations/hour with 1). ``--kill-after K`` kills one
 replica after K verdicts (the fault run of the multi-GPU issue).
 
+``--prepare-first`` measures the steady state that issue 29's target names (a task's preparation and
+naive baseline are made once per host and kept for a day, so in a deployment a task's first
+evaluation is rare): before the windows, every task of the queue is prepared on a fleet of the
+largest size (``POST /v1/prepare``, then again with ``wait_s`` until the task is prepared and its naive
+baseline stored; ``--prepare-timeout``), the pass's seconds, ready tasks and baselines timed (the GPU
+turns baselines took) reported; then each window starts a fresh fleet over that same store (the
+host's, as a deployment's replicas and restarts share it), with every candidate made a new compile
+(``retag``), so no window inherits an earlier one's compiles. Without it each size gets a fresh cache.
+
 Every queue run also reports where the time goes (``time_table``): the share of the wall time each
 replica's GPU lock was held, and per correct candidate of each task kind its time under the lock, its
 trials' wait for their lock, its worker's driver initialisation, context lock wait and context creation,
@@ -48,6 +57,7 @@ import os
 import platform
 import random
 import re
+import secrets
 import shutil
 import statistics
 import subprocess
@@ -68,7 +78,15 @@ from bench.probes.executor_bench import candidate_source, task_dirs
 from executor.app import create_app
 from executor.fleet.app import create_fleet_app
 from executor.fleet.router import Fleet
-from executor.protocol import CandidateSource, EvaluateRequest, EvaluationOptions, Verdict
+from executor.protocol import (
+    PREPARE_WAIT_MAX_S,
+    CandidateSource,
+    EvaluateRequest,
+    EvaluationOptions,
+    PrepareRequest,
+    PrepareResponse,
+    Verdict,
+)
 from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
 from regraph_data import KERNEL_TASKS_DIR, TASKS_DIR
@@ -573,6 +591,137 @@ def _cores(fleet: Fleet | None) -> dict[str, str | None]:
     return {str(d.get("replica")): d.get("cores") for d in described}
 
 
+# --- the steady state: every task prepared before the window (--prepare-first) -------------------
+
+# Waiting prepare calls in flight at once (each answers when its task is ready; every task's
+# preparation was started before by a call that answers at once).
+PREPARE_CALLERS = 16
+
+
+def queue_tasks(items: list[QueueItem]) -> list[FunctionTask | KernelTask]:
+    """The queue's tasks, each once, in the order the queue first reaches them."""
+    tasks: dict[str, FunctionTask | KernelTask] = {}
+    for item in items:
+        tasks.setdefault(item.task.model_dump_json(), item.task)
+    return list(tasks.values())
+
+
+def retag(items: list[QueueItem], tag: str) -> list[QueueItem]:
+    """The same queue with every candidate made a distinct compile again (``_distinct``): a window on
+    a store that an earlier window used compiles its candidates as new, as a deployment's are."""
+    return [QueueItem(item.task, _distinct(item.source, tag), item.kind) for item in items]
+
+
+async def _prepare_all(
+    url: str, tasks: list[FunctionTask | KernelTask], options: EvaluationOptions, timeout_s: float
+) -> list[dict[str, Any]]:
+    """``POST /v1/prepare`` for every task, answered at once (all of them started, as jobs that start
+    together), then again with ``wait_s`` until each is ready (prepared, its naive baseline stored) or
+    ``timeout_s`` has passed since the start; what each last answer said."""
+    deadline = time.monotonic() + timeout_s
+    slots = asyncio.Semaphore(PREPARE_CALLERS)
+
+    async def post(http: httpx.AsyncClient, task: FunctionTask | KernelTask, wait_s: float) -> dict[str, Any]:
+        body = PrepareRequest(task=task, options=options, wait_s=wait_s)
+        async with slots:
+            try:
+                answer = await http.post("/v1/prepare", content=body.model_dump_json())
+            except httpx.HTTPError as e:
+                return {"task": task.id, "ready": False, "error": f"{type(e).__name__}: {e}"}
+        if not answer.is_success:
+            return {"task": task.id, "ready": False, "error": answer.text[:300]}
+        return PrepareResponse.model_validate_json(answer.content).model_dump()
+
+    headers = {"content-type": "application/json"}
+    async with httpx.AsyncClient(base_url=url, timeout=PREPARE_WAIT_MAX_S + 60, headers=headers) as http:
+        started = await asyncio.gather(*(post(http, task, 0.0) for task in tasks))
+
+        async def waited(task: FunctionTask | KernelTask, first: dict[str, Any]) -> dict[str, Any]:
+            left = min(deadline - time.monotonic(), PREPARE_WAIT_MAX_S)
+            if "error" in first or left <= 0:
+                return {**first, "ready": False}
+            return {**await post(http, task, left), "started": first.get("started")}
+
+        return list(await asyncio.gather(*(waited(t, s) for t, s in zip(tasks, started, strict=True))))
+
+
+def prepare_pass(
+    args: argparse.Namespace, items: list[QueueItem], replicas: int, cache: Path
+) -> dict[str, Any]:
+    """Every task of the queue prepared ahead on a fleet of ``replicas`` (or one executor) over the
+    store ``cache``, as jobs that know their tasks do (``POST /v1/prepare``), and waited for until each
+    task's preparation is done and its naive baseline stored (``wait_s``), at most
+    ``--prepare-timeout`` seconds; then the fleet is closed. The windows that follow start fleets of
+    their own over the same store: the host's, kept across restarts, as a deployment's is. Returns
+    how long it took, how many tasks were ready, the baselines' states and the turns baselines took
+    (how many it timed)."""
+    options = EvaluationOptions.model_validate(json.loads(args.options))
+    settings = ExecutorSettings.model_validate(
+        {**json.loads(args.settings), "cache_dir": cache, "runtime": args.runtime, "fleet_replicas": replicas}
+    )
+    tasks = queue_tasks(items)
+    fleet: Fleet | None = None
+    if args.single:
+        app = create_app(settings)
+    else:
+        resource = start_ray(args.runtime, replicas, args.ray)
+        settings = settings.model_copy(update={"ray": args.ray or "auto", "fleet_gpu_resource": resource})
+        fleet = Fleet(settings)
+        fleet.start()
+        app = create_fleet_app(settings, fleet)
+    try:
+        with serving(app) as url:
+            turns_before = _turn_usage(url)
+            start = time.perf_counter()
+            answers = asyncio.run(_prepare_all(url, tasks, options, args.prepare_timeout))
+            seconds = time.perf_counter() - start
+            turns = _turns_since(turns_before, _turn_usage(url))
+    finally:
+        if fleet is not None:
+            fleet.close()
+    baselines = Counter(str(a.get("baseline")) for a in answers)
+    summary = {
+        "replicas": replicas,
+        "tasks": len(tasks),
+        "seconds": round(seconds, 1),
+        "timeout_s": args.prepare_timeout,
+        "ready": sum(bool(a.get("ready")) for a in answers),
+        "started": sum(bool(a.get("started")) for a in answers),
+        "baselines": dict(sorted(baselines.items())),
+        # each measurement of a naive baseline takes its GPU's turn once: how many this pass timed
+        "baseline_turns": sum(t["turns"].get("baseline", 0) for t in turns),
+        "baseline_held_s": round(sum(t["held_s"].get("baseline", 0.0) for t in turns), 2),
+        "not_ready": [a["task"] if "task" in a else a.get("task_id") for a in answers if not a.get("ready")][
+            :20
+        ],
+        "errors": [a["error"] for a in answers if "error" in a][:5],
+        "turns": turns,
+        "answers": answers,
+    }
+    logger.info(
+        "prepare pass: %s",
+        json.dumps({k: summary[k] for k in ("tasks", "ready", "seconds", "baselines", "baseline_turns")}),
+    )
+    return summary
+
+
+def render_prepare(prepared: dict[str, Any]) -> list[str]:
+    """The prepare pass's lines (``--prepare-first``)."""
+    lines = [
+        f"Prepare pass (`--prepare-first`, on {prepared['replicas']} replica(s), before every window; the "
+        "windows then share its store, the host's, as a deployment's replicas and restarts do; each "
+        "window's candidates are new compiles): "
+        f"**{prepared['ready']} of {prepared['tasks']} tasks ready in {prepared['seconds']} s** "
+        f"(limit {prepared['timeout_s']:.0f} s); naive baselines {json.dumps(prepared['baselines'])}, "
+        f"{prepared['baseline_turns']} timed in this pass ({prepared['baseline_held_s']} s of GPU turns).",
+    ]
+    if prepared["not_ready"]:
+        lines.append(f"Not ready: {', '.join(map(str, prepared['not_ready']))}")
+    if prepared["errors"]:
+        lines.append(f"Errors: {'; '.join(prepared['errors'])}")
+    return [*lines, ""]
+
+
 # --- probe mode: every task's known-good candidate once, then again ------------------------------
 
 
@@ -789,6 +938,8 @@ def render(result: dict[str, Any]) -> str:
         ]
     if "probe" in result:
         lines += render_probe(result["probe"])
+    if "prepare" in result:
+        lines += render_prepare(result["prepare"])
     runs = result.get("runs", [])
     if runs:
         lines += [*render_time_table(runs), ""]
@@ -1074,6 +1225,28 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="every task's known-good candidate once, then again, on a fleet of the first --replicas size",
     )
+    parser.add_argument(
+        "--prepare-first",
+        action="store_true",
+        help="queue mode: before the windows, every task of the queue prepared (POST /v1/prepare, waited "
+        "for until its naive baseline is stored) on a fleet of the largest --replicas size; then every "
+        "window over that same store (the host's), its candidates new compiles: the steady state",
+    )
+    parser.add_argument(
+        "--prepare-timeout", type=float, default=300.0, help="--prepare-first: the pass's limit in seconds"
+    )
+    parser.add_argument(
+        "--prepare-only",
+        action="store_true",
+        help="the prepare pass of --prepare-first alone (no window), into --cache for later runs",
+    )
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=None,
+        help="queue mode: the host's store, kept after the run (default: a temporary one, and without "
+        "--prepare-first a fresh cache per fleet size); every window over it, its candidates new compiles",
+    )
     parser.add_argument("--probe-clients", type=int, default=16, help="probe mode: callers in all")
     parser.add_argument("--overhead", action="store_true", help="measure the fleet's overhead on the CPU")
     parser.add_argument("--evals", type=int, default=200, help="overhead mode: evaluations measured")
@@ -1133,9 +1306,24 @@ def main(argv: list[str] | None = None) -> int:
             items = build_queue(dirs, args.per_task, args.hangs, args.seed, args.runtime)
             logger.info("queue: %d candidates over %d tasks", len(items), len(dirs))
             runs = []
-            for n in [int(x) for x in args.replicas.split(",")]:
-                # A fresh cache per fleet size: each run builds its references and timing sets itself.
-                runs.append(run_queue(args, items, 1 if args.single else n, Path(tmp) / f"cache-{n}"))
+            sizes = [int(x) for x in args.replicas.split(",")]
+            # One store for the prepare pass and every window (the host's, as a deployment's replicas
+            # and restarts share it), or a fresh cache per fleet size.
+            shared = args.cache is not None or args.prepare_first or args.prepare_only
+            host = args.cache or Path(tmp) / "cache-host"
+            if args.prepare_first or args.prepare_only:
+                result["prepare"] = prepare_pass(args, items, 1 if args.single else max(sizes), host)
+            for n in [] if args.prepare_only else sizes:
+                if shared:
+                    # Its candidates compiled as new (the store may hold an earlier window's compiles:
+                    # a tag of its own, whichever run made that window).
+                    run = run_queue(
+                        args, retag(items, f"w{secrets.token_hex(4)}"), 1 if args.single else n, host
+                    )
+                    runs.append(run | {"store": str(host), "prepared_first": "prepare" in result})
+                else:
+                    # A fresh cache per fleet size: each run builds its references and timing sets itself.
+                    runs.append(run_queue(args, items, 1 if args.single else n, Path(tmp) / f"cache-{n}"))
                 if args.out is not None:
                     args.out.write_text(json.dumps({**result, "runs": runs}, indent=2, default=str) + "\n")
             result["runs"] = runs

@@ -90,7 +90,7 @@ def create_fleet_app(settings: ExecutorSettings, fleet: Fleet | None = None) -> 
 
     @app.post("/v1/prepare", response_model=PrepareResponse)
     async def prepare(request: PrepareRequest) -> PrepareResponse:
-        return fleet.prepare(request)
+        return await fleet.prepare(request)
 
     @app.post("/v1/evaluate/batch", response_model=BatchResponse)
     async def evaluate_batch(batch: BatchRequest, http: Request) -> BatchResponse | JSONResponse:

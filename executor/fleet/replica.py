@@ -24,7 +24,7 @@ from executor.errors import EvaluationCancelled, ToolchainError
 from executor.evaluate import Evaluator, evaluate_safely
 from executor.fleet.compilers import CompilePool
 from executor.fleet.pinning import format_cpulist, pin_replica
-from executor.protocol import EvaluateRequest, FleetRecord, PrepareRequest
+from executor.protocol import BaselineState, EvaluateRequest, FleetRecord, PrepareRequest
 from executor.settings import ExecutorSettings
 
 logger = logging.getLogger(__name__)
@@ -136,6 +136,13 @@ class ExecutorReplica:
         the router in its own concurrency group, so it is not queued behind the evaluations."""
         request = PrepareRequest.model_validate_json(request_json)  # an EvaluateRequest's JSON is one too
         self.evaluator.prepare_task(request.task, request.options)
+
+    def preparation(self, request_json: str) -> tuple[bool, BaselineState]:
+        """`prepare` (nothing new when under way or done), then how far the task's preparation is
+        (`Evaluator.task_preparation`): the router asks this while a ``POST /v1/prepare`` waits."""
+        request = PrepareRequest.model_validate_json(request_json)
+        self.evaluator.prepare_task(request.task, request.options)
+        return self.evaluator.task_preparation(request.task, request.options)
 
     def add_compilers(self, handles: list[Any]) -> int:
         """Send builds to these compile workers too (started by the router); the pool's size after."""

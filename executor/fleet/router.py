@@ -25,11 +25,13 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from executor.app import wait_prepared
 from executor.errors import EvaluationCancelled, ExecutorError
 from executor.fleet.compilers import start_compile_workers
 from executor.fleet.replica import CANCELLED, ExecutorReplica
 from executor.fleet.routing import RoutingTable, task_key
 from executor.protocol import (
+    BaselineState,
     ErrorKind,
     EvaluateRequest,
     FleetRecord,
@@ -275,15 +277,41 @@ class Fleet:
         self.replicas[name].handle.prepare.options(concurrency_group=PREPARE_GROUP).remote(body)
         return True
 
-    def prepare(self, request: PrepareRequest) -> PrepareResponse:
+    async def prepare(self, request: PrepareRequest) -> PrepareResponse:
         """Prepare the task on the replica that its candidates will go to (its home, chosen now when it
-        has none, as for its first candidate): ``POST /v1/prepare``, a job that starts."""
+        has none, as for its first candidate): ``POST /v1/prepare``, a job that starts. With
+        ``wait_s``, answer once that replica says the task is prepared and its naive baseline's
+        measurement ended (the host's store then has it for every replica), or after ``wait_s``."""
+        import ray
+
         key = task_key(request.task.model_dump_json())
         name = self.table.choose(key)
         if name is None:
             raise FleetUnavailableError("the fleet has no live replica")
-        started = self._prepare_on(name, key, request.model_dump_json())
-        return PrepareResponse(task_id=request.task.id, started=started, replica=name)
+        body = request.model_dump_json()
+        started = self._prepare_on(name, key, body)
+        if request.wait_s <= 0:
+            return PrepareResponse(task_id=request.task.id, started=started, replica=name)
+        handle = self.replicas[name].handle
+
+        async def look() -> tuple[bool, BaselineState]:
+            done, baseline = await handle.preparation.options(concurrency_group=PREPARE_GROUP).remote(body)
+            return bool(done), baseline
+
+        try:
+            ready, baseline, waited = await wait_prepared(look, request.wait_s)
+        except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError) as e:
+            # the replica was lost meanwhile: not prepared there (its evaluations are retried elsewhere)
+            logger.warning("preparing %s on %s: the replica was lost: %s", request.task.id, name, e)
+            return PrepareResponse(task_id=request.task.id, started=started, replica=name, ready=False)
+        return PrepareResponse(
+            task_id=request.task.id,
+            started=started,
+            replica=name,
+            ready=ready,
+            baseline=baseline,
+            waited_s=waited,
+        )
 
     async def _answer(self, replica: Replica, body: str, cancelled: threading.Event | None) -> str:
         """The replica's answer to ``body``; with ``cancelled``, the evaluation carries a token, and

@@ -135,6 +135,22 @@ def test_a_task_prepared_through_the_fleet_is_prepared_on_the_replica_its_candid
     assert verdict.fleet is not None and verdict.fleet.replica == first.replica
 
 
+def test_a_waiting_prepare_through_the_fleet_answers_once_the_home_replica_prepared_the_task(
+    client: ExecutorClient, settings: ExecutorSettings
+) -> None:
+    """``POST /v1/prepare`` with ``wait_s`` on the fleet: the router asks the task's home replica until
+    it says the task is prepared, so the reference is built when the answer comes (the runtime here
+    is none: no baseline is wanted, and the answer says so)."""
+    task = load_task(TASKS_DIR / "row_sums_csr")  # new to this fleet
+    built = set((settings.cache_dir / "reference").glob("*.so"))
+    answer = client.prepare(task, wait_s=120)
+    assert answer.started and answer.ready and answer.replica is not None, answer
+    assert answer.baseline == "not_wanted" and answer.waited_s is not None
+    assert set((settings.cache_dir / "reference").glob("*.so")) - built, "answered before the build"
+    again = client.prepare(task, wait_s=120)
+    assert not again.started and again.ready and again.replica == answer.replica, again
+
+
 def test_same_verdicts_as_a_single_executor(
     client: ExecutorClient, single: ExecutorClient, saxpy: FunctionTask | KernelTask
 ) -> None:
