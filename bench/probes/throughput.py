@@ -506,23 +506,33 @@ def summarize(
     }
 
 
+@contextlib.contextmanager
+def executor_under_test(
+    args: argparse.Namespace, replicas: int, cache: Path
+) -> Iterator[tuple[Any, Fleet | None]]:
+    """The app to serve (one executor with ``--single``, else a Ray fleet of ``replicas``) over ``cache``
+    and its fleet, closed when the block ends."""
+    settings = ExecutorSettings.model_validate(
+        {**json.loads(args.settings), "cache_dir": cache, "runtime": args.runtime, "fleet_replicas": replicas}
+    )
+    if args.single:
+        yield create_app(settings), None
+        return
+    resource = start_ray(args.runtime, replicas, args.ray)
+    settings = settings.model_copy(update={"ray": args.ray or "auto", "fleet_gpu_resource": resource})
+    fleet = Fleet(settings)
+    fleet.start()
+    try:
+        yield create_fleet_app(settings, fleet), fleet
+    finally:
+        fleet.close()
+
+
 def run_queue(args: argparse.Namespace, items: list[QueueItem], replicas: int, cache: Path) -> dict[str, Any]:
     """Start a fleet of ``replicas`` (or one executor with ``--single``), drain the queue through its
     URL, and summarize."""
     options = EvaluationOptions.model_validate(json.loads(args.options))
-    settings = ExecutorSettings.model_validate(
-        {**json.loads(args.settings), "cache_dir": cache, "runtime": args.runtime, "fleet_replicas": replicas}
-    )
-    fleet: Fleet | None = None
-    if args.single:
-        app = create_app(settings)
-    else:
-        resource = start_ray(args.runtime, replicas, args.ray)
-        settings = settings.model_copy(update={"ray": args.ray or "auto", "fleet_gpu_resource": resource})
-        fleet = Fleet(settings)
-        fleet.start()
-        app = create_fleet_app(settings, fleet)
-    try:
+    with executor_under_test(args, replicas, cache) as (app, fleet):
         cores = _cores(fleet)
         with serving(app) as url, GpuSampler() as sampler:
             turns_before = _turn_usage(url)
@@ -541,9 +551,6 @@ def run_queue(args: argparse.Namespace, items: list[QueueItem], replicas: int, c
             )
             wall = time.perf_counter() - start
             turns = _turns_since(turns_before, _turn_usage(url))
-    finally:
-        if fleet is not None:
-            fleet.close()
     summary = summarize(results, wall, replicas, args.steady_after)
     summary["gpu_utilization"] = sampler.summary()
     summary["cores"] = cores
@@ -656,29 +663,13 @@ def prepare_pass(
     how long it took, how many tasks were ready, the baselines' states and the turns baselines took
     (how many it timed)."""
     options = EvaluationOptions.model_validate(json.loads(args.options))
-    settings = ExecutorSettings.model_validate(
-        {**json.loads(args.settings), "cache_dir": cache, "runtime": args.runtime, "fleet_replicas": replicas}
-    )
     tasks = queue_tasks(items)
-    fleet: Fleet | None = None
-    if args.single:
-        app = create_app(settings)
-    else:
-        resource = start_ray(args.runtime, replicas, args.ray)
-        settings = settings.model_copy(update={"ray": args.ray or "auto", "fleet_gpu_resource": resource})
-        fleet = Fleet(settings)
-        fleet.start()
-        app = create_fleet_app(settings, fleet)
-    try:
-        with serving(app) as url:
-            turns_before = _turn_usage(url)
-            start = time.perf_counter()
-            answers = asyncio.run(_prepare_all(url, tasks, options, args.prepare_timeout))
-            seconds = time.perf_counter() - start
-            turns = _turns_since(turns_before, _turn_usage(url))
-    finally:
-        if fleet is not None:
-            fleet.close()
+    with executor_under_test(args, replicas, cache) as (app, _fleet), serving(app) as url:
+        turns_before = _turn_usage(url)
+        start = time.perf_counter()
+        answers = asyncio.run(_prepare_all(url, tasks, options, args.prepare_timeout))
+        seconds = time.perf_counter() - start
+        turns = _turns_since(turns_before, _turn_usage(url))
     baselines = Counter(str(a.get("baseline")) for a in answers)
     summary = {
         "replicas": replicas,
