@@ -155,7 +155,7 @@ def open_test_graph(
 
     When the session will embed, the embedding model (~5 CPU seconds of imports) starts loading in a
     thread first, as the API does at its start-up: it loads while this worker waits for the JVM, not
-    after it (the seed-graph setup took 13-23 s with, 18-25 s without, session 38).
+    after it (the seed-graph setup took 13-23 s with, 18-25 s without, session 27).
     """
     from graphdb.connection import open_graph
 
