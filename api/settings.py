@@ -138,6 +138,14 @@ class ApiSettings(BaseSettings):
         description="longest a route's graph write may run (server-side limit: one stopped is rolled back); "
         "a Neo4j that does not answer at all is given up 5 s later (503, whether it was applied is unknown)",
     )
+    graph_acquisition_timeout_s: float = Field(
+        20.0,
+        gt=0,
+        le=600,
+        description="longest the graph driver waits for a connection to Neo4j (a pooled one, or a new one "
+        "whose server accepts the socket but does not answer the Bolt handshake) before the call fails "
+        "as unavailable (503)",
+    )
     cypher_timeout_s: float = Field(10.0, gt=0, le=600, description="longest a /v1/cypher query may run")
     cypher_row_limit: int = Field(1000, ge=1, le=100_000, description="most rows a /v1/cypher query returns")
     cypher_max_concurrent: int = Field(

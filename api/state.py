@@ -45,6 +45,7 @@ def graph_options(settings: ApiSettings) -> GraphServerOptions:
         embedded_port=settings.neo4j_port,
         embedded_heap_mb=settings.neo4j_heap_mb,
         embedded_pagecache_mb=settings.neo4j_pagecache_mb,
+        acquisition_timeout_s=settings.graph_acquisition_timeout_s,
     )
 
 

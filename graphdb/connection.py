@@ -32,7 +32,7 @@ logger = logging.getLogger(__name__)
 
 # The driver's timeouts (see open_driver): a dead server must be noticed well inside two minutes.
 CONNECT_TIMEOUT_S = 5.0
-ACQUISITION_TIMEOUT_S = 20.0
+ACQUISITION_TIMEOUT_S = 20.0  # the default of REGRAPH_GRAPH_ACQUISITION_TIMEOUT_S (GraphServerOptions)
 LIVENESS_CHECK_AFTER_S = 30.0
 
 
@@ -60,6 +60,7 @@ class GraphServerOptions:
     embedded_pagecache_mb: int = 256
     connect_timeout_s: float = 60.0
     cache_dir: Path | None = None
+    acquisition_timeout_s: float = ACQUISITION_TIMEOUT_S  # the driver's wait for a connection (open_driver)
 
 
 class GraphServer:
@@ -119,11 +120,13 @@ class GraphServer:
         self.stop()
 
 
-def open_driver(target: Neo4jTarget) -> Driver:
+def open_driver(target: Neo4jTarget, *, acquisition_timeout_s: float = ACQUISITION_TIMEOUT_S) -> Driver:
     """A driver for the target (the caller closes it).
 
     A server that is gone is noticed in seconds rather than the driver's minutes: connecting gives up
-    after `CONNECT_TIMEOUT_S`, waiting for a pooled connection after `ACQUISITION_TIMEOUT_S`, a pooled
+    after `CONNECT_TIMEOUT_S`, getting a connection (a pooled one, or a new one whose server accepts the
+    socket but never answers the Bolt handshake) after `acquisition_timeout_s` (`ACQUISITION_TIMEOUT_S`
+    unless the service sets `REGRAPH_GRAPH_ACQUISITION_TIMEOUT_S`; must be above 0), a pooled
     connection idle for `LIVENESS_CHECK_AFTER_S` is checked (a RESET round trip) before it is used
     again, so a connection the server dropped fails there and is replaced instead of failing the
     query, and retried transactions stop retrying after `RETRY_TIME_S`. TCP keep-alive is on. (Reader
@@ -135,7 +138,7 @@ def open_driver(target: Neo4jTarget) -> Driver:
         target.uri,
         auth=(target.user, target.password),
         connection_timeout=CONNECT_TIMEOUT_S,
-        connection_acquisition_timeout=ACQUISITION_TIMEOUT_S,
+        connection_acquisition_timeout=acquisition_timeout_s,
         liveness_check_timeout=LIVENESS_CHECK_AFTER_S,
         max_transaction_retry_time=RETRY_TIME_S,
         keep_alive=True,
@@ -197,7 +200,7 @@ def open_graph(
     target = server.start()
     try:
         report("opening a connection to Neo4j")
-        driver = open_driver(target)
+        driver = open_driver(target, acquisition_timeout_s=options.acquisition_timeout_s)
         try:
             if migrate:
                 report("migrating the schema")

@@ -11,6 +11,8 @@ from pydantic import BaseModel, ValidationError
 
 from api.errors import ServiceError, ServiceErrorKind, install_error_handlers
 from api.settings import ApiSettings
+from api.state import graph_options
+from graphdb.connection import ACQUISITION_TIMEOUT_S
 
 
 def test_defaults_run_everything_embedded(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -35,6 +37,18 @@ def test_environment_prefix_and_neo4j_aliases(monkeypatch: pytest.MonkeyPatch, t
     assert settings.neo4j_password is not None
     assert settings.neo4j_password.get_secret_value() == "s3cret-pass"
     assert "s3cret-pass" not in repr(settings)  # secrets stay out of logs
+
+
+def test_the_graph_drivers_acquisition_limit_comes_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("REGRAPH_GRAPH_ACQUISITION_TIMEOUT_S", raising=False)
+    assert graph_options(ApiSettings()).acquisition_timeout_s == ACQUISITION_TIMEOUT_S == 20.0
+    monkeypatch.setenv("REGRAPH_GRAPH_ACQUISITION_TIMEOUT_S", "3")
+    assert graph_options(ApiSettings()).acquisition_timeout_s == 3.0
+    monkeypatch.setenv("REGRAPH_GRAPH_ACQUISITION_TIMEOUT_S", "0")
+    with pytest.raises(ValidationError, match="graph_acquisition_timeout_s"):
+        ApiSettings()
 
 
 def test_invalid_setting_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
