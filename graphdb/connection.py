@@ -86,7 +86,9 @@ class GraphServer:
                     f"NEO4J_URI is set to {opts.uri} but no password is configured (NEO4J_PASSWORD)"
                 )
             self._target = Neo4jTarget(opts.uri, opts.user, opts.password, opts.database)
-            wait_until_answering(self._target, opts.connect_timeout_s)
+            wait_until_answering(
+                self._target, opts.connect_timeout_s, acquisition_timeout_s=opts.acquisition_timeout_s
+            )
             return self._target
         config = EmbeddedConfig(
             home=opts.data_dir / "neo4j",
@@ -240,8 +242,11 @@ def scratch_store(
             yield graph.store
 
 
-def wait_until_answering(target: Neo4jTarget, timeout_s: float) -> None:
-    """Block until the server accepts our credentials, retrying while it is unreachable."""
+def wait_until_answering(
+    target: Neo4jTarget, timeout_s: float, *, acquisition_timeout_s: float = ACQUISITION_TIMEOUT_S
+) -> None:
+    """Block until the server accepts our credentials, retrying while it is unreachable (each try's
+    driver waits `acquisition_timeout_s` at most for its connection)."""
     retrying = Retrying(
         stop=stop_after_delay(timeout_s),
         wait=wait_fixed(1.0),
@@ -249,7 +254,7 @@ def wait_until_answering(target: Neo4jTarget, timeout_s: float) -> None:
     )
     try:
         for attempt in retrying:
-            with attempt, open_driver(target) as driver:
+            with attempt, open_driver(target, acquisition_timeout_s=acquisition_timeout_s) as driver:
                 driver.verify_connectivity()
     except RetryError as e:
         raise Neo4jUnavailableError(f"Neo4j at {target.uri} did not answer within {timeout_s:.0f} s") from e
