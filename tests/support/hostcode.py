@@ -181,13 +181,16 @@ def timing_set_job(
 
 
 @contextmanager
-def host_evaluator(cache_dir: Path) -> Iterator[Evaluator]:
-    """An evaluator of the host runtime (the test is skipped where there is no nvcc to build with)."""
+def host_evaluator(cache_dir: Path, **settings: Any) -> Iterator[Evaluator]:
+    """An evaluator of the host runtime, with ``settings`` over the defaults here (the test is skipped
+    where there is no nvcc to build with)."""
     try:
         find_toolchain()
     except ToolchainError:
         pytest.skip("no nvcc here")
-    built = Evaluator(ExecutorSettings(cache_dir=cache_dir, runtime="host", run_timeout_s=120))
+    built = Evaluator(
+        ExecutorSettings(**{"cache_dir": cache_dir, "runtime": "host", "run_timeout_s": 120, **settings})
+    )
     try:
         yield built
     finally:

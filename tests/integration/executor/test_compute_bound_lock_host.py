@@ -19,15 +19,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from executor.compile import find_toolchain
-from executor.errors import ToolchainError
 from executor.evaluate import Evaluator
 from executor.gpulock import HOST_SHARED_ENV
 from executor.protocol import CandidateSource, EvaluationOptions
-from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, parse_task
 from executor.verdict import Verdict
-from tests.support.hostcode import FAST, GPULOCK, STUB, gpulock_alone, one_input_task
+from tests.support.hostcode import FAST, GPULOCK, STUB, gpulock_alone, host_evaluator, one_input_task
 
 HEAD = 'extern "C" void twice(int n, const float* x, float* y) {\n'
 BODY = "for (int i = 0; i < n; ++i) y[i] = 2.0f * x[i];"
@@ -74,23 +71,13 @@ def _task(timing: int, naive: str) -> FunctionTask | KernelTask:
 
 @pytest.fixture(scope="module")
 def evaluator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Evaluator]:
-    try:
-        find_toolchain()
-    except ToolchainError:
-        pytest.skip("no nvcc here")
-    settings = ExecutorSettings(
-        cache_dir=tmp_path_factory.mktemp("compute-bound") / "cache",
-        runtime="host",
-        run_timeout_s=120,
+    with host_evaluator(
+        tmp_path_factory.mktemp("compute-bound") / "cache",
         run_limit_floor_s=60,  # a run that waits for the holder is not killed for it
         prepare_next=False,
         host_baseline=True,
-    )
-    built = Evaluator(settings)
-    try:
+    ) as built:
         yield built
-    finally:
-        built.close()
 
 
 def _evaluate_beside_a_shared_holder(

@@ -16,14 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from executor.compile import find_toolchain
-from executor.errors import ToolchainError
 from executor.evaluate import CHECKS_HOST_GBPS, Evaluator, post_release_checks_s
 from executor.protocol import CandidateSource, EvaluationOptions
 from executor.sandbox import POST_RELEASE_MIN_S
-from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
-from tests.support.hostcode import FIVE_CHECKED, FIXTURE_TASKS, GPULOCK, STUB, gpulock_alone
+from tests.support.hostcode import FIVE_CHECKED, FIXTURE_TASKS, GPULOCK, STUB, gpulock_alone, host_evaluator
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -67,23 +64,13 @@ def saxpy() -> FunctionTask | KernelTask:
 
 @pytest.fixture(scope="module")
 def evaluator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Evaluator]:
-    try:
-        find_toolchain()
-    except ToolchainError:
-        pytest.skip("no nvcc here")
-    settings = ExecutorSettings(
-        cache_dir=tmp_path_factory.mktemp("post-release") / "cache",
-        runtime="host",
-        run_timeout_s=120,
+    with host_evaluator(
+        tmp_path_factory.mktemp("post-release") / "cache",
         run_limit_floor_s=60,  # the run limit is not what this test is about
         release_gpu_early=True,
         prepare_next=False,
-    )
-    built = Evaluator(settings)
-    try:
+    ) as built:
         yield built
-    finally:
-        built.close()
 
 
 def test_the_checks_wait_for_the_host_memory_is_not_counted_against_the_candidate(
