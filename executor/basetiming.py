@@ -86,7 +86,7 @@ def baseline_key(task: FunctionTask | KernelTask, options: EvaluationOptions) ->
     ``naive.cu``, the timing options (:data:`TIMING_FIELDS`) and :data:`TIMING_METHOD`; and the host
     memory of its timed calls where it is not the default (``host_memory``: a page-locked baseline's
     copies run faster; the default's keys stay those stored before the option came)."""
-    memory = () if options.host_memory == "pageable" else (f"host_memory={options.host_memory}",)
+    memory = () if options.host_memory in (None, "pageable") else (f"host_memory={options.host_memory}",)
     return content_key(
         TIMING_METHOD,
         task.id,

@@ -90,3 +90,18 @@ def test_pageable_by_default(evaluator: Evaluator) -> None:
     assert "host_locked_bytes" not in verdict.seconds, verdict.seconds
     assert verdict.candidate_timing is not None
     assert verdict.candidate_timing.median_ms >= SLOW_MS, verdict.candidate_timing
+
+
+def test_the_executors_setting_decides_where_the_request_leaves_it(tmp_path: Path) -> None:
+    settings = ExecutorSettings(
+        cache_dir=tmp_path, runtime="gpu", run_timeout_s=120, host_memory="page_locked"
+    )
+    evaluator = Evaluator(settings)
+    try:
+        source = SLOW_WHEN_PAGEABLE + "\n// the setting\n"
+        verdict = evaluator.evaluate(load_task(TASKS / "saxpy"), CandidateSource(source=source), QUICK)
+    finally:
+        evaluator.close()
+    assert verdict.passed, verdict.message
+    assert verdict.seconds.get("host_locked_bytes", 0) > 0, verdict.seconds
+    assert verdict.candidate_timing is not None and verdict.candidate_timing.median_ms < SLOW_MS

@@ -17,7 +17,9 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from executor.evaluate import Evaluator
 from executor.protocol import EvaluationOptions
+from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask
 from executor.worker.host import PageLocks, page_aligned_empty, vm_locked_bytes
 from executor.worker.messages import WorkerOutcome
@@ -84,7 +86,7 @@ def test_the_timed_calls_arrays_are_locked_with_the_option(product: str, tmp_pat
 
 
 def test_pageable_by_default(product: str, tmp_path: Path) -> None:
-    assert EvaluationOptions().host_memory == "pageable"
+    assert EvaluationOptions().host_memory is None  # the executor's setting, pageable unless set
     outcome = _run(SMALL, product, tmp_path, OPTIONS)
     assert outcome.candidate_timing is not None
     assert outcome.candidate_timing.median_ms >= SPIN_MS, outcome.candidate_timing
@@ -117,3 +119,22 @@ def test_page_locks_are_all_or_none() -> None:
     assert vm_locked_bytes() == before and locks.bytes == 0 and locks.locked == []
     assert not locks.lock_all(arrays[2:])  # none after a failure
     assert vm_locked_bytes() == before
+
+
+def test_the_setting_decides_where_the_request_leaves_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert ExecutorSettings().host_memory == "pageable"
+    monkeypatch.setenv("REGRAPH_EXECUTOR_HOST_MEMORY", "page_locked")
+    evaluator = Evaluator(ExecutorSettings(runtime="host", cache_dir=tmp_path))
+    try:
+        assert evaluator.settings.host_memory == "page_locked"
+        assert evaluator.with_settings(None).host_memory == "page_locked"
+        # as a request arrives through the service, every field written out (a client's, the fleet's router's)
+        sent = EvaluationOptions.model_validate_json(EvaluationOptions(min_trials=7).model_dump_json())
+        assert evaluator.with_settings(sent).host_memory == "page_locked"
+        assert evaluator.with_settings(sent).min_trials == 7
+        # a request that says stands, either way
+        assert evaluator.with_settings(EvaluationOptions(host_memory="pageable")).host_memory == "pageable"
+    finally:
+        evaluator.close()
