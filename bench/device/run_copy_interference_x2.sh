@@ -9,6 +9,8 @@
 #   bash bench/device/run_copy_interference_x2.sh
 # Writes to $OUT: env.txt (gpu_env.sh), gpus.txt, copy_interference.md (the table), .json (the rows with
 # every sample), copy_interference.log (stderr). Knobs: BUDGET_S (whole call, 100), REPEATS (30), SIZES.
+# WITH_TEST=1: then the GPU tests of the option host_memory (tests/gpu/test_page_locked_gpu.py: three
+# evaluations of saxpy, ~40 s; $OUT/page_locked_gpu.log): give the call BUDGET_S=100 plus 90 s.
 # Smoke run of the plumbing on a CPU machine (the probe's dry run): NO_GPU_ENV=1 DRY_RUN=1 OUT=/tmp/ci \
 #   bash bench/device/run_copy_interference_x2.sh
 set -uo pipefail
@@ -37,3 +39,8 @@ timeout "$(( left > 15 ? left - 3 : 12 ))" python3 bench/probes/copy_interferenc
 echo "probe exit $? after $(( $(date +%s) - S )) s"
 cat "$OUT/copy_interference.md"
 tail -5 "$OUT/copy_interference.log"
+if [ -n "${WITH_TEST:-}" ]; then
+  timeout 90 python3 -m pytest --noconftest -o addopts="" -p no:cacheprovider -q -rA -m gpu \
+    tests/gpu/test_page_locked_gpu.py > "$OUT/page_locked_gpu.log" 2>&1
+  echo "GPU tests of host_memory: exit $? after $(( $(date +%s) - S )) s"; tail -8 "$OUT/page_locked_gpu.log"
+fi

@@ -67,7 +67,7 @@ class ProbeError(Exception):
 
 
 @dataclasses.dataclass(frozen=True)
-class Row:
+class PlannedRow:
     """One measurement: host memory of ``kind`` timed on the measured GPU, with ``disturber`` on the
     other GPU (None: alone)."""
 
@@ -80,16 +80,16 @@ class Row:
         return "alone" if self.disturber is None else f"other GPU: {self.disturber}"
 
 
-def plan(sizes: Sequence[int], kinds: Sequence[str]) -> list[Row]:
+def plan(sizes: Sequence[int], kinds: Sequence[str]) -> list[PlannedRow]:
     """The rows in the order they are measured: per size, per kind, alone then with the same kind's
     copies on the other GPU; then pageable beside pinned copies and beside a compute loop (when
     pageable is among ``kinds``). Each disturbed row follows the alone row it is compared with."""
-    rows: list[Row] = []
+    rows: list[PlannedRow] = []
     for size in sizes:
         for kind in kinds:
-            rows += [Row(size, kind, None), Row(size, kind, kind)]
+            rows += [PlannedRow(size, kind, None), PlannedRow(size, kind, kind)]
         if "pageable" in kinds:
-            rows += [Row(size, "pageable", "pinned"), Row(size, "pageable", "compute")]
+            rows += [PlannedRow(size, "pageable", "pinned"), PlannedRow(size, "pageable", "compute")]
     return rows
 
 

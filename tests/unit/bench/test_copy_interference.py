@@ -20,20 +20,23 @@ def test_the_plan_puts_each_disturbed_row_after_its_alone_row() -> None:
     rows = ci.plan([64, 256], list(ci.KINDS))
     assert len(rows) == 16
     assert rows[:8] == [
-        ci.Row(64, "pageable", None),
-        ci.Row(64, "pageable", "pageable"),
-        ci.Row(64, "pinned", None),
-        ci.Row(64, "pinned", "pinned"),
-        ci.Row(64, "registered", None),
-        ci.Row(64, "registered", "registered"),
-        ci.Row(64, "pageable", "pinned"),
-        ci.Row(64, "pageable", "compute"),
+        ci.PlannedRow(64, "pageable", None),
+        ci.PlannedRow(64, "pageable", "pageable"),
+        ci.PlannedRow(64, "pinned", None),
+        ci.PlannedRow(64, "pinned", "pinned"),
+        ci.PlannedRow(64, "registered", None),
+        ci.PlannedRow(64, "registered", "registered"),
+        ci.PlannedRow(64, "pageable", "pinned"),
+        ci.PlannedRow(64, "pageable", "compute"),
     ]
     for i, row in enumerate(rows):
         if row.disturber is not None:
-            assert ci.Row(row.size_mb, row.kind, None) in rows[:i]
+            assert ci.PlannedRow(row.size_mb, row.kind, None) in rows[:i]
     # without pageable memory, no cross rows (they measure pageable memory)
-    assert ci.plan([8], ["pinned"]) == [ci.Row(8, "pinned", None), ci.Row(8, "pinned", "pinned")]
+    assert ci.plan([8], ["pinned"]) == [
+        ci.PlannedRow(8, "pinned", None),
+        ci.PlannedRow(8, "pinned", "pinned"),
+    ]
 
 
 def test_the_arguments() -> None:
