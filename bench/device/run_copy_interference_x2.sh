@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 29: do two GPUs' host<->device copies disturb each other, and does page-locked host memory stop
 # it? (session 28, helper fleet40). One device call of at most ~100 s on kind nvidia-h200-x2:
-# bench/probes/copy_interference.py times synchronous 64 and 256 MB round trips (host to device and
+# bench/probes/copy_interference.py times synchronous 256 and 64 MB round trips (256 first: copy-bound
+# tasks move hundreds of MB, and rows past the budget are skipped) (host to device and
 # back, as a candidate's cudaMemcpy) on GPU 0, alone and while another process on GPU 1 loops the same
 # copies, for pageable, page-locked and registered host memory, plus pageable beside GPU 1's pinned
 # copies and beside a compute-only kernel loop; interference = median with the disturber / alone - 1.
@@ -34,7 +35,7 @@ left=$(( ${BUDGET_S:-100} - ($(date +%s) - S) ))
 probe_budget=$(( left - 15 )); [ "$probe_budget" -lt 10 ] && probe_budget=10
 echo "set-up took $(( $(date +%s) - S )) s; the probe has $probe_budget s for its rows"
 timeout "$(( left > 15 ? left - 3 : 12 ))" python3 bench/probes/copy_interference.py \
-  --sizes "${SIZES:-64,256}" --repeats "${REPEATS:-30}" --budget-s "$probe_budget" \
+  --sizes "${SIZES:-256,64}" --repeats "${REPEATS:-30}" --budget-s "$probe_budget" \
   --out "$OUT/copy_interference.json" ${DRY_RUN:+--dry-run} > "$OUT/copy_interference.md" 2> "$OUT/copy_interference.log"
 echo "probe exit $? after $(( $(date +%s) - S )) s"
 cat "$OUT/copy_interference.md"
