@@ -180,6 +180,8 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
     ]
     for r in rows:
         label = "alone" if r["disturber"] is None else f"other GPU: {r['disturber']}"
+        if r.get("register_ms") is not None:
+            label += f" (registered in {r['register_ms']:.1f} ms)"
         head = f"| {r['size_mb']} | {r['kind']} | {label} "
         s = r.get("stats")
         if not s:
@@ -219,10 +221,13 @@ class Buffers:
             self.host_out = np.empty(count, np.float32)
         self.host_in.fill(1.0)  # every page touched before it is timed (or registered)
         self.host_out.fill(0.0)
+        self.register_ms: float | None = None  # how long registering both took (what a worker would pay)
         if kind == "registered":
             flags = cuda.mem_host_register_flags.PORTABLE
+            began = time.perf_counter()
             self.host_in = cuda.register_host_memory(self.host_in, flags)
             self.host_out = cuda.register_host_memory(self.host_out, flags)
+            self.register_ms = (time.perf_counter() - began) * 1e3
         self.dev = cuda.mem_alloc(nbytes)
 
     def round_trip_ms(self) -> float:
@@ -404,6 +409,8 @@ def measure(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, A
                         buffers.pop(old).free()
                     buffers[key] = Buffers(cuda, row.kind, row.size_mb * MB)
                 mine = buffers[key]
+                if row.disturber is None and mine.register_ms is not None:
+                    out["register_ms"] = round(mine.register_ms, 2)
                 other = None
                 if row.disturber is not None:
                     other = disturbers.get(row.disturber)

@@ -123,9 +123,11 @@ def test_the_table() -> None:
                 disturber_report={"ops": 7, "gbps": 0.0, "what": "7 kernel loops"},
             ),
             _row(64, "registered", None, None, error="failed: LogicError: not supported"),
+            _row(64, "registered", None, 4.0, register_ms=12.34),
         ]
     )
     lines = ci.table(rows).splitlines()
+    assert lines.pop().startswith("| 64 | registered | alone (registered in 12.3 ms) | 4.000 |")
     assert lines[0].startswith("| MB | host memory")
     assert len(lines) == 2 + 4
     # 2 x 64 MiB in 10 ms: 13.4 GB/s; CoV of 9, 10, 11 is 0.082
