@@ -53,6 +53,9 @@ SETTLE_S = 0.3
 # How long the parent waits for the disturber to answer a command (its start: the driver and a context).
 ANSWER_S = 60.0
 
+# Dependent steps per thread of the compute loop's kernel: a few ms per launch on an H200, so the loop is
+# the GPU's work, not launches and synchronisations.
+SPIN_ROUNDS = 1 << 21
 SPIN = r"""
 extern "C" __global__ void spin(float* x, int rounds) {
     float v = x[threadIdx.x + blockIdx.x * blockDim.x];
@@ -202,6 +205,32 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+class Lines:
+    """Lines read from a pipe's descriptor with a deadline, buffered here (not in a file object, whose
+    read-ahead select() cannot see)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd, self.pending = fd, b""
+
+    def ready(self) -> bool:
+        """Whether a whole line is here or the pipe has something to read now."""
+        return b"\n" in self.pending or bool(select.select([self.fd], [], [], 0)[0])
+
+    def read(self, timeout_s: float | None) -> str | None:
+        """The next line (without its end), or None at the pipe's end or past ``timeout_s``."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while b"\n" not in self.pending:
+            wait = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            if not select.select([self.fd], [], [], wait)[0]:
+                return None
+            chunk = os.read(self.fd, 4096)
+            if not chunk:
+                return None
+            self.pending += chunk
+        line, self.pending = self.pending.split(b"\n", 1)
+        return line.decode()
+
+
 # ---- the GPU side (pycuda imported only here) ----
 
 
@@ -261,8 +290,8 @@ def _context(device: int) -> tuple[Any, Any]:
     return cuda, ctx
 
 
-def disturb(kind: str, device: int, stdin: IO[str], stdout: IO[str]) -> int:
-    """The disturber process: on GPU ``device``, wait for commands on ``stdin`` (``run MB``: loop the
+def disturb(kind: str, device: int, commands: Lines, stdout: IO[str]) -> int:
+    """The disturber process: on GPU ``device``, wait for ``commands`` (``run MB``: loop the
     round trip of that size in ``kind`` memory, or the compute loop; ``idle``; ``quit``) and answer each
     on ``stdout`` (``running``; after ``idle``, a JSON line of what was done)."""
     cuda, ctx = _context(device)
@@ -279,10 +308,10 @@ def disturb(kind: str, device: int, stdin: IO[str], stdout: IO[str]) -> int:
     size, ops, busy_s, first = 0, 0, 0.0, False
     try:
         while True:
-            ready, _, _ = select.select([stdin], [], [], 0 if size else 0.05)
-            if ready:
-                words = stdin.readline().split()
-                if not words or words[0] == "quit":
+            if size == 0 or commands.ready():
+                line = commands.read(None)
+                words = (line or "").split()
+                if line is None or not words or words[0] == "quit":
                     return 0
                 if words[0] == "idle":
                     gbps = 2 * size * MB * ops / busy_s / 1e9 if busy_s and kind != "compute" else 0.0
@@ -296,10 +325,10 @@ def disturb(kind: str, device: int, stdin: IO[str], stdout: IO[str]) -> int:
                     buffers[size] = Buffers(cuda, kind, size * MB)
                 first = True
             if not size:
-                continue
+                continue  # idle: the next command is waited for above
             began = time.perf_counter()
             if spin is not None:
-                spin(x, np.int32(20000), block=(256, 1, 1), grid=(264, 1))
+                spin(x, np.int32(SPIN_ROUNDS), block=(256, 1, 1), grid=(264, 1))
                 cuda.Context.synchronize()
             else:
                 buffers[size].round_trip_ms()
@@ -323,14 +352,13 @@ class Disturber:
             [sys.executable, os.path.abspath(__file__), "--disturb", kind, "--device", str(device)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            text=True,
         )
+        assert self.proc.stdout is not None
+        self.answers = Lines(self.proc.stdout.fileno())
         self._expect("ready")
 
     def _line(self) -> str:
-        assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], ANSWER_S)
-        line = self.proc.stdout.readline() if ready else ""
+        line = self.answers.read(ANSWER_S)
         if not line:
             self.close()
             raise ProbeError(f"the {self.kind} disturber did not answer (exit {self.proc.poll()})")
@@ -343,7 +371,7 @@ class Disturber:
 
     def _send(self, command: str) -> None:
         assert self.proc.stdin is not None
-        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.write(command.encode() + b"\n")
         self.proc.stdin.flush()
 
     def run(self, size_mb: int) -> None:
@@ -442,7 +470,7 @@ def measure(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, A
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
     if args.disturb is not None:
-        return disturb(args.disturb, args.device, sys.stdin, sys.stdout)
+        return disturb(args.disturb, args.device, Lines(sys.stdin.fileno()), sys.stdout)
     if args.dry_run:
         rows = [
             {"size_mb": r.size_mb, "kind": r.kind, "disturber": r.disturber}

@@ -4,6 +4,7 @@ table, and its dry run (the GPU path needs pycuda and two GPUs: bench/device/run
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -167,3 +168,25 @@ def test_without_pycuda_the_measurement_says_so(capsys: pytest.CaptureFixture[st
     assert ci.main(["--sizes", "8", "--repeats", "3"]) == 2
     err = capsys.readouterr().err
     assert "pycuda is not installed" in err and "--dry-run" in err
+
+
+def test_lines_come_whole_however_they_are_written() -> None:
+    """The parent and the disturber talk in lines over pipes: two lines in one write, a line in two
+    writes, a deadline with nothing (or half a line) there, and the pipe's end."""
+    read_fd, write_fd = os.pipe()
+    try:
+        lines = ci.Lines(read_fd)
+        assert not lines.ready() and lines.read(0.05) is None
+        os.write(write_fd, b"ready\nrunn")
+        assert lines.ready() and lines.read(1.0) == "ready"
+        assert lines.read(0.05) is None  # half a line: waits, then gives up
+        os.write(write_fd, b'ing\n{"ops": 3}\n')
+        assert lines.read(1.0) == "running"
+        assert lines.ready() and lines.read(0) == '{"ops": 3}'
+        os.close(write_fd)
+        write_fd = -1
+        assert lines.read(1.0) is None
+    finally:
+        os.close(read_fd)
+        if write_fd >= 0:
+            os.close(write_fd)
