@@ -83,13 +83,17 @@ TIMING_FIELDS = {
 
 def baseline_key(task: FunctionTask | KernelTask, options: EvaluationOptions) -> str:
     """What a baseline timing depends on besides the device: the task's arguments and parameters, its
-    ``naive.cu``, the timing options (:data:`TIMING_FIELDS`) and :data:`TIMING_METHOD`."""
+    ``naive.cu``, the timing options (:data:`TIMING_FIELDS`) and :data:`TIMING_METHOD`; and the host
+    memory of its timed calls where it is not the default (``host_memory``: a page-locked baseline's
+    copies run faster; the default's keys stay those stored before the option came)."""
+    memory = () if options.host_memory in (None, "pageable") else (f"host_memory={options.host_memory}",)
     return content_key(
         TIMING_METHOD,
         task.id,
         task.naive_source or "",
         task.model_dump_json(include={"params", "args"}),
         options.model_dump_json(include=TIMING_FIELDS),
+        *memory,
     )
 
 

@@ -207,7 +207,7 @@ class Evaluator:
         try:
             # An ``implausible`` verdict stands as it is: a second run on fresh workers (session 25,
             # removed by review 25) let a candidate that keeps its answers between runs pass the second.
-            return self._evaluate(task, candidate, options or EvaluationOptions(), cancelled)
+            return self._evaluate(task, candidate, self.with_settings(options), cancelled)
         finally:
             with self._in_flight_lock:
                 self._in_flight -= 1
@@ -654,6 +654,14 @@ class Evaluator:
             call_floor_s=self.settings.run_call_floor_s,
         )
 
+    def with_settings(self, options: EvaluationOptions | None) -> EvaluationOptions:
+        """``options`` (the defaults when None) with this executor's settings where the caller left
+        them to it (None): ``host_memory``."""
+        options = options or EvaluationOptions()
+        if options.host_memory is not None:
+            return options
+        return options.model_copy(update={"host_memory": self.settings.host_memory})
+
     def prepare_task(
         self, task: FunctionTask | KernelTask, options: EvaluationOptions | None = None
     ) -> Future[None] | None:
@@ -663,7 +671,7 @@ class Evaluator:
         router, when one is queued) calls this so that the work overlaps other candidates' GPU time
         instead of delaying the first candidate. Returns the work's future (None: nothing to do, or it
         is already under way or done); an evaluation of the task that starts meanwhile waits for it."""
-        options = options or EvaluationOptions()
+        options = self.with_settings(options)
         key = self._key("reference", task)
         with self._prepare_lock:
             if key in self._tasks_preparing or (
@@ -686,7 +694,7 @@ class Evaluator:
         to do), and its naive baseline's state: ``not_wanted`` (its verdicts carry none), ``kept``
         (timed, in memory or the host's store), ``measuring``, ``failed`` (the measurement ended with
         no timing) or ``none`` (wanted, neither kept nor being measured)."""
-        options = options or EvaluationOptions()
+        options = self.with_settings(options)
         with self._prepare_lock:
             ahead = self._tasks_preparing.get(self._key("reference", task))
         if ahead is not None:

@@ -145,6 +145,20 @@ class EvaluationOptions(BaseModel):
         "find them in the host's cache; repeat_pairs leaves out each set's first visit only; 2 by "
         "default since session 26); None: rotate_buffers",
     )
+    host_memory: Literal["pageable", "page_locked"] | None = Field(
+        default=None,
+        description="function tasks: the host memory that the timed calls' arrays (the rotated copies of "
+        "the timing sets, the warm-up's, the repeat-visit rule's confirming call's) are in, for a "
+        "candidate and its naive baseline alike. None: the executor's setting (REGRAPH_EXECUTOR_HOST_MEMORY, "
+        "pageable unless set); 'pageable': numpy's; 'page_locked': the "
+        "same arrays locked once made, before the candidate runs: on a GPU registered with the driver "
+        "(cuMemHostRegister, portable), so a cudaMemcpy of them is a DMA from their pages instead of a "
+        "copy staged through the driver's own pinned buffers; on the host runtime mlock(2). All or none: "
+        "where locking fails (the driver refuses, no context ahead, a candidate process of its own) they "
+        "stay pageable and the verdict's seconds say so (host_lock_failed). Untimed calls (correctness) "
+        "stay pageable. Issue 29's question: whether two GPUs' copies then stop disturbing each other "
+        "(bench/probes/copy_interference.py)",
+    )
     reference_repeats: int = Field(default=3, ge=1, le=20)
     timing_sets: int = Field(
         default=2,

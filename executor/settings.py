@@ -139,6 +139,14 @@ class ExecutorSettings(BaseSettings):
         description="with baseline_timing_cache: a stored baseline timing older than this is stale; the "
         "task's next candidate times the baseline again and stores the new timing",
     )
+    host_memory: Literal["pageable", "page_locked"] = Field(
+        default="pageable",
+        description="function tasks: the host memory of the timed calls' arrays for a request that does "
+        "not say (EvaluationOptions.host_memory, which a request may set either way): 'pageable', numpy's; "
+        "'page_locked', registered with the driver once made (mlock on the host runtime), so that their "
+        "copies are DMA instead of staged by the driver. Issue 29's A/B: whether two GPUs' copies then "
+        "stop disturbing each other (bench/probes/copy_interference.py); off by default, not yet measured",
+    )
     timing_set_cache_bytes: int = Field(
         default=24 << 30,
         ge=0,

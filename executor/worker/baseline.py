@@ -71,8 +71,16 @@ class BaselineWorker(Worker):
             t1 = time.perf_counter()
             slots = self.slots
             if slots is None:  # not made ahead (or that failed): made here, under the trials' lock
-                slots = make_slots(self.task, self.gpu, self.timing_sources, opts, warm=self.warm_source)
+                slots = make_slots(
+                    self.task,
+                    self.gpu,
+                    self.timing_sources,
+                    opts,
+                    warm=self.warm_source,
+                    page_locks=self.page_locks(),
+                )
                 self._add_seconds("baseline_copies", t1)
+            self.note_page_locks()
             if self.gpu is not None:
                 self.gpu.reset_timing_state()
             t2 = time.perf_counter()

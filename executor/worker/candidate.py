@@ -44,14 +44,24 @@ from executor.inputs import InputSet, generate_inputs
 from executor.reference import check_reference_outputs
 from executor.taskformat import KernelTask
 from executor.verdict import DevicePeak, ErrorKind, FloorCheck, Mismatch, TimingStats
-from executor.worker.gpu import DeviceSlots, GpuContext, GpuFunctionRuntime, GpuKernelRuntime, make_slots
+from executor.worker.gpu import (
+    DeviceSlots,
+    GpuContext,
+    GpuFunctionRuntime,
+    GpuKernelRuntime,
+    RegisteredPages,
+    make_slots,
+)
 from executor.worker.host import (
     FunctionRuntime,
     HostFunctionRuntime,
     HostSlots,
+    PageLocks,
     RunnerFunctionRuntime,
     SpotSample,
     host_peak,
+    page_aligned_empty,
+    vm_locked_bytes,
 )
 from executor.worker.messages import (
     PREPARED,
@@ -190,6 +200,8 @@ class Worker:
         self._loaded_state: tuple[frozenset[int], int, frozenset[str]] | None = None
         # The buffers of the repeat-visit rule's confirming call (function tasks; see prepare).
         self.confirm_buffers: dict[str, np.ndarray] | None = None
+        # The timed calls' arrays page-locked (option host_memory; see page_locks), made once.
+        self._page_locks: PageLocks | None = None
 
     def _add_seconds(self, key: str, since: float) -> None:
         """Add the time since ``since`` (a perf_counter reading) to ``seconds[key]``."""
@@ -244,9 +256,13 @@ class Worker:
                 # The repeat-visit rule's confirming call's buffers (confirm_first_visit), made before
                 # the candidate runs so that their addresses are none it has seen; not touched (their
                 # pages are taken) unless that call is made.
+                locks = self.page_locks()
+                empty = np.empty if locks is None else page_aligned_empty
                 self.confirm_buffers = {
-                    name: np.empty(a.shape, a.dtype) for name, a in self.timing_sources[0].arrays.items()
+                    name: empty(a.shape, a.dtype) for name, a in self.timing_sources[0].arrays.items()
                 }
+                if locks is not None:  # the confirming call is timed as a first visit is: the same memory
+                    locks.lock_all(self.confirm_buffers.values())
             if isinstance(self.slots, DeviceSlots):
                 self.uploaded = self._uploaded_timing_sets(chunk_lock)
                 with gpu_shared():
@@ -322,6 +338,49 @@ class Worker:
     def _drawn(self, seed: int) -> InputSet:
         return generate_inputs(self.task, "timing", seed, self.reference_lib)
 
+    def page_locks(self) -> PageLocks | None:
+        """The page locks of a function task's timed calls' arrays when the options ask for them
+        (``host_memory: page_locked``), made once: registered with the driver on a GPU, ``mlock`` on the
+        host runtime; one that has failed already (its ``failure`` says why) where they cannot be: a
+        candidate process of its own (its arrays are shared mappings, locked by none), no CUDA context
+        ahead of the job. None when not asked for."""
+        if (
+            self.job.options.host_memory != "page_locked"
+            or isinstance(self.task, KernelTask)
+            or self.job.runtime == "none"
+        ):
+            return None
+        if self._page_locks is None:
+            locks = PageLocks()
+            if self.use_runner:
+                locks.fail("the candidate runs in a process of its own, on shared mappings: left pageable")
+            elif self.job.runtime == "gpu" and self.gpu is None:
+                locks.fail("no CUDA context ahead of the job: left pageable")
+            elif self.gpu is not None:
+                try:
+                    locks = RegisteredPages(self.gpu)
+                except (OSError, AttributeError) as e:
+                    locks.fail(f"the driver's cuMemHostRegister: {e}")
+            self._page_locks = locks
+        return self._page_locks
+
+    def note_page_locks(self) -> None:
+        """What became of ``host_memory: page_locked`` in ``seconds``: the bytes locked
+        (``host_locked_bytes``), the time it took (``host_lock``), this process's locked memory as the
+        kernel counts it (``host_vmlck_bytes``: mlock's, on the host runtime), or ``host_lock_failed``
+        (the arrays are pageable; the worker's log says why)."""
+        locks = self._page_locks
+        if locks is None:
+            return
+        if locks.failure is not None:
+            if not self.seconds.get("host_lock_failed"):
+                logger.warning("the timed calls' arrays are pageable: %s", locks.failure)
+            self.seconds["host_lock_failed"] = 1.0
+            return
+        self.seconds["host_locked_bytes"] = float(locks.bytes)
+        self.seconds["host_lock"] = locks.seconds
+        self.seconds["host_vmlck_bytes"] = float(vm_locked_bytes())
+
     def _prepared_slots(
         self, lock: Callable[[], contextlib.AbstractContextManager[None]]
     ) -> HostSlots | DeviceSlots | None:
@@ -348,6 +407,7 @@ class Worker:
                 lock,
                 self.warm_source,
                 shared=self.use_runner,
+                page_locks=self.page_locks(),
             )
         except errors as e:
             logger.warning("no timing buffers ahead of the candidate: %s", e)
@@ -639,7 +699,9 @@ class Worker:
                 opts,
                 warm=self.warm_source,
                 shared=self.use_runner,
+                page_locks=self.page_locks(),
             )
+            self.note_page_locks()
             if self.gpu is not None:
                 # Nothing a candidate left on the device (a persisting-L2 window) times this one.
                 self.gpu.reset_timing_state()

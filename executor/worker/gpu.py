@@ -37,6 +37,7 @@ from executor.worker.host import (
     CallSamples,
     FunctionRuntime,
     HostSlots,
+    PageLocks,
     SpotSample,
     copy_chunks,
     host_cache_bytes,
@@ -62,6 +63,50 @@ _WAIT_VALUE_GEQ = 0x0
 def _libcuda() -> ctypes.CDLL:
     """The driver library the context lives in (pycuda wraps no persisting-L2 calls)."""
     return ctypes.CDLL("libcuda.so.1")
+
+
+# cuMemHostRegister's flag: the pages count as pinned in every context (the candidate's runtime uses the
+# device's primary context, which is this worker's too; portable whatever it uses).
+_MEMHOSTREGISTER_PORTABLE = 0x01
+
+
+class RegisteredPages(PageLocks):
+    """:class:`~executor.worker.host.PageLocks` on a GPU: each array registered with the driver
+    (``cuMemHostRegister``, portable) in this process's current context, so that the candidate's
+    ``cudaMemcpy`` of it is a DMA from its pages instead of a copy staged through the driver's pinned
+    buffers. The context must be current on the calling thread (the worker's main thread)."""
+
+    what = "cuMemHostRegister"
+
+    def __init__(self, gpu: GpuContext) -> None:
+        super().__init__()
+        self.gpu = gpu
+        libcuda = _libcuda()
+        self._register = libcuda.cuMemHostRegister_v2
+        self._register.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint]
+        self._register.restype = ctypes.c_int
+        self._unregister = libcuda.cuMemHostUnregister
+        self._unregister.argtypes = [ctypes.c_void_p]
+        self._unregister.restype = ctypes.c_int
+
+    def _lock(self, array: np.ndarray) -> None:
+        rc = self._register(array.ctypes.data, array.nbytes, _MEMHOSTREGISTER_PORTABLE)
+        if rc != 0:
+            raise OSError(f"CUresult {rc} ({_error_name(rc)})")
+
+    def _unlock(self, array: np.ndarray) -> None:
+        self._unregister(array.ctypes.data)
+
+
+def _error_name(rc: int) -> str:
+    """The driver's name of a ``CUresult`` (``CUDA_ERROR_...``), or ``?``."""
+    name = ctypes.c_char_p()
+    try:
+        if _libcuda().cuGetErrorName(ctypes.c_int(rc), ctypes.byref(name)) == 0 and name.value:
+            return name.value.decode()
+    except (OSError, AttributeError):
+        pass
+    return "?"
 
 
 class LaunchGate:
@@ -474,18 +519,20 @@ def make_slots(
     lock: Callable[[], AbstractContextManager[None]] = nullcontext,
     warm: InputSet | None = None,
     shared: bool = False,
+    page_locks: PageLocks | None = None,
 ) -> HostSlots | DeviceSlots:
     """The rotated copies that a runtime's trials run on: on the device for kernel tasks (``gpu`` is
     required), in host memory for function tasks (``options.rotated_copies``); each chunk copied under
     ``lock``. ``warm``: the set
     the warm-up runs on, never timed; ``shared``: function tasks' copies in shared mappings, for a
-    candidate's own process (:mod:`executor.worker.runner`)."""
+    candidate's own process (:mod:`executor.worker.runner`); ``page_locks``: function tasks' copies
+    page-locked (option ``host_memory``)."""
     rotate = options.rotated_copies(kernel=isinstance(task, KernelTask))
     if isinstance(task, KernelTask):
         if gpu is None:
             raise ExecutorError("a kernel task's timing buffers need a CUDA context")
         return DeviceSlots(gpu, task, sources, rotate, lock, warm)
-    return HostSlots(sources, rotate, lock=lock, warm=warm, shared=shared)
+    return HostSlots(sources, rotate, lock=lock, warm=warm, shared=shared, page_locks=page_locks)
 
 
 class GpuFunctionRuntime(FunctionRuntime):

@@ -11,9 +11,11 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import functools
+import mmap
+import os
 import secrets
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -179,6 +181,89 @@ def copy_chunks(count: int, itemsize: int = 1) -> Iterator[slice]:
         yield slice(start, min(start + step, count))
 
 
+def page_aligned_empty(shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray:
+    """An uninitialised array in pages of its own (an anonymous mapping: page-aligned, no other data in
+    its pages), so that locking it (:class:`PageLocks`) locks nothing else, and the driver never sees
+    two registrations share a page."""
+    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    buffer = mmap.mmap(-1, max(nbytes, 1))
+    return np.frombuffer(buffer, dtype=dtype, count=nbytes // np.dtype(dtype).itemsize).reshape(shape)
+
+
+def vm_locked_bytes() -> int:
+    """This process's locked memory as the kernel counts it (``VmLck`` of /proc/self/status); 0 where
+    it does not say."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmLck:"):
+                return int(line.split()[1]) << 10
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL(None, use_errno=True)
+    for name in ("mlock", "munlock"):
+        getattr(libc, name).argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        getattr(libc, name).restype = ctypes.c_int
+    return libc
+
+
+class PageLocks:
+    """The arrays of the timed calls page-locked in this process (option ``host_memory:
+    page_locked``), all or none: on the host runtime with ``mlock(2)`` (subject to RLIMIT_MEMLOCK:
+    8 MiB for an unprivileged worker by default); on a GPU registered with the driver
+    (:class:`executor.worker.gpu.RegisteredPages`). Arrays made by :func:`page_aligned_empty`, so that
+    no two share a page. Locked pages stay resident and are unlocked when the process ends; a worker
+    serves one candidate."""
+
+    what = "mlock"
+
+    def __init__(self) -> None:
+        self.locked: list[np.ndarray] = []
+        self.bytes = 0
+        self.seconds = 0.0
+        self.failure: str | None = None  # why the arrays are pageable after all (None: locked, or none asked)
+
+    def _lock(self, array: np.ndarray) -> None:
+        if _libc().mlock(array.ctypes.data, array.nbytes) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err))
+
+    def _unlock(self, array: np.ndarray) -> None:
+        """Unlock ``array``; never raises."""
+        _libc().munlock(array.ctypes.data, array.nbytes)
+
+    def lock_all(self, arrays: Iterable[np.ndarray]) -> bool:
+        """Lock every one of ``arrays``; on the first failure, unlock every array locked so far (these
+        and those of earlier calls: the timed calls see one kind of memory), keep why in ``failure`` and
+        return False. False at once after a failure."""
+        if self.failure is not None:
+            return False
+        began = time.perf_counter()
+        try:
+            for array in arrays:
+                if array.nbytes:
+                    self._lock(array)
+                    self.locked.append(array)
+                    self.bytes += array.nbytes
+        except OSError as e:
+            self.fail(f"{self.what} of {array.nbytes} bytes ({self.bytes} locked before): {e}")
+            return False
+        finally:
+            self.seconds += time.perf_counter() - began
+        return True
+
+    def fail(self, why: str) -> None:
+        """Give up: every array unlocked, ``why`` kept."""
+        self.failure = why
+        for array in self.locked:
+            self._unlock(array)  # best effort (what it leaves locked, the process's end unlocks)
+        self.locked, self.bytes = [], 0
+
+
 class HostSlots:
     """Rotated host copies of the timing sources (function tasks), made before the candidate arrives.
 
@@ -187,7 +272,8 @@ class HostSlots:
     the slots in turn, so that successive timed calls see different sources (different values) when
     there are several. ``warm``: a copy of a set that is never timed, for the warm-up calls (None:
     they rotate through the slots too). ``lock`` (e.g. :func:`executor.gpulock.host_copies`) is held
-    around each chunk of :data:`COPY_CHUNK_BYTES` copied.
+    around each chunk of :data:`COPY_CHUNK_BYTES` copied. ``page_locks`` (option ``host_memory:
+    page_locked``): every copy made in pages of its own and locked by it once made (all or none).
     """
 
     def __init__(
@@ -198,14 +284,19 @@ class HostSlots:
         lock: Callable[[], AbstractContextManager[None]] = nullcontext,
         warm: InputSet | None = None,
         shared: bool = False,
+        page_locks: PageLocks | None = None,
     ) -> None:
         self.sources = sources
         # Each copy's mapping, by id() of its arrays (only with ``shared``: for a runner).
         self.shared: dict[int, SharedArrays] | None = {} if shared else None
+        self.page_locks = None if shared else page_locks  # a runner's mappings are its to lock
         count = host_copy_count(sources, rotate, host_cache_bytes() if cache_bytes is None else cache_bytes)
         self.rotated = [self._copy(sources[j % len(sources)], lock) for j in range(count)]
         self.warm_source = warm
         self.warm = None if warm is None else self._copy(warm, lock)
+        if self.page_locks is not None:
+            copies = self.rotated + ([self.warm] if self.warm is not None else [])
+            self.page_locks.lock_all(a for copy in copies for a in copy.arrays.values())
 
     def _copy(self, source: InputSet, lock: Callable[[], AbstractContextManager[None]]) -> InputSet:
         # In a shared mapping for a runner: a candidate's process (executor.worker.runner) is handed a
@@ -214,7 +305,12 @@ class HostSlots:
         arrays = {}
         for name, array in source.arrays.items():
             # C order: reshape(-1) below is a view of it
-            copy = np.empty(array.shape, array.dtype) if shared is None else shared.arrays[name]
+            if shared is not None:
+                copy = shared.arrays[name]
+            elif self.page_locks is not None:
+                copy = page_aligned_empty(array.shape, array.dtype)
+            else:
+                copy = np.empty(array.shape, array.dtype)
             flat_in, flat_out = np.ascontiguousarray(array).reshape(-1), copy.reshape(-1)
             for part in copy_chunks(flat_in.size, array.itemsize):
                 with lock():

@@ -6,7 +6,8 @@ import json
 import time
 from pathlib import Path
 
-from executor.basetiming import BASELINE_WORKER, BaselineTimings, baseline_key
+from executor.basetiming import BASELINE_WORKER, TIMING_FIELDS, TIMING_METHOD, BaselineTimings, baseline_key
+from executor.cache import content_key
 from executor.checking import timing_stats
 from executor.protocol import EvaluationOptions
 from executor.taskformat import FunctionTask, KernelTask
@@ -78,6 +79,15 @@ def test_the_key_follows_what_the_timing_depends_on(saxpy: FunctionTask | Kernel
     # a kernel's trials held until enqueued time differently (session 26): not a baseline timed without
     assert baseline_key(saxpy, options.model_copy(update={"launch_gate": not options.launch_gate})) != key
     assert baseline_key(saxpy.model_copy(update={"id": "saxpy_other"}), options) != key
+    # page-locked copies run faster (session 28's option), and the default's keys are those stored before it
+    assert baseline_key(saxpy, options.model_copy(update={"host_memory": "page_locked"})) != key
+    assert key == content_key(
+        TIMING_METHOD,
+        saxpy.id,
+        saxpy.naive_source or "",
+        saxpy.model_dump_json(include={"params", "args"}),
+        options.model_dump_json(include=TIMING_FIELDS),
+    )
 
 
 def test_the_baselines_are_shared_and_read_at_the_turn_by_default() -> None:
