@@ -252,10 +252,15 @@ class Buffers:
         self.host_out.fill(0.0)
         self.register_ms: float | None = None  # how long registering both took (what a worker would pay)
         if kind == "registered":
-            flags = cuda.mem_host_register_flags.PORTABLE
+            # Through the driver as the worker does (executor.worker.gpu.RegisteredPages): pycuda's
+            # register_host_memory fails on numpy 2 ("Cannot set the NumPy array 'base' dependency").
+            from executor.worker.gpu import RegisteredPages
+
+            self.pages: Any = RegisteredPages.__new__(RegisteredPages)
+            RegisteredPages.__init__(self.pages, None)  # type: ignore[arg-type]
             began = time.perf_counter()
-            self.host_in = cuda.register_host_memory(self.host_in, flags)
-            self.host_out = cuda.register_host_memory(self.host_out, flags)
+            self.pages._lock(self.host_in)
+            self.pages._lock(self.host_out)
             self.register_ms = (time.perf_counter() - began) * 1e3
         self.dev = cuda.mem_alloc(nbytes)
 
@@ -270,10 +275,11 @@ class Buffers:
     def free(self) -> None:
         self.dev.free()
         for array in (self.host_in, self.host_out):
+            if self.kind == "registered":
+                self.pages._unlock(array)
+                continue
             base: Any = getattr(array, "base", None)
-            if hasattr(base, "unregister"):
-                base.unregister()
-            elif hasattr(base, "free"):
+            if hasattr(base, "free"):
                 base.free()
 
 
