@@ -6,7 +6,7 @@
 # saturation on 1 then 2 replicas, each window as long as both fit, ~110 s; its table, the copy-rate
 # precision classes 1 against 2 replicas, the host-shared and baseline counts), then, from the same
 # records: the rate after the first 45 s and the first minute of each window (the windows are too short
-# for run_scaling.sh's own, which wants twice that), the efficiency, how many naive baselines' trials held
+# for run_scaling.sh's own, which wants twice that; bench.probes.rate_after), the efficiency, how many naive baselines' trials held
 # the host memory shared (their pilot), and bench.probes.fleet_breakdown's table (where a correct
 # candidate's time goes, each replica's turn, the host memory's lock held alone).
 # Compare with session 26's call 5 (the code before, 104-s windows, 2,526 and 2,768/h, 55 %):
@@ -25,32 +25,11 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 BUDGET_S=$(( BUDGET - 15 )) OUT="$OUT" bash bench/device/run_host_shared_x2.sh
 echo "run_host_shared_x2.sh: exit $? after $(( $(date +%s) - T0 )) s"
 tmp=$(mktemp -d); tar -xzf "$OUT/scaling_results.tar.gz" -C "$tmp" 2>/dev/null
-timeout $(( BUDGET - ($(date +%s) - T0) > 5 ? BUDGET - ($(date +%s) - T0) - 2 : 3 )) python3 - "$tmp" <<'PY' | tee -a "$OUT/summary.md"
-import json, sys
-from pathlib import Path
-print("\n## Session 27: the baselines' pilot, the rate after the first 45 s and 60 s\n")
-print("| replicas | verdicts | wall s | evals/h | after 45 s | after 60 s | eff. | eff. after 45 s | eff. after 60 s "
-      "| baselines timed (verdicts) | their trials shared (pilot) |")
-print("|---|---|---|---|---|---|---|---|---|---|---|")
-base = {}
-for n in (1, 2):
-    path = Path(sys.argv[1]) / f"queue_{n}.json"
-    if not path.exists():
-        print(f"| {n} | no run |")
-        continue
-    for run in json.loads(path.read_text()).get("runs", []):
-        wall, recs = run["wall_s"], run["records"]
-        def after(t):
-            return round(sum(r["finished_s"] > t for r in recs) / (wall - t) * 3600) if wall > t + 20 else None
-        rates = {"all": run["per_hour"], 45: after(45), 60: after(60)}
-        if n == 1:
-            base = rates
-        eff = {k: (f"{v / (n * base[k]):.0%}" if v and base.get(k) else "-") for k, v in rates.items()}
-        timed = [r["seconds"] for r in recs if "baseline_timing" in (r.get("seconds") or {})]
-        shared = sum(bool(s.get("baseline_host_shared")) for s in timed)
-        print(f"| {n} | {run['verdicts']} | {wall} | {rates['all']} | {rates[45] or '-'} | {rates[60] or '-'} "
-              f"| {eff['all']} | {eff[45]} | {eff[60]} | {len(timed)} | {shared} |")
-PY
+{
+  printf "\n## Session 27: the baselines' pilot, the rate after the first 45 s and 60 s\n\n"
+  timeout $(( BUDGET - ($(date +%s) - T0) > 5 ? BUDGET - ($(date +%s) - T0) - 2 : 3 )) \
+    python3 -m bench.probes.rate_after "$tmp" --columns pilot
+} | tee -a "$OUT/summary.md"
 echo | tee -a "$OUT/summary.md"
 timeout 20 python3 -m bench.probes.fleet_breakdown "s27=$tmp" | tee -a "$OUT/summary.md"
 rm -rf "$tmp"

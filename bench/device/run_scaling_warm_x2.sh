@@ -13,7 +13,8 @@
 #      compiles), windows as long as fit (>= 120 s each when the pass ends in time, at most WINDOW_MAX_S),
 #      ending hard;
 #   3. the tables of run_host_shared_x2.sh/run_fleet38_x2.sh: where the time goes per size
-#      (render_time_table), the rate after the first 45 s and the first minute with the efficiency,
+#      (render_time_table), the rate after the first 45 s and the first minute with the efficiency
+#      (bench.probes.rate_after),
 #      outcomes and honest refusals, the copy-rate precision classes 1 against 2
 #      (bench.probes.throughput_copies) and bench.probes.fleet_breakdown's tables.
 # Returns in $OUT: summary.md (every table), warm_results.tar.gz (the JSONs with every verdict's
@@ -97,6 +98,7 @@ done
 timeout 40 python3 - "$RES" <<'PY' >> "$RES/summary.md" 2>> "$RES/steps.txt"
 import json, sys
 from pathlib import Path
+from bench.probes.rate_after import render_rate_table
 from bench.probes.throughput import render_honest_refusals, render_time_table
 res = Path(sys.argv[1])
 runs = {}
@@ -111,24 +113,7 @@ for n, run in runs.items():
     print(f"- {n} replicas: {run['verdicts']} verdicts, {run['lost']} lost, {run['retried']} retried, "
           f"wall {run['wall_s']} s, outcomes {json.dumps(run['outcomes'])}")
 print("\n## The rate after the first 45 s and 60 s, and what was still a first evaluation\n")
-print("| replicas | verdicts | wall s | evals/h | after 45 s | after 60 s | eff. | eff. after 45 s | eff. after 60 s "
-      "| baselines timed in the window (turns) | verdicts that waited for a baseline | task_prepare_wait (n, mean s) |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-base = {}
-for n, run in runs.items():
-    wall, recs = run["wall_s"], run["records"]
-    def after(t):
-        return round(sum(r["finished_s"] > t for r in recs) / (wall - t) * 3600) if wall > t + 20 else None
-    rates = {"all": run["per_hour"], 45: after(45), 60: after(60)}
-    if n == 1:
-        base = rates
-    eff = {k: (f"{v / (n * base[k]):.0%}" if v and base.get(k) else "-") for k, v in rates.items()}
-    turns = sum(t["turns"].get("baseline", 0) for t in run.get("turns", []))
-    waited = sum("baseline_wait" in (r.get("seconds") or {}) for r in recs)
-    prep = [r["seconds"]["task_prepare_wait"] for r in recs if "task_prepare_wait" in (r.get("seconds") or {})]
-    mean = f"{sum(prep) / len(prep):.2f}" if prep else "-"
-    print(f"| {n} | {run['verdicts']} | {wall} | {rates['all']} | {rates[45] or '-'} | {rates[60] or '-'} "
-          f"| {eff['all']} | {eff[45]} | {eff[60]} | {turns} | {waited} | {len(prep)}, {mean} |")
+print("\n".join(render_rate_table(runs, "warm")))
 print("\n" + "\n".join(render_honest_refusals(list(runs.values()))) if runs else "")
 PY
 summary "\n### Copy-bound against compute-bound function candidates, 1 against 2\n"

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import json
-import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -23,73 +19,21 @@ from executor.gpulock import (
     kernel_run,
     kernel_uploads,
 )
-
-ROOT = Path(__file__).resolve().parents[3]
-
-HOLDER = """
-import json, os, sys, time
-from pathlib import Path
-from executor import gpulock
-print("asking", flush=True)
-named = os.environ.get("HOLDER_LOCK")
-lock = getattr(gpulock, named)() if named else gpulock.gpu_lock(
-    os.environ.get("HOLDER_MODE", "exclusive"), os.environ.get("HOLDER_RESOURCE", "gpu")
-)
-with lock:
-    got = time.time()
-    print("held", flush=True)
-    time.sleep(float(sys.argv[1]))
-    if len(sys.argv) > 2:
-        # when it got the lock, and the last thing done while holding it
-        Path(sys.argv[2]).write_text(json.dumps([got, time.time()]))
-"""
-
-
-def _holder(
-    lock: Path,
-    seconds: float,
-    marker: Path | None = None,
-    mode: str = "exclusive",
-    wait: bool = True,
-    resource: str = "gpu",
-    named: str = "",
-) -> subprocess.Popen[str]:
-    """A process that holds the lock of ``resource`` in ``mode`` (or what the function of
-    executor.gpulock called ``named`` holds) for ``seconds``; returned once it holds it (``wait``) or
-    once it has started to ask for it."""
-    env = dict(
-        os.environ,
-        PYTHONPATH=str(ROOT),
-        HOLDER_MODE=mode,
-        HOLDER_RESOURCE=resource,
-        HOLDER_LOCK=named,
-        **{LOCK_ENV: str(lock)},
-    )
-    args = [sys.executable, "-c", HOLDER, str(seconds)] + ([str(marker)] if marker else [])
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True, env=env)
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "asking"
-    if wait:
-        assert proc.stdout.readline().strip() == "held"
-    return proc
-
-
-def _held(marker: Path) -> tuple[float, float]:
-    got, last = json.loads(marker.read_text())
-    return float(got), float(last)
+from tests.support.lockholder import held, start_holder
 
 
 def test_a_second_holder_waits_for_the_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     lock = tmp_path / "gpu.lock"
     monkeypatch.setenv(LOCK_ENV, str(lock))
     marker = tmp_path / "released"
-    proc = _holder(lock, 1.0, marker)
+    proc = start_holder(lock, 1.0, marker)
     try:
         t0 = time.monotonic()
         with gpu_exclusive():
             waited = time.monotonic() - t0
             got_it = time.time()
             # The holder's last act under the lock happened before this process got it.
-            assert marker.exists() and _held(marker)[1] <= got_it
+            assert marker.exists() and held(marker)[1] <= got_it
     finally:
         proc.wait()
     assert waited >= 0.5
@@ -98,7 +42,7 @@ def test_a_second_holder_waits_for_the_first(tmp_path: Path, monkeypatch: pytest
 def test_a_killed_holder_releases_the_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     lock = tmp_path / "gpu.lock"
     monkeypatch.setenv(LOCK_ENV, str(lock))
-    proc = _holder(lock, 60.0)
+    proc = start_holder(lock, 60.0)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     t0 = time.monotonic()
@@ -115,7 +59,7 @@ def test_the_lock_is_reentrant_and_a_no_op_without_the_variable(
     with gpu_exclusive(), gpu_exclusive():  # a nested use in one thread must not deadlock
         assert lock.exists()
     monkeypatch.delenv(LOCK_ENV)
-    other = _holder(lock, 0.0)  # still locks through the variable it was given
+    other = start_holder(lock, 0.0)  # still locks through the variable it was given
     other.wait()
     with gpu_exclusive():
         pass
@@ -127,14 +71,14 @@ def test_shared_holders_overlap_and_an_exclusive_one_waits_for_them(
     lock = tmp_path / "gpu.lock"
     monkeypatch.setenv(LOCK_ENV, str(lock))
     marker = tmp_path / "released"
-    proc = _holder(lock, 1.5, marker, mode="shared")
+    proc = start_holder(lock, 1.5, marker, mode="shared")
     try:
         t0 = time.monotonic()
         with gpu_shared():  # beside the other shared holder: at once
             assert time.monotonic() - t0 < 1.0 and not marker.exists()
         with gpu_exclusive():  # only after the shared holder has let go
             got_it = time.time()
-            assert marker.exists() and _held(marker)[1] <= got_it
+            assert marker.exists() and held(marker)[1] <= got_it
     finally:
         proc.wait()
 
@@ -148,17 +92,17 @@ def test_a_waiting_exclusive_request_goes_before_later_shared_ones(
     lock = tmp_path / "gpu.lock"
     monkeypatch.setenv(LOCK_ENV, str(lock))
     first, writer, late = tmp_path / "first", tmp_path / "writer", tmp_path / "late"
-    procs = [_holder(lock, 1.5, first, mode="shared")]
+    procs = [start_holder(lock, 1.5, first, mode="shared")]
     try:
-        procs.append(_holder(lock, 0.5, writer, mode="exclusive", wait=False))
+        procs.append(start_holder(lock, 0.5, writer, mode="exclusive", wait=False))
         time.sleep(0.3)  # the exclusive request now waits for the first holder
-        procs.append(_holder(lock, 0.0, late, mode="shared", wait=False))
+        procs.append(start_holder(lock, 0.0, late, mode="shared", wait=False))
     finally:
         for proc in procs:
             proc.wait()
-    _, first_last = _held(first)
-    writer_got, writer_last = _held(writer)
-    late_got, _ = _held(late)
+    _, first_last = held(first)
+    writer_got, writer_last = held(writer)
+    late_got, _ = held(late)
     assert first_last <= writer_got  # the exclusive holder was alone
     assert writer_last <= late_got  # the later shared request waited for it
 
@@ -181,7 +125,7 @@ def test_host_copies_overlap_the_gpu_but_never_a_function_run(
     memory, alone) waits for them, and they wait for it."""
     lock = tmp_path / "gpu.lock"
     monkeypatch.setenv(LOCK_ENV, str(lock))
-    uploads = _holder(lock, 1.5, mode="exclusive")
+    uploads = start_holder(lock, 1.5, mode="exclusive")
     try:
         t0 = time.monotonic()
         with host_copies():
@@ -194,11 +138,11 @@ def test_host_copies_overlap_the_gpu_but_never_a_function_run(
         ("run", "exclusive", "host", host_copies),
     ):
         marker = tmp_path / holder
-        proc = _holder(lock, 1.0, marker, mode=mode, resource=resource)
+        proc = start_holder(lock, 1.0, marker, mode=mode, resource=resource)
         try:
             with then():
                 got_it = time.time()
-                assert marker.exists() and _held(marker)[1] <= got_it, holder
+                assert marker.exists() and held(marker)[1] <= got_it, holder
         finally:
             proc.wait()
 
@@ -211,7 +155,7 @@ def test_kernel_uploads_overlap_untimed_work_but_never_trials(
     (the uploads alone, among others) wait for them."""
     lock = tmp_path / "gpu.lock"
     monkeypatch.setenv(LOCK_ENV, str(lock))
-    uploads = _holder(lock, 1.5, tmp_path / "uploads", named="kernel_uploads")
+    uploads = start_holder(lock, 1.5, tmp_path / "uploads", named="kernel_uploads")
     try:
         t0 = time.monotonic()
         with gpu_shared(), kernel_uploads():
@@ -220,11 +164,11 @@ def test_kernel_uploads_overlap_untimed_work_but_never_trials(
         uploads.wait()
     for trials in (kernel_run, function_run):
         marker = tmp_path / trials.__name__
-        proc = _holder(lock, 1.0, marker, named="kernel_uploads")
+        proc = start_holder(lock, 1.0, marker, named="kernel_uploads")
         try:
             with trials():
                 got_it = time.time()
-                assert marker.exists() and _held(marker)[1] <= got_it, trials.__name__
+                assert marker.exists() and held(marker)[1] <= got_it, trials.__name__
         finally:
             proc.wait()
 
@@ -240,24 +184,24 @@ def test_a_reserved_run_waits_only_for_work_begun_before_it(
     lock = tmp_path / "gpu.lock"
     monkeypatch.setenv(LOCK_ENV, str(lock))
     before, after, upload = tmp_path / "before", tmp_path / "after", tmp_path / "upload"
-    procs = [_holder(lock, 1.0, before, mode="shared")]
+    procs = [start_holder(lock, 1.0, before, mode="shared")]
     try:
         with function_reserve():
             t0 = time.monotonic()
             with function_checks():  # beside the earlier holder, past this thread's own turnstile
                 assert time.monotonic() - t0 < 0.8
-                procs.append(_holder(lock, 0.0, after, mode="shared", wait=False))
-                procs.append(_holder(lock, 0.0, upload, named="kernel_uploads"))  # returns once held
+                procs.append(start_holder(lock, 0.0, after, mode="shared", wait=False))
+                procs.append(start_holder(lock, 0.0, upload, named="kernel_uploads"))  # returns once held
                 time.sleep(0.3)
                 assert not after.exists()
             with function_run():
                 got_it = time.time()
-                assert before.exists() and _held(before)[1] <= got_it
+                assert before.exists() and held(before)[1] <= got_it
                 time.sleep(0.2)
                 assert not after.exists()
                 let_go = time.time()
     finally:
         for proc in procs:
             proc.wait()
-    assert _held(after)[0] >= let_go
-    assert _held(upload)[0] < got_it
+    assert held(after)[0] >= let_go
+    assert held(upload)[0] < got_it

@@ -7,10 +7,7 @@ worker takes for a run that the parent marked so (executor.worker.process.functi
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -34,45 +31,14 @@ from executor.gpulock import (
 )
 from executor.worker.messages import CandidateRun
 from executor.worker.process import function_locks
-from tests.support.hostcode import GPULOCK, gpulock_alone
-
-# Holds what executor.gpulock's function argv[2] holds for argv[3] seconds, on the GPU lock in LOCK_ENV;
-# with argv[4], writes [when it got it, when it let go] there. It loads executor/gpulock.py (argv[1]:
-# the standard library only) alone, not the package (numpy, pydantic): it starts in a tenth of the time.
-HOLDER = (
-    gpulock_alone("sys.argv[1]")
-    + """
-import json, time
-from pathlib import Path
-print("asking", flush=True)
-with getattr(gpulock, sys.argv[2])():
-    got = time.time()
-    print("held", flush=True)
-    time.sleep(float(sys.argv[3]))
-    if len(sys.argv) > 4:
-        Path(sys.argv[4]).write_text(json.dumps([got, time.time()]))
-"""
-)
+from tests.support.lockholder import held, start_holder
 
 
 def _holder(
     gpu: str, named: str, seconds: float, marker: Path | None = None, wait: bool = True
 ) -> subprocess.Popen[str]:
     """A process on GPU ``gpu`` of this host's lock directory holding what ``named`` holds."""
-    env = {**os.environ, LOCK_ENV: str(device_lock(gpu))}
-    args = [sys.executable, "-c", HOLDER, str(GPULOCK), named, str(seconds)] + (
-        [str(marker)] if marker else []
-    )
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True, env=env)
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "asking"
-    if wait:
-        assert proc.stdout.readline().strip() == "held"
-    return proc
-
-
-def _held(marker: Path) -> tuple[float, float]:
-    got, last = json.loads(marker.read_text())
-    return float(got), float(last)
+    return start_holder(device_lock(gpu), seconds, marker, named=named, wait=wait)
 
 
 @pytest.fixture
@@ -140,9 +106,9 @@ def test_a_copy_bound_request_is_not_starved_by_a_stream_of_compute_bound_trials
     finally:
         for proc in procs:
             proc.wait()
-    _, first_last = _held(first)
-    copy_got, copy_last = _held(copy_bound)
-    late_got, _ = _held(late)
+    _, first_last = held(first)
+    copy_got, copy_last = held(copy_bound)
+    late_got, _ = held(late)
     assert first_last <= copy_got  # the copy-bound trials were alone on the host memory
     assert copy_last <= late_got  # the later compute-bound trials waited for them
 
