@@ -314,11 +314,22 @@ def spot_positions(size: int, rng: np.random.Generator) -> np.ndarray | None:
     :data:`SPOT_RUNS` runs of ``SPOT_ELEMENTS // SPOT_RUNS`` consecutive elements, each starting at a
     place drawn by ``rng`` (runs may overlap); None for an output no larger than
     :data:`SPOT_ELEMENTS`, which is copied whole."""
-    run = SPOT_ELEMENTS // SPOT_RUNS
+    starts = spot_starts(size, rng)
+    return None if starts is None else runs_positions(starts)
+
+
+def spot_starts(size: int, rng: np.random.Generator) -> np.ndarray | None:
+    """Where :func:`spot_positions`' runs start (:data:`SPOT_RUNS` places drawn by ``rng``), or None
+    for an output no larger than :data:`SPOT_ELEMENTS`."""
     if size <= SPOT_ELEMENTS:
         return None
-    starts = rng.integers(0, size - run + 1, SPOT_RUNS)
-    return (starts[:, None] + np.arange(run)).reshape(-1)
+    return rng.integers(0, size - SPOT_ELEMENTS // SPOT_RUNS + 1, SPOT_RUNS)
+
+
+def runs_positions(starts: np.ndarray) -> np.ndarray:
+    """The flat positions of the runs of ``SPOT_ELEMENTS // SPOT_RUNS`` elements that start at
+    ``starts``, run after run."""
+    return (starts[:, None] + np.arange(SPOT_ELEMENTS // SPOT_RUNS)).reshape(-1)
 
 
 class DeviceSpots:
@@ -366,17 +377,19 @@ class DeviceSpots:
         if at is None or not self.outputs:
             return
         copy = self.gpu.cuda.memcpy_dtod_async
+        # Only the runs' starts are kept here (their positions are spelled out by collect(), after the
+        # trials): this runs between launches, on the host's side of a trial.
         kept: dict[str, np.ndarray | None] = {}
         for name, (size, dtype) in self.outputs.items():
             item, base = dtype.itemsize, int(buffers[name])
             dst = int(self.buffers[name]) + at * min(size, SPOT_ELEMENTS) * item
-            positions = kept[name] = spot_positions(size, self.rng)
-            if positions is None:
+            starts = kept[name] = spot_starts(size, self.rng)
+            if starts is None:
                 copy(dst, base, size * item, stream)
                 continue
-            run = SPOT_ELEMENTS // SPOT_RUNS
-            for r in range(SPOT_RUNS):
-                copy(dst + r * run * item, base + int(positions[r * run]) * item, run * item, stream)
+            step = SPOT_ELEMENTS // SPOT_RUNS * item
+            for r, start in enumerate(starts.tolist()):
+                copy(dst + r * step, base + start * item, step, stream)
         self.calls.put(at, (source, call, kept))
 
     def collect(self) -> list[tuple[int, str, dict[str, SpotSample]]]:
@@ -387,9 +400,17 @@ class DeviceSpots:
             host[name] = np.empty((count, min(size, SPOT_ELEMENTS)), dtype)
             if count:
                 self.gpu.cuda.memcpy_dtoh(host[name], self.buffers[name])
+
+        def positions(starts: np.ndarray | None) -> np.ndarray | None:
+            return None if starts is None else runs_positions(starts)
+
         return [
-            (source, call, {name: SpotSample(positions[name], host[name][at]) for name in self.outputs})
-            for at, (source, call, positions) in enumerate(self.calls.kept)
+            (
+                source,
+                call,
+                {name: SpotSample(positions(starts[name]), host[name][at]) for name in self.outputs},
+            )
+            for at, (source, call, starts) in enumerate(self.calls.kept)
         ]
 
     def free(self) -> None:
