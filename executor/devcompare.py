@@ -74,8 +74,23 @@ REGRAPH_EXACT(regraph_exact_b1, unsigned char)
 REGRAPH_EXACT(regraph_exact_b4, unsigned int)
 REGRAPH_EXACT(regraph_exact_b8, unsigned long long)
 
+// A kernel launch's spot sample (executor.worker.gpu.DeviceSpots, option kernel_spot_gather): block r
+// copies run r, `run` bytes from byte offset s<r> of `src`, to dst + r * run. One launch instead of
+// one copy per run.
+__global__ void regraph_spot_gather(unsigned char* dst, const unsigned char* src, unsigned long long run,
+                                    unsigned long long s0, unsigned long long s1, unsigned long long s2,
+                                    unsigned long long s3, unsigned long long s4, unsigned long long s5,
+                                    unsigned long long s6, unsigned long long s7) {
+  const unsigned long long starts[8] = {s0, s1, s2, s3, s4, s5, s6, s7};
+  const unsigned long long from = starts[blockIdx.x], to = blockIdx.x * run;
+  for (unsigned long long i = threadIdx.x; i < run; i += blockDim.x) dst[to + i] = src[from + i];
+}
+
 }
 """
+
+# Runs that regraph_spot_gather copies in one launch (one block each).
+GATHER_RUNS = 8
 
 
 def compare_source() -> str:
@@ -109,6 +124,7 @@ class DeviceComparer:
         # Inside reusing(): each reference array uploaded so far, by id (the array kept with it, so
         # that the id is not reused), and its device copy; None outside.
         self._kept: dict[int, tuple[np.ndarray, Any]] | None = None
+        self._gather: Any = None  # regraph_spot_gather, prepared on first use
 
     def _kernel(self, name: str) -> Any:
         if name not in self.kernels:
@@ -192,6 +208,19 @@ class DeviceComparer:
         count = np.zeros(1, dtype=np.uint64)
         cuda.memcpy_dtoh(count, self.counter)  # synchronous: waits for the kernel
         return int(count[0])
+
+    def gather(self, dst: int, src: int, starts: list[int], run: int, stream: Any) -> None:
+        """Enqueue on ``stream`` the copy of :data:`GATHER_RUNS` runs of ``run`` bytes each, from byte
+        offsets ``starts`` of device address ``src``, one after the other to device address ``dst``
+        (``regraph_spot_gather``: one launch where as many copies took a driver call each)."""
+        if len(starts) != GATHER_RUNS:
+            raise ValueError(f"a gather copies {GATHER_RUNS} runs, not {len(starts)}")
+        if self._gather is None:
+            self._gather = self._kernel("regraph_spot_gather")
+            self._gather.prepare("PPQ" + "Q" * GATHER_RUNS)
+        self._gather.prepared_async_call(
+            (GATHER_RUNS, 1), (THREADS, 1, 1), stream, int(dst), int(src), int(run), *starts
+        )
 
     def free(self) -> None:
         """Release the device buffers (the process's exit would too)."""

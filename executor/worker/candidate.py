@@ -644,6 +644,8 @@ class Worker:
                 # Nothing a candidate left on the device (a persisting-L2 window) times this one.
                 self.gpu.reset_timing_state()
             candidate.reset_timing_state()  # the candidate's own process's device, if any
+            if isinstance(candidate, GpuKernelRuntime) and self.comparer is not None:
+                candidate.spot_gather = self.comparer.gather  # option kernel_spot_gather
             stats, last = candidate.time(slots, opts)
             self.seconds["timing_trials"] = time.perf_counter() - t0
             if "warmup" in last:  # kernel tasks: the part of the trials spent warming up

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from executor.checking import measure_batched, timing_stats
+from executor.devcompare import GATHER_RUNS
 from executor.errors import ExecutorError
 from executor.inputs import InputSet
 from executor.protocol import EvaluationOptions
@@ -307,6 +308,8 @@ class GpuContext:
 # A kernel launch's spot sample (kernel_spot_checks): SPOT_ELEMENTS elements of each output, copied on
 # the device in this many runs of consecutive elements, each at its own random place.
 SPOT_RUNS = 8
+# DeviceSpots' one-launch copy of a sample's runs: (dst, src, byte offsets of the runs, run bytes, stream).
+SpotGather = Callable[[int, int, list[int], int, Any], None]
 
 
 def spot_positions(size: int, rng: np.random.Generator) -> np.ndarray | None:
@@ -347,10 +350,19 @@ class DeviceSpots:
     """
 
     def __init__(
-        self, gpu: GpuContext, task: FunctionTask | KernelTask, shapes: dict[str, np.ndarray]
+        self,
+        gpu: GpuContext,
+        task: FunctionTask | KernelTask,
+        shapes: dict[str, np.ndarray],
+        gather: SpotGather | None = None,
     ) -> None:
-        """``shapes``: an array shaped like each output at the timing size (a source's)."""
+        """``shapes``: an array shaped like each output at the timing size (a source's). ``gather``
+        (option ``kernel_spot_gather``; :meth:`executor.devcompare.DeviceComparer.gather`): a launch's
+        runs of an output copied by one kernel launch instead of one driver call each; on the H200 a
+        driver call from this process took some 40-50 us of the host's side of a trial under the
+        ``long`` queue's load (session 28), and the copies made trials host-bound."""
         self.gpu, self.rng = gpu, np.random.default_rng(secrets.randbits(128))
+        self.gather = gather if SPOT_RUNS == GATHER_RUNS else None
         self.calls: CallSamples[tuple[int, str, dict[str, np.ndarray | None]]] = CallSamples(
             self.rng, SPOT_CALLS
         )
@@ -388,6 +400,9 @@ class DeviceSpots:
                 copy(dst, base, size * item, stream)
                 continue
             step = SPOT_ELEMENTS // SPOT_RUNS * item
+            if self.gather is not None:
+                self.gather(dst, base, [start * item for start in starts.tolist()], step, stream)
+                continue
             for r, start in enumerate(starts.tolist()):
                 copy(dst + r * step, base + start * item, step, stream)
         self.calls.put(at, (source, call, kept))
@@ -599,6 +614,9 @@ class GpuKernelRuntime(Runtime):
         finally:
             self.free(outputs)
 
+    # The comparison module's gather (executor.devcompare.DeviceComparer.gather), set by the worker
+    # where it has one; used by the spot samples with option kernel_spot_gather.
+    spot_gather: SpotGather | None = None
     gate: LaunchGate | None = None
     gate_off: str | None = None  # why the trials ran without a gate (None: gated, or not asked for)
 
@@ -684,8 +702,11 @@ class GpuKernelRuntime(Runtime):
         # warm-up's set, the last source, is never timed: counting it (review 22b) grouped the samples
         # by 4 where the trials rotate over 3, so the stop rule's within-set spread mixed the sets.
         policy = dataclasses.replace(options.trial_policy(device_timed=True), groups=slots.timed)
+        gather = self.spot_gather if options.kernel_spot_gather else None
         spots = (
-            DeviceSpots(self.gpu, self.task, slots.sources[0].arrays) if options.kernel_spot_checks else None
+            DeviceSpots(self.gpu, self.task, slots.sources[0].arrays, gather)
+            if options.kernel_spot_checks
+            else None
         )
         try:
             samples, stop = measure_batched(run_batch, policy, MAX_BATCH, warmup)
