@@ -24,6 +24,7 @@ KERNELS = {
     "regraph_exact_b1",
     "regraph_exact_b4",
     "regraph_exact_b8",
+    "regraph_spot_gather",  # not a comparison: the spot samples' copy (option kernel_spot_gather)
 }
 
 
