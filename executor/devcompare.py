@@ -154,7 +154,10 @@ class DeviceComparer:
         finally:
             kept, self._kept = self._kept, None
             for _, buf in kept.values():
-                buf.free()
+                # After a fault the context is gone (and the process's exit frees them): that
+                # failure, already raised in the block, is the verdict, not this one.
+                with contextlib.suppress(self.cuda.Error):
+                    buf.free()
 
     def _reference(self, expected: np.ndarray) -> Any:
         """A device buffer holding ``expected``: its own copy inside :meth:`reusing` (uploaded on its

@@ -146,3 +146,17 @@ def test_the_copies_are_freed_when_a_check_in_the_block_fails() -> None:
     before = driver.uploads
     assert comparer.failures(RULE, "float32", outputs[0][1], 5000, refs[0]) == 0
     assert driver.uploads == before + 1  # outside a block again: uploaded
+
+
+def test_a_free_that_fails_after_a_fault_does_not_hide_the_fault(monkeypatch: pytest.MonkeyPatch) -> None:
+    driver = HostDriver()
+    comparer = DeviceComparer(driver, "compare.cubin")
+    refs, outputs = _copies(driver)
+
+    def broken_free(self: HostDriver.Allocation) -> None:
+        raise HostDriver.Error("an illegal address was encountered")
+
+    with pytest.raises(RuntimeError, match="the check's own failure"), comparer.reusing():
+        comparer.failures(RULE, "float32", outputs[0][1], 5000, refs[0])
+        monkeypatch.setattr(HostDriver.Allocation, "free", broken_free)
+        raise RuntimeError("the check's own failure")
