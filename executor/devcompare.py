@@ -212,15 +212,28 @@ class DeviceComparer:
         cuda.memcpy_dtoh(count, self.counter)  # synchronous: waits for the kernel
         return int(count[0])
 
+    def spot_gather(self) -> Any:
+        """:meth:`gather`, or None when its kernel cannot be readied in this context (the spot samples
+        are then copied run by run, as without the option; a module built before the kernel existed
+        lacks it)."""
+        if self._gather is None:
+            try:
+                function = self._kernel("regraph_spot_gather")
+                function.prepare("PPQ" + "Q" * GATHER_RUNS)
+            except (self.cuda.Error, AttributeError):
+                return None
+            self._gather = function
+        return self.gather
+
     def gather(self, dst: int, src: int, starts: list[int], run: int, stream: Any) -> None:
         """Enqueue on ``stream`` the copy of :data:`GATHER_RUNS` runs of ``run`` bytes each, from byte
         offsets ``starts`` of device address ``src``, one after the other to device address ``dst``
-        (``regraph_spot_gather``: one launch where as many copies took a driver call each)."""
+        (``regraph_spot_gather``: one launch where as many copies took a driver call each). Only once
+        :meth:`spot_gather` has readied it."""
         if len(starts) != GATHER_RUNS:
             raise ValueError(f"a gather copies {GATHER_RUNS} runs, not {len(starts)}")
         if self._gather is None:
-            self._gather = self._kernel("regraph_spot_gather")
-            self._gather.prepare("PPQ" + "Q" * GATHER_RUNS)
+            raise RuntimeError("the gather kernel is not readied: call spot_gather() first")
         self._gather.prepared_async_call(
             (GATHER_RUNS, 1), (THREADS, 1, 1), stream, int(dst), int(src), int(run), *starts
         )

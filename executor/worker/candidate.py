@@ -644,8 +644,12 @@ class Worker:
                 # Nothing a candidate left on the device (a persisting-L2 window) times this one.
                 self.gpu.reset_timing_state()
             candidate.reset_timing_state()  # the candidate's own process's device, if any
-            if isinstance(candidate, GpuKernelRuntime) and self.comparer is not None:
-                candidate.spot_gather = self.comparer.gather  # option kernel_spot_gather
+            if (
+                isinstance(candidate, GpuKernelRuntime)
+                and self.comparer is not None
+                and opts.kernel_spot_gather
+            ):
+                candidate.spot_gather = self.comparer.spot_gather()  # None: copied run by run
             stats, last = candidate.time(slots, opts)
             self.seconds["timing_trials"] = time.perf_counter() - t0
             if "warmup" in last:  # kernel tasks: the part of the trials spent warming up

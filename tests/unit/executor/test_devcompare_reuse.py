@@ -60,7 +60,8 @@ class HostDriver:
         return self
 
     def get_function(self, name: str) -> Any:
-        assert name == "regraph_tolerance_f32", name
+        if name != "regraph_tolerance_f32":  # pycuda: a LogicError (a driver Error) for a missing name
+            raise HostDriver.Error(f"cuModuleGetFunction failed: named symbol not found ({name})")
 
         def kernel(got: Any, ref: Any, n: Any, atol: Any, rtol: Any, count: Any, **launch: Any) -> None:
             a = got.bytes[: 4 * int(n)].view(np.float32)
@@ -160,3 +161,12 @@ def test_a_free_that_fails_after_a_fault_does_not_hide_the_fault(monkeypatch: py
         comparer.failures(RULE, "float32", outputs[0][1], 5000, refs[0])
         monkeypatch.setattr(HostDriver.Allocation, "free", broken_free)
         raise RuntimeError("the check's own failure")
+
+
+def test_without_the_gather_kernel_the_spot_samples_are_copied_run_by_run() -> None:
+    """A comparison module without ``regraph_spot_gather`` (built from an older source): no gather,
+    so option ``kernel_spot_gather`` falls back to the copies instead of failing the candidate."""
+    comparer = DeviceComparer(HostDriver(), "compare.cubin")
+    assert comparer.spot_gather() is None
+    with pytest.raises(RuntimeError, match="not readied"):
+        comparer.gather(0, 0, [0] * 8, 16, None)
