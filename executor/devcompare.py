@@ -18,6 +18,8 @@ candidate compiler and its cache) and loaded by each candidate worker while it p
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -72,8 +74,23 @@ REGRAPH_EXACT(regraph_exact_b1, unsigned char)
 REGRAPH_EXACT(regraph_exact_b4, unsigned int)
 REGRAPH_EXACT(regraph_exact_b8, unsigned long long)
 
+// A kernel launch's spot sample (executor.worker.gpu.DeviceSpots, option kernel_spot_gather): block r
+// copies run r, `run` bytes from byte offset s<r> of `src`, to dst + r * run. One launch instead of
+// one copy per run.
+__global__ void regraph_spot_gather(unsigned char* dst, const unsigned char* src, unsigned long long run,
+                                    unsigned long long s0, unsigned long long s1, unsigned long long s2,
+                                    unsigned long long s3, unsigned long long s4, unsigned long long s5,
+                                    unsigned long long s6, unsigned long long s7) {
+  const unsigned long long starts[8] = {s0, s1, s2, s3, s4, s5, s6, s7};
+  const unsigned long long from = starts[blockIdx.x], to = blockIdx.x * run;
+  for (unsigned long long i = threadIdx.x; i < run; i += blockDim.x) dst[to + i] = src[from + i];
+}
+
 }
 """
+
+# Runs that regraph_spot_gather copies in one launch (one block each).
+GATHER_RUNS = 8
 
 
 def compare_source() -> str:
@@ -104,6 +121,10 @@ class DeviceComparer:
         self.counter = cuda.mem_alloc(8)
         self.scratch: Any = None
         self.scratch_bytes = 0
+        # Inside reusing(): each reference array uploaded so far, by id (the array kept with it, so
+        # that the id is not reused), and its device copy; None outside.
+        self._kept: dict[int, tuple[np.ndarray, Any]] | None = None
+        self._gather: Any = None  # regraph_spot_gather, prepared on first use
 
     def _kernel(self, name: str) -> Any:
         if name not in self.kernels:
@@ -119,6 +140,46 @@ class DeviceComparer:
             self.scratch_bytes = nbytes
         return self.scratch
 
+    @contextlib.contextmanager
+    def reusing(self) -> Iterator[None]:
+        """Within the block, a reference array passed again (the same object) is not uploaded again:
+        each gets a device copy of its own on its first use, freed when the block ends (without device
+        memory for one, the scratch buffer and an upload per use, as outside the block). For the
+        checks after a kernel's trials (``Worker.check_timed_calls``: the last launch on every rotated
+        copy, two copies per timing set), between which no candidate code runs: on the H200 each
+        upload of a timing-size reference took about 15 ms of the GPU turn (session 28)."""
+        self._kept = {}
+        try:
+            yield
+        finally:
+            kept, self._kept = self._kept, None
+            for _, buf in kept.values():
+                # After a fault the context is gone (and the process's exit frees them): that
+                # failure, already raised in the block, is the verdict, not this one.
+                with contextlib.suppress(self.cuda.Error):
+                    buf.free()
+
+    def _reference(self, expected: np.ndarray) -> Any:
+        """A device buffer holding ``expected``: its own copy inside :meth:`reusing` (uploaded on its
+        first use), else the scratch buffer, uploaded now; raises the driver's MemoryError when
+        neither fits."""
+        cuda = self.cuda
+        if self._kept is not None:
+            entry = self._kept.get(id(expected))
+            if entry is not None and entry[0] is expected:
+                return entry[1]
+            try:
+                own = cuda.mem_alloc(max(expected.nbytes, 1))
+            except cuda.MemoryError:
+                own = None
+            if own is not None:
+                cuda.memcpy_htod(own, np.ascontiguousarray(expected))
+                self._kept[id(expected)] = (expected, own)
+                return own
+        reference = self._scratch(expected.nbytes)
+        cuda.memcpy_htod(reference, np.ascontiguousarray(expected))
+        return reference
+
     def failures(
         self, rule: CompareRule, dtype: DType, got: Any, got_elements: int, expected: np.ndarray
     ) -> int | None:
@@ -132,10 +193,9 @@ class DeviceComparer:
             return 0
         cuda = self.cuda
         try:
-            reference = self._scratch(expected.nbytes)
+            reference = self._reference(expected)
         except cuda.MemoryError:  # the candidate's buffers leave no room: the host decides
             return None
-        cuda.memcpy_htod(reference, np.ascontiguousarray(expected))
         cuda.memset_d32(self.counter, 0, 2)
         blocks = min(MAX_BLOCKS, -(-got_elements // THREADS))
         self._kernel(name)(
@@ -151,6 +211,32 @@ class DeviceComparer:
         count = np.zeros(1, dtype=np.uint64)
         cuda.memcpy_dtoh(count, self.counter)  # synchronous: waits for the kernel
         return int(count[0])
+
+    def spot_gather(self) -> Any:
+        """:meth:`gather`, or None when its kernel cannot be readied in this context (the spot samples
+        are then copied run by run, as without the option; a module built before the kernel existed
+        lacks it)."""
+        if self._gather is None:
+            try:
+                function = self._kernel("regraph_spot_gather")
+                function.prepare("PPQ" + "Q" * GATHER_RUNS)
+            except (self.cuda.Error, AttributeError):
+                return None
+            self._gather = function
+        return self.gather
+
+    def gather(self, dst: int, src: int, starts: list[int], run: int, stream: Any) -> None:
+        """Enqueue on ``stream`` the copy of :data:`GATHER_RUNS` runs of ``run`` bytes each, from byte
+        offsets ``starts`` of device address ``src``, one after the other to device address ``dst``
+        (``regraph_spot_gather``: one launch where as many copies took a driver call each). Only once
+        :meth:`spot_gather` has readied it."""
+        if len(starts) != GATHER_RUNS:
+            raise ValueError(f"a gather copies {GATHER_RUNS} runs, not {len(starts)}")
+        if self._gather is None:
+            raise RuntimeError("the gather kernel is not readied: call spot_gather() first")
+        self._gather.prepared_async_call(
+            (GATHER_RUNS, 1), (THREADS, 1, 1), stream, int(dst), int(src), int(run), *starts
+        )
 
     def free(self) -> None:
         """Release the device buffers (the process's exit would too)."""

@@ -207,6 +207,12 @@ class EvaluationOptions(BaseModel):
         description="kernel tasks: copy a sample of every timed launch's outputs on the device and check "
         "them after the trials, as function tasks' timed calls are (executor.worker.gpu.DeviceSpots)",
     )
+    kernel_spot_gather: bool = Field(
+        default=False,
+        description="kernel tasks with kernel_spot_checks and compare_on_device: copy a launch's sample "
+        "of each output (8 runs) with one launch of a gather kernel instead of 8 driver calls, which made "
+        "the trials host-bound on the H200 (+0.3 ms a trial; session 28); the same runs, drawn alike",
+    )
 
     parent_ms: float | None = Field(
         default=None,

@@ -30,7 +30,9 @@
 # A run named pairs... is this tree with the stop rule over repeat pairs on (`repeat_pairs: 5`, session
 # 23: noise and median over the repeat visits from 10 trials; off by default until this A/B). A run named
 # c2p5... is this tree with one host copy per timing set and the repeat-pair rule (`host_rotate_buffers:
-# 2, repeat_pairs: 5`, session 25: bench/probes/stop_rule_causes.py).
+# 2, repeat_pairs: 5`, session 25: bench/probes/stop_rule_causes.py). A run named kgather... is this
+# tree with a kernel launch's spot sample copied by one gather launch instead of 8 driver calls
+# (`kernel_spot_gather: true`, session 28: the copies made kernel trials host-bound, +0.3 ms a trial).
 # Knobs: ORDER, AB_SECONDS, SCALE_SECONDS (0: no scaling step), STEADY_AFTER, SEED, DEADLINE_S (540),
 # QUEUE_KIND: `long` (the default, above) or `first` (session 20: every task, one correct candidate and
 # one failing one each, no hangs, so that nearly every verdict is its task's first evaluation, with the
@@ -159,6 +161,7 @@ for name in ${ORDER:-new base new2}; do
     kspots*) ab_run "$name" new '{"kernel_spot_checks": true}' ;;
     pairs*) ab_run "$name" new '{"repeat_pairs": 5}' ;;
     c2p5*) ab_run "$name" new '{"host_rotate_buffers": 2, "repeat_pairs": 5}' ;;
+    kgather*) ab_run "$name" new '{"kernel_spot_gather": true}' ;;
     base*) ab_run "$name" base ;;
     *) echo "unknown run $name" | tee -a "$RES/notes.txt" ;;
   esac

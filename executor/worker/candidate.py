@@ -706,6 +706,12 @@ class Worker:
                 # Nothing a candidate left on the device (a persisting-L2 window) times this one.
                 self.gpu.reset_timing_state()
             candidate.reset_timing_state()  # the candidate's own process's device, if any
+            if (
+                isinstance(candidate, GpuKernelRuntime)
+                and self.comparer is not None
+                and opts.kernel_spot_gather
+            ):
+                candidate.spot_gather = self.comparer.spot_gather()  # None: copied run by run
             stats, last = candidate.time(slots, opts)
             self.seconds["timing_trials"] = time.perf_counter() - t0
             if "warmup" in last:  # kernel tasks: the part of the trials spent warming up
@@ -805,22 +811,25 @@ class Worker:
         else:  # a runtime that reports only its last trial
             checks = [(last["set"], "the last timed call", last.get("device_outputs", last.get("outputs")))]
         expected_for = functools.cache(self.timing_expected)  # each source's read (or computed) once
-
-        for source, call, outputs in checks:
-            inputs, expected = sources[source], expected_for(source)
-            try:
-                if isinstance(candidate, GpuKernelRuntime):
-                    self.check_device_outputs(candidate, inputs, outputs, expected)
-                else:
-                    self.check(inputs, outputs, expected)
-            except CandidateFailed as e:
-                mismatch, what = e.mismatch, str(e)
-                if self.sets_withheld and mismatch is not None:
-                    mismatch = withheld(mismatch)
-                    what = withheld_message(mismatch)
-                raise CandidateFailed(
-                    e.kind, f"{call} (on timing set {source + 1} of {len(sources)}): {what}", mismatch
-                ) from e
+        # A kernel's copies of one set are checked against one upload of its reference (the trials
+        # are over: no candidate code runs between these checks).
+        reusing = self.comparer.reusing() if self.comparer is not None else contextlib.nullcontext()
+        with reusing:
+            for source, call, outputs in checks:
+                inputs, expected = sources[source], expected_for(source)
+                try:
+                    if isinstance(candidate, GpuKernelRuntime):
+                        self.check_device_outputs(candidate, inputs, outputs, expected)
+                    else:
+                        self.check(inputs, outputs, expected)
+                except CandidateFailed as e:
+                    mismatch, what = e.mismatch, str(e)
+                    if self.sets_withheld and mismatch is not None:
+                        mismatch = withheld(mismatch)
+                        what = withheld_message(mismatch)
+                    raise CandidateFailed(
+                        e.kind, f"{call} (on timing set {source + 1} of {len(sources)}): {what}", mismatch
+                    ) from e
         for source, call, sample in last.get("spot_checks", []):
             self.check_spot(sources[source], sample, expected_for(source), call, source, len(sources))
 

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from executor.checking import measure_batched, timing_stats
+from executor.devcompare import GATHER_RUNS
 from executor.errors import ExecutorError
 from executor.inputs import InputSet
 from executor.protocol import EvaluationOptions
@@ -352,6 +353,8 @@ class GpuContext:
 # A kernel launch's spot sample (kernel_spot_checks): SPOT_ELEMENTS elements of each output, copied on
 # the device in this many runs of consecutive elements, each at its own random place.
 SPOT_RUNS = 8
+# DeviceSpots' one-launch copy of a sample's runs: (dst, src, byte offsets of the runs, run bytes, stream).
+SpotGather = Callable[[int, int, list[int], int, Any], None]
 
 
 def spot_positions(size: int, rng: np.random.Generator) -> np.ndarray | None:
@@ -359,11 +362,22 @@ def spot_positions(size: int, rng: np.random.Generator) -> np.ndarray | None:
     :data:`SPOT_RUNS` runs of ``SPOT_ELEMENTS // SPOT_RUNS`` consecutive elements, each starting at a
     place drawn by ``rng`` (runs may overlap); None for an output no larger than
     :data:`SPOT_ELEMENTS`, which is copied whole."""
-    run = SPOT_ELEMENTS // SPOT_RUNS
+    starts = spot_starts(size, rng)
+    return None if starts is None else runs_positions(starts)
+
+
+def spot_starts(size: int, rng: np.random.Generator) -> np.ndarray | None:
+    """Where :func:`spot_positions`' runs start (:data:`SPOT_RUNS` places drawn by ``rng``), or None
+    for an output no larger than :data:`SPOT_ELEMENTS`."""
     if size <= SPOT_ELEMENTS:
         return None
-    starts = rng.integers(0, size - run + 1, SPOT_RUNS)
-    return (starts[:, None] + np.arange(run)).reshape(-1)
+    return rng.integers(0, size - SPOT_ELEMENTS // SPOT_RUNS + 1, SPOT_RUNS)
+
+
+def runs_positions(starts: np.ndarray) -> np.ndarray:
+    """The flat positions of the runs of ``SPOT_ELEMENTS // SPOT_RUNS`` elements that start at
+    ``starts``, run after run."""
+    return (starts[:, None] + np.arange(SPOT_ELEMENTS // SPOT_RUNS)).reshape(-1)
 
 
 class DeviceSpots:
@@ -381,10 +395,19 @@ class DeviceSpots:
     """
 
     def __init__(
-        self, gpu: GpuContext, task: FunctionTask | KernelTask, shapes: dict[str, np.ndarray]
+        self,
+        gpu: GpuContext,
+        task: FunctionTask | KernelTask,
+        shapes: dict[str, np.ndarray],
+        gather: SpotGather | None = None,
     ) -> None:
-        """``shapes``: an array shaped like each output at the timing size (a source's)."""
+        """``shapes``: an array shaped like each output at the timing size (a source's). ``gather``
+        (option ``kernel_spot_gather``; :meth:`executor.devcompare.DeviceComparer.gather`): a launch's
+        runs of an output copied by one kernel launch instead of one driver call each; on the H200 a
+        driver call from this process took some 40-50 us of the host's side of a trial under the
+        ``long`` queue's load (session 28), and the copies made trials host-bound."""
         self.gpu, self.rng = gpu, np.random.default_rng(secrets.randbits(128))
+        self.gather = gather if SPOT_RUNS == GATHER_RUNS else None
         self.calls: CallSamples[tuple[int, str, dict[str, np.ndarray | None]]] = CallSamples(
             self.rng, SPOT_CALLS
         )
@@ -411,17 +434,22 @@ class DeviceSpots:
         if at is None or not self.outputs:
             return
         copy = self.gpu.cuda.memcpy_dtod_async
+        # Only the runs' starts are kept here (their positions are spelled out by collect(), after the
+        # trials): this runs between launches, on the host's side of a trial.
         kept: dict[str, np.ndarray | None] = {}
         for name, (size, dtype) in self.outputs.items():
             item, base = dtype.itemsize, int(buffers[name])
             dst = int(self.buffers[name]) + at * min(size, SPOT_ELEMENTS) * item
-            positions = kept[name] = spot_positions(size, self.rng)
-            if positions is None:
+            starts = kept[name] = spot_starts(size, self.rng)
+            if starts is None:
                 copy(dst, base, size * item, stream)
                 continue
-            run = SPOT_ELEMENTS // SPOT_RUNS
-            for r in range(SPOT_RUNS):
-                copy(dst + r * run * item, base + int(positions[r * run]) * item, run * item, stream)
+            step = SPOT_ELEMENTS // SPOT_RUNS * item
+            if self.gather is not None:
+                self.gather(dst, base, [start * item for start in starts.tolist()], step, stream)
+                continue
+            for r, start in enumerate(starts.tolist()):
+                copy(dst + r * step, base + start * item, step, stream)
         self.calls.put(at, (source, call, kept))
 
     def collect(self) -> list[tuple[int, str, dict[str, SpotSample]]]:
@@ -432,9 +460,17 @@ class DeviceSpots:
             host[name] = np.empty((count, min(size, SPOT_ELEMENTS)), dtype)
             if count:
                 self.gpu.cuda.memcpy_dtoh(host[name], self.buffers[name])
+
+        def positions(starts: np.ndarray | None) -> np.ndarray | None:
+            return None if starts is None else runs_positions(starts)
+
         return [
-            (source, call, {name: SpotSample(positions[name], host[name][at]) for name in self.outputs})
-            for at, (source, call, positions) in enumerate(self.calls.kept)
+            (
+                source,
+                call,
+                {name: SpotSample(positions(starts[name]), host[name][at]) for name in self.outputs},
+            )
+            for at, (source, call, starts) in enumerate(self.calls.kept)
         ]
 
     def free(self) -> None:
@@ -625,6 +661,9 @@ class GpuKernelRuntime(Runtime):
         finally:
             self.free(outputs)
 
+    # The comparison module's gather (executor.devcompare.DeviceComparer.gather), set by the worker
+    # where it has one; used by the spot samples with option kernel_spot_gather.
+    spot_gather: SpotGather | None = None
     gate: LaunchGate | None = None
     gate_off: str | None = None  # why the trials ran without a gate (None: gated, or not asked for)
 
@@ -710,8 +749,11 @@ class GpuKernelRuntime(Runtime):
         # warm-up's set, the last source, is never timed: counting it (review 22b) grouped the samples
         # by 4 where the trials rotate over 3, so the stop rule's within-set spread mixed the sets.
         policy = dataclasses.replace(options.trial_policy(device_timed=True), groups=slots.timed)
+        gather = self.spot_gather if options.kernel_spot_gather else None
         spots = (
-            DeviceSpots(self.gpu, self.task, slots.sources[0].arrays) if options.kernel_spot_checks else None
+            DeviceSpots(self.gpu, self.task, slots.sources[0].arrays, gather)
+            if options.kernel_spot_checks
+            else None
         )
         try:
             samples, stop = measure_batched(run_batch, policy, MAX_BATCH, warmup)

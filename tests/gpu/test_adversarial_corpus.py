@@ -147,6 +147,35 @@ def test_kernel_launches_skimmed_between_the_checked_ones_fail_a_spot_check(eval
     assert control.passed, (control.stage, control.message)
 
 
+def test_kernel_launches_skimmed_between_the_checked_ones_fail_the_gathered_spot_check(
+    evaluator: Evaluator,
+) -> None:
+    """The same with option ``kernel_spot_gather`` (a launch's sample copied by one gather launch
+    instead of one copy per run, session 28): the skimming kernel fails a spot check, the honest one
+    passes."""
+    spots = QUICK.model_copy(
+        update={
+            "min_trials": 150,
+            "max_trials": 150,
+            "max_timing_s": 120.0,
+            "physical_floor": False,
+            "rotate_buffers": 3,
+            "timing_sets": 2,
+            "kernel_spot_gather": True,
+        }
+    )
+    skim = CandidateSource(source=(CORPUS / "skim_launches_between_checks.cu").read_text())
+    honest = CandidateSource(source=(CORPUS / "k_honest.cu").read_text())
+    verdict = evaluator.evaluate(_task("block_sum"), skim, spots)
+    assert not verdict.passed and str(verdict.error) in ("wrong_output", "unwritten_output"), (
+        verdict.stage,
+        verdict.message,
+    )
+    assert verdict.stage == "timing" and "spot check" in verdict.message, verdict.message
+    control = evaluator.evaluate(_task("block_sum"), honest, spots)
+    assert control.passed, (control.stage, control.message)
+
+
 def test_a_value_keyed_memo_is_timed_like_the_honest_code(evaluator: Evaluator) -> None:
     task = _task("big_saxpy")
     honest = evaluator.evaluate(task, CandidateSource(source=(CORPUS / "fn_honest.cu").read_text()), QUICK)

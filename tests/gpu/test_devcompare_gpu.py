@@ -163,3 +163,58 @@ def test_without_device_memory_for_the_reference_the_host_decides(comparer: Devi
         assert comparer.failures(CompareRule(), "float32", got, values.size, values) == 0
     finally:
         got.free()
+
+
+def test_the_spot_gather_copies_each_run_from_its_byte_offset(comparer: DeviceComparer) -> None:
+    """``regraph_spot_gather`` (option ``kernel_spot_gather``): run r of ``run`` bytes from byte offset
+    ``starts[r]`` of the source lands at ``dst + r * run``, as the 8 copies it replaces put it."""
+    from executor.devcompare import GATHER_RUNS
+
+    cuda: Any = comparer.cuda
+    values = np.arange(1 << 20, dtype=np.float32)
+    src, dst = cuda.mem_alloc(values.nbytes), cuda.mem_alloc(GATHER_RUNS * 2048)
+    try:
+        cuda.memcpy_htod(src, values)
+        rng = np.random.default_rng(7)
+        for item, run in ((4, 2048), (4, 4), (8, 2048)):
+            starts = [
+                int(s) * item for s in rng.integers(0, values.nbytes // item - run // item, GATHER_RUNS)
+            ]
+            stream = cuda.Stream()
+            gather = comparer.spot_gather()
+            assert gather is not None
+            gather(int(dst), int(src), starts, run, stream)
+            stream.synchronize()
+            got = np.empty(GATHER_RUNS * run, np.uint8)
+            cuda.memcpy_dtoh(got, dst)
+            raw = values.view(np.uint8)
+            want = np.concatenate([raw[s : s + run] for s in starts])
+            assert np.array_equal(got, want), (item, run)
+    finally:
+        src.free()
+        dst.free()
+
+
+def test_checks_inside_reusing_judge_every_copy(comparer: DeviceComparer) -> None:
+    """Two sets' references, four copies' outputs (the third wrong in one element), checked inside
+    ``reusing()`` as after a kernel's trials: each copy judged against its own set."""
+    cuda: Any = comparer.cuda
+    rng = np.random.default_rng(9)
+    refs = [rng.standard_normal(300_001).astype(np.float32) for _ in range(2)]
+    bufs = []
+    try:
+        for j in range(4):
+            got = refs[j % 2].copy()
+            if j == 2:
+                got[12345] += 1.0
+            bufs.append(cuda.mem_alloc(got.nbytes))
+            cuda.memcpy_htod(bufs[-1], got)
+        rule = CompareRule(atol=1e-6, rtol=1e-6)
+        with comparer.reusing():
+            counts = [
+                comparer.failures(rule, "float32", b, refs[0].size, refs[j % 2]) for j, b in enumerate(bufs)
+            ]
+        assert counts == [0, 0, 1, 0]
+    finally:
+        for b in bufs:
+            b.free()

@@ -163,3 +163,47 @@ def test_a_larger_sorted_output_is_not_sampled_and_no_buffer_is_too_big() -> Non
     assert list(spots.outputs) == ["y"]
     with pytest.raises(CandidateFailed, match="spot-check buffers do not fit"):
         DeviceSpots(HostGpu(1 << 20), task, shapes)  # type: ignore[arg-type]
+
+
+def test_a_gather_copies_the_same_runs_in_one_call_per_output() -> None:
+    """Option ``kernel_spot_gather``: the runs of a launch's sample go through one call (here a stand-in
+    with the semantics of ``executor.devcompare``'s ``regraph_spot_gather``: run r from byte offset
+    ``starts[r]`` of the source to ``dst + r * run``), and the kept samples are the launch's values at
+    their positions, as with a copy per run. The real kernel runs in tests/gpu/test_devcompare_gpu.py."""
+    task = _task([("y", "float32", "n"), ("small", "int64", "10")])
+    shapes: dict[str, np.ndarray] = {"y": np.zeros(20000, np.float32), "small": np.zeros(10, np.int64)}
+    gpu = HostGpu(64 << 20)
+    calls: list[int] = []
+    copies = [0]
+    plain_copy = gpu.cuda.memcpy_dtod_async
+
+    def counted_copy(dst: Any, src: Any, nbytes: int, stream: Any) -> None:
+        copies[0] += 1
+        plain_copy(dst, src, nbytes, stream)
+
+    gpu.cuda.memcpy_dtod_async = counted_copy  # type: ignore[method-assign]
+
+    def gather(dst: int, src: int, starts: list[int], run: int, stream: Any) -> None:
+        calls.append(len(starts))
+        for r, start in enumerate(starts):
+            gpu.cuda.view(dst + r * run, run)[:] = gpu.cuda.view(src + start, run)
+
+    spots = DeviceSpots(gpu, task, shapes, gather)  # type: ignore[arg-type]
+    slots = [{name: gpu.cuda.mem_alloc(a.nbytes) for name, a in shapes.items()} for _ in range(2)]
+    for i in range(40):
+        j = i % 2
+        y = np.arange(20000, dtype=np.float32) * np.float32(1 + i)
+        gpu.cuda.view(slots[j]["y"], y.nbytes)[:] = y.view(np.uint8)
+        gpu.cuda.view(slots[j]["small"], 80)[:] = (np.arange(10, dtype=np.int64) + i).view(np.uint8)
+        spots.after_launch(slots[j], j, f"timed launch {i + 1}", stream=None)
+    assert calls == [SPOT_RUNS] * 40  # one gather per launch for the large output
+    assert copies[0] == 40  # and one plain copy for the small one, copied whole
+    kept = spots.collect()
+    assert len(kept) == 40
+    for _, call, sample in kept:
+        i = int(call.split()[-1]) - 1
+        positions = sample["y"].positions
+        assert positions is not None and positions.size == SPOT_ELEMENTS
+        y = np.arange(20000, dtype=np.float32) * np.float32(1 + i)
+        assert np.array_equal(sample["y"].values, y[positions])
+        assert np.array_equal(sample["small"].values, np.arange(10, dtype=np.int64) + i)
