@@ -1,4 +1,5 @@
-"""Session 28 (issue 28): an English word list for made-up words, and the tenth development set."""
+"""Session 28 (issue 28): an English word list for made-up words, camel case with acronyms, and the tenth
+development set."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import pytest
 
 from bench.probes.relabel_bench import OUTSIDE_DATA, load_outside_items
 from search.relabel.relabeler import RelabelPolicy, StepInput, common_words, strange_words
-from search.relabel.taxonomy import Taxonomy, content_tokens
+from search.relabel.taxonomy import Taxonomy, content_tokens, split_compound
 from tests.unit.search.test_relabel_precision import _check_development_set, _full_graph
 
 DEV10_DATA = OUTSIDE_DATA.with_name("dev10.jsonl")
@@ -99,3 +100,69 @@ def test_bad_input_is_still_queued_with_a_reason(
     choice = policy.choose(StepInput(name), policy.index(_full_graph(taxonomy)))
     assert choice.outcome == "undecided"
     assert any(f.startswith("name_unusable") for f in choice.flags), choice.flags
+
+
+# --- camel case with acronyms (`taxonomy.split_compound`, `_acronym_parts`) ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("word", "words"),
+    [
+        ("callCUBLASGemm", "call CUBLAS Gemm"),
+        ("stencilWithInlinePTX", "stencil With Inline PTX"),
+        ("copyWithTMA", "copy With TMA"),
+        ("VerifyGPUCode", "Verify GPU Code"),
+        ("HTTPServer", "HTTP Server"),
+        # camel case of whole words is read as before
+        ("HoistIfThenElse", "Hoist branch Then Else"),
+        ("cudaMallocHost", "cuda Malloc Host"),
+    ],
+)
+def test_camel_case_with_acronyms_is_split(word: str, words: str) -> None:
+    assert split_compound(word) == words
+
+
+@pytest.mark.parametrize(
+    "word",
+    # one word in mixed case, a word with a part of two letters or fewer, a word with digits
+    [
+        "SpMV",
+        "tex2D",
+        "cuBLAS",
+        "GPUs",
+        "APIs",
+        "PCIe",
+        "NVLink",
+        "OpenMP",
+        "FP16Demote",
+        "bf16TensorCoreGemm",
+    ],
+)
+def test_one_word_in_mixed_case_stays_whole(word: str) -> None:
+    assert split_compound(word) == word
+
+
+@pytest.mark.parametrize(
+    ("name", "technique"),
+    [
+        ("callCUBLASGemm", "Vendor library offload"),
+        ("stencilWithInlinePTX", "Inline PTX"),
+        ("copyWithTMA", "Tensor Memory Accelerator"),
+    ],
+)
+def test_an_identifier_with_an_acronym_merges_by_its_words(
+    policy: RelabelPolicy, taxonomy: Taxonomy, name: str, technique: str
+) -> None:
+    """A program's or a log's identifier that joins words with an acronym ("callCUBLASGemm") is read as
+    its words; it was one opaque word before and became a new technique."""
+    choice = policy.choose(StepInput(name), policy.index(_full_graph(taxonomy)))
+    assert (choice.outcome, choice.technique) == ("merge", technique), choice
+
+
+def test_a_type_tag_joined_to_a_verb_is_not_read_as_the_type(
+    policy: RelabelPolicy, taxonomy: Taxonomy
+) -> None:
+    """ "FP16Demote" stays one word: a precision's name joined to a verb may name the conversion as well
+    as the precision used, and merging it into reduced precision arithmetic would be a guess."""
+    choice = policy.choose(StepInput("FP16Demote"), policy.index(_full_graph(taxonomy)))
+    assert choice.outcome != "merge", choice
