@@ -227,12 +227,21 @@ def common_words() -> frozenset[str]:
     included), the keywords of C++ (`CPP_KEYWORDS`) and the whole-word entries of the embedding model's
     word-piece vocabulary (which holds a few technical words the list lacks).
 
-    Only the words are read, never their counts: a word a curator would look up is a word.
+    Only the words are read, never their counts: a word a curator would look up is a word. Without the
+    package (an installation that skipped the project's dependencies) the other two are the dictionary,
+    as before session 28, with a warning: more real words then queue as not understood, none merges.
     """
-    from spellchecker import SpellChecker  # imported here: its list loads once, when a "new" is checked
-
-    english = SpellChecker(language="en", distance=1).word_frequency.keys()
-    words = {w for w in english if w.isascii() and w.isalpha() and w.islower()} | CPP_KEYWORDS
+    words = set(CPP_KEYWORDS)
+    try:
+        from spellchecker import SpellChecker  # here: its list loads once, when a "new" is first checked
+    except ImportError:
+        logger.warning(
+            "pyspellchecker is not installed: made-up words are checked against the embedding model's "
+            "vocabulary only (install the project's dependencies)"
+        )
+    else:
+        english = SpellChecker(language="en", distance=1).word_frequency.keys()
+        words.update(w for w in english if w.isascii() and w.isalpha() and w.islower())
     try:
         path = default_model_path() / "vocab.txt"
         words.update(w for w in path.read_text(encoding="utf-8").splitlines() if w.isalpha() and w.islower())

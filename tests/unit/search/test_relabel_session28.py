@@ -3,6 +3,9 @@ development set."""
 
 from __future__ import annotations
 
+import logging
+import sys
+
 import pytest
 
 from bench.probes.relabel_bench import OUTSIDE_DATA, load_outside_items
@@ -166,3 +169,23 @@ def test_a_type_tag_joined_to_a_verb_is_not_read_as_the_type(
     as the precision used, and merging it into reduced precision arithmetic would be a guess."""
     choice = policy.choose(StepInput("FP16Demote"), policy.index(_full_graph(taxonomy)))
     assert choice.outcome != "merge", choice
+
+
+def test_without_the_word_list_the_vocabulary_is_the_dictionary(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An installation without pyspellchecker degrades to the dictionary before session 28 (with a
+    warning), rather than failing every "new" decision."""
+    monkeypatch.setitem(sys.modules, "spellchecker", None)  # an import of it raises ImportError
+    common_words.cache_clear()
+    try:
+        with caplog.at_level(logging.WARNING, logger="search.relabel.relabeler"):
+            words = common_words()
+        assert "superfluous" not in words
+        assert "struct" in words
+        assert "pyspellchecker is not installed" in caplog.text
+        assert strange_words("Zorbification of the inner loop", INNER_LOOP) == ["zorbification"]
+    finally:
+        common_words.cache_clear()
+    monkeypatch.undo()
+    assert "superfluous" in common_words()
