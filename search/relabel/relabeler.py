@@ -206,16 +206,48 @@ def name_problem(name: str) -> str | None:
     return None
 
 
+_CPP_KEYWORD_TEXT = """
+    alignas alignof and asm auto bitand bitor bool break case catch char class compl concept const
+    consteval constexpr constinit continue decltype default delete do double else enum explicit
+    export extern false float for friend goto if inline int long mutable namespace new noexcept not
+    nullptr operator or private protected public register requires return short signed sizeof static
+    struct switch template this throw true try typedef typeid typename union unsigned using virtual
+    void volatile while xor
+"""
+CPP_KEYWORDS: frozenset[str] = frozenset(_CPP_KEYWORD_TEXT.split())
+"""The keywords of C++ (CUDA C++'s own words; those with an underscore or a digit are identifiers
+anyway): names about code write them as words ("struct of arrays", "constexpr sizes"), and an English
+word list lacks some ("struct", "enum", "constexpr", "nullptr")."""
+
+
 @lru_cache(maxsize=1)
 def common_words() -> frozenset[str]:
-    """English (and common technical) words: the whole-word entries of the embedding model's word-piece
-    vocabulary (empty when the packaged model is not installed)."""
+    """English (and common technical) words: an English word list (`pyspellchecker`'s English word
+    frequency list, MIT: about 128,000 words in lower-case letters, inflected forms and names
+    included), the keywords of C++ (`CPP_KEYWORDS`) and the whole-word entries of the embedding model's
+    word-piece vocabulary (which holds a few technical words the list lacks).
+
+    Only the words are read, never their counts: a word a curator would look up is a word. Without the
+    package (an installation that skipped the project's dependencies) the other two are the dictionary,
+    as before session 28, with a warning: more real words then queue as not understood, none merges.
+    """
+    words = set(CPP_KEYWORDS)
+    try:
+        from spellchecker import SpellChecker  # here: its list loads once, when a "new" is first checked
+    except ImportError:
+        logger.warning(
+            "pyspellchecker is not installed: made-up words are checked against the embedding model's "
+            "vocabulary only (install the project's dependencies)"
+        )
+    else:
+        english = SpellChecker(language="en", distance=1).word_frequency.keys()
+        words.update(w for w in english if w.isascii() and w.isalpha() and w.islower())
     try:
         path = default_model_path() / "vocab.txt"
-        lines = path.read_text(encoding="utf-8").splitlines()
+        words.update(w for w in path.read_text(encoding="utf-8").splitlines() if w.isalpha() and w.islower())
     except (EmbeddingError, OSError):
-        return frozenset()
-    return frozenset(w for w in lines if w.isalpha() and w.islower())
+        pass
+    return frozenset(words)
 
 
 _SUFFIXES: tuple[str, ...] = (
@@ -249,6 +281,7 @@ _PREFIXES: tuple[str, ...] = (
     "re",
     "un",
     "de",
+    "en",
     "pre",
     "multi",
     "sub",

@@ -281,6 +281,27 @@ _CAMEL = re.compile(r"^(?:[a-z]+|[A-Z][a-z]+)(?:[A-Z][a-z]+)+$")
 """A word joined in camel case from words of at least two letters each ("loopUnrolling",
 "WarpShuffleReduce", "cudaMemcpyAsync"); "SoA", "SpMV" or "tex2D" are not."""
 _CAMEL_PART = re.compile(r"[A-Z]?[a-z]+")
+_CAMEL_ACRONYM_PART = re.compile(r"[A-Z][a-z]+|[a-z]+|[A-Z]+?(?=[A-Z][a-z]|$)")
+"""(session 28) The parts of a camel-case word that also holds acronyms: a capitalised or lower-case
+word, or a run of capitals ("CUBLAS", "PTX") up to the next capitalised word ("CUFFTPlan" -> "CUFFT",
+"Plan")."""
+
+
+def _acronym_parts(part: str) -> list[str] | None:
+    """The words of a camel-case `part` that joins words with acronyms ("matrixMulCUBLAS",
+    "inlinePTX", "simpleCUFFT"), or None when it is not one.
+
+    Letters only, and every part at least three letters long: one word written in mixed case stays
+    whole ("SoA", "SpMV", "cuBLAS", "GPUs", "APIs", "PCIe", "NVLink", "OpenMP"), and so does a word with
+    digits ("tex2D", "bf16TensorCoreGemm", "BF16Promote": a type or version tag joined to a verb may
+    name the operation on the type as well as the type used, so it is read as before, as one word).
+    """
+    if not part.isalpha() or part.isupper() or part.islower():
+        return None
+    pieces = _CAMEL_ACRONYM_PART.findall(part)
+    if len(pieces) < 2 or "".join(pieces) != part or any(len(piece) < 3 for piece in pieces):
+        return None
+    return pieces
 
 
 def split_compound(word: str, *, plurals: bool = False) -> str:
@@ -296,7 +317,10 @@ def split_compound(word: str, *, plurals: bool = False) -> str:
     parts = [p for p in word.split("_") if p] if "_" in word else [word]
     words: list[str] = []
     for part in parts:
-        words.extend(_CAMEL_PART.findall(part) if _CAMEL.match(part) else [part])
+        if _CAMEL.match(part):
+            words.extend(_CAMEL_PART.findall(part))
+        else:
+            words.extend(_acronym_parts(part) or [part])
     if len(words) <= 1:
         return shorthand(word.lower().strip("_"), plurals=plurals) or word
     return " ".join(ABBREVIATIONS.get(w.lower(), w) for w in words)
