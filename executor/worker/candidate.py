@@ -811,25 +811,31 @@ class Worker:
         else:  # a runtime that reports only its last trial
             checks = [(last["set"], "the last timed call", last.get("device_outputs", last.get("outputs")))]
         expected_for = functools.cache(self.timing_expected)  # each source's read (or computed) once
-        # A kernel's copies of one set are checked against one upload of its reference (the trials
-        # are over: no candidate code runs between these checks).
-        reusing = self.comparer.reusing() if self.comparer is not None else contextlib.nullcontext()
-        with reusing:
+
+        def check_one(source: int, call: str, outputs: Any) -> None:
+            inputs, expected = sources[source], expected_for(source)
+            try:
+                if isinstance(candidate, GpuKernelRuntime):
+                    self.check_device_outputs(candidate, inputs, outputs, expected)
+                else:
+                    self.check(inputs, outputs, expected)
+            except CandidateFailed as e:
+                mismatch, what = e.mismatch, str(e)
+                if self.sets_withheld and mismatch is not None:
+                    mismatch = withheld(mismatch)
+                    what = withheld_message(mismatch)
+                raise CandidateFailed(
+                    e.kind, f"{call} (on timing set {source + 1} of {len(sources)}): {what}", mismatch
+                ) from e
+
+        if self.comparer is not None and isinstance(candidate, GpuKernelRuntime):
+            # A kernel's copies set by set, each set's reference uploaded once for its copies and
+            # freed before the next set's (the trials are over: no candidate code runs between these
+            # checks).
+            self.comparer.check_each(checks, check_one)
+        else:
             for source, call, outputs in checks:
-                inputs, expected = sources[source], expected_for(source)
-                try:
-                    if isinstance(candidate, GpuKernelRuntime):
-                        self.check_device_outputs(candidate, inputs, outputs, expected)
-                    else:
-                        self.check(inputs, outputs, expected)
-                except CandidateFailed as e:
-                    mismatch, what = e.mismatch, str(e)
-                    if self.sets_withheld and mismatch is not None:
-                        mismatch = withheld(mismatch)
-                        what = withheld_message(mismatch)
-                    raise CandidateFailed(
-                        e.kind, f"{call} (on timing set {source + 1} of {len(sources)}): {what}", mismatch
-                    ) from e
+                check_one(source, call, outputs)
         for source, call, sample in last.get("spot_checks", []):
             self.check_spot(sources[source], sample, expected_for(source), call, source, len(sources))
 
