@@ -53,6 +53,7 @@ from executor.worker.gpu import (
     make_slots,
 )
 from executor.worker.host import (
+    DEFAULT_LOCK_MAX_BYTES,
     FunctionRuntime,
     HostFunctionRuntime,
     HostSlots,
@@ -351,24 +352,28 @@ class Worker:
         ):
             return None
         if self._page_locks is None:
-            locks = PageLocks()
+            cap = self.job.host_lock_max_bytes
+            max_bytes = DEFAULT_LOCK_MAX_BYTES if cap is None else cap
+            locks = PageLocks(max_bytes)
             if self.use_runner:
                 locks.fail("the candidate runs in a process of its own, on shared mappings: left pageable")
             elif self.job.runtime == "gpu" and self.gpu is None:
                 locks.fail("no CUDA context ahead of the job: left pageable")
             elif self.gpu is not None:
                 try:
-                    locks = RegisteredPages(self.gpu)
+                    locks = RegisteredPages(self.gpu, max_bytes)
                 except (OSError, AttributeError) as e:
                     locks.fail(f"the driver's cuMemHostRegister: {e}")
             self._page_locks = locks
         return self._page_locks
 
     def note_page_locks(self) -> None:
-        """What became of ``host_memory: page_locked`` in ``seconds``: the bytes locked
+        """What became of ``host_memory: page_locked`` in ``seconds``: ``host_page_locked`` (not
+        seconds: the host memory the timed calls really ran on, 1.0 when every array was locked, else
+        0.0: pageable; the evaluator compares a candidate's with its baseline's), the bytes locked
         (``host_locked_bytes``), the time it took (``host_lock``), this process's locked memory as the
         kernel counts it (``host_vmlck_bytes``: mlock's, on the host runtime), or ``host_lock_failed``
-        (the arrays are pageable; the worker's log says why)."""
+        (the arrays are pageable; the worker's log says why: a refusal, the cap, no context)."""
         locks = self._page_locks
         if locks is None:
             return
@@ -376,7 +381,9 @@ class Worker:
             if not self.seconds.get("host_lock_failed"):
                 logger.warning("the timed calls' arrays are pageable: %s", locks.failure)
             self.seconds["host_lock_failed"] = 1.0
+            self.seconds["host_page_locked"] = 0.0
             return
+        self.seconds["host_page_locked"] = 1.0
         self.seconds["host_locked_bytes"] = float(locks.bytes)
         self.seconds["host_lock"] = locks.seconds
         self.seconds["host_vmlck_bytes"] = float(vm_locked_bytes())
