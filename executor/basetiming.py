@@ -85,8 +85,14 @@ def baseline_key(task: FunctionTask | KernelTask, options: EvaluationOptions) ->
     """What a baseline timing depends on besides the device: the task's arguments and parameters, its
     ``naive.cu``, the timing options (:data:`TIMING_FIELDS`) and :data:`TIMING_METHOD`; and the host
     memory of its timed calls where it is not the default (``host_memory``: a page-locked baseline's
-    copies run faster; the default's keys stay those stored before the option came)."""
-    memory = () if options.host_memory in (None, "pageable") else (f"host_memory={options.host_memory}",)
+    copies run faster; the default's keys stay those stored before the option came). A page_locked
+    key holds only a timing whose arrays were all locked (the evaluator keeps no other under it); its
+    text changed with that rule, so that none stored before it (perhaps timed pageable) is read."""
+    memory = (
+        ()
+        if options.host_memory in (None, "pageable")
+        else (f"host_memory={options.host_memory}, every array locked",)
+    )
     return content_key(
         TIMING_METHOD,
         task.id,

@@ -19,8 +19,9 @@ candidate compiler and its cache) and loaded by each candidate worker while it p
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
-from typing import Any
+import itertools
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -92,6 +93,9 @@ __global__ void regraph_spot_gather(unsigned char* dst, const unsigned char* src
 # Runs that regraph_spot_gather copies in one launch (one block each).
 GATHER_RUNS = 8
 
+# What a check of DeviceComparer.check_each is handed with its source and call (a copy's outputs).
+Checked = TypeVar("Checked")
+
 
 def compare_source() -> str:
     """The CUDA source of the comparison kernels (compiled to a cubin like a kernel candidate)."""
@@ -122,8 +126,10 @@ class DeviceComparer:
         self.scratch: Any = None
         self.scratch_bytes = 0
         # Inside reusing(): each reference array uploaded so far, by id (the array kept with it, so
-        # that the id is not reused), and its device copy; None outside.
+        # that the id is not reused), and the device buffer holding it; None outside.
         self._kept: dict[int, tuple[np.ndarray, Any]] | None = None
+        # Inside reusing(): the id of the kept array that the scratch buffer holds (None: none).
+        self._in_scratch: int | None = None
         self._gather: Any = None  # regraph_spot_gather, prepared on first use
 
     def _kernel(self, name: str) -> Any:
@@ -143,41 +149,77 @@ class DeviceComparer:
     @contextlib.contextmanager
     def reusing(self) -> Iterator[None]:
         """Within the block, a reference array passed again (the same object) is not uploaded again:
-        each gets a device copy of its own on its first use, freed when the block ends (without device
-        memory for one, the scratch buffer and an upload per use, as outside the block). For the
-        checks after a kernel's trials (``Worker.check_timed_calls``: the last launch on every rotated
-        copy, two copies per timing set), between which no candidate code runs: on the H200 each
-        upload of a timing-size reference took about 15 ms of the GPU turn (session 28)."""
-        self._kept = {}
+        the first one goes to the scratch buffer, as outside the block, and each other one gets a device
+        copy of its own (freed when the block ends; without device memory for one, the scratch buffer
+        again, whose array is then uploaded again when it comes back). Not reentrant: a block inside
+        another raises RuntimeError (its end would leave the outer block's copies unfreed).
+
+        For one timing set's checks after a kernel's trials (:meth:`check_each`), between which no
+        candidate code runs: on the H200 each upload of a timing-size reference took about 15 ms of the
+        GPU turn (session 28). A block that spans several sets' checks keeps every set's reference on
+        the device until it ends; :meth:`check_each` opens one per set instead."""
+        if self._kept is not None:
+            raise RuntimeError("DeviceComparer.reusing() is already open: its blocks do not nest")
+        self._kept, self._in_scratch = {}, None
         try:
             yield
         finally:
             kept, self._kept = self._kept, None
+            self._in_scratch = None
             for _, buf in kept.values():
+                if buf is self.scratch:
+                    continue  # the comparer's own, kept for the next check
                 # After a fault the context is gone (and the process's exit frees them): that
                 # failure, already raised in the block, is the verdict, not this one.
                 with contextlib.suppress(self.cuda.Error):
                     buf.free()
 
+    def check_each(
+        self, checks: Iterable[tuple[int, str, Checked]], check: Callable[[int, str, Checked], None]
+    ) -> None:
+        """``check(source, call, outputs)`` for each of ``checks``: a kernel's last launch on every
+        rotated copy (``Worker.check_timed_calls``), ``source`` the timing set its copy holds. Taken
+        in the order of their sources (in their own order within one), each source's in a
+        :meth:`reusing` block of its own: each set's references are uploaded once for all its copies
+        and are off the device before the next set's go up, so that these checks need the device
+        memory of one check (the scratch buffer; a task with several outputs, a copy of each other
+        output of one set), not one reference per timing set. The first failure raised by ``check``
+        ends them. The rotated copies hold set ``j % sets`` in slot ``j``: in slot order, a block over
+        all of them kept every set's references at once (review of session 28: 3 MB with 2 sets and
+        9 MB with 8, of 1-MB references, against 1 MB)."""
+        ordered = sorted(checks, key=lambda c: c[0])  # stable: slot order within a source
+        for _, group in itertools.groupby(ordered, key=lambda c: c[0]):
+            with self.reusing():
+                for source, call, outputs in group:
+                    check(source, call, outputs)
+
     def _reference(self, expected: np.ndarray) -> Any:
-        """A device buffer holding ``expected``: its own copy inside :meth:`reusing` (uploaded on its
-        first use), else the scratch buffer, uploaded now; raises the driver's MemoryError when
+        """A device buffer holding ``expected``: inside :meth:`reusing`, the one it was uploaded to
+        before in the block (the scratch buffer for the block's first array, a copy of its own for
+        another), else the scratch buffer, uploaded now; raises the driver's MemoryError when
         neither fits."""
         cuda = self.cuda
-        if self._kept is not None:
-            entry = self._kept.get(id(expected))
+        kept = self._kept
+        if kept is not None:
+            entry = kept.get(id(expected))
             if entry is not None and entry[0] is expected:
                 return entry[1]
-            try:
-                own = cuda.mem_alloc(max(expected.nbytes, 1))
-            except cuda.MemoryError:
-                own = None
-            if own is not None:
-                cuda.memcpy_htod(own, np.ascontiguousarray(expected))
-                self._kept[id(expected)] = (expected, own)
-                return own
+            if self._in_scratch is not None:  # the scratch holds another array: a copy of its own
+                try:
+                    own = cuda.mem_alloc(max(expected.nbytes, 1))
+                except cuda.MemoryError:
+                    own = None
+                if own is not None:
+                    cuda.memcpy_htod(own, np.ascontiguousarray(expected))
+                    kept[id(expected)] = (expected, own)
+                    return own
+                del kept[self._in_scratch]  # no room: the scratch takes this one instead
+                self._in_scratch = None
         reference = self._scratch(expected.nbytes)
         cuda.memcpy_htod(reference, np.ascontiguousarray(expected))
+        if kept is not None:
+            kept[id(expected)] = (expected, reference)
+            self._in_scratch = id(expected)
         return reference
 
     def failures(

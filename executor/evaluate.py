@@ -491,8 +491,9 @@ class Evaluator:
             if reference_timing is not None:
                 speedup = reference_timing.median_ms / cand.median_ms
             # Never a baseline timed in the candidate's process (its worker times none): the clean one.
-            baseline_timing = self._baseline_timing(
-                task, options, runtime, measuring, seconds, cancelled, kept_baseline
+            baseline_timing = same_host_memory(
+                self._baseline_timing(task, options, runtime, measuring, seconds, cancelled, kept_baseline),
+                seconds,
             )
             if baseline_timing is not None:
                 baseline_speedup = baseline_timing.median_ms / cand.median_ms
@@ -693,7 +694,8 @@ class Evaluator:
         with ``wait_s``): whether it is done (its :meth:`prepare_task` finished, or nothing was left
         to do), and its naive baseline's state: ``not_wanted`` (its verdicts carry none), ``kept``
         (timed, in memory or the host's store), ``measuring``, ``failed`` (the measurement ended with
-        no timing) or ``none`` (wanted, neither kept nor being measured)."""
+        no timing, or, for page-locked memory, with one timed on pageable arrays, which is not kept) or
+        ``none`` (wanted, neither kept nor being measured)."""
         options = self.with_settings(options)
         with self._prepare_lock:
             ahead = self._tasks_preparing.get(self._key("reference", task))
@@ -840,6 +842,7 @@ class Evaluator:
                         timing_set=timing_set,
                         compare_product=self._comparison_product() if isinstance(task, KernelTask) else None,
                         device_peak=device_peak(self.pool, self.settings.cache_dir),
+                        host_lock_max_bytes=self.settings.host_lock_max_mb << 20,
                     ),
                     limit,
                 )
@@ -963,7 +966,7 @@ class Evaluator:
                 return known[0], False
             # a retry after a failure waits its turn as the candidates' runs do (it may fail again,
             # holding the GPU up to the run limit); a first or a stale timing's measurement is urgent
-            urgent = known is None or known[0].result().ok
+            urgent = known is None or (known[0].result().ok and not lacks_page_locks(known[0].result()))
             self._baseline_runs[key] = (future, time.monotonic())
         job = WorkerJob(
             task=task,
@@ -974,6 +977,7 @@ class Evaluator:
             timing_set=self._timing_set(task, reference, options),
             # its copies made while naive.cu compiles, off the trials' lock (else in its run)
             baseline_copies=self.settings.baseline_copies_ahead,
+            host_lock_max_bytes=self.settings.host_lock_max_mb << 20,
         )
 
         def measure() -> None:
@@ -991,7 +995,9 @@ class Evaluator:
                             message="timed by another executor of the host",
                             timing=stored,
                             device=self.device or "",
-                            seconds={"baseline_claim_wait": claim_wait},
+                            # a page_locked key holds only timings whose arrays were all locked
+                            seconds={"baseline_claim_wait": claim_wait}
+                            | ({"host_page_locked": 1.0} if options.host_memory == "page_locked" else {}),
                         )
                         return
                     outcome = baseline_worker.measure(
@@ -1048,8 +1054,10 @@ class Evaluator:
         if not running.done():
             return False
         age, outcome = time.monotonic() - started, running.result()
-        if outcome.ok:
+        if outcome.ok and not lacks_page_locks(outcome):
             return age >= self.settings.baseline_timing_max_age_s
+        if outcome.ok:  # page-locked memory asked, pageable had: not kept, tried again as a failure is
+            return age >= baseline_worker.RETRY_AFTER_S
         return outcome.message != baseline_worker.NOT_BUILT and age >= baseline_worker.RETRY_AFTER_S
 
     def _know_device(self, runtime: str) -> None:
@@ -1092,8 +1100,13 @@ class Evaluator:
         began) when that has gone stale meanwhile."""
         if not self.wants_baseline(task, options, runtime):
             return None
+        # not seconds: the host memory its trials ran on, with page-locked memory asked (same_host_memory)
+        memory = "baseline_host_page_locked" if options.host_memory == "page_locked" else None
         if measuring is None:
-            return self._cached_timing("baseline", task, options) or kept
+            found = self._cached_timing("baseline", task, options) or kept
+            if memory is not None and found is not None:  # kept: under the page_locked key, all locked
+                seconds[memory] = 1.0
+            return found
         waited = time.perf_counter()
         while True:
             try:
@@ -1113,15 +1126,28 @@ class Evaluator:
                     seconds[part] = outcome.seconds[part]
             if "host_shared" in outcome.seconds:  # not seconds: how its trials held the host memory
                 seconds["baseline_host_shared"] = outcome.seconds["host_shared"]
-        return outcome.timing if outcome.ok else self._cached_timing("baseline", task, options)
+        found = outcome.timing if outcome.ok else self._cached_timing("baseline", task, options)
+        if memory is not None and found is not None:  # what this measurement's (or a join's) ran on
+            seconds[memory] = outcome.seconds.get("host_page_locked", 0.0) if outcome.ok else 1.0
+        return found
 
     def _keep_baseline(
         self, task: FunctionTask | KernelTask, options: EvaluationOptions, outcome: BaselineOutcome
     ) -> None:
         """Keep a baseline worker's timing (the only baseline timing kept): in memory, and for the host's
         other executors under its device's model (which this evaluator learns here if it did not know
-        it)."""
+        it). Not one timed pageable for a request of page-locked memory (its locks failed: the
+        driver, the cap, no context ahead): it would be every later page-locked candidate's
+        denominator (:func:`lacks_page_locks`)."""
         assert outcome.timing is not None
+        if lacks_page_locks(outcome):
+            logger.warning(
+                "the naive baseline of %s was timed on pageable memory (host_lock_failed), not kept "
+                "for page_locked; tried again after %.0f s",
+                task.id,
+                baseline_worker.RETRY_AFTER_S,
+            )
+            return
         with self._cache_lock:
             key = _baseline_memory(task, options)
             self._timing_cache[key] = outcome.timing
@@ -1241,6 +1267,26 @@ def post_release_checks_s(task: FunctionTask | KernelTask, options: EvaluationOp
     rotate = options.host_rotate_buffers or options.rotate_buffers
     copies = -(-max(rotate, sets) // sets) * sets + 2
     return copies * 2 * task_bytes(task) / (CHECKS_HOST_GBPS * 1e9)
+
+
+def lacks_page_locks(outcome: BaselineOutcome) -> bool:
+    """Whether a baseline worker was asked for page-locked arrays (``host_memory: page_locked``) and
+    timed on pageable ones: its ``host_page_locked`` is 0.0 when any of them could not be locked."""
+    return outcome.seconds.get("host_page_locked") == 0.0
+
+
+def same_host_memory(baseline: TimingStats | None, seconds: dict[str, float]) -> TimingStats | None:
+    """``baseline`` for a verdict whose ``seconds`` hold its candidate's ``host_page_locked`` and its
+    baseline's ``baseline_host_page_locked`` (both absent with pageable memory asked): None, with
+    ``baseline_host_memory_differs`` in ``seconds``, when one was timed on page-locked arrays and the
+    other on pageable ones (a lock failed on one side: the driver, the cap, no context ahead), whose
+    copies run at different rates: no baseline speedup then, rather than one that compares the two."""
+    if baseline is None:
+        return None
+    if seconds.get("host_page_locked", 0.0) != seconds.get("baseline_host_page_locked", 0.0):
+        seconds["baseline_host_memory_differs"] = 1.0
+        return None
+    return baseline
 
 
 def _baseline_memory(task: FunctionTask | KernelTask, options: EvaluationOptions) -> tuple[str, str]:

@@ -142,10 +142,21 @@ class ExecutorSettings(BaseSettings):
     host_memory: Literal["pageable", "page_locked"] = Field(
         default="pageable",
         description="function tasks: the host memory of the timed calls' arrays for a request that does "
-        "not say (EvaluationOptions.host_memory, which a request may set either way): 'pageable', numpy's; "
+        "not say (EvaluationOptions.host_memory, which a request may set either way, under "
+        "host_lock_max_mb): 'pageable', numpy's; "
         "'page_locked', registered with the driver once made (mlock on the host runtime), so that their "
         "copies are DMA instead of staged by the driver. Issue 29's A/B: whether two GPUs' copies then "
         "stop disturbing each other (bench/probes/copy_interference.py); off by default, not yet measured",
+    )
+    host_lock_max_mb: int = Field(
+        default=2048,
+        ge=0,
+        description="with host_memory page_locked (the setting's or a request's): the most MiB of timed "
+        "arrays one worker locks (each candidate's and baseline's worker: the rotated copies of the "
+        "timing sets, the warm-up's, the confirming call's; the benchmark's largest task needs about "
+        "2.5 GB). Past it every array stays pageable and the verdict's seconds say host_lock_failed, the "
+        "worker's log names the cap. cuMemHostRegister is not bounded by RLIMIT_MEMLOCK: this is what "
+        "bounds a request's pinned memory. 0: nothing is locked",
     )
     timing_set_cache_bytes: int = Field(
         default=24 << 30,

@@ -53,6 +53,7 @@ from executor.worker.gpu import (
     make_slots,
 )
 from executor.worker.host import (
+    DEFAULT_LOCK_MAX_BYTES,
     FunctionRuntime,
     HostFunctionRuntime,
     HostSlots,
@@ -351,24 +352,28 @@ class Worker:
         ):
             return None
         if self._page_locks is None:
-            locks = PageLocks()
+            cap = self.job.host_lock_max_bytes
+            max_bytes = DEFAULT_LOCK_MAX_BYTES if cap is None else cap
+            locks = PageLocks(max_bytes)
             if self.use_runner:
                 locks.fail("the candidate runs in a process of its own, on shared mappings: left pageable")
             elif self.job.runtime == "gpu" and self.gpu is None:
                 locks.fail("no CUDA context ahead of the job: left pageable")
             elif self.gpu is not None:
                 try:
-                    locks = RegisteredPages(self.gpu)
+                    locks = RegisteredPages(self.gpu, max_bytes)
                 except (OSError, AttributeError) as e:
                     locks.fail(f"the driver's cuMemHostRegister: {e}")
             self._page_locks = locks
         return self._page_locks
 
     def note_page_locks(self) -> None:
-        """What became of ``host_memory: page_locked`` in ``seconds``: the bytes locked
+        """What became of ``host_memory: page_locked`` in ``seconds``: ``host_page_locked`` (not
+        seconds: the host memory the timed calls really ran on, 1.0 when every array was locked, else
+        0.0: pageable; the evaluator compares a candidate's with its baseline's), the bytes locked
         (``host_locked_bytes``), the time it took (``host_lock``), this process's locked memory as the
         kernel counts it (``host_vmlck_bytes``: mlock's, on the host runtime), or ``host_lock_failed``
-        (the arrays are pageable; the worker's log says why)."""
+        (the arrays are pageable; the worker's log says why: a refusal, the cap, no context)."""
         locks = self._page_locks
         if locks is None:
             return
@@ -376,7 +381,9 @@ class Worker:
             if not self.seconds.get("host_lock_failed"):
                 logger.warning("the timed calls' arrays are pageable: %s", locks.failure)
             self.seconds["host_lock_failed"] = 1.0
+            self.seconds["host_page_locked"] = 0.0
             return
+        self.seconds["host_page_locked"] = 1.0
         self.seconds["host_locked_bytes"] = float(locks.bytes)
         self.seconds["host_lock"] = locks.seconds
         self.seconds["host_vmlck_bytes"] = float(vm_locked_bytes())
@@ -811,25 +818,31 @@ class Worker:
         else:  # a runtime that reports only its last trial
             checks = [(last["set"], "the last timed call", last.get("device_outputs", last.get("outputs")))]
         expected_for = functools.cache(self.timing_expected)  # each source's read (or computed) once
-        # A kernel's copies of one set are checked against one upload of its reference (the trials
-        # are over: no candidate code runs between these checks).
-        reusing = self.comparer.reusing() if self.comparer is not None else contextlib.nullcontext()
-        with reusing:
+
+        def check_one(source: int, call: str, outputs: Any) -> None:
+            inputs, expected = sources[source], expected_for(source)
+            try:
+                if isinstance(candidate, GpuKernelRuntime):
+                    self.check_device_outputs(candidate, inputs, outputs, expected)
+                else:
+                    self.check(inputs, outputs, expected)
+            except CandidateFailed as e:
+                mismatch, what = e.mismatch, str(e)
+                if self.sets_withheld and mismatch is not None:
+                    mismatch = withheld(mismatch)
+                    what = withheld_message(mismatch)
+                raise CandidateFailed(
+                    e.kind, f"{call} (on timing set {source + 1} of {len(sources)}): {what}", mismatch
+                ) from e
+
+        if self.comparer is not None and isinstance(candidate, GpuKernelRuntime):
+            # A kernel's copies set by set, each set's reference uploaded once for its copies and
+            # freed before the next set's (the trials are over: no candidate code runs between these
+            # checks).
+            self.comparer.check_each(checks, check_one)
+        else:
             for source, call, outputs in checks:
-                inputs, expected = sources[source], expected_for(source)
-                try:
-                    if isinstance(candidate, GpuKernelRuntime):
-                        self.check_device_outputs(candidate, inputs, outputs, expected)
-                    else:
-                        self.check(inputs, outputs, expected)
-                except CandidateFailed as e:
-                    mismatch, what = e.mismatch, str(e)
-                    if self.sets_withheld and mismatch is not None:
-                        mismatch = withheld(mismatch)
-                        what = withheld_message(mismatch)
-                    raise CandidateFailed(
-                        e.kind, f"{call} (on timing set {source + 1} of {len(sources)}): {what}", mismatch
-                    ) from e
+                check_one(source, call, outputs)
         for source, call, sample in last.get("spot_checks", []):
             self.check_spot(sources[source], sample, expected_for(source), call, source, len(sources))
 

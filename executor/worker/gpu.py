@@ -33,6 +33,7 @@ from executor.protocol import EvaluationOptions
 from executor.taskformat import NUMPY_DTYPES, FunctionTask, KernelTask, ScalarArg, Size
 from executor.verdict import DevicePeak, ErrorKind, TimingStats
 from executor.worker.host import (
+    DEFAULT_LOCK_MAX_BYTES,
     SPOT_CALLS,
     SPOT_ELEMENTS,
     CallSamples,
@@ -79,8 +80,8 @@ class RegisteredPages(PageLocks):
 
     what = "cuMemHostRegister"
 
-    def __init__(self, gpu: GpuContext) -> None:
-        super().__init__()
+    def __init__(self, gpu: GpuContext, max_bytes: int = DEFAULT_LOCK_MAX_BYTES) -> None:
+        super().__init__(max_bytes)
         self.gpu = gpu
         libcuda = _libcuda()
         self._register = libcuda.cuMemHostRegister_v2

@@ -211,17 +211,25 @@ def _libc() -> ctypes.CDLL:
     return libc
 
 
+# The page-locked bytes of one worker's timed arrays when its job names no cap (the executor's
+# setting host_lock_max_mb, REGRAPH_EXECUTOR_HOST_LOCK_MAX_MB, names it in every job it sends).
+DEFAULT_LOCK_MAX_BYTES = 2048 << 20
+
+
 class PageLocks:
     """The arrays of the timed calls page-locked in this process (option ``host_memory:
     page_locked``), all or none: on the host runtime with ``mlock(2)`` (subject to RLIMIT_MEMLOCK:
     8 MiB for an unprivileged worker by default); on a GPU registered with the driver
-    (:class:`executor.worker.gpu.RegisteredPages`). Arrays made by :func:`page_aligned_empty`, so that
-    no two share a page. Locked pages stay resident and are unlocked when the process ends; a worker
-    serves one candidate."""
+    (:class:`executor.worker.gpu.RegisteredPages`), which no rlimit bounds. So ``max_bytes`` caps
+    them either way: an array that would take the locked bytes past it fails them all, as a refusal
+    does (the executor's setting ``host_lock_max_mb``). Arrays made by :func:`page_aligned_empty`, so
+    that no two share a page. Locked pages stay resident and are unlocked when the process ends; a
+    worker serves one candidate."""
 
     what = "mlock"
 
-    def __init__(self) -> None:
+    def __init__(self, max_bytes: int = DEFAULT_LOCK_MAX_BYTES) -> None:
+        self.max_bytes = max_bytes
         self.locked: list[np.ndarray] = []
         self.bytes = 0
         self.seconds = 0.0
@@ -246,6 +254,12 @@ class PageLocks:
         try:
             for array in arrays:
                 if array.nbytes:
+                    if self.bytes + array.nbytes > self.max_bytes:
+                        self.fail(
+                            f"{self.bytes + array.nbytes} bytes to lock, past the cap of {self.max_bytes} "
+                            "(the executor's host_lock_max_mb, REGRAPH_EXECUTOR_HOST_LOCK_MAX_MB)"
+                        )
+                        return False
                     self._lock(array)
                     self.locked.append(array)
                     self.bytes += array.nbytes

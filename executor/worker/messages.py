@@ -86,6 +86,13 @@ class WorkerJob(BaseModel):
         description="a baseline worker's job: make the naive baseline's rotated copies of the timing "
         "sets while naive.cu compiles, so its run does not copy them under the GPU lock",
     )
+    host_lock_max_bytes: int | None = Field(
+        default=None,
+        ge=0,
+        description="with options.host_memory page_locked: the most bytes of timed arrays this worker "
+        "locks (the executor's setting host_lock_max_mb); past it they all stay pageable. None: "
+        "executor.worker.host.DEFAULT_LOCK_MAX_BYTES",
+    )
     result_path: str = "result.json"
     memory_limit_bytes: int | None = None
     progress_path: str | None = None

@@ -11,19 +11,32 @@ locking fails (the jailed worker's RLIMIT_MEMLOCK, 8 MiB unless raised), every t
 from __future__ import annotations
 
 import resource
+import time
+from concurrent.futures import Future
 from pathlib import Path
 
 import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from executor.evaluate import Evaluator
+from executor import baseline
+from executor.basetiming import baseline_key
+from executor.evaluate import Evaluator, same_host_memory
 from executor.protocol import EvaluationOptions
+from executor.sandbox import WorkerPool, run_job
 from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask
-from executor.worker.host import PageLocks, page_aligned_empty, vm_locked_bytes
-from executor.worker.messages import WorkerOutcome
-from tests.support.hostcode import FAST, build_host_candidates, one_input_task, run_on_timing_sets, write_task
+from executor.worker.host import DEFAULT_LOCK_MAX_BYTES, PageLocks, page_aligned_empty, vm_locked_bytes
+from executor.worker.messages import BaselineOutcome, CandidateRun, WorkerOutcome
+from tests.support.hostcode import (
+    FAST,
+    build_host_candidates,
+    one_input_task,
+    run_job_showing_stderr,
+    run_on_timing_sets,
+    timing_set_job,
+    write_task,
+)
 
 HEAD = 'extern "C" void scaled_copy(int n, const float* x, float* y) {\n'
 BODY = "for (int i = 0; i < n; ++i) y[i] = 2.0f * x[i];"
@@ -82,6 +95,7 @@ def test_the_timed_calls_arrays_are_locked_with_the_option(product: str, tmp_pat
     # the candidate found every timed call's input locked (a pageable one spins 40 ms)
     assert outcome.candidate_timing.median_ms < SPIN_MS / 2, outcome.candidate_timing
     assert "host_lock_failed" not in outcome.seconds
+    assert outcome.seconds["host_page_locked"] == 1.0  # what the verdict says it ran on
     copies = 4 * 2 * 131072 * 4  # (2 rotated + warm-up + confirming) x (x, y) x 512 KiB
     assert outcome.seconds["host_locked_bytes"] == copies
     # as the kernel counts it, not the worker's own sum
@@ -101,6 +115,7 @@ def test_past_the_lock_limit_none_is_locked(product: str, tmp_path: Path) -> Non
     if "host_locked_bytes" in outcome.seconds:
         pytest.skip("the worker may lock 32 MiB here (privileged, or RLIMIT_MEMLOCK raised)")
     assert outcome.seconds["host_lock_failed"] == 1.0
+    assert outcome.seconds["host_page_locked"] == 0.0
     assert outcome.candidate_timing is not None
     # all or none: the copies locked before the limit was reached were unlocked, so every timed call spun
     assert min(outcome.candidate_timing.samples_ms or [0.0]) >= SPIN_MS, outcome.candidate_timing
@@ -139,5 +154,156 @@ def test_the_setting_decides_where_the_request_leaves_it(
         assert evaluator.with_settings(sent).min_trials == 7
         # a request that says stands, either way
         assert evaluator.with_settings(EvaluationOptions(host_memory="pageable")).host_memory == "pageable"
+    finally:
+        evaluator.close()
+
+
+# The bytes each worker locks for SMALL: a candidate's (2 rotated + warm-up + confirming) x (x, y) x
+# 512 KiB, a baseline's without the confirming call's buffers.
+CANDIDATE_BYTES = 4 * 2 * 131072 * 4
+BASELINE_BYTES = 3 * 2 * 131072 * 4
+# Verdicts that carry a baseline speedup (baseline is not a timing field: the same baseline key).
+WITH_BASELINE = LOCKED_OPTIONS.model_copy(update={"baseline": True})
+
+
+def _needs_rlimit_for_small() -> None:
+    limit = resource.getrlimit(resource.RLIMIT_MEMLOCK)[0]
+    if limit != resource.RLIM_INFINITY and limit < (6 << 20):
+        pytest.skip(f"RLIMIT_MEMLOCK {limit} bytes: an unprivileged worker may not lock 4 MiB here")
+
+
+def test_the_cap_refuses_them_all_and_names_itself() -> None:
+    before = vm_locked_bytes()
+    arrays = [page_aligned_empty((1000,), np.dtype(np.float32)) for _ in range(3)]
+    locks = PageLocks(max_bytes=6000)
+    assert locks.lock_all(arrays[:1]) and vm_locked_bytes() > before
+    assert not locks.lock_all(arrays[1:])  # 8000 bytes past the cap of 6000
+    assert (
+        locks.failure is not None and "cap of 6000" in locks.failure and "HOST_LOCK_MAX_MB" in locks.failure
+    )
+    assert vm_locked_bytes() == before and locks.bytes == 0  # all or none: the first unlocked too
+    assert ExecutorSettings().host_lock_max_mb << 20 == DEFAULT_LOCK_MAX_BYTES == PageLocks().max_bytes
+
+
+def test_a_worker_past_its_cap_stays_pageable_below_the_rlimit(product: str, tmp_path: Path) -> None:
+    """SMALL's 4 MiB fit in this machine's RLIMIT_MEMLOCK (8 MiB unprivileged; the first test locks
+    them): a cap of 2 MiB, not the rlimit, leaves every timed call on pageable memory."""
+    _needs_rlimit_for_small()
+    task = _task(tmp_path / "task", SMALL)
+    job = timing_set_job(task, tmp_path, LOCKED_OPTIONS).model_copy(update={"host_lock_max_bytes": 2 << 20})
+    outcome, stderr = run_job_showing_stderr(
+        job, CandidateRun(candidate_product=product, candidate_symbol=task.entry), 120
+    )
+    assert outcome.passed and outcome.candidate_timing is not None, outcome.message
+    assert outcome.seconds["host_lock_failed"] == 1.0 and outcome.seconds["host_page_locked"] == 0.0
+    assert "host_locked_bytes" not in outcome.seconds
+    assert f"past the cap of {2 << 20}" in stderr, stderr  # the worker's log says which limit
+    assert min(outcome.candidate_timing.samples_ms or [0.0]) >= SPIN_MS, outcome.candidate_timing
+
+
+def _measure_baseline(product: str, task: FunctionTask | KernelTask, tmp: Path, cap: int) -> BaselineOutcome:
+    """The baseline worker alone on SMALL with ``product`` as its naive build, page-locked under ``cap``."""
+    job = timing_set_job(task, tmp, LOCKED_OPTIONS, baseline_copies=True)
+    pool = WorkerPool("host", prewarm=False)
+    try:
+        outcome = baseline.measure(
+            pool, job.model_copy(update={"host_lock_max_bytes": cap}), lambda: product, 120
+        )
+    finally:
+        pool.close()
+    assert outcome.ok and outcome.timing is not None, outcome.message
+    return outcome
+
+
+def test_a_baseline_timed_pageable_is_not_kept_for_page_locked_memory(product: str, tmp_path: Path) -> None:
+    """The review's case: a baseline whose locks failed was stored under the page_locked key, and every
+    later page-locked candidate's baseline speedup was taken against a pageable median. The baseline
+    worker says what it ran on; the evaluator keeps it only when every array was locked, and measures
+    it again (after the retry delay) otherwise."""
+    _needs_rlimit_for_small()
+    task = _task(tmp_path / "task", SMALL).model_copy(update={"naive_source": HEAD + BODY + " }\n"})
+    pageable = _measure_baseline(product, task, tmp_path / "a", cap=BASELINE_BYTES - 1)
+    assert pageable.seconds["host_page_locked"] == 0.0 and pageable.seconds["host_lock_failed"] == 1.0
+    assert pageable.timing is not None and pageable.timing.median_ms >= SPIN_MS  # the naive build spun
+    locked = _measure_baseline(product, task, tmp_path / "b", cap=BASELINE_BYTES)
+    assert locked.seconds["host_page_locked"] == 1.0 and locked.seconds["host_locked_bytes"] == BASELINE_BYTES
+    assert locked.timing is not None and locked.timing.median_ms < SPIN_MS / 2
+
+    evaluator = Evaluator(ExecutorSettings(runtime="host", cache_dir=tmp_path / "cache", host_baseline=True))
+    try:
+        store = (
+            tmp_path
+            / "cache"
+            / "baseline-timings"
+            / "host-cpu"
+            / f"{baseline_key(task, LOCKED_OPTIONS)}.json"
+        )
+        evaluator._keep_baseline(task, LOCKED_OPTIONS, pageable)
+        assert evaluator._cached_timing("baseline", task, LOCKED_OPTIONS) is None and not store.exists()
+        # nor under the pageable key: its arrays were not numpy's (see docs/executor.md)
+        assert evaluator._cached_timing("baseline", task, OPTIONS) is None
+        # a page-locked candidate that joined that measurement is not compared with it
+        seconds = {"host_page_locked": 1.0}
+        joined = evaluator._baseline_timing(
+            task, WITH_BASELINE, "host", (_done(pageable), False), seconds, None
+        )
+        assert joined == pageable.timing and seconds["baseline_host_page_locked"] == 0.0
+        assert same_host_memory(joined, seconds) is None and seconds["baseline_host_memory_differs"] == 1.0
+        # one whose own locks failed as well is (both pageable)
+        seconds = {"host_page_locked": 0.0}
+        joined = evaluator._baseline_timing(
+            task, WITH_BASELINE, "host", (_done(pageable), False), seconds, None
+        )
+        assert same_host_memory(joined, seconds) == pageable.timing
+        # tried again after the retry delay, as a failed measurement is, not kept for a day
+        started = time.monotonic() - baseline.RETRY_AFTER_S - 1
+        assert evaluator._due_again(_done(pageable), started)
+        assert not evaluator._due_again(_done(locked), started)
+        evaluator._keep_baseline(task, LOCKED_OPTIONS, locked)
+        assert evaluator._cached_timing("baseline", task, LOCKED_OPTIONS) == locked.timing and store.exists()
+    finally:
+        evaluator.close()
+
+
+def _done(outcome: BaselineOutcome) -> Future[BaselineOutcome]:
+    future: Future[BaselineOutcome] = Future()
+    future.set_result(outcome)
+    return future
+
+
+def test_no_baseline_speedup_across_host_memories(product: str, tmp_path: Path) -> None:
+    """A cap between a baseline's bytes and a candidate's (whose confirming call's buffers add 1 MiB):
+    the baseline is locked, the candidate pageable. Its verdict gets no baseline speedup (it would have
+    been 1/80 of the truth here: the candidate spins 40 ms on pageable memory, the locked baseline not)
+    and says why; a candidate locked as its baseline is compared."""
+    _needs_rlimit_for_small()
+    task = _task(tmp_path / "task", SMALL).model_copy(update={"naive_source": HEAD + BODY + " }\n"})
+    cap = (BASELINE_BYTES + CANDIDATE_BYTES) // 2
+    kept = _measure_baseline(product, task, tmp_path / "baseline", cap=cap)
+    assert kept.seconds["host_page_locked"] == 1.0
+    run = CandidateRun(candidate_product=product, candidate_symbol=task.entry)
+    job = timing_set_job(task, tmp_path / "candidate", LOCKED_OPTIONS)
+    candidate = run_job(job.model_copy(update={"host_lock_max_bytes": cap}), run, timeout_s=120)
+    assert candidate.passed, candidate.message
+    assert candidate.seconds["host_page_locked"] == 0.0  # its confirming call's buffers passed the cap
+
+    evaluator = Evaluator(ExecutorSettings(runtime="host", cache_dir=tmp_path / "cache", host_baseline=True))
+    try:
+        for measuring in ((_done(kept), True), None):  # measured for this verdict, or kept before it
+            if measuring is None:
+                evaluator._keep_baseline(task, LOCKED_OPTIONS, kept)
+            seconds = dict(candidate.seconds)
+            timing = evaluator._baseline_timing(task, WITH_BASELINE, "host", measuring, seconds, None)
+            assert timing == kept.timing and seconds["baseline_host_page_locked"] == 1.0
+            assert same_host_memory(timing, seconds) is None
+            assert seconds["baseline_host_memory_differs"] == 1.0
+        # a candidate on the memory its baseline had is compared
+        same = {**candidate.seconds, "host_page_locked": 1.0}
+        assert evaluator._baseline_timing(task, WITH_BASELINE, "host", None, same, None) == kept.timing
+        assert (
+            same_host_memory(kept.timing, same) == kept.timing and "baseline_host_memory_differs" not in same
+        )
+        # pageable asked: neither side says anything, and they are compared as before
+        assert same_host_memory(kept.timing, {}) == kept.timing
     finally:
         evaluator.close()
