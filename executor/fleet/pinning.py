@@ -195,10 +195,18 @@ def pin_process(cores: Sequence[int], pid: int | str = "self") -> None:
 
 
 def descendants(pid: int | str = "self") -> list[int]:
-    """The processes started by process ``pid`` and by theirs, from ``/proc/<pid>/task/<tid>/children``
-    (empty where that cannot be read)."""
+    """The processes started by process ``pid`` and by theirs: from ``/proc/<pid>/task/<tid>/children``,
+    or, where the kernel has no such file (gVisor may not), from every process's parent in
+    ``/proc/<n>/stat`` (empty where neither can be read)."""
+    root = os.getpid() if pid == "self" else int(pid)
+    try:
+        (Path(f"/proc/{root}/task/{root}") / "children").read_text()
+    except FileNotFoundError:
+        return _descendants_by_parent(root)
+    except OSError:
+        return []
     found: list[int] = []
-    todo: list[int | str] = [pid]
+    todo = [root]
     while todo:
         current = todo.pop()
         try:
@@ -214,6 +222,27 @@ def descendants(pid: int | str = "self") -> list[int]:
                 if child not in found:
                     found.append(child)
                     todo.append(child)
+    return found
+
+
+def _descendants_by_parent(root: int) -> list[int]:
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else []:
+        if not entry.name.isdigit():
+            continue
+        try:
+            # the parent is the second field after the command name, which may hold spaces and ")"
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        parents.setdefault(ppid, []).append(int(entry.name))
+    found: list[int] = []
+    todo = [root]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            if child not in found:
+                found.append(child)
+                todo.append(child)
     return found
 
 

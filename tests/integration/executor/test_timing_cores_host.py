@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ import pytest
 
 from executor.fleet.pinning import (
     TIMING_CORES_ENV,
+    _descendants_by_parent,
     descendants,
     parse_cpulist,
     pin_process,
@@ -222,3 +224,20 @@ def test_the_split_takes_whole_physical_cores_from_the_end() -> None:
     assert split_timing_cores([0, 4], 1, [[0, 4]]) is None  # one physical core: never the compiles' last
     split = split_timing_cores([0, 1], 1)
     assert split is not None and (split.reserved, split.rest) == ((1,), (0,))
+
+
+def test_descendants_by_parent_agree_with_the_kernels_children_lists() -> None:
+    """Where ``/proc/<pid>/task/<tid>/children`` is missing (gVisor may), the runner is found from every
+    process's parent instead: both ways give the same processes (a shell, its two sleeps)."""
+    shell = subprocess.Popen(["bash", "-c", "sleep 5 & sleep 5; wait"])
+    try:
+        for _ in range(100):
+            found = descendants()
+            if len(found) >= 3:
+                break
+            threading.Event().wait(0.02)
+        assert len(found) >= 3, found
+        assert sorted(_descendants_by_parent(os.getpid())) == sorted(found)
+    finally:
+        shell.kill()
+        shell.wait()
