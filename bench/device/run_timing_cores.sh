@@ -144,6 +144,17 @@ except OSError:
 BUILD = {"nvcc", "cicc", "cudafe++", "ptxas", "fatbinary", "nvlink", "cc1plus", "gcc", "g++", "ld", "as", "collect2"}
 seen = collections.Counter()
 run = "-"
+
+
+def write():
+    with open(out + ".part", "w") as f:
+        f.write("| run | process | cores | samples |\n|---|---|---|---|\n")
+        for (r, k, c), n in sorted(seen.items()):
+            f.write(f"| {r} | {k} | {c} | {n} |\n")
+    os.replace(out + ".part", out)
+
+
+last = time.monotonic()
 while running(root):
     try:
         names = re.findall(r"^== (\S+)", open(log).read(), re.M)
@@ -176,10 +187,10 @@ while running(root):
         cores = re.search(r"^Cpus_allowed_list:\s*(\S+)", status, re.M)
         seen[(run, kind, cores.group(1) if cores else "?")] += 1
     time.sleep(0.2)
-with open(out, "w") as f:
-    f.write("| run | process | cores | samples |\n|---|---|---|---|\n")
-    for (r, k, c), n in sorted(seen.items()):
-        f.write(f"| {r} | {k} | {c} | {n} |\n")
+    if time.monotonic() - last > 10:
+        write()
+        last = time.monotonic()
+write()
 PY
 wait "$AB"
 
