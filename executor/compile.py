@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 from executor.cache import DEFAULT_CACHE_DIR, content_key
 from executor.cubin import CubinFormatError, kernel_names
 from executor.errors import ToolchainError
+from executor.fleet.pinning import TIMING_CORES_ENV, compile_cores, timing_cores_env
 from executor.jail import (
     Jail,
     compiler_include_dirs,
@@ -248,9 +249,12 @@ class Compiler:
         nvrtc_path: str | None = None,
         remote: RemoteBuilds | None = None,
         nice: int = 0,
+        timing_cores: int = 0,
     ) -> None:
         self.remote = remote
         self.nice = nice
+        # Builds stay off the cores kept for host-timed trials (executor.fleet.pinning.compile_cores).
+        self.timing_cores = timing_cores
         self.cache_dir = (cache_dir or DEFAULT_CACHE_DIR) / "candidates"
         self.arch = arch
         self.nvcc_path = nvcc_path
@@ -264,6 +268,17 @@ class Compiler:
         cls, settings: ExecutorSettings, arch: str, remote: RemoteBuilds | None = None
     ) -> Compiler:
         """The compiler an executor with ``settings`` uses for the GPU arch ``arch``."""
+        try:
+            workers = timing_cores_env()
+        except ValueError:
+            workers = -1
+        if workers != settings.timing_cores:
+            logger.warning(
+                "timing_cores is %d in the settings but %s says %s: the workers read the environment",
+                settings.timing_cores,
+                TIMING_CORES_ENV,
+                os.environ.get(TIMING_CORES_ENV),
+            )
         return cls(
             cache_dir=settings.cache_dir,
             arch=arch,
@@ -273,6 +288,7 @@ class Compiler:
             nvrtc_path=settings.nvrtc_path,
             remote=remote,
             nice=settings.compile_nice,
+            timing_cores=settings.timing_cores,
         )
 
     @property
@@ -411,7 +427,8 @@ class Compiler:
             return elsewhere.model_copy(update={"seconds": time.perf_counter() - start})
         with tempfile.TemporaryDirectory(dir=self.cache_dir, prefix=f".build-{key[:8]}-") as tmp:
             work = Path(tmp)
-            result, built = self._build(work, source, kind, nvrtc)
+            with compile_cores(self.timing_cores):
+                result, built = self._build(work, source, kind, nvrtc)
             result = result.model_copy(
                 update={
                     "product": str(product) if result.ok else None,

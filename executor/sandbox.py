@@ -46,6 +46,7 @@ from executor import timingset
 from executor.cache import DEFAULT_CACHE_DIR
 from executor.clockcheck import clock_check
 from executor.errors import EvaluationCancelled, WorkerError
+from executor.fleet.pinning import TIMING_SPLIT_ENV, executor_split
 from executor.gpulock import LOCK_ENV, device_lock, host_memory_blocked, lock_files, pool_lock
 from executor.jail import (
     DEVICES,
@@ -153,6 +154,10 @@ def _worker_env(gpu_lock: Path | None = None) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(
         filter(None, [str(Path(__file__).resolve().parent.parent), env.get("PYTHONPATH", "")])
     )
+    env.pop(TIMING_SPLIT_ENV, None)
+    split = executor_split()  # REGRAPH_EXECUTOR_TIMING_CORES: the worker's trials' cores and the rest
+    if split is not None:
+        env[TIMING_SPLIT_ENV] = split.encode()
     return env
 
 
@@ -198,6 +203,7 @@ _ENV_KEPT = (
     DONE_FD_ENV,
     "REGRAPH_EXECUTOR_RUNNER_LANDLOCK",  # an operator's switch (executor.worker.runner.LANDLOCK_ENV)
     "REGRAPH_EXECUTOR_CANDIDATE_PROCESS",  # ... and CANDIDATE_PROCESS_ENV
+    TIMING_SPLIT_ENV,  # the workers' cores, set by _worker_env (executor.fleet.pinning)
 )
 _PACKAGE = Path(__file__).resolve().parent
 
@@ -459,11 +465,17 @@ class _Spawner:
 _SPAWNER = _Spawner()
 
 
-def _worker_setup(cwd: str, user: int | None) -> None:  # pragma: no cover - between fork and exec
+def _worker_setup(
+    cwd: str, user: int | None, cores: tuple[int, ...] | None = None
+) -> None:  # pragma: no cover - between fork and exec
     """A worker's files (the reference's outputs above all) readable by a jailed candidate worker; a
     worker of its own uid (the ``uid`` fallback) gets the jail's uid's group, which the directories
-    that workers share are writable by."""
+    that workers share are writable by. ``cores``: where it starts (the timing split's rest, so that
+    not even its start-up runs on the cores kept for host-timed trials; the kernel may refuse)."""
     os.umask(0o022)
+    if cores:
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, cores)
     if user is not None and user != JAIL_UID:
         os.chdir(cwd)  # entered while still privileged
         os.setgroups([])
@@ -675,7 +687,8 @@ class WorkerProcess:
             err.write(f"[{describe_worker(self.protection, self.role)}]\n".encode())
             err.flush()
             try:
-                setup = functools.partial(_worker_setup, str(self.dir), user)
+                split = executor_split()
+                setup = functools.partial(_worker_setup, str(self.dir), user, split.rest if split else None)
 
                 def start() -> subprocess.Popen[bytes]:
                     return subprocess.Popen(

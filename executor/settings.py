@@ -179,6 +179,17 @@ class ExecutorSettings(BaseSettings):
         "compiles in flight, a function task's trials (timed on the host clock) then keep their CPU, "
         "and their spread, which decides how many trials are taken, stays that of a quiet machine; 0: same",
     )
+    timing_cores: int = Field(
+        default=0,
+        ge=0,
+        description="CPUs kept for a function task's host-timed trials (executor.fleet.pinning): the last "
+        "N of the executor's (a replica's share), whole physical cores at a time; a worker runs on them "
+        "only while it holds the trials' lock, builds (nvcc, NVRTC) and every other worker on the rest. "
+        "Set it in the environment (REGRAPH_EXECUTOR_TIMING_CORES): the split handed to the workers is made "
+        "from the environment's value (a different value here is logged; builds follow this one). Refused "
+        "(logged) when it would leave the rest no core, and where the sandbox refuses affinities. "
+        "0: off. Not yet measured on a GPU",
+    )
     run_timeout_s: float = Field(
         default=300.0,
         gt=0,

@@ -33,6 +33,8 @@
 # 2, repeat_pairs: 5`, session 25: bench/probes/stop_rule_causes.py). A run named kgather... is this
 # tree with a kernel launch's spot sample copied by one gather launch instead of 8 driver calls
 # (`kernel_spot_gather: true`, session 28: the copies made kernel trials host-bound, +0.3 ms a trial).
+# A run named tcores... is this tree with REGRAPH_EXECUTOR_TIMING_CORES=$TCORES (2 by default; session
+# 28: function trials on cores of their own, compiles on the rest; every other run of this tree has it 0).
 # Knobs: ORDER, AB_SECONDS, SCALE_SECONDS (0: no scaling step), STEADY_AFTER, SEED, DEADLINE_S (540),
 # QUEUE_KIND: `long` (the default, above) or `first` (session 20: every task, one correct candidate and
 # one failing one each, no hangs, so that nearly every verdict is its task's first evaluation, with the
@@ -137,12 +139,12 @@ PY
   return 0
 }
 # 1. The A/B on GPU 0.
-ab_run() {  # name, tree (new or base), this tree's evaluation options as JSON (default: none)
-  local name=$1 tree=$2 opts=${3:-"{}"}
+ab_run() {  # name, tree (new or base), this tree's evaluation options as JSON (default: none), timing cores (0)
+  local name=$1 tree=$2 opts=${3:-"{}"} tcores=${4:-0}
   if [ "$(left)" -lt $(( AB + 40 )) ]; then echo "skipped $name: $(left) s left" | tee -a "$RES/notes.txt"; return; fi
   echo "== $name ($tree) at $(( $(date +%s) - START )) s"
   if [ "$tree" = new ]; then
-    ( cd "$ROOT" && CUDA_VISIBLE_DEVICES=0 timeout $(( AB + 60 )) python3 -m bench.probes.throughput "${QUEUE[@]}" \
+    ( cd "$ROOT" && CUDA_VISIBLE_DEVICES=0 REGRAPH_EXECUTOR_TIMING_CORES=$tcores timeout $(( AB + 60 )) python3 -m bench.probes.throughput "${QUEUE[@]}" \
       "${TASK_DIRS[@]}" --settings "$SETTINGS" --options "$opts" --out "$RES/ab/$name.json" --md "$RES/ab/$name.md" > /dev/null 2> "$RES/ab/$name.log" )
   else
     [ -d "$BASE/executor" ] || { echo "no .base/base.tgz: $name skipped" | tee -a "$RES/notes.txt"; return; }
@@ -162,6 +164,7 @@ for name in ${ORDER:-new base new2}; do
     pairs*) ab_run "$name" new '{"repeat_pairs": 5}' ;;
     c2p5*) ab_run "$name" new '{"host_rotate_buffers": 2, "repeat_pairs": 5}' ;;
     kgather*) ab_run "$name" new '{"kernel_spot_gather": true}' ;;
+    tcores*) ab_run "$name" new '{}' "${TCORES:-2}" ;;
     base*) ab_run "$name" base ;;
     *) echo "unknown run $name" | tee -a "$RES/notes.txt" ;;
   esac

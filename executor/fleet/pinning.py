@@ -17,15 +17,29 @@ it, whole physical cores at a time (both hyperthreads of a core go to one replic
 information (one node, or a GPU on none), every core of the process's set is split among all the GPUs.
 A replica takes its GPU's share whether or not the other GPUs have replicas: a fleet of one on a
 four-GPU host then has the CPU of a one-GPU machine, and scaling runs compare like with like.
+
+Within a process's cores (a replica's share, or a single executor's whole set), the timing cores
+(:func:`split_timing_cores`, setting ``timing_cores``, ``REGRAPH_EXECUTOR_TIMING_CORES``; 0, off, by
+default): the last N CPUs of the set, whole physical cores at a time, are kept for the worker whose
+function task's trials are timed on the host clock, and only while it holds the trials' lock; the
+rest run everything else: the candidates' compiles (nvcc and its children, NVRTC; :func:`compile_cores`
+around a build, inherited by the processes it starts) and every worker outside its trials
+(:class:`WorkerCores`: the executor starts every worker on the rest and hands it the split; the worker
+moves to the reserved cores when it takes the trials' lock and back when it lets it go). A set too small to leave the rest a core is not
+split (logged): compiles never get zero cores. A sandbox that refuses affinities leaves everything where
+it was (logged), never fails a build or a run. Not measured on a GPU yet (docs/executor.md).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import os
 import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -162,15 +176,282 @@ def pci_numa_node(bus_id: str, root: Path = PCI) -> int | None:
     return node if node >= 0 else None
 
 
-def pin_process(cores: Sequence[int]) -> None:
-    """Pin every thread of this process to ``cores``: the mask is a thread's, and a Ray actor's threads
-    (which start the workers and builds, who inherit their mask) may exist before it pins itself."""
-    tasks = Path("/proc/self/task")
-    for tid in [int(t.name) for t in tasks.iterdir()] if tasks.is_dir() else [0]:
+def pin_process(cores: Sequence[int], pid: int | str = "self") -> None:
+    """Pin every thread of this process (or of process ``pid``) to ``cores``: the mask is a thread's,
+    and a Ray actor's threads (which start the workers and builds, who inherit their mask) may exist
+    before it pins itself."""
+    tasks = Path(f"/proc/{pid}/task")
+    try:
+        tids = [int(t.name) for t in tasks.iterdir()]
+    except OSError:  # no /proc (this process: its calling thread), or a process that ended meanwhile
+        if pid != "self":
+            return
+        tids = [0]
+    for tid in tids:
         try:
             os.sched_setaffinity(tid, cores)
         except ProcessLookupError:  # a thread that ended meanwhile
             continue
+
+
+def descendants(pid: int | str = "self") -> list[int]:
+    """The processes started by process ``pid`` and by theirs: from ``/proc/<pid>/task/<tid>/children``,
+    or, where the kernel has no such file (gVisor may not), from every process's parent in
+    ``/proc/<n>/stat`` (empty where neither can be read)."""
+    root = os.getpid() if pid == "self" else int(pid)
+    try:
+        (Path(f"/proc/{root}/task/{root}") / "children").read_text()
+    except FileNotFoundError:
+        return _descendants_by_parent(root)
+    except OSError:
+        return []
+    found: list[int] = []
+    todo = [root]
+    while todo:
+        current = todo.pop()
+        try:
+            tasks = list(Path(f"/proc/{current}/task").iterdir())
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                children = [int(c) for c in (task / "children").read_text().split()]
+            except (OSError, ValueError):
+                continue
+            for child in children:
+                if child not in found:
+                    found.append(child)
+                    todo.append(child)
+    return found
+
+
+def _descendants_by_parent(root: int) -> list[int]:
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else []:
+        if not entry.name.isdigit():
+            continue
+        try:
+            # the parent is the second field after the command name, which may hold spaces and ")"
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        parents.setdefault(ppid, []).append(int(entry.name))
+    found: list[int] = []
+    todo = [root]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            if child not in found:
+                found.append(child)
+                todo.append(child)
+    return found
+
+
+def pin_tree(cores: Sequence[int]) -> None:
+    """Pin every thread of this process and of every process it started (a worker's runner) to
+    ``cores``; OSError when the kernel refuses this process's own threads (a child that ended meanwhile
+    is passed over)."""
+    pin_process(cores)
+    for child in descendants():
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            pin_process(cores, child)
+
+
+# --- The timing cores: a worker's host-timed trials on cores that no compile uses --------------------
+
+TIMING_CORES_ENV = "REGRAPH_EXECUTOR_TIMING_CORES"
+# The split an executor hands its workers (``REST;RESERVED``, two cpulists), set by it in their
+# environment (executor.sandbox), never by an operator.
+TIMING_SPLIT_ENV = "REGRAPH_TIMING_SPLIT"
+
+
+@dataclass(frozen=True)
+class TimingSplit:
+    """A process's cores split for its host-timed trials: ``reserved`` for a worker while it holds a
+    function task's trials' lock, ``rest`` for everything else."""
+
+    rest: tuple[int, ...]
+    reserved: tuple[int, ...]
+
+    def encode(self) -> str:
+        """``0-13;14-15``: the form :data:`TIMING_SPLIT_ENV` carries."""
+        return f"{format_cpulist(self.rest)};{format_cpulist(self.reserved)}"
+
+    @classmethod
+    def decode(cls, text: str) -> TimingSplit | None:
+        """The split :meth:`encode` wrote, or None for anything else (empty, malformed, overlapping)."""
+        rest_text, sep, reserved_text = text.strip().partition(";")
+        try:
+            rest, reserved = parse_cpulist(rest_text), parse_cpulist(reserved_text)
+        except ValueError:
+            return None
+        if not sep or not rest or not reserved or set(rest) & set(reserved):
+            return None
+        return cls(rest=tuple(sorted(set(rest))), reserved=tuple(sorted(set(reserved))))
+
+
+def timing_cores_env() -> int:
+    """The timing cores asked for in this process's environment (:data:`TIMING_CORES_ENV`, which the
+    setting ``timing_cores`` reads too; 0 when it is not set); ValueError for a value that is not a
+    whole number >= 0."""
+    text = os.environ.get(TIMING_CORES_ENV, "").strip()
+    if not text:
+        return 0
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ValueError(f"{TIMING_CORES_ENV} must be a whole number of cores >= 0 (0: off), not {text!r}")
+    return value
+
+
+def split_timing_cores(
+    allowed: Sequence[int], count: int, groups: Sequence[list[int]] | None = None
+) -> TimingSplit | None:
+    """The last ``count`` CPUs of ``allowed`` reserved for host-timed trials, whole physical cores at a
+    time (``groups``: the allowed CPUs by physical core, as :func:`sibling_groups`; default each CPU
+    alone), so that no compile runs on a hyperthread of a reserved core; the rest for everything else.
+    None when ``count`` is 0 or when the rest would be empty (the reservation is refused: compiles and
+    the other workers never get zero cores)."""
+    if count <= 0:
+        return None
+    allowed_set = set(allowed)
+    units = [sorted(g) for g in (groups or []) if g and set(g) <= allowed_set]
+    covered = {cpu for unit in units for cpu in unit}
+    units += [[cpu] for cpu in sorted(allowed_set - covered)]
+    units.sort(key=lambda unit: unit[0])
+    reserved: list[int] = []
+    for unit in reversed(units):
+        if len(reserved) >= count:
+            break
+        reserved.extend(unit)
+    rest = sorted(allowed_set - set(reserved))
+    if not rest:
+        return None
+    return TimingSplit(rest=tuple(rest), reserved=tuple(sorted(reserved)))
+
+
+@functools.lru_cache(maxsize=64)
+def timing_split(count: int, allowed: tuple[int, ...]) -> TimingSplit | None:
+    """:func:`split_timing_cores` of ``allowed`` with the host's physical cores, said once per
+    ``(count, allowed)`` in the log (a refusal as a WARNING)."""
+    if count <= 0:
+        return None
+    split = split_timing_cores(allowed, count, sibling_groups(allowed))
+    if split is None:
+        logger.warning(
+            "timing cores: %d asked for (%s), but the allowed cores %s would leave the compiles none; "
+            "nothing is reserved",
+            count,
+            TIMING_CORES_ENV,
+            format_cpulist(allowed),
+        )
+        return None
+    logger.info(
+        "timing cores: host-timed trials on %s, compiles and other work on %s",
+        format_cpulist(split.reserved),
+        format_cpulist(split.rest),
+    )
+    return split
+
+
+def process_cores() -> tuple[int, ...]:
+    """This process's cores: its main thread's (a replica's share once :func:`pin_replica` pinned it),
+    not the calling thread's, which a build narrows (:func:`compile_cores`)."""
+    try:
+        return tuple(sorted(os.sched_getaffinity(os.getpid())))
+    except OSError:
+        return tuple(sorted(os.sched_getaffinity(0)))
+
+
+def executor_split(count: int | None = None) -> TimingSplit | None:
+    """The executor's split of :func:`process_cores` for ``count`` timing cores (default
+    :func:`timing_cores_env`; an invalid value there is off here, the settings refuse it with a clear
+    error), or None when off or refused."""
+    try:
+        count = timing_cores_env() if count is None else count
+        return timing_split(count, process_cores())
+    except (OSError, ValueError):
+        return None
+
+
+_refused: set[str] = set()
+
+
+def _refusal(what: str, e: OSError, level: int = logging.WARNING) -> None:
+    """Say once per process and kind that the kernel refused an affinity (a sandbox: gVisor may)."""
+    if what in _refused:
+        return
+    _refused.add(what)
+    logger.log(level, "timing cores: could not pin %s (%s); it runs unreserved", what, e)
+
+
+@contextlib.contextmanager
+def compile_cores(count: int) -> Iterator[TimingSplit | None]:
+    """Run the calling thread (a build: NVRTC in it, nvcc and its children started by it, who inherit its
+    mask) on the cores that :func:`executor_split` leaves to everything but the host-timed trials, and
+    give it back its own cores after; nothing changes when ``count`` is 0, when the process's cores are
+    too few, or when the kernel refuses (logged once)."""
+    split = executor_split(count)
+    if split is None:
+        yield None
+        return
+    try:
+        before = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, split.rest)
+    except OSError as e:
+        _refusal("a compile", e)
+        yield None
+        return
+    try:
+        yield split
+    finally:
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, before)
+
+
+class WorkerCores:
+    """A worker's cores under its executor's split (:data:`TIMING_SPLIT_ENV`): the rest from its start
+    (its executor starts it there already), the reserved ones while it holds a function task's trials'
+    lock (:meth:`trials`). Inactive (nothing moves) without a split, or when the kernel refused; never
+    raises for the cores. Refusals go to the log at INFO (a worker's log may be shown in a verdict)."""
+
+    def __init__(self) -> None:
+        self.split: TimingSplit | None = None
+
+    def start(self) -> TimingSplit | None:
+        """Read the split from the environment and move every thread to its rest; the split, or None."""
+        split = TimingSplit.decode(os.environ.get(TIMING_SPLIT_ENV, ""))
+        if split is not None:
+            try:
+                pin_tree(split.rest)
+            except OSError as e:
+                _refusal("this worker", e, logging.INFO)
+                split = None
+        self.split = split
+        return split
+
+    @contextlib.contextmanager
+    def trials(self) -> Iterator[None]:
+        """This process and its children (a runner) on the reserved cores while the block runs, then
+        on the rest again."""
+        split = self.split
+        if split is None:
+            yield
+            return
+        try:
+            pin_tree(split.reserved)
+        except OSError as e:
+            _refusal("the trials", e, logging.INFO)
+            yield
+            return
+        try:
+            yield
+        finally:
+            try:
+                pin_tree(split.rest)
+            except OSError as e:
+                _refusal("a worker after its trials", e, logging.INFO)
 
 
 def pin_replica(visible: str | None = None) -> list[int] | None:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import resource
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from executor.checking import prime as prime_statistics
 from executor.errors import ExecutorError
+from executor.fleet.pinning import WorkerCores
 from executor.gpulock import (
     context_creation,
     context_lock_covers_init,
@@ -69,6 +72,29 @@ def serve_reference(job_path: str) -> int:
     return 0
 
 
+# This worker's cores (its executor's split of REGRAPH_EXECUTOR_TIMING_CORES, off by default;
+# executor.fleet.pinning): the rest, the reserved ones while a function task's trials hold their lock.
+CORES = WorkerCores()
+
+
+def on_timing_cores(
+    lock: Callable[[], contextlib.AbstractContextManager[None]],
+) -> Callable[[], contextlib.AbstractContextManager[None]]:
+    """``lock``, and once it is held this worker on the timing cores (:meth:`WorkerCores.trials`) until
+    it is let go: host-timed trials on cores that no compile, and no other worker, uses."""
+
+    @contextlib.contextmanager
+    def held() -> Iterator[None]:
+        with lock(), CORES.trials():
+            yield
+
+    return held
+
+
+TIMED_RUN = on_timing_cores(function_run)
+TIMED_RUN_SHARED = on_timing_cores(function_run_shared)
+
+
 # A kernel's trials are timed on the device with events, which other processes' shared GPU work does not
 # reach, except uploads; a function's calls are timed on the host clock, copies from host memory
 # included. Only the untimed checks let other workers' preparation go on beside them; a kernel's
@@ -78,15 +104,15 @@ KERNEL_LOCKS = RunLocks(checking=gpu_shared, timing=kernel_run, reserve=kernel_r
 # Once a function candidate's GPU work is over, its host checks hold the host memory shared (they read
 # every copy: traffic that other function tasks' host-timed trials must not see), not the GPU.
 FUNCTION_LOCKS = RunLocks(
-    checking=function_checks, timing=function_run, reserve=function_reserve, after_release=host_copies
+    checking=function_checks, timing=TIMED_RUN, reserve=function_reserve, after_release=host_copies
 )
 # Without release_gpu_early (CandidateRun.release_gpu): no note, every check under the trials' locks.
-FUNCTION_LOCKS_KEPT = RunLocks(checking=function_checks, timing=function_run, reserve=function_reserve)
+FUNCTION_LOCKS_KEPT = RunLocks(checking=function_checks, timing=TIMED_RUN, reserve=function_reserve)
 # A compute-bound task's (CandidateRun.host_shared): its trials hold the host memory shared.
 COMPUTE_LOCKS = RunLocks(
-    checking=function_checks, timing=function_run_shared, reserve=function_reserve, after_release=host_copies
+    checking=function_checks, timing=TIMED_RUN_SHARED, reserve=function_reserve, after_release=host_copies
 )
-COMPUTE_LOCKS_KEPT = RunLocks(checking=function_checks, timing=function_run_shared, reserve=function_reserve)
+COMPUTE_LOCKS_KEPT = RunLocks(checking=function_checks, timing=TIMED_RUN_SHARED, reserve=function_reserve)
 
 
 def function_locks(run: CandidateRun) -> RunLocks:
@@ -208,11 +234,13 @@ def main(argv: list[str]) -> int:
     if len(argv) == 3 and argv[0] == "peak":
         return measure(argv[2])
     if len(argv) == 3 and argv[0] == "baseline":
+        CORES.start()
         return serve_baseline(argv[2])
     if len(argv) != 3 or argv[0] != "serve" or argv[1] not in ("candidate", "reference"):
         sys.stderr.write("usage: python -m executor.worker serve {candidate|reference} {gpu|host|none}\n")
         return 2
     role, runtime = argv[1], argv[2]
+    CORES.start()  # off the timing cores before anything starts (the driver's threads inherit it)
     # Start-up that every job needs is done before the job arrives: that is what a spare pre-warms.
     prime_statistics()
     gpu = None
