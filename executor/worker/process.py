@@ -88,6 +88,7 @@ def on_timing_cores(
         with lock(), CORES.trials():
             yield
 
+    held.__wrapped__ = lock  # type: ignore[attr-defined]  # which lock it takes (inspect.unwrap)
     return held
 
 
