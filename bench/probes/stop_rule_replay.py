@@ -84,23 +84,23 @@ def last_window(
 
 
 @dataclass(frozen=True)
-class Rule:
+class ReplayRule:
     name: str
     apply: Callable[[Record], Outcome]
 
 
-def _policy_rule(name: str, policy: TrialPolicy) -> Rule:
-    return Rule(name, lambda r: replay(r["samples_ms"], policy, r["trials"], r["median_ms"]))
+def _policy_rule(name: str, policy: TrialPolicy) -> ReplayRule:
+    return ReplayRule(name, lambda r: replay(r["samples_ms"], policy, r["trials"], r["median_ms"]))
 
 
-RULES: list[Rule] = [
+RULES: list[ReplayRule] = [
     _policy_rule("defaults", host_policy()),
     _policy_rule("target 4 %", host_policy(host_target_error=0.04)),
     _policy_rule("target 5 %", host_policy(host_target_error=0.05)),
     _policy_rule("pairs 3", host_policy(repeat_pairs=3)),
     _policy_rule("pairs 2", host_policy(repeat_pairs=2)),
     _policy_rule("cap 24", host_policy(max_trials=24)),
-    Rule("last 6", lambda r: last_window(r["samples_ms"], r["trials"], r["median_ms"])),
+    ReplayRule("last 6", lambda r: last_window(r["samples_ms"], r["trials"], r["median_ms"])),
 ]
 
 
@@ -135,7 +135,7 @@ class Cell:
     consensus_mae: float
 
 
-def cell(rule: Rule, records: list[Record], consensus: dict[str, float]) -> Cell:
+def cell(rule: ReplayRule, records: list[Record], consensus: dict[str, float]) -> Cell:
     outcomes = [rule.apply(r) for r in records]
     own = [abs(m / r["median_ms"] - 1.0) for (_, m, _), r in zip(outcomes, records, strict=True)]
     saved = [
