@@ -115,23 +115,27 @@ def test_calls_skimmed_between_the_checked_ones_fail_a_spot_check(evaluator: Eva
     assert "spot check" in verdict.message, verdict.message
 
 
+# The skimming kernel's options: four slots, which it counts on (see its comments), pinned rather than the
+# defaults', and enough timed launches for the spot checks to draw among.
+SKIM_SPOTS = QUICK.model_copy(
+    update={
+        "min_trials": 150,
+        "max_trials": 150,
+        "max_timing_s": 120.0,
+        "physical_floor": False,
+        "rotate_buffers": 3,
+        "timing_sets": 2,
+    }
+)
+
+
 def test_kernel_launches_skimmed_between_the_checked_ones_fail_a_spot_check(evaluator: Evaluator) -> None:
     """The same for a kernel task (option ``kernel_spot_checks``, on by default since session 23):
     without it the skimming kernel passes (only the last launch on each copy is checked); with it, a
     sample of every timed launch's outputs, copied on the device, is checked, and the honest kernel
     still passes. A skipped launch leaves the poison its outputs were restored to, so the failure may
     read as unwritten (seen on an H200, session 23) as well as wrong."""
-    # Four slots, which the skimming kernel counts on (see its comments): pinned, not the defaults'.
-    spots = QUICK.model_copy(
-        update={
-            "min_trials": 150,
-            "max_trials": 150,
-            "max_timing_s": 120.0,
-            "physical_floor": False,
-            "rotate_buffers": 3,
-            "timing_sets": 2,
-        }
-    )
+    spots = SKIM_SPOTS
     options = spots.model_copy(update={"kernel_spot_checks": False})
     skim = CandidateSource(source=(CORPUS / "skim_launches_between_checks.cu").read_text())
     honest = CandidateSource(source=(CORPUS / "k_honest.cu").read_text())
@@ -153,17 +157,7 @@ def test_kernel_launches_skimmed_between_the_checked_ones_fail_the_gathered_spot
     """The same with option ``kernel_spot_gather`` (a launch's sample copied by one gather launch
     instead of one copy per run, session 28): the skimming kernel fails a spot check, the honest one
     passes."""
-    spots = QUICK.model_copy(
-        update={
-            "min_trials": 150,
-            "max_trials": 150,
-            "max_timing_s": 120.0,
-            "physical_floor": False,
-            "rotate_buffers": 3,
-            "timing_sets": 2,
-            "kernel_spot_gather": True,
-        }
-    )
+    spots = SKIM_SPOTS.model_copy(update={"kernel_spot_gather": True})
     skim = CandidateSource(source=(CORPUS / "skim_launches_between_checks.cu").read_text())
     honest = CandidateSource(source=(CORPUS / "k_honest.cu").read_text())
     verdict = evaluator.evaluate(_task("block_sum"), skim, spots)

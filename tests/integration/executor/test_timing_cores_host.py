@@ -27,25 +27,16 @@ from executor.fleet.pinning import (
     split_timing_cores,
     timing_split,
 )
-from executor.protocol import CandidateSource, EvaluationOptions
+from executor.protocol import CandidateSource
 from executor.taskformat import FunctionTask, KernelTask, parse_task
 from executor.verdict import Verdict
-from tests.support.hostcode import STUB, host_evaluator, one_input_task, use_candidate_process
+from tests.support.hostcode import FIVE_CHECKED, STUB, host_evaluator, one_input_task, use_candidate_process
 
 TIMING_N = 65536
 HEAD = 'extern "C" void twice(int n, const float* x, float* y) {\n'
 BODY = "for (int i = 0; i < n; ++i) y[i] = 2.0f * x[i];"
 # No timing-size check: every call at the timing size is a warm-up call or a trial, under the trials' lock.
-OPTIONS = EvaluationOptions(
-    correctness_sets=2,
-    timing_size_checks=0,
-    warmup=1,
-    min_trials=4,
-    max_trials=6,
-    min_timing_ms=0,
-    reference_repeats=1,
-    baseline=False,
-)
+OPTIONS = FIVE_CHECKED.model_copy(update={"timing_size_checks": 0})
 # The processes of an nvcc build (nvcc itself and what it starts), by their command name.
 BUILD = frozenset(("nvcc", "cicc", "cudafe++", "ptxas", "fatbinary", "nvlink", "gcc", "g++", "cc1plus"))
 BUILD |= {"as", "ld", "collect2"}
