@@ -129,6 +129,21 @@ SKIM_SPOTS = QUICK.model_copy(
 )
 
 
+def _skimming_fails_honest_passes(
+    evaluator: Evaluator, spots: EvaluationOptions, skim: CandidateSource, honest: CandidateSource
+) -> None:
+    """With ``spots`` the skimming kernel fails a spot check at the timing stage, as wrong or unwritten
+    outputs, and the honest kernel passes."""
+    verdict = evaluator.evaluate(_task("block_sum"), skim, spots)
+    assert not verdict.passed and str(verdict.error) in ("wrong_output", "unwritten_output"), (
+        verdict.stage,
+        verdict.message,
+    )
+    assert verdict.stage == "timing" and "spot check" in verdict.message, verdict.message
+    control = evaluator.evaluate(_task("block_sum"), honest, spots)
+    assert control.passed, (control.stage, control.message)
+
+
 def test_kernel_launches_skimmed_between_the_checked_ones_fail_a_spot_check(evaluator: Evaluator) -> None:
     """The same for a kernel task (option ``kernel_spot_checks``, on by default since session 23):
     without it the skimming kernel passes (only the last launch on each copy is checked); with it, a
@@ -141,14 +156,7 @@ def test_kernel_launches_skimmed_between_the_checked_ones_fail_a_spot_check(eval
     honest = CandidateSource(source=(CORPUS / "k_honest.cu").read_text())
     before = evaluator.evaluate(_task("block_sum"), skim, options)
     assert before.passed, (before.stage, before.message)
-    verdict = evaluator.evaluate(_task("block_sum"), skim, spots)
-    assert not verdict.passed and str(verdict.error) in ("wrong_output", "unwritten_output"), (
-        verdict.stage,
-        verdict.message,
-    )
-    assert verdict.stage == "timing" and "spot check" in verdict.message, verdict.message
-    control = evaluator.evaluate(_task("block_sum"), honest, spots)
-    assert control.passed, (control.stage, control.message)
+    _skimming_fails_honest_passes(evaluator, spots, skim, honest)
 
 
 def test_kernel_launches_skimmed_between_the_checked_ones_fail_the_gathered_spot_check(
@@ -160,14 +168,7 @@ def test_kernel_launches_skimmed_between_the_checked_ones_fail_the_gathered_spot
     spots = SKIM_SPOTS.model_copy(update={"kernel_spot_gather": True})
     skim = CandidateSource(source=(CORPUS / "skim_launches_between_checks.cu").read_text())
     honest = CandidateSource(source=(CORPUS / "k_honest.cu").read_text())
-    verdict = evaluator.evaluate(_task("block_sum"), skim, spots)
-    assert not verdict.passed and str(verdict.error) in ("wrong_output", "unwritten_output"), (
-        verdict.stage,
-        verdict.message,
-    )
-    assert verdict.stage == "timing" and "spot check" in verdict.message, verdict.message
-    control = evaluator.evaluate(_task("block_sum"), honest, spots)
-    assert control.passed, (control.stage, control.message)
+    _skimming_fails_honest_passes(evaluator, spots, skim, honest)
 
 
 def test_a_value_keyed_memo_is_timed_like_the_honest_code(evaluator: Evaluator) -> None:
