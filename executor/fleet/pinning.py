@@ -248,12 +248,26 @@ def _descendants_by_parent(root: int) -> list[int]:
 
 def pin_tree(cores: Sequence[int]) -> None:
     """Pin every thread of this process and of every process it started (a worker's runner) to
-    ``cores``; OSError when the kernel refuses this process's own threads (a child that ended meanwhile
-    is passed over)."""
-    pin_process(cores)
-    for child in descendants():
-        with contextlib.suppress(ProcessLookupError, PermissionError):
+    ``cores``, trying each of them even when one is refused; then the first refusal as OSError (a child
+    that ended meanwhile, or one of another uid, is passed over)."""
+    refused: OSError | None = None
+    try:
+        pin_process(cores)
+    except OSError as e:
+        refused = e
+    try:
+        children = descendants()
+    except OSError as e:  # /proc not listable
+        children, refused = [], refused or e
+    for child in children:
+        try:
             pin_process(cores, child)
+        except (ProcessLookupError, PermissionError):
+            continue
+        except OSError as e:
+            refused = refused or e
+    if refused is not None:
+        raise refused
 
 
 # --- The timing cores: a worker's host-timed trials on cores that no compile uses --------------------
@@ -442,7 +456,12 @@ class WorkerCores:
         try:
             pin_tree(split.reserved)
         except OSError as e:
+            # Part of the tree may have moved before the refusal: all of it back on the rest, and the
+            # trials run unreserved (review 43: the worker stayed on the trials' cores for the rest of
+            # its life when a child could not be moved).
             _refusal("the trials", e, logging.INFO)
+            with contextlib.suppress(OSError):
+                pin_tree(split.rest)
             yield
             return
         try:

@@ -9,17 +9,20 @@ the compiles keep that core."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
 
 from executor.fleet.pinning import (
     TIMING_CORES_ENV,
+    TimingSplit,
+    WorkerCores,
     _descendants_by_parent,
     descendants,
     parse_cpulist,
@@ -232,3 +235,37 @@ def test_descendants_by_parent_agree_with_the_kernels_children_lists() -> None:
     finally:
         shell.kill()
         shell.wait()
+
+
+def test_a_child_that_refuses_its_move_leaves_no_process_on_the_trials_cores(
+    allowed: set[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the kernel refuses to move a child (the runner) to the reserved cores after the worker itself
+    has moved, the trials run unreserved with the whole tree on the rest, and the worker is on the rest
+    after them (review 43: it stayed on the trials' cores for the rest of its life). The refusal is the
+    kernel's, injected at ``os.sched_setaffinity`` for the child's threads."""
+    if len(allowed) < 2:
+        pytest.skip("needs two cores: one kept for the trials, one for the rest")
+    split = TimingSplit(rest=tuple(sorted(allowed))[:-1], reserved=(max(allowed),))
+    pin_process(split.rest)
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        real = os.sched_setaffinity
+
+        def kernel(pid: int, cores: Iterable[int]) -> None:
+            if pid == child.pid and set(cores) == set(split.reserved):
+                raise OSError(errno.EINVAL, "Invalid argument")
+            real(pid, cores)
+
+        monkeypatch.setattr(os, "sched_setaffinity", kernel)
+        cores = WorkerCores()
+        cores.split = split
+        with cores.trials():
+            inside = os.sched_getaffinity(0)
+        after = os.sched_getaffinity(0)
+        assert inside == set(split.rest), inside
+        assert after == set(split.rest), after
+        assert _cpus_allowed(child.pid) == set(split.rest)
+    finally:
+        child.kill()
+        child.wait()
