@@ -256,8 +256,7 @@ class Buffers:
             # register_host_memory fails on numpy 2 ("Cannot set the NumPy array 'base' dependency").
             from executor.worker.gpu import RegisteredPages
 
-            self.pages: Any = RegisteredPages.__new__(RegisteredPages)
-            RegisteredPages.__init__(self.pages, None)  # type: ignore[arg-type]
+            self.pages = RegisteredPages()
             began = time.perf_counter()
             self.pages._lock(self.host_in)
             self.pages._lock(self.host_out)

@@ -361,7 +361,7 @@ class Worker:
                 locks.fail("no CUDA context ahead of the job: left pageable")
             elif self.gpu is not None:
                 try:
-                    locks = RegisteredPages(self.gpu, max_bytes)
+                    locks = RegisteredPages(max_bytes)
                 except (OSError, AttributeError) as e:
                     locks.fail(f"the driver's cuMemHostRegister: {e}")
             self._page_locks = locks

@@ -80,9 +80,8 @@ class RegisteredPages(PageLocks):
 
     what = "cuMemHostRegister"
 
-    def __init__(self, gpu: GpuContext, max_bytes: int = DEFAULT_LOCK_MAX_BYTES) -> None:
+    def __init__(self, max_bytes: int = DEFAULT_LOCK_MAX_BYTES) -> None:
         super().__init__(max_bytes)
-        self.gpu = gpu
         libcuda = _libcuda()
         self._register = libcuda.cuMemHostRegister_v2
         self._register.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint]
