@@ -35,6 +35,8 @@
 # (`kernel_spot_gather: true`, session 28: the copies made kernel trials host-bound, +0.3 ms a trial).
 # A run named tcores... is this tree with REGRAPH_EXECUTOR_TIMING_CORES=$TCORES (2 by default; session
 # 28: function trials on cores of their own, compiles on the rest; every other run of this tree has it 0).
+# A run named tcg... is tcores with kernel_spot_gather; t1c... is tcores with one timing core; tng... is
+# tcores without the kernel trials' launch gate (session 29).
 # Knobs: ORDER, AB_SECONDS, SCALE_SECONDS (0: no scaling step), STEADY_AFTER, SEED, DEADLINE_S (540),
 # QUEUE_KIND: `long` (the default, above) or `first` (session 20: every task, one correct candidate and
 # one failing one each, no hangs, so that nearly every verdict is its task's first evaluation, with the
@@ -164,6 +166,9 @@ for name in ${ORDER:-new base new2}; do
     pairs*) ab_run "$name" new '{"repeat_pairs": 5}' ;;
     c2p5*) ab_run "$name" new '{"host_rotate_buffers": 2, "repeat_pairs": 5}' ;;
     kgather*) ab_run "$name" new '{"kernel_spot_gather": true}' ;;
+    tng*) ab_run "$name" new '{"launch_gate": false}' "${TCORES:-2}" ;;
+    tcg*) ab_run "$name" new '{"kernel_spot_gather": true}' "${TCORES:-2}" ;;
+    t1c*) ab_run "$name" new '{}' 1 ;;
     tcores*) ab_run "$name" new '{}' "${TCORES:-2}" ;;
     base*) ab_run "$name" base ;;
     *) echo "unknown run $name" | tee -a "$RES/notes.txt" ;;

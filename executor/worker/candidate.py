@@ -719,6 +719,8 @@ class Worker:
                 and opts.kernel_spot_gather
             ):
                 candidate.spot_gather = self.comparer.spot_gather()  # None: copied run by run
+                # Which way the spot samples were copied (review 44: a fallback was silent).
+                self.seconds["spot_gather"] = 0.0 if candidate.spot_gather is None else 1.0
             stats, last = candidate.time(slots, opts)
             self.seconds["timing_trials"] = time.perf_counter() - t0
             if "warmup" in last:  # kernel tasks: the part of the trials spent warming up

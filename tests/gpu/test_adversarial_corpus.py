@@ -131,9 +131,9 @@ SKIM_SPOTS = QUICK.model_copy(
 
 def _skimming_fails_honest_passes(
     evaluator: Evaluator, spots: EvaluationOptions, skim: CandidateSource, honest: CandidateSource
-) -> None:
+) -> Verdict:
     """With ``spots`` the skimming kernel fails a spot check at the timing stage, as wrong or unwritten
-    outputs, and the honest kernel passes."""
+    outputs, and the honest kernel passes (its verdict returned)."""
     verdict = evaluator.evaluate(_task("block_sum"), skim, spots)
     assert not verdict.passed and str(verdict.error) in ("wrong_output", "unwritten_output"), (
         verdict.stage,
@@ -142,6 +142,7 @@ def _skimming_fails_honest_passes(
     assert verdict.stage == "timing" and "spot check" in verdict.message, verdict.message
     control = evaluator.evaluate(_task("block_sum"), honest, spots)
     assert control.passed, (control.stage, control.message)
+    return control
 
 
 def test_kernel_launches_skimmed_between_the_checked_ones_fail_a_spot_check(evaluator: Evaluator) -> None:
@@ -168,7 +169,9 @@ def test_kernel_launches_skimmed_between_the_checked_ones_fail_the_gathered_spot
     spots = SKIM_SPOTS.model_copy(update={"kernel_spot_gather": True})
     skim = CandidateSource(source=(CORPUS / "skim_launches_between_checks.cu").read_text())
     honest = CandidateSource(source=(CORPUS / "k_honest.cu").read_text())
-    _skimming_fails_honest_passes(evaluator, spots, skim, honest)
+    control = _skimming_fails_honest_passes(evaluator, spots, skim, honest)
+    # The gather ran (review 44: a fallback to the run-by-run copies would pass this test silently).
+    assert control.seconds.get("spot_gather") == 1.0, control.seconds
 
 
 def test_a_value_keyed_memo_is_timed_like_the_honest_code(evaluator: Evaluator) -> None:
