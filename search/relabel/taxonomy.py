@@ -490,6 +490,7 @@ _AT_ENDINGS: tuple[str, ...] = (
     *("ate", "ated", "ates", "ating", "ation", "ations"),
     *("ization", "izations", "isation", "isations"),
     *("atize", "atized", "atizes", "atizing", "atise", "atised"),
+    *("ator", "ators"),
 )
 """Endings after which a stem's final "at" is the "-ate" verb's, not the root's (`_stem`)."""
 
@@ -512,10 +513,25 @@ def _stem_suffixes(token: str) -> str:
         return token[:-3]
     if token.endswith("sses") and len(token) > 5:
         return token[:-2]
+    # (session 29) an agent noun meets its verb and the verb's noun: "-ator" like "-ate" ("accumulator",
+    # "allocator", "iterator": `_stem` then drops the verb's "at" as for "accumulation"; "equator" keeps
+    # its letters, four stay before the ending), "-izer" like "-ize" (below: "vectorizer" like
+    # "vectorization"); and an "-uce" verb meets its "-uction" noun ("reduce", "reducing" -> "reduction",
+    # "introduce" -> "introduction"; three letters at least before "uce")
+    for suffix, cut in (("ators", 3), ("ator", 2)):
+        if token.endswith(suffix) and len(token) - len(suffix) >= 4:
+            return token[:-cut]
+    for suffix in ("uces", "uced", "ucing", "uce"):
+        if token.endswith(suffix) and len(token) - len(suffix) >= 3:
+            return token[: -len(suffix)] + "uction"
     if len(token) > 4 and token.endswith(("ies", "ied")):
         # "copies"/"copied" -> "copy", "libraries" -> "library"
         return token[:-3] + "y"
     for suffix, keep in (
+        ("izers", 4),
+        ("izer", 4),
+        ("isers", 5),
+        ("iser", 5),
         ("izations", 3),
         ("ization", 3),
         ("isations", 3),
