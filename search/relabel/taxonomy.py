@@ -299,7 +299,13 @@ def _acronym_parts(part: str) -> list[str] | None:
     if not part.isalpha() or part.isupper() or part.islower():
         return None
     pieces = _CAMEL_ACRONYM_PART.findall(part)
-    if len(pieces) < 2 or "".join(pieces) != part or any(len(piece) < 3 for piece in pieces):
+    if len(pieces) < 2 or "".join(pieces) != part:
+        return None
+    short = [piece for piece in pieces if len(piece) < 3]
+    # (session 29) one two-letter piece among at least two words of three letters or more ("SILoadStore",
+    # "AMDGPUIfConverter"): the words around it say what the identifier is; "NVLink", "OpenMP", "SpMV"
+    # have one word or none beside theirs and stay whole
+    if short and not (len(short) == 1 and len(short[0]) == 2 and len(pieces) - 1 >= 2):
         return None
     return pieces
 

@@ -6,7 +6,7 @@ import pytest
 
 from bench.probes.relabel_bench import OUTSIDE_DATA, load_outside_items
 from search.relabel.relabeler import RelabelPolicy, StepInput
-from search.relabel.taxonomy import Taxonomy, _stem
+from search.relabel.taxonomy import Taxonomy, _stem, split_compound
 from tests.unit.search.test_relabel_precision import _check_development_set, _full_graph
 
 DEV11_DATA = OUTSIDE_DATA.with_name("dev11.jsonl")
@@ -80,3 +80,50 @@ def test_a_calculator_is_still_a_tool_and_calculating_is_not(
     assert any(f.startswith("name_diagnostic") for f in choice.flags), choice.flags
     choice = policy.choose(StepInput("Each thread calculates four outputs"), index)
     assert (choice.outcome, choice.technique) == ("merge", "Thread coarsening"), choice
+
+
+# --- one two-letter acronym among words in camel case (`taxonomy._acronym_parts`) ----------------------------
+
+
+@pytest.mark.parametrize(
+    ("word", "words"),
+    [
+        ("GLTextureFetch", "GL Texture Fetch"),
+        ("persistentThreadsCG", "persistent Threads cooperative groups"),
+        ("HSPinnedMemory", "HS Pinned Memory"),
+    ],
+)
+def test_one_two_letter_acronym_among_words_is_split(word: str, words: str) -> None:
+    assert split_compound(word) == words
+
+
+@pytest.mark.parametrize(
+    "word",
+    # one word or none beside the short piece, or two short pieces: one word in mixed case
+    ["NVLink", "OpenMP", "SpMV", "cuBLAS", "PCIe", "copyToSM", "AoSToSoA"],
+)
+def test_a_short_piece_with_one_word_beside_it_stays_whole(word: str) -> None:
+    assert split_compound(word) == word
+
+
+@pytest.mark.parametrize(
+    ("name", "technique"),
+    [
+        ("GLVectorizedLoads", "Vectorized memory access"),
+        ("aggregatedWarpAtomicsCG", "Warp-aggregated atomics"),
+    ],
+)
+def test_an_identifier_with_a_two_letter_acronym_merges_by_its_words(
+    policy: RelabelPolicy, taxonomy: Taxonomy, name: str, technique: str
+) -> None:
+    choice = policy.choose(StepInput(name), policy.index(_full_graph(taxonomy)))
+    assert (choice.outcome, choice.technique) == ("merge", technique), choice
+
+
+def test_a_two_letter_acronym_that_names_another_technique_is_queued(
+    policy: RelabelPolicy, taxonomy: Taxonomy
+) -> None:
+    """ "CG" (cooperative groups) beside persistent threads' words: two techniques, nothing tells them
+    apart, so the name waits rather than merging into either."""
+    choice = policy.choose(StepInput("persistentThreadsCG"), policy.index(_full_graph(taxonomy)))
+    assert choice.outcome == "undecided", choice
