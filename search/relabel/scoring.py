@@ -347,12 +347,15 @@ _DIAGNOSTIC_WORDS = (
     "analysing analyzer monitor monitoring trace tracing tracer instrument instrumenting instrumentation "
     "benchmark benchmarking visualize visualizing visualization visualise inspect inspecting inspection "
     "diagnose diagnosing diagnosis diagnostic diagnostics verify verifying verification validate "
-    "validating validation calculator report reporting"
+    "validating validation report reporting"
 )
 """Words of looking at a program rather than changing it (session 20): a name built around one names a
 tool or a study of the technique ("Bank conflict detection with Nsight Compute", "Divergence
 profiling"), not the technique, unless the technique's own words use it."""
 DIAGNOSTIC_STEMS = frozenset(t for w in _DIAGNOSTIC_WORDS.split() for t in concept_tokens(w))
+_DIAGNOSTIC_TOOLS = frozenset({"calculator", "calculators"})
+"""Tools named by an agent noun whose stem is its verb's (session 29: "-ator" meets "-ate", so
+"calculator" stems like "calculate", a word of changing a program): matched as written."""
 
 
 _TOPIC_WORDS = frozenset(
@@ -655,12 +658,19 @@ class CandidateIndex:
         """A word of the name that studies a program rather than changes it (`DIAGNOSTIC_STEMS`:
         "profiling", "detection", "measurement", "calculator") and that `technique`'s own labels and
         description do not use, or None."""
-        words = [w for w in concept_tokens(name) if w in DIAGNOSTIC_STEMS]
+        # (word as shown, its stem): a tool word (`_DIAGNOSTIC_TOOLS`) is found and shown as written
+        words = [(w, w) for w in concept_tokens(name) if w in DIAGNOSTIC_STEMS]
+        words += [
+            (w, t)
+            for w in re.findall(r"[a-z]+", expand_abbreviations(name).lower())
+            if w in _DIAGNOSTIC_TOOLS
+            for t in concept_tokens(w)
+        ]
         if not words:
             return None
         owner = next((i for i, c in enumerate(self.candidates) if c.name == technique), None)
         vocabulary = self._vocab[owner] if owner is not None else frozenset()
-        return next((w for w in words if w not in vocabulary), None)
+        return next((shown for shown, stem in words if stem not in vocabulary), None)
 
     def lone_word(self, name: str, technique: str) -> str | None:
         """(session 27) Why a name of one content word does not name `technique`, or None: its word is

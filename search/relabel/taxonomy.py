@@ -299,7 +299,13 @@ def _acronym_parts(part: str) -> list[str] | None:
     if not part.isalpha() or part.isupper() or part.islower():
         return None
     pieces = _CAMEL_ACRONYM_PART.findall(part)
-    if len(pieces) < 2 or "".join(pieces) != part or any(len(piece) < 3 for piece in pieces):
+    if len(pieces) < 2 or "".join(pieces) != part:
+        return None
+    short = [piece for piece in pieces if len(piece) < 3]
+    # (session 29) one two-letter piece among at least two words of three letters or more ("SILoadStore",
+    # "AMDGPUIfConverter"): the words around it say what the identifier is; "NVLink", "OpenMP", "SpMV"
+    # have one word or none beside theirs and stay whole
+    if short and not (len(short) == 1 and len(short[0]) == 2 and len(pieces) - 1 >= 2):
         return None
     return pieces
 
@@ -490,6 +496,7 @@ _AT_ENDINGS: tuple[str, ...] = (
     *("ate", "ated", "ates", "ating", "ation", "ations"),
     *("ization", "izations", "isation", "isations"),
     *("atize", "atized", "atizes", "atizing", "atise", "atised"),
+    *("ator", "ators"),
 )
 """Endings after which a stem's final "at" is the "-ate" verb's, not the root's (`_stem`)."""
 
@@ -512,10 +519,25 @@ def _stem_suffixes(token: str) -> str:
         return token[:-3]
     if token.endswith("sses") and len(token) > 5:
         return token[:-2]
+    # (session 29) an agent noun meets its verb and the verb's noun: "-ator" like "-ate" ("accumulator",
+    # "allocator", "iterator": `_stem` then drops the verb's "at" as for "accumulation"; "equator" keeps
+    # its letters, four stay before the ending), "-izer" like "-ize" (below: "vectorizer" like
+    # "vectorization"); and an "-uce" verb meets its "-uction" noun ("reduce", "reducing" -> "reduction",
+    # "introduce" -> "introduction"; three letters at least before "uce")
+    for suffix, cut in (("ators", 3), ("ator", 2)):
+        if token.endswith(suffix) and len(token) - len(suffix) >= 4:
+            return token[:-cut]
+    for suffix in ("uces", "uced", "ucing", "uce"):
+        if token.endswith(suffix) and len(token) - len(suffix) >= 3:
+            return token[: -len(suffix)] + "uction"
     if len(token) > 4 and token.endswith(("ies", "ied")):
         # "copies"/"copied" -> "copy", "libraries" -> "library"
         return token[:-3] + "y"
     for suffix, keep in (
+        ("izers", 4),
+        ("izer", 4),
+        ("isers", 5),
+        ("iser", 5),
         ("izations", 3),
         ("ization", 3),
         ("isations", 3),
