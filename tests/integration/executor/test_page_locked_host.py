@@ -10,6 +10,7 @@ locking fails (the jailed worker's RLIMIT_MEMLOCK, 8 MiB unless raised), every t
 
 from __future__ import annotations
 
+import ctypes
 import resource
 import time
 from concurrent.futures import Future
@@ -100,6 +101,51 @@ def test_the_timed_calls_arrays_are_locked_with_the_option(product: str, tmp_pat
     assert outcome.seconds["host_locked_bytes"] == copies
     # as the kernel counts it, not the worker's own sum
     assert outcome.seconds["host_vmlck_bytes"] >= copies
+
+
+# A candidate that unlocks its own timed input, as a GPU candidate's cudaHostRegister / cudaHostUnregister
+# of its input per call (return codes ignored) would remove the executor's registration: every timed
+# call after the first then runs on pageable memory, and spins.
+UNLOCKS = (
+    "#include <sys/mman.h>\n"
+    + LOCKED
+    + HEAD
+    + "if (n > 100000) munlock((void*)x, (size_t)n * sizeof(float));\n"
+    + f"if (n > 100000 && !locked(x)) spin({SPIN_MS:.0f});\n"
+    + BODY
+    + " }\n"
+)
+
+
+def _made(directory: Path) -> Path:
+    directory.mkdir()
+    return directory
+
+
+def test_arrays_unlocked_during_the_trials_are_not_reported_locked(tmp_path: Path) -> None:
+    """Review 44 F2: ``host_page_locked`` was set before the trials and never looked at again, so a
+    candidate that unlocked its input was timed on pageable memory under a verdict saying 1.0 (and
+    compared with an all-locked baseline). The locks are checked again after the trials."""
+    _needs_rlimit_for_small()
+    unlocks = build_host_candidates(_made(tmp_path / "build"), {"unlocks": UNLOCKS})["unlocks"]
+    outcome = _run(SMALL, unlocks, tmp_path, LOCKED_OPTIONS)
+    assert outcome.candidate_timing is not None
+    assert outcome.candidate_timing.median_ms >= SPIN_MS, outcome.candidate_timing  # it ran pageable
+    assert "host_lock_failed" not in outcome.seconds  # they were locked before the trials
+    assert outcome.seconds["host_page_locked"] == 0.0, outcome.seconds
+    assert outcome.seconds["host_locks_lost"] >= 1.0  # the rotated copies' x at least
+
+
+def test_the_locks_are_checked_again_in_this_process() -> None:
+    arrays = [page_aligned_empty((3000,), np.dtype(np.float32)) for _ in range(3)]
+    locks = PageLocks()
+    assert locks.lock_all(arrays) and locks.lost() == 0
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.munlock.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    assert libc.munlock(arrays[1].ctypes.data + resource.getpagesize(), resource.getpagesize()) == 0
+    assert locks.lost() == 1  # one page of the middle array is enough
+    locks.fail("done")
+    assert locks.lost() == 0  # nothing locked, nothing lost
 
 
 def test_pageable_by_default(product: str, tmp_path: Path) -> None:
