@@ -373,7 +373,8 @@ class Worker:
         0.0: pageable; the evaluator compares a candidate's with its baseline's), the bytes locked
         (``host_locked_bytes``), the time it took (``host_lock``), this process's locked memory as the
         kernel counts it (``host_vmlck_bytes``: mlock's, on the host runtime), or ``host_lock_failed``
-        (the arrays are pageable; the worker's log says why: a refusal, the cap, no context)."""
+        (the arrays are pageable; the worker's log says why: a refusal, the cap, no context), with
+        ``host_lock_over_cap`` when the cap was the reason."""
         locks = self._page_locks
         if locks is None:
             return
@@ -382,6 +383,8 @@ class Worker:
                 logger.warning("the timed calls' arrays are pageable: %s", locks.failure)
             self.seconds["host_lock_failed"] = 1.0
             self.seconds["host_page_locked"] = 0.0
+            if locks.over_cap:  # the cap, not a refusal (a baseline timed so is kept: evaluate.py)
+                self.seconds["host_lock_over_cap"] = 1.0
             return
         self.seconds["host_page_locked"] = 1.0
         self.seconds["host_locked_bytes"] = float(locks.bytes)

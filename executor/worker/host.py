@@ -268,6 +268,9 @@ class PageLocks:
         self.bytes = 0
         self.seconds = 0.0
         self.failure: str | None = None  # why the arrays are pageable after all (None: locked, or none asked)
+        # whether the cap was that reason (deterministic for a task, its options and the cap; a refusal
+        # by the kernel or the driver may not be)
+        self.over_cap = False
 
     def _lock(self, array: np.ndarray) -> None:
         if _libc().mlock(array.ctypes.data, array.nbytes) != 0:
@@ -289,6 +292,7 @@ class PageLocks:
             for array in arrays:
                 if array.nbytes:
                     if self.bytes + array.nbytes > self.max_bytes:
+                        self.over_cap = True
                         self.fail(
                             f"{self.bytes + array.nbytes} bytes to lock, past the cap of {self.max_bytes} "
                             "(the executor's host_lock_max_mb, REGRAPH_EXECUTOR_HOST_LOCK_MAX_MB)"
