@@ -21,7 +21,9 @@ four-GPU host then has the CPU of a one-GPU machine, and scaling runs compare li
 Within a process's cores (a replica's share, or a single executor's whole set), the timing cores
 (:func:`split_timing_cores`, setting ``timing_cores``, ``REGRAPH_EXECUTOR_TIMING_CORES``; by default
 automatic, :func:`auto_timing_cores`: 2 for a process with 16 CPUs or more in its own set, a replica's
-share once pinned, 1 for 8-15, none below 8; a value set, 0 included, wins): the last N CPUs of the set, whole physical cores at a time, are kept for the worker whose
+share once pinned, 1 for 8-15, none below 8; a value set, 0 included, wins; an unpinned replica,
+:func:`none_unless_set`, and a remote compile worker take 0 when it is unset): the last N CPUs of the
+set, whole physical cores at a time, are kept for the worker whose
 function task's trials are timed on the host clock, and only while it holds the trials' lock; the
 rest run everything else: the candidates' compiles (nvcc and its children, NVRTC; :func:`compile_cores`
 around a build, inherited by the processes it starts) and every worker outside its trials
