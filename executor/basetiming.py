@@ -81,18 +81,26 @@ TIMING_FIELDS = {
 }
 
 
-def baseline_key(task: FunctionTask | KernelTask, options: EvaluationOptions) -> str:
+def baseline_key(
+    task: FunctionTask | KernelTask, options: EvaluationOptions, over_cap: int | None = None
+) -> str:
     """What a baseline timing depends on besides the device: the task's arguments and parameters, its
     ``naive.cu``, the timing options (:data:`TIMING_FIELDS`) and :data:`TIMING_METHOD`; and the host
     memory of its timed calls where it is not the default (``host_memory``: a page-locked baseline's
     copies run faster; the default's keys stay those stored before the option came). A page_locked
     key holds only a timing whose arrays were all locked (the evaluator keeps no other under it); its
-    text changed with that rule, so that none stored before it (perhaps timed pageable) is read."""
-    memory = (
-        ()
-        if options.host_memory in (None, "pageable")
-        else (f"host_memory={options.host_memory}, every array locked",)
-    )
+    text changed with that rule, so that none stored before it (perhaps timed pageable) is read.
+    ``over_cap`` (bytes; page_locked only): the key of a timing whose arrays were all left pageable
+    because they passed that cap on locked bytes (the executor's ``host_lock_max_mb``), which a task's
+    baseline does on every measurement under that cap (review 44 F3)."""
+    if options.host_memory in (None, "pageable"):
+        memory: tuple[str, ...] = ()
+    elif over_cap is None:
+        memory = (f"host_memory={options.host_memory}, every array locked",)
+    else:
+        memory = (
+            f"host_memory={options.host_memory}, every array pageable past the cap of {over_cap} bytes",
+        )
     return content_key(
         TIMING_METHOD,
         task.id,

@@ -249,7 +249,7 @@ class Compiler:
         nvrtc_path: str | None = None,
         remote: RemoteBuilds | None = None,
         nice: int = 0,
-        timing_cores: int = 0,
+        timing_cores: int | None = None,
     ) -> None:
         self.remote = remote
         self.nice = nice
@@ -274,7 +274,7 @@ class Compiler:
             workers = -1
         if workers != settings.timing_cores:
             logger.warning(
-                "timing_cores is %d in the settings but %s says %s: the workers read the environment",
+                "timing_cores is %s in the settings but %s says %s: the workers read the environment",
                 settings.timing_cores,
                 TIMING_CORES_ENV,
                 os.environ.get(TIMING_CORES_ENV),

@@ -319,7 +319,7 @@ class Evaluator:
         # the timing kept now, should it go stale before the verdict (it is not measured again for this
         # one); looked up only where verdicts carry a baseline (no store read for a kernel task's)
         wanted = measuring is None and self.wants_baseline(task, options, runtime)
-        kept_baseline = self._cached_timing("baseline", task, options) if wanted else None
+        kept_baseline = self._kept_baseline(task, options) if wanted else None
         key = self._prepared_key(task, options, runtime)
         ref_started = time.perf_counter()
         self.wait_for_preparation()
@@ -988,16 +988,15 @@ class Evaluator:
                     return
                 with self._baseline_claim(key) as claim_wait:
                     # timed by another executor of the host while this one waited for its claim
-                    stored = self._cached_timing("baseline", task, options)
+                    stored = self._kept_baseline(task, options)
                     if stored is not None:
                         outcome = BaselineOutcome(
                             ok=True,
                             message="timed by another executor of the host",
-                            timing=stored,
+                            timing=stored[0],
                             device=self.device or "",
-                            # a page_locked key holds only timings whose arrays were all locked
-                            seconds={"baseline_claim_wait": claim_wait}
-                            | ({"host_page_locked": 1.0} if options.host_memory == "page_locked" else {}),
+                            # the host memory its trials ran on, as the key it was kept under says
+                            seconds={"baseline_claim_wait": claim_wait} | _memory_seconds(stored[1]),
                         )
                         return
                     outcome = baseline_worker.measure(
@@ -1092,7 +1091,7 @@ class Evaluator:
         measuring: tuple[Future[BaselineOutcome], bool] | None,
         seconds: dict[str, float],
         cancelled: threading.Event | None,
-        kept: TimingStats | None = None,
+        kept: tuple[TimingStats, float | None] | None = None,
     ) -> TimingStats | None:
         """The naive baseline's timing for a timed candidate's verdict: the result of the measurement
         this evaluation started or joined (``measuring``: its future, and whether it was started here),
@@ -1103,10 +1102,12 @@ class Evaluator:
         # not seconds: the host memory its trials ran on, with page-locked memory asked (same_host_memory)
         memory = "baseline_host_page_locked" if options.host_memory == "page_locked" else None
         if measuring is None:
-            found = self._cached_timing("baseline", task, options) or kept
-            if memory is not None and found is not None:  # kept: under the page_locked key, all locked
-                seconds[memory] = 1.0
-            return found
+            kept = self._kept_baseline(task, options) or kept
+            if kept is None:
+                return None
+            if memory is not None and kept[1] is not None:  # as the key it was kept under says
+                seconds[memory] = kept[1]
+            return kept[0]
         waited = time.perf_counter()
         while True:
             try:
@@ -1126,9 +1127,15 @@ class Evaluator:
                     seconds[part] = outcome.seconds[part]
             if "host_shared" in outcome.seconds:  # not seconds: how its trials held the host memory
                 seconds["baseline_host_shared"] = outcome.seconds["host_shared"]
-        found = outcome.timing if outcome.ok else self._cached_timing("baseline", task, options)
-        if memory is not None and found is not None:  # what this measurement's (or a join's) ran on
-            seconds[memory] = outcome.seconds.get("host_page_locked", 0.0) if outcome.ok else 1.0
+        found: TimingStats | None
+        locked: float | None
+        if outcome.ok:  # what this measurement's (or a join's) trials ran on
+            found, locked = outcome.timing, outcome.seconds.get("host_page_locked", 0.0)
+        else:
+            kept = self._kept_baseline(task, options)
+            found, locked = (None, None) if kept is None else kept
+        if memory is not None and found is not None and locked is not None:
+            seconds[memory] = locked
         return found
 
     def _keep_baseline(
@@ -1136,9 +1143,13 @@ class Evaluator:
     ) -> None:
         """Keep a baseline worker's timing (the only baseline timing kept): in memory, and for the host's
         other executors under its device's model (which this evaluator learns here if it did not know
-        it). Not one timed pageable for a request of page-locked memory (its locks failed: the
-        driver, the cap, no context ahead): it would be every later page-locked candidate's
-        denominator (:func:`lacks_page_locks`)."""
+        it). Not one timed pageable for a request of page-locked memory because its locks failed (the
+        driver, the rlimit, no context ahead, or unlocked during its trials): it would be every later
+        page-locked candidate's denominator (:func:`lacks_page_locks`). One left pageable by the cap
+        (``host_lock_over_cap``, which its task passes on every measurement under this executor's
+        cap) is kept under a key of its own (:func:`executor.basetiming.baseline_key`'s ``over_cap``),
+        which says it ran pageable (:meth:`_kept_baseline`): measured again every 300 s, it took a
+        GPU turn each time and was never kept (review 44 F3)."""
         assert outcome.timing is not None
         if lacks_page_locks(outcome):
             logger.warning(
@@ -1148,16 +1159,42 @@ class Evaluator:
                 baseline_worker.RETRY_AFTER_S,
             )
             return
+        over_cap = self._over_cap_key(options, outcome.seconds.get("host_page_locked") == 0.0)
         with self._cache_lock:
-            key = _baseline_memory(task, options)
+            key = _baseline_memory(task, options, over_cap)
             self._timing_cache[key] = outcome.timing
             self._baseline_stale_at[key] = time.monotonic() + self.settings.baseline_timing_max_age_s
         if self.device is None and outcome.device:
             self.device = outcome.device
         if self._baselines is not None and outcome.device:
             self._baselines.save(
-                outcome.device, baseline_key(task, options), outcome.timing, seconds=outcome.seconds
+                outcome.device, baseline_key(task, options, over_cap), outcome.timing, seconds=outcome.seconds
             )
+
+    def _over_cap_key(self, options: EvaluationOptions, pageable: bool) -> int | None:
+        """The cap that names the key of a page-locked request's baseline timed pageable past it (this
+        executor's ``host_lock_max_mb``, the cap its baseline workers get); None for the others."""
+        return (
+            self.settings.host_lock_max_mb << 20
+            if options.host_memory == "page_locked" and pageable
+            else None
+        )
+
+    def _kept_baseline(
+        self, task: FunctionTask | KernelTask, options: EvaluationOptions
+    ) -> tuple[TimingStats, float | None] | None:
+        """The naive baseline's timing as kept (:meth:`_cached_timing`) and, with page-locked memory
+        asked, the host memory its trials ran on (``host_page_locked``: 1.0 under the page_locked key,
+        every array locked; 0.0 under the key of this executor's cap, every array pageable past it;
+        None with pageable memory asked). None when none is kept."""
+        if options.host_memory != "page_locked":
+            found = self._kept_under(task, options, None)
+            return None if found is None else (found, None)
+        for pageable, locked in ((False, 1.0), (True, 0.0)):
+            found = self._kept_under(task, options, self._over_cap_key(options, pageable))
+            if found is not None:
+                return found, locked
+        return None
 
     def _key(self, what: str, task: FunctionTask | KernelTask) -> tuple[str, str]:
         source = task.reference_source if what == "reference" else (task.naive_source or "")
@@ -1168,22 +1205,29 @@ class Evaluator:
     ) -> TimingStats | None:
         """The task's timing in this evaluator's memory; for a baseline with ``options``, else the one
         the host's executors stored for this device's model (executor.basetiming), if not stale."""
-        key = (
-            self._key(what, task)
-            if what != "baseline" or options is None
-            else _baseline_memory(task, options)
-        )
+        if what == "baseline" and options is not None:
+            kept = self._kept_baseline(task, options)
+            return None if kept is None else kept[0]
+        with self._cache_lock:
+            return self._timing_cache.get(self._key(what, task))
+
+    def _kept_under(
+        self, task: FunctionTask | KernelTask, options: EvaluationOptions, over_cap: int | None
+    ) -> TimingStats | None:
+        """The baseline timing kept under ``baseline_key(task, options, over_cap)``: in this evaluator's
+        memory, else the one the host's executors stored for this device's model, if not stale."""
+        key = _baseline_memory(task, options, over_cap)
         now = time.monotonic()
         with self._cache_lock:
             known = self._timing_cache.get(key)
             if known is not None and now >= self._baseline_stale_at.get(key, math.inf):
                 del self._timing_cache[key], self._baseline_stale_at[key]
                 known = None
-        if known is not None or what != "baseline" or options is None:
+        if known is not None:
             return known
         if self._baselines is None or self.device is None:
             return None
-        stored = self._baselines.load_aged(self.device, baseline_key(task, options))
+        stored = self._baselines.load_aged(self.device, baseline_key(task, options, over_cap))
         if stored is None:
             return None
         timing, age = stored
@@ -1271,8 +1315,17 @@ def post_release_checks_s(task: FunctionTask | KernelTask, options: EvaluationOp
 
 def lacks_page_locks(outcome: BaselineOutcome) -> bool:
     """Whether a baseline worker was asked for page-locked arrays (``host_memory: page_locked``) and
-    timed on pageable ones: its ``host_page_locked`` is 0.0 when any of them could not be locked."""
-    return outcome.seconds.get("host_page_locked") == 0.0
+    timed on pageable ones because a lock failed (its ``host_page_locked`` is 0.0 when any of them
+    could not be locked, or was unlocked during the trials), not because they passed the cap on locked
+    bytes (``host_lock_over_cap``: its task does so on every measurement; kept, marked pageable)."""
+    return outcome.seconds.get("host_page_locked") == 0.0 and not outcome.seconds.get("host_lock_over_cap")
+
+
+def _memory_seconds(locked: float | None) -> dict[str, float]:
+    """A kept baseline's host memory (:meth:`Evaluator._kept_baseline`) as its worker's seconds say it."""
+    if locked is None:
+        return {}
+    return {"host_page_locked": locked} | ({"host_lock_over_cap": 1.0} if locked == 0.0 else {})
 
 
 def same_host_memory(baseline: TimingStats | None, seconds: dict[str, float]) -> TimingStats | None:
@@ -1289,10 +1342,12 @@ def same_host_memory(baseline: TimingStats | None, seconds: dict[str, float]) ->
     return baseline
 
 
-def _baseline_memory(task: FunctionTask | KernelTask, options: EvaluationOptions) -> tuple[str, str]:
+def _baseline_memory(
+    task: FunctionTask | KernelTask, options: EvaluationOptions, over_cap: int | None = None
+) -> tuple[str, str]:
     """The key of a naive baseline's timing in an evaluator's memory: what the timing depends on
     (:func:`executor.basetiming.baseline_key`: the task, its naive.cu and the timing options)."""
-    return "baseline", baseline_key(task, options)
+    return "baseline", baseline_key(task, options, over_cap)
 
 
 def _finish_reference_soon(

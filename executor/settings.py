@@ -154,8 +154,9 @@ class ExecutorSettings(BaseSettings):
         description="with host_memory page_locked (the setting's or a request's): the most MiB of timed "
         "arrays one worker locks (each candidate's and baseline's worker: the rotated copies of the "
         "timing sets, the warm-up's, the confirming call's; the benchmark's largest task needs about "
-        "2.5 GB). Past it every array stays pageable and the verdict's seconds say host_lock_failed, the "
-        "worker's log names the cap. cuMemHostRegister is not bounded by RLIMIT_MEMLOCK: this is what "
+        "2.5 GB). Past it every array stays pageable and the verdict's seconds say host_lock_failed and "
+        "host_lock_over_cap, the worker's log names the cap; a baseline past it is kept, marked pageable "
+        "(under a key of this cap's), and compared only with candidates that were pageable too. cuMemHostRegister is not bounded by RLIMIT_MEMLOCK: this is what "
         "bounds a request's pinned memory. 0: nothing is locked",
     )
     timing_set_cache_bytes: int = Field(
@@ -179,8 +180,8 @@ class ExecutorSettings(BaseSettings):
         "compiles in flight, a function task's trials (timed on the host clock) then keep their CPU, "
         "and their spread, which decides how many trials are taken, stays that of a quiet machine; 0: same",
     )
-    timing_cores: int = Field(
-        default=0,
+    timing_cores: int | None = Field(
+        default=None,
         ge=0,
         description="CPUs kept for a function task's host-timed trials (executor.fleet.pinning): the last "
         "N of the executor's (a replica's share), whole physical cores at a time; a worker runs on them "
@@ -188,7 +189,9 @@ class ExecutorSettings(BaseSettings):
         "Set it in the environment (REGRAPH_EXECUTOR_TIMING_CORES): the split handed to the workers is made "
         "from the environment's value (a different value here is logged; builds follow this one). Refused "
         "(logged) when it would leave the rest no core, and where the sandbox refuses affinities. "
-        "0: off. Not yet measured on a GPU",
+        "0: off. Unset: automatic by the executor's own CPUs (its affinity set, a replica's share once "
+        "pinned): 2 from 16, 1 from 8, 0 below (executor.fleet.pinning.auto_timing_cores; on one H200 with "
+        "16 CPUs, 2 halved a correct function candidate's trials, session 29)",
     )
     run_timeout_s: float = Field(
         default=300.0,

@@ -68,7 +68,10 @@ class CompileWorker:
     def _compiler(self, arch: str) -> Compiler:
         with self._lock:
             if arch not in self._compilers:
-                self._compilers[arch] = Compiler.from_settings(self.settings, arch)
+                compiler = Compiler.from_settings(self.settings, arch)
+                if self.settings.timing_cores is None:  # automatic: none here, where nothing is timed
+                    compiler.timing_cores = 0
+                self._compilers[arch] = compiler
             return self._compilers[arch]
 
     def describe(self) -> dict[str, str]:

@@ -19,15 +19,19 @@ A replica takes its GPU's share whether or not the other GPUs have replicas: a f
 four-GPU host then has the CPU of a one-GPU machine, and scaling runs compare like with like.
 
 Within a process's cores (a replica's share, or a single executor's whole set), the timing cores
-(:func:`split_timing_cores`, setting ``timing_cores``, ``REGRAPH_EXECUTOR_TIMING_CORES``; 0, off, by
-default): the last N CPUs of the set, whole physical cores at a time, are kept for the worker whose
+(:func:`split_timing_cores`, setting ``timing_cores``, ``REGRAPH_EXECUTOR_TIMING_CORES``; by default
+automatic, :func:`auto_timing_cores`: 2 for a process with 16 CPUs or more in its own set, a replica's
+share once pinned, 1 for 8-15, none below 8; a value set, 0 included, wins; an unpinned replica,
+:func:`none_unless_set`, and a remote compile worker take 0 when it is unset): the last N CPUs of the
+set, whole physical cores at a time, are kept for the worker whose
 function task's trials are timed on the host clock, and only while it holds the trials' lock; the
 rest run everything else: the candidates' compiles (nvcc and its children, NVRTC; :func:`compile_cores`
 around a build, inherited by the processes it starts) and every worker outside its trials
 (:class:`WorkerCores`: the executor starts every worker on the rest and hands it the split; the worker
 moves to the reserved cores when it takes the trials' lock and back when it lets it go). A set too small to leave the rest a core is not
 split (logged): compiles never get zero cores. A sandbox that refuses affinities leaves everything where
-it was (logged), never fails a build or a run. Not measured on a GPU yet (docs/executor.md).
+it was (logged), never fails a build or a run. Measured on one H200 with 16 CPUs in session 29: half
+the trials of a correct function candidate with 2 (docs/executor.md).
 """
 
 from __future__ import annotations
@@ -303,13 +307,22 @@ class TimingSplit:
         return cls(rest=tuple(sorted(set(rest))), reserved=tuple(sorted(set(reserved))))
 
 
-def timing_cores_env() -> int:
+def auto_timing_cores(cpus: int) -> int:
+    """The timing cores of a process with ``cpus`` CPUs (its own set: a replica's share once pinned)
+    when none is asked for: 2 from 16 CPUs, 1 from 8, none below (on one H200 with 16 CPUs, session 29:
+    docs/executor.md)."""
+    if cpus >= 16:
+        return 2
+    return 1 if cpus >= 8 else 0
+
+
+def timing_cores_env() -> int | None:
     """The timing cores asked for in this process's environment (:data:`TIMING_CORES_ENV`, which the
-    setting ``timing_cores`` reads too; 0 when it is not set); ValueError for a value that is not a
-    whole number >= 0."""
+    setting ``timing_cores`` reads too; None when it is not set: automatic, :func:`resolve_timing_cores`);
+    ValueError for a value that is not a whole number >= 0."""
     text = os.environ.get(TIMING_CORES_ENV, "").strip()
     if not text:
-        return 0
+        return None
     try:
         value = int(text)
     except ValueError:
@@ -317,6 +330,16 @@ def timing_cores_env() -> int:
     if value < 0:
         raise ValueError(f"{TIMING_CORES_ENV} must be a whole number of cores >= 0 (0: off), not {text!r}")
     return value
+
+
+def none_unless_set() -> bool:
+    """Name 0 timing cores in this process's environment when it names none (the automatic value
+    then reserves nothing for it, its workers and its builds), and say whether it did. For a replica
+    left unpinned: replicas that share one set of cores would reserve the same ones (review 43)."""
+    if os.environ.get(TIMING_CORES_ENV, "").strip():
+        return False
+    os.environ[TIMING_CORES_ENV] = "0"
+    return True
 
 
 def split_timing_cores(
@@ -378,13 +401,23 @@ def process_cores() -> tuple[int, ...]:
         return tuple(sorted(os.sched_getaffinity(0)))
 
 
+def resolve_timing_cores(count: int | None, cpus: int | None = None) -> int:
+    """``count`` timing cores, or when it is None (not asked for) the automatic value
+    (:func:`auto_timing_cores`) of ``cpus`` CPUs (default: this process's, :func:`process_cores`)."""
+    if count is not None:
+        return count
+    return auto_timing_cores(len(process_cores()) if cpus is None else cpus)
+
+
 def executor_split(count: int | None = None) -> TimingSplit | None:
     """The executor's split of :func:`process_cores` for ``count`` timing cores (default
-    :func:`timing_cores_env`; an invalid value there is off here, the settings refuse it with a clear
-    error), or None when off or refused."""
+    :func:`timing_cores_env`, and when that is not set the automatic value for the process's cores; an
+    invalid value there is off here, the settings refuse it with a clear error), or None when off or
+    refused."""
     try:
-        count = timing_cores_env() if count is None else count
-        return timing_split(count, process_cores())
+        allowed = process_cores()
+        asked = timing_cores_env() if count is None else count
+        return timing_split(resolve_timing_cores(asked, len(allowed)), allowed)
     except (OSError, ValueError):
         return None
 
@@ -401,11 +434,12 @@ def _refusal(what: str, e: OSError, level: int = logging.WARNING) -> None:
 
 
 @contextlib.contextmanager
-def compile_cores(count: int) -> Iterator[TimingSplit | None]:
+def compile_cores(count: int | None) -> Iterator[TimingSplit | None]:
     """Run the calling thread (a build: NVRTC in it, nvcc and its children started by it, who inherit its
     mask) on the cores that :func:`executor_split` leaves to everything but the host-timed trials, and
     give it back its own cores after; nothing changes when ``count`` is 0, when the process's cores are
-    too few, or when the kernel refuses (logged once)."""
+    too few, or when the kernel refuses (logged once). ``count`` None: as the environment says, else
+    automatic (:func:`executor_split`)."""
     split = executor_split(count)
     if split is None:
         yield None

@@ -23,7 +23,7 @@ from executor.app import query_gpu
 from executor.errors import EvaluationCancelled, ToolchainError
 from executor.evaluate import Evaluator, evaluate_safely
 from executor.fleet.compilers import CompilePool
-from executor.fleet.pinning import format_cpulist, pin_replica
+from executor.fleet.pinning import format_cpulist, none_unless_set, pin_replica
 from executor.protocol import BaselineState, EvaluateRequest, FleetRecord, PrepareRequest
 from executor.settings import ExecutorSettings
 
@@ -63,6 +63,10 @@ class ExecutorReplica:
         self.gpu_ids = os.environ.get("CUDA_VISIBLE_DEVICES", "")
         # Before any worker starts: they inherit the cores (executor.fleet.pinning).
         self.cores = pin_replica(self.gpu_ids) if self.settings.fleet_pin_cores else None
+        if self.cores is None and self.settings.timing_cores is None and none_unless_set():
+            # unpinned: no automatic timing cores (the other replicas' set is this one's)
+            self.settings = self.settings.model_copy(update={"timing_cores": 0})
+            logger.info("replica %s is not pinned: no timing cores unless set", replica)
         # A build waits for a free compile worker behind others' builds: allow for a queue.
         self.compile_pool = CompilePool(compilers or [], timeout_s=4 * self.settings.compile_timeout_s)
         self.evaluator = Evaluator(self.settings, remote_builds=self.compile_pool)

@@ -85,6 +85,7 @@ class BaselineWorker(Worker):
                 self.gpu.reset_timing_state()
             t2 = time.perf_counter()
             stats, last = baseline.time(slots, opts)
+            self.recheck_page_locks()
             baseline.check_copies(last)
             self._add_seconds("baseline_timing", t2)
         return BaselineOutcome(ok=True, timing=stats, device=baseline.device, seconds=self.seconds)

@@ -373,7 +373,8 @@ class Worker:
         0.0: pageable; the evaluator compares a candidate's with its baseline's), the bytes locked
         (``host_locked_bytes``), the time it took (``host_lock``), this process's locked memory as the
         kernel counts it (``host_vmlck_bytes``: mlock's, on the host runtime), or ``host_lock_failed``
-        (the arrays are pageable; the worker's log says why: a refusal, the cap, no context)."""
+        (the arrays are pageable; the worker's log says why: a refusal, the cap, no context), with
+        ``host_lock_over_cap`` when the cap was the reason."""
         locks = self._page_locks
         if locks is None:
             return
@@ -382,11 +383,31 @@ class Worker:
                 logger.warning("the timed calls' arrays are pageable: %s", locks.failure)
             self.seconds["host_lock_failed"] = 1.0
             self.seconds["host_page_locked"] = 0.0
+            if locks.over_cap:  # the cap, not a refusal (a baseline timed so is kept: evaluate.py)
+                self.seconds["host_lock_over_cap"] = 1.0
             return
         self.seconds["host_page_locked"] = 1.0
         self.seconds["host_locked_bytes"] = float(locks.bytes)
         self.seconds["host_lock"] = locks.seconds
         self.seconds["host_vmlck_bytes"] = float(vm_locked_bytes())
+
+    def recheck_page_locks(self) -> None:
+        """After the timed calls (and a confirming call), still under their locks: whether every array
+        locked for them still is (:meth:`PageLocks.lost`). The candidate shares this process and can
+        unlock them (``munlock``; on a GPU ``cudaHostUnregister``, which a per-call register/unregister
+        pattern does to the executor's registration): then ``host_page_locked`` is 0.0 (its timed calls
+        ran, at least in part, on pageable memory; the evaluator compares it with no page-locked
+        baseline) and ``host_locks_lost`` counts the arrays."""
+        locks = self._page_locks
+        if locks is None or locks.failure is not None:
+            return
+        lost = locks.lost()
+        if lost:
+            logger.warning(
+                "%d of the timed calls' %d locked arrays were unlocked during them", lost, len(locks.locked)
+            )
+            self.seconds["host_page_locked"] = 0.0
+            self.seconds["host_locks_lost"] = float(lost)
 
     def _prepared_slots(
         self, lock: Callable[[], contextlib.AbstractContextManager[None]]
@@ -730,6 +751,7 @@ class Worker:
                 self.seconds["launch_gate_off"] = 1.0
             # Still under the trials' locks: one more first visit when the repeat-visit rule would refuse.
             confirmation = self.confirm_first_visit(candidate, stats, last.get("samples_ms"), len(sources))
+            self.recheck_page_locks()
             if release is not None:
                 self.release_gpu(candidate, release)
             t1 = time.perf_counter()

@@ -72,6 +72,12 @@ def _libcuda() -> ctypes.CDLL:
 _MEMHOSTREGISTER_PORTABLE = 0x01
 
 
+# cuPointerGetAttribute's CU_POINTER_ATTRIBUTE_MEMORY_TYPE, and its answer for host memory that is
+# registered with the driver (or allocated by it) in a context with unified addressing.
+_POINTER_ATTRIBUTE_MEMORY_TYPE = 2
+_MEMORYTYPE_HOST = 0x01
+
+
 class RegisteredPages(PageLocks):
     """:class:`~executor.worker.host.PageLocks` on a GPU: each array registered with the driver
     (``cuMemHostRegister``, portable) in this process's current context, so that the candidate's
@@ -97,6 +103,25 @@ class RegisteredPages(PageLocks):
 
     def _unlock(self, array: np.ndarray) -> None:
         self._unregister(array.ctypes.data)
+
+    def _held(self, arrays: list[np.ndarray]) -> list[bool]:
+        """Whether each of ``arrays`` is still registered: the driver names its first and its last byte
+        registered host memory (``cuPointerGetAttribute``, ``CU_POINTER_ATTRIBUTE_MEMORY_TYPE``:
+        ``CU_MEMORYTYPE_HOST``; an address of pageable memory is refused, ``CUDA_ERROR_INVALID_VALUE``).
+        Written for review 44 (a candidate's ``cudaHostUnregister`` of its input removes the executor's
+        registration); not yet run on a GPU."""
+        attribute = _libcuda().cuPointerGetAttribute
+        attribute.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64]
+        attribute.restype = ctypes.c_int
+
+        def host_registered(address: int) -> bool:
+            kind = ctypes.c_uint(0)
+            rc = attribute(ctypes.byref(kind), _POINTER_ATTRIBUTE_MEMORY_TYPE, address)
+            return rc == 0 and kind.value == _MEMORYTYPE_HOST
+
+        return [
+            host_registered(a.ctypes.data) and host_registered(a.ctypes.data + a.nbytes - 1) for a in arrays
+        ]
 
 
 def _error_name(rc: int) -> str:

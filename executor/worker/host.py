@@ -202,6 +202,40 @@ def vm_locked_bytes() -> int:
     return 0
 
 
+def locked_ranges() -> list[tuple[int, int]]:
+    """The address ranges of this process's mappings that are locked (``mlock``: ``lo`` among their
+    ``VmFlags`` in /proc/self/smaps), in address order; empty when smaps cannot be read."""
+    ranges: list[tuple[int, int]] = []
+    current: tuple[int, int] | None = None
+    try:
+        with open("/proc/self/smaps") as smaps:
+            for line in smaps:
+                if line.startswith("VmFlags:"):
+                    if current is not None and "lo" in line.split()[1:]:
+                        ranges.append(current)
+                    current = None
+                elif "-" in line and not line.split(maxsplit=1)[0].endswith(":"):
+                    low, _, high = line.split(maxsplit=1)[0].partition("-")
+                    try:
+                        current = (int(low, 16), int(high, 16))
+                    except ValueError:
+                        current = None
+    except OSError:
+        return []
+    return sorted(ranges)
+
+
+def _covered(ranges: list[tuple[int, int]], start: int, end: int) -> bool:
+    """Whether ``ranges`` (sorted, not overlapping) cover ``[start, end)`` without a gap."""
+    at = start
+    for low, high in ranges:
+        if low <= at < high:
+            at = high
+        if at >= end:
+            return True
+    return at >= end
+
+
 @functools.cache
 def _libc() -> ctypes.CDLL:
     libc = ctypes.CDLL(None, use_errno=True)
@@ -234,6 +268,9 @@ class PageLocks:
         self.bytes = 0
         self.seconds = 0.0
         self.failure: str | None = None  # why the arrays are pageable after all (None: locked, or none asked)
+        # whether the cap was that reason (deterministic for a task, its options and the cap; a refusal
+        # by the kernel or the driver may not be)
+        self.over_cap = False
 
     def _lock(self, array: np.ndarray) -> None:
         if _libc().mlock(array.ctypes.data, array.nbytes) != 0:
@@ -255,6 +292,7 @@ class PageLocks:
             for array in arrays:
                 if array.nbytes:
                     if self.bytes + array.nbytes > self.max_bytes:
+                        self.over_cap = True
                         self.fail(
                             f"{self.bytes + array.nbytes} bytes to lock, past the cap of {self.max_bytes} "
                             "(the executor's host_lock_max_mb, REGRAPH_EXECUTOR_HOST_LOCK_MAX_MB)"
@@ -269,6 +307,21 @@ class PageLocks:
         finally:
             self.seconds += time.perf_counter() - began
         return True
+
+    def lost(self) -> int:
+        """How many of the arrays locked here are no longer locked (wholly): the candidate shares this
+        process and may unlock them itself (``munlock`` here; on a GPU ``cudaHostUnregister``, which a
+        "register for this call, unregister after" pattern does to the executor's registration). 0 when
+        none is locked (none asked, or a failure)."""
+        if not self.locked:
+            return 0
+        return sum(not held for held in self._held(self.locked))
+
+    def _held(self, arrays: list[np.ndarray]) -> list[bool]:
+        """Whether each of ``arrays`` is still locked: every page of it in a mapping that the kernel
+        marks locked (``lo`` in its ``VmFlags``, /proc/self/smaps); none when smaps does not say."""
+        ranges = locked_ranges()
+        return [_covered(ranges, a.ctypes.data, a.ctypes.data + a.nbytes) for a in arrays]
 
     def fail(self, why: str) -> None:
         """Give up: every array unlocked, ``why`` kept."""

@@ -77,10 +77,37 @@ def test_the_timed_calls_arrays_are_registered_with_the_option(evaluator: Evalua
     verdict = evaluator.evaluate(load_task(TASKS / "saxpy"), CandidateSource(source=source), options)
     assert verdict.passed, verdict.message
     assert "host_lock_failed" not in verdict.seconds, verdict.seconds
+    # still registered after the trials, as the driver says (review 44: checked again then)
+    assert verdict.seconds["host_page_locked"] == 1.0, verdict.seconds
+    assert "host_locks_lost" not in verdict.seconds, verdict.seconds
     # x and y of 4 Mi floats: two rotated copies and the warm-up's at least
     assert verdict.seconds["host_locked_bytes"] >= 3 * 2 * (16 << 20), verdict.seconds
     assert verdict.candidate_timing is not None
     assert verdict.candidate_timing.median_ms < SLOW_MS, verdict.candidate_timing
+
+
+# "Register for this call, unregister after", return codes ignored (review 44 F2): under the option the
+# register meets the executor's registration ("already registered") and the unregister then removes it.
+UNREGISTERS = SLOW_WHEN_PAGEABLE.replace(
+    "    cudaMalloc(&dx, bytes);",
+    "    if (n > 100000) { cudaHostRegister((void*)x, bytes, 0); cudaGetLastError(); }\n    cudaMalloc(&dx, bytes);",
+).replace(
+    "    cudaFree(dx); cudaFree(dy); cudaFree(ds);",
+    "    cudaFree(dx); cudaFree(dy); cudaFree(ds);\n    if (n > 100000) { cudaHostUnregister((void*)x); cudaGetLastError(); }",
+)
+
+
+def test_a_registration_the_candidate_removed_is_not_reported(evaluator: Evaluator) -> None:
+    """Written in session 29 without a GPU (not yet run): the executor's registration of the input,
+    removed by the candidate's own unregister, is found missing after the trials: the verdict says the
+    timed calls were not all on registered memory (``host_page_locked`` 0, ``host_locks_lost``)."""
+    assert UNREGISTERS != SLOW_WHEN_PAGEABLE
+    options = QUICK.model_copy(update={"host_memory": "page_locked"})
+    verdict = evaluator.evaluate(load_task(TASKS / "saxpy"), CandidateSource(source=UNREGISTERS), options)
+    assert verdict.passed, verdict.message
+    assert "host_lock_failed" not in verdict.seconds, verdict.seconds
+    assert verdict.seconds["host_page_locked"] == 0.0, verdict.seconds
+    assert verdict.seconds["host_locks_lost"] >= 1.0, verdict.seconds
 
 
 def test_pageable_by_default(evaluator: Evaluator) -> None:

@@ -232,7 +232,8 @@ def test_a_kept_baseline_is_measured_again_once_it_is_stale(tmp_path: Path) -> N
         assert evaluator._cached_timing("baseline", task, OPTIONS) is None
         # a verdict whose evaluation began while the timing was kept still gets it
         kept = outcome.timing
-        assert evaluator._baseline_timing(task, OPTIONS, "host", None, {}, None, kept) == kept
+        assert kept is not None
+        assert evaluator._baseline_timing(task, OPTIONS, "host", None, {}, None, (kept, None)) == kept
         # and a job that knows its task (prepare_task) has it measured again ahead of its candidates
         assert evaluator._baseline_unknown(task, OPTIONS)
         again = evaluator._measure_baseline(task, OPTIONS, "host", reference)

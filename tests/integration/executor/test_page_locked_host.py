@@ -10,6 +10,7 @@ locking fails (the jailed worker's RLIMIT_MEMLOCK, 8 MiB unless raised), every t
 
 from __future__ import annotations
 
+import ctypes
 import resource
 import time
 from concurrent.futures import Future
@@ -100,6 +101,51 @@ def test_the_timed_calls_arrays_are_locked_with_the_option(product: str, tmp_pat
     assert outcome.seconds["host_locked_bytes"] == copies
     # as the kernel counts it, not the worker's own sum
     assert outcome.seconds["host_vmlck_bytes"] >= copies
+
+
+# A candidate that unlocks its own timed input, as a GPU candidate's cudaHostRegister / cudaHostUnregister
+# of its input per call (return codes ignored) would remove the executor's registration: every timed
+# call after the first then runs on pageable memory, and spins.
+UNLOCKS = (
+    "#include <sys/mman.h>\n"
+    + LOCKED
+    + HEAD
+    + "if (n > 100000) munlock((void*)x, (size_t)n * sizeof(float));\n"
+    + f"if (n > 100000 && !locked(x)) spin({SPIN_MS:.0f});\n"
+    + BODY
+    + " }\n"
+)
+
+
+def _made(directory: Path) -> Path:
+    directory.mkdir()
+    return directory
+
+
+def test_arrays_unlocked_during_the_trials_are_not_reported_locked(tmp_path: Path) -> None:
+    """Review 44 F2: ``host_page_locked`` was set before the trials and never looked at again, so a
+    candidate that unlocked its input was timed on pageable memory under a verdict saying 1.0 (and
+    compared with an all-locked baseline). The locks are checked again after the trials."""
+    _needs_rlimit_for_small()
+    unlocks = build_host_candidates(_made(tmp_path / "build"), {"unlocks": UNLOCKS})["unlocks"]
+    outcome = _run(SMALL, unlocks, tmp_path, LOCKED_OPTIONS)
+    assert outcome.candidate_timing is not None
+    assert outcome.candidate_timing.median_ms >= SPIN_MS, outcome.candidate_timing  # it ran pageable
+    assert "host_lock_failed" not in outcome.seconds  # they were locked before the trials
+    assert outcome.seconds["host_page_locked"] == 0.0, outcome.seconds
+    assert outcome.seconds["host_locks_lost"] >= 1.0  # the rotated copies' x at least
+
+
+def test_the_locks_are_checked_again_in_this_process() -> None:
+    arrays = [page_aligned_empty((3000,), np.dtype(np.float32)) for _ in range(3)]
+    locks = PageLocks()
+    assert locks.lock_all(arrays) and locks.lost() == 0
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.munlock.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    assert libc.munlock(arrays[1].ctypes.data + resource.getpagesize(), resource.getpagesize()) == 0
+    assert locks.lost() == 1  # one page of the middle array is enough
+    locks.fail("done")
+    assert locks.lost() == 0  # nothing locked, nothing lost
 
 
 def test_pageable_by_default(product: str, tmp_path: Path) -> None:
@@ -201,15 +247,22 @@ def test_a_worker_past_its_cap_stays_pageable_below_the_rlimit(product: str, tmp
     assert min(outcome.candidate_timing.samples_ms or [0.0]) >= SPIN_MS, outcome.candidate_timing
 
 
-def _measure_baseline(product: str, task: FunctionTask | KernelTask, tmp: Path, cap: int) -> BaselineOutcome:
-    """The baseline worker alone on SMALL with ``product`` as its naive build, page-locked under ``cap``."""
+def _measure_baseline(
+    product: str, task: FunctionTask | KernelTask, tmp: Path, cap: int, memlock: int | None = None
+) -> BaselineOutcome:
+    """The baseline worker alone on SMALL with ``product`` as its naive build, page-locked under ``cap``;
+    ``memlock``: the worker's RLIMIT_MEMLOCK (it inherits this process's), for a refusal below the cap."""
     job = timing_set_job(task, tmp, LOCKED_OPTIONS, baseline_copies=True)
+    limits = resource.getrlimit(resource.RLIMIT_MEMLOCK)
     pool = WorkerPool("host", prewarm=False)
     try:
+        if memlock is not None:
+            resource.setrlimit(resource.RLIMIT_MEMLOCK, (memlock, limits[1]))
         outcome = baseline.measure(
             pool, job.model_copy(update={"host_lock_max_bytes": cap}), lambda: product, 120
         )
     finally:
+        resource.setrlimit(resource.RLIMIT_MEMLOCK, limits)
         pool.close()
     assert outcome.ok and outcome.timing is not None, outcome.message
     return outcome
@@ -218,12 +271,15 @@ def _measure_baseline(product: str, task: FunctionTask | KernelTask, tmp: Path, 
 def test_a_baseline_timed_pageable_is_not_kept_for_page_locked_memory(product: str, tmp_path: Path) -> None:
     """The review's case: a baseline whose locks failed was stored under the page_locked key, and every
     later page-locked candidate's baseline speedup was taken against a pageable median. The baseline
-    worker says what it ran on; the evaluator keeps it only when every array was locked, and measures
-    it again (after the retry delay) otherwise."""
+    worker says what it ran on; the evaluator keeps it only when every array was locked (or all were
+    left pageable by the cap: the next test), and measures it again (after the retry delay) when a
+    lock was refused (here RLIMIT_MEMLOCK, below the cap)."""
     _needs_rlimit_for_small()
     task = _task(tmp_path / "task", SMALL).model_copy(update={"naive_source": HEAD + BODY + " }\n"})
-    pageable = _measure_baseline(product, task, tmp_path / "a", cap=BASELINE_BYTES - 1)
+    refused = BASELINE_BYTES // 2  # a refusal, not the cap
+    pageable = _measure_baseline(product, task, tmp_path / "a", cap=BASELINE_BYTES, memlock=refused)
     assert pageable.seconds["host_page_locked"] == 0.0 and pageable.seconds["host_lock_failed"] == 1.0
+    assert "host_lock_over_cap" not in pageable.seconds
     assert pageable.timing is not None and pageable.timing.median_ms >= SPIN_MS  # the naive build spun
     locked = _measure_baseline(product, task, tmp_path / "b", cap=BASELINE_BYTES)
     assert locked.seconds["host_page_locked"] == 1.0 and locked.seconds["host_locked_bytes"] == BASELINE_BYTES
@@ -263,6 +319,66 @@ def test_a_baseline_timed_pageable_is_not_kept_for_page_locked_memory(product: s
         assert evaluator._cached_timing("baseline", task, LOCKED_OPTIONS) == locked.timing and store.exists()
     finally:
         evaluator.close()
+
+
+def test_a_baseline_past_the_cap_is_kept_as_pageable(product: str, tmp_path: Path) -> None:
+    """Review 44 F3: a task whose timed arrays pass the cap (the benchmark's largest under the default)
+    had its baseline timed pageable, never kept, and timed again every 300 s, a GPU turn each time.
+    The cap decides it on every measurement, so it is kept, under a key of its own (the cap's) that
+    says pageable: a candidate past the same cap (pageable too) is compared with it, a locked one not."""
+    _needs_rlimit_for_small()
+    task = _task(tmp_path / "task", SMALL).model_copy(update={"naive_source": HEAD + BODY + " }\n"})
+    cap = 2 << 20  # below BASELINE_BYTES (3 MiB), in whole MiB as the setting is
+    over = _measure_baseline(product, task, tmp_path / "baseline", cap=cap)
+    assert over.seconds["host_page_locked"] == 0.0 and over.seconds["host_lock_over_cap"] == 1.0
+    assert over.timing is not None and over.timing.median_ms >= SPIN_MS  # it ran pageable
+    candidate = run_job(
+        timing_set_job(task, tmp_path / "candidate", LOCKED_OPTIONS).model_copy(
+            update={"host_lock_max_bytes": cap}
+        ),
+        CandidateRun(candidate_product=product, candidate_symbol=task.entry),
+        timeout_s=120,
+    )
+    assert candidate.passed, candidate.message
+    assert candidate.seconds["host_page_locked"] == 0.0 and candidate.seconds["host_lock_over_cap"] == 1.0
+
+    cache = tmp_path / "cache"
+    settings = ExecutorSettings(runtime="host", cache_dir=cache, host_baseline=True, host_lock_max_mb=2)
+    store = cache / "baseline-timings" / "host-cpu"
+    evaluator = Evaluator(settings)
+    try:
+        evaluator._keep_baseline(task, LOCKED_OPTIONS, over)
+        assert evaluator._kept_baseline(task, LOCKED_OPTIONS) == (over.timing, 0.0)
+        assert (store / f"{baseline_key(task, LOCKED_OPTIONS, over_cap=cap)}.json").exists()
+        assert not (store / f"{baseline_key(task, LOCKED_OPTIONS)}.json").exists()  # not as locked
+        # kept until it is stale, as a locked one is: not measured again every RETRY_AFTER_S
+        started = time.monotonic() - baseline.RETRY_AFTER_S - 1
+        assert not evaluator._due_again(_done(over), started)
+        # the candidate past the same cap is compared with it: both pageable
+        seconds = dict(candidate.seconds)
+        timing = evaluator._baseline_timing(task, WITH_BASELINE, "host", None, seconds, None)
+        assert timing == over.timing and seconds["baseline_host_page_locked"] == 0.0
+        assert same_host_memory(timing, seconds) == over.timing
+        # a locked one is not
+        seconds = {"host_page_locked": 1.0}
+        timing = evaluator._baseline_timing(task, WITH_BASELINE, "host", None, seconds, None)
+        assert same_host_memory(timing, seconds) is None and seconds["baseline_host_memory_differs"] == 1.0
+    finally:
+        evaluator.close()
+    # another executor of the host with the same cap reads it from the store, marked pageable
+    again = Evaluator(settings)
+    try:
+        again.device = over.device
+        assert again._kept_baseline(task, LOCKED_OPTIONS) == (over.timing, 0.0)
+    finally:
+        again.close()
+    # with another cap (the arrays might be locked under it) it is not read
+    other = Evaluator(settings.model_copy(update={"host_lock_max_mb": 4}))
+    try:
+        other.device = over.device
+        assert other._kept_baseline(task, LOCKED_OPTIONS) is None
+    finally:
+        other.close()
 
 
 def _done(outcome: BaselineOutcome) -> Future[BaselineOutcome]:

@@ -182,8 +182,16 @@ def test_on_compiles_stay_off_the_reserved_core_and_the_trials_run_on_it(
     assert watch.workers["reference"] <= {frozenset(rest)}, watch.workers
 
 
-def test_off_nothing_moves(tmp_path: Path, allowed: set[int], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(TIMING_CORES_ENV, raising=False)
+@pytest.mark.parametrize("value", [None, "0"], ids=["unset, automatic", "0"])
+def test_off_nothing_moves(
+    tmp_path: Path, allowed: set[int], monkeypatch: pytest.MonkeyPatch, value: str | None
+) -> None:
+    if value is None:
+        if len(allowed) >= 8:
+            pytest.skip(f"{len(allowed)} CPUs: unset, the automatic value reserves some")
+        monkeypatch.delenv(TIMING_CORES_ENV, raising=False)  # below 8 CPUs (this CI machine): none
+    else:
+        monkeypatch.setenv(TIMING_CORES_ENV, value)  # set, 0 wins whatever the CPUs
     verdict, watch = _evaluate(tmp_path, checking_source(allowed, allowed, "off"))
     assert verdict.passed, (verdict.stage, verdict.error, verdict.message)
     assert watch.build, "no process of the nvcc build was seen"

@@ -80,7 +80,11 @@ def test_the_key_follows_what_the_timing_depends_on(saxpy: FunctionTask | Kernel
     assert baseline_key(saxpy, options.model_copy(update={"launch_gate": not options.launch_gate})) != key
     assert baseline_key(saxpy.model_copy(update={"id": "saxpy_other"}), options) != key
     # page-locked copies run faster (session 28's option), and the default's keys are those stored before it
-    assert baseline_key(saxpy, options.model_copy(update={"host_memory": "page_locked"})) != key
+    locked = options.model_copy(update={"host_memory": "page_locked"})
+    assert baseline_key(saxpy, locked) != key
+    # one left pageable past the cap has a key of its own, the cap's (review 44 F3); pageable asked: none
+    assert len({key, baseline_key(saxpy, locked), *(baseline_key(saxpy, locked, c) for c in (1, 2))}) == 4
+    assert baseline_key(saxpy, options, over_cap=1) == key
     assert key == content_key(
         TIMING_METHOD,
         saxpy.id,

@@ -8,14 +8,25 @@ import sys
 from itertools import combinations
 from pathlib import Path
 
+import pytest
+
+from executor.compile import Compiler
 from executor.fleet.pinning import (
+    TIMING_CORES_ENV,
+    auto_timing_cores,
+    executor_split,
     format_cpulist,
     node_cpus,
+    none_unless_set,
     parse_cpulist,
     pci_numa_node,
     plan_cores,
+    process_cores,
+    resolve_timing_cores,
     sibling_groups,
+    timing_cores_env,
 )
+from executor.settings import ExecutorSettings
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -89,3 +100,51 @@ def test_a_pinned_replicas_workers_inherit_its_cores_whichever_thread_starts_the
         [sys.executable, "-c", PINNED_CHILD, str(cpu)], capture_output=True, text=True, env=env, check=True
     )
     assert out.stdout.strip() == f"[{cpu}]"
+
+
+def test_automatic_timing_cores_follow_the_cpu_count_given() -> None:
+    """Unset, the timing cores are 2 for a process with 16 CPUs or more of its own, 1 for 8-15, 0 below
+    (session 29); a value set wins, 0 included."""
+    assert [auto_timing_cores(n) for n in (0, 1, 2, 7, 8, 15, 16, 17, 64, 128)] == [
+        0,
+        0,
+        0,
+        0,
+        1,
+        1,
+        2,
+        2,
+        2,
+        2,
+    ]
+    assert resolve_timing_cores(None, 16) == 2 and resolve_timing_cores(None, 12) == 1
+    assert resolve_timing_cores(None, 4) == 0
+    assert resolve_timing_cores(0, 64) == 0 and resolve_timing_cores(3, 4) == 3
+
+
+def _unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(TIMING_CORES_ENV, "")  # recorded, so that what a test sets is undone
+    monkeypatch.delenv(TIMING_CORES_ENV)
+
+
+def test_unset_is_automatic_and_none_here_below_eight_cpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    _unset(monkeypatch)
+    assert timing_cores_env() is None
+    assert ExecutorSettings().timing_cores is None
+    assert Compiler.from_settings(ExecutorSettings(), "sm_90").timing_cores is None
+    cpus = len(process_cores())
+    if cpus >= 8:
+        pytest.skip(f"{cpus} CPUs here: the automatic value reserves some")
+    # the CI machine (2 CPUs): nothing changes
+    assert resolve_timing_cores(timing_cores_env()) == 0 and executor_split() is None
+    monkeypatch.setenv(TIMING_CORES_ENV, "1")  # set, it wins
+    assert timing_cores_env() == 1 and ExecutorSettings().timing_cores == 1
+    monkeypatch.setenv(TIMING_CORES_ENV, "0")
+    assert timing_cores_env() == 0 and ExecutorSettings().timing_cores == 0 and executor_split() is None
+
+
+def test_an_unpinned_replica_names_none_unless_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    _unset(monkeypatch)
+    assert none_unless_set() and os.environ[TIMING_CORES_ENV] == "0" and timing_cores_env() == 0
+    monkeypatch.setenv(TIMING_CORES_ENV, "2")
+    assert not none_unless_set() and timing_cores_env() == 2
