@@ -1,4 +1,5 @@
-"""Fixtures of the relabel tests: the packaged embedder, taxonomy and one policy per module."""
+"""Fixtures of the relabel tests: the packaged embedder, taxonomy, one policy and one index of the full graph
+per module."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import pytest
 
 from search.embeddings import Embedder, shared_embedder
 from search.relabel.relabeler import RelabelPolicy
-from search.relabel.scoring import load_model
+from search.relabel.scoring import CandidateIndex, load_model
 from search.relabel.taxonomy import Taxonomy, default_taxonomy
+from tests.unit.search.test_relabel_precision import _full_graph
 
 
 @pytest.fixture(scope="module")
@@ -24,3 +26,11 @@ def taxonomy() -> Taxonomy:
 def policy(embedder: Embedder, taxonomy: Taxonomy) -> RelabelPolicy:
     """One policy for the module: its cache embeds the taxonomy's labels once."""
     return RelabelPolicy(embedder, taxonomy=taxonomy, model=load_model())
+
+
+@pytest.fixture(scope="module")
+def full_index(policy: RelabelPolicy, taxonomy: Taxonomy) -> CandidateIndex:
+    """The candidates of a graph holding every taxonomy technique, built once for the module: the tests
+    only read it (`CandidateIndex.add`, the one thing that changes an index, is a session's, not
+    `RelabelPolicy.choose`'s)."""
+    return policy.index(_full_graph(taxonomy))

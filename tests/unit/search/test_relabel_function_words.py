@@ -8,7 +8,7 @@ import pytest
 
 from search.embeddings import Embedder
 from search.relabel.relabeler import RelabelPolicy, StepInput, name_problem
-from search.relabel.scoring import load_model, separation
+from search.relabel.scoring import CandidateIndex, load_model, separation
 from search.relabel.taxonomy import Taxonomy, concept_tokens, content_tokens
 from tests.unit.search.test_relabel_precision import _full_graph, _ranked
 
@@ -55,18 +55,14 @@ def test_data_movement_is_the_copies() -> None:
     )
 
 
-def test_tree_reduction_within_a_block_merges(policy: RelabelPolicy, taxonomy: Taxonomy) -> None:
+def test_tree_reduction_within_a_block_merges(policy: RelabelPolicy, full_index: CandidateIndex) -> None:
     """ "within" no longer counts as a word the tree reduction leaves unexplained."""
-    choice = policy.choose(
-        StepInput("Tree reduction within a thread block"), policy.index(_full_graph(taxonomy))
-    )
+    choice = policy.choose(StepInput("Tree reduction within a thread block"), full_index)
     assert (choice.outcome, choice.technique) == ("merge", "Shared memory tree reduction"), choice.flags
 
 
-def test_data_movement_overlap_merges(policy: RelabelPolicy, taxonomy: Taxonomy) -> None:
-    choice = policy.choose(
-        StepInput("Overlapping data movement and kernels with streams"), policy.index(_full_graph(taxonomy))
-    )
+def test_data_movement_overlap_merges(policy: RelabelPolicy, full_index: CandidateIndex) -> None:
+    choice = policy.choose(StepInput("Overlapping data movement and kernels with streams"), full_index)
     assert (choice.outcome, choice.technique) == ("merge", "Streams and copy-compute overlap"), choice.flags
 
 
@@ -80,19 +76,20 @@ def test_data_movement_overlap_merges(policy: RelabelPolicy, taxonomy: Taxonomy)
     ],
 )
 def test_a_name_about_studying_a_program_is_queued(
-    policy: RelabelPolicy, taxonomy: Taxonomy, name: str
+    policy: RelabelPolicy, name: str, full_index: CandidateIndex
 ) -> None:
-    choice = policy.choose(StepInput(name), policy.index(_full_graph(taxonomy)))
+    choice = policy.choose(StepInput(name), full_index)
     assert choice.outcome == "undecided", (choice.outcome, choice.technique, choice.flags)
     assert any(f.startswith("name_diagnostic") for f in choice.flags), choice.flags
 
 
-def test_a_study_word_of_the_technique_itself_still_merges(policy: RelabelPolicy, taxonomy: Taxonomy) -> None:
+def test_a_study_word_of_the_technique_itself_still_merges(
+    policy: RelabelPolicy, full_index: CandidateIndex
+) -> None:
     """The launch-bounds technique's own words use "calculator" (the occupancy calculator)."""
-    index = policy.index(_full_graph(taxonomy))
-    assert index.diagnostic("Occupancy calculator usage", "Occupancy-aware launch bounds") is None
-    assert index.diagnostic("Occupancy calculator usage", "Block size tuning") == "calculator"
-    choice = policy.choose(StepInput("Reducing warp divergence by regrouping threads"), index)
+    assert full_index.diagnostic("Occupancy calculator usage", "Occupancy-aware launch bounds") is None
+    assert full_index.diagnostic("Occupancy calculator usage", "Block size tuning") == "calculator"
+    choice = policy.choose(StepInput("Reducing warp divergence by regrouping threads"), full_index)
     assert (choice.outcome, choice.technique) == ("merge", "Warp divergence reduction"), choice.flags
 
 
@@ -119,13 +116,15 @@ def test_a_hair_behind_by_name_with_a_nearer_detail_and_more_words() -> None:
     assert separation(_ranked(close_detail), name_words=3, detail=True) is not None
 
 
-def test_four_outputs_per_thread_with_its_detail_merges(policy: RelabelPolicy, taxonomy: Taxonomy) -> None:
+def test_four_outputs_per_thread_with_its_detail_merges(
+    policy: RelabelPolicy, full_index: CandidateIndex
+) -> None:
     step = StepInput(
         "Process four outputs per thread",
         "Each thread now computes 4 consecutive outputs, halving the number of blocks and reusing the "
         "loaded neighbours.",
     )
-    choice = policy.choose(step, policy.index(_full_graph(taxonomy)))
+    choice = policy.choose(step, full_index)
     assert (choice.outcome, choice.technique) == ("merge", "Thread coarsening"), choice.flags
 
 
@@ -168,9 +167,9 @@ def test_optimizing_headings_merge_without_a_taxonomy(embedder: Embedder, taxono
     "name", ["Optimizing", "Optimizations", "Techniques", "within across", "Improving it"]
 )
 def test_a_name_of_filler_forms_only_is_unusable(
-    policy: RelabelPolicy, taxonomy: Taxonomy, name: str
+    policy: RelabelPolicy, name: str, full_index: CandidateIndex
 ) -> None:
     """Queued with its reason, never created as a technique named "Optimizing"."""
     assert name_problem(name) == "the name has only filler words"
-    choice = policy.choose(StepInput(name), policy.index(_full_graph(taxonomy)))
+    choice = policy.choose(StepInput(name), full_index)
     assert choice.outcome == "undecided" and choice.flags[-1].startswith("name_unusable"), choice

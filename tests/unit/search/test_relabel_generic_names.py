@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from search.relabel.relabeler import RelabelPolicy, StepInput
-from search.relabel.scoring import generic_name
+from search.relabel.scoring import CandidateIndex, generic_name
 from search.relabel.taxonomy import Taxonomy
 from tests.unit.search.test_relabel_precision import _full_graph
 
@@ -62,8 +62,8 @@ def test_a_label_said_enough_names_the_technique(
 
 
 @pytest.mark.parametrize("name", ["L2 cache techniques", "Warp shuffle optimizations"])
-def test_a_topic_heading_is_queued(policy: RelabelPolicy, taxonomy: Taxonomy, name: str) -> None:
-    choice = policy.choose(StepInput(name), policy.index(_full_graph(taxonomy)))
+def test_a_topic_heading_is_queued(policy: RelabelPolicy, name: str, full_index: CandidateIndex) -> None:
+    choice = policy.choose(StepInput(name), full_index)
     assert choice.outcome == "undecided", (choice.technique, choice.flags)
     assert any(f.startswith("name_generic") for f in choice.flags), choice.flags
 
@@ -82,9 +82,9 @@ def test_a_topic_heading_is_queued(policy: RelabelPolicy, taxonomy: Taxonomy, na
     ],
 )
 def test_names_that_say_the_technique_still_merge(
-    policy: RelabelPolicy, taxonomy: Taxonomy, name: str, detail: str, technique: str
+    policy: RelabelPolicy, name: str, detail: str, technique: str, full_index: CandidateIndex
 ) -> None:
-    choice = policy.choose(StepInput(name, detail), policy.index(_full_graph(taxonomy)))
+    choice = policy.choose(StepInput(name, detail), full_index)
     assert (choice.outcome, choice.technique) == ("merge", technique), choice.flags
 
 

@@ -25,6 +25,7 @@ from search.relabel.relabeler import (
 )
 from search.relabel.scoring import (
     FEATURES,
+    CandidateIndex,
     Ranked,
     TechniqueCandidate,
     TextVectors,
@@ -394,11 +395,9 @@ def test_head_word(name: str, head: str | None) -> None:
     assert head_word(name) == head
 
 
-def test_a_named_solver_step_waits(policy: RelabelPolicy, taxonomy: Taxonomy) -> None:
+def test_a_named_solver_step_waits(policy: RelabelPolicy, full_index: CandidateIndex) -> None:
     """General set g156: "refinement", the head, is no technique's word; "mixed precision" only says how."""
-    choice = policy.choose(
-        StepInput("Mixed precision iterative refinement"), policy.index(_full_graph(taxonomy))
-    )
+    choice = policy.choose(StepInput("Mixed precision iterative refinement"), full_index)
     assert choice.outcome == "undecided"
     assert any(flag.startswith("name_unexplained") for flag in choice.flags), choice.flags
 
@@ -442,20 +441,20 @@ def test_separation_by_telling_words() -> None:
     ],
 )
 def test_one_shared_word_does_not_merge(
-    policy: RelabelPolicy, taxonomy: Taxonomy, name: str, detail: str
+    policy: RelabelPolicy, name: str, detail: str, full_index: CandidateIndex
 ) -> None:
-    choice = policy.choose(StepInput(name, detail), policy.index(_full_graph(taxonomy)))
+    choice = policy.choose(StepInput(name, detail), full_index)
     assert choice.outcome == "undecided", (choice.outcome, choice.technique)
     assert any(f.startswith(("not_separated", "name_points_elsewhere")) for f in choice.flags)
 
 
 def test_a_kind_of_fusion_is_not_merged_into_temporal_blocking(
-    policy: RelabelPolicy, taxonomy: Taxonomy
+    policy: RelabelPolicy, full_index: CandidateIndex
 ) -> None:
     """Issue 28's "Multi-Operation Fusion" merged into Temporal blocking on "fusion" alone; it waited for
     a curator after that (one shared word). Since session 26 a kind of fusion whose words name no other
     technique is Kernel fusion (`CandidateIndex.kind_of`): never Temporal blocking."""
-    choice = policy.choose(StepInput("Multi-Operation Fusion"), policy.index(_full_graph(taxonomy)))
+    choice = policy.choose(StepInput("Multi-Operation Fusion"), full_index)
     assert not (choice.outcome == "merge" and choice.technique == "Temporal blocking"), choice
 
 
@@ -468,27 +467,29 @@ def test_a_kind_of_fusion_is_not_merged_into_temporal_blocking(
     ],
 )
 def test_telling_words_and_compound_names_merge(
-    policy: RelabelPolicy, taxonomy: Taxonomy, name: str, technique: str
+    policy: RelabelPolicy, name: str, technique: str, full_index: CandidateIndex
 ) -> None:
-    choice = policy.choose(StepInput(name), policy.index(_full_graph(taxonomy)))
+    choice = policy.choose(StepInput(name), full_index)
     assert (choice.outcome, choice.technique) == ("merge", technique), choice.flags
 
 
-def test_negated_detail_does_not_pull(policy: RelabelPolicy, taxonomy: Taxonomy) -> None:
+def test_negated_detail_does_not_pull(policy: RelabelPolicy, full_index: CandidateIndex) -> None:
     step = StepInput("Texture cache for 1D reads", "switch from __ldg to texture objects")
-    choice = policy.choose(step, policy.index(_full_graph(taxonomy)))
+    choice = policy.choose(step, full_index)
     assert not (choice.outcome == "merge" and choice.technique == "Read-only cache (__ldg)")
 
 
-def test_clear_paraphrase_still_merges(policy: RelabelPolicy, taxonomy: Taxonomy) -> None:
+def test_clear_paraphrase_still_merges(policy: RelabelPolicy, full_index: CandidateIndex) -> None:
     step = StepInput("Pad the shared tile to avoid bank conflicts", "a [32][33] tile")
-    choice = policy.choose(step, policy.index(_full_graph(taxonomy)))
+    choice = policy.choose(step, full_index)
     assert (choice.outcome, choice.technique) == ("merge", "Bank conflict avoidance")
 
 
 @pytest.mark.parametrize("name", ["x", "?!?", "the of", "Warp shuffle " * 1000, "Сoalescing"])
-def test_unusable_name_is_queued_not_created(policy: RelabelPolicy, taxonomy: Taxonomy, name: str) -> None:
-    choice = policy.choose(StepInput(name), policy.index(_full_graph(taxonomy)))
+def test_unusable_name_is_queued_not_created(
+    policy: RelabelPolicy, name: str, full_index: CandidateIndex
+) -> None:
+    choice = policy.choose(StepInput(name), full_index)
     assert choice.outcome == "undecided"
     assert len(choice.technique) <= 200
     assert any(f.startswith("name_unusable") for f in choice.flags)

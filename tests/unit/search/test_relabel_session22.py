@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from search.relabel.relabeler import RelabelPolicy, StepInput
-from search.relabel.scoring import WordCoverage, separation
+from search.relabel.scoring import CandidateIndex, WordCoverage, separation
 from search.relabel.taxonomy import Taxonomy, concept_tokens
-from tests.unit.search.test_relabel_precision import _full_graph, _ranked
+from tests.unit.search.test_relabel_precision import _ranked
 
 
 @pytest.mark.parametrize(
@@ -41,20 +41,17 @@ def test_an_unknown_word_on_a_phrase_of_several_techniques_is_not_separated() ->
     assert separation(coded, name_words=3, detail=True, coverage=common) is None
 
 
-def test_word_coverage_marks_an_unknown_word_on_a_shared_phrase(
-    policy: RelabelPolicy, taxonomy: Taxonomy
-) -> None:
-    index = policy.index(_full_graph(taxonomy))
+def test_word_coverage_marks_an_unknown_word_on_a_shared_phrase(full_index: CandidateIndex) -> None:
     # "memory access" is a phrase of coalescing's, vectorized access's and bank conflict avoidance's labels
-    assert index.word_coverage("Nontemporal memory access").common_phrase
+    assert full_index.word_coverage("Nontemporal memory access").common_phrase
     # "global memory access" only coalescing's; "zorbified" and "nontemporal" apart: no run of known words
-    assert not index.word_coverage("Global memory access efficiency").common_phrase
-    assert not index.word_coverage("memory access").common_phrase  # no unknown word
-    assert not index.word_coverage("nontemporal loads zorbified stores").common_phrase
+    assert not full_index.word_coverage("Global memory access efficiency").common_phrase
+    assert not full_index.word_coverage("memory access").common_phrase  # no unknown word
+    assert not full_index.word_coverage("nontemporal loads zorbified stores").common_phrase
 
 
 def test_nontemporal_memory_access_is_queued_not_merged_into_coalescing(
-    policy: RelabelPolicy, taxonomy: Taxonomy
+    policy: RelabelPolicy, taxonomy: Taxonomy, full_index: CandidateIndex
 ) -> None:
     """dev4 h061 (AMD lab notes): nontemporal loads and stores are no taxonomy technique; "memory access"
     is a phrase of several techniques' labels, so nothing in the name says coalescing."""
@@ -62,7 +59,7 @@ def test_nontemporal_memory_access_is_queued_not_merged_into_coalescing(
         "Nontemporal memory access",
         detail="load and store through nontemporal builtins so that streamed data does not stay in the caches",
     )
-    choice = policy.choose(step, policy.index(_full_graph(taxonomy)))
+    choice = policy.choose(step, full_index)
     assert choice.outcome == "undecided", (choice.technique, choice.flags)
     assert any(f.startswith("name_unexplained") for f in choice.flags), choice.flags
 
@@ -88,10 +85,10 @@ def test_a_compiler_builtin_identifier_stays_code() -> None:
 
 
 def test_native_and_half_math_builtins_merge_into_fast_math(
-    policy: RelabelPolicy, taxonomy: Taxonomy
+    policy: RelabelPolicy, full_index: CandidateIndex
 ) -> None:
     """dev2 d055 (Intel's OpenCL guide): queued before, its "Considering" and "Built-Ins" words no
     technique's."""
     name = "Considering native_ and half_ Versions of Math Built-Ins"
-    choice = policy.choose(StepInput(name), policy.index(_full_graph(taxonomy)))
+    choice = policy.choose(StepInput(name), full_index)
     assert (choice.outcome, choice.technique) == ("merge", "Fast math intrinsics"), choice.flags

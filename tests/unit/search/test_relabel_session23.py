@@ -10,11 +10,10 @@ import pytest
 from bench.probes.relabel_bench import OUTSIDE_DATA, load_outside_items
 from bench.probes.relabel_bench_gates import gate_of
 from search.relabel.relabeler import RelabelPolicy, StepInput
-from search.relabel.scoring import separation
+from search.relabel.scoring import CandidateIndex, separation
 from search.relabel.taxonomy import Taxonomy
 from tests.unit.search.test_relabel_precision import (
     _check_development_set,
-    _full_graph,
     _ranked,
 )
 
@@ -30,10 +29,10 @@ def test_agreeing_embeddings_alone_do_not_separate() -> None:
     assert (separation(_ranked(rows), name_words=3, detail=False) or "").startswith("not_separated")
 
 
-def test_a_name_about_studying_a_program_waits(policy: RelabelPolicy, taxonomy: Taxonomy) -> None:
+def test_a_name_about_studying_a_program_waits(policy: RelabelPolicy, full_index: CandidateIndex) -> None:
     """dev2 d023: both embeddings lead for occupancy launch bounds (0.36, 0.15), but it studies occupancy:
     queued, never merged."""
-    choice = policy.choose(StepInput("Profile occupancy"), policy.index(_full_graph(taxonomy)))
+    choice = policy.choose(StepInput("Profile occupancy"), full_index)
     assert choice.outcome == "undecided", (choice.technique, choice.flags)
 
 
@@ -74,24 +73,23 @@ def test_dev5_set_shares_nothing_with_the_outside_set_nor_the_other_development_
     ],
 )
 def test_other_frameworks_identifiers_name_their_technique(
-    policy: RelabelPolicy, taxonomy: Taxonomy, name: str, technique: str
+    taxonomy: Taxonomy, name: str, technique: str, full_index: CandidateIndex
 ) -> None:
     """The same GPU constructs in HIP, SYCL, OpenCL, CUB, PyTorch, Warp and Triton-era APIs are
     mentions of the technique, as the CUDA ones are (general API knowledge, `taxonomy.v1.json`)."""
-    assert technique in policy.index(_full_graph(taxonomy)).named(name)
+    assert technique in full_index.named(name)
 
 
 def test_a_name_writing_another_techniques_identifier_waits(
-    policy: RelabelPolicy, taxonomy: Taxonomy
+    policy: RelabelPolicy, full_index: CandidateIndex
 ) -> None:
     """dev5 k013 (Mojo GPU puzzles): "warp.sum()" is a warp reduction; the name's embedding is nearest to
     the warp scan's "warp prefix sum". Name and scorer disagree: queued, never merged into the scan."""
-    choice = policy.choose(StepInput("warp.sum() Essentials"), policy.index(_full_graph(taxonomy)))
+    choice = policy.choose(StepInput("warp.sum() Essentials"), full_index)
     assert choice.outcome == "undecided", (choice.outcome, choice.technique)
     assert any(f.startswith("name_mentions_other") for f in choice.flags), choice.flags
     # an identifier of the chosen technique itself, or of none, changes nothing
-    index = policy.index(_full_graph(taxonomy))
-    assert policy.choose(StepInput("Drop redundant __syncthreads"), index).technique == (
+    assert policy.choose(StepInput("Drop redundant __syncthreads"), full_index).technique == (
         "Synchronization reduction"
     )
-    assert policy.choose(StepInput("warp reduce with __shfl_down_sync"), index).outcome == "merge"
+    assert policy.choose(StepInput("warp reduce with __shfl_down_sync"), full_index).outcome == "merge"

@@ -12,8 +12,9 @@ import pytest
 from bench.probes.relabel_bench import OUTSIDE_DATA, load_outside_items
 from search.relabel import glossary
 from search.relabel.relabeler import RelabelPolicy, StepInput
+from search.relabel.scoring import CandidateIndex
 from search.relabel.taxonomy import Taxonomy, content_tokens
-from tests.unit.search.test_relabel_precision import _check_development_set, _full_graph
+from tests.unit.search.test_relabel_precision import _check_development_set
 
 DEV6_DATA = OUTSIDE_DATA.with_name("dev6.jsonl")
 
@@ -125,20 +126,21 @@ def test_the_glossary_writes_jargon_in_plain_words(jargon: str, plain: str) -> N
     ],
 )
 def test_jargon_names_merge_into_their_technique(
-    policy: RelabelPolicy, taxonomy: Taxonomy, name: str, technique: str
+    policy: RelabelPolicy, name: str, technique: str, full_index: CandidateIndex
 ) -> None:
     """Names in the trade's jargon (none from a benchmark set) merge once the glossary has explained it;
     without it each was new or queued."""
-    choice = policy.choose(StepInput(name), policy.index(_full_graph(taxonomy)))
+    choice = policy.choose(StepInput(name), full_index)
     assert (choice.outcome, choice.technique) == ("merge", technique), choice.flags
 
 
-def test_distributed_memory_is_not_a_thread_block_cluster(policy: RelabelPolicy, taxonomy: Taxonomy) -> None:
+def test_distributed_memory_is_not_a_thread_block_cluster(
+    policy: RelabelPolicy, full_index: CandidateIndex
+) -> None:
     """A distributed-memory (MPI) heading, its hyphen suspended, is not CUDA's distributed shared memory:
     never merged into thread block clusters (it was, at p 0.97, before the glossary)."""
-    index = policy.index(_full_graph(taxonomy))
     for name in ("Distributed- and shared-memory parallelism", "Distributed-memory parallelism with MPI"):
-        choice = policy.choose(StepInput(name), index)
+        choice = policy.choose(StepInput(name), full_index)
         assert choice.outcome != "merge", (name, choice.technique)
 
 

@@ -7,8 +7,9 @@ import pytest
 
 from bench.probes.relabel_bench import OUTSIDE_DATA, load_outside_items
 from search.relabel.relabeler import RelabelPolicy, StepInput
+from search.relabel.scoring import CandidateIndex
 from search.relabel.taxonomy import Taxonomy, expand_abbreviations
-from tests.unit.search.test_relabel_precision import _check_development_set, _full_graph
+from tests.unit.search.test_relabel_precision import _check_development_set
 
 DEV7_DATA = OUTSIDE_DATA.with_name("dev7.jsonl")
 
@@ -44,9 +45,9 @@ def test_a_joined_identifier_shows_its_jargon_to_the_glossary() -> None:
     [("HoistIfThenElse", "Loop-invariant code motion"), ("RewriteCooperativeFetch", "Shared memory tiling")],
 )
 def test_identifier_names_merge_through_their_jargon(
-    policy: RelabelPolicy, taxonomy: Taxonomy, name: str, technique: str
+    policy: RelabelPolicy, name: str, technique: str, full_index: CandidateIndex
 ) -> None:
-    choice = policy.choose(StepInput(name), policy.index(_full_graph(taxonomy)))
+    choice = policy.choose(StepInput(name), full_index)
     assert (choice.outcome, choice.technique) == ("merge", technique), choice.flags
 
 
@@ -54,11 +55,11 @@ def test_identifier_names_merge_through_their_jargon(
 
 
 def test_one_shared_word_of_the_techniques_name_with_a_clear_lead_separates(
-    policy: RelabelPolicy, taxonomy: Taxonomy
+    policy: RelabelPolicy, full_index: CandidateIndex
 ) -> None:
     """The name shares one word with Persistent threads, "persistent" ("kernel" is filler), a word of its
     name; the name is far nearer to it than to anything else, and "lookahead" is no other technique's."""
-    choice = policy.choose(StepInput("Lookahead persistent kernel"), policy.index(_full_graph(taxonomy)))
+    choice = policy.choose(StepInput("Lookahead persistent kernel"), full_index)
     assert (choice.outcome, choice.technique) == ("merge", "Persistent threads"), choice.flags
 
 
@@ -72,8 +73,8 @@ def test_one_shared_word_of_the_techniques_name_with_a_clear_lead_separates(
     ],
 )
 def test_one_shared_word_does_not_separate_when_the_name_points_elsewhere_or_shares_only_an_alias_word(
-    policy: RelabelPolicy, taxonomy: Taxonomy, name: str, not_into: str
+    policy: RelabelPolicy, name: str, not_into: str, full_index: CandidateIndex
 ) -> None:
-    choice = policy.choose(StepInput(name), policy.index(_full_graph(taxonomy)))
+    choice = policy.choose(StepInput(name), full_index)
     assert not (choice.outcome == "merge" and choice.technique == not_into), choice
     assert choice.outcome == "undecided"

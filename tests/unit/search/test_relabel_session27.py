@@ -7,7 +7,7 @@ import pytest
 from bench.probes.relabel_bench import OUTSIDE_DATA, load_outside_items
 from search.embeddings import shared_embedder
 from search.relabel.relabeler import RelabelPolicy, StepInput
-from search.relabel.scoring import load_model
+from search.relabel.scoring import CandidateIndex, load_model
 from search.relabel.taxonomy import Taxonomy, compared_with_its_absence, content_tokens
 from tests.unit.search.test_relabel_precision import _check_development_set, _full_graph
 
@@ -66,18 +66,20 @@ def test_only_a_word_against_its_own_negation_is_read_so(name: str) -> None:
     ],
 )
 def test_a_heading_comparing_a_technique_with_its_absence_names_the_technique(
-    policy: RelabelPolicy, taxonomy: Taxonomy, name: str, technique: str
+    policy: RelabelPolicy, name: str, technique: str, full_index: CandidateIndex
 ) -> None:
     assert "uncoalesc" not in content_tokens(name)
-    choice = policy.choose(StepInput(name), policy.index(_full_graph(taxonomy)))
+    choice = policy.choose(StepInput(name), full_index)
     assert (choice.outcome, choice.technique) == ("merge", technique), choice.flags
 
 
-def test_the_new_technique_keeps_the_heading_as_written(policy: RelabelPolicy, taxonomy: Taxonomy) -> None:
+def test_the_new_technique_keeps_the_heading_as_written(
+    policy: RelabelPolicy, full_index: CandidateIndex
+) -> None:
     """The reading is for the words and the embedding only: a name that still names no technique is
     created (or queued) under its own words."""
     name = "Zorbic vs non-zorbic layouts"
-    choice = policy.choose(StepInput(name), policy.index(_full_graph(taxonomy)))
+    choice = policy.choose(StepInput(name), full_index)
     assert choice.outcome != "merge", choice
     assert choice.technique == name
 
@@ -96,9 +98,9 @@ def test_the_new_technique_keeps_the_heading_as_written(policy: RelabelPolicy, t
     ],
 )
 def test_a_name_of_one_word_many_techniques_names_share_is_queued(
-    policy: RelabelPolicy, taxonomy: Taxonomy, name: str, word: str
+    policy: RelabelPolicy, name: str, word: str, full_index: CandidateIndex
 ) -> None:
-    choice = policy.choose(StepInput(name), policy.index(_full_graph(taxonomy)))
+    choice = policy.choose(StepInput(name), full_index)
     assert choice.outcome == "undecided", choice
     assert any(f.startswith("name_one_word:") and repr(word) in f for f in choice.flags), choice.flags
 
@@ -113,22 +115,23 @@ def test_a_name_of_one_word_many_techniques_names_share_is_queued(
     ],
 )
 def test_a_name_of_one_telling_word_of_the_techniques_names_still_merges(
-    policy: RelabelPolicy, taxonomy: Taxonomy, name: str, technique: str
+    policy: RelabelPolicy, name: str, technique: str, full_index: CandidateIndex
 ) -> None:
-    choice = policy.choose(StepInput(name), policy.index(_full_graph(taxonomy)))
+    choice = policy.choose(StepInput(name), full_index)
     assert (choice.outcome, choice.technique) == ("merge", technique), choice.flags
 
 
-def test_a_detail_or_more_words_lift_the_one_word_stop(policy: RelabelPolicy, taxonomy: Taxonomy) -> None:
+def test_a_detail_or_more_words_lift_the_one_word_stop(
+    policy: RelabelPolicy, full_index: CandidateIndex
+) -> None:
     """The stop reads a name that is all the step says: a detail may tell which technique, and a name of
     two words is for the separation gate."""
-    index = policy.index(_full_graph(taxonomy))
     detailed = policy.choose(
         StepInput("Devices", detail="keep the arrays resident on the device between kernels, no copies back"),
-        index,
+        full_index,
     )
     assert not any(f.startswith("name_one_word:") for f in detailed.flags), detailed
-    assert index.lone_word("Device memory copies", "Host-device transfer reduction") is None
+    assert full_index.lone_word("Device memory copies", "Host-device transfer reduction") is None
 
 
 def test_a_lone_word_only_a_description_uses_names_no_technique(taxonomy: Taxonomy) -> None:

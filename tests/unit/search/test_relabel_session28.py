@@ -10,8 +10,9 @@ import pytest
 
 from bench.probes.relabel_bench import OUTSIDE_DATA, load_outside_items
 from search.relabel.relabeler import RelabelPolicy, StepInput, common_words, strange_words
+from search.relabel.scoring import CandidateIndex
 from search.relabel.taxonomy import Taxonomy, content_tokens, split_compound
-from tests.unit.search.test_relabel_precision import _check_development_set, _full_graph
+from tests.unit.search.test_relabel_precision import _check_development_set
 
 DEV10_DATA = OUTSIDE_DATA.with_name("dev10.jsonl")
 
@@ -82,25 +83,24 @@ def test_the_dictionary_is_an_english_word_list() -> None:
     [("Superfluous copies", "Zorbulent copies"), ("Coherence of host data", "Zorbence of host data")],
 )
 def test_a_name_of_real_words_no_technique_knows_is_new(
-    policy: RelabelPolicy, taxonomy: Taxonomy, real: str, made_up: str
+    policy: RelabelPolicy, real: str, made_up: str, full_index: CandidateIndex
 ) -> None:
     """A familiar phrase around a real word no technique uses names a technique the graph lacks (a new
     one); the same phrase around a made-up word waits for a curator (`name_not_understood`)."""
-    index = policy.index(_full_graph(taxonomy))
-    choice = policy.choose(StepInput(real), index)
+    choice = policy.choose(StepInput(real), full_index)
     assert (choice.outcome, choice.flags) == ("new", ()), choice
-    choice = policy.choose(StepInput(made_up), index)
+    choice = policy.choose(StepInput(made_up), full_index)
     assert choice.outcome == "undecided"
     assert any(f.startswith("name_not_understood") for f in choice.flags), choice.flags
 
 
 @pytest.mark.parametrize("name", ["x", "?!?", "the of", "Warp shuffle " * 1000, "Сoalescing", "の loop"])
 def test_bad_input_is_still_queued_with_a_reason(
-    policy: RelabelPolicy, taxonomy: Taxonomy, name: str
+    policy: RelabelPolicy, name: str, full_index: CandidateIndex
 ) -> None:
     """Issue 28's bad input (one character, punctuation only, stop words only, 10 kB, mixed scripts):
     queued with a reason, never a merge and never a new technique, with the larger dictionary too."""
-    choice = policy.choose(StepInput(name), policy.index(_full_graph(taxonomy)))
+    choice = policy.choose(StepInput(name), full_index)
     assert choice.outcome == "undecided"
     assert any(f.startswith("name_unusable") for f in choice.flags), choice.flags
 
@@ -154,20 +154,20 @@ def test_one_word_in_mixed_case_stays_whole(word: str) -> None:
     ],
 )
 def test_an_identifier_with_an_acronym_merges_by_its_words(
-    policy: RelabelPolicy, taxonomy: Taxonomy, name: str, technique: str
+    policy: RelabelPolicy, name: str, technique: str, full_index: CandidateIndex
 ) -> None:
     """A program's or a log's identifier that joins words with an acronym ("callCUBLASGemm") is read as
     its words; it was one opaque word before and became a new technique."""
-    choice = policy.choose(StepInput(name), policy.index(_full_graph(taxonomy)))
+    choice = policy.choose(StepInput(name), full_index)
     assert (choice.outcome, choice.technique) == ("merge", technique), choice
 
 
 def test_a_type_tag_joined_to_a_verb_is_not_read_as_the_type(
-    policy: RelabelPolicy, taxonomy: Taxonomy
+    policy: RelabelPolicy, full_index: CandidateIndex
 ) -> None:
     """ "FP16Demote" stays one word: a precision's name joined to a verb may name the conversion as well
     as the precision used, and merging it into reduced precision arithmetic would be a guess."""
-    choice = policy.choose(StepInput("FP16Demote"), policy.index(_full_graph(taxonomy)))
+    choice = policy.choose(StepInput("FP16Demote"), full_index)
     assert choice.outcome != "merge", choice
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from search.relabel.relabeler import RelabelPolicy, StepInput
-from search.relabel.taxonomy import Taxonomy, concept_tokens, label_key
-from tests.unit.search.test_relabel_precision import _full_graph
+from search.relabel.scoring import CandidateIndex
+from search.relabel.taxonomy import concept_tokens, label_key
 
 
 @pytest.mark.parametrize(
@@ -40,38 +40,33 @@ def test_label_keys_keep_their_own_words() -> None:
     assert label_key("cap registers") != label_key("limit registers")
 
 
-def test_capping_registers_is_launch_bounds(policy: RelabelPolicy, taxonomy: Taxonomy) -> None:
-    choice = policy.choose(
-        StepInput("Cap registers per thread to raise occupancy"), policy.index(_full_graph(taxonomy))
-    )
+def test_capping_registers_is_launch_bounds(policy: RelabelPolicy, full_index: CandidateIndex) -> None:
+    choice = policy.choose(StepInput("Cap registers per thread to raise occupancy"), full_index)
     assert (choice.outcome, choice.technique) == ("merge", "Occupancy-aware launch bounds"), choice.flags
 
 
-def test_register_usage_is_register_use(policy: RelabelPolicy, taxonomy: Taxonomy) -> None:
+def test_register_usage_is_register_use(policy: RelabelPolicy, full_index: CandidateIndex) -> None:
     """ "usage" is filler as "use" is: the launch-bounds description's "register use" explains it."""
-    choice = policy.choose(
-        StepInput("Limit register usage to raise occupancy"), policy.index(_full_graph(taxonomy))
-    )
+    choice = policy.choose(StepInput("Limit register usage to raise occupancy"), full_index)
     assert (choice.outcome, choice.technique) == ("merge", "Occupancy-aware launch bounds"), choice.flags
 
 
-def test_resident_arrays_are_kept_data(policy: RelabelPolicy, taxonomy: Taxonomy) -> None:
+def test_resident_arrays_are_kept_data(policy: RelabelPolicy, full_index: CandidateIndex) -> None:
     """ "arrays" are the transfer technique's "data" ("keep data on the device")."""
-    index = policy.index(_full_graph(taxonomy))
     step = StepInput(
         "Keep the arrays resident on the device between iterations",
         "The time loop runs on the device: data is copied in once and out once.",
     )
-    choice = policy.choose(step, index)
+    choice = policy.choose(step, full_index)
     assert (choice.outcome, choice.technique) == ("merge", "Host-device transfer reduction"), choice.flags
     # and AoS -> SoA is still the layout change (its arrays and structures alike)
-    layout = policy.choose(StepInput("Convert the array of structures to a structure of arrays"), index)
+    layout = policy.choose(StepInput("Convert the array of structures to a structure of arrays"), full_index)
     assert (layout.outcome, layout.technique) == ("merge", "Data layout transformation"), layout.flags
 
 
-def test_capping_alone_is_not_created_as_new(policy: RelabelPolicy, taxonomy: Taxonomy) -> None:
+def test_capping_alone_is_not_created_as_new(policy: RelabelPolicy, full_index: CandidateIndex) -> None:
     """Too little to merge on, but no longer a new technique either: a curator decides."""
-    choice = policy.choose(StepInput("Capping the register count"), policy.index(_full_graph(taxonomy)))
+    choice = policy.choose(StepInput("Capping the register count"), full_index)
     assert choice.outcome == "undecided", (choice.outcome, choice.technique)
 
 
@@ -84,8 +79,8 @@ def test_capping_alone_is_not_created_as_new(policy: RelabelPolicy, taxonomy: Ta
     ],
 )
 def test_type_names_and_permutations_merge(
-    policy: RelabelPolicy, taxonomy: Taxonomy, name: str, technique: str
+    policy: RelabelPolicy, name: str, technique: str, full_index: CandidateIndex
 ) -> None:
     """Session 21 (dev3: "Use Float32's instead of Float64's", TVM's "Loop Permutation" were created new)."""
-    choice = policy.choose(StepInput(name), policy.index(_full_graph(taxonomy)))
+    choice = policy.choose(StepInput(name), full_index)
     assert (choice.outcome, choice.technique) == ("merge", technique), choice.flags

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from search.relabel.relabeler import RelabelPolicy, StepInput
-from search.relabel.taxonomy import Taxonomy, concept_tokens, vendor_terms
-from tests.unit.search.test_relabel_precision import _full_graph
+from search.relabel.scoring import CandidateIndex
+from search.relabel.taxonomy import concept_tokens, vendor_terms
 
 
 @pytest.mark.parametrize(
@@ -89,7 +89,7 @@ def test_words_that_mean_something_else_in_cuda_stay(text: str) -> None:
     ],
 )
 def test_vendor_names_merge_into_the_cuda_technique(
-    policy: RelabelPolicy, taxonomy: Taxonomy, name: str, technique: str
+    policy: RelabelPolicy, name: str, technique: str, full_index: CandidateIndex
 ) -> None:
-    choice = policy.choose(StepInput(name), policy.index(_full_graph(taxonomy)))
+    choice = policy.choose(StepInput(name), full_index)
     assert (choice.outcome, choice.technique) == ("merge", technique), choice.flags

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from search.relabel.relabeler import RelabelPolicy, StepInput, name_problem
+from search.relabel.scoring import CandidateIndex
 from search.relabel.taxonomy import Taxonomy, content_tokens, kernel_keys, label_key, workload_key
-from tests.unit.search.test_relabel_precision import _full_graph
 
 
 @pytest.mark.parametrize(
@@ -52,9 +52,9 @@ def test_kernel_keys_need_the_kernel_and_words_of_one_technique() -> None:
     ],
 )
 def test_a_technique_of_a_workload_merges(
-    policy: RelabelPolicy, taxonomy: Taxonomy, name: str, technique: str
+    policy: RelabelPolicy, taxonomy: Taxonomy, name: str, technique: str, full_index: CandidateIndex
 ) -> None:
-    choice = policy.choose(StepInput(name), policy.index(_full_graph(taxonomy)))
+    choice = policy.choose(StepInput(name), full_index)
     assert (choice.outcome, choice.technique, choice.decided_by) == ("merge", technique, "alias")
     assert taxonomy.lookup(name) is not None and taxonomy.lookup(name).name == technique  # type: ignore[union-attr]
 
@@ -72,19 +72,19 @@ def test_a_technique_of_a_workload_merges(
     ],
 )
 def test_an_ambiguous_word_before_a_workload_is_no_merge(
-    policy: RelabelPolicy, taxonomy: Taxonomy, name: str
+    policy: RelabelPolicy, name: str, full_index: CandidateIndex
 ) -> None:
-    choice = policy.choose(StepInput(name), policy.index(_full_graph(taxonomy)))
+    choice = policy.choose(StepInput(name), full_index)
     assert choice.outcome != "merge", (choice.technique, choice.decided_by)
 
 
 def test_a_fused_workload_is_no_alias_merge_and_no_fused_multiply_add(
-    policy: RelabelPolicy, taxonomy: Taxonomy
+    policy: RelabelPolicy, full_index: CandidateIndex
 ) -> None:
     """ "fused" is also fused multiply-add's word, so "Fused GEMM" is no alias merge of "fused kernel"
     (session 21); since session 26 it is a kind of fusion (`CandidateIndex.kind_of`: a workload after
     "fused" says which kind), Kernel fusion, and never fused multiply-add."""
-    choice = policy.choose(StepInput("Fused GEMM"), policy.index(_full_graph(taxonomy)))
+    choice = policy.choose(StepInput("Fused GEMM"), full_index)
     assert choice.decided_by != "alias"
     assert (choice.outcome, choice.technique) == ("merge", "Kernel fusion"), choice.flags
 
