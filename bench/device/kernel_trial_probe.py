@@ -47,6 +47,17 @@ the first timed trial over the median (the bias the gate is for), ``spread`` the
 one task and variant over the rounds. ``timing_trials`` also holds per-evaluation costs that are not
 per trial (``reset_timing_state``, the gate's pinned word, the spot buffers): part 2 shows them apart.
 In part 3, ``host us/trial`` above ``device us/trial`` means the host sets the pace.
+
+What the parts are meant to decide (a reading of the code against 57d0025, session 29; hypotheses, not
+findings): (H1) a trial is host-bound, and a timed launch now costs 8 more driver calls per sampled
+output (``DeviceSpots.after_launch``: every launch is sampled, ``SPOT_CALLS`` 256 > ~90 trials) plus a
+numpy draw, and 1/8 of a stream wait: parts 3b and 3d; (H2) the gate costs per batch, not per trial:
+the stream starts a batch only once its second chunk of 8 is enqueued and runs its last chunk only
+after the whole batch is, about 7 x min(host, device time of a trial) per batch, paid by every warm-up
+batch too: part 2 (batches, enqueue/wait) and 3d; (H3) part of the 0.3-0.4 ms is per evaluation, not
+per trial (``reset_timing_state``, the gate's pinned word, the spot buffers and their read-back, all
+inside ``timing_trials`` now): part 2 ``outside batches`` and 3a; (H4) the stop rule's within-set
+spread is not it: part 4.
 """
 
 from __future__ import annotations
