@@ -153,7 +153,8 @@ class ExecutorSettings(BaseSettings):
         ge=0,
         description="with host_memory page_locked (the setting's or a request's): the most MiB of timed "
         "arrays one worker locks (each candidate's and baseline's worker: the rotated copies of the "
-        "timing sets, the warm-up's, the confirming call's; the benchmark's largest task needs about "
+        "timing sets, the warm-up's, the confirming call's, counted for a baseline too, which makes no such "
+        "call, so that a task's baseline and candidates pass it together; the benchmark's largest task needs about "
         "2.5 GB). Past it every array stays pageable and the verdict's seconds say host_lock_failed and "
         "host_lock_over_cap, the worker's log names the cap; a baseline past it is kept, marked pageable "
         "(under a key of this cap's), and compared only with candidates that were pageable too. cuMemHostRegister is not bounded by RLIMIT_MEMLOCK: this is what "

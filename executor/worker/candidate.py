@@ -263,7 +263,7 @@ class Worker:
                     name: empty(a.shape, a.dtype) for name, a in self.timing_sources[0].arrays.items()
                 }
                 if locks is not None:  # the confirming call is timed as a first visit is: the same memory
-                    locks.lock_all(self.confirm_buffers.values())
+                    locks.lock_all(self.confirm_buffers.values(), reserved=True)
             if isinstance(self.slots, DeviceSlots):
                 self.uploaded = self._uploaded_timing_sets(chunk_lock)
                 with gpu_shared():
@@ -364,6 +364,11 @@ class Worker:
                     locks = RegisteredPages(max_bytes)
                 except (OSError, AttributeError) as e:
                     locks.fail(f"the driver's cuMemHostRegister: {e}")
+            # A confirming call's set (prepare: confirm_buffers) counted against the cap by every worker,
+            # a baseline's too and whether or not that call is made (repeat_confirm is no part of a
+            # baseline's key): the cap applies to one total for a task's baseline and its candidates.
+            if self.timing_sources:
+                locks.reserved = sum(a.nbytes for a in self.timing_sources[0].arrays.values())
             self._page_locks = locks
         return self._page_locks
 
@@ -374,7 +379,8 @@ class Worker:
         (``host_locked_bytes``), the time it took (``host_lock``), this process's locked memory as the
         kernel counts it (``host_vmlck_bytes``: mlock's, on the host runtime), or ``host_lock_failed``
         (the arrays are pageable; the worker's log says why: a refusal, the cap, no context), with
-        ``host_lock_over_cap`` when the cap was the reason."""
+        ``host_lock_over_cap`` when the cap was the reason; ``host_lock_total_bytes``: the bytes the cap
+        was applied to (locked, or asked, and those kept for a confirming call), when locked or over it."""
         locks = self._page_locks
         if locks is None:
             return
@@ -385,7 +391,11 @@ class Worker:
             self.seconds["host_page_locked"] = 0.0
             if locks.over_cap:  # the cap, not a refusal (a baseline timed so is kept: evaluate.py)
                 self.seconds["host_lock_over_cap"] = 1.0
+                self.seconds["host_lock_total_bytes"] = float(locks.total)
             return
+        # what the cap was applied to (the evaluator reads a baseline locked under another executor's
+        # cap only when this fits under its own)
+        self.seconds["host_lock_total_bytes"] = float(locks.bytes + locks.reserved)
         self.seconds["host_page_locked"] = 1.0
         self.seconds["host_locked_bytes"] = float(locks.bytes)
         self.seconds["host_lock"] = locks.seconds

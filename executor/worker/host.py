@@ -256,9 +256,12 @@ class PageLocks:
     8 MiB for an unprivileged worker by default); on a GPU registered with the driver
     (:class:`executor.worker.gpu.RegisteredPages`), which no rlimit bounds. So ``max_bytes`` caps
     them either way: an array that would take the locked bytes past it fails them all, as a refusal
-    does (the executor's setting ``host_lock_max_mb``). Arrays made by :func:`page_aligned_empty`, so
-    that no two share a page. Locked pages stay resident and are unlocked when the process ends; a
-    worker serves one candidate."""
+    does (the executor's setting ``host_lock_max_mb``). The cap counts ``reserved`` bytes too: one
+    timing set's, for a candidate's confirming call (:meth:`lock_all` with ``reserved``), counted by
+    every worker whether or not that call is made, so that a task's baseline and its candidates are
+    over the cap or under it together (review 45 F1: a baseline under it, every candidate over).
+    Arrays made by :func:`page_aligned_empty`, so that no two share a page. Locked pages stay resident
+    and are unlocked when the process ends; a worker serves one candidate."""
 
     what = "mlock"
 
@@ -271,6 +274,10 @@ class PageLocks:
         # whether the cap was that reason (deterministic for a task, its options and the cap; a refusal
         # by the kernel or the driver may not be)
         self.over_cap = False
+        # bytes counted against the cap before they are locked (a confirming call's set), and the
+        # total that the cap was last applied to (what is locked, what is reserved, what was asked)
+        self.reserved = 0
+        self.total = 0
 
     def _lock(self, array: np.ndarray) -> None:
         if _libc().mlock(array.ctypes.data, array.nbytes) != 0:
@@ -281,26 +288,32 @@ class PageLocks:
         """Unlock ``array``; never raises."""
         _libc().munlock(array.ctypes.data, array.nbytes)
 
-    def lock_all(self, arrays: Iterable[np.ndarray]) -> bool:
-        """Lock every one of ``arrays``; on the first failure, unlock every array locked so far (these
-        and those of earlier calls: the timed calls see one kind of memory), keep why in ``failure`` and
-        return False. False at once after a failure."""
+    def lock_all(self, arrays: Iterable[np.ndarray], reserved: bool = False) -> bool:
+        """Lock every one of ``arrays`` (``reserved``: the set that :attr:`reserved` kept room for, which
+        it then no longer counts); on the first failure, unlock every array locked so far (these and
+        those of earlier calls: the timed calls see one kind of memory), keep why in ``failure`` and
+        return False. False at once after a failure. The cap is checked first, on everything locked,
+        reserved and asked here (:attr:`total`)."""
         if self.failure is not None:
             return False
         began = time.perf_counter()
+        arrays = [a for a in arrays if a.nbytes]
+        asked = sum(a.nbytes for a in arrays)
+        left = max(self.reserved - asked, 0) if reserved else self.reserved
+        self.total = self.bytes + left + asked
         try:
+            if self.total > self.max_bytes:
+                self.over_cap = True
+                self.fail(
+                    f"{self.total} bytes to lock ({left} of them kept for a confirming call), past the cap "
+                    f"of {self.max_bytes} (the executor's host_lock_max_mb, REGRAPH_EXECUTOR_HOST_LOCK_MAX_MB)"
+                )
+                return False
+            self.reserved = left
             for array in arrays:
-                if array.nbytes:
-                    if self.bytes + array.nbytes > self.max_bytes:
-                        self.over_cap = True
-                        self.fail(
-                            f"{self.bytes + array.nbytes} bytes to lock, past the cap of {self.max_bytes} "
-                            "(the executor's host_lock_max_mb, REGRAPH_EXECUTOR_HOST_LOCK_MAX_MB)"
-                        )
-                        return False
-                    self._lock(array)
-                    self.locked.append(array)
-                    self.bytes += array.nbytes
+                self._lock(array)
+                self.locked.append(array)
+                self.bytes += array.nbytes
         except OSError as e:
             self.fail(f"{self.what} of {array.nbytes} bytes ({self.bytes} locked before): {e}")
             return False
