@@ -1180,13 +1180,25 @@ class Evaluator:
             else None
         )
 
+    def _fits_cap(self, seconds: dict[str, float]) -> bool:
+        """Whether a page-locked baseline that another executor of the host stored (its worker's
+        ``seconds``) is one this executor's candidates can be compared with: the bytes its cap was
+        applied to (``host_lock_total_bytes``, the same total as theirs) within this executor's cap
+        (``host_lock_max_mb``), so that they are locked too. Past it, they are pageable past the cap:
+        this executor reads, or measures, its own over-cap baseline (review 45 F2: one with a smaller
+        cap read a larger cap's locked baseline, and none of its candidates got a baseline speedup).
+        One stored without that total (before it was recorded) is not used."""
+        total = seconds.get("host_lock_total_bytes")
+        return total is not None and 0 <= total <= self.settings.host_lock_max_mb << 20
+
     def _kept_baseline(
         self, task: FunctionTask | KernelTask, options: EvaluationOptions
     ) -> tuple[TimingStats, float | None] | None:
         """The naive baseline's timing as kept (:meth:`_cached_timing`) and, with page-locked memory
         asked, the host memory its trials ran on (``host_page_locked``: 1.0 under the page_locked key,
-        every array locked; 0.0 under the key of this executor's cap, every array pageable past it;
-        None with pageable memory asked). None when none is kept."""
+        every array locked, under this executor's cap (:meth:`_fits_cap`); 0.0 under the key of this
+        executor's cap, every array pageable past it; None with pageable memory asked). None when none
+        is kept."""
         if options.host_memory != "page_locked":
             found = self._kept_under(task, options, None)
             return None if found is None else (found, None)
@@ -1227,10 +1239,12 @@ class Evaluator:
             return known
         if self._baselines is None or self.device is None:
             return None
-        stored = self._baselines.load_aged(self.device, baseline_key(task, options, over_cap))
+        stored = self._baselines.load_kept(self.device, baseline_key(task, options, over_cap))
         if stored is None:
             return None
-        timing, age = stored
+        timing, age, seconds = stored
+        if options.host_memory == "page_locked" and over_cap is None and not self._fits_cap(seconds):
+            return None
         with self._cache_lock:
             if key not in self._timing_cache:
                 self._timing_cache[key] = timing

@@ -468,3 +468,53 @@ def test_no_baseline_speedup_across_host_memories(product: str, tmp_path: Path) 
         assert same_host_memory(kept.timing, {}) == kept.timing
     finally:
         evaluator.close()
+
+
+def test_an_executor_reads_the_baseline_its_own_cap_gives(product: str, tmp_path: Path) -> None:
+    """Review 45 F2: executors of one host with different caps share the baselines' store. One whose cap
+    the task's arrays pass read a larger cap's locked baseline first, never timed its own (pageable
+    past its cap) and none of its candidates (pageable past it too) got a baseline speedup. It reads
+    the key its own candidates match: locked only within its cap, else its cap's pageable one."""
+    _needs_rlimit_for_small()
+    task = _task(tmp_path / "task", SMALL).model_copy(update={"naive_source": HEAD + BODY + " }\n"})
+    cache = tmp_path / "cache"
+    small = ExecutorSettings(runtime="host", cache_dir=cache, host_baseline=True, host_lock_max_mb=2)
+    large = small.model_copy(update={"host_lock_max_mb": LOCK_TOTAL >> 20})
+    over = _measure_baseline(product, task, tmp_path / "over", cap=small.host_lock_max_mb << 20)
+    locked = _measure_baseline(product, task, tmp_path / "locked", cap=large.host_lock_max_mb << 20)
+    assert over.seconds["host_lock_over_cap"] == 1.0 and locked.seconds["host_page_locked"] == 1.0
+    device = locked.device
+    evaluators: list[Evaluator] = []
+
+    def executor(settings: ExecutorSettings) -> Evaluator:
+        made = Evaluator(settings)
+        made.device = device
+        evaluators.append(made)
+        return made
+
+    try:
+        executor(large)._keep_baseline(task, LOCKED_OPTIONS, locked)
+        # the small cap's executor does not read the large cap's locked baseline: it has none yet, so it
+        # measures its own (its measurement's first check)
+        assert executor(small)._kept_baseline(task, LOCKED_OPTIONS) is None
+        assert executor(small)._cached_timing("baseline", task, LOCKED_OPTIONS) is None
+        executor(small)._keep_baseline(task, LOCKED_OPTIONS, over)
+        reader = executor(small)
+        assert reader._kept_baseline(task, LOCKED_OPTIONS) == (over.timing, 0.0)
+        # and its candidates, past its cap as its baseline, are compared with it
+        candidate = _candidate(product, task, tmp_path / "candidate", small.host_lock_max_mb << 20)
+        seconds = dict(candidate.seconds)
+        timing = reader._baseline_timing(task, WITH_BASELINE, "host", None, seconds, None)
+        assert timing == over.timing and same_host_memory(timing, seconds) == over.timing, seconds
+        # the large cap's executors read the locked one, and so does any whose cap holds its total
+        assert executor(large)._kept_baseline(task, LOCKED_OPTIONS) == (locked.timing, 1.0)
+        larger = executor(large.model_copy(update={"host_lock_max_mb": 64}))
+        assert larger._kept_baseline(task, LOCKED_OPTIONS) == (locked.timing, 1.0)
+        # one stored without the total its cap was applied to (before it was recorded) is not read
+        stored = {k: v for k, v in locked.seconds.items() if k != "host_lock_total_bytes"}
+        assert larger._baselines is not None and locked.timing is not None
+        larger._baselines.save(device, baseline_key(task, LOCKED_OPTIONS), locked.timing, seconds=stored)
+        assert executor(large)._kept_baseline(task, LOCKED_OPTIONS) is None
+    finally:
+        for each in evaluators:
+            each.close()
