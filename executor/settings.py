@@ -158,7 +158,7 @@ class ExecutorSettings(BaseSettings):
         "2.5 GB). Past it every array stays pageable and the verdict's seconds say host_lock_failed and "
         "host_lock_over_cap, the worker's log names the cap; a baseline past it is kept, marked pageable "
         "(under a key of this cap's), and compared only with candidates that were pageable too. cuMemHostRegister is not bounded by RLIMIT_MEMLOCK: this is what "
-        "bounds a request's pinned memory. 0: nothing is locked",
+        "bounds a request's pinned memory (on the host runtime, mlock, the soft RLIMIT_MEMLOCK caps it too). 0: nothing is locked",
     )
     timing_set_cache_bytes: int = Field(
         default=24 << 30,

@@ -27,7 +27,13 @@ from executor.protocol import EvaluationOptions
 from executor.sandbox import WorkerPool, run_job
 from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask
-from executor.worker.host import DEFAULT_LOCK_MAX_BYTES, PageLocks, page_aligned_empty, vm_locked_bytes
+from executor.worker.host import (
+    DEFAULT_LOCK_MAX_BYTES,
+    PageLocks,
+    locked_ranges,
+    page_aligned_empty,
+    vm_locked_bytes,
+)
 from executor.worker.messages import BaselineOutcome, CandidateRun, WorkerOutcome
 from tests.support.hostcode import (
     FAST,
@@ -148,6 +154,24 @@ def test_the_locks_are_checked_again_in_this_process() -> None:
     assert locks.lost() == 0  # nothing locked, nothing lost
 
 
+def test_locks_that_smaps_cannot_check_are_not_counted_lost(tmp_path: Path) -> None:
+    """Review 45 F6: where smaps cannot be read, or names no ``VmFlags`` (a kernel or sandbox that
+    leaves them out), every page-locked run counted its arrays as lost: its verdict said pageable, and
+    its task's baseline was turned away and timed again every 300 s, forever. Not known is not lost."""
+    arrays = [page_aligned_empty((3000,), np.dtype(np.float32)) for _ in range(2)]
+    locks = PageLocks()
+    assert locks.lock_all(arrays) and locks.lost() == 0
+    silent = tmp_path / "smaps"  # the mappings, without their flags
+    silent.write_text(Path("/proc/self/maps").read_text())
+    assert locked_ranges(str(silent)) is None and locked_ranges(str(tmp_path / "none")) is None
+    for path in (silent, tmp_path / "none"):
+        locks.smaps = str(path)
+        assert locks.lost() is None
+    locks.smaps = PageLocks.smaps  # the process's own: they are held
+    assert locks.lost() == 0 and locked_ranges() not in (None, [])
+    locks.fail("done")
+
+
 def test_pageable_by_default(product: str, tmp_path: Path) -> None:
     assert EvaluationOptions().host_memory is None  # the executor's setting, pageable unless set
     outcome = _run(SMALL, product, tmp_path, OPTIONS)
@@ -177,7 +201,7 @@ def test_page_locks_are_all_or_none() -> None:
     arrays = [page_aligned_empty((1000,), np.dtype(np.float32)) for _ in range(3)]
     assert all(a.ctypes.data % resource.getpagesize() == 0 for a in arrays)
     locks = PageLocks()
-    assert locks.lock_all(arrays[:2]) and locks.bytes == 8000
+    assert locks.lock_all(arrays[:2]) and locks.bytes == 2 * resource.getpagesize()  # whole pages
     assert vm_locked_bytes() - before == 2 * resource.getpagesize()  # each in pages of its own
     locks.fail("the next one failed")
     assert vm_locked_bytes() == before and locks.bytes == 0 and locks.locked == []
