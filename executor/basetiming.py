@@ -135,12 +135,26 @@ class BaselineTimings:
 
     def load_aged(self, device: str, key: str, now: float | None = None) -> tuple[TimingStats, float] | None:
         """As :meth:`load`, with the timing's age in seconds."""
+        found = self.load_kept(device, key, now)
+        return None if found is None else found[:2]
+
+    def load_kept(
+        self, device: str, key: str, now: float | None = None
+    ) -> tuple[TimingStats, float, dict[str, float]] | None:
+        """As :meth:`load_aged`, with the worker's ``seconds`` as stored (what its parts took, and what
+        it says of its memory, such as ``host_lock_total_bytes``; the numbers only)."""
         path = self._path(device, key)
         try:
             entry = json.loads(path.read_text())
             measured_at = float(entry["measured_at"])
             stats = TimingStats.model_validate(entry["timing"])
             source = entry.get("source")
+            stored = entry.get("seconds")
+            seconds = {
+                str(k): float(v)
+                for k, v in (stored.items() if isinstance(stored, dict) else ())
+                if isinstance(v, (int, float)) and not isinstance(v, bool)
+            }
         except FileNotFoundError:
             return None
         except (OSError, ValueError, KeyError, TypeError, AttributeError, ValidationError) as e:
@@ -154,7 +168,7 @@ class BaselineTimings:
         age = (time.time() if now is None else now) - measured_at
         if not 0 <= age <= self.max_age_s:
             return None
-        return stats, age
+        return stats, age, seconds
 
     def save(
         self,

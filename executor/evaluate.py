@@ -7,6 +7,7 @@ import functools
 import importlib.util
 import logging
 import math
+import resource
 import secrets
 import threading
 import time
@@ -842,7 +843,7 @@ class Evaluator:
                         timing_set=timing_set,
                         compare_product=self._comparison_product() if isinstance(task, KernelTask) else None,
                         device_peak=device_peak(self.pool, self.settings.cache_dir),
-                        host_lock_max_bytes=self.settings.host_lock_max_mb << 20,
+                        host_lock_max_bytes=self.lock_cap(),
                     ),
                     limit,
                 )
@@ -977,7 +978,7 @@ class Evaluator:
             timing_set=self._timing_set(task, reference, options),
             # its copies made while naive.cu compiles, off the trials' lock (else in its run)
             baseline_copies=self.settings.baseline_copies_ahead,
-            host_lock_max_bytes=self.settings.host_lock_max_mb << 20,
+            host_lock_max_bytes=self.lock_cap(),
         )
 
         def measure() -> None:
@@ -1174,19 +1175,41 @@ class Evaluator:
     def _over_cap_key(self, options: EvaluationOptions, pageable: bool) -> int | None:
         """The cap that names the key of a page-locked request's baseline timed pageable past it (this
         executor's ``host_lock_max_mb``, the cap its baseline workers get); None for the others."""
-        return (
-            self.settings.host_lock_max_mb << 20
-            if options.host_memory == "page_locked" and pageable
-            else None
-        )
+        return self.lock_cap() if options.host_memory == "page_locked" and pageable else None
+
+    def lock_cap(self) -> int:
+        """The most bytes of timed arrays that this executor's workers lock (``host_memory:
+        page_locked``; each job names it): the setting ``host_lock_max_mb`` and, on the host runtime
+        (``mlock``), no more than the soft RLIMIT_MEMLOCK that its workers inherit. A refusal by that
+        limit recurs on every measurement, so it is made the cap's outcome, one that a baseline keeps
+        (pageable, under this cap's key), rather than a failed lock retried every 300 s (review 45 F6).
+        A GPU's registrations are bounded by no rlimit."""
+        cap = self.settings.host_lock_max_mb << 20
+        if self.runtime == "host":
+            soft = resource.getrlimit(resource.RLIMIT_MEMLOCK)[0]
+            if soft != resource.RLIM_INFINITY:
+                cap = min(cap, soft)
+        return cap
+
+    def _fits_cap(self, seconds: dict[str, float]) -> bool:
+        """Whether a page-locked baseline that another executor of the host stored (its worker's
+        ``seconds``) is one this executor's candidates can be compared with: the bytes its cap was
+        applied to (``host_lock_total_bytes``, the same total as theirs) within this executor's cap
+        (:meth:`lock_cap`), so that they are locked too. Past it, they are pageable past the cap:
+        this executor reads, or measures, its own over-cap baseline (review 45 F2: one with a smaller
+        cap read a larger cap's locked baseline, and none of its candidates got a baseline speedup).
+        One stored without that total (before it was recorded) is not used."""
+        total = seconds.get("host_lock_total_bytes")
+        return total is not None and 0 <= total <= self.lock_cap()
 
     def _kept_baseline(
         self, task: FunctionTask | KernelTask, options: EvaluationOptions
     ) -> tuple[TimingStats, float | None] | None:
         """The naive baseline's timing as kept (:meth:`_cached_timing`) and, with page-locked memory
         asked, the host memory its trials ran on (``host_page_locked``: 1.0 under the page_locked key,
-        every array locked; 0.0 under the key of this executor's cap, every array pageable past it;
-        None with pageable memory asked). None when none is kept."""
+        every array locked, under this executor's cap (:meth:`_fits_cap`); 0.0 under the key of this
+        executor's cap, every array pageable past it; None with pageable memory asked). None when none
+        is kept."""
         if options.host_memory != "page_locked":
             found = self._kept_under(task, options, None)
             return None if found is None else (found, None)
@@ -1227,10 +1250,12 @@ class Evaluator:
             return known
         if self._baselines is None or self.device is None:
             return None
-        stored = self._baselines.load_aged(self.device, baseline_key(task, options, over_cap))
+        stored = self._baselines.load_kept(self.device, baseline_key(task, options, over_cap))
         if stored is None:
             return None
-        timing, age = stored
+        timing, age, seconds = stored
+        if options.host_memory == "page_locked" and over_cap is None and not self._fits_cap(seconds):
+            return None
         with self._cache_lock:
             if key not in self._timing_cache:
                 self._timing_cache[key] = timing

@@ -153,11 +153,12 @@ class ExecutorSettings(BaseSettings):
         ge=0,
         description="with host_memory page_locked (the setting's or a request's): the most MiB of timed "
         "arrays one worker locks (each candidate's and baseline's worker: the rotated copies of the "
-        "timing sets, the warm-up's, the confirming call's; the benchmark's largest task needs about "
+        "timing sets, the warm-up's, the confirming call's, counted for a baseline too, which makes no such "
+        "call, so that a task's baseline and candidates pass it together; the benchmark's largest task needs about "
         "2.5 GB). Past it every array stays pageable and the verdict's seconds say host_lock_failed and "
         "host_lock_over_cap, the worker's log names the cap; a baseline past it is kept, marked pageable "
         "(under a key of this cap's), and compared only with candidates that were pageable too. cuMemHostRegister is not bounded by RLIMIT_MEMLOCK: this is what "
-        "bounds a request's pinned memory. 0: nothing is locked",
+        "bounds a request's pinned memory (on the host runtime, mlock, the soft RLIMIT_MEMLOCK caps it too). 0: nothing is locked",
     )
     timing_set_cache_bytes: int = Field(
         default=24 << 30,
@@ -191,7 +192,8 @@ class ExecutorSettings(BaseSettings):
         "(logged) when it would leave the rest no core, and where the sandbox refuses affinities. "
         "0: off. Unset: automatic by the executor's own CPUs (its affinity set, a replica's share once "
         "pinned): 2 from 16, 1 from 8, 0 below (executor.fleet.pinning.auto_timing_cores; on one H200 with "
-        "16 CPUs, 2 halved a correct function candidate's trials, session 29)",
+        "16 CPUs, 2 halved a correct function candidate's trials, session 29), claimed host-wide: none "
+        "where another process of the host reserved the same CPUs first (executor.fleet.pinning.claim_reserved)",
     )
     run_timeout_s: float = Field(
         default=300.0,

@@ -53,8 +53,10 @@ pack() {
 {
   echo "GPUs: $N; runtime: $RUNTIME; budget $BUDGET s; windows $WMIN-$WMAX s; commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
   echo "cores: $(nproc); NUMA nodes: $(ls -d /sys/devices/system/node/node[0-9]* 2>/dev/null | wc -l)"
-  # the settings a run is compared by, as the environment hands them to Ray's processes
-  echo "host-memory lock scope: ${REGRAPH_HOST_LOCK_SCOPE:-host}; timing cores: ${REGRAPH_EXECUTOR_TIMING_CORES:-0}; host memory: ${REGRAPH_EXECUTOR_HOST_MEMORY:-pageable}"
+  # the settings a run is compared by, as the environment hands them to Ray's processes; the timing cores
+  # as the replicas resolve them (unset: automatic, each pinned replica's share's own; review 45 F8)
+  tcores=$(python3 -m bench.probes.timing_cores_plan 2>/dev/null) || tcores="${REGRAPH_EXECUTOR_TIMING_CORES:-automatic}"
+  echo "host-memory lock scope: ${REGRAPH_HOST_LOCK_SCOPE:-host}; timing cores: $tcores; host memory: ${REGRAPH_EXECUTOR_HOST_MEMORY:-pageable}"
 } | tee -a "$OUT/env.txt"
 summary "# Scaling in the steady state: every task prepared first ($(date -u +%FT%TZ))\n\n\`\`\`\n$(cat "$OUT/env.txt")\n\`\`\`"
 # Ray's head in a process group of its own (--block), ended by that group alone: on a shared CPU machine

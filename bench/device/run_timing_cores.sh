@@ -2,7 +2,7 @@
 # Session 28 (issue 33's trial count, issue 29's host noise): do host-timed function trials get quieter,
 # and fewer, when the worker that times them has cores that no compile uses? ONE call on nvidia-h200 of
 # <= 400 s (BUDGET_S, 390). The setting: REGRAPH_EXECUTOR_TIMING_CORES=N (executor.fleet.pinning, off by
-# default): the last N CPUs of the executor's (whole physical cores) kept for a worker while it holds a
+# default when this was written; automatic since session 29, and this script sets it for each run): the last N CPUs of the executor's (whole physical cores) kept for a worker while it holds a
 # function task's trials' lock; nvcc/NVRTC builds and every worker outside its trials on the rest.
 # Steps, each noted in $OUT/steps.txt:
 #   1. affinity: is an affinity enforced here (gVisor may accept and ignore it)? Two busy loops pinned

@@ -22,8 +22,9 @@ Within a process's cores (a replica's share, or a single executor's whole set), 
 (:func:`split_timing_cores`, setting ``timing_cores``, ``REGRAPH_EXECUTOR_TIMING_CORES``; by default
 automatic, :func:`auto_timing_cores`: 2 for a process with 16 CPUs or more in its own set, a replica's
 share once pinned, 1 for 8-15, none below 8; a value set, 0 included, wins; an unpinned replica,
-:func:`none_unless_set`, and a remote compile worker take 0 when it is unset): the last N CPUs of the
-set, whole physical cores at a time, are kept for the worker whose
+:func:`none_unless_set`, and a remote compile worker take 0 when it is unset; an automatic value is
+the host's to give once, :func:`claim_reserved`): the last N CPUs of the set, whole physical cores at a
+time, are kept for the worker whose
 function task's trials are timed on the host clock, and only while it holds the trials' lock; the
 rest run everything else: the candidates' compiles (nvcc and its children, NVRTC; :func:`compile_cores`
 around a build, inherited by the processes it starts) and every worker outside its trials
@@ -37,14 +38,19 @@ the trials of a correct function candidate with 2 (docs/executor.md).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import logging
 import os
 import shutil
 import subprocess
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
+
+from executor.gpulock import lock_dir, open_lock
 
 logger = logging.getLogger(__name__)
 
@@ -409,17 +415,111 @@ def resolve_timing_cores(count: int | None, cpus: int | None = None) -> int:
     return auto_timing_cores(len(process_cores()) if cpus is None else cpus)
 
 
-def executor_split(count: int | None = None) -> TimingSplit | None:
-    """The executor's split of :func:`process_cores` for ``count`` timing cores (default
-    :func:`timing_cores_env`, and when that is not set the automatic value for the process's cores; an
-    invalid value there is off here, the settings refuse it with a clear error), or None when off or
-    refused."""
+def executor_split(count: int | None = None, allowed: Sequence[int] | None = None) -> TimingSplit | None:
+    """The executor's split of ``allowed`` (default :func:`process_cores`) for ``count`` timing cores
+    (default :func:`timing_cores_env`, and when that is not set the automatic value for the process's
+    cores; an invalid value there is off here, the settings refuse it with a clear error), or None when
+    off or refused. An automatic split is this process's only while it holds the host-wide claim on its
+    reserved CPUs (:func:`claim_reserved`): another process that reserves one of them first leaves it
+    none."""
     try:
-        allowed = process_cores()
+        cores = process_cores() if allowed is None else tuple(sorted(set(allowed)))
         asked = timing_cores_env() if count is None else count
-        return timing_split(resolve_timing_cores(asked, len(allowed)), allowed)
+        split = timing_split(resolve_timing_cores(asked, len(cores)), cores)
     except (OSError, ValueError):
         return None
+    if split is None:
+        return None
+    return split if claim_reserved(split, automatic=asked is None) else None
+
+
+# The directory, under the host's lock directory (executor.gpulock.lock_dir), of the timing cores'
+# claims: one lock file per reserved CPU (cpu-<n>.lock).
+TIMING_CLAIMS_DIR = "timing-cores"
+
+
+@dataclass
+class _Claim:
+    split: TimingSplit
+    handles: list[IO[bytes]]
+    refused_by: int | None  # a reserved CPU that another process holds, or None: all held here
+    said: bool = False
+
+
+_claim: _Claim | None = None
+_claim_lock = threading.Lock()
+
+
+def _release(claim: _Claim) -> None:
+    for handle in claim.handles:
+        with contextlib.suppress(OSError):
+            handle.close()  # the flock goes with its last descriptor
+
+
+def _take(split: TimingSplit) -> _Claim:
+    """A non-blocking exclusive ``flock`` on each reserved CPU's claim file, all or none."""
+    directory = lock_dir() / TIMING_CLAIMS_DIR
+    handles: list[IO[bytes]] = []
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):  # shared by the host's executors, whoever made it first
+            directory.chmod(0o1777)
+        for cpu in split.reserved:
+            handle = open_lock(directory / f"cpu-{cpu}.lock")
+            handles.append(handle)
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                claim = _Claim(split, handles, refused_by=cpu)
+                _release(claim)
+                return _Claim(split, [], refused_by=cpu)
+    except OSError as e:  # no lock directory (a read-only /tmp): unclaimed, as before the claims
+        logger.warning("timing cores: cannot claim %s host-wide (%s)", format_cpulist(split.reserved), e)
+        _release(_Claim(split, handles, None))
+        return _Claim(split, [], refused_by=None)
+    return _Claim(split, handles, refused_by=None)
+
+
+def claim_reserved(split: TimingSplit, automatic: bool) -> bool:
+    """Whether this process may reserve ``split.reserved`` for its trials. The host's processes that see
+    the same CPUs (two executors started by hand, two test sessions, pods whose CPU limit is a quota)
+    would each reserve the same last ones, and their trials would share them; so the first takes a
+    host-wide claim (an exclusive ``flock`` on ``<lock dir>/timing-cores/cpu-<n>.lock`` for each
+    reserved CPU, :func:`executor.gpulock.lock_dir`) and holds it for its life, and the kernel lets it go
+    when the process ends. An *automatic* split whose CPUs another process holds is refused (False: no
+    timing cores here, logged once); a value *set* by the operator is kept (True) and the collision
+    logged once as a WARNING. The answer stays the same for the process's life for one split (a new
+    split, after its cores changed, lets the old claim go and asks anew)."""
+    global _claim
+    with _claim_lock:
+        claim = _claim
+        if claim is None or claim.split != split:
+            if claim is not None:
+                _release(claim)
+            claim = _claim = _take(split)
+        if claim.refused_by is None:
+            return True
+        if not claim.said:
+            claim.said = True
+            held = format_cpulist(split.reserved)
+            if automatic:
+                logger.info(
+                    "timing cores: CPU %d of %s is reserved by another process of this host (its claim in "
+                    "%s): none here (set %s to reserve them anyway)",
+                    claim.refused_by,
+                    held,
+                    lock_dir() / TIMING_CLAIMS_DIR,
+                    TIMING_CORES_ENV,
+                )
+            else:
+                logger.warning(
+                    "timing cores: CPU %d of %s is reserved by another process of this host too (%s is "
+                    "set here): both processes' trials share it",
+                    claim.refused_by,
+                    held,
+                    TIMING_CORES_ENV,
+                )
+        return not automatic
 
 
 _refused: set[str] = set()

@@ -61,6 +61,7 @@ from executor.worker.host import (
     RunnerFunctionRuntime,
     SpotSample,
     host_peak,
+    locked_size,
     page_aligned_empty,
     vm_locked_bytes,
 )
@@ -263,7 +264,7 @@ class Worker:
                     name: empty(a.shape, a.dtype) for name, a in self.timing_sources[0].arrays.items()
                 }
                 if locks is not None:  # the confirming call is timed as a first visit is: the same memory
-                    locks.lock_all(self.confirm_buffers.values())
+                    locks.lock_all(self.confirm_buffers.values(), reserved=True)
             if isinstance(self.slots, DeviceSlots):
                 self.uploaded = self._uploaded_timing_sets(chunk_lock)
                 with gpu_shared():
@@ -364,6 +365,11 @@ class Worker:
                     locks = RegisteredPages(max_bytes)
                 except (OSError, AttributeError) as e:
                     locks.fail(f"the driver's cuMemHostRegister: {e}")
+            # A confirming call's set (prepare: confirm_buffers) counted against the cap by every worker,
+            # a baseline's too and whether or not that call is made (repeat_confirm is no part of a
+            # baseline's key): the cap applies to one total for a task's baseline and its candidates.
+            if self.timing_sources:
+                locks.reserved = sum(locked_size(a.nbytes) for a in self.timing_sources[0].arrays.values())
             self._page_locks = locks
         return self._page_locks
 
@@ -374,7 +380,8 @@ class Worker:
         (``host_locked_bytes``), the time it took (``host_lock``), this process's locked memory as the
         kernel counts it (``host_vmlck_bytes``: mlock's, on the host runtime), or ``host_lock_failed``
         (the arrays are pageable; the worker's log says why: a refusal, the cap, no context), with
-        ``host_lock_over_cap`` when the cap was the reason."""
+        ``host_lock_over_cap`` when the cap was the reason; ``host_lock_total_bytes``: the bytes the cap
+        was applied to (locked, or asked, and those kept for a confirming call), when locked or over it."""
         locks = self._page_locks
         if locks is None:
             return
@@ -385,7 +392,11 @@ class Worker:
             self.seconds["host_page_locked"] = 0.0
             if locks.over_cap:  # the cap, not a refusal (a baseline timed so is kept: evaluate.py)
                 self.seconds["host_lock_over_cap"] = 1.0
+                self.seconds["host_lock_total_bytes"] = float(locks.total)
             return
+        # what the cap was applied to (the evaluator reads a baseline locked under another executor's
+        # cap only when this fits under its own)
+        self.seconds["host_lock_total_bytes"] = float(locks.bytes + locks.reserved)
         self.seconds["host_page_locked"] = 1.0
         self.seconds["host_locked_bytes"] = float(locks.bytes)
         self.seconds["host_lock"] = locks.seconds
@@ -397,11 +408,18 @@ class Worker:
         unlock them (``munlock``; on a GPU ``cudaHostUnregister``, which a per-call register/unregister
         pattern does to the executor's registration): then ``host_page_locked`` is 0.0 (its timed calls
         ran, at least in part, on pageable memory; the evaluator compares it with no page-locked
-        baseline) and ``host_locks_lost`` counts the arrays."""
+        baseline) and ``host_locks_lost`` counts the arrays. Where that cannot be told (smaps does not
+        say), ``host_locks_unchecked`` is 1.0 and they count as held (as before review 44)."""
         locks = self._page_locks
         if locks is None or locks.failure is not None:
             return
         lost = locks.lost()
+        if lost is None:  # smaps does not say: not counted as lost (it would be on every run)
+            logger.info(
+                "the timed calls' locked arrays could not be checked after them (no VmFlags in smaps)"
+            )
+            self.seconds["host_locks_unchecked"] = 1.0
+            return
         if lost:
             logger.warning(
                 "%d of the timed calls' %d locked arrays were unlocked during them", lost, len(locks.locked)

@@ -202,15 +202,18 @@ def vm_locked_bytes() -> int:
     return 0
 
 
-def locked_ranges() -> list[tuple[int, int]]:
+def locked_ranges(path: str = "/proc/self/smaps") -> list[tuple[int, int]] | None:
     """The address ranges of this process's mappings that are locked (``mlock``: ``lo`` among their
-    ``VmFlags`` in /proc/self/smaps), in address order; empty when smaps cannot be read."""
+    ``VmFlags`` in /proc/self/smaps, or ``path``), in address order; None when smaps does not say (it
+    cannot be read, or it names no ``VmFlags``: a kernel or sandbox that leaves them out)."""
     ranges: list[tuple[int, int]] = []
     current: tuple[int, int] | None = None
+    flags = False
     try:
-        with open("/proc/self/smaps") as smaps:
+        with open(path) as smaps:
             for line in smaps:
                 if line.startswith("VmFlags:"):
+                    flags = True
                     if current is not None and "lo" in line.split()[1:]:
                         ranges.append(current)
                     current = None
@@ -221,8 +224,8 @@ def locked_ranges() -> list[tuple[int, int]]:
                     except ValueError:
                         current = None
     except OSError:
-        return []
-    return sorted(ranges)
+        return None
+    return sorted(ranges) if flags else None
 
 
 def _covered(ranges: list[tuple[int, int]], start: int, end: int) -> bool:
@@ -245,6 +248,13 @@ def _libc() -> ctypes.CDLL:
     return libc
 
 
+def locked_size(nbytes: int) -> int:
+    """The bytes that locking an array of ``nbytes`` in pages of its own (:func:`page_aligned_empty`)
+    locks: whole pages, as RLIMIT_MEMLOCK counts them (:class:`PageLocks` counts so against its cap)."""
+    page = mmap.PAGESIZE
+    return -(-nbytes // page) * page
+
+
 # The page-locked bytes of one worker's timed arrays when its job names no cap (the executor's
 # setting host_lock_max_mb, REGRAPH_EXECUTOR_HOST_LOCK_MAX_MB, names it in every job it sends).
 DEFAULT_LOCK_MAX_BYTES = 2048 << 20
@@ -256,9 +266,12 @@ class PageLocks:
     8 MiB for an unprivileged worker by default); on a GPU registered with the driver
     (:class:`executor.worker.gpu.RegisteredPages`), which no rlimit bounds. So ``max_bytes`` caps
     them either way: an array that would take the locked bytes past it fails them all, as a refusal
-    does (the executor's setting ``host_lock_max_mb``). Arrays made by :func:`page_aligned_empty`, so
-    that no two share a page. Locked pages stay resident and are unlocked when the process ends; a
-    worker serves one candidate."""
+    does (the executor's setting ``host_lock_max_mb``). The cap counts ``reserved`` bytes too: one
+    timing set's, for a candidate's confirming call (:meth:`lock_all` with ``reserved``), counted by
+    every worker whether or not that call is made, so that a task's baseline and its candidates are
+    over the cap or under it together (review 45 F1: a baseline under it, every candidate over).
+    Arrays made by :func:`page_aligned_empty`, so that no two share a page. Locked pages stay resident
+    and are unlocked when the process ends; a worker serves one candidate."""
 
     what = "mlock"
 
@@ -271,6 +284,10 @@ class PageLocks:
         # whether the cap was that reason (deterministic for a task, its options and the cap; a refusal
         # by the kernel or the driver may not be)
         self.over_cap = False
+        # bytes counted against the cap before they are locked (a confirming call's set), and the
+        # total that the cap was last applied to (what is locked, what is reserved, what was asked)
+        self.reserved = 0
+        self.total = 0
 
     def _lock(self, array: np.ndarray) -> None:
         if _libc().mlock(array.ctypes.data, array.nbytes) != 0:
@@ -281,26 +298,32 @@ class PageLocks:
         """Unlock ``array``; never raises."""
         _libc().munlock(array.ctypes.data, array.nbytes)
 
-    def lock_all(self, arrays: Iterable[np.ndarray]) -> bool:
-        """Lock every one of ``arrays``; on the first failure, unlock every array locked so far (these
-        and those of earlier calls: the timed calls see one kind of memory), keep why in ``failure`` and
-        return False. False at once after a failure."""
+    def lock_all(self, arrays: Iterable[np.ndarray], reserved: bool = False) -> bool:
+        """Lock every one of ``arrays`` (``reserved``: the set that :attr:`reserved` kept room for, which
+        it then no longer counts); on the first failure, unlock every array locked so far (these and
+        those of earlier calls: the timed calls see one kind of memory), keep why in ``failure`` and
+        return False. False at once after a failure. The cap is checked first, on everything locked,
+        reserved and asked here (:attr:`total`)."""
         if self.failure is not None:
             return False
         began = time.perf_counter()
+        arrays = [a for a in arrays if a.nbytes]
+        asked = sum(locked_size(a.nbytes) for a in arrays)
+        left = max(self.reserved - asked, 0) if reserved else self.reserved
+        self.total = self.bytes + left + asked
         try:
+            if self.total > self.max_bytes:
+                self.over_cap = True
+                self.fail(
+                    f"{self.total} bytes to lock ({left} of them kept for a confirming call), past the cap "
+                    f"of {self.max_bytes} (the executor's host_lock_max_mb, REGRAPH_EXECUTOR_HOST_LOCK_MAX_MB)"
+                )
+                return False
+            self.reserved = left
             for array in arrays:
-                if array.nbytes:
-                    if self.bytes + array.nbytes > self.max_bytes:
-                        self.over_cap = True
-                        self.fail(
-                            f"{self.bytes + array.nbytes} bytes to lock, past the cap of {self.max_bytes} "
-                            "(the executor's host_lock_max_mb, REGRAPH_EXECUTOR_HOST_LOCK_MAX_MB)"
-                        )
-                        return False
-                    self._lock(array)
-                    self.locked.append(array)
-                    self.bytes += array.nbytes
+                self._lock(array)
+                self.locked.append(array)
+                self.bytes += locked_size(array.nbytes)
         except OSError as e:
             self.fail(f"{self.what} of {array.nbytes} bytes ({self.bytes} locked before): {e}")
             return False
@@ -308,19 +331,26 @@ class PageLocks:
             self.seconds += time.perf_counter() - began
         return True
 
-    def lost(self) -> int:
+    # Where _held reads the process's locked mappings (a test names a file that says nothing).
+    smaps = "/proc/self/smaps"
+
+    def lost(self) -> int | None:
         """How many of the arrays locked here are no longer locked (wholly): the candidate shares this
         process and may unlock them itself (``munlock`` here; on a GPU ``cudaHostUnregister``, which a
         "register for this call, unregister after" pattern does to the executor's registration). 0 when
-        none is locked (none asked, or a failure)."""
+        none is locked (none asked, or a failure); None when it cannot be told (smaps does not say:
+        review 45 F6, every run had counted as lost, and its baseline was timed again every 300 s)."""
         if not self.locked:
             return 0
-        return sum(not held for held in self._held(self.locked))
+        held = self._held(self.locked)
+        return None if held is None else sum(not each for each in held)
 
-    def _held(self, arrays: list[np.ndarray]) -> list[bool]:
+    def _held(self, arrays: list[np.ndarray]) -> list[bool] | None:
         """Whether each of ``arrays`` is still locked: every page of it in a mapping that the kernel
-        marks locked (``lo`` in its ``VmFlags``, /proc/self/smaps); none when smaps does not say."""
-        ranges = locked_ranges()
+        marks locked (``lo`` in its ``VmFlags``, :attr:`smaps`); None when smaps does not say."""
+        ranges = locked_ranges(self.smaps)
+        if ranges is None:
+            return None
         return [_covered(ranges, a.ctypes.data, a.ctypes.data + a.nbytes) for a in arrays]
 
     def fail(self, why: str) -> None:

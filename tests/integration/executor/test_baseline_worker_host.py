@@ -19,6 +19,7 @@ Also: one baseline worker per task (not per evaluation), the kept record names i
 from __future__ import annotations
 
 import json
+import resource
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -293,3 +294,37 @@ def test_a_retry_after_a_failed_baseline_waits_its_turn_as_the_candidates_do(eva
             time.sleep(0.05)
         assert [w.urgent for w in evaluator.turns._waiting] == [False]
     assert not again[0].result(timeout=120).ok
+
+
+def test_a_lock_that_the_rlimit_refuses_every_time_is_kept_as_past_the_cap(tmp_path: Path) -> None:
+    """Review 45 F6: on the host runtime a task whose arrays pass the workers' RLIMIT_MEMLOCK (below the
+    setting's cap) had every lock refused, its baseline turned away as a failed lock and timed again
+    every 300 s, forever. The rlimit is the executor's cap there: past it, the baseline is kept as
+    pageable past the cap, and the task's candidates (pageable past it too) are compared with it."""
+    task = _task(NAIVE + "// past the rlimit\n")
+    locked = OPTIONS.model_copy(update={"host_memory": "page_locked"})
+    settings = _settings(tmp_path / "cache")
+    limits = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    soft = 1 << 20  # the task's timed arrays: 3 copies of x and y (256 KiB each) and a confirming set
+    if limits[1] != resource.RLIM_INFINITY and limits[1] < soft:
+        pytest.skip(f"RLIMIT_MEMLOCK's hard limit is {limits[1]} bytes")
+    resource.setrlimit(resource.RLIMIT_MEMLOCK, (soft, limits[1]))  # the workers inherit it
+    try:
+        evaluator = Evaluator(settings)
+        try:
+            assert evaluator.lock_cap() == soft < settings.host_lock_max_mb << 20
+            first = evaluator.evaluate(task, CandidateSource(source=HONEST), locked)
+            assert first.passed, first.message
+            assert first.seconds["host_lock_over_cap"] == 1.0 and first.seconds["host_page_locked"] == 0.0
+            assert first.baseline_timing is not None and first.baseline_speedup is not None
+            assert evaluator._kept_baseline(task, locked) == (first.baseline_timing, 0.0)
+            with evaluator._baseline_lock:
+                measured = evaluator._baseline_runs[baseline_key(task, locked)]
+            assert not evaluator._due_again(measured[0], time.monotonic() - baseline.RETRY_AFTER_S - 1)
+            second = evaluator.evaluate(task, CandidateSource(source=HONEST + "// second\n"), locked)
+            assert second.passed and second.baseline_timing == first.baseline_timing, second.message
+            assert "baseline_timing" not in second.seconds and second.baseline_speedup is not None
+        finally:
+            evaluator.close()
+    finally:
+        resource.setrlimit(resource.RLIMIT_MEMLOCK, limits)

@@ -27,7 +27,13 @@ from executor.protocol import EvaluationOptions
 from executor.sandbox import WorkerPool, run_job
 from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask
-from executor.worker.host import DEFAULT_LOCK_MAX_BYTES, PageLocks, page_aligned_empty, vm_locked_bytes
+from executor.worker.host import (
+    DEFAULT_LOCK_MAX_BYTES,
+    PageLocks,
+    locked_ranges,
+    page_aligned_empty,
+    vm_locked_bytes,
+)
 from executor.worker.messages import BaselineOutcome, CandidateRun, WorkerOutcome
 from tests.support.hostcode import (
     FAST,
@@ -148,6 +154,24 @@ def test_the_locks_are_checked_again_in_this_process() -> None:
     assert locks.lost() == 0  # nothing locked, nothing lost
 
 
+def test_locks_that_smaps_cannot_check_are_not_counted_lost(tmp_path: Path) -> None:
+    """Review 45 F6: where smaps cannot be read, or names no ``VmFlags`` (a kernel or sandbox that
+    leaves them out), every page-locked run counted its arrays as lost: its verdict said pageable, and
+    its task's baseline was turned away and timed again every 300 s, forever. Not known is not lost."""
+    arrays = [page_aligned_empty((3000,), np.dtype(np.float32)) for _ in range(2)]
+    locks = PageLocks()
+    assert locks.lock_all(arrays) and locks.lost() == 0
+    silent = tmp_path / "smaps"  # the mappings, without their flags
+    silent.write_text(Path("/proc/self/maps").read_text())
+    assert locked_ranges(str(silent)) is None and locked_ranges(str(tmp_path / "none")) is None
+    for path in (silent, tmp_path / "none"):
+        locks.smaps = str(path)
+        assert locks.lost() is None
+    locks.smaps = PageLocks.smaps  # the process's own: they are held
+    assert locks.lost() == 0 and locked_ranges() not in (None, [])
+    locks.fail("done")
+
+
 def test_pageable_by_default(product: str, tmp_path: Path) -> None:
     assert EvaluationOptions().host_memory is None  # the executor's setting, pageable unless set
     outcome = _run(SMALL, product, tmp_path, OPTIONS)
@@ -177,7 +201,7 @@ def test_page_locks_are_all_or_none() -> None:
     arrays = [page_aligned_empty((1000,), np.dtype(np.float32)) for _ in range(3)]
     assert all(a.ctypes.data % resource.getpagesize() == 0 for a in arrays)
     locks = PageLocks()
-    assert locks.lock_all(arrays[:2]) and locks.bytes == 8000
+    assert locks.lock_all(arrays[:2]) and locks.bytes == 2 * resource.getpagesize()  # whole pages
     assert vm_locked_bytes() - before == 2 * resource.getpagesize()  # each in pages of its own
     locks.fail("the next one failed")
     assert vm_locked_bytes() == before and locks.bytes == 0 and locks.locked == []
@@ -205,9 +229,11 @@ def test_the_setting_decides_where_the_request_leaves_it(
 
 
 # The bytes each worker locks for SMALL: a candidate's (2 rotated + warm-up + confirming) x (x, y) x
-# 512 KiB, a baseline's without the confirming call's buffers.
+# 512 KiB, a baseline's without the confirming call's buffers. The cap applies to the candidate's on
+# both sides (a baseline counts a confirming call's set it does not lock: review 45 F1).
 CANDIDATE_BYTES = 4 * 2 * 131072 * 4
 BASELINE_BYTES = 3 * 2 * 131072 * 4
+LOCK_TOTAL = CANDIDATE_BYTES
 # Verdicts that carry a baseline speedup (baseline is not a timing field: the same baseline key).
 WITH_BASELINE = LOCKED_OPTIONS.model_copy(update={"baseline": True})
 
@@ -277,12 +303,13 @@ def test_a_baseline_timed_pageable_is_not_kept_for_page_locked_memory(product: s
     _needs_rlimit_for_small()
     task = _task(tmp_path / "task", SMALL).model_copy(update={"naive_source": HEAD + BODY + " }\n"})
     refused = BASELINE_BYTES // 2  # a refusal, not the cap
-    pageable = _measure_baseline(product, task, tmp_path / "a", cap=BASELINE_BYTES, memlock=refused)
+    pageable = _measure_baseline(product, task, tmp_path / "a", cap=LOCK_TOTAL, memlock=refused)
     assert pageable.seconds["host_page_locked"] == 0.0 and pageable.seconds["host_lock_failed"] == 1.0
     assert "host_lock_over_cap" not in pageable.seconds
     assert pageable.timing is not None and pageable.timing.median_ms >= SPIN_MS  # the naive build spun
-    locked = _measure_baseline(product, task, tmp_path / "b", cap=BASELINE_BYTES)
+    locked = _measure_baseline(product, task, tmp_path / "b", cap=LOCK_TOTAL)
     assert locked.seconds["host_page_locked"] == 1.0 and locked.seconds["host_locked_bytes"] == BASELINE_BYTES
+    assert locked.seconds["host_lock_total_bytes"] == LOCK_TOTAL
     assert locked.timing is not None and locked.timing.median_ms < SPIN_MS / 2
 
     evaluator = Evaluator(ExecutorSettings(runtime="host", cache_dir=tmp_path / "cache", host_baseline=True))
@@ -387,21 +414,63 @@ def _done(outcome: BaselineOutcome) -> Future[BaselineOutcome]:
     return future
 
 
-def test_no_baseline_speedup_across_host_memories(product: str, tmp_path: Path) -> None:
-    """A cap between a baseline's bytes and a candidate's (whose confirming call's buffers add 1 MiB):
-    the baseline is locked, the candidate pageable. Its verdict gets no baseline speedup (it would have
-    been 1/80 of the truth here: the candidate spins 40 ms on pageable memory, the locked baseline not)
-    and says why; a candidate locked as its baseline is compared."""
+def _candidate(
+    product: str, task: FunctionTask | KernelTask, tmp: Path, cap: int, memlock: int | None = None
+) -> WorkerOutcome:
+    """A candidate worker's run of ``product`` on SMALL, page-locked under ``cap`` (``memlock``: its
+    RLIMIT_MEMLOCK, for a refusal below the cap)."""
+    run = CandidateRun(candidate_product=product, candidate_symbol=task.entry)
+    job = timing_set_job(task, tmp, LOCKED_OPTIONS).model_copy(update={"host_lock_max_bytes": cap})
+    limits = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    try:
+        if memlock is not None:
+            resource.setrlimit(resource.RLIMIT_MEMLOCK, (memlock, limits[1]))
+        candidate = run_job(job, run, timeout_s=120)
+    finally:
+        resource.setrlimit(resource.RLIMIT_MEMLOCK, limits)
+    assert candidate.passed, candidate.message
+    return candidate
+
+
+@pytest.mark.parametrize("cap", [BASELINE_BYTES, LOCK_TOTAL - 4096, LOCK_TOTAL])
+def test_a_baseline_and_its_candidates_pass_the_cap_together(product: str, tmp_path: Path, cap: int) -> None:
+    """Review 45 F1: a candidate also locks its confirming call's buffers (one timing set more), a
+    baseline does not; the cap was applied to each one's own bytes, so under a cap from the baseline's
+    bytes (3 MiB) to the candidate's (4 MiB) the baseline was locked and kept, and every candidate was
+    pageable past the cap: none got a baseline speedup. The cap now counts the same total on both sides."""
     _needs_rlimit_for_small()
     task = _task(tmp_path / "task", SMALL).model_copy(update={"naive_source": HEAD + BODY + " }\n"})
-    cap = (BASELINE_BYTES + CANDIDATE_BYTES) // 2
+    base = _measure_baseline(product, task, tmp_path / "baseline", cap=cap)
+    candidate = _candidate(product, task, tmp_path / "candidate", cap)
+    locked = cap >= LOCK_TOTAL
+    for seconds in (base.seconds, candidate.seconds):
+        assert seconds["host_page_locked"] == float(locked), seconds
+        assert seconds.get("host_lock_over_cap", 0.0) == float(not locked), seconds
+        assert seconds["host_lock_total_bytes"] == LOCK_TOTAL, seconds
+    settings = ExecutorSettings(runtime="host", cache_dir=tmp_path / "cache", host_baseline=True)
+    evaluator = Evaluator(settings.model_copy(update={"host_lock_max_mb": cap >> 20}))
+    try:
+        evaluator._keep_baseline(task, LOCKED_OPTIONS, base)
+        seconds = dict(candidate.seconds)
+        timing = evaluator._baseline_timing(task, WITH_BASELINE, "host", None, seconds, None)
+        assert timing == base.timing and same_host_memory(timing, seconds) == base.timing, seconds
+    finally:
+        evaluator.close()
+
+
+def test_no_baseline_speedup_across_host_memories(product: str, tmp_path: Path) -> None:
+    """A baseline locked, a candidate whose lock was refused (RLIMIT_MEMLOCK below its bytes): its
+    verdict gets no baseline speedup (it would have been 1/80 of the truth here: the candidate spins
+    40 ms on pageable memory, the locked baseline not) and says why; a candidate locked as its baseline
+    is compared."""
+    _needs_rlimit_for_small()
+    task = _task(tmp_path / "task", SMALL).model_copy(update={"naive_source": HEAD + BODY + " }\n"})
+    cap = LOCK_TOTAL
     kept = _measure_baseline(product, task, tmp_path / "baseline", cap=cap)
     assert kept.seconds["host_page_locked"] == 1.0
-    run = CandidateRun(candidate_product=product, candidate_symbol=task.entry)
-    job = timing_set_job(task, tmp_path / "candidate", LOCKED_OPTIONS)
-    candidate = run_job(job.model_copy(update={"host_lock_max_bytes": cap}), run, timeout_s=120)
-    assert candidate.passed, candidate.message
-    assert candidate.seconds["host_page_locked"] == 0.0  # its confirming call's buffers passed the cap
+    candidate = _candidate(product, task, tmp_path / "candidate", cap, memlock=BASELINE_BYTES // 2)
+    assert candidate.seconds["host_page_locked"] == 0.0  # refused
+    assert "host_lock_over_cap" not in candidate.seconds
 
     evaluator = Evaluator(ExecutorSettings(runtime="host", cache_dir=tmp_path / "cache", host_baseline=True))
     try:
@@ -423,3 +492,53 @@ def test_no_baseline_speedup_across_host_memories(product: str, tmp_path: Path) 
         assert same_host_memory(kept.timing, {}) == kept.timing
     finally:
         evaluator.close()
+
+
+def test_an_executor_reads_the_baseline_its_own_cap_gives(product: str, tmp_path: Path) -> None:
+    """Review 45 F2: executors of one host with different caps share the baselines' store. One whose cap
+    the task's arrays pass read a larger cap's locked baseline first, never timed its own (pageable
+    past its cap) and none of its candidates (pageable past it too) got a baseline speedup. It reads
+    the key its own candidates match: locked only within its cap, else its cap's pageable one."""
+    _needs_rlimit_for_small()
+    task = _task(tmp_path / "task", SMALL).model_copy(update={"naive_source": HEAD + BODY + " }\n"})
+    cache = tmp_path / "cache"
+    small = ExecutorSettings(runtime="host", cache_dir=cache, host_baseline=True, host_lock_max_mb=2)
+    large = small.model_copy(update={"host_lock_max_mb": LOCK_TOTAL >> 20})
+    over = _measure_baseline(product, task, tmp_path / "over", cap=small.host_lock_max_mb << 20)
+    locked = _measure_baseline(product, task, tmp_path / "locked", cap=large.host_lock_max_mb << 20)
+    assert over.seconds["host_lock_over_cap"] == 1.0 and locked.seconds["host_page_locked"] == 1.0
+    device = locked.device
+    evaluators: list[Evaluator] = []
+
+    def executor(settings: ExecutorSettings) -> Evaluator:
+        made = Evaluator(settings)
+        made.device = device
+        evaluators.append(made)
+        return made
+
+    try:
+        executor(large)._keep_baseline(task, LOCKED_OPTIONS, locked)
+        # the small cap's executor does not read the large cap's locked baseline: it has none yet, so it
+        # measures its own (its measurement's first check)
+        assert executor(small)._kept_baseline(task, LOCKED_OPTIONS) is None
+        assert executor(small)._cached_timing("baseline", task, LOCKED_OPTIONS) is None
+        executor(small)._keep_baseline(task, LOCKED_OPTIONS, over)
+        reader = executor(small)
+        assert reader._kept_baseline(task, LOCKED_OPTIONS) == (over.timing, 0.0)
+        # and its candidates, past its cap as its baseline, are compared with it
+        candidate = _candidate(product, task, tmp_path / "candidate", small.host_lock_max_mb << 20)
+        seconds = dict(candidate.seconds)
+        timing = reader._baseline_timing(task, WITH_BASELINE, "host", None, seconds, None)
+        assert timing == over.timing and same_host_memory(timing, seconds) == over.timing, seconds
+        # the large cap's executors read the locked one, and so does any whose cap holds its total
+        assert executor(large)._kept_baseline(task, LOCKED_OPTIONS) == (locked.timing, 1.0)
+        larger = executor(large.model_copy(update={"host_lock_max_mb": 64}))
+        assert larger._kept_baseline(task, LOCKED_OPTIONS) == (locked.timing, 1.0)
+        # one stored without the total its cap was applied to (before it was recorded) is not read
+        stored = {k: v for k, v in locked.seconds.items() if k != "host_lock_total_bytes"}
+        assert larger._baselines is not None and locked.timing is not None
+        larger._baselines.save(device, baseline_key(task, LOCKED_OPTIONS), locked.timing, seconds=stored)
+        assert executor(large)._kept_baseline(task, LOCKED_OPTIONS) is None
+    finally:
+        for each in evaluators:
+            each.close()
