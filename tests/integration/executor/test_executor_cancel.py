@@ -74,3 +74,56 @@ def test_a_caller_that_goes_away_stops_its_running_candidate(tmp_path: Path, rou
             lambda: not worker_children(b"candidate"), STOPPED_WITHIN_S, "the candidate's worker still runs"
         )
     assert took < STOPPED_WITHIN_S
+
+
+def test_evaluations_cancelled_while_queued_start_nothing(tmp_path: Path) -> None:
+    """Evaluations whose callers went away while they waited for a slot (one evaluation at a time,
+    behind a spinning candidate) neither compile nor start workers once the slot is theirs: an API
+    that cancelled many evaluations (or stopped) must not keep the executor busy with them."""
+    task: FunctionTask | KernelTask = load_task(TASKS_DIR / "saxpy")
+    settings = ExecutorSettings(
+        cache_dir=tmp_path,
+        runtime="host",
+        compile_workers=1,
+        run_timeout_s=LIMIT_S,
+        run_call_floor_s=LIMIT_S,
+        run_limit_floor_s=LIMIT_S,
+        prewarm_workers=False,
+        prepare_tasks=False,
+    )
+    app = create_app(settings)
+    evaluator: Evaluator = app.state.evaluator
+    slots = app.state.slots
+    # Each its own build (a distinct source), so that a build of any of them leaves its record.
+    queued_sources = [
+        'extern "C" void saxpy(int n, float a, const float* x, float* y) {\n'
+        f"  for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i];  // queued {i}\n}}\n"
+        "__global__ void stub_kernel() {}\nstatic void never_called() { stub_kernel<<<1, 1>>>(); }\n"
+        for i in range(3)
+    ]
+
+    def item(source: str) -> dict[str, object]:
+        return EvaluateRequest(
+            task=task, candidate=CandidateSource(source=source), options=EvaluationOptions(correctness_sets=1)
+        ).model_dump(mode="json")
+
+    with serve_in_thread(app) as url:
+        holder = post_evaluation_and_hold(url, "/v1/evaluate", item(SPIN), LIMIT_S)
+        wait_until(lambda: evaluator.gpu_busy, LIMIT_S / 2, "the spinning candidate never started")
+        queued = [post_evaluation_and_hold(url, "/v1/evaluate", item(s), LIMIT_S) for s in queued_sources]
+        wait_until(lambda: slots.waiting == len(queued), STOPPED_WITHIN_S, "the evaluations never queued")
+        for caller in queued:
+            caller.close()
+        time.sleep(1.0)  # the executor notices each closed connection (it reads their disconnects)
+        holder.close()
+        wait_until(
+            lambda: slots.in_use == 0 and slots.waiting == 0 and evaluator.in_flight == 0,
+            STOPPED_WITHIN_S,
+            "the queued evaluations still hold the executor",
+        )
+    built = [
+        i
+        for i, source in enumerate(queued_sources)
+        if evaluator.compiler.cached(evaluator.compiler.build_key(source, "shared_library"), "shared_library")
+    ]
+    assert built == [], f"queued evaluations {built} were compiled after their callers left"
