@@ -9,6 +9,9 @@ closed at a chosen moment: while the candidate runs.
 
 from __future__ import annotations
 
+import signal
+import socket
+import threading
 import time
 from pathlib import Path
 
@@ -17,8 +20,10 @@ import pytest
 from executor.app import create_app
 from executor.evaluate import Evaluator
 from executor.protocol import CandidateSource, EvaluateRequest, EvaluationOptions
+from executor.server import executor_server
 from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
+from graphdb.embedded import free_port
 from tests.support.servers import post_evaluation_and_hold, serve_in_thread
 from tests.support.workers import worker_children
 
@@ -127,3 +132,59 @@ def test_evaluations_cancelled_while_queued_start_nothing(tmp_path: Path) -> Non
         if evaluator.compiler.cached(evaluator.compiler.build_key(source, "shared_library"), "shared_library")
     ]
     assert built == [], f"queued evaluations {built} were compiled after their callers left"
+
+
+def test_a_stopping_executor_stops_its_running_candidate_at_once(tmp_path: Path) -> None:
+    """The service asked to stop (Ctrl-C, SIGTERM: the signal handler's call) while a never-ending
+    candidate runs under 120-s limits and its caller still waits: the candidate's worker is killed, the
+    caller gets 503 "shutting_down", and the service is gone long before the limit (uvicorn's graceful
+    shut-down waits for the open requests)."""
+    task: FunctionTask | KernelTask = load_task(TASKS_DIR / "saxpy")
+    settings = ExecutorSettings(
+        cache_dir=tmp_path,
+        runtime="host",
+        port=free_port(),
+        run_timeout_s=LIMIT_S,
+        run_call_floor_s=LIMIT_S,
+        run_limit_floor_s=LIMIT_S,
+        request_timeout_s=LIMIT_S + 60,
+        prewarm_workers=False,
+        prepare_tasks=False,
+    )
+    server = executor_server(settings)
+    evaluator: Evaluator = server.app.state.evaluator
+    thread = threading.Thread(target=server.run, daemon=True)  # no signal handlers off the main thread
+    thread.start()
+    wait_until(lambda: server.started, LIMIT_S / 2, "the executor never started")
+    item = EvaluateRequest(
+        task=task, candidate=CandidateSource(source=SPIN), options=EvaluationOptions(correctness_sets=1)
+    ).model_dump(mode="json")
+    caller = post_evaluation_and_hold(
+        f"http://{settings.host}:{settings.port}", "/v1/evaluate", item, LIMIT_S
+    )
+    try:
+        wait_until(lambda: evaluator.gpu_busy, LIMIT_S / 2, "the candidate never started")
+        time.sleep(1.0)  # well inside its run
+        assert worker_children(b"candidate")
+        began = time.monotonic()
+        server.handle_exit(signal.SIGTERM, None)
+        thread.join(timeout=LIMIT_S / 4)
+        took = time.monotonic() - began
+        assert not thread.is_alive(), f"the executor still runs {took:.0f} s after it was asked to stop"
+        answer = _read_answer(caller)
+    finally:
+        caller.close()  # a failed check: the evaluation stops as a gone caller's
+    assert answer.startswith(b"HTTP/1.1 503") and b"shutting_down" in answer, answer[:300]
+    wait_until(
+        lambda: not worker_children(b"candidate"), STOPPED_WITHIN_S, "the candidate's worker still runs"
+    )
+    assert took < STOPPED_WITHIN_S, f"stopping took {took:.1f} s (limits {LIMIT_S:.0f} s)"
+
+
+def _read_answer(caller: socket.socket) -> bytes:
+    """Everything the executor wrote on ``caller`` until it closed the connection."""
+    caller.settimeout(STOPPED_WITHIN_S)
+    answer = b""
+    while chunk := caller.recv(65536):
+        answer += chunk
+    return answer
