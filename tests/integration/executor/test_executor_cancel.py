@@ -24,6 +24,7 @@ from executor.server import executor_server
 from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
 from graphdb.embedded import free_port
+from tests.support.buildcache import sharing_builds
 from tests.support.servers import post_evaluation_and_hold, serve_in_thread
 from tests.support.workers import worker_children
 
@@ -47,10 +48,12 @@ def wait_until(condition: object, deadline_s: float, what: str) -> float:
 
 
 @pytest.mark.parametrize("route", ["/v1/evaluate", "/v1/evaluate/batch"])
-def test_a_caller_that_goes_away_stops_its_running_candidate(tmp_path: Path, route: str) -> None:
+def test_a_caller_that_goes_away_stops_its_running_candidate(
+    tmp_path: Path, shared_builds: Path, route: str
+) -> None:
     task: FunctionTask | KernelTask = load_task(TASKS_DIR / "saxpy")
     settings = ExecutorSettings(
-        cache_dir=tmp_path,
+        cache_dir=sharing_builds(tmp_path, shared_builds),
         runtime="host",
         run_timeout_s=LIMIT_S,
         run_call_floor_s=LIMIT_S,
@@ -134,14 +137,14 @@ def test_evaluations_cancelled_while_queued_start_nothing(tmp_path: Path) -> Non
     assert built == [], f"queued evaluations {built} were compiled after their callers left"
 
 
-def test_a_stopping_executor_stops_its_running_candidate_at_once(tmp_path: Path) -> None:
+def test_a_stopping_executor_stops_its_running_candidate_at_once(tmp_path: Path, shared_builds: Path) -> None:
     """The service asked to stop (Ctrl-C, SIGTERM: the signal handler's call) while a never-ending
     candidate runs under 120-s limits and its caller still waits: the candidate's worker is killed, the
     caller gets 503 "shutting_down", and the service is gone long before the limit (uvicorn's graceful
     shut-down waits for the open requests)."""
     task: FunctionTask | KernelTask = load_task(TASKS_DIR / "saxpy")
     settings = ExecutorSettings(
-        cache_dir=tmp_path,
+        cache_dir=sharing_builds(tmp_path, shared_builds),
         runtime="host",
         port=free_port(),
         run_timeout_s=LIMIT_S,
