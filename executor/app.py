@@ -213,15 +213,53 @@ def create_app(settings: ExecutorSettings | None = None) -> FastAPI:
     # Who runs next in the pool: one caller holds at most half of it (see executor.fairslots).
     slots = FairSlots(settings.compile_workers)
 
+    # Set when the service is asked to stop (`stop_evaluations`): the evaluations in flight stop at
+    # their next step as if their callers had gone (workers killed), and answer 503 "shutting_down".
+    stopping = threading.Event()
+    in_flight: set[threading.Event] = set()
+    in_flight_lock = threading.Lock()
+
+    def stop_evaluations() -> None:
+        """Stop every evaluation in flight or still waiting for a slot, at once: uvicorn's graceful
+        shut-down waits for the requests open when the signal came, and a hung candidate would hold
+        it until its run limit (minutes with the defaults)."""
+        with in_flight_lock:
+            stopping.set()
+            events = list(in_flight)
+        for event in events:
+            event.set()
+
+    @contextlib.asynccontextmanager
+    async def stoppable(http: Request) -> AsyncIterator[threading.Event]:
+        """`cancelled_when_gone`, also set when the service stops."""
+        async with cancelled_when_gone(http) as cancelled:
+            with in_flight_lock:
+                in_flight.add(cancelled)
+                if stopping.is_set():
+                    cancelled.set()
+            try:
+                yield cancelled
+            finally:
+                with in_flight_lock:
+                    in_flight.discard(cancelled)
+
+    def stopped_answer() -> JSONResponse:
+        logger.info("evaluation stopped: the executor is shutting down")
+        return error_response(
+            503, "shutting_down", "the executor is shutting down: the evaluation was stopped"
+        )
+
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
+        stop_evaluations()
         pool.shutdown(wait=False, cancel_futures=True)
         evaluator.close()
 
     app = FastAPI(title="ReGraph executor", version="1", lifespan=lifespan)
     app.state.evaluator = evaluator
     app.state.slots = slots
+    app.state.stop_evaluations = stop_evaluations
 
     install_error_handlers(app)
 
@@ -276,8 +314,15 @@ def create_app(settings: ExecutorSettings | None = None) -> FastAPI:
 
     @app.post("/v1/evaluate", response_model=Verdict)
     async def evaluate(request: EvaluateRequest, http: Request) -> Verdict | JSONResponse:
-        async with cancelled_when_gone(http) as cancelled:
-            return await within_request_limit(in_pool(request, cancelled), settings, "evaluation", cancelled)
+        async with stoppable(http) as cancelled:
+            try:
+                return await within_request_limit(
+                    in_pool(request, cancelled), settings, "evaluation", cancelled
+                )
+            except EvaluationCancelled:
+                if stopping.is_set():
+                    return stopped_answer()
+                raise
 
     @app.post("/v1/prepare", response_model=PrepareResponse)
     async def prepare_ahead(request: PrepareRequest) -> PrepareResponse:
@@ -299,12 +344,17 @@ def create_app(settings: ExecutorSettings | None = None) -> FastAPI:
             return refused
         for item in batch.items:
             prepare(item)
-        async with cancelled_when_gone(http) as cancelled:
+        async with stoppable(http) as cancelled:
             futures = [
                 slots.run(item.caller, pool, evaluate_safely, evaluator, item, cancelled)
                 for item in batch.items
             ]
-            verdicts = await within_request_limit(asyncio.gather(*futures), settings, "batch", cancelled)
+            try:
+                verdicts = await within_request_limit(asyncio.gather(*futures), settings, "batch", cancelled)
+            except EvaluationCancelled:
+                if stopping.is_set():
+                    return stopped_answer()
+                raise
         return verdicts if isinstance(verdicts, JSONResponse) else BatchResponse(verdicts=list(verdicts))
 
     return app

@@ -202,7 +202,11 @@ class Evaluator:
 
         Once ``cancelled`` is set (the caller went away), the evaluation stops at its next step: its
         wait for the reference, for the GPU or for the candidate's run, whose worker is killed; it
-        raises :class:`EvaluationCancelled` and prepares nothing. A compile under way finishes."""
+        raises :class:`EvaluationCancelled` and prepares nothing. A compile under way finishes. One
+        cancelled before it began (while it waited for a free slot) starts nothing: no compile, no
+        worker."""
+        if cancelled is not None and cancelled.is_set():
+            raise EvaluationCancelled("not started: its caller went away while it waited for a slot")
         with self._in_flight_lock:
             self._in_flight += 1
         try:

@@ -832,6 +832,8 @@ class WorkerProcess:
                 continue
             product = Path(value).resolve()
             if self._covers(product) and (self.protection != "namespace" or _jail_can_read(product)):
+                if str(product) != value:  # reached through a link, which the jail need not show
+                    update[name] = str(product)
                 continue
             source = Path(value)
             target = self.dir / f"{name}{''.join(source.suffixes)}"

@@ -1,8 +1,10 @@
-"""Fixtures for the graph store tests: every store implementation over a clean graph, and real embeddings."""
+"""Fixtures for the integration tests: every graph store implementation over a clean graph, real
+embeddings, and the run's shared cache of candidate builds."""
 
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,6 +13,7 @@ from neo4j import Driver
 from graphdb.connection import Neo4jTarget
 from graphdb.store import BoundedGraphStore, GraphStore, Neo4jGraphStore
 from search.embeddings import Embedder, shared_embedder
+from tests.support.buildcache import shared_builds_dir
 
 STORE_IMPLEMENTATIONS = ["neo4j", "bounded"]
 """Every `GraphStore` implementation: the store conformance suite runs each of them."""
@@ -42,3 +45,10 @@ def unit_vector(seed: str) -> list[float]:
     rng = np.random.default_rng(int(hashlib.sha256(seed.encode()).hexdigest()[:8], 16))
     v = rng.normal(size=384)
     return [float(x) for x in v / np.linalg.norm(v)]
+
+
+@pytest.fixture(scope="session")
+def shared_builds(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The run's cache of candidate builds (`tests.support.buildcache`), for the executor tests that do
+    not examine building: ``sharing_builds(cache_dir, shared_builds)``."""
+    return shared_builds_dir(tmp_path_factory)

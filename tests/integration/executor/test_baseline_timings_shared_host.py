@@ -19,6 +19,7 @@ from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
 from executor.verdict import TimingStats
 from executor.worker.messages import BaselineOutcome
+from tests.support.buildcache import sharing_builds
 
 ROOT = Path(__file__).resolve().parents[3]
 TASKS_DIR = ROOT / "tests" / "unit" / "executor" / "fixtures" / "tasks"
@@ -40,8 +41,10 @@ def saxpy() -> FunctionTask | KernelTask:
 
 
 @pytest.fixture(scope="module")
-def executors(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Evaluator, Evaluator, Evaluator]]:
-    cache = tmp_path_factory.mktemp("shared-cache")
+def executors(
+    tmp_path_factory: pytest.TempPathFactory, shared_builds: Path
+) -> Iterator[tuple[Evaluator, Evaluator, Evaluator]]:
+    cache = sharing_builds(tmp_path_factory.mktemp("shared-cache"), shared_builds)
 
     def make(shared: bool = True) -> Evaluator:
         return Evaluator(

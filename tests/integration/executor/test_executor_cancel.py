@@ -9,6 +9,9 @@ closed at a chosen moment: while the candidate runs.
 
 from __future__ import annotations
 
+import signal
+import socket
+import threading
 import time
 from pathlib import Path
 
@@ -17,8 +20,11 @@ import pytest
 from executor.app import create_app
 from executor.evaluate import Evaluator
 from executor.protocol import CandidateSource, EvaluateRequest, EvaluationOptions
+from executor.server import executor_server
 from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
+from graphdb.embedded import free_port
+from tests.support.buildcache import sharing_builds
 from tests.support.servers import post_evaluation_and_hold, serve_in_thread
 from tests.support.workers import worker_children
 
@@ -42,10 +48,12 @@ def wait_until(condition: object, deadline_s: float, what: str) -> float:
 
 
 @pytest.mark.parametrize("route", ["/v1/evaluate", "/v1/evaluate/batch"])
-def test_a_caller_that_goes_away_stops_its_running_candidate(tmp_path: Path, route: str) -> None:
+def test_a_caller_that_goes_away_stops_its_running_candidate(
+    tmp_path: Path, shared_builds: Path, route: str
+) -> None:
     task: FunctionTask | KernelTask = load_task(TASKS_DIR / "saxpy")
     settings = ExecutorSettings(
-        cache_dir=tmp_path,
+        cache_dir=sharing_builds(tmp_path, shared_builds),
         runtime="host",
         run_timeout_s=LIMIT_S,
         run_call_floor_s=LIMIT_S,
@@ -74,3 +82,112 @@ def test_a_caller_that_goes_away_stops_its_running_candidate(tmp_path: Path, rou
             lambda: not worker_children(b"candidate"), STOPPED_WITHIN_S, "the candidate's worker still runs"
         )
     assert took < STOPPED_WITHIN_S
+
+
+def test_evaluations_cancelled_while_queued_start_nothing(tmp_path: Path) -> None:
+    """Evaluations whose callers went away while they waited for a slot (one evaluation at a time,
+    behind a spinning candidate) neither compile nor start workers once the slot is theirs: an API
+    that cancelled many evaluations (or stopped) must not keep the executor busy with them."""
+    task: FunctionTask | KernelTask = load_task(TASKS_DIR / "saxpy")
+    settings = ExecutorSettings(
+        cache_dir=tmp_path,
+        runtime="host",
+        compile_workers=1,
+        run_timeout_s=LIMIT_S,
+        run_call_floor_s=LIMIT_S,
+        run_limit_floor_s=LIMIT_S,
+        prewarm_workers=False,
+        prepare_tasks=False,
+    )
+    app = create_app(settings)
+    evaluator: Evaluator = app.state.evaluator
+    slots = app.state.slots
+    # Each its own build (a distinct source), so that a build of any of them leaves its record.
+    queued_sources = [
+        'extern "C" void saxpy(int n, float a, const float* x, float* y) {\n'
+        f"  for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i];  // queued {i}\n}}\n"
+        "__global__ void stub_kernel() {}\nstatic void never_called() { stub_kernel<<<1, 1>>>(); }\n"
+        for i in range(3)
+    ]
+
+    def item(source: str) -> dict[str, object]:
+        return EvaluateRequest(
+            task=task, candidate=CandidateSource(source=source), options=EvaluationOptions(correctness_sets=1)
+        ).model_dump(mode="json")
+
+    with serve_in_thread(app) as url:
+        holder = post_evaluation_and_hold(url, "/v1/evaluate", item(SPIN), LIMIT_S)
+        wait_until(lambda: evaluator.gpu_busy, LIMIT_S / 2, "the spinning candidate never started")
+        queued = [post_evaluation_and_hold(url, "/v1/evaluate", item(s), LIMIT_S) for s in queued_sources]
+        wait_until(lambda: slots.waiting == len(queued), STOPPED_WITHIN_S, "the evaluations never queued")
+        for caller in queued:
+            caller.close()
+        time.sleep(1.0)  # the executor notices each closed connection (it reads their disconnects)
+        holder.close()
+        wait_until(
+            lambda: slots.in_use == 0 and slots.waiting == 0 and evaluator.in_flight == 0,
+            STOPPED_WITHIN_S,
+            "the queued evaluations still hold the executor",
+        )
+    built = [
+        i
+        for i, source in enumerate(queued_sources)
+        if evaluator.compiler.cached(evaluator.compiler.build_key(source, "shared_library"), "shared_library")
+    ]
+    assert built == [], f"queued evaluations {built} were compiled after their callers left"
+
+
+def test_a_stopping_executor_stops_its_running_candidate_at_once(tmp_path: Path, shared_builds: Path) -> None:
+    """The service asked to stop (Ctrl-C, SIGTERM: the signal handler's call) while a never-ending
+    candidate runs under 120-s limits and its caller still waits: the candidate's worker is killed, the
+    caller gets 503 "shutting_down", and the service is gone long before the limit (uvicorn's graceful
+    shut-down waits for the open requests)."""
+    task: FunctionTask | KernelTask = load_task(TASKS_DIR / "saxpy")
+    settings = ExecutorSettings(
+        cache_dir=sharing_builds(tmp_path, shared_builds),
+        runtime="host",
+        port=free_port(),
+        run_timeout_s=LIMIT_S,
+        run_call_floor_s=LIMIT_S,
+        run_limit_floor_s=LIMIT_S,
+        request_timeout_s=LIMIT_S + 60,
+        prewarm_workers=False,
+        prepare_tasks=False,
+    )
+    server = executor_server(settings)
+    evaluator: Evaluator = server.app.state.evaluator
+    thread = threading.Thread(target=server.run, daemon=True)  # no signal handlers off the main thread
+    thread.start()
+    wait_until(lambda: server.started, LIMIT_S / 2, "the executor never started")
+    item = EvaluateRequest(
+        task=task, candidate=CandidateSource(source=SPIN), options=EvaluationOptions(correctness_sets=1)
+    ).model_dump(mode="json")
+    caller = post_evaluation_and_hold(
+        f"http://{settings.host}:{settings.port}", "/v1/evaluate", item, LIMIT_S
+    )
+    try:
+        wait_until(lambda: evaluator.gpu_busy, LIMIT_S / 2, "the candidate never started")
+        time.sleep(1.0)  # well inside its run
+        assert worker_children(b"candidate")
+        began = time.monotonic()
+        server.handle_exit(signal.SIGTERM, None)
+        thread.join(timeout=LIMIT_S / 4)
+        took = time.monotonic() - began
+        assert not thread.is_alive(), f"the executor still runs {took:.0f} s after it was asked to stop"
+        answer = _read_answer(caller)
+    finally:
+        caller.close()  # a failed check: the evaluation stops as a gone caller's
+    assert answer.startswith(b"HTTP/1.1 503") and b"shutting_down" in answer, answer[:300]
+    wait_until(
+        lambda: not worker_children(b"candidate"), STOPPED_WITHIN_S, "the candidate's worker still runs"
+    )
+    assert took < STOPPED_WITHIN_S, f"stopping took {took:.1f} s (limits {LIMIT_S:.0f} s)"
+
+
+def _read_answer(caller: socket.socket) -> bytes:
+    """Everything the executor wrote on ``caller`` until it closed the connection."""
+    caller.settimeout(STOPPED_WITHIN_S)
+    answer = b""
+    while chunk := caller.recv(65536):
+        answer += chunk
+    return answer

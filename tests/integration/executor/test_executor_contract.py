@@ -21,6 +21,7 @@ from executor.client import ExecutorAnswerError, ExecutorClient
 from executor.protocol import DeviceInfo, ErrorKind, EvaluationOptions, FunctionTask, KernelTask, Stage
 from executor.settings import ExecutorSettings
 from executor.taskformat import load_task
+from tests.support.buildcache import sharing_builds
 from tests.support.servers import serve_in_thread
 
 TASKS_DIR = Path(__file__).parents[2] / "unit" / "executor" / "fixtures" / "tasks"
@@ -145,10 +146,10 @@ REQUEST_LIMIT_S = 1.0
 
 
 def test_a_request_past_its_limit_answers_504_in_the_envelope(
-    tmp_path: Path, saxpy: FunctionTask | KernelTask
+    tmp_path: Path, shared_builds: Path, saxpy: FunctionTask | KernelTask
 ) -> None:
     settings = ExecutorSettings(
-        cache_dir=tmp_path,
+        cache_dir=sharing_builds(tmp_path, shared_builds),
         runtime="host",
         request_timeout_s=REQUEST_LIMIT_S,
         run_timeout_s=10,

@@ -16,6 +16,7 @@ from executor.evaluate import Evaluator
 from executor.protocol import CandidateSource, EvaluationOptions, Verdict
 from executor.settings import ExecutorSettings
 from executor.taskformat import load_task
+from tests.support.buildcache import sharing_builds
 
 TASKS_DIR = Path(__file__).parents[2] / "unit" / "executor" / "fixtures" / "tasks"
 # The serial reference sleeps 0.6 s per call at the timing size: a preparation (three timing sets, the
@@ -35,12 +36,14 @@ QUICK = EvaluationOptions(min_trials=3, max_trials=10, min_timing_ms=5, referenc
 RUN_TIMEOUT_S = 2.5
 
 
-def test_two_replicas_wait_for_a_slow_preparation_instead_of_failing_honest_code(tmp_path: Path) -> None:
+def test_two_replicas_wait_for_a_slow_preparation_instead_of_failing_honest_code(
+    tmp_path: Path, shared_builds: Path
+) -> None:
     task_dir = tmp_path / "saxpy"
     shutil.copytree(TASKS_DIR / "saxpy", task_dir)
     (task_dir / "reference.cpp").write_text(SLOW_REFERENCE)
     task = load_task(task_dir)
-    cache = tmp_path / "cache"
+    cache = sharing_builds(tmp_path / "cache", shared_builds)
     settings = ExecutorSettings(
         cache_dir=cache, runtime="host", run_timeout_s=RUN_TIMEOUT_S, prewarm_workers=False
     )

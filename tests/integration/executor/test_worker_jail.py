@@ -306,3 +306,34 @@ def test_candidates_pass_through_the_evaluator_in_the_jail(tmp_path: Path) -> No
     finally:
         evaluator.close()
     assert worker_protection("host") == "namespace"
+
+
+def test_builds_reached_through_a_link_serve_jailed_candidates(tmp_path: Path) -> None:
+    """The cache's builds (``<cache_dir>/candidates``) reached through a symbolic link (a test run's
+    shared builds, an operator's builds on another disk): once the builds' real directory is bound
+    into the jails, the worker is handed the product's real path, not the linked one that its jail
+    does not show (seen failing: the second candidate's worker "exited with status 1 during
+    correctness without a result")."""
+    try:
+        find_toolchain()
+    except ToolchainError:
+        pytest.skip("no nvcc here")
+    (tmp_path / "builds").mkdir()
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "candidates").symlink_to(tmp_path / "builds", target_is_directory=True)
+    settings = ExecutorSettings(cache_dir=tmp_path / "cache", runtime="host", run_timeout_s=60)
+    evaluator = Evaluator(settings)
+    try:
+        saxpy = load_task(TASKS_DIR / "saxpy")
+        for k in range(3):
+            source = (
+                'extern "C" void saxpy(int n, float a, const float* x, float* y) '
+                "{ for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i]; }\n"
+                "__global__ void stub_kernel() {}\nstatic void never_called() { stub_kernel<<<1, 1>>>(); }\n"
+                f"// linked {k % 2}\n"
+            )
+            verdict = evaluator.evaluate(saxpy, CandidateSource(source=source), QUICK)
+            assert verdict.passed, f"candidate {k}: {verdict.message}"
+    finally:
+        evaluator.close()
+    assert worker_protection("host") == "namespace"

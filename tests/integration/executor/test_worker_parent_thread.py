@@ -18,6 +18,7 @@ from executor.sandbox import WorkerProcess
 from executor.settings import ExecutorSettings
 from executor.taskformat import load_task
 from executor.verdict import Verdict
+from tests.support.buildcache import sharing_builds
 from tests.support.hostcode import FIXTURE_TASKS as TASKS_DIR
 from tests.support.hostcode import SAXPY_CORRECT as CORRECT
 
@@ -37,9 +38,11 @@ def test_a_worker_started_by_a_thread_that_has_ended_stays_alive(tmp_path: Path)
         proc.close()
 
 
-def test_two_evaluations_at_once_with_different_options_both_pass(tmp_path: Path) -> None:
+def test_two_evaluations_at_once_with_different_options_both_pass(
+    tmp_path: Path, shared_builds: Path
+) -> None:
     settings = ExecutorSettings(
-        cache_dir=tmp_path,
+        cache_dir=sharing_builds(tmp_path, shared_builds),
         runtime="host",
         run_timeout_s=60,
         run_limit_floor_s=30,

@@ -21,6 +21,7 @@ from executor.protocol import EvaluationOptions
 from executor.settings import ExecutorSettings
 from executor.taskformat import load_task
 from search.evaluation import ExecutorEvaluator
+from tests.support.buildcache import sharing_builds
 from tests.support.servers import serve_in_thread
 
 TASK_DIR = Path(__file__).parents[2] / "unit" / "executor" / "fixtures" / "tasks" / "saxpy"
@@ -46,12 +47,18 @@ def _threads_in_the_client() -> list[str]:
     return inside
 
 
-def test_a_cancelled_evaluation_leaves_no_thread_waiting_for_the_executor(tmp_path: Path) -> None:
+def test_a_cancelled_evaluation_leaves_no_thread_waiting_for_the_executor(
+    tmp_path: Path, shared_builds: Path
+) -> None:
     """Cancelling a search (a job cancelled, the service stopping) cancels its evaluation's request:
     no thread stays behind waiting for the executor's answer, which here would take the candidate's
     whole run limit (30 s)."""
     settings = ExecutorSettings(
-        cache_dir=tmp_path, runtime="host", run_timeout_s=40, run_limit_floor_s=30, run_call_floor_s=30
+        cache_dir=sharing_builds(tmp_path, shared_builds),
+        runtime="host",
+        run_timeout_s=40,
+        run_limit_floor_s=30,
+        run_call_floor_s=30,
     )
     task = load_task(TASK_DIR)
 
