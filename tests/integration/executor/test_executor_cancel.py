@@ -14,6 +14,7 @@ import socket
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,20 +48,26 @@ def wait_until(condition: object, deadline_s: float, what: str) -> float:
     return time.monotonic() - started
 
 
-@pytest.mark.parametrize("route", ["/v1/evaluate", "/v1/evaluate/batch"])
-def test_a_caller_that_goes_away_stops_its_running_candidate(
-    tmp_path: Path, shared_builds: Path, route: str
-) -> None:
-    task: FunctionTask | KernelTask = load_task(TASKS_DIR / "saxpy")
-    settings = ExecutorSettings(
-        cache_dir=sharing_builds(tmp_path, shared_builds),
+def _settings(cache_dir: Path, **extra: Any) -> ExecutorSettings:
+    """A host executor whose candidates may run for LIMIT_S, with nothing prepared ahead."""
+    return ExecutorSettings(
+        cache_dir=cache_dir,
         runtime="host",
         run_timeout_s=LIMIT_S,
         run_call_floor_s=LIMIT_S,
         run_limit_floor_s=LIMIT_S,
         prewarm_workers=False,
         prepare_tasks=False,
+        **extra,
     )
+
+
+@pytest.mark.parametrize("route", ["/v1/evaluate", "/v1/evaluate/batch"])
+def test_a_caller_that_goes_away_stops_its_running_candidate(
+    tmp_path: Path, shared_builds: Path, route: str
+) -> None:
+    task: FunctionTask | KernelTask = load_task(TASKS_DIR / "saxpy")
+    settings = _settings(sharing_builds(tmp_path, shared_builds))
     app = create_app(settings)
     evaluator: Evaluator = app.state.evaluator
     item = EvaluateRequest(
@@ -89,16 +96,7 @@ def test_evaluations_cancelled_while_queued_start_nothing(tmp_path: Path) -> Non
     behind a spinning candidate) neither compile nor start workers once the slot is theirs: an API
     that cancelled many evaluations (or stopped) must not keep the executor busy with them."""
     task: FunctionTask | KernelTask = load_task(TASKS_DIR / "saxpy")
-    settings = ExecutorSettings(
-        cache_dir=tmp_path,
-        runtime="host",
-        compile_workers=1,
-        run_timeout_s=LIMIT_S,
-        run_call_floor_s=LIMIT_S,
-        run_limit_floor_s=LIMIT_S,
-        prewarm_workers=False,
-        prepare_tasks=False,
-    )
+    settings = _settings(tmp_path, compile_workers=1)
     app = create_app(settings)
     evaluator: Evaluator = app.state.evaluator
     slots = app.state.slots
@@ -143,16 +141,8 @@ def test_a_stopping_executor_stops_its_running_candidate_at_once(tmp_path: Path,
     caller gets 503 "shutting_down", and the service is gone long before the limit (uvicorn's graceful
     shut-down waits for the open requests)."""
     task: FunctionTask | KernelTask = load_task(TASKS_DIR / "saxpy")
-    settings = ExecutorSettings(
-        cache_dir=sharing_builds(tmp_path, shared_builds),
-        runtime="host",
-        port=free_port(),
-        run_timeout_s=LIMIT_S,
-        run_call_floor_s=LIMIT_S,
-        run_limit_floor_s=LIMIT_S,
-        request_timeout_s=LIMIT_S + 60,
-        prewarm_workers=False,
-        prepare_tasks=False,
+    settings = _settings(
+        sharing_builds(tmp_path, shared_builds), port=free_port(), request_timeout_s=LIMIT_S + 60
     )
     server = executor_server(settings)
     evaluator: Evaluator = server.app.state.evaluator
