@@ -226,11 +226,14 @@ def run_job_showing_stderr(job: WorkerJob, run: CandidateRun, timeout_s: float) 
 
 def assert_no_gain(honest: WorkerOutcome, attack: WorkerOutcome) -> None:
     """An attack that reached no memo: refused, or passed at no more than twice the honest code's
-    speed (where it worked it passed at 1/60-1/1400 of the honest median)."""
+    speed (where it worked it passed at 1/60-1/1400 of the honest median). The honest code's speed is
+    its fastest trial: load on the machine only slows trials, and under the suite's load an honest run
+    once took a median of 172 ms against its usual 64 (session 29, a clean-clone run), which halved
+    would have called an attack at the honest speed a gain."""
     assert honest.passed and honest.candidate_timing is not None, honest.message
     if attack.passed:
         assert attack.candidate_timing is not None
-        assert attack.candidate_timing.median_ms > honest.candidate_timing.median_ms / 2, (
+        assert attack.candidate_timing.median_ms > honest.candidate_timing.min_ms / 2, (
             attack.candidate_timing,
             honest.candidate_timing,
         )
