@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from types import FrameType
+import contextlib
+import socket
 
 import uvicorn
 from fastapi import FastAPI
@@ -23,11 +24,16 @@ class ExecutorServer(uvicorn.Server):
         )
         self.app = app
 
-    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        super().handle_exit(sig, frame)
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """Stop the evaluations, then shut down as uvicorn does. Here, on the event loop's thread once
+        the signal's flag is seen (uvicorn checks it every 0.1 s), not in the signal handler: the
+        handler runs on that same thread between two instructions, and a lock that the interrupted
+        code held (the app's set of evaluations, an event's) would wait for itself forever (review
+        46)."""
         stop = getattr(self.app.state, "stop_evaluations", None)  # the fleet's app has none
         if stop is not None:
             stop()
+        await super().shutdown(sockets=sockets)
 
 
 def executor_server(settings: ExecutorSettings) -> ExecutorServer:
@@ -45,7 +51,10 @@ def executor_server(settings: ExecutorSettings) -> ExecutorServer:
 def serve(settings: ExecutorSettings) -> None:
     """Serve the executor API until interrupted (see :func:`executor_server`)."""
     configure_logging(settings.log_level)
-    executor_server(settings).run()
+    # uvicorn raises the signal it stopped for again once it is done: Ctrl-C ends quietly, as under
+    # uvicorn.run (review 46: a traceback and status -2 otherwise); SIGTERM still ends the process.
+    with contextlib.suppress(KeyboardInterrupt):
+        executor_server(settings).run()
 
 
 if __name__ == "__main__":
