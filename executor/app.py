@@ -265,8 +265,10 @@ def create_app(settings: ExecutorSettings | None = None) -> FastAPI:
 
     def prepare(request: EvaluateRequest) -> None:
         # A task new to this executor has its reference built, its timing set stored and its serial
-        # reference timed at once, while the request may still wait for a free evaluation slot.
-        if settings.prepare_tasks:
+        # reference timed at once, while the request may still wait for a free evaluation slot. Not
+        # once the service is stopping: the request is answered 503, and a reference build started
+        # for it would only hold the shut-down up (review 46).
+        if settings.prepare_tasks and not stopping.is_set():
             evaluator.prepare_task(request.task, request.options)
 
     async def in_pool(request: EvaluateRequest, cancelled: threading.Event) -> Verdict:
@@ -325,8 +327,11 @@ def create_app(settings: ExecutorSettings | None = None) -> FastAPI:
                 raise
 
     @app.post("/v1/prepare", response_model=PrepareResponse)
-    async def prepare_ahead(request: PrepareRequest) -> PrepareResponse:
-        # Asked for by name (a job that starts), so done whatever prepare_tasks says.
+    async def prepare_ahead(request: PrepareRequest) -> PrepareResponse | JSONResponse:
+        # Asked for by name (a job that starts), so done whatever prepare_tasks says; not once the
+        # service is stopping.
+        if stopping.is_set():
+            return error_response(503, "shutting_down", "the executor is shutting down: nothing is prepared")
         started = evaluator.prepare_task(request.task, request.options) is not None
         if request.wait_s <= 0:
             return PrepareResponse(task_id=request.task.id, started=started)

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from executor.app import create_app
@@ -56,9 +57,7 @@ def _settings(cache_dir: Path, **extra: Any) -> ExecutorSettings:
         run_timeout_s=LIMIT_S,
         run_call_floor_s=LIMIT_S,
         run_limit_floor_s=LIMIT_S,
-        prewarm_workers=False,
-        prepare_tasks=False,
-        **extra,
+        **{"prewarm_workers": False, "prepare_tasks": False, **extra},
     )
 
 
@@ -181,3 +180,25 @@ def _read_answer(caller: socket.socket) -> bytes:
     while chunk := caller.recv(65536):
         answer += chunk
     return answer
+
+
+def test_a_stopping_executor_prepares_nothing_more(tmp_path: Path) -> None:
+    """Once the service is stopping, a new evaluation is answered 503 "shutting_down" without starting
+    its task's preparation (a reference build that would only hold the shut-down up), and ``/v1/prepare``
+    is refused the same way (review 46): afterwards the task is still unprepared, so preparing it now
+    starts the work."""
+    task: FunctionTask | KernelTask = load_task(TASKS_DIR / "saxpy")
+    app = create_app(_settings(tmp_path, prepare_tasks=True))
+    evaluator: Evaluator = app.state.evaluator
+    item = EvaluateRequest(
+        task=task, candidate=CandidateSource(source=SPIN), options=EvaluationOptions(correctness_sets=1)
+    ).model_dump(mode="json")
+    with serve_in_thread(app) as url:
+        app.state.stop_evaluations()
+        for route, body in (("/v1/evaluate", item), ("/v1/prepare", {"task": item["task"], "wait_s": 0})):
+            answer = httpx.post(url + route, json=body, timeout=LIMIT_S)
+            assert answer.status_code == 503, (route, answer.text)
+            assert answer.json()["error"]["type"] == "shutting_down", (route, answer.text)
+        started = evaluator.prepare_task(task, EvaluationOptions(correctness_sets=1))
+        assert started is not None, "a refused request started the task's preparation"
+        started.result(timeout=LIMIT_S)
