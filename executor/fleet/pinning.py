@@ -45,7 +45,7 @@ import os
 import shutil
 import subprocess
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -215,27 +215,41 @@ def descendants(pid: int | str = "self") -> list[int]:
         return _descendants_by_parent(root)
     except OSError:
         return []
+    return _walk(root, _children_of_tasks)
+
+
+def _walk(root: int, children_of: Callable[[int], list[int]]) -> list[int]:
+    """Every process below ``root``, each once, as ``children_of`` names each one's children."""
     found: list[int] = []
+    seen = {root}
     todo = [root]
     while todo:
-        current = todo.pop()
-        try:
-            tasks = list(Path(f"/proc/{current}/task").iterdir())
-        except OSError:
-            continue
-        for task in tasks:
-            try:
-                children = [int(c) for c in (task / "children").read_text().split()]
-            except (OSError, ValueError):
-                continue
-            for child in children:
-                if child not in found:
-                    found.append(child)
-                    todo.append(child)
+        for child in children_of(todo.pop()):
+            if child not in seen:
+                seen.add(child)
+                found.append(child)
+                todo.append(child)
     return found
 
 
+def _children_of_tasks(pid: int) -> list[int]:
+    """The children of every thread of ``pid`` (``/proc/<pid>/task/<tid>/children``; none where
+    unreadable)."""
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return []
+    children: list[int] = []
+    for task in tasks:
+        try:
+            children += [int(c) for c in (task / "children").read_text().split()]
+        except (OSError, ValueError):
+            continue
+    return children
+
+
 def _descendants_by_parent(root: int) -> list[int]:
+    """:func:`descendants` of ``root`` from every process's parent in ``/proc/<n>/stat``."""
     parents: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else []:
         if not entry.name.isdigit():
@@ -246,14 +260,7 @@ def _descendants_by_parent(root: int) -> list[int]:
         except (OSError, ValueError, IndexError):
             continue
         parents.setdefault(ppid, []).append(int(entry.name))
-    found: list[int] = []
-    todo = [root]
-    while todo:
-        for child in parents.get(todo.pop(), []):
-            if child not in found:
-                found.append(child)
-                todo.append(child)
-    return found
+    return _walk(root, lambda pid: parents.get(pid, []))
 
 
 def pin_tree(cores: Sequence[int]) -> None:
@@ -450,8 +457,8 @@ _claim: _Claim | None = None
 _claim_lock = threading.Lock()
 
 
-def _release(claim: _Claim) -> None:
-    for handle in claim.handles:
+def _release(handles: list[IO[bytes]]) -> None:
+    for handle in handles:
         with contextlib.suppress(OSError):
             handle.close()  # the flock goes with its last descriptor
 
@@ -470,12 +477,11 @@ def _take(split: TimingSplit) -> _Claim:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                claim = _Claim(split, handles, refused_by=cpu)
-                _release(claim)
+                _release(handles)
                 return _Claim(split, [], refused_by=cpu)
     except OSError as e:  # no lock directory (a read-only /tmp): unclaimed, as before the claims
         logger.warning("timing cores: cannot claim %s host-wide (%s)", format_cpulist(split.reserved), e)
-        _release(_Claim(split, handles, None))
+        _release(handles)
         return _Claim(split, [], refused_by=None)
     return _Claim(split, handles, refused_by=None)
 
@@ -495,7 +501,7 @@ def claim_reserved(split: TimingSplit, automatic: bool) -> bool:
         claim = _claim
         if claim is None or claim.split != split:
             if claim is not None:
-                _release(claim)
+                _release(claim.handles)
             claim = _claim = _take(split)
         if claim.refused_by is None:
             return True
