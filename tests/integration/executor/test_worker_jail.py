@@ -280,6 +280,16 @@ def test_a_crashing_jailed_candidate_reports_its_signal_and_protection(
     assert "mount/PID-namespace jail" in outcome.message
 
 
+def _saxpy(tag: str) -> str:
+    """An honest saxpy in a .cu with a kernel of its own (built by nvcc), distinct per ``tag``."""
+    return (
+        'extern "C" void saxpy(int n, float a, const float* x, float* y) '
+        "{ for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i]; }\n"
+        "__global__ void stub_kernel() {}\nstatic void never_called() { stub_kernel<<<1, 1>>>(); }\n"
+        f"// {tag}\n"
+    )
+
+
 def test_candidates_pass_through_the_evaluator_in_the_jail(tmp_path: Path) -> None:
     """Through the evaluator, the jailed candidate worker reads what other workers wrote as the
     executor's user: the reference worker's expected outputs and the task's stored timing set (the
@@ -294,13 +304,7 @@ def test_candidates_pass_through_the_evaluator_in_the_jail(tmp_path: Path) -> No
     try:
         saxpy = load_task(TASKS_DIR / "saxpy")
         for k in range(2):
-            source = (
-                'extern "C" void saxpy(int n, float a, const float* x, float* y) '
-                "{ for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i]; }\n"
-                "__global__ void stub_kernel() {}\nstatic void never_called() { stub_kernel<<<1, 1>>>(); }\n"
-                f"// variant {k}\n"
-            )
-            verdict = evaluator.evaluate(saxpy, CandidateSource(source=source), QUICK)
+            verdict = evaluator.evaluate(saxpy, CandidateSource(source=_saxpy(f"variant {k}")), QUICK)
             assert verdict.passed, verdict.message
             assert verdict.seconds.get("expected_load", 0) > 0 or k == 0, verdict.seconds
     finally:
@@ -326,13 +330,7 @@ def test_builds_reached_through_a_link_serve_jailed_candidates(tmp_path: Path) -
     try:
         saxpy = load_task(TASKS_DIR / "saxpy")
         for k in range(3):
-            source = (
-                'extern "C" void saxpy(int n, float a, const float* x, float* y) '
-                "{ for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i]; }\n"
-                "__global__ void stub_kernel() {}\nstatic void never_called() { stub_kernel<<<1, 1>>>(); }\n"
-                f"// linked {k % 2}\n"
-            )
-            verdict = evaluator.evaluate(saxpy, CandidateSource(source=source), QUICK)
+            verdict = evaluator.evaluate(saxpy, CandidateSource(source=_saxpy(f"linked {k % 2}")), QUICK)
             assert verdict.passed, f"candidate {k}: {verdict.message}"
     finally:
         evaluator.close()
