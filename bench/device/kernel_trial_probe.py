@@ -384,19 +384,13 @@ def gpu_missing() -> str | None:
 
 
 def device_line() -> str:
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return "no GPU"
-    out = subprocess.run(
-        [smi, "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
-    return (
-        out.stdout.strip().splitlines()[0] if out.stdout.strip() else f"nvidia-smi failed: {out.stderr[:200]}"
-    )
+    """The GPU's name, driver and memory as the executor reports them (``executor.app.query_gpu``)."""
+    from executor.app import query_gpu
+
+    gpu = query_gpu()
+    if not gpu:
+        return "no GPU (no nvidia-smi, or it failed)"
+    return f"{gpu['name']}, driver {gpu['driver']}, {gpu['memory_total_mib']} MiB"
 
 
 def header(args: argparse.Namespace, device: str) -> str:
