@@ -23,6 +23,7 @@ from neo4j import Driver
 from graphdb.connection import Neo4jTarget
 from graphdb.models import Role
 from graphdb.store import Neo4jGraphStore
+from graphdb.store.bounded import GRAPH_BACKSTOP_S
 from tests.integration.api.graph_support import clear, serve
 
 QUERIES = 50
@@ -57,12 +58,13 @@ def api_url(neo4j_target: Neo4jTarget, tmp_path_factory: pytest.TempPathFactory,
 def test_health_and_readiness_answer_while_50_slow_queries_run(api_url: str, token: str) -> None:
     started = threading.Barrier(QUERIES + 1, timeout=60)
 
-    def slow() -> tuple[int, float]:
+    def slow() -> tuple[int, str, float]:
         started.wait()
         response = httpx.post(
             f"{api_url}/v1/cypher", headers={"X-API-Key": token}, json={"query": SLOW}, timeout=300
         )
-        return response.status_code, time.monotonic()
+        error = response.json().get("error") or {}
+        return response.status_code, f"{error.get('type')}: {error.get('message')}", time.monotonic()
 
     probes: list[tuple[str, int, float]] = []  # path, status, when it answered
 
@@ -85,8 +87,18 @@ def test_health_and_readiness_answer_while_50_slow_queries_run(api_url: str, tok
     # API's default lets 8 in) its check may exceed its 5 s limit: then 503, never a hang.
     assert all(status == 200 for path, status, _ in probes if path == "/healthz"), probes
     assert all(status in (200, 503) for path, status, _ in probes if path == "/readyz"), probes
-    # Each query ran until the server's timeout stopped it (400 cypher_timeout): none was refused,
-    # and liveness answered several times before the first query did, under the full load.
-    assert [status for status, _ in outcomes] == [400] * QUERIES, outcomes
-    first_answer = min(ended for _, ended in outcomes)
+    # Each query ran until a time limit stopped it, none was refused (no 429, no "server busy" 503), and
+    # liveness answered several times before the first query did, under the full load. The limit is
+    # Neo4j's own (400 cypher_timeout) or, when Neo4j on a loaded 2-CPU machine stops its 50 queries
+    # late, the API's backstop 5 s after it (503 "no answer within 15 s: the call was stopped"; CI's
+    # run of 2026-11-30 saw all 50 stopped so).
+    backstop = (
+        f"service_unavailable: no answer within {QUERY_SECONDS + GRAPH_BACKSTOP_S:g} s: the call was stopped"
+    )
+    stopped = [
+        (status == 400 and answer.startswith("cypher_timeout: ")) or (status == 503 and answer == backstop)
+        for status, answer, _ in outcomes
+    ]
+    assert all(stopped), outcomes
+    first_answer = min(ended for _, _, ended in outcomes)
     assert sum(1 for path, _, at in probes if path == "/healthz" and at < first_answer) >= 3, probes
