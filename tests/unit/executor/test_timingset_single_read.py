@@ -1,5 +1,7 @@
-"""A stored timing input is read and hashed in one pass (timingset._read_verified): the same array as
-``np.load``, and the same refusals as a digest pass before it (session 23, issue 33's cost)."""
+"""A stored timing input is hashed and mapped read-only through one open file (timingset._mapped_verified,
+session 30; a single read-and-hash pass into private memory since session 23): the same array as
+``np.load``, never private memory or writable, and the same refusals as a digest pass before it (issue
+33's cost)."""
 
 from __future__ import annotations
 
@@ -40,34 +42,34 @@ def _set(root: Path, arrays: dict[str, np.ndarray]) -> tuple[timingset.TimingSet
 def test_the_single_pass_reads_what_np_load_reads(tmp_path: Path, array: np.ndarray) -> None:
     spec, directory = _set(tmp_path, {"x": array})
     path = directory / "input-x.npy"
-    got = timingset._read_verified(spec, path)
+    got = timingset._mapped_verified(spec, path)
     want = np.load(path, allow_pickle=False)
     assert got.dtype == want.dtype and got.shape == want.shape
     assert got.tobytes(order="A") == want.tobytes(order="A")
     assert got.flags.f_contiguous == want.flags.f_contiguous
+    assert not got.flags.writeable
+    if array.size:  # a mapping of the stored file, not a copy in the worker's own memory
+        assert isinstance(got.base, np.memmap) and got.base.filename == str(path)
 
 
-def test_a_changed_byte_a_trailing_byte_or_a_short_file_is_refused(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(timingset, "READ_CHUNK_BYTES", 1000)  # several chunks
+def test_a_changed_byte_a_trailing_byte_or_a_short_file_is_refused(tmp_path: Path) -> None:
     spec, directory = _set(tmp_path, {"x": np.arange(10_000, dtype=np.float32)})
     path = directory / "input-x.npy"
     intact = path.read_bytes()
-    assert timingset._read_verified(spec, path).size == 10_000
+    assert timingset._mapped_verified(spec, path).size == 10_000
     for damaged in (
         intact[:5000] + bytes([intact[5000] ^ 1]) + intact[5001:],  # a bit in the middle of the data
         intact + b"\0",  # a byte more after the data
         intact[:-4],  # the last value cut off
     ):
         path.write_bytes(damaged)
-        with pytest.raises(ValueError, match=r"digest|shorter|header says"):
-            timingset._read_verified(spec, path)
+        with pytest.raises(ValueError, match=r"digest|header says"):
+            timingset._mapped_verified(spec, path)
     path.write_bytes(intact)
     other = directory / "input-y.npy"
     other.write_bytes(intact)
     with pytest.raises(ValueError, match="not in the set's manifest"):
-        timingset._read_verified(spec, other)
+        timingset._mapped_verified(spec, other)
 
 
 def test_a_damaged_shape_is_refused_before_anything_is_allocated(tmp_path: Path) -> None:
@@ -82,4 +84,4 @@ def test_a_damaged_shape_is_refused_before_anything_is_allocated(tmp_path: Path)
         header = header[:127].rstrip(b"\n").ljust(127)[:127] + b"\n"  # the header's length kept
         path.write_bytes(header + intact[128:])
         with pytest.raises(ValueError, match="header says"):
-            timingset._read_verified(spec, path)
+            timingset._mapped_verified(spec, path)

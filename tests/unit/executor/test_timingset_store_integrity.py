@@ -189,3 +189,68 @@ def test_an_output_replaced_after_its_check_is_hashed_again_and_refused(
     _flip_last_byte(Path(spec2.dir) / "expected-y.npy")
     assert timingset.expected_checked(spec2, saxpy) == {}
     assert timingset.load_expected(spec2, saxpy, {}) is None
+
+
+def _bytes_read() -> int:
+    """The bytes this process has read through read calls so far (/proc/self/io's ``rchar``)."""
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no rchar in /proc/self/io")
+
+
+def _read_while(action: object) -> int:
+    before = _bytes_read()
+    assert callable(action)
+    action()
+    return _bytes_read() - before
+
+
+def test_a_set_still_as_published_is_read_without_hashing_and_a_replaced_file_is_hashed(
+    saxpy: FunctionTask | KernelTask, tmp_path: Path
+) -> None:
+    """Session 30: every candidate worker hashed every timing set's files again. A file whose identity
+    is the one the manifest recorded when the set was published is read as mapped (no byte read but
+    its header); one put in its place, even with equal content, is hashed as before."""
+    spec = _stored(saxpy, tmp_path)
+    size = (Path(spec.dir) / "input-x.npy").stat().st_size
+    assert size > 8 << 20
+    loaded: list[object] = []
+    assert _read_while(lambda: loaded.append(timingset.load_inputs(spec, saxpy))) < size // 100
+    assert loaded[0] is not None
+    checked: list[dict[str, timingset.StatKey]] = []
+    assert _read_while(lambda: checked.append(timingset.expected_checked(spec, saxpy))) < size // 100
+    assert list(checked[0]) == [str(Path(spec.dir) / "expected-y.npy")]
+    assert _read_while(lambda: loaded.append(timingset.load_expected(spec, saxpy))) < size // 100
+    # The same bytes in another file (another inode) put in its place: hashed, and still right.
+    for name in ("input-x.npy", "expected-y.npy"):
+        path = Path(spec.dir) / name
+        shutil.copyfile(path, tmp_path / name)
+        os.replace(tmp_path / name, path)
+    assert _read_while(lambda: loaded.append(timingset.load_inputs(spec, saxpy))) >= size
+    assert _read_while(lambda: loaded.append(timingset.expected_checked(spec, saxpy))) >= size
+    again = timingset.load_inputs(spec, saxpy)
+    assert again is not None and np.array_equal(again.arrays["x"], np.load(Path(spec.dir) / "input-x.npy"))
+
+
+def test_a_file_written_in_place_with_its_old_times_put_back_is_refused(
+    saxpy: FunctionTask | KernelTask, tmp_path: Path
+) -> None:
+    """Its inode, size and modification time are those the manifest recorded; its change time is not
+    (the kernel sets it on every write and utime), so it is hashed, and refused."""
+    spec = _stored(saxpy, tmp_path)
+    for name in ("input-x.npy", "expected-y.npy"):
+        path = Path(spec.dir) / name
+        st = path.stat()
+        time.sleep(0.01)  # a change time that differs at any file system's resolution
+        with path.open("r+b") as f:
+            f.seek(-1, os.SEEK_END)
+            last = f.read(1)
+            f.seek(-1, os.SEEK_END)
+            f.write(bytes([last[0] ^ 1]))
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+        now = path.stat()
+        assert (now.st_ino, now.st_size, now.st_mtime_ns) == (st.st_ino, st.st_size, st.st_mtime_ns)
+    assert timingset.load_inputs(spec, saxpy) is None
+    assert timingset.expected_checked(spec, saxpy) == {}
+    assert timingset.load_expected(spec, saxpy) is None
