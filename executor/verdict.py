@@ -54,6 +54,9 @@ class ErrorKind(StrEnum):
     REFERENCE_ERROR = "reference_error"
     INTERNAL_ERROR = "internal_error"
     IMPLAUSIBLE = "implausible"
+    # Not about the candidate: the executor shut down before the evaluation finished (a batch's item
+    # stopped by the shut-down; evaluate it again).
+    EXECUTOR_STOPPED = "executor_stopped"
 
 
 class FloorCheck(BaseModel):
