@@ -487,19 +487,23 @@ def _worker_setup(
 
 def _job_dirs(job: WorkerJob | ReferenceJob) -> list[tuple[Path, bool]]:
     """The directories that a worker's job reads (or writes: True) outside its own: a reference worker
-    reads its library and the store of timing sets (the sets, its lock, the reference's timing)."""
+    reads its library and the store of timing sets (the sets, its lock, the reference's timing).
+    Each as the job names it, not resolved: the jail binds a path and, when links lead there, its real
+    path too (`executor.jail.Jail`), and the job opens its files by the names it was given (a
+    ``cache_dir`` reached through a link hid the reference library when only the real path was bound)."""
     dirs = [(Path(job.reference_library).parent, False)]
     if isinstance(job, ReferenceJob):
         if job.timing_set is not None:
             dirs.append((Path(job.timing_set.dir).parent, False))
-        return [(d.resolve(), w) for d, w in dirs if not wide(d.resolve())]
-    if job.expected_dir:
-        dirs.append((Path(job.expected_dir).parent.parent, False))
-    if job.timing_set is not None:
-        dirs.append((Path(job.timing_set.dir).parent, False))
-    if job.compare_product:
-        dirs.append((Path(job.compare_product).parent, False))
-    return [(d.resolve(), w) for d, w in dirs if not wide(d.resolve())]
+    else:
+        if job.expected_dir:
+            dirs.append((Path(job.expected_dir).parent.parent, False))
+        if job.timing_set is not None:
+            dirs.append((Path(job.timing_set.dir).parent, False))
+        if job.compare_product:
+            dirs.append((Path(job.compare_product).parent, False))
+    named = [(Path(os.path.abspath(d)), w) for d, w in dirs]
+    return [(d, w) for d, w in named if not wide(d) and not wide(d.resolve())]
 
 
 def worker_protection(runtime: Runtime, role: Role = "candidate") -> Protection:
