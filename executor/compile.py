@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 from executor.cache import DEFAULT_CACHE_DIR, content_key
 from executor.cubin import CubinFormatError, kernel_names
 from executor.errors import ToolchainError
-from executor.fleet.pinning import TIMING_CORES_ENV, compile_cores, timing_cores_env
+from executor.fleet.pinning import compile_cores
 from executor.jail import (
     Jail,
     compiler_include_dirs,
@@ -268,17 +268,6 @@ class Compiler:
         cls, settings: ExecutorSettings, arch: str, remote: RemoteBuilds | None = None
     ) -> Compiler:
         """The compiler an executor with ``settings`` uses for the GPU arch ``arch``."""
-        try:
-            workers = timing_cores_env()
-        except ValueError:
-            workers = -1
-        if workers != settings.timing_cores:
-            logger.warning(
-                "timing_cores is %s in the settings but %s says %s: the workers read the environment",
-                settings.timing_cores,
-                TIMING_CORES_ENV,
-                os.environ.get(TIMING_CORES_ENV),
-            )
         return cls(
             cache_dir=settings.cache_dir,
             arch=arch,

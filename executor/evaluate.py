@@ -118,7 +118,9 @@ class Evaluator:
         self._comparison: Future[str | None] | None = (
             self._threads.submit(self._build_comparison) if self.runtime == "gpu" else None
         )
-        self.pool = WorkerPool(self.runtime, prewarm=settings.prewarm_workers)
+        self.pool = WorkerPool(
+            self.runtime, prewarm=settings.prewarm_workers, timing_cores=settings.timing_cores
+        )
         # One candidate's run at a time on the GPU, in arrival order or kernel runs first while the
         # device is busy for a function task's trials (executor.gputurns, gpu_kernel_first).
         self.turns = GpuTurns(

@@ -22,7 +22,8 @@ Within a process's cores (a replica's share, or a single executor's whole set), 
 (:func:`split_timing_cores`, setting ``timing_cores``, ``REGRAPH_EXECUTOR_TIMING_CORES``; by default
 automatic, :func:`auto_timing_cores`: 2 for a process with 16 CPUs or more in its own set, a replica's
 share once pinned, 1 for 8-15, none below 8; a value set, 0 included, wins; an unpinned replica,
-:func:`none_unless_set`, and a remote compile worker take 0 when it is unset; an automatic value is
+:func:`executor.fleet.replica.replica_settings`, and a remote compile worker take 0 when it is unset,
+in their settings, which the executor hands to its workers and builds; an automatic value is
 the host's to give once, :func:`claim_reserved`): the last N CPUs of the set, whole physical cores at a
 time, are kept for the worker whose
 function task's trials are timed on the host clock, and only while it holds the trials' lock; the
@@ -343,16 +344,6 @@ def timing_cores_env() -> int | None:
     if value < 0:
         raise ValueError(f"{TIMING_CORES_ENV} must be a whole number of cores >= 0 (0: off), not {text!r}")
     return value
-
-
-def none_unless_set() -> bool:
-    """Name 0 timing cores in this process's environment when it names none (the automatic value
-    then reserves nothing for it, its workers and its builds), and say whether it did. For a replica
-    left unpinned: replicas that share one set of cores would reserve the same ones (review 43)."""
-    if os.environ.get(TIMING_CORES_ENV, "").strip():
-        return False
-    os.environ[TIMING_CORES_ENV] = "0"
-    return True
 
 
 def split_timing_cores(

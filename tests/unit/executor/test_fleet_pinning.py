@@ -13,11 +13,11 @@ import pytest
 from executor.compile import Compiler
 from executor.fleet.pinning import (
     TIMING_CORES_ENV,
+    TIMING_SPLIT_ENV,
     auto_timing_cores,
     executor_split,
     format_cpulist,
     node_cpus,
-    none_unless_set,
     parse_cpulist,
     pci_numa_node,
     plan_cores,
@@ -26,6 +26,8 @@ from executor.fleet.pinning import (
     sibling_groups,
     timing_cores_env,
 )
+from executor.fleet.replica import replica_settings
+from executor.sandbox import _worker_env
 from executor.settings import ExecutorSettings
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -143,8 +145,22 @@ def test_unset_is_automatic_and_none_here_below_eight_cpus(monkeypatch: pytest.M
     assert timing_cores_env() == 0 and ExecutorSettings().timing_cores == 0 and executor_split() is None
 
 
-def test_an_unpinned_replica_names_none_unless_set(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unpinned_replica_takes_no_timing_cores_without_touching_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An unpinned replica's settings say 0 timing cores when none is set, a value set stands, and
+    nothing is written to the process's environment (review 45 F4: it named 0 there for its workers);
+    the workers' split comes from the value handed to them, whatever the environment says."""
     _unset(monkeypatch)
-    assert none_unless_set() and os.environ[TIMING_CORES_ENV] == "0" and timing_cores_env() == 0
-    monkeypatch.setenv(TIMING_CORES_ENV, "2")
-    assert not none_unless_set() and timing_cores_env() == 2
+    unpinned = replica_settings(ExecutorSettings(), pinned=False)
+    assert unpinned.timing_cores == 0 and TIMING_CORES_ENV not in os.environ
+    assert replica_settings(ExecutorSettings(), pinned=True).timing_cores is None
+    assert replica_settings(ExecutorSettings(timing_cores=2), pinned=False).timing_cores == 2
+    assert TIMING_CORES_ENV not in os.environ
+    # The workers follow the setting handed to them, not the environment.
+    monkeypatch.setenv(TIMING_CORES_ENV, "1")
+    assert TIMING_SPLIT_ENV not in _worker_env(None, 0)
+    split = executor_split(1)
+    if split is None:
+        pytest.skip("this machine's cores cannot be split for one timing core")
+    assert _worker_env(None, 1)[TIMING_SPLIT_ENV] == split.encode()
