@@ -9,8 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import shutil
-import subprocess
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -26,6 +24,7 @@ from executor import floor
 from executor.errors import EvaluationCancelled, ExecutorError, TaskFormatError, ToolchainError
 from executor.evaluate import Evaluator, evaluate_safely
 from executor.fairslots import FairSlots
+from executor.gpuquery import gpus_or_none
 from executor.protocol import (
     BaselineState,
     BatchRequest,
@@ -201,33 +200,17 @@ def batch_refused(batch: BatchRequest, settings: ExecutorSettings) -> JSONRespon
 
 def query_gpu(gpu_id: str | None = None) -> dict[str, Any]:
     """Name, compute capability, driver and memory of the first GPU, or of ``gpu_id`` (nvidia-smi
-    ignores ``CUDA_VISIBLE_DEVICES``, so a fleet's replica names its own); empty without one."""
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
+    ignores ``CUDA_VISIBLE_DEVICES``, so a fleet's replica names its own), from nvidia-smi
+    (:mod:`executor.gpuquery`); empty without one, or when it does not answer (logged)."""
+    rows = gpus_or_none(["name", "compute_cap", "driver_version", "memory.total"], gpu_id)
+    if not rows:
         return {}
-    try:
-        out = subprocess.run(
-            [
-                smi,
-                *([f"--id={gpu_id}"] if gpu_id else []),
-                "--query-gpu=name,compute_cap,driver_version,memory.total",
-                "--format=csv,noheader,nounits",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return {}
-    fields = [f.strip() for f in out.stdout.splitlines()[0].split(",")] if out.stdout.strip() else []
-    if out.returncode != 0 or len(fields) < 4:
-        return {}
+    name, capability, driver, memory = rows[0]
     return {
-        "name": fields[0],
-        "compute_capability": fields[1],
-        "driver": fields[2],
-        "memory_total_mib": int(fields[3]) if fields[3].isdigit() else None,
+        "name": name,
+        "compute_capability": capability,
+        "driver": driver,
+        "memory_total_mib": int(memory) if memory.isdigit() else None,
     }
 
 

@@ -23,6 +23,7 @@ from executor.cache import DEFAULT_CACHE_DIR, content_key
 from executor.cubin import CubinFormatError, kernel_names
 from executor.errors import ToolchainError
 from executor.fleet.pinning import compile_cores
+from executor.gpuquery import gpus_or_none
 from executor.jail import (
     Jail,
     compiler_include_dirs,
@@ -561,21 +562,12 @@ def includes_outside(depfile: Path, work: Path, roots: list[str]) -> str | None:
 
 
 def device_arch() -> str | None:
-    """``sm_XY`` of GPU 0 via nvidia-smi, or None where there is no GPU."""
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return None
-    try:
-        out = subprocess.run(
-            [smi, "--query-gpu=compute_cap", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    first = out.stdout.strip().splitlines()[0] if out.stdout.strip() else ""
-    if out.returncode != 0 or not re.fullmatch(r"\d+\.\d+", first):
+    """``sm_XY`` of GPU 0 via nvidia-smi (:mod:`executor.gpuquery`), or None where there is no GPU (or
+    none that nvidia-smi describes: logged)."""
+    rows = gpus_or_none(["compute_cap"])
+    first = rows[0][0] if rows else ""
+    if not re.fullmatch(r"\d+\.\d+", first):
+        if rows:
+            logger.warning("nvidia-smi names compute capability %r for GPU 0: taken as no GPU", first[:50])
         return None
     return "sm_" + first.replace(".", "")

@@ -43,8 +43,6 @@ import fcntl
 import functools
 import logging
 import os
-import shutil
-import subprocess
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -52,6 +50,7 @@ from pathlib import Path
 from typing import IO
 
 from executor.gpulock import lock_dir, open_lock
+from executor.gpuquery import gpus_or_none
 
 logger = logging.getLogger(__name__)
 
@@ -154,26 +153,9 @@ def plan_cores(
 
 
 def host_gpus() -> list[tuple[str, str]]:
-    """The host's GPUs as (index, PCI bus id), from nvidia-smi (empty without it)."""
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return []
-    try:
-        out = subprocess.run(
-            [smi, "--query-gpu=index,pci.bus_id", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    gpus = []
-    for line in out.stdout.splitlines():
-        index, _, bus = (part.strip() for part in line.partition(","))
-        if index.isdigit():
-            gpus.append((index, bus))
-    return gpus
+    """The host's GPUs as (index, PCI bus id), from nvidia-smi (:mod:`executor.gpuquery`; empty
+    without it, or when it does not answer: logged)."""
+    return [(index, bus) for index, bus in gpus_or_none(["index", "pci.bus_id"]) if index.isdigit()]
 
 
 def pci_numa_node(bus_id: str, root: Path = PCI) -> int | None:
