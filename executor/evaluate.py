@@ -118,7 +118,9 @@ class Evaluator:
         self._comparison: Future[str | None] | None = (
             self._threads.submit(self._build_comparison) if self.runtime == "gpu" else None
         )
-        self.pool = WorkerPool(self.runtime, prewarm=settings.prewarm_workers)
+        self.pool = WorkerPool(
+            self.runtime, prewarm=settings.prewarm_workers, timing_cores=settings.timing_cores
+        )
         # One candidate's run at a time on the GPU, in arrival order or kernel runs first while the
         # device is busy for a function task's trials (executor.gputurns, gpu_kernel_first).
         self.turns = GpuTurns(
@@ -155,10 +157,19 @@ class Evaluator:
         """Where the tasks' timing sets are stored (see :mod:`executor.timingset`)."""
         return self.settings.cache_dir / "timing-sets"
 
-    def close(self) -> None:
-        """Stop the spare workers, the baseline measurements and the compile threads."""
-        self.wait_for_preparation()
+    def stop_preparations(self) -> None:
+        """Stop the tasks' preparations under way (their reference builds and reference workers:
+        :meth:`prepare_task`) and the naive baselines' measurements, at their next step, and start
+        none from now on: the service is shutting down, and a reference worker's job may run for
+        three run limits. What they stored is whole (the store takes only whole entries, by renames);
+        what they had not stored is left for the next start. :meth:`close` does this first."""
         self._closing.set()
+
+    def close(self) -> None:
+        """Stop the tasks' preparations (:meth:`stop_preparations`), the spare workers, the baseline
+        measurements and the compile threads."""
+        self.stop_preparations()
+        self.wait_for_preparation()
         with self._baseline_lock:
             measuring = [future for future, _ in self._baseline_runs.values()]
         for future in measuring:  # each ends at its next wait (its build may finish first)
@@ -721,10 +732,15 @@ class Evaluator:
         return done, "failed" if known is not None else "none"
 
     def _prepare_task(self, task: FunctionTask | KernelTask, options: EvaluationOptions) -> None:
+        # Stopped with the service (stop_preparations): the reference's build and its worker are
+        # killed, nothing half-made is kept (both stores take only whole entries, by renames).
         try:
-            reference = build_reference(task, self.settings.cache_dir)
+            reference = build_reference(task, self.settings.cache_dir, stop=self._closing)
         except ReferenceBuildError as e:  # the evaluation reports it, as a reference_error verdict
             logger.warning("could not prepare %s: %s", task.id, e)
+            return
+        except EvaluationCancelled:
+            logger.info("the preparation of %s was stopped: the executor is shutting down", task.id)
             return
         runtime = self._task_runtime(task)
         # The naive baseline too, in its own worker, when not known: the task's first candidate then
@@ -750,9 +766,14 @@ class Evaluator:
                 ),
                 self.settings.memory_limit_bytes,
             )
-            outcome = finish_reference(worker, reference_timeout_s(self.settings.run_timeout_s))
+            outcome = finish_reference(
+                worker, reference_timeout_s(self.settings.run_timeout_s), cancelled=self._closing
+            )
         except ExecutorError as e:
             logger.warning("could not prepare %s: %s", task.id, e)
+            return
+        except EvaluationCancelled:
+            logger.info("the preparation of %s was stopped: the executor is shutting down", task.id)
             return
         finally:
             self.pool.discard(worker)

@@ -46,7 +46,9 @@ NOT_VERIFIED = "not_verified"
 """`Evaluation.error_kind` of a candidate that compiled but could not be run (compile-only mode)."""
 
 # Verdicts that are about the task or the executor, not about the candidate.
-_INFRASTRUCTURE_ERRORS = frozenset({ErrorKind.REFERENCE_ERROR, ErrorKind.INTERNAL_ERROR})
+_INFRASTRUCTURE_ERRORS = frozenset(
+    {ErrorKind.REFERENCE_ERROR, ErrorKind.INTERNAL_ERROR, ErrorKind.EXECUTOR_STOPPED}
+)
 
 
 def executor_can_verify(client: ExecutorClient) -> bool:
