@@ -72,17 +72,20 @@ PREPARE_POLL_S = 0.2
 
 
 async def wait_prepared(
-    look: Callable[[], Awaitable[tuple[bool, BaselineState]]], wait_s: float
+    look: Callable[[], Awaitable[tuple[bool, BaselineState]]],
+    wait_s: float,
+    stopping: threading.Event | None = None,
 ) -> tuple[bool, BaselineState, float]:
     """Ask ``look`` how far a task's preparation is (done, and its naive baseline's state:
-    `Evaluator.task_preparation`) until it is done with no baseline being measured, or ``wait_s`` has
-    passed: whether it was ready, the baseline's state then, and the seconds waited."""
+    `Evaluator.task_preparation`) until it is done with no baseline being measured, ``wait_s`` has
+    passed, or ``stopping`` is set (the service's stop ends the preparations): whether it was ready, the
+    baseline's state then, and the seconds waited."""
     began = time.monotonic()
     while True:
         done, baseline = await look()
         ready = done and baseline != "measuring"
         waited = time.monotonic() - began
-        if ready or waited >= wait_s:
+        if ready or waited >= wait_s or (stopping is not None and stopping.is_set()):
             return ready, baseline, round(waited, 3)
         await asyncio.sleep(min(PREPARE_POLL_S, wait_s - waited))
 
@@ -378,7 +381,12 @@ def create_app(settings: ExecutorSettings | None = None) -> FastAPI:
         ready, baseline, waited = await wait_prepared(
             lambda: asyncio.to_thread(evaluator.task_preparation, request.task, request.options),
             request.wait_s,
+            stopping,
         )
+        if stopping.is_set() and not ready:  # the stop ended its preparation (review 30 F5)
+            return error_response(
+                503, "shutting_down", "the executor is shutting down: the preparation was stopped"
+            )
         return PrepareResponse(
             task_id=request.task.id, started=started, ready=ready, baseline=baseline, waited_s=waited
         )

@@ -564,8 +564,9 @@ def includes_outside(depfile: Path, work: Path, roots: list[str]) -> str | None:
 def device_arch() -> str | None:
     """``sm_XY`` of GPU 0 via nvidia-smi (:mod:`executor.gpuquery`), or None where there is no GPU (or
     none that nvidia-smi describes: logged)."""
-    rows = gpus_or_none(["compute_cap"])
-    first = rows[0][0] if rows else ""
+    # with the index, so that a line that is no GPU's (a driver's warning) is told from a GPU's row
+    rows = gpus_or_none(["index", "compute_cap"])
+    first = rows[0][1] if rows else ""
     if not re.fullmatch(r"\d+\.\d+", first):
         if rows:
             logger.warning("nvidia-smi names compute capability %r for GPU 0: taken as no GPU", first[:50])

@@ -513,6 +513,16 @@ class Evaluator:
             )
             if baseline_timing is not None:
                 baseline_speedup = baseline_timing.median_ms / cand.median_ms
+        # A pass is built only for an evaluation still wanted: one that the service's stop (or its caller)
+        # ended meanwhile may lack what the stop cut short (an inline preparation's reference timing, a
+        # baseline stopped in the same wait) and is never a judged pass (review 30 F3).
+        if outcome.passed:
+            for event, why in (
+                (cancelled, "its caller went away"),
+                (self._closing, "the executor is stopping"),
+            ):
+                if event is not None and event.is_set():
+                    raise EvaluationCancelled(f"stopped before its verdict: {why}")
         # Correct but not timed (run_timing=False) gives no speedup: reward stays None, not -1.
         reward = reward_for(outcome.passed, speedup) if (speedup is not None or not outcome.passed) else None
         return Verdict(
@@ -697,7 +707,7 @@ class Evaluator:
             ):
                 return None
             try:
-                future = self._task_threads.submit(self._prepare_task, task, options)
+                future = self._task_threads.submit(self._prepare_ahead, task, options)
             except RuntimeError:  # closed
                 return None
             self._tasks_preparing[key] = future
@@ -715,9 +725,9 @@ class Evaluator:
         options = self.with_settings(options)
         with self._prepare_lock:
             ahead = self._tasks_preparing.get(self._key("reference", task))
-        if ahead is not None:
+        if ahead is not None and not (ahead.done() and self._closing.is_set()):
             done = ahead.done()
-        else:  # never prepared here: done only when prepare_task would find nothing to do
+        else:  # never prepared here, or stopped: done only when prepare_task would find nothing to do
             done = self._cached_timing("reference", task) is not None and not self._baseline_unknown(
                 task, options
             )
@@ -730,6 +740,18 @@ class Evaluator:
         if self._cached_timing("baseline", task, options) is not None:
             return done, "kept"
         return done, "failed" if known is not None else "none"
+
+    def _prepare_ahead(self, task: FunctionTask | KernelTask, options: EvaluationOptions) -> None:
+        """:meth:`_prepare_task` for :meth:`prepare_task`. Ended by the stop (:meth:`stop_preparations`),
+        it leaves no entry in the tasks being prepared: :meth:`task_preparation` then says done only for
+        what is kept (a stopped preparation was reported ready, review 30 F5), and the task can be
+        prepared again."""
+        try:
+            self._prepare_task(task, options)
+        finally:
+            if self._closing.is_set():
+                with self._prepare_lock:
+                    self._tasks_preparing.pop(self._key("reference", task), None)
 
     def _prepare_task(self, task: FunctionTask | KernelTask, options: EvaluationOptions) -> None:
         # Stopped with the service (stop_preparations): the reference's build and its worker are

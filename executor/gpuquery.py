@@ -5,10 +5,11 @@ go through :func:`query_gpus`, with one time limit and one error path (review: t
 their own, and a hung nvidia-smi held a start for 30 s each time with nothing said).
 
 Without nvidia-smi on ``PATH`` (no GPU here) every query is empty, which is no error. Where it is there
-but fails, hangs past :data:`SMI_TIMEOUT_S` (its whole process group is killed) or answers with
-something else than the fields asked for, :func:`query_gpus` raises :class:`GpuQueryError`; the
-callers, for whom a GPU they cannot ask about is one they cannot use, call :func:`gpus_or_none`, which
-logs the error once per query and answers as without a GPU.
+but fails, hangs past :data:`SMI_TIMEOUT_S` (its whole process group is killed) or answers with no line
+of the fields asked for, :func:`query_gpus` raises :class:`GpuQueryError`; a line among the rows that is
+not one (a driver's warning) is skipped, so a query of one field (where any line is one) names another
+with it. The callers, for whom a GPU they cannot ask about is one they cannot use, call
+:func:`gpus_or_none`, which logs the error once per query and answers as without a GPU.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ logger = logging.getLogger(__name__)
 # How long one nvidia-smi query may take: it answers in well under a second on a healthy host; a driver
 # in trouble can leave it hanging for minutes.
 SMI_TIMEOUT_S = 30.0
+# How long the pipes of a killed nvidia-smi are read before they are let go.
+KILLED_WAIT_S = 2.0
 
 _said: set[tuple[str, ...]] = set()
 _said_lock = threading.Lock()
@@ -39,8 +42,10 @@ def query_gpus(
 ) -> list[list[str]]:
     """``nvidia-smi --query-gpu=<fields>`` (of GPU ``gpu_id`` only when given: nvidia-smi ignores
     ``CUDA_VISIBLE_DEVICES``): one row per GPU, each the fields' values in order, stripped, without
-    units. Empty without nvidia-smi on ``PATH``. :class:`GpuQueryError` when it fails, hangs past
-    ``timeout_s`` or writes a line that is not one value per field."""
+    units. Empty without nvidia-smi on ``PATH``. A line that is not one value per field (a driver's
+    warning among the rows) is skipped and logged. :class:`GpuQueryError` when it fails, hangs past
+    ``timeout_s`` (its process group killed; pipes that a process outside the group holds are let go
+    after :data:`KILLED_WAIT_S`) or writes no line of one value per field."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return []
@@ -69,21 +74,34 @@ def query_gpus(
     except subprocess.TimeoutExpired:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
+        try:
+            proc.communicate(timeout=KILLED_WAIT_S)
+        except subprocess.TimeoutExpired:
+            # A process outside its group (one that called setsid) holds the pipes: they are let go
+            # instead of waited for, which could be for ever (the executor's start waits on this).
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    with contextlib.suppress(OSError):
+                        pipe.close()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=KILLED_WAIT_S)
         raise GpuQueryError(f"nvidia-smi did not answer within {timeout_s:g}s") from None
     if proc.returncode != 0:
         said = (err.strip() or out.strip()).splitlines()
         raise GpuQueryError(f"nvidia-smi failed (status {proc.returncode}): {said[-1] if said else ''}"[:500])
-    rows = []
+    rows, strays = [], []
     for line in out.splitlines():
         if not line.strip():
             continue
         values = [value.strip() for value in line.split(",")]
-        if len(values) != len(fields):
-            raise GpuQueryError(
-                f"nvidia-smi answered {line.strip()[:200]!r} for the fields {', '.join(fields)}"
-            )
-        rows.append(values)
+        if len(values) == len(fields):
+            rows.append(values)
+        else:  # a line of its own among the rows (a driver's warning: "infoROM is corrupted at gpu ...")
+            strays.append(line.strip()[:200])
+    if strays and not rows:
+        raise GpuQueryError(f"nvidia-smi answered {strays[0]!r} for the fields {', '.join(fields)}")
+    if strays:
+        logger.info("nvidia-smi: lines that are no GPU's %s skipped: %s", ", ".join(fields), strays)
     return rows
 
 

@@ -548,7 +548,9 @@ def worker_protection(runtime: Runtime, role: Role = "candidate") -> Protection:
 def _probe(role: Role, runtime: Runtime, kind: Protection) -> tuple[bool, str]:
     lock = device_lock() if runtime == "gpu" else None
     try:
-        proc = WorkerProcess(role, runtime, gpu_lock=lock, protection=kind, command="probe")
+        # No timing cores: a probe runs no trials, and an automatic split would take the host-wide claim
+        # on them for this process's life, an unpinned replica's too (whose setting is 0; review 30 F2).
+        proc = WorkerProcess(role, runtime, gpu_lock=lock, protection=kind, command="probe", timing_cores=0)
     except WorkerError as e:
         return False, str(e)
     try:
@@ -1515,9 +1517,12 @@ def run_job(
     memory_limit_bytes: int | None = None,
     workdir: Path | None = None,
     run_limit_s: float | None = None,
+    timing_cores: int | None = 0,
 ) -> WorkerOutcome:
-    """Run one candidate job in a fresh worker process, start to finish, and return its outcome."""
-    proc = WorkerProcess("candidate", job.runtime, workdir, binds=_job_dirs(job))
+    """Run one candidate job in a fresh worker process, start to finish, and return its outcome.
+    ``timing_cores``: the executor's setting (:class:`WorkerProcess`); by default none, so that a one-off
+    job takes no host-wide claim on timing cores (held for the process's life: review 30 F2)."""
+    proc = WorkerProcess("candidate", job.runtime, workdir, binds=_job_dirs(job), timing_cores=timing_cores)
     try:
         start_candidate(proc, job, memory_limit_bytes)
         return finish_candidate(proc, run, timeout_s, memory_limit_bytes, run_limit_s)

@@ -59,6 +59,14 @@ class ErrorKind(StrEnum):
     EXECUTOR_STOPPED = "executor_stopped"
 
 
+NOT_JUDGED = frozenset({ErrorKind.REFERENCE_ERROR, ErrorKind.INTERNAL_ERROR, ErrorKind.EXECUTOR_STOPPED})
+"""The error kinds of a verdict that is about the executor or the task, not the candidate: its reference
+broke, the executor failed, or it shut down before the evaluation finished. Such a verdict judged
+nothing: it is never a candidate's failure (reward -1), a failed step or a rejected example; evaluate
+the candidate again. Every reader of verdicts (the search's evaluator, the bench runners, the graph's
+step validation) goes by this one set."""
+
+
 class FloorCheck(BaseModel):
     """The physical floor of a task's timed call (:mod:`executor.floor`): the least time any correct
     implementation needs on this device, from the bytes it must move and the device's measured (or

@@ -14,13 +14,14 @@ import socket
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import pytest
 
 from executor import timingset
 from executor.app import create_app
+from executor.errors import EvaluationCancelled
 from executor.evaluate import Evaluator
 from executor.protocol import CandidateSource, EvaluateRequest, EvaluationOptions, Verdict
 from executor.reference import build_reference
@@ -329,3 +330,74 @@ def test_a_stopping_executor_stops_a_running_task_preparation(tmp_path: Path) ->
     store = settings.cache_dir / "timing-sets"
     published = [p.name for p in store.iterdir() if not p.name.startswith(".")] if store.is_dir() else []
     assert published == [], published  # names starting with a dot: locks, and writes never read
+
+
+class _StoppedDuringInlinePreparation(Evaluator):
+    """An evaluator whose reference worker brings no timing of the serial reference (as when another job
+    of the host held the task's preparation), so that the evaluation prepares the task itself after its
+    candidate passed, and whose service is stopped just then: the stop comes during that preparation."""
+
+    def _remember(self, what: Literal["reference"], task: FunctionTask | KernelTask, stats: Any) -> None:
+        pass
+
+    def _prepare_task(self, task: FunctionTask | KernelTask, options: EvaluationOptions) -> None:
+        self.stop_preparations()
+        super()._prepare_task(task, options)
+
+
+def test_an_evaluation_stopped_while_it_prepares_its_task_is_no_pass(
+    tmp_path: Path, shared_builds: Path
+) -> None:
+    """Review 30 F3: the inline preparation swallowed the stop, and the evaluation went on to a verdict
+    that passed with no speedup, as if judged; it is stopped instead (503 / ``executor_stopped``)."""
+    task: FunctionTask | KernelTask = load_task(TASKS_DIR / "saxpy")
+    evaluator = _StoppedDuringInlinePreparation(_settings(sharing_builds(tmp_path, shared_builds)))
+    options = EvaluationOptions(correctness_sets=1, min_trials=3, max_trials=5, min_timing_ms=1)
+    try:
+        with pytest.raises(EvaluationCancelled, match="stopped before its verdict"):
+            evaluator.evaluate(task, CandidateSource(source=_honest("inline")), options)
+    finally:
+        evaluator.close()
+
+
+def test_a_preparation_stopped_while_prepare_waits_is_not_ready(tmp_path: Path) -> None:
+    """Review 30 F5: ``POST /v1/prepare`` waiting for a task's preparation when the service's stop ended
+    it answered ``ready: true``, and the stopped preparation stayed listed, so this process never
+    prepared the task again. It is answered 503 "shutting_down" at the stop, and nothing is left listed:
+    the task is not taken for prepared."""
+    source = TASKS_DIR / "saxpy"
+    task_dir = tmp_path / "saxpy"
+    task_dir.mkdir()
+    (task_dir / "task.json").write_text((source / "task.json").read_text())
+    (task_dir / "reference.cpp").write_text(  # never ends at the timing size; no naive.cu: no baseline
+        'extern "C" void saxpy(int n, float a, const float* x, float* y) {\n'
+        "    volatile int spin = n > 100000; while (spin) {}\n"
+        "    for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i];\n}\n"
+    )
+    task: FunctionTask | KernelTask = load_task(task_dir)
+    app = create_app(_settings(tmp_path / "cache"))
+    evaluator: Evaluator = app.state.evaluator
+    options = EvaluationOptions(correctness_sets=1)
+    body = {
+        "task": task.model_dump(mode="json"),
+        "options": options.model_dump(mode="json"),
+        "wait_s": LIMIT_S,
+    }
+    answers: list[httpx.Response] = []
+    with serve_in_thread(app) as url:
+        caller = threading.Thread(
+            target=lambda: answers.append(httpx.post(url + "/v1/prepare", json=body, timeout=LIMIT_S * 2)),
+            daemon=True,
+        )
+        caller.start()
+        wait_until(lambda: worker_children(b"reference"), LIMIT_S / 2, "the reference worker never started")
+        time.sleep(2.0)  # inside its timing-size run
+        app.state.stop_evaluations()
+        caller.join(timeout=STOPPED_WITHIN_S)
+        assert answers, "the waiting prepare got no answer at the stop"
+        assert answers[0].status_code == 503, answers[0].text
+        assert answers[0].json()["error"]["type"] == "shutting_down", answers[0].text
+        assert evaluator.task_preparation(task, options)[0] is False
+        wait_until(
+            lambda: not evaluator._tasks_preparing, STOPPED_WITHIN_S, "the stopped preparation is listed"
+        )

@@ -31,7 +31,8 @@ from executor.fleet.pinning import (
     usable_cpus,
 )
 from executor.fleet.replica import replica_settings
-from executor.sandbox import _worker_env
+from executor.gpulock import LOCK_DIR_ENV
+from executor.sandbox import _probe, _worker_env
 from executor.settings import ExecutorSettings
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -215,3 +216,24 @@ def test_the_executor_counts_only_the_cpus_its_quota_lets_it_use(
     assert process_cpus() == affinity  # a quota above the affinity changes nothing
     _unset(monkeypatch)
     assert resolve_timing_cores(None) == auto_timing_cores(affinity)
+
+
+def test_a_worker_probe_claims_no_timing_cores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runtime jail's start-up probe runs no trials, so it takes no host-wide claim on timing cores
+    (review 30 F2: made without the executor's setting, it took the automatic split's claim for the
+    process's life, an unpinned replica's too, whose setting is 0, and another executor of the host lost
+    its timing cores). A real probe worker, on 32 CPUs as this process is told it has."""
+    _unset(monkeypatch)
+    monkeypatch.setenv(LOCK_DIR_ENV, str(tmp_path / "locks"))
+    monkeypatch.setattr(pinning, "process_cores", lambda: tuple(range(32)))
+    monkeypatch.setattr(pinning, "cgroup_cpu_quota", lambda *a, **k: None)
+    monkeypatch.setattr(pinning, "_claim", None)
+    assert replica_settings(ExecutorSettings(), pinned=False).timing_cores == 0
+    ok, out = _probe("reference", "none", "none")
+    assert ok, out
+    assert pinning._claim is None  # nothing claimed, nothing held
+    # what the automatic split of these CPUs would have claimed
+    assert TIMING_SPLIT_ENV in _worker_env(None, None)
+    claim = pinning._claim
+    assert claim is not None and len(claim.handles) == 2
+    pinning._release(claim.handles)

@@ -5,7 +5,9 @@ device's description) go through the one helper, with its one time limit and one
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -33,6 +35,13 @@ args = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--") and 
 open({log!r}, "a").write(" ".join(sys.argv[1:]) + "\\n")
 if MODE == "hang":
     time.sleep(120)
+if MODE == "setsid":  # a child outside its process group keeps the output pipe open
+    import subprocess
+    child = subprocess.Popen(["setsid", "sleep", "60"])
+    open({log!r} + ".child", "w").write(str(child.pid))
+    time.sleep(120)
+if MODE == "stray":  # a driver's warning among the rows
+    print("WARNING: infoROM is corrupted at gpu 0000:1B:00.0")
 if MODE == "garbage":
     print("Unable to determine the device handle: Unknown Error")
     sys.exit(0)
@@ -43,7 +52,7 @@ fields = args["query-gpu"].split(",")
 for gpu in GPUS:
     if "id" in args and gpu["index"] != args["id"]:
         continue
-    print(", ".join(gpu[f] if MODE == "good" else "[N/A]" for f in fields))
+    print(", ".join(gpu[f] if MODE in ("good", "stray") else "[N/A]" for f in fields))
 """
 
 
@@ -100,6 +109,35 @@ def test_a_hung_nvidia_smi_is_killed_at_the_limit(tmp_path: Path, monkeypatch: p
         query_gpus(["compute_cap"], timeout_s=1.0)
     assert time.monotonic() - began < 10
     assert log.read_text().strip()  # it did start
+
+
+def test_a_child_holding_the_pipe_does_not_hold_the_query(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review 30 F4: after the group was killed, the wait for its output had no limit, and a child outside
+    the group (``setsid``) that kept the pipe held the query, and the executor's start, as long as it
+    lived."""
+    log = fake_smi(tmp_path, monkeypatch, "setsid")
+    began = time.monotonic()
+    try:
+        with pytest.raises(GpuQueryError, match="did not answer within 1s"):
+            query_gpus(["compute_cap"], timeout_s=1.0)
+        assert time.monotonic() - began < 15
+    finally:
+        child = Path(str(log) + ".child")
+        if child.exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(child.read_text()), signal.SIGKILL)
+
+
+def test_a_stray_line_is_skipped_not_taken_as_no_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review 30 F4: one line that is not one value per field (an infoROM warning) made the whole query
+    fail, and the executor took the host for one without a GPU."""
+    fake_smi(tmp_path, monkeypatch, "stray")
+    assert query_gpus(["index", "pci.bus_id"]) == [["0", "00000000:1B:00.0"], ["1", "00000000:2A:00.0"]]
+    assert device_arch() == "sm_90"
+    assert host_gpus() == [("0", "00000000:1B:00.0"), ("1", "00000000:2A:00.0")]
+    assert query_gpu()["name"] == "NVIDIA H200"
 
 
 def test_without_nvidia_smi_every_query_is_empty(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
