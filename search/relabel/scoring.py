@@ -279,11 +279,12 @@ _PURPOSE_WORDS = (
 )
 """Purpose words that may follow it ("... to reduce latency", "... for performance where possible"):
 verbs of making faster and the generic performance nouns they take, none the name of a technique."""
-_HEADING_WORDS = "strategy strategies basics essentials fundamentals overview"
+_HEADING_WORDS = "strategy strategies essentials fundamentals overview"
 """(session 30) Words a guide's heading puts after the technique it presents ("Privatization Strategy",
-"Tiling Strategy", "Multi-GPU Basics", "warp.sum() Essentials"): how the text presents it, not another
-technique. They may follow a contained label as the purpose words do; they are not filler (session 24
-found "a tiling strategy" merged into one tiling technique when "strategy" was dropped everywhere)."""
+"Tiling Strategy", "warp.sum() Essentials"): how the text presents it, not another technique. They may
+follow a contained label as the purpose words do; they are not filler (session 24 found "a tiling
+strategy" merged into one tiling technique when "strategy" was dropped everywhere). "Basics" is not one:
+it stems to "basic", a word of Parallelization's alias "basic CUDA kernel"."""
 _CONTRARY_WORDS = frozenset(
     {
         "no",

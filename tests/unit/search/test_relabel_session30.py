@@ -61,7 +61,7 @@ def test_an_if_converter_is_if_conversion(policy: RelabelPolicy, taxonomy: Taxon
     ("name", "technique"),
     [
         ("Privatization Strategy", "Privatization"),
-        ("Loop unrolling basics", "Loop unrolling"),
+        ("Loop unrolling essentials", "Loop unrolling"),
         ("Kernel fusion overview", "Kernel fusion"),
     ],
 )
