@@ -15,9 +15,9 @@ DEV12_DATA = OUTSIDE_DATA.with_name("dev12.jsonl")
 def test_dev12_set_shares_nothing_with_the_outside_set_nor_the_other_development_sets(
     taxonomy: Taxonomy,
 ) -> None:
-    """The twelfth development set (`dev12.jsonl`, session 30: an AMD kernel agent's strategy database,
-    snake_case names in AMD's words, LDS, wavefront, MFMA): the outside set's format, no taxonomy label
-    word for word, and no item of the outside set, the other development sets or the general set."""
+    """The twelfth development set (`dev12.jsonl`, session 30: IREE's GPU code generation pass names,
+    CSC's HIP optimisation slides): the outside set's format, no taxonomy label word for word, and no item
+    of the outside set, the other development sets or the general set."""
     items = load_outside_items(DEV12_DATA)
     assert len(items) >= 50
     _check_development_set(items, taxonomy, 12, least_new=20, least_merge=14)
