@@ -67,7 +67,7 @@ from executor.client import ExecutorClient, ExecutorClientError
 from executor.errors import ExecutorError
 from executor.protocol import EvaluationOptions
 from executor.taskformat import FunctionTask, KernelTask, load_task
-from executor.verdict import ErrorKind, Verdict
+from executor.verdict import NOT_JUDGED, ErrorKind, Verdict
 from search import run
 from search.backends.base import ChatModel, ModelError
 from search.backends.config import RoleConfig, build_model, local_role
@@ -382,6 +382,19 @@ def verdict_outcome(verdict: Verdict) -> tuple[bool, bool | None]:
     return compiled, False
 
 
+def _unjudged(verdicts: Sequence[Verdict], what: str) -> None:
+    """Raise `RunnerError` when a verdict judged nothing (executor_stopped, internal_error, a broken
+    reference: `executor.verdict.NOT_JUDGED`): it is no failure of the code, so it is never recorded as
+    one; the run stops before anything of ``what`` is journalled, and a resumed run evaluates it again."""
+    failed = [v for v in verdicts if v.error in NOT_JUDGED]
+    if failed:
+        kinds = ", ".join(sorted({str(v.error) for v in failed}))
+        raise RunnerError(
+            f"{what}: the executor did not judge {len(failed)} of {len(verdicts)} evaluation(s) ({kinds}: "
+            f"{failed[0].message[:300]}); nothing of it was recorded, run again to resume"
+        )
+
+
 def _sha(code: str) -> str:
     return hashlib.sha256(code.encode()).hexdigest()
 
@@ -627,11 +640,13 @@ class CudaEvalRunner:
 
     async def _final_verdict(self, entry: BenchTaskEntry, code: str) -> Verdict:
         try:
-            return await asyncio.to_thread(self.client.evaluate, entry.task, code, self.evaluation_options)
+            verdict = await asyncio.to_thread(self.client.evaluate, entry.task, code, self.evaluation_options)
         except (ExecutorClientError, ValidationError) as e:
             raise RunnerError(
                 f"task {entry.id}: the executor could not re-evaluate the best code: {e}"
             ) from e
+        _unjudged([verdict], f"task {entry.id}: the re-evaluation of the best code")
+        return verdict
 
 
 def _apply_verdict(record: SampleRecord, verdict: Verdict) -> None:
@@ -687,6 +702,13 @@ class _Journal:
     def append(self, record: BaseModel) -> None:
         with self.path.open("a", encoding="utf-8") as out:
             out.write(record.model_dump_json() + "\n")
+
+    def keep(self, wanted: Callable[[dict[str, Any]], bool]) -> None:
+        """Keep only the records that are ``wanted``: the journal is written anew (whole, by a rename)."""
+        self.records = [r for r in self.records if wanted(r)]
+        fresh = self.path.with_name(self.path.name + ".tmp")
+        fresh.write_text("".join(json.dumps(r) + "\n" for r in self.records), encoding="utf-8")
+        fresh.replace(self.path)
 
 
 def build_search_result(info: RunInfo, records: list[SampleRecord], missing: list[str]) -> BenchResult:
@@ -747,6 +769,16 @@ class TeacherRunner:
             verification=mode,
         )
         journal = _Journal(self.out_dir, info, "teacher_steps.jsonl")
+        # A journal written before review 30 may hold steps the executor did not judge (a batch stopped by
+        # its shut-down) as failed ones: their tasks are dropped from it and evaluated again.
+        unjudged = {r["task_id"] for r in journal.records if r.get("error") in NOT_JUDGED}
+        if unjudged:
+            logger.warning(
+                "resuming: %d task(s) with steps the executor did not judge are evaluated again: %s",
+                len(unjudged),
+                ", ".join(sorted(unjudged)),
+            )
+            journal.keep(lambda r: r["task_id"] not in unjudged)
         steps = [TeacherStepRecord.model_validate(x) for x in journal.records]
         finished = {s.task_id for s in steps}
         started = time.monotonic()
@@ -789,6 +821,9 @@ class TeacherRunner:
             verdicts = self.client.evaluate_batch([(entry.task, code) for *_, code in items])
         except (ExecutorClientError, ValidationError) as e:
             raise RunnerError(f"task {entry.id}: the executor could not evaluate the trajectory: {e}") from e
+        # A step the executor did not judge (a batch stopped by its shut-down...) is no failed step: the
+        # task is left unfinished, nothing journalled (review 30).
+        _unjudged(verdicts, f"task {entry.id}")
         records = []
         for (number, step_number, method, _), verdict in zip(items, verdicts, strict=True):
             compiled, correct = verdict_outcome(verdict)

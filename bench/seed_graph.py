@@ -53,6 +53,7 @@ from bench.split import (
     load_bench_tasks,
     read_split,
 )
+from executor.verdict import NOT_JUDGED
 from graphdb.connection import scratch_store
 from graphdb.errors import GraphDBError
 from graphdb.models import GraphExport, RelabelOutcome, StepVerdict
@@ -203,6 +204,13 @@ class MeasuredSteps:
                     raise MeasurementMismatchError(
                         f"{where}: step {record.step} of {record.task_id} is {step.method!r} in the "
                         f"trajectory file but {record.method!r} in the measurement"
+                    )
+                if record.error in NOT_JUDGED:
+                    # not a verdict on the step (a batch stopped by the executor's shut-down, written by a
+                    # teacher run before review 30): never a rejected example
+                    raise SeedGraphError(
+                        f"{where}: step {record.step} of {record.task_id} was not judged by the executor "
+                        f"({record.error}: {record.message[:200]}); run the teacher run again to measure it"
                     )
                 passed = record.correct is True and bool(record.verdict.get("passed"))
                 device = record.verdict.get("device")

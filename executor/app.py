@@ -9,8 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import shutil
-import subprocess
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -26,6 +24,7 @@ from executor import floor
 from executor.errors import EvaluationCancelled, ExecutorError, TaskFormatError, ToolchainError
 from executor.evaluate import Evaluator, evaluate_safely
 from executor.fairslots import FairSlots
+from executor.gpuquery import gpus_or_none
 from executor.protocol import (
     BaselineState,
     BatchRequest,
@@ -33,9 +32,11 @@ from executor.protocol import (
     DeviceInfo,
     ErrorBody,
     ErrorEnvelope,
+    ErrorKind,
     EvaluateRequest,
     PrepareRequest,
     PrepareResponse,
+    Stage,
     TurnUsage,
     Verdict,
 )
@@ -71,17 +72,20 @@ PREPARE_POLL_S = 0.2
 
 
 async def wait_prepared(
-    look: Callable[[], Awaitable[tuple[bool, BaselineState]]], wait_s: float
+    look: Callable[[], Awaitable[tuple[bool, BaselineState]]],
+    wait_s: float,
+    stopping: threading.Event | None = None,
 ) -> tuple[bool, BaselineState, float]:
     """Ask ``look`` how far a task's preparation is (done, and its naive baseline's state:
-    `Evaluator.task_preparation`) until it is done with no baseline being measured, or ``wait_s`` has
-    passed: whether it was ready, the baseline's state then, and the seconds waited."""
+    `Evaluator.task_preparation`) until it is done with no baseline being measured, ``wait_s`` has
+    passed, or ``stopping`` is set (the service's stop ends the preparations): whether it was ready, the
+    baseline's state then, and the seconds waited."""
     began = time.monotonic()
     while True:
         done, baseline = await look()
         ready = done and baseline != "measuring"
         waited = time.monotonic() - began
-        if ready or waited >= wait_s:
+        if ready or waited >= wait_s or (stopping is not None and stopping.is_set()):
             return ready, baseline, round(waited, 3)
         await asyncio.sleep(min(PREPARE_POLL_S, wait_s - waited))
 
@@ -112,6 +116,84 @@ async def cancelled_when_gone(request: Request) -> AsyncIterator[threading.Event
             await watcher
 
 
+class ServiceStop:
+    """The stop of a service's evaluations when it is asked to shut down (Ctrl-C, SIGTERM: see
+    `executor.server.ExecutorServer.shutdown`), shared by the executor's app and its fleet's.
+
+    Every evaluation runs under :meth:`stoppable`, an event set when its caller goes away or, once
+    :meth:`stop` is called, at once: the evaluations in flight or still waiting for a slot stop at
+    their next step (their workers killed), as if their callers had gone. uvicorn's graceful shut-down
+    waits for the requests open when the signal came, and a hung candidate would otherwise hold it
+    until its run limit (minutes with the defaults)."""
+
+    def __init__(self) -> None:
+        self.stopping = threading.Event()
+        self._in_flight: set[threading.Event] = set()
+        self._lock = threading.Lock()
+
+    def stop(self) -> None:
+        """Stop every evaluation in flight or waiting, and every one that starts from now on."""
+        with self._lock:
+            self.stopping.set()
+            events = list(self._in_flight)
+        for event in events:
+            event.set()
+
+    @contextlib.asynccontextmanager
+    async def stoppable(self, http: Request) -> AsyncIterator[threading.Event]:
+        """`cancelled_when_gone`, also set when the service stops."""
+        async with cancelled_when_gone(http) as cancelled:
+            with self._lock:
+                self._in_flight.add(cancelled)
+                if self.stopping.is_set():
+                    cancelled.set()
+            try:
+                yield cancelled
+            finally:
+                with self._lock:
+                    self._in_flight.discard(cancelled)
+
+
+def stopped_answer() -> JSONResponse:
+    """503 "shutting_down": the answer to an evaluation that the service's stop ended."""
+    logger.info("evaluation stopped: the service is shutting down")
+    return error_response(503, "shutting_down", "the executor is shutting down: the evaluation was stopped")
+
+
+def stopped_verdict(request: EvaluateRequest) -> Verdict:
+    """The verdict of a batch's item that the service's stop ended before it had one: not run
+    (``executor_stopped``), which says nothing about the candidate; evaluate it again."""
+    return Verdict(
+        task_id=request.task.id,
+        stage=Stage.STATIC,
+        passed=False,
+        error=ErrorKind.EXECUTOR_STOPPED,
+        message="not judged: the executor shut down before this evaluation finished; it says nothing "
+        "about the candidate, evaluate it again",
+    )
+
+
+async def batch_verdicts(
+    items: list[EvaluateRequest],
+    evaluate_one: Callable[[EvaluateRequest], Awaitable[Verdict]],
+    stopping: threading.Event,
+) -> list[Verdict]:
+    """The verdicts of a batch's items, evaluated concurrently, in request order. An item that the
+    service's stop (``stopping``) ended is an ``executor_stopped`` verdict, so that the items finished
+    before the stop keep theirs (review 46 F4: the whole batch was answered 503 and they were lost);
+    an item stopped because its caller went away still raises :class:`EvaluationCancelled`."""
+
+    async def one(item: EvaluateRequest) -> Verdict:
+        try:
+            return await evaluate_one(item)
+        except EvaluationCancelled:
+            if stopping.is_set():
+                return stopped_verdict(item)
+            raise
+
+    return list(await asyncio.gather(*(one(item) for item in items)))
+
+
 def batch_refused(batch: BatchRequest, settings: ExecutorSettings) -> JSONResponse | None:
     """413 "batch_too_large" for a batch of more than `max_batch` items, else None."""
     if len(batch.items) > settings.max_batch:
@@ -121,33 +203,17 @@ def batch_refused(batch: BatchRequest, settings: ExecutorSettings) -> JSONRespon
 
 def query_gpu(gpu_id: str | None = None) -> dict[str, Any]:
     """Name, compute capability, driver and memory of the first GPU, or of ``gpu_id`` (nvidia-smi
-    ignores ``CUDA_VISIBLE_DEVICES``, so a fleet's replica names its own); empty without one."""
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
+    ignores ``CUDA_VISIBLE_DEVICES``, so a fleet's replica names its own), from nvidia-smi
+    (:mod:`executor.gpuquery`); empty without one, or when it does not answer (logged)."""
+    rows = gpus_or_none(["name", "compute_cap", "driver_version", "memory.total"], gpu_id)
+    if not rows:
         return {}
-    try:
-        out = subprocess.run(
-            [
-                smi,
-                *([f"--id={gpu_id}"] if gpu_id else []),
-                "--query-gpu=name,compute_cap,driver_version,memory.total",
-                "--format=csv,noheader,nounits",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return {}
-    fields = [f.strip() for f in out.stdout.splitlines()[0].split(",")] if out.stdout.strip() else []
-    if out.returncode != 0 or len(fields) < 4:
-        return {}
+    name, capability, driver, memory = rows[0]
     return {
-        "name": fields[0],
-        "compute_capability": fields[1],
-        "driver": fields[2],
-        "memory_total_mib": int(fields[3]) if fields[3].isdigit() else None,
+        "name": name,
+        "compute_capability": capability,
+        "driver": driver,
+        "memory_total_mib": int(memory) if memory.isdigit() else None,
     }
 
 
@@ -214,40 +280,17 @@ def create_app(settings: ExecutorSettings | None = None) -> FastAPI:
     slots = FairSlots(settings.compile_workers)
 
     # Set when the service is asked to stop (`stop_evaluations`): the evaluations in flight stop at
-    # their next step as if their callers had gone (workers killed), and answer 503 "shutting_down".
-    stopping = threading.Event()
-    in_flight: set[threading.Event] = set()
-    in_flight_lock = threading.Lock()
+    # their next step as if their callers had gone (workers killed), and answer 503 "shutting_down"
+    # (a batch's stopped items: an ``executor_stopped`` verdict each).
+    service_stop = ServiceStop()
+    stopping = service_stop.stopping
+    stoppable = service_stop.stoppable
 
     def stop_evaluations() -> None:
-        """Stop every evaluation in flight or still waiting for a slot, at once: uvicorn's graceful
-        shut-down waits for the requests open when the signal came, and a hung candidate would hold
-        it until its run limit (minutes with the defaults)."""
-        with in_flight_lock:
-            stopping.set()
-            events = list(in_flight)
-        for event in events:
-            event.set()
-
-    @contextlib.asynccontextmanager
-    async def stoppable(http: Request) -> AsyncIterator[threading.Event]:
-        """`cancelled_when_gone`, also set when the service stops."""
-        async with cancelled_when_gone(http) as cancelled:
-            with in_flight_lock:
-                in_flight.add(cancelled)
-                if stopping.is_set():
-                    cancelled.set()
-            try:
-                yield cancelled
-            finally:
-                with in_flight_lock:
-                    in_flight.discard(cancelled)
-
-    def stopped_answer() -> JSONResponse:
-        logger.info("evaluation stopped: the executor is shutting down")
-        return error_response(
-            503, "shutting_down", "the executor is shutting down: the evaluation was stopped"
-        )
+        """Stop every evaluation in flight or still waiting for a slot, and the tasks' preparations
+        under way, at once (see `ServiceStop`)."""
+        service_stop.stop()
+        evaluator.stop_preparations()
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -338,7 +381,12 @@ def create_app(settings: ExecutorSettings | None = None) -> FastAPI:
         ready, baseline, waited = await wait_prepared(
             lambda: asyncio.to_thread(evaluator.task_preparation, request.task, request.options),
             request.wait_s,
+            stopping,
         )
+        if stopping.is_set() and not ready:  # the stop ended its preparation (review 30 F5)
+            return error_response(
+                503, "shutting_down", "the executor is shutting down: the preparation was stopped"
+            )
         return PrepareResponse(
             task_id=request.task.id, started=started, ready=ready, baseline=baseline, waited_s=waited
         )
@@ -350,16 +398,13 @@ def create_app(settings: ExecutorSettings | None = None) -> FastAPI:
         for item in batch.items:
             prepare(item)
         async with stoppable(http) as cancelled:
-            futures = [
-                slots.run(item.caller, pool, evaluate_safely, evaluator, item, cancelled)
-                for item in batch.items
-            ]
-            try:
-                verdicts = await within_request_limit(asyncio.gather(*futures), settings, "batch", cancelled)
-            except EvaluationCancelled:
-                if stopping.is_set():
-                    return stopped_answer()
-                raise
+
+            def evaluate_one(item: EvaluateRequest) -> Awaitable[Verdict]:
+                return slots.run(item.caller, pool, evaluate_safely, evaluator, item, cancelled)
+
+            verdicts = await within_request_limit(
+                batch_verdicts(batch.items, evaluate_one, stopping), settings, "batch", cancelled
+            )
         return verdicts if isinstance(verdicts, JSONResponse) else BatchResponse(verdicts=list(verdicts))
 
     return app

@@ -64,7 +64,12 @@ def measure(
     alone."""
     try:
         proc = WorkerProcess(
-            "candidate", pool.runtime, pool.workdir, gpu_lock=pool.gpu_lock, command="baseline"
+            "candidate",
+            pool.runtime,
+            pool.workdir,
+            gpu_lock=pool.gpu_lock,
+            command="baseline",
+            timing_cores=pool.timing_cores,
         )
     except (ExecutorError, OSError) as e:
         return BaselineOutcome(ok=False, message=f"the baseline worker could not start: {e}")

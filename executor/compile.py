@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Literal, Protocol
 from executor.cache import DEFAULT_CACHE_DIR, content_key
 from executor.cubin import CubinFormatError, kernel_names
 from executor.errors import ToolchainError
-from executor.fleet.pinning import TIMING_CORES_ENV, compile_cores, timing_cores_env
+from executor.fleet.pinning import compile_cores
+from executor.gpuquery import gpus_or_none
 from executor.jail import (
     Jail,
     compiler_include_dirs,
@@ -268,17 +269,6 @@ class Compiler:
         cls, settings: ExecutorSettings, arch: str, remote: RemoteBuilds | None = None
     ) -> Compiler:
         """The compiler an executor with ``settings`` uses for the GPU arch ``arch``."""
-        try:
-            workers = timing_cores_env()
-        except ValueError:
-            workers = -1
-        if workers != settings.timing_cores:
-            logger.warning(
-                "timing_cores is %s in the settings but %s says %s: the workers read the environment",
-                settings.timing_cores,
-                TIMING_CORES_ENV,
-                os.environ.get(TIMING_CORES_ENV),
-            )
         return cls(
             cache_dir=settings.cache_dir,
             arch=arch,
@@ -572,21 +562,13 @@ def includes_outside(depfile: Path, work: Path, roots: list[str]) -> str | None:
 
 
 def device_arch() -> str | None:
-    """``sm_XY`` of GPU 0 via nvidia-smi, or None where there is no GPU."""
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return None
-    try:
-        out = subprocess.run(
-            [smi, "--query-gpu=compute_cap", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    first = out.stdout.strip().splitlines()[0] if out.stdout.strip() else ""
-    if out.returncode != 0 or not re.fullmatch(r"\d+\.\d+", first):
+    """``sm_XY`` of GPU 0 via nvidia-smi (:mod:`executor.gpuquery`), or None where there is no GPU (or
+    none that nvidia-smi describes: logged)."""
+    # with the index, so that a line that is no GPU's (a driver's warning) is told from a GPU's row
+    rows = gpus_or_none(["index", "compute_cap"])
+    first = rows[0][1] if rows else ""
+    if not re.fullmatch(r"\d+\.\d+", first):
+        if rows:
+            logger.warning("nvidia-smi names compute capability %r for GPU 0: taken as no GPU", first[:50])
         return None
     return "sm_" + first.replace(".", "")

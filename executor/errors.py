@@ -23,6 +23,11 @@ class ToolchainError(ExecutorError):
     """A compiler (g++ or nvcc) is missing or unusable."""
 
 
+class GpuQueryError(ExecutorError):
+    """nvidia-smi is there but did not answer a query: it failed, hung past its limit or wrote
+    something else than the fields asked for (see :mod:`executor.gpuquery`)."""
+
+
 class ReferenceBuildError(ExecutorError):
     """The task's own reference.cpp / generator.cpp failed to compile."""
 

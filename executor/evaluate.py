@@ -118,7 +118,9 @@ class Evaluator:
         self._comparison: Future[str | None] | None = (
             self._threads.submit(self._build_comparison) if self.runtime == "gpu" else None
         )
-        self.pool = WorkerPool(self.runtime, prewarm=settings.prewarm_workers)
+        self.pool = WorkerPool(
+            self.runtime, prewarm=settings.prewarm_workers, timing_cores=settings.timing_cores
+        )
         # One candidate's run at a time on the GPU, in arrival order or kernel runs first while the
         # device is busy for a function task's trials (executor.gputurns, gpu_kernel_first).
         self.turns = GpuTurns(
@@ -155,10 +157,19 @@ class Evaluator:
         """Where the tasks' timing sets are stored (see :mod:`executor.timingset`)."""
         return self.settings.cache_dir / "timing-sets"
 
-    def close(self) -> None:
-        """Stop the spare workers, the baseline measurements and the compile threads."""
-        self.wait_for_preparation()
+    def stop_preparations(self) -> None:
+        """Stop the tasks' preparations under way (their reference builds and reference workers:
+        :meth:`prepare_task`) and the naive baselines' measurements, at their next step, and start
+        none from now on: the service is shutting down, and a reference worker's job may run for
+        three run limits. What they stored is whole (the store takes only whole entries, by renames);
+        what they had not stored is left for the next start. :meth:`close` does this first."""
         self._closing.set()
+
+    def close(self) -> None:
+        """Stop the tasks' preparations (:meth:`stop_preparations`), the spare workers, the baseline
+        measurements and the compile threads."""
+        self.stop_preparations()
+        self.wait_for_preparation()
         with self._baseline_lock:
             measuring = [future for future, _ in self._baseline_runs.values()]
         for future in measuring:  # each ends at its next wait (its build may finish first)
@@ -502,6 +513,16 @@ class Evaluator:
             )
             if baseline_timing is not None:
                 baseline_speedup = baseline_timing.median_ms / cand.median_ms
+        # A pass is built only for an evaluation still wanted: one that the service's stop (or its caller)
+        # ended meanwhile may lack what the stop cut short (an inline preparation's reference timing, a
+        # baseline stopped in the same wait) and is never a judged pass (review 30 F3).
+        if outcome.passed:
+            for event, why in (
+                (cancelled, "its caller went away"),
+                (self._closing, "the executor is stopping"),
+            ):
+                if event is not None and event.is_set():
+                    raise EvaluationCancelled(f"stopped before its verdict: {why}")
         # Correct but not timed (run_timing=False) gives no speedup: reward stays None, not -1.
         reward = reward_for(outcome.passed, speedup) if (speedup is not None or not outcome.passed) else None
         return Verdict(
@@ -686,7 +707,7 @@ class Evaluator:
             ):
                 return None
             try:
-                future = self._task_threads.submit(self._prepare_task, task, options)
+                future = self._task_threads.submit(self._prepare_ahead, task, options)
             except RuntimeError:  # closed
                 return None
             self._tasks_preparing[key] = future
@@ -704,9 +725,9 @@ class Evaluator:
         options = self.with_settings(options)
         with self._prepare_lock:
             ahead = self._tasks_preparing.get(self._key("reference", task))
-        if ahead is not None:
+        if ahead is not None and not (ahead.done() and self._closing.is_set()):
             done = ahead.done()
-        else:  # never prepared here: done only when prepare_task would find nothing to do
+        else:  # never prepared here, or stopped: done only when prepare_task would find nothing to do
             done = self._cached_timing("reference", task) is not None and not self._baseline_unknown(
                 task, options
             )
@@ -720,11 +741,28 @@ class Evaluator:
             return done, "kept"
         return done, "failed" if known is not None else "none"
 
-    def _prepare_task(self, task: FunctionTask | KernelTask, options: EvaluationOptions) -> None:
+    def _prepare_ahead(self, task: FunctionTask | KernelTask, options: EvaluationOptions) -> None:
+        """:meth:`_prepare_task` for :meth:`prepare_task`. Ended by the stop (:meth:`stop_preparations`),
+        it leaves no entry in the tasks being prepared: :meth:`task_preparation` then says done only for
+        what is kept (a stopped preparation was reported ready, review 30 F5), and the task can be
+        prepared again."""
         try:
-            reference = build_reference(task, self.settings.cache_dir)
+            self._prepare_task(task, options)
+        finally:
+            if self._closing.is_set():
+                with self._prepare_lock:
+                    self._tasks_preparing.pop(self._key("reference", task), None)
+
+    def _prepare_task(self, task: FunctionTask | KernelTask, options: EvaluationOptions) -> None:
+        # Stopped with the service (stop_preparations): the reference's build and its worker are
+        # killed, nothing half-made is kept (both stores take only whole entries, by renames).
+        try:
+            reference = build_reference(task, self.settings.cache_dir, stop=self._closing)
         except ReferenceBuildError as e:  # the evaluation reports it, as a reference_error verdict
             logger.warning("could not prepare %s: %s", task.id, e)
+            return
+        except EvaluationCancelled:
+            logger.info("the preparation of %s was stopped: the executor is shutting down", task.id)
             return
         runtime = self._task_runtime(task)
         # The naive baseline too, in its own worker, when not known: the task's first candidate then
@@ -750,9 +788,14 @@ class Evaluator:
                 ),
                 self.settings.memory_limit_bytes,
             )
-            outcome = finish_reference(worker, reference_timeout_s(self.settings.run_timeout_s))
+            outcome = finish_reference(
+                worker, reference_timeout_s(self.settings.run_timeout_s), cancelled=self._closing
+            )
         except ExecutorError as e:
             logger.warning("could not prepare %s: %s", task.id, e)
+            return
+        except EvaluationCancelled:
+            logger.info("the preparation of %s was stopped: the executor is shutting down", task.id)
             return
         finally:
             self.pool.discard(worker)

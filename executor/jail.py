@@ -34,10 +34,14 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
+
+from executor.errors import EvaluationCancelled
 
 logger = logging.getLogger(__name__)
 
@@ -300,10 +304,13 @@ class Jail:
         timeout_s: float,
         nice: int = 0,
         forced: Protection | None = None,
+        stop: threading.Event | None = None,
     ) -> tuple[int | None, str]:
         """Run ``cmd`` in ``cwd`` under the protection in force; return ``(returncode, output)``
         (stdout and stderr together), ``returncode`` None after a timeout (the whole process tree is
-        killed). ``cwd`` is the build directory: the only place the command may write."""
+        killed). ``cwd`` is the build directory: the only place the command may write. Once ``stop``
+        is set (the service shuts down), the process tree is killed and :class:`EvaluationCancelled`
+        raised."""
         kind = forced or protection()
         if is_root():
             # The unprivileged compiler writes its products here (and only here).
@@ -313,13 +320,24 @@ class Jail:
                     os.chown(child, JAIL_UID, JAIL_UID)
         with tempfile.TemporaryDirectory(prefix="regraph-jail-") as root_dir:
             argv, env, user = self.command(cmd, cwd, Path(root_dir), kind)
-            return _run_group(argv, cwd, timeout_s, nice, env, user)
+            return _run_group(argv, cwd, timeout_s, nice, env, user, stop)
+
+
+# How often a command run with a ``stop`` event looks at it.
+STOP_POLL_S = 0.1
 
 
 def _run_group(
-    argv: list[str], cwd: Path, timeout_s: float, nice: int, env: dict[str, str], user: int | None
+    argv: list[str],
+    cwd: Path,
+    timeout_s: float,
+    nice: int,
+    env: dict[str, str],
+    user: int | None,
+    stop: threading.Event | None = None,
 ) -> tuple[int | None, str]:
-    """Run in its own process group with the parent-death signal; kill the group on timeout."""
+    """Run in its own process group with the parent-death signal; kill the group on timeout, or once
+    ``stop`` is set (then raise :class:`EvaluationCancelled`)."""
     # The lowered priority is set in the child before it enters the build directory and before exec,
     # so no process of the build ever runs (or is seen) at the executor's own priority.
     target = min(19, os.getpriority(os.PRIO_PROCESS, 0) + nice) if nice > 0 else None
@@ -334,9 +352,22 @@ def _run_group(
         start_new_session=True,
         preexec_fn=functools.partial(child_setup, target, str(cwd), user),
     )
+    deadline = time.monotonic() + timeout_s
     try:
-        out, _ = proc.communicate(timeout=timeout_s)
-        return proc.returncode, out
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                # Without a stop event, one wait for the whole limit; with one, short waits (a wait
+                # cut by its timeout keeps what was read, and the next one goes on from there).
+                out, _ = proc.communicate(timeout=max(0.0, left if stop is None else min(left, STOP_POLL_S)))
+                return proc.returncode, out
+            except subprocess.TimeoutExpired:
+                if time.monotonic() >= deadline:
+                    raise
+                if stop is not None and stop.is_set():
+                    raise EvaluationCancelled(
+                        "the command was stopped: the service is shutting down"
+                    ) from None
     except subprocess.TimeoutExpired:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)

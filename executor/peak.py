@@ -42,7 +42,14 @@ def measure(pool: WorkerPool) -> DevicePeak:
     datasheet's (an unknown GPU's name: the table's fastest) when it fails."""
     name = "host" if pool.runtime == "host" else "GPU"
     try:
-        proc = WorkerProcess("candidate", pool.runtime, pool.workdir, gpu_lock=pool.gpu_lock, command="peak")
+        proc = WorkerProcess(
+            "candidate",
+            pool.runtime,
+            pool.workdir,
+            gpu_lock=pool.gpu_lock,
+            command="peak",
+            timing_cores=pool.timing_cores,
+        )
     except (ExecutorError, OSError) as e:  # the worker could not start
         return floor.datasheet_peak(name, note=f"probe failed: {e}")
     try:

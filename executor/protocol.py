@@ -20,6 +20,7 @@ from executor.runlimit import RunLimit
 from executor.taskformat import FunctionTask, KernelTask, Task
 from executor.trialpolicy import TrialPolicy
 from executor.verdict import (
+    NOT_JUDGED,
     VERDICT_FORMAT,
     CompileResult,
     DevicePeak,
@@ -34,6 +35,7 @@ from executor.verdict import (
 )
 
 __all__ = [
+    "NOT_JUDGED",
     "VERDICT_FORMAT",
     "BatchRequest",
     "BatchResponse",

@@ -81,8 +81,13 @@ def _cxx_version(cxx: str) -> str:
     return out.stdout.splitlines()[0] if out.stdout else cxx
 
 
-def build_reference(task: FunctionTask | KernelTask, cache_dir: Path | None = None) -> Path:
-    """Compile reference.cpp (+ generator.cpp) into a cached shared library and return its path."""
+def build_reference(
+    task: FunctionTask | KernelTask, cache_dir: Path | None = None, stop: threading.Event | None = None
+) -> Path:
+    """Compile reference.cpp (+ generator.cpp) into a cached shared library and return its path.
+    Once ``stop`` is set (the service shuts down), a build under way is killed and
+    :class:`EvaluationCancelled` raised; nothing of it is cached (the product is renamed into place
+    only when whole)."""
     cxx = find_cxx()
     cache = (cache_dir or DEFAULT_CACHE_DIR) / "reference"
     key = content_key(
@@ -102,7 +107,9 @@ def build_reference(task: FunctionTask | KernelTask, cache_dir: Path | None = No
         cmd = [cxx, *CXX_FLAGS, *(s.name for s in sources), "-o", output.name]
         # A task's sources come from outside too (an imported graph): the same jail and log cut as a
         # candidate's build.
-        returncode, log = Jail(read_only=host_toolchain_paths(cxx)).run(cmd, work, REFERENCE_BUILD_TIMEOUT_S)
+        returncode, log = Jail(read_only=host_toolchain_paths(cxx)).run(
+            cmd, work, REFERENCE_BUILD_TIMEOUT_S, stop=stop
+        )
         if returncode is None:
             raise ReferenceBuildError(f"building the reference of {task.id!r} timed out")
         if returncode != 0 or not output.is_file():

@@ -146,7 +146,10 @@ class OpenCall:
         return self.started + self.limit_s
 
 
-def _worker_env(gpu_lock: Path | None = None) -> dict[str, str]:
+def _worker_env(gpu_lock: Path | None = None, timing_cores: int | None = None) -> dict[str, str]:
+    """A worker's environment: this process's, with its GPU lock, the executor on its import path and
+    the split of :func:`executor_split` for ``timing_cores`` (the executor's setting; None: as
+    ``REGRAPH_EXECUTOR_TIMING_CORES`` says, else automatic)."""
     env = dict(os.environ)
     env.pop(LOCK_ENV, None)
     if gpu_lock is not None:
@@ -155,7 +158,7 @@ def _worker_env(gpu_lock: Path | None = None) -> dict[str, str]:
         filter(None, [str(Path(__file__).resolve().parent.parent), env.get("PYTHONPATH", "")])
     )
     env.pop(TIMING_SPLIT_ENV, None)
-    split = executor_split()  # REGRAPH_EXECUTOR_TIMING_CORES: the worker's trials' cores and the rest
+    split = executor_split(timing_cores)  # the worker's trials' cores and the rest
     if split is not None:
         env[TIMING_SPLIT_ENV] = split.encode()
     return env
@@ -487,19 +490,23 @@ def _worker_setup(
 
 def _job_dirs(job: WorkerJob | ReferenceJob) -> list[tuple[Path, bool]]:
     """The directories that a worker's job reads (or writes: True) outside its own: a reference worker
-    reads its library and the store of timing sets (the sets, its lock, the reference's timing)."""
+    reads its library and the store of timing sets (the sets, its lock, the reference's timing).
+    Each as the job names it, not resolved: the jail binds a path and, when links lead there, its real
+    path too (`executor.jail.Jail`), and the job opens its files by the names it was given (a
+    ``cache_dir`` reached through a link hid the reference library when only the real path was bound)."""
     dirs = [(Path(job.reference_library).parent, False)]
     if isinstance(job, ReferenceJob):
         if job.timing_set is not None:
             dirs.append((Path(job.timing_set.dir).parent, False))
-        return [(d.resolve(), w) for d, w in dirs if not wide(d.resolve())]
-    if job.expected_dir:
-        dirs.append((Path(job.expected_dir).parent.parent, False))
-    if job.timing_set is not None:
-        dirs.append((Path(job.timing_set.dir).parent, False))
-    if job.compare_product:
-        dirs.append((Path(job.compare_product).parent, False))
-    return [(d.resolve(), w) for d, w in dirs if not wide(d.resolve())]
+    else:
+        if job.expected_dir:
+            dirs.append((Path(job.expected_dir).parent.parent, False))
+        if job.timing_set is not None:
+            dirs.append((Path(job.timing_set.dir).parent, False))
+        if job.compare_product:
+            dirs.append((Path(job.compare_product).parent, False))
+    named = [(Path(os.path.abspath(d)), w) for d, w in dirs]
+    return [(d, w) for d, w in named if not wide(d) and not wide(d.resolve())]
 
 
 def worker_protection(runtime: Runtime, role: Role = "candidate") -> Protection:
@@ -541,7 +548,9 @@ def worker_protection(runtime: Runtime, role: Role = "candidate") -> Protection:
 def _probe(role: Role, runtime: Runtime, kind: Protection) -> tuple[bool, str]:
     lock = device_lock() if runtime == "gpu" else None
     try:
-        proc = WorkerProcess(role, runtime, gpu_lock=lock, protection=kind, command="probe")
+        # No timing cores: a probe runs no trials, and an automatic split would take the host-wide claim
+        # on them for this process's life, an unpinned replica's too (whose setting is 0; review 30 F2).
+        proc = WorkerProcess(role, runtime, gpu_lock=lock, protection=kind, command="probe", timing_cores=0)
     except WorkerError as e:
         return False, str(e)
     try:
@@ -567,8 +576,12 @@ class WorkerProcess:
         protection: Protection | None = None,
         command: Literal["serve", "probe", "peak", "baseline"] = "serve",
         binds: list[tuple[Path, bool]] | None = None,
+        timing_cores: int | None = None,
     ) -> None:
+        """``timing_cores``: the executor's setting of that name, from which the worker's cores are
+        split (:func:`executor.fleet.pinning.executor_split`; None: the environment's, else automatic)."""
         self.role = role
+        self.timing_cores = timing_cores
         self.runtime = runtime
         self.dir = Path(tempfile.mkdtemp(prefix=f"regraph-{role}-", dir=workdir or workers_dir()))
         self.stderr_path = self.dir / "stderr"
@@ -635,7 +648,7 @@ class WorkerProcess:
         extra = [p for p in os.environ.get(JAIL_EXTRA_ENV, "").split(os.pathsep) if p]
         env = {
             k: v
-            for k, v in _worker_env(self.gpu_lock).items()
+            for k, v in _worker_env(self.gpu_lock, self.timing_cores).items()
             if any(k == kept or (kept.endswith("_") and k.startswith(kept)) for kept in _ENV_KEPT)
         }
         return Jail(
@@ -659,7 +672,7 @@ class WorkerProcess:
     def _spawn(self) -> None:
         """Start (or start again) the worker process under :attr:`protection`."""
         done_read, done_write = os.pipe()
-        env = _worker_env(self.gpu_lock)
+        env = _worker_env(self.gpu_lock, self.timing_cores)
         env[DONE_FD_ENV] = str(done_write)
         argv = [sys.executable, "-m", "executor.worker", self._command, self.role, self.runtime]
         user: int | None = None
@@ -687,7 +700,7 @@ class WorkerProcess:
             err.write(f"[{describe_worker(self.protection, self.role)}]\n".encode())
             err.flush()
             try:
-                split = executor_split()
+                split = executor_split(self.timing_cores)
                 setup = functools.partial(_worker_setup, str(self.dir), user, split.rest if split else None)
 
                 def start() -> subprocess.Popen[bytes]:
@@ -1254,8 +1267,16 @@ class WorkerPool:
     """Spare worker processes, one per role, started ahead of the jobs that will take them, and at
     most one :class:`PreparedEvaluation` for the next candidate of the task evaluated last."""
 
-    def __init__(self, runtime: Runtime, prewarm: bool = True, workdir: Path | None = None) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        prewarm: bool = True,
+        workdir: Path | None = None,
+        timing_cores: int | None = None,
+    ) -> None:
+        """``timing_cores``: the executor's setting, handed to every worker (:class:`WorkerProcess`)."""
         self.runtime = runtime
+        self.timing_cores = timing_cores
         self.prewarm = prewarm
         self.workdir = workdir
         self._spares: dict[Role, WorkerProcess] = {}
@@ -1306,7 +1327,9 @@ class WorkerPool:
 
     def _start(self, role: Role) -> WorkerProcess:
         lock = self.gpu_lock if role == "candidate" else None
-        return WorkerProcess(role, self._runtime_of(role), self.workdir, gpu_lock=lock)
+        return WorkerProcess(
+            role, self._runtime_of(role), self.workdir, gpu_lock=lock, timing_cores=self.timing_cores
+        )
 
     def take(self, role: Role) -> WorkerProcess:
         """A started worker for ``role``: the spare when there is a live one, else a new process."""
@@ -1494,9 +1517,12 @@ def run_job(
     memory_limit_bytes: int | None = None,
     workdir: Path | None = None,
     run_limit_s: float | None = None,
+    timing_cores: int | None = 0,
 ) -> WorkerOutcome:
-    """Run one candidate job in a fresh worker process, start to finish, and return its outcome."""
-    proc = WorkerProcess("candidate", job.runtime, workdir, binds=_job_dirs(job))
+    """Run one candidate job in a fresh worker process, start to finish, and return its outcome.
+    ``timing_cores``: the executor's setting (:class:`WorkerProcess`); by default none, so that a one-off
+    job takes no host-wide claim on timing cores (held for the process's life: review 30 F2)."""
+    proc = WorkerProcess("candidate", job.runtime, workdir, binds=_job_dirs(job), timing_cores=timing_cores)
     try:
         start_candidate(proc, job, memory_limit_bytes)
         return finish_candidate(proc, run, timeout_s, memory_limit_bytes, run_limit_s)

@@ -30,7 +30,7 @@ class ExecutorServer(uvicorn.Server):
         handler runs on that same thread between two instructions, and a lock that the interrupted
         code held (the app's set of evaluations, an event's) would wait for itself forever (review
         46)."""
-        stop = getattr(self.app.state, "stop_evaluations", None)  # the fleet's app has none
+        stop = getattr(self.app.state, "stop_evaluations", None)  # the executor's app and the fleet's
         if stop is not None:
             stop()
         await super().shutdown(sockets=sockets)

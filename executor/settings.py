@@ -187,11 +187,11 @@ class ExecutorSettings(BaseSettings):
         description="CPUs kept for a function task's host-timed trials (executor.fleet.pinning): the last "
         "N of the executor's (a replica's share), whole physical cores at a time; a worker runs on them "
         "only while it holds the trials' lock, builds (nvcc, NVRTC) and every other worker on the rest. "
-        "Set it in the environment (REGRAPH_EXECUTOR_TIMING_CORES): the split handed to the workers is made "
-        "from the environment's value (a different value here is logged; builds follow this one). Refused "
+        "The split handed to the workers and used by the builds is made from this value (the evaluator "
+        "passes it on; nothing is written to the process's environment). Refused "
         "(logged) when it would leave the rest no core, and where the sandbox refuses affinities. "
         "0: off. Unset: automatic by the executor's own CPUs (its affinity set, a replica's share once "
-        "pinned): 2 from 16, 1 from 8, 0 below (executor.fleet.pinning.auto_timing_cores; on one H200 with "
+        "pinned, no more than its cgroup v2 CPU quota lets it use): 2 from 16, 1 from 8, 0 below (executor.fleet.pinning.auto_timing_cores; on one H200 with "
         "16 CPUs, 2 halved a correct function candidate's trials, session 29), claimed host-wide: none "
         "where another process of the host reserved the same CPUs first (executor.fleet.pinning.claim_reserved)",
     )

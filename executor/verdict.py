@@ -10,7 +10,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
 from executor.runlimit import RunLimit
 
@@ -54,6 +54,17 @@ class ErrorKind(StrEnum):
     REFERENCE_ERROR = "reference_error"
     INTERNAL_ERROR = "internal_error"
     IMPLAUSIBLE = "implausible"
+    # Not about the candidate: the executor shut down before the evaluation finished (a batch's item
+    # stopped by the shut-down; evaluate it again).
+    EXECUTOR_STOPPED = "executor_stopped"
+
+
+NOT_JUDGED = frozenset({ErrorKind.REFERENCE_ERROR, ErrorKind.INTERNAL_ERROR, ErrorKind.EXECUTOR_STOPPED})
+"""The error kinds of a verdict that is about the executor or the task, not the candidate: its reference
+broke, the executor failed, or it shut down before the evaluation finished. Such a verdict judged
+nothing: it is never a candidate's failure (reward -1), a failed step or a rejected example; evaluate
+the candidate again. Every reader of verdicts (the search's evaluator, the bench runners, the graph's
+step validation) goes by this one set."""
 
 
 class FloorCheck(BaseModel):
@@ -188,6 +199,28 @@ class FleetRecord(BaseModel):
     )
 
 
+# What a function task's timed calls ran on when ``host_memory: page_locked`` was asked (review 45 F9:
+# ``seconds["host_page_locked"]`` 0 meant both "never locked" and "locked, then unlocked by the
+# candidate during its trials").
+HostMemoryState = Literal["page_locked", "pageable_lock_refused", "pageable_over_cap", "locks_lost"]
+
+
+def host_memory_state(seconds: dict[str, float]) -> HostMemoryState | None:
+    """What the timed calls whose stages took ``seconds`` ran on, from the worker's entries
+    (``executor.worker.candidate``: ``host_page_locked``, ``host_lock_failed``, ``host_lock_over_cap``,
+    ``host_locks_lost``): ``page_locked`` (every array locked throughout), ``pageable_lock_refused``
+    (not locked: a refusal, no context, ``RLIMIT_MEMLOCK``), ``pageable_over_cap`` (not locked: the
+    executor's cap), ``locks_lost`` (locked, then unlocked during the timed calls: they ran at least
+    in part on pageable memory); None when page-locked memory was not asked for, or nothing was timed."""
+    if "host_page_locked" not in seconds:
+        return None
+    if seconds.get("host_locks_lost"):
+        return "locks_lost"
+    if seconds["host_page_locked"] == 1.0:
+        return "page_locked"
+    return "pageable_over_cap" if seconds.get("host_lock_over_cap") else "pageable_lock_refused"
+
+
 class Verdict(BaseModel):
     """The result of evaluating one candidate for one task."""
 
@@ -217,6 +250,17 @@ class Verdict(BaseModel):
     floor: FloorCheck | None = Field(
         default=None, description="the physical floor the candidate's time was checked against"
     )
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="what the timed calls ran on when page-locked host memory was asked for (option "
+        "host_memory): page_locked, pageable_lock_refused, pageable_over_cap or locks_lost (locked, then "
+        "unlocked by the candidate during its trials); null when it was not asked for or nothing was "
+        "timed. seconds['host_page_locked'] is 0 for the last three alike"
+    )
+    @property
+    def host_memory(self) -> HostMemoryState | None:
+        """What the timed calls ran on (:func:`host_memory_state` of :attr:`seconds`)."""
+        return host_memory_state(self.seconds)
 
     @model_validator(mode="after")
     def _consistent(self) -> Verdict:

@@ -23,6 +23,7 @@ from api.settings import ApiSettings, default_tasks_dir
 from api.state import graph_options
 from executor.client import ExecutorClient
 from executor.errors import ExecutorError
+from executor.protocol import NOT_JUDGED
 from executor.taskformat import load_task
 from graphdb.connection import open_graph
 from graphdb.errors import GraphDBError
@@ -33,7 +34,7 @@ from regraph_cli.discovery import reach
 from search.backends.base import ChatModel
 from search.backends.config import ModelRoles, RoleConfig, build_model
 from search.embeddings import shared_embedder
-from search.errors import SearchError
+from search.errors import EvaluatorUnavailableError, SearchError
 from search.relabel.construction import (
     BuildSummary,
     GraphBuilder,
@@ -82,6 +83,10 @@ class ExecutorStepValidator:
     def __call__(self, task_id: str, code: str) -> StepCheck:
         """The executor's verdict on `code` for `task_id`, as a step check."""
         verdict = self.client.evaluate(load_task(self.tasks_dir / task_id), code)
+        if verdict.error in NOT_JUDGED:  # the executor's failure, not the step's: never a rejected step
+            raise EvaluatorUnavailableError(
+                f"the executor did not judge a step of {task_id}: {verdict.error}: {verdict.message}"
+            )
         reason = verdict.message or (verdict.error.value if verdict.error else "")
         return StepCheck(
             passed=verdict.passed,

@@ -34,7 +34,15 @@ from executor.client import (
     ExecutorClientError,
     ExecutorUnreachableError,
 )
-from executor.protocol import ErrorKind, EvaluationOptions, FunctionTask, KernelTask, Verdict, reward_for
+from executor.protocol import (
+    NOT_JUDGED,
+    ErrorKind,
+    EvaluationOptions,
+    FunctionTask,
+    KernelTask,
+    Verdict,
+    reward_for,
+)
 from search.errors import EvaluatorUnavailableError
 from search.protocols import Evaluation
 
@@ -44,9 +52,6 @@ VerificationMode = Literal["verified", "compile-only"]
 
 NOT_VERIFIED = "not_verified"
 """`Evaluation.error_kind` of a candidate that compiled but could not be run (compile-only mode)."""
-
-# Verdicts that are about the task or the executor, not about the candidate.
-_INFRASTRUCTURE_ERRORS = frozenset({ErrorKind.REFERENCE_ERROR, ErrorKind.INTERNAL_ERROR})
 
 
 def executor_can_verify(client: ExecutorClient) -> bool:
@@ -64,7 +69,7 @@ def executor_can_verify(client: ExecutorClient) -> bool:
 def evaluation_from_verdict(verdict: Verdict, mode: VerificationMode) -> Evaluation:
     """Reduce an executor verdict to what the search needs (see the module docstring)."""
     raw = verdict.model_dump(mode="json")
-    if verdict.error in _INFRASTRUCTURE_ERRORS:
+    if verdict.error in NOT_JUDGED:  # about the task or the executor, not the candidate
         raise EvaluatorUnavailableError(
             f"the executor could not judge the candidate for task {verdict.task_id!r}: "
             f"{verdict.error.value if verdict.error else ''}: {verdict.message}"

@@ -17,12 +17,15 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from executor.app import (
+    ServiceStop,
     batch_refused,
-    cancelled_when_gone,
+    batch_verdicts,
     error_response,
     install_error_handlers,
+    stopped_answer,
     within_request_limit,
 )
+from executor.errors import EvaluationCancelled
 from executor.fleet.router import Fleet, FleetUnavailableError
 from executor.protocol import (
     BatchRequest,
@@ -53,8 +56,16 @@ def create_fleet_app(settings: ExecutorSettings, fleet: Fleet | None = None) -> 
         if owned:
             await asyncio.to_thread(fleet.close)
 
+    # As on one executor (`executor.server.ExecutorServer.shutdown` calls it on a signal): the
+    # evaluations in flight or waiting are stopped on their replicas at once (the router's cancel, as
+    # for a caller that went away) and answered 503 "shutting_down" (a batch's stopped items: an
+    # ``executor_stopped`` verdict each); the replicas' preparations stop with their close.
+    service_stop = ServiceStop()
+    stopping = service_stop.stopping
+
     app = FastAPI(title="ReGraph executor fleet", version="1", lifespan=lifespan)
     app.state.fleet = fleet
+    app.state.stop_evaluations = service_stop.stop
     install_error_handlers(app)
 
     @app.exception_handler(FleetUnavailableError)
@@ -83,22 +94,32 @@ def create_fleet_app(settings: ExecutorSettings, fleet: Fleet | None = None) -> 
     # as it does on one executor.
     @app.post("/v1/evaluate", response_model=Verdict)
     async def evaluate(request: EvaluateRequest, http: Request) -> Verdict | JSONResponse:
-        async with cancelled_when_gone(http) as cancelled:
-            return await within_request_limit(
-                fleet.evaluate(request, cancelled), settings, "evaluation", cancelled
-            )
+        async with service_stop.stoppable(http) as cancelled:
+            try:
+                return await within_request_limit(
+                    fleet.evaluate(request, cancelled), settings, "evaluation", cancelled
+                )
+            except EvaluationCancelled:
+                if stopping.is_set():
+                    return stopped_answer()
+                raise
 
     @app.post("/v1/prepare", response_model=PrepareResponse)
-    async def prepare(request: PrepareRequest) -> PrepareResponse:
+    async def prepare(request: PrepareRequest) -> PrepareResponse | JSONResponse:
+        if stopping.is_set():
+            return error_response(503, "shutting_down", "the executor is shutting down: nothing is prepared")
         return await fleet.prepare(request)
 
     @app.post("/v1/evaluate/batch", response_model=BatchResponse)
     async def evaluate_batch(batch: BatchRequest, http: Request) -> BatchResponse | JSONResponse:
         if (refused := batch_refused(batch, settings)) is not None:
             return refused
-        async with cancelled_when_gone(http) as cancelled:
+        async with service_stop.stoppable(http) as cancelled:
             verdicts = await within_request_limit(
-                fleet.evaluate_many(batch.items, cancelled), settings, "batch", cancelled
+                batch_verdicts(batch.items, lambda item: fleet.evaluate(item, cancelled), stopping),
+                settings,
+                "batch",
+                cancelled,
             )
         return verdicts if isinstance(verdicts, JSONResponse) else BatchResponse(verdicts=verdicts)
 

@@ -21,8 +21,10 @@ four-GPU host then has the CPU of a one-GPU machine, and scaling runs compare li
 Within a process's cores (a replica's share, or a single executor's whole set), the timing cores
 (:func:`split_timing_cores`, setting ``timing_cores``, ``REGRAPH_EXECUTOR_TIMING_CORES``; by default
 automatic, :func:`auto_timing_cores`: 2 for a process with 16 CPUs or more in its own set, a replica's
-share once pinned, 1 for 8-15, none below 8; a value set, 0 included, wins; an unpinned replica,
-:func:`none_unless_set`, and a remote compile worker take 0 when it is unset; an automatic value is
+share once pinned, 1 for 8-15, none below 8, counting no more CPUs than its cgroup v2 CPU quota lets it
+use, :func:`cgroup_cpu_quota`; a value set, 0 included, wins; an unpinned replica,
+:func:`executor.fleet.replica.replica_settings`, and a remote compile worker take 0 when it is unset,
+in their settings, which the executor hands to its workers and builds; an automatic value is
 the host's to give once, :func:`claim_reserved`): the last N CPUs of the set, whole physical cores at a
 time, are kept for the worker whose
 function task's trials are timed on the host clock, and only while it holds the trials' lock; the
@@ -42,8 +44,6 @@ import fcntl
 import functools
 import logging
 import os
-import shutil
-import subprocess
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import IO
 
 from executor.gpulock import lock_dir, open_lock
+from executor.gpuquery import gpus_or_none
 
 logger = logging.getLogger(__name__)
 
@@ -153,26 +154,9 @@ def plan_cores(
 
 
 def host_gpus() -> list[tuple[str, str]]:
-    """The host's GPUs as (index, PCI bus id), from nvidia-smi (empty without it)."""
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return []
-    try:
-        out = subprocess.run(
-            [smi, "--query-gpu=index,pci.bus_id", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    gpus = []
-    for line in out.stdout.splitlines():
-        index, _, bus = (part.strip() for part in line.partition(","))
-        if index.isdigit():
-            gpus.append((index, bus))
-    return gpus
+    """The host's GPUs as (index, PCI bus id), from nvidia-smi (:mod:`executor.gpuquery`; empty
+    without it, or when it does not answer: logged)."""
+    return [(index, bus) for index, bus in gpus_or_none(["index", "pci.bus_id"]) if index.isdigit()]
 
 
 def pci_numa_node(bus_id: str, root: Path = PCI) -> int | None:
@@ -345,16 +329,6 @@ def timing_cores_env() -> int | None:
     return value
 
 
-def none_unless_set() -> bool:
-    """Name 0 timing cores in this process's environment when it names none (the automatic value
-    then reserves nothing for it, its workers and its builds), and say whether it did. For a replica
-    left unpinned: replicas that share one set of cores would reserve the same ones (review 43)."""
-    if os.environ.get(TIMING_CORES_ENV, "").strip():
-        return False
-    os.environ[TIMING_CORES_ENV] = "0"
-    return True
-
-
 def split_timing_cores(
     allowed: Sequence[int], count: int, groups: Sequence[list[int]] | None = None
 ) -> TimingSplit | None:
@@ -414,12 +388,60 @@ def process_cores() -> tuple[int, ...]:
         return tuple(sorted(os.sched_getaffinity(0)))
 
 
+# cgroup v2's mount and this process's membership (its line ``0::<path>``), for the CPU quota.
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+PROC_CGROUP = Path("/proc/self/cgroup")
+
+
+def cgroup_cpu_quota(root: Path | None = None, membership: Path | None = None) -> float | None:
+    """The CPUs' worth of time that cgroup v2's CPU controller lets this process use: each ``cpu.max``
+    (``<quota> <period>`` in microseconds, or ``max``) from its cgroup up to the root, the least of
+    them (a container limited to 4 CPUs whose affinity shows 64); None without a limit, or without
+    cgroup v2 (``root``: default :data:`CGROUP_ROOT`; ``membership``: :data:`PROC_CGROUP`)."""
+    root = CGROUP_ROOT if root is None else root
+    try:
+        lines = (PROC_CGROUP if membership is None else membership).read_text().splitlines()
+    except OSError:
+        return None
+    path = next((line[3:].strip() for line in lines if line.startswith("0::")), None)
+    if path is None:
+        return None
+    here = root / path.lstrip("/")
+    limits: list[float] = []
+    while True:
+        try:
+            quota, _, period = (here / "cpu.max").read_text().strip().partition(" ")
+            if quota != "max":
+                limits.append(int(quota) / int(period or "100000"))
+        except (OSError, ValueError, ZeroDivisionError):
+            pass  # no controller file here (or one not understood): no limit from this level
+        if here == root or root not in here.parents:
+            break
+        here = here.parent
+    return min(limits) if limits else None
+
+
+def usable_cpus(cpus: int, quota: float | None) -> int:
+    """How many of ``cpus`` CPUs (an affinity set) a process can keep busy under a CPU quota of
+    ``quota`` CPUs (:func:`cgroup_cpu_quota`; None: no quota): whole CPUs, at least one."""
+    if quota is None:
+        return cpus
+    return max(1, min(cpus, int(quota)))
+
+
 def resolve_timing_cores(count: int | None, cpus: int | None = None) -> int:
     """``count`` timing cores, or when it is None (not asked for) the automatic value
-    (:func:`auto_timing_cores`) of ``cpus`` CPUs (default: this process's, :func:`process_cores`)."""
+    (:func:`auto_timing_cores`) of ``cpus`` CPUs (default: those this process can use,
+    :func:`process_cpus`)."""
     if count is not None:
         return count
-    return auto_timing_cores(len(process_cores()) if cpus is None else cpus)
+    return auto_timing_cores(process_cpus() if cpus is None else cpus)
+
+
+def process_cpus() -> int:
+    """How many CPUs this process can keep busy: those of :func:`process_cores`, no more than its
+    cgroup's CPU quota (:func:`usable_cpus`)."""
+    return usable_cpus(len(process_cores()), cgroup_cpu_quota())
 
 
 def executor_split(count: int | None = None, allowed: Sequence[int] | None = None) -> TimingSplit | None:
@@ -432,7 +454,9 @@ def executor_split(count: int | None = None, allowed: Sequence[int] | None = Non
     try:
         cores = process_cores() if allowed is None else tuple(sorted(set(allowed)))
         asked = timing_cores_env() if count is None else count
-        split = timing_split(resolve_timing_cores(asked, len(cores)), cores)
+        # the automatic value from the CPUs the process can use: its cores, or fewer under a quota
+        cpus = len(cores) if allowed is not None else process_cpus()
+        split = timing_split(resolve_timing_cores(asked, cpus), cores)
     except (OSError, ValueError):
         return None
     if split is None:

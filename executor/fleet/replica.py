@@ -23,7 +23,7 @@ from executor.app import query_gpu
 from executor.errors import EvaluationCancelled, ToolchainError
 from executor.evaluate import Evaluator, evaluate_safely
 from executor.fleet.compilers import CompilePool
-from executor.fleet.pinning import format_cpulist, none_unless_set, pin_replica
+from executor.fleet.pinning import format_cpulist, pin_replica
 from executor.protocol import BaselineState, EvaluateRequest, FleetRecord, PrepareRequest
 from executor.settings import ExecutorSettings
 
@@ -51,6 +51,16 @@ def _ray_node_id() -> str:
     return str(ray.get_runtime_context().get_node_id())
 
 
+def replica_settings(settings: ExecutorSettings, pinned: bool) -> ExecutorSettings:
+    """A replica's settings: an unpinned replica (its set of cores is every other replica's too) takes
+    no automatic timing cores, so that replicas sharing one set do not reserve the same ones (review
+    43); a value set, 0 included, stands. The evaluator hands the value to its workers and builds
+    (review 45 F4: it was written into this process's environment, for the workers to read there)."""
+    if pinned or settings.timing_cores is not None:
+        return settings
+    return settings.model_copy(update={"timing_cores": 0})
+
+
 class ExecutorReplica:
     """The actor's class: evaluate requests given as JSON, describe the GPU, probe its health."""
 
@@ -63,9 +73,8 @@ class ExecutorReplica:
         self.gpu_ids = os.environ.get("CUDA_VISIBLE_DEVICES", "")
         # Before any worker starts: they inherit the cores (executor.fleet.pinning).
         self.cores = pin_replica(self.gpu_ids) if self.settings.fleet_pin_cores else None
-        if self.cores is None and self.settings.timing_cores is None and none_unless_set():
-            # unpinned: no automatic timing cores (the other replicas' set is this one's)
-            self.settings = self.settings.model_copy(update={"timing_cores": 0})
+        self.settings = replica_settings(self.settings, pinned=self.cores is not None)
+        if self.settings.timing_cores == 0 and self.cores is None:
             logger.info("replica %s is not pinned: no timing cores unless set", replica)
         # A build waits for a free compile worker behind others' builds: allow for a queue.
         self.compile_pool = CompilePool(compilers or [], timeout_s=4 * self.settings.compile_timeout_s)

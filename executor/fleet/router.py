@@ -331,12 +331,6 @@ class Fleet:
         answer.add_done_callback(lambda done: done.cancelled() or done.exception())  # nobody reads it
         raise EvaluationCancelled(f"stopped on {replica.name}: its caller went away")
 
-    async def evaluate_many(
-        self, requests: list[EvaluateRequest], cancelled: threading.Event | None = None
-    ) -> list[Verdict]:
-        """Evaluate independent requests concurrently over the fleet; verdicts in request order."""
-        return list(await asyncio.gather(*(self.evaluate(r, cancelled) for r in requests)))
-
     async def _healthy(self, replica: Replica) -> bool:
         import ray
 

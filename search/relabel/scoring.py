@@ -66,6 +66,7 @@ from search.relabel.taxonomy import (
     expand_abbreviations,
     kernel_keys,
     label_key,
+    matching_key,
     strip_contrasts,
     workload_key,
 )
@@ -278,6 +279,12 @@ _PURPOSE_WORDS = (
 )
 """Purpose words that may follow it ("... to reduce latency", "... for performance where possible"):
 verbs of making faster and the generic performance nouns they take, none the name of a technique."""
+_HEADING_WORDS = "strategy strategies essentials fundamentals overview"
+"""(session 30) Words a guide's heading puts after the technique it presents ("Privatization Strategy",
+"Tiling Strategy", "warp.sum() Essentials"): how the text presents it, not another technique. They may
+follow a contained label as the purpose words do; they are not filler (session 24 found "a tiling
+strategy" merged into one tiling technique when "strategy" was dropped everywhere). "Basics" is not one:
+it stems to "basic", a word of Parallelization's alias "basic CUDA kernel"."""
 _CONTRARY_WORDS = frozenset(
     {
         "no",
@@ -309,7 +316,7 @@ _CONTRARY_WORDS = frozenset(
 """A name with one of these is never decided by containment: "Avoid shared memory tiling" or "Loop
 unrolling replaced by ..." names the technique as what was left behind."""
 LEAD_WORDS = frozenset(t for w in _LEAD_WORDS.split() for t in concept_tokens(w))
-PURPOSE_WORDS = frozenset(t for w in _PURPOSE_WORDS.split() for t in concept_tokens(w))
+PURPOSE_WORDS = frozenset(t for w in f"{_PURPOSE_WORDS} {_HEADING_WORDS}".split() for t in concept_tokens(w))
 _CONTRARY_MARKER = re.compile(
     r"\b(?:get\s+rid\s+of|in\s+place\s+of|as\s+opposed\s+to|no\s+longer|"
     + "|".join(sorted(_CONTRARY_WORDS, key=len, reverse=True))
@@ -558,7 +565,7 @@ class CandidateIndex:
         for i, candidate in enumerate(self.candidates):
             for label in candidate.labels:
                 phrase = tuple(concept_tokens(strip_contrasts(label)))
-                if phrase and not set(phrase) <= PURPOSE_WORDS | LEAD_WORDS:
+                if matching_key(" ".join(phrase)) and not set(phrase) <= PURPOSE_WORDS | LEAD_WORDS:
                     self._phrases.setdefault(phrase[0], []).append((i, phrase, label))
         self._keys = {}
         counts: dict[str, int] = {}
@@ -570,9 +577,11 @@ class CandidateIndex:
         for i, candidate in enumerate(self.candidates):
             if candidate.in_graph:
                 for label in candidate.labels:
-                    self._keys.setdefault(label_key(label), i)
+                    key = label_key(label)
+                    if matching_key(key):
+                        self._keys.setdefault(key, i)
                     bag = bag_key(label)
-                    if bag:
+                    if matching_key(bag):
                         # A bag of words two techniques share is ambiguous: matched by neither.
                         self._bags[bag] = i if self._bags.get(bag, i) == i else None
         # A workload name meets a label of "the kernel" ("Persistent GEMM", "persistent kernel"); the

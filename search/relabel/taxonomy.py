@@ -527,6 +527,12 @@ def _stem_suffixes(token: str) -> str:
     for suffix, cut in (("ators", 3), ("ator", 2)):
         if token.endswith(suffix) and len(token) - len(suffix) >= 4:
             return token[:-cut]
+    # (session 30) an "-ert" verb meets its "-ersion" noun and its "-erter" agent noun ("convert",
+    # "conversion", "converter"; "invert", "inversion"): three letters at least before the ending, so
+    # "version" and "aversion" keep theirs
+    for suffix in ("ersions", "ersion", "erters", "erter"):
+        if token.endswith(suffix) and len(token) - len(suffix) >= 3:
+            return token[: -len(suffix)] + "ert"
     for suffix in ("uces", "uced", "ucing", "uce"):
         if token.endswith(suffix) and len(token) - len(suffix) >= 3:
             return token[: -len(suffix)] + "uction"
@@ -747,6 +753,18 @@ def label_key(text: str) -> str:
     return " ".join(content_tokens(text))
 
 
+BARE_PREFIXES = frozenset({"multi", "non", "pre", "semi", "sub", "co", "inter", "intra", "un"})
+"""(session 30) Combining prefixes that say nothing alone: a label whose only word left is one of them
+("multi-kernel approach" -> "multi": "kernel" and "approach" are filler) is no key to match names by,
+or every "Multi-GPU" heading (dev2, dev5, dev6, dev10, the general set: multi-GPU programming, a
+technique the taxonomy lacks) would meet it (`Taxonomy.lookup`, `CandidateIndex.label_hit`)."""
+
+
+def matching_key(key: str) -> bool:
+    """Whether a label's `label_key` or `bag_key` may match names: not empty, not a bare prefix."""
+    return bool(key) and key not in BARE_PREFIXES
+
+
 def bag_key(text: str) -> str:
     """The normalised words of a label in sorted order: "restructure the algorithm" meets
     "algorithm restructuring". Matched only where no two techniques share a bag."""
@@ -781,7 +799,7 @@ def kernel_keys(labels: Iterable[tuple[str, str]]) -> dict[str, str]:
         if not re.search(r"\bkernels?\b", label, re.IGNORECASE):
             continue
         key = label_key(label)
-        if key and all(owners.get(w) == {owner} for w in key.split()):
+        if matching_key(key) and all(owners.get(w) == {owner} for w in key.split()):
             out.setdefault(key, owner)
     return out
 
@@ -835,7 +853,7 @@ class Taxonomy:
         for technique in self.techniques:
             for label in technique.labels:
                 bag = bag_key(label)
-                if bag:
+                if matching_key(bag):
                     owner = self._by_bag.get(bag, technique.name)
                     # A bag two techniques share is ambiguous: matched by neither.
                     self._by_bag[bag] = technique.name if owner == technique.name else None
@@ -848,7 +866,7 @@ class Taxonomy:
                     raise TaxonomyError(
                         f"label {label!r} of {technique.name!r} normalises like one of {owner!r} ({key!r})"
                     )
-                if key:
+                if matching_key(key):
                     self._by_key[key] = technique.name
         self._by_kernel_key.update(
             kernel_keys((t.name, label) for t in self.techniques for label in t.labels)

@@ -14,17 +14,21 @@ import socket
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import pytest
 
+from executor import timingset
 from executor.app import create_app
+from executor.errors import EvaluationCancelled
 from executor.evaluate import Evaluator
-from executor.protocol import CandidateSource, EvaluateRequest, EvaluationOptions
+from executor.protocol import CandidateSource, EvaluateRequest, EvaluationOptions, Verdict
+from executor.reference import build_reference
 from executor.server import executor_server
 from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
+from executor.verdict import ErrorKind
 from graphdb.embedded import free_port
 from tests.support.buildcache import sharing_builds
 from tests.support.servers import post_evaluation_and_hold, serve_in_thread
@@ -202,3 +206,198 @@ def test_a_stopping_executor_prepares_nothing_more(tmp_path: Path) -> None:
         started = evaluator.prepare_task(task, EvaluationOptions(correctness_sets=1))
         assert started is not None, "a refused request started the task's preparation"
         started.result(timeout=LIMIT_S)
+
+
+def _honest(tag: str) -> str:
+    return (
+        'extern "C" void saxpy(int n, float a, const float* x, float* y) {\n'
+        f"  for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i];  // {tag}\n}}\n"
+        "__global__ void stub_kernel() {}\nstatic void never_called() { stub_kernel<<<1, 1>>>(); }\n"
+    )
+
+
+def test_a_batch_stopped_by_the_shutdown_keeps_the_verdicts_it_has(
+    tmp_path: Path, shared_builds: Path
+) -> None:
+    """A batch of three (one slot: one item at a time) whose second item never ends, stopped by the
+    service's shut-down while that item runs: the batch is answered 200 with the first item's verdict
+    as it was judged, and the two others ``executor_stopped`` (not judged, nothing about the
+    candidate), not 503 for the whole batch (review 46 F4: the finished verdicts were lost)."""
+    task: FunctionTask | KernelTask = load_task(TASKS_DIR / "saxpy")
+    settings = _settings(
+        sharing_builds(tmp_path, shared_builds),
+        port=free_port(),
+        request_timeout_s=LIMIT_S + 60,
+        compile_workers=1,
+    )
+    server = executor_server(settings)
+    evaluator: Evaluator = server.app.state.evaluator
+    slots = server.app.state.slots
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    wait_until(lambda: server.started, LIMIT_S / 2, "the executor never started")
+    options = EvaluationOptions(correctness_sets=1)
+    batch = {
+        "items": [
+            EvaluateRequest(task=task, candidate=CandidateSource(source=s), options=options).model_dump(
+                mode="json"
+            )
+            for s in (_honest("first"), SPIN, _honest("third"))
+        ]
+    }
+    answers: list[httpx.Response] = []
+    caller = threading.Thread(
+        target=lambda: answers.append(
+            httpx.post(
+                f"http://{settings.host}:{settings.port}/v1/evaluate/batch", json=batch, timeout=LIMIT_S
+            )
+        ),
+        daemon=True,
+    )
+    caller.start()
+    try:
+        # The first item judged, the second holding the one slot (the third waits for it) and running.
+        wait_until(
+            lambda: slots.in_use == 1 and slots.waiting == 1 and evaluator.gpu_busy,
+            LIMIT_S / 2,
+            "the spinning item never started",
+        )
+        time.sleep(1.0)  # well inside its run
+        assert worker_children(b"candidate")
+        server.handle_exit(signal.SIGTERM, None)
+        thread.join(timeout=LIMIT_S / 4)
+        assert not thread.is_alive(), "the executor still runs after it was asked to stop"
+        caller.join(timeout=STOPPED_WITHIN_S)
+    finally:
+        server.should_exit = True
+    assert answers, "the batch got no answer"
+    assert answers[0].status_code == 200, answers[0].text[:500]
+    first, spinning, third = (Verdict.model_validate(v) for v in answers[0].json()["verdicts"])
+    assert first.runtime_stages == "run" and first.error is not ErrorKind.EXECUTOR_STOPPED, first
+    for stopped in (spinning, third):
+        assert stopped.error is ErrorKind.EXECUTOR_STOPPED and not stopped.passed, stopped
+        assert stopped.reward is None and "shut down" in stopped.message
+    wait_until(
+        lambda: not worker_children(b"candidate"), STOPPED_WITHIN_S, "the candidate's worker still runs"
+    )
+
+
+def test_a_stopping_executor_stops_a_running_task_preparation(tmp_path: Path) -> None:
+    """A task's preparation (its reference worker storing the timing set and timing the serial
+    reference: a job of up to three run limits) runs while the executor closes: the reference worker is
+    killed and the close is over within seconds, not at the job's limit, and nothing half-made is in
+    the store: no timing set and no reference timing of the task, so that the next start prepares it
+    whole."""
+    source = TASKS_DIR / "saxpy"
+    task_dir = tmp_path / "saxpy"
+    task_dir.mkdir()
+    (task_dir / "task.json").write_text((source / "task.json").read_text())
+    # The task's reference never ends at the timing size (its test size is 1,000): no naive.cu, so no
+    # baseline is measured.
+    (task_dir / "reference.cpp").write_text(
+        'extern "C" void saxpy(int n, float a, const float* x, float* y) {\n'
+        "    volatile int spin = n > 100000; while (spin) {}\n"
+        "    for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i];\n}\n"
+    )
+    task: FunctionTask | KernelTask = load_task(task_dir)
+    settings = _settings(tmp_path / "cache")
+    evaluator = Evaluator(settings)
+    options = EvaluationOptions(correctness_sets=1)
+    try:
+        preparing = evaluator.prepare_task(task, options)
+        assert preparing is not None
+        wait_until(lambda: worker_children(b"reference"), LIMIT_S / 2, "the reference worker never started")
+        time.sleep(2.0)  # inside its timing-size run
+        assert not preparing.done()
+        began = time.monotonic()
+    finally:
+        evaluator.close()
+    took = time.monotonic() - began
+    assert took < STOPPED_WITHIN_S, (
+        f"closing took {took:.1f} s (the reference's job may take {3 * LIMIT_S:.0f} s)"
+    )
+    assert preparing.done() and preparing.exception() is None
+    wait_until(
+        lambda: not worker_children(b"reference"), STOPPED_WITHIN_S, "the reference's worker still runs"
+    )
+    spec = timingset.timing_set_spec(
+        task,
+        build_reference(task, settings.cache_dir),
+        settings.cache_dir / "timing-sets",
+        secret=timingset.timing_secret(settings.cache_dir),
+    )
+    assert not timingset.stored(spec) and timingset.load_reference_timing(spec) is None
+    store = settings.cache_dir / "timing-sets"
+    published = [p.name for p in store.iterdir() if not p.name.startswith(".")] if store.is_dir() else []
+    assert published == [], published  # names starting with a dot: locks, and writes never read
+
+
+class _StoppedDuringInlinePreparation(Evaluator):
+    """An evaluator whose reference worker brings no timing of the serial reference (as when another job
+    of the host held the task's preparation), so that the evaluation prepares the task itself after its
+    candidate passed, and whose service is stopped just then: the stop comes during that preparation."""
+
+    def _remember(self, what: Literal["reference"], task: FunctionTask | KernelTask, stats: Any) -> None:
+        pass
+
+    def _prepare_task(self, task: FunctionTask | KernelTask, options: EvaluationOptions) -> None:
+        self.stop_preparations()
+        super()._prepare_task(task, options)
+
+
+def test_an_evaluation_stopped_while_it_prepares_its_task_is_no_pass(
+    tmp_path: Path, shared_builds: Path
+) -> None:
+    """Review 30 F3: the inline preparation swallowed the stop, and the evaluation went on to a verdict
+    that passed with no speedup, as if judged; it is stopped instead (503 / ``executor_stopped``)."""
+    task: FunctionTask | KernelTask = load_task(TASKS_DIR / "saxpy")
+    evaluator = _StoppedDuringInlinePreparation(_settings(sharing_builds(tmp_path, shared_builds)))
+    options = EvaluationOptions(correctness_sets=1, min_trials=3, max_trials=5, min_timing_ms=1)
+    try:
+        with pytest.raises(EvaluationCancelled, match="stopped before its verdict"):
+            evaluator.evaluate(task, CandidateSource(source=_honest("inline")), options)
+    finally:
+        evaluator.close()
+
+
+def test_a_preparation_stopped_while_prepare_waits_is_not_ready(tmp_path: Path) -> None:
+    """Review 30 F5: ``POST /v1/prepare`` waiting for a task's preparation when the service's stop ended
+    it answered ``ready: true``, and the stopped preparation stayed listed, so this process never
+    prepared the task again. It is answered 503 "shutting_down" at the stop, and nothing is left listed:
+    the task is not taken for prepared."""
+    source = TASKS_DIR / "saxpy"
+    task_dir = tmp_path / "saxpy"
+    task_dir.mkdir()
+    (task_dir / "task.json").write_text((source / "task.json").read_text())
+    (task_dir / "reference.cpp").write_text(  # never ends at the timing size; no naive.cu: no baseline
+        'extern "C" void saxpy(int n, float a, const float* x, float* y) {\n'
+        "    volatile int spin = n > 100000; while (spin) {}\n"
+        "    for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i];\n}\n"
+    )
+    task: FunctionTask | KernelTask = load_task(task_dir)
+    app = create_app(_settings(tmp_path / "cache"))
+    evaluator: Evaluator = app.state.evaluator
+    options = EvaluationOptions(correctness_sets=1)
+    body = {
+        "task": task.model_dump(mode="json"),
+        "options": options.model_dump(mode="json"),
+        "wait_s": LIMIT_S,
+    }
+    answers: list[httpx.Response] = []
+    with serve_in_thread(app) as url:
+        caller = threading.Thread(
+            target=lambda: answers.append(httpx.post(url + "/v1/prepare", json=body, timeout=LIMIT_S * 2)),
+            daemon=True,
+        )
+        caller.start()
+        wait_until(lambda: worker_children(b"reference"), LIMIT_S / 2, "the reference worker never started")
+        time.sleep(2.0)  # inside its timing-size run
+        app.state.stop_evaluations()
+        caller.join(timeout=STOPPED_WITHIN_S)
+        assert answers, "the waiting prepare got no answer at the stop"
+        assert answers[0].status_code == 503, answers[0].text
+        assert answers[0].json()["error"]["type"] == "shutting_down", answers[0].text
+        assert evaluator.task_preparation(task, options)[0] is False
+        wait_until(
+            lambda: not evaluator._tasks_preparing, STOPPED_WITHIN_S, "the stopped preparation is listed"
+        )

@@ -12,6 +12,8 @@ the same task is sent to it (the task's home), so it is in flight when the repli
 from __future__ import annotations
 
 import os
+import signal
+import socket
 import sys
 import threading
 import time
@@ -22,10 +24,12 @@ import pytest
 
 from executor.client import ExecutorClient
 from executor.fleet.router import Fleet
-from executor.protocol import CandidateSource, EvaluateRequest, EvaluationOptions
+from executor.protocol import BatchResponse, CandidateSource, EvaluateRequest, EvaluationOptions
+from executor.server import ExecutorServer
 from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
 from executor.verdict import ErrorKind, Verdict
+from graphdb.embedded import free_port
 from tests.support.hostcode import FIXTURE_TASKS as TASKS_DIR
 from tests.support.hostcode import SAXPY_CORRECT as CORRECT
 from tests.support.hostcode import SAXPY_HEAD as HEAD
@@ -218,3 +222,58 @@ def test_a_caller_that_goes_away_stops_its_evaluation_on_the_replica(
     started = time.monotonic()
     _wait_for(lambda: not (spinning & _candidate_workers()), "the candidate's worker to be stopped", 15.0)
     assert time.monotonic() - started < 15.0
+
+
+def _read_answer(caller: socket.socket, timeout_s: float) -> bytes:
+    """Everything the service wrote on ``caller`` until it closed the connection."""
+    caller.settimeout(timeout_s)
+    answer = b""
+    while chunk := caller.recv(65536):
+        answer += chunk
+    return answer
+
+
+@pytest.mark.parametrize("route", ["/v1/evaluate", "/v1/evaluate/batch"])
+def test_a_stopping_fleet_stops_its_evaluations_on_the_replicas(
+    fleet: Fleet, saxpy: FunctionTask | KernelTask, route: str
+) -> None:
+    """The fleet's service asked to stop (SIGTERM, Ctrl-C: the signal's flag, then
+    `ExecutorServer.shutdown`) while a candidate spins on a replica under 60-s limits: the replica
+    kills its worker at once, the caller gets 503 "shutting_down" (a batch: 200, the item an
+    ``executor_stopped`` verdict) and the service is gone within seconds; before, the fleet's app had
+    no stop hook and uvicorn's graceful shut-down waited for the candidate's limits."""
+    from executor.fleet.app import create_fleet_app
+
+    settings = fleet.settings.model_copy(update={"port": free_port()})
+    server = ExecutorServer(create_fleet_app(settings, fleet), settings)  # a started fleet: not closed
+    thread = threading.Thread(target=server.run, daemon=True)  # no signal handlers off the main thread
+    thread.start()
+    _wait_for(lambda: server.started, "the fleet's service to start", 60.0)
+    busy_before = _busy_workers()
+    item = EvaluateRequest(
+        task=saxpy, candidate=CandidateSource(source=SPIN + f"// stopping {route}\n"), options=QUICK
+    ).model_dump(mode="json")
+    caller = post_evaluation_and_hold(f"http://{settings.host}:{settings.port}", route, item, 120.0)
+    try:
+        _wait_for(lambda: bool(_busy_workers() - busy_before), "the candidate to spin", 120.0)
+        spinning = _busy_workers() - busy_before
+        began = time.monotonic()
+        server.handle_exit(signal.SIGTERM, None)
+        thread.join(timeout=30.0)
+        took = time.monotonic() - began
+        assert not thread.is_alive(), (
+            f"the fleet's service still runs {took:.0f} s after it was asked to stop"
+        )
+        answer = _read_answer(caller, 15.0)
+    finally:
+        caller.close()
+        server.should_exit = True
+    if route == "/v1/evaluate":
+        assert answer.startswith(b"HTTP/1.1 503") and b"shutting_down" in answer, answer[:300]
+    else:
+        assert answer.startswith(b"HTTP/1.1 200"), answer[:300]
+        body = answer.partition(b"\r\n\r\n")[2]
+        (verdict,) = BatchResponse.model_validate_json(body).verdicts
+        assert verdict.error is ErrorKind.EXECUTOR_STOPPED and verdict.reward is None, verdict
+    _wait_for(lambda: not (spinning & _candidate_workers()), "the candidate's worker to be stopped", 15.0)
+    assert took < 15.0, f"stopping took {took:.1f} s (limits 60 s)"

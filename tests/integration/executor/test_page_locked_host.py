@@ -27,6 +27,7 @@ from executor.protocol import EvaluationOptions
 from executor.sandbox import WorkerPool, run_job
 from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask
+from executor.verdict import host_memory_state
 from executor.worker.host import (
     DEFAULT_LOCK_MAX_BYTES,
     PageLocks,
@@ -103,6 +104,7 @@ def test_the_timed_calls_arrays_are_locked_with_the_option(product: str, tmp_pat
     assert outcome.candidate_timing.median_ms < SPIN_MS / 2, outcome.candidate_timing
     assert "host_lock_failed" not in outcome.seconds
     assert outcome.seconds["host_page_locked"] == 1.0  # what the verdict says it ran on
+    assert host_memory_state(outcome.seconds) == "page_locked"
     copies = 4 * 2 * 131072 * 4  # (2 rotated + warm-up + confirming) x (x, y) x 512 KiB
     assert outcome.seconds["host_locked_bytes"] == copies
     # as the kernel counts it, not the worker's own sum
@@ -140,6 +142,8 @@ def test_arrays_unlocked_during_the_trials_are_not_reported_locked(tmp_path: Pat
     assert "host_lock_failed" not in outcome.seconds  # they were locked before the trials
     assert outcome.seconds["host_page_locked"] == 0.0, outcome.seconds
     assert outcome.seconds["host_locks_lost"] >= 1.0  # the rotated copies' x at least
+    # told apart from arrays never locked (review 45 F9: host_page_locked is 0 for both)
+    assert host_memory_state(outcome.seconds) == "locks_lost"
 
 
 def test_the_locks_are_checked_again_in_this_process() -> None:
@@ -178,6 +182,7 @@ def test_pageable_by_default(product: str, tmp_path: Path) -> None:
     assert outcome.candidate_timing is not None
     assert outcome.candidate_timing.median_ms >= SPIN_MS, outcome.candidate_timing
     assert not {"host_locked_bytes", "host_lock_failed", "host_vmlck_bytes"} & outcome.seconds.keys()
+    assert host_memory_state(outcome.seconds) is None
 
 
 def test_past_the_lock_limit_none_is_locked(product: str, tmp_path: Path) -> None:
@@ -186,6 +191,7 @@ def test_past_the_lock_limit_none_is_locked(product: str, tmp_path: Path) -> Non
         pytest.skip("the worker may lock 32 MiB here (privileged, or RLIMIT_MEMLOCK raised)")
     assert outcome.seconds["host_lock_failed"] == 1.0
     assert outcome.seconds["host_page_locked"] == 0.0
+    assert host_memory_state(outcome.seconds) == "pageable_lock_refused"
     assert outcome.candidate_timing is not None
     # all or none: the copies locked before the limit was reached were unlocked, so every timed call spun
     assert min(outcome.candidate_timing.samples_ms or [0.0]) >= SPIN_MS, outcome.candidate_timing
@@ -268,6 +274,7 @@ def test_a_worker_past_its_cap_stays_pageable_below_the_rlimit(product: str, tmp
     )
     assert outcome.passed and outcome.candidate_timing is not None, outcome.message
     assert outcome.seconds["host_lock_failed"] == 1.0 and outcome.seconds["host_page_locked"] == 0.0
+    assert host_memory_state(outcome.seconds) == "pageable_over_cap"
     assert "host_locked_bytes" not in outcome.seconds
     assert f"past the cap of {2 << 20}" in stderr, stderr  # the worker's log says which limit
     assert min(outcome.candidate_timing.samples_ms or [0.0]) >= SPIN_MS, outcome.candidate_timing

@@ -335,3 +335,29 @@ def test_builds_reached_through_a_link_serve_jailed_candidates(tmp_path: Path) -
     finally:
         evaluator.close()
     assert worker_protection("host") == "namespace"
+
+
+def test_a_cache_reached_through_a_link_serves_jailed_workers(tmp_path: Path) -> None:
+    """``cache_dir`` itself reached through a symbolic link (an operator's cache on another disk): the
+    reference library, the timing sets and the builds are handed to the workers under the link's
+    paths, and every directory their jails bind is the real one, so each job's paths must be the real
+    ones too, not only the builds' (seen failing: the reference's worker could not open its library,
+    a ``reference_error``)."""
+    try:
+        find_toolchain()
+    except ToolchainError:
+        pytest.skip("no nvcc here")
+    (tmp_path / "real-cache").mkdir()
+    (tmp_path / "cache").symlink_to(tmp_path / "real-cache", target_is_directory=True)
+    settings = ExecutorSettings(cache_dir=tmp_path / "cache", runtime="host", run_timeout_s=60)
+    evaluator = Evaluator(settings)
+    try:
+        saxpy = load_task(TASKS_DIR / "saxpy")
+        for k in range(3):
+            verdict = evaluator.evaluate(
+                saxpy, CandidateSource(source=_saxpy(f"cache linked {k % 2}")), QUICK
+            )
+            assert verdict.passed, f"candidate {k}: {verdict.error} {verdict.message}"
+    finally:
+        evaluator.close()
+    assert worker_protection("host") == "namespace"

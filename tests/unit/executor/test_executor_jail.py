@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import pytest
 
 from executor import jail
 from executor.compile import INCLUDE_REFUSED, Compiler, find_toolchain, includes_outside
-from executor.errors import ToolchainError
+from executor.errors import EvaluationCancelled, ToolchainError
 from executor.evaluate import Evaluator
 from executor.static import check_source, splice_lines
 from executor.taskformat import FunctionTask, KernelTask
@@ -139,6 +140,29 @@ def test_a_timed_out_jailed_command_leaves_no_process(tmp_path: Path) -> None:
     while processes_working_in(work):
         assert time.monotonic() < deadline, "a jailed process outlived its timeout"
         time.sleep(0.1)
+
+
+def test_a_jailed_command_stops_when_its_service_stops(tmp_path: Path) -> None:
+    """A reference build told to stop (the service shuts down) is killed at once, process group and
+    all, instead of running to its 120-s limit."""
+    work = tmp_path / "build"
+    work.mkdir()
+    box = jail.Jail(read_only=jail.host_toolchain_paths())
+    stop = threading.Event()
+    threading.Timer(1.0, stop.set).start()
+    start = time.monotonic()
+    with pytest.raises(EvaluationCancelled):
+        box.run(["sh", "-c", "sleep 60 & sleep 60"], work, timeout_s=120.0, stop=stop)
+    assert time.monotonic() - start < 10
+    deadline = time.monotonic() + 10
+    while processes_working_in(work):
+        assert time.monotonic() < deadline, "a jailed process outlived its stop"
+        time.sleep(0.1)
+    # Without a stop, the output of a command that ends is all there (read across the short waits).
+    code, out = box.run(
+        ["sh", "-c", "echo one; sleep 0.3; echo two"], work, timeout_s=30, stop=threading.Event()
+    )
+    assert code == 0 and out.split() == ["one", "two"]
 
 
 def test_the_log_cut_drops_what_other_files_say() -> None:

@@ -11,21 +11,28 @@ from pathlib import Path
 import pytest
 
 from executor.compile import Compiler
+from executor.fleet import pinning
 from executor.fleet.pinning import (
     TIMING_CORES_ENV,
+    TIMING_SPLIT_ENV,
     auto_timing_cores,
+    cgroup_cpu_quota,
     executor_split,
     format_cpulist,
     node_cpus,
-    none_unless_set,
     parse_cpulist,
     pci_numa_node,
     plan_cores,
     process_cores,
+    process_cpus,
     resolve_timing_cores,
     sibling_groups,
     timing_cores_env,
+    usable_cpus,
 )
+from executor.fleet.replica import replica_settings
+from executor.gpulock import LOCK_DIR_ENV
+from executor.sandbox import _probe, _worker_env
 from executor.settings import ExecutorSettings
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -143,8 +150,90 @@ def test_unset_is_automatic_and_none_here_below_eight_cpus(monkeypatch: pytest.M
     assert timing_cores_env() == 0 and ExecutorSettings().timing_cores == 0 and executor_split() is None
 
 
-def test_an_unpinned_replica_names_none_unless_set(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unpinned_replica_takes_no_timing_cores_without_touching_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An unpinned replica's settings say 0 timing cores when none is set, a value set stands, and
+    nothing is written to the process's environment (review 45 F4: it named 0 there for its workers);
+    the workers' split comes from the value handed to them, whatever the environment says."""
     _unset(monkeypatch)
-    assert none_unless_set() and os.environ[TIMING_CORES_ENV] == "0" and timing_cores_env() == 0
-    monkeypatch.setenv(TIMING_CORES_ENV, "2")
-    assert not none_unless_set() and timing_cores_env() == 2
+    unpinned = replica_settings(ExecutorSettings(), pinned=False)
+    assert unpinned.timing_cores == 0 and TIMING_CORES_ENV not in os.environ
+    assert replica_settings(ExecutorSettings(), pinned=True).timing_cores is None
+    assert replica_settings(ExecutorSettings(timing_cores=2), pinned=False).timing_cores == 2
+    assert TIMING_CORES_ENV not in os.environ
+    # The workers follow the setting handed to them, not the environment.
+    monkeypatch.setenv(TIMING_CORES_ENV, "1")
+    assert TIMING_SPLIT_ENV not in _worker_env(None, 0)
+    split = executor_split(1)
+    if split is None:
+        pytest.skip("this machine's cores cannot be split for one timing core")
+    assert _worker_env(None, 1)[TIMING_SPLIT_ENV] == split.encode()
+
+
+def _cgroup(tmp_path: Path, limits: dict[str, str], member: str = "/kubepods/pod1/ctr") -> tuple[Path, Path]:
+    """A cgroup v2 tree under ``tmp_path`` with ``cpu.max`` files (``limits``: a cgroup's path under the
+    root, '' for the root, -> its cpu.max) and the membership file of a process in ``member``."""
+    root = tmp_path / "cgroup"
+    (root / member.lstrip("/")).mkdir(parents=True)
+    for path, value in limits.items():
+        (root / path / "cpu.max").write_text(value + "\n")
+    membership = tmp_path / "proc-self-cgroup"
+    membership.write_text(f"0::{member}\n")
+    return root, membership
+
+
+def test_the_cgroup_cpu_quota_is_read_along_the_process_s_cgroup(tmp_path: Path) -> None:
+    root, membership = _cgroup(
+        tmp_path / "a", {"kubepods/pod1/ctr": "max 100000", "kubepods/pod1": "400000 100000"}
+    )
+    assert cgroup_cpu_quota(root, membership) == 4.0  # the pod's limit, above the container's none
+    root, membership = _cgroup(
+        tmp_path / "b", {"kubepods/pod1/ctr": "150000 100000", "kubepods": "800000 100000"}
+    )
+    assert cgroup_cpu_quota(root, membership) == 1.5  # the least along the path
+    root, membership = _cgroup(tmp_path / "c", {"": "max 100000"}, member="/")
+    assert cgroup_cpu_quota(root, membership) is None  # no limit
+    assert cgroup_cpu_quota(tmp_path / "none", tmp_path / "no-membership") is None  # no cgroup v2
+    assert usable_cpus(64, 4.0) == 4 and usable_cpus(64, 1.5) == 1 and usable_cpus(2, 8.0) == 2
+    assert usable_cpus(64, 0.5) == 1 and usable_cpus(64, None) == 64
+
+
+def test_the_executor_counts_only_the_cpus_its_quota_lets_it_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CPUs from which the automatic timing cores are sized: this process's affinity, cut to its
+    cgroup's CPU quota, read from a fake cgroup tree (a container whose affinity shows 64 CPUs but
+    whose cgroup lets it use 4 reserved 2 cores it could not keep busy)."""
+    root, membership = _cgroup(tmp_path, {"kubepods/pod1/ctr": "100000 100000"})
+    monkeypatch.setattr(pinning, "CGROUP_ROOT", root)
+    monkeypatch.setattr(pinning, "PROC_CGROUP", membership)
+    affinity = len(process_cores())
+    assert process_cpus() == 1  # one CPU's worth of time, whatever the affinity shows
+    (root / "kubepods/pod1/ctr/cpu.max").write_text("max 100000\n")
+    assert process_cpus() == affinity  # no quota: the affinity
+    (root / "kubepods/pod1/cpu.max").write_text(f"{100000 * (affinity + 8)} 100000\n")
+    assert process_cpus() == affinity  # a quota above the affinity changes nothing
+    _unset(monkeypatch)
+    assert resolve_timing_cores(None) == auto_timing_cores(affinity)
+
+
+def test_a_worker_probe_claims_no_timing_cores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runtime jail's start-up probe runs no trials, so it takes no host-wide claim on timing cores
+    (review 30 F2: made without the executor's setting, it took the automatic split's claim for the
+    process's life, an unpinned replica's too, whose setting is 0, and another executor of the host lost
+    its timing cores). A real probe worker, on 32 CPUs as this process is told it has."""
+    _unset(monkeypatch)
+    monkeypatch.setenv(LOCK_DIR_ENV, str(tmp_path / "locks"))
+    monkeypatch.setattr(pinning, "process_cores", lambda: tuple(range(32)))
+    monkeypatch.setattr(pinning, "cgroup_cpu_quota", lambda *a, **k: None)
+    monkeypatch.setattr(pinning, "_claim", None)
+    assert replica_settings(ExecutorSettings(), pinned=False).timing_cores == 0
+    ok, out = _probe("reference", "none", "none")
+    assert ok, out
+    assert pinning._claim is None  # nothing claimed, nothing held
+    # what the automatic split of these CPUs would have claimed
+    assert TIMING_SPLIT_ENV in _worker_env(None, None)
+    claim = pinning._claim
+    assert claim is not None and len(claim.handles) == 2
+    pinning._release(claim.handles)

@@ -89,7 +89,9 @@ def test_verified_mode_refuses_an_executor_without_gpu() -> None:
         evaluation_from_verdict(_not_run(), "verified")
 
 
-@pytest.mark.parametrize("error", [ErrorKind.REFERENCE_ERROR, ErrorKind.INTERNAL_ERROR])
+@pytest.mark.parametrize(
+    "error", [ErrorKind.REFERENCE_ERROR, ErrorKind.INTERNAL_ERROR, ErrorKind.EXECUTOR_STOPPED]
+)
 def test_task_or_executor_faults_are_not_candidate_failures(error: ErrorKind) -> None:
     verdict = Verdict(task_id="t", stage=Stage.CORRECTNESS, passed=False, error=error, message="ref broke")
     with pytest.raises(EvaluatorUnavailableError, match="ref broke"):
