@@ -35,12 +35,14 @@ put in its place, changes it; what no identity shows is damage below the file sy
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import hmac
 import json
 import logging
 import math
+import mmap
 import os
 import platform
 import secrets
@@ -343,7 +345,11 @@ def _digest(path: Path) -> str:
 # and still of the same identity is the file that was checked (the store is written by the executor
 # alone, and its files are only ever replaced, never rewritten in place). The change time is set by the
 # kernel on any write, chmod or utime, and no call sets it back: a file written in place and given its
-# old modification time again (utime) is another identity all the same.
+# old modification time again (utime) is another identity all the same. So the change time stays in
+# the identity, and nothing may chmod a stored file whose mode is already right (review 31:
+# sandbox._open_timing_sets did on every job hand-over, and no file kept its identity). What keeps an
+# identity through a change (see docs/security.md): damage below the file system, a store through an
+# existing writable shared mapping on tmpfs, a write plus utime within one tick of a 1-s file system.
 StatKey = tuple[int, int, int, int]
 
 
@@ -438,6 +444,32 @@ def _verified(spec: TimingSetSpec, path: Path, checked: Mapping[str, StatKey] | 
     return path
 
 
+# madvise's MADV_POPULATE_READ (Linux 5.14; not named by Python's mmap module before 3.13): fault
+# every page of a mapping in now, and fail (EFAULT, EIO) where touching one would raise SIGBUS.
+MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)
+
+
+def _populate(mapped: mmap.mmap) -> None:
+    """Read every page of the read-only file mapping ``mapped`` in and map it now: a worker maps its
+    timing inputs while it prepares, and copies them later under locks that other workers' trials
+    wait on (the host copies' lock a chunk at a time, the device uploads' lock, or the trials' own lock
+    when nothing was copied ahead), where a page fault per 4 KiB (or a disk read, for pages not
+    cached) made each 32 MB chunk take 2-5 times as long (review 31). A page that cannot be read (a
+    damaged disk block, a file cut short) raises OSError here, a refusal of the set (it is drawn
+    again), instead of SIGBUS in a copy later (the worker killed, counted against the candidate). On
+    a kernel without MADV_POPULATE_READ the pages are read ahead and touched one by one instead, where
+    such a page still raises SIGBUS."""
+    try:
+        mapped.madvise(MADV_POPULATE_READ)
+    except OSError as e:
+        if e.errno != errno.EINVAL:  # EINVAL: the kernel does not know the advice
+            raise OSError(e.errno, f"its pages could not be read in ({e.strerror})") from e
+        mapped.madvise(mmap.MADV_WILLNEED)
+        pages = np.frombuffer(mapped, dtype=np.uint8)[:: mmap.PAGESIZE]
+        int(pages.max())  # one byte of every page read: every page mapped
+        del pages
+
+
 def _mapped_verified(spec: TimingSetSpec, path: Path) -> np.ndarray:
     """A stored ``.npy`` file of the set mapped read-only, once its SHA-256 (over the whole file,
     header and any trailing bytes) is the one in the set's manifest; raises ValueError for a file the
@@ -445,6 +477,8 @@ def _mapped_verified(spec: TimingSetSpec, path: Path) -> np.ndarray:
     was checked. Hashed and mapped through one open file, so a file renamed into its place meanwhile is
     not the one mapped; the store's files are only ever replaced or removed, never rewritten in place,
     so the mapping keeps the content that was hashed (as :func:`read_outputs` does for the outputs).
+    Every page of the mapping is read in here (:func:`_populate`; OSError for one that cannot be), not
+    first touched by the copies made of it under other workers' locks.
 
     Until session 30 each set was read into memory of the worker's own (hashed as it was read): every
     candidate worker of a task read every timing set (hundreds of MB) into private pages, then copied
@@ -474,9 +508,14 @@ def _mapped_verified(spec: TimingSetSpec, path: Path) -> np.ndarray:
             raise ValueError(f"{path.name} does not match its digest: damaged or replaced")
         order: Literal["C", "F"] = "F" if fortran else "C"
         array: np.ndarray
-        if count:
-            mapped = np.memmap(raw, dtype=dtype, mode="r", offset=offset, shape=shape, order=order)
-            array = mapped.view(np.ndarray)
+        if count:  # the whole file mapped (a mapping starts at a page), the array past its header
+            mapped = mmap.mmap(raw.fileno(), before[1], access=mmap.ACCESS_READ)
+            try:
+                _populate(mapped)
+            except OSError:
+                mapped.close()
+                raise
+            array = np.ndarray(shape, dtype=dtype, buffer=mapped, offset=offset, order=order)
         else:  # nothing to map (mmap refuses an empty length)
             array = np.empty(shape, dtype=dtype, order=order)
         if _stat_key(os.fstat(raw.fileno())) != before:
