@@ -19,6 +19,12 @@ It runs on this tree or, with ``PYTHONPATH`` at another tree (``git archive 57d0
     PYTHONPATH=/tmp/base57 python /work/wt/prep30/bench/probes/prep_cost.py --repeats 5 \\
         --store /tmp/prep_store_base --tasks-root /work/wt/prep30/regraph_data
 
+With ``--hand-overs`` each repeat first does what the executor does on every job hand-over and
+admission when it runs as root with jailed workers (``executor.sandbox._open_timing_sets``: it opens the
+task's stored sets to the jail's uid); without it the probe skips the sandbox, which is not what a
+candidate worker meets in production (review 31: that call's chmod gave every stored file a new change
+time, and the stored sets were hashed again). It needs root to do anything.
+
 The default task list is the `long` queue of ``bench/device/run_s18_ab.sh`` (``--limit 8``: the first
 eight function and eight kernel tasks by name).
 """
@@ -83,6 +89,14 @@ def fill_store(task: Any, library: Path, spec: Any, options: EvaluationOptions) 
     return time.perf_counter() - t0 if made else 0.0
 
 
+def hand_over(spec: Any) -> None:
+    """What the executor does with the task's stored sets (``spec``'s and its variants') on each job
+    hand-over (as root)."""
+    from executor import sandbox
+
+    sandbox._open_timing_sets(spec.dir)
+
+
 def prepare_once(
     task: Any, library: Path, spec: Any, options: EvaluationOptions, rng: random.Random
 ) -> dict[str, float]:
@@ -138,12 +152,21 @@ def main(argv: list[str] | None = None) -> int:
         "--cache", type=Path, default=Path(tempfile.gettempdir()) / "prep_cost_cache", help="reference builds"
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--hand-overs",
+        action="store_true",
+        help="before each repeat, open the sets to the jail as the executor does on a job hand-over",
+    )
     args = parser.parse_args(argv)
 
     options = EvaluationOptions()
     rng = random.Random(args.seed)
     rows: list[tuple[str, str, dict[str, list[float]]]] = []
-    print(f"# prep_cost: {sys.modules['executor'].__file__}, {args.repeats} repeats", flush=True)
+    print(
+        f"# prep_cost: {sys.modules['executor'].__file__}, {args.repeats} repeats"
+        + (", hand-overs" if args.hand_overs else ""),
+        flush=True,
+    )
     for d in task_dirs(args.tasks_root, args.limit):
         task = load_task(d)
         if args.only and task.id not in args.only:
@@ -154,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
         filled = fill_store(task, library, spec, options)
         samples: dict[str, list[float]] = {k: [] for k in [*STAGES, "cpu", "wall"]}
         for _ in range(args.repeats):
+            if args.hand_overs:  # the set and its variants (DIR.N) alike
+                hand_over(spec)
             for k, v in prepare_once(task, library, spec, options, rng).items():
                 samples[k].append(v)
         rows.append((kind, task.id, samples))
