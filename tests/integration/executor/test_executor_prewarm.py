@@ -19,13 +19,12 @@ from executor.client import ExecutorClient
 from executor.evaluate import Evaluator
 from executor.protocol import CandidateSource, EvaluationOptions
 from executor.settings import ExecutorSettings
-from executor.taskformat import FunctionTask, KernelTask, load_task
+from executor.taskformat import FunctionTask, KernelTask
 from executor.timingset import timing_seed
 from executor.verdict import ErrorKind
-from tests.support.hostcode import FIXTURE_TASKS as TASKS_DIR
 from tests.support.hostcode import SAXPY_CORRECT as CORRECT
 from tests.support.hostcode import SAXPY_HEAD as HEAD
-from tests.support.hostcode import STUB
+from tests.support.hostcode import STUB, saxpy_timed_at
 from tests.support.servers import serve_in_thread
 from tests.support.workers import child_processes, worker_children
 
@@ -66,7 +65,9 @@ def evaluator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Evaluator]:
 
 @pytest.fixture(scope="module")
 def saxpy() -> FunctionTask | KernelTask:
-    return load_task(TASKS_DIR / "saxpy")
+    """saxpy timed at 256 Ki floats: what these tests check (which workers are prepared, started and
+    stopped, the seeds, the timing set's use) does not depend on the timing size."""
+    return saxpy_timed_at()
 
 
 def test_repeated_candidates_pass_with_prepared_workers(
