@@ -20,7 +20,7 @@ from executor.protocol import EvaluationOptions
 from executor.reference import build_reference
 from executor.sandbox import run_job
 from executor.settings import ExecutorSettings
-from executor.taskformat import FunctionTask, KernelTask, load_task
+from executor.taskformat import FunctionTask, KernelTask, load_task, parse_task
 from executor.timingset import TimingSetSpec
 from executor.worker.messages import CandidateRun, WorkerJob, WorkerOutcome, seeds_needed
 from executor.worker.runner import CANDIDATE_PROCESS_ENV, LANDLOCK_ENV, landlock_version
@@ -31,6 +31,21 @@ FIXTURE_TASKS = Path(__file__).parents[1] / "unit" / "executor" / "fixtures" / "
 STUB = "\n__global__ void stub_kernel() {}\nstatic void never_called() { stub_kernel<<<1, 1>>>(); }\n"
 SAXPY_HEAD = 'extern "C" void saxpy(int n, float a, const float* x, float* y) {\n'
 SAXPY_CORRECT = SAXPY_HEAD + "for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i]; }" + STUB
+# A timing size for saxpy that its tests may choose when what they check does not depend on it: 256 Ki
+# floats (1 MiB an array) instead of the fixture's 4 Mi (16 MiB). Every evaluation makes, copies, runs
+# the reference on and compares its timing-size sets: at the fixture's size that was about 1 s of each
+# evaluation's 1.8-4.3 s at load 12 (session 30: three evaluations of a correct saxpy with prepared
+# workers, 5.6-7.1 s against 3.6-4.3 s).
+SMALL_TIMING_N = 262144
+
+
+def saxpy_timed_at(n: int = SMALL_TIMING_N) -> FunctionTask | KernelTask:
+    """The fixture task ``saxpy`` (the same id, entry, sources and test size) timed at ``n`` floats."""
+    data = load_task(FIXTURE_TASKS / "saxpy").model_dump(mode="json")
+    data["params"]["n"]["timing"] = n
+    return parse_task(data)
+
+
 # Two test-size sets, one timing-size set and the first again: 4 correctness calls, then 1 warm-up call
 # (5 checked calls), then four to six timed calls.
 FIVE_CHECKED = EvaluationOptions(

@@ -8,7 +8,6 @@ trajectory has one such correct step and one wrong step; every other part is the
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,11 +19,11 @@ from executor.app import create_app
 from executor.client import ExecutorClient
 from executor.protocol import EvaluationOptions
 from executor.settings import ExecutorSettings
+from executor.taskformat import dump_task
 from search.inmemory import InMemoryKnowledge
 from search.protocols import INITIAL_TECHNIQUE
+from tests.support.hostcode import saxpy_timed_at
 from tests.support.servers import serve_in_thread
-
-SAXPY = Path(__file__).resolve().parents[2] / "unit" / "executor" / "fixtures" / "tasks" / "saxpy"
 
 CORRECT_ON_HOST = """__global__ void never_launched(float* y) { y[0] = 0.0f; }
 extern "C" void saxpy(int n, float a, const float* x, float* y) {
@@ -44,7 +43,9 @@ def host_executor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def test_measured_run_scores_passes_and_speedups(host_executor: str, tmp_path: Path) -> None:
-    shutil.copytree(SAXPY, tmp_path / "tasks" / "saxpy")
+    # saxpy timed at 256 Ki floats: what is checked (passes, failures, speedups and their report) does
+    # not depend on the timing size, and each evaluation made and compared 16-MiB timing sets.
+    dump_task(saxpy_timed_at(), tmp_path / "tasks" / "saxpy")
     (tmp_path / "trajectories").mkdir()
     trajectory = tmp_path / "trajectories" / "saxpy.jsonl"
     steps = [

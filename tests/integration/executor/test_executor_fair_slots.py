@@ -117,7 +117,7 @@ def test_an_optimization_jobs_compiles_take_its_owners_share(
     held: list[tuple[int, int]] = []  # (owner's, no caller's) slots, sampled while the jobs run
     answer = "```cuda\n" + SLOW + "```\n"
 
-    async def scenario(url: str, llm_url: str) -> tuple[dict[str, float], Verdict]:
+    async def scenario(url: str, llm_url: str) -> tuple[list[str], Verdict]:
         jobs = JobService(
             JobStore(neo4j_driver, neo4j_target.database),
             knowledge=InMemoryKnowledge,
@@ -127,7 +127,6 @@ def test_an_optimization_jobs_compiles_take_its_owners_share(
             max_concurrent=2,
         )
         await jobs.start()
-        ended: dict[str, float] = {}
         try:
             request = OptimizeCreate(
                 task_ref="saxpy", method="standard", budget=1, verification="compile-only"
@@ -143,23 +142,20 @@ def test_an_optimization_jobs_compiles_take_its_owners_share(
                 verdict = await other.evaluate(
                     load_task(TASKS_DIR / "saxpy"), STUB + QUICK, caller="other-key"
                 )
-            ended["other"] = time.monotonic()
-            while len(ended) < 3:
-                held.append((slots.held_by("owner-key"), slots.held_by(None)))
-                for job_id in ids:
-                    if job_id not in ended and (await jobs.get(job_id)).finished:
-                        ended[job_id] = time.monotonic()
-                assert time.monotonic() < deadline + 180, "the jobs never ended"
-                await asyncio.sleep(0.1)
+            held.append((slots.held_by("owner-key"), slots.held_by(None)))
+            # The jobs still running now end after the other key's verdict: that is all the test asks of
+            # them, so they are stopped here instead of waited for (the second job's thrust compile would
+            # run into its limit for nothing: 8 s or more of both cores).
+            running = [job_id for job_id in ids if not (await jobs.get(job_id)).finished]
         finally:
             await jobs.stop()
-        return ended, verdict
+        return running, verdict
 
     with OpenAITestServer() as llm, serve_in_thread(app) as url:
         llm.script(answer, answer)
-        ended, verdict = asyncio.run(scenario(url, llm.base_url))
+        running, verdict = asyncio.run(scenario(url, llm.base_url))
     assert verdict.error is None or verdict.error.value != "compile_timeout", verdict.message
     # The jobs' compiles were counted as their owner's, never as a caller-less batch's.
     assert max(owner for owner, _ in held) == 1 and max(anonymous for _, anonymous in held) == 0, held
-    # So the other key did not wait for both of them: it ended before the later job did.
-    assert ended["other"] < max(t for name, t in ended.items() if name != "other"), ended
+    # So the other key did not wait for both of them: a job was still running when its verdict came.
+    assert running, "both jobs had ended before the other key's verdict"

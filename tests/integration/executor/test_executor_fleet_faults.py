@@ -27,13 +27,12 @@ from executor.fleet.router import Fleet
 from executor.protocol import BatchResponse, CandidateSource, EvaluateRequest, EvaluationOptions
 from executor.server import ExecutorServer
 from executor.settings import ExecutorSettings
-from executor.taskformat import FunctionTask, KernelTask, load_task
+from executor.taskformat import FunctionTask, KernelTask
 from executor.verdict import ErrorKind, Verdict
 from graphdb.embedded import free_port
-from tests.support.hostcode import FIXTURE_TASKS as TASKS_DIR
 from tests.support.hostcode import SAXPY_CORRECT as CORRECT
 from tests.support.hostcode import SAXPY_HEAD as HEAD
-from tests.support.hostcode import STUB
+from tests.support.hostcode import STUB, saxpy_timed_at
 from tests.support.raycluster import FAKE_GPU, ray_cluster
 from tests.support.servers import post_evaluation_and_hold, serve_in_thread
 from tests.support.workers import worker_processes
@@ -101,7 +100,9 @@ def client(url: str) -> Iterator[ExecutorClient]:
 
 @pytest.fixture(scope="module")
 def saxpy() -> FunctionTask | KernelTask:
-    return load_task(TASKS_DIR / "saxpy")
+    """saxpy timed at 256 Ki floats: what is checked here (where a crash, a candidate in flight and a
+    caller that goes away end up) does not depend on the timing size."""
+    return saxpy_timed_at()
 
 
 def _wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 180.0) -> None:

@@ -26,12 +26,12 @@ from executor.sandbox import (
     run_job,
     start_candidate,
 )
-from executor.taskformat import FunctionTask, KernelTask, load_task
+from executor.taskformat import FunctionTask, KernelTask
 from executor.timingset import TimingSetSpec
 from executor.verdict import ErrorKind
 from executor.worker.candidate import RunLocks, Worker
 from executor.worker.messages import DONE_FD_ENV, CandidateRun, WorkerJob, WorkerOutcome, write_result
-from tests.support.hostcode import FAST, build_host_candidates
+from tests.support.hostcode import FAST, build_host_candidates, saxpy_timed_at
 
 TASKS_DIR = Path(__file__).parents[2] / "unit" / "executor" / "fixtures" / "tasks"
 
@@ -65,7 +65,9 @@ CANDIDATES = {
 
 @pytest.fixture(scope="module")
 def task() -> FunctionTask | KernelTask:
-    return load_task(TASKS_DIR / "saxpy")
+    """saxpy timed at 256 Ki floats: what these tests check (outcomes, limits, locks and their order,
+    the checks behind the trials) does not depend on the timing size."""
+    return saxpy_timed_at()
 
 
 @pytest.fixture(scope="module")
