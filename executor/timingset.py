@@ -447,6 +447,8 @@ def _verified(spec: TimingSetSpec, path: Path, checked: Mapping[str, StatKey] | 
 # madvise's MADV_POPULATE_READ (Linux 5.14; not named by Python's mmap module before 3.13): fault
 # every page of a mapping in now, and fail (EFAULT, EIO) where touching one would raise SIGBUS.
 MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)
+# Its errors for a page that cannot be read (a SIGBUS on access; EHWPOISON: memory found bad).
+_UNREADABLE = {errno.EFAULT, errno.EIO, getattr(errno, "EHWPOISON", 133)}
 
 
 def _populate(mapped: mmap.mmap) -> None:
@@ -456,14 +458,15 @@ def _populate(mapped: mmap.mmap) -> None:
     when nothing was copied ahead), where a page fault per 4 KiB (or a disk read, for pages not
     cached) made each 32 MB chunk take 2-5 times as long (review 31). A page that cannot be read (a
     damaged disk block, a file cut short) raises OSError here, a refusal of the set (it is drawn
-    again), instead of SIGBUS in a copy later (the worker killed, counted against the candidate). On
-    a kernel without MADV_POPULATE_READ the pages are read ahead and touched one by one instead, where
-    such a page still raises SIGBUS."""
+    again), instead of SIGBUS in a copy later (the worker killed, counted against the candidate).
+    Where the advice is not done (a kernel before 5.14 does not know it) the pages are read ahead and
+    touched one by one instead, where such a page still raises SIGBUS."""
     try:
         mapped.madvise(MADV_POPULATE_READ)
     except OSError as e:
-        if e.errno != errno.EINVAL:  # EINVAL: the kernel does not know the advice
+        if e.errno in _UNREADABLE:
             raise OSError(e.errno, f"its pages could not be read in ({e.strerror})") from e
+        # Else not done (EINVAL: a kernel that does not know the advice; or a sandbox that refuses it)
         mapped.madvise(mmap.MADV_WILLNEED)
         pages = np.frombuffer(mapped, dtype=np.uint8)[:: mmap.PAGESIZE]
         int(pages.max())  # one byte of every page read: every page mapped
