@@ -363,19 +363,32 @@ def _jail_can_read(path: Path) -> bool:
         return False
 
 
+def _add_mode(path: str, bits: int) -> None:
+    """Add the permission ``bits`` to ``path``'s mode, only when some are missing: a chmod sets the
+    file's change time even when it changes nothing, and a stored timing set's files are trusted
+    without hashing only while they keep the identity (change time included) that the executor
+    recorded when it published them (:func:`executor.timingset._published`)."""
+    mode = os.stat(path).st_mode
+    if mode & bits != bits:
+        os.chmod(path, mode | bits)
+
+
 def _open_timing_sets(spec_dir: str | None) -> None:
     """Let the jail's uid read a task's stored timing sets (``DIR`` and its variants ``DIR.N``): the
-    reference worker stores them in private temporary directories renamed into place."""
+    reference worker stores them in private temporary directories renamed into place. Called on
+    every job hand-over and admission: a set the executor published is already readable (0644 files
+    in a 0755 directory) and is left untouched (review 31: chmodding it again on every hand-over gave
+    its files a new change time, so every worker hashed them again, the checks made ahead of the
+    trials were lost, and a worker hashing a file meanwhile refused the whole set)."""
     if not spec_dir or not is_root():
         return
     first = Path(spec_dir)
     with contextlib.suppress(OSError):
         for top in [first, *first.parent.glob(glob.escape(first.name) + ".*")]:
             for root, _, files in os.walk(top):
-                os.chmod(root, os.stat(root).st_mode | 0o005)
+                _add_mode(root, 0o005)
                 for name in files:
-                    path = os.path.join(root, name)
-                    os.chmod(path, os.stat(path).st_mode | 0o004)
+                    _add_mode(os.path.join(root, name), 0o004)
 
 
 _secured: set[Path] = set()

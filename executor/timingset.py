@@ -26,18 +26,23 @@ process adopts it (:func:`adopt`): it checks the files against the task's shapes
 the key it computed from the task's content, so one task's reference cannot reach another task's sets.
 The workers see the store read-only. Every stored file's SHA-256 is in the set's manifest with the
 set's key and seed, and every read checks them: a damaged file, or a set moved under another key, is
-refused (logged, and drawn or computed again by the reader), never used.
+refused (logged, and drawn or computed again by the reader), never used. The manifest also names each
+file's identity when it was published (inode, size, modification and change times): a file that still
+has it is the file that was hashed, and is read without hashing it again (any write to it, or a file
+put in its place, changes it; what no identity shows is damage below the file system).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import hmac
 import json
 import logging
 import math
+import mmap
 import os
 import platform
 import secrets
@@ -47,7 +52,7 @@ import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import IO
+from typing import IO, Literal
 
 import numpy as np
 from pydantic import BaseModel
@@ -336,13 +341,40 @@ def _digest(path: Path) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
-# A file's identity: inode, size and modification time. A file checked against its digest and still
-# of the same identity is the file that was checked (the store is written by the executor alone).
-StatKey = tuple[int, int, int]
+# A file's identity: inode, size, modification and change times. A file checked against its digest
+# and still of the same identity is the file that was checked (the store is written by the executor
+# alone, and its files are only ever replaced, never rewritten in place). The change time is set by the
+# kernel on any write, chmod or utime, and no call sets it back: a file written in place and given its
+# old modification time again (utime) is another identity all the same. So the change time stays in
+# the identity, and nothing may chmod a stored file whose mode is already right (review 31:
+# sandbox._open_timing_sets did on every job hand-over, and no file kept its identity). What keeps an
+# identity through a change (see docs/security.md): damage below the file system, a store through an
+# existing writable shared mapping on tmpfs, a write plus utime within one tick of a 1-s file system.
+StatKey = tuple[int, int, int, int]
 
 
 def _stat_key(st: os.stat_result) -> StatKey:
-    return (st.st_ino, st.st_size, st.st_mtime_ns)
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _published(manifest: Mapping[str, object], name: str, key: StatKey) -> bool:
+    """Whether the file ``name`` of a set, whose identity is now ``key``, is still the very file the
+    executor hashed when it published the set: its manifest names that identity beside the digest it
+    gives the file (:func:`_publish`). Such a file is not hashed again on reading: each of a task's
+    candidate workers hashed every timing set's inputs and outputs (hundreds of MB at ~1.8 GB/s a core)
+    that no one could have changed since (session 30). A set published before identities were kept,
+    or copied (another inode), is hashed as before."""
+    files, identities = manifest.get("files"), manifest.get("identities")
+    if not isinstance(files, dict) or not isinstance(identities, dict):
+        return False
+    entry = identities.get(name)
+    digest = files.get(name)
+    return (
+        isinstance(entry, dict)
+        and digest is not None
+        and entry.get("sha256") == digest
+        and entry.get("stat") == list(key)
+    )
 
 
 def _zeroed_digest(path: Path) -> tuple[str, StatKey]:
@@ -373,6 +405,10 @@ def expected_checked(spec: TimingSetSpec, task: FunctionTask | KernelTask) -> di
     for arg in task.outputs:
         path = _expected_path(Path(spec.dir), arg.name)
         try:
+            key = _stat_key(path.stat())
+            if _published(manifest, path.name, key):
+                checked[str(path)] = key
+                continue
             digest, key = _zeroed_digest(path)
         except OSError:
             return {}
@@ -397,70 +433,97 @@ def _verified(spec: TimingSetSpec, path: Path, checked: Mapping[str, StatKey] | 
     still the file :func:`expected_checked` checked (``checked``); raises ValueError for a file the
     manifest does not name or whose content differs."""
     want = _manifest_digest(spec, path)
-    if checked is not None and checked.get(str(path)) == _stat_key(path.stat()):
+    key = _stat_key(path.stat())
+    if checked is not None and checked.get(str(path)) == key:
+        return path
+    manifest = _manifest(spec)
+    if manifest is not None and _published(manifest, path.name, key):
         return path
     if _digest(path) != want:
         raise ValueError(f"{path.name} does not match its digest: damaged or replaced")
     return path
 
 
-# A stored input is read (and hashed) this many bytes at a time.
-READ_CHUNK_BYTES = 8 << 20
+# madvise's MADV_POPULATE_READ (Linux 5.14; not named by Python's mmap module before 3.13): fault
+# every page of a mapping in now, and fail (EFAULT, EIO) where touching one would raise SIGBUS.
+MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)
+# Its errors for a page that cannot be read (a SIGBUS on access; EHWPOISON: memory found bad).
+_UNREADABLE = {errno.EFAULT, errno.EIO, getattr(errno, "EHWPOISON", 133)}
 
 
-class _Hashed:
-    """A file read through ``read`` with every byte read added to ``digest`` (for the .npy header)."""
+def _populate(mapped: mmap.mmap) -> None:
+    """Read every page of the read-only file mapping ``mapped`` in and map it now: a worker maps its
+    timing inputs while it prepares, and copies them later under locks that other workers' trials
+    wait on (the host copies' lock a chunk at a time, the device uploads' lock, or the trials' own lock
+    when nothing was copied ahead), where a page fault per 4 KiB (or a disk read, for pages not
+    cached) made each 32 MB chunk take 2-5 times as long (review 31). A page that cannot be read (a
+    damaged disk block, a file cut short) raises OSError here, a refusal of the set (it is drawn
+    again), instead of SIGBUS in a copy later (the worker killed, counted against the candidate).
+    Where the advice is not done (a kernel before 5.14 does not know it) the pages are read ahead and
+    touched one by one instead, where such a page still raises SIGBUS."""
+    try:
+        mapped.madvise(MADV_POPULATE_READ)
+    except OSError as e:
+        if e.errno in _UNREADABLE:
+            raise OSError(e.errno, f"its pages could not be read in ({e.strerror})") from e
+        # Else not done (EINVAL: a kernel that does not know the advice; or a sandbox that refuses it)
+        mapped.madvise(mmap.MADV_WILLNEED)
+        pages = np.frombuffer(mapped, dtype=np.uint8)[:: mmap.PAGESIZE]
+        int(pages.max())  # one byte of every page read: every page mapped
+        del pages
 
-    def __init__(self, f: IO[bytes], digest: hashlib._Hash) -> None:
-        self.f, self.digest = f, digest
 
-    def read(self, n: int = -1) -> bytes:
-        data = self.f.read(n)
-        self.digest.update(data)
-        return data
+def _mapped_verified(spec: TimingSetSpec, path: Path) -> np.ndarray:
+    """A stored ``.npy`` file of the set mapped read-only, once its SHA-256 (over the whole file,
+    header and any trailing bytes) is the one in the set's manifest; raises ValueError for a file the
+    manifest does not name, whose content differs, that is not a plain array or that changed while it
+    was checked. Hashed and mapped through one open file, so a file renamed into its place meanwhile is
+    not the one mapped; the store's files are only ever replaced or removed, never rewritten in place,
+    so the mapping keeps the content that was hashed (as :func:`read_outputs` does for the outputs).
+    Every page of the mapping is read in here (:func:`_populate`; OSError for one that cannot be), not
+    first touched by the copies made of it under other workers' locks.
 
-
-def _read_verified(spec: TimingSetSpec, path: Path) -> np.ndarray:
-    """A stored ``.npy`` file of the set read into memory in one pass, its SHA-256 taken over the very
-    bytes read and compared with the set's manifest; raises ValueError for a file the manifest does not
-    name, whose content differs, or that is not a plain array. The check of :func:`_verified` without
-    reading the file twice (a digest pass, then ``np.load``): a candidate worker loads every timing
-    set's inputs, hundreds of MB each, while other candidates' trials run (host-memory traffic beside
-    host-timed trials makes them noisier), and no replacement between the digest and the read can slip
-    in."""
+    Until session 30 each set was read into memory of the worker's own (hashed as it was read): every
+    candidate worker of a task read every timing set (hundreds of MB) into private pages, then copied
+    it again into its rotated copies; mapped, its copies are made straight from the page cache, which
+    the host's workers share (bench/results/2026-11-30_s30/prep_cost.md)."""
     expected_digest = _manifest_digest(spec, path)
-    digest = hashlib.sha256()
     with open(path, "rb", buffering=0) as raw:
-        f = _Hashed(raw, digest)
-        version = np.lib.format.read_magic(f)
+        before = _stat_key(os.fstat(raw.fileno()))
+        version = np.lib.format.read_magic(raw)
         if version not in ((1, 0), (2, 0)):  # what np.save writes for plain arrays
             raise ValueError(f"{path.name}: .npy format {version} is not read here")
         read_header = (
             np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
         )
-        shape, fortran, dtype = read_header(f)
+        shape, fortran, dtype = read_header(raw)
         if dtype.hasobject:
             raise ValueError(f"{path.name} holds Python objects")
-        # The header is not verified yet: a damaged shape must be refused here, not allocated (a
-        # MemoryError would fail every candidate of the task where a refusal draws the set again).
-        want = raw.tell() + math.prod(shape) * dtype.itemsize
-        if os.fstat(raw.fileno()).st_size != want:
-            raise ValueError(
-                f"{path.name}: its size is not the {want} bytes its header says; damaged or replaced"
-            )
-        array = np.empty(shape, dtype, order="F" if fortran else "C")
-        view = array.reshape(-1, order="A").view(np.uint8).data  # the array's own memory, in its order
-        done = 0
-        while done < view.nbytes:
-            n = raw.readinto(view[done : done + READ_CHUNK_BYTES])
-            if not n:
-                raise ValueError(f"{path.name} is shorter than its header says")
-            digest.update(view[done : done + n])
-            done += n
-        while rest := raw.read(READ_CHUNK_BYTES):  # trailing bytes count in the digest too
-            digest.update(rest)
-    if digest.hexdigest() != expected_digest:
-        raise ValueError(f"{path.name} does not match its digest: damaged or replaced")
+        # Before anything is mapped (review 23a: a damaged shape must be refused, not allocated).
+        offset, count = raw.tell(), math.prod(shape)
+        if before[1] != offset + count * dtype.itemsize:
+            raise ValueError(f"{path.name}: its size is not what its header says; damaged or replaced")
+        manifest = _manifest(spec)
+        raw.seek(0)
+        if not (manifest is not None and _published(manifest, path.name, before)) and (
+            hashlib.file_digest(raw, "sha256").hexdigest() != expected_digest
+        ):
+            raise ValueError(f"{path.name} does not match its digest: damaged or replaced")
+        order: Literal["C", "F"] = "F" if fortran else "C"
+        array: np.ndarray
+        if count:  # the whole file mapped (a mapping starts at a page), the array past its header
+            mapped = mmap.mmap(raw.fileno(), before[1], access=mmap.ACCESS_READ)
+            try:
+                _populate(mapped)
+            except OSError:
+                mapped.close()
+                raise
+            array = np.ndarray(shape, dtype=dtype, buffer=mapped, offset=offset, order=order)
+        else:  # nothing to map (mmap refuses an empty length)
+            array = np.empty(shape, dtype=dtype, order=order)
+        if _stat_key(os.fstat(raw.fileno())) != before:
+            raise ValueError(f"{path.name} changed while it was checked")
+    array.flags.writeable = False
     return array
 
 
@@ -478,7 +541,9 @@ def inputs_stored(spec: TimingSetSpec) -> bool:
 
 def load_inputs(spec: TimingSetSpec, task: FunctionTask | KernelTask) -> InputSet | None:
     """The stored timing set (outputs still poisoned, as drawn), or None when it is not (or not
-    readably) stored; the caller then draws it from the seed."""
+    readably) stored; the caller then draws it from the seed. Its stored arrays are read-only mappings
+    of the store's files (:func:`_mapped_verified`), shared with every worker of the host through the
+    page cache: a worker copies them into its rotated copies, never writes them."""
     directory = Path(spec.dir)
     if not inputs_stored(spec):
         return None
@@ -491,7 +556,7 @@ def load_inputs(spec: TimingSetSpec, task: FunctionTask | KernelTask) -> InputSe
                 poison(array, arg.dtype)
                 arrays[arg.name] = array
             else:
-                arrays[arg.name] = _checked(task, arg.name, _read_verified(spec, path))
+                arrays[arg.name] = _checked(task, arg.name, _mapped_verified(spec, path))
     except (OSError, ValueError) as e:
         logger.warning("timing set %s is unreadable (%s); drawing it again", directory.name, e)
         return None
@@ -568,6 +633,14 @@ def _publish(
     """Give the set written in ``work`` (files named in ``digests``) its manifest and rename it into
     place as ``spec``'s set, unless another writer was first."""
     target = Path(spec.dir)
+    for name in digests:
+        (work / name).chmod(0o644)  # read by the workers, written by no one
+    # Each file's identity now, once nothing changes it any more (the rename below moves the directory,
+    # not its files): a reader that finds the same identity reads the file that was hashed (_published).
+    identities = {
+        name: {"sha256": digest, "stat": list(_stat_key((work / name).stat()))}
+        for name, digest in digests.items()
+    }
     manifest = {
         "format": SET_FORMAT,
         "key": target.name,
@@ -575,10 +648,10 @@ def _publish(
         "task": task.id,
         "inputs": inputs,
         "files": digests,
+        "identities": identities,
     }
     (work / MANIFEST).write_text(json.dumps(manifest))
-    for name in [*digests, MANIFEST]:
-        (work / name).chmod(0o644)  # read by the workers, written by no one
+    (work / MANIFEST).chmod(0o644)
     work.chmod(0o755)
     if stored(spec):  # another writer was first
         return

@@ -36,7 +36,8 @@
 # A run named tcores... is this tree with REGRAPH_EXECUTOR_TIMING_CORES=$TCORES (2 by default; session
 # 28: function trials on cores of their own, compiles on the rest; every other run of this tree has it 0).
 # A run named tcg... is tcores with kernel_spot_gather; t1c... is tcores with one timing core; tng... is
-# tcores without the kernel trials' launch gate (session 29).
+# tcores without the kernel trials' launch gate (session 29). A run named prev... is an earlier commit's executor
+# (.base/prev.tgz, below; session 30).
 # Knobs: ORDER, AB_SECONDS, SCALE_SECONDS (0: no scaling step), STEADY_AFTER, SEED, DEADLINE_S (540),
 # QUEUE_KIND: `long` (the default, above) or `first` (session 20: every task, one correct candidate and
 # one failing one each, no hangs, so that nearly every verdict is its task's first evaluation, with the
@@ -72,6 +73,15 @@ fi
 SETTINGS='{"compile_workers": 12}'
 BASE=/tmp/s18_base
 if [ -f "$ROOT/.base/base.tgz" ]; then rm -rf "$BASE"; mkdir -p "$BASE"; tar -xzf "$ROOT/.base/base.tgz" -C "$BASE"; fi
+# A run named prev... (session 30) is an earlier commit of this tree with its defaults, from .base/prev.tgz
+# (`git archive <commit> -- executor | gzip -9 > .base/prev.tgz`): its executor package in place of this
+# tree's, with this tree's bench (the same queue and probe), for a same-call A/B of one change.
+PREV=/tmp/s18_prev
+if [ -f "$ROOT/.base/prev.tgz" ]; then
+  rm -rf "$PREV"; mkdir -p "$PREV"; tar -xzf "$ROOT/.base/prev.tgz" -C "$PREV"
+  mkdir -p "$PREV/bench" && cp "$ROOT"/bench/*.py "$PREV/bench/" && cp -r "$ROOT/bench/probes" "$PREV/bench/"
+  cp -r "$ROOT/regraph_data" "$PREV/"
+fi
 RAN=()
 SCALED=()
 pack() {
@@ -145,7 +155,12 @@ ab_run() {  # name, tree (new or base), this tree's evaluation options as JSON (
   local name=$1 tree=$2 opts=${3:-"{}"} tcores=${4:-0}
   if [ "$(left)" -lt $(( AB + 40 )) ]; then echo "skipped $name: $(left) s left" | tee -a "$RES/notes.txt"; return; fi
   echo "== $name ($tree) at $(( $(date +%s) - START )) s"
-  if [ "$tree" = new ]; then
+  if [ "$tree" = prev ]; then
+    [ -d "$PREV/executor" ] || { echo "no .base/prev.tgz: $name skipped" | tee -a "$RES/notes.txt"; return; }
+    ( cd "$PREV" && CUDA_VISIBLE_DEVICES=0 PYTHONPATH=/tmp/site:$PREV REGRAPH_EXECUTOR_TIMING_CORES=$tcores timeout $(( AB + 60 )) \
+      python3 -m bench.probes.throughput "${QUEUE[@]}" "${TASK_DIRS[@]}" --settings "$SETTINGS" --options "$opts" \
+      --out "$RES/ab/$name.json" --md "$RES/ab/$name.md" > /dev/null 2> "$RES/ab/$name.log" )
+  elif [ "$tree" = new ]; then
     ( cd "$ROOT" && CUDA_VISIBLE_DEVICES=0 REGRAPH_EXECUTOR_TIMING_CORES=$tcores timeout $(( AB + 60 )) python3 -m bench.probes.throughput "${QUEUE[@]}" \
       "${TASK_DIRS[@]}" --settings "$SETTINGS" --options "$opts" --out "$RES/ab/$name.json" --md "$RES/ab/$name.md" > /dev/null 2> "$RES/ab/$name.log" )
   else
@@ -171,6 +186,7 @@ for name in ${ORDER:-new base new2}; do
     t1c*) ab_run "$name" new '{}' 1 ;;
     tcores*) ab_run "$name" new '{}' "${TCORES:-2}" ;;
     base*) ab_run "$name" base ;;
+    prev*) ab_run "$name" prev ;;
     *) echo "unknown run $name" | tee -a "$RES/notes.txt" ;;
   esac
 done

@@ -36,7 +36,7 @@ step "traces"
 T=/tmp/s26_records; rm -rf "$T"; mkdir -p "$T"
 tar -xzf "$R/ab/s18_ab.tar.gz" -C "$T" 2>/dev/null
 {
-  for run in new c2p5 kgather; do
+  for run in new prev c2p5 kgather; do
     [ -f "$T/ab/$run.json" ] || { echo "no $run run"; continue; }
     for kind in function kernel; do
       echo "## $run: $kind candidates"; python3 -m bench.probes.trial_trace "$T/ab/$run.json" --kind "$kind"; echo

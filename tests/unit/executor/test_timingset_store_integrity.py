@@ -4,17 +4,19 @@ hands over only as plain files of the task's shapes, under the key it computed i
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
-from executor import timingset
+from executor import jail, sandbox, timingset
 from executor.inputs import generate_inputs
 from executor.taskformat import FunctionTask, KernelTask
 
@@ -189,3 +191,145 @@ def test_an_output_replaced_after_its_check_is_hashed_again_and_refused(
     _flip_last_byte(Path(spec2.dir) / "expected-y.npy")
     assert timingset.expected_checked(spec2, saxpy) == {}
     assert timingset.load_expected(spec2, saxpy, {}) is None
+
+
+def _bytes_read() -> int:
+    """The bytes this process has read through read calls so far (/proc/self/io's ``rchar``)."""
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no rchar in /proc/self/io")
+
+
+def _read_while(action: object) -> int:
+    before = _bytes_read()
+    assert callable(action)
+    action()
+    return _bytes_read() - before
+
+
+def test_a_set_still_as_published_is_read_without_hashing_and_a_replaced_file_is_hashed(
+    saxpy: FunctionTask | KernelTask, tmp_path: Path
+) -> None:
+    """Session 30: every candidate worker hashed every timing set's files again. A file whose identity
+    is the one the manifest recorded when the set was published is read as mapped (no byte read but
+    its header); one put in its place, even with equal content, is hashed as before."""
+    spec = _stored(saxpy, tmp_path)
+    size = (Path(spec.dir) / "input-x.npy").stat().st_size
+    assert size > 8 << 20
+    loaded: list[object] = []
+    assert _read_while(lambda: loaded.append(timingset.load_inputs(spec, saxpy))) < size // 100
+    assert loaded[0] is not None
+    checked: list[dict[str, timingset.StatKey]] = []
+    assert _read_while(lambda: checked.append(timingset.expected_checked(spec, saxpy))) < size // 100
+    assert list(checked[0]) == [str(Path(spec.dir) / "expected-y.npy")]
+    assert _read_while(lambda: loaded.append(timingset.load_expected(spec, saxpy))) < size // 100
+    read = loaded[1]
+    assert isinstance(read, dict) and np.array_equal(read["y"], np.load(Path(spec.dir) / "expected-y.npy"))
+    # The same bytes in another file (another inode) put in its place: hashed, and still right.
+    for name in ("input-x.npy", "expected-y.npy"):
+        path = Path(spec.dir) / name
+        shutil.copyfile(path, tmp_path / name)
+        os.replace(tmp_path / name, path)
+    assert _read_while(lambda: loaded.append(timingset.load_inputs(spec, saxpy))) >= size
+    assert _read_while(lambda: loaded.append(timingset.expected_checked(spec, saxpy))) >= size
+    again = timingset.load_inputs(spec, saxpy)
+    assert again is not None and np.array_equal(again.arrays["x"], np.load(Path(spec.dir) / "input-x.npy"))
+
+
+def test_a_file_written_in_place_with_its_old_times_put_back_is_refused(
+    saxpy: FunctionTask | KernelTask, tmp_path: Path
+) -> None:
+    """Its inode, size and modification time are those the manifest recorded; its change time is not
+    (the kernel sets it on every write and utime), so it is hashed, and refused."""
+    spec = _stored(saxpy, tmp_path)
+    for name in ("input-x.npy", "expected-y.npy"):
+        path = Path(spec.dir) / name
+        st = path.stat()
+        _past_change_time(st, tmp_path)  # else the write's change time could be the same tick's
+        with path.open("r+b") as f:
+            f.seek(-1, os.SEEK_END)
+            last = f.read(1)
+            f.seek(-1, os.SEEK_END)
+            f.write(bytes([last[0] ^ 1]))
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+        now = path.stat()
+        assert (now.st_ino, now.st_size, now.st_mtime_ns) == (st.st_ino, st.st_size, st.st_mtime_ns)
+        assert now.st_ctime_ns != st.st_ctime_ns
+    assert timingset.load_inputs(spec, saxpy) is None
+    assert timingset.expected_checked(spec, saxpy) == {}
+    assert timingset.load_expected(spec, saxpy) is None
+
+
+def _past_change_time(st: os.stat_result, scratch: Path) -> None:
+    """Wait until a file changed now gets a later change time than ``st``'s at its file system's own
+    timestamp resolution (a few ms on most, 1 s on some): shown by a scratch file on the same file
+    system, changed until its change time is later (at most 5 s)."""
+    probe = scratch / ".ctime-probe"
+    deadline = time.monotonic() + 5
+    while True:
+        probe.write_bytes(b"x")
+        if probe.stat().st_ctime_ns > st.st_ctime_ns:
+            return
+        assert time.monotonic() < deadline, "the file system's change times did not move in 5 s"
+        time.sleep(0.005)
+
+
+def test_the_executor_opening_a_published_set_to_the_jail_keeps_its_identity(
+    saxpy: FunctionTask | KernelTask, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review 31: the executor (as root, its workers jailed) opens a task's stored sets to the jail's
+    uid on every job hand-over and admission (sandbox._open_timing_sets). It chmodded every file again
+    though its mode already let the jail read it, and a chmod sets the change time: no file kept the
+    identity it was published with (every worker hashed every set again), the outputs checked ahead of
+    the trials were hashed again after them under the GPU lock, and a worker hashing a file meanwhile
+    refused the whole set. A published set is left as it is; a file or directory the jail cannot read
+    is still opened to it."""
+    if not jail.is_root():  # what it does as root, on files of this test's own user
+        monkeypatch.setattr(sandbox, "is_root", lambda: True)
+    spec = _stored(saxpy, tmp_path)
+    directory = Path(spec.dir)
+    manifest = json.loads((directory / timingset.MANIFEST).read_text())
+    names = ["input-x.npy", "input-y.npy", "expected-y.npy"]
+    assert sorted(manifest["files"]) == sorted(names)
+    checked = timingset.expected_checked(spec, saxpy)
+    _past_change_time((directory / names[0]).stat(), tmp_path)  # a chmod now would show
+    sandbox._open_timing_sets(spec.dir)
+    for name in names:
+        assert timingset._published(manifest, name, timingset._stat_key((directory / name).stat())), name
+    expected = directory / "expected-y.npy"
+    assert checked[str(expected)] == timingset._stat_key(expected.stat())
+    size = (directory / "input-x.npy").stat().st_size
+    assert _read_while(lambda: timingset.load_inputs(spec, saxpy)) < size // 100  # not hashed again
+    # What the jail cannot read is still opened to it.
+    (directory / "input-x.npy").chmod(0o600)
+    directory.chmod(0o700)
+    sandbox._open_timing_sets(spec.dir)
+    assert (directory / "input-x.npy").stat().st_mode & 0o777 == 0o604
+    assert directory.stat().st_mode & 0o777 == 0o705
+
+
+def test_a_file_changed_while_it_is_hashed_is_refused(
+    saxpy: FunctionTask | KernelTask, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stored input that is not as published is hashed and mapped through one open file; when its
+    identity changed meanwhile (here its modification time, set while it is hashed), what was hashed
+    may not be what is mapped: refused, and the set drawn again."""
+    spec = _stored(saxpy, tmp_path)
+    path = Path(spec.dir) / "input-x.npy"
+    shutil.copyfile(path, tmp_path / "copy.npy")
+    os.replace(tmp_path / "copy.npy", path)  # the same bytes, another inode: hashed when read
+    real = hashlib.file_digest
+
+    def changing_while_hashed(f: Any, digest: Any) -> Any:
+        done = real(f, digest)
+        st = path.stat()
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns - 10**9))
+        return done
+
+    monkeypatch.setattr(hashlib, "file_digest", changing_while_hashed)
+    with pytest.raises(ValueError, match="changed while it was checked"):
+        timingset._mapped_verified(spec, path)
+    assert timingset.load_inputs(spec, saxpy) is None
+    monkeypatch.setattr(hashlib, "file_digest", real)
+    assert timingset.load_inputs(spec, saxpy) is not None  # unchanged while hashed: read
