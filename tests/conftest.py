@@ -183,3 +183,18 @@ def clean_graph(neo4j_driver: Driver, neo4j_target: Neo4jTarget) -> Driver:
     with neo4j_driver.session(database=neo4j_target.database) as session:
         session.run(CLEAR_GRAPH).consume()
     return neo4j_driver
+
+
+@pytest.fixture(autouse=True)
+def _sse_streams_not_drained_by_an_earlier_test() -> Iterator[None]:
+    """A test that stops a uvicorn server through its signal path (`Server.handle_exit`, as
+    tests/unit/executor/test_executor_server_signal.py and the fleet's stop test do) also sets
+    sse-starlette's process-wide `AppStatus.should_exit` (its patch of `handle_exit`), which nothing
+    resets: every server-sent-event answer later in that pytest process, the MCP transport's among
+    them, then ends at once without its body (CI of 2026-11-30: two MCP tests failed when they ran on
+    the same xdist worker after the fleet's stop test). In a real process the signal ends the process;
+    here the flag is put back after each test."""
+    yield
+    sse = sys.modules.get("sse_starlette.sse")
+    if sse is not None and sse.AppStatus.should_exit:
+        sse.AppStatus.should_exit = False
