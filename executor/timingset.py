@@ -418,10 +418,9 @@ def expected_checked(spec: TimingSetSpec, task: FunctionTask | KernelTask) -> di
     return checked
 
 
-def _manifest_digest(spec: TimingSetSpec, path: Path) -> str:
-    """The SHA-256 that the set's manifest gives ``path`` (a file of the set); raises ValueError for a
-    file the manifest does not name."""
-    manifest = _manifest(spec)
+def _manifest_digest(manifest: Mapping[str, object] | None, path: Path) -> str:
+    """The SHA-256 that the set's ``manifest`` (:func:`_manifest`) gives ``path`` (a file of the set);
+    raises ValueError for a file the manifest does not name (or no manifest)."""
     files = manifest.get("files") if manifest is not None else None
     if not isinstance(files, dict) or path.name not in files:
         raise ValueError(f"{path.name} is not in the set's manifest")
@@ -432,11 +431,11 @@ def _verified(spec: TimingSetSpec, path: Path, checked: Mapping[str, StatKey] | 
     """``path`` (a file of the set) when its SHA-256 is the one in the set's manifest, or when it is
     still the file :func:`expected_checked` checked (``checked``); raises ValueError for a file the
     manifest does not name or whose content differs."""
-    want = _manifest_digest(spec, path)
+    manifest = _manifest(spec)
+    want = _manifest_digest(manifest, path)
     key = _stat_key(path.stat())
     if checked is not None and checked.get(str(path)) == key:
         return path
-    manifest = _manifest(spec)
     if manifest is not None and _published(manifest, path.name, key):
         return path
     if _digest(path) != want:
@@ -487,7 +486,8 @@ def _mapped_verified(spec: TimingSetSpec, path: Path) -> np.ndarray:
     candidate worker of a task read every timing set (hundreds of MB) into private pages, then copied
     it again into its rotated copies; mapped, its copies are made straight from the page cache, which
     the host's workers share (bench/results/2026-11-30_s30/prep_cost.md)."""
-    expected_digest = _manifest_digest(spec, path)
+    manifest = _manifest(spec)
+    expected_digest = _manifest_digest(manifest, path)
     with open(path, "rb", buffering=0) as raw:
         before = _stat_key(os.fstat(raw.fileno()))
         version = np.lib.format.read_magic(raw)
@@ -503,7 +503,6 @@ def _mapped_verified(spec: TimingSetSpec, path: Path) -> np.ndarray:
         offset, count = raw.tell(), math.prod(shape)
         if before[1] != offset + count * dtype.itemsize:
             raise ValueError(f"{path.name}: its size is not what its header says; damaged or replaced")
-        manifest = _manifest(spec)
         raw.seek(0)
         if not (manifest is not None and _published(manifest, path.name, before)) and (
             hashlib.file_digest(raw, "sha256").hexdigest() != expected_digest
