@@ -7,8 +7,12 @@
 #           must fail (it requires exactly out_of_memory).
 #   stale:  the worker calls the candidate once more on the same inputs before each checked call (a
 #           "warm-up" on the checked set), so a candidate that returns its previous call's result looks
-#           right -> test_adversarial_candidates_are_rejected[...saxpy_other_stream] must fail, while its
-#           control (the same code with the wait) still passes.
+#           right, AND the check of the timed calls' outputs (issue 33, after 57d0025) is taken out:
+#           test_adversarial_candidates_are_rejected[...saxpy_other_stream] must fail, while its control
+#           (the same code with the wait) still passes.
+#   stale_only: the stale break alone. Since issue 33 the timed calls' outputs are checked too, and the
+#           racy candidate is caught there (session 31, H200: both tests pass): a row that records that
+#           the correctness check is no longer this case's only guard, not a break that must fail.
 # Usage on the device, from the repository root: bash bench/device/faithfulness_breaks.sh (OUT set by run).
 set -u
 source bench/device/gpu_env.sh || exit 1
@@ -60,9 +64,9 @@ print("oom break applied")
 EOF
 run_case broken_oom "$T" "$OOM_K" "fails (not out_of_memory)"
 
-# stale-result break
-T=$(broken_tree broken_stale)
-python3 - "$T" <<'EOF'
+# stale-result break: $1 the tree, $2 (any word) also take out the check of the timed calls' outputs
+stale_break() {
+python3 - "$@" <<'EOF'
 import sys
 from pathlib import Path
 p = Path(sys.argv[1]) / "executor/worker/candidate.py"
@@ -72,9 +76,17 @@ b = 'again = candidate.run(self.sets[0], call="the call on input set 1 again")'
 assert a in s and b in s, "break points moved"
 s = s.replace(a, "candidate.run(inputs); " + a + "  # BREAK")
 s = s.replace(b, "candidate.run(self.sets[0]); " + b + "  # BREAK")
+if len(sys.argv) > 2:  # and the timed calls' outputs not checked
+    c = "self.check_timed_calls(candidate, sources, last)"
+    assert s.count(c) == 1, "break point moved"
+    s = s.replace(c, "pass  # BREAK")
 p.write_text(s)
-print("stale break applied")
+print("stale break applied", sys.argv[2:])
 EOF
+}
+T=$(broken_tree broken_stale_only); stale_break "$T"
+run_case broken_stale_only "$T" "$STALE_K" "both pass (the timed calls' check catches it: a record, not a break)"
+T=$(broken_tree broken_stale); stale_break "$T" timed
 run_case broken_stale "$T" "$STALE_K" "the adversarial case fails (passes as correct); the control passes"
 
 # the real executor

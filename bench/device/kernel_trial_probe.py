@@ -856,6 +856,7 @@ def device_parts(
         if vs
     }
     slots.free()
+    gpu.close()  # its context popped: pycuda aborts at exit when one is left on the stack
     return result
 
 
