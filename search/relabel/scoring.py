@@ -68,6 +68,7 @@ from search.relabel.taxonomy import (
     label_key,
     matching_key,
     strip_contrasts,
+    without_backend_prefix,
     workload_key,
 )
 
@@ -128,8 +129,9 @@ class StepText:
     think: str = ""
 
     def embedded_name(self) -> str:
-        """The name with CUDA shorthands written out (what the name is embedded as)."""
-        return expand_abbreviations(self.name)
+        """The name with CUDA shorthands written out and a back end's prefix on a pass name dropped
+        (`without_backend_prefix`): what the name is embedded as."""
+        return expand_abbreviations(without_backend_prefix(self.name))
 
     def embedded_text(self) -> str:
         """ "name: detail", the detail cut to `MAX_DETAIL_CHARS`."""

@@ -173,6 +173,9 @@ _FILLER = frozenset(
         # Hedges (issue 28, dev2): "use single-precision when possible", "only where necessary", "if
         # needed" say when to apply a technique, not which one.
         *("possible", "possibly", "necessary", "needed"),
+        # (session 31) "Use existing libraries" (dev12): what is there already, as "possible" is what can
+        # be done; the noun after it says which technique
+        "existing",
         # (session 22) Words about the text, not the technique: a guide's heading "A note on rocWMMA" or
         # "MFMA compiler intrinsic syntax" names rocWMMA, the MFMA intrinsics.
         *("note", "notes", "syntax"),
@@ -275,6 +278,22 @@ ABBREVIATIONS: dict[str, str] = {
     "lds": "shared memory",
 }
 _WORD = re.compile(r"[A-Za-z0-9_]+")
+
+BACKEND_PREFIX = re.compile(r"\b(?:LLVMGPU|LLVMCPU|SPIRV|ROCDL|IREE|AMDGPU|NVPTX)(?=(?:[A-Z][a-z]+){2})")
+"""(session 31) A compiler back end's name at the head of a camel-case pass name, before two or more
+capitalised words: LLVM's "AMDGPUIfConverter", "NVPTXLowerArgs" (dev11), IREE's
+"LLVMGPUTensorCoreVectorizationPass", "ROCDLPrefetchSharedMemoryPass", "SPIRVVectorizeLoadStorePass",
+"IREELoopInvariantCodeMotionPass" (dev12). It says for which target the pass runs, as "GPU" and "HIP" do,
+not which technique."""
+
+
+def without_backend_prefix(text: str) -> str:
+    """`text` without a back end's prefix on a pass name (`BACKEND_PREFIX`): "AMDGPUIfConverter" ->
+    "IfConverter". Only for the text a step's name is embedded as (`StepText.embedded_name`): the prefix
+    stays a word of the name (an unknown one), so the gates that hold a name with words no technique uses
+    still read it (session 31: dropped from the words as well, "ROCDLPrefetchSharedMemoryPass" merged
+    into Unified memory prefetching and "AMDGPUAtomicOptimizer" into Atomic operation optimization)."""
+    return BACKEND_PREFIX.sub("", text)
 
 
 _CAMEL = re.compile(r"^(?:[a-z]+|[A-Z][a-z]+)(?:[A-Z][a-z]+)+$")
