@@ -3,7 +3,7 @@
     python -m bench.probes.relabel_gate_audit --vector-cache /tmp/rl14/vc.npz --out audit.md
 
 For every queued decision (outcome "undecided") of the own set (both halves) and of every development
-set (`general.jsonl`, `dev2.jsonl` ... `dev10.jsonl`, clear and doubtful items apart), on the three graphs
+set (`general.jsonl`, `dev2.jsonl` ... `dev13.jsonl`, clear and doubtful items apart), on the three graphs
 of `bench.probes.relabel_bench` (full, partial, bare), the probe records the gate that queued it (the
 decision's first queueing flag, else what the scorer's thresholds said: `model_below_merge`,
 `model_margin`, `model_bare_gate`) and two would-be decisions, each judged against the item's label:
@@ -56,7 +56,7 @@ from search.relabel.taxonomy import default_taxonomy
 DATA_DIR = Path(__file__).resolve().parent / "relabel_data"
 DEV_SETS: tuple[str, ...] = (
     "general",
-    *(f"dev{n}" for n in range(2, 11)),
+    *(f"dev{n}" for n in range(2, 14)),
 )
 QUEUEING_FLAGS: tuple[str, ...] = (
     "name_unusable",
