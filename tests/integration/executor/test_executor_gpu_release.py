@@ -222,7 +222,27 @@ def test_while_the_released_worker_checks_the_devices_locks_stay_held_for_it(
 ) -> None:
     """After the turn ends, the evaluator holds the device's GPU lock for the worker (no other run's
     trials begin beside it): sampled while the evaluation is in flight, the turn free and the lock held
-    are seen together."""
+    are seen together. Up to three evaluations: the released phase lasts the honest checks' 40-170 ms,
+    and at load 16-18 two module runs in six had one evaluation with no sample in it, or with no such
+    phase (its outcome read before the note: no ``after_release``, the turn held to the end); with the
+    lock let go with the turn, no evaluation can show the pair."""
+    tried = []
+    for attempt in range(3):
+        samples, seconds = _sampled_evaluation(evaluator, saxpy, f"\n// watched {attempt}\n")
+        turn_seen = next((i for i, (free, _) in enumerate(samples) if not free), len(samples))
+        if "after_release" in seconds and any(free and held for free, held in samples[turn_seen:]):
+            return
+        tried.append((len(samples) - turn_seen, seconds.get("after_release")))
+    raise AssertionError(
+        f"the lock was let go with the turn (samples after the turn, after_release): {tried}"
+    )
+
+
+def _sampled_evaluation(
+    evaluator: Evaluator, saxpy: FunctionTask | KernelTask, mark: str
+) -> tuple[list[tuple[bool, bool]], dict[str, float]]:
+    """An honest evaluation, sampled every half millisecond meanwhile (the turn free; the GPU lock held);
+    the samples and the verdict's seconds."""
     samples: list[tuple[bool, bool]] = []
     done = threading.Event()
 
@@ -234,12 +254,11 @@ def test_while_the_released_worker_checks_the_devices_locks_stay_held_for_it(
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
-    verdict = evaluator.evaluate(saxpy, CandidateSource(source=HONEST + "\n// watched\n"), OPTIONS)
+    verdict = evaluator.evaluate(saxpy, CandidateSource(source=HONEST + mark), OPTIONS)
     done.set()
     watcher.join(timeout=5)
-    assert verdict.passed and verdict.seconds["after_release"] > 0, str(verdict.seconds)
-    turn_seen = next(i for i, (free, _) in enumerate(samples) if not free)
-    assert any(free and held for free, held in samples[turn_seen:]), "the lock was let go with the turn"
+    assert verdict.passed, verdict.message
+    return samples, verdict.seconds
 
 
 # Review 24a's attack: a POSIX timer (no thread, no handler) whose signal is SIGSTOP, armed again on every
