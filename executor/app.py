@@ -160,28 +160,41 @@ def stopped_answer() -> JSONResponse:
     return error_response(503, "shutting_down", "the executor is shutting down: the evaluation was stopped")
 
 
-def stopped_verdict(request: EvaluateRequest) -> Verdict:
-    """The verdict of a batch's item that the service's stop ended before it had one: not run
-    (``executor_stopped``), which says nothing about the candidate; evaluate it again."""
+def unjudged_verdict(request: EvaluateRequest, error: ErrorKind, why: str) -> Verdict:
+    """The verdict of a batch's item that was not judged (``error``, one of `NOT_JUDGED`): it says
+    nothing about the candidate, which is to be evaluated again."""
     return Verdict(
         task_id=request.task.id,
         stage=Stage.STATIC,
         passed=False,
-        error=ErrorKind.EXECUTOR_STOPPED,
-        message="not judged: the executor shut down before this evaluation finished; it says nothing "
-        "about the candidate, evaluate it again",
+        error=error,
+        message=f"not judged: {why} before this evaluation finished; it says nothing about the candidate, "
+        "evaluate it again",
     )
+
+
+def stopped_verdict(request: EvaluateRequest) -> Verdict:
+    """The verdict of a batch's item that the service's stop ended before it had one: not run
+    (``executor_stopped``)."""
+    return unjudged_verdict(request, ErrorKind.EXECUTOR_STOPPED, "the executor shut down")
 
 
 async def batch_verdicts(
     items: list[EvaluateRequest],
     evaluate_one: Callable[[EvaluateRequest], Awaitable[Verdict]],
     stopping: threading.Event,
+    cancelled: threading.Event,
+    timeout_s: float,
 ) -> list[Verdict]:
-    """The verdicts of a batch's items, evaluated concurrently, in request order. An item that the
-    service's stop (``stopping``) ended is an ``executor_stopped`` verdict, so that the items finished
-    before the stop keep theirs (review 46 F4: the whole batch was answered 503 and they were lost);
-    an item stopped because its caller went away still raises :class:`EvaluationCancelled`."""
+    """The verdicts of a batch's items, evaluated concurrently, in request order.
+
+    An item that the service's stop (``stopping``) ended is an ``executor_stopped`` verdict, so that the
+    items finished before the stop keep theirs (review 46 F4: the whole batch was answered 503 and they
+    were lost). Likewise, once the batch has run ``timeout_s`` (the request limit), the items still
+    running or waiting are stopped (``cancelled`` set: their workers killed; a fleet tells their
+    replicas) and are ``batch_timeout`` verdicts, while the items judged by then keep theirs (the whole
+    batch was answered 504 and they were lost). An item stopped because its caller went away still
+    raises :class:`EvaluationCancelled` (as does any other error of an item: the batch fails)."""
 
     async def one(item: EvaluateRequest) -> Verdict:
         try:
@@ -191,7 +204,30 @@ async def batch_verdicts(
                 return stopped_verdict(item)
             raise
 
-    return list(await asyncio.gather(*(one(item) for item in items)))
+    running = [asyncio.ensure_future(one(item)) for item in items]
+    try:
+        done, pending = await asyncio.wait(running, timeout=timeout_s, return_when=asyncio.FIRST_EXCEPTION)
+    except asyncio.CancelledError:  # the request itself given up: nothing is left running for it
+        for task in running:
+            task.cancel()
+        raise
+    error = next((e for t in done if (e := t.exception()) is not None), None)
+    if pending:
+        # Past the limit (or the batch failed): what runs in a thread stops on `cancelled` at its next
+        # step, workers killed; a fleet's evaluation, cancelled, tells its replica to stop it.
+        cancelled.set()
+        if error is None:
+            logger.info("batch past its limit: %d of %d items not judged", len(pending), len(items))
+        for task in pending:
+            task.cancel()
+        await asyncio.wait(pending, timeout=5.0)
+    if error is not None:
+        raise error
+    why = f"its batch ran past the executor's request limit ({timeout_s:.0f} s)"
+    return [
+        task.result() if task in done else unjudged_verdict(item, ErrorKind.BATCH_TIMEOUT, why)
+        for item, task in zip(items, running, strict=True)
+    ]
 
 
 def batch_refused(batch: BatchRequest, settings: ExecutorSettings) -> JSONResponse | None:
@@ -402,9 +438,9 @@ def create_app(settings: ExecutorSettings | None = None) -> FastAPI:
             def evaluate_one(item: EvaluateRequest) -> Awaitable[Verdict]:
                 return slots.run(item.caller, pool, evaluate_safely, evaluator, item, cancelled)
 
-            verdicts = await within_request_limit(
-                batch_verdicts(batch.items, evaluate_one, stopping), settings, "batch", cancelled
+            verdicts = await batch_verdicts(
+                batch.items, evaluate_one, stopping, cancelled, settings.request_timeout_s
             )
-        return verdicts if isinstance(verdicts, JSONResponse) else BatchResponse(verdicts=list(verdicts))
+        return BatchResponse(verdicts=verdicts)
 
     return app

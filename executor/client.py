@@ -172,7 +172,10 @@ class ExecutorClient:
         options: EvaluationOptions | None = None,
         caller: str | None = None,
     ) -> list[Verdict]:
-        """Evaluate several (task, source) pairs; verdicts come back in the same order."""
+        """Evaluate several (task, source) pairs; verdicts come back in the same order. An item that the
+        executor did not judge (its shut-down, or the batch past its request limit, came first) is a
+        verdict whose error is in :data:`~executor.verdict.NOT_JUDGED` (``executor_stopped``,
+        ``batch_timeout``): nothing about the candidate; evaluate it again."""
         batch = _batch_request(items, options, caller)
         return self._call(BatchResponse, "POST", "/v1/evaluate/batch", batch).verdicts
 
@@ -252,7 +255,7 @@ class AsyncExecutorClient:
         options: EvaluationOptions | None = None,
         caller: str | None = None,
     ) -> list[Verdict]:
-        """Evaluate several (task, source) pairs; verdicts come back in the same order."""
+        """`ExecutorClient.evaluate_batch` for an event loop (items not judged included)."""
         batch = _batch_request(items, options, caller)
         return (await self._call(BatchResponse, "POST", "/v1/evaluate/batch", batch)).verdicts
 

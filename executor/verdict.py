@@ -57,11 +57,22 @@ class ErrorKind(StrEnum):
     # Not about the candidate: the executor shut down before the evaluation finished (a batch's item
     # stopped by the shut-down; evaluate it again).
     EXECUTOR_STOPPED = "executor_stopped"
+    # Not about the candidate: its batch's request ran past the executor's request limit
+    # (``request_timeout_s``) before this item's evaluation finished; evaluate it again.
+    BATCH_TIMEOUT = "batch_timeout"
 
 
-NOT_JUDGED = frozenset({ErrorKind.REFERENCE_ERROR, ErrorKind.INTERNAL_ERROR, ErrorKind.EXECUTOR_STOPPED})
+NOT_JUDGED = frozenset(
+    {
+        ErrorKind.REFERENCE_ERROR,
+        ErrorKind.INTERNAL_ERROR,
+        ErrorKind.EXECUTOR_STOPPED,
+        ErrorKind.BATCH_TIMEOUT,
+    }
+)
 """The error kinds of a verdict that is about the executor or the task, not the candidate: its reference
-broke, the executor failed, or it shut down before the evaluation finished. Such a verdict judged
+broke, the executor failed, it shut down before the evaluation finished, or the evaluation's batch ran
+past the request limit first. Such a verdict judged
 nothing: it is never a candidate's failure (reward -1), a failed step or a rejected example; evaluate
 the candidate again. Every reader of verdicts (the search's evaluator, the bench runners, the graph's
 step validation) goes by this one set."""

@@ -59,7 +59,8 @@ def create_fleet_app(settings: ExecutorSettings, fleet: Fleet | None = None) -> 
     # As on one executor (`executor.server.ExecutorServer.shutdown` calls it on a signal): the
     # evaluations in flight or waiting are stopped on their replicas at once (the router's cancel, as
     # for a caller that went away) and answered 503 "shutting_down" (a batch's stopped items: an
-    # ``executor_stopped`` verdict each); the replicas' preparations stop with their close.
+    # ``executor_stopped`` verdict each); a ``POST /v1/prepare`` still waiting is answered 503
+    # "shutting_down" too, and the replicas' preparations stop with their close.
     service_stop = ServiceStop()
     stopping = service_stop.stopping
 
@@ -108,19 +109,26 @@ def create_fleet_app(settings: ExecutorSettings, fleet: Fleet | None = None) -> 
     async def prepare(request: PrepareRequest) -> PrepareResponse | JSONResponse:
         if stopping.is_set():
             return error_response(503, "shutting_down", "the executor is shutting down: nothing is prepared")
-        return await fleet.prepare(request)
+        prepared = await fleet.prepare(request, stopping)
+        if stopping.is_set() and not prepared.ready and request.wait_s > 0:
+            # the stop ended the wait (as on one executor); the replicas' preparations end with their close
+            return error_response(
+                503, "shutting_down", "the executor is shutting down: the preparation was stopped"
+            )
+        return prepared
 
     @app.post("/v1/evaluate/batch", response_model=BatchResponse)
     async def evaluate_batch(batch: BatchRequest, http: Request) -> BatchResponse | JSONResponse:
         if (refused := batch_refused(batch, settings)) is not None:
             return refused
         async with service_stop.stoppable(http) as cancelled:
-            verdicts = await within_request_limit(
-                batch_verdicts(batch.items, lambda item: fleet.evaluate(item, cancelled), stopping),
-                settings,
-                "batch",
+            verdicts = await batch_verdicts(
+                batch.items,
+                lambda item: fleet.evaluate(item, cancelled),
+                stopping,
                 cancelled,
+                settings.request_timeout_s,
             )
-        return verdicts if isinstance(verdicts, JSONResponse) else BatchResponse(verdicts=verdicts)
+        return BatchResponse(verdicts=verdicts)
 
     return app

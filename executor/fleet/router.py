@@ -277,11 +277,14 @@ class Fleet:
         self.replicas[name].handle.prepare.options(concurrency_group=PREPARE_GROUP).remote(body)
         return True
 
-    async def prepare(self, request: PrepareRequest) -> PrepareResponse:
+    async def prepare(
+        self, request: PrepareRequest, stopping: threading.Event | None = None
+    ) -> PrepareResponse:
         """Prepare the task on the replica that its candidates will go to (its home, chosen now when it
         has none, as for its first candidate): ``POST /v1/prepare``, a job that starts. With
         ``wait_s``, answer once that replica says the task is prepared and its naive baseline's
-        measurement ended (the host's store then has it for every replica), or after ``wait_s``."""
+        measurement ended (the host's store then has it for every replica), after ``wait_s``, or once
+        ``stopping`` is set (the service's stop: the wait ends there, as on one executor)."""
         import ray
 
         key = task_key(request.task.model_dump_json())
@@ -299,7 +302,7 @@ class Fleet:
             return bool(done), baseline
 
         try:
-            ready, baseline, waited = await wait_prepared(look, request.wait_s)
+            ready, baseline, waited = await wait_prepared(look, request.wait_s, stopping)
         except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError) as e:
             # the replica was lost meanwhile: not prepared there (its evaluations are retried elsewhere)
             logger.warning("preparing %s on %s: the replica was lost: %s", request.task.id, name, e)
@@ -320,15 +323,25 @@ class Fleet:
             return str(await replica.handle.evaluate.remote(body))
         token = secrets.token_hex(8)
         answer = asyncio.ensure_future(replica.handle.evaluate.remote(body, token))
-        while not cancelled.is_set():
-            done, _ = await asyncio.wait({answer}, timeout=CANCEL_POLL_S)
-            if done:
-                text = str(answer.result())
-                if text == CANCELLED:  # stopped by another caller's cancel: never for a live caller
-                    raise EvaluationCancelled("the replica stopped the evaluation")
-                return text
-        replica.handle.cancel.options(concurrency_group=PREPARE_GROUP).remote(token)
-        answer.add_done_callback(lambda done: done.cancelled() or done.exception())  # nobody reads it
+
+        def stop_there() -> None:
+            replica.handle.cancel.options(concurrency_group=PREPARE_GROUP).remote(token)
+            answer.add_done_callback(lambda done: done.cancelled() or done.exception())  # nobody reads it
+
+        try:
+            while not cancelled.is_set():
+                done, _ = await asyncio.wait({answer}, timeout=CANCEL_POLL_S)
+                if done:
+                    text = str(answer.result())
+                    if text == CANCELLED:  # stopped by another caller's cancel: never for a live caller
+                        raise EvaluationCancelled("the replica stopped the evaluation")
+                    return text
+        except asyncio.CancelledError:
+            # the awaiting request given up (a batch past its limit, a request past its limit): the
+            # replica stops the evaluation too, instead of running it to its limits for nobody
+            stop_there()
+            raise
+        stop_there()
         raise EvaluationCancelled(f"stopped on {replica.name}: its caller went away")
 
     async def _healthy(self, replica: Replica) -> bool:

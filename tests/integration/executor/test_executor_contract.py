@@ -148,6 +148,9 @@ REQUEST_LIMIT_S = 1.0
 def test_a_request_past_its_limit_answers_504_in_the_envelope(
     tmp_path: Path, shared_builds: Path, saxpy: FunctionTask | KernelTask
 ) -> None:
+    """An evaluation past the request limit is answered 504 "timeout"; a batch answers what it judged by
+    then (200), its items still running ``batch_timeout`` verdicts (not judged; before, the whole batch
+    was answered 504 and the verdicts it had were lost)."""
     settings = ExecutorSettings(
         cache_dir=sharing_builds(tmp_path, shared_builds),
         runtime="host",
@@ -160,12 +163,14 @@ def test_a_request_past_its_limit_answers_504_in_the_envelope(
     with serve_in_thread(create_app(settings)) as url, ExecutorClient(url, timeout_s=60) as c:
         with pytest.raises(ExecutorAnswerError) as single:
             c.evaluate(saxpy, SPIN, EvaluationOptions(correctness_sets=1))
-        with pytest.raises(ExecutorAnswerError) as batch:
-            c.evaluate_batch([(saxpy, SPIN + "// batch\n")], EvaluationOptions(correctness_sets=1))
+        judged, cut = c.evaluate_batch(
+            [(saxpy, NO_ENTRY), (saxpy, SPIN + "// batch\n")], EvaluationOptions(correctness_sets=1)
+        )
     assert (single.value.status, single.value.kind) == (504, "timeout")
     assert single.value.message == "evaluation took longer than 1s"
-    assert (batch.value.status, batch.value.kind) == (504, "timeout")
-    assert batch.value.message == "batch took longer than 1s"
+    assert judged.error is ErrorKind.STATIC_REJECTED and judged.reward == -1.0, judged
+    assert cut.error is ErrorKind.BATCH_TIMEOUT and cut.error in protocol.NOT_JUDGED, cut
+    assert not cut.passed and cut.reward is None and "request limit (1 s)" in cut.message, cut
     # The evaluations given up end on their own (the executor's run limit): nothing stays behind.
     deadline = time.monotonic() + 60
     while any(t.name.startswith("executor") for t in set(threading.enumerate()) - before):

@@ -81,10 +81,10 @@ def test_the_turn_ends_before_the_host_checks(evaluator: Evaluator, saxpy: Funct
     assert verdict.passed, verdict.message
     seconds = verdict.seconds
     assert "release_refused" not in seconds, str(seconds)
-    # The turn ended by the time the checks began: held is at most the run less the part after the
-    # release (20 ms for the two clocks and the note's reading; a strict ``held < run`` failed under
-    # load when the checks took ~1 ms).
-    assert held <= seconds["run"] - seconds["after_release"] + 0.02, (held, str(seconds))
+    # The turn ended at the release (the turns' own count is the evaluator's ``gpu_held``, not the run
+    # to its outcome), and before the outcome came (``after_release``). No bound against ``run`` (the
+    # hand-over to the outcome): the evaluator's work around it in the turn is load's to stretch
+    # (``held <= run - after_release + 0.02`` failed at load 20 by 17 to 100 ms, without a fault).
     assert abs(held - seconds["gpu_held"]) < 0.02, (held, str(seconds))
     assert seconds["after_release"] > 0, str(seconds)
     # The checks that follow the trials ran in the worker after it released the GPU: their time is in
@@ -126,12 +126,21 @@ def test_a_candidate_caught_by_the_checks_after_the_turn_is_still_refused(
     evaluator: Evaluator, saxpy: FunctionTask | KernelTask, source: str, says: str
 ) -> None:
     """(b) Caught only by the host checks after the trials: refused at the timing stage as before, the
-    turn ended before those checks ran."""
-    verdict, held = _evaluate_watched(evaluator, saxpy, source)
+    worker released the GPU before those checks ran."""
+    verdict = evaluator.evaluate(saxpy, CandidateSource(source=source), OPTIONS)
     assert not verdict.passed and verdict.error is ErrorKind.WRONG_OUTPUT, verdict.message
     assert verdict.stage.value == "timing" and says in verdict.message, verdict.message
-    # The turn's end is (a)'s to show; here only that the checks ran after it and still refused.
-    assert verdict.seconds["after_release"] > 0, (held, str(verdict.seconds))
+    # The turn's end is (a)'s to show; here only that the checks ran after the release and still refused.
+    _released_before_its_checks(verdict.seconds)
+
+
+def _released_before_its_checks(seconds: dict[str, float]) -> None:
+    """The worker released the GPU (its note, ``release``) before the checks that refused it. The turn
+    ended then unless its outcome was there before the evaluator read the note: these checks fail
+    within milliseconds, and at load 20 the outcome came first in 2 runs of 3 (no ``after_release``;
+    the turn then ends with the run, as without the setting: ``WorkerProcess.wait``'s ``on_release``)."""
+    assert "release" in seconds and "release_refused" not in seconds, str(seconds)
+    assert seconds.get("after_release", 1.0) > 0, str(seconds)
 
 
 def test_the_evaluators_hold_never_waits_for_an_exclusive_holder(tmp_path: Path) -> None:
@@ -164,14 +173,13 @@ def test_with_the_candidate_process_the_turn_ends_once_it_is_stopped(
         assert honest.passed, honest.message
         seconds = honest.seconds
         assert seconds["after_release"] > 0, str(seconds)
-        assert held <= seconds["run"] - seconds["after_release"] + 0.02, (held, str(seconds))
+        assert abs(held - seconds["gpu_held"]) < 0.02, (held, str(seconds))  # no bound on ``run``: (a)
         mutates, _ = _evaluate_watched(built, saxpy, MUTATES_WHEN_TIMED)
     finally:
         built.close()
     assert not mutates.passed and mutates.error is ErrorKind.WRONG_OUTPUT, mutates.message
-    assert "changed its input 'x'" in mutates.message and mutates.seconds["after_release"] > 0, str(
-        mutates.seconds
-    )
+    assert "changed its input 'x'" in mutates.message, mutates.message
+    _released_before_its_checks(mutates.seconds)
 
 
 def test_a_function_run_waits_for_another_gpus_trials_before_its_turn(evaluator: Evaluator) -> None:
@@ -214,7 +222,27 @@ def test_while_the_released_worker_checks_the_devices_locks_stay_held_for_it(
 ) -> None:
     """After the turn ends, the evaluator holds the device's GPU lock for the worker (no other run's
     trials begin beside it): sampled while the evaluation is in flight, the turn free and the lock held
-    are seen together."""
+    are seen together. Up to three evaluations: the released phase lasts the honest checks' 40-170 ms,
+    and at load 16-18 two module runs in six had one evaluation with no sample in it, or with no such
+    phase (its outcome read before the note: no ``after_release``, the turn held to the end); with the
+    lock let go with the turn, no evaluation can show the pair."""
+    tried = []
+    for attempt in range(3):
+        samples, seconds = _sampled_evaluation(evaluator, saxpy, f"\n// watched {attempt}\n")
+        turn_seen = next((i for i, (free, _) in enumerate(samples) if not free), len(samples))
+        if "after_release" in seconds and any(free and held for free, held in samples[turn_seen:]):
+            return
+        tried.append((len(samples) - turn_seen, seconds.get("after_release")))
+    raise AssertionError(
+        f"the lock was let go with the turn (samples after the turn, after_release): {tried}"
+    )
+
+
+def _sampled_evaluation(
+    evaluator: Evaluator, saxpy: FunctionTask | KernelTask, mark: str
+) -> tuple[list[tuple[bool, bool]], dict[str, float]]:
+    """An honest evaluation, sampled every half millisecond meanwhile (the turn free; the GPU lock held);
+    the samples and the verdict's seconds."""
     samples: list[tuple[bool, bool]] = []
     done = threading.Event()
 
@@ -226,12 +254,11 @@ def test_while_the_released_worker_checks_the_devices_locks_stay_held_for_it(
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
-    verdict = evaluator.evaluate(saxpy, CandidateSource(source=HONEST + "\n// watched\n"), OPTIONS)
+    verdict = evaluator.evaluate(saxpy, CandidateSource(source=HONEST + mark), OPTIONS)
     done.set()
     watcher.join(timeout=5)
-    assert verdict.passed and verdict.seconds["after_release"] > 0, str(verdict.seconds)
-    turn_seen = next(i for i, (free, _) in enumerate(samples) if not free)
-    assert any(free and held for free, held in samples[turn_seen:]), "the lock was let go with the turn"
+    assert verdict.passed, verdict.message
+    return samples, verdict.seconds
 
 
 # Review 24a's attack: a POSIX timer (no thread, no handler) whose signal is SIGSTOP, armed again on every
