@@ -324,6 +324,52 @@ def test_a_fleet_batch_past_its_limit_answers_what_it_judged(
     _wait_for(lambda: not (spinning & _candidate_workers()), "the candidate's worker to be stopped", 15.0)
 
 
+def test_a_replica_skips_an_evaluation_cancelled_while_queued(
+    fleet: Fleet, saxpy: FunctionTask | KernelTask
+) -> None:
+    """A replica runs ``compile_workers`` (2) evaluations at once; a third waits in the actor's queue,
+    where a cancel finds nothing running (before: forgotten, and the evaluation ran later for nobody).
+    The replica remembers it: once its turn comes, the third answers ``cancelled`` without running
+    (seen on the real actor: two spinning candidates hold its threads, a statically rejected third
+    waits behind them; without the memory, the third's answer was its ``static_rejected`` verdict)."""
+    import ray
+
+    from executor.fleet.replica import CANCELLED
+    from executor.fleet.router import PREPARE_GROUP
+
+    replica = next(iter(fleet.replicas.values()))
+    spins = [SPIN + f"// held {i}\n" for i in (1, 2)]
+    rejected = HEAD + 'system("id"); }' + STUB
+    for spin in spins:  # built first, so both spin at once whatever the load
+        assert Compiler.from_settings(fleet.settings, replica.info["arch"]).compile(saxpy, spin).ok
+
+    def body(source: str) -> str:
+        return EvaluateRequest(
+            task=saxpy, candidate=CandidateSource(source=source), options=QUICK
+        ).model_dump_json()
+
+    def cancel(token: str) -> bool:
+        return bool(ray.get(replica.handle.cancel.options(concurrency_group=PREPARE_GROUP).remote(token)))
+
+    busy_before = _busy_workers()
+    held = [replica.handle.evaluate.remote(body(spin), f"held-{i}") for i, spin in enumerate(spins)]
+    queued = replica.handle.evaluate.remote(body(rejected), "queued")
+    try:
+        _wait_for(lambda: bool(_busy_workers() - busy_before), "a held candidate to spin", 120.0)
+        assert not cancel("queued"), "the third evaluation was running: nothing queued"
+    finally:
+        for i in range(len(held)):
+            cancel(f"held-{i}")
+    assert ray.get(held, timeout=60.0) == [CANCELLED, CANCELLED]
+    answer = ray.get(queued, timeout=60.0)
+    assert answer == CANCELLED, f"the cancelled evaluation ran when its turn came: {answer[:300]}"
+    # the memory is by token: another evaluation runs as usual
+    control = Verdict.model_validate_json(
+        ray.get(replica.handle.evaluate.remote(body(rejected), "x"), timeout=60.0)
+    )
+    assert control.error is ErrorKind.STATIC_REJECTED, control
+
+
 # A reference that never ends at the timing size (262,144 floats; the test size is 1,000): a task whose
 # preparation is still under way at any moment of the test.
 ENDLESS_REFERENCE = HEAD + (
