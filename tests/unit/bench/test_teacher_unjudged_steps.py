@@ -22,6 +22,7 @@ from bench.runner import RunnerError, TeacherRunner, TeacherStepRecord, select_t
 from bench.seed_graph import MeasuredSteps, SeedGraphError
 from executor.client import ExecutorClient
 from executor.protocol import (
+    NOT_JUDGED,
     BatchRequest,
     BatchResponse,
     CompileResult,
@@ -110,9 +111,7 @@ def _selection(tmp_path: Path) -> tuple[Path, object]:
     return trajectory, selection
 
 
-@pytest.mark.parametrize(
-    "kind", [ErrorKind.EXECUTOR_STOPPED, ErrorKind.INTERNAL_ERROR, ErrorKind.REFERENCE_ERROR]
-)
+@pytest.mark.parametrize("kind", sorted(NOT_JUDGED))
 def test_an_unjudged_step_stops_the_run_and_journals_nothing(
     executor: tuple[CannedExecutor, str], tmp_path: Path, kind: ErrorKind
 ) -> None:
