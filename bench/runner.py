@@ -382,6 +382,11 @@ def verdict_outcome(verdict: Verdict) -> tuple[bool, bool | None]:
     return compiled, False
 
 
+# How many times the teacher run sends again the items that a batch past the executor's request limit
+# did not judge (``batch_timeout``), in batches half as large each time.
+BATCH_TIMEOUT_RETRIES = 2
+
+
 def _unjudged(verdicts: Sequence[Verdict], what: str) -> None:
     """Raise `RunnerError` when a verdict judged nothing (executor_stopped, internal_error, a broken
     reference: `executor.verdict.NOT_JUDGED`): it is no failure of the code, so it is never recorded as
@@ -817,10 +822,7 @@ class TeacherRunner:
             for number, trajectory in enumerate(entry.trajectories, start=1)
             for step_number, step in enumerate(trajectory.steps, start=1)
         ]
-        try:
-            verdicts = self.client.evaluate_batch([(entry.task, code) for *_, code in items])
-        except (ExecutorClientError, ValidationError) as e:
-            raise RunnerError(f"task {entry.id}: the executor could not evaluate the trajectory: {e}") from e
+        verdicts = self._judged_verdicts(entry, [code for *_, code in items])
         # A step the executor did not judge (a batch stopped by its shut-down...) is no failed step: the
         # task is left unfinished, nothing journalled (review 30).
         _unjudged(verdicts, f"task {entry.id}")
@@ -846,6 +848,34 @@ class TeacherRunner:
                 )
             )
         return records
+
+    def _batch(self, entry: BenchTaskEntry, codes: list[str]) -> list[Verdict]:
+        try:
+            return self.client.evaluate_batch([(entry.task, code) for code in codes])
+        except (ExecutorClientError, ValidationError) as e:
+            raise RunnerError(f"task {entry.id}: the executor could not evaluate the trajectory: {e}") from e
+
+    def _judged_verdicts(self, entry: BenchTaskEntry, codes: list[str]) -> list[Verdict]:
+        """The verdicts of ``codes`` (one batch), the items a batch past the executor's request limit
+        left unjudged (``batch_timeout``) sent again, only those, up to :data:`BATCH_TIMEOUT_RETRIES`
+        times, in batches half as large each time (they mostly waited behind the others), their verdicts
+        merged in place (review 32 F2: the judged ones were thrown away and the whole batch sent again
+        on resume). What is still not judged after that is left to `_unjudged`."""
+        verdicts = self._batch(entry, codes)
+        for attempt in range(1, BATCH_TIMEOUT_RETRIES + 1):
+            again = [i for i, v in enumerate(verdicts) if v.error is ErrorKind.BATCH_TIMEOUT]
+            if not again:
+                break
+            size = max(1, -(-len(again) // 2**attempt))
+            logger.info(
+                "teacher task: items past the batch limit sent again",
+                extra={"task": entry.id, "items": len(again), "batch": size, "attempt": attempt},
+            )
+            for start in range(0, len(again), size):
+                chunk = again[start : start + size]
+                for i, verdict in zip(chunk, self._batch(entry, [codes[i] for i in chunk]), strict=True):
+                    verdicts[i] = verdict
+        return verdicts
 
 
 __all__ = [

@@ -205,9 +205,12 @@ async def batch_verdicts(
             raise
 
     running = [asyncio.ensure_future(one(item)) for item in items]
+    for task in running:  # every item's error retrieved, the first raised: none logged as never retrieved
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
     try:
         done, pending = await asyncio.wait(running, timeout=timeout_s, return_when=asyncio.FIRST_EXCEPTION)
     except asyncio.CancelledError:  # the request itself given up: nothing is left running for it
+        cancelled.set()  # before the tasks' cancel: what runs in a thread stops on it (review 32 F3)
         for task in running:
             task.cancel()
         raise

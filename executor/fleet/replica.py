@@ -17,6 +17,8 @@ import socket
 import subprocess
 import sys
 import threading
+import time
+from collections import OrderedDict
 from typing import Any
 
 from executor.app import query_gpu
@@ -40,6 +42,10 @@ _GPU_PROBE = (
 
 # What `ExecutorReplica.evaluate` answers for an evaluation that its caller stopped (not a verdict).
 CANCELLED = "cancelled"
+
+# The most cancels a replica remembers for evaluations it has not started (`ExecutorReplica.cancel`);
+# past it, the oldest are forgotten.
+MAX_EARLY_CANCELS = 4096
 
 # The environment variable that names the replica to its probe command.
 PROBE_REPLICA_ENV = "REGRAPH_FLEET_REPLICA"
@@ -81,6 +87,11 @@ class ExecutorReplica:
         self.evaluator = Evaluator(self.settings, remote_builds=self.compile_pool)
         # The evaluations that a caller may stop (`cancel`), by the token the router gave them.
         self._cancels: dict[str, threading.Event] = {}
+        # The cancels of evaluations not started yet (queued behind ``compile_workers`` others in the
+        # actor, or not yet arrived): token -> when, kept for twice the request limit, so that such an
+        # evaluation, once its turn comes, ends at once instead of running for a caller long gone.
+        self._early_cancels: OrderedDict[str, float] = OrderedDict()
+        self._early_cancel_s = 2 * self.settings.request_timeout_s
         self._cancels_lock = threading.Lock()
         logger.info("replica %s on %s (GPU %s, runtime %s)", replica, self.node, self.gpu_ids, self.runtime)
 
@@ -111,12 +122,16 @@ class ExecutorReplica:
     def evaluate(self, request_json: str, token: str | None = None) -> str:
         """Evaluate one request (``EvaluateRequest`` as JSON); the verdict as JSON. With ``token``, a
         `cancel` of that token stops the evaluation (its worker killed, the GPU freed): then the answer
-        is :data:`CANCELLED`."""
+        is :data:`CANCELLED`, also when the cancel came before the evaluation started (nothing runs)."""
         request = EvaluateRequest.model_validate_json(request_json)
         cancelled = None
         if token is not None:
             cancelled = threading.Event()
             with self._cancels_lock:
+                self._forget_old_cancels()
+                if self._early_cancels.pop(token, None) is not None:
+                    logger.info("replica %s: an evaluation cancelled before it started", self.replica)
+                    return CANCELLED
                 self._cancels[token] = cancelled
         try:
             verdict = evaluate_safely(self.evaluator, request, cancelled)
@@ -135,14 +150,26 @@ class ExecutorReplica:
         return verdict.model_copy(update={"fleet": record}).model_dump_json()
 
     def cancel(self, token: str) -> bool:
-        """Stop the evaluation started with ``token`` (its caller went away); False when none runs.
-        Called by the router in its own concurrency group, so it is not queued behind evaluations."""
+        """Stop the evaluation started with ``token`` (its caller went away); False when none runs:
+        then the token is remembered (for twice the request limit, at most :data:`MAX_EARLY_CANCELS`
+        of them), and an evaluation with it that starts later answers :data:`CANCELLED` at once. Called
+        by the router in its own concurrency group, so it is not queued behind evaluations."""
         with self._cancels_lock:
             event = self._cancels.get(token)
-        if event is None:
-            return False
+            if event is None:
+                self._forget_old_cancels()
+                self._early_cancels[token] = time.monotonic()
+                while len(self._early_cancels) > MAX_EARLY_CANCELS:
+                    self._early_cancels.popitem(last=False)
+                return False
         event.set()
         return True
+
+    def _forget_old_cancels(self) -> None:
+        """Drop the remembered cancels past their time (the oldest first); under ``_cancels_lock``."""
+        old = time.monotonic() - self._early_cancel_s
+        while self._early_cancels and next(iter(self._early_cancels.values())) < old:
+            self._early_cancels.popitem(last=False)
 
     def prepare(self, request_json: str) -> None:
         """Start preparing the request's task (`Evaluator.prepare_task`) and return at once; called by

@@ -243,8 +243,6 @@ class Fleet:
                 self._retire(name)
                 failed = frozenset({name})
                 continue
-            finally:
-                self.table.finished(name)
             verdict = Verdict.model_validate_json(answer)
             compiled_on = verdict.fleet.compiled_on if verdict.fleet is not None else None
             record = FleetRecord(
@@ -318,11 +316,20 @@ class Fleet:
 
     async def _answer(self, replica: Replica, body: str, cancelled: threading.Event | None) -> str:
         """The replica's answer to ``body``; with ``cancelled``, the evaluation carries a token, and
-        once the event is set the replica is told to stop it and :class:`EvaluationCancelled` raised."""
+        once the event is set the replica is told to stop it and :class:`EvaluationCancelled` raised.
+        The evaluation counts in the replica's load until the replica's call ends: a stopped one
+        still holds its place there until the replica has stopped it (or, still queued, skipped it)."""
+
+        def ended(_: object) -> None:
+            self.table.finished(replica.name)
+
         if cancelled is None:
-            return str(await replica.handle.evaluate.remote(body))
+            plain = asyncio.ensure_future(replica.handle.evaluate.remote(body))
+            plain.add_done_callback(ended)
+            return str(await plain)
         token = secrets.token_hex(8)
         answer = asyncio.ensure_future(replica.handle.evaluate.remote(body, token))
+        answer.add_done_callback(ended)
 
         def stop_there() -> None:
             replica.handle.cancel.options(concurrency_group=PREPARE_GROUP).remote(token)

@@ -11,6 +11,7 @@ the same task is sent to it (the task's home), so it is in flight when the repli
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -324,11 +325,87 @@ def test_a_fleet_batch_past_its_limit_answers_what_it_judged(
     _wait_for(lambda: not (spinning & _candidate_workers()), "the candidate's worker to be stopped", 15.0)
 
 
+def test_a_replica_skips_an_evaluation_cancelled_while_queued(
+    fleet: Fleet, saxpy: FunctionTask | KernelTask
+) -> None:
+    """A replica runs ``compile_workers`` (2) evaluations at once; a third waits in the actor's queue,
+    where a cancel finds nothing running (before: forgotten, and the evaluation ran later for nobody).
+    The replica remembers it: once its turn comes, the third answers ``cancelled`` without running
+    (seen on the real actor: two spinning candidates hold its threads, a statically rejected third
+    waits behind them; without the memory, the third's answer was its ``static_rejected`` verdict)."""
+    import ray
+
+    from executor.fleet.replica import CANCELLED
+    from executor.fleet.router import PREPARE_GROUP
+
+    replica = next(iter(fleet.replicas.values()))
+    spins = [SPIN + f"// held {i}\n" for i in (1, 2)]
+    rejected = HEAD + 'system("id"); }' + STUB
+    for spin in spins:  # built first, so both spin at once whatever the load
+        assert Compiler.from_settings(fleet.settings, replica.info["arch"]).compile(saxpy, spin).ok
+
+    def body(source: str) -> str:
+        return EvaluateRequest(
+            task=saxpy, candidate=CandidateSource(source=source), options=QUICK
+        ).model_dump_json()
+
+    def cancel(token: str) -> bool:
+        return bool(ray.get(replica.handle.cancel.options(concurrency_group=PREPARE_GROUP).remote(token)))
+
+    busy_before = _busy_workers()
+    held = [replica.handle.evaluate.remote(body(spin), f"held-{i}") for i, spin in enumerate(spins)]
+    queued = replica.handle.evaluate.remote(body(rejected), "queued")
+    try:
+        _wait_for(lambda: bool(_busy_workers() - busy_before), "a held candidate to spin", 120.0)
+        assert not cancel("queued"), "the third evaluation was running: nothing queued"
+    finally:
+        for i in range(len(held)):
+            cancel(f"held-{i}")
+    assert ray.get(held, timeout=60.0) == [CANCELLED, CANCELLED]
+    answer = ray.get(queued, timeout=60.0)
+    assert answer == CANCELLED, f"the cancelled evaluation ran when its turn came: {answer[:300]}"
+    # the memory is by token: another evaluation runs as usual
+    control = Verdict.model_validate_json(
+        ray.get(replica.handle.evaluate.remote(body(rejected), "x"), timeout=60.0)
+    )
+    assert control.error is ErrorKind.STATIC_REJECTED, control
+
+
 # A reference that never ends at the timing size (262,144 floats; the test size is 1,000): a task whose
 # preparation is still under way at any moment of the test.
 ENDLESS_REFERENCE = HEAD + (
     "volatile int spin = n > 100000; while (spin) {}\nfor (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i]; }\n"
 )
+
+
+def _started_under(pid: int, marker: bytes) -> bool:
+    """Whether ``pid`` or one of its ancestors has ``marker`` in its command line (a fleet's Ray worker
+    processes carry its cluster's address there)."""
+    while pid > 1:
+        try:
+            if marker in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return True
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+    return False
+
+
+def _stop_references(fleet: Fleet, before: set[int]) -> int:
+    """Kill the reference workers started since ``before`` by this fleet's replicas (never another
+    run's on this machine): the replica's preparation then ends (its worker lost), instead of spinning
+    on the module's shared fleet until its reference limit (3 x 60 s). How many were killed."""
+    assert fleet.settings.ray is not None
+    ours = [
+        pid
+        for pid in set(worker_processes(b"reference")) - before
+        if _started_under(pid, fleet.settings.ray.encode())
+    ]
+    for pid in ours:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    _wait_for(lambda: not set(ours) & set(worker_processes(b"reference")), "the references to end", 15.0)
+    return len(ours)
 
 
 def test_a_stopping_fleet_ends_a_waiting_prepare(fleet: Fleet, saxpy: FunctionTask | KernelTask) -> None:
@@ -343,21 +420,27 @@ def test_a_stopping_fleet_ends_a_waiting_prepare(fleet: Fleet, saxpy: FunctionTa
     app = create_fleet_app(fleet.settings, fleet)  # a started fleet: not closed by this app
     references = set(worker_processes(b"reference"))
     answers: list[httpx.Response] = []
-    with serve_in_thread(app) as served:
-        caller = threading.Thread(
-            target=lambda: answers.append(httpx.post(served + "/v1/prepare", json=body, timeout=60)),
-            daemon=True,
-        )
-        caller.start()
-        # its reference is being timed on a replica: the prepare waits, past its check of the stop
-        _wait_for(lambda: bool(set(worker_processes(b"reference")) - references), "the reference", 60.0)
-        time.sleep(1.0)
-        assert caller.is_alive() and not answers, answers and answers[0].text
-        began = time.monotonic()
-        app.state.stop_evaluations()
-        caller.join(timeout=10.0)
-        took = time.monotonic() - began
-        # here, in the block: its end waits for the request (its ``wait_s`` out)
-        assert answers, f"the waiting prepare got no answer {took:.0f} s after the stop"
+    try:
+        with serve_in_thread(app) as served:
+            caller = threading.Thread(
+                target=lambda: answers.append(httpx.post(served + "/v1/prepare", json=body, timeout=60)),
+                daemon=True,
+            )
+            caller.start()
+            # its reference is being timed on a replica: the prepare waits, past its check of the stop
+            _wait_for(lambda: bool(set(worker_processes(b"reference")) - references), "the reference", 60.0)
+            time.sleep(1.0)
+            assert caller.is_alive() and not answers, answers and answers[0].text
+            began = time.monotonic()
+            app.state.stop_evaluations()
+            caller.join(timeout=10.0)
+            took = time.monotonic() - began
+            # here, in the block: its end waits for the request (its ``wait_s`` out)
+            assert answers, f"the waiting prepare got no answer {took:.0f} s after the stop"
+    finally:
+        # The app does not own the fleet, so its stop leaves the replica's preparation running: the
+        # endless reference is stopped here, not left to load the tests after this one (review 32 F6).
+        stopped = _stop_references(fleet, references)
+    assert stopped, "the endless reference was not found among the fleet's workers"
     assert answers[0].status_code == 503, answers[0].text
     assert answers[0].json()["error"]["type"] == "shutting_down", answers[0].text

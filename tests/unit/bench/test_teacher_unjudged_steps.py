@@ -18,10 +18,11 @@ from pathlib import Path
 import pytest
 from fastapi import FastAPI
 
-from bench.runner import RunnerError, TeacherRunner, TeacherStepRecord, select_tasks
+from bench.runner import BATCH_TIMEOUT_RETRIES, RunnerError, TeacherRunner, TeacherStepRecord, select_tasks
 from bench.seed_graph import MeasuredSteps, SeedGraphError
 from executor.client import ExecutorClient
 from executor.protocol import (
+    NOT_JUDGED,
     BatchRequest,
     BatchResponse,
     CompileResult,
@@ -59,11 +60,14 @@ def _judged(task_id: str) -> Verdict:
 
 class CannedExecutor:
     """The executor's device and batch routes; ``unjudged``: the error kind of the batch's last item (None:
-    every item judged)."""
+    every item judged), in the first ``unjudged_batches`` batches (None: in every one); ``sizes``: the
+    batches' sizes as they came."""
 
     def __init__(self) -> None:
         self.unjudged: ErrorKind | None = ErrorKind.EXECUTOR_STOPPED
+        self.unjudged_batches: int | None = None
         self.batches = 0
+        self.sizes: list[int] = []
         self.app = FastAPI()
 
         @self.app.get("/v1/device")
@@ -73,8 +77,11 @@ class CannedExecutor:
         @self.app.post("/v1/evaluate/batch")
         def batch(request: BatchRequest) -> BatchResponse:
             self.batches += 1
+            self.sizes.append(len(request.items))
             verdicts = [_judged(item.task.id) for item in request.items]
-            if self.unjudged is not None:
+            if self.unjudged is not None and (
+                self.unjudged_batches is None or self.batches <= self.unjudged_batches
+            ):
                 verdicts[-1] = Verdict(
                     task_id=request.items[-1].task.id,
                     stage=Stage.STATIC,
@@ -110,9 +117,7 @@ def _selection(tmp_path: Path) -> tuple[Path, object]:
     return trajectory, selection
 
 
-@pytest.mark.parametrize(
-    "kind", [ErrorKind.EXECUTOR_STOPPED, ErrorKind.INTERNAL_ERROR, ErrorKind.REFERENCE_ERROR]
-)
+@pytest.mark.parametrize("kind", sorted(NOT_JUDGED))
 def test_an_unjudged_step_stops_the_run_and_journals_nothing(
     executor: tuple[CannedExecutor, str], tmp_path: Path, kind: ErrorKind
 ) -> None:
@@ -126,9 +131,31 @@ def test_an_unjudged_step_stops_the_run_and_journals_nothing(
         assert (out / "teacher_steps.jsonl").read_text() == ""  # the task is not finished
         canned.unjudged = None  # the executor is back: the resumed run evaluates the task
         result = TeacherRunner(selection, client, url, out).run()  # type: ignore[arg-type]
-    assert canned.batches == 2 and result.complete
+    # a batch_timeout item is sent again alone (BATCH_TIMEOUT_RETRIES times) before the run stops
+    resent = BATCH_TIMEOUT_RETRIES if kind is ErrorKind.BATCH_TIMEOUT else 0
+    assert canned.batches == 2 + resent and result.complete
+    assert canned.sizes[1 : 1 + resent] == [1] * resent, canned.sizes
     steps = [json.loads(line) for line in (out / "teacher_steps.jsonl").read_text().splitlines()]
     assert steps and all(s["correct"] is True and s["error"] is None for s in steps)
+
+
+def test_items_past_the_batch_limit_are_sent_again_and_merged(
+    executor: tuple[CannedExecutor, str], tmp_path: Path
+) -> None:
+    """A batch past the executor's request limit answers its judged items and ``batch_timeout`` for the
+    rest: only those are sent again, and once judged the task is journalled whole in the same run
+    (review 32 F2: the run stopped, and a resume sent the whole batch again)."""
+    canned, url = executor
+    canned.unjudged, canned.unjudged_batches = ErrorKind.BATCH_TIMEOUT, 1
+    _, selection = _selection(tmp_path)
+    out = tmp_path / "teacher"
+    with ExecutorClient(url) as client:
+        result = TeacherRunner(selection, client, url, out).run()  # type: ignore[arg-type]
+    assert result.complete
+    assert canned.batches == 2 and canned.sizes[1] == 1 and canned.sizes[0] > 1, canned.sizes
+    steps = [json.loads(line) for line in (out / "teacher_steps.jsonl").read_text().splitlines()]
+    assert len(steps) == canned.sizes[0]
+    assert all(s["correct"] is True and s["error"] is None for s in steps), steps
 
 
 def test_an_older_journal_s_unjudged_steps_are_evaluated_again_and_never_seed_the_graph(

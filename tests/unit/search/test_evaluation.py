@@ -9,7 +9,7 @@ import pytest
 
 from executor.client import ExecutorClient
 from executor.taskformat import load_task
-from executor.verdict import CompileResult, ErrorKind, Stage, TimingStats, Verdict
+from executor.verdict import NOT_JUDGED, CompileResult, ErrorKind, Stage, TimingStats, Verdict
 from graphdb.embedded import free_port
 from search.errors import EvaluatorUnavailableError
 from search.evaluation import NOT_VERIFIED, ExecutorEvaluator, evaluation_from_verdict
@@ -89,9 +89,7 @@ def test_verified_mode_refuses_an_executor_without_gpu() -> None:
         evaluation_from_verdict(_not_run(), "verified")
 
 
-@pytest.mark.parametrize(
-    "error", [ErrorKind.REFERENCE_ERROR, ErrorKind.INTERNAL_ERROR, ErrorKind.EXECUTOR_STOPPED]
-)
+@pytest.mark.parametrize("error", sorted(NOT_JUDGED))
 def test_task_or_executor_faults_are_not_candidate_failures(error: ErrorKind) -> None:
     verdict = Verdict(task_id="t", stage=Stage.CORRECTNESS, passed=False, error=error, message="ref broke")
     with pytest.raises(EvaluatorUnavailableError, match="ref broke"):
