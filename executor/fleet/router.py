@@ -323,13 +323,20 @@ class Fleet:
         def ended(_: object) -> None:
             self.table.finished(replica.name)
 
-        if cancelled is None:
-            plain = asyncio.ensure_future(replica.handle.evaluate.remote(body))
-            plain.add_done_callback(ended)
-            return str(await plain)
-        token = secrets.token_hex(8)
-        answer = asyncio.ensure_future(replica.handle.evaluate.remote(body, token))
+        token = None if cancelled is None else secrets.token_hex(8)
+        try:
+            call = (
+                replica.handle.evaluate.remote(body)
+                if token is None
+                else replica.handle.evaluate.remote(body, token)
+            )
+            answer = asyncio.ensure_future(call)
+        except BaseException:
+            ended(None)  # never sent: its place in the load is given back here, as no call will end it
+            raise
         answer.add_done_callback(ended)
+        if cancelled is None:
+            return str(await answer)
 
         def stop_there() -> None:
             replica.handle.cancel.options(concurrency_group=PREPARE_GROUP).remote(token)
