@@ -28,7 +28,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 
 from executor.errors import EvaluationCancelled, ExecutorError
-from executor.sandbox import WorkerPool, WorkerProcess
+from executor.sandbox import WorkerPool
 from executor.verdict import ErrorKind
 from executor.worker.messages import BaselineOutcome, CandidateRun, WorkerJob
 
@@ -63,14 +63,7 @@ def measure(
     (:func:`executor.gpulock.compute_bound`; the outcome's ``seconds["host_shared"]``); without it,
     alone."""
     try:
-        proc = WorkerProcess(
-            "candidate",
-            pool.runtime,
-            pool.workdir,
-            gpu_lock=pool.gpu_lock,
-            command="baseline",
-            timing_cores=pool.timing_cores,
-        )
+        proc = pool.start_command("baseline")
     except (ExecutorError, OSError) as e:
         return BaselineOutcome(ok=False, message=f"the baseline worker could not start: {e}")
     try:

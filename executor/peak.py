@@ -21,7 +21,7 @@ from pathlib import Path
 
 from executor import floor
 from executor.errors import ExecutorError
-from executor.sandbox import WorkerPool, WorkerProcess
+from executor.sandbox import WorkerPool
 from executor.verdict import DevicePeak
 
 logger = logging.getLogger(__name__)
@@ -42,14 +42,7 @@ def measure(pool: WorkerPool) -> DevicePeak:
     datasheet's (an unknown GPU's name: the table's fastest) when it fails."""
     name = "host" if pool.runtime == "host" else "GPU"
     try:
-        proc = WorkerProcess(
-            "candidate",
-            pool.runtime,
-            pool.workdir,
-            gpu_lock=pool.gpu_lock,
-            command="peak",
-            timing_cores=pool.timing_cores,
-        )
+        proc = pool.start_command("peak")
     except (ExecutorError, OSError) as e:  # the worker could not start
         return floor.datasheet_peak(name, note=f"probe failed: {e}")
     try:

@@ -1338,11 +1338,22 @@ class WorkerPool:
     def _runtime_of(self, role: Role) -> Runtime:
         return self.runtime if role == "candidate" else "none"
 
-    def _start(self, role: Role) -> WorkerProcess:
+    def _start(self, role: Role, command: Literal["serve", "peak", "baseline"] = "serve") -> WorkerProcess:
         lock = self.gpu_lock if role == "candidate" else None
         return WorkerProcess(
-            role, self._runtime_of(role), self.workdir, gpu_lock=lock, timing_cores=self.timing_cores
+            role,
+            self._runtime_of(role),
+            self.workdir,
+            gpu_lock=lock,
+            command=command,
+            timing_cores=self.timing_cores,
         )
+
+    def start_command(self, command: Literal["peak", "baseline"]) -> WorkerProcess:
+        """A new candidate worker that runs ``command`` once (the device peak's probe, a naive
+        baseline's measurement), made as this pool's candidate workers are: its runtime, directory, GPU
+        lock and timing cores."""
+        return self._start("candidate", command)
 
     def take(self, role: Role) -> WorkerProcess:
         """A started worker for ``role``: the spare when there is a live one, else a new process."""

@@ -23,6 +23,7 @@ import resource
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
@@ -328,3 +329,26 @@ def test_a_lock_that_the_rlimit_refuses_every_time_is_kept_as_past_the_cap(tmp_p
             evaluator.close()
     finally:
         resource.setrlimit(resource.RLIMIT_MEMLOCK, limits)
+
+
+@pytest.mark.parametrize("command", ["baseline", "peak"])
+def test_a_one_command_worker_is_made_as_the_pools_candidate_workers(
+    command: Literal["baseline", "peak"],
+) -> None:
+    """The baseline's and the device peak's workers (``WorkerPool.start_command``) get the pool's
+    runtime, GPU lock and timing cores, as its candidate workers do (session 30 had to add the timing
+    cores to each of them by hand)."""
+    pool = WorkerPool("host", prewarm=False, timing_cores=1)
+    try:
+        proc = pool.start_command(command)
+        try:
+            assert (proc.role, proc.runtime, proc.gpu_lock, proc.timing_cores) == (
+                "candidate",
+                pool.runtime,
+                pool.gpu_lock,
+                pool.timing_cores,
+            )
+        finally:
+            proc.close()
+    finally:
+        pool.close()
