@@ -26,7 +26,14 @@ from executor.cache import content_key
 from executor.compile import DEFAULT_ARCH, INCLUDE_REFUSED, Compiler, RemoteBuilds, device_arch, kernel_symbol
 from executor.devcompare import compare_source
 from executor.errors import EvaluationCancelled, EvaluationExpired, ExecutorError, ReferenceBuildError
-from executor.gpulock import compute_bound, held_elsewhere, hold, hold_now, host_shared_below_gbps
+from executor.gpulock import (
+    compute_bound,
+    held_elsewhere,
+    hold,
+    hold_now,
+    hold_soon,
+    host_shared_below_gbps,
+)
 from executor.gputurns import GpuTurns, Kind, Turn
 from executor.peak import device_peak
 from executor.protocol import BaselineState, CandidateSource, EvaluateRequest, EvaluationOptions
@@ -60,6 +67,9 @@ from executor.worker.messages import (
 logger = logging.getLogger(__name__)
 # How often the pass through the host memory's lock before a function run's turn tries that lock.
 HOST_GATE_POLL_S = 0.01
+# How long the evaluator tries for the device's locks (shared) at a function candidate's release
+# (`executor.gpulock.hold_soon`): the requests that waited during the run pass their turnstiles then.
+RELEASE_TRY_S = 0.1
 # How long the evaluator's hold for a released worker waits for that worker to be gone, at most.
 RELEASED_GONE_S = 30.0
 
@@ -457,14 +467,16 @@ class Evaluator:
                 during the teardown, as when a stopped worker ended its turn before), the GPU's once
                 the process is gone, CUDA context included, or after RELEASED_GONE_S
                 (:meth:`_let_go_when_gone`). Not an account of every process the candidate made: in the
-                candidate process's mode, one the runner cloned is not waited for."""
-                gpu = hold_now(self.pool.gpu_lock, ("gpu",))
-                uploads = hold_now(self.pool.gpu_lock, ("uploads",)) if gpu is not None else None
-                if gpu is None or uploads is None:  # something holds one alone: the turn is kept
-                    if gpu is not None:
-                        gpu.close()
+                candidate process's mode, one the runner cloned is not waited for. The locks are
+                tried for up to RELEASE_TRY_S (`hold_soon`: the requests that waited during the run
+                pass their turnstiles first; ``release_hold_wait``), then the turn is kept."""
+                asked = time.perf_counter()
+                held = hold_soon(self.pool.gpu_lock, ("gpu", "uploads"), RELEASE_TRY_S)
+                seconds["release_hold_wait"] = time.perf_counter() - asked
+                if held is None:  # something holds one alone: the turn is kept
                     seconds["release_refused"] = 1.0
                     return
+                gpu, uploads = held
                 self._released_holds.begin()
                 gpu.callback(self._released_holds.end)
                 leftover.append((gpu, uploads))
