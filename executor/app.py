@@ -21,7 +21,13 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from executor import floor
-from executor.errors import EvaluationCancelled, ExecutorError, TaskFormatError, ToolchainError
+from executor.errors import (
+    EvaluationCancelled,
+    EvaluationExpired,
+    ExecutorError,
+    TaskFormatError,
+    ToolchainError,
+)
 from executor.evaluate import Evaluator, evaluate_safely
 from executor.fairslots import FairSlots
 from executor.gpuquery import gpus_or_none
@@ -54,17 +60,30 @@ def error_response(status: int, kind: str, message: str) -> JSONResponse:
     )
 
 
+def request_deadline(settings: ExecutorSettings) -> float:
+    """The deadline (``time.monotonic()``) of a request accepted now: its limit, ``request_timeout_s``.
+    Its evaluations carry it, and one still waiting (for a slot, in a replica's queue, for the GPU)
+    when it passes is dropped instead of run (`executor.errors.EvaluationExpired`)."""
+    return time.monotonic() + settings.request_timeout_s
+
+
 async def within_request_limit(
     work: Awaitable[T], settings: ExecutorSettings, what: str, cancelled: threading.Event | None = None
 ) -> T | JSONResponse:
     """`work`'s result, or 504 "timeout" once it has run `request_timeout_s`; then it is cancelled,
-    and so are the evaluations that `cancelled` stops (nobody will read their verdicts)."""
+    and so are the evaluations that `cancelled` stops (nobody will read their verdicts). An evaluation
+    dropped because its deadline passed (:class:`EvaluationExpired`, which may come a moment before
+    this wait's own limit: a replica's clock) is answered the same 504."""
+    limited = f"{what} took longer than {settings.request_timeout_s:.0f}s"
     try:
         return await asyncio.wait_for(work, timeout=settings.request_timeout_s)
     except TimeoutError:
         if cancelled is not None:
             cancelled.set()
-        return error_response(504, "timeout", f"{what} took longer than {settings.request_timeout_s:.0f}s")
+        return error_response(504, "timeout", limited)
+    except EvaluationExpired as e:
+        logger.info("evaluation dropped: %s", e)
+        return error_response(504, "timeout", f"{limited}: {e}")
 
 
 # How often a ``POST /v1/prepare`` with ``wait_s`` looks again how far its task's preparation is.
@@ -193,12 +212,17 @@ async def batch_verdicts(
     were lost). Likewise, once the batch has run ``timeout_s`` (the request limit), the items still
     running or waiting are stopped (``cancelled`` set: their workers killed; a fleet tells their
     replicas) and are ``batch_timeout`` verdicts, while the items judged by then keep theirs (the whole
-    batch was answered 504 and they were lost). An item stopped because its caller went away still
+    batch was answered 504 and they were lost); so is an item dropped unrun because the batch's
+    deadline passed first (:class:`EvaluationExpired`). An item stopped because its caller went away still
     raises :class:`EvaluationCancelled` (as does any other error of an item: the batch fails)."""
+
+    why = f"its batch ran past the executor's request limit ({timeout_s:.0f} s)"
 
     async def one(item: EvaluateRequest) -> Verdict:
         try:
             return await evaluate_one(item)
+        except EvaluationExpired:  # dropped unrun at its deadline, the batch's limit: as one cut there
+            return unjudged_verdict(item, ErrorKind.BATCH_TIMEOUT, why)
         except EvaluationCancelled:
             if stopping.is_set():
                 return stopped_verdict(item)
@@ -226,7 +250,6 @@ async def batch_verdicts(
         await asyncio.wait(pending, timeout=5.0)
     if error is not None:
         raise error
-    why = f"its batch ran past the executor's request limit ({timeout_s:.0f} s)"
     return [
         task.result() if task in done else unjudged_verdict(item, ErrorKind.BATCH_TIMEOUT, why)
         for item, task in zip(items, running, strict=True)
@@ -353,7 +376,7 @@ def create_app(settings: ExecutorSettings | None = None) -> FastAPI:
         if settings.prepare_tasks and not stopping.is_set():
             evaluator.prepare_task(request.task, request.options)
 
-    async def in_pool(request: EvaluateRequest, cancelled: threading.Event) -> Verdict:
+    async def in_pool(request: EvaluateRequest, cancelled: threading.Event, deadline: float) -> Verdict:
         prepare(request)
         return await slots.run(
             request.caller,
@@ -363,6 +386,7 @@ def create_app(settings: ExecutorSettings | None = None) -> FastAPI:
             request.candidate,
             request.options,
             cancelled,
+            deadline,
         )
 
     @app.get("/healthz")
@@ -398,10 +422,11 @@ def create_app(settings: ExecutorSettings | None = None) -> FastAPI:
 
     @app.post("/v1/evaluate", response_model=Verdict)
     async def evaluate(request: EvaluateRequest, http: Request) -> Verdict | JSONResponse:
+        deadline = request_deadline(settings)
         async with stoppable(http) as cancelled:
             try:
                 return await within_request_limit(
-                    in_pool(request, cancelled), settings, "evaluation", cancelled
+                    in_pool(request, cancelled, deadline), settings, "evaluation", cancelled
                 )
             except EvaluationCancelled:
                 if stopping.is_set():
@@ -432,6 +457,7 @@ def create_app(settings: ExecutorSettings | None = None) -> FastAPI:
 
     @app.post("/v1/evaluate/batch", response_model=BatchResponse)
     async def evaluate_batch(batch: BatchRequest, http: Request) -> BatchResponse | JSONResponse:
+        deadline = request_deadline(settings)
         if (refused := batch_refused(batch, settings)) is not None:
             return refused
         for item in batch.items:
@@ -439,7 +465,7 @@ def create_app(settings: ExecutorSettings | None = None) -> FastAPI:
         async with stoppable(http) as cancelled:
 
             def evaluate_one(item: EvaluateRequest) -> Awaitable[Verdict]:
-                return slots.run(item.caller, pool, evaluate_safely, evaluator, item, cancelled)
+                return slots.run(item.caller, pool, evaluate_safely, evaluator, item, cancelled, deadline)
 
             verdicts = await batch_verdicts(
                 batch.items, evaluate_one, stopping, cancelled, settings.request_timeout_s

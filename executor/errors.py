@@ -64,3 +64,10 @@ class EvaluationCancelled(Exception):
     """The caller of an evaluation went away (its connection closed, or its request ran out of time):
     the evaluation stopped where it was, its workers killed. Not an `ExecutorError`: nothing failed,
     and nobody waits for an answer."""
+
+
+class EvaluationExpired(EvaluationCancelled):
+    """The evaluation's deadline (its request's limit, counted from when the executor accepted the
+    request) passed before it was run: dropped where it waited (a slot, a replica's queue, the GPU),
+    nothing judged. Answered as a request past its limit is: 504 ``timeout``, a batch's item a
+    ``batch_timeout`` verdict (not judged), to a caller that may still wait."""

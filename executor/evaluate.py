@@ -25,8 +25,15 @@ from executor.basetiming import BaselineTimings, baseline_key
 from executor.cache import content_key
 from executor.compile import DEFAULT_ARCH, INCLUDE_REFUSED, Compiler, RemoteBuilds, device_arch, kernel_symbol
 from executor.devcompare import compare_source
-from executor.errors import EvaluationCancelled, ExecutorError, ReferenceBuildError
-from executor.gpulock import compute_bound, held_elsewhere, hold, hold_now, host_shared_below_gbps
+from executor.errors import EvaluationCancelled, EvaluationExpired, ExecutorError, ReferenceBuildError
+from executor.gpulock import (
+    compute_bound,
+    held_elsewhere,
+    hold,
+    hold_now,
+    hold_soon,
+    host_shared_below_gbps,
+)
 from executor.gputurns import GpuTurns, Kind, Turn
 from executor.peak import device_peak
 from executor.protocol import BaselineState, CandidateSource, EvaluateRequest, EvaluationOptions
@@ -60,6 +67,9 @@ from executor.worker.messages import (
 logger = logging.getLogger(__name__)
 # How often the pass through the host memory's lock before a function run's turn tries that lock.
 HOST_GATE_POLL_S = 0.01
+# How long the evaluator tries for the device's locks (shared) at a function candidate's release
+# (`executor.gpulock.hold_soon`): the requests that waited during the run pass their turnstiles then.
+RELEASE_TRY_S = 0.1
 # How long the evaluator's hold for a released worker waits for that worker to be gone, at most.
 RELEASED_GONE_S = 30.0
 
@@ -208,6 +218,7 @@ class Evaluator:
         candidate: CandidateSource,
         options: EvaluationOptions | None = None,
         cancelled: threading.Event | None = None,
+        deadline: float | None = None,
     ) -> Verdict:
         """Run every stage that applies and return the verdict (never raises for candidate failures).
 
@@ -215,15 +226,19 @@ class Evaluator:
         wait for the reference, for the GPU or for the candidate's run, whose worker is killed; it
         raises :class:`EvaluationCancelled` and prepares nothing. A compile under way finishes. One
         cancelled before it began (while it waited for a free slot) starts nothing: no compile, no
-        worker."""
+        worker. ``deadline`` (``time.monotonic()``): its request's limit from when it was accepted;
+        past it, the evaluation is dropped (:class:`EvaluationExpired`) where it stands: before it
+        starts (nothing compiled, no worker), after its compile and before it takes the GPU, even
+        when nobody set ``cancelled`` (a replica whose router's cancel never came)."""
         if cancelled is not None and cancelled.is_set():
             raise EvaluationCancelled("not started: its caller went away while it waited for a slot")
+        check_deadline(deadline, "not started")
         with self._in_flight_lock:
             self._in_flight += 1
         try:
             # An ``implausible`` verdict stands as it is: a second run on fresh workers (session 25,
             # removed by review 25) let a candidate that keeps its answers between runs pass the second.
-            return self._evaluate(task, candidate, self.with_settings(options), cancelled)
+            return self._evaluate(task, candidate, self.with_settings(options), cancelled, deadline)
         finally:
             with self._in_flight_lock:
                 self._in_flight -= 1
@@ -256,6 +271,7 @@ class Evaluator:
         candidate: CandidateSource,
         options: EvaluationOptions,
         cancelled: threading.Event | None,
+        deadline: float | None = None,
     ) -> Verdict:
         seconds: dict[str, float] = {}
         t0 = time.perf_counter()
@@ -276,7 +292,9 @@ class Evaluator:
         compiling = self._threads.submit(self.compiler.compile, task, candidate.source)
         workers: list[WorkerProcess] = []
         try:
-            verdict = self._run(task, candidate, options, runtime, compiling, workers, seconds, cancelled)
+            verdict = self._run(
+                task, candidate, options, runtime, compiling, workers, seconds, cancelled, deadline
+            )
         finally:
             for worker in workers:
                 self.pool.discard(worker)
@@ -315,6 +333,7 @@ class Evaluator:
         workers: list[WorkerProcess],
         seconds: dict[str, float],
         cancelled: threading.Event | None = None,
+        deadline: float | None = None,
     ) -> Verdict:
         limit = self.settings.memory_limit_bytes
         with self._prepare_lock:
@@ -358,6 +377,7 @@ class Evaluator:
         seconds["compile"] = compiled.seconds
         if cancelled is not None and cancelled.is_set():
             raise EvaluationCancelled("stopped after its compile: its caller went away")
+        check_deadline(deadline, "stopped after its compile")
         symbol = task.entry
         if compiled.ok and isinstance(task, KernelTask):
             found = kernel_symbol(compiled.kernels, task.entry)
@@ -416,6 +436,7 @@ class Evaluator:
         kind: Kind = "kernel" if isinstance(task, KernelTask) else "function"
         if kind == "function":
             self.pass_host_gate(seconds, cancelled)
+        check_deadline(deadline, "stopped before its GPU turn")
         waited = time.perf_counter()
         # The worker's checks after its GPU work, once it says so: the device's locks held for it, the
         # uploads' until it is stopped, the GPU's until it is gone.
@@ -446,14 +467,16 @@ class Evaluator:
                 during the teardown, as when a stopped worker ended its turn before), the GPU's once
                 the process is gone, CUDA context included, or after RELEASED_GONE_S
                 (:meth:`_let_go_when_gone`). Not an account of every process the candidate made: in the
-                candidate process's mode, one the runner cloned is not waited for."""
-                gpu = hold_now(self.pool.gpu_lock, ("gpu",))
-                uploads = hold_now(self.pool.gpu_lock, ("uploads",)) if gpu is not None else None
-                if gpu is None or uploads is None:  # something holds one alone: the turn is kept
-                    if gpu is not None:
-                        gpu.close()
+                candidate process's mode, one the runner cloned is not waited for. The locks are
+                tried for up to RELEASE_TRY_S (`hold_soon`: the requests that waited during the run
+                pass their turnstiles first; ``release_hold_wait``), then the turn is kept."""
+                asked = time.perf_counter()
+                held = hold_soon(self.pool.gpu_lock, ("gpu", "uploads"), RELEASE_TRY_S)
+                seconds["release_hold_wait"] = time.perf_counter() - asked
+                if held is None:  # something holds one alone: the turn is kept
                     seconds["release_refused"] = 1.0
                     return
+                gpu, uploads = held
                 self._released_holds.begin()
                 gpu.callback(self._released_holds.end)
                 leftover.append((gpu, uploads))
@@ -1478,13 +1501,23 @@ def _reference_failure(
     )
 
 
+def check_deadline(deadline: float | None, where: str) -> None:
+    """Raise :class:`EvaluationExpired` when ``deadline`` (``time.monotonic()``) has passed."""
+    if deadline is not None and time.monotonic() >= deadline:
+        raise EvaluationExpired(f"{where}: its request's limit passed before it was run")
+
+
 def evaluate_safely(
-    evaluator: Evaluator, request: EvaluateRequest, cancelled: threading.Event | None = None
+    evaluator: Evaluator,
+    request: EvaluateRequest,
+    cancelled: threading.Event | None = None,
+    deadline: float | None = None,
 ) -> Verdict:
     """Evaluate, turning infrastructure failures into an ``internal_error`` verdict for batch use
-    (a cancelled evaluation still raises :class:`EvaluationCancelled`)."""
+    (a cancelled evaluation still raises :class:`EvaluationCancelled`, an expired one
+    :class:`EvaluationExpired`)."""
     try:
-        return evaluator.evaluate(request.task, request.candidate, request.options, cancelled)
+        return evaluator.evaluate(request.task, request.candidate, request.options, cancelled, deadline)
     except ExecutorError as e:
         logger.exception("evaluation of %s failed", request.task.id)
         return Verdict(

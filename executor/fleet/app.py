@@ -22,6 +22,7 @@ from executor.app import (
     batch_verdicts,
     error_response,
     install_error_handlers,
+    request_deadline,
     stopped_answer,
     within_request_limit,
 )
@@ -95,10 +96,11 @@ def create_fleet_app(settings: ExecutorSettings, fleet: Fleet | None = None) -> 
     # as it does on one executor.
     @app.post("/v1/evaluate", response_model=Verdict)
     async def evaluate(request: EvaluateRequest, http: Request) -> Verdict | JSONResponse:
+        deadline = request_deadline(settings)
         async with service_stop.stoppable(http) as cancelled:
             try:
                 return await within_request_limit(
-                    fleet.evaluate(request, cancelled), settings, "evaluation", cancelled
+                    fleet.evaluate(request, cancelled, deadline), settings, "evaluation", cancelled
                 )
             except EvaluationCancelled:
                 if stopping.is_set():
@@ -119,12 +121,13 @@ def create_fleet_app(settings: ExecutorSettings, fleet: Fleet | None = None) -> 
 
     @app.post("/v1/evaluate/batch", response_model=BatchResponse)
     async def evaluate_batch(batch: BatchRequest, http: Request) -> BatchResponse | JSONResponse:
+        deadline = request_deadline(settings)
         if (refused := batch_refused(batch, settings)) is not None:
             return refused
         async with service_stop.stoppable(http) as cancelled:
             verdicts = await batch_verdicts(
                 batch.items,
-                lambda item: fleet.evaluate(item, cancelled),
+                lambda item: fleet.evaluate(item, cancelled, deadline),
                 stopping,
                 cancelled,
                 settings.request_timeout_s,

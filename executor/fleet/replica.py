@@ -19,10 +19,11 @@ import sys
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from executor.app import query_gpu
-from executor.errors import EvaluationCancelled, ToolchainError
+from executor.errors import EvaluationCancelled, EvaluationExpired, ToolchainError
 from executor.evaluate import Evaluator, evaluate_safely
 from executor.fleet.compilers import CompilePool
 from executor.fleet.pinning import format_cpulist, pin_replica
@@ -42,6 +43,9 @@ _GPU_PROBE = (
 
 # What `ExecutorReplica.evaluate` answers for an evaluation that its caller stopped (not a verdict).
 CANCELLED = "cancelled"
+# What it answers for an evaluation dropped unrun because its deadline (its request's limit) passed
+# (not a verdict: the router raises `EvaluationExpired`, answered 504 / ``batch_timeout``).
+EXPIRED = "expired"
 
 # The most cancels a replica remembers for evaluations it has not started (`ExecutorReplica.cancel`);
 # past it, the oldest are forgotten.
@@ -67,6 +71,55 @@ def replica_settings(settings: ExecutorSettings, pinned: bool) -> ExecutorSettin
     return settings.model_copy(update={"timing_cores": 0})
 
 
+class EarlyCancels:
+    """The cancels of evaluations a replica has not started (queued behind ``compile_workers`` others
+    in the actor, or not yet arrived): token -> when it came, by ``clock``. One is forgotten ``keep_s``
+    after it came, and past ``cap`` the oldest are forgotten. Not locked: the replica holds its lock."""
+
+    def __init__(
+        self, keep_s: float, cap: int = MAX_EARLY_CANCELS, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.keep_s = keep_s
+        self.cap = cap
+        self.clock = clock
+        self._when: OrderedDict[str, float] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._when)
+
+    def remember(self, token: str) -> None:
+        """Remember a cancel of ``token`` now (a second one counts from now: the newest)."""
+        self.forget_old()
+        self._when.pop(token, None)
+        self._when[token] = self.clock()
+        while len(self._when) > self.cap:
+            self._when.popitem(last=False)
+
+    def take(self, token: str) -> bool:
+        """Whether a cancel of ``token`` is remembered (not yet forgotten); it is forgotten now."""
+        self.forget_old()
+        return self._when.pop(token, None) is not None
+
+    def forget_old(self) -> None:
+        """Forget the cancels that came ``keep_s`` ago or more (the oldest first)."""
+        old = self.clock() - self.keep_s
+        while self._when and next(iter(self._when.values())) <= old:
+            self._when.popitem(last=False)
+
+
+def skipped_answer(early: EarlyCancels, token: str | None, deadline: float | None) -> str | None:
+    """What an evaluation answers when its turn comes on a replica, without running: :data:`CANCELLED`
+    when a cancel of its token is remembered, :data:`EXPIRED` when its ``deadline`` (by ``early``'s
+    clock) has passed, None when it is to run. An evaluation whose cancel was forgotten (it came
+    ``keep_s``, twice the request limit, ago or more) has long passed its deadline (the request limit
+    from when it was accepted, which was before its cancel): it is dropped as :data:`EXPIRED`."""
+    if token is not None and early.take(token):
+        return CANCELLED
+    if deadline is not None and early.clock() >= deadline:
+        return EXPIRED
+    return None
+
+
 class ExecutorReplica:
     """The actor's class: evaluate requests given as JSON, describe the GPU, probe its health."""
 
@@ -87,11 +140,9 @@ class ExecutorReplica:
         self.evaluator = Evaluator(self.settings, remote_builds=self.compile_pool)
         # The evaluations that a caller may stop (`cancel`), by the token the router gave them.
         self._cancels: dict[str, threading.Event] = {}
-        # The cancels of evaluations not started yet (queued behind ``compile_workers`` others in the
-        # actor, or not yet arrived): token -> when, kept for twice the request limit, so that such an
+        # The cancels of evaluations not started yet, kept for twice the request limit, so that such an
         # evaluation, once its turn comes, ends at once instead of running for a caller long gone.
-        self._early_cancels: OrderedDict[str, float] = OrderedDict()
-        self._early_cancel_s = 2 * self.settings.request_timeout_s
+        self._early_cancels = EarlyCancels(2 * self.settings.request_timeout_s)
         self._cancels_lock = threading.Lock()
         logger.info("replica %s on %s (GPU %s, runtime %s)", replica, self.node, self.gpu_ids, self.runtime)
 
@@ -119,22 +170,31 @@ class ExecutorReplica:
             "turns": self.evaluator.turns.usage(),
         }
 
-    def evaluate(self, request_json: str, token: str | None = None) -> str:
+    def evaluate(self, request_json: str, token: str | None = None, deadline: float | None = None) -> str:
         """Evaluate one request (``EvaluateRequest`` as JSON); the verdict as JSON. With ``token``, a
         `cancel` of that token stops the evaluation (its worker killed, the GPU freed): then the answer
-        is :data:`CANCELLED`, also when the cancel came before the evaluation started (nothing runs)."""
+        is :data:`CANCELLED`, also when the cancel came before the evaluation started (nothing runs).
+        ``deadline`` (``time.time()``: the router's clock, on another host maybe): its request's limit;
+        an evaluation whose deadline passed before it started (it waited in the actor's queue), or
+        before its run (after its compile, before the GPU), is dropped and answers :data:`EXPIRED`,
+        cancelled or not."""
         request = EvaluateRequest.model_validate_json(request_json)
+        # in this process's monotonic clock from here: the wall clock may be set meanwhile
+        local = None if deadline is None else time.monotonic() + (deadline - time.time())
         cancelled = None
-        if token is not None:
-            cancelled = threading.Event()
-            with self._cancels_lock:
-                self._forget_old_cancels()
-                if self._early_cancels.pop(token, None) is not None:
-                    logger.info("replica %s: an evaluation cancelled before it started", self.replica)
-                    return CANCELLED
+        with self._cancels_lock:
+            skipped = skipped_answer(self._early_cancels, token, local)
+            if skipped is None and token is not None:
+                cancelled = threading.Event()
                 self._cancels[token] = cancelled
+        if skipped is not None:
+            logger.info("replica %s: an evaluation not started (%s)", self.replica, skipped)
+            return skipped
         try:
-            verdict = evaluate_safely(self.evaluator, request, cancelled)
+            verdict = evaluate_safely(self.evaluator, request, cancelled, local)
+        except EvaluationExpired as e:
+            logger.info("replica %s: %s", self.replica, e)
+            return EXPIRED
         except EvaluationCancelled as e:
             logger.info("replica %s: %s", self.replica, e)
             return CANCELLED
@@ -157,19 +217,10 @@ class ExecutorReplica:
         with self._cancels_lock:
             event = self._cancels.get(token)
             if event is None:
-                self._forget_old_cancels()
-                self._early_cancels[token] = time.monotonic()
-                while len(self._early_cancels) > MAX_EARLY_CANCELS:
-                    self._early_cancels.popitem(last=False)
+                self._early_cancels.remember(token)
                 return False
         event.set()
         return True
-
-    def _forget_old_cancels(self) -> None:
-        """Drop the remembered cancels past their time (the oldest first); under ``_cancels_lock``."""
-        old = time.monotonic() - self._early_cancel_s
-        while self._early_cancels and next(iter(self._early_cancels.values())) < old:
-            self._early_cancels.popitem(last=False)
 
     def prepare(self, request_json: str) -> None:
         """Start preparing the request's task (`Evaluator.prepare_task`) and return at once; called by

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from executor.app import wait_prepared
-from executor.errors import EvaluationCancelled, ExecutorError
+from executor.errors import EvaluationCancelled, EvaluationExpired, ExecutorError
 from executor.fleet.compilers import start_compile_workers
-from executor.fleet.replica import CANCELLED, ExecutorReplica
+from executor.fleet.replica import CANCELLED, EXPIRED, ExecutorReplica
 from executor.fleet.routing import RoutingTable, task_key
 from executor.protocol import (
     BaselineState,
@@ -55,6 +55,15 @@ CANCEL_POLL_S = 0.1
 SUSPECT_ERRORS = frozenset(
     {ErrorKind.TIMEOUT, ErrorKind.CRASH, ErrorKind.CUDA_ERROR, ErrorKind.INTERNAL_ERROR}
 )
+
+
+def _unless_skipped(answer: str, name: str) -> str:
+    """A replica's answer, a verdict's JSON; raise for an evaluation it stopped or dropped unrun."""
+    if answer == CANCELLED:  # stopped by a cancel of its token: never for a live caller
+        raise EvaluationCancelled(f"{name} stopped the evaluation")
+    if answer == EXPIRED:
+        raise EvaluationExpired(f"dropped unrun on {name}: its request's limit passed before it was run")
+    return answer
 
 
 class FleetUnavailableError(ExecutorError):
@@ -213,10 +222,18 @@ class Fleet:
             ray.shutdown()
 
     # -- evaluation -----------------------------------------------------------------------------
-    async def evaluate(self, request: EvaluateRequest, cancelled: threading.Event | None = None) -> Verdict:
+    async def evaluate(
+        self,
+        request: EvaluateRequest,
+        cancelled: threading.Event | None = None,
+        deadline: float | None = None,
+    ) -> Verdict:
         """Evaluate on a replica chosen for the task; once more elsewhere if that replica is lost.
         Once ``cancelled`` is set (the caller went away), the replica is told to stop the evaluation
-        (its worker killed, its GPU freed) and :class:`EvaluationCancelled` is raised."""
+        (its worker killed, its GPU freed) and :class:`EvaluationCancelled` is raised. ``deadline``
+        (``time.monotonic()``, `executor.app.request_deadline`): the replica drops the evaluation
+        unrun once it has passed (still queued there, or not yet on the GPU), whether a cancel came
+        or not, and :class:`EvaluationExpired` is raised."""
         import ray
 
         body = request.model_dump_json()
@@ -237,7 +254,7 @@ class Fleet:
                 self._prepare_on(name, key, body)
             self.table.started(name)
             try:
-                answer = await self._answer(replica, body, cancelled)
+                answer = await self._answer(replica, body, cancelled, deadline)
             except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError) as e:
                 lost.append(f"{name} on {replica.node} was lost: {type(e).__name__}")
                 self._retire(name)
@@ -314,29 +331,30 @@ class Fleet:
             waited_s=waited,
         )
 
-    async def _answer(self, replica: Replica, body: str, cancelled: threading.Event | None) -> str:
+    async def _answer(
+        self, replica: Replica, body: str, cancelled: threading.Event | None, deadline: float | None = None
+    ) -> str:
         """The replica's answer to ``body``; with ``cancelled``, the evaluation carries a token, and
         once the event is set the replica is told to stop it and :class:`EvaluationCancelled` raised.
-        The evaluation counts in the replica's load until the replica's call ends: a stopped one
-        still holds its place there until the replica has stopped it (or, still queued, skipped it)."""
+        With ``deadline`` (monotonic), the replica is given it on the wall clock (hosts' clocks agree
+        to well within a request limit) and :class:`EvaluationExpired` is raised when it dropped the
+        evaluation unrun. The evaluation counts in the replica's load until the replica's call ends: a
+        stopped one still holds its place there until the replica has stopped it (or, still queued,
+        skipped it)."""
 
         def ended(_: object) -> None:
             self.table.finished(replica.name)
 
         token = None if cancelled is None else secrets.token_hex(8)
+        wall = None if deadline is None else time.time() + (deadline - time.monotonic())
         try:
-            call = (
-                replica.handle.evaluate.remote(body)
-                if token is None
-                else replica.handle.evaluate.remote(body, token)
-            )
-            answer = asyncio.ensure_future(call)
+            answer = asyncio.ensure_future(replica.handle.evaluate.remote(body, token, wall))
         except BaseException:
             ended(None)  # never sent: its place in the load is given back here, as no call will end it
             raise
         answer.add_done_callback(ended)
         if cancelled is None:
-            return str(await answer)
+            return _unless_skipped(str(await answer), replica.name)
 
         def stop_there() -> None:
             replica.handle.cancel.options(concurrency_group=PREPARE_GROUP).remote(token)
@@ -346,10 +364,7 @@ class Fleet:
             while not cancelled.is_set():
                 done, _ = await asyncio.wait({answer}, timeout=CANCEL_POLL_S)
                 if done:
-                    text = str(answer.result())
-                    if text == CANCELLED:  # stopped by another caller's cancel: never for a live caller
-                        raise EvaluationCancelled("the replica stopped the evaluation")
-                    return text
+                    return _unless_skipped(str(answer.result()), replica.name)
         except asyncio.CancelledError:
             # the awaiting request given up (a batch past its limit, a request past its limit): the
             # replica stops the evaluation too, instead of running it to its limits for nobody

@@ -21,7 +21,7 @@ import pytest
 
 from executor import timingset
 from executor.app import create_app
-from executor.errors import EvaluationCancelled
+from executor.errors import EvaluationCancelled, EvaluationExpired
 from executor.evaluate import Evaluator
 from executor.protocol import CandidateSource, EvaluateRequest, EvaluationOptions, Verdict
 from executor.reference import build_reference
@@ -136,6 +136,47 @@ def test_evaluations_cancelled_while_queued_start_nothing(tmp_path: Path) -> Non
         if evaluator.compiler.cached(evaluator.compiler.build_key(source, "shared_library"), "shared_library")
     ]
     assert built == [], f"queued evaluations {built} were compiled after their callers left"
+
+
+def test_an_evaluation_past_its_deadline_is_dropped_unrun(tmp_path: Path) -> None:
+    """An evaluation carries its request's deadline (its limit from when it was accepted). One whose
+    deadline passed before it started compiles nothing (seen failing without the check at its start:
+    it was dropped only after its compile); one whose deadline passes during its compile and reference is dropped
+    before its run, though nobody set its cancel (seen failing without the checks after the compile
+    and before the GPU turn: the spinning candidate ran into the test's limit)."""
+    task: FunctionTask | KernelTask = load_task(TASKS_DIR / "saxpy")
+    evaluator = Evaluator(_settings(tmp_path))
+    options = EvaluationOptions(correctness_sets=1)
+    late = SPIN + "// its deadline passed while it waited\n"
+    soon = SPIN + "// its deadline passes while it compiles\n"
+    outcome: list[object] = []
+
+    def evaluate_soon() -> None:
+        try:  # the reference's build and the compile take far longer than 0.2 s
+            deadline = time.monotonic() + 0.2
+            outcome.append(
+                evaluator.evaluate(task, CandidateSource(source=soon), options, threading.Event(), deadline)
+            )
+        except EvaluationCancelled as e:
+            outcome.append(e)
+
+    try:
+        with pytest.raises(EvaluationExpired, match="not started"):
+            evaluator.evaluate(
+                task, CandidateSource(source=late), options, threading.Event(), time.monotonic()
+            )
+        key = evaluator.compiler.build_key(late, "shared_library")
+        assert not evaluator.compiler.cached(key, "shared_library"), "compiled past its deadline"
+        caller = threading.Thread(target=evaluate_soon, daemon=True)
+        caller.start()
+        caller.join(timeout=60.0)
+        assert not caller.is_alive(), "the evaluation ran past its deadline (a spin under 120-s limits)"
+        (dropped,) = outcome
+        assert isinstance(dropped, EvaluationExpired), dropped
+        assert "not started" not in str(dropped), dropped  # dropped after its start, before its run
+        wait_until(lambda: not worker_children(b"candidate"), STOPPED_WITHIN_S, "its worker was left running")
+    finally:
+        evaluator.close()
 
 
 def test_a_stopping_executor_stops_its_running_candidate_at_once(tmp_path: Path, shared_builds: Path) -> None:

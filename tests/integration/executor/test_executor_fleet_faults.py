@@ -371,6 +371,51 @@ def test_a_replica_skips_an_evaluation_cancelled_while_queued(
     assert control.error is ErrorKind.STATIC_REJECTED, control
 
 
+def test_a_replica_drops_an_evaluation_whose_deadline_passed_while_queued(
+    fleet: Fleet, saxpy: FunctionTask | KernelTask
+) -> None:
+    """A third evaluation waits in the actor's queue behind two that hold its threads, with a deadline
+    (its request's limit) that passes meanwhile, and nobody cancels it (its router's cancel lost, or
+    remembered past its keep and forgotten). Once its turn comes it answers ``expired`` without running
+    (seen on the real actor: without the drop, its answer was its ``static_rejected`` verdict); one
+    whose deadline is still ahead runs as usual."""
+    import ray
+
+    from executor.fleet.replica import CANCELLED, EXPIRED
+    from executor.fleet.router import PREPARE_GROUP
+
+    replica = next(iter(fleet.replicas.values()))
+    spins = [SPIN + f"// held past a deadline {i}\n" for i in (1, 2)]
+    rejected = HEAD + 'system("id"); }' + STUB
+    for spin in spins:  # built first, so both spin at once whatever the load
+        assert Compiler.from_settings(fleet.settings, replica.info["arch"]).compile(saxpy, spin).ok
+
+    def body(source: str) -> str:
+        return EvaluateRequest(
+            task=saxpy, candidate=CandidateSource(source=source), options=QUICK
+        ).model_dump_json()
+
+    def cancel(token: str) -> bool:
+        return bool(ray.get(replica.handle.cancel.options(concurrency_group=PREPARE_GROUP).remote(token)))
+
+    busy_before = _busy_workers()
+    held = [replica.handle.evaluate.remote(body(spin), f"held-dl-{i}") for i, spin in enumerate(spins)]
+    deadline = time.time() + 3.0
+    queued = replica.handle.evaluate.remote(body(rejected), "queued-dl", deadline)
+    try:
+        _wait_for(lambda: bool(_busy_workers() - busy_before), "a held candidate to spin", 120.0)
+        _wait_for(lambda: time.time() > deadline + 0.5, "the queued evaluation's deadline to pass", 10.0)
+    finally:
+        for i in range(len(held)):
+            cancel(f"held-dl-{i}")
+    assert ray.get(held, timeout=60.0) == [CANCELLED, CANCELLED]
+    answer = ray.get(queued, timeout=60.0)
+    assert answer == EXPIRED, f"the evaluation ran past its deadline when its turn came: {answer[:300]}"
+    ahead = replica.handle.evaluate.remote(body(rejected), "ahead", time.time() + 60.0)
+    control = Verdict.model_validate_json(ray.get(ahead, timeout=60.0))
+    assert control.error is ErrorKind.STATIC_REJECTED, control
+
+
 # A reference that never ends at the timing size (262,144 floats; the test size is 1,000): a task whose
 # preparation is still under way at any moment of the test.
 ENDLESS_REFERENCE = HEAD + (

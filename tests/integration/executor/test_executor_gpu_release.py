@@ -94,6 +94,39 @@ def test_the_turn_ends_before_the_host_checks(evaluator: Evaluator, saxpy: Funct
     assert not evaluator.turns.locked()
 
 
+def test_the_release_waits_out_requests_passing_the_turnstiles(
+    evaluator: Evaluator, saxpy: FunctionTask | KernelTask
+) -> None:
+    """Requests that pass the uploads lock's turnstile one after another (9 ms in, 1 ms out, as
+    prepared workers' upload chunks and spares' context creations do right after a run lets its locks
+    go) do not keep a released worker's turn: the evaluator's hold for it tries again within its bound
+    (session 32; seen failing with one try, as before: ``release_refused``, the checks under the turn)."""
+    import fcntl
+
+    from executor.gpulock import lock_path, open_lock, turnstile_path
+
+    stop = threading.Event()
+
+    def pass_again_and_again() -> None:
+        with open_lock(turnstile_path(lock_path(evaluator.pool.gpu_lock, "uploads"))) as turnstile:
+            while not stop.is_set():
+                fcntl.flock(turnstile, fcntl.LOCK_EX)
+                time.sleep(0.009)
+                fcntl.flock(turnstile, fcntl.LOCK_UN)
+                time.sleep(0.001)
+
+    passers = threading.Thread(target=pass_again_and_again, daemon=True)
+    passers.start()
+    try:
+        verdict = evaluator.evaluate(saxpy, CandidateSource(source=HONEST + "// passers\n"), OPTIONS)
+    finally:
+        stop.set()
+        passers.join(timeout=5.0)
+    assert verdict.passed, verdict.message
+    assert "release_refused" not in verdict.seconds, str(verdict.seconds)
+    assert verdict.seconds.get("after_release", 0.0) > 0, str(verdict.seconds)
+
+
 def test_without_the_setting_every_check_is_under_the_turn(
     saxpy: FunctionTask | KernelTask, tmp_path: Path
 ) -> None:

@@ -130,3 +130,36 @@ def test_every_failed_items_error_is_retrieved() -> None:
 
     asyncio.run(main())
     assert not reported, [c.get("message") for c in reported]
+
+
+def test_an_item_dropped_at_its_deadline_is_batch_timeout() -> None:
+    """An item that its evaluation dropped unrun because the batch's deadline passed (a replica's or
+    the evaluator's `EvaluationExpired`, which may come a moment before the batch's own limit) is a
+    ``batch_timeout`` verdict beside the judged ones, not the whole batch's failure (seen failing
+    without its clause: the batch raised, a 499 for every item)."""
+    from executor.errors import EvaluationExpired
+
+    async def evaluate(item: EvaluateRequest) -> Verdict:
+        if _index(item) == 1:
+            raise EvaluationExpired("not started: its request's limit passed before it was run")
+        return _judged(item)
+
+    verdicts = asyncio.run(batch_verdicts(_items(2), evaluate, threading.Event(), threading.Event(), 10.0))
+    assert verdicts[0].error is ErrorKind.STATIC_REJECTED, verdicts[0]
+    assert verdicts[1].error is ErrorKind.BATCH_TIMEOUT and verdicts[1].error in NOT_JUDGED, verdicts[1]
+    assert verdicts[1].reward is None, verdicts[1]
+
+
+def test_a_single_evaluation_dropped_at_its_deadline_is_answered_504() -> None:
+    """`within_request_limit` answers an evaluation dropped at its deadline as one past the limit: 504
+    ``timeout`` (seen failing without its clause: the `EvaluationExpired` went up, a 499)."""
+    from executor.app import within_request_limit
+    from executor.errors import EvaluationExpired
+    from executor.settings import ExecutorSettings
+
+    async def dropped() -> Verdict:
+        raise EvaluationExpired("dropped unrun on replica-0: its request's limit passed before it was run")
+
+    answer = asyncio.run(within_request_limit(dropped(), ExecutorSettings(), "evaluation"))
+    assert not isinstance(answer, Verdict)
+    assert answer.status_code == 504 and b'"timeout"' in answer.body, answer.body

@@ -205,3 +205,49 @@ def test_a_reserved_run_waits_only_for_work_begun_before_it(
             proc.wait()
     assert held(after)[0] >= let_go
     assert held(upload)[0] < got_it
+
+
+def test_the_hold_for_a_released_worker_waits_out_a_turnstile_passer(tmp_path: Path) -> None:
+    """`hold_soon` (the evaluator's hold at a function candidate's release): a request passing a
+    lock's turnstile (here one that keeps it 30 ms, as a spare that waited during the run does until it
+    is scheduled) makes one try fail; the hold tries again and gets both locks shared within its bound
+    (seen failing with a single try: None, the turn kept and the host checks under it)."""
+    import fcntl
+    import threading
+
+    from executor.gpulock import hold_now, hold_soon, lock_path, open_lock, turnstile_path
+
+    lock = tmp_path / "gpu.lock"
+    lock.touch()
+    passer = open_lock(turnstile_path(lock_path(lock, "uploads")))
+    fcntl.flock(passer, fcntl.LOCK_EX)
+    let_go = threading.Timer(0.03, lambda: fcntl.flock(passer, fcntl.LOCK_UN))
+    try:
+        assert hold_now(lock, ("gpu", "uploads")) is None  # one try, while the passer is in the turnstile
+        let_go.start()
+        began = time.monotonic()
+        stacks = hold_soon(lock, ("gpu", "uploads"), within_s=1.0)
+        took = time.monotonic() - began
+    finally:
+        let_go.join()
+        passer.close()
+    assert stacks is not None and len(stacks) == 2, "the hold gave up on a passing request"
+    assert took < 0.5, took
+    for stack in stacks:
+        stack.close()
+
+
+def test_the_hold_for_a_released_worker_gives_up_at_its_bound(tmp_path: Path) -> None:
+    """An exclusive holder (a worker that kept a lock alone) is waited for ``within_s`` at most, and
+    nothing is left held: the GPU's lock, had at each try, is let go with the uploads' refused."""
+    from executor.gpulock import hold, hold_soon
+
+    lock = tmp_path / "gpu.lock"
+    lock.touch()
+    with hold(lock, "exclusive", "uploads"):
+        began = time.monotonic()
+        assert hold_soon(lock, ("gpu", "uploads"), within_s=0.05) is None
+        took = time.monotonic() - began
+        with hold(lock, "exclusive"):  # not held by the hold that gave up
+            pass
+    assert 0.05 <= took < 1.0, took

@@ -94,3 +94,35 @@ def test_an_answered_evaluation_leaves_the_load() -> None:
         assert fleet.table.in_flight[replica.name] == 0
 
     asyncio.run(scenario())
+
+
+def test_an_evaluation_dropped_at_its_deadline_raises_expired() -> None:
+    """The router hands the replica the request's deadline on the wall clock, and a replica's
+    ``expired`` answer (dropped unrun) becomes `EvaluationExpired` (answered 504 / ``batch_timeout``),
+    not a verdict to parse; its place in the load is given back when the call ends."""
+    import time
+
+    from executor.errors import EvaluationExpired
+    from executor.fleet.replica import EXPIRED
+
+    sent: list[tuple[Any, ...]] = []
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+
+        def evaluate(*args: Any) -> Any:
+            sent.append(args)
+            answered: asyncio.Future[str] = loop.create_future()
+            answered.set_result(EXPIRED)
+            return answered
+
+        fleet, replica = _fleet(_Handle(evaluate))
+        with pytest.raises(EvaluationExpired):
+            await fleet._answer(replica, "{}", threading.Event(), time.monotonic() + 30.0)
+        await asyncio.sleep(0)
+        assert fleet.table.in_flight[replica.name] == 0
+
+    asyncio.run(scenario())
+    ((body, token, wall),) = sent
+    assert body == "{}" and isinstance(token, str)
+    assert abs(wall - (time.time() + 30.0)) < 5.0, wall
