@@ -424,7 +424,7 @@ def apply(change: Change, fitted: Fitted, rec: Record) -> str:
 
 
 @dataclass
-class Tally:
+class HeldOutTally:
     """Counts over some decisions."""
 
     items: int = 0
@@ -449,10 +449,10 @@ class Tally:
 
 def loso(change: Change, records: Sequence[Record]) -> tuple[dict[str, Any], list[str]]:
     """Held-out totals of `change` and one line per fold."""
-    before: dict[tuple[str, bool], Tally] = {}
-    after: dict[tuple[str, bool], Tally] = {}
-    own_before: dict[str, Tally] = {g: Tally() for g in GRAPHS}
-    own_after: dict[str, Tally] = {g: Tally() for g in GRAPHS}
+    before: dict[tuple[str, bool], HeldOutTally] = {}
+    after: dict[tuple[str, bool], HeldOutTally] = {}
+    own_before: dict[str, HeldOutTally] = {g: HeldOutTally() for g in GRAPHS}
+    own_after: dict[str, HeldOutTally] = {g: HeldOutTally() for g in GRAPHS}
     folds = []
     final = fit(change, [r for r in records if r.source != "own"])
     for rec in records:
@@ -469,8 +469,8 @@ def loso(change: Change, records: Sequence[Record]) -> tuple[dict[str, Any], lis
             v = apply(change, fitted, rec)
             moved += v != rec.verdict
             key = (rec.graph, rec.doubtful)
-            before.setdefault(key, Tally()).add(rec, rec.verdict)
-            after.setdefault(key, Tally()).add(rec, v)
+            before.setdefault(key, HeldOutTally()).add(rec, rec.verdict)
+            after.setdefault(key, HeldOutTally()).add(rec, v)
         folds.append(
             f"{held}: t {fitted.threshold:.3f}, gains {fitted.gained} on the other sets, {moved} held-out decisions moved"
         )
@@ -523,7 +523,7 @@ def per_set(records: Sequence[Record]) -> str:
     for source in ("own", *DEV_SETS):
         cells = []
         for graph in GRAPHS:
-            t = Tally()
+            t = HeldOutTally()
             for r in records:
                 if r.source == source and r.graph == graph and (source == "own" or not r.doubtful):
                     t.add(r, r.verdict)
@@ -674,7 +674,7 @@ def refit_report(records: Sequence[Record], vectors: TextVectors, model_out: Pat
                     continue
                 pool = own_after if source == "own" else after
                 sel = [r for r in pool if r.source == source and r.graph == graph and r.doubtful == doubtful]
-                b, a = Tally(), Tally()
+                b, a = HeldOutTally(), HeldOutTally()
                 for r in sel:
                     old = before[(r.source, r.graph, r.id)]
                     b.add(old, old.verdict)
@@ -689,7 +689,7 @@ def refit_report(records: Sequence[Record], vectors: TextVectors, model_out: Pat
     sums = []
     for graph in GRAPHS:
         for doubtful in (False, True):
-            b, a = Tally(), Tally()
+            b, a = HeldOutTally(), HeldOutTally()
             for r in after:
                 if r.graph == graph and r.doubtful == doubtful:
                     old = before[(r.source, r.graph, r.id)]
@@ -802,8 +802,8 @@ def knn_report(records: Sequence[Record], vectors: TextVectors) -> str:
     ]
     first = True
     for family, doc in KNN_FAMILIES:
-        before: dict[tuple[str, bool], Tally] = {}
-        after: dict[tuple[str, bool], Tally] = {}
+        before: dict[tuple[str, bool], HeldOutTally] = {}
+        after: dict[tuple[str, bool], HeldOutTally] = {}
         folds = []
         moved_lines = []
         for held in DEV_SETS:
@@ -846,8 +846,8 @@ def knn_report(records: Sequence[Record], vectors: TextVectors) -> str:
                         f"(truth {r.truth}; nearest {label!r} at {sim:.2f}): {r.verdict} -> {v}"
                     )
                 key = (r.graph, r.doubtful)
-                before.setdefault(key, Tally()).add(r, r.verdict)
-                after.setdefault(key, Tally()).add(r, v)
+                before.setdefault(key, HeldOutTally()).add(r, r.verdict)
+                after.setdefault(key, HeldOutTally()).add(r, v)
             folds.append(
                 f"{held}: t {t:.3f}, gains {best} on the other sets, {moved} held-out decisions moved"
             )
@@ -870,8 +870,8 @@ def knn_report(records: Sequence[Record], vectors: TextVectors) -> str:
             nxt = scored[i + 1][0] if i + 1 < len(scored) else -float("inf")
             if nxt < sim and gained > best:
                 t_all, best = sim, gained
-        own_b = {g: Tally() for g in GRAPHS}
-        own_a = {g: Tally() for g in GRAPHS}
+        own_b = {g: HeldOutTally() for g in GRAPHS}
+        own_a = {g: HeldOutTally() for g in GRAPHS}
         for k in own_test:
             r = records[k]
             sim, label = nearest(k, set())
@@ -901,10 +901,11 @@ def knn_report(records: Sequence[Record], vectors: TextVectors) -> str:
 def implemented_report(records: Sequence[Record], vectors: TextVectors) -> str:
     """The committed rule (`search.relabel.examples`) leaving one set out: each development set decided
     with the examples of every other set (and the own calibration half); the own set with all of them."""
-    from search.relabel.examples import Example
+    from search.relabel.examples import LabelledName
 
     bank = [
-        Example(item.name, None if item.truth == NEW else item.truth, source) for source, item in bank_items()
+        LabelledName(item.name, None if item.truth == NEW else item.truth, source)
+        for source, item in bank_items()
     ]
     taxonomy = default_taxonomy()
     model = load_model()
@@ -912,7 +913,7 @@ def implemented_report(records: Sequence[Record], vectors: TextVectors) -> str:
     before = {(r.source, r.graph, r.id): r for r in records}
     rows: list[str] = []
     moved: list[str] = []
-    totals: dict[tuple[str, bool], tuple[Tally, Tally]] = {}
+    totals: dict[tuple[str, bool], tuple[HeldOutTally, HeldOutTally]] = {}
     for source in ("own", *DEV_SETS):
         examples = [e for e in bank if e.source != source or source == "own"]
         for scene in scenarios(taxonomy):
@@ -924,16 +925,16 @@ def implemented_report(records: Sequence[Record], vectors: TextVectors) -> str:
             index = policy.index(scene.techniques)
             items = sets[source]
             policy.prepare([i.step() for i in items], index)
-            cells: dict[bool, tuple[Tally, Tally]] = {}
+            cells: dict[bool, tuple[HeldOutTally, HeldOutTally]] = {}
             for item in items:
                 old = before[(source, scene.name, item.id)]
                 choice = policy.choose(item.step(), index)
                 new = verdict(item, scene, choice)
-                b, a = cells.setdefault(item.doubtful, (Tally(), Tally()))
+                b, a = cells.setdefault(item.doubtful, (HeldOutTally(), HeldOutTally()))
                 b.add(old, old.verdict)
                 a.add(old, new)
                 if source != "own":
-                    tb, ta = totals.setdefault((scene.name, item.doubtful), (Tally(), Tally()))
+                    tb, ta = totals.setdefault((scene.name, item.doubtful), (HeldOutTally(), HeldOutTally()))
                     tb.add(old, old.verdict)
                     ta.add(old, new)
                 if new != old.verdict:
@@ -963,10 +964,11 @@ def implemented_report(records: Sequence[Record], vectors: TextVectors) -> str:
 def write_bank(path: Path | None = None) -> int:
     """Write the packaged examples (`search.relabel.examples`) from the development sets' clear items
     and the own set's calibration half (never the outside set); returns how many."""
-    from search.relabel.examples import EXAMPLES_PATH, Example, write_examples
+    from search.relabel.examples import EXAMPLES_PATH, LabelledName, write_examples
 
     examples = [
-        Example(item.name, None if item.truth == NEW else item.truth, source) for source, item in bank_items()
+        LabelledName(item.name, None if item.truth == NEW else item.truth, source)
+        for source, item in bank_items()
     ]
     write_examples(examples, default_taxonomy().version, path or EXAMPLES_PATH)
     return len(examples)

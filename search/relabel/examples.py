@@ -55,7 +55,7 @@ class ExampleError(SearchError):
 
 
 @dataclass(frozen=True)
-class Example:
+class LabelledName:
     """One labelled name."""
 
     name: str
@@ -72,7 +72,7 @@ def example_text(name: str) -> str:
 EXAMPLES_FORMAT = "regraph.relabel-examples/v1"
 
 
-def read_examples(path: Path = EXAMPLES_PATH) -> tuple[str, list[Example]]:
+def read_examples(path: Path = EXAMPLES_PATH) -> tuple[str, list[LabelledName]]:
     """The taxonomy version the examples of `path` are labelled against, and the examples (the first
     line is a header: `{"format": EXAMPLES_FORMAT, "taxonomy": version}`)."""
     out = []
@@ -91,13 +91,15 @@ def read_examples(path: Path = EXAMPLES_PATH) -> tuple[str, list[Example]]:
             technique = row["technique"]
             if not isinstance(row["name"], str) or not (technique is None or isinstance(technique, str)):
                 raise TypeError("name must be a string, technique a string or null")
-            out.append(Example(row["name"], technique, str(row.get("set", ""))))
+            out.append(LabelledName(row["name"], technique, str(row.get("set", ""))))
         except (json.JSONDecodeError, KeyError, TypeError) as e:
             raise ExampleError(f"{path}:{n}: not an example: {e}") from e
     return str(header.get("taxonomy", "")), out
 
 
-def write_examples(examples: Sequence[Example], taxonomy_version: str, path: Path = EXAMPLES_PATH) -> None:
+def write_examples(
+    examples: Sequence[LabelledName], taxonomy_version: str, path: Path = EXAMPLES_PATH
+) -> None:
     """Write `examples` (with the header) to `path`."""
     lines = [json.dumps({"format": EXAMPLES_FORMAT, "taxonomy": taxonomy_version})]
     lines += [
@@ -123,7 +125,7 @@ def _packaged_for(embedder: Any) -> dict[str, Any]:
 class ExampleBank:
     """Examples with their unit vectors; `nearest` finds the one closest to a name."""
 
-    def __init__(self, examples: Sequence[Example], vectors: TextVectors, taxonomy: Taxonomy) -> None:
+    def __init__(self, examples: Sequence[LabelledName], vectors: TextVectors, taxonomy: Taxonomy) -> None:
         names = {t.name for t in taxonomy.techniques}
         unknown = sorted({e.technique for e in examples if e.technique is not None} - names)
         if unknown:
@@ -141,7 +143,7 @@ class ExampleBank:
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         self.matrix = np.asarray(matrix / np.maximum(norms, 1e-12), dtype=np.float32)
 
-    def nearest(self, vector: np.ndarray[Any, Any]) -> tuple[Example, float] | None:
+    def nearest(self, vector: np.ndarray[Any, Any]) -> tuple[LabelledName, float] | None:
         """The example nearest to `vector` (a name's embedding) and its cosine."""
         if not len(self.examples):
             return None

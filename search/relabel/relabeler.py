@@ -48,7 +48,7 @@ from search.embeddings import Embedder, EmbeddingError, default_model_path, tech
 from search.errors import SearchError
 from search.protocols import INITIAL_TECHNIQUE
 from search.relabel.evidence import CodeEvidence, code_evidence, name_code_mismatch
-from search.relabel.examples import EXAMPLE_MERGE, EXAMPLE_NEW, Example, ExampleBank, read_examples
+from search.relabel.examples import EXAMPLE_MERGE, EXAMPLE_NEW, ExampleBank, LabelledName, read_examples
 from search.relabel.scoring import (
     FEATURES,
     CandidateIndex,
@@ -458,7 +458,7 @@ def technique_candidates(techniques: list[Technique], taxonomy: Taxonomy | None)
 
 
 @lru_cache(maxsize=1)
-def _packaged_examples() -> tuple[str, list[Example]]:
+def _packaged_examples() -> tuple[str, list[LabelledName]]:
     """The packaged examples (read once per process)."""
     return read_examples()
 
@@ -488,7 +488,7 @@ class RelabelPolicy:
         taxonomy: Taxonomy | None,
         model: ScoringModel,
         vectors: TextVectors | None = None,
-        examples: Sequence[Example] | None = None,
+        examples: Sequence[LabelledName] | None = None,
     ) -> None:
         """Score with `model`; `taxonomy` (or None) is the background knowledge; `vectors` a shared cache;
         `examples` the labelled names a name is compared with (default: the packaged ones, used when
@@ -501,15 +501,20 @@ class RelabelPolicy:
         self._bank: ExampleBank | None = None
 
     def example_bank(self) -> ExampleBank | None:
-        """The examples with their vectors (built on first use); None without a taxonomy, or when the
-        packaged examples are labelled against another taxonomy version."""
+        """The examples with their vectors (built on first use); None without a taxonomy. The packaged
+        examples are left out (an empty bank) when labelled against another taxonomy version or naming
+        techniques the taxonomy lacks."""
         if self.taxonomy is None:
             return None
         if self._bank is None:
             examples = self._examples
             if examples is None:
                 version, examples = _packaged_examples()
-                if version != self.taxonomy.version:
+                known = {t.name for t in self.taxonomy.techniques}
+                if version != self.taxonomy.version or any(
+                    e.technique is not None and e.technique not in known for e in examples
+                ):
+                    # labelled against another taxonomy (a version, or a test's own taxonomy): not used
                     examples = []
             self._bank = ExampleBank(examples, self.vectors, self.taxonomy)
         return self._bank

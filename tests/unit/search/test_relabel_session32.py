@@ -15,9 +15,9 @@ from search.embeddings import Embedder
 from search.relabel import examples as examples_module
 from search.relabel.examples import (
     EXAMPLES_PATH,
-    Example,
     ExampleBank,
     ExampleError,
+    LabelledName,
     read_examples,
     write_examples,
 )
@@ -27,7 +27,11 @@ from search.relabel.taxonomy import Taxonomy
 
 
 def _choose(
-    embedder: Embedder, taxonomy: Taxonomy | None, name: str, examples: list[Example], graph: str = "full"
+    embedder: Embedder,
+    taxonomy: Taxonomy | None,
+    name: str,
+    examples: list[LabelledName],
+    graph: str = "full",
 ) -> tuple[str, str, dict[str, object] | None]:
     scene = next(s for s in scenarios(taxonomy or _default()) if s.name == graph)
     policy = RelabelPolicy(embedder, taxonomy=taxonomy, model=load_model(), examples=examples)
@@ -41,8 +45,8 @@ def _default() -> Taxonomy:
     return default_taxonomy()
 
 
-COARSENING = [Example("Several outputs per thread", "Thread coarsening", "general")]
-MULTI_GPU = [Example("simpleMultiGPU", None, "dev10")]
+COARSENING = [LabelledName("Several outputs per thread", "Thread coarsening", "general")]
+MULTI_GPU = [LabelledName("simpleMultiGPU", None, "dev10")]
 
 
 def test_a_near_example_merges_a_waiting_step(embedder: Embedder, taxonomy: Taxonomy) -> None:
@@ -69,7 +73,7 @@ def test_a_near_example_of_no_technique_makes_a_waiting_step_new(
 
 def test_a_far_example_changes_nothing(embedder: Embedder, taxonomy: Taxonomy) -> None:
     # the merge needs 0.864: "Evening out the work across warps" is farther from the coarsening example
-    far = [Example("Several outputs per thread", "Thread coarsening")]
+    far = [LabelledName("Several outputs per thread", "Thread coarsening")]
     assert (
         _choose(embedder, taxonomy, "Evening out the work across warps", far)[:2]
         == _choose(embedder, taxonomy, "Evening out the work across warps", [])[:2]
@@ -79,13 +83,13 @@ def test_a_far_example_changes_nothing(embedder: Embedder, taxonomy: Taxonomy) -
 def test_an_example_never_overrides_a_merge_the_scorer_made(embedder: Embedder, taxonomy: Taxonomy) -> None:
     # the rule touches waiting and new steps only: a separated merge stands whatever an example says
     name = "Unrolling the inner loop by hand"  # a model merge (not an alias)
-    wrong = [Example(name, "Kernel fusion")]
+    wrong = [LabelledName(name, "Kernel fusion")]
     assert _choose(embedder, taxonomy, name, wrong)[:3] == ("merge", "Loop unrolling", None)
 
 
 def test_the_later_gates_still_hold(embedder: Embedder, taxonomy: Taxonomy) -> None:
     # a contrary word queues a step whatever merged it
-    contrary = [Example("Avoid shared memory tiling", "Shared memory tiling")]
+    contrary = [LabelledName("Avoid shared memory tiling", "Shared memory tiling")]
     assert _choose(embedder, taxonomy, "Avoid shared memory tiling here", contrary)[0] == "undecided"
 
 
@@ -119,8 +123,19 @@ def test_the_examples_file_is_checked(embedder: Embedder, taxonomy: Taxonomy, tm
     with pytest.raises(ExampleError, match="header"):
         read_examples(path)
     with pytest.raises(ExampleError, match="lacks"):
-        ExampleBank([Example("x", "Not a technique")], TextVectors(embedder), taxonomy)
+        ExampleBank([LabelledName("x", "Not a technique")], TextVectors(embedder), taxonomy)
     assert EXAMPLES_PATH.exists()
+
+
+def test_packaged_examples_are_not_used_with_a_taxonomy_that_lacks_their_techniques(
+    embedder: Embedder, taxonomy: Taxonomy
+) -> None:
+    # a taxonomy of the same version but fewer techniques (the API tests' own): no examples, no error
+    from dataclasses import replace
+
+    small = replace(taxonomy, techniques=taxonomy.techniques[:5])
+    bank = RelabelPolicy(embedder, taxonomy=small, model=load_model()).example_bank()
+    assert bank is not None and bank.examples == ()
 
 
 def test_examples_of_another_taxonomy_version_are_not_used(
