@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,7 @@ class LabelledName:
     source: str = ""
 
 
+@lru_cache(maxsize=8192)
 def example_text(name: str) -> str:
     """What an example (and a step's name) is embedded as: the scorer's embedded name."""
     return StepText(name).embedded_name()
