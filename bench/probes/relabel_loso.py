@@ -702,6 +702,9 @@ def refit_report(records: Sequence[Record], vectors: TextVectors, model_out: Pat
 
 # --- labelled names of other sets as examples (nearest neighbour), leave one set out ----------------------
 
+TWO_SOURCES = False
+"""`--two-sources`: the example families score by the nearest example of a second source that agrees
+with the nearest one (tried in session 32)."""
 BANK_GRAPHS: dict[str, frozenset[str]] = {}
 """graph -> the names of its techniques (filled by `knn_report`)."""
 
@@ -787,6 +790,14 @@ def knn_report(records: Sequence[Record], vectors: TextVectors) -> str:
             return -1.0, NEW
         row = np.where(mask, sims[k], -2.0)
         j = int(np.argmax(row))
+        if TWO_SOURCES:
+            # the nearest example of another source than the nearest one's must say the same; its
+            # cosine is the score
+            other = np.where(bank_src != bank_src[j], row, -2.0)
+            j2 = int(np.argmax(other))
+            if other[j2] <= -2.0 or bank_label[j2] != bank_label[j]:
+                return -1.0, NEW
+            return float(other[j2]), bank_label[j]
         return float(row[j]), bank_label[j]
 
     lines = [
@@ -987,6 +998,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--changes", default="", help="comma-separated change names (default: all)")
     parser.add_argument("--knn", action="store_true", help="also the nearest-example changes")
     parser.add_argument(
+        "--two-sources", action="store_true", help="with --knn: two agreeing examples of two sources"
+    )
+    parser.add_argument(
         "--implemented", action="store_true", help="also the committed example rule, leave one set out"
     )
     parser.add_argument(
@@ -1007,6 +1021,8 @@ def main(argv: list[str] | None = None) -> int:
         "--write-examples", action="store_true", help="write search/relabel/data/examples.v1.jsonl and stop"
     )
     args = parser.parse_args(argv)
+    global TWO_SOURCES
+    TWO_SOURCES = args.two_sources
     if args.write_examples:
         print(f"{write_bank()} examples written")
         return 0
