@@ -702,6 +702,9 @@ def refit_report(records: Sequence[Record], vectors: TextVectors, model_out: Pat
 
 # --- labelled names of other sets as examples (nearest neighbour), leave one set out ----------------------
 
+KNN_GRAPHS: tuple[str, ...] = GRAPHS
+"""`--knn-graphs`: the graphs whose decisions the example families may touch (fit and held out); the
+committed rule reads the examples with a taxonomy only (`--knn-graphs full`)."""
 TWO_SOURCES = False
 """`--two-sources`: the example families score by the nearest example of a second source that agrees
 with the nearest one (tried in session 32)."""
@@ -746,6 +749,8 @@ KNN_FAMILIES: tuple[tuple[str, str], ...] = (
 def knn_action(family: str, rec: Record, label: str, graph_names: frozenset[str]) -> tuple[str, str]:
     """(verdict after, target) of `family` for `rec` whose nearest example says `label`; ("", "") when
     the family does not touch it."""
+    if rec.graph not in KNN_GRAPHS:
+        return "", ""
     in_graph = label != NEW and label in graph_names
     model = rec.decided_by == "model"
     families = ("knn_merge", "knn_new", "knn_veto") if family == "knn_all" else (family,)
@@ -998,6 +1003,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--changes", default="", help="comma-separated change names (default: all)")
     parser.add_argument("--knn", action="store_true", help="also the nearest-example changes")
     parser.add_argument(
+        "--knn-graphs", default=",".join(GRAPHS), help="with --knn: the graphs the families touch (full,bare)"
+    )
+    parser.add_argument(
         "--two-sources", action="store_true", help="with --knn: two agreeing examples of two sources"
     )
     parser.add_argument(
@@ -1021,8 +1029,9 @@ def main(argv: list[str] | None = None) -> int:
         "--write-examples", action="store_true", help="write search/relabel/data/examples.v1.jsonl and stop"
     )
     args = parser.parse_args(argv)
-    global TWO_SOURCES
+    global TWO_SOURCES, KNN_GRAPHS
     TWO_SOURCES = args.two_sources
+    KNN_GRAPHS = tuple(args.knn_graphs.split(","))
     if args.write_examples:
         print(f"{write_bank()} examples written")
         return 0

@@ -57,7 +57,7 @@ def test_a_near_example_merges_a_waiting_step(embedder: Embedder, taxonomy: Taxo
     outcome, technique, example = _choose(embedder, taxonomy, name, COARSENING)
     assert (outcome, technique) == ("merge", "Thread coarsening")
     assert example is not None and example["name"] == "Several outputs per thread"
-    assert 0.864 <= float(example["cosine"]) < 0.9  # type: ignore[arg-type]
+    assert 0.88 <= float(example["cosine"]) < 0.9  # type: ignore[arg-type]
 
 
 def test_a_near_example_of_no_technique_makes_a_waiting_step_new(
@@ -72,7 +72,7 @@ def test_a_near_example_of_no_technique_makes_a_waiting_step_new(
 
 
 def test_a_far_example_changes_nothing(embedder: Embedder, taxonomy: Taxonomy) -> None:
-    # the merge needs 0.864: "Evening out the work across warps" is farther from the coarsening example
+    # the merge needs 0.88: "Evening out the work across warps" is farther from the coarsening example
     far = [LabelledName("Several outputs per thread", "Thread coarsening")]
     assert (
         _choose(embedder, taxonomy, "Evening out the work across warps", far)[:2]
@@ -154,8 +154,9 @@ def test_examples_of_another_taxonomy_version_are_not_used(
 
 
 def test_the_thresholds_are_the_probes_choice() -> None:
-    assert examples_module.EXAMPLE_MERGE == 0.864
-    assert examples_module.EXAMPLE_NEW == 0.76
+    # between the full graph's last right decision and its first wrong one (0.889 / 0.862, 0.798 / 0.759)
+    assert 0.862 < examples_module.EXAMPLE_MERGE <= 0.889
+    assert 0.759 < examples_module.EXAMPLE_NEW <= 0.798
 
 
 def _record(score: float, before: str, after: str) -> Record:
