@@ -11,7 +11,9 @@ It is used only when the embedder is the model the file was written with: the fi
 a probe sentence, and the embedder must give the same vector (cosine >= `PROBE_MATCH`), one short
 embedding per process. A text the taxonomy changed is simply not in the file and is embedded as before
 (the vectors are keyed by text, never by technique). Rewrite the file after changing the taxonomy or
-the embedding model: `python -m search.relabel.packaged_vectors`.
+the embedding model: `python -m search.relabel.packaged_vectors`. Since session 32 the file also holds
+the labelled examples' names (`search.relabel.examples`, 849 names), embedded by every relabeler with
+the default taxonomy; rewrite it after changing them too.
 """
 
 from __future__ import annotations
@@ -44,6 +46,14 @@ def taxonomy_texts() -> list[str]:
     candidates = technique_candidates([], default_taxonomy())
     texts = [label for c in candidates for label in c.labels] + [candidate_text(c) for c in candidates]
     return list(dict.fromkeys(texts))
+
+
+def example_texts() -> list[str]:
+    """(session 32) The texts a relabeler with the default taxonomy embeds for its labelled examples
+    (`search.relabel.examples`): each example's name as the scorer embeds a name."""
+    from search.relabel.examples import example_text, read_examples
+
+    return list(dict.fromkeys(example_text(e.name) for e in read_examples()[1]))
 
 
 def write_packaged_vectors(
@@ -85,8 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from search.embeddings import shared_embedder
 
-    n = write_packaged_vectors(shared_embedder(), taxonomy_texts(), args.out)
-    print(f"{n} taxonomy texts written to {args.out}")
+    n = write_packaged_vectors(shared_embedder(), taxonomy_texts() + example_texts(), args.out)
+    print(f"{n} taxonomy and example texts written to {args.out}")
     return 0
 
 

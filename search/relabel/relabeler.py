@@ -48,6 +48,7 @@ from search.embeddings import Embedder, EmbeddingError, default_model_path, tech
 from search.errors import SearchError
 from search.protocols import INITIAL_TECHNIQUE
 from search.relabel.evidence import CodeEvidence, code_evidence, name_code_mismatch
+from search.relabel.examples import EXAMPLE_MERGE, EXAMPLE_NEW, ExampleBank, LabelledName, read_examples
 from search.relabel.scoring import (
     FEATURES,
     CandidateIndex,
@@ -386,6 +387,9 @@ class RelabelChoice:
     ranked: Ranked | None = None
     evidence: CodeEvidence | None = None
     flags: tuple[str, ...] = ()
+    example: dict[str, Any] | None = None
+    """(session 32) The labelled example that decided the step (`search.relabel.examples`): its name,
+    technique (None: no taxonomy technique) and cosine."""
 
     @property
     def names_technique(self) -> bool:
@@ -399,6 +403,8 @@ class RelabelChoice:
             out["candidates"] = self.ranked.summary()
         if self.evidence is not None:
             out["code"] = self.evidence.to_json()
+        if self.example is not None:
+            out["example"] = self.example
         return out
 
 
@@ -451,6 +457,12 @@ def technique_candidates(techniques: list[Technique], taxonomy: Taxonomy | None)
     return out
 
 
+@lru_cache(maxsize=1)
+def _packaged_examples() -> tuple[str, list[LabelledName]]:
+    """The packaged examples (read once per process)."""
+    return read_examples()
+
+
 class RelabelPolicy:
     """The decision rule, independent of any store: alias and taxonomy hits first, then the scorer.
 
@@ -476,12 +488,36 @@ class RelabelPolicy:
         taxonomy: Taxonomy | None,
         model: ScoringModel,
         vectors: TextVectors | None = None,
+        examples: Sequence[LabelledName] | None = None,
     ) -> None:
-        """Score with `model`; `taxonomy` (or None) is the background knowledge; `vectors` a shared cache."""
+        """Score with `model`; `taxonomy` (or None) is the background knowledge; `vectors` a shared cache;
+        `examples` the labelled names a name is compared with (default: the packaged ones, used when
+        they are labelled against `taxonomy`'s version; `search.relabel.examples`)."""
         self.embedder = embedder
         self.taxonomy = taxonomy
         self.model = model.for_knowledge(taxonomy=taxonomy is not None)
         self.vectors = vectors or shared_text_vectors(embedder)
+        self._examples = examples
+        self._bank: ExampleBank | None = None
+
+    def example_bank(self) -> ExampleBank | None:
+        """The examples with their vectors (built on first use); None without a taxonomy. The packaged
+        examples are left out (an empty bank) when labelled against another taxonomy version or naming
+        techniques the taxonomy lacks."""
+        if self.taxonomy is None:
+            return None
+        if self._bank is None:
+            examples = self._examples
+            if examples is None:
+                version, examples = _packaged_examples()
+                known = {t.name for t in self.taxonomy.techniques}
+                if version != self.taxonomy.version or any(
+                    e.technique is not None and e.technique not in known for e in examples
+                ):
+                    # labelled against another taxonomy (a version, or a test's own taxonomy): not used
+                    examples = []
+            self._bank = ExampleBank(examples, self.vectors, self.taxonomy)
+        return self._bank
 
     def index(self, techniques: list[Technique]) -> CandidateIndex:
         """Candidates for the graph's `techniques` (with the taxonomy techniques it lacks)."""
@@ -528,6 +564,7 @@ class RelabelPolicy:
                 "undecided", queued_name(name), "model", evidence=evidence, flags=tuple(flags)
             )
         choice: RelabelChoice | None = None
+        example_note: dict[str, Any] | None = None
         if label_key(name):
             hit = index.label_hit(name)
             if hit is not None:
@@ -595,6 +632,34 @@ class RelabelPolicy:
                     verdict = "merge"
                     flags[:] = [f for f in flags if not f.startswith(_SEPARATION_FLAGS)]
                     top = (kind, ranked.probabilities[ranked.names.index(kind)])
+            # (session 32) The nearest labelled name written outside the team (`search.relabel.examples`):
+            # a waiting or new step merges into its technique at EXAMPLE_MERGE; a waiting step whose
+            # nearest example names no taxonomy technique is new at EXAMPLE_NEW.
+            bank = self.example_bank() if verdict in ("undecided", "new") else None
+            near = bank.nearest(self.vectors.get(step.text.embedded_name())) if bank is not None else None
+            if near is not None and not any(f.startswith("name_not_understood") for f in flags):
+                example, cosine = near
+                taken = False
+                if example.technique is not None and cosine >= EXAMPLE_MERGE:
+                    verdict, taken = "merge", True
+                    top = (example.technique, top[1] if top is not None else 0.0)
+                elif (
+                    example.technique is None
+                    and verdict == "undecided"
+                    and cosine >= EXAMPLE_NEW
+                    and top is not None
+                    and next((c.concept for c in index.candidates if c.name == top[0]), None) is not None
+                ):
+                    # only where the best candidate is a taxonomy technique: a graph's own technique
+                    # (a curator's) may be what the example's source meant
+                    verdict, taken = "new", True
+                if taken:
+                    flags[:] = [f for f in flags if not f.startswith(_SEPARATION_FLAGS)]
+                    example_note = {
+                        "name": example.name,
+                        "technique": example.technique,
+                        "cosine": round(cosine, 4),
+                    }
             if verdict == "merge" and top is not None:
                 choice = self._concept_choice(top[0], index, "model", evidence, ranked)
             elif verdict == "new":
@@ -682,6 +747,7 @@ class RelabelPolicy:
             ranked=choice.ranked,
             evidence=evidence,
             flags=tuple(flags),
+            example=example_note if choice.outcome != "undecided" else None,
         )
 
     def _concept_choice(

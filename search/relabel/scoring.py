@@ -188,6 +188,11 @@ class TextVectors:
             for text, vector in zip(data["texts"], data["vectors"], strict=True):
                 self._cache[str(text)] = np.asarray(vector, dtype=np.float32)
 
+    def missing(self, texts: Sequence[str]) -> list[str]:
+        """The texts of `texts` not cached."""
+        with self._lock:
+            return [t for t in texts if t not in self._cache]
+
     def add(self, vectors: dict[str, Vector]) -> None:
         """Add vectors computed elsewhere (by the same embedder)."""
         with self._lock:
