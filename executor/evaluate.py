@@ -228,8 +228,9 @@ class Evaluator:
         cancelled before it began (while it waited for a free slot) starts nothing: no compile, no
         worker. ``deadline`` (``time.monotonic()``): its request's limit from when it was accepted;
         past it, the evaluation is dropped (:class:`EvaluationExpired`) where it stands: before it
-        starts (nothing compiled, no worker), after its compile and before it takes the GPU, even
-        when nobody set ``cancelled`` (a replica whose router's cancel never came)."""
+        starts (nothing compiled, no worker), after its compile, before it waits for its GPU turn and
+        once that turn is granted (given back unused), even when nobody set ``cancelled`` (a replica
+        whose router's cancel never came)."""
         if cancelled is not None and cancelled.is_set():
             raise EvaluationCancelled("not started: its caller went away while it waited for a slot")
         check_deadline(deadline, "not started")
@@ -443,6 +444,8 @@ class Evaluator:
         leftover: list[tuple[contextlib.ExitStack, contextlib.ExitStack]] = []
         with contextlib.ExitStack() as in_turn:
             turn = in_turn.enter_context(self.turns.turn(kind, cancelled))
+            # the wait for the turn may have outlasted the deadline: the turn goes back unused
+            check_deadline(deadline, "stopped at its GPU turn")
             teardown = in_turn.enter_context(contextlib.ExitStack())
             reaped = time.perf_counter()
             seconds["gpu_wait"] = reaped - waited
