@@ -228,8 +228,9 @@ class Evaluator:
         cancelled before it began (while it waited for a free slot) starts nothing: no compile, no
         worker. ``deadline`` (``time.monotonic()``): its request's limit from when it was accepted;
         past it, the evaluation is dropped (:class:`EvaluationExpired`) where it stands: before it
-        starts (nothing compiled, no worker), after its compile and before it takes the GPU, even
-        when nobody set ``cancelled`` (a replica whose router's cancel never came)."""
+        starts (nothing compiled, no worker), after its compile, before it waits for its GPU turn and
+        once that turn is granted (given back unused), even when nobody set ``cancelled`` (a replica
+        whose router's cancel never came)."""
         if cancelled is not None and cancelled.is_set():
             raise EvaluationCancelled("not started: its caller went away while it waited for a slot")
         check_deadline(deadline, "not started")
@@ -443,6 +444,8 @@ class Evaluator:
         leftover: list[tuple[contextlib.ExitStack, contextlib.ExitStack]] = []
         with contextlib.ExitStack() as in_turn:
             turn = in_turn.enter_context(self.turns.turn(kind, cancelled))
+            # the wait for the turn may have outlasted the deadline: the turn goes back unused
+            check_deadline(deadline, "stopped at its GPU turn")
             teardown = in_turn.enter_context(contextlib.ExitStack())
             reaped = time.perf_counter()
             seconds["gpu_wait"] = reaped - waited
@@ -459,7 +462,9 @@ class Evaluator:
             run = run.model_copy(update={"host_shared": self._host_shared(task, options, runtime)})
             seconds["host_shared"] = float(run.host_shared)
 
-            def release() -> None:
+            asked: list[float] = []  # when the release was first tried
+
+            def release(within_s: float) -> bool:
                 """End the turn while the worker checks on the host (Worker.release_gpu), the
                 device's locks held shared for it: no other run's function trials begin while its
                 process runs, whatever it does (a candidate can write the note itself). The uploads'
@@ -468,20 +473,29 @@ class Evaluator:
                 the process is gone, CUDA context included, or after RELEASED_GONE_S
                 (:meth:`_let_go_when_gone`). Not an account of every process the candidate made: in the
                 candidate process's mode, one the runner cloned is not waited for. The locks are
-                tried for up to RELEASE_TRY_S (`hold_soon`: the requests that waited during the run
-                pass their turnstiles first; ``release_hold_wait``), then the turn is kept."""
-                asked = time.perf_counter()
-                held = hold_soon(self.pool.gpu_lock, ("gpu", "uploads"), RELEASE_TRY_S)
-                seconds["release_hold_wait"] = time.perf_counter() - asked
-                if held is None:  # something holds one alone: the turn is kept
+                tried for up to RELEASE_TRY_S in all (`hold_soon`: the requests that waited during the
+                run pass their turnstiles first; ``release_hold_wait``), ``within_s`` (one tick of the
+                worker's wait) per call, so that the wait's watch runs between; past RELEASE_TRY_S the
+                turn is kept. Whether it is done: released, or kept."""
+                if not asked:
+                    asked.append(time.perf_counter())
+                spent = time.perf_counter() - asked[0]
+                held = hold_soon(
+                    self.pool.gpu_lock, ("gpu", "uploads"), max(0.0, min(within_s, RELEASE_TRY_S - spent))
+                )
+                seconds["release_hold_wait"] = time.perf_counter() - asked[0]
+                if held is None:  # something holds one alone: tried again, then the turn is kept
+                    if seconds["release_hold_wait"] < RELEASE_TRY_S:
+                        return False
                     seconds["release_refused"] = 1.0
-                    return
+                    return True
                 gpu, uploads = held
                 self._released_holds.begin()
                 gpu.callback(self._released_holds.end)
                 leftover.append((gpu, uploads))
                 seconds["gpu_held"] = time.perf_counter() - reaped
                 in_turn.close()
+                return True
 
             try:
                 outcome = finish_candidate(

@@ -324,11 +324,16 @@ def hold_soon(
     until = time.monotonic() + within_s
     while True:
         held: list[contextlib.ExitStack] = []
-        for resource in resources:
-            stack = hold_now(lock, (resource,))
-            if stack is None:
-                break
-            held.append(stack)
+        try:
+            for resource in resources:
+                stack = hold_now(lock, (resource,))
+                if stack is None:
+                    break
+                held.append(stack)
+        except BaseException:  # a lock that cannot be opened, say: the ones taken are let go (review 33)
+            for stack in held:
+                stack.close()
+            raise
         if len(held) == len(resources):
             return held
         for stack in held:

@@ -928,7 +928,7 @@ class WorkerProcess:
         watch_rss: bool,
         run_limit_s: float | None = None,
         cancelled: threading.Event | None = None,
-        on_release: Callable[[], None] | None = None,
+        on_release: Callable[[float], bool] | None = None,
         held_for_released: Callable[[], float] | None = None,
         checks_s: float = 0.0,
     ) -> ErrorKind | None:
@@ -948,8 +948,11 @@ class WorkerProcess:
         Returns :attr:`ErrorKind.TIMEOUT` / :attr:`ErrorKind.OUT_OF_MEMORY` when it had to be killed.
         Raises :class:`EvaluationCancelled`, the worker killed, once ``cancelled`` is set (the caller
         of the evaluation went away).
-        ``on_release`` is called once, in this thread, when the worker says that its candidate's GPU
-        work is over (:data:`GPU_RELEASED`) and has no result yet; the wait and its deadlines go on, and
+        ``on_release`` is called, in this thread, when the worker says that its candidate's GPU work is
+        over (:data:`GPU_RELEASED`) and has no result yet, with how long it may take (one
+        :data:`POLL_S` tick at most, instead of that tick's sleep), and again at each tick until it
+        returns True (done), so that the checks of the kill, the stop, the deadlines and the memory
+        run between its tries as always; the wait and its deadlines go on, and
         a deadline after the release comes in (twice the time from the wait's start to the release,
         plus ``checks_s``, what the worker's host checks must read at a conservative rate, within
         :data:`POST_RELEASE_MIN_S` and :data:`POST_RELEASE_MAX_S`), moved on by the time during which
@@ -1030,10 +1033,13 @@ class WorkerProcess:
                 if memory_limit_bytes is not None and watch_rss and _rss_bytes(self.pid) > memory_limit_bytes:
                     killed_for = ErrorKind.OUT_OF_MEMORY
                     break
-                self._sleep_until_done(min(left, POLL_S))
                 if on_release is not None and self.released_at is not None and not self.result_path.exists():
-                    release, on_release = on_release, None
-                    release()
+                    # instead of this tick's sleep: the evaluator's tries for the device's locks, for
+                    # one tick at most, the watch above between two (review 33 F8)
+                    if on_release(min(left, POLL_S)):
+                        on_release = None
+                else:
+                    self._sleep_until_done(min(left, POLL_S))
         finally:
             # On a kill, an interruption (service shutdown) or a normal exit alike: nothing keeps running.
             self.stop()
@@ -1420,7 +1426,7 @@ def finish_candidate(
     memory_limit_bytes: int | None,
     run_limit_s: float | None = None,
     cancelled: threading.Event | None = None,
-    on_release: Callable[[], None] | None = None,
+    on_release: Callable[[float], bool] | None = None,
     held_for_released: Callable[[], float] | None = None,
     checks_s: float = 0.0,
 ) -> WorkerOutcome:

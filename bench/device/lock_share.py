@@ -7,8 +7,9 @@ records a device call brought back. Used by bench/device/run_lock_share.sh; by h
 Columns: the rate over the whole window and over the verdicts finished after ``--after`` s; ``lock
 held``: the candidates' turns (``gpu_held``) over the window, and with the naive baselines' turns
 (``GET /v1/device``'s ``turns``, where the tree reports them); per correct function candidate: how
-many had their turn released before the host checks, refused by the evaluator (its hold of the
-device's locks not had), refused by the worker (a thread, handler or timer of the candidate), the mean
+many had their turn released before the host checks (the evaluator's ``after_release``), refused by
+the evaluator (its hold of the device's locks not had), refused by the worker (a thread, handler or
+timer of the candidate), or neither (the result came before the evaluator's hold), the mean
 ``gpu_held`` of each group and the evaluator's wait for the locks (``release_hold_wait``, session 32);
 per correct kernel candidate the mean ``gpu_held``.
 """
@@ -41,9 +42,16 @@ def row(name: str, run: dict[str, Any], after_s: float, window_s: float | None =
     with_baselines = f"{(held + baseline) / wall:.0%}" if turns else "-"
     correct = [r for r in records if r["candidate"] == "correct" and r["error"] is None]
     function = [r for r in correct if r["task_kind"] == "function"]
-    released = [r for r in function if "release" in r["seconds"] and not r["seconds"].get("release_refused")]
-    by_evaluator = [r for r in function if "release" in r["seconds"] and r["seconds"].get("release_refused")]
-    by_worker = [r for r in function if "release" not in r["seconds"] and r["seconds"].get("release_refused")]
+    # released: the evaluator ended the turn early (its ``after_release``, set only then); the worker's
+    # ``release`` alone is not that: its result may have come before the evaluator's hold (review 33 F7)
+    released = [r for r in function if "after_release" in r["seconds"]]
+    refused = [
+        r for r in function if "after_release" not in r["seconds"] and r["seconds"].get("release_refused")
+    ]
+    by_evaluator = [r for r in refused if "release" in r["seconds"]]
+    by_worker = [r for r in refused if "release" not in r["seconds"]]
+    # neither released nor refused: the result (or the worker's end) came first
+    kept = len(function) - len(released) - len(refused)
     kernel = [r for r in correct if r["task_kind"] == "kernel"]
 
     def held_of(rows: list[dict[str, Any]]) -> str:
@@ -52,7 +60,7 @@ def row(name: str, run: dict[str, Any], after_s: float, window_s: float | None =
     waits = [r["seconds"]["release_hold_wait"] for r in function if "release_hold_wait" in r["seconds"]]
     return (
         f"| {name} | {len(records)} | {round(len(records) * 3600 / wall)} | {late_rate} | {held / wall:.0%} | {with_baselines} "
-        f"| {len(function)} | {len(released)} / {len(by_evaluator)} / {len(by_worker)} "
+        f"| {len(function)} | {len(released)} / {len(by_evaluator)} / {len(by_worker)} / {kept} "
         f"| {held_of(released)} / {held_of(by_evaluator)} / {held_of(by_worker)} | {_mean(waits)} "
         f"| {held_of(function)} | {len(kernel)} | {held_of(kernel)} |"
     )
@@ -60,7 +68,7 @@ def row(name: str, run: dict[str, Any], after_s: float, window_s: float | None =
 
 HEADER = (
     "| run | verdicts | evals/h | evals/h after {after:.0f} s | lock held | with baselines' turns "
-    "| function n | released / refused by evaluator / by worker | gpu_held of each | release_hold_wait "
+    "| function n | released / refused by evaluator / by worker / result first | gpu_held of each | release_hold_wait "
     "| function gpu_held | kernel n | kernel gpu_held |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
@@ -77,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     for spec in args.runs:
         name, _, path = spec.partition("=")
         if not Path(path).is_file():
-            print(f"| {name} | no file {path} |")
+            print(f"| {name} | not run: no file {path} (see the notes below the table) |")
             continue
         for run in json.loads(Path(path).read_text())["runs"]:
             print(row(name, run, args.after, args.window))

@@ -107,6 +107,13 @@ class EarlyCancels:
             self._when.popitem(last=False)
 
 
+def local_deadline(deadline: float, wall: float, monotonic: float) -> float:
+    """``deadline`` on this host's wall clock (the router converted it with its measure of this host's
+    clock, `executor.fleet.router.replica_deadline`), in this process's monotonic clock, given both
+    clocks' readings now (``wall``, ``monotonic``): from here on the wall clock may be set meanwhile."""
+    return monotonic + (deadline - wall)
+
+
 def skipped_answer(early: EarlyCancels, token: str | None, deadline: float | None) -> str | None:
     """What an evaluation answers when its turn comes on a replica, without running: :data:`CANCELLED`
     when a cancel of its token is remembered, :data:`EXPIRED` when its ``deadline`` (by ``early``'s
@@ -174,13 +181,13 @@ class ExecutorReplica:
         """Evaluate one request (``EvaluateRequest`` as JSON); the verdict as JSON. With ``token``, a
         `cancel` of that token stops the evaluation (its worker killed, the GPU freed): then the answer
         is :data:`CANCELLED`, also when the cancel came before the evaluation started (nothing runs).
-        ``deadline`` (``time.time()``: the router's clock, on another host maybe): its request's limit;
-        an evaluation whose deadline passed before it started (it waited in the actor's queue), or
-        before its run (after its compile, before the GPU), is dropped and answers :data:`EXPIRED`,
-        cancelled or not."""
+        ``deadline`` (``time.time()`` of this host: the router converts its own deadline with the
+        offset of this host's clock that it measured, `clock`): its request's limit; an evaluation
+        whose deadline passed before it started (it waited in the actor's queue), or before its run
+        (after its compile, before and once granted its GPU turn), is dropped and answers
+        :data:`EXPIRED`, cancelled or not."""
         request = EvaluateRequest.model_validate_json(request_json)
-        # in this process's monotonic clock from here: the wall clock may be set meanwhile
-        local = None if deadline is None else time.monotonic() + (deadline - time.time())
+        local = None if deadline is None else local_deadline(deadline, time.time(), time.monotonic())
         cancelled = None
         with self._cancels_lock:
             skipped = skipped_answer(self._early_cancels, token, local)
@@ -208,6 +215,13 @@ class ExecutorReplica:
             compiled_on=self.compile_pool.take_built_on(request.candidate.source),
         )
         return verdict.model_copy(update={"fleet": record}).model_dump_json()
+
+    def clock(self) -> float:
+        """This host's wall clock (``time.time()``): the router measures its offset from its own
+        (`executor.fleet.router.clock_offset`), so that a deadline it sends means the same instant here
+        whatever the two hosts' clocks say. Called in the router's own concurrency group, not queued
+        behind evaluations."""
+        return time.time()
 
     def cancel(self, token: str) -> bool:
         """Stop the evaluation started with ``token`` (its caller went away); False when none runs:

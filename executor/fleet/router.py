@@ -51,6 +51,13 @@ PREPARE_GROUP = "prepare"
 # How often a router waiting for a replica's answer looks whether its caller has gone away.
 CANCEL_POLL_S = 0.1
 
+# How long a measured offset of a replica's wall clock (`clock_offset`) is used before it is measured
+# again; a replica that drops an evaluation as expired early has it measured again at once.
+CLOCK_MEASURE_S = 300.0
+# A replica's EXPIRED with this much or more of the request's limit left on the router's own clock came
+# early: its clock was set since it was measured (logged, measured again, the evaluation sent once more).
+EARLY_EXPIRED_S = 1.0
+
 # Verdicts after which the replica's GPU is probed before the next candidate is trusted to it.
 SUSPECT_ERRORS = frozenset(
     {ErrorKind.TIMEOUT, ErrorKind.CRASH, ErrorKind.CUDA_ERROR, ErrorKind.INTERNAL_ERROR}
@@ -66,6 +73,21 @@ def _unless_skipped(answer: str, name: str) -> str:
     return answer
 
 
+def clock_offset(sent: float, their: float, answered: float) -> float:
+    """How far a replica's wall clock is ahead of this host's (negative: behind): its reading ``their``
+    against the midpoint of this host's wall clock when the question was ``sent`` and when it was
+    ``answered``; off by half the round trip at most."""
+    return their - (sent + answered) / 2
+
+
+def replica_deadline(deadline: float, offset: float, monotonic: float, wall: float) -> float:
+    """``deadline`` (this process's ``time.monotonic()``) on the wall clock of a replica whose clock is
+    ``offset`` ahead of this host's (`clock_offset`), given this host's clocks' readings now
+    (``monotonic``, ``wall``): the replica turns it into its own monotonic deadline
+    (`executor.fleet.replica.local_deadline`). Measured, not assumed: hosts' clocks need not agree."""
+    return wall + offset + (deadline - monotonic)
+
+
 class FleetUnavailableError(ExecutorError):
     """The fleet has no live replica (the cluster has no free GPU, or every replica was lost)."""
 
@@ -77,6 +99,8 @@ class Replica:
     name: str
     handle: Any  # ray.actor.ActorHandle of ExecutorReplica
     info: dict[str, Any]
+    offset_s: float | None = None  # how far its wall clock is ahead of the router's (`clock_offset`)
+    offset_at: float = 0.0  # when that was measured (time.monotonic())
 
     @property
     def node(self) -> str | None:
@@ -336,25 +360,76 @@ class Fleet:
     ) -> str:
         """The replica's answer to ``body``; with ``cancelled``, the evaluation carries a token, and
         once the event is set the replica is told to stop it and :class:`EvaluationCancelled` raised.
-        With ``deadline`` (monotonic), the replica is given it on the wall clock (hosts' clocks agree
-        to well within a request limit) and :class:`EvaluationExpired` is raised when it dropped the
-        evaluation unrun. The evaluation counts in the replica's load until the replica's call ends: a
+        With ``deadline`` (monotonic), the replica is given it on its own wall clock (converted with
+        the offset of its clock measured by :meth:`_clock_offset`) and :class:`EvaluationExpired` is
+        raised when it dropped the evaluation unrun. A replica that answers so while
+        :data:`EARLY_EXPIRED_S` or more of the limit is left on the router's clock (its clock was set
+        since it was measured) is named in a warning, its clock measured again, and the evaluation sent
+        to it once more. The evaluation counts in the replica's load until the replica's call ends: a
         stopped one still holds its place there until the replica has stopped it (or, still queued,
         skipped it)."""
+        answer = await self._send(replica, body, cancelled, deadline)
+        if answer == EXPIRED and deadline is not None and deadline - time.monotonic() >= EARLY_EXPIRED_S:
+            logger.warning(
+                "replica %s dropped an evaluation as expired with %.1f s of its limit left here (its "
+                "clock measured %+.1f s ahead of this host's, %.0f s ago): measuring it again and "
+                "sending the evaluation once more",
+                replica.name,
+                deadline - time.monotonic(),
+                replica.offset_s or 0.0,
+                time.monotonic() - replica.offset_at,
+            )
+            self.table.started(replica.name)  # its place in the load, given back when this call ends
+            answer = await self._send(replica, body, cancelled, deadline, measure=True)
+            if answer == EXPIRED and deadline - time.monotonic() >= EARLY_EXPIRED_S:
+                logger.warning(
+                    "replica %s dropped it early again (its clock now measured %+.1f s ahead)",
+                    replica.name,
+                    replica.offset_s or 0.0,
+                )
+        return _unless_skipped(answer, replica.name)
+
+    async def _clock_offset(self, replica: Replica, measure: bool = False) -> float:
+        """How far ``replica``'s wall clock is ahead of this host's: measured (its `clock`, in the
+        concurrency group not queued behind evaluations; `clock_offset`) when never measured, when
+        measured :data:`CLOCK_MEASURE_S` ago or more, or with ``measure``."""
+        if measure or replica.offset_s is None or time.monotonic() - replica.offset_at >= CLOCK_MEASURE_S:
+            sent = time.time()
+            their = float(await replica.handle.clock.options(concurrency_group=PREPARE_GROUP).remote())
+            replica.offset_s = clock_offset(sent, their, time.time())
+            replica.offset_at = time.monotonic()
+            if abs(replica.offset_s) >= EARLY_EXPIRED_S:
+                logger.info(
+                    "replica %s: its clock is %+.1f s ahead of this host's", replica.name, replica.offset_s
+                )
+        return replica.offset_s
+
+    async def _send(
+        self,
+        replica: Replica,
+        body: str,
+        cancelled: threading.Event | None,
+        deadline: float | None,
+        measure: bool = False,
+    ) -> str:
+        """One call of the replica's `evaluate` (see :meth:`_answer`); its answer as it came."""
 
         def ended(_: object) -> None:
             self.table.finished(replica.name)
 
         token = None if cancelled is None else secrets.token_hex(8)
-        wall = None if deadline is None else time.time() + (deadline - time.monotonic())
         try:
-            answer = asyncio.ensure_future(replica.handle.evaluate.remote(body, token, wall))
+            there = None
+            if deadline is not None:
+                offset = await self._clock_offset(replica, measure)
+                there = replica_deadline(deadline, offset, time.monotonic(), time.time())
+            answer = asyncio.ensure_future(replica.handle.evaluate.remote(body, token, there))
         except BaseException:
             ended(None)  # never sent: its place in the load is given back here, as no call will end it
             raise
         answer.add_done_callback(ended)
         if cancelled is None:
-            return _unless_skipped(str(await answer), replica.name)
+            return str(await answer)
 
         def stop_there() -> None:
             replica.handle.cancel.options(concurrency_group=PREPARE_GROUP).remote(token)
@@ -364,7 +439,7 @@ class Fleet:
             while not cancelled.is_set():
                 done, _ = await asyncio.wait({answer}, timeout=CANCEL_POLL_S)
                 if done:
-                    return _unless_skipped(str(answer.result()), replica.name)
+                    return str(answer.result())
         except asyncio.CancelledError:
             # the awaiting request given up (a batch past its limit, a request past its limit): the
             # replica stops the evaluation too, instead of running it to its limits for nobody

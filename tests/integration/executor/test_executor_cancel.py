@@ -9,6 +9,7 @@ closed at a chosen moment: while the candidate runs.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import socket
 import threading
@@ -23,6 +24,7 @@ from executor import timingset
 from executor.app import create_app
 from executor.errors import EvaluationCancelled, EvaluationExpired
 from executor.evaluate import Evaluator
+from executor.gpulock import hold
 from executor.protocol import CandidateSource, EvaluateRequest, EvaluationOptions, Verdict
 from executor.reference import build_reference
 from executor.server import executor_server
@@ -31,6 +33,7 @@ from executor.taskformat import FunctionTask, KernelTask, load_task
 from executor.verdict import ErrorKind
 from graphdb.embedded import free_port
 from tests.support.buildcache import sharing_builds
+from tests.support.hostcode import SAXPY_CORRECT
 from tests.support.servers import post_evaluation_and_hold, serve_in_thread
 from tests.support.workers import worker_children
 
@@ -141,9 +144,9 @@ def test_evaluations_cancelled_while_queued_start_nothing(tmp_path: Path) -> Non
 def test_an_evaluation_past_its_deadline_is_dropped_unrun(tmp_path: Path) -> None:
     """An evaluation carries its request's deadline (its limit from when it was accepted). One whose
     deadline passed before it started compiles nothing (seen failing without the check at its start:
-    it was dropped only after its compile); one whose deadline passes during its compile and reference is dropped
-    before its run, though nobody set its cancel (seen failing without the checks after the compile
-    and before the GPU turn: the spinning candidate ran into the test's limit)."""
+    it was dropped only after its compile); one whose deadline passes during its compile and reference
+    is dropped right after them, though nobody set its cancel (seen failing without the check after the
+    compile: the check before the GPU turn dropped it)."""
     task: FunctionTask | KernelTask = load_task(TASKS_DIR / "saxpy")
     evaluator = Evaluator(_settings(tmp_path))
     options = EvaluationOptions(correctness_sets=1)
@@ -173,8 +176,58 @@ def test_an_evaluation_past_its_deadline_is_dropped_unrun(tmp_path: Path) -> Non
         assert not caller.is_alive(), "the evaluation ran past its deadline (a spin under 120-s limits)"
         (dropped,) = outcome
         assert isinstance(dropped, EvaluationExpired), dropped
-        assert "not started" not in str(dropped), dropped  # dropped after its start, before its run
+        assert "stopped after its compile" in str(dropped), dropped  # its compile outlasted the deadline
         wait_until(lambda: not worker_children(b"candidate"), STOPPED_WITHIN_S, "its worker was left running")
+    finally:
+        evaluator.close()
+
+
+WAIT_DEADLINE_S = 6.0  # past a cached candidate's path to its GPU turn (workers, reference) under load
+
+
+def test_an_evaluation_whose_deadline_passes_while_it_waits_for_the_gpu_is_dropped(
+    tmp_path: Path, shared_builds: Path
+) -> None:
+    """The two waits after the compile: the pass through the host memory's lock (a function run's,
+    `Evaluator.pass_host_gate`) and the wait for the GPU turn. A correct candidate, compiled and its
+    task's reference made by a first evaluation, is sent again with a deadline WAIT_DEADLINE_S away
+    while the test holds the host memory's lock alone, then while it holds the GPU turn, each until the
+    deadline has passed. It is dropped before its turn, then at its turn (given back unused), and runs
+    neither time (seen failing: without the check before the turn, the first was dropped at its turn;
+    without the check at the turn, the second ran: a verdict)."""
+    task: FunctionTask | KernelTask = load_task(TASKS_DIR / "saxpy")
+    evaluator = Evaluator(_settings(sharing_builds(tmp_path, shared_builds)))
+    options = EvaluationOptions(correctness_sets=1)
+    source = CandidateSource(source=SAXPY_CORRECT)
+
+    def dropped_while(held: contextlib.AbstractContextManager[object]) -> str:
+        outcome: list[object] = []
+
+        def evaluate() -> None:
+            try:
+                outcome.append(evaluator.evaluate(task, source, options, threading.Event(), deadline))
+            except EvaluationCancelled as e:
+                outcome.append(e)
+
+        caller = threading.Thread(target=evaluate, daemon=True)
+        with held:
+            deadline = time.monotonic() + WAIT_DEADLINE_S
+            caller.start()
+            wait_until(lambda: time.monotonic() > deadline + 0.5, 2 * WAIT_DEADLINE_S, "the deadline to pass")
+        caller.join(timeout=60.0)
+        assert not caller.is_alive(), "the evaluation never ended"
+        (dropped,) = outcome
+        assert isinstance(dropped, EvaluationExpired), dropped
+        return str(dropped)
+
+    try:
+        first = evaluator.evaluate(task, source, options)
+        assert first.passed, first
+        gated = dropped_while(hold(evaluator.pool.gpu_lock, "exclusive", "host"))
+        assert "before its GPU turn" in gated, gated
+        queued = dropped_while(evaluator.turns.turn("function"))
+        assert "at its GPU turn" in queued, queued
+        assert not evaluator.gpu_busy, "the turn was kept"
     finally:
         evaluator.close()
 

@@ -416,6 +416,53 @@ def test_a_replica_drops_an_evaluation_whose_deadline_passed_while_queued(
     assert control.error is ErrorKind.STATIC_REJECTED, control
 
 
+def test_a_replica_answers_expired_for_an_evaluation_dropped_after_its_compile(
+    fleet: Fleet, saxpy: FunctionTask | KernelTask
+) -> None:
+    """An evaluation whose deadline passes during its compile (nobody cancels it) is dropped there by
+    the evaluator (`EvaluationExpired`, a kind of `EvaluationCancelled`), and the replica answers
+    ``expired``, not ``cancelled``: the router raises `EvaluationCancelled` for that, which fails a
+    whole batch (review 33 finding 4; seen failing with the replica's two ``except`` clauses swapped:
+    ``cancelled``)."""
+    import ray
+
+    from executor.fleet.replica import EXPIRED
+
+    replica = next(iter(fleet.replicas.values()))
+    source = CORRECT + f"// its deadline passes while it compiles {time.time()}\n"
+    body = EvaluateRequest(task=saxpy, candidate=CandidateSource(source=source), options=QUICK)
+    answer = ray.get(replica.handle.evaluate.remote(body.model_dump_json(), "mid-dl", time.time() + 1.0))
+    assert answer == EXPIRED, f"not answered expired: {answer[:300]}"
+    compiler = Compiler.from_settings(fleet.settings, replica.info["arch"])
+    key = compiler.build_key(source, "shared_library")
+    assert compiler.cached(key, "shared_library"), "dropped before its compile"
+
+
+def test_a_replica_that_drops_an_evaluation_early_has_its_clock_measured_again(
+    fleet: Fleet, saxpy: FunctionTask | KernelTask, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The router's measure of a replica's clock is an hour off (as after the replica host's clock was
+    set), so the deadline it sends has passed there and the replica answers ``expired`` at once, with
+    the request's two minutes still ahead on the router's clock. The router names the replica in a
+    warning, measures its clock again and sends the evaluation once more: the caller gets its verdict
+    (seen failing without the second send: `EvaluationExpired`)."""
+    import asyncio
+
+    from executor.fleet.router import EARLY_EXPIRED_S
+
+    rejected = HEAD + 'system("id"); }' + STUB
+    request = EvaluateRequest(task=saxpy, candidate=CandidateSource(source=rejected), options=QUICK)
+    for replica in fleet.replicas.values():
+        replica.offset_s, replica.offset_at = -3600.0, time.monotonic()
+    with caplog.at_level("WARNING", logger="executor.fleet.router"):
+        verdict = asyncio.run(fleet.evaluate(request, None, time.monotonic() + 120.0))
+    assert verdict.error is ErrorKind.STATIC_REJECTED, verdict
+    warned = [r.getMessage() for r in caplog.records if "dropped an evaluation as expired" in r.getMessage()]
+    assert len(warned) == 1 and verdict.fleet is not None and verdict.fleet.replica in warned[0], warned
+    measured = fleet.replicas[verdict.fleet.replica].offset_s
+    assert measured is not None and abs(measured) < EARLY_EXPIRED_S, measured
+
+
 # A reference that never ends at the timing size (262,144 floats; the test size is 1,000): a task whose
 # preparation is still under way at any moment of the test.
 ENDLESS_REFERENCE = HEAD + (

@@ -127,6 +127,49 @@ def test_the_release_waits_out_requests_passing_the_turnstiles(
     assert verdict.seconds.get("after_release", 0.0) > 0, str(verdict.seconds)
 
 
+def test_the_wait_watches_its_worker_between_the_tries_for_the_locks(
+    evaluator: Evaluator, saxpy: FunctionTask | KernelTask, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The evaluator's tries for the device's locks at the release run in the worker's wait loop, one
+    tick at most per call (review 33 F8): here every try is refused (the test holds the uploads lock's
+    turnstile from the trials on) and the tries may go on for 30 s (RELEASE_TRY_S), yet the wait sees
+    the worker's result between two of them and the evaluation ends as it would have, not 30 s later
+    (seen failing with the tries made in one call: it took the 30 s)."""
+    import fcntl
+
+    from executor import evaluate as evaluate_module
+    from executor.gpulock import lock_path, open_lock, turnstile_path
+
+    monkeypatch.setattr(evaluate_module, "RELEASE_TRY_S", 30.0)
+    stop, held = threading.Event(), threading.Event()
+    lock = evaluator.pool.gpu_lock
+
+    def hold_the_turnstile_from_the_trials_on() -> None:
+        while not held_elsewhere(lock, "uploads"):  # the trials hold the uploads' lock alone
+            if stop.wait(0.001):
+                return
+        with open_lock(turnstile_path(lock_path(lock, "uploads"))) as turnstile:
+            fcntl.flock(turnstile, fcntl.LOCK_EX)
+            held.set()
+            stop.wait(120.0)
+
+    holder = threading.Thread(target=hold_the_turnstile_from_the_trials_on, daemon=True)
+    holder.start()
+    began = time.monotonic()
+    try:
+        verdict = evaluator.evaluate(saxpy, CandidateSource(source=HONEST + "// refused\n"), OPTIONS)
+    finally:
+        took = time.monotonic() - began
+        stop.set()
+        holder.join(timeout=5.0)
+    assert held.is_set(), "the trials were never seen holding the uploads' lock"
+    assert verdict.passed, verdict.message
+    seconds = verdict.seconds
+    assert seconds.get("release_hold_wait", 0.0) > 0 and "after_release" not in seconds, str(seconds)
+    assert "release_refused" not in seconds, str(seconds)  # the result came before the 30 s were up
+    assert took < 20.0, (took, str(seconds))
+
+
 def test_without_the_setting_every_check_is_under_the_turn(
     saxpy: FunctionTask | KernelTask, tmp_path: Path
 ) -> None:

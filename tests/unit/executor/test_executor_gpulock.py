@@ -251,3 +251,18 @@ def test_the_hold_for_a_released_worker_gives_up_at_its_bound(tmp_path: Path) ->
         with hold(lock, "exclusive"):  # not held by the hold that gave up
             pass
     assert 0.05 <= took < 1.0, took
+
+
+def test_the_hold_for_a_released_worker_lets_go_when_a_lock_cannot_be_opened(tmp_path: Path) -> None:
+    """The uploads' lock cannot be opened (a directory where its file should be): the error is raised,
+    and the GPU's lock, already had, is let go at once, not held through the traceback until the
+    stack is collected (review 33 F8; seen failing without the release on an error: still held)."""
+    from executor.gpulock import held_elsewhere, hold_soon, lock_path
+
+    lock = tmp_path / "gpu.lock"
+    lock.touch()
+    lock_path(lock, "uploads").mkdir()
+    with pytest.raises(IsADirectoryError) as raised:
+        hold_soon(lock, ("gpu", "uploads"), within_s=0.05)
+    assert raised.traceback  # the frame that took the GPU's lock is still referenced here
+    assert not held_elsewhere(lock, "gpu"), "the GPU's lock stayed held"

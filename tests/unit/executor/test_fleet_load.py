@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -32,13 +33,21 @@ class _Remote:
 
 
 class _Handle:
-    """Ray's actor handle as `Fleet._answer` uses it: ``evaluate.remote(body[, token])`` and
-    ``cancel.options(...).remote(token)``."""
+    """Ray's actor handle as `Fleet._answer` uses it: ``evaluate.remote(body[, token[, deadline]])``,
+    ``cancel.options(...).remote(token)`` and ``clock.options(...).remote()`` (the replica host's wall
+    clock, ``skew`` ahead of this one's)."""
 
-    def __init__(self, evaluate: Any) -> None:
+    def __init__(self, evaluate: Any, skew: float = 0.0) -> None:
         self.evaluate = _Remote(evaluate)
         self.cancels: list[str] = []
         self.cancel = _Remote(self.cancels.append)
+        self.skew = skew
+        self.clocks = 0
+        self.clock = _Remote(self._clock)
+
+    async def _clock(self) -> float:
+        self.clocks += 1
+        return time.time() + self.skew
 
 
 def _fleet(handle: _Handle) -> tuple[Fleet, Replica]:
@@ -96,12 +105,12 @@ def test_an_answered_evaluation_leaves_the_load() -> None:
     asyncio.run(scenario())
 
 
-def test_an_evaluation_dropped_at_its_deadline_raises_expired() -> None:
-    """The router hands the replica the request's deadline on the wall clock, and a replica's
-    ``expired`` answer (dropped unrun) becomes `EvaluationExpired` (answered 504 / ``batch_timeout``),
-    not a verdict to parse; its place in the load is given back when the call ends."""
-    import time
-
+@pytest.mark.parametrize("skew", [0.0, 900.0, -900.0])
+def test_an_evaluation_dropped_at_its_deadline_raises_expired(skew: float) -> None:
+    """The router hands the replica the request's deadline on the replica's wall clock (measured:
+    ``skew`` ahead of the router's), and a replica's ``expired`` answer (dropped unrun) becomes
+    `EvaluationExpired` (answered 504 / ``batch_timeout``), not a verdict to parse; its place in the
+    load is given back when the call ends."""
     from executor.errors import EvaluationExpired
     from executor.fleet.replica import EXPIRED
 
@@ -116,13 +125,47 @@ def test_an_evaluation_dropped_at_its_deadline_raises_expired() -> None:
             answered.set_result(EXPIRED)
             return answered
 
-        fleet, replica = _fleet(_Handle(evaluate))
+        fleet, replica = _fleet(_Handle(evaluate, skew))
         with pytest.raises(EvaluationExpired):
-            await fleet._answer(replica, "{}", threading.Event(), time.monotonic() + 30.0)
+            await fleet._answer(replica, "{}", threading.Event(), time.monotonic() + 0.5)
         await asyncio.sleep(0)
         assert fleet.table.in_flight[replica.name] == 0
 
     asyncio.run(scenario())
-    ((body, token, wall),) = sent
+    ((body, token, wall),) = sent  # under EARLY_EXPIRED_S left: no second send
     assert body == "{}" and isinstance(token, str)
-    assert abs(wall - (time.time() + 30.0)) < 5.0, wall
+    assert abs(wall - (time.time() + skew + 0.5)) < 0.5, wall
+
+
+def test_a_replica_that_answers_expired_early_is_warned_of_and_asked_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A replica answers ``expired`` with 30 s of the limit left on the router's clock (its clock set
+    since it was measured): the router warns, naming it, measures its clock again, and sends the
+    evaluation once more, whose answer is the caller's; each call's place in the load is given back."""
+    from executor.fleet.replica import EXPIRED
+
+    answers = [EXPIRED, '{"a": "verdict"}']
+    handle: _Handle
+
+    async def scenario() -> str:
+        loop = asyncio.get_running_loop()
+
+        def evaluate(*_: Any) -> Any:
+            answered: asyncio.Future[str] = loop.create_future()
+            answered.set_result(answers.pop(0))
+            return answered
+
+        nonlocal handle
+        handle = _Handle(evaluate)
+        fleet, replica = _fleet(handle)
+        answer = await fleet._answer(replica, "{}", None, time.monotonic() + 30.0)
+        await asyncio.sleep(0)
+        assert fleet.table.in_flight[replica.name] == 0
+        return answer
+
+    with caplog.at_level("WARNING", logger="executor.fleet.router"):
+        assert asyncio.run(scenario()) == '{"a": "verdict"}'
+    assert answers == [] and handle.clocks == 2  # measured before the first send, and again
+    (warned,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert "replica-0 dropped an evaluation as expired" in warned, warned
