@@ -3,7 +3,7 @@
     python -m bench.probes.relabel_loso --vector-cache /tmp/rl32/vc.npz --records /tmp/rl32/rec.json \
         --out loso.md
 
-Every development set's items (`general.jsonl`, `dev2.jsonl` ... `dev14.jsonl`) and the own set are
+Every development set's items (`general.jsonl`, `dev2.jsonl` ... `dev15.jsonl`) and the own set are
 decided once on the `full` and `bare` graphs of `bench.probes.relabel_bench`; each decision is recorded
 with its verdict (`correct`, `false`, `new ok`, `new wrong`, `queued`), the gate that queued it, the
 scorer's best candidate and what taking it would be (`top_verdict`), what a new technique named as the
@@ -55,7 +55,7 @@ from search.relabel.scoring import FEATURES, ScoringModel, TextVectors, fit_choi
 from search.relabel.taxonomy import concept_tokens, default_taxonomy
 
 DATA_DIR = Path(__file__).resolve().parent / "relabel_data"
-DEV_SETS: tuple[str, ...] = ("general", *(f"dev{n}" for n in range(2, 15)))
+DEV_SETS: tuple[str, ...] = ("general", *(f"dev{n}" for n in range(2, 16)))
 GRAPHS: tuple[str, ...] = ("full", "bare")
 NEVER_NEW_GATES = frozenset({"name_unusable", "name_not_understood", "name_contradicts", "other"})
 """Queued names a change may never turn into new techniques: the issue's bad input and nonsense names,
