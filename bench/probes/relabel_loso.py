@@ -3,14 +3,14 @@
     python -m bench.probes.relabel_loso --vector-cache /tmp/rl32/vc.npz --records /tmp/rl32/rec.json \
         --out loso.md
 
-Every development set's items (`general.jsonl`, `dev2.jsonl` ... `dev13.jsonl`) and the own set are
+Every development set's items (`general.jsonl`, `dev2.jsonl` ... `dev15.jsonl`) and the own set are
 decided once on the `full` and `bare` graphs of `bench.probes.relabel_bench`; each decision is recorded
 with its verdict (`correct`, `false`, `new ok`, `new wrong`, `queued`), the gate that queued it, the
 scorer's best candidate and what taking it would be (`top_verdict`), what a new technique named as the
 step would be (`new_verdict`), and the scorer's features of the best and second candidates. A
 *candidate change* is a function of a decision and free parameters that may turn it into "take the top
-candidate" or "new technique". For each of the 13 development sets X, the change's free parameters are
-chosen on the 12 others only (the most right decisions gained with no false merge and no duplicate
+candidate" or "new technique". For each development set X, the change's free parameters are
+chosen on the others only (the most right decisions gained with no false merge and no duplicate
 technique added on any of them, clear and doubtful items, both graphs; ties to the strictest), then
 applied to X. The report sums the held-out sets: correct merges, false merges, queued and duplicates on
 the clear items per graph, false merges on the doubtful items, and the own set under each fold's
@@ -55,7 +55,7 @@ from search.relabel.scoring import FEATURES, ScoringModel, TextVectors, fit_choi
 from search.relabel.taxonomy import concept_tokens, default_taxonomy
 
 DATA_DIR = Path(__file__).resolve().parent / "relabel_data"
-DEV_SETS: tuple[str, ...] = ("general", *(f"dev{n}" for n in range(2, 14)))
+DEV_SETS: tuple[str, ...] = ("general", *(f"dev{n}" for n in range(2, 16)))
 GRAPHS: tuple[str, ...] = ("full", "bare")
 NEVER_NEW_GATES = frozenset({"name_unusable", "name_not_understood", "name_contradicts", "other"})
 """Queued names a change may never turn into new techniques: the issue's bad input and nonsense names,
@@ -474,7 +474,9 @@ def loso(change: Change, records: Sequence[Record]) -> tuple[dict[str, Any], lis
         folds.append(
             f"{held}: t {fitted.threshold:.3f}, gains {fitted.gained} on the other sets, {moved} held-out decisions moved"
         )
-    folds.append(f"all 13 sets (the own set's columns): t {final.threshold:.3f}, gains {final.gained}")
+    folds.append(
+        f"all {len(DEV_SETS)} sets (the own set's columns): t {final.threshold:.3f}, gains {final.gained}"
+    )
     summary = {"before": before, "after": after, "own_before": own_before, "own_after": own_after}
     return summary, folds
 
@@ -482,11 +484,11 @@ def loso(change: Change, records: Sequence[Record]) -> tuple[dict[str, Any], lis
 def report(records: Sequence[Record], changes: Sequence[Change]) -> str:
     """The held-out table of every change, and each fold's parameters."""
     lines = [
-        "## Held-out totals (13 folds; each set judged with parameters chosen on the other 12)",
+        f"## Held-out totals ({len(DEV_SETS)} folds; each set judged with parameters chosen on the others)",
         "",
         "Cells: correct merges / items that must merge, false merges, queued (share of items), duplicates"
         " (new techniques for a name the graph has). Own set (both halves): with the parameters chosen"
-        " on all 13 development sets (the rule one would commit); it never chooses them.",
+        f" on all {len(DEV_SETS)} development sets (the rule one would commit); it never chooses them.",
         "",
         "| change | clear full | clear bare | doubtful full: false | doubtful bare: false | own full | own bare |",
         "| --- | --- | --- | --- | --- | --- | --- |",
@@ -645,7 +647,7 @@ def decide_with(model: ScoringModel, vectors: TextVectors, sources: Sequence[str
 
 
 def refit_report(records: Sequence[Record], vectors: TextVectors, model_out: Path | None) -> str:
-    """Leave one set out: the choice model refitted on the own calibration half and the 12 other sets."""
+    """Leave one set out: the choice model refitted on the own calibration half and the other sets."""
     rows = scorer_rows(vectors)
     after: list[Record] = []
     lines = ["## The choice model refitted on outside-written names (leave one set out)", ""]
@@ -696,7 +698,9 @@ def refit_report(records: Sequence[Record], vectors: TextVectors, model_out: Pat
                     b.add(old, old.verdict)
                     a.add(r, r.verdict)
             part = "doubtful" if doubtful else "clear"
-            sums.append(f"| all 13 held out | {graph} | {part} ({a.items}) | {b.cell()} | {a.cell()} |")
+            sums.append(
+                f"| all {len(DEV_SETS)} held out | {graph} | {part} ({a.items}) | {b.cell()} | {a.cell()} |"
+            )
     return "\n".join(lines + table[:3] + sums + table[3:] + ["", "Moved decisions:", "", *moved])
 
 
@@ -769,7 +773,7 @@ def knn_action(family: str, rec: Record, label: str, graph_names: frozenset[str]
 
 def knn_report(records: Sequence[Record], vectors: TextVectors) -> str:
     """Leave one set out: each held-out set's decisions changed by its names' nearest labelled example
-    among the other sets' (and the own calibration half's), t chosen on the other 12 sets with banks
+    among the other sets' (and the own calibration half's), t chosen on the other sets with banks
     that leave out both the fold's set and the training set itself."""
     taxonomy = default_taxonomy()
     for scene in scenarios(taxonomy):
@@ -867,7 +871,7 @@ def knn_report(records: Sequence[Record], vectors: TextVectors) -> str:
             folds.append(
                 f"{held}: t {t:.3f}, gains {best} on the other sets, {moved} held-out decisions moved"
             )
-        # the own test half with t chosen on all 13 sets and a bank of all of them
+        # the own test half with t chosen on all sets and a bank of all of them
         scored = []
         for k in dev_index:
             r = records[k]
@@ -897,7 +901,7 @@ def knn_report(records: Sequence[Record], vectors: TextVectors) -> str:
                 v = va or v
             own_b[r.graph].add(r, r.verdict)
             own_a[r.graph].add(r, v)
-        folds.append(f"all 13 sets (own test half): t {t_all:.3f}, gains {best}")
+        folds.append(f"all {len(DEV_SETS)} sets (own test half): t {t_all:.3f}, gains {best}")
         if first:
             lines.append(
                 f"| (as is) | {before[('full', False)].cell()} | {before[('bare', False)].cell()} | "
@@ -973,7 +977,9 @@ def implemented_report(records: Sequence[Record], vectors: TextVectors) -> str:
     ]
     for (graph, doubtful), (b, a) in sorted(totals.items()):
         part = "doubtful" if doubtful else "clear"
-        head.append(f"| all 13 held out | {graph} | {part} ({a.items}) | {b.cell()} | {a.cell()} |")
+        head.append(
+            f"| all {len(DEV_SETS)} held out | {graph} | {part} ({a.items}) | {b.cell()} | {a.cell()} |"
+        )
     return "\n".join(head + rows + ["", "Moved decisions:", "", *moved])
 
 

@@ -9,7 +9,7 @@ memory accesses", "Coalesced Global Memory"), and a heading that names no techni
 one guide ("Multi-GPU Basics") reads like one in another ("Multi-GPU Data Distribution").
 
 `data/examples.v1.jsonl` holds the labelled names of the development sets (`bench/probes/relabel_data/`
-`general.jsonl`, `dev2.jsonl` ... `dev13.jsonl`, clear items only, each set's source and licence in its
+`general.jsonl`, `dev2.jsonl` ... `dev15.jsonl`, clear items only, each set's source and licence in its
 `DEVn.md`) and of the own set's calibration half: `{"name", "technique" (a taxonomy technique, or null
 for none of them), "set"}`. `python -m bench.probes.relabel_loso --write-examples` rewrites it. It never
 holds an item of the outside test set (a test compares them).
