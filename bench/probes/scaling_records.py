@@ -33,6 +33,7 @@ import sys
 import tarfile
 import tempfile
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -237,44 +238,183 @@ def turn_table(runs: dict[int, dict[str, Any]]) -> list[str]:
     return lines
 
 
-def since_table(runs: dict[int, dict[str, Any]]) -> list[str]:
-    step, last = 0.25, 12
+def trial_times(record: Record, window: Window) -> list[tuple[float, float]]:
+    """Each recorded trial's (estimated start in the window's seconds, milliseconds): the trials follow
+    a 30-ms warm-up and share the rest of ``timing_trials`` (flushes, restores) evenly."""
+    samples = record["samples_ms"]
+    est = sum(samples) * record["trials"] / len(samples) / 1e3
+    overhead = max(0.0, record["seconds"]["timing_trials"] - 0.03 - est) / record["trials"]
+    out, t = [], window[2] + 0.03
+    for v in samples:
+        out.append((t, v))
+        t += v / 1e3 + overhead
+    return out
+
+
+EVENTS: dict[str, Callable[[Record, Window], float]] = {
+    "the other replica's turn end": lambda r, w: w[1],
+    "the other replica's verdict": lambda r, w: float(r["finished_s"]),
+    "this replica's verdict": lambda r, w: float(r["finished_s"]),
+}
+
+
+def since_table(runs: dict[int, dict[str, Any]], step: float = 0.1, last: int = 10) -> list[str]:
+    """Slow-trial rate by seconds since the latest event of ``EVENTS`` before the trial, split by how
+    the trials held the host memory's lock (``host_shared``)."""
     lines = [
-        "| replicas | since the latest verdict of | "
-        + " | ".join(f"{k * step:.2f}" for k in range(last))
-        + f" | >= {last * step:.2f} |",
-        "|---|---|" + "---|" * (last + 1),
+        "| replicas | since | trials' host lock | "
+        + " | ".join(f"{k * step:.1f}" for k in range(last))
+        + f" | >= {last * step:.1f} |",
+        "|---|---|---|" + "---|" * (last + 1),
     ]
     for size, run in sorted(runs.items()):
         assigned = chains(run["records"], size)
-        finished = [(float(r["finished_s"]), i, id(r)) for r, _, i in assigned]
-        bins: dict[tuple[str, int], list[bool]] = defaultdict(list)
-        for r, w, i in assigned:
-            if r not in correct_functions([r]):
+        for name, when in EVENTS.items():
+            other = name.startswith("the other")
+            if other and size == 1:
                 continue
-            samples, median = r["samples_ms"], r["median_ms"]
-            est = sum(samples) * r["trials"] / len(samples) / 1e3
-            overhead = max(0.0, r["seconds"]["timing_trials"] - 0.03 - est) / r["trials"]
-            t = w[2] + 0.03
-            for v in samples:
-                for who in ("own", "other"):
-                    if who == "other" and size == 1:
+            events = [(when(r, w), i, id(r)) for r, w, i in assigned]
+            for shared in (0.0, 1.0):
+                bins: dict[int, list[bool]] = defaultdict(list)
+                for r, w, i in assigned:
+                    if not correct_functions([r]) or r["seconds"].get("host_shared") != shared:
                         continue
-                    prev = [
-                        t - f
-                        for f, j, rid in finished
-                        if f <= t and rid != id(r) and ((j == i) == (who == "own"))
-                    ]
-                    k = min(int(min(prev) / step), last) if prev else last
-                    bins[(who, k)].append(v > SLOW * median)
-                t += v / 1e3 + overhead
-        for who in ("own", "other"):
-            if not any(bins[(who, k)] for k in range(last + 1)):
+                    for t, v in trial_times(r, w):
+                        prev = [
+                            t - e for e, j, rid in events if e <= t and rid != id(r) and ((j != i) == other)
+                        ]
+                        k = min(int(min(prev) / step), last) if prev else last
+                        bins[k].append(v > SLOW * r["median_ms"])
+                cells = [f"{statistics.fmean(bins[k]):.0%}" if bins[k] else "-" for k in range(last + 1)]
+                n = sum(len(b) for b in bins.values())
+                lines.append(
+                    f"| {size} | {name} | {'shared' if shared else 'alone'} ({n} trials) | "
+                    + " | ".join(cells)
+                    + " |"
+                )
+    return lines
+
+
+def index_since_table(runs: dict[int, dict[str, Any]]) -> list[str]:
+    """Slow-trial rate by the trial's index and by the seconds since the other replica's latest turn
+    end: which of the two goes with the slow trials (with the host-wide lock a run's trials often begin
+    as the other's trials end, so the two go together)."""
+    near = ("< 0.2 s", "0.2-0.6 s", ">= 0.6 s")
+    lines = [
+        "| replicas | trial index | " + " | ".join(f"{k} after the other's turn end" for k in near) + " |",
+        "|---|---|" + "---|" * len(near),
+    ]
+    for size, run in sorted(runs.items()):
+        if size < 2:
+            continue
+        assigned = chains(run["records"], size)
+        ends = [(w[1], i) for _, w, i in assigned]
+        bins: dict[tuple[str, str], list[bool]] = defaultdict(list)
+        for r, w, i in assigned:
+            if not correct_functions([r]):
                 continue
+            for index, (t, v) in enumerate(trial_times(r, w)):
+                prev = [t - e for e, j in ends if e <= t and j != i]
+                d = min(prev) if prev else float("inf")
+                dk = near[0] if d < 0.2 else near[1] if d < 0.6 else near[2]
+                ik = "0-2" if index < 3 else "3-9" if index < 10 else "10+"
+                bins[(ik, dk)].append(v > SLOW * r["median_ms"])
+        for ik in ("0-2", "3-9", "10+"):
             cells = [
-                f"{statistics.fmean(bins[(who, k)]):.0%}" if bins[(who, k)] else "-" for k in range(last + 1)
+                f"{statistics.fmean(bins[(ik, dk)]):.0%} ({len(bins[(ik, dk)])})" if bins[(ik, dk)] else "-"
+                for dk in near
             ]
-            lines.append(f"| {size} | {who} replica | " + " | ".join(cells) + " |")
+            lines.append(f"| {size} | {ik} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _covered(span: tuple[float, float], spans: list[tuple[float, float]]) -> float:
+    """Seconds of ``span`` covered by the union of ``spans``."""
+    low, high = span
+    total, cursor = 0.0, low
+    for a, b in sorted((max(low, a), min(high, b)) for a, b in spans if b > low and a < high):
+        a = max(a, cursor)
+        if b > a:
+            total += b - a
+            cursor = b
+    return total
+
+
+def holders_table(runs: dict[int, dict[str, Any]]) -> list[str]:
+    """What the other replica was doing while a function run waited, inside its turn, for the host
+    memory's lock (its correctness calls: ``run_lock_wait``) or for its trials' locks
+    (``timing_lock_wait``): the share of those waits covered by the other's trials that held the host
+    memory alone, its trials that held it shared, its correctness calls, its host checks after its turn
+    (``after_release``) and its kernel runs."""
+    kinds = ("trials alone", "trials shared", "correctness", "host checks", "kernel runs")
+    lines = [
+        "| replicas | wait | seconds in all | " + " | ".join(f"other's {k}" for k in kinds) + " |",
+        "|---|---|---|" + "---|" * len(kinds),
+    ]
+    for size, run in sorted(runs.items()):
+        if size < 2:
+            continue
+        assigned = chains(run["records"], size)
+        spans: dict[tuple[str, int], list[tuple[float, float]]] = defaultdict(list)
+        for r, w, i in assigned:
+            s = r["seconds"]
+            if r["task_kind"] == "function":
+                if "timing_trials" in s:
+                    spans[("trials shared" if s.get("host_shared") else "trials alone", i)].append(
+                        (w[2], w[3])
+                    )
+                begin = w[0] + s.get("run_lock_wait", 0.0)
+                spans[("correctness", i)].append((begin, begin + s.get("correctness", 0.0)))
+            else:
+                spans[("kernel runs", i)].append((w[0], w[1]))
+            if "after_release" in s:
+                spans[("host checks", i)].append((w[1], w[1] + s["after_release"]))
+        for wait in ("run_lock_wait", "timing_lock_wait"):
+            total = 0.0
+            covered: dict[str, float] = defaultdict(float)
+            for r, w, i in assigned:
+                if r["task_kind"] != "function":
+                    continue
+                s = r["seconds"]
+                span = (
+                    (w[0], w[0] + s.get(wait, 0.0))
+                    if wait == "run_lock_wait"
+                    else (w[2] - s.get(wait, 0.0), w[2])
+                )
+                total += span[1] - span[0]
+                for kind in kinds:
+                    covered[kind] += sum(_covered(span, spans[(kind, j)]) for j in range(size) if j != i)
+            if total > 0:
+                lines.append(
+                    f"| {size} | {wait} | {total:.1f} | "
+                    + " | ".join(f"{covered[k] / total:.0%}" for k in kinds)
+                    + " |"
+                )
+    return lines
+
+
+def clean_cov_table(runs: dict[int, dict[str, Any]]) -> list[str]:
+    """Median robust CoV per copy-rate class, over every evaluation and over those with no slow trial
+    recorded: whether the spread comes from the slow trials or from the rest."""
+    cache: dict[str, int | None] = {}
+    lines = [
+        "| replicas | class | robust CoV, all (n) | robust CoV, no slow trial (n) |",
+        "|---|---|---|---|",
+    ]
+    for size, run in sorted(runs.items()):
+        groups: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+        for r in correct_functions(run["records"]):
+            name = copy_class(r["task"], r["median_ms"], cache)
+            clean = all(v <= SLOW * r["median_ms"] for v in r["samples_ms"])
+            groups[name]["all"].append(r.get("robust_cov") or 0.0)
+            if clean:
+                groups[name]["clean"].append(r.get("robust_cov") or 0.0)
+        for name, g in sorted(groups.items()):
+            clean_cov = fmt(statistics.median(g["clean"]) if g["clean"] else None, ".3f")
+            lines.append(
+                f"| {size} | {name} | {statistics.median(g['all']):.3f} ({len(g['all'])}) | "
+                f"{clean_cov} ({len(g['clean'])}) |"
+            )
     return lines
 
 
@@ -335,13 +475,23 @@ def main(argv: list[str]) -> int:
         "",
         *turn_table(runs),
         "",
-        "## 4. Slow-trial rate by seconds since the latest verdict of the same / the other replica",
+        "## 4. Slow-trial rate by seconds since the latest event (turn end, verdict) of either replica",
         "",
         *since_table(runs),
+        "",
+        *index_since_table(runs),
         "",
         "## 5. The trials replayed from the end of the leading burst",
         "",
         *counterfactual_table(runs, policy),
+        "",
+        "## 6. What the other replica did while a function run waited inside its turn",
+        "",
+        *holders_table(runs),
+        "",
+        "## 7. Robust CoV with and without the evaluations that recorded a slow trial",
+        "",
+        *clean_cov_table(runs),
     ]
     print("\n".join(out))
     return 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.probes.scaling_records import binding, chains, leading_burst, replay_from, turn_windows
+from bench.probes.scaling_records import _covered, binding, chains, leading_burst, replay_from, turn_windows
 from bench.probes.stop_rule_replay import host_policy
 
 
@@ -36,3 +36,9 @@ def test_turns_that_overlap_go_to_different_replicas() -> None:
     assert given[id(a)] == given[id(c)] and given[id(b)] == given[id(d)]
     window = turn_windows(rec(5.0, 2.0))
     assert window is not None and window[:2] == (3.0, 5.0)
+
+
+def test_a_wait_is_covered_by_the_union_of_the_other_replicas_spans() -> None:
+    # overlapping spans count once; a span outside the wait counts not at all
+    assert abs(_covered((0.0, 1.0), [(0.2, 0.5), (0.4, 0.7), (2.0, 3.0), (-1.0, 0.1)]) - 0.6) < 1e-9
+    assert _covered((1.0, 1.0), [(0.0, 2.0)]) == 0.0
