@@ -29,6 +29,18 @@ replicas; the table's robust CoV (not the median) is what sets a function task's
     PYTHONPATH=. python3 bench/device/overlap_probe.py --md /tmp/overlap.md
     PYTHONPATH=. python3 bench/device/overlap_probe.py --background-device 1 --cores 0-15 \
         --background-cores 16-31 --conditions idle,contexts,uploads,function,hostcopy --md /tmp/cross.md
+
+Session 32 (``bench/results/2026-11-30_s32/scaling_analysis.md``): with two replicas a function candidate's
+calls ran 1.5-40 times their median in a burst right after the other replica's turn ended (when its
+spares' CUDA contexts, held back by its function run's turnstile, start, and its finished worker goes),
+under either host-memory lock scope, while event-timed kernel trials did not move. ``--alloc-per-call``
+makes the host-timed calls allocate and free as the tasks' candidates do (driver calls that another
+process's context creation or teardown may hold up), ``--context-mb`` makes the ``contexts`` children hold
+as much device memory as a worker does before they exit:
+
+    PYTHONPATH=. python3 bench/device/overlap_probe.py --background-device 1 --cores 0-15 \
+        --background-cores 16-31 --alloc-per-call --context-mb 8192 --repeats 2 --trials 200 \
+        --conditions idle,contexts,function --md $OUT/cross_alloc.md --out $OUT/cross_alloc.json
 """
 
 from __future__ import annotations
@@ -59,7 +71,8 @@ extern "C" __global__ void spin(float* x, int rounds) {
 CONTEXT_CHILD = (
     "import sys, time, pycuda.driver as c\n"
     "t = time.perf_counter(); c.init(); ctx = c.Device(int(sys.argv[1])).retain_primary_context(); ctx.push()\n"
-    "b = c.mem_alloc(64 << 20); c.memset_d32(b, 0, 16 << 20); c.Context.synchronize()\n"
+    "mb = int(sys.argv[2]) if len(sys.argv) > 2 else 64\n"
+    "b = c.mem_alloc(mb << 20); c.memset_d32(b, 0, mb << 18); c.Context.synchronize()\n"
     "print(round((time.perf_counter() - t) * 1e3, 1)); ctx.pop()\n"
 )
 
@@ -82,7 +95,9 @@ def _cpulist(text: str | None) -> set[int] | None:
     return cores
 
 
-def background(kind: str, stop: Any, report: Any, device: int = 0, cores: str | None = None) -> None:
+def background(
+    kind: str, stop: Any, report: Any, device: int = 0, cores: str | None = None, context_mb: int = 64
+) -> None:
     """Keep doing ``kind`` on GPU ``device`` (pinned to ``cores``) until ``stop`` is set; put what was
     done on ``report``."""
     pinned = _cpulist(cores)
@@ -92,7 +107,9 @@ def background(kind: str, stop: Any, report: Any, device: int = 0, cores: str | 
     if kind == "contexts":
         while not stop.is_set():
             out = subprocess.run(
-                [sys.executable, "-c", CONTEXT_CHILD, str(device)], capture_output=True, text=True
+                [sys.executable, "-c", CONTEXT_CHILD, str(device), str(context_mb)],
+                capture_output=True,
+                text=True,
             )
             if out.returncode == 0 and out.stdout.strip():
                 done.append(float(out.stdout.strip().splitlines()[-1]))
@@ -149,8 +166,11 @@ def background(kind: str, stop: Any, report: Any, device: int = 0, cores: str | 
         ctx.pop()
 
 
-def measure(cuda: Any, mod: Any, trials: int) -> dict[str, list[float]]:
-    """Event-timed kernel trials and host-timed function-like calls (milliseconds)."""
+def measure(cuda: Any, mod: Any, trials: int, alloc_per_call: bool = False) -> dict[str, list[float]]:
+    """Event-timed kernel trials and host-timed function-like calls (milliseconds); with
+    ``alloc_per_call`` each function-like call allocates its device arrays and frees them inside its
+    timed region, as the tasks' naive candidates do (every ``naive.cu`` of a function task calls
+    ``cudaMalloc``)."""
     import numpy as np
 
     copy = mod.get_function("copy")
@@ -179,9 +199,16 @@ def measure(cuda: Any, mod: Any, trials: int) -> dict[str, list[float]]:
         cuda.memset_d32(flush, 0x5A5A5A5A, flush_bytes // 4)
         cuda.Context.synchronize()
         t = time.perf_counter()
-        cuda.memcpy_htod(d_in, host_in)
-        copy(d_in, d_out, np.int64(host_in.nbytes // 16), block=block, grid=grid)
-        cuda.memcpy_dtoh(host_out, d_out)
+        if alloc_per_call:
+            c_in, c_out = cuda.mem_alloc(host_in.nbytes), cuda.mem_alloc(host_in.nbytes)
+        else:
+            c_in, c_out = d_in, d_out
+        cuda.memcpy_htod(c_in, host_in)
+        copy(c_in, c_out, np.int64(host_in.nbytes // 16), block=block, grid=grid)
+        cuda.memcpy_dtoh(host_out, c_out)
+        if alloc_per_call:
+            c_in.free()
+            c_out.free()
         cuda.Context.synchronize()
         function.append((time.perf_counter() - t) * 1e3)
     for buf in (a, b, flush, d_in, d_out):
@@ -211,6 +238,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--background-device", type=int, default=0, help="the GPU the background work uses")
     parser.add_argument("--cores", help="pin the measuring process to these cores (e.g. 0-15)")
     parser.add_argument("--background-cores", help="pin the background work to these cores (e.g. 16-31)")
+    parser.add_argument(
+        "--alloc-per-call",
+        action="store_true",
+        help="function-like calls allocate and free their device arrays inside the timed call",
+    )
+    parser.add_argument(
+        "--context-mb", type=int, default=64, help="MB each `contexts` child allocates before it exits"
+    )
     parser.add_argument("--out", type=Path)
     parser.add_argument("--md", type=Path)
     args = parser.parse_args(argv)
@@ -222,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
 
     ctx = _context(cuda)
     mod = SourceModule(SOURCE, no_extern_c=True)
-    measure(cuda, mod, 100)  # warm the clocks and the module
+    measure(cuda, mod, 100, args.alloc_per_call)  # warm the clocks and the module
     spawn = mp.get_context("spawn")
     rows: list[dict[str, Any]] = []
     for repeat in range(args.repeats):
@@ -232,11 +267,18 @@ def main(argv: list[str] | None = None) -> int:
             if condition != "idle":
                 proc = spawn.Process(
                     target=background,
-                    args=(condition, stop, report, args.background_device, args.background_cores),
+                    args=(
+                        condition,
+                        stop,
+                        report,
+                        args.background_device,
+                        args.background_cores,
+                        args.context_mb,
+                    ),
                 )
                 proc.start()
                 time.sleep(2.0)  # the background work under way
-            got = measure(cuda, mod, args.trials)
+            got = measure(cuda, mod, args.trials, args.alloc_per_call)
             done: tuple[str, list[float]] | None = None
             if proc is not None:
                 stop.set()
@@ -257,6 +299,8 @@ def main(argv: list[str] | None = None) -> int:
         f"Background work on GPU {args.background_device}"
         + (f", cores {args.background_cores}" if args.background_cores else "")
         + (f"; measured on GPU 0, cores {args.cores}" if args.cores else "; measured on GPU 0")
+        + ("; function-like calls allocate per call" if args.alloc_per_call else "")
+        + (f"; contexts allocate {args.context_mb} MB" if args.context_mb != 64 else "")
         + ".",
         "",
         "| repeat | condition | kernel median ms | kernel p10-p90 | function median ms | function p10-p90 "
