@@ -77,6 +77,15 @@ SEPARATION = ("not_separated", "name_points_elsewhere", "name_unexplained")
 VERDICTS = ("correct", "false", "new ok", "new wrong", "queued", "-")
 
 
+def load_dev_set(name: str) -> list[Item]:
+    """The development set `name` (`relabel_data/<name>.jsonl`); the outside set is refused: it is for
+    measuring only, and no development probe reads it."""
+    path = DATA_DIR / f"{name}.jsonl"
+    if path.resolve() == OUTSIDE_DATA.resolve():
+        raise SystemExit("the outside set is for measuring only")
+    return load_outside_items(path)
+
+
 def gate_of(choice: RelabelChoice, policy: RelabelPolicy) -> str:
     """The gate that queued `choice`: its first queueing flag, else what the thresholds said."""
     for flag in choice.flags:
@@ -206,10 +215,7 @@ def item_sets() -> list[tuple[str, list[Item]]]:
         ("own test", [i for i in own if i.half == "test"]),
     ]
     for name in DEV_SETS:
-        path = DATA_DIR / f"{name}.jsonl"
-        if path.resolve() == OUTSIDE_DATA.resolve():
-            raise SystemExit("the outside set is for measuring only")
-        items = load_outside_items(path)
+        items = load_dev_set(name)
         out.append((f"{name} clear", [i for i in items if not i.doubtful]))
         out.append((f"{name} doubtful", [i for i in items if i.doubtful]))
     return out

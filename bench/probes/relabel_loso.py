@@ -41,20 +41,17 @@ import numpy as np
 
 from bench.probes.relabel_bench import (
     NEW,
-    OUTSIDE_DATA,
     Item,
     judge_outcome,
     load_items,
-    load_outside_items,
     scenarios,
 )
-from bench.probes.relabel_gate_audit import gate_of, verdict
+from bench.probes.relabel_gate_audit import gate_of, load_dev_set, verdict
 from search.embeddings import shared_embedder
 from search.relabel.relabeler import RelabelPolicy
 from search.relabel.scoring import FEATURES, ScoringModel, TextVectors, fit_choice, load_model
 from search.relabel.taxonomy import concept_tokens, default_taxonomy
 
-DATA_DIR = Path(__file__).resolve().parent / "relabel_data"
 DEV_SETS: tuple[str, ...] = ("general", *(f"dev{n}" for n in range(2, 16)))
 GRAPHS: tuple[str, ...] = ("full", "bare")
 NEVER_NEW_GATES = frozenset({"name_unusable", "name_not_understood", "name_contradicts", "other"})
@@ -96,10 +93,7 @@ def _sets() -> list[tuple[str, list[Item]]]:
     own = load_items(default_taxonomy())
     out: list[tuple[str, list[Item]]] = [("own", own)]
     for name in DEV_SETS:
-        path = DATA_DIR / f"{name}.jsonl"
-        if path.resolve() == OUTSIDE_DATA.resolve():
-            raise SystemExit("the outside set is for measuring only")
-        out.append((name, load_outside_items(path)))
+        out.append((name, load_dev_set(name)))
     return out
 
 
@@ -771,6 +765,24 @@ def knn_action(family: str, rec: Record, label: str, graph_names: frozenset[str]
     return "", ""
 
 
+def _knn_threshold(scored: list[tuple[float, Record, str]]) -> tuple[float, int]:
+    """The cosine threshold that gains the most right decisions over `scored` (cosine, decision, the
+    example's verdict), walking down from the nearest, stopping at the first right decision lost or harm
+    done, and only between two distinct cosines; with the gain (inf and 0: none)."""
+    scored = sorted(scored, key=lambda x: -x[0])
+    t, best, gained = float("inf"), 0, 0
+    for i, (sim, r, v) in enumerate(scored):
+        was_right = r.verdict in ("correct", "new ok")
+        if (was_right and v not in ("correct", "new ok")) or _harm(r.verdict, v):
+            break
+        gained += v in ("correct", "new ok") and not was_right
+        gained += r.verdict == "false" and v == "queued"
+        nxt = scored[i + 1][0] if i + 1 < len(scored) else -float("inf")
+        if nxt < sim and gained > best:
+            t, best = sim, gained
+    return t, best
+
+
 def knn_report(records: Sequence[Record], vectors: TextVectors) -> str:
     """Leave one set out: each held-out set's decisions changed by its names' nearest labelled example
     among the other sets' (and the own calibration half's), t chosen on the other sets with banks
@@ -837,17 +849,7 @@ def knn_report(records: Sequence[Record], vectors: TextVectors) -> str:
                 verdict_after, _ = knn_action(family, r, label, BANK_GRAPHS[r.graph])
                 if verdict_after:
                     scored.append((sim, r, verdict_after))
-            scored.sort(key=lambda x: -x[0])
-            t, best, gained = float("inf"), 0, 0
-            for i, (sim, r, v) in enumerate(scored):
-                was_right = r.verdict in ("correct", "new ok")
-                if (was_right and v not in ("correct", "new ok")) or _harm(r.verdict, v):
-                    break
-                gained += v in ("correct", "new ok") and not was_right
-                gained += r.verdict == "false" and v == "queued"
-                nxt = scored[i + 1][0] if i + 1 < len(scored) else -float("inf")
-                if nxt < sim and gained > best:
-                    t, best = sim, gained
+            t, best = _knn_threshold(scored)
             moved = 0
             for k in dev_index:
                 r = records[k]
@@ -879,17 +881,7 @@ def knn_report(records: Sequence[Record], vectors: TextVectors) -> str:
             va, _ = knn_action(family, r, label, BANK_GRAPHS[r.graph])
             if va:
                 scored.append((sim, r, va))
-        scored.sort(key=lambda x: -x[0])
-        t_all, best, gained = float("inf"), 0, 0
-        for i, (sim, r, v) in enumerate(scored):
-            was_right = r.verdict in ("correct", "new ok")
-            if (was_right and v not in ("correct", "new ok")) or _harm(r.verdict, v):
-                break
-            gained += v in ("correct", "new ok") and not was_right
-            gained += r.verdict == "false" and v == "queued"
-            nxt = scored[i + 1][0] if i + 1 < len(scored) else -float("inf")
-            if nxt < sim and gained > best:
-                t_all, best = sim, gained
+        t_all, best = _knn_threshold(scored)
         own_b = {g: HeldOutTally() for g in GRAPHS}
         own_a = {g: HeldOutTally() for g in GRAPHS}
         for k in own_test:
