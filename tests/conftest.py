@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.support.raycluster import SHARING as RAY_SHARING
+
 # One thread per math library (torch's intra-op pool, OpenMP, BLAS), for this process and everything it
 # starts, unless the run sets its own. By default each starts one thread per core, and every operation
 # waits for all of them at a barrier: with this machine's two cores shared by two workers, Neo4j and the
@@ -45,7 +47,7 @@ if TYPE_CHECKING:
 # Modules that must run on one worker, one after the other: the seed-graph modules build the graph
 # once per session and restore it for the others (tests/integration/api/graph_support.py; a module of
 # them on the other worker would build it again there: 8 s and the embedder's load); the Ray modules
-# each start a cluster of several raylets on this host.
+# share one cluster of several raylets on this host (tests/support/raycluster.py).
 XDIST_GROUPS = {
     "seed-graph": (
         "tests/integration/api/test_cypher_api.py",
@@ -53,10 +55,7 @@ XDIST_GROUPS = {
         "tests/integration/api/test_graph_auth.py",
         "tests/integration/api/test_merge_undo.py",  # the graph API module's fixtures
     ),
-    "ray-cluster": (
-        "tests/integration/executor/test_executor_fleet.py",
-        "tests/integration/executor/test_executor_fleet_faults.py",
-    ),
+    "ray-cluster": RAY_SHARING,
 }
 _GROUP_OF = {path: group for group, paths in XDIST_GROUPS.items() for path in paths}
 

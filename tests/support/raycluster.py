@@ -5,6 +5,9 @@ The worker nodes carry a custom resource (``fake_gpu``) that the fleet places it
 executors (runtime ``none``) need no GPU. Every node gets its own ports: several raylets on one host
 otherwise race for the same defaults. The head checks its nodes' health every second, so a killed node
 is declared dead within about five seconds.
+
+The modules of ``SHARING`` (one xdist group, run one after the other on one worker) share one cluster
+(:func:`shared_ray_cluster`): a cluster start is three to four node starts, 15-35 s of both cores.
 """
 
 from __future__ import annotations
@@ -22,9 +25,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 RAY = str(Path(sys.executable).with_name("ray"))
 FAKE_GPU = "fake_gpu"
+# The modules that share one cluster (:func:`shared_ray_cluster`); tests/conftest.py puts them in one xdist
+# group, so one worker runs them one after the other.
+SHARING = (
+    "tests/integration/executor/test_executor_fleet.py",
+    "tests/integration/executor/test_executor_fleet_faults.py",
+)
 
 
 def _free_ports(count: int) -> list[int]:
@@ -49,6 +60,12 @@ class RayCluster:
     manager_ports: list[int] = field(default_factory=list)
     head: subprocess.Popen[bytes] | None = None
     port_base: int = 20000  # worker-port ranges of this cluster: one block of 100 per node
+    fake_gpu: list[bool] = field(default_factory=list)  # per worker node: whether it has the fake GPU
+    killed: set[int] = field(default_factory=set)  # the worker nodes killed by kill_worker
+
+    def live_fake_gpu_nodes(self) -> int:
+        """How many worker nodes with the fake GPU have not been killed."""
+        return sum(1 for i, gpu in enumerate(self.fake_gpu) if gpu and i not in self.killed)
 
     def node_id(self, index: int) -> str:
         """The Ray node id of worker node ``index`` (from its raylet's command line)."""
@@ -76,12 +93,14 @@ class RayCluster:
             *_node_ports(self.manager_ports[-1], self.port_base + 100 * (index + 1)),
         ]
         self.workers.append(_start_node(args, self.env, self.temp_dir / f"worker-{index}.log", timeout_s))
+        self.fake_gpu.append(fake_gpu)
         return index
 
     def kill_worker(self, index: int) -> None:
         """Kill worker node ``index`` at once: its raylet, agents and every actor process on it (Ray
         starts those in sessions of their own, so they are found by their raylet's port)."""
         process = self.workers[index]
+        self.killed.add(index)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
         _kill_matching(f"--node-manager-port={self.manager_ports[index]}".encode())
@@ -226,3 +245,48 @@ def ray_cluster(
             os.environ.pop("RAY_AUTH_MODE", None)
         else:
             os.environ["RAY_AUTH_MODE"] = saved_mode
+
+
+# The cluster the SHARING modules share, and what stops it; at most one.
+_shared: tuple[RayCluster, contextlib.ExitStack] | None = None
+
+
+def _stop_shared() -> None:
+    global _shared
+    if _shared is not None:
+        stack = _shared[1]
+        _shared = None
+        stack.close()
+
+
+@contextlib.contextmanager
+def shared_ray_cluster(request: pytest.FixtureRequest, pristine: bool) -> Iterator[RayCluster]:
+    """For a module-scoped fixture of a SHARING module: a head without CPUs, two worker nodes with a
+    fake GPU each and one CPU-only worker node (test_executor_fleet.py's cluster; the fault tests place
+    no work by CPUs), started for the first SHARING module and handed on to the next one.
+
+    ``pristine``: the module needs the cluster as started (no node killed or added), else a new one is
+    started; otherwise it needs two live fake-GPU nodes, and one is added for each that an earlier
+    module killed. The cluster is stopped after the module unless a SHARING module's test is still to
+    run in this session (and at the latest when pytest ends)."""
+    global _shared
+    if _shared is not None:
+        cluster = _shared[0]
+        if pristine and (cluster.killed or len(cluster.workers) != 3):
+            _stop_shared()
+    if _shared is None:
+        stack = contextlib.ExitStack()
+        cluster = stack.enter_context(ray_cluster(workers=2, cpu_workers=1, head_cpus=0))
+        _shared = (cluster, stack)
+        request.config.add_cleanup(_stop_shared)
+    cluster = _shared[0]
+    while cluster.live_fake_gpu_nodes() < 2:
+        cluster.add_worker(fake_gpu=True)
+    try:
+        yield cluster
+    finally:
+        module = request.node.nodeid.split("::")[0]
+        items = request.session.items
+        last = max((i for i, item in enumerate(items) if item.nodeid.split("::")[0] == module), default=-1)
+        if not any(item.nodeid.split("::")[0] in SHARING for item in items[last + 1 :]):
+            _stop_shared()

@@ -25,7 +25,7 @@ from executor.fleet.router import Fleet
 from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
 from executor.verdict import ErrorKind, Verdict
-from tests.support.raycluster import FAKE_GPU, RayCluster, ray_cluster
+from tests.support.raycluster import FAKE_GPU, RayCluster, shared_ray_cluster
 from tests.support.servers import serve_in_thread
 
 TASKS_DIR = Path(__file__).parents[2] / "unit" / "executor" / "fixtures" / "tasks"
@@ -42,8 +42,10 @@ KERNEL = (
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[RayCluster]:
-    with ray_cluster(workers=2, cpu_workers=1, head_cpus=0) as c:
+def cluster(request: pytest.FixtureRequest) -> Iterator[RayCluster]:
+    """A head without CPUs, two fake-GPU nodes and a CPU-only node, as started: this module's tests
+    kill and add nodes (the cluster is handed on to test_executor_fleet_faults.py after them)."""
+    with shared_ray_cluster(request, pristine=True) as c:
         yield c
 
 

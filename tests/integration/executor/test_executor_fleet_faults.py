@@ -1,5 +1,7 @@
 """A replica whose GPU is left in a bad state is taken out and replaced, on a real Ray cluster on this
-machine (a head and two worker nodes with a ``fake_gpu`` each, see tests/support/raycluster.py).
+machine (two live worker nodes with a ``fake_gpu`` each and a CPU-only node, see
+tests/support/raycluster.py: test_executor_fleet.py's cluster when it ran just before, with a fake-GPU
+node added for the one it killed; the replicas take no CPU and this fleet starts no compile workers).
 
 The replicas run the test-only ``host`` runtime, so a candidate really crashes its worker process (a
 segfault in a function task's library) and the verdict is a real ``crash``, after which the router
@@ -36,7 +38,7 @@ from graphdb.embedded import free_port
 from tests.support.hostcode import SAXPY_CORRECT as CORRECT
 from tests.support.hostcode import SAXPY_HEAD as HEAD
 from tests.support.hostcode import STUB, saxpy_timed_at
-from tests.support.raycluster import FAKE_GPU, ray_cluster
+from tests.support.raycluster import FAKE_GPU, shared_ray_cluster
 from tests.support.servers import post_evaluation_and_hold, serve_in_thread
 from tests.support.workers import worker_processes
 
@@ -66,7 +68,9 @@ def marks(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def fleet(marks: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+def fleet(
+    marks: Path, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Fleet]:
     settings = ExecutorSettings(
         cache_dir=tmp_path_factory.mktemp("cache"),
         runtime="host",
@@ -80,7 +84,7 @@ def fleet(marks: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fle
         fleet_compilers=0,
         fleet_probe_command=[sys.executable, "-c", PROBE, str(marks)],
     )
-    with ray_cluster(workers=2) as cluster:
+    with shared_ray_cluster(request, pristine=False) as cluster:
         started = Fleet(settings.model_copy(update={"ray": cluster.address}))
         started.start()
         yield started
