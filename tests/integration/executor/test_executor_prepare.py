@@ -83,6 +83,7 @@ def test_a_job_that_comes_while_another_executor_adopts_the_sets_does_not_prepar
     started: list[WorkerProcess] = []
     real_start, real_adopt = evaluate_module.start_reference, timingset.adopt
     adopting = threading.Event()
+    decided: list[str] = []  # the second worker's stage when the first executor's adoption goes on
 
     def start_reference(
         proc: WorkerProcess, job: ReferenceJob, memory_limit_bytes: int | None, claim: bool = True
@@ -98,6 +99,7 @@ def test_a_job_that_comes_while_another_executor_adopts_the_sets_does_not_prepar
                 len(started) == 2 and _stage(started[1]) in ("timing_set", "timing_set_wait")
             ):
                 time.sleep(0.02)
+            decided.append(_stage(started[1]) if len(started) == 2 else "")
         return real_adopt(spec, task, worker_dir)
 
     monkeypatch.setattr(evaluate_module, "start_reference", start_reference)
@@ -114,7 +116,10 @@ def test_a_job_that_comes_while_another_executor_adopts_the_sets_does_not_prepar
         assert len(prepared) == 2, prepared
         assert sum("'timing_set'" in m for m in prepared) == 1, prepared
         assert sum("'reference_timing'" in m for m in prepared) == 1, prepared
-        assert _stage(started[1]) == "timing_set_wait"
+        # the worker's directory (its progress file with it) may already be gone once its job has
+        # answered (its close races this read under load: '' seen in a CI rehearsal of session 32), so
+        # the stage seen while the adoption was held stands in for it then
+        assert (_stage(started[1]) or decided[0]) == "timing_set_wait", decided
     finally:
         first.close()
         second.close()
