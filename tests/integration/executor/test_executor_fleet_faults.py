@@ -28,7 +28,7 @@ import pytest
 
 from executor.client import ExecutorClient
 from executor.compile import Compiler
-from executor.fleet.router import Fleet
+from executor.fleet.router import PREPARE_GROUP, Fleet, Replica
 from executor.protocol import BatchResponse, CandidateSource, EvaluateRequest, EvaluationOptions
 from executor.server import ExecutorServer
 from executor.settings import ExecutorSettings
@@ -329,6 +329,30 @@ def test_a_fleet_batch_past_its_limit_answers_what_it_judged(
     _wait_for(lambda: not (spinning & _candidate_workers()), "the candidate's worker to be stopped", 15.0)
 
 
+def _built_spins(fleet: Fleet, saxpy: FunctionTask | KernelTask, label: str) -> list[str]:
+    """Two spinning candidates, built first into the replicas' cache, so that both spin at once
+    whatever the load, holding a replica's two evaluation threads."""
+    arch = next(iter(fleet.replicas.values())).info["arch"]
+    spins = [SPIN + f"// {label} {i}\n" for i in (1, 2)]
+    for spin in spins:
+        assert Compiler.from_settings(fleet.settings, arch).compile(saxpy, spin).ok
+    return spins
+
+
+def _request(saxpy: FunctionTask | KernelTask, source: str) -> str:
+    """An evaluation request's body, as a replica's ``evaluate`` takes it."""
+    return EvaluateRequest(
+        task=saxpy, candidate=CandidateSource(source=source), options=QUICK
+    ).model_dump_json()
+
+
+def _cancel(replica: Replica, token: str) -> bool:
+    """A replica's cancel of ``token`` (in the group not queued behind evaluations): whether it was running."""
+    import ray
+
+    return bool(ray.get(replica.handle.cancel.options(concurrency_group=PREPARE_GROUP).remote(token)))
+
+
 def test_a_replica_skips_an_evaluation_cancelled_while_queued(
     fleet: Fleet, saxpy: FunctionTask | KernelTask
 ) -> None:
@@ -340,37 +364,27 @@ def test_a_replica_skips_an_evaluation_cancelled_while_queued(
     import ray
 
     from executor.fleet.replica import CANCELLED
-    from executor.fleet.router import PREPARE_GROUP
 
     replica = next(iter(fleet.replicas.values()))
-    spins = [SPIN + f"// held {i}\n" for i in (1, 2)]
+    spins = _built_spins(fleet, saxpy, "held")
     rejected = HEAD + 'system("id"); }' + STUB
-    for spin in spins:  # built first, so both spin at once whatever the load
-        assert Compiler.from_settings(fleet.settings, replica.info["arch"]).compile(saxpy, spin).ok
-
-    def body(source: str) -> str:
-        return EvaluateRequest(
-            task=saxpy, candidate=CandidateSource(source=source), options=QUICK
-        ).model_dump_json()
-
-    def cancel(token: str) -> bool:
-        return bool(ray.get(replica.handle.cancel.options(concurrency_group=PREPARE_GROUP).remote(token)))
-
     busy_before = _busy_workers()
-    held = [replica.handle.evaluate.remote(body(spin), f"held-{i}") for i, spin in enumerate(spins)]
-    queued = replica.handle.evaluate.remote(body(rejected), "queued")
+    held = [
+        replica.handle.evaluate.remote(_request(saxpy, spin), f"held-{i}") for i, spin in enumerate(spins)
+    ]
+    queued = replica.handle.evaluate.remote(_request(saxpy, rejected), "queued")
     try:
         _wait_for(lambda: bool(_busy_workers() - busy_before), "a held candidate to spin", 120.0)
-        assert not cancel("queued"), "the third evaluation was running: nothing queued"
+        assert not _cancel(replica, "queued"), "the third evaluation was running: nothing queued"
     finally:
         for i in range(len(held)):
-            cancel(f"held-{i}")
+            _cancel(replica, f"held-{i}")
     assert ray.get(held, timeout=60.0) == [CANCELLED, CANCELLED]
     answer = ray.get(queued, timeout=60.0)
     assert answer == CANCELLED, f"the cancelled evaluation ran when its turn came: {answer[:300]}"
     # the memory is by token: another evaluation runs as usual
     control = Verdict.model_validate_json(
-        ray.get(replica.handle.evaluate.remote(body(rejected), "x"), timeout=60.0)
+        ray.get(replica.handle.evaluate.remote(_request(saxpy, rejected), "x"), timeout=60.0)
     )
     assert control.error is ErrorKind.STATIC_REJECTED, control
 
@@ -386,36 +400,26 @@ def test_a_replica_drops_an_evaluation_whose_deadline_passed_while_queued(
     import ray
 
     from executor.fleet.replica import CANCELLED, EXPIRED
-    from executor.fleet.router import PREPARE_GROUP
 
     replica = next(iter(fleet.replicas.values()))
-    spins = [SPIN + f"// held past a deadline {i}\n" for i in (1, 2)]
+    spins = _built_spins(fleet, saxpy, "held past a deadline")
     rejected = HEAD + 'system("id"); }' + STUB
-    for spin in spins:  # built first, so both spin at once whatever the load
-        assert Compiler.from_settings(fleet.settings, replica.info["arch"]).compile(saxpy, spin).ok
-
-    def body(source: str) -> str:
-        return EvaluateRequest(
-            task=saxpy, candidate=CandidateSource(source=source), options=QUICK
-        ).model_dump_json()
-
-    def cancel(token: str) -> bool:
-        return bool(ray.get(replica.handle.cancel.options(concurrency_group=PREPARE_GROUP).remote(token)))
-
     busy_before = _busy_workers()
-    held = [replica.handle.evaluate.remote(body(spin), f"held-dl-{i}") for i, spin in enumerate(spins)]
+    held = [
+        replica.handle.evaluate.remote(_request(saxpy, spin), f"held-dl-{i}") for i, spin in enumerate(spins)
+    ]
     deadline = time.time() + 3.0
-    queued = replica.handle.evaluate.remote(body(rejected), "queued-dl", deadline)
+    queued = replica.handle.evaluate.remote(_request(saxpy, rejected), "queued-dl", deadline)
     try:
         _wait_for(lambda: bool(_busy_workers() - busy_before), "a held candidate to spin", 120.0)
         _wait_for(lambda: time.time() > deadline + 0.5, "the queued evaluation's deadline to pass", 10.0)
     finally:
         for i in range(len(held)):
-            cancel(f"held-dl-{i}")
+            _cancel(replica, f"held-dl-{i}")
     assert ray.get(held, timeout=60.0) == [CANCELLED, CANCELLED]
     answer = ray.get(queued, timeout=60.0)
     assert answer == EXPIRED, f"the evaluation ran past its deadline when its turn came: {answer[:300]}"
-    ahead = replica.handle.evaluate.remote(body(rejected), "ahead", time.time() + 60.0)
+    ahead = replica.handle.evaluate.remote(_request(saxpy, rejected), "ahead", time.time() + 60.0)
     control = Verdict.model_validate_json(ray.get(ahead, timeout=60.0))
     assert control.error is ErrorKind.STATIC_REJECTED, control
 
@@ -434,8 +438,7 @@ def test_a_replica_answers_expired_for_an_evaluation_dropped_after_its_compile(
 
     replica = next(iter(fleet.replicas.values()))
     source = CORRECT + f"// its deadline passes while it compiles {time.time()}\n"
-    body = EvaluateRequest(task=saxpy, candidate=CandidateSource(source=source), options=QUICK)
-    answer = ray.get(replica.handle.evaluate.remote(body.model_dump_json(), "mid-dl", time.time() + 1.0))
+    answer = ray.get(replica.handle.evaluate.remote(_request(saxpy, source), "mid-dl", time.time() + 1.0))
     assert answer == EXPIRED, f"not answered expired: {answer[:300]}"
     compiler = Compiler.from_settings(fleet.settings, replica.info["arch"])
     key = compiler.build_key(source, "shared_library")
