@@ -32,7 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,14 +42,15 @@ import numpy as np
 from bench.probes.relabel_bench import (
     NEW,
     Item,
+    Scenario,
     judge_outcome,
     load_items,
     scenarios,
 )
 from bench.probes.relabel_gate_audit import gate_of, load_dev_set, verdict
 from search.embeddings import shared_embedder
-from search.relabel.relabeler import RelabelPolicy
-from search.relabel.scoring import FEATURES, ScoringModel, TextVectors, fit_choice, load_model
+from search.relabel.relabeler import RelabelChoice, RelabelPolicy
+from search.relabel.scoring import FEATURES, CandidateIndex, ScoringModel, TextVectors, fit_choice, load_model
 from search.relabel.taxonomy import concept_tokens, default_taxonomy
 
 DEV_SETS: tuple[str, ...] = ("general", *(f"dev{n}" for n in range(2, 16)))
@@ -97,34 +98,52 @@ def _sets() -> list[tuple[str, list[Item]]]:
     return out
 
 
-def collect(vectors: TextVectors) -> list[Record]:
-    """Decide every item of the own and development sets on the full and bare graphs."""
-    taxonomy = default_taxonomy()
-    model = load_model()
-    sets = _sets()
-    records: list[Record] = []
-    for scene in scenarios(taxonomy):
+def _graphs(
+    model: ScoringModel, vectors: TextVectors
+) -> Iterator[tuple[Scenario, RelabelPolicy, CandidateIndex]]:
+    """The full and bare graphs (`GRAPHS`), each with its policy under `model` (no examples: the
+    probe judges the scorer and its gates, and the example rule apart) and its candidate index."""
+    for scene in scenarios(default_taxonomy()):
         if scene.name not in GRAPHS:
             continue
         policy = RelabelPolicy(
             vectors.embedder, taxonomy=scene.taxonomy, model=model, vectors=vectors, examples=[]
         )
-        index = policy.index(scene.techniques)
+        yield scene, policy, policy.index(scene.techniques)
+
+
+def _record(source: str, scene: Scenario, item: Item, choice: RelabelChoice, **more: Any) -> Record:
+    """`item`'s decision `choice` on `scene`'s graph as a record (`more`: its other fields)."""
+    return Record(
+        source,
+        scene.name,
+        item.id,
+        item.name,
+        item.truth,
+        item.doubtful,
+        item.truth != NEW and item.truth in scene.graph_names,
+        verdict(item, scene, choice),
+        decided_by=choice.decided_by,
+        **more,
+    )
+
+
+def collect(vectors: TextVectors) -> list[Record]:
+    """Decide every item of the own and development sets on the full and bare graphs."""
+    model = load_model()
+    sets = _sets()
+    records: list[Record] = []
+    for scene, policy, index in _graphs(model, vectors):
         for source, items in sets:
             policy.prepare([i.step() for i in items], index)
             for item in items:
                 choice = policy.choose(item.step(), index)
                 new = judge_outcome(item, scene, "new", item.name, False)
-                rec = Record(
+                rec = _record(
                     source,
-                    scene.name,
-                    item.id,
-                    item.name,
-                    item.truth,
-                    item.doubtful,
-                    item.truth != NEW and item.truth in scene.graph_names,
-                    verdict(item, scene, choice),
-                    decided_by=choice.decided_by,
+                    scene,
+                    item,
+                    choice,
                     detail=bool(item.detail.strip()),
                     new_verdict="new ok" if new.correct else "new wrong",
                 )
@@ -610,33 +629,13 @@ def refit(rows: Rows, sources: Sequence[str]) -> ScoringModel:
 
 def decide_with(model: ScoringModel, vectors: TextVectors, sources: Sequence[str]) -> list[Record]:
     """`sources`' decisions (full and bare graphs) under `model`, as records (verdicts only)."""
-    taxonomy = default_taxonomy()
     out = []
     sets = dict(_sets())
-    for scene in scenarios(taxonomy):
-        if scene.name not in GRAPHS:
-            continue
-        policy = RelabelPolicy(
-            vectors.embedder, taxonomy=scene.taxonomy, model=model, vectors=vectors, examples=[]
-        )
-        index = policy.index(scene.techniques)
+    for scene, policy, index in _graphs(model, vectors):
         for source in sources:
             for item in sets[source]:
                 choice = policy.choose(item.step(), index)
-                out.append(
-                    Record(
-                        source,
-                        scene.name,
-                        item.id,
-                        item.name,
-                        item.truth,
-                        item.doubtful,
-                        item.truth != NEW and item.truth in scene.graph_names,
-                        verdict(item, scene, choice),
-                        decided_by=choice.decided_by,
-                        top=choice.technique,
-                    )
-                )
+                out.append(_record(source, scene, item, choice, top=choice.technique))
     return out
 
 
