@@ -31,6 +31,7 @@ from graphdb.embedded import free_port
 from graphdb.models import Role, Technique
 from graphdb.store import Neo4jGraphStore
 from tests.integration.api.graph_support import serve
+from tests.support.stopped import stopped_state
 
 # Generous client limits: the point is that an answer comes at all, not how fast (benchmarks time).
 NO_HANG_S = 60.0
@@ -184,6 +185,9 @@ def test_a_stopped_or_killed_neo4j_makes_readiness_503_not_a_hang(
             wait_until_blocked(driver, target.database, "revoked_at")
 
             os.kill(pid, signal.SIGSTOP)  # the server keeps its sockets but answers nothing
+            # kill() returns before every thread has stopped: ask once the process reads as stopped (a
+            # rehearsal of session 32 got readiness "ready" asked right after the kill)
+            state = stopped_state(pid)
             # The calls below wait on the silent server at the same time, each within its own bound.
             asking = ThreadPoolExecutor(3, thread_name_prefix="liveness-silent")
             stalled = asking.submit(httpx.get, f"{url}/readyz", timeout=NO_HANG_S)
@@ -200,7 +204,7 @@ def test_a_stopped_or_killed_neo4j_makes_readiness_503_not_a_hang(
                 timeout=SILENT_BODY_ROUTE_S,
             )
             assert httpx.get(f"{url}/healthz", timeout=NO_HANG_S).status_code == 200
-            assert stalled.result().status_code == 503, stalled.result().text
+            assert stalled.result().status_code == 503, f"JVM state {state!r}: {stalled.result().text}"
             assert "did not answer" in stalled.result().json()["error"]["message"]
             assert silent.result().status_code == 503, silent.result().text
             assert silent.result().json()["error"]["type"] == "service_unavailable"

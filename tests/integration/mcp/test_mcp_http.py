@@ -35,6 +35,7 @@ from tests.integration.mcp.scenario import (
     exercise_everything,
 )
 from tests.support.servers import serve_in_thread
+from tests.support.stopped import stopped_state
 
 pytestmark = pytest.mark.neo4j
 
@@ -359,19 +360,6 @@ def neo4j_process(open_test_graph: OpenGraph) -> int:
     return embedded.pid
 
 
-def _stopped_state(pid: int, within_s: float = 5.0) -> str:
-    """The process's state letter (/proc/PID/stat) once it reads "T" (stopped), or what it read last."""
-    deadline = time.monotonic() + within_s
-    state = "?"
-    while time.monotonic() < deadline:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        state = stat[stat.rindex(")") + 2]
-        if state == "T":
-            break
-        time.sleep(0.01)
-    return state
-
-
 def test_a_graph_that_does_not_answer_gives_a_tool_error_in_bounded_time(
     tight: Stack, neo4j_process: int
 ) -> None:
@@ -389,7 +377,7 @@ def test_a_graph_that_does_not_answer_gives_a_tool_error_in_bounded_time(
             os.kill(neo4j_process, signal.SIGSTOP)  # the JVM stops: Bolt accepts bytes, nothing answers
             try:
                 # kill() returns before every thread has stopped: ask once the process is stopped
-                state = _stopped_state(neo4j_process)
+                state = stopped_state(neo4j_process)
                 answer, seconds = await ask(client)
             finally:
                 os.kill(neo4j_process, signal.SIGCONT)
