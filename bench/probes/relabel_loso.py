@@ -128,9 +128,11 @@ def _record(source: str, scene: Scenario, item: Item, choice: RelabelChoice, **m
     )
 
 
-def collect(vectors: TextVectors) -> list[Record]:
-    """Decide every item of the own and development sets on the full and bare graphs."""
-    model = load_model()
+def collect(vectors: TextVectors, model: ScoringModel | None = None) -> list[Record]:
+    """Decide every item of the own and development sets on the full and bare graphs (under `model`,
+    default the committed one: `bench.probes.relabel_embedder` passes one recalibrated for another
+    embedding model)."""
+    model = model or load_model()
     sets = _sets()
     records: list[Record] = []
     for scene, policy, index in _graphs(model, vectors):
