@@ -8,14 +8,24 @@ trims retrieved examples to `prompt_budget` (`search.policy`), and a prompt that
 refused here (`PromptTooLongError`), never truncated silently. torch and transformers are imported only
 when this backend is built; GGUF files also need the ``gguf`` and ``accelerate`` packages (the ``slm``
 extra).
+
+A GGUF file is converted once per machine: transformers parses the file three times (tokenizer, config,
+weights) and de-quantizes it, ~20 s for the packaged model on a 2-core CPU; the converted tokenizer and
+float32 model are saved under ``<REGRAPH_CACHE_DIR>/models/`` (keyed by the file's size, modification
+time and SHA-256 and by the transformers version) and every load, the first included, is read from there
+(~2 s). A cache that cannot be written leaves the model loaded from the file itself.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import importlib
 import importlib.metadata
 import logging
+import os
+import shutil
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -92,6 +102,7 @@ class LoadedModel:
     model: Any
     context_window: int
     load_s: float
+    source: Path  # what was read: `path`, or a GGUF file's converted form in the cache
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -109,6 +120,82 @@ def _context_window(model: Any, tokenizer: Any) -> int:
     raise ModelUnavailableError("the model states no context length (max_position_embeddings)")
 
 
+CONVERTED_FORMAT = 1  # bump when what `_convert_gguf` writes changes
+
+
+def model_cache_dir() -> Path:
+    """Where converted GGUF models live (``<REGRAPH_CACHE_DIR>/models``, else ``~/.cache/regraph/models``)."""
+    return Path(os.environ.get("REGRAPH_CACHE_DIR", Path.home() / ".cache" / "regraph")) / "models"
+
+
+def converted_dir(gguf: Path, transformers_version: str) -> Path:
+    """The cache directory of `gguf`'s converted form: a changed file (size, mtime or content) or another
+    transformers version gets another directory."""
+    stat = gguf.stat()
+    digest = hashlib.sha256()
+    with gguf.open("rb") as f:
+        while chunk := f.read(1 << 22):
+            digest.update(chunk)
+    key = f"{stat.st_size}-{stat.st_mtime_ns}-{digest.hexdigest()[:32]}-tf{transformers_version}-v{CONVERTED_FORMAT}"
+    return model_cache_dir() / f"{gguf.stem}-{key}"
+
+
+def _from_pretrained(transformers: Any, named: Path, where: str, dtype: Any, **extra: Any) -> tuple[Any, Any]:
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(where, **extra)
+        model = transformers.AutoModelForCausalLM.from_pretrained(where, dtype=dtype, **extra)
+    except (OSError, ValueError) as e:
+        raise ModelUnavailableError(f"cannot load the model at {named}: {e}") from e
+    return tokenizer, model
+
+
+def _convert_gguf(transformers: Any, torch: Any, gguf: Path, target: Path) -> tuple[Any, Any] | None:
+    """Load `gguf` with transformers (float32) and save it to `target` (atomically: a sibling temporary
+    directory renamed into place); None once `target` holds it (saved here or by another process meanwhile),
+    else the loaded tokenizer and model (a cache that cannot be written, or weights transformers kept packed)."""
+    _import("gguf")
+    _import("accelerate")
+    tokenizer, model = _from_pretrained(
+        transformers, gguf, str(gguf.parent), torch.float32, gguf_file=gguf.name
+    )
+    if not all(t.is_floating_point() for t in model.state_dict().values()):
+        return tokenizer, model  # packed GGUF blocks: no plain checkpoint to save
+    staging: Path | None = None
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+        tokenizer.save_pretrained(staging)
+        _save_dequantized(model, staging)
+        staging.rename(target)
+        staging = None
+    except (OSError, ValueError) as e:
+        if target.is_dir():
+            return None  # another process renamed its copy first
+        logger.warning(
+            "cannot cache the converted %s under %s (%s): using it unconverted", gguf.name, target, e
+        )
+        return tokenizer, model
+    finally:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+    return None
+
+
+def _save_dequantized(model: Any, where: Path) -> None:
+    """Save a model whose GGUF weights transformers de-quantized to plain tensors as a plain checkpoint
+    (transformers' GGUF quantizer refuses to serialize, packed or not: it is set aside for the save)."""
+    quantizer = getattr(model, "hf_quantizer", None)
+    had_config = "quantization_config" in vars(model.config)
+    config = vars(model.config).pop("quantization_config", None)
+    model.hf_quantizer = None
+    try:
+        model.save_pretrained(where)
+    finally:
+        model.hf_quantizer = quantizer
+        if had_config:
+            model.config.quantization_config = config
+
+
 def load_model(path: Path, device: str) -> LoadedModel:
     """The model at `path` on `device`, loaded once per process (later calls return the same object)."""
     key = (str(path), device)
@@ -119,18 +206,19 @@ def load_model(path: Path, device: str) -> LoadedModel:
         torch = _import("torch")
         transformers = _import("transformers")
         began = time.perf_counter()
-        if path.is_file():  # a GGUF file: transformers de-quantizes it into a torch model
-            _import("gguf")
-            _import("accelerate")
-            where, extra = str(path.parent), {"gguf_file": path.name}
-        else:
-            where, extra = str(path), {}
         dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
-        try:
-            tokenizer = transformers.AutoTokenizer.from_pretrained(where, **extra)
-            model = transformers.AutoModelForCausalLM.from_pretrained(where, dtype=dtype, **extra)
-        except (OSError, ValueError) as e:
-            raise ModelUnavailableError(f"cannot load the model at {path}: {e}") from e
+        source = path
+        if path.is_file():  # a GGUF file: converted once (see the module's doc), then read from the cache
+            source = converted_dir(path, transformers.__version__)
+            unconverted = None if source.is_dir() else _convert_gguf(transformers, torch, path, source)
+            if unconverted is not None:
+                tokenizer, model = unconverted
+                model.to(dtype)
+                source = path
+            else:
+                tokenizer, model = _from_pretrained(transformers, path, str(source), dtype)
+        else:
+            tokenizer, model = _from_pretrained(transformers, path, str(path), dtype)
         if getattr(tokenizer, "chat_template", None) is None:
             raise ModelUnavailableError(f"the model at {path} has no chat template")
         model.to(device)
@@ -142,12 +230,14 @@ def load_model(path: Path, device: str) -> LoadedModel:
             model=model,
             context_window=_context_window(model, tokenizer),
             load_s=time.perf_counter() - began,
+            source=source,
         )
         logger.info(
-            "loaded %s on %s in %.1f s (context %d tokens)",
+            "loaded %s on %s in %.1f s from %s (context %d tokens)",
             path.name,
             device,
             loaded.load_s,
+            source,
             loaded.context_window,
         )
         _CACHE[key] = loaded

@@ -18,7 +18,7 @@ from executor.client import ExecutorClient
 from executor.settings import ExecutorSettings
 from executor.taskformat import load_task
 from search.backends.base import ChatMessage, ModelUnavailableError, PromptTooLongError
-from search.backends.transformers_local import TransformersModel, resolve_local_model
+from search.backends.transformers_local import TransformersModel, converted_dir, resolve_local_model
 from search.inmemory import InMemoryKnowledge
 from search.policy import PolicyConfig, PromptMessages, StepPolicy, TaskContext
 from search.protocols import INITIAL_TECHNIQUE, RetrievedExample
@@ -72,6 +72,42 @@ def test_one_model_per_process_shared_by_every_backend_object(slm: TransformersM
     again = TransformersModel(PACKAGED, device="cpu", context_window=1024)
     assert again._loaded is slm._loaded  # no second load, one generation lock
     assert slm.context_window == 8192 and again.context_window == 1024
+
+
+def test_the_model_is_read_from_its_converted_form_which_holds_the_files_own_weights(
+    slm: TransformersModel,
+) -> None:
+    """A GGUF file is converted once per machine: the load read the cache (`converted_dir`), and the
+    weights there are the file's, de-quantized: a Q8_0, a Q4_1 and an F32 tensor compared bit for bit."""
+    import numpy as np  # the model's own stack, imported by the test that needs it, not at collection
+    import torch
+    import transformers
+    from gguf import GGMLQuantizationType
+    from gguf.quants import dequantize
+    from transformers.integrations.gguf.reader import GgufHeader
+
+    source = slm._loaded.source
+    assert source == converted_dir(slm.path, transformers.__version__) and source.is_dir()
+    assert {"config.json", "model.safetensors", "tokenizer.json"} <= {p.name for p in source.iterdir()}
+    header = GgufHeader.from_file(str(slm.path))
+    stored = {info.name: info for info in header.tensors}
+    blob = np.memmap(slm.path, dtype=np.uint8, mode="r")
+    layers = slm._loaded.model.model
+    for name, ggml_type, weight in [
+        ("token_embd.weight", 8, layers.embed_tokens.weight),
+        ("blk.0.ffn_down.weight", 3, layers.layers[0].mlp.down_proj.weight),
+        ("blk.0.attn_norm.weight", 0, layers.layers[0].input_layernorm.weight),
+    ]:
+        info = stored[name]
+        assert info.ggml_type == ggml_type and tuple(weight.shape) == info.shape, (name, info)
+        start = header.data_start + info.offset
+        raw = np.array(blob[start : start + info.nbytes])
+        values = (
+            raw.view(np.float32)
+            if ggml_type == 0
+            else dequantize(raw.reshape(info.shape[0], -1), GGMLQuantizationType(ggml_type))
+        )
+        assert torch.equal(torch.from_numpy(values).reshape(weight.shape), weight.detach()), name
 
 
 @pytest.mark.parametrize("method", ["cot", "rag", "mcts-rag", "regraph-mcgs"])
