@@ -7,7 +7,7 @@ timed call read 3 ms where it took 58 ms, with honest outputs past every check. 
 each timed call's start and end on its done channel (:class:`executor.worker.runtime.CallWatch`), and
 the kernel stamps each line with its own clock as the worker writes it (a Unix seqpacket socket with
 SO_TIMESTAMPNS: :class:`executor.sandbox.WorkerProcess`); the window of a call is the time between the
-two writes. A passed outcome whose median timed call is far below the shortest of those windows, or
+two writes (the difference of the kernel's two stamps). A passed outcome whose median timed call is far below the shortest of those windows, or
 whose first call on every timing set is far below that call's own window, is refused.
 
 The windows hold the call and the worker's untimed preparation of it (an L2 flush on the GPU), and any
@@ -26,6 +26,8 @@ closes that (:mod:`executor.worker.runner`, opt-in; docs/executor.md).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from executor.verdict import ErrorKind
 from executor.worker.messages import WorkerOutcome
 
@@ -42,20 +44,37 @@ CLOCK_SLACK_MS = 5.0
 FIRST_VISIT_SLACK_MS = 15.0
 
 
-def clock_check(outcome: WorkerOutcome, windows_s: list[float], unmatched_ends: int) -> WorkerOutcome:
+def clock_check(
+    outcome: WorkerOutcome,
+    windows_s: Sequence[float | None],
+    unmatched_ends: int,
+    announced: bool = False,
+) -> WorkerOutcome:
     """``outcome``, or an ``implausible`` one in its place when the worker's clock disagrees with the
     executor's: ``windows_s`` are the executor's seconds between the start and the end of each timed
-    call the worker announced, ``unmatched_ends`` the ends it announced with no call started (lines a
-    candidate wrote on the pipe itself)."""
+    call the worker announced (None: not known), ``unmatched_ends`` the ends it announced with no call
+    started (lines a candidate wrote on the pipe itself). ``announced``: the worker was to announce
+    every call (a call limit was set); then a function task's passed outcome with fewer known windows
+    than timed trials is refused too (review 34: a candidate that closes, redirects or shuts down the
+    worker's end of the channel after its first call leaves the check nothing to compare)."""
     timing = outcome.candidate_timing
     if not outcome.passed or timing is None:
         return outcome
+    known = [w for w in windows_s if w is not None]
     first = outcome.first_visits_ms or []
-    pairs = list(zip(windows_s, first, strict=False))  # timed calls 1..K: each set's first visit
+    # timed calls 1..K: each set's first visit (those whose window is known)
+    pairs = [(w, t) for w, t in zip(windows_s, first, strict=False) if w is not None]
     if unmatched_ends:
         why = (
             f"the worker announced the end of {unmatched_ends} call(s) it had not started: lines on the "
             "executor's pipe that the worker's code did not write"
+        )
+    elif announced and outcome.first_visits_ms is not None and len(known) < timing.trials:
+        # A function task (kernel tasks announce batches, not timed calls, and have no first visits).
+        why = (
+            f"the worker timed {timing.trials} calls but the executor saw the start and the end of "
+            f"{len(known)} of them on the worker's done channel (it was closed, redirected or shut down, "
+            "or its stamps were missing): the clock the calls were timed with cannot be checked"
         )
     elif pairs and all(w * 1e3 > CLOCK_FACTOR * t + FIRST_VISIT_SLACK_MS for w, t in pairs):
         # Review 22c: a changed clock and a memo of every answer. The repeats really are fast (short
@@ -68,12 +87,12 @@ def clock_check(outcome: WorkerOutcome, windows_s: list[float], unmatched_ends: 
             + ", ".join(f"{t:.4g}" for _, t in pairs)
             + " ms by the worker's: the clock the calls were timed with was changed"
         )
-    elif windows_s:
-        seen_ms = min(windows_s) * 1e3
+    elif known:
+        seen_ms = min(known) * 1e3
         if seen_ms <= CLOCK_FACTOR * timing.median_ms + CLOCK_SLACK_MS:
             return outcome
         why = (
-            f"the shortest timed call took {seen_ms:.4g} ms by the executor's clock ({len(windows_s)} calls) "
+            f"the shortest timed call took {seen_ms:.4g} ms by the executor's clock ({len(known)} calls) "
             f"but the median one {timing.median_ms:.4g} ms by the worker's: the clock the calls were timed "
             "with was changed"
         )

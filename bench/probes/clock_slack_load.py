@@ -50,14 +50,18 @@ OPTIONS = EvaluationOptions(min_trials=3, max_trials=10, min_timing_ms=5, refere
 LIMIT = CallLimit(seconds=30.0, floor_s=20.0, factor=10.0, basis="reference", basis_ms=1000.0)
 
 
-def _margins(windows_s: list[float], median_ms: float, first_ms: list[float]) -> dict[str, float | None]:
+def _margins(
+    windows_s: list[float | None] | list[float], median_ms: float, first_ms: list[float]
+) -> dict[str, float | None]:
     """The shortest window's margin over ``CLOCK_FACTOR`` x the median, and the smallest first-visit
-    window's margin over ``CLOCK_FACTOR`` x its own worker time (ms; None without windows)."""
-    if not windows_s:
+    window's margin over ``CLOCK_FACTOR`` x its own worker time (ms; None without windows; a window
+    not known, None, is left out)."""
+    known = [w for w in windows_s if w is not None]
+    if not known:
         return {"shortest": None, "first": None}
-    pairs = list(zip(windows_s, first_ms, strict=False))
+    pairs = [(w, t) for w, t in zip(windows_s, first_ms, strict=False) if w is not None]
     first = min((w * 1e3 - CLOCK_FACTOR * t for w, t in pairs), default=None)
-    return {"shortest": min(windows_s) * 1e3 - CLOCK_FACTOR * median_ms, "first": first}
+    return {"shortest": min(known) * 1e3 - CLOCK_FACTOR * median_ms, "first": first}
 
 
 def _spin(stop: threading.Event, burst_s: float) -> None:
@@ -112,7 +116,7 @@ def run(
                     "message": outcome.message if not outcome.passed else "",
                     "median_ms": median_ms,
                     "first_visits_ms": first,
-                    "windows_ms": [w * 1e3 for w in proc.timed_windows],
+                    "windows_ms": [w * 1e3 if w is not None else None for w in proc.timed_windows],
                     "margin": _margins(proc.timed_windows, median_ms, first),
                     "seconds": time.monotonic() - began,
                 }
@@ -173,8 +177,8 @@ def summary(records: list[dict[str, Any]]) -> str:
         runs = [r for r in records if r.get(key)]
         if not runs:
             continue
-        excess = [w - CLOCK_FACTOR * r["median_ms"] for r in runs for w in r[key]]
-        zero = sum(w < 0.05 for r in runs for w in r[key])
+        excess = [w - CLOCK_FACTOR * r["median_ms"] for r in runs for w in r[key] if w is not None]
+        zero = sum(w is None or w < 0.05 for r in runs for w in r[key])
         over = sum(e > CLOCK_SLACK_MS for e in excess)
         lines.append(
             f"{label}: every window - {CLOCK_FACTOR:g} x median: {_dist(excess)}; "
