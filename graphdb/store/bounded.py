@@ -10,8 +10,9 @@ end when the driver gives up. At most 64 such threads exist at once; past that, 
 within the same deadline.
 
 A call given up that way goes on in its thread until the driver gives up too, retried on a retryable
-error as every call is (`graphdb.retry`), but without a word: its retries' warnings are dropped once its
-caller has given up (the caller logged "graph database not answering" and has answered). Such a thread
+error as every call is (`graphdb.retry`), but quietly: its retries' warnings are logged at DEBUG once
+its caller has given up (the caller logged "graph database not answering" and has answered; an operator
+who wants them sets `graphdb.retry` to DEBUG). Such a thread
 can outlive its caller by seconds: the unit test's calls to a server that never answers failed when it
 closed their connections at the test's end and logged their retry a second later, after the test (the
 likely source of session 32's "--- Logging error ---", a given-up create_api_key's retry logged after
@@ -69,11 +70,15 @@ _CALL_GIVEN_UP: contextvars.ContextVar[threading.Event | None] = contextvars.Con
 
 
 class _QuietOnceGivenUp(logging.Filter):
-    """Drops a record logged in a bounded call's thread once the call's caller has given up on it."""
+    """Lowers a record logged in a bounded call's thread to DEBUG once the call's caller has given up on
+    it: kept where ``graphdb.retry`` logs DEBUG, dropped elsewhere."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         given_up = _CALL_GIVEN_UP.get()
-        return given_up is None or not given_up.is_set()
+        if given_up is None or not given_up.is_set():
+            return True
+        record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
+        return retry.logger.isEnabledFor(logging.DEBUG)
 
 
 retry.logger.addFilter(_QuietOnceGivenUp())
