@@ -13,6 +13,7 @@ once, and a :class:`Reaper` waits for its teardown and removes its directory in 
 
 from __future__ import annotations
 
+import array
 import atexit
 import compileall
 import contextlib
@@ -23,12 +24,15 @@ import glob
 import logging
 import math
 import os
+import platform
 import pwd
 import queue
 import select
 import shutil
 import signal
+import socket
 import stat
+import struct
 import subprocess
 import sys
 import tempfile
@@ -98,6 +102,36 @@ POST_RELEASE_MAX_S = 30.0
 # worker's is far shorter).
 BEAT_READS = 16
 BEAT_BYTES = 4096
+# The done channel is a pair of Unix seqpacket sockets where the kernel stamps each record the worker
+# writes with the time of its write (SO_TIMESTAMPNS on the parent's end; its control message,
+# SCM_TIMESTAMPNS, has the same number: Linux's generic 35, which x86-64 and arm64 use, and Python 3.11
+# names neither): a struct timespec of two 64-bit fields on CLOCK_REALTIME. The executor's clock check
+# (executor.clockcheck) takes a timed call's window between those stamps, not between when this process
+# read the lines: its reading thread, late by a switch interval of the interpreter's lock or a
+# scheduler's slice on a loaded host, read the start and the end of a call at once (a window of 0) or
+# the end alone late (an honest 1.1 ms saxpy refused in session 32 with every window above 7.3 ms).
+# Elsewhere (another machine, a kernel that refuses the option) the channel is a pipe, read-time stamped.
+# A channel is taken only where a probe record written at its creation comes back with a stamp of that
+# size (not under a kernel that takes the option and stamps nothing, say gVisor's, nor a 32-bit
+# interpreter's, whose stamp is two 32-bit fields).
+_SO_TIMESTAMPNS = 35
+_STAMP = struct.Struct("qq")
+_STAMPED_MACHINES = frozenset({"x86_64", "aarch64"})
+# Linux's SO_PASSRIGHTS (6.16 on; generic 83): 0 on the parent's end refuses a worker's descriptors
+# (SCM_RIGHTS) at its send, so that none sits in an unread record of the parent's queue, holding a file
+# (a flocked lock file; on a GPU a /dev/nvidia* descriptor, so its context) after the worker is gone.
+# Older kernels refuse the option: there the parent's end is closed as soon as the worker is stopped
+# (WorkerProcess.wait, WorkerProcess.kill), which frees whatever its queue held.
+_SO_PASSRIGHTS = 83
+# What the parent reads of a stamped channel at once, at most: records (one line of the worker's each),
+# and BEAT_READS x BEAT_BYTES bytes in all, as of a pipe (a worker that floods the channel with records
+# of newlines held one read of 256 records for 0.9 s: review 34).
+BEAT_RECORDS = 256
+BEAT_BUDGET = BEAT_READS * BEAT_BYTES
+# How many reads of the channel (each within the bounds above) the parent makes after the worker is
+# stopped, for the lines it wrote before its result that were not read yet (its last timed call's end;
+# an honest worker leaves a few lines; 4 x 64 KiB is about what the kernel queues for a socket at all).
+FINAL_READS = 4
 # The candidate worker's stages (see executor.worker.candidate) in which the candidate itself runs.
 RUN_STAGES = frozenset({"correctness", "timing", "reference_timing", "baseline"})
 STDERR_TAIL = 4000
@@ -622,6 +656,10 @@ class WorkerProcess:
         # candidate): what comes after may be anything that code read, and never reaches a verdict.
         self.trusted_output: int | None = None
         self._done = -1
+        self._done_sock: socket.socket | None = None
+        # Held to close the done channel: the waiter and a thread that waits for the worker to be gone
+        # (executor.evaluate's _let_go_when_gone) may both.
+        self._done_lock = threading.Lock()
         self._spawn()
 
     def _jail(self) -> Jail:
@@ -684,7 +722,7 @@ class WorkerProcess:
 
     def _spawn(self) -> None:
         """Start (or start again) the worker process under :attr:`protection`."""
-        done_read, done_write = os.pipe()
+        sock, done_read, done_write = _done_channel()
         env = _worker_env(self.gpu_lock, self.timing_cores)
         env[DONE_FD_ENV] = str(done_write)
         argv = [sys.executable, "-m", "executor.worker", self._command, self.role, self.runtime]
@@ -732,24 +770,33 @@ class WorkerProcess:
                 # forked by a thread that lives as long as this process (_Spawner: the death signal)
                 self.proc = _SPAWNER.run(start)
             except OSError as e:
-                os.close(done_read)
+                if sock is not None:
+                    sock.close()
+                else:
+                    os.close(done_read)
                 shutil.rmtree(self.dir, ignore_errors=True)
                 raise WorkerError(f"cannot start a worker: {e}") from e
             finally:
                 os.close(done_write)  # the worker holds the only write end: its exit closes the pipe
         self.started = time.monotonic()
-        os.set_blocking(done_read, False)
-        self._done = done_read
+        self._done_sock, self._done = sock, done_read
+        self._stamped = sock is not None
         self._beats = b""  # the start of a line not yet read whole from the done pipe
         self._pid: int | None = None
         # The candidate call that runs now, and the one that ran past its limit (the kill's reason).
         self.open_call: OpenCall | None = None
         self.expired_call: OpenCall | None = None
-        # This process's clock around each timed call the worker announced since it was handed its
-        # candidate (seconds), and the ends announced with no call started (executor.clockcheck).
-        self.timed_windows: list[float] = []
+        # The time between the worker's writes of the start and of the end of each timed call it
+        # announced since it was handed its candidate, the difference of the kernel's two stamps
+        # (seconds; None, unknown, when one has no stamp or the difference is not above 0: the host's
+        # realtime clock set back in between; by the read times on a pipe), and the ends announced with
+        # no call started (executor.clockcheck). ``read_windows``: the same calls by when this process
+        # read the lines (what was compared before session 33; kept for
+        # bench/probes/clock_slack_load.py, never compared).
+        self.timed_windows: list[float | None] = []
+        self.read_windows: list[float] = []
         self.unmatched_ends = 0
-        self._timed_since: float | None = None
+        self._timed_since: tuple[int | None, float] | None = None
         # When the worker said that its candidate's GPU work is over (GPU_RELEASED), since its hand-over.
         self.released_at: float | None = None
         # Why the worker was killed after it released its GPU turn (its own fault), or None.
@@ -891,6 +938,9 @@ class WorkerProcess:
         jail, the worker itself, not only ``unshare``: its locks and its CUDA context go with it). With
         ``timeout_s``, wait that long at most; False when the process was still there then."""
         self.stop()
+        # Whatever the worker left in the channel's queue (descriptors too, where the kernel takes them)
+        # goes with the parent's end, before the worker is reported gone.
+        self._close_done()
         started = time.monotonic()
         try:
             self.proc.wait(timeout=timeout_s)
@@ -1042,7 +1092,16 @@ class WorkerProcess:
                     self._sleep_until_done(min(left, POLL_S))
         finally:
             # On a kill, an interruption (service shutdown) or a normal exit alike: nothing keeps running.
+            # What the worker wrote before it was stopped is read (its result is written after its last
+            # call's end, so the loop can end before that end is read: the clock check wants every
+            # window), and the channel closed with whatever else its queue held.
             self.stop()
+            try:
+                for _ in range(FINAL_READS):
+                    if not self._read_beats():
+                        break
+            finally:
+                self._close_done()
         return killed_for
 
     def _host_blocked(self) -> bool:
@@ -1101,28 +1160,50 @@ class WorkerProcess:
         if ready:
             self._read_beats()
 
-    def _read_beats(self) -> None:
-        """Read what the worker wrote on its done pipe: the result's note, and the start and end of
-        each candidate call, which set :attr:`open_call`. Closes the pipe at its end. Reads at most
-        :data:`BEAT_READS` chunks: a candidate that writes on the pipe without end must not keep the
-        parent from its deadlines."""
-        for _ in range(BEAT_READS):
+    def _receive(self) -> tuple[bytes, float, int | None] | None:
+        """The next chunk of the done channel (a record of the socket, up to :data:`BEAT_BYTES` of the
+        pipe): its bytes, when this process read it (monotonic) and the kernel's stamp of when the
+        worker wrote it (CLOCK_REALTIME, ns; None on a pipe). None when there is nothing to read now
+        or the channel closed (then closed here too)."""
+        ancillary: list[tuple[int, int, bytes]] = []
+        sock, fd = self._done_sock, self._done
+        try:
+            if sock is None:
+                data = os.read(fd, BEAT_BYTES)
+            else:
+                data, ancillary, _, _ = sock.recvmsg(BEAT_BYTES, socket.CMSG_SPACE(_STAMP.size))
+        except BlockingIOError:
+            return None
+        except (OSError, ValueError):
+            self._close_done()
+            return None
+        now = time.monotonic()
+        stamp = _stamp_ns(ancillary)
+        if not data and stamp is None:  # closed: the worker is gone (an empty record has its stamp)
+            self._close_done()
+            return None
+        return data, now, stamp
+
+    def _read_beats(self) -> bool:
+        """Read what the worker wrote on its done channel: the result's note, and the start and end of
+        each candidate call, which set :attr:`open_call`. Closes the channel at its end. Reads at most
+        :data:`BEAT_READS` chunks of a pipe, :data:`BEAT_RECORDS` records of a socket, and
+        :data:`BEAT_BUDGET` bytes of either: a candidate that writes on the channel without end must
+        not keep the parent from its deadlines. True when it stopped at those bounds (more may wait)."""
+        budget = BEAT_BUDGET
+        for _ in range(BEAT_READS if self._done_sock is None else BEAT_RECORDS):
             if self._done < 0:
-                return
-            try:
-                data = os.read(self._done, BEAT_BYTES)
-            except BlockingIOError:
-                return
-            except (OSError, ValueError):
-                self._close_done()
-                return
-            if not data:  # closed: the worker is gone
-                self._close_done()
-                return
+                return False
+            if budget < BEAT_BYTES:
+                return True
+            got = self._receive()
+            if got is None:
+                return False
+            data, now, sent = got
+            budget -= len(data)
             *lines, self._beats = (self._beats + data).split(b"\n")
             if len(self._beats) > BEAT_BYTES:  # no line of ours is that long
                 self._beats = b""
-            now = time.monotonic()
             for line in lines:
                 if line == GPU_RELEASED.rstrip(b"\n"):
                     self.released_at = self.released_at or now
@@ -1130,28 +1211,40 @@ class WorkerProcess:
                 beat = read_beat(line)
                 if beat is None:
                     continue
-                self._stamp(beat, now)
+                self._stamp(beat, sent, now)
                 self.open_call = (
                     OpenCall(now, beat.limit_s, beat.calls, beat.per_call_ms, beat.what)
                     if beat.started
                     else None
                 )
+        return self._done >= 0
 
-    def _stamp(self, beat: CallBeat, now: float) -> None:
-        """Keep this process's clock around a timed call (its start's and end's reading)."""
+    def _stamp(self, beat: CallBeat, sent: int | None, read: float) -> None:
+        """Keep the clocks around a timed call: the kernel's stamps of the worker's writes of its
+        start's and its end's line (``sent``, ns) and when this process read them (``read``)."""
         if beat.started:
-            self._timed_since = now if beat.what.startswith(TIMED_CALL) else None
+            self._timed_since = (sent, read) if beat.what.startswith(TIMED_CALL) else None
         elif self.open_call is None:
             self.unmatched_ends += 1
         elif self._timed_since is not None:
-            self.timed_windows.append(now - self._timed_since)
+            began, began_read = self._timed_since
+            window: float | None = read - began_read
+            if self._stamped:  # the stamps' difference, on the kernel's clock, nothing converted
+                ns = sent - began if sent is not None and began is not None else 0
+                window = ns / 1e9 if ns > 0 else None
+            self.timed_windows.append(window)
+            self.read_windows.append(read - began_read)
             self._timed_since = None
 
     def _close_done(self) -> None:
-        if self._done >= 0:
-            with contextlib.suppress(OSError):
-                os.close(self._done)
-            self._done = -1
+        with self._done_lock:
+            sock, fd = self._done_sock, self._done
+            self._done_sock, self._done = None, -1
+            if sock is not None:
+                sock.close()
+            elif fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
 
     def stage_text(self, default: str = "startup") -> str:
         """The last stage the worker reported."""
@@ -1171,7 +1264,7 @@ class WorkerProcess:
     def hand_untrusted(self) -> None:
         """Note that the worker is about to load a candidate: its output from now on is the
         candidate's to choose (a host file it read, say) and is left out of :meth:`reported_tail`."""
-        self.timed_windows, self.unmatched_ends, self._timed_since = [], 0, None
+        self.timed_windows, self.read_windows, self.unmatched_ends, self._timed_since = [], [], 0, None
         self.released_at = None
         try:
             self.trusted_output = self.stderr_path.stat().st_size
@@ -1192,6 +1285,61 @@ class WorkerProcess:
         if after <= 0:
             return own
         return f"{own}\n[{after} bytes written after the candidate was loaded are not shown]".strip()
+
+
+def _done_channel() -> tuple[socket.socket | None, int, int]:
+    """A worker's done channel: the parent's socket (None for a pipe), the parent's descriptor (to read,
+    non-blocking) and the worker's (to write lines to). A pair of Unix seqpacket sockets whose parent end
+    has the kernel stamp each record as it is written (:data:`_SO_TIMESTAMPNS`) and refuses descriptors
+    where the kernel can (:data:`_SO_PASSRIGHTS`), where a probe record comes back with its stamp; else a
+    pipe."""
+    if sys.platform == "linux" and platform.machine() in _STAMPED_MACHINES:
+        try:
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        except OSError as e:
+            logger.warning("no socket pair for a worker's done channel (a pipe instead): %s", e)
+        else:
+            try:
+                ours.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+                with contextlib.suppress(OSError):  # Linux < 6.16: closed once the worker is stopped
+                    ours.setsockopt(socket.SOL_SOCKET, _SO_PASSRIGHTS, 0)
+                ours.setblocking(False)
+                theirs.send(b"probe\n")
+                _, ancillary, _, _ = ours.recvmsg(BEAT_BYTES, socket.CMSG_SPACE(_STAMP.size))
+                if _stamp_ns(ancillary) is None:
+                    raise OSError("a probe record came back without the kernel's stamp")
+            except OSError as e:
+                logger.warning("no kernel stamps on a worker's done channel (a pipe instead): %s", e)
+                ours.close()
+                theirs.close()
+            else:
+                return ours, ours.fileno(), theirs.detach()
+    read, write = os.pipe()
+    os.set_blocking(read, False)
+    return None, read, write
+
+
+def _stamp_ns(ancillary: list[tuple[int, int, bytes]]) -> int | None:
+    """The kernel's stamp of when a record of the done channel was written (in ``ancillary``; ns of
+    CLOCK_REALTIME, taken at the worker's write, which the worker cannot change: its own
+    ``clock_gettime`` is its candidate's to rewrite, the kernel's is not; setting CLOCK_REALTIME takes
+    CAP_SYS_TIME), or None without one of :data:`_STAMP`'s size. Descriptors a worker sent with its
+    record (SCM_RIGHTS) are closed: the room for the stamp leaves the kernel none to install (and
+    :data:`_SO_PASSRIGHTS` refuses them where it can), but none is kept either way."""
+    stamp = None
+    for level, kind, data in ancillary:
+        if level != socket.SOL_SOCKET:
+            continue
+        if kind == socket.SCM_RIGHTS:
+            fds = array.array("i")
+            fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
+            for fd in fds:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        elif kind == _SO_TIMESTAMPNS and len(data) == _STAMP.size and stamp is None:
+            seconds, nanoseconds = _STAMP.unpack(data)
+            stamp = int(seconds) * 1_000_000_000 + int(nanoseconds)
+    return stamp
 
 
 def _wait_gone(pid: int, timeout_s: float = 30.0) -> bool:
@@ -1490,7 +1638,8 @@ def finish_candidate(
         )
     if proc.result_path.exists():
         outcome = WorkerOutcome.model_validate_json(proc.result_path.read_text())
-        outcome = clock_check(outcome, proc.timed_windows, proc.unmatched_ends)
+        announced = run.call_limit is not None  # the worker announces its calls (executor.worker.runtime)
+        outcome = clock_check(outcome, proc.timed_windows, proc.unmatched_ends, announced)
         return outcome.model_copy(update={"seconds": {**outcome.seconds, "run": elapsed}})
     kind, message = _death_message(proc, stage_text)
     seconds = {stage: elapsed, "run": elapsed}

@@ -9,6 +9,15 @@ the `GraphStore` protocol runs in a thread of its own and the caller stops waiti
 end when the driver gives up. At most 64 such threads exist at once; past that, calls wait for one
 within the same deadline.
 
+A call given up that way goes on in its thread until the driver gives up too, retried on a retryable
+error as every call is (`graphdb.retry`), but quietly: its retries' warnings are logged at DEBUG once
+its caller has given up (the caller logged "graph database not answering" and has answered; an operator
+who wants them sets `graphdb.retry` to DEBUG). Such a thread
+can outlive its caller by seconds: the unit test's calls to a server that never answers failed when it
+closed their connections at the test's end and logged their retry a second later, after the test (the
+likely source of session 32's "--- Logging error ---", a given-up create_api_key's retry logged after
+pytest had closed its stream, at the end of a rehearsal).
+
 A write given up that way may be anywhere: not yet sent, waiting, or its commit sent and the answer
 lost. Its error says that whether it was applied is unknown. What can be undone is: when the database
 answers again, a write whose work is still running when the caller has given up is rolled back instead
@@ -32,6 +41,7 @@ from typing import Any, TypeVar
 
 from neo4j import Driver
 
+from graphdb import retry
 from graphdb.errors import StoreTimeoutError
 from graphdb.models import GraphExport
 from graphdb.store.base import WRITE_GIVEN_UP
@@ -53,6 +63,25 @@ _GRAPH_CALLS = threading.BoundedSemaphore(64)  # bounded calls in flight, stuck 
 _IN_BOUNDED_CALL: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "regraph_in_bounded_call", default=False
 )
+# In a bounded call's thread: the event its caller sets when it gives up waiting for the call.
+_CALL_GIVEN_UP: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
+    "regraph_call_given_up", default=None
+)
+
+
+class _QuietOnceGivenUp(logging.Filter):
+    """Lowers a record logged in a bounded call's thread to DEBUG once the call's caller has given up on
+    it: kept where ``graphdb.retry`` logs DEBUG, dropped elsewhere."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        given_up = _CALL_GIVEN_UP.get()
+        if given_up is None or not given_up.is_set():
+            return True
+        record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
+        return retry.logger.isEnabledFor(logging.DEBUG)
+
+
+retry.logger.addFilter(_QuietOnceGivenUp())
 
 WRITES = frozenset(
     {
@@ -173,6 +202,7 @@ class BoundedGraphStore(Neo4jGraphStore):
 
         def run() -> None:
             _IN_BOUNDED_CALL.set(True)
+            _CALL_GIVEN_UP.set(given_up)
             if write:
                 WRITE_GIVEN_UP.set(given_up)
             try:

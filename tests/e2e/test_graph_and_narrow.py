@@ -56,9 +56,22 @@ def page(stack: Stack, browser: Browser) -> Iterator[Page]:
         yield opened
 
 
+def expect_graph_ready(page: Page) -> None:
+    """The graph page's drawing is done; else say why as the page saw it: its status line (still
+    "loading…", or the error that stopped the drawing: a failed script, a data request's error) and the
+    errors that the `page` fixture collected, where it did (session 32 saw the drawing not done in 30 s
+    at load ~3, five times, without a why)."""
+    try:
+        expect(page.locator("#graph[data-ready=true]")).to_have_count(1)
+    except AssertionError as e:
+        status = page.locator("#graph-status").text_content()
+        errors = getattr(page, "errors", "not collected")
+        raise AssertionError(f"the graph was not drawn: status {status!r}, page errors {errors}") from e
+
+
 def open_graph(page: Page, url: str) -> dict[str, object]:
     page.goto(f"{url}/ui/graph")
-    expect(page.locator("#graph[data-ready=true]")).to_have_count(1)
+    expect_graph_ready(page)
     data: dict[str, object] = page.evaluate("() => fetch('/ui/graph/data').then((r) => r.json())")
     return data
 

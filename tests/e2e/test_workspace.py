@@ -34,6 +34,7 @@ from tests.e2e.stack import (
     record_queued_name,
     sign_in,
 )
+from tests.e2e.test_graph_and_narrow import expect_graph_ready
 
 # The first test pays for the start of the stack (Neo4j, executor, API, Chromium): minutes on a busy machine.
 pytestmark = [pytest.mark.neo4j, pytest.mark.timeout(900)]
@@ -197,7 +198,7 @@ def test_merge_techniques_and_see_the_graph_change(stack: Stack, signed_in: Sign
     source, into = techniques(stack)[0:2]
     with signed_in(Role.CURATOR) as page:
         page.goto(f"{stack.url}/ui/graph")
-        expect(page.locator("#graph[data-ready=true]")).to_have_count(1)
+        expect_graph_ready(page)
         before = int(page.locator("#graph-status").inner_text().split()[0])
         expect(page.locator(f'#graph-names option[value="{source}"]')).to_have_count(1)
 
@@ -210,7 +211,7 @@ def test_merge_techniques_and_see_the_graph_change(stack: Stack, signed_in: Sign
         expect(page.locator("#aliases")).to_contain_text(source)
 
         page.get_by_role("link", name="Graph", exact=True).click()
-        expect(page.locator("#graph[data-ready=true]")).to_have_count(1)
+        expect_graph_ready(page)
         assert int(page.locator("#graph-status").inner_text().split()[0]) == before - 1
         expect(page.locator(f'#graph-names option[value="{source}"]')).to_have_count(0)
     assert ("curator", "technique.merge") in audit_of(stack, f"technique:{into}")
@@ -389,7 +390,7 @@ def test_merge_a_duplicate_pair_and_see_the_graph_change(stack: Stack, signed_in
     pair = _a_duplicate_pair(stack)
     with signed_in(Role.CURATOR) as page:
         page.goto(f"{stack.url}/ui/graph")
-        expect(page.locator("#graph[data-ready=true]")).to_have_count(1)
+        expect_graph_ready(page)
         before = int(page.locator("#graph-status").inner_text().split()[0])
 
         page.get_by_role("link", name="Duplicates").click()
@@ -405,7 +406,7 @@ def test_merge_a_duplicate_pair_and_see_the_graph_change(stack: Stack, signed_in
         expect(_pair_row(page, pair)).to_have_count(0)
 
         page.get_by_role("link", name="Graph", exact=True).click()
-        expect(page.locator("#graph[data-ready=true]")).to_have_count(1)
+        expect_graph_ready(page)
         assert int(page.locator("#graph-status").inner_text().split()[0]) == before - 1
         expect(page.locator(f'#graph-names option[value="{merge}"]')).to_have_count(0)
     assert merge in stack.store.get_technique(str(keep)).aliases

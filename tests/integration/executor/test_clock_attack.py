@@ -101,3 +101,36 @@ def test_a_candidate_that_slows_its_clock_is_refused_by_the_executor_clock(tmp_p
     assert unwatched.passed and unwatched.candidate_timing is not None, unwatched.message
     assert honest.candidate_timing is not None
     assert unwatched.candidate_timing.median_ms < honest.candidate_timing.median_ms / 20
+
+
+# Review 34: the clock above, and on its first call a thread that waits 20 ms (that call's end is
+# announced meanwhile) and then takes the worker's end of its done channel away from it: /dev/null put
+# over it (dup2), or its writing shut down. It writes no line itself; the worker's later announcements
+# go nowhere, and the executor sees no timed call to compare.
+BLIND_HEAD = (
+    "#include <thread>\n#include <chrono>\n#include <cstdlib>\n#include <fcntl.h>\n#include <unistd.h>\n"
+    "#include <sys/socket.h>\n"
+    "static bool blinded = false;\n"
+    "static void blind(bool shut) {\n"
+    '    const char* named = getenv("REGRAPH_DONE_FD"); if (!named) return;\n'
+    "    int fd = atoi(named);\n"
+    "    std::thread([fd, shut] {\n"
+    "        std::this_thread::sleep_for(std::chrono::milliseconds(20));\n"
+    '        if (shut) shutdown(fd, SHUT_WR); else dup2(open("/dev/null", O_WRONLY), fd);\n'
+    "    }).detach();\n}\n"
+)
+
+
+def _blinding(shut: bool) -> str:
+    start = f"if (!blinded) {{ blinded = true; blind({'true' if shut else 'false'}); }}\n"
+    return CLOCK.replace(POLY_HEAD, BLIND_HEAD + POLY_HEAD + start, 1)
+
+
+def test_a_candidate_that_takes_the_done_channel_away_is_refused(tmp_path: Path) -> None:
+    task = write_task(tmp_path, POLY_TASK, HONEST)
+    built = build_host_candidates(tmp_path, {"dup2": _blinding(False), "shutdown": _blinding(True)})
+    for name, product in built.items():
+        run = CandidateRun(candidate_product=product, candidate_symbol=task.entry, call_limit=LIMIT)
+        outcome = run_job(timing_set_job(task, tmp_path / name, OPTIONS), run, timeout_s=120)
+        assert not outcome.passed and outcome.error is ErrorKind.IMPLAUSIBLE, (name, outcome.message)
+        assert "done channel" in outcome.message and "cannot be checked" in outcome.message, outcome.message

@@ -374,3 +374,59 @@ def test_a_run_lets_go_of_its_checks_lock_before_its_trials_take_theirs(
         "checks let go, checked: True",
         "reserve let go, checked: True",
     ]
+
+
+# Review 34: on its first call, a thread that sends the executor, over the worker's done channel and
+# without end, records that each carry a descriptor of a file the candidate holds an exclusive flock on
+# (on a GPU it could be a /dev/nvidia* descriptor, so its context). Records the executor had not read
+# when it stopped the worker kept that file open, and the lock held, after kill() said the worker was
+# gone: what the evaluator waits for before it lets the device's locks go (_let_go_when_gone).
+PARKS = (
+    "#include <atomic>\n#include <cerrno>\n#include <chrono>\n#include <thread>\n#include <cstdlib>\n#include <cstring>\n"
+    "#include <fcntl.h>\n#include <unistd.h>\n"
+    "#include <sys/file.h>\n#include <sys/socket.h>\n#include <sys/uio.h>\n"
+    "static bool parking = false;\nstatic std::atomic<int> parked{0};\n"
+    "static void park() {\n"
+    '    const char* named = getenv("REGRAPH_DONE_FD"); if (!named) return;\n'
+    "    int fd = atoi(named);\n"
+    '    int held = open("parked.lock", O_CREAT | O_RDWR, 0644); if (held < 0) return;\n'
+    "    flock(held, LOCK_EX);\n"
+    "    std::thread([fd, held] {\n"
+    "        for (;;) {\n"
+    "            char line = '\\n'; struct iovec part = {&line, 1};\n"
+    "            char room[CMSG_SPACE(sizeof(int))]; std::memset(room, 0, sizeof room);\n"
+    "            struct msghdr m = {}; m.msg_iov = &part; m.msg_iovlen = 1;\n"
+    "            m.msg_control = room; m.msg_controllen = sizeof room;\n"
+    "            struct cmsghdr* c = CMSG_FIRSTHDR(&m); c->cmsg_level = SOL_SOCKET; c->cmsg_type = SCM_RIGHTS;\n"
+    "            c->cmsg_len = CMSG_LEN(sizeof(int)); std::memcpy(CMSG_DATA(c), &held, sizeof(int));\n"
+    "            if (sendmsg(fd, &m, 0) >= 0) parked++;\n"
+    "            else { if (errno == EPERM) parked = 64; write(fd, &line, 1); }  // EPERM: SO_PASSRIGHTS\n"
+    "        }\n"
+    "    }).detach();\n}\n"
+    + HEAD
+    + "if (!parking) { parking = true; park();\n"
+    # the first call waits (2 s at most) until 64 were sent (or one refused): not a race with its end
+    + "  for (int k = 0; k < 2000 && parked < 64; ++k) std::this_thread::sleep_for(std::chrono::milliseconds(1)); }\n"
+    + "for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i]; }"
+)
+
+
+def test_a_descriptor_a_candidate_parks_in_the_done_channel_is_gone_with_the_worker(
+    task: FunctionTask | KernelTask, tmp_path: Path
+) -> None:
+    product = build_host_candidates(tmp_path, {"parks": PARKS})["parks"]
+    proc = WorkerProcess("candidate", "host", tmp_path)
+    try:
+        start_candidate(proc, _job(task, tmp_path), None)
+        finish_candidate(proc, _run(product), 60, None)
+        assert proc.kill(timeout_s=10), "the worker was not gone"
+        lock = proc.dir / "parked.lock"
+        assert lock.exists(), "the candidate never ran"
+        # (where the kernel takes SO_PASSRIGHTS every send is refused, and nothing is parked at all)
+        held = os.open(lock, os.O_RDONLY)
+        try:
+            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError: still held
+        finally:
+            os.close(held)
+    finally:
+        proc.close()

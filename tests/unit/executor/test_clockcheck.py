@@ -57,3 +57,36 @@ def test_first_visits_an_executor_thread_was_late_for_on_a_loaded_host_pass() ->
     above = [(CLOCK_FACTOR * t + FIRST_VISIT_SLACK_MS) * 1.01 / 1e3 for t in (1.058, 4.529, 1.087)]
     refused = clock_check(outcome, above + [0.0012] * 4, 0)
     assert not refused.passed and "first timed call on each timing set" in refused.message
+
+
+def test_a_function_task_with_windows_missing_is_refused_when_its_calls_were_announced() -> None:
+    """Review 34: a candidate that redirects (dup2 of /dev/null) or shuts down the worker's end of the
+    done channel after its first call writes no line, and leaves the check no window to compare. With
+    a call limit (every call announced) a function task's passed outcome needs a known window for
+    each timed trial; a window not known (None: a stamp missing, or none above the start's) is
+    missing. Without a limit nothing is announced, and a kernel task (no first visits) announces
+    batches: neither is refused for it."""
+    outcome = _passed(2.0).model_copy(update={"first_visits_ms": [2.0, 2.0, 2.0]})
+    assert outcome.candidate_timing is not None and outcome.candidate_timing.trials == 7
+    honest = [0.0025] * 7
+    assert clock_check(outcome, honest, 0, announced=True) is outcome
+    assert clock_check(outcome, [*honest, 0.0025], 0, announced=True) is outcome  # and a confirmation
+    for seen in ([], [0.0025], [0.0025] * 6, [*[0.0025] * 6, None]):
+        refused = clock_check(outcome, seen, 0, announced=True)
+        assert not refused.passed and refused.error is ErrorKind.IMPLAUSIBLE, seen
+        assert "cannot be checked" in refused.message and "7 calls" in refused.message, refused.message
+        assert clock_check(outcome, seen, 0) is outcome  # not announced: nothing to miss
+    kernel = _passed(2.0)  # no first visits: a kernel task's timing
+    assert clock_check(kernel, [], 0, announced=True) is kernel
+
+
+def test_an_unknown_window_is_left_out_of_the_comparison() -> None:
+    outcome = _passed(2.0).model_copy(update={"first_visits_ms": [2.0, 2.0, 2.0]})
+    limit_s = (CLOCK_FACTOR * 2.0 + CLOCK_SLACK_MS) / 1e3
+    # the first visits' windows known and far too long: refused, with one of them unknown too
+    far = (CLOCK_FACTOR * 2.0 + FIRST_VISIT_SLACK_MS) * 1.1 / 1e3
+    refused = clock_check(outcome, [far, None, far] + [limit_s * 0.5] * 4, 0)
+    assert not refused.passed and "first timed call on each timing set" in refused.message
+    # the shortest known window, not an unknown one, is compared
+    refused = clock_check(outcome, [None] + [limit_s * 1.1] * 6, 0)
+    assert not refused.passed and "shortest timed call" in refused.message
