@@ -361,20 +361,7 @@ def examples_loso(records: Sequence[Record], vectors: TextVectors) -> tuple[list
     """The records with rule 5 simulated per fold (thresholds chosen on the other sets), and per fold
     the thresholds."""
     loso.KNN_GRAPHS = ("full",)
-    for scene in scenarios(default_taxonomy()):
-        loso.BANK_GRAPHS[scene.name] = frozenset(scene.graph_names)
-    bank = loso.bank_items()
-    texts = [i.step().text.embedded_name() for _, i in bank]
-    by_key = {(src, i.id): i for src, items in loso._sets() for i in items}
-    rec_texts = [by_key[(r.source, r.id)].step().text.embedded_name() for r in records]
-    b = vectors.matrix(texts).astype(np.float64)
-    b /= np.linalg.norm(b, axis=1, keepdims=True)
-    q = vectors.matrix(rec_texts).astype(np.float64)
-    q /= np.linalg.norm(q, axis=1, keepdims=True)
-    sims = q @ b.T
-    bank_src = np.array([src for src, _ in bank])
-    bank_id = np.array([i.id for _, i in bank])
-    bank_label = [i.truth for _, i in bank]
+    sims, bank_src, bank_id, bank_label = loso.bank_similarities(records, vectors.matrix)
 
     def nearest(k: int, excluded: set[str]) -> tuple[float, str]:
         rec = records[k]

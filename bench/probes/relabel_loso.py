@@ -784,26 +784,38 @@ def _knn_threshold(scored: list[tuple[float, Record, str]]) -> tuple[float, int]
     return t, best
 
 
-def knn_report(records: Sequence[Record], vectors: TextVectors) -> str:
-    """Leave one set out: each held-out set's decisions changed by its names' nearest labelled example
-    among the other sets' (and the own calibration half's), t chosen on the other sets with banks
-    that leave out both the fold's set and the training set itself."""
-    taxonomy = default_taxonomy()
-    for scene in scenarios(taxonomy):
+def bank_similarities(
+    records: Sequence[Record], matrix: Callable[[list[str]], np.ndarray]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
+    """The cosine of each record's name to each example-bank name (rows: ``records``), with the bank's
+    sources, ids and labels; ``matrix`` embeds a list of texts (one row each). Sets ``BANK_GRAPHS``
+    from the taxonomy's scenarios first, as the banks need."""
+    for scene in scenarios(default_taxonomy()):
         BANK_GRAPHS[scene.name] = frozenset(scene.graph_names)
     bank = bank_items()
     texts = [i.step().text.embedded_name() for _, i in bank]
     by_key = {(src, i.id): i for src, items in _sets() for i in items}
     rec_texts = [by_key[(r.source, r.id)].step().text.embedded_name() for r in records]
-    vectors.ensure(texts + rec_texts)
-    b = np.array([vectors.get(t) for t in texts], dtype=np.float64)
+    b = matrix(texts).astype(np.float64)
     b /= np.linalg.norm(b, axis=1, keepdims=True)
-    q = np.array([vectors.get(t) for t in rec_texts], dtype=np.float64)
+    q = matrix(rec_texts).astype(np.float64)
     q /= np.linalg.norm(q, axis=1, keepdims=True)
-    sims = q @ b.T
     bank_src = np.array([src for src, _ in bank])
     bank_id = np.array([i.id for _, i in bank])
-    bank_label = [i.truth for _, i in bank]
+    return q @ b.T, bank_src, bank_id, [i.truth for _, i in bank]
+
+
+def knn_report(records: Sequence[Record], vectors: TextVectors) -> str:
+    """Leave one set out: each held-out set's decisions changed by its names' nearest labelled example
+    among the other sets' (and the own calibration half's), t chosen on the other sets with banks
+    that leave out both the fold's set and the training set itself."""
+
+    def matrix(texts: list[str]) -> np.ndarray:
+        vectors.ensure(texts)
+        return np.array([vectors.get(t) for t in texts])
+
+    sims, bank_src, bank_id, bank_label = bank_similarities(records, matrix)
+    by_key = {(src, i.id): i for src, items in _sets() for i in items}
 
     def nearest(k: int, excluded: set[str]) -> tuple[float, str]:
         rec = records[k]
