@@ -111,7 +111,7 @@ BEAT_BYTES = 4096
 # scheduler's slice on a loaded host, read the start and the end of a call at once (a window of 0) or
 # the end alone late (an honest 1.1 ms saxpy refused in session 32 with every window above 7.3 ms).
 # Elsewhere (another machine, a kernel that refuses the option) the channel is a pipe, read-time stamped.
-# A channel is taken only where a probe record written at its creation comes back with a stamp of that
+# A channel is taken only where a probe record (written once per process: _kernel_stamps) comes back with a stamp of that
 # size (not under a kernel that takes the option and stamps nothing, say gVisor's, nor a 32-bit
 # interpreter's, whose stamp is two 32-bit fields).
 _SO_TIMESTAMPNS = 35
@@ -1291,23 +1291,16 @@ def _done_channel() -> tuple[socket.socket | None, int, int]:
     """A worker's done channel: the parent's socket (None for a pipe), the parent's descriptor (to read,
     non-blocking) and the worker's (to write lines to). A pair of Unix seqpacket sockets whose parent end
     has the kernel stamp each record as it is written (:data:`_SO_TIMESTAMPNS`) and refuses descriptors
-    where the kernel can (:data:`_SO_PASSRIGHTS`), where a probe record comes back with its stamp; else a
-    pipe."""
-    if sys.platform == "linux" and platform.machine() in _STAMPED_MACHINES:
+    where the kernel can (:data:`_SO_PASSRIGHTS`), where :func:`_kernel_stamps` found that the kernel
+    stamps records; else a pipe."""
+    if _kernel_stamps():
         try:
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         except OSError as e:
             logger.warning("no socket pair for a worker's done channel (a pipe instead): %s", e)
         else:
             try:
-                ours.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
-                with contextlib.suppress(OSError):  # Linux < 6.16: closed once the worker is stopped
-                    ours.setsockopt(socket.SOL_SOCKET, _SO_PASSRIGHTS, 0)
-                ours.setblocking(False)
-                theirs.send(b"probe\n")
-                _, ancillary, _, _ = ours.recvmsg(BEAT_BYTES, socket.CMSG_SPACE(_STAMP.size))
-                if _stamp_ns(ancillary) is None:
-                    raise OSError("a probe record came back without the kernel's stamp")
+                _stamped_end(ours)
             except OSError as e:
                 logger.warning("no kernel stamps on a worker's done channel (a pipe instead): %s", e)
                 ours.close()
@@ -1317,6 +1310,42 @@ def _done_channel() -> tuple[socket.socket | None, int, int]:
     read, write = os.pipe()
     os.set_blocking(read, False)
     return None, read, write
+
+
+def _stamped_end(ours: socket.socket) -> None:
+    """Make ``ours`` the parent's end of a done channel: stamped by the kernel, refusing descriptors
+    where the kernel can (Linux < 6.16 refuses the option: there the end is closed once the worker is
+    stopped), non-blocking."""
+    ours.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+    with contextlib.suppress(OSError):
+        ours.setsockopt(socket.SOL_SOCKET, _SO_PASSRIGHTS, 0)
+    ours.setblocking(False)
+
+
+@functools.cache
+def _kernel_stamps() -> bool:
+    """Whether this kernel stamps the records of a done channel with a stamp of :data:`_STAMP`'s size:
+    a probe record written on a socket pair comes back with one (not under a kernel that takes the
+    option and stamps nothing, say gVisor's, nor a 32-bit interpreter's). Asked once per process (the
+    kernel's to answer, not a channel's), its refusal logged once."""
+    if sys.platform != "linux" or platform.machine() not in _STAMPED_MACHINES:
+        return False
+    try:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    except OSError as e:
+        logger.warning("no socket pair for workers' done channels (pipes instead): %s", e)
+        return False
+    with ours, theirs:
+        try:
+            _stamped_end(ours)
+            theirs.send(b"probe\n")
+            _, ancillary, _, _ = ours.recvmsg(BEAT_BYTES, socket.CMSG_SPACE(_STAMP.size))
+            if _stamp_ns(ancillary) is None:
+                raise OSError("a probe record came back without the kernel's stamp")
+        except OSError as e:
+            logger.warning("no kernel stamps on workers' done channels (pipes instead): %s", e)
+            return False
+    return True
 
 
 def _stamp_ns(ancillary: list[tuple[int, int, bytes]]) -> int | None:

@@ -141,7 +141,11 @@ def test_a_channel_whose_probe_comes_back_unstamped_is_a_pipe(monkeypatch: pytes
     sock.close()
     os.close(write)
     monkeypatch.setattr(sandbox, "_stamp_ns", lambda ancillary: None)
-    sock, read, write = _done_channel()
+    sandbox._kernel_stamps.cache_clear()  # asked once per process: ask again with the stamps gone
+    try:
+        sock, read, write = _done_channel()
+    finally:
+        sandbox._kernel_stamps.cache_clear()  # the next test asks the real kernel
     try:
         assert sock is None
         os.write(write, b"x")
@@ -214,3 +218,31 @@ def test_a_descriptor_parked_in_the_channel_goes_before_the_worker_is_reported_g
             os.close(held)
     finally:
         proc._close_done()
+
+
+def test_the_kernel_is_asked_for_stamps_once_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The probe record is the kernel's question, not a channel's: two channels, one probe (a warning
+    per worker where the kernel stamps nothing, say gVisor, before session 33's second read)."""
+    pairs = []
+    real = socket.socketpair
+
+    def counted(*args: object) -> tuple[socket.socket, socket.socket]:
+        pair = real(*args)  # type: ignore[arg-type]
+        pairs.append(pair)
+        return pair
+
+    monkeypatch.setattr(socket, "socketpair", counted)
+    sandbox._kernel_stamps.cache_clear()
+    try:
+        channels = [_done_channel(), _done_channel()]
+    finally:
+        sandbox._kernel_stamps.cache_clear()
+    for sock, read, write in channels:
+        if sock is not None:
+            sock.close()
+        else:
+            os.close(read)
+        os.close(write)
+    if channels[0][0] is None:
+        pytest.skip("a pipe here: the kernel took no stamps")
+    assert len(pairs) == 3, len(pairs)  # the probe's pair, then one per channel
