@@ -84,3 +84,25 @@ def test_requests_without_a_caller_may_take_every_slot_but_leave_them_to_waiters
         third.cancel()
 
     asyncio.run(scenario())
+
+
+def test_a_call_that_ends_after_its_loop_closed_logs_no_error(caplog: pytest.LogCaptureFixture) -> None:
+    """A service stopped while an evaluation still runs in its thread: the call's end finds the loop
+    closed, and the slot it would give back went with the loop (CI of stop 48 logged "exception calling
+    callback ... Event loop is closed" from concurrent.futures)."""
+    release = threading.Event()
+    pool = ThreadPoolExecutor(max_workers=1)
+
+    async def scenario() -> None:
+        slots = FairSlots(1)
+        running = asyncio.ensure_future(slots.run("a", pool, release.wait, 10.0))
+        await asyncio.sleep(0.05)
+        running.cancel()  # the request given up; its thread runs on
+
+    try:
+        asyncio.run(scenario())  # closes the loop
+        release.set()
+        pool.shutdown(wait=True)
+    finally:
+        release.set()
+    assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text
