@@ -116,7 +116,9 @@ def test_a_burst_on_every_first_visit_is_confirmed_away(
     assert outcome.passed, outcome.message
     assert outcome.first_visits_ms is not None and min(outcome.first_visits_ms) >= 150.0
     assert outcome.candidate_timing is not None
-    assert outcome.seconds["repeat_confirm_call"] * 1e3 < 3 * outcome.candidate_timing.median_ms + 2.0
+    # The confirming call is no burst (150 ms): 50 ms of slack for a loaded machine's scheduling (2 ms
+    # was a flake seen once by review 34 with the suite running beside it).
+    assert outcome.seconds["repeat_confirm_call"] * 1e3 < 3 * outcome.candidate_timing.median_ms + 50.0
     # Without the confirmation the rule refuses it, as it did honest code on two GPUs.
     off = _run(
         task, products["burst"], tmp_path / "off", OPTIONS.model_copy(update={"repeat_confirm": False})
