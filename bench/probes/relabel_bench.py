@@ -576,7 +576,7 @@ def duplicates_report(
     *,
     top: int = 20,
     min_probability: float = 0.5,
-    pair_rule: PairRule = "either",
+    pair_rule: PairRule = "mutual",
     before: bool = True,
 ) -> str:
     """The likely-duplicate pairs of the seed graph, before (the bare scorer; left out without `before`)

@@ -1108,9 +1108,9 @@ class PairScores:
 
 PairRule = Literal["either", "mutual", "both"]
 PAIR_RULES: tuple[PairRule, ...] = ("either", "mutual", "both")
-"""How a scorer pair is proposed (`pair_scores`): `either` (the default: one technique would be merged
-into the other, shown at that direction's probability), `mutual` (that, and the other technique's
-nearest is the first, shown at the lower of the two directions' probabilities), `both` (each
+"""How a scorer pair is proposed (`pair_scores`): `either` (session 33 and before: one technique would be
+merged into the other, shown at that direction's probability), `mutual` (the default: that, and the other
+technique's nearest is the first, shown at the lower of the two directions' probabilities), `both` (each
 would be merged into the other, shown at the lower probability)."""
 
 
@@ -1120,7 +1120,7 @@ def pair_scores(
     min_probability: float,
     *,
     rule: bool = True,
-    pair_rule: PairRule = "either",
+    pair_rule: PairRule = "mutual",
 ) -> PairScores:
     """The pairs of `candidates` (graph techniques) that name one technique.
 
@@ -1128,11 +1128,14 @@ def pair_scores(
     label of the other. Otherwise each technique's name and description is read as a step against all
     the others, and a pair is proposed when the relabeler would merge one step into the other
     technique (the model's thresholds and margin say merge and the separation gate passes; `rule`,
-    `rule=False` gives the bare scorer pairs, for comparison) and, by `pair_rule` (`PAIR_RULES`;
-    `either`, the default, asks nothing more), the other technique's own best candidate is the first
-    (`mutual`) or the relabeler would merge it into the first too (`both`), those two shown at the
-    lower of the two directions' probabilities (with `either`, the merging direction's). A pair whose
-    probability falls below `min_probability` is not proposed. Two techniques linked to different taxonomy techniques are never proposed by the
+    `rule=False` gives the bare scorer pairs, for comparison) and, by `pair_rule` (`PAIR_RULES`), the
+    other technique's own best candidate is the first (`mutual`, the default) or the relabeler would
+    merge it into the first too (`both`). Being the same technique goes both ways, so such a pair's
+    probability is the lower of the two directions' (with `either`, the merging direction's): a
+    general technique read as a step is often nearest to one of its kinds ("Atomic operation
+    optimization" merged into "Warp-aggregated atomics" at p 0.91) while the kind is nearer to a
+    sibling or is only a weak match back. A pair whose probability falls below `min_probability` is
+    not proposed. Two techniques linked to different taxonomy techniques are never proposed by the
     scorer: the taxonomy keeps them apart.
     """
     out = PairScores()
