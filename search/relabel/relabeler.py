@@ -1103,7 +1103,8 @@ class PairScores:
     taxonomy_apart: int = 0
     """Scorer pairs left out because the two are different taxonomy techniques."""
     held_back: int = 0
-    """Scorer pairs from `min_probability` that the relabel rule would not merge."""
+    """Scorer pairs from `min_probability` that the relabel rule would not merge, or (`pair_rule` `mutual`,
+    `both`) that the other way does not confirm."""
 
 
 PairRule = Literal["either", "mutual", "both"]
