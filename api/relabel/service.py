@@ -7,9 +7,11 @@ pairs of existing techniques by the relabeler's own decision rule (a graph built
 existed may hold several nodes for one technique) and merge a pair in one call.
 
 Precision first: a pair is proposed only when the relabeler itself would merge one technique into the
-other (`pair_scores`): two techniques linked to different taxonomy techniques are kept apart by the
-taxonomy, a scorer pair must pass the calibrated rule (thresholds, margin and the separation gate of
-`search.relabel.scoring.separation`), and the graph's own evidence is read and shown: a transition
+other and the other's nearest technique is the first (`pair_scores`): two techniques linked to different
+taxonomy techniques are kept apart by the taxonomy, a scorer pair must pass the calibrated rule
+(thresholds, margin and the separation gate of `search.relabel.scoring.separation`) one way and be the
+best candidate the other way, and it is shown at the lower of the two directions' probabilities; the
+graph's own evidence is read and shown: a transition
 between the two (a trajectory applied one right after the other) says they are different steps, so
 such a pair is held back unless its names say it is one technique.
 """
@@ -149,7 +151,9 @@ class RelabelService:
 
         A pair is certain (1.0) when both techniques are linked to one taxonomy technique or a label of
         one normalises like a label of the other; otherwise its probability is the scorer's, reading
-        each technique's name and description as a step and the other as a candidate (the higher way).
+        each technique's name and description as a step and the other as a candidate, the lower of the
+        two ways: the relabel rule would merge one into the other, and the other's nearest technique is
+        the first (`pair_scores`, `pair_rule="mutual"`).
         """
         with _translated():
             techniques = self._techniques()

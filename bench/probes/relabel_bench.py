@@ -62,6 +62,7 @@ from search.protocols import INITIAL_TECHNIQUE
 from search.relabel.packaged_vectors import read_packaged_vectors
 from search.relabel.relabeler import (
     EXAMPLES_READ,
+    PairRule,
     RelabelPolicy,
     StepInput,
     characteristic_signals,
@@ -570,12 +571,18 @@ def fit(
 
 
 def duplicates_report(
-    policy: RelabelPolicy, bare: RelabelPolicy, *, top: int = 20, min_probability: float = 0.5
+    policy: RelabelPolicy,
+    bare: RelabelPolicy,
+    *,
+    top: int = 20,
+    min_probability: float = 0.5,
+    pair_rule: PairRule = "mutual",
+    before: bool = True,
 ) -> str:
-    """The likely-duplicate pairs of the seed graph, before (the bare scorer) and after (the relabel rule,
-    the taxonomy and the graph's transitions and examples' code; and the rule without a taxonomy, `bare`),
-    the first `top` of
-    each with whether the pair is false.
+    """The likely-duplicate pairs of the seed graph, before (the bare scorer; left out without `before`)
+    and after (the relabel rule with `pair_rule`, the taxonomy and the graph's transitions and examples'
+    code; and the rule without a taxonomy, `bare`), the first `top` of each with whether the pair is
+    false.
 
     Every seed technique is a taxonomy technique, so a pair is true only when both are linked to the
     same taxonomy technique (or their labels are written alike); every other pair is a false one.
@@ -598,16 +605,18 @@ def duplicates_report(
         "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     details = []
-    for label, rule, scorer in (
+    listings = (
         ("before: the scorer alone", False, policy),
         ("after: the relabel rule + the taxonomy + the graph", True, policy),
         ("after, without a taxonomy: the relabel rule + the graph", True, bare),
-    ):
+    )
+    for label, rule, scorer in listings if before else listings[1:]:
         scored = pair_scores(
             scorer,
             tuple(c for c in technique_candidates(techniques, scorer.taxonomy) if c.in_graph),
             min_probability,
             rule=rule,
+            pair_rule=pair_rule,
         )
         listed = sorted(scored.pairs.items(), key=lambda item: (-item[1][0], item[0]))
         held = scored.held_back

@@ -1103,7 +1103,16 @@ class PairScores:
     taxonomy_apart: int = 0
     """Scorer pairs left out because the two are different taxonomy techniques."""
     held_back: int = 0
-    """Scorer pairs from `min_probability` that the relabel rule would not merge."""
+    """Scorer pairs from `min_probability` that the relabel rule would not merge, or (`pair_rule` `mutual`,
+    `both`) that the other way does not confirm."""
+
+
+PairRule = Literal["either", "mutual", "both"]
+PAIR_RULES: tuple[PairRule, ...] = ("either", "mutual", "both")
+"""How a scorer pair is proposed (`pair_scores`): `either` (session 33 and before: one technique would be
+merged into the other, shown at that direction's probability), `mutual` (the default: that, and the other
+technique's nearest is the first, shown at the lower of the two directions' probabilities), `both` (each
+would be merged into the other, shown at the lower probability)."""
 
 
 def pair_scores(
@@ -1112,15 +1121,22 @@ def pair_scores(
     min_probability: float,
     *,
     rule: bool = True,
+    pair_rule: PairRule = "mutual",
 ) -> PairScores:
     """The pairs of `candidates` (graph techniques) that name one technique.
 
     Certain (1.0): both are linked to one taxonomy technique, or a label of one normalises like a
     label of the other. Otherwise each technique's name and description is read as a step against all
-    the others, and a pair is proposed when the relabeler would merge that step into the other
-    technique: its probability is at least `min_probability`, the model's thresholds and margin say
-    merge, and the separation gate passes (`rule`; `rule=False` gives the bare scorer pairs, for
-    comparison). Two techniques linked to different taxonomy techniques are never proposed by the
+    the others, and a pair is proposed when the relabeler would merge one step into the other
+    technique (the model's thresholds and margin say merge and the separation gate passes; `rule`,
+    `rule=False` gives the bare scorer pairs, for comparison) and, by `pair_rule` (`PAIR_RULES`), the
+    other technique's own best candidate is the first (`mutual`, the default) or the relabeler would
+    merge it into the first too (`both`). Being the same technique goes both ways, so such a pair's
+    probability is the lower of the two directions' (with `either`, the merging direction's): a
+    general technique read as a step is often nearest to one of its kinds ("Atomic operation
+    optimization" merged into "Warp-aggregated atomics" at p 0.91) while the kind is nearer to a
+    sibling or is only a weak match back. A pair whose probability falls below `min_probability` is
+    not proposed. Two techniques linked to different taxonomy techniques are never proposed by the
     scorer: the taxonomy keeps them apart.
     """
     out = PairScores()
@@ -1140,8 +1156,8 @@ def pair_scores(
                 note(a.name, b.name, 1.0, "a name or alias of one is written like one of the other")
     steps = [StepText(c.name, c.description) for c in candidates]
     policy.vectors.ensure([s.embedded_name() for s in steps] + [s.embedded_text() for s in steps])
-    apart: set[tuple[str, str]] = set()
-    held: set[tuple[str, str]] = set()
+    # Each technique read as a step: the others by probability, and whether the rule merges it into the best.
+    directions: dict[str, tuple[Ranked, bool]] = {}
     for i, others, probabilities, features in _scored_rows(policy, candidates, steps):
         me = candidates[i]
         order = sorted(range(len(others)), key=lambda k: (-probabilities[k], others[k].name))
@@ -1150,34 +1166,51 @@ def pair_scores(
             tuple(float(probabilities[k]) for k in order),
             tuple(tuple(float(v) for v in features[k]) for k in order),
         )
-        verdict = decide(policy.model, ranked) if rule else "merge"
-        gate = (
-            separation(ranked, name_words=len(set(concept_tokens(me.name))), detail=bool(me.description))
-            if rule
-            else None
+        merges = (
+            rule
+            and decide(policy.model, ranked) == "merge"
+            and separation(ranked, name_words=len(set(concept_tokens(me.name))), detail=bool(me.description))
+            is None
         )
-        for position, k in enumerate(order):
-            other, p = others[k], float(probabilities[k])
+        directions[me.name] = (ranked, merges)
+    concepts = {c.name: c.concept for c in candidates}
+    apart: set[tuple[str, str]] = set()
+    held: set[tuple[str, str]] = set()
+    for name, (ranked, merges) in directions.items():
+        for position, (other, p) in enumerate(zip(ranked.names, ranked.probabilities, strict=True)):
             if p < min_probability:
                 break
-            pair = (me.name, other.name) if me.name < other.name else (other.name, me.name)
+            pair = (name, other) if name < other else (other, name)
             if out.pairs.get(pair, (0.0, frozenset()))[0] == 1.0:
                 continue
-            if rule and me.concept is not None and other.concept is not None and me.concept != other.concept:
+            mine, theirs = concepts[name], concepts[other]
+            if rule and mine is not None and theirs is not None and mine != theirs:
                 apart.add(pair)
                 continue
             if not rule:
-                note(me.name, other.name, p, "the relabel scorer")
-            elif position == 0 and verdict == "merge" and gate is None:
-                note(
-                    me.name,
-                    other.name,
-                    p,
-                    f"the relabel rule would merge {me.name!r} into {other.name!r} (p {p:.2f}, "
-                    f"lead {ranked.gap:.2f} over {ranked.names[1] if len(ranked.names) > 1 else 'nothing'})",
-                )
-            else:
+                note(name, other, p, "the relabel scorer")
+                continue
+            if position != 0 or not merges:
                 held.add(pair)
+                continue
+            reason = (
+                f"the relabel rule would merge {name!r} into {other!r} (p {p:.2f}, "
+                f"lead {ranked.gap:.2f} over {ranked.names[1] if len(ranked.names) > 1 else 'nothing'})"
+            )
+            if pair_rule == "either":
+                note(name, other, p, reason)
+                continue
+            back, back_merges = directions[other]
+            back_p = back.probabilities[back.names.index(name)]
+            if back.names[0] != name or (pair_rule == "both" and not back_merges) or back_p < min_probability:
+                held.add(pair)
+                continue
+            note(
+                name,
+                other,
+                min(p, back_p),
+                reason + f"; {name!r} is the technique nearest to {other!r} (p {back_p:.2f})",
+            )
     out.taxonomy_apart = len(apart)
     out.held_back = len(held - set(out.pairs))
     return out

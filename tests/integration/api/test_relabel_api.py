@@ -173,6 +173,12 @@ def test_likely_duplicates_rank_a_duplicate_first_and_merge_in_one_call(
     top = pairs["items"][0]
     assert {top["keep"], top["merge"]} == {"Shared memory tiling", "Block tiles in on-chip shared memory"}
     assert top["keep"] == "Shared memory tiling" and top["probability"] >= 0.5
+    # A scorer pair goes both ways: the one technique is merged into the other, and the other's nearest
+    # technique is the first (issue 28: a general technique is often nearest to one of its kinds).
+    scorer_pairs = [p for p in pairs["items"] if p["probability"] < 1.0]
+    assert scorer_pairs and all(
+        any("is the technique nearest to" in reason for reason in p["reasons"]) for p in scorer_pairs
+    ), scorer_pairs
     refused = httpx.post(
         f"{api_url}/v1/technique-duplicates/merge",
         headers=curator,

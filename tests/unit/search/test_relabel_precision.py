@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from bench.probes.relabel_bench import OUTSIDE_DATA, PARTIAL_GRAPH, Item, fit, load_outside_items
-from graphdb.models import Technique, utc_now
+from graphdb.export import read_export
+from graphdb.models import INITIAL_TECHNIQUE, Technique, utc_now
+from regraph_data import SEED_GRAPH_PATH
 from search.embeddings import Embedder
 from search.relabel.relabeler import (
     RelabelPolicy,
@@ -515,6 +517,25 @@ def test_duplicates_the_taxonomy_keeps_apart_are_not_proposed(
     concept = {c.name: c.concept for c in candidates}
     assert all(concept[a] == concept[b] for a, b in scored.pairs), scored.pairs
     assert scored.taxonomy_apart >= 3
+
+
+def test_a_duplicate_pair_goes_both_ways(embedder: Embedder) -> None:
+    """Without a taxonomy the seed graph's techniques are all different, and the rule that proposed a pair
+    when one technique would be merged into the other (`either`) showed false pairs at p >= 0.9: a general
+    technique read as a step is nearest to one of its kinds ("Parallel scan" merged into "Warp-level scan
+    with shuffles" at 0.98), while the kind is nearer to a sibling. Now the other technique's nearest
+    must be the first, and the pair is shown at the lower of the two directions' probabilities."""
+    bare = RelabelPolicy(embedder, taxonomy=None, model=load_model(), examples=[])
+    techniques = [t for t in read_export(SEED_GRAPH_PATH).techniques if t.name != INITIAL_TECHNIQUE]
+    candidates = tuple(c for c in technique_candidates(techniques, None) if c.in_graph)
+    before = pair_scores(bare, candidates, 0.5, pair_rule="either")
+    assert before.pairs[("Parallel scan", "Warp-level scan with shuffles")][0] >= 0.9  # the false pair
+    scored = pair_scores(bare, candidates, 0.5)
+    assert ("Parallel scan", "Warp-level scan with shuffles") not in scored.pairs
+    assert set(scored.pairs) <= set(before.pairs)
+    assert all(p < 0.9 for p, _ in scored.pairs.values()), scored.pairs
+    both = pair_scores(bare, candidates, 0.5, pair_rule="both")
+    assert set(both.pairs) <= set(scored.pairs)
 
 
 def test_examples_code_tells_techniques_apart() -> None:
