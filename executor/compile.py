@@ -26,6 +26,7 @@ from executor.fleet.pinning import compile_cores
 from executor.gpuquery import gpus_or_none
 from executor.jail import (
     Jail,
+    StopSignal,
     compiler_include_dirs,
     cut_log,
     describe,
@@ -345,12 +346,16 @@ class Compiler:
                 options.append(f"-I{nvrtc.include_dir / 'cccl'}")
         return options
 
-    def compile(self, task: FunctionTask | KernelTask, source: str) -> CompileResult:
-        """Compile a candidate for a task: a .so for function tasks, a .cubin for kernel tasks."""
+    def compile(
+        self, task: FunctionTask | KernelTask, source: str, stop: StopSignal | None = None
+    ) -> CompileResult:
+        """Compile a candidate for a task: a .so for function tasks, a .cubin for kernel tasks. Once
+        ``stop`` is set, an nvcc build under way is killed and :class:`EvaluationCancelled` raised
+        (nothing is kept of it)."""
         kind: Literal["shared_library", "cubin"] = (
             "cubin" if isinstance(task, KernelTask) else "shared_library"
         )
-        return self.compile_source(source, kind)
+        return self.compile_source(source, kind, stop)
 
     def _key(self, kind: str, source: str, nvrtc: Nvrtc | None) -> str:
         if nvrtc is None:
@@ -402,8 +407,11 @@ class Compiler:
                 os.replace(written, record)
         return result
 
-    def compile_source(self, source: str, kind: Literal["shared_library", "cubin"]) -> CompileResult:
-        """Compile one translation unit, answering from the cache when the same build was done before."""
+    def compile_source(
+        self, source: str, kind: Literal["shared_library", "cubin"], stop: StopSignal | None = None
+    ) -> CompileResult:
+        """Compile one translation unit, answering from the cache when the same build was done before.
+        ``stop``: as in :meth:`compile` (an NVRTC build, in this process, runs to its end)."""
         start = time.perf_counter()
         nvrtc = self.nvrtc if kind == "cubin" else None
         key = self._key(kind, source, nvrtc)
@@ -418,7 +426,7 @@ class Compiler:
         with tempfile.TemporaryDirectory(dir=self.cache_dir, prefix=f".build-{key[:8]}-") as tmp:
             work = Path(tmp)
             with compile_cores(self.timing_cores):
-                result, built = self._build(work, source, kind, nvrtc)
+                result, built = self._build(work, source, kind, nvrtc, stop)
             result = result.model_copy(
                 update={
                     "product": str(product) if result.ok else None,
@@ -443,10 +451,15 @@ class Compiler:
         return None if self.remote is None else self.remote.build(self, key, source, kind)
 
     def _build(
-        self, work: Path, source: str, kind: Literal["shared_library", "cubin"], nvrtc: Nvrtc | None
+        self,
+        work: Path,
+        source: str,
+        kind: Literal["shared_library", "cubin"],
+        nvrtc: Nvrtc | None,
+        stop: StopSignal | None = None,
     ) -> tuple[CompileResult, Path | None]:
         if nvrtc is None:
-            return self._nvcc(work, source, kind)
+            return self._nvcc(work, source, kind, stop)
         options = self.nvrtc_options(nvrtc)
         output = None
         if nvrtc.has_minimal:
@@ -476,14 +489,18 @@ class Compiler:
                 logger.info("NVRTC rejected a candidate and there is no nvcc to fall back to")
             else:
                 first = next((ln for ln in log.splitlines() if "error" in ln), log.strip()[:200])
-                result, built = self._nvcc(work, source, kind)
+                result, built = self._nvcc(work, source, kind, stop)
                 return result.model_copy(update={"fallback": f"NVRTC: {first.strip()}"}), built
         return CompileResult(
             ok=False, kind=kind, log=log, command=["nvrtc", *options], arch=self.arch, compiler="nvrtc"
         ), None
 
     def _nvcc(
-        self, work: Path, source: str, kind: Literal["shared_library", "cubin"]
+        self,
+        work: Path,
+        source: str,
+        kind: Literal["shared_library", "cubin"],
+        stop: StopSignal | None = None,
     ) -> tuple[CompileResult, Path | None]:
         chain = self.toolchain
         flags = self.flags(kind)
@@ -492,7 +509,7 @@ class Compiler:
         # -MD writes what the preprocessor read (after splicing and macro expansion) as part of the
         # build itself, at no extra cost; it is checked before the product is accepted.
         cmd = [str(chain.nvcc), *flags, "-MD", "-MF", "candidate.d", "candidate.cu", "-o", out_name]
-        returncode, log = toolchain_jail(chain).run(cmd, work, self.timeout_s, self.nice)
+        returncode, log = toolchain_jail(chain).run(cmd, work, self.timeout_s, self.nice, stop=stop)
         log = cut_log(log, OWN_FILES, work, MAX_LOG_CHARS)
         log = f"{log.rstrip()}\n[{describe(protection())}]".lstrip()
         ok = returncode == 0 and (work / out_name).is_file()

@@ -35,6 +35,7 @@ from executor.gpulock import (
     host_shared_below_gbps,
 )
 from executor.gputurns import GpuTurns, Kind, Turn
+from executor.jail import AnyOf
 from executor.peak import device_peak
 from executor.protocol import BaselineState, CandidateSource, EvaluateRequest, EvaluationOptions
 from executor.reference import build_reference, reference_timeout_s
@@ -224,7 +225,8 @@ class Evaluator:
 
         Once ``cancelled`` is set (the caller went away), the evaluation stops at its next step: its
         wait for the reference, for the GPU or for the candidate's run, whose worker is killed; it
-        raises :class:`EvaluationCancelled` and prepares nothing. A compile under way finishes. One
+        raises :class:`EvaluationCancelled` and prepares nothing. An nvcc compile under way is killed
+        (nothing of it kept; an NVRTC compile, in this process, finishes). One
         cancelled before it began (while it waited for a free slot) starts nothing: no compile, no
         worker. ``deadline`` (``time.monotonic()``): its request's limit from when it was accepted;
         past it, the evaluation is dropped (:class:`EvaluationExpired`) where it stands: before it
@@ -290,7 +292,10 @@ class Evaluator:
                 seconds=seconds,
             )
         runtime = self._task_runtime(task)
-        compiling = self._threads.submit(self.compiler.compile, task, candidate.source)
+        # Its nvcc is killed once the caller goes away or the executor stops: a compile of minutes
+        # would otherwise hold its slot and the CPU for nobody (it was left to finish, session 33).
+        stop = AnyOf(cancelled, self._closing)
+        compiling = self._threads.submit(self.compiler.compile, task, candidate.source, stop)
         workers: list[WorkerProcess] = []
         try:
             verdict = self._run(

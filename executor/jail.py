@@ -39,7 +39,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 from executor.errors import EvaluationCancelled
 
@@ -304,13 +304,13 @@ class Jail:
         timeout_s: float,
         nice: int = 0,
         forced: Protection | None = None,
-        stop: threading.Event | None = None,
+        stop: StopSignal | None = None,
     ) -> tuple[int | None, str]:
         """Run ``cmd`` in ``cwd`` under the protection in force; return ``(returncode, output)``
         (stdout and stderr together), ``returncode`` None after a timeout (the whole process tree is
         killed). ``cwd`` is the build directory: the only place the command may write. Once ``stop``
-        is set (the service shuts down), the process tree is killed and :class:`EvaluationCancelled`
-        raised."""
+        is set (the service shuts down, or the evaluation the command builds for was given up), the
+        process tree is killed and :class:`EvaluationCancelled` raised."""
         kind = forced or protection()
         if is_root():
             # The unprivileged compiler writes its products here (and only here).
@@ -321,6 +321,23 @@ class Jail:
         with tempfile.TemporaryDirectory(prefix="regraph-jail-") as root_dir:
             argv, env, user = self.command(cmd, cwd, Path(root_dir), kind)
             return _run_group(argv, cwd, timeout_s, nice, env, user, stop)
+
+
+class StopSignal(Protocol):
+    """What a command run with ``stop`` looks at: a :class:`threading.Event`, or :class:`AnyOf` several."""
+
+    def is_set(self) -> bool: ...
+
+
+class AnyOf:
+    """Set once any of its events is: an evaluation's compile stops when its caller goes away or when the
+    executor stops, whichever comes first."""
+
+    def __init__(self, *events: threading.Event | None) -> None:
+        self.events = tuple(e for e in events if e is not None)
+
+    def is_set(self) -> bool:
+        return any(e.is_set() for e in self.events)
 
 
 # How often a command run with a ``stop`` event looks at it.
@@ -334,7 +351,7 @@ def _run_group(
     nice: int,
     env: dict[str, str],
     user: int | None,
-    stop: threading.Event | None = None,
+    stop: StopSignal | None = None,
 ) -> tuple[int | None, str]:
     """Run in its own process group with the parent-death signal; kill the group on timeout, or once
     ``stop`` is set (then raise :class:`EvaluationCancelled`)."""
@@ -366,7 +383,7 @@ def _run_group(
                     raise
                 if stop is not None and stop.is_set():
                     raise EvaluationCancelled(
-                        "the command was stopped: the service is shutting down"
+                        "the command was stopped: its evaluation was given up or the service is stopping"
                     ) from None
     except subprocess.TimeoutExpired:
         with contextlib.suppress(ProcessLookupError):

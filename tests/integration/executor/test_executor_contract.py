@@ -7,6 +7,7 @@ This machine has no GPU, so the candidates here are ones the static checks rejec
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from fastapi.routing import APIRoute
 from executor import protocol
 from executor.app import create_app
 from executor.client import ExecutorAnswerError, ExecutorClient
+from executor.fleet.pinning import descendants
 from executor.protocol import DeviceInfo, ErrorKind, EvaluationOptions, FunctionTask, KernelTask, Stage
 from executor.settings import ExecutorSettings
 from executor.taskformat import load_task
@@ -195,6 +197,56 @@ def test_a_request_past_its_limit_answers_504_in_the_envelope(
     while any(t.name.startswith("executor") for t in set(threading.enumerate()) - before):
         assert time.monotonic() < answered + STOPPED_WITHIN_S, "an evaluation's thread stayed behind"
         time.sleep(0.1)
+
+
+# A saxpy whose compile takes nvcc ten seconds or more (thrust's sort), far past the request limit.
+SLOW_COMPILE = (
+    "#include <thrust/sort.h>\n#include <thrust/execution_policy.h>\n"
+    'extern "C" void saxpy(int n, float a, const float* x, float* y) {\n'
+    "  thrust::sort(thrust::device, y, y + n);\n}\n"
+)
+
+
+def _compilers_below_us() -> list[str]:
+    """The command lines of the nvcc builds running below this process (the executor serves in it)."""
+    found = []
+    for pid in descendants():
+        with contextlib.suppress(OSError):
+            line = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            if "candidate.cu" in line:
+                found.append(line)
+    return found
+
+
+def test_a_compile_given_up_with_its_request_is_stopped(
+    tmp_path: Path, shared_builds: Path, saxpy: FunctionTask | KernelTask
+) -> None:
+    """A request answered 504 while its candidate compiles: the compile is killed at once (its nvcc
+    would otherwise hold the evaluation's slot and the CPU to its end for nobody, up to the compile
+    limit), and nothing of it is kept (the next request of the same source compiles again)."""
+    settings = ExecutorSettings(
+        cache_dir=sharing_builds(tmp_path, shared_builds),
+        runtime="host",
+        request_timeout_s=REQUEST_LIMIT_S,
+        compile_timeout_s=120,
+        prewarm_workers=False,
+        prepare_tasks=False,
+    )
+    app = create_app(settings)
+    source = SLOW_COMPILE + f"// {tmp_path.name}\n"  # never in the shared cache
+    with serve_in_thread(app) as url, ExecutorClient(url, timeout_s=60) as c:
+        with pytest.raises(ExecutorAnswerError) as given_up:
+            c.evaluate(saxpy, source, EvaluationOptions(correctness_sets=1))
+        answered = time.monotonic()
+        assert (given_up.value.status, given_up.value.kind) == (504, "timeout")
+        while app.state.evaluator.in_flight or _compilers_below_us():
+            assert time.monotonic() < answered + STOPPED_WITHIN_S, (
+                "a compile given up was not stopped",
+                _compilers_below_us(),
+            )
+            time.sleep(0.1)
+    key = app.state.evaluator.compiler.build_key(source, "shared_library")
+    assert app.state.evaluator.compiler.cached(key, "shared_library") is None, "a stopped compile was kept"
 
 
 # A saxpy that would run a shell: popen and system taken as pointers, which the static rules (they
