@@ -226,7 +226,8 @@ class Evaluator:
         Once ``cancelled`` is set (the caller went away), the evaluation stops at its next step: its
         wait for the reference, for the GPU or for the candidate's run, whose worker is killed; it
         raises :class:`EvaluationCancelled` and prepares nothing. An nvcc compile under way is killed
-        (nothing of it kept; an NVRTC compile, in this process, finishes). One
+        (nothing of it kept; an NVRTC compile, in this process, and a build on a fleet's compile
+        workers finish). One
         cancelled before it began (while it waited for a free slot) starts nothing: no compile, no
         worker. ``deadline`` (``time.monotonic()``): its request's limit from when it was accepted;
         past it, the evaluation is dropped (:class:`EvaluationExpired`) where it stands: before it
@@ -368,6 +369,9 @@ class Evaluator:
         if prepared is not None:
             logger.info("%s: using workers prepared for this task", task.id)
         else:
+            # Given up meanwhile (its compile killed): no workers are started for it (review 35 M1).
+            if cancelled is not None and cancelled.is_set():
+                raise EvaluationCancelled("stopped before its workers: its caller went away")
             prepared = self._start_workers(task, options, runtime, reference, key)
         workers.append(prepared.reference)
         ref_worker, cand_worker = prepared.reference, prepared.candidate

@@ -342,6 +342,8 @@ class AnyOf:
 
 # How often a command run with a ``stop`` event looks at it.
 STOP_POLL_S = 0.1
+# What a command stopped by its ``stop`` raises.
+STOPPED = "the command was stopped: its evaluation was given up or the service is stopping"
 
 
 def _run_group(
@@ -358,6 +360,8 @@ def _run_group(
     # The lowered priority is set in the child before it enters the build directory and before exec,
     # so no process of the build ever runs (or is seen) at the executor's own priority.
     target = min(19, os.getpriority(os.PRIO_PROCESS, 0) + nice) if nice > 0 else None
+    if stop is not None and stop.is_set():  # given up while it waited to start: nothing is started
+        raise EvaluationCancelled(STOPPED)
     proc = subprocess.Popen(
         argv,
         stdout=subprocess.PIPE,
@@ -382,18 +386,20 @@ def _run_group(
                 if time.monotonic() >= deadline:
                     raise
                 if stop is not None and stop.is_set():
-                    raise EvaluationCancelled(
-                        "the command was stopped: its evaluation was given up or the service is stopping"
-                    ) from None
+                    raise EvaluationCancelled(STOPPED) from None
     except subprocess.TimeoutExpired:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
         return None, out
     except BaseException:
-        # The waiting thread is interrupted (service shutdown): nothing keeps compiling.
+        # Stopped, or the waiting thread interrupted (service shutdown): nothing keeps compiling. The
+        # group is reaped before the caller removes the build directory and the jail's root, so that
+        # no dying process of it writes there meanwhile (review 35 L2).
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            proc.communicate(timeout=5)
         raise
 
 

@@ -169,9 +169,9 @@ def test_a_request_past_its_limit_answers_504_in_the_envelope(
         prepare_tasks=False,
     )
     app = create_app(settings)
-    # Both spinning candidates are built before the clock starts: a compile under way when its caller
-    # goes away finishes (and is kept), so under a loaded machine's nvcc (CI, stop 48: more than 5 s)
-    # the check below would time the compiler, not whether the given-up run is stopped.
+    # Both spinning candidates are built before the clock starts: under a loaded machine's nvcc (CI,
+    # stop 48: more than 5 s) the request limit would fall in their compiles (which a cancel kills, see
+    # the next test), and this test is about stopping a given-up run.
     for spin in (SPIN, SPIN_BATCH):
         assert app.state.evaluator.compiler.compile(saxpy, spin).ok
     before = set(threading.enumerate())  # the module's other executor included
@@ -200,6 +200,7 @@ def test_a_request_past_its_limit_answers_504_in_the_envelope(
 
 
 # A saxpy whose compile takes nvcc ten seconds or more (thrust's sort), far past the request limit.
+EVALUATION_ENDED_WITHIN_S = 20.0
 SLOW_COMPILE = (
     "#include <thrust/sort.h>\n#include <thrust/execution_policy.h>\n"
     'extern "C" void saxpy(int n, float a, const float* x, float* y) {\n'
@@ -239,11 +240,17 @@ def test_a_compile_given_up_with_its_request_is_stopped(
             c.evaluate(saxpy, source, EvaluationOptions(correctness_sets=1))
         answered = time.monotonic()
         assert (given_up.value.status, given_up.value.kind) == (504, "timeout")
-        while app.state.evaluator.in_flight or _compilers_below_us():
+        while compilers := _compilers_below_us():
             assert time.monotonic() < answered + STOPPED_WITHIN_S, (
-                "a compile given up was not stopped",
-                _compilers_below_us(),
+                "a compile given up still runs",
+                compilers,
             )
+            time.sleep(0.1)
+        # The evaluation ends too; a process's first workers' start-up steps (its protection probe and
+        # the host's peak, 4-6 s on a loaded machine, review 35 M1) do not look at the cancel, so the
+        # bound here is looser: the compile it no longer waits for takes nvcc more than 10 s.
+        while app.state.evaluator.in_flight:
+            assert time.monotonic() < answered + EVALUATION_ENDED_WITHIN_S, "the evaluation given up went on"
             time.sleep(0.1)
     key = app.state.evaluator.compiler.build_key(source, "shared_library")
     assert app.state.evaluator.compiler.cached(key, "shared_library") is None, "a stopped compile was kept"

@@ -1,7 +1,7 @@
 """Through the executor's HTTP API: one caller's long evaluations leave a slot for another caller
 (issue 27). Two evaluations of caller A, the first a compile that runs into the compile limit
 (thrust's sort takes nvcc about a minute), and then one of caller B, on an executor with two slots:
-B's verdict comes while A's first still compiles and A's second waits for A's slot. (Runs do not
+B gets a slot while A's first still compiles and A's second waits for A's slot. (Runs do not
 count here: they take the executor's one GPU lock in turn whatever the slots.)"""
 
 from __future__ import annotations
