@@ -155,7 +155,7 @@ def listing_rules(policy: RelabelPolicy, min_probability: float) -> dict[str, Ca
 
 
 @dataclass
-class Tally:
+class PairTally:
     """What one rule listed on one or more graphs."""
 
     listed: int = 0
@@ -170,7 +170,7 @@ class Tally:
     true_high: int = 0
     false_pairs: list[str] = field(default_factory=list)
 
-    def add(self, other: Tally) -> None:
+    def add(self, other: PairTally) -> None:
         """Sum `other` into this tally."""
         self.listed += other.listed
         self.uncounted += other.uncounted
@@ -182,9 +182,9 @@ class Tally:
         self.false_pairs.extend(other.false_pairs)
 
 
-def tally(graph: BareGraph, pairs: Pairs) -> Tally:
+def tally(graph: BareGraph, pairs: Pairs) -> PairTally:
     """Count `pairs` against the graph's labels."""
-    out = Tally(listed=len(pairs))
+    out = PairTally(listed=len(pairs))
     for pair, p in sorted(pairs.items(), key=lambda item: (-item[1], item[0])):
         high = p >= SHOWN_HIGH
         if graph.doubtful & set(pair):
@@ -204,12 +204,12 @@ def tally(graph: BareGraph, pairs: Pairs) -> Tally:
     return out
 
 
-def chosen_rule(results: dict[str, dict[str, Tally]], sets: list[str]) -> str:
+def chosen_rule(results: dict[str, dict[str, PairTally]], sets: list[str]) -> str:
     """The rule `sets` choose: among those keeping at least half of `either`'s true pairs, the fewest false
     pairs shown at >= 0.9, then the most true pairs, then the fewest false pairs."""
-    summed: dict[str, Tally] = {}
+    summed: dict[str, PairTally] = {}
     for rule, per_set in results.items():
-        summed[rule] = Tally()
+        summed[rule] = PairTally()
         for name in sets:
             summed[rule].add(per_set[name])
     floor = summed["pair_scores, either"].true / 2
@@ -217,7 +217,7 @@ def chosen_rule(results: dict[str, dict[str, Tally]], sets: list[str]) -> str:
     return min(eligible, key=lambda r: (summed[r].false_high, -summed[r].true, summed[r].false, r))
 
 
-def row(label: str, t: Tally, true_pairs: int) -> str:
+def row(label: str, t: PairTally, true_pairs: int) -> str:
     """One markdown table row."""
     return (
         f"| {label} | {t.listed}{f' ({t.uncounted} with a doubtful name)' if t.uncounted else ''} | "
@@ -249,10 +249,10 @@ def main(argv: list[str] | None = None) -> int:
     graphs = [bare_graph(name, items) for name, items in sets.items()]
     wide = [bare_graph(name, items, doubtful=True) for name, items in sets.items()]
     rules = listing_rules(bare, args.min_probability)
-    results: dict[str, dict[str, Tally]] = {
+    results: dict[str, dict[str, PairTally]] = {
         rule: {g.name: tally(g, list_pairs(g)) for g in graphs} for rule, list_pairs in rules.items()
     }
-    results_wide: dict[str, dict[str, Tally]] = {
+    results_wide: dict[str, dict[str, PairTally]] = {
         rule: {g.name: tally(g, list_pairs(g)) for g in wide} for rule, list_pairs in rules.items()
     }
     taxonomy = default_taxonomy()
@@ -293,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     ):
         lines += [f"### {label}", "", HEADER]
         for rule, per_set in results.items():
-            total = Tally()
+            total = PairTally()
             for name in names:
                 total.add(per_set[name])
             lines.append(row(rule, total, sum(true_of[n] for n in names)))
@@ -306,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
         HEADER,
     ]
     for rule, per_set in results_wide.items():
-        total = Tally()
+        total = PairTally()
         for name in per_set:
             total.add(per_set[name])
         lines.append(row(rule, total, sum(g.true_pairs() for g in wide)))
@@ -318,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
         "",
         HEADER,
     ]
-    held_out = Tally()
+    held_out = PairTally()
     choices = []
     for g in graphs:
         rule = chosen_rule(results, [n for n in true_of if n != g.name])
