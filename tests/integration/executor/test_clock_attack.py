@@ -76,7 +76,10 @@ CLOCK_AND_MEMO = (
 HONEST = POLY_HEAD + "for (int i = 0; i < n; ++i) { " + POLY_BODY + " } }"
 # The evaluator's limit on each call (what makes the worker announce its calls to the executor).
 LIMIT = CallLimit(seconds=30.0, floor_s=20.0, factor=10.0, basis="reference", basis_ms=1000.0)
-OPTIONS = FAST.model_copy(update={"min_trials": 5, "max_trials": 9})
+# No warm-up time (one warm-up call): the warm-up goes on until ``warmup_ms`` has passed on the worker's
+# clock, which these candidates slow to 20 us a call, so each of their jobs spun the warm-up to its cap
+# (ten times max_trials: 90 calls of ~60-90 ms, 5-8 s a job). The check under test reads the timed calls.
+OPTIONS = FAST.model_copy(update={"min_trials": 5, "max_trials": 9, "warmup_ms": 0.0})
 
 
 def test_a_candidate_that_slows_its_clock_is_refused_by_the_executor_clock(tmp_path: Path) -> None:

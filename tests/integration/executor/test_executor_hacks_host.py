@@ -111,17 +111,19 @@ SORT_TASK = one_input_task(
 
 # Knows which timed calls are checked whole: the last on each of its slots (their addresses do not
 # change), when the trials run to a count it knows. On the timing-size inputs it computes the first
-# call on each address and the 50th in full, and every call between with a tenth of the steps of a
-# cheaper loop: wrong values, a tenth of the time or less, above the physical floor. Only a check of
-# one of those calls can see them.
-SKIM_TRIALS = 150  # 3 slots (3 timing sets, 2 rotated copies: one round), 50 calls each
+# call on each address and the last (the SKIM_VISITS-th) in full, and every call between with a tenth
+# of the steps of a cheaper loop: wrong values, a tenth of the time or less, above the physical floor.
+# Only a check of one of those calls can see them. Ten visits a slot (eight skimmed: the median is a
+# skimmed call's) show it as well as fifty did, at a fifth of the trials (each a cache flush and a call).
+SKIM_VISITS = 10
+SKIM_TRIALS = 3 * SKIM_VISITS  # 3 slots (3 timing sets, 2 rotated copies: one round), SKIM_VISITS calls each
 SKIM = (
     "static const float* seen[64]; static int visits[64]; static int nseen = 0;\n"
     + POLY_HEAD
     + "bool skim = false;\n"
     "if (n == 131072) { int k = 0; while (k < nseen && seen[k] != x) ++k;\n"
     "  if (k == nseen && nseen < 64) { seen[nseen] = x; visits[nseen++] = 0; }\n"
-    "  int c = k < 64 ? ++visits[k] : 1; skim = c > 1 && c < 50; }\n"
+    f"  int c = k < 64 ? ++visits[k] : 1; skim = c > 1 && c < {SKIM_VISITS}; }}\n"
     "if (skim) { for (int i = 0; i < n; ++i) { float v = x[i]; for (int k = 0; k < 30; ++k) v *= 0.9f; y[i] = v; } return; }\n"
     "for (int i = 0; i < n; ++i) { " + POLY_BODY + " } }"
 )
@@ -254,8 +256,8 @@ def test_calls_skimmed_between_the_checked_ones_are_caught_by_a_spot_check(
         }
     )
     outcome = run_on_timing_sets(tasks["poly"], products["poly_skim"], tmp_path, options)
-    # Without spot checks it passed with 48 of every 50 calls skimmed, at about a tenth of the honest
-    # median. Every timed call's outputs are now sampled, so the first skimmed call fails.
+    # Without spot checks it passed with all but two of each slot's calls skimmed, at about a tenth of
+    # the honest median. Every timed call's outputs are now sampled, so the first skimmed call fails.
     assert not outcome.passed and outcome.stage == "timing", outcome.message
     assert outcome.error is ErrorKind.WRONG_OUTPUT, outcome.message
     assert "spot check" in outcome.message and "timed call" in outcome.message, outcome.message

@@ -131,6 +131,7 @@ def test_host_copies_overlap_the_gpu_but_never_a_function_run(
         with host_copies():
             assert time.monotonic() - t0 < 1.0
     finally:
+        uploads.kill()  # what is left of its hold is not waited out
         uploads.wait()
     # Each waits for the other's holder to let go: the holder's last act comes before the hold.
     for holder, mode, resource, then in (
@@ -161,6 +162,7 @@ def test_kernel_uploads_overlap_untimed_work_but_never_trials(
         with gpu_shared(), kernel_uploads():
             assert time.monotonic() - t0 < 1.0 and not (tmp_path / "uploads").exists()
     finally:
+        uploads.kill()  # what is left of its hold is not waited out
         uploads.wait()
     for trials in (kernel_run, function_run):
         marker = tmp_path / trials.__name__
