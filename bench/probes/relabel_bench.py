@@ -57,7 +57,7 @@ from bench.split import REPO_ROOT
 from graphdb.export import read_export
 from graphdb.models import Technique, utc_now
 from regraph_data import SEED_GRAPH_PATH
-from search.embeddings import shared_embedder
+from search.embeddings import Embedder, shared_embedder
 from search.protocols import INITIAL_TECHNIQUE
 from search.relabel.packaged_vectors import read_packaged_vectors
 from search.relabel.relabeler import (
@@ -147,6 +147,15 @@ class Item:
     def step(self) -> StepInput:
         """The step the relabeler sees."""
         return StepInput(self.name, self.detail, self.think, self.code_before, self.code_after)
+
+
+def cached_vectors(embedder: Embedder, cache: Path | None) -> TextVectors:
+    """Text vectors of ``embedder``, with those an earlier run saved to ``cache`` (an .npz) loaded when
+    it exists (the probes' ``--vector-cache``)."""
+    vectors = TextVectors(embedder)
+    if cache is not None and cache.exists():
+        vectors.load(cache)
+    return vectors
 
 
 def load_items(taxonomy: Taxonomy, path: Path = DATA) -> list[Item]:
@@ -762,9 +771,7 @@ def main(argv: list[str] | None = None) -> int:
     taxonomy = default_taxonomy()
     items = load_items(taxonomy)
     embedder = shared_embedder()
-    vectors = TextVectors(embedder)
-    if args.vector_cache is not None and args.vector_cache.exists():
-        vectors.load(args.vector_cache)
+    vectors = cached_vectors(embedder, args.vector_cache)
     if args.calibrate:
         model = fit(items, vectors, taxonomy, bare_gate=args.bare_gate)
         args.model.write_text(json.dumps(model.to_json(), indent=1) + "\n")

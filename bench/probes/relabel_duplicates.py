@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench.probes.relabel_bench import NEW, Item, duplicates_report
+from bench.probes.relabel_bench import NEW, Item, cached_vectors, duplicates_report
 from bench.probes.relabel_gate_audit import load_dev_set
 from bench.probes.relabel_loso import DEV_SETS
 from graphdb.models import Technique, utc_now
@@ -52,7 +52,7 @@ from search.relabel.relabeler import (
     pair_scores,
     technique_candidates,
 )
-from search.relabel.scoring import TextVectors, load_model
+from search.relabel.scoring import load_model
 from search.relabel.taxonomy import default_taxonomy
 
 SHOWN_HIGH = 0.9
@@ -240,9 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     embedder = shared_embedder()
-    vectors = TextVectors(embedder)
-    if args.vector_cache is not None and args.vector_cache.exists():
-        vectors.load(args.vector_cache)
+    vectors = cached_vectors(embedder, args.vector_cache)
     model = load_model()
     bare = RelabelPolicy(embedder, taxonomy=None, model=model, vectors=vectors)
     sets = {name: load_dev_set(name) for name in DEV_SETS}

@@ -60,7 +60,7 @@ from typing import Any
 import numpy as np
 
 from bench.probes import relabel_loso as loso
-from bench.probes.relabel_bench import fit, load_items, scenarios
+from bench.probes.relabel_bench import cached_vectors, fit, load_items, scenarios
 from bench.probes.relabel_gate_audit import load_dev_set
 from bench.probes.relabel_loso import DEV_SETS, GRAPHS, HeldOutTally, Record
 from graphdb import models as graphdb_models
@@ -636,10 +636,7 @@ def main(argv: list[str] | None = None) -> int:
             label = name + (" (centred)" if args.center and name != "minilm" else "")
             graphdb_models.EMBEDDING_DIMENSIONS = len(embedder.embed_one("x"))
             tag = hashlib.sha256(label.encode()).hexdigest()[:8]
-            vectors = TextVectors(embedder)
-            vc = args.cache / f"vc_{tag}.npz"
-            if vc.exists():
-                vectors.load(vc)
+            vectors = cached_vectors(embedder, args.cache / f"vc_{tag}.npz")
             model = ScoringModel.from_json(json.loads((args.cache / f"model_{tag}.json").read_text()))
             by_scale: dict[float, list[Record]] = {}
             for k in scales:
@@ -718,11 +715,9 @@ def main(argv: list[str] | None = None) -> int:
         # a technique the relabeler creates carries its vector, which the graph model checks to be 384-d:
         # the side-by-side vectors are 768-d (a probe-only setting, put back for each model)
         graphdb_models.EMBEDDING_DIMENSIONS = len(embedder.embed_one("x"))
-        vectors = TextVectors(embedder)
         tag = hashlib.sha256(label.encode()).hexdigest()[:8]
         vc = args.cache / f"vc_{tag}.npz" if args.cache else None
-        if vc is not None and vc.exists():
-            vectors.load(vc)
+        vectors = cached_vectors(embedder, vc)
         notes.append(f"- {label}: {scale(vectors)}")
         notes.append(f"  - alone: {intrinsic(vectors)}")
         print(notes[-1], flush=True)

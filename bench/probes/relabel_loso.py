@@ -43,6 +43,7 @@ from bench.probes.relabel_bench import (
     NEW,
     Item,
     Scenario,
+    cached_vectors,
     judge_outcome,
     load_items,
     scenarios,
@@ -1058,9 +1059,7 @@ def main(argv: list[str] | None = None) -> int:
             import torch
 
             torch.set_num_threads(args.torch_threads)
-        vectors = TextVectors(shared_embedder())
-        if args.vector_cache is not None and args.vector_cache.exists():
-            vectors.load(args.vector_cache)
+        vectors = cached_vectors(shared_embedder(), args.vector_cache)
         records = collect(vectors)
         if args.vector_cache is not None:
             vectors.save(args.vector_cache)
@@ -1072,21 +1071,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown changes: {sorted(unknown)}")
     changes = [c for c in CHANGES if not wanted or c.name in wanted]
     text = per_set(records) + "\n\n" + report(records, changes)
-    if args.implemented:
-        vectors = TextVectors(shared_embedder())
-        if args.vector_cache is not None and args.vector_cache.exists():
-            vectors.load(args.vector_cache)
-        text += "\n\n" + implemented_report(records, vectors)
-    if args.knn:
-        vectors = TextVectors(shared_embedder())
-        if args.vector_cache is not None and args.vector_cache.exists():
-            vectors.load(args.vector_cache)
-        text += "\n\n" + knn_report(records, vectors)
-    if args.refit:
-        vectors = TextVectors(shared_embedder())
-        if args.vector_cache is not None and args.vector_cache.exists():
-            vectors.load(args.vector_cache)
-        text += "\n\n" + refit_report(records, vectors, args.model_out)
+    if args.implemented or args.knn or args.refit:
+        # one set of vectors for every report (each built its own from the cache before)
+        vectors = cached_vectors(shared_embedder(), args.vector_cache)
+        if args.implemented:
+            text += "\n\n" + implemented_report(records, vectors)
+        if args.knn:
+            text += "\n\n" + knn_report(records, vectors)
+        if args.refit:
+            text += "\n\n" + refit_report(records, vectors, args.model_out)
     print(text)
     if args.out is not None:
         args.out.write_text(text + "\n")
