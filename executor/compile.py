@@ -221,9 +221,16 @@ class RemoteBuilds(Protocol):
     """Somewhere else that builds (the fleet's compile workers on CPU nodes, `executor.fleet.compilers`)."""
 
     def build(
-        self, compiler: Compiler, key: str, source: str, kind: Literal["shared_library", "cubin"]
+        self,
+        compiler: Compiler,
+        key: str,
+        source: str,
+        kind: Literal["shared_library", "cubin"],
+        stop: StopSignal | None = None,
     ) -> CompileResult | None:
-        """Build ``source`` and store it in ``compiler``'s cache under ``key``; None to build locally."""
+        """Build ``source`` and store it in ``compiler``'s cache under ``key``; None to build locally.
+        Once ``stop`` is set, the build is stopped where it runs and :class:`EvaluationCancelled`
+        raised, as a local build would."""
         ...
 
 
@@ -420,7 +427,7 @@ class Compiler:
         cached = self.cached(key, kind)
         if cached is not None:
             return cached.model_copy(update={"cache_hit": True, "seconds": time.perf_counter() - start})
-        elsewhere = self.build_elsewhere(key, source, kind)
+        elsewhere = self.build_elsewhere(key, source, kind, stop)
         if elsewhere is not None:
             return elsewhere.model_copy(update={"seconds": time.perf_counter() - start})
         with tempfile.TemporaryDirectory(dir=self.cache_dir, prefix=f".build-{key[:8]}-") as tmp:
@@ -445,10 +452,15 @@ class Compiler:
         return result
 
     def build_elsewhere(
-        self, key: str, source: str, kind: Literal["shared_library", "cubin"]
+        self,
+        key: str,
+        source: str,
+        kind: Literal["shared_library", "cubin"],
+        stop: StopSignal | None = None,
     ) -> CompileResult | None:
-        """A build done by ``remote`` and stored here (see :meth:`store`), or None to build here."""
-        return None if self.remote is None else self.remote.build(self, key, source, kind)
+        """A build done by ``remote`` and stored here (see :meth:`store`), or None to build here;
+        ``stop``: as in :meth:`compile`."""
+        return None if self.remote is None else self.remote.build(self, key, source, kind, stop)
 
     def _build(
         self,

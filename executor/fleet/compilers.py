@@ -14,6 +14,11 @@ what the replica runs is byte for byte what its own compiler would have built:
   replica builds locally;
 * a compile worker that dies (its node lost) is dropped from the pool and the build goes to the next
   one, or is done locally; a compile error or timeout is a result like any other;
+* a build whose evaluation is given up (its caller went away, its request limit passed, the replica
+  stops) is stopped on the compile worker too: the replica sends the worker a stop for that build
+  (on the worker's control lane, which a running build does not hold), the worker's jail kills
+  nvcc's process group, and the replica raises what a local build stopped raises; a build the
+  replica stops waiting for (its timeout) is stopped the same way before the replica builds locally;
 * the router checks its compile workers every ``fleet_compilers_check_s`` and starts what is missing:
   on a CPU node that joined the cluster (or came back), or in place of workers that died where Ray can
   place them again; the replicas are handed the new workers (`CompilePool.add`).
@@ -30,19 +35,29 @@ import itertools
 import logging
 import socket
 import threading
+import time
+import uuid
 from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
 from executor.compile import Compiler
-from executor.errors import ExecutorError
+from executor.errors import EvaluationCancelled, ExecutorError
+from executor.jail import STOP_POLL_S, STOPPED, StopSignal
 from executor.settings import ExecutorSettings
 from executor.verdict import CompileResult
 
 logger = logging.getLogger(__name__)
 
 ProductKind = Literal["shared_library", "cubin"]
+
+# A compile worker's lane for stops: its builds run one at a time on the default lane, so a stop sent
+# while one runs is taken at once on this one (`CompileWorker.stop`).
+CONTROL_GROUP = "control"
+# The most stops of builds not started yet that a compile worker remembers (a stop can come before the
+# build it stops, which waits in the worker's queue behind others): the oldest are forgotten first.
+EARLY_STOPS_KEPT = 4096
 
 
 def _node_name() -> str:
@@ -64,6 +79,9 @@ class CompileWorker:
         self.node = _node_name()
         self._compilers: dict[str, Compiler] = {}
         self._lock = threading.Lock()
+        # The stop of each build by its ticket: running builds' events, and stops that came first.
+        self._stops: dict[str, threading.Event] = {}
+        self._early_stops: OrderedDict[str, None] = OrderedDict()
 
     def _compiler(self, arch: str) -> Compiler:
         with self._lock:
@@ -81,17 +99,46 @@ class CompileWorker:
         return {"node": self.node, "node_id": str(ray.get_runtime_context().get_node_id())}
 
     def compile(
-        self, key: str, source: str, kind: ProductKind, arch: str
+        self, key: str, source: str, kind: ProductKind, arch: str, ticket: str | None = None
     ) -> tuple[str | None, bytes | None, str]:
         """Build ``source``: (the ``CompileResult`` as JSON, the product's bytes, this node); the result
-        is None when this node's compiler would build it under another key (another toolchain)."""
+        is None when this node's compiler would build it under another key (another toolchain), or
+        when `stop` was called with its ``ticket`` (before it started or while it ran: its nvcc is
+        killed and nothing of it kept)."""
         compiler = self._compiler(arch)
         if compiler.build_key(source, kind) != key:
             logger.warning("compile worker on %s: another toolchain than the replica's; declined", self.node)
             return None, None, self.node
-        result = compiler.compile_source(source, kind)
+        stop = threading.Event()
+        if ticket is not None:
+            with self._lock:
+                if ticket in self._early_stops:  # stopped while it waited in this worker's queue
+                    del self._early_stops[ticket]
+                    return None, None, self.node
+                self._stops[ticket] = stop
+        try:
+            result = compiler.compile_source(source, kind, stop)
+        except EvaluationCancelled:
+            return None, None, self.node
+        finally:
+            if ticket is not None:
+                with self._lock:
+                    self._stops.pop(ticket, None)
         product = Path(result.product).read_bytes() if result.ok and result.product else None
         return result.model_dump_json(), product, self.node
+
+    def stop(self, ticket: str) -> bool:
+        """Stop the build sent with ``ticket`` (called on the worker's control lane, beside the build):
+        True when it was running, False when it is remembered for when it starts (or has ended)."""
+        with self._lock:
+            running = self._stops.get(ticket)
+            if running is not None:
+                running.set()
+                return True
+            self._early_stops[ticket] = None
+            while len(self._early_stops) > EARLY_STOPS_KEPT:
+                self._early_stops.popitem(last=False)
+            return False
 
 
 class CompilePool:
@@ -143,9 +190,17 @@ class CompilePool:
                 self._handles.pop(index, None)
                 self._in_flight.pop(index, None)
 
-    def build(self, compiler: Compiler, key: str, source: str, kind: ProductKind) -> CompileResult | None:
+    def build(
+        self,
+        compiler: Compiler,
+        key: str,
+        source: str,
+        kind: ProductKind,
+        stop: StopSignal | None = None,
+    ) -> CompileResult | None:
         """Have a compile worker build ``source`` and store it in ``compiler``'s cache; None when no
-        worker could (then the replica builds it itself)."""
+        worker could (then the replica builds it itself). Once ``stop`` is set, the worker's build is
+        stopped and :class:`EvaluationCancelled` raised."""
         import ray
 
         tried: set[int] = set()
@@ -154,9 +209,7 @@ class CompilePool:
             tried.add(index)
             lost = False
             try:
-                answer, product, node = ray.get(
-                    handle.compile.remote(key, source, kind, compiler.arch), timeout=self._timeout_s
-                )
+                answer, product, node = self._wait(handle, key, source, kind, compiler.arch, stop)
             except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError) as e:
                 lost = True
                 logger.warning("a compile worker was lost (%s); trying another", type(e).__name__)
@@ -179,6 +232,31 @@ class CompilePool:
             return stored
         return None
 
+    def _wait(
+        self, handle: Any, key: str, source: str, kind: ProductKind, arch: str, stop: StopSignal | None
+    ) -> tuple[str | None, bytes | None, str]:
+        """``handle``'s answer to the build, looking at ``stop`` every `STOP_POLL_S` meanwhile; the
+        worker is told to stop the build when ``stop`` is set (then :class:`EvaluationCancelled`) or
+        when its answer does not come in this pool's time (then `TimeoutError`)."""
+        import ray
+
+        ticket = uuid.uuid4().hex
+        answer = handle.compile.remote(key, source, kind, arch, ticket)
+        deadline = time.monotonic() + self._timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            ready, _ = ray.wait([answer], timeout=max(0.0, min(left, STOP_POLL_S)))
+            if ready:
+                built: tuple[str | None, bytes | None, str] = ray.get(answer)
+                return built
+            stopped = stop is not None and stop.is_set()
+            if stopped or left <= 0:
+                # Fire and forget: a worker that is gone needs no stop.
+                handle.stop.options(concurrency_group=CONTROL_GROUP).remote(ticket)
+                if stopped:
+                    raise EvaluationCancelled(STOPPED)
+                raise TimeoutError(f"no answer from a compile worker in {self._timeout_s:.0f} s")
+
 
 def start_compile_workers(
     settings: ExecutorSettings,
@@ -196,7 +274,7 @@ def start_compile_workers(
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     have = have or {}
-    actor = ray.remote(CompileWorker)
+    actor = ray.remote(concurrency_groups={CONTROL_GROUP: 1})(CompileWorker)
     body = settings.model_dump_json()
     handles: list[Any] = []
     names = names if names is not None else itertools.count()

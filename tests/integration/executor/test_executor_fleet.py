@@ -11,6 +11,8 @@ then the CPU-only node, then add a new CPU-only node.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -21,12 +23,15 @@ import pytest
 
 from executor.app import create_app
 from executor.client import ExecutorClient
+from executor.compile import DEFAULT_ARCH, Compiler
+from executor.fleet.compilers import CONTROL_GROUP
 from executor.fleet.router import Fleet
+from executor.protocol import CandidateSource, EvaluateRequest, EvaluationOptions
 from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
 from executor.verdict import ErrorKind, Verdict
 from tests.support.raycluster import FAKE_GPU, RayCluster, shared_ray_cluster
-from tests.support.servers import serve_in_thread
+from tests.support.servers import post_evaluation_and_hold, serve_in_thread
 
 TASKS_DIR = Path(__file__).parents[2] / "unit" / "executor" / "fixtures" / "tasks"
 ADVERSARIAL = Path(__file__).parents[2] / "gpu" / "adversarial"
@@ -74,10 +79,16 @@ def fleet(cluster: RayCluster, settings: ExecutorSettings) -> Iterator[Fleet]:
 
 
 @pytest.fixture(scope="module")
-def client(fleet: Fleet, settings: ExecutorSettings) -> Iterator[ExecutorClient]:
+def fleet_url(fleet: Fleet, settings: ExecutorSettings) -> Iterator[str]:
     from executor.fleet.app import create_fleet_app
 
-    with serve_in_thread(create_fleet_app(settings, fleet)) as url, ExecutorClient(url, timeout_s=300) as c:
+    with serve_in_thread(create_fleet_app(settings, fleet)) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def client(fleet_url: str) -> Iterator[ExecutorClient]:
+    with ExecutorClient(fleet_url, timeout_s=300) as c:
         yield c
 
 
@@ -204,6 +215,76 @@ def test_compiles_run_on_the_cpu_only_node(
     again = client.evaluate_batch(items[:1])
     assert again[0].compile is not None and again[0].compile.cache_hit
     assert again[0].fleet is not None and again[0].fleet.compiled_on is None
+
+
+# A saxpy whose compile takes nvcc ten seconds or more (thrust's sort).
+SLOW_COMPILE = (
+    "#include <thrust/sort.h>\n#include <thrust/execution_policy.h>\n"
+    'extern "C" void saxpy(int n, float a, const float* x, float* y) {\n'
+    "  thrust::sort(thrust::device, y, y + n);\n}\n"
+)
+STOPPED_WITHIN_S = 5.0
+
+
+def _building(marker: str) -> list[str]:
+    """The processes of this machine building in a directory whose name holds ``marker`` (the compile
+    workers run in Ray's processes, not below this one): by their working directory (nvcc run as a
+    user of its own or unjailed) or their command line (the namespace jail's spec names it)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            line = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            where = ""
+            with contextlib.suppress(OSError):
+                where = os.readlink(proc / "cwd")
+            if marker in line or marker in where:
+                found.append(line[:200])
+    return found
+
+
+def test_a_build_given_up_is_stopped_on_its_compile_worker(
+    fleet: Fleet,
+    fleet_url: str,
+    settings: ExecutorSettings,
+    saxpy: FunctionTask | KernelTask,
+    tmp_path: Path,
+) -> None:
+    """A caller that goes away while its candidate is built on a compile worker: the worker's nvcc is
+    killed within seconds (it would hold the worker, which builds one at a time, to the compile limit
+    for nobody), and nothing of the build is kept. A stop that reaches the worker before the build it
+    stops starts nothing."""
+    source = SLOW_COMPILE + f"// {tmp_path.name}\n"  # never built before
+    item = EvaluateRequest(
+        task=saxpy, candidate=CandidateSource(source=source), options=EvaluationOptions(correctness_sets=1)
+    ).model_dump(mode="json")
+    # Only this test builds now, and every build of this module's fleet is in its cache directory.
+    compiler = Compiler.from_settings(settings, DEFAULT_ARCH)  # the replicas' (no GPU here) and the worker's
+    marker = str(compiler.cache_dir / ".build-")
+    caller = post_evaluation_and_hold(fleet_url, "/v1/evaluate", item, 120)
+    started = time.monotonic()
+    while not _building(marker):
+        assert time.monotonic() < started + 120, "the build never started"
+        time.sleep(0.1)
+    caller.close()  # the caller goes away
+    stopped = time.monotonic()
+    while running := _building(marker):
+        assert time.monotonic() < stopped + STOPPED_WITHIN_S, ("a build given up still runs", running)
+        time.sleep(0.1)
+    assert compiler.cached(compiler.build_key(source, "shared_library"), "shared_library") is None
+    # A stop that comes first: the build sent after it with the same ticket answers at once, unbuilt.
+    import ray
+
+    worker = fleet.compilers[0]
+    early = SLOW_COMPILE + f"// {tmp_path.name} early\n"
+    early_key = compiler.build_key(early, "shared_library")
+    assert ray.get(worker.stop.options(concurrency_group=CONTROL_GROUP).remote("early"), timeout=60) is False
+    answer = ray.get(
+        worker.compile.remote(early_key, early, "shared_library", DEFAULT_ARCH, "early"), timeout=60
+    )
+    assert answer[:2] == (None, None), answer
+    assert compiler.cached(early_key, "shared_library") is None
 
 
 def test_each_task_stays_on_its_replica_and_a_burst_spreads(
