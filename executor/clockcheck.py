@@ -8,7 +8,7 @@ each timed call's start and end on its done channel (:class:`executor.worker.run
 the kernel stamps each line with its own clock as the worker writes it (a Unix seqpacket socket with
 SO_TIMESTAMPNS: :class:`executor.sandbox.WorkerProcess`); the window of a call is the time between the
 two writes (the difference of the kernel's two stamps). A passed outcome whose median timed call is far below the shortest of those windows, or
-whose first call on every timing set is far below that call's own window, is refused, unless the
+whose first call on any timing set is far below that call's own window, is refused, unless the
 worker's last clock-confirming call after the trials (a first visit on a set no memo has seen, its
 outputs checked) took within the bound by the executor's clock: see :func:`clock_check`.
 
@@ -68,10 +68,13 @@ def timed_refusal(
     pairs = [(w, t) for w, t in zip(windows_s, first_visits_ms or [], strict=False) if w is not None]
     slack: float | None = None
     why = ""
-    if pairs and all(w * 1e3 > CLOCK_FACTOR * t + FIRST_VISIT_SLACK_MS for w, t in pairs):
+    if pairs and any(w * 1e3 > CLOCK_FACTOR * t + FIRST_VISIT_SLACK_MS for w, t in pairs):
         # Review 22c: a changed clock and a memo of every answer. The repeats really are fast (short
         # windows), and the changed clock makes the first visits look fast too (no repeat-visit gain);
-        # only those first visits' own windows show the time they took.
+        # only those first visits' own windows show the time they took. Any one, not all (until session
+        # 35): the repeat-visit rule takes the fastest first visit, so a memo that timed one set's first
+        # visit on the true clock and changed it for the other's passed both rules (1,079x, the host
+        # runtime); an honest one held up is what the clock-confirming call is for.
         slack = FIRST_VISIT_SLACK_MS
         why = (
             "the first timed call on each timing set took "

@@ -65,21 +65,40 @@ def test_an_honest_candidate_whose_first_visits_were_held_up_passes_after_confir
     assert confirmed_ms <= CLOCK_FACTOR * timing.median_ms + FIRST_VISIT_SLACK_MS, outcome.seconds
 
 
+# Review 22c's candidate with the first visit on the trials' first slot (the third new timing-size
+# address it sees, after the correctness call's and the warm-up's) timed on the true clock: the
+# repeat-visit rule compares the fastest first visit with the median, so until session 35, when every
+# first visit had to disagree with its window, this passed both rules (median 0.075 ms against the
+# honest code's 85.7 ms).
+_HIDE = "if (n > 100000) { hidden_ns += now_ns() - began - 20000; "
+ONE_FIRST_VISIT_TRUE = CLOCK_AND_MEMO.replace(
+    _HIDE, _HIDE.replace("{ hidden_ns", "{ if (owned != 2) hidden_ns")
+)
+
+
 @pytest.mark.skipif(platform.machine() != "x86_64", reason="the candidate is x86-64 machine code")
 def test_a_changed_clock_with_a_memo_is_refused_by_its_confirming_call(tmp_path: Path) -> None:
     """Review 22c's candidate (a changed clock and a memo of every answer), its first visits held up
     too: on its own clock the worker sees them refused and confirms; the confirming call on a fresh set
-    takes its ~58 ms of work by the executor's clock, while the worker's clock reads 0.02 ms."""
+    takes its ~58 ms of work by the executor's clock, while the worker's clock reads 0.02 ms. And the
+    same memo with one first visit on the true clock, not held up: refused (on the worker's clock
+    nothing is refused, so it makes no confirming call)."""
+    assert ONE_FIRST_VISIT_TRUE != CLOCK_AND_MEMO
     task = write_task(tmp_path, POLY_TASK, HONEST)
-    product = build_host_candidates(tmp_path, {"clock_and_memo": CLOCK_AND_MEMO})["clock_and_memo"]
-    run = CandidateRun(
-        candidate_product=product,
+    built = build_host_candidates(tmp_path, {"memo": CLOCK_AND_MEMO, "one_true": ONE_FIRST_VISIT_TRUE})
+    held = CandidateRun(
+        candidate_product=built["memo"],
         candidate_symbol=task.entry,
         call_limit=LIMIT,
         first_visit_delay_ms=DELAY_MS,
     )
-    outcome = run_job(timing_set_job(task, tmp_path / "job", ATTACK_OPTIONS), run, timeout_s=120)
+    outcome = run_job(timing_set_job(task, tmp_path / "memo", ATTACK_OPTIONS), held, timeout_s=120)
     assert not outcome.passed and outcome.error is ErrorKind.IMPLAUSIBLE, outcome.message
     assert "first timed call on each timing set" in outcome.message, outcome.message
     assert "clock-confirming call(s) on a fresh set" in outcome.message, (outcome.message, outcome.seconds)
     assert outcome.seconds["clock_confirm_calls"] >= 1, outcome.seconds
+    run = CandidateRun(candidate_product=built["one_true"], candidate_symbol=task.entry, call_limit=LIMIT)
+    outcome = run_job(timing_set_job(task, tmp_path / "one_true", ATTACK_OPTIONS), run, timeout_s=120)
+    timing = outcome.candidate_timing
+    assert not outcome.passed and outcome.error is ErrorKind.IMPLAUSIBLE, (outcome.message, timing)
+    assert "first timed call on each timing set" in outcome.message, outcome.message
