@@ -67,6 +67,7 @@ from executor.jail import (
 )
 from executor.verdict import ErrorKind
 from executor.worker.messages import (
+    CLOCK_CONFIRM_CALL,
     DONE_FD_ENV,
     GPU_RELEASED,
     PREPARED,
@@ -792,11 +793,13 @@ class WorkerProcess:
         # realtime clock set back in between; by the read times on a pipe), and the ends announced with
         # no call started (executor.clockcheck). ``read_windows``: the same calls by when this process
         # read the lines (what was compared before session 33; kept for
-        # bench/probes/clock_slack_load.py, never compared).
+        # bench/probes/clock_slack_load.py, never compared). ``confirm_windows``: those of the
+        # clock-confirming calls the worker made after the trials, the same way.
         self.timed_windows: list[float | None] = []
         self.read_windows: list[float] = []
+        self.confirm_windows: list[float | None] = []
         self.unmatched_ends = 0
-        self._timed_since: tuple[int | None, float] | None = None
+        self._timed_since: tuple[int | None, float, bool] | None = None
         # When the worker said that its candidate's GPU work is over (GPU_RELEASED), since its hand-over.
         self.released_at: float | None = None
         # Why the worker was killed after it released its GPU turn (its own fault), or None.
@@ -1223,17 +1226,22 @@ class WorkerProcess:
         """Keep the clocks around a timed call: the kernel's stamps of the worker's writes of its
         start's and its end's line (``sent``, ns) and when this process read them (``read``)."""
         if beat.started:
-            self._timed_since = (sent, read) if beat.what.startswith(TIMED_CALL) else None
+            confirming = beat.what.startswith(CLOCK_CONFIRM_CALL)
+            timed = confirming or beat.what.startswith(TIMED_CALL)
+            self._timed_since = (sent, read, confirming) if timed else None
         elif self.open_call is None:
             self.unmatched_ends += 1
         elif self._timed_since is not None:
-            began, began_read = self._timed_since
+            began, began_read, confirming = self._timed_since
             window: float | None = read - began_read
             if self._stamped:  # the stamps' difference, on the kernel's clock, nothing converted
                 ns = sent - began if sent is not None and began is not None else 0
                 window = ns / 1e9 if ns > 0 else None
-            self.timed_windows.append(window)
-            self.read_windows.append(read - began_read)
+            if confirming:
+                self.confirm_windows.append(window)
+            else:
+                self.timed_windows.append(window)
+                self.read_windows.append(read - began_read)
             self._timed_since = None
 
     def _close_done(self) -> None:
@@ -1265,6 +1273,7 @@ class WorkerProcess:
         """Note that the worker is about to load a candidate: its output from now on is the
         candidate's to choose (a host file it read, say) and is left out of :meth:`reported_tail`."""
         self.timed_windows, self.read_windows, self.unmatched_ends, self._timed_since = [], [], 0, None
+        self.confirm_windows = []
         self.released_at = None
         try:
             self.trusted_output = self.stderr_path.stat().st_size
@@ -1668,7 +1677,9 @@ def finish_candidate(
     if proc.result_path.exists():
         outcome = WorkerOutcome.model_validate_json(proc.result_path.read_text())
         announced = run.call_limit is not None  # the worker announces its calls (executor.worker.runtime)
-        outcome = clock_check(outcome, proc.timed_windows, proc.unmatched_ends, announced)
+        outcome = clock_check(
+            outcome, proc.timed_windows, proc.unmatched_ends, announced, proc.confirm_windows
+        )
         return outcome.model_copy(update={"seconds": {**outcome.seconds, "run": elapsed}})
     kind, message = _death_message(proc, stage_text)
     seconds = {stage: elapsed, "run": elapsed}

@@ -31,6 +31,7 @@ import numpy as np
 from executor import floor, timingset
 from executor.abi import bind_entry, call_entry
 from executor.checking import compare_output
+from executor.clockcheck import CLOCK_CONFIRM_CALLS, timed_refusal
 from executor.devcompare import DeviceComparer
 from executor.errors import ExecutorError
 from executor.gpulock import (
@@ -66,6 +67,7 @@ from executor.worker.host import (
     vm_locked_bytes,
 )
 from executor.worker.messages import (
+    CLOCK_CONFIRM_CALL,
     PREPARED,
     CandidateRun,
     WorkerJob,
@@ -752,6 +754,8 @@ class Worker:
                 # Nothing a candidate left on the device (a persisting-L2 window) times this one.
                 self.gpu.reset_timing_state()
             candidate.reset_timing_state()  # the candidate's own process's device, if any
+            if isinstance(candidate, FunctionRuntime):
+                candidate.first_visit_delay_s = run.first_visit_delay_ms / 1e3
             if (
                 isinstance(candidate, GpuKernelRuntime)
                 and self.comparer is not None
@@ -769,6 +773,7 @@ class Worker:
                 self.seconds["launch_gate_off"] = 1.0
             # Still under the trials' locks: one more first visit when the repeat-visit rule would refuse.
             confirmation = self.confirm_first_visit(candidate, stats, last.get("samples_ms"), len(sources))
+            clock_confirmation = self.confirm_clock(candidate, stats, last, len(sources))
             self.recheck_page_locks()
             if release is not None:
                 self.release_gpu(candidate, release)
@@ -788,6 +793,8 @@ class Worker:
             confirmed_ms = None
             if confirmation is not None:
                 confirmed_ms = self.check_confirmation(candidate, *confirmation)
+            if clock_confirmation is not None:
+                self.check_confirmation(candidate, *clock_confirmation, seconds="clock_confirm")
             self.check_floor(candidate, stats)
             self.check_repeats(candidate, stats, last.get("samples_ms"), len(sources), confirmed_ms)
         except CandidateFailed as e:
@@ -1023,13 +1030,60 @@ class Worker:
         self.seconds["repeat_confirm_call"] = ms / 1e3
         return ms, fresh, work
 
-    def check_confirmation(self, candidate: Runtime, ms: float, fresh: InputSet, work: InputSet) -> float:
-        """The confirming call's ``in`` arrays (unchanged, bit for bit) and outputs against the
+    def confirm_clock(
+        self, candidate: Runtime, stats: TimingStats, last: dict[str, Any], sets: int
+    ) -> tuple[float, InputSet, InputSet, str] | None:
+        """Where the executor's clock check would refuse a function candidate's timed calls
+        (:func:`executor.clockcheck.timed_refusal`, judged here on this process's clock around each
+        call's announcement, whose window holds the executor's): up to
+        :data:`~executor.clockcheck.CLOCK_CONFIRM_CALLS` clock-confirming calls, right after the trials
+        and under their locks, each a first visit on a set drawn now at the timing size from the
+        operating system's entropy (:meth:`FunctionRuntime.first_visit`), stopping at the first whose
+        window here is within the bound. The last one's milliseconds, set, what it left and its name,
+        for :meth:`check_confirmation` (the executor judges that one's window on its own clock); None
+        where none is made. Why: on a loaded host the worker is kept off its core between its writes,
+        and the first visits' windows grow past the rule's slack (an honest 3 ms saxpy's two were 24
+        and 32 ms under a load of 7 on 2 cores); a changed clock cannot shorten the executor's window of
+        a call whose values no memo has seen, and a candidate that makes its windows look short here
+        only skips the confirmation."""
+        windows = last.get("windows_s")
+        samples = last.get("samples_ms")
+        if not isinstance(candidate, FunctionRuntime) or not candidate.confirms or not windows or not samples:
+            return None
+        refusal = timed_refusal(windows, samples[:sets], stats.median_ms)
+        if refusal is None:
+            return None
+        bound_ms = refusal[1]
+        t0 = time.perf_counter()
+        made: tuple[float, InputSet, InputSet, str] | None = None
+        for k in range(CLOCK_CONFIRM_CALLS):
+            self.seconds["clock_confirm_calls"] = float(k + 1)
+            fresh = generate_inputs(self.task, "timing", secrets.randbits(63), self.reference_lib)
+            call = f"{CLOCK_CONFIRM_CALL}{k + 1} on a fresh set after the trials"
+            ms, work = candidate.first_visit(fresh, call, self.confirm_buffers)
+            made = ms, fresh, work, call
+            window = candidate.watch.window_s
+            if window is not None and window * 1e3 <= bound_ms:
+                break
+        self._add_seconds("clock_confirm", t0)
+        return made
+
+    def check_confirmation(
+        self,
+        candidate: Runtime,
+        ms: float,
+        fresh: InputSet,
+        work: InputSet,
+        call: str = "the confirming call on a fresh set after the trials",
+        seconds: str = "repeat_confirm",
+    ) -> float:
+        """A confirming call's ``in`` arrays (unchanged, bit for bit) and outputs against the
         reference's on its set (run here, now that the candidate has run on it): a confirming call that
         changed its input or answers wrong is ``wrong_output``; else its milliseconds, for
-        :meth:`check_repeats`."""
+        :meth:`check_repeats`. ``call``: its name (the repeat-visit rule's, or a clock-confirming
+        call's: :meth:`confirm_clock`), ``seconds``: where the time of the check is added."""
         assert isinstance(candidate, FunctionRuntime)
-        candidate.check_inputs(fresh, work, "the confirming call on a fresh set after the trials")
+        candidate.check_inputs(fresh, work, call)
         t0 = time.perf_counter()
         reference = fresh.copy()
         call_entry(self.reference_fn, self.task, reference.scalars, reference.arrays)
@@ -1038,11 +1092,9 @@ class Worker:
         try:
             self.check(fresh, {a.name: work.arrays[a.name] for a in self.task.outputs}, expected)
         except CandidateFailed as e:
-            raise CandidateFailed(
-                e.kind, f"the confirming call on a fresh set after the trials: {e}", e.mismatch
-            ) from e
+            raise CandidateFailed(e.kind, f"{call}: {e}", e.mismatch) from e
         finally:
-            self._add_seconds("repeat_confirm", t0)
+            self._add_seconds(seconds, t0)
         return ms
 
     def check_repeats(

@@ -14,6 +14,7 @@ import functools
 import mmap
 import os
 import secrets
+import select
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, nullcontext
@@ -423,6 +424,9 @@ class FunctionRuntime(Runtime):
 
     # Taken off every timed call: what calling costs beyond the call itself (a runner's round trip).
     call_overhead_ms = 0.0
+    # Tests only (CandidateRun.first_visit_delay_ms): seconds each timing set's first timed call waits
+    # inside its announced window, before its timed region.
+    first_visit_delay_s = 0.0
 
     def __init__(self, task: FunctionTask | KernelTask, product: str, symbol: str) -> None:
         self.task = task
@@ -520,9 +524,11 @@ class FunctionRuntime(Runtime):
             start = time.perf_counter()
             self.invoke(work)
             end = time.perf_counter()
-            left = InputSet(
-                work.seed, work.size, dict(work.scalars), {name: a.copy() for name, a in work.arrays.items()}
-            )
+        # Copied once the call's end is announced (one write later), so that the executor's window of
+        # a clock-confirming call holds the call as a timed call's does, not a copy of every array.
+        left = InputSet(
+            work.seed, work.size, dict(work.scalars), {name: a.copy() for name, a in work.arrays.items()}
+        )
         return max((end - start) * 1e3 - self.call_overhead_ms, 0.0), left
 
     def time(self, slots: Any, options: EvaluationOptions) -> tuple[TimingStats, dict[str, Any]]:
@@ -562,6 +568,10 @@ class FunctionRuntime(Runtime):
             # after the clock is read: neither is in the timed region.
             what = f"warm-up call {-i}" if i < 0 else f"{TIMED_CALL}{i + 1}"
             with self.watch.call(what, 1, slowest_ms[0] or None):
+                if 0 <= i < len(sources) and self.first_visit_delay_s:
+                    # A relative timeout: time.sleep's deadline is read on the monotonic clock, which a
+                    # candidate that changes it (tests/integration/executor/test_clock_attack.py) moves.
+                    select.select([], [], [], self.first_visit_delay_s)
                 began = time.perf_counter()
                 self.before_trial()
                 start = time.perf_counter()
@@ -569,6 +579,8 @@ class FunctionRuntime(Runtime):
                 end = time.perf_counter()
             elapsed = max((end - start) * 1e3 - self.call_overhead_ms, 0.0)
             slowest_ms[0] = max(slowest_ms[0], (end - began) * 1e3)
+            if i >= 0:
+                windows.append(self.watch.window_s)
             if i >= 0 or slots.warm is None:
                 last.update(set=j % len(sources), outputs={name: work.arrays[name] for name in outputs})
                 # What each slot's buffers hold now: the outputs of its last call.
@@ -581,6 +593,7 @@ class FunctionRuntime(Runtime):
             return elapsed
 
         checks: dict[int, tuple[int, str, dict[str, np.ndarray]]] = {}
+        windows: list[float | None] = []  # each timed call's by this process's clock (CallWatch.window_s)
         # One call at a time: each is timed on the host clock around the call and its synchronisation.
         # Trial i runs on source i % len(sources) (the slots are a multiple of the sources).
         policy = dataclasses.replace(options.trial_policy(), groups=len(sources))
@@ -599,6 +612,7 @@ class FunctionRuntime(Runtime):
         # and a sample of every timed call's outputs (spot_checks).
         last["checks"] = [checks[j] for j in sorted(checks)]
         last["samples_ms"] = samples  # in trial order: trial i ran on source i % len(sources)
+        last["windows_s"] = windows  # in the same order (executor.worker.candidate.confirm_clock)
         last["spot_checks"] = spots.kept + [
             kept for j in sorted(whole_sorted) for kept in whole_sorted[j].kept
         ]

@@ -128,6 +128,14 @@ class CandidateRun(BaseModel):
         description="a function task's trials hold the host memory's lock shared, not alone: the parent "
         "knows the task to be compute-bound (executor.gpulock.compute_bound); False: alone",
     )
+    first_visit_delay_ms: float = Field(
+        default=0.0,
+        ge=0.0,
+        description="tests only (the evaluator never sets it): each timing set's first timed call waits "
+        "this long inside its announced window, before its timed region, as a worker kept off its core "
+        "by other processes is (tests/integration/executor/test_clock_confirmation.py); it can only "
+        "lengthen the windows that executor.clockcheck compares",
+    )
 
 
 class ReferenceJob(BaseModel):
@@ -247,6 +255,8 @@ CALL_STARTED = b"call"
 CALL_ENDED = b"end\n"
 # How a function task's timed call is named in its announcement (executor.clockcheck compares those).
 TIMED_CALL = "timed call "
+# ... and a clock-confirming call after the trials (executor.clockcheck, executor.worker.candidate).
+CLOCK_CONFIRM_CALL = "clock-confirming call "
 _WHAT_MAX = 200  # with the numbers, far below PIPE_BUF: each line is written (and read) whole
 
 

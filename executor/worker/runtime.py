@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -41,6 +42,11 @@ class CallWatch:
     def __init__(self, limit: CallLimit | None = None, fd: int | None = None) -> None:
         self.limit = limit
         self.fd = fd if limit is not None else None
+        # The last announced call's window by this process's clock: from before its start's write to
+        # after its end's (None: not announced). It holds the executor's window (the kernel stamps the
+        # writes), so the worker can tell when the executor's clock check would refuse; it is the
+        # candidate's clock, so it decides nothing but whether a clock-confirming call is made.
+        self.window_s: float | None = None
 
     @classmethod
     def to_parent(cls, limit: CallLimit | None) -> CallWatch:
@@ -62,15 +68,19 @@ class CallWatch:
         """Announce a call (or ``calls`` calls or launches run as one batch) for the time of the block;
         ``seen_ms``: the slowest time per launch of the earlier batches of the same timing loop, which
         the limit is derived from when it is below the limit's own time per call."""
+        self.window_s = None
         if self.fd is None or self.limit is None:
             yield
             return
         per_call_ms = self.limit.per_call_ms(seen_ms)
-        self._write(call_started(self.limit.for_calls(calls, seen_ms), calls, per_call_ms, what))
+        line = call_started(self.limit.for_calls(calls, seen_ms), calls, per_call_ms, what)
+        began = time.perf_counter()
+        self._write(line)
         try:
             yield
         finally:
             self._write(CALL_ENDED)
+            self.window_s = time.perf_counter() - began
 
 
 class Runtime:

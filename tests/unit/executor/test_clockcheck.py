@@ -41,9 +41,14 @@ def test_first_visits_far_longer_by_the_executors_clock_are_refused() -> None:
     windows = [0.058, 0.058, 0.058] + [0.00004] * 4
     refused = clock_check(outcome, windows, 0)
     assert not refused.passed and "first timed call on each timing set" in refused.message
-    # one first visit whose window the executor's thread was late for is not enough
+    # One first visit far longer is enough (session 35): the repeat-visit rule takes the fastest first
+    # visit, so a memo that times one set's first visit on the true clock and changes it for the others
+    # passed both rules when all had to disagree. A worker held up on one is what the confirming call
+    # is for.
     late = [0.058, 0.00004, 0.00004] + [0.00004] * 4
-    assert clock_check(outcome, late, 0) is outcome
+    refused = clock_check(outcome, late, 0)
+    assert not refused.passed and "first timed call on each timing set" in refused.message
+    assert clock_check(outcome, late, 0, confirm_windows_s=[0.00005]).passed
 
 
 def test_first_visits_an_executor_thread_was_late_for_on_a_loaded_host_pass() -> None:
@@ -90,3 +95,49 @@ def test_an_unknown_window_is_left_out_of_the_comparison() -> None:
     # the shortest known window, not an unknown one, is compared
     refused = clock_check(outcome, [None] + [limit_s * 1.1] * 6, 0)
     assert not refused.passed and "shortest timed call" in refused.message
+
+
+def test_a_refusal_is_confirmed_by_the_last_clock_confirming_call() -> None:
+    """Where the timed calls' windows refuse, the worker's last clock-confirming call (a first visit on
+    a fresh set after the trials, its outputs checked) decides: within 2 x the median + the refusing
+    rule's slack by the executor's clock, the outcome passes (a worker kept off its core during the
+    trials); above it, or with none made, it is refused, and the message says which."""
+    outcome = _passed(2.0).model_copy(update={"first_visits_ms": [2.0, 2.0]})
+    late = (CLOCK_FACTOR * 2.0 + FIRST_VISIT_SLACK_MS) * 1.2 / 1e3
+    windows = [late, late] + [0.0025] * 5  # the first visits held up, the repeats not
+    bound_s = (CLOCK_FACTOR * 2.0 + FIRST_VISIT_SLACK_MS) / 1e3
+    unconfirmed = clock_check(outcome, windows, 0, announced=True)
+    assert not unconfirmed.passed and "made no clock-confirming call" in unconfirmed.message
+    confirmed = clock_check(outcome, windows, 0, announced=True, confirm_windows_s=[bound_s * 0.99])
+    assert confirmed.passed and confirmed.seconds["clock_confirmed"] == bound_s * 0.99
+    for confirms in ([bound_s * 1.01], [bound_s * 0.5, bound_s * 1.01], [bound_s * 0.5, None]):
+        refused = clock_check(outcome, windows, 0, announced=True, confirm_windows_s=confirms)
+        assert not refused.passed and refused.error is ErrorKind.IMPLAUSIBLE, confirms
+        assert "first timed call on each timing set" in refused.message, refused.message
+        assert f"the last of {len(confirms)} clock-confirming call(s)" in refused.message, refused.message
+    # the last one counts (the one whose outputs the worker checked), not the shortest
+    assert clock_check(outcome, windows, 0, confirm_windows_s=[bound_s * 1.5, bound_s * 0.5]).passed
+    # nothing refused: the confirming calls change nothing
+    assert clock_check(outcome, [0.0025] * 7, 0, confirm_windows_s=[1.0]) is outcome
+
+
+def test_a_refusal_by_the_shortest_window_is_confirmed_within_its_own_slack() -> None:
+    """Every window long (review 22: a clock that reads 3 ms for 58 ms calls): the confirming call must
+    keep the shortest-window rule's slack, not the first visits' wider one."""
+    outcome = _passed(2.0).model_copy(update={"first_visits_ms": [2.0, 2.0]})
+    long_s = (CLOCK_FACTOR * 2.0 + FIRST_VISIT_SLACK_MS) * 1.2 / 1e3
+    tight_s = (CLOCK_FACTOR * 2.0 + CLOCK_SLACK_MS) / 1e3
+    refused = clock_check(outcome, [long_s] * 7, 0, confirm_windows_s=[tight_s * 1.01])
+    assert not refused.passed and "clock-confirming" in refused.message
+    assert clock_check(outcome, [long_s] * 7, 0, confirm_windows_s=[tight_s * 0.99]).passed
+    middle_s = (CLOCK_FACTOR * 2.0 + CLOCK_SLACK_MS) * 1.1 / 1e3  # only the shortest-window rule
+    assert not clock_check(outcome, [middle_s] * 7, 0, confirm_windows_s=[tight_s * 1.01]).passed
+    assert clock_check(outcome, [middle_s] * 7, 0, confirm_windows_s=[tight_s * 0.99]).passed
+
+
+def test_what_no_load_explains_is_not_confirmed() -> None:
+    """An end announced with no call started, and windows missing under a call limit, are refused
+    whatever the confirming calls say."""
+    outcome = _passed(2.0).model_copy(update={"first_visits_ms": [2.0, 2.0]})
+    assert not clock_check(outcome, [0.0025] * 7, 1, confirm_windows_s=[0.001]).passed
+    assert not clock_check(outcome, [0.0025] * 6, 0, announced=True, confirm_windows_s=[0.001]).passed

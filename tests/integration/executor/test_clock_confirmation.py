@@ -1,0 +1,104 @@
+"""The executor's clock check confirms before it refuses (executor.clockcheck, the worker's
+``confirm_clock``).
+
+On a loaded host the worker can be kept off its core between its writes around a timed call, and
+each timing set's first visit is one window: an honest saxpy of about 3 ms was refused once with
+first-visit windows of 24.2 and 32.0 ms (load about 7 on 2 cores, test_device_peak_attack.py). Here
+that disturbance is made deterministic: ``CandidateRun.first_visit_delay_ms`` (tests only) has each
+first visit wait inside its announced window, before its timed region. The worker sees the rule
+refuse on its own clock and makes a clock-confirming call on a fresh set after the trials; the
+executor lets the outcome pass when that call's window by the kernel's stamps is within 2 x the
+median + the slack. A candidate that changes its clock and keeps a memo (review 22c) must do the
+work on the fresh set, and its confirming call's window shows it: refused, and the message says so.
+
+Host runtime, built with the host compiler (the attack is x86-64 machine code).
+"""
+
+from __future__ import annotations
+
+import platform
+from pathlib import Path
+
+import pytest
+
+from executor.clockcheck import CLOCK_FACTOR, FIRST_VISIT_SLACK_MS
+from executor.sandbox import run_job
+from executor.verdict import ErrorKind
+from executor.worker.messages import CandidateRun
+from tests.integration.executor.test_clock_attack import CLOCK_AND_MEMO, HONEST, LIMIT
+from tests.integration.executor.test_clock_attack import OPTIONS as ATTACK_OPTIONS
+from tests.integration.executor.test_executor_hacks_host import POLY_TASK
+from tests.support.hostcode import (
+    FAST,
+    SAXPY_HEAD,
+    build_host_candidates,
+    saxpy_timed_at,
+    timing_set_job,
+    write_task,
+)
+
+SAXPY = SAXPY_HEAD + "for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i]; }\n"
+OPTIONS = FAST.model_copy(update={"min_trials": 5, "max_trials": 7})
+# Longer than 2 x a first visit of saxpy at 256 Ki floats (well under 1 ms) + the first visits' slack.
+DELAY_MS = 2 * FIRST_VISIT_SLACK_MS + 10
+
+
+def test_an_honest_candidate_whose_first_visits_were_held_up_passes_after_confirmation(
+    tmp_path: Path,
+) -> None:
+    task = saxpy_timed_at(1 << 18)
+    product = build_host_candidates(tmp_path, {"saxpy": SAXPY})["saxpy"]
+    run = CandidateRun(
+        candidate_product=product,
+        candidate_symbol=task.entry,
+        call_limit=LIMIT,
+        first_visit_delay_ms=DELAY_MS,
+    )
+    outcome = run_job(timing_set_job(task, tmp_path / "job", OPTIONS), run, timeout_s=120)
+    assert outcome.passed, outcome.message
+    timing = outcome.candidate_timing
+    assert timing is not None and outcome.first_visits_ms is not None
+    # the first visits really were held up past the rule's bound (else this test shows nothing)
+    assert all(CLOCK_FACTOR * t + FIRST_VISIT_SLACK_MS < DELAY_MS for t in outcome.first_visits_ms)
+    assert outcome.seconds["clock_confirm_calls"] >= 1, outcome.seconds
+    confirmed_ms = outcome.seconds["clock_confirmed"] * 1e3
+    assert confirmed_ms <= CLOCK_FACTOR * timing.median_ms + FIRST_VISIT_SLACK_MS, outcome.seconds
+
+
+# Review 22c's candidate with the first visit on the trials' first slot (the third new timing-size
+# address it sees, after the correctness call's and the warm-up's) timed on the true clock: the
+# repeat-visit rule compares the fastest first visit with the median, so until session 35, when every
+# first visit had to disagree with its window, this passed both rules (median 0.075 ms against the
+# honest code's 85.7 ms).
+_HIDE = "if (n > 100000) { hidden_ns += now_ns() - began - 20000; "
+ONE_FIRST_VISIT_TRUE = CLOCK_AND_MEMO.replace(
+    _HIDE, _HIDE.replace("{ hidden_ns", "{ if (owned != 2) hidden_ns")
+)
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the candidate is x86-64 machine code")
+def test_a_changed_clock_with_a_memo_is_refused_by_its_confirming_call(tmp_path: Path) -> None:
+    """Review 22c's candidate (a changed clock and a memo of every answer), its first visits held up
+    too: on its own clock the worker sees them refused and confirms; the confirming call on a fresh set
+    takes its ~58 ms of work by the executor's clock, while the worker's clock reads 0.02 ms. And the
+    same memo with one first visit on the true clock, not held up: refused (on the worker's clock
+    nothing is refused, so it makes no confirming call)."""
+    assert ONE_FIRST_VISIT_TRUE != CLOCK_AND_MEMO
+    task = write_task(tmp_path, POLY_TASK, HONEST)
+    built = build_host_candidates(tmp_path, {"memo": CLOCK_AND_MEMO, "one_true": ONE_FIRST_VISIT_TRUE})
+    held = CandidateRun(
+        candidate_product=built["memo"],
+        candidate_symbol=task.entry,
+        call_limit=LIMIT,
+        first_visit_delay_ms=DELAY_MS,
+    )
+    outcome = run_job(timing_set_job(task, tmp_path / "memo", ATTACK_OPTIONS), held, timeout_s=120)
+    assert not outcome.passed and outcome.error is ErrorKind.IMPLAUSIBLE, outcome.message
+    assert "first timed call on each timing set" in outcome.message, outcome.message
+    assert "clock-confirming call(s) on a fresh set" in outcome.message, (outcome.message, outcome.seconds)
+    assert outcome.seconds["clock_confirm_calls"] >= 1, outcome.seconds
+    run = CandidateRun(candidate_product=built["one_true"], candidate_symbol=task.entry, call_limit=LIMIT)
+    outcome = run_job(timing_set_job(task, tmp_path / "one_true", ATTACK_OPTIONS), run, timeout_s=120)
+    timing = outcome.candidate_timing
+    assert not outcome.passed and outcome.error is ErrorKind.IMPLAUSIBLE, (outcome.message, timing)
+    assert "first timed call on each timing set" in outcome.message, outcome.message
