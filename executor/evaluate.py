@@ -225,9 +225,9 @@ class Evaluator:
 
         Once ``cancelled`` is set (the caller went away), the evaluation stops at its next step: its
         wait for the reference, for the GPU or for the candidate's run, whose worker is killed; it
-        raises :class:`EvaluationCancelled` and prepares nothing. An nvcc compile under way is killed
-        (nothing of it kept; an NVRTC compile, in this process, and a build on a fleet's compile
-        workers finish). One
+        raises :class:`EvaluationCancelled` and prepares nothing. An nvcc compile under way is killed,
+        here or on a fleet's compile worker (nothing of it kept; an NVRTC compile, in this process or
+        the worker's, finishes). One
         cancelled before it began (while it waited for a free slot) starts nothing: no compile, no
         worker. ``deadline`` (``time.monotonic()``): its request's limit from when it was accepted;
         past it, the evaluation is dropped (:class:`EvaluationExpired`) where it stands: before it

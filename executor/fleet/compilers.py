@@ -18,7 +18,10 @@ what the replica runs is byte for byte what its own compiler would have built:
   stops) is stopped on the compile worker too: the replica sends the worker a stop for that build
   (on the worker's control lane, which a running build does not hold), the worker's jail kills
   nvcc's process group, and the replica raises what a local build stopped raises; a build the
-  replica stops waiting for (its timeout) is stopped the same way before the replica builds locally;
+  replica stops waiting for (its timeout) is stopped the same way before the replica builds locally.
+  An NVRTC build (a kernel task's, by default) runs in the worker's own process and is not stopped:
+  the replica stops waiting for it, the worker finishes it and keeps it in its cache, as a local
+  NVRTC build does;
 * the router checks its compile workers every ``fleet_compilers_check_s`` and starts what is missing:
   on a CPU node that joined the cluster (or came back), or in place of workers that died where Ray can
   place them again; the replicas are handed the new workers (`CompilePool.add`).
@@ -206,6 +209,9 @@ class CompilePool:
         tried: set[int] = set()
         while (taken := self._take(tried)) is not None:
             index, handle = taken
+            if stop is not None and stop.is_set():  # given up before it was sent: nothing is started
+                self._done(index, lost=False)
+                raise EvaluationCancelled(STOPPED)
             tried.add(index)
             lost = False
             try:
@@ -252,7 +258,8 @@ class CompilePool:
             stopped = stop is not None and stop.is_set()
             if stopped or left <= 0:
                 # Fire and forget: a worker that is gone needs no stop.
-                handle.stop.options(concurrency_group=CONTROL_GROUP).remote(ticket)
+                with contextlib.suppress(ray.exceptions.RayError):
+                    handle.stop.options(concurrency_group=CONTROL_GROUP).remote(ticket)
                 if stopped:
                     raise EvaluationCancelled(STOPPED)
                 raise TimeoutError(f"no answer from a compile worker in {self._timeout_s:.0f} s")

@@ -226,20 +226,38 @@ SLOW_COMPILE = (
 STOPPED_WITHIN_S = 5.0
 
 
+def _command_line(pid: str) -> str:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+
+
+def _on_a_compile_worker(pid: str) -> bool:
+    """Whether the process ``pid`` runs below a compile worker (a Ray actor process whose title names
+    the class), not below a replica, which builds in the same cache directory when it builds itself."""
+    for _ in range(64):
+        status = Path(f"/proc/{pid}/status").read_text()
+        pid = next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:"))
+        if pid in ("0", "1"):
+            return False
+        if _command_line(pid).startswith("ray::CompileWorker"):
+            return True
+    return False
+
+
 def _building(marker: str) -> list[str]:
-    """The processes of this machine building in a directory whose name holds ``marker`` (the compile
-    workers run in Ray's processes, not below this one): by their working directory (nvcc run as a
-    user of its own or unjailed) or their command line (the namespace jail's spec names it)."""
+    """The processes of this machine building on a compile worker in a directory whose name holds
+    ``marker`` (the workers run in Ray's processes, not below this one): by their working directory
+    (nvcc run as a user of its own or unjailed) or their command line (the namespace jail's spec names
+    it)."""
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
-        with contextlib.suppress(OSError):
-            line = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        with contextlib.suppress(OSError, StopIteration):
+            line = _command_line(proc.name)
             where = ""
             with contextlib.suppress(OSError):
                 where = os.readlink(proc / "cwd")
-            if marker in line or marker in where:
+            if (marker in line or marker in where) and _on_a_compile_worker(proc.name):
                 found.append(line[:200])
     return found
 
@@ -272,7 +290,11 @@ def test_a_build_given_up_is_stopped_on_its_compile_worker(
     while running := _building(marker):
         assert time.monotonic() < stopped + STOPPED_WITHIN_S, ("a build given up still runs", running)
         time.sleep(0.1)
-    assert compiler.cached(compiler.build_key(source, "shared_library"), "shared_library") is None
+    key = compiler.build_key(source, "shared_library")
+    # The worker writes its record after its build's processes end: looked at for a while.
+    while time.monotonic() < stopped + STOPPED_WITHIN_S + 1:
+        assert compiler.cached(key, "shared_library") is None, "a stopped build was kept"
+        time.sleep(0.1)
     # A stop that comes first: the build sent after it with the same ticket answers at once, unbuilt.
     import ray
 
