@@ -25,7 +25,9 @@ set is never read (`relabel_gate_audit.load_dev_set` refuses it).
 `--rule` also decides each held-out set with the vectors passed through its fold's W, and the own test
 half through a W trained on all 15 sets and the own calibration half (`relabel_loso.collect`, committed
 choice model and gates, no labelled examples), on the full and bare graphs. With W = I (`--variants
-ridge --lam 1e9`) it reproduces `relabel_loso`'s "as is" row.
+ridge --lam 1e9`) it reproduces `relabel_loso`'s "as is" row. `--recalibrate`: W trained on the
+development sets only, and the choice model refitted per fold on the own calibration half with the
+fold's W (`relabel_bench.fit`); with W = I it reproduces session 34's "MiniLM, recalibrated" row.
 """
 
 from __future__ import annotations
@@ -211,14 +213,18 @@ def train(variant: str, sp: Space, ps: Sequence[Pair], lam: float) -> Matrix:
     return train_softmax(sp, ps, lam, both=variant == "softmax-both")
 
 
+OWN_TRAINS = True
+"""Whether the own calibration half trains W (`--recalibrate` keeps it for the choice model)."""
+
+
 def training_pairs(all_pairs: Sequence[Pair], sources: set[str]) -> list[Pair]:
-    """The clear merge items of `sources` and the own calibration half."""
+    """The clear merge items of `sources` and the own calibration half (when `OWN_TRAINS`)."""
     return [
         p
         for p in all_pairs
         if p.truth >= 0
         and not p.doubtful
-        and ((p.source in sources) or (p.source == "own" and p.half == "calibration"))
+        and ((p.source in sources) or (OWN_TRAINS and p.source == "own" and p.half == "calibration"))
     ]
 
 
@@ -316,18 +322,32 @@ def step_texts(items: Sequence[Item]) -> set[str]:
     return {t for i in items for t in (i.step().text.embedded_name(), i.step().text.embedded_text())}
 
 
-def rule(variant: str, raw: TextVectors, fs: Sequence[Fold], w_all: Matrix) -> list[Record]:
+def rule(
+    variant: str, raw: TextVectors, fs: Sequence[Fold], w_all: Matrix, recalibrate: bool
+) -> list[Record]:
     """Each held-out set decided with its fold's W, and the own test half with `w_all` (trained on all
-    15 sets and the own calibration half: the W one would commit)."""
-    own = [i for i in load_items(default_taxonomy()) if i.half == "test"]
+    15 sets and the own calibration half: the W one would commit). `recalibrate`: the choice model
+    refitted, and its thresholds chosen, on the own calibration half with the fold's W
+    (`relabel_bench.fit`, what `relabel_bench --calibrate` does); W must not have seen that half."""
+    from bench.probes.relabel_bench import fit
+
+    everything = load_items(default_taxonomy())
+    own = [i for i in everything if i.half == "test"]
     adapted: list[Record] = []
+
+    def vectors_for(w: Matrix, items: Sequence[Item]) -> AdaptedVectors:
+        steps = None if variant == "softmax-both" else step_texts([*items, *everything])
+        return AdaptedVectors(raw, w, steps)
+
     for fold in fs:
         items = load_dev_set(fold.held)
-        steps = None if variant == "softmax-both" else step_texts(items)
-        adapted += collect(AdaptedVectors(raw, fold.w, steps), sets=[(fold.held, items)])
+        vectors = vectors_for(fold.w, items)
+        model = fit(everything, vectors, default_taxonomy()) if recalibrate else None
+        adapted += collect(vectors, model, sets=[(fold.held, items)])
         print(f"  rule {variant} {fold.held}", flush=True)
-    steps = None if variant == "softmax-both" else step_texts(own)
-    adapted += collect(AdaptedVectors(raw, w_all, steps), sets=[("own", own)])
+    vectors = vectors_for(w_all, own)
+    model = fit(everything, vectors, default_taxonomy()) if recalibrate else None
+    adapted += collect(vectors, model, sets=[("own", own)])
     return adapted
 
 
@@ -359,8 +379,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lam", type=float, default=None, help="a fixed lam (no inner choice)")
     parser.add_argument("--rule", action="store_true", help="also decide through the relabel rule")
     parser.add_argument("--base-records", type=Path, default=None, help="relabel_loso --records (as is)")
+    parser.add_argument(
+        "--recalibrate",
+        action="store_true",
+        help="W trained on the development sets only; the choice model refitted per fold on the own calibration half",
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
+    global OWN_TRAINS
+    OWN_TRAINS = not args.recalibrate
     import torch
 
     torch.set_num_threads(1)
@@ -423,7 +450,9 @@ def main(argv: list[str] | None = None) -> int:
         for variant, fs in results.items():
             lam = args.lam if args.lam is not None else choose_lam(variant, sp, all_pairs, list(DEV_SETS))
             w_all = train(variant, sp, training_pairs(all_pairs, set(DEV_SETS)), lam)
-            lines.append(rule_row(f"{variant} (own: lam {lam:g})", rule(variant, raw, fs, w_all)))
+            lines.append(
+                rule_row(f"{variant} (own: lam {lam:g})", rule(variant, raw, fs, w_all, args.recalibrate))
+            )
     text = "\n".join(lines)
     print(text)
     if args.out is not None:
