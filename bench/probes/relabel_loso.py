@@ -129,12 +129,16 @@ def _record(source: str, scene: Scenario, item: Item, choice: RelabelChoice, **m
     )
 
 
-def collect(vectors: TextVectors, model: ScoringModel | None = None) -> list[Record]:
-    """Decide every item of the own and development sets on the full and bare graphs (under `model`,
-    default the committed one: `bench.probes.relabel_embedder` passes one recalibrated for another
-    embedding model)."""
+def collect(
+    vectors: TextVectors,
+    model: ScoringModel | None = None,
+    sets: list[tuple[str, list[Item]]] | None = None,
+) -> list[Record]:
+    """Decide every item of the own and development sets (or of `sets`: `bench.probes.relabel_adapter`
+    decides one held-out set at a time) on the full and bare graphs (under `model`, default the
+    committed one: `bench.probes.relabel_embedder` passes one recalibrated for another embedding model)."""
     model = model or load_model()
-    sets = _sets()
+    sets = _sets() if sets is None else sets
     records: list[Record] = []
     for scene, policy, index in _graphs(model, vectors):
         for source, items in sets:
