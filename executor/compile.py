@@ -442,8 +442,11 @@ class Compiler:
         """Hold the build of ``key`` alone across this host's threads and processes (an exclusive
         ``flock`` on a file of the cache, taken by each caller through an open file of its own). A
         waiter gives up with :class:`EvaluationCancelled` once ``stop`` is set; the kernel lets the lock
-        go when its holder dies."""
-        with (self.cache_dir / f".building-{key}").open("ab") as handle:
+        go when its holder dies. The lock files lie beside the builds, not among them: a candidate's
+        worker sees the builds (read-only) and could otherwise hold one (``flock`` needs no write)."""
+        locks = self.cache_dir.parent / "compile-locks"
+        locks.mkdir(parents=True, exist_ok=True)
+        with (locks / key).open("ab") as handle:
             while True:
                 try:
                     fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
