@@ -6,6 +6,8 @@ an exception; only a missing toolchain raises :class:`ToolchainError`.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import importlib.util
 import logging
 import os
@@ -15,16 +17,18 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from executor.cache import DEFAULT_CACHE_DIR, content_key
 from executor.cubin import CubinFormatError, kernel_names
-from executor.errors import ToolchainError
+from executor.errors import EvaluationCancelled, ToolchainError
 from executor.fleet.pinning import compile_cores
 from executor.gpuquery import gpus_or_none
 from executor.jail import (
+    STOPPED,
     Jail,
     StopSignal,
     compiler_include_dirs,
@@ -48,6 +52,8 @@ MAX_LOG_CHARS = 20_000
 # line splicing and macro expansion) names a file outside the toolchain and the build's directory.
 INCLUDE_REFUSED = "static check after preprocessing: refused"
 OWN_FILES = ("candidate.cu", "candidate.d", "candidate.so", "candidate.cubin")
+# How often a request waiting for the same build under way elsewhere looks again (and at its ``stop``).
+BUILD_WAIT_POLL_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -423,13 +429,54 @@ class Compiler:
         nvrtc = self.nvrtc if kind == "cubin" else None
         key = self._key(kind, source, nvrtc)
         self.cache_dir.mkdir(parents=True, exist_ok=True)
-        product, record = self._paths(key, kind)
         cached = self.cached(key, kind)
-        if cached is not None:
-            return cached.model_copy(update={"cache_hit": True, "seconds": time.perf_counter() - start})
-        elsewhere = self.build_elsewhere(key, source, kind, stop)
-        if elsewhere is not None:
-            return elsewhere.model_copy(update={"seconds": time.perf_counter() - start})
+        if cached is None:
+            elsewhere = self.build_elsewhere(key, source, kind, stop)
+            if elsewhere is not None:
+                return elsewhere.model_copy(update={"seconds": time.perf_counter() - start})
+            # One build of a key at a time over this cache: a second request for a build under way (in
+            # another thread, or another process over the same cache) waits for it and is answered from
+            # the cache, instead of running the same build beside it. (Not held for a build elsewhere:
+            # a compile worker over the same cache takes it for its own build.)
+            with self._one_build(key, stop):
+                cached = self.cached(key, kind)
+                if cached is None:
+                    return self._build_here(key, source, kind, nvrtc, stop, start)
+        return cached.model_copy(update={"cache_hit": True, "seconds": time.perf_counter() - start})
+
+    @contextlib.contextmanager
+    def _one_build(self, key: str, stop: StopSignal | None) -> Iterator[None]:
+        """Hold the build of ``key`` alone across this host's threads and processes (an exclusive
+        ``flock`` on a file of the cache, taken by each caller through an open file of its own). A
+        waiter gives up with :class:`EvaluationCancelled` once ``stop`` is set; the kernel lets the lock
+        go when its holder dies. The lock files lie beside the builds, not among them: a candidate's
+        worker sees the builds (read-only) and could otherwise hold one (``flock`` needs no write)."""
+        locks = self.cache_dir.parent / "compile-locks"
+        locks.mkdir(parents=True, exist_ok=True)
+        with (locks / key).open("ab") as handle:
+            while True:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if stop is not None and stop.is_set():
+                        raise EvaluationCancelled(STOPPED) from None
+                    time.sleep(BUILD_WAIT_POLL_S)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _build_here(
+        self,
+        key: str,
+        source: str,
+        kind: Literal["shared_library", "cubin"],
+        nvrtc: Nvrtc | None,
+        stop: StopSignal | None,
+        start: float,
+    ) -> CompileResult:
+        product, record = self._paths(key, kind)
         with tempfile.TemporaryDirectory(dir=self.cache_dir, prefix=f".build-{key[:8]}-") as tmp:
             work = Path(tmp)
             with compile_cores(self.timing_cores):

@@ -7,11 +7,13 @@ nvcc each on the CI machine. :func:`sharing_builds` makes a test's ``<cache_dir>
 :class:`executor.compile.Compiler` keeps its builds) a link to one directory of the run, shared by
 every xdist worker; the rest of the cache stays the test's own. The compiler's cache is safe to
 share between threads and processes: a product and its record are each moved into place by an
-atomic rename (the record last), so a reader sees a whole build or none, and two processes that
-build one key at once each write the same product.
+atomic rename (the record last), so a reader sees a whole build or none, and two tests that build
+one key at once (one in each worker) each write the same product. (The compiler's lock that makes a
+second request wait for a build under way is per executor cache, beside ``candidates``: each test's
+own.)
 
-Tests that examine building (compile seconds, cache hits, prewarm, GPU release, fair slots' compile
-tests, compile cores, attack tests) keep their own caches: their builds must happen in them.
+Tests that examine building (compile seconds, cache hits, prewarm, fair slots' compile tests, compile
+cores, attack tests) keep their own caches: their builds must happen in them.
 """
 
 from __future__ import annotations

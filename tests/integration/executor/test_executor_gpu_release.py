@@ -22,6 +22,7 @@ from executor.protocol import CandidateSource
 from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
 from executor.verdict import ErrorKind, Verdict
+from tests.support.buildcache import sharing_builds
 from tests.support.hostcode import FIVE_CHECKED, FIXTURE_TASKS, SAXPY_HEAD, STUB, use_candidate_process
 
 HEAD = SAXPY_HEAD
@@ -56,8 +57,10 @@ def _evaluator(cache: Path, early: bool) -> Evaluator:
 
 
 @pytest.fixture(scope="module")
-def evaluator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Evaluator]:
-    built = _evaluator(tmp_path_factory.mktemp("release-cache"), early=True)
+def evaluator(tmp_path_factory: pytest.TempPathFactory, shared_builds: Path) -> Iterator[Evaluator]:
+    # The run's builds (tests.support.buildcache): the honest candidate and the one that changes its
+    # input are built once for this module's three evaluators; nothing here examines building.
+    built = _evaluator(sharing_builds(tmp_path_factory.mktemp("release-cache"), shared_builds), early=True)
     yield built
     built.close()
 
@@ -171,9 +174,9 @@ def test_the_wait_watches_its_worker_between_the_tries_for_the_locks(
 
 
 def test_without_the_setting_every_check_is_under_the_turn(
-    saxpy: FunctionTask | KernelTask, tmp_path: Path
+    saxpy: FunctionTask | KernelTask, tmp_path: Path, shared_builds: Path
 ) -> None:
-    built = _evaluator(tmp_path / "cache", early=False)
+    built = _evaluator(sharing_builds(tmp_path / "cache", shared_builds), early=False)
     try:
         verdict = built.evaluate(saxpy, CandidateSource(source=HONEST), OPTIONS)
     finally:
@@ -238,12 +241,12 @@ def test_the_evaluators_hold_never_waits_for_an_exclusive_holder(tmp_path: Path)
 
 
 def test_with_the_candidate_process_the_turn_ends_once_it_is_stopped(
-    saxpy: FunctionTask | KernelTask, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    saxpy: FunctionTask | KernelTask, tmp_path: Path, shared_builds: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With the candidate in a process of its own, that process is stopped before the release (its
     runtime's ``calls_done``): the turn ends, and the checks after it still refuse a const-input change."""
     use_candidate_process(monkeypatch)
-    built = _evaluator(tmp_path / "cache", early=True)
+    built = _evaluator(sharing_builds(tmp_path / "cache", shared_builds), early=True)
     try:
         honest, held = _evaluate_watched(built, saxpy, HONEST)
         assert honest.passed, honest.message

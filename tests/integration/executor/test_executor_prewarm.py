@@ -22,6 +22,7 @@ from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask
 from executor.timingset import timing_seed
 from executor.verdict import ErrorKind
+from tests.support.buildcache import sharing_builds
 from tests.support.hostcode import SAXPY_CORRECT as CORRECT
 from tests.support.hostcode import SAXPY_HEAD as HEAD
 from tests.support.hostcode import STUB, saxpy_timed_at
@@ -57,8 +58,11 @@ def host_settings(cache_dir: Path, **fields: object) -> ExecutorSettings:
 
 
 @pytest.fixture(scope="module")
-def evaluator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Evaluator]:
-    built = Evaluator(host_settings(tmp_path_factory.mktemp("prewarm-cache")))
+def evaluator(tmp_path_factory: pytest.TempPathFactory, shared_builds: Path) -> Iterator[Evaluator]:
+    # The run's builds (tests.support.buildcache): what this module's tests compile in it while they
+    # look at the prewarm is a source of their own (a comment of their own), built cold; the plain
+    # WRONG and CORRECT candidates, built by other tests of the run too, are built once.
+    built = Evaluator(host_settings(sharing_builds(tmp_path_factory.mktemp("prewarm-cache"), shared_builds)))
     yield built
     built.close()
 
@@ -160,9 +164,9 @@ def test_other_options_do_not_reuse_prepared_workers(
 
 
 def test_closing_stops_every_spare(
-    evaluator: Evaluator, tmp_path: Path, saxpy: FunctionTask | KernelTask
+    evaluator: Evaluator, tmp_path: Path, shared_builds: Path, saxpy: FunctionTask | KernelTask
 ) -> None:
-    settings = host_settings(tmp_path)
+    settings = host_settings(sharing_builds(tmp_path, shared_builds))
     # The module's evaluator prepares its next evaluation in the background; let it finish first.
     evaluator.wait_for_preparation()
     # By pid, whatever each child runs: a spare the module's evaluator started a moment ago may not
@@ -180,9 +184,9 @@ def test_closing_stops_every_spare(
 
 
 def test_without_prewarming_the_same_verdicts_come_back(
-    tmp_path: Path, saxpy: FunctionTask | KernelTask
+    tmp_path: Path, shared_builds: Path, saxpy: FunctionTask | KernelTask
 ) -> None:
-    settings = host_settings(tmp_path, prewarm_workers=False)
+    settings = host_settings(sharing_builds(tmp_path, shared_builds), prewarm_workers=False)
     cold = Evaluator(settings)
     before = child_processes()
     try:

@@ -19,6 +19,7 @@ import pytest
 
 from bench.probes.executor_bench import task_dirs
 from bench.probes.throughput import HANG_FLAG, HANG_SPIN, build_queue, hang_source
+from executor.cache import DEFAULT_CACHE_DIR, cached_product, content_key
 from executor.compile import find_toolchain
 from executor.errors import ToolchainError
 from executor.taskformat import KernelTask
@@ -32,43 +33,41 @@ SPIN = re.compile(
 )
 
 
-def _ptx(source: str, work: Path, arch: str = "sm_90") -> str:
+def _ptx(source: str, arch: str = "sm_90") -> str:
+    """The PTX the executor's nvcc makes of ``source``, kept in the executor's cache under a key of the
+    nvcc's full version text, the flags and the source (as test_kernel_tasks keeps its emulation
+    builds): what this test looks at is that PTX, which those decide, so a later run builds only a
+    hang whose source or toolchain changed (24 nvcc runs, ~10 s of both cores, before)."""
     try:
         chain = find_toolchain()
     except ToolchainError as e:  # the gate installs the nvcc wheel; say so rather than skip silently
         pytest.fail(f"no nvcc to build the PTX with: {e}")
-    (work / "hang.cu").write_text(source)
-    done = subprocess.run(
-        [
-            str(chain.nvcc),
-            f"-arch={arch}",
-            "-std=c++17",
-            *chain.extra_flags,
-            "-ptx",
-            "hang.cu",
-            "-o",
-            "hang.ptx",
-        ],
-        cwd=work,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return (work / "hang.ptx").read_text()
+    flags = [f"-arch={arch}", "-std=c++17", *chain.extra_flags, "-ptx"]
+    key = content_key("throughput-hang-ptx", chain.version, " ".join(flags), source)
+
+    def build(work: Path, ptx: Path) -> None:
+        (work / "hang.cu").write_text(source)
+        done = subprocess.run(
+            [str(chain.nvcc), *flags, "hang.cu", "-o", str(ptx)],
+            cwd=work,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+
+    ptx, _ = cached_product(DEFAULT_CACHE_DIR / "throughput-hang-ptx", key, ".ptx", build)
+    return ptx.read_text()
 
 
-def test_every_kernel_task_gets_a_hang_that_spins_on_an_unwritten_global(tmp_path: Path) -> None:
+def test_every_kernel_task_gets_a_hang_that_spins_on_an_unwritten_global() -> None:
     dirs = task_dirs([KERNEL_TASKS])
     hangs = [item for item in build_queue(dirs, per_task=0, hangs=len(dirs), seed=0) if item.kind == "hang"]
     assert len(hangs) == len(dirs)  # every kernel task's entry was found
-    # nvcc runs as a subprocess, so two threads keep both cores busy; each build has its own folder.
-    folders = [tmp_path / str(i) for i in range(len(hangs))]
-    for folder in folders:
-        folder.mkdir()
+    # nvcc runs as a subprocess, so two threads keep both cores busy (each build in a folder of its own).
     with ThreadPoolExecutor(max_workers=2) as pool:
-        ptxs = list(pool.map(_ptx, [item.source for item in hangs], folders))
+        ptxs = list(pool.map(_ptx, [item.source for item in hangs]))
     for item, ptx in zip(hangs, ptxs, strict=True):
         assert isinstance(item.task, KernelTask)
         # Only the declaration and the spin's read mention the flag: nothing sets it.
