@@ -9,8 +9,8 @@ the kernel stamps each line with its own clock as the worker writes it (a Unix s
 SO_TIMESTAMPNS: :class:`executor.sandbox.WorkerProcess`); the window of a call is the time between the
 two writes (the difference of the kernel's two stamps). A passed outcome whose median timed call is far below the shortest of those windows, or
 whose first call on any timing set is far below that call's own window, is refused, unless the
-worker's last clock-confirming call after the trials (a first visit on a set no memo has seen, its
-outputs checked) took within the bound by the executor's clock: see :func:`clock_check`.
+worker's last clock-confirming call after the trials (a first visit on a set of the executor's seed,
+which no memo has seen, its outputs checked) took within the bound by the executor's clock: see :func:`clock_check`.
 
 The windows hold the call and the worker's untimed preparation of it (an L2 flush on the GPU), and any
 time the worker was not scheduled in between. Until session 33 they were stamped when the executor's
@@ -49,9 +49,11 @@ FIRST_VISIT_SLACK_MS = 15.0
 
 
 # Where the rule would refuse (the first visits' or the shortest window), the worker makes up to this many
-# clock-confirming calls right after the trials, each a first visit on a set drawn then from the operating
-# system's entropy (executor.worker.candidate.confirm_clock), stopping at the first whose window by its own
-# clock is within the confirming bound (:func:`timed_refusal`); the last one's outputs are checked.
+# clock-confirming calls right after the trials, each a first visit on a set of its own seed, which the
+# executor draws (distinct) and hands over with the run (executor.sandbox.clock_confirm_seeds; review 36c's
+# H1 patched the worker's entropy to make every set the same and answered the last from a memo), stopping
+# at the first whose window by its own clock is within the confirming bound (:func:`timed_refusal`);
+# every one's outputs and ``in`` arrays are checked (executor.worker.candidate.confirm_clock).
 CLOCK_CONFIRM_CALLS = 3
 
 
@@ -110,7 +112,7 @@ def clock_check(
     worker's end of the channel after its first call leaves the check nothing to compare).
     ``confirm_windows_s``: the windows of the worker's clock-confirming calls after the trials, in
     order; where the timed calls' windows refuse (:func:`timed_refusal`), the outcome passes when the
-    last of them (the one whose outputs the worker checked) is within the bound, with
+    last of them (the one the worker stopped at; every one's outputs are checked) is within the bound, with
     ``seconds["clock_confirmed"]`` its window in seconds, and is refused, saying so, when it is not or
     none was made."""
     timing = outcome.candidate_timing

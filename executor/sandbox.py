@@ -27,6 +27,7 @@ import os
 import platform
 import pwd
 import queue
+import secrets
 import select
 import shutil
 import signal
@@ -48,7 +49,7 @@ from pydantic import BaseModel
 
 from executor import timingset
 from executor.cache import DEFAULT_CACHE_DIR
-from executor.clockcheck import clock_check
+from executor.clockcheck import CLOCK_CONFIRM_CALLS, clock_check
 from executor.errors import EvaluationCancelled, WorkerError
 from executor.fleet.pinning import TIMING_SPLIT_ENV, executor_split
 from executor.gpulock import LOCK_ENV, device_lock, host_memory_blocked, lock_files, pool_lock
@@ -1605,6 +1606,17 @@ def start_candidate(proc: WorkerProcess, job: WorkerJob, memory_limit_bytes: int
     proc.send_job(job, memory_limit_bytes)
 
 
+def clock_confirm_seeds() -> list[int]:
+    """:data:`~executor.clockcheck.CLOCK_CONFIRM_CALLS` distinct seeds of this process's entropy for a
+    candidate worker's clock-confirming calls (:attr:`CandidateRun.clock_confirm_seeds`)."""
+    seeds: list[int] = []
+    while len(seeds) < CLOCK_CONFIRM_CALLS:
+        seed = secrets.randbits(63)
+        if seed not in seeds:
+            seeds.append(seed)
+    return seeds
+
+
 def finish_candidate(
     proc: WorkerProcess,
     run: CandidateRun,
@@ -1623,7 +1635,11 @@ def finish_candidate(
     worker's too."""
     start = time.monotonic()
     proc.hand_untrusted()
-    proc.send("run.json", proc.admit(run).model_copy(update={"sent_at": start}))
+    # The clock-confirming calls' seeds come from here, not the worker's entropy, which its candidate
+    # can change (review 36c's H1 made every confirming set the same and answered the last from a memo).
+    seeds = clock_confirm_seeds()
+    update = {"sent_at": start, "clock_confirm_seeds": seeds}
+    proc.send("run.json", proc.admit(run).model_copy(update=update))
     killed_for = proc.wait(
         timeout_s,
         memory_limit_bytes,

@@ -27,7 +27,7 @@ from executor.verdict import ErrorKind
 from executor.worker.messages import CandidateRun
 from tests.integration.executor.test_clock_attack import CLOCK_AND_MEMO, HONEST, LIMIT
 from tests.integration.executor.test_clock_attack import OPTIONS as ATTACK_OPTIONS
-from tests.integration.executor.test_executor_hacks_host import POLY_TASK
+from tests.integration.executor.test_executor_hacks_host import POLY_BODY, POLY_HEAD, POLY_TASK
 from tests.support.hostcode import (
     FAST,
     SAXPY_HEAD,
@@ -102,3 +102,75 @@ def test_a_changed_clock_with_a_memo_is_refused_by_its_confirming_call(tmp_path:
     timing = outcome.candidate_timing
     assert not outcome.passed and outcome.error is ErrorKind.IMPLAUSIBLE, (outcome.message, timing)
     assert "first timed call on each timing set" in outcome.message, outcome.message
+
+
+# Review 36c (H1): a clock that lies only about the end of each of the worker thread's calls (its read
+# right after the call returns says 20 us after the read before it), libc's ``getrandom`` patched to
+# give a constant, and a memo of every timing-size answer keyed on the input's address. The worker's
+# own window of a call (read on another clock) stays true, so it confirms: with its sets drawn from its
+# own entropy every confirming set was the same, in the same buffers; the first was computed (a long
+# window), the second answered at once from the memo (a short one), and only that last one was checked
+# and judged: passed at a median of 0.02 ms. With the executor's distinct seeds the memo answers the
+# second set with the first one's outputs.
+ENTROPY_AND_MEMO = (
+    "#include <cstdint>\n#include <cstring>\n#include <ctime>\n#include <vector>\n"
+    "#include <sys/types.h>\n#include <sys/random.h>\n"
+    "static long raw3(long nr, long a, long b, long c) {\n"
+    "    long ret;\n"
+    '    __asm__ volatile("syscall" : "=a"(ret) : "a"(nr), "D"(a), "S"(b), "d"(c) : "rcx", "r11", "memory");\n'
+    "    return ret;\n}\n"
+    "static long worker_tid = -1;  // the thread that calls (and times) the candidate\n"
+    "static long long last_read_ns = 0, began_ns = 0;\n"
+    "static bool patched = false, lie_next = false;\n"
+    'extern "C" int lying_clock(int id, struct timespec* t) {\n'
+    "    long r = raw3(228, id, (long)t, 0);\n"
+    "    if (r == 0 && id == 1 && raw3(186, 0, 0, 0) == worker_tid) {  // gettid\n"
+    "        if (lie_next) {\n"
+    "            lie_next = false;\n"
+    "            long long v = began_ns + 20000;\n"
+    "            t->tv_sec = v / 1000000000LL; t->tv_nsec = v % 1000000000LL;\n"
+    "        } else {\n"
+    "            last_read_ns = t->tv_sec * 1000000000LL + t->tv_nsec;\n"
+    "        }\n    }\n"
+    "    return (int)r;\n}\n"
+    'extern "C" long same_entropy(void* buf, size_t n, unsigned int) { std::memset(buf, 0x5a, n); return (long)n; }\n'
+    "static void patch(void* fn, void* to) {\n"
+    "    unsigned char* code = (unsigned char*)fn;\n"
+    "    uintptr_t page = (uintptr_t)code & ~(uintptr_t)4095;\n"
+    "    if (raw3(10, (long)page, 8192, 7) != 0) return;  // mprotect: read, write, execute\n"
+    "    unsigned char jump[12] = {0x48, 0xB8, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xE0};  // movabs rax; jmp rax\n"
+    "    uint64_t target = (uint64_t)to;\n"
+    "    std::memcpy(jump + 2, &target, 8);\n"
+    "    std::memcpy(code, jump, sizeof jump);\n"
+    "    raw3(10, (long)page, 8192, 5);\n}\n"
+    "static const float* owners[32]; static std::vector<float> kept[32]; static int owned = 0;\n"
+    + POLY_HEAD
+    + "if (!patched) {\n"
+    + "    patched = true; worker_tid = raw3(186, 0, 0, 0);\n"
+    + "    patch((void*)&clock_gettime, (void*)&lying_clock);\n"
+    + "    patch((void*)&getrandom, (void*)&same_entropy);\n}\n"
+    + "long long began = last_read_ns;\nbool answered = false;\n"
+    + "if (n > 100000) for (int k = 0; k < owned; ++k) if (owners[k] == x) "
+    + "{ std::memcpy(y, kept[k].data(), n * sizeof(float)); answered = true; break; }\n"
+    + "if (!answered) {\n    for (int i = 0; i < n; ++i) { "
+    + POLY_BODY
+    + " }\n    if (n > 100000 && owned < 32) { owners[owned] = x; kept[owned++].assign(y, y + n); }\n}\n"
+    + "if (n > 100000) { began_ns = began; lie_next = true; }\n}\n"
+)
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the candidate is x86-64 machine code")
+def test_confirming_sets_the_candidate_makes_repeat_are_refused(tmp_path: Path) -> None:
+    """Review 36c's H1: the clock-confirming sets come from the executor's seeds, distinct, and every
+    confirming call's outputs are checked; the memo's second confirming call answers the first set's
+    values on a second set, and the outcome is refused."""
+    task = write_task(tmp_path, POLY_TASK, HONEST)
+    product = build_host_candidates(tmp_path, {"entropy": ENTROPY_AND_MEMO})["entropy"]
+    run = CandidateRun(candidate_product=product, candidate_symbol=task.entry, call_limit=LIMIT)
+    outcome = run_job(timing_set_job(task, tmp_path / "entropy", ATTACK_OPTIONS), run, timeout_s=120)
+    timing = outcome.candidate_timing
+    assert not outcome.passed, (outcome.message, timing, outcome.seconds)
+    # the second confirming call, answered from the memo with the first set's outputs (2 calls made)
+    assert outcome.error is ErrorKind.WRONG_OUTPUT, outcome.message
+    assert outcome.message.startswith("clock-confirming call 2 on a fresh set"), outcome.message
+    assert outcome.seconds["clock_confirm_calls"] == 2, outcome.seconds

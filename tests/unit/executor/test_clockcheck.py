@@ -99,7 +99,7 @@ def test_an_unknown_window_is_left_out_of_the_comparison() -> None:
 
 def test_a_refusal_is_confirmed_by_the_last_clock_confirming_call() -> None:
     """Where the timed calls' windows refuse, the worker's last clock-confirming call (a first visit on
-    a fresh set after the trials, its outputs checked) decides: within 2 x the median + the refusing
+    a fresh set of the executor's after the trials, its outputs checked as every one's are) decides: within 2 x the median + the refusing
     rule's slack by the executor's clock, the outcome passes (a worker kept off its core during the
     trials); above it, or with none made, it is refused, and the message says which."""
     outcome = _passed(2.0).model_copy(update={"first_visits_ms": [2.0, 2.0]})
@@ -115,7 +115,8 @@ def test_a_refusal_is_confirmed_by_the_last_clock_confirming_call() -> None:
         assert not refused.passed and refused.error is ErrorKind.IMPLAUSIBLE, confirms
         assert "first timed call on each timing set" in refused.message, refused.message
         assert f"the last of {len(confirms)} clock-confirming call(s)" in refused.message, refused.message
-    # the last one counts (the one whose outputs the worker checked), not the shortest
+    # the last one counts (the one the worker stopped at), not the shortest; every one's outputs are
+    # checked by the worker and each set is the executor's own (review 36c's H1: test_clock_confirmation.py)
     assert clock_check(outcome, windows, 0, confirm_windows_s=[bound_s * 1.5, bound_s * 0.5]).passed
     # nothing refused: the confirming calls change nothing
     assert clock_check(outcome, [0.0025] * 7, 0, confirm_windows_s=[1.0]) is outcome
