@@ -102,6 +102,7 @@ def clock_check(
     unmatched_ends: int,
     announced: bool = False,
     confirm_windows_s: Sequence[float | None] = (),
+    stray_starts: int = 0,
 ) -> WorkerOutcome:
     """``outcome``, or an ``implausible`` one in its place when the worker's clock disagrees with the
     executor's: ``windows_s`` are the executor's seconds between the start and the end of each timed
@@ -114,7 +115,11 @@ def clock_check(
     order; where the timed calls' windows refuse (:func:`timed_refusal`), the outcome passes when the
     last of them (the one the worker stopped at; every one's outputs are checked) is within the bound, with
     ``seconds["clock_confirmed"]`` its window in seconds, and is refused, saying so, when it is not or
-    none was made."""
+    none was made. Refused whatever the windows say: ``stray_starts`` calls started that the worker did
+    not start (:class:`executor.sandbox.WorkerProcess`: a start with a call open, a timed call's after a
+    clock-confirming call's), and a number of clock-confirming windows other than the number of
+    clock-confirming calls the worker says it made (``seconds["clock_confirm_calls"]``; review 36c's M1
+    wrote a short one's start and end itself)."""
     timing = outcome.candidate_timing
     if not outcome.passed or timing is None:
         return outcome
@@ -123,6 +128,18 @@ def clock_check(
         why = (
             f"the worker announced the end of {unmatched_ends} call(s) it had not started: lines on the "
             "executor's pipe that the worker's code did not write"
+        )
+    elif stray_starts:
+        why = (
+            f"the executor saw {stray_starts} call start(s) on the worker's done channel that the "
+            "worker's code did not write (a start with a call open, or a timed call's after a "
+            "clock-confirming call's)"
+        )
+    elif len(confirm_windows_s) != int(outcome.seconds.get("clock_confirm_calls", 0)):
+        why = (
+            f"the worker made {int(outcome.seconds.get('clock_confirm_calls', 0))} clock-confirming "
+            f"call(s) but the executor saw {len(confirm_windows_s)} on its done channel: lines the "
+            "worker's code did not write"
         )
     elif announced and outcome.first_visits_ms is not None and len(known) < timing.trials:
         # A function task (kernel tasks announce batches, not timed calls, and have no first visits).

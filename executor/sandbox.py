@@ -795,11 +795,16 @@ class WorkerProcess:
         # no call started (executor.clockcheck). ``read_windows``: the same calls by when this process
         # read the lines (what was compared before session 33; kept for
         # bench/probes/clock_slack_load.py, never compared). ``confirm_windows``: those of the
-        # clock-confirming calls the worker made after the trials, the same way.
+        # clock-confirming calls the worker made after the trials, the same way. ``stray_starts``: the
+        # starts the worker's code did not write: one with a call still open (the worker never nests
+        # its calls) or a timed call's after a clock-confirming call's (those come after the trials);
+        # review 36c's M1 wrote a short clock-confirming call's start and end on the channel itself.
         self.timed_windows: list[float | None] = []
         self.read_windows: list[float] = []
         self.confirm_windows: list[float | None] = []
         self.unmatched_ends = 0
+        self.stray_starts = 0
+        self._confirming_seen = False
         self._timed_since: tuple[int | None, float, bool] | None = None
         # When the worker said that its candidate's GPU work is over (GPU_RELEASED), since its hand-over.
         self.released_at: float | None = None
@@ -1229,6 +1234,9 @@ class WorkerProcess:
         if beat.started:
             confirming = beat.what.startswith(CLOCK_CONFIRM_CALL)
             timed = confirming or beat.what.startswith(TIMED_CALL)
+            if self.open_call is not None or (timed and not confirming and self._confirming_seen):
+                self.stray_starts += 1
+            self._confirming_seen = self._confirming_seen or confirming
             self._timed_since = (sent, read, confirming) if timed else None
         elif self.open_call is None:
             self.unmatched_ends += 1
@@ -1274,7 +1282,7 @@ class WorkerProcess:
         """Note that the worker is about to load a candidate: its output from now on is the
         candidate's to choose (a host file it read, say) and is left out of :meth:`reported_tail`."""
         self.timed_windows, self.read_windows, self.unmatched_ends, self._timed_since = [], [], 0, None
-        self.confirm_windows = []
+        self.confirm_windows, self.stray_starts, self._confirming_seen = [], 0, False
         self.released_at = None
         try:
             self.trusted_output = self.stderr_path.stat().st_size
@@ -1694,7 +1702,12 @@ def finish_candidate(
         outcome = WorkerOutcome.model_validate_json(proc.result_path.read_text())
         announced = run.call_limit is not None  # the worker announces its calls (executor.worker.runtime)
         outcome = clock_check(
-            outcome, proc.timed_windows, proc.unmatched_ends, announced, proc.confirm_windows
+            outcome,
+            proc.timed_windows,
+            proc.unmatched_ends,
+            announced,
+            proc.confirm_windows,
+            proc.stray_starts,
         )
         return outcome.model_copy(update={"seconds": {**outcome.seconds, "run": elapsed}})
     kind, message = _death_message(proc, stage_text)

@@ -174,3 +174,62 @@ def test_confirming_sets_the_candidate_makes_repeat_are_refused(tmp_path: Path) 
     assert outcome.error is ErrorKind.WRONG_OUTPUT, outcome.message
     assert outcome.message.startswith("clock-confirming call 2 on a fresh set"), outcome.message
     assert outcome.seconds["clock_confirm_calls"] == 2, outcome.seconds
+
+
+# Review 36c (M1): the lying clock above (not the entropy), a memo keyed on the input's address and its
+# first and last values (so the confirming calls, on new values, are computed: long windows, and the
+# worker makes all three), and after the third call on the confirming buffers (the first address seen
+# after some address was seen twice) a start and an end of a "clock-confirming call 4" written on the
+# done channel by the candidate, at the worker thread's second clock read after the call (after the
+# worker's end). Until then the executor judged the last confirming window it saw, the forged one:
+# passed at a median of 0.02 ms.
+_MEMO_KEY = "if (owners[k] == x) "
+FORGED_CONFIRMATION = (
+    ENTROPY_AND_MEMO.replace("    patch((void*)&getrandom, (void*)&same_entropy);\n", "")
+    .replace("#include <vector>\n", "#include <vector>\n#include <cstdlib>\n")
+    .replace(
+        "static bool patched = false, lie_next = false;\n",
+        "static bool patched = false, lie_next = false;\nstatic int forge_in = 0;  // worker-thread clock reads\n"
+        "static void forge() {\n"
+        '    const char* named = getenv("REGRAPH_DONE_FD"); if (!named) return;\n'
+        '    const char start[] = "call 30.0 1 1000.0 clock-confirming call 4 on a fresh set after the trials\\n";\n'
+        "    raw3(1, atoi(named), (long)start, sizeof start - 1);\n"
+        '    raw3(1, atoi(named), (long)"end\\n", 4);\n}\n',
+    )
+    .replace(
+        "        if (lie_next) {\n",
+        "        if (forge_in > 0 && --forge_in == 0) forge();\n        if (lie_next) {\n",
+    )
+    .replace(
+        "static const float* owners[32];",
+        "static float firsts[32], lasts[32];\n"
+        "static const float* seen[64]; static int seen_n = 0, confirm_calls = 0;\n"
+        "static const float* confirming = 0; static bool repeated = false;\n"
+        "static const float* owners[32];",
+    )
+    .replace(_MEMO_KEY, "if (owners[k] == x && firsts[k] == x[0] && lasts[k] == x[n - 1]) ")
+    .replace("owners[owned] = x; ", "owners[owned] = x; firsts[owned] = x[0]; lasts[owned] = x[n - 1]; ")
+    .replace(
+        "if (n > 100000) { began_ns = began; lie_next = true; }\n",
+        "if (n > 100000) {\n    began_ns = began; lie_next = true;\n"
+        "    int at = -1; for (int k = 0; k < seen_n; ++k) if (seen[k] == x) at = k;\n"
+        "    if (at >= 0) repeated = repeated || x != confirming;\n"
+        "    else if (seen_n < 64) { if (repeated && !confirming) confirming = x; seen[seen_n++] = x; }\n"
+        "    if (x == confirming && ++confirm_calls == 3) forge_in = 2;\n}\n",
+    )
+)
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the candidate is x86-64 machine code")
+def test_a_clock_confirming_call_the_candidate_writes_itself_is_refused(tmp_path: Path) -> None:
+    """Review 36c's M1: the executor counts the confirming windows it saw against the confirming calls
+    the worker says it made (3 here, 4 seen) and refuses the extra one."""
+    assert FORGED_CONFIRMATION.count("forge();") == 1 and "same_entropy);" not in FORGED_CONFIRMATION
+    assert "firsts[k] == x[0]" in FORGED_CONFIRMATION and "forge_in = 2" in FORGED_CONFIRMATION
+    task = write_task(tmp_path, POLY_TASK, HONEST)
+    product = build_host_candidates(tmp_path, {"forged": FORGED_CONFIRMATION})["forged"]
+    run = CandidateRun(candidate_product=product, candidate_symbol=task.entry, call_limit=LIMIT)
+    outcome = run_job(timing_set_job(task, tmp_path / "forged", ATTACK_OPTIONS), run, timeout_s=120)
+    timing = outcome.candidate_timing
+    assert not outcome.passed and outcome.error is ErrorKind.IMPLAUSIBLE, (outcome.message, timing)
+    assert "made 3 clock-confirming call(s) but the executor saw 4" in outcome.message, outcome.message
