@@ -81,6 +81,7 @@ from executor.worker.messages import (
     WorkerOutcome,
     read_beat,
 )
+from executor.worker.runner import candidate_process_wanted
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -1708,6 +1709,8 @@ def finish_candidate(
             announced,
             proc.confirm_windows,
             proc.stray_starts,
+            # Function candidates in a runner: the worker's switch is this process's environment's
+            own_process=candidate_process_wanted() and proc.runtime != "none",
         )
         return outcome.model_copy(update={"seconds": {**outcome.seconds, "run": elapsed}})
     kind, message = _death_message(proc, stage_text)

@@ -34,6 +34,7 @@ from tests.support.hostcode import (
     build_host_candidates,
     saxpy_timed_at,
     timing_set_job,
+    use_candidate_process,
     write_task,
 )
 
@@ -63,6 +64,30 @@ def test_an_honest_candidate_whose_first_visits_were_held_up_passes_after_confir
     assert outcome.seconds["clock_confirm_calls"] >= 1, outcome.seconds
     confirmed_ms = outcome.seconds["clock_confirmed"] * 1e3
     assert confirmed_ms <= CLOCK_FACTOR * timing.median_ms + FIRST_VISIT_SLACK_MS, outcome.seconds
+
+
+def test_an_honest_candidate_in_its_own_process_held_up_passes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review 36c's M2: in a runner (executor.worker.runner) the candidate holds neither the worker's
+    clock nor its done channel, and the worker makes no clock-confirming call (the runner is stopped
+    after the trials); the executor does not compare the windows there, so first visits held up by
+    load refuse nothing (before: implausible, "the worker made no clock-confirming call")."""
+    use_candidate_process(monkeypatch)
+    task = saxpy_timed_at(1 << 18)
+    product = build_host_candidates(tmp_path, {"saxpy": SAXPY})["saxpy"]
+    run = CandidateRun(
+        candidate_product=product,
+        candidate_symbol=task.entry,
+        call_limit=LIMIT,
+        first_visit_delay_ms=DELAY_MS,
+    )
+    outcome = run_job(timing_set_job(task, tmp_path / "job", OPTIONS), run, timeout_s=120)
+    assert outcome.passed, outcome.message
+    assert "runner_roundtrip" in outcome.seconds, outcome.seconds  # it did run in a runner
+    assert outcome.first_visits_ms is not None
+    assert all(CLOCK_FACTOR * t + FIRST_VISIT_SLACK_MS < DELAY_MS for t in outcome.first_visits_ms)
+    assert "clock_confirm_calls" not in outcome.seconds, outcome.seconds
 
 
 # Review 22c's candidate with the first visit on the trials' first slot (the third new timing-size

@@ -183,3 +183,19 @@ def test_confirming_windows_the_worker_did_not_make_are_refused() -> None:
     for stray in (1, 2):
         refused = clock_check(outcome, honest, 0, True, (), stray_starts=stray)
         assert not refused.passed and f"saw {stray} call start(s)" in refused.message, refused.message
+
+
+def test_a_candidate_in_a_process_of_its_own_is_not_refused_for_load() -> None:
+    """Review 36c's M2: in a runner (executor.worker.runner) the candidate holds neither the worker's
+    clock nor its channel, and the worker makes no clock-confirming call; one first visit held up (a
+    loaded host) refused an honest candidate there. The windows are not compared with the worker's
+    times; lines the worker did not write still refuse."""
+    outcome = _passed(2.0).model_copy(update={"first_visits_ms": [2.0, 2.0]})
+    late = (CLOCK_FACTOR * 2.0 + FIRST_VISIT_SLACK_MS) * 1.2 / 1e3
+    held = [late, 0.0025] + [0.0025] * 5  # one first visit held up
+    assert not clock_check(outcome, held, 0, announced=True).passed
+    assert clock_check(outcome, held, 0, announced=True, own_process=True) is outcome
+    assert clock_check(outcome, [late] * 7, 0, announced=True, own_process=True) is outcome
+    assert not clock_check(outcome, held, 1, announced=True, own_process=True).passed
+    assert not clock_check(outcome, held, 0, True, (), 1, own_process=True).passed
+    assert not clock_check(outcome, held[:5], 0, announced=True, own_process=True).passed
