@@ -205,7 +205,7 @@ def test_confirming_sets_the_candidate_makes_repeat_are_refused(tmp_path: Path) 
 # first and last values (so the confirming calls, on new values, are computed: long windows, and the
 # worker makes all three), and after the third call on the confirming buffers (the first address seen
 # after some address was seen twice) a start and an end of a "clock-confirming call 4" written on the
-# done channel by the candidate, at the worker thread's second clock read after the call (after the
+# done channel by the candidate, at the worker thread's third clock read after the call (the first after the
 # worker's end). Until then the executor judged the last confirming window it saw, the forged one:
 # passed at a median of 0.02 ms.
 _MEMO_KEY = "if (owners[k] == x) "
@@ -240,7 +240,7 @@ FORGED_CONFIRMATION = (
         "    int at = -1; for (int k = 0; k < seen_n; ++k) if (seen[k] == x) at = k;\n"
         "    if (at >= 0) repeated = repeated || x != confirming;\n"
         "    else if (seen_n < 64) { if (repeated && !confirming) confirming = x; seen[seen_n++] = x; }\n"
-        "    if (x == confirming && ++confirm_calls == 3) forge_in = 2;\n}\n",
+        "    if (x == confirming && ++confirm_calls == 3) forge_in = 3;\n}\n",
     )
 )
 
@@ -250,7 +250,7 @@ def test_a_clock_confirming_call_the_candidate_writes_itself_is_refused(tmp_path
     """Review 36c's M1: the executor counts the confirming windows it saw against the confirming calls
     the worker says it made (3 here, 4 seen) and refuses the extra one."""
     assert FORGED_CONFIRMATION.count("forge();") == 1 and "same_entropy);" not in FORGED_CONFIRMATION
-    assert "firsts[k] == x[0]" in FORGED_CONFIRMATION and "forge_in = 2" in FORGED_CONFIRMATION
+    assert "firsts[k] == x[0]" in FORGED_CONFIRMATION and "forge_in = 3" in FORGED_CONFIRMATION
     task = write_task(tmp_path, POLY_TASK, HONEST)
     product = build_host_candidates(tmp_path, {"forged": FORGED_CONFIRMATION})["forged"]
     run = CandidateRun(candidate_product=product, candidate_symbol=task.entry, call_limit=LIMIT)
