@@ -773,7 +773,7 @@ class Worker:
                 self.seconds["launch_gate_off"] = 1.0
             # Still under the trials' locks: one more first visit when the repeat-visit rule would refuse.
             confirmation = self.confirm_first_visit(candidate, stats, last.get("samples_ms"), len(sources))
-            clock_confirmations = self.confirm_clock(
+            clock_confirmation = self.confirm_clock(
                 candidate, stats, last, len(sources), run.clock_confirm_seeds
             )
             self.recheck_page_locks()
@@ -795,7 +795,7 @@ class Worker:
             confirmed_ms = None
             if confirmation is not None:
                 confirmed_ms = self.check_confirmation(candidate, *confirmation)
-            for clock_confirmation in clock_confirmations:  # every one, not only the last (review 36c)
+            if clock_confirmation is not None:  # the last one (confirm_clock checked the others)
                 self.check_confirmation(candidate, *clock_confirmation, seconds="clock_confirm")
             self.check_floor(candidate, stats)
             self.check_repeats(candidate, stats, last.get("samples_ms"), len(sources), confirmed_ms)
@@ -1034,7 +1034,7 @@ class Worker:
 
     def confirm_clock(
         self, candidate: Runtime, stats: TimingStats, last: dict[str, Any], sets: int, seeds: list[int]
-    ) -> list[tuple[float, InputSet, InputSet, str]]:
+    ) -> tuple[float, InputSet, InputSet, str] | None:
         """Where the executor's clock check would refuse a function candidate's timed calls
         (:func:`executor.clockcheck.timed_refusal`, judged here on this process's clock around each
         call's announcement, whose window holds the executor's): up to
@@ -1042,10 +1042,11 @@ class Worker:
         and under their locks, each a first visit (:meth:`FunctionRuntime.first_visit`) on a set drawn
         now at the timing size from the next of ``seeds`` (the executor's, distinct:
         :attr:`CandidateRun.clock_confirm_seeds`), stopping at the first whose window here is within
-        the bound. Each one's milliseconds, set, what it left and its name, in order, for
-        :meth:`check_confirmation` (every one is checked; the executor judges the last one's window on
-        its own clock); none where none is made (no seeds: none). Why: on a loaded host the worker is
-        kept off its core between its writes, and the first visits' windows grow past the rule's slack
+        the bound. Every one is checked (:meth:`check_confirmation`): each but the last here, under the
+        locks, before the next is made (one set and its copy held at a time), and the last, whose
+        milliseconds, set, what it left and name are returned, once the GPU is released; the executor
+        judges the last one's window on its own clock. None where none is made (no seeds: none). Why:
+        on a loaded host the worker is kept off its core between its writes, and the first visits' windows grow past the rule's slack
         (an honest 3 ms saxpy's two were 24 and 32 ms under a load of 7 on 2 cores); a changed clock
         cannot shorten the executor's window of a call whose values no memo has seen, and a candidate
         that makes its windows look short here only skips the confirmation. The seeds are not this
@@ -1054,19 +1055,21 @@ class Worker:
         windows = last.get("windows_s")
         samples = last.get("samples_ms")
         if not isinstance(candidate, FunctionRuntime) or not candidate.confirms or not windows or not samples:
-            return []
+            return None
         refusal = timed_refusal(windows, samples[:sets], stats.median_ms)
         if refusal is None:
-            return []
+            return None
         bound_ms = refusal[1]
         t0 = time.perf_counter()
-        made: list[tuple[float, InputSet, InputSet, str]] = []
+        made: tuple[float, InputSet, InputSet, str] | None = None
         for k, seed in enumerate(seeds[:CLOCK_CONFIRM_CALLS]):
+            if made is not None:  # the one before, not within the bound here (its check: in the span too)
+                self.check_confirmation(candidate, *made, seconds="clock_confirm_early_checks")
             self.seconds["clock_confirm_calls"] = float(k + 1)
             fresh = generate_inputs(self.task, "timing", seed, self.reference_lib)
             call = f"{CLOCK_CONFIRM_CALL}{k + 1} on a fresh set after the trials"
             ms, work = candidate.first_visit(fresh, call, self.confirm_buffers)
-            made.append((ms, fresh, work, call))
+            made = ms, fresh, work, call
             window = candidate.watch.window_s
             if window is not None and window * 1e3 <= bound_ms:
                 break

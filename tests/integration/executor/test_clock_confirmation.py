@@ -90,6 +90,41 @@ def test_an_honest_candidate_in_its_own_process_held_up_passes(
     assert "clock_confirm_calls" not in outcome.seconds, outcome.seconds
 
 
+# Every clock-confirming call's outputs are checked, not only the last's: a saxpy whose first
+# confirming call (on the first new timing-size address after an address was called twice) spins 40 ms
+# and leaves y as it was, so the worker makes a second, which it computes, fast.
+WRONG_FIRST_CONFIRMATION = (
+    "#include <chrono>\n"
+    "static const float* seen[64]; static int seen_n = 0, confirm_calls = 0;\n"
+    "static const float* confirming = 0; static bool repeated = false;\n"
+    + SAXPY_HEAD
+    + "if (n > 100000) {\n"
+    + "    int at = -1; for (int k = 0; k < seen_n; ++k) if (seen[k] == x) at = k;\n"
+    + "    if (at >= 0) repeated = repeated || x != confirming;\n"
+    + "    else if (seen_n < 64) { if (repeated && !confirming) confirming = x; seen[seen_n++] = x; }\n"
+    + "    if (x == confirming && ++confirm_calls == 1) {\n"
+    + "        auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(40);\n"
+    + "        while (std::chrono::steady_clock::now() < until) {}\n"
+    + "        return;\n    }\n}\n"
+    + "for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i]; }\n"
+)
+
+
+def test_every_clock_confirming_call_is_checked(tmp_path: Path) -> None:
+    task = saxpy_timed_at(1 << 18)
+    product = build_host_candidates(tmp_path, {"saxpy": WRONG_FIRST_CONFIRMATION})["saxpy"]
+    run = CandidateRun(
+        candidate_product=product,
+        candidate_symbol=task.entry,
+        call_limit=LIMIT,
+        first_visit_delay_ms=DELAY_MS,
+    )
+    # one warm-up call (warmup_ms 0): the first address called twice is a timing set's
+    outcome = run_job(timing_set_job(task, tmp_path / "job", ATTACK_OPTIONS), run, timeout_s=120)
+    assert not outcome.passed and outcome.error is ErrorKind.WRONG_OUTPUT, (outcome.message, outcome.seconds)
+    assert outcome.message.startswith("clock-confirming call 1 on a fresh set"), outcome.message
+
+
 # Review 22c's candidate with the first visit on the trials' first slot (the third new timing-size
 # address it sees, after the correctness call's and the warm-up's) timed on the true clock: the
 # repeat-visit rule compares the fastest first visit with the median, so until session 35, when every
