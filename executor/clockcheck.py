@@ -23,9 +23,13 @@ factor and a slack. With the kernel's stamps a worker kept off its core still le
 35: an honest 3 ms saxpy's two first visits took 24.2 and 32.0 ms under a load of 7 on 2 cores), hence
 the confirming call. Where the kernel takes no stamps (executor.sandbox: a pipe), the windows are the
 read times', as before. Kernel tasks are timed by CUDA events on the device (their launches are
-announced as batches) and are not compared. A candidate that also writes the channel's lines itself, or
-patches the worker's writes, can still lie: only a candidate process that holds neither the clock nor the checks
-closes that (:mod:`executor.worker.runner`, opt-in; docs/executor.md).
+announced as batches) and are not compared. Lines the worker cannot have written are refused (an end
+with no call started, a start with a call open, a timed call's start after a clock-confirming call's,
+more or fewer confirming windows than confirming calls), but a candidate that writes well-formed lines
+itself (a short timed call between two of the worker's), patches the worker's writes, or does its work
+at a clock read of the worker's between its calls (review 36c's H2) can still lie: only a candidate
+process that holds neither the clock nor the checks closes that (:mod:`executor.worker.runner`, opt-in,
+where the windows are not compared; docs/executor.md).
 """
 
 from __future__ import annotations
