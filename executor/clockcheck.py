@@ -24,9 +24,9 @@ factor and a slack. With the kernel's stamps a worker kept off its core still le
 the confirming call. Where the kernel takes no stamps (executor.sandbox: a pipe), the windows are the
 read times', as before. Kernel tasks are timed by CUDA events on the device (their launches are
 announced as batches) and are not compared. Lines the worker cannot have written are refused (an end
-with no call started, a start with a call open, a timed call's start after a clock-confirming call's,
-more or fewer confirming windows than confirming calls), but a candidate that writes well-formed lines
-itself (a short timed call between two of the worker's), patches the worker's writes, or does its work
+with no call started, a start with a call open, more timed windows than timed calls, a timed call's start
+after a clock-confirming call's, more or fewer confirming windows than confirming calls), but a candidate
+that patches the worker's writes, or does its work
 at a clock read of the worker's between its calls (review 36c's H2) can still lie: only a candidate
 process that holds neither the clock nor the checks closes that (:mod:`executor.worker.runner`, opt-in,
 where the windows are not compared; docs/executor.md).
@@ -122,7 +122,7 @@ def clock_check(
     ``seconds["clock_confirmed"]`` its window in seconds, and is refused, saying so, when it is not or
     none was made. Refused whatever the windows say: ``stray_starts`` calls started that the worker did
     not start (:class:`executor.sandbox.WorkerProcess`: a start with a call open, a timed call's after a
-    clock-confirming call's), and a number of clock-confirming windows other than the number of
+    clock-confirming call's), more timed windows than timed trials (announced), and a number of clock-confirming windows other than the number of
     clock-confirming calls the worker says it made (``seconds["clock_confirm_calls"]``; review 36c's M1
     wrote a short one's start and end itself). ``own_process``: the candidate ran in a process of its
     own (:mod:`executor.worker.runner`), so the worker's clock and its writes on the channel are not its
@@ -144,6 +144,13 @@ def clock_check(
             f"the executor saw {stray_starts} call start(s) on the worker's done channel that the "
             "worker's code did not write (a start with a call open, or a timed call's after a "
             "clock-confirming call's)"
+        )
+    elif announced and outcome.first_visits_ms is not None and len(windows_s) > timing.trials:
+        # A function task's trials are timed one call at a time, every one kept (no batch to discard
+        # from): an extra window is a start and an end that the worker did not write.
+        why = (
+            f"the worker timed {timing.trials} calls but the executor saw {len(windows_s)} timed calls "
+            "start and end on the worker's done channel: lines the worker's code did not write"
         )
     elif len(confirm_windows_s) != int(outcome.seconds.get("clock_confirm_calls", 0)):
         why = (

@@ -175,3 +175,37 @@ def test_work_left_to_the_worker_reading_its_window_is_inside_the_executors_wind
     timing = outcome.candidate_timing
     assert not outcome.passed and outcome.error is ErrorKind.IMPLAUSIBLE, (outcome.message, timing)
     assert "executor's clock" in outcome.message, outcome.message
+
+
+# The changed clock above, and two short "timed call" starts and ends written on the done channel by the
+# candidate between the warm-up call and the first timed call (at the worker thread's third clock read
+# after the warm-up returned, outside any window): the executor took them as the first two timed calls'
+# windows, short, so neither the first-visit rule (the forged windows against the first visits) nor
+# the shortest-window rule refused, and the worker, on the changed clock, made no confirming call.
+FORGED_TIMED = CLOCK.replace(
+    'extern "C" int slowed_clock(int id, struct timespec* t) {\n    long r = raw3(228, id, (long)t, 0);\n',
+    "#include <cstdlib>\n"
+    "static long worker_tid = -1; static int forge_in = 0, big = 0;\n"
+    "static void forge() {\n"
+    '    const char* named = getenv("REGRAPH_DONE_FD"); if (!named) return;\n'
+    '    const char start[] = "call 30.0 1 1000.0 timed call 1\\n";\n'
+    "    for (int k = 0; k < 2; ++k) {\n"
+    "        raw3(1, atoi(named), (long)start, sizeof start - 1);\n"
+    '        raw3(1, atoi(named), (long)"end\\n", 4);\n    }\n}\n'
+    'extern "C" int slowed_clock(int id, struct timespec* t) {\n    long r = raw3(228, id, (long)t, 0);\n'
+    "    if (forge_in > 0 && raw3(186, 0, 0, 0) == worker_tid && --forge_in == 0) forge();\n",
+).replace(
+    "if (!patched) patch_clock();\n",
+    "if (!patched) patch_clock();\nworker_tid = raw3(186, 0, 0, 0);\nif (n > 100000 && ++big == 2) forge_in = 3;\n",
+)
+
+
+def test_timed_calls_the_candidate_announces_itself_are_refused(tmp_path: Path) -> None:
+    assert FORGED_TIMED.count("forge();") == 1 and "forge_in = 3" in FORGED_TIMED
+    task = write_task(tmp_path, POLY_TASK, HONEST)
+    product = build_host_candidates(tmp_path, {"forged": FORGED_TIMED})["forged"]
+    run = CandidateRun(candidate_product=product, candidate_symbol=task.entry, call_limit=LIMIT)
+    outcome = run_job(timing_set_job(task, tmp_path / "forged", OPTIONS), run, timeout_s=120)
+    timing = outcome.candidate_timing
+    assert not outcome.passed and outcome.error is ErrorKind.IMPLAUSIBLE, (outcome.message, timing)
+    assert "timed calls start and end" in outcome.message, outcome.message

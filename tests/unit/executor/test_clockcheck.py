@@ -91,7 +91,11 @@ def test_a_function_task_with_windows_missing_is_refused_when_its_calls_were_ann
     assert outcome.candidate_timing is not None and outcome.candidate_timing.trials == 7
     honest = [0.0025] * 7
     assert clock_check(outcome, honest, 0, announced=True) is outcome
-    assert clock_check(outcome, [*honest, 0.0025], 0, announced=True) is outcome  # and a confirmation
+    # more windows than timed calls: a start and an end the worker did not write (a short one forged
+    # between two calls took the shortest-window rule; confirming calls' windows are kept apart)
+    extra = clock_check(outcome, [*honest, 0.0025], 0, announced=True)
+    assert not extra.passed and "saw 8 timed calls" in extra.message, extra.message
+    assert clock_check(outcome, [*honest, 0.0025], 0) is outcome  # not announced: no lines
     for seen in ([], [0.0025], [0.0025] * 6, [*[0.0025] * 6, None]):
         refused = clock_check(outcome, seen, 0, announced=True)
         assert not refused.passed and refused.error is ErrorKind.IMPLAUSIBLE, seen
