@@ -9,8 +9,8 @@ the kernel stamps each line with its own clock as the worker writes it (a Unix s
 SO_TIMESTAMPNS: :class:`executor.sandbox.WorkerProcess`); the window of a call is the time between the
 two writes (the difference of the kernel's two stamps). A passed outcome whose median timed call is far below the shortest of those windows, or
 whose first call on any timing set is far below that call's own window, is refused, unless the
-worker's last clock-confirming call after the trials (a first visit on a set no memo has seen, its
-outputs checked) took within the bound by the executor's clock: see :func:`clock_check`.
+worker's last clock-confirming call after the trials (a first visit on a set of the executor's seed,
+which no memo has seen, its outputs checked) took within the bound by the executor's clock: see :func:`clock_check`.
 
 The windows hold the call and the worker's untimed preparation of it (an L2 flush on the GPU), and any
 time the worker was not scheduled in between. Until session 33 they were stamped when the executor's
@@ -23,9 +23,13 @@ factor and a slack. With the kernel's stamps a worker kept off its core still le
 35: an honest 3 ms saxpy's two first visits took 24.2 and 32.0 ms under a load of 7 on 2 cores), hence
 the confirming call. Where the kernel takes no stamps (executor.sandbox: a pipe), the windows are the
 read times', as before. Kernel tasks are timed by CUDA events on the device (their launches are
-announced as batches) and are not compared. A candidate that also writes the channel's lines itself, or
-patches the worker's writes, can still lie: only a candidate process that holds neither the clock nor the checks
-closes that (:mod:`executor.worker.runner`, opt-in; docs/executor.md).
+announced as batches) and are not compared. Lines the worker cannot have written are refused (an end
+with no call started, a start with a call open, more timed windows than timed calls, a timed call's start
+after a clock-confirming call's, more or fewer confirming windows than confirming calls), but a candidate
+that patches the worker's writes, or does its work
+at a clock read of the worker's between its calls (review 36c's H2) can still lie: only a candidate
+process that holds neither the clock nor the checks closes that (:mod:`executor.worker.runner`, opt-in,
+where the windows are not compared; docs/executor.md).
 """
 
 from __future__ import annotations
@@ -49,9 +53,11 @@ FIRST_VISIT_SLACK_MS = 15.0
 
 
 # Where the rule would refuse (the first visits' or the shortest window), the worker makes up to this many
-# clock-confirming calls right after the trials, each a first visit on a set drawn then from the operating
-# system's entropy (executor.worker.candidate.confirm_clock), stopping at the first whose window by its own
-# clock is within the confirming bound (:func:`timed_refusal`); the last one's outputs are checked.
+# clock-confirming calls right after the trials, each a first visit on a set of its own seed, which the
+# executor draws (distinct) and hands over with the run (executor.sandbox.clock_confirm_seeds; review 36c's
+# H1 patched the worker's entropy to make every set the same and answered the last from a memo), stopping
+# at the first whose window by its own clock is within the confirming bound (:func:`timed_refusal`);
+# every one's outputs and ``in`` arrays are checked (executor.worker.candidate.confirm_clock).
 CLOCK_CONFIRM_CALLS = 3
 
 
@@ -100,6 +106,8 @@ def clock_check(
     unmatched_ends: int,
     announced: bool = False,
     confirm_windows_s: Sequence[float | None] = (),
+    stray_starts: int = 0,
+    own_process: bool = False,
 ) -> WorkerOutcome:
     """``outcome``, or an ``implausible`` one in its place when the worker's clock disagrees with the
     executor's: ``windows_s`` are the executor's seconds between the start and the end of each timed
@@ -110,9 +118,18 @@ def clock_check(
     worker's end of the channel after its first call leaves the check nothing to compare).
     ``confirm_windows_s``: the windows of the worker's clock-confirming calls after the trials, in
     order; where the timed calls' windows refuse (:func:`timed_refusal`), the outcome passes when the
-    last of them (the one whose outputs the worker checked) is within the bound, with
+    last of them (the one the worker stopped at; every one's outputs are checked) is within the bound, with
     ``seconds["clock_confirmed"]`` its window in seconds, and is refused, saying so, when it is not or
-    none was made."""
+    none was made. Refused whatever the windows say: ``stray_starts`` calls started that the worker did
+    not start (:class:`executor.sandbox.WorkerProcess`: a start with a call open, a timed call's after a
+    clock-confirming call's), more timed windows than timed trials (announced), and a number of clock-confirming windows other than the number of
+    clock-confirming calls the worker says it made (``seconds["clock_confirm_calls"]``; review 36c's M1
+    wrote a short one's start and end itself). ``own_process``: the candidate ran in a process of its
+    own (:mod:`executor.worker.runner`), so the worker's clock and its writes on the channel are not its
+    to change (the runner gets neither the channel nor a way to trace the worker, which is non-dumpable
+    before the runner starts): the windows are not compared with the worker's times, which only load
+    could make them disagree with (review 36c's M2: one first visit held up refused an honest candidate
+    there, and a runner makes no confirming call); the lines themselves are still checked."""
     timing = outcome.candidate_timing
     if not outcome.passed or timing is None:
         return outcome
@@ -122,6 +139,25 @@ def clock_check(
             f"the worker announced the end of {unmatched_ends} call(s) it had not started: lines on the "
             "executor's pipe that the worker's code did not write"
         )
+    elif stray_starts:
+        why = (
+            f"the executor saw {stray_starts} call start(s) on the worker's done channel that the "
+            "worker's code did not write (a start with a call open, or a timed call's after a "
+            "clock-confirming call's)"
+        )
+    elif announced and outcome.first_visits_ms is not None and len(windows_s) > timing.trials:
+        # A function task's trials are timed one call at a time, every one kept (no batch to discard
+        # from): an extra window is a start and an end that the worker did not write.
+        why = (
+            f"the worker timed {timing.trials} calls but the executor saw {len(windows_s)} timed calls "
+            "start and end on the worker's done channel: lines the worker's code did not write"
+        )
+    elif len(confirm_windows_s) != int(outcome.seconds.get("clock_confirm_calls", 0)):
+        why = (
+            f"the worker made {int(outcome.seconds.get('clock_confirm_calls', 0))} clock-confirming "
+            f"call(s) but the executor saw {len(confirm_windows_s)} on its done channel: lines the "
+            "worker's code did not write"
+        )
     elif announced and outcome.first_visits_ms is not None and len(known) < timing.trials:
         # A function task (kernel tasks announce batches, not timed calls, and have no first visits).
         why = (
@@ -130,7 +166,7 @@ def clock_check(
             "or its stamps were missing): the clock the calls were timed with cannot be checked"
         )
     else:
-        refusal = timed_refusal(windows_s, outcome.first_visits_ms, timing.median_ms)
+        refusal = None if own_process else timed_refusal(windows_s, outcome.first_visits_ms, timing.median_ms)
         if refusal is None:  # also: nothing announced as a timed call (kernel batches, no call limit)
             return outcome
         why, bound_ms = refusal

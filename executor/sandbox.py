@@ -27,6 +27,7 @@ import os
 import platform
 import pwd
 import queue
+import secrets
 import select
 import shutil
 import signal
@@ -48,7 +49,7 @@ from pydantic import BaseModel
 
 from executor import timingset
 from executor.cache import DEFAULT_CACHE_DIR
-from executor.clockcheck import clock_check
+from executor.clockcheck import CLOCK_CONFIRM_CALLS, clock_check
 from executor.errors import EvaluationCancelled, WorkerError
 from executor.fleet.pinning import TIMING_SPLIT_ENV, executor_split
 from executor.gpulock import LOCK_ENV, device_lock, host_memory_blocked, lock_files, pool_lock
@@ -80,6 +81,7 @@ from executor.worker.messages import (
     WorkerOutcome,
     read_beat,
 )
+from executor.worker.runner import candidate_process_wanted
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -794,11 +796,16 @@ class WorkerProcess:
         # no call started (executor.clockcheck). ``read_windows``: the same calls by when this process
         # read the lines (what was compared before session 33; kept for
         # bench/probes/clock_slack_load.py, never compared). ``confirm_windows``: those of the
-        # clock-confirming calls the worker made after the trials, the same way.
+        # clock-confirming calls the worker made after the trials, the same way. ``stray_starts``: the
+        # starts the worker's code did not write: one with a call still open (the worker never nests
+        # its calls) or a timed call's after a clock-confirming call's (those come after the trials);
+        # review 36c's M1 wrote a short clock-confirming call's start and end on the channel itself.
         self.timed_windows: list[float | None] = []
         self.read_windows: list[float] = []
         self.confirm_windows: list[float | None] = []
         self.unmatched_ends = 0
+        self.stray_starts = 0
+        self._confirming_seen = False
         self._timed_since: tuple[int | None, float, bool] | None = None
         # When the worker said that its candidate's GPU work is over (GPU_RELEASED), since its hand-over.
         self.released_at: float | None = None
@@ -1228,6 +1235,9 @@ class WorkerProcess:
         if beat.started:
             confirming = beat.what.startswith(CLOCK_CONFIRM_CALL)
             timed = confirming or beat.what.startswith(TIMED_CALL)
+            if self.open_call is not None or (timed and not confirming and self._confirming_seen):
+                self.stray_starts += 1
+            self._confirming_seen = self._confirming_seen or confirming
             self._timed_since = (sent, read, confirming) if timed else None
         elif self.open_call is None:
             self.unmatched_ends += 1
@@ -1273,7 +1283,7 @@ class WorkerProcess:
         """Note that the worker is about to load a candidate: its output from now on is the
         candidate's to choose (a host file it read, say) and is left out of :meth:`reported_tail`."""
         self.timed_windows, self.read_windows, self.unmatched_ends, self._timed_since = [], [], 0, None
-        self.confirm_windows = []
+        self.confirm_windows, self.stray_starts, self._confirming_seen = [], 0, False
         self.released_at = None
         try:
             self.trusted_output = self.stderr_path.stat().st_size
@@ -1605,6 +1615,17 @@ def start_candidate(proc: WorkerProcess, job: WorkerJob, memory_limit_bytes: int
     proc.send_job(job, memory_limit_bytes)
 
 
+def clock_confirm_seeds() -> list[int]:
+    """:data:`~executor.clockcheck.CLOCK_CONFIRM_CALLS` distinct seeds of this process's entropy for a
+    candidate worker's clock-confirming calls (:attr:`CandidateRun.clock_confirm_seeds`)."""
+    seeds: list[int] = []
+    while len(seeds) < CLOCK_CONFIRM_CALLS:
+        seed = secrets.randbits(63)
+        if seed not in seeds:
+            seeds.append(seed)
+    return seeds
+
+
 def finish_candidate(
     proc: WorkerProcess,
     run: CandidateRun,
@@ -1623,7 +1644,11 @@ def finish_candidate(
     worker's too."""
     start = time.monotonic()
     proc.hand_untrusted()
-    proc.send("run.json", proc.admit(run).model_copy(update={"sent_at": start}))
+    # The clock-confirming calls' seeds come from here, not the worker's entropy, which its candidate
+    # can change (review 36c's H1 made every confirming set the same and answered the last from a memo).
+    seeds = clock_confirm_seeds()
+    update = {"sent_at": start, "clock_confirm_seeds": seeds}
+    proc.send("run.json", proc.admit(run).model_copy(update=update))
     killed_for = proc.wait(
         timeout_s,
         memory_limit_bytes,
@@ -1678,7 +1703,14 @@ def finish_candidate(
         outcome = WorkerOutcome.model_validate_json(proc.result_path.read_text())
         announced = run.call_limit is not None  # the worker announces its calls (executor.worker.runtime)
         outcome = clock_check(
-            outcome, proc.timed_windows, proc.unmatched_ends, announced, proc.confirm_windows
+            outcome,
+            proc.timed_windows,
+            proc.unmatched_ends,
+            announced,
+            proc.confirm_windows,
+            proc.stray_starts,
+            # Function candidates in a runner: the worker's switch is this process's environment's
+            own_process=candidate_process_wanted() and proc.runtime != "none",
         )
         return outcome.model_copy(update={"seconds": {**outcome.seconds, "run": elapsed}})
     kind, message = _death_message(proc, stage_text)

@@ -773,7 +773,9 @@ class Worker:
                 self.seconds["launch_gate_off"] = 1.0
             # Still under the trials' locks: one more first visit when the repeat-visit rule would refuse.
             confirmation = self.confirm_first_visit(candidate, stats, last.get("samples_ms"), len(sources))
-            clock_confirmation = self.confirm_clock(candidate, stats, last, len(sources))
+            clock_confirmation = self.confirm_clock(
+                candidate, stats, last, len(sources), run.clock_confirm_seeds
+            )
             self.recheck_page_locks()
             if release is not None:
                 self.release_gpu(candidate, release)
@@ -793,7 +795,7 @@ class Worker:
             confirmed_ms = None
             if confirmation is not None:
                 confirmed_ms = self.check_confirmation(candidate, *confirmation)
-            if clock_confirmation is not None:
+            if clock_confirmation is not None:  # the last one (confirm_clock checked the others)
                 self.check_confirmation(candidate, *clock_confirmation, seconds="clock_confirm")
             self.check_floor(candidate, stats)
             self.check_repeats(candidate, stats, last.get("samples_ms"), len(sources), confirmed_ms)
@@ -1031,21 +1033,25 @@ class Worker:
         return ms, fresh, work
 
     def confirm_clock(
-        self, candidate: Runtime, stats: TimingStats, last: dict[str, Any], sets: int
+        self, candidate: Runtime, stats: TimingStats, last: dict[str, Any], sets: int, seeds: list[int]
     ) -> tuple[float, InputSet, InputSet, str] | None:
         """Where the executor's clock check would refuse a function candidate's timed calls
         (:func:`executor.clockcheck.timed_refusal`, judged here on this process's clock around each
         call's announcement, whose window holds the executor's): up to
         :data:`~executor.clockcheck.CLOCK_CONFIRM_CALLS` clock-confirming calls, right after the trials
-        and under their locks, each a first visit on a set drawn now at the timing size from the
-        operating system's entropy (:meth:`FunctionRuntime.first_visit`), stopping at the first whose
-        window here is within the bound. The last one's milliseconds, set, what it left and its name,
-        for :meth:`check_confirmation` (the executor judges that one's window on its own clock); None
-        where none is made. Why: on a loaded host the worker is kept off its core between its writes,
-        and the first visits' windows grow past the rule's slack (an honest 3 ms saxpy's two were 24
-        and 32 ms under a load of 7 on 2 cores); a changed clock cannot shorten the executor's window of
-        a call whose values no memo has seen, and a candidate that makes its windows look short here
-        only skips the confirmation."""
+        and under their locks, each a first visit (:meth:`FunctionRuntime.first_visit`) on a set drawn
+        now at the timing size from the next of ``seeds`` (the executor's, distinct:
+        :attr:`CandidateRun.clock_confirm_seeds`), stopping at the first whose window here is within
+        the bound. Every one is checked (:meth:`check_confirmation`): each but the last here, under the
+        locks, before the next is made (one set and its copy held at a time), and the last, whose
+        milliseconds, set, what it left and name are returned, once the GPU is released; the executor
+        judges the last one's window on its own clock. None where none is made (no seeds: none). Why:
+        on a loaded host the worker is kept off its core between its writes, and the first visits' windows grow past the rule's slack
+        (an honest 3 ms saxpy's two were 24 and 32 ms under a load of 7 on 2 cores); a changed clock
+        cannot shorten the executor's window of a call whose values no memo has seen, and a candidate
+        that makes its windows look short here only skips the confirmation. The seeds are not this
+        process's entropy: a candidate that patched libc's ``getrandom`` made every set here the same,
+        computed the first and answered the last from a memo (review 36c, H1)."""
         windows = last.get("windows_s")
         samples = last.get("samples_ms")
         if not isinstance(candidate, FunctionRuntime) or not candidate.confirms or not windows or not samples:
@@ -1056,9 +1062,11 @@ class Worker:
         bound_ms = refusal[1]
         t0 = time.perf_counter()
         made: tuple[float, InputSet, InputSet, str] | None = None
-        for k in range(CLOCK_CONFIRM_CALLS):
+        for k, seed in enumerate(seeds[:CLOCK_CONFIRM_CALLS]):
+            if made is not None:  # the one before, not within the bound here (its check: in the span too)
+                self.check_confirmation(candidate, *made, seconds="clock_confirm_early_checks")
             self.seconds["clock_confirm_calls"] = float(k + 1)
-            fresh = generate_inputs(self.task, "timing", secrets.randbits(63), self.reference_lib)
+            fresh = generate_inputs(self.task, "timing", seed, self.reference_lib)
             call = f"{CLOCK_CONFIRM_CALL}{k + 1} on a fresh set after the trials"
             ms, work = candidate.first_visit(fresh, call, self.confirm_buffers)
             made = ms, fresh, work, call

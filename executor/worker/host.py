@@ -510,25 +510,32 @@ class FunctionRuntime(Runtime):
         """One call on ``inputs`` copied into ``buffers`` (made before the candidate ran, so that their
         addresses are none it has seen, as a timing set's first visit finds a rotated copy; new ones
         when None), prepared as a timed call is (the L2 flush) and timed as one; its milliseconds and
-        what the call had left when it returned (its outputs and ``in`` arrays, copied at once: the
-        caller checks them after the trials' own checks, and what a thread of the candidate writes
-        after the call is not in them, review 37's H1). After the trials, for the repeat-visit rule's
-        confirmation (executor.worker.candidate)."""
+        what the call had left when it returned (its outputs and ``in`` arrays, copied before its end
+        is announced: the caller checks them after the trials' own checks, and what a thread of the
+        candidate writes after the call is not in them, review 37's H1). After the trials, for the
+        repeat-visit rule's confirmation and the clock check's (executor.worker.candidate)."""
         arrays = {}
         for name, a in inputs.arrays.items():
             arrays[name] = buffers[name] if buffers is not None else np.empty(a.shape, a.dtype)
             np.copyto(arrays[name], a)
         work = InputSet(inputs.seed, inputs.size, dict(inputs.scalars), arrays)
+        # What the call leaves is copied into these, their pages touched now (outside the window): a
+        # copy into fresh memory faults every page, at about 4 GB/s against 10 here (256 MB, 2 cores).
+        kept = {name: np.empty_like(a) for name, a in arrays.items()}
+        for a in kept.values():
+            a.fill(0)
         with self.watch.call(call):
             self.before_trial()
             start = time.perf_counter()
             self.invoke(work)
             end = time.perf_counter()
-        # Copied once the call's end is announced (one write later), so that the executor's window of
-        # a clock-confirming call holds the call as a timed call's does, not a copy of every array.
-        left = InputSet(
-            work.seed, work.size, dict(work.scalars), {name: a.copy() for name, a in work.arrays.items()}
-        )
+            # Copied before the call's end is announced (review 36c's H2: a candidate that leaves its
+            # work to a clock read of the worker's after the call, whose own clock says the call was
+            # fast, must do it inside the executor's window), so a confirming call's window holds this
+            # copy too: about 25 ms per 256 MB of the task's arrays here (docs/executor.md).
+            for name, a in work.arrays.items():
+                np.copyto(kept[name], a)
+        left = InputSet(work.seed, work.size, dict(work.scalars), kept)
         return max((end - start) * 1e3 - self.call_overhead_ms, 0.0), left
 
     def time(self, slots: Any, options: EvaluationOptions) -> tuple[TimingStats, dict[str, Any]]:

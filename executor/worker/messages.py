@@ -136,6 +136,13 @@ class CandidateRun(BaseModel):
         "by other processes is (tests/integration/executor/test_clock_confirmation.py); it can only "
         "lengthen the windows that executor.clockcheck compares",
     )
+    clock_confirm_seeds: list[int] = Field(
+        default_factory=list,
+        description="the seeds of the clock-confirming calls' sets (executor.clockcheck), distinct, drawn "
+        "by the executor from its own entropy as it hands the run over (executor.sandbox.finish_candidate): "
+        "a candidate that changes what the worker's entropy returns cannot make them repeat (review 36c "
+        "H1); none: the worker makes no clock-confirming call",
+    )
 
 
 class ReferenceJob(BaseModel):

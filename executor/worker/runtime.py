@@ -42,10 +42,11 @@ class CallWatch:
     def __init__(self, limit: CallLimit | None = None, fd: int | None = None) -> None:
         self.limit = limit
         self.fd = fd if limit is not None else None
-        # The last announced call's window by this process's clock: from before its start's write to
-        # after its end's (None: not announced). It holds the executor's window (the kernel stamps the
-        # writes), so the worker can tell when the executor's clock check would refuse; it is the
-        # candidate's clock, so it decides nothing but whether a clock-confirming call is made.
+        # The last announced call's window by this process's clock: from after its start's write to
+        # before its end's (None: not announced). The executor's window (the kernel stamps the writes)
+        # holds it and the two writes, so the worker can tell when the executor's clock check would
+        # refuse; it is the candidate's clock, so it decides nothing but whether a clock-confirming
+        # call is made.
         self.window_s: float | None = None
 
     @classmethod
@@ -74,13 +75,15 @@ class CallWatch:
             return
         per_call_ms = self.limit.per_call_ms(seen_ms)
         line = call_started(self.limit.for_calls(calls, seen_ms), calls, per_call_ms, what)
-        began = time.perf_counter()
         self._write(line)
+        # Both reads inside the writes (review 36c's H2): a candidate that changed the clock can do
+        # work at any read of it, and work at these is then inside the executor's window.
+        began = time.perf_counter()
         try:
             yield
         finally:
-            self._write(CALL_ENDED)
             self.window_s = time.perf_counter() - began
+            self._write(CALL_ENDED)
 
 
 class Runtime:

@@ -137,3 +137,75 @@ def test_a_candidate_that_takes_the_done_channel_away_is_refused(tmp_path: Path)
         outcome = run_job(timing_set_job(task, tmp_path / name, OPTIONS), run, timeout_s=120)
         assert not outcome.passed and outcome.error is ErrorKind.IMPLAUSIBLE, (name, outcome.message)
         assert "done channel" in outcome.message and "cannot be checked" in outcome.message, outcome.message
+
+
+# Review 36c (H2, its part that session 35 made): the clock kept true but hooked. A timing-size call
+# (after the first, the correctness check's) returns at once, and its work is done at the worker
+# thread's second clock read after the call returns: the worker's read of its own window, which
+# session 35 put after the end's write, outside the executor's window (and the confirming calls' copy
+# of what the call left came after it too). Both are inside the writes now, so the executor's
+# windows hold the work. The same work at a later read of the worker's, between its calls, is not
+# caught (docs/executor.md: found, not closed).
+DEFERRED = (
+    CLOCK.split('extern "C" int slowed_clock')[0]
+    + "static long worker_tid = -1; static int reads_left = 0, big = 0;\n"
+    + "static const float* px = 0; static float* py = 0; static int pn = 0;\n"
+    + "static void work(int n, const float* x, float* y) { for (int i = 0; i < n; ++i) { "
+    + POLY_BODY
+    + " } }\n"
+    + 'extern "C" int slowed_clock(int id, struct timespec* t) {\n'
+    + "    long r = raw3(228, id, (long)t, 0);  // the true time\n"
+    + "    if (r == 0 && id == 1 && raw3(186, 0, 0, 0) == worker_tid && reads_left > 0 && --reads_left == 0)\n"
+    + "        work(pn, px, py);\n"
+    + "    return (int)r;\n}\n"
+    + "static void patch_clock()"
+    + CLOCK.split("static void patch_clock()")[1].split(POLY_HEAD)[0]
+    + POLY_HEAD
+    + "if (!patched) patch_clock();\nworker_tid = raw3(186, 0, 0, 0);\n"
+    + "if (n > 100000 && ++big > 1 && reads_left == 0) { px = x; py = y; pn = n; reads_left = 2; return; }\n"
+    + "work(n, x, y);\n}\n"
+)
+
+
+def test_work_left_to_the_worker_reading_its_window_is_inside_the_executors_window(tmp_path: Path) -> None:
+    task = write_task(tmp_path, POLY_TASK, HONEST)
+    product = build_host_candidates(tmp_path, {"deferred": DEFERRED})["deferred"]
+    run = CandidateRun(candidate_product=product, candidate_symbol=task.entry, call_limit=LIMIT)
+    outcome = run_job(timing_set_job(task, tmp_path / "deferred", OPTIONS), run, timeout_s=120)
+    timing = outcome.candidate_timing
+    assert not outcome.passed and outcome.error is ErrorKind.IMPLAUSIBLE, (outcome.message, timing)
+    assert "executor's clock" in outcome.message, outcome.message
+
+
+# The changed clock above, and two short "timed call" starts and ends written on the done channel by the
+# candidate between the warm-up call and the first timed call (at the worker thread's third clock read
+# after the warm-up returned, outside any window): the executor took them as the first two timed calls'
+# windows, short, so neither the first-visit rule (the forged windows against the first visits) nor
+# the shortest-window rule refused, and the worker, on the changed clock, made no confirming call.
+FORGED_TIMED = CLOCK.replace(
+    'extern "C" int slowed_clock(int id, struct timespec* t) {\n    long r = raw3(228, id, (long)t, 0);\n',
+    "#include <cstdlib>\n"
+    "static long worker_tid = -1; static int forge_in = 0, big = 0;\n"
+    "static void forge() {\n"
+    '    const char* named = getenv("REGRAPH_DONE_FD"); if (!named) return;\n'
+    '    const char start[] = "call 30.0 1 1000.0 timed call 1\\n";\n'
+    "    for (int k = 0; k < 2; ++k) {\n"
+    "        raw3(1, atoi(named), (long)start, sizeof start - 1);\n"
+    '        raw3(1, atoi(named), (long)"end\\n", 4);\n    }\n}\n'
+    'extern "C" int slowed_clock(int id, struct timespec* t) {\n    long r = raw3(228, id, (long)t, 0);\n'
+    "    if (forge_in > 0 && raw3(186, 0, 0, 0) == worker_tid && --forge_in == 0) forge();\n",
+).replace(
+    "if (!patched) patch_clock();\n",
+    "if (!patched) patch_clock();\nworker_tid = raw3(186, 0, 0, 0);\nif (n > 100000 && ++big == 2) forge_in = 3;\n",
+)
+
+
+def test_timed_calls_the_candidate_announces_itself_are_refused(tmp_path: Path) -> None:
+    assert FORGED_TIMED.count("forge();") == 1 and "forge_in = 3" in FORGED_TIMED
+    task = write_task(tmp_path, POLY_TASK, HONEST)
+    product = build_host_candidates(tmp_path, {"forged": FORGED_TIMED})["forged"]
+    run = CandidateRun(candidate_product=product, candidate_symbol=task.entry, call_limit=LIMIT)
+    outcome = run_job(timing_set_job(task, tmp_path / "forged", OPTIONS), run, timeout_s=120)
+    timing = outcome.candidate_timing
+    assert not outcome.passed and outcome.error is ErrorKind.IMPLAUSIBLE, (outcome.message, timing)
+    assert "timed calls start and end" in outcome.message, outcome.message

@@ -27,13 +27,14 @@ from executor.verdict import ErrorKind
 from executor.worker.messages import CandidateRun
 from tests.integration.executor.test_clock_attack import CLOCK_AND_MEMO, HONEST, LIMIT
 from tests.integration.executor.test_clock_attack import OPTIONS as ATTACK_OPTIONS
-from tests.integration.executor.test_executor_hacks_host import POLY_TASK
+from tests.integration.executor.test_executor_hacks_host import POLY_BODY, POLY_HEAD, POLY_TASK
 from tests.support.hostcode import (
     FAST,
     SAXPY_HEAD,
     build_host_candidates,
     saxpy_timed_at,
     timing_set_job,
+    use_candidate_process,
     write_task,
 )
 
@@ -63,6 +64,65 @@ def test_an_honest_candidate_whose_first_visits_were_held_up_passes_after_confir
     assert outcome.seconds["clock_confirm_calls"] >= 1, outcome.seconds
     confirmed_ms = outcome.seconds["clock_confirmed"] * 1e3
     assert confirmed_ms <= CLOCK_FACTOR * timing.median_ms + FIRST_VISIT_SLACK_MS, outcome.seconds
+
+
+def test_an_honest_candidate_in_its_own_process_held_up_passes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review 36c's M2: in a runner (executor.worker.runner) the candidate holds neither the worker's
+    clock nor its done channel, and the worker makes no clock-confirming call (the runner is stopped
+    after the trials); the executor does not compare the windows there, so first visits held up by
+    load refuse nothing (before: implausible, "the worker made no clock-confirming call")."""
+    use_candidate_process(monkeypatch)
+    task = saxpy_timed_at(1 << 18)
+    product = build_host_candidates(tmp_path, {"saxpy": SAXPY})["saxpy"]
+    run = CandidateRun(
+        candidate_product=product,
+        candidate_symbol=task.entry,
+        call_limit=LIMIT,
+        first_visit_delay_ms=DELAY_MS,
+    )
+    outcome = run_job(timing_set_job(task, tmp_path / "job", OPTIONS), run, timeout_s=120)
+    assert outcome.passed, outcome.message
+    assert "runner_roundtrip" in outcome.seconds, outcome.seconds  # it did run in a runner
+    assert outcome.first_visits_ms is not None
+    assert all(CLOCK_FACTOR * t + FIRST_VISIT_SLACK_MS < DELAY_MS for t in outcome.first_visits_ms)
+    assert "clock_confirm_calls" not in outcome.seconds, outcome.seconds
+
+
+# Every clock-confirming call's outputs are checked, not only the last's: a saxpy whose first
+# confirming call (on the first new timing-size address after an address was called twice) spins 40 ms
+# and leaves y as it was, so the worker makes a second, which it computes, fast.
+WRONG_FIRST_CONFIRMATION = (
+    "#include <chrono>\n"
+    "static const float* seen[64]; static int seen_n = 0, confirm_calls = 0;\n"
+    "static const float* confirming = 0; static bool repeated = false;\n"
+    + SAXPY_HEAD
+    + "if (n > 100000) {\n"
+    + "    int at = -1; for (int k = 0; k < seen_n; ++k) if (seen[k] == x) at = k;\n"
+    + "    if (at >= 0) repeated = repeated || x != confirming;\n"
+    + "    else if (seen_n < 64) { if (repeated && !confirming) confirming = x; seen[seen_n++] = x; }\n"
+    + "    if (x == confirming && ++confirm_calls == 1) {\n"
+    + "        auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(40);\n"
+    + "        while (std::chrono::steady_clock::now() < until) {}\n"
+    + "        return;\n    }\n}\n"
+    + "for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i]; }\n"
+)
+
+
+def test_every_clock_confirming_call_is_checked(tmp_path: Path) -> None:
+    task = saxpy_timed_at(1 << 18)
+    product = build_host_candidates(tmp_path, {"saxpy": WRONG_FIRST_CONFIRMATION})["saxpy"]
+    run = CandidateRun(
+        candidate_product=product,
+        candidate_symbol=task.entry,
+        call_limit=LIMIT,
+        first_visit_delay_ms=DELAY_MS,
+    )
+    # one warm-up call (warmup_ms 0): the first address called twice is a timing set's
+    outcome = run_job(timing_set_job(task, tmp_path / "job", ATTACK_OPTIONS), run, timeout_s=120)
+    assert not outcome.passed and outcome.error is ErrorKind.WRONG_OUTPUT, (outcome.message, outcome.seconds)
+    assert outcome.message.startswith("clock-confirming call 1 on a fresh set"), outcome.message
 
 
 # Review 22c's candidate with the first visit on the trials' first slot (the third new timing-size
@@ -102,3 +162,134 @@ def test_a_changed_clock_with_a_memo_is_refused_by_its_confirming_call(tmp_path:
     timing = outcome.candidate_timing
     assert not outcome.passed and outcome.error is ErrorKind.IMPLAUSIBLE, (outcome.message, timing)
     assert "first timed call on each timing set" in outcome.message, outcome.message
+
+
+# Review 36c (H1): a clock that lies only about the end of each of the worker thread's calls (its read
+# right after the call returns says 20 us after the read before it), libc's ``getrandom`` patched to
+# give a constant, and a memo of every timing-size answer keyed on the input's address. The worker's
+# own window of a call (read on another clock) stays true, so it confirms: with its sets drawn from its
+# own entropy every confirming set was the same, in the same buffers; the first was computed (a long
+# window), the second answered at once from the memo (a short one), and only that last one was checked
+# and judged: passed at a median of 0.02 ms. With the executor's distinct seeds the memo answers the
+# second set with the first one's outputs.
+ENTROPY_AND_MEMO = (
+    "#include <cstdint>\n#include <cstring>\n#include <ctime>\n#include <vector>\n"
+    "#include <sys/types.h>\n#include <sys/random.h>\n"
+    "static long raw3(long nr, long a, long b, long c) {\n"
+    "    long ret;\n"
+    '    __asm__ volatile("syscall" : "=a"(ret) : "a"(nr), "D"(a), "S"(b), "d"(c) : "rcx", "r11", "memory");\n'
+    "    return ret;\n}\n"
+    "static long worker_tid = -1;  // the thread that calls (and times) the candidate\n"
+    "static long long last_read_ns = 0, began_ns = 0;\n"
+    "static bool patched = false, lie_next = false;\n"
+    'extern "C" int lying_clock(int id, struct timespec* t) {\n'
+    "    long r = raw3(228, id, (long)t, 0);\n"
+    "    if (r == 0 && id == 1 && raw3(186, 0, 0, 0) == worker_tid) {  // gettid\n"
+    "        if (lie_next) {\n"
+    "            lie_next = false;\n"
+    "            long long v = began_ns + 20000;\n"
+    "            t->tv_sec = v / 1000000000LL; t->tv_nsec = v % 1000000000LL;\n"
+    "        } else {\n"
+    "            last_read_ns = t->tv_sec * 1000000000LL + t->tv_nsec;\n"
+    "        }\n    }\n"
+    "    return (int)r;\n}\n"
+    'extern "C" long same_entropy(void* buf, size_t n, unsigned int) { std::memset(buf, 0x5a, n); return (long)n; }\n'
+    "static void patch(void* fn, void* to) {\n"
+    "    unsigned char* code = (unsigned char*)fn;\n"
+    "    uintptr_t page = (uintptr_t)code & ~(uintptr_t)4095;\n"
+    "    if (raw3(10, (long)page, 8192, 7) != 0) return;  // mprotect: read, write, execute\n"
+    "    unsigned char jump[12] = {0x48, 0xB8, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xE0};  // movabs rax; jmp rax\n"
+    "    uint64_t target = (uint64_t)to;\n"
+    "    std::memcpy(jump + 2, &target, 8);\n"
+    "    std::memcpy(code, jump, sizeof jump);\n"
+    "    raw3(10, (long)page, 8192, 5);\n}\n"
+    "static const float* owners[32]; static std::vector<float> kept[32]; static int owned = 0;\n"
+    + POLY_HEAD
+    + "if (!patched) {\n"
+    + "    patched = true; worker_tid = raw3(186, 0, 0, 0);\n"
+    + "    patch((void*)&clock_gettime, (void*)&lying_clock);\n"
+    + "    patch((void*)&getrandom, (void*)&same_entropy);\n}\n"
+    + "long long began = last_read_ns;\nbool answered = false;\n"
+    + "if (n > 100000) for (int k = 0; k < owned; ++k) if (owners[k] == x) "
+    + "{ std::memcpy(y, kept[k].data(), n * sizeof(float)); answered = true; break; }\n"
+    + "if (!answered) {\n    for (int i = 0; i < n; ++i) { "
+    + POLY_BODY
+    + " }\n    if (n > 100000 && owned < 32) { owners[owned] = x; kept[owned++].assign(y, y + n); }\n}\n"
+    + "if (n > 100000) { began_ns = began; lie_next = true; }\n}\n"
+)
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the candidate is x86-64 machine code")
+def test_confirming_sets_the_candidate_makes_repeat_are_refused(tmp_path: Path) -> None:
+    """Review 36c's H1: the clock-confirming sets come from the executor's seeds, distinct, and every
+    confirming call's outputs are checked; the memo's second confirming call answers the first set's
+    values on a second set, and the outcome is refused."""
+    task = write_task(tmp_path, POLY_TASK, HONEST)
+    product = build_host_candidates(tmp_path, {"entropy": ENTROPY_AND_MEMO})["entropy"]
+    run = CandidateRun(candidate_product=product, candidate_symbol=task.entry, call_limit=LIMIT)
+    outcome = run_job(timing_set_job(task, tmp_path / "entropy", ATTACK_OPTIONS), run, timeout_s=120)
+    timing = outcome.candidate_timing
+    assert not outcome.passed, (outcome.message, timing, outcome.seconds)
+    # the second confirming call, answered from the memo with the first set's outputs (2 calls made)
+    assert outcome.error is ErrorKind.WRONG_OUTPUT, outcome.message
+    assert outcome.message.startswith("clock-confirming call 2 on a fresh set"), outcome.message
+    assert outcome.seconds["clock_confirm_calls"] == 2, outcome.seconds
+
+
+# Review 36c (M1): the lying clock above (not the entropy), a memo keyed on the input's address and its
+# first and last values (so the confirming calls, on new values, are computed: long windows, and the
+# worker makes all three), and after the third call on the confirming buffers (the first address seen
+# after some address was seen twice) a start and an end of a "clock-confirming call 4" written on the
+# done channel by the candidate, at the worker thread's third clock read after the call (the first after the
+# worker's end). Until then the executor judged the last confirming window it saw, the forged one:
+# passed at a median of 0.02 ms.
+_MEMO_KEY = "if (owners[k] == x) "
+FORGED_CONFIRMATION = (
+    ENTROPY_AND_MEMO.replace("    patch((void*)&getrandom, (void*)&same_entropy);\n", "")
+    .replace("#include <vector>\n", "#include <vector>\n#include <cstdlib>\n")
+    .replace(
+        "static bool patched = false, lie_next = false;\n",
+        "static bool patched = false, lie_next = false;\nstatic int forge_in = 0;  // worker-thread clock reads\n"
+        "static void forge() {\n"
+        '    const char* named = getenv("REGRAPH_DONE_FD"); if (!named) return;\n'
+        '    const char start[] = "call 30.0 1 1000.0 clock-confirming call 4 on a fresh set after the trials\\n";\n'
+        "    raw3(1, atoi(named), (long)start, sizeof start - 1);\n"
+        '    raw3(1, atoi(named), (long)"end\\n", 4);\n}\n',
+    )
+    .replace(
+        "        if (lie_next) {\n",
+        "        if (forge_in > 0 && --forge_in == 0) forge();\n        if (lie_next) {\n",
+    )
+    .replace(
+        "static const float* owners[32];",
+        "static float firsts[32], lasts[32];\n"
+        "static const float* seen[64]; static int seen_n = 0, confirm_calls = 0;\n"
+        "static const float* confirming = 0; static bool repeated = false;\n"
+        "static const float* owners[32];",
+    )
+    .replace(_MEMO_KEY, "if (owners[k] == x && firsts[k] == x[0] && lasts[k] == x[n - 1]) ")
+    .replace("owners[owned] = x; ", "owners[owned] = x; firsts[owned] = x[0]; lasts[owned] = x[n - 1]; ")
+    .replace(
+        "if (n > 100000) { began_ns = began; lie_next = true; }\n",
+        "if (n > 100000) {\n    began_ns = began; lie_next = true;\n"
+        "    int at = -1; for (int k = 0; k < seen_n; ++k) if (seen[k] == x) at = k;\n"
+        "    if (at >= 0) repeated = repeated || x != confirming;\n"
+        "    else if (seen_n < 64) { if (repeated && !confirming) confirming = x; seen[seen_n++] = x; }\n"
+        "    if (x == confirming && ++confirm_calls == 3) forge_in = 3;\n}\n",
+    )
+)
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the candidate is x86-64 machine code")
+def test_a_clock_confirming_call_the_candidate_writes_itself_is_refused(tmp_path: Path) -> None:
+    """Review 36c's M1: the executor counts the confirming windows it saw against the confirming calls
+    the worker says it made (3 here, 4 seen) and refuses the extra one."""
+    assert FORGED_CONFIRMATION.count("forge();") == 1 and "same_entropy);" not in FORGED_CONFIRMATION
+    assert "firsts[k] == x[0]" in FORGED_CONFIRMATION and "forge_in = 3" in FORGED_CONFIRMATION
+    task = write_task(tmp_path, POLY_TASK, HONEST)
+    product = build_host_candidates(tmp_path, {"forged": FORGED_CONFIRMATION})["forged"]
+    run = CandidateRun(candidate_product=product, candidate_symbol=task.entry, call_limit=LIMIT)
+    outcome = run_job(timing_set_job(task, tmp_path / "forged", ATTACK_OPTIONS), run, timeout_s=120)
+    timing = outcome.candidate_timing
+    assert not outcome.passed and outcome.error is ErrorKind.IMPLAUSIBLE, (outcome.message, timing)
+    assert "made 3 clock-confirming call(s) but the executor saw 4" in outcome.message, outcome.message

@@ -14,6 +14,22 @@ def _passed(median_ms: float) -> WorkerOutcome:
     )
 
 
+def _check(
+    outcome: WorkerOutcome,
+    windows: list[float | None],
+    unmatched: int,
+    announced: bool = False,
+    confirm_windows_s: list[float | None] | None = None,
+) -> WorkerOutcome:
+    """:func:`clock_check` of ``outcome`` as a worker that made as many clock-confirming calls as the
+    executor saw windows of (``seconds["clock_confirm_calls"]``) reports it."""
+    confirms = confirm_windows_s or []
+    made = outcome.model_copy(
+        update={"seconds": {**outcome.seconds, "clock_confirm_calls": float(len(confirms))}}
+    )
+    return clock_check(made, windows, unmatched, announced, confirms)
+
+
 def test_windows_near_the_worker_clock_pass_and_far_above_it_are_implausible() -> None:
     outcome = _passed(2.0)
     limit_s = (CLOCK_FACTOR * 2.0 + CLOCK_SLACK_MS) / 1e3
@@ -48,7 +64,7 @@ def test_first_visits_far_longer_by_the_executors_clock_are_refused() -> None:
     late = [0.058, 0.00004, 0.00004] + [0.00004] * 4
     refused = clock_check(outcome, late, 0)
     assert not refused.passed and "first timed call on each timing set" in refused.message
-    assert clock_check(outcome, late, 0, confirm_windows_s=[0.00005]).passed
+    assert _check(outcome, late, 0, confirm_windows_s=[0.00005]).passed
 
 
 def test_first_visits_an_executor_thread_was_late_for_on_a_loaded_host_pass() -> None:
@@ -75,7 +91,11 @@ def test_a_function_task_with_windows_missing_is_refused_when_its_calls_were_ann
     assert outcome.candidate_timing is not None and outcome.candidate_timing.trials == 7
     honest = [0.0025] * 7
     assert clock_check(outcome, honest, 0, announced=True) is outcome
-    assert clock_check(outcome, [*honest, 0.0025], 0, announced=True) is outcome  # and a confirmation
+    # more windows than timed calls: a start and an end the worker did not write (a short one forged
+    # between two calls took the shortest-window rule; confirming calls' windows are kept apart)
+    extra = clock_check(outcome, [*honest, 0.0025], 0, announced=True)
+    assert not extra.passed and "saw 8 timed calls" in extra.message, extra.message
+    assert clock_check(outcome, [*honest, 0.0025], 0) is outcome  # not announced: no lines
     for seen in ([], [0.0025], [0.0025] * 6, [*[0.0025] * 6, None]):
         refused = clock_check(outcome, seen, 0, announced=True)
         assert not refused.passed and refused.error is ErrorKind.IMPLAUSIBLE, seen
@@ -99,7 +119,7 @@ def test_an_unknown_window_is_left_out_of_the_comparison() -> None:
 
 def test_a_refusal_is_confirmed_by_the_last_clock_confirming_call() -> None:
     """Where the timed calls' windows refuse, the worker's last clock-confirming call (a first visit on
-    a fresh set after the trials, its outputs checked) decides: within 2 x the median + the refusing
+    a fresh set of the executor's after the trials, its outputs checked as every one's are) decides: within 2 x the median + the refusing
     rule's slack by the executor's clock, the outcome passes (a worker kept off its core during the
     trials); above it, or with none made, it is refused, and the message says which."""
     outcome = _passed(2.0).model_copy(update={"first_visits_ms": [2.0, 2.0]})
@@ -108,17 +128,19 @@ def test_a_refusal_is_confirmed_by_the_last_clock_confirming_call() -> None:
     bound_s = (CLOCK_FACTOR * 2.0 + FIRST_VISIT_SLACK_MS) / 1e3
     unconfirmed = clock_check(outcome, windows, 0, announced=True)
     assert not unconfirmed.passed and "made no clock-confirming call" in unconfirmed.message
-    confirmed = clock_check(outcome, windows, 0, announced=True, confirm_windows_s=[bound_s * 0.99])
+    confirmed = _check(outcome, windows, 0, announced=True, confirm_windows_s=[bound_s * 0.99])
     assert confirmed.passed and confirmed.seconds["clock_confirmed"] == bound_s * 0.99
     for confirms in ([bound_s * 1.01], [bound_s * 0.5, bound_s * 1.01], [bound_s * 0.5, None]):
-        refused = clock_check(outcome, windows, 0, announced=True, confirm_windows_s=confirms)
+        refused = _check(outcome, windows, 0, announced=True, confirm_windows_s=confirms)
         assert not refused.passed and refused.error is ErrorKind.IMPLAUSIBLE, confirms
         assert "first timed call on each timing set" in refused.message, refused.message
         assert f"the last of {len(confirms)} clock-confirming call(s)" in refused.message, refused.message
-    # the last one counts (the one whose outputs the worker checked), not the shortest
-    assert clock_check(outcome, windows, 0, confirm_windows_s=[bound_s * 1.5, bound_s * 0.5]).passed
+    # the last one counts (the one the worker stopped at), not the shortest; every one's outputs are
+    # checked by the worker and each set is the executor's own (review 36c's H1: test_clock_confirmation.py)
+    assert _check(outcome, windows, 0, confirm_windows_s=[bound_s * 1.5, bound_s * 0.5]).passed
     # nothing refused: the confirming calls change nothing
-    assert clock_check(outcome, [0.0025] * 7, 0, confirm_windows_s=[1.0]) is outcome
+    unrefused = _check(outcome, [0.0025] * 7, 0, confirm_windows_s=[1.0])
+    assert unrefused.passed and "clock_confirmed" not in unrefused.seconds
 
 
 def test_a_refusal_by_the_shortest_window_is_confirmed_within_its_own_slack() -> None:
@@ -127,17 +149,57 @@ def test_a_refusal_by_the_shortest_window_is_confirmed_within_its_own_slack() ->
     outcome = _passed(2.0).model_copy(update={"first_visits_ms": [2.0, 2.0]})
     long_s = (CLOCK_FACTOR * 2.0 + FIRST_VISIT_SLACK_MS) * 1.2 / 1e3
     tight_s = (CLOCK_FACTOR * 2.0 + CLOCK_SLACK_MS) / 1e3
-    refused = clock_check(outcome, [long_s] * 7, 0, confirm_windows_s=[tight_s * 1.01])
+    refused = _check(outcome, [long_s] * 7, 0, confirm_windows_s=[tight_s * 1.01])
     assert not refused.passed and "clock-confirming" in refused.message
-    assert clock_check(outcome, [long_s] * 7, 0, confirm_windows_s=[tight_s * 0.99]).passed
+    assert _check(outcome, [long_s] * 7, 0, confirm_windows_s=[tight_s * 0.99]).passed
     middle_s = (CLOCK_FACTOR * 2.0 + CLOCK_SLACK_MS) * 1.1 / 1e3  # only the shortest-window rule
-    assert not clock_check(outcome, [middle_s] * 7, 0, confirm_windows_s=[tight_s * 1.01]).passed
-    assert clock_check(outcome, [middle_s] * 7, 0, confirm_windows_s=[tight_s * 0.99]).passed
+    assert not _check(outcome, [middle_s] * 7, 0, confirm_windows_s=[tight_s * 1.01]).passed
+    assert _check(outcome, [middle_s] * 7, 0, confirm_windows_s=[tight_s * 0.99]).passed
 
 
 def test_what_no_load_explains_is_not_confirmed() -> None:
     """An end announced with no call started, and windows missing under a call limit, are refused
     whatever the confirming calls say."""
     outcome = _passed(2.0).model_copy(update={"first_visits_ms": [2.0, 2.0]})
-    assert not clock_check(outcome, [0.0025] * 7, 1, confirm_windows_s=[0.001]).passed
-    assert not clock_check(outcome, [0.0025] * 6, 0, announced=True, confirm_windows_s=[0.001]).passed
+    assert not _check(outcome, [0.0025] * 7, 1, confirm_windows_s=[0.001]).passed
+    assert not _check(outcome, [0.0025] * 6, 0, announced=True, confirm_windows_s=[0.001]).passed
+
+
+def test_confirming_windows_the_worker_did_not_make_are_refused() -> None:
+    """Review 36c's M1: a candidate that wrote a short clock-confirming call's start and end on the done
+    channel itself. The executor's confirming windows must be as many as the confirming calls the worker
+    says it made, and a start that the worker did not write (counted by the executor: with a call
+    open, or a timed call's after a confirming call's) refuses whatever the windows say."""
+    outcome = _passed(2.0).model_copy(update={"first_visits_ms": [2.0, 2.0]})
+    late = (CLOCK_FACTOR * 2.0 + FIRST_VISIT_SLACK_MS) * 1.2 / 1e3
+    windows = [late, late] + [0.0025] * 5
+    short = 0.001
+    three = outcome.model_copy(update={"seconds": {"clock_confirm_calls": 3.0}})
+    assert _check(outcome, windows, 0, True, [late, late, late, short]).passed  # as many as the worker made
+    for seen in ([late, late, late, short], [late, late], []):
+        refused = clock_check(three, windows, 0, True, seen)
+        assert not refused.passed and refused.error is ErrorKind.IMPLAUSIBLE, seen
+        assert f"made 3 clock-confirming call(s) but the executor saw {len(seen)}" in refused.message
+    # none made, one seen: refused even where the timed calls' windows refuse nothing
+    honest = [0.0025] * 7
+    refused = clock_check(outcome, honest, 0, True, [short])
+    assert not refused.passed and "made 0 clock-confirming call(s)" in refused.message, refused.message
+    for stray in (1, 2):
+        refused = clock_check(outcome, honest, 0, True, (), stray_starts=stray)
+        assert not refused.passed and f"saw {stray} call start(s)" in refused.message, refused.message
+
+
+def test_a_candidate_in_a_process_of_its_own_is_not_refused_for_load() -> None:
+    """Review 36c's M2: in a runner (executor.worker.runner) the candidate holds neither the worker's
+    clock nor its channel, and the worker makes no clock-confirming call; one first visit held up (a
+    loaded host) refused an honest candidate there. The windows are not compared with the worker's
+    times; lines the worker did not write still refuse."""
+    outcome = _passed(2.0).model_copy(update={"first_visits_ms": [2.0, 2.0]})
+    late = (CLOCK_FACTOR * 2.0 + FIRST_VISIT_SLACK_MS) * 1.2 / 1e3
+    held = [late, 0.0025] + [0.0025] * 5  # one first visit held up
+    assert not clock_check(outcome, held, 0, announced=True).passed
+    assert clock_check(outcome, held, 0, announced=True, own_process=True) is outcome
+    assert clock_check(outcome, [late] * 7, 0, announced=True, own_process=True) is outcome
+    assert not clock_check(outcome, held, 1, announced=True, own_process=True).passed
+    assert not clock_check(outcome, held, 0, True, (), 1, own_process=True).passed
+    assert not clock_check(outcome, held[:5], 0, announced=True, own_process=True).passed

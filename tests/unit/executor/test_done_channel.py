@@ -20,6 +20,7 @@ import pytest
 
 from executor import sandbox
 from executor.sandbox import BEAT_BUDGET, WorkerProcess, _done_channel, _stamp_ns
+from executor.worker.messages import CALL_ENDED, CLOCK_CONFIRM_CALL, TIMED_CALL, call_started
 
 pytestmark = pytest.mark.skipif(
     sys.platform != "linux" or platform.machine() not in ("x86_64", "aarch64"),
@@ -37,6 +38,7 @@ def _parent_end() -> tuple[WorkerProcess, int]:
         pytest.skip("a pipe: the kernel took no stamps here")
     proc._stamped, proc._beats, proc.open_call, proc.released_at = True, b"", None, None
     proc.timed_windows, proc.read_windows, proc.unmatched_ends, proc._timed_since = [], [], 0, None
+    proc.confirm_windows, proc.stray_starts, proc._confirming_seen = [], 0, False
     return proc, write
 
 
@@ -96,6 +98,32 @@ def test_descriptors_a_worker_sends_are_never_kept() -> None:
         assert os.read(r, 1) == b""
     finally:
         os.close(r)
+
+
+def _announced(proc: WorkerProcess, write: int, calls: list[str | None]) -> None:
+    """Each of ``calls`` written as a worker writes it (a start with what it is, or None: an end), one
+    record each, and read."""
+    for what in calls:
+        os.write(write, CALL_ENDED if what is None else call_started(30.0, 1, 1000.0, what))
+        while proc._read_beats():
+            pass
+
+
+def test_starts_the_worker_did_not_write_are_counted() -> None:
+    """Review 36c's M1: the worker never starts a call with one open, and makes its clock-confirming
+    calls after its timed calls; a start that breaks either is counted (executor.clockcheck refuses)."""
+    confirming = f"{CLOCK_CONFIRM_CALL}1 on a fresh set after the trials"
+    proc, write = _parent_end()
+    try:
+        _announced(proc, write, [f"{TIMED_CALL}1", None, f"{TIMED_CALL}2", None, confirming, None])
+        assert proc.stray_starts == 0 and len(proc.timed_windows) == 2 and len(proc.confirm_windows) == 1
+        _announced(proc, write, [f"{TIMED_CALL}3", None])  # a timed call after a confirming one
+        assert proc.stray_starts == 1
+        _announced(proc, write, [confirming, confirming, None])  # a start with a call open
+        assert proc.stray_starts == 2 and len(proc.confirm_windows) == 2
+    finally:
+        os.close(write)
+        proc._close_done()
 
 
 def test_a_flooded_channel_is_read_a_bounded_amount_at_a_time() -> None:
