@@ -1615,11 +1615,11 @@ def start_candidate(proc: WorkerProcess, job: WorkerJob, memory_limit_bytes: int
     proc.send_job(job, memory_limit_bytes)
 
 
-def clock_confirm_seeds() -> list[int]:
-    """:data:`~executor.clockcheck.CLOCK_CONFIRM_CALLS` distinct seeds of this process's entropy for a
-    candidate worker's clock-confirming calls (:attr:`CandidateRun.clock_confirm_seeds`)."""
+def clock_confirm_seeds(count: int = CLOCK_CONFIRM_CALLS) -> list[int]:
+    """``count`` distinct seeds of this process's entropy: by default, for a candidate worker's
+    clock-confirming calls (:attr:`CandidateRun.clock_confirm_seeds`)."""
     seeds: list[int] = []
-    while len(seeds) < CLOCK_CONFIRM_CALLS:
+    while len(seeds) < count:
         seed = secrets.randbits(63)
         if seed not in seeds:
             seeds.append(seed)
@@ -1645,9 +1645,15 @@ def finish_candidate(
     start = time.monotonic()
     proc.hand_untrusted()
     # The clock-confirming calls' seeds come from here, not the worker's entropy, which its candidate
-    # can change (review 36c's H1 made every confirming set the same and answered the last from a memo).
-    seeds = clock_confirm_seeds()
-    update = {"sent_at": start, "clock_confirm_seeds": seeds}
+    # can change (review 36c's H1 made every confirming set the same and answered the last from a memo);
+    # so do the repeat-visit rule's confirming set's (distinct from theirs) and the spot samples' draws.
+    seeds = clock_confirm_seeds(CLOCK_CONFIRM_CALLS + 1)
+    update = {
+        "sent_at": start,
+        "clock_confirm_seeds": seeds[1:],
+        "repeat_confirm_seed": seeds[0],
+        "spot_seed": secrets.randbits(128),
+    }
     proc.send("run.json", proc.admit(run).model_copy(update=update))
     killed_for = proc.wait(
         timeout_s,

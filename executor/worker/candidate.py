@@ -17,7 +17,6 @@ import ctypes
 import functools
 import logging
 import os
-import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -756,6 +755,7 @@ class Worker:
             candidate.reset_timing_state()  # the candidate's own process's device, if any
             if isinstance(candidate, FunctionRuntime):
                 candidate.first_visit_delay_s = run.first_visit_delay_ms / 1e3
+            candidate.spot_seed = run.spot_seed  # the executor's, not this process's entropy (session 35)
             if (
                 isinstance(candidate, GpuKernelRuntime)
                 and self.comparer is not None
@@ -772,7 +772,9 @@ class Worker:
                 logger.warning("%s", last["gate"]["off"])
                 self.seconds["launch_gate_off"] = 1.0
             # Still under the trials' locks: one more first visit when the repeat-visit rule would refuse.
-            confirmation = self.confirm_first_visit(candidate, stats, last.get("samples_ms"), len(sources))
+            confirmation = self.confirm_first_visit(
+                candidate, stats, last.get("samples_ms"), len(sources), run.repeat_confirm_seed
+            )
             clock_confirmation = self.confirm_clock(
                 candidate, stats, last, len(sources), run.clock_confirm_seeds
             )
@@ -1000,11 +1002,18 @@ class Worker:
         return first, allowance, limit
 
     def confirm_first_visit(
-        self, candidate: Runtime, stats: TimingStats, samples: list[float] | None, sets: int
+        self,
+        candidate: Runtime,
+        stats: TimingStats,
+        samples: list[float] | None,
+        sets: int,
+        seed: int | None,
     ) -> tuple[float, InputSet, InputSet] | None:
         """Where the repeat-visit rule would refuse a function candidate (option ``repeat_confirm``):
         one more first visit, right after the trials and under their locks, on a set drawn now at the
-        timing size from a seed of the operating system's entropy, in buffers of its own
+        timing size from ``seed`` (the executor's: :attr:`CandidateRun.repeat_confirm_seed`; None: no
+        confirmation; drawn from this process's entropy, which its candidate can patch, the set was
+        known to it ahead: session 35), in buffers of its own
         (:meth:`FunctionRuntime.first_visit`). Its milliseconds, the set and what the call left (its
         outputs are checked by :meth:`check_confirmation` once the GPU is released); None where no
         confirmation is made. Why: on two H200s of one host (session 26) honest candidates' first calls
@@ -1012,7 +1021,7 @@ class Worker:
         visits 4-11 times the median (docs/executor.md). A memo cannot answer values it has never
         seen, so its confirming call does the work and the rule still refuses it; honest code's
         confirming call runs at its median's speed once the burst is over."""
-        if not self.job.options.repeat_confirm:
+        if not self.job.options.repeat_confirm or seed is None:
             return None
         if (
             not isinstance(candidate, FunctionRuntime)
@@ -1024,7 +1033,7 @@ class Worker:
         if rule is None or rule[0] - rule[1] <= rule[2] * stats.median_ms:
             return None
         t0 = time.perf_counter()
-        fresh = generate_inputs(self.task, "timing", secrets.randbits(63), self.reference_lib)
+        fresh = generate_inputs(self.task, "timing", seed, self.reference_lib)
         ms, work = candidate.first_visit(
             fresh, "the confirming call on a fresh set after the trials", self.confirm_buffers
         )

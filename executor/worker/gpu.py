@@ -413,7 +413,7 @@ class DeviceSpots:
     copied, device to device, into a buffer of :data:`SPOT_CALLS` samples: :func:`spot_positions`' runs
     (or the whole output when it is small). Which launches are kept is a uniform draw over all of them
     (:class:`CallSamples`, a later launch overwriting a dropped one's place in stream order), the runs'
-    places are drawn per launch, both from the operating system's entropy. :meth:`collect` reads the
+    places are drawn per launch, both from ``seed`` (the executor's). :meth:`collect` reads the
     buffer once after the trials, as the function tasks' samples (``spot_checks``) for
     ``Worker.check_spot``. A larger output compared ``sorted`` is not sampled (a sample of a sorted
     comparison means nothing): the last launch on every slot is still checked whole.
@@ -425,13 +425,15 @@ class DeviceSpots:
         task: FunctionTask | KernelTask,
         shapes: dict[str, np.ndarray],
         gather: SpotGather | None = None,
+        seed: int | None = None,
     ) -> None:
         """``shapes``: an array shaped like each output at the timing size (a source's). ``gather``
         (option ``kernel_spot_gather``; :meth:`executor.devcompare.DeviceComparer.gather`): a launch's
         runs of an output copied by one kernel launch instead of one driver call each; on the H200 a
         driver call from this process took some 40-50 us of the host's side of a trial under the
         ``long`` queue's load (session 28), and the copies made trials host-bound."""
-        self.gpu, self.rng = gpu, np.random.default_rng(secrets.randbits(128))
+        # ``seed``: the executor's (Runtime.spot_seed); None: this process's own entropy.
+        self.gpu, self.rng = gpu, np.random.default_rng(seed if seed is not None else secrets.randbits(128))
         self.gather = gather if SPOT_RUNS == GATHER_RUNS else None
         self.calls: CallSamples[tuple[int, str, dict[str, np.ndarray | None]]] = CallSamples(
             self.rng, SPOT_CALLS
@@ -776,7 +778,7 @@ class GpuKernelRuntime(Runtime):
         policy = dataclasses.replace(options.trial_policy(device_timed=True), groups=slots.timed)
         gather = self.spot_gather if options.kernel_spot_gather else None
         spots = (
-            DeviceSpots(self.gpu, self.task, slots.sources[0].arrays, gather)
+            DeviceSpots(self.gpu, self.task, slots.sources[0].arrays, gather, self.spot_seed)
             if options.kernel_spot_checks
             else None
         )

@@ -143,6 +143,20 @@ class CandidateRun(BaseModel):
         "a candidate that changes what the worker's entropy returns cannot make them repeat (review 36c "
         "H1); none: the worker makes no clock-confirming call",
     )
+    repeat_confirm_seed: int | None = Field(
+        default=None,
+        description="the seed of the repeat-visit rule's confirming set (option repeat_confirm), drawn by "
+        "the executor with the clock-confirming seeds and distinct from them, as it hands the run over: "
+        "drawn by the worker, a candidate that patched its entropy knew the set ahead (session 35); None: "
+        "no confirming call is made (the rule refuses as without the option)",
+    )
+    spot_seed: int | None = Field(
+        default=None,
+        description="the seed (128 bits) of the spot samples' draws (which timed calls are sampled and at "
+        "which positions: executor.worker.host.spot_sample, executor.worker.gpu.DeviceSpots), drawn by the "
+        "executor as it hands the run over, for the same reason; None (a run not handed over by "
+        "executor.sandbox.finish_candidate: a baseline's, some tests'): the worker's own entropy",
+    )
 
 
 class ReferenceJob(BaseModel):

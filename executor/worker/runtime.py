@@ -92,6 +92,9 @@ class Runtime:
 
     device = "host-cpu"
     watch = CallWatch()
+    # The seed of the spot samples' draws in :meth:`time` (:attr:`CandidateRun.spot_seed`, the
+    # executor's); None: this process's own entropy (a baseline's run).
+    spot_seed: int | None = None
 
     def run(
         self, inputs: InputSet, uploaded: dict[str, Any] | None = None, call: str = "a call"
