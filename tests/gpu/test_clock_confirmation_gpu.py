@@ -16,9 +16,8 @@ import pytest
 
 from executor.protocol import EvaluationOptions
 from executor.verdict import ErrorKind
-from executor.worker.messages import CandidateRun
-from tests.integration.executor.test_clock_attack import CLOCK_AND_MEMO, HONEST, LIMIT
-from tests.integration.executor.test_clock_confirmation import DELAY_MS, SAXPY
+from tests.integration.executor.test_clock_attack import CLOCK_AND_MEMO, HONEST
+from tests.integration.executor.test_clock_confirmation import SAXPY, held_up
 from tests.integration.executor.test_executor_hacks_host import POLY_TASK
 from tests.support.hostcode import (
     build_host_candidates,
@@ -42,12 +41,7 @@ def test_an_honest_gpu_function_candidate_held_up_passes_after_confirmation(tmp_
     task = saxpy_timed_at(1 << 18)
     product = build_host_candidates(tmp_path, {"saxpy": SAXPY})["saxpy"]
     job = timing_set_job(task, tmp_path / "job", QUICK).model_copy(update={"runtime": "gpu"})
-    run = CandidateRun(
-        candidate_product=product,
-        candidate_symbol=task.entry,
-        call_limit=LIMIT,
-        first_visit_delay_ms=DELAY_MS,
-    )
+    run = held_up(product, task)
     outcome, stderr = run_job_showing_stderr(job, run, timeout_s=120)
     assert outcome.passed, f"{outcome.message}\n{stderr}"
     assert outcome.seconds["clock_confirm_calls"] >= 1, outcome.seconds
@@ -59,12 +53,7 @@ def test_a_changed_clock_with_a_memo_is_refused_by_its_confirming_call_on_a_gpu(
     task = write_task(tmp_path, POLY_TASK, HONEST)
     product = build_host_candidates(tmp_path, {"clock_and_memo": CLOCK_AND_MEMO})["clock_and_memo"]
     job = timing_set_job(task, tmp_path / "job", QUICK).model_copy(update={"runtime": "gpu"})
-    run = CandidateRun(
-        candidate_product=product,
-        candidate_symbol=task.entry,
-        call_limit=LIMIT,
-        first_visit_delay_ms=DELAY_MS,
-    )
+    run = held_up(product, task)
     outcome, stderr = run_job_showing_stderr(job, run, timeout_s=120)
     assert not outcome.passed and outcome.error is ErrorKind.IMPLAUSIBLE, f"{outcome.message}\n{stderr}"
     assert "clock-confirming call(s) on a fresh set" in outcome.message, outcome.message

@@ -23,6 +23,7 @@ import pytest
 
 from executor.clockcheck import CLOCK_FACTOR, FIRST_VISIT_SLACK_MS
 from executor.sandbox import run_job
+from executor.taskformat import FunctionTask, KernelTask
 from executor.verdict import ErrorKind
 from executor.worker.messages import CandidateRun
 from tests.integration.executor.test_clock_attack import CLOCK_AND_MEMO, HONEST, LIMIT
@@ -44,17 +45,22 @@ OPTIONS = FAST.model_copy(update={"min_trials": 5, "max_trials": 7})
 DELAY_MS = 2 * FIRST_VISIT_SLACK_MS + 10
 
 
-def test_an_honest_candidate_whose_first_visits_were_held_up_passes_after_confirmation(
-    tmp_path: Path,
-) -> None:
-    task = saxpy_timed_at(1 << 18)
-    product = build_host_candidates(tmp_path, {"saxpy": SAXPY})["saxpy"]
-    run = CandidateRun(
+def held_up(product: Path, task: FunctionTask | KernelTask) -> CandidateRun:
+    """A run of ``product`` whose first visits are held up (each inside its window) by `DELAY_MS`."""
+    return CandidateRun(
         candidate_product=product,
         candidate_symbol=task.entry,
         call_limit=LIMIT,
         first_visit_delay_ms=DELAY_MS,
     )
+
+
+def test_an_honest_candidate_whose_first_visits_were_held_up_passes_after_confirmation(
+    tmp_path: Path,
+) -> None:
+    task = saxpy_timed_at(1 << 18)
+    product = build_host_candidates(tmp_path, {"saxpy": SAXPY})["saxpy"]
+    run = held_up(product, task)
     outcome = run_job(timing_set_job(task, tmp_path / "job", OPTIONS), run, timeout_s=120)
     assert outcome.passed, outcome.message
     timing = outcome.candidate_timing
@@ -76,12 +82,7 @@ def test_an_honest_candidate_in_its_own_process_held_up_passes(
     use_candidate_process(monkeypatch)
     task = saxpy_timed_at(1 << 18)
     product = build_host_candidates(tmp_path, {"saxpy": SAXPY})["saxpy"]
-    run = CandidateRun(
-        candidate_product=product,
-        candidate_symbol=task.entry,
-        call_limit=LIMIT,
-        first_visit_delay_ms=DELAY_MS,
-    )
+    run = held_up(product, task)
     outcome = run_job(timing_set_job(task, tmp_path / "job", OPTIONS), run, timeout_s=120)
     assert outcome.passed, outcome.message
     assert "runner_roundtrip" in outcome.seconds, outcome.seconds  # it did run in a runner
@@ -113,12 +114,7 @@ WRONG_FIRST_CONFIRMATION = (
 def test_every_clock_confirming_call_is_checked(tmp_path: Path) -> None:
     task = saxpy_timed_at(1 << 18)
     product = build_host_candidates(tmp_path, {"saxpy": WRONG_FIRST_CONFIRMATION})["saxpy"]
-    run = CandidateRun(
-        candidate_product=product,
-        candidate_symbol=task.entry,
-        call_limit=LIMIT,
-        first_visit_delay_ms=DELAY_MS,
-    )
+    run = held_up(product, task)
     # one warm-up call (warmup_ms 0): the first address called twice is a timing set's
     outcome = run_job(timing_set_job(task, tmp_path / "job", ATTACK_OPTIONS), run, timeout_s=120)
     assert not outcome.passed and outcome.error is ErrorKind.WRONG_OUTPUT, (outcome.message, outcome.seconds)
@@ -146,12 +142,7 @@ def test_a_changed_clock_with_a_memo_is_refused_by_its_confirming_call(tmp_path:
     assert ONE_FIRST_VISIT_TRUE != CLOCK_AND_MEMO
     task = write_task(tmp_path, POLY_TASK, HONEST)
     built = build_host_candidates(tmp_path, {"memo": CLOCK_AND_MEMO, "one_true": ONE_FIRST_VISIT_TRUE})
-    held = CandidateRun(
-        candidate_product=built["memo"],
-        candidate_symbol=task.entry,
-        call_limit=LIMIT,
-        first_visit_delay_ms=DELAY_MS,
-    )
+    held = held_up(built["memo"], task)
     outcome = run_job(timing_set_job(task, tmp_path / "memo", ATTACK_OPTIONS), held, timeout_s=120)
     assert not outcome.passed and outcome.error is ErrorKind.IMPLAUSIBLE, outcome.message
     assert "first timed call on each timing set" in outcome.message, outcome.message
