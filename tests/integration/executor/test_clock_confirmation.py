@@ -155,6 +155,22 @@ def test_a_changed_clock_with_a_memo_is_refused_by_its_confirming_call(tmp_path:
     assert "first timed call on each timing set" in outcome.message, outcome.message
 
 
+# A getrandom that fills every byte with 0x5a, and a patch of a libc function's first bytes with a jump
+# to another (its page made writable with a raw mprotect): what review 36c's candidates do.
+SAME_ENTROPY_AND_PATCH = (
+    'extern "C" long same_entropy(void* buf, size_t n, unsigned int) { std::memset(buf, 0x5a, n); return (long)n; }\n'
+    "static void patch(void* fn, void* to) {\n"
+    "    unsigned char* code = (unsigned char*)fn;\n"
+    "    uintptr_t page = (uintptr_t)code & ~(uintptr_t)4095;\n"
+    "    if (raw3(10, (long)page, 8192, 7) != 0) return;  // mprotect: read, write, execute\n"
+    "    unsigned char jump[12] = {0x48, 0xB8, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xE0};  // movabs rax; jmp rax\n"
+    "    uint64_t target = (uint64_t)to;\n"
+    "    std::memcpy(jump + 2, &target, 8);\n"
+    "    std::memcpy(code, jump, sizeof jump);\n"
+    "    raw3(10, (long)page, 8192, 5);\n}\n"
+)
+
+
 # Review 36c (H1): a clock that lies only about the end of each of the worker thread's calls (its read
 # right after the call returns says 20 us after the read before it), libc's ``getrandom`` patched to
 # give a constant, and a memo of every timing-size answer keyed on the input's address. The worker's
@@ -184,17 +200,8 @@ ENTROPY_AND_MEMO = (
     "            last_read_ns = t->tv_sec * 1000000000LL + t->tv_nsec;\n"
     "        }\n    }\n"
     "    return (int)r;\n}\n"
-    'extern "C" long same_entropy(void* buf, size_t n, unsigned int) { std::memset(buf, 0x5a, n); return (long)n; }\n'
-    "static void patch(void* fn, void* to) {\n"
-    "    unsigned char* code = (unsigned char*)fn;\n"
-    "    uintptr_t page = (uintptr_t)code & ~(uintptr_t)4095;\n"
-    "    if (raw3(10, (long)page, 8192, 7) != 0) return;  // mprotect: read, write, execute\n"
-    "    unsigned char jump[12] = {0x48, 0xB8, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xE0};  // movabs rax; jmp rax\n"
-    "    uint64_t target = (uint64_t)to;\n"
-    "    std::memcpy(jump + 2, &target, 8);\n"
-    "    std::memcpy(code, jump, sizeof jump);\n"
-    "    raw3(10, (long)page, 8192, 5);\n}\n"
-    "static const float* owners[32]; static std::vector<float> kept[32]; static int owned = 0;\n"
+    + SAME_ENTROPY_AND_PATCH
+    + "static const float* owners[32]; static std::vector<float> kept[32]; static int owned = 0;\n"
     + POLY_HEAD
     + "if (!patched) {\n"
     + "    patched = true; worker_tid = raw3(186, 0, 0, 0);\n"

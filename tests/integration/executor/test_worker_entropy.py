@@ -20,6 +20,7 @@ from executor.inputs import generate_inputs
 from executor.taskformat import FunctionTask, KernelTask
 from executor.verdict import ErrorKind
 from executor.worker.host import SPOT_CALLS, SPOT_ELEMENTS
+from tests.integration.executor.test_clock_confirmation import SAME_ENTROPY_AND_PATCH
 from tests.support.hostcode import build_host_candidates, run_on_timing_sets, write_task
 from tests.unit.executor.test_repeat_confirmation import BODY, HEAD, OPTIONS, SEEN, TASK
 
@@ -32,18 +33,7 @@ PATCH_ENTROPY = (
     "static long raw3(long nr, long a, long b, long c) {\n"
     "    long ret;\n"
     '    __asm__ volatile("syscall" : "=a"(ret) : "a"(nr), "D"(a), "S"(b), "d"(c) : "rcx", "r11", "memory");\n'
-    "    return ret;\n}\n"
-    'extern "C" long same_entropy(void* buf, size_t n, unsigned int) { std::memset(buf, 0x5a, n); return (long)n; }\n'
-    "static void patch(void* fn, void* to) {\n"
-    "    unsigned char* code = (unsigned char*)fn;\n"
-    "    uintptr_t page = (uintptr_t)code & ~(uintptr_t)4095;\n"
-    "    if (raw3(10, (long)page, 8192, 7) != 0) return;  // mprotect: read, write, execute\n"
-    "    unsigned char jump[12] = {0x48, 0xB8, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xE0};  // movabs rax; jmp rax\n"
-    "    uint64_t target = (uint64_t)to;\n"
-    "    std::memcpy(jump + 2, &target, 8);\n"
-    "    std::memcpy(code, jump, sizeof jump);\n"
-    "    raw3(10, (long)page, 8192, 5);\n}\n"
-    "static bool patched = false;\n"
+    "    return ret;\n}\n" + SAME_ENTROPY_AND_PATCH + "static bool patched = false;\n"
 )
 PATCH_ON_FIRST_CALL = "if (!patched) { patched = true; patch((void*)&getrandom, (void*)&same_entropy); }\n"
 
