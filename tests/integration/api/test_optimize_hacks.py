@@ -112,11 +112,13 @@ HACKS: dict[str, tuple[int, str, str, set[str]]] = {
         "cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 1 << 20);\n" + BODY + " }\n",
         {"static_rejected"},
     ),
-    # NaN where the answer is hard (about half the sets).
+    # NaN on most sets (x[0] below 0.95, x uniform in [0, 1]). Until session 35 on about half of them:
+    # then every set the checks look at (about six) fell on the other half once in ~2^6 runs, and CI's
+    # rehearsal saw the candidate pass.
     "nan": (
         SMALL,
         "#include <cmath>\n",
-        BODY + "\nif (x[0] < 0.5f) s[0] = NAN; }\n",
+        BODY + "\nif (x[0] < 0.95f) s[0] = NAN; }\n",
         {"wrong_output", "unwritten_output"},
     ),
     # Reads its inputs at 8 bits of precision.
