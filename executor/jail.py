@@ -39,7 +39,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from executor.errors import EvaluationCancelled
 
@@ -75,9 +75,20 @@ Protection = Literal["namespace", "uid", "none"]
 JAIL_TMP = "/tmp"  # noqa: S108
 
 
+# libc's prctl, looked up here, in the parent: a dlopen in the child between fork and exec (what
+# ``ctypes.CDLL`` does) can meet the dynamic loader's state as another thread of the parent left it at the
+# fork (an NVRTC compile loading its libraries) and abort there ("Inconsistency detected by ld.so:
+# dl-open.c: ... r_state == RT_CONSISTENT", seen once as a failed nvcc compile in session 35's suite).
+_PRCTL: Any
+try:
+    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):  # no libc to ask (not Linux)
+    _PRCTL = None
+
+
 def _pdeathsig() -> None:  # pragma: no cover - runs in the child between fork and exec
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if _PRCTL is not None:
+        _PRCTL(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def child_setup(niceness: int | None, cwd: str, user: int | None) -> None:  # pragma: no cover
@@ -93,8 +104,8 @@ def child_setup(niceness: int | None, cwd: str, user: int | None) -> None:  # pr
         os.setgid(user)
         os.setuid(user)
     _pdeathsig()
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    if _PRCTL is not None:
+        _PRCTL(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
 
 
 def is_root() -> bool:

@@ -38,3 +38,13 @@ def test_tmpfs_mounts_are_private_and_empty(tmp_path: Path) -> None:
     assert code == 0, out
     assert out.split() == ["0", "x"]
     assert not Path("/dev/shm/f").exists()
+
+
+def test_a_command_runs_with_no_new_privileges(tmp_path: Path) -> None:
+    """The child's no-new-privileges bit is set between fork and exec through the prctl looked up in
+    the parent (`executor.jail._PRCTL`): no dlopen in the child of a threaded parent."""
+    from executor.jail import _run_group
+
+    code, out = _run_group(["cat", "/proc/self/status"], tmp_path, 10.0, 0, {"PATH": "/usr/bin:/bin"}, None)
+    assert code == 0, out
+    assert "NoNewPrivs:\t1" in out, out
