@@ -36,6 +36,7 @@ import contextlib
 import hashlib
 import itertools
 import logging
+import os
 import socket
 import threading
 import time
@@ -251,7 +252,15 @@ class CompilePool:
         deadline = time.monotonic() + self._timeout_s
         while True:
             left = deadline - time.monotonic()
-            ready, _ = ray.wait([answer], timeout=max(0.0, min(left, STOP_POLL_S)))
+            try:
+                ready, _ = ray.wait([answer], timeout=max(0.0, min(left, STOP_POLL_S)))
+            except OSError as e:
+                # This process's connection to its node's raylet is gone (its node is being killed):
+                # the replica ends here, as Ray ends a worker that loses its raylet, so that the router
+                # sees a lost replica and retries the evaluation elsewhere, instead of an error from it
+                # (session 35's rehearsal: "Broken pipe" from this wait answered 500 for a killed node).
+                logger.error("lost this node's raylet while waiting for a compile worker (%s); exiting", e)
+                os._exit(1)
             if ready:
                 built: tuple[str | None, bytes | None, str] = ray.get(answer)
                 return built
