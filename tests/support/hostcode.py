@@ -239,16 +239,20 @@ def run_job_showing_stderr(job: WorkerJob, run: CandidateRun, timeout_s: float) 
         proc.close()
 
 
-def assert_no_gain(honest: WorkerOutcome, attack: WorkerOutcome) -> None:
+def assert_no_gain(attack: WorkerOutcome, *honest: WorkerOutcome) -> None:
     """An attack that reached no memo: refused, or passed at no more than twice the honest code's
     speed (where it worked it passed at 1/60-1/1400 of the honest median). The honest code's speed is
-    its fastest trial: load on the machine only slows trials, and under the suite's load an honest run
-    once took a median of 172 ms against its usual 64 (session 29, a clean-clone run), which halved
-    would have called an attack at the honest speed a gain."""
-    assert honest.passed and honest.candidate_timing is not None, honest.message
+    its fastest trial over the ``honest`` runs given: load on the machine only slows trials, and under
+    the suite's load an honest run once took a median of 172 ms against its usual 64 (session 29, a
+    clean-clone run), and once its fastest trial 218.8 ms against the attack's honest-speed 97.7 ms
+    (session 35), which halved would have called an attack at the honest speed a gain."""
+    assert honest, "at least one honest run"
+    for run in honest:
+        assert run.passed and run.candidate_timing is not None, run.message
+    fastest = min(run.candidate_timing.min_ms for run in honest if run.candidate_timing is not None)
     if attack.passed:
         assert attack.candidate_timing is not None
-        assert attack.candidate_timing.median_ms > honest.candidate_timing.min_ms / 2, (
+        assert attack.candidate_timing.median_ms > fastest / 2, (
             attack.candidate_timing,
-            honest.candidate_timing,
+            [run.candidate_timing for run in honest],
         )

@@ -128,7 +128,7 @@ def test_a_slot_is_handed_over_inside_its_first_timed_call(tmp_path: Path) -> No
     honest, memo = outcomes["honest"], outcomes["memo"]
     # Before: passed at 1/500-1/1400 of the honest median (each slot's first visit as fast as its
     # repeats). Now the answer is computed inside a first visit, and the repeats' gain is refused.
-    assert_no_gain(honest, memo)
+    assert_no_gain(memo, honest)
     if not memo.passed:
         assert memo.error is ErrorKind.IMPLAUSIBLE, memo.message
 
