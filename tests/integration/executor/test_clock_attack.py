@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from executor.protocol import EvaluationOptions
 from executor.runlimit import CallLimit
 from executor.sandbox import run_job
 from executor.verdict import ErrorKind
-from executor.worker.messages import CandidateRun
+from executor.worker.messages import CandidateRun, WorkerOutcome
 from tests.integration.executor.test_executor_hacks_host import POLY_BODY, POLY_HEAD, POLY_TASK
 from tests.support.hostcode import FAST, build_host_candidates, timing_set_job, write_task
 
@@ -80,6 +81,17 @@ LIMIT = CallLimit(seconds=30.0, floor_s=20.0, factor=10.0, basis="reference", ba
 # clock, which these candidates slow to 20 us a call, so each of their jobs spun the warm-up to its cap
 # (ten times max_trials: 90 calls of ~60-90 ms, 5-8 s a job). The check under test reads the timed calls.
 OPTIONS = FAST.model_copy(update={"min_trials": 5, "max_trials": 9, "warmup_ms": 0.0})
+
+
+def run_poly_attack(
+    tmp_path: Path, name: str, source: str, options: EvaluationOptions = OPTIONS
+) -> WorkerOutcome:
+    """``source`` built and run (with a call limit, so every call is announced) on the polynomial task
+    whose reference is the honest code, from the worker down."""
+    task = write_task(tmp_path, POLY_TASK, HONEST)
+    product = build_host_candidates(tmp_path, {name: source})[name]
+    run = CandidateRun(candidate_product=product, candidate_symbol=task.entry, call_limit=LIMIT)
+    return run_job(timing_set_job(task, tmp_path / name, options), run, timeout_s=120)
 
 
 def test_a_candidate_that_slows_its_clock_is_refused_by_the_executor_clock(tmp_path: Path) -> None:
@@ -168,10 +180,7 @@ DEFERRED = (
 
 
 def test_work_left_to_the_worker_reading_its_window_is_inside_the_executors_window(tmp_path: Path) -> None:
-    task = write_task(tmp_path, POLY_TASK, HONEST)
-    product = build_host_candidates(tmp_path, {"deferred": DEFERRED})["deferred"]
-    run = CandidateRun(candidate_product=product, candidate_symbol=task.entry, call_limit=LIMIT)
-    outcome = run_job(timing_set_job(task, tmp_path / "deferred", OPTIONS), run, timeout_s=120)
+    outcome = run_poly_attack(tmp_path, "deferred", DEFERRED)
     timing = outcome.candidate_timing
     assert not outcome.passed and outcome.error is ErrorKind.IMPLAUSIBLE, (outcome.message, timing)
     assert "executor's clock" in outcome.message, outcome.message
@@ -202,10 +211,7 @@ FORGED_TIMED = CLOCK.replace(
 
 def test_timed_calls_the_candidate_announces_itself_are_refused(tmp_path: Path) -> None:
     assert FORGED_TIMED.count("forge();") == 1 and "forge_in = 3" in FORGED_TIMED
-    task = write_task(tmp_path, POLY_TASK, HONEST)
-    product = build_host_candidates(tmp_path, {"forged": FORGED_TIMED})["forged"]
-    run = CandidateRun(candidate_product=product, candidate_symbol=task.entry, call_limit=LIMIT)
-    outcome = run_job(timing_set_job(task, tmp_path / "forged", OPTIONS), run, timeout_s=120)
+    outcome = run_poly_attack(tmp_path, "forged", FORGED_TIMED)
     timing = outcome.candidate_timing
     assert not outcome.passed and outcome.error is ErrorKind.IMPLAUSIBLE, (outcome.message, timing)
     assert "timed calls start and end" in outcome.message, outcome.message

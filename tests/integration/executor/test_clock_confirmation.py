@@ -26,7 +26,7 @@ from executor.sandbox import run_job
 from executor.taskformat import FunctionTask, KernelTask
 from executor.verdict import ErrorKind
 from executor.worker.messages import CandidateRun
-from tests.integration.executor.test_clock_attack import CLOCK_AND_MEMO, HONEST, LIMIT
+from tests.integration.executor.test_clock_attack import CLOCK_AND_MEMO, HONEST, LIMIT, run_poly_attack
 from tests.integration.executor.test_clock_attack import OPTIONS as ATTACK_OPTIONS
 from tests.integration.executor.test_executor_hacks_host import POLY_BODY, POLY_HEAD, POLY_TASK
 from tests.support.hostcode import (
@@ -222,10 +222,7 @@ def test_confirming_sets_the_candidate_makes_repeat_are_refused(tmp_path: Path) 
     """Review 36c's H1: the clock-confirming sets come from the executor's seeds, distinct, and every
     confirming call's outputs are checked; the memo's second confirming call answers the first set's
     values on a second set, and the outcome is refused."""
-    task = write_task(tmp_path, POLY_TASK, HONEST)
-    product = build_host_candidates(tmp_path, {"entropy": ENTROPY_AND_MEMO})["entropy"]
-    run = CandidateRun(candidate_product=product, candidate_symbol=task.entry, call_limit=LIMIT)
-    outcome = run_job(timing_set_job(task, tmp_path / "entropy", ATTACK_OPTIONS), run, timeout_s=120)
+    outcome = run_poly_attack(tmp_path, "entropy", ENTROPY_AND_MEMO, ATTACK_OPTIONS)
     timing = outcome.candidate_timing
     assert not outcome.passed, (outcome.message, timing, outcome.seconds)
     # the second confirming call, answered from the memo with the first set's outputs (2 calls made)
@@ -284,10 +281,7 @@ def test_a_clock_confirming_call_the_candidate_writes_itself_is_refused(tmp_path
     the worker says it made (3 here, 4 seen) and refuses the extra one."""
     assert FORGED_CONFIRMATION.count("forge();") == 1 and "same_entropy);" not in FORGED_CONFIRMATION
     assert "firsts[k] == x[0]" in FORGED_CONFIRMATION and "forge_in = 3" in FORGED_CONFIRMATION
-    task = write_task(tmp_path, POLY_TASK, HONEST)
-    product = build_host_candidates(tmp_path, {"forged": FORGED_CONFIRMATION})["forged"]
-    run = CandidateRun(candidate_product=product, candidate_symbol=task.entry, call_limit=LIMIT)
-    outcome = run_job(timing_set_job(task, tmp_path / "forged", ATTACK_OPTIONS), run, timeout_s=120)
+    outcome = run_poly_attack(tmp_path, "forged", FORGED_CONFIRMATION, ATTACK_OPTIONS)
     timing = outcome.candidate_timing
     assert not outcome.passed and outcome.error is ErrorKind.IMPLAUSIBLE, (outcome.message, timing)
     assert "made 3 clock-confirming call(s) but the executor saw 4" in outcome.message, outcome.message
