@@ -151,39 +151,89 @@ def test_a_candidate_that_takes_the_done_channel_away_is_refused(tmp_path: Path)
         assert "done channel" in outcome.message and "cannot be checked" in outcome.message, outcome.message
 
 
-# Review 36c (H2, its part that session 35 made): the clock kept true but hooked. A timing-size call
-# (after the first, the correctness check's) returns at once, and its work is done at the worker
-# thread's second clock read after the call returns: the worker's read of its own window, which
-# session 35 put after the end's write, outside the executor's window (and the confirming calls' copy
-# of what the call left came after it too). Both are inside the writes now, so the executor's
-# windows hold the work. The same work at a later read of the worker's, between its calls, is not
-# caught (docs/executor.md: found, not closed).
-DEFERRED = (
-    CLOCK.split('extern "C" int slowed_clock')[0]
-    + "static long worker_tid = -1; static int reads_left = 0, big = 0;\n"
+# Review 36c's H2: the clock kept true but hooked. A timing-size call (after the first, the correctness
+# check's) returns at once, and its work is done at the ``reads``-th clock read of the worker's thread
+# after the call returned (the candidate's ``slowed_clock`` reads the true time first, so the read it
+# answers does not hold the work). Session 35 had the worker read its own window after the end's write
+# (read 2 here), and the spot samples of what each timed call left were taken after it too: numpy's
+# draw of their positions reads the clock (read 3, through the generator's lock in CPython 3.11), and
+# work left there passed at a median of 0.05 ms against ~90 ms honest. Every sample is taken before the
+# end's write now (executor.worker.host.FunctionRuntime.time): work at a read before it is inside the
+# executor's window for the call, work at a read after it is not in the sample.
+def deferred(reads: int) -> str:
+    """The poly candidate that leaves each timing-size call's work after the first to the ``reads``-th
+    clock read of the worker's thread after the call returns."""
+    return (
+        CLOCK.split('extern "C" int slowed_clock')[0]
+        + "static long worker_tid = -1; static int reads_left = 0, big = 0;\n"
+        + "static const float* px = 0; static float* py = 0; static int pn = 0;\n"
+        + "static void work(int n, const float* x, float* y) { for (int i = 0; i < n; ++i) { "
+        + POLY_BODY
+        + " } }\n"
+        + 'extern "C" int slowed_clock(int id, struct timespec* t) {\n'
+        + "    long r = raw3(228, id, (long)t, 0);  // the true time\n"
+        + "    if (r == 0 && id == 1 && raw3(186, 0, 0, 0) == worker_tid && reads_left > 0 && --reads_left == 0)\n"
+        + "        work(pn, px, py);\n"
+        + "    return (int)r;\n}\n"
+        + "static void patch_clock()"
+        + CLOCK.split("static void patch_clock()")[1].split(POLY_HEAD)[0]
+        + POLY_HEAD
+        + "if (!patched) patch_clock();\nworker_tid = raw3(186, 0, 0, 0);\n"
+        + f"if (n > 100000 && ++big > 1 && reads_left == 0) {{ px = x; py = y; pn = n; reads_left = {reads}; return; }}\n"
+        + "work(n, x, y);\n}\n"
+    )
+
+
+REFUSED = (ErrorKind.IMPLAUSIBLE, ErrorKind.WRONG_OUTPUT, ErrorKind.UNWRITTEN_OUTPUT)
+
+
+@pytest.mark.parametrize("reads", [2, 3, 4])
+def test_work_left_to_a_later_clock_read_of_the_worker_is_refused(tmp_path: Path, reads: int) -> None:
+    # Read 3 passed at 76af3a8 (median 0.057 ms); 2 and 4 were refused there too (the executor's
+    # window, a spot check). Which rule refuses depends on where the read falls: inside the window
+    # (implausible, or a confirming call's copy that the work came after) or past a sample.
+    outcome = run_poly_attack(tmp_path, f"deferred{reads}", deferred(reads))
+    assert not outcome.passed and outcome.error in REFUSED, (outcome.message, outcome.candidate_timing)
+
+
+# The same work left to the worker's first call of libc's ``write`` after it wrote a call's end on its
+# done channel: the first moment after the end, whatever the worker reads or not. The candidate puts
+# a jump to its own ``write`` over libc's, as over ``clock_gettime`` above; its ``write`` does the
+# worker's write and then, past the end of a call it left undone, the work. Passed at 76af3a8 (the
+# spot samples were taken after that point); refused by a spot check now.
+AFTER_THE_END = (
+    CLOCK.split('extern "C" int slowed_clock')[0].replace(
+        "#include <ctime>\n", "#include <ctime>\n#include <cstdlib>\n#include <unistd.h>\n"
+    )
+    + "static int done_fd = -1, big = 0; static bool pending = false;\n"
     + "static const float* px = 0; static float* py = 0; static int pn = 0;\n"
     + "static void work(int n, const float* x, float* y) { for (int i = 0; i < n; ++i) { "
     + POLY_BODY
     + " } }\n"
-    + 'extern "C" int slowed_clock(int id, struct timespec* t) {\n'
-    + "    long r = raw3(228, id, (long)t, 0);  // the true time\n"
-    + "    if (r == 0 && id == 1 && raw3(186, 0, 0, 0) == worker_tid && reads_left > 0 && --reads_left == 0)\n"
-    + "        work(pn, px, py);\n"
-    + "    return (int)r;\n}\n"
-    + "static void patch_clock()"
-    + CLOCK.split("static void patch_clock()")[1].split(POLY_HEAD)[0]
+    + 'extern "C" long late_write(int fd, const void* buf, unsigned long count) {\n'
+    + "    long r = raw3(1, fd, (long)buf, (long)count);\n"
+    + '    if (pending && fd == done_fd && count == 4 && std::memcmp(buf, "end\\n", 4) == 0) {\n'
+    + "        pending = false; work(pn, px, py);\n    }\n"
+    + "    return r;\n}\n"
+    + "static void patch_write() {\n"
+    + "    patched = true;\n"
+    + '    const char* named = getenv("REGRAPH_DONE_FD"); if (named) done_fd = atoi(named);\n'
+    + "    unsigned char* code = (unsigned char*)(void*)&write;\n"
+    + CLOCK.split("    unsigned char* code = (unsigned char*)(void*)&clock_gettime;\n")[1]
+    .split(POLY_HEAD)[0]
+    .replace("&slowed_clock", "&late_write")
     + POLY_HEAD
-    + "if (!patched) patch_clock();\nworker_tid = raw3(186, 0, 0, 0);\n"
-    + "if (n > 100000 && ++big > 1 && reads_left == 0) { px = x; py = y; pn = n; reads_left = 2; return; }\n"
+    + "if (!patched) patch_write();\n"
+    + "if (n > 100000 && ++big > 1 && !pending) { px = x; py = y; pn = n; pending = true; return; }\n"
     + "work(n, x, y);\n}\n"
 )
 
 
-def test_work_left_to_the_worker_reading_its_window_is_inside_the_executors_window(tmp_path: Path) -> None:
-    outcome = run_poly_attack(tmp_path, "deferred", DEFERRED)
-    timing = outcome.candidate_timing
-    assert not outcome.passed and outcome.error is ErrorKind.IMPLAUSIBLE, (outcome.message, timing)
-    assert "executor's clock" in outcome.message, outcome.message
+def test_work_left_to_just_after_the_end_is_written_is_refused(tmp_path: Path) -> None:
+    assert "&late_write" in AFTER_THE_END and "&slowed_clock" not in AFTER_THE_END
+    outcome = run_poly_attack(tmp_path, "after_the_end", AFTER_THE_END)
+    assert not outcome.passed and outcome.error in REFUSED, (outcome.message, outcome.candidate_timing)
+    assert "spot check" in outcome.message and "timed call" in outcome.message, outcome.message
 
 
 # The changed clock above, and two short "timed call" starts and ends written on the done channel by the
