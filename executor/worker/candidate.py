@@ -60,6 +60,7 @@ from executor.worker.host import (
     PageLocks,
     RunnerFunctionRuntime,
     SpotSample,
+    check_left,
     host_peak,
     locked_size,
     page_aligned_empty,
@@ -896,6 +897,10 @@ class Worker:
         else:
             for source, call, outputs in checks:
                 check_one(source, call, outputs)
+        # After the whole checks: work written into a last call's outputs before them is seen here, and
+        # after them was not in what they read (executor.worker.host.check_left).
+        for call, outputs, left in last.get("left", []):
+            check_left(call, outputs, left)
         for source, call, sample in last.get("spot_checks", []):
             self.check_spot(sources[source], sample, expected_for(source), call, source, len(sources))
 

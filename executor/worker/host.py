@@ -112,6 +112,58 @@ def spot_sample(
     return kept
 
 
+def position_sample(arrays: dict[str, np.ndarray], rng: np.random.Generator) -> dict[str, SpotSample]:
+    """:data:`SPOT_ELEMENTS` elements of each of ``arrays`` at positions drawn by ``rng``, or the whole
+    array (flattened) where it is not larger, whatever its comparison rule: to tell later whether
+    anything wrote to the arrays in between (:func:`changed_since`)."""
+    kept = {}
+    for name, array in arrays.items():
+        flat = array.reshape(-1)
+        if flat.size <= SPOT_ELEMENTS:
+            kept[name] = SpotSample(None, flat.copy())
+        else:
+            positions = rng.integers(0, flat.size, SPOT_ELEMENTS)
+            kept[name] = SpotSample(positions, flat[positions])
+    return kept
+
+
+def changed_since(
+    arrays: dict[str, np.ndarray], sample: dict[str, SpotSample]
+) -> tuple[str, int, int] | None:
+    """The first array of ``sample`` whose sampled elements in ``arrays`` no longer hold the sample's
+    bits (NaN payloads and -0.0 count), with how many of how many differ; None when none does."""
+    for name, kept in sample.items():
+        flat = arrays[name].reshape(-1)
+        now = np.ascontiguousarray(flat if kept.positions is None else flat[kept.positions])
+        was = np.ascontiguousarray(kept.values)
+        width = was.dtype.itemsize
+        if width in (1, 2, 4, 8):  # one unsigned integer per element: bits compared as numbers
+            bits = np.dtype(f"u{width}")
+            differ = int(np.count_nonzero(now.view(bits) != was.view(bits)))
+        else:
+            rows = (now.view(np.uint8).reshape(-1, width) != was.view(np.uint8).reshape(-1, width)).any(
+                axis=1
+            )
+            differ = int(np.count_nonzero(rows))
+        if differ:
+            return name, differ, was.size
+    return None
+
+
+def check_left(call: str, arrays: dict[str, np.ndarray], sample: dict[str, SpotSample]) -> None:
+    """Raise :class:`CandidateFailed` (``wrong_output``) when a timed call's outputs (``arrays``) no
+    longer hold what ``sample`` (:func:`position_sample`, taken when the call returned, before its end
+    was announced) held: something wrote to them after the call's end (``call`` names it and its set)."""
+    changed = changed_since(arrays, sample)
+    if changed is not None:
+        name, differ, count = changed
+        raise CandidateFailed(
+            ErrorKind.WRONG_OUTPUT,
+            f"{call}: {differ} of {count} elements of its output {name!r}, sampled when it returned, changed "
+            "after its end was announced: its work was not done when it returned",
+        )
+
+
 @functools.cache
 def host_cache_bytes() -> int:
     """The largest CPU cache of this host (its last-level cache), from sysfs; a default of
@@ -563,54 +615,97 @@ class FunctionRuntime(Runtime):
         whole_sorted: dict[int, CallSamples[Spot]] = {}  # per slot: one call's larger sorted outputs
 
         first_spots: list[Spot] = []  # each slot's first timed call's, kept whatever the reservoir draws
+        # Outputs a sample of the elements of which means nothing to the reference's (compared sorted).
+        unsampled = {
+            a.name
+            for a in self.task.outputs
+            if self.task.compare_rule(a).mode == "sorted"
+            and int(np.prod(sources[0].arrays[a.name].shape)) > SPOT_ELEMENTS
+        }
 
         def spot(source: int, what: str, arrays: dict[str, np.ndarray], whole: bool) -> Spot | None:
             sample = spot_sample(self.task, arrays, rng, whole_sorted=whole)
             return (source, what, sample) if sample else None
 
-        # Every sample is taken inside the timed call's announced window, after its clock read and
+        # What a timed call left is sampled inside its announced window, after its clock read and
         # before its end's write (review 36c's H2): a candidate that shares this process can hook any
-        # function this thread calls after the call returns (clock_gettime: numpy's draw of the
-        # positions reads it, through the generator's lock) and do the call's work there. Work done
-        # before a sample is taken is inside the executor's window for the call (its clock check sees
-        # it); work after it is not in the sample, which then holds what the call left (poison, the
-        # restored inout) and fails its spot check. Nothing read after the end's write judges the
-        # call: the slots' last outputs (checks) are checked whole after the trials, by when any work
-        # left to later is done, and are not a per-call record.
-        def snapshot(i: int, j: int, what: str, arrays: dict[str, np.ndarray]) -> None:
-            source = j % len(sources)
+        # function this thread calls (clock_gettime: numpy's draw of the positions reads it, through
+        # the generator's lock; libc's write) and do the call's work there, or have a thread of its
+        # own do it. Work done before the sample is inside the executor's window for the call (its
+        # clock check sees it); work after it is not in the sample, which then holds what the call
+        # left (the poison, the restored inout): its spot check fails, and so does check_left when the
+        # work changes a sampled element. The same for the call's outputs as they were before it:
+        # sampled after the start's write, so that work written into them before the start (after
+        # the worker restored them) is seen. Only the samples are taken inside the window; they are
+        # compared outside it.
+        def keep(i: int, j: int, what: str, sample: dict[str, SpotSample]) -> None:
+            part = {name: values for name, values in sample.items() if name not in unsampled}
+            if not part:
+                return
+            item = (j % len(sources), what, part)
             # The first timed call on each slot (each timing set's first visit among them) always: a
             # memo answers the repeats at once, and the first visits are what it must do or leave to
             # later; past SPOT_CALLS calls the reservoir could drop their samples.
             if i < len(rotated):
-                first = spot(source, what, arrays, False)
-                if first is not None:
-                    first_spots.append(first)
+                first_spots.append(item)
             else:
-                spots.offer(lambda: spot(source, what, arrays, False))
+                spots.offer(lambda: item)
+
+        # Each slot's last timed call: its name and the sample of its outputs taken when it returned,
+        # checked unchanged (check_left) before the slot's next call restores them and, for the last
+        # calls, by the worker after their whole check; so work written to a call's outputs after its
+        # end is refused however the reservoir drew, for an output compared sorted too.
+        left: dict[int, tuple[str, dict[str, SpotSample]]] = {}
+        # The values each slot's outputs are restored to, flat (a view where the source is contiguous).
+        restored = [
+            {name: np.ascontiguousarray(s.arrays[name]).reshape(-1) for name in outputs} for s in sources
+        ]
+
+        def named(j: int, what: str) -> str:
+            return f"{what} (on timing set {j % len(sources) + 1} of {len(sources)})"
 
         def trial(i: int) -> float:
             j = i % len(rotated)
             work, source = rotated[j], sources[j % len(sources)]
             if i < 0 and slots.warm is not None and slots.warm_source is not None:
                 work, source = slots.warm, slots.warm_source  # the warm-up: on a set never timed
+            if i >= 0 and j in left:  # before the restore overwrites what the slot's last call left
+                earlier, sample = left.pop(j)
+                check_left(named(j, earlier), work.arrays, sample)
             for name in outputs:  # restore inout and re-poison out (untimed)
                 np.copyto(work.arrays[name], source.arrays[name])
             # Announced before the L2 flush (which evicts whatever the announcement touched) and
             # after the clock is read: neither is in the timed region.
             what = f"warm-up call {-i}" if i < 0 else f"{TIMED_CALL}{i + 1}"
+            called = {name: work.arrays[name] for name in outputs}
+            before: dict[str, SpotSample] = {}
+            after: dict[str, SpotSample] = {}
             with self.watch.call(what, 1, slowest_ms[0] or None):
                 if 0 <= i < len(sources) and self.first_visit_delay_s:
                     # A relative timeout: time.sleep's deadline is read on the monotonic clock, which a
                     # candidate that changes it (tests/integration/executor/test_clock_attack.py) moves.
                     select.select([], [], [], self.first_visit_delay_s)
+                if i >= 0:  # untimed, before the L2 flush (4096 elements of each output touched)
+                    before = position_sample(called, rng)
                 began = time.perf_counter()
                 self.before_trial()
                 start = time.perf_counter()
                 self.invoke(work)
                 end = time.perf_counter()
                 if i >= 0:  # untimed (the clock was read), and before the end's write: see above
-                    snapshot(i, j, what, work.arrays)
+                    after = position_sample(called, rng)
+            if i >= 0:
+                changed = changed_since(restored[j % len(sources)], before)
+                if changed is not None:
+                    name, differ, count = changed
+                    raise CandidateFailed(
+                        ErrorKind.WRONG_OUTPUT,
+                        f"{named(j, what)}: {differ} of {count} sampled elements of its output {name!r} were "
+                        "written after the worker prepared them and before the call started: work for the "
+                        "call outside its announced window",
+                    )
+                keep(i, j, what, after)
+                left[j] = (what, after)
             elapsed = max((end - start) * 1e3 - self.call_overhead_ms, 0.0)
             slowest_ms[0] = max(slowest_ms[0], (end - began) * 1e3)
             if i >= 0:
@@ -619,7 +714,7 @@ class FunctionRuntime(Runtime):
                 last.update(set=j % len(sources), outputs={name: work.arrays[name] for name in outputs})
                 # What each slot's buffers hold now: the outputs of its last call.
                 checks[j] = (j % len(sources), what, last["outputs"])
-            if i >= 0:  # a larger output compared sorted: whole, after the end's write (not yet closed)
+            if i >= 0:  # a larger output compared sorted: whole, after the end's write (check_left)
                 whole_sorted.setdefault(j, CallSamples(rng, 1)).offer(
                     lambda: spot(j % len(sources), what, work.arrays, True)
                 )
@@ -646,6 +741,12 @@ class FunctionRuntime(Runtime):
         last["checks"] = [checks[j] for j in sorted(checks)]
         last["samples_ms"] = samples  # in trial order: trial i ran on source i % len(sources)
         last["windows_s"] = windows  # in the same order (executor.worker.candidate.confirm_clock)
+        # The last call on each slot: checked unchanged by the worker after their whole check (a check
+        # here would miss work done between it and that one).
+        last["left"] = [
+            (named(j, what), {name: rotated[j].arrays[name] for name in outputs}, sample)
+            for j, (what, sample) in sorted(left.items())
+        ]
         last["spot_checks"] = (
             first_spots + spots.kept + [kept for j in sorted(whole_sorted) for kept in whole_sorted[j].kept]
         )

@@ -12,8 +12,10 @@ Host runtime, built with the host compiler (x86-64 only: the candidate is machin
 
 from __future__ import annotations
 
+import copy
 import platform
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -83,12 +85,22 @@ LIMIT = CallLimit(seconds=30.0, floor_s=20.0, factor=10.0, basis="reference", ba
 OPTIONS = FAST.model_copy(update={"min_trials": 5, "max_trials": 9, "warmup_ms": 0.0})
 
 
+# The polynomial task with its output compared sorted: at the timing size (131072 elements, more than
+# a spot sample's) no spot sample is compared with the reference's; one call per slot is kept whole.
+POLY_SORTED_TASK = copy.deepcopy(POLY_TASK)
+POLY_SORTED_TASK["args"][2]["compare"] = {"mode": "sorted"}
+
+
 def run_poly_attack(
-    tmp_path: Path, name: str, source: str, options: EvaluationOptions = OPTIONS
+    tmp_path: Path,
+    name: str,
+    source: str,
+    options: EvaluationOptions = OPTIONS,
+    task_json: dict[str, Any] = POLY_TASK,
 ) -> WorkerOutcome:
     """``source`` built and run (with a call limit, so every call is announced) on the polynomial task
-    whose reference is the honest code, from the worker down."""
-    task = write_task(tmp_path, POLY_TASK, HONEST)
+    (or ``task_json``, the same entry) whose reference is the honest code, from the worker down."""
+    task = write_task(tmp_path, task_json, HONEST)
     product = build_host_candidates(tmp_path, {name: source})[name]
     run = CandidateRun(candidate_product=product, candidate_symbol=task.entry, call_limit=LIMIT)
     return run_job(timing_set_job(task, tmp_path / name, options), run, timeout_s=120)
@@ -200,7 +212,8 @@ def test_work_left_to_a_later_clock_read_of_the_worker_is_refused(tmp_path: Path
 # done channel: the first moment after the end, whatever the worker reads or not. The candidate puts
 # a jump to its own ``write`` over libc's, as over ``clock_gettime`` above; its ``write`` does the
 # worker's write and then, past the end of a call it left undone, the work. Passed at 76af3a8 (the
-# spot samples were taken after that point); refused by a spot check now.
+# spot samples were taken after that point); refused by a spot check at 93a22fc, and now before it by
+# the outputs sampled when the call returned, changed by the slot's next call (check_left).
 AFTER_THE_END = (
     CLOCK.split('extern "C" int slowed_clock')[0].replace(
         "#include <ctime>\n", "#include <ctime>\n#include <cstdlib>\n#include <unistd.h>\n"
@@ -233,7 +246,99 @@ def test_work_left_to_just_after_the_end_is_written_is_refused(tmp_path: Path) -
     assert "&late_write" in AFTER_THE_END and "&slowed_clock" not in AFTER_THE_END
     outcome = run_poly_attack(tmp_path, "after_the_end", AFTER_THE_END)
     assert not outcome.passed and outcome.error in REFUSED, (outcome.message, outcome.candidate_timing)
-    assert "spot check" in outcome.message and "timed call" in outcome.message, outcome.message
+    # Its spot sample, taken before the end, holds the poison; the worker sees the outputs changed first.
+    assert "changed after its end was announced" in outcome.message, outcome.message
+
+
+# The same on the task whose output is compared sorted: no spot sample of it is compared with the
+# reference's, and the call kept whole from each slot is copied after the end's write, by when the work
+# is done. Passed at 93a22fc; refused now because the output, sampled when the call returned, changed
+# after its end (check_left, before the slot's next call).
+def test_work_left_past_the_end_on_an_output_compared_sorted_is_refused(tmp_path: Path) -> None:
+    outcome = run_poly_attack(tmp_path, "after_the_end", AFTER_THE_END, task_json=POLY_SORTED_TASK)
+    assert not outcome.passed and outcome.error is ErrorKind.WRONG_OUTPUT, (
+        outcome.message,
+        outcome.candidate_timing,
+    )
+    assert "changed after its end was announced" in outcome.message, outcome.message
+
+
+# The same, only on the trials' last two timed calls (8 and 9 of 9: the start line names the call),
+# one on each copy: no later call on the copy samples its outputs before restoring them. Their whole
+# check after the trials reads the work done; the worker then checks what they left unchanged at the
+# elements sampled when they returned (check_left in executor.worker.candidate's check_timed_calls).
+# Passed at 93a22fc.
+LAST_CALLS_AFTER_THE_END = (
+    AFTER_THE_END.replace(
+        "static int done_fd = -1, big = 0;", "static int done_fd = -1, big = 0, current = 0;"
+    )
+    .replace(
+        "    long r = raw3(1, fd, (long)buf, (long)count);\n",
+        "    long r = raw3(1, fd, (long)buf, (long)count);\n"
+        '    if (fd == done_fd && count > 5 && count < 200 && std::memcmp(buf, "call ", 5) == 0) {\n'
+        "        char line[200]; std::memcpy(line, buf, count); line[count] = 0;\n"
+        '        const char* at = std::strstr(line, "timed call ");\n'
+        "        current = at ? atoi(at + 11) : 0;\n    }\n",
+    )
+    .replace("if (n > 100000 && ++big > 1 && !pending)", "if (n > 100000 && current >= 8 && !pending)")
+)
+
+
+def test_work_left_past_the_end_of_the_last_calls_is_refused(tmp_path: Path) -> None:
+    assert LAST_CALLS_AFTER_THE_END.count("current >= 8") == 1 and "atoi(at + 11)" in LAST_CALLS_AFTER_THE_END
+    options = OPTIONS.model_copy(update={"min_trials": 9, "max_trials": 9})
+    outcome = run_poly_attack(tmp_path, "last_calls", LAST_CALLS_AFTER_THE_END, options, POLY_SORTED_TASK)
+    assert not outcome.passed and outcome.error is ErrorKind.WRONG_OUTPUT, (
+        outcome.message,
+        outcome.candidate_timing,
+    )
+    assert "timed call 8" in outcome.message or "timed call 9" in outcome.message, outcome.message
+    assert "changed after its end was announced" in outcome.message, outcome.message
+
+
+# The work done before a call instead of after one: the candidate's ``write`` reads which timed call
+# the worker is about to start (its start line) and, where it has seen that call's copy (two calls
+# before: the poly trials rotate through two copies), does the call's work into its outputs before it
+# writes the line: after the worker restored (re-poisoned) them, outside any window. The call then
+# returns at once. Only each copy's first timed call is left undone: caught by its spot sample where
+# the output is compared elementwise, and passed at 93a22fc where it is compared sorted (the call kept
+# whole from each copy is rarely its first). Refused now: the outputs are sampled after the start's
+# write and must still hold what the worker restored.
+BEFORE_THE_START = (
+    AFTER_THE_END.split("static int done_fd")[0]
+    + "static int done_fd = -1, current = 0;  // the timed call the worker started last (0: another call)\n"
+    + "static const float* xs[2]; static float* ys[2]; static int ns[2] = {0, 0};\n"
+    + "static void work(int n, const float* x, float* y) { for (int i = 0; i < n; ++i) { "
+    + POLY_BODY
+    + " } }\n"
+    + 'extern "C" long late_write(int fd, const void* buf, unsigned long count) {\n'
+    + '    if (fd == done_fd && count > 5 && count < 200 && std::memcmp(buf, "call ", 5) == 0) {\n'
+    + "        char line[200]; std::memcpy(line, buf, count); line[count] = 0;\n"
+    + '        const char* at = std::strstr(line, "timed call ");\n'
+    + "        current = at ? atoi(at + 11) : 0;\n"
+    + "        int slot = (current - 1) % 2;\n"
+    + "        if (current > 2 && ns[slot] > 0) work(ns[slot], xs[slot], ys[slot]);\n"
+    + "    }\n"
+    + "    return raw3(1, fd, (long)buf, (long)count);\n}\n"
+    + "static void patch_write()"
+    + AFTER_THE_END.split("static void patch_write()")[1].split(POLY_HEAD)[0]
+    + POLY_HEAD
+    + "if (!patched) patch_write();\n"
+    + "if (current > 0) { int slot = (current - 1) % 2; xs[slot] = x; ys[slot] = y; ns[slot] = n; return; }\n"
+    + "work(n, x, y);\n}\n"
+)
+
+
+def test_work_done_for_a_call_before_its_start_is_written_is_refused(tmp_path: Path) -> None:
+    # More trials than OPTIONS': at 93a22fc the whole copy kept from each of the two copies was their
+    # first call's with a chance of 1 in their calls' number.
+    options = OPTIONS.model_copy(update={"min_trials": 25, "max_trials": 25})
+    outcome = run_poly_attack(tmp_path, "before_the_start", BEFORE_THE_START, options, POLY_SORTED_TASK)
+    assert not outcome.passed and outcome.error is ErrorKind.WRONG_OUTPUT, (
+        outcome.message,
+        outcome.candidate_timing,
+    )
+    assert "before the call started" in outcome.message, outcome.message
 
 
 # The changed clock above, and two short "timed call" starts and ends written on the done channel by the

@@ -35,9 +35,11 @@ from executor.worker.host import (
     SPOT_ELEMENTS,
     CallSamples,
     HostSlots,
+    changed_since,
     copy_chunks,
     host_cache_bytes,
     host_copy_count,
+    position_sample,
     spot_sample,
 )
 
@@ -509,6 +511,25 @@ def test_a_sorted_output_is_kept_whole_or_not_at_all() -> None:
     small = np.arange(100, dtype=np.float32)  # a small one is kept whole from every call
     kept = spot_sample(task, {"y": small}, np.random.default_rng(1), whole_sorted=False)["y"]
     assert kept.positions is None and np.array_equal(kept.values, small)
+
+
+def test_a_write_after_a_position_sample_is_told_bit_for_bit() -> None:
+    """What the worker samples when a timed call returns (inside its window) and checks unchanged
+    later (executor.worker.host.check_left): every output, compared sorted or not, and a change of a
+    NaN's payload or of 0.0 to -0.0 counts."""
+    rng = np.random.default_rng(5)
+    large = np.full(200000, np.nan, dtype=np.float32)
+    small = np.zeros(10, dtype=np.complex128)  # 16 bytes an element: compared as bytes
+    sample = position_sample({"y": large, "z": small}, rng)
+    assert sample["y"].positions is not None and sample["z"].positions is None
+    assert changed_since({"y": large, "z": small}, sample) is None
+    positions = sample["y"].positions
+    large.view(np.uint32)[positions[:3]] ^= 1  # other NaNs at three sampled elements
+    hit = int(np.isin(positions, positions[:3]).sum())  # (a position may be drawn twice)
+    assert changed_since({"y": large, "z": small}, sample) == ("y", hit, SPOT_ELEMENTS)
+    large[:] = np.nan
+    small[4] = -0.0
+    assert changed_since({"y": large, "z": small}, sample) == ("z", 1, 10)
 
 
 def test_the_calls_sampled_are_all_of_them_up_to_the_limit_then_a_uniform_draw() -> None:
