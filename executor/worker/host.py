@@ -714,7 +714,16 @@ class FunctionRuntime(Runtime):
                 last.update(set=j % len(sources), outputs={name: work.arrays[name] for name in outputs})
                 # What each slot's buffers hold now: the outputs of its last call.
                 checks[j] = (j % len(sources), what, last["outputs"])
-            if i >= 0:  # a larger output compared sorted: whole, after the end's write (check_left)
+            # A larger output compared sorted: whole, after the end's write (check_left sees work written
+            # into it since the call returned), from the first timed call on each slot (as first_spots:
+            # a candidate that left a first visit undone and answered the repeats from work done
+            # outside the windows passed unless that call happened to be drawn) and one drawn from
+            # the slot's later calls.
+            if i >= 0 and unsampled and i < len(rotated):
+                first = spot(j % len(sources), what, work.arrays, True)
+                if first is not None:
+                    first_spots.append(first)
+            elif i >= 0 and unsampled:
                 whole_sorted.setdefault(j, CallSamples(rng, 1)).offer(
                     lambda: spot(j % len(sources), what, work.arrays, True)
                 )

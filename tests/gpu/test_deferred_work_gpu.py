@@ -24,6 +24,7 @@ from executor.worker.messages import CandidateRun, WorkerOutcome
 from tests.integration.executor.test_clock_attack import (
     AFTER_THE_END,
     BEFORE_THE_START,
+    FIRST_VISITS_LEFT,
     HONEST,
     LIMIT,
     POLY_SORTED_TASK,
@@ -84,3 +85,9 @@ def test_work_done_before_the_start_is_refused_on_a_gpu(tmp_path: Path) -> None:
 def test_work_left_to_a_later_clock_read_is_refused_on_a_gpu(tmp_path: Path, reads: int) -> None:
     outcome, stderr = run_on_gpu(tmp_path, f"deferred{reads}", deferred(reads), POLY_TASK)
     assert not outcome.passed and outcome.error in REFUSED, f"{outcome.message}\n{stderr}"
+
+
+def test_a_first_visit_left_undone_is_refused_on_a_gpu(tmp_path: Path) -> None:
+    outcome, stderr = run_on_gpu(tmp_path, "first_visits_left", FIRST_VISITS_LEFT, POLY_SORTED_TASK)
+    assert not outcome.passed and outcome.error in REFUSED, f"{outcome.message}\n{stderr}"
+    assert "spot check" in outcome.message, outcome.message

@@ -296,6 +296,54 @@ def test_work_left_past_the_end_of_the_last_calls_is_refused(tmp_path: Path) -> 
     assert "changed after its end was announced" in outcome.message, outcome.message
 
 
+# A first visit left undone, and its work done outside every window into the candidate's own memory
+# (in its ``write`` after the call's end line), from which the copy's later calls are answered: the
+# first visits report as fast as the repeats (the repeat-visit rule sees no gain), and no output is
+# written outside a window. Caught where the first visit's outputs are checked: its spot sample (an
+# output compared elementwise), and now its whole copy where the output is compared sorted, which at
+# f4c1ade was kept from one call per copy drawn from all of them.
+FIRST_VISITS_LEFT = (
+    LAST_CALLS_AFTER_THE_END.split('extern "C" long late_write')[0].replace(
+        "#include <unistd.h>\n", "#include <unistd.h>\n#include <vector>\n"
+    )
+    + "static const float* xs[2]; static float* ys[2]; static std::vector<float> answers[2]; static int todo = -1;\n"
+    + 'extern "C" long late_write(int fd, const void* buf, unsigned long count) {\n'
+    + "    long r = raw3(1, fd, (long)buf, (long)count);\n"
+    + '    if (fd == done_fd && count > 5 && count < 200 && std::memcmp(buf, "call ", 5) == 0) {\n'
+    + "        char line[200]; std::memcpy(line, buf, count); line[count] = 0;\n"
+    + '        const char* at = std::strstr(line, "timed call ");\n'
+    + "        current = at ? atoi(at + 11) : 0;\n    }\n"
+    + '    if (todo >= 0 && fd == done_fd && count == 4 && std::memcmp(buf, "end\\n", 4) == 0) {\n'
+    + "        answers[todo].resize(pn); work(pn, xs[todo], answers[todo].data()); todo = -1;\n    }\n"
+    + "    return r;\n}\n"
+    + "static void patch_write()"
+    + LAST_CALLS_AFTER_THE_END.split("static void patch_write()")[1].split(POLY_HEAD)[0]
+    + POLY_HEAD
+    + "if (!patched) patch_write();\n"
+    + "if (current > 0) {\n"
+    + "    int slot = (current - 1) % 2;\n"
+    + "    if (xs[slot] == x && ys[slot] == y && (int)answers[slot].size() == n) "
+    + "{ std::memcpy(y, answers[slot].data(), n * sizeof(float)); return; }\n"
+    + "    xs[slot] = x; ys[slot] = y; pn = n; todo = slot; return;  // a first visit: left undone\n"
+    + "}\n"
+    + "work(n, x, y);\n}\n"
+)
+
+
+@pytest.mark.parametrize("task_json", [POLY_TASK, POLY_SORTED_TASK], ids=["elementwise", "sorted"])
+def test_a_first_visit_left_undone_and_answered_later_is_refused(
+    tmp_path: Path, task_json: dict[str, Any]
+) -> None:
+    assert FIRST_VISITS_LEFT.count("todo = slot") == 1
+    # 25 trials: at f4c1ade the whole copy kept from each copy was its first call's with a chance of 1
+    # in 12 or 13.
+    options = OPTIONS.model_copy(update={"min_trials": 25, "max_trials": 25})
+    outcome = run_poly_attack(tmp_path, "first_visits_left", FIRST_VISITS_LEFT, options, task_json)
+    assert not outcome.passed and outcome.error in REFUSED, (outcome.message, outcome.candidate_timing)
+    message = outcome.message
+    assert "spot check" in message and ("timed call 1 " in message or "timed call 2 " in message), message
+
+
 # The work done before a call instead of after one: the candidate's ``write`` reads which timed call
 # the worker is about to start (its start line) and, where it has seen that call's copy (two calls
 # before: the poly trials rotate through two copies), does the call's work into its outputs before it
