@@ -301,7 +301,7 @@ def test_work_left_past_the_end_of_the_last_calls_is_refused(tmp_path: Path) -> 
 # first visits report as fast as the repeats (the repeat-visit rule sees no gain), and no output is
 # written outside a window. Caught where the first visit's outputs are checked: its spot sample (an
 # output compared elementwise), and now its whole copy where the output is compared sorted, which at
-# f4c1ade was kept from one call per copy drawn from all of them.
+# b1ae8ab was kept from one call per copy drawn from all of them.
 FIRST_VISITS_LEFT = (
     LAST_CALLS_AFTER_THE_END.split('extern "C" long late_write')[0].replace(
         "#include <unistd.h>\n", "#include <unistd.h>\n#include <vector>\n"
@@ -335,7 +335,7 @@ def test_a_first_visit_left_undone_and_answered_later_is_refused(
     tmp_path: Path, task_json: dict[str, Any]
 ) -> None:
     assert FIRST_VISITS_LEFT.count("todo = slot") == 1
-    # 25 trials: at f4c1ade the whole copy kept from each copy was its first call's with a chance of 1
+    # 25 trials: at b1ae8ab the whole copy kept from each copy was its first call's with a chance of 1
     # in 12 or 13.
     options = OPTIONS.model_copy(update={"min_trials": 25, "max_trials": 25})
     outcome = run_poly_attack(tmp_path, "first_visits_left", FIRST_VISITS_LEFT, options, task_json)
