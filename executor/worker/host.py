@@ -603,12 +603,12 @@ class FunctionRuntime(Runtime):
         # a count it knows (max_trials, the time cap) could skim every other call. So every timed call
         # keeps a sample of its outputs at random positions (past SPOT_CALLS calls, a uniform draw of
         # SPOT_CALLS of them), which the worker checks against the reference too. A larger output
-        # compared sorted is kept whole instead, from one call per slot drawn uniformly from that
-        # slot's calls. The positions and the draws come from the executor's seed (spot_seed): this
-        # process's entropy is the candidate's to change (libc's getrandom patched to a constant made
-        # them known ahead, session 35), though not what this process has drawn (a candidate that can
-        # reach this process's memory can reach anything in it: the static rules and
-        # executor.linkcheck keep it from the interpreter's API).
+        # compared sorted is kept whole instead, from the first call on each slot and one drawn
+        # uniformly from the slot's later calls. The positions and the draws come from the executor's
+        # seed (spot_seed): this process's entropy is the candidate's to change (libc's getrandom
+        # patched to a constant made them known ahead, session 35), though not what this process has
+        # drawn (a candidate that can reach this process's memory can reach anything in it: the
+        # static rules and executor.linkcheck keep it from the interpreter's API).
         rng = np.random.default_rng(self.spot_seed if self.spot_seed is not None else secrets.randbits(128))
         Spot = tuple[int, str, dict[str, SpotSample]]
         spots: CallSamples[Spot] = CallSamples(rng, SPOT_CALLS)
