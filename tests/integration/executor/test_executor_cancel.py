@@ -9,7 +9,6 @@ closed at a chosen moment: while the candidate runs.
 
 from __future__ import annotations
 
-import contextlib
 import signal
 import socket
 import threading
@@ -191,45 +190,50 @@ def test_an_evaluation_whose_deadline_passes_while_it_waits_for_the_gpu_is_dropp
     """The two waits after the compile: the pass through the host memory's lock (a function run's,
     `Evaluator.pass_host_gate`) and the wait for the GPU turn. A correct candidate, compiled and its
     task's reference made by a first evaluation, is sent again with a deadline WAIT_DEADLINE_S away
-    while the test holds the host memory's lock alone, then while it holds the GPU turn, each until the
-    deadline has passed. It is dropped before its turn, then at its turn (given back unused), and runs
-    neither time (seen failing: without the check before the turn, the first was dropped at its turn;
-    without the check at the turn, the second ran: a verdict)."""
+    while the test holds the host memory's lock alone, or the GPU turn, until the deadline has passed.
+    The one is dropped before its turn, the other at its turn (given back unused), and neither runs
+    (seen failing: without the check before the turn, the first was dropped at its turn; without the
+    check at the turn, the second ran: a verdict). Each wait has an evaluator of its own (a host runtime's
+    locks and turns are its pool's), so that the two deadlines are waited out together."""
     task: FunctionTask | KernelTask = load_task(TASKS_DIR / "saxpy")
-    evaluator = Evaluator(_settings(sharing_builds(tmp_path, shared_builds)))
     options = EvaluationOptions(correctness_sets=1)
     source = CandidateSource(source=SAXPY_CORRECT)
+    outcomes: dict[str, list[object]] = {"gate": [], "queue": []}
 
-    def dropped_while(held: contextlib.AbstractContextManager[object]) -> str:
-        outcome: list[object] = []
+    def evaluate(evaluator: Evaluator, outcome: list[object], deadline: float) -> None:
+        try:
+            outcome.append(evaluator.evaluate(task, source, options, threading.Event(), deadline))
+        except EvaluationCancelled as e:
+            outcome.append(e)
 
-        def evaluate() -> None:
-            try:
-                outcome.append(evaluator.evaluate(task, source, options, threading.Event(), deadline))
-            except EvaluationCancelled as e:
-                outcome.append(e)
-
-        caller = threading.Thread(target=evaluate, daemon=True)
-        with held:
-            deadline = time.monotonic() + WAIT_DEADLINE_S
-            caller.start()
-            wait_until(lambda: time.monotonic() > deadline + 0.5, 2 * WAIT_DEADLINE_S, "the deadline to pass")
-        caller.join(timeout=60.0)
-        assert not caller.is_alive(), "the evaluation never ended"
-        (dropped,) = outcome
-        assert isinstance(dropped, EvaluationExpired), dropped
-        return str(dropped)
-
+    gate = Evaluator(_settings(sharing_builds(tmp_path / "gate", shared_builds)))
+    queue = Evaluator(_settings(sharing_builds(tmp_path / "queue", shared_builds)))
     try:
-        first = evaluator.evaluate(task, source, options)
-        assert first.passed, first
-        gated = dropped_while(hold(evaluator.pool.gpu_lock, "exclusive", "host"))
-        assert "before its GPU turn" in gated, gated
-        queued = dropped_while(evaluator.turns.turn("function"))
-        assert "at its GPU turn" in queued, queued
-        assert not evaluator.gpu_busy, "the turn was kept"
+        for evaluator in (gate, queue):
+            first = evaluator.evaluate(task, source, options)
+            assert first.passed, first
+        with hold(gate.pool.gpu_lock, "exclusive", "host"), queue.turns.turn("function"):
+            deadline = time.monotonic() + WAIT_DEADLINE_S
+            callers = [
+                threading.Thread(target=evaluate, args=(gate, outcomes["gate"], deadline), daemon=True),
+                threading.Thread(target=evaluate, args=(queue, outcomes["queue"], deadline), daemon=True),
+            ]
+            for caller in callers:
+                caller.start()
+            wait_until(lambda: time.monotonic() > deadline + 0.5, 2 * WAIT_DEADLINE_S, "the deadline to pass")
+        for caller in callers:
+            caller.join(timeout=60.0)
+            assert not caller.is_alive(), "the evaluation never ended"
+        (gated,) = outcomes["gate"]
+        assert isinstance(gated, EvaluationExpired), gated
+        assert "before its GPU turn" in str(gated), gated
+        (queued,) = outcomes["queue"]
+        assert isinstance(queued, EvaluationExpired), queued
+        assert "at its GPU turn" in str(queued), queued
+        assert not queue.gpu_busy, "the turn was kept"
     finally:
-        evaluator.close()
+        gate.close()
+        queue.close()
 
 
 def test_a_stopping_executor_stops_its_running_candidate_at_once(tmp_path: Path, shared_builds: Path) -> None:
