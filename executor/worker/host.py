@@ -630,9 +630,12 @@ class FunctionRuntime(Runtime):
         # compared sorted is kept whole instead, from the first call on each slot and one drawn
         # uniformly from the slot's later calls. The positions and the draws come from the executor's
         # seed (spot_seed): this process's entropy is the candidate's to change (libc's getrandom
-        # patched to a constant made them known ahead, session 35), though not what this process has
-        # drawn (a candidate that can reach this process's memory can reach anything in it: the
-        # static rules and executor.linkcheck keep it from the interpreter's API).
+        # patched to a constant made them known ahead, session 35). What this process has drawn is
+        # not hidden from a candidate loaded in it: the static rules and executor.linkcheck keep it
+        # from the interpreter's API, not from libc, and review 37 (H1) hooked libc's malloc, saw the
+        # positions array numpy allocates for each sample and wrote the right answer at exactly those
+        # positions (tests/integration/executor/test_malloc_hook_attack.py, xfail). Only the runner
+        # (the candidate in its own process, executor.worker.runner) keeps these draws from it.
         rng = np.random.default_rng(self.spot_seed if self.spot_seed is not None else secrets.randbits(128))
         Spot = tuple[int, str, dict[str, SpotSample]]
         # Each slot's first timed call's (each timing set's first visit among them), kept whatever the
@@ -652,13 +655,15 @@ class FunctionRuntime(Runtime):
             return (source, what, sample) if sample else None
 
         # What a timed call left is sampled inside its announced window, after its clock read and
-        # before its end's write (review 36c's H2): a candidate that shares this process can hook any
-        # function this thread calls (clock_gettime: numpy's draw of the positions reads it, through
-        # the generator's lock; libc's write) and do the call's work there, or have a thread of its
-        # own do it. Work done before the sample is inside the executor's window for the call (its
-        # clock check sees it); work after it is not in the sample, which then holds what the call
-        # left (the poison, the restored inout): its spot check fails, and so does check_left when the
-        # work changes a sampled element. The same for the call's outputs as they were before it:
+        # before its end's write (review 36c's H2; narrowed, not closed: a candidate in this process
+        # that hooks libc can learn where the samples fall, review 37's H1, above): a candidate that
+        # shares this process can hook any function this thread calls (clock_gettime: numpy's draw of
+        # the positions reads it, through the generator's lock; libc's write) and do the call's work
+        # there, or have a thread of its own do it. Work done before the sample is inside the
+        # executor's window for the call (its clock check sees it); work after it is not in the sample,
+        # which then holds what the call left (the poison, the restored inout): its spot check fails,
+        # and so does check_left when the work changes a sampled element (unless the candidate wrote
+        # the right values at the sampled elements: H1). The same for the call's outputs as they were before it:
         # sampled after the start's write, so that work written into them before the start (after
         # the worker restored them) is seen. Only the samples are taken inside the window; they are
         # compared outside it.
