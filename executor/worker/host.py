@@ -88,6 +88,30 @@ class CallSamples(Generic[T]):
             self.kept[at] = item
 
 
+class FirstAndDrawn(Generic[T]):
+    """Each slot's first timed call's item (calls ``0 .. slots - 1``), always, and up to ``limit`` of the
+    later calls' drawn uniformly (:class:`CallSamples`): a memo answers the repeats at once, and the first
+    visits are what it must do or leave to later, so the reservoir must not drop their samples."""
+
+    def __init__(self, rng: np.random.Generator, limit: int, slots: int) -> None:
+        self.slots = slots
+        self.first: list[T] = []
+        self.drawn: CallSamples[T] = CallSamples(rng, limit)
+
+    def offer(self, i: int, take: Callable[[], T | None]) -> None:
+        """Timed call ``i``'s item (made by ``take()`` only when it is kept; None keeps nothing)."""
+        if i < self.slots:
+            item = take()
+            if item is not None:
+                self.first.append(item)
+        else:
+            self.drawn.offer(take)
+
+    @property
+    def kept(self) -> list[T]:
+        return self.first + self.drawn.kept
+
+
 def spot_sample(
     task: FunctionTask | KernelTask,
     arrays: dict[str, np.ndarray],
@@ -606,15 +630,18 @@ class FunctionRuntime(Runtime):
         # compared sorted is kept whole instead, from the first call on each slot and one drawn
         # uniformly from the slot's later calls. The positions and the draws come from the executor's
         # seed (spot_seed): this process's entropy is the candidate's to change (libc's getrandom
-        # patched to a constant made them known ahead, session 35), though not what this process has
-        # drawn (a candidate that can reach this process's memory can reach anything in it: the
-        # static rules and executor.linkcheck keep it from the interpreter's API).
+        # patched to a constant made them known ahead, session 35). What this process has drawn is
+        # not hidden from a candidate loaded in it: the static rules and executor.linkcheck keep it
+        # from the interpreter's API, not from libc, and review 37 (H1) hooked libc's malloc, saw the
+        # positions array numpy allocates for each sample and wrote the right answer at exactly those
+        # positions (tests/integration/executor/test_malloc_hook_attack.py, xfail). Only the runner
+        # (the candidate in its own process, executor.worker.runner) keeps these draws from it.
         rng = np.random.default_rng(self.spot_seed if self.spot_seed is not None else secrets.randbits(128))
         Spot = tuple[int, str, dict[str, SpotSample]]
-        spots: CallSamples[Spot] = CallSamples(rng, SPOT_CALLS)
+        # Each slot's first timed call's (each timing set's first visit among them), kept whatever the
+        # reservoir draws, and SPOT_CALLS drawn from the later calls.
+        spots: FirstAndDrawn[Spot] = FirstAndDrawn(rng, SPOT_CALLS, len(rotated))
         whole_sorted: dict[int, CallSamples[Spot]] = {}  # per slot: one call's larger sorted outputs
-
-        first_spots: list[Spot] = []  # each slot's first timed call's, kept whatever the reservoir draws
         # Outputs a sample of the elements of which means nothing to the reference's (compared sorted).
         unsampled = {
             a.name
@@ -628,13 +655,15 @@ class FunctionRuntime(Runtime):
             return (source, what, sample) if sample else None
 
         # What a timed call left is sampled inside its announced window, after its clock read and
-        # before its end's write (review 36c's H2): a candidate that shares this process can hook any
-        # function this thread calls (clock_gettime: numpy's draw of the positions reads it, through
-        # the generator's lock; libc's write) and do the call's work there, or have a thread of its
-        # own do it. Work done before the sample is inside the executor's window for the call (its
-        # clock check sees it); work after it is not in the sample, which then holds what the call
-        # left (the poison, the restored inout): its spot check fails, and so does check_left when the
-        # work changes a sampled element. The same for the call's outputs as they were before it:
+        # before its end's write (review 36c's H2; narrowed, not closed: a candidate in this process
+        # that hooks libc can learn where the samples fall, review 37's H1, above): a candidate that
+        # shares this process can hook any function this thread calls (clock_gettime: numpy's draw of
+        # the positions reads it, through the generator's lock; libc's write) and do the call's work
+        # there, or have a thread of its own do it. Work done before the sample is inside the
+        # executor's window for the call (its clock check sees it); work after it is not in the sample,
+        # which then holds what the call left (the poison, the restored inout): its spot check fails,
+        # and so does check_left when the work changes a sampled element (unless the candidate wrote
+        # the right values at the sampled elements: H1). The same for the call's outputs as they were before it:
         # sampled after the start's write, so that work written into them before the start (after
         # the worker restored them) is seen. Only the samples are taken inside the window; they are
         # compared outside it.
@@ -643,13 +672,7 @@ class FunctionRuntime(Runtime):
             if not part:
                 return
             item = (j % len(sources), what, part)
-            # The first timed call on each slot (each timing set's first visit among them) always: a
-            # memo answers the repeats at once, and the first visits are what it must do or leave to
-            # later; past SPOT_CALLS calls the reservoir could drop their samples.
-            if i < len(rotated):
-                first_spots.append(item)
-            else:
-                spots.offer(lambda: item)
+            spots.offer(i, lambda: item)
 
         # Each slot's last timed call: its name and the sample of its outputs taken when it returned,
         # checked unchanged (check_left) before the slot's next call restores them and, for the last
@@ -715,14 +738,14 @@ class FunctionRuntime(Runtime):
                 # What each slot's buffers hold now: the outputs of its last call.
                 checks[j] = (j % len(sources), what, last["outputs"])
             # A larger output compared sorted: whole, after the end's write (check_left sees work written
-            # into it since the call returned), from the first timed call on each slot (as first_spots:
+            # into it since the call returned), from the first timed call on each slot (as spots.first:
             # a candidate that left a first visit undone and answered the repeats from work done
             # outside the windows passed unless that call happened to be drawn) and one drawn from
             # the slot's later calls.
             if i >= 0 and unsampled and i < len(rotated):
                 first = spot(j % len(sources), what, work.arrays, True)
                 if first is not None:
-                    first_spots.append(first)
+                    spots.first.append(first)
             elif i >= 0 and unsampled:
                 whole_sorted.setdefault(j, CallSamples(rng, 1)).offer(
                     lambda: spot(j % len(sources), what, work.arrays, True)
@@ -756,9 +779,9 @@ class FunctionRuntime(Runtime):
             (named(j, what), {name: rotated[j].arrays[name] for name in outputs}, sample)
             for j, (what, sample) in sorted(left.items())
         ]
-        last["spot_checks"] = (
-            first_spots + spots.kept + [kept for j in sorted(whole_sorted) for kept in whole_sorted[j].kept]
-        )
+        last["spot_checks"] = spots.kept + [
+            kept for j in sorted(whole_sorted) for kept in whole_sorted[j].kept
+        ]
         return timing_stats(samples, stop, sets=len(sources), slots=len(rotated)), last
 
 

@@ -213,7 +213,10 @@ def test_work_left_to_a_later_clock_read_of_the_worker_is_refused(tmp_path: Path
 # a jump to its own ``write`` over libc's, as over ``clock_gettime`` above; its ``write`` does the
 # worker's write and then, past the end of a call it left undone, the work. Passed at 76af3a8 (the
 # spot samples were taken after that point); refused by a spot check at 93a22fc, and now before it by
-# the outputs sampled when the call returned, changed by the slot's next call (check_left).
+# the outputs sampled when the call returned, changed by the slot's next call (check_left before the
+# restore). Not a guard of that rule: the slots' last calls are left undone too, and without the rule
+# the last calls' check after the whole checks refuses it the same way (review 37, M1;
+# test_work_left_past_the_end_of_calls_between_is_refused is the rule's).
 AFTER_THE_END = (
     CLOCK.split('extern "C" int slowed_clock')[0].replace(
         "#include <ctime>\n", "#include <ctime>\n#include <cstdlib>\n#include <unistd.h>\n"
@@ -253,7 +256,9 @@ def test_work_left_to_just_after_the_end_is_written_is_refused(tmp_path: Path) -
 # The same on the task whose output is compared sorted: no spot sample of it is compared with the
 # reference's, and the call kept whole from each slot is copied after the end's write, by when the work
 # is done. Passed at 93a22fc; refused now because the output, sampled when the call returned, changed
-# after its end (check_left, before the slot's next call).
+# after its end: first by check_left before the slot's next call, and without that rule by the last
+# calls' check (left undone too), as in the test above (review 37 M1: with the rule off this still
+# passes).
 def test_work_left_past_the_end_on_an_output_compared_sorted_is_refused(tmp_path: Path) -> None:
     outcome = run_poly_attack(tmp_path, "after_the_end", AFTER_THE_END, task_json=POLY_SORTED_TASK)
     assert not outcome.passed and outcome.error is ErrorKind.WRONG_OUTPUT, (
@@ -293,6 +298,31 @@ def test_work_left_past_the_end_of_the_last_calls_is_refused(tmp_path: Path) -> 
         outcome.candidate_timing,
     )
     assert "timed call 8" in outcome.message or "timed call 9" in outcome.message, outcome.message
+    assert "changed after its end was announced" in outcome.message, outcome.message
+
+
+# The same, only on timed calls 2 to 7 of 9 (review 37's M1): the slots' last calls (8 and 9) are done
+# in their windows, so the last calls' check sees nothing, and the whole copies kept of the output
+# (compared sorted) are taken after the end's write, by when the work is done. Only check_left before a
+# slot's next restore sees it: the outputs a call left, sampled when it returned, against what they hold
+# when the slot's next call is about to overwrite them. Passed at a median of 0.042 ms with that check
+# removed (review 37); refused with it at the first call left undone.
+CALLS_BETWEEN_AFTER_THE_END = LAST_CALLS_AFTER_THE_END.replace(
+    "current >= 8 && !pending", "current >= 2 && current <= 7 && !pending"
+)
+
+
+def test_work_left_past_the_end_of_calls_between_is_refused(tmp_path: Path) -> None:
+    assert CALLS_BETWEEN_AFTER_THE_END.count("current <= 7") == 1
+    options = OPTIONS.model_copy(update={"min_trials": 9, "max_trials": 9})
+    outcome = run_poly_attack(
+        tmp_path, "calls_between", CALLS_BETWEEN_AFTER_THE_END, options, POLY_SORTED_TASK
+    )
+    assert not outcome.passed and outcome.error is ErrorKind.WRONG_OUTPUT, (
+        outcome.message,
+        outcome.candidate_timing,
+    )
+    assert "timed call 2 " in outcome.message, outcome.message
     assert "changed after its end was announced" in outcome.message, outcome.message
 
 

@@ -34,6 +34,7 @@ from executor.worker import host as host_module
 from executor.worker.host import (
     SPOT_ELEMENTS,
     CallSamples,
+    FirstAndDrawn,
     HostSlots,
     changed_since,
     copy_chunks,
@@ -554,3 +555,23 @@ def test_the_calls_sampled_are_all_of_them_up_to_the_limit_then_a_uniform_draw()
     # each of the 80 calls kept with probability 8/80: the first half and the second alike
     assert 0.45 < kept_early / (kept_early + kept_late) < 0.55
     assert len(made) < 400 * 80 / 2  # a sample is made only when it is kept
+
+
+def test_each_slots_first_timed_call_is_kept_whatever_the_reservoir_draws() -> None:
+    # Review 37, L1: with 25 trials the 256-call reservoir keeps every sample anyway, so no integration
+    # test sees the rule. Two slots, a reservoir of 4, 300 calls: a first call left to the draw is kept
+    # with a chance of 4 in 299, both with about 1 in 5,600; made only when kept, as in the reservoir.
+    made: list[int] = []
+
+    def make(n: int) -> int | None:
+        made.append(n)
+        return None if n == 5 else n  # None keeps nothing
+
+    for run in range(20):
+        spots = FirstAndDrawn[int](np.random.default_rng(run), limit=4, slots=2)
+        for n in range(300):
+            spots.offer(n, functools.partial(make, n))
+        assert 0 in spots.kept and 1 in spots.kept and len(spots.kept) == 6, spots.kept
+        assert spots.first == [0, 1], spots.first
+        assert all(n >= 2 for n in spots.drawn.kept) and spots.drawn.offered == 298
+    assert len(made) < 20 * 300 / 2
