@@ -53,8 +53,9 @@ logger = logging.getLogger(__name__)
 HEADROOM = 1.25
 # Host memory: the probe is one thread's copy, and a loop that mostly reads streams far faster than a
 # copy does (saxpy's honest loop read 48 MB at 40 GB/s where the probe, under the test machine's load,
-# measured 6.5 GB/s); a probe under load measures less still. The host path bounds only the grossest
-# fakes (answers from memory in microseconds where the data takes milliseconds to read).
+# measured 6.5 GB/s by the wall clock; timed by the thread's CPU time since session 36, load no longer
+# lowers it: executor.worker.host.measure_host_gbps). The host path bounds only the grossest fakes
+# (answers from memory in microseconds where the data takes milliseconds to read).
 HOST_HEADROOM = 8.0
 # Bytes that may sit in the host's last-level cache are still read, at most this fast (GB/s): above the
 # aggregate last-level-cache bandwidth of any server CPU. Without it a task whose data fits in a large

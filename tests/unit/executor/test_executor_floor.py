@@ -3,6 +3,10 @@ fallbacks when they cannot be measured."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +24,7 @@ from executor.floor import (
 )
 from executor.taskformat import FunctionTask, KernelTask, load_task
 from executor.verdict import DevicePeak
+from executor.worker.host import measure_host_gbps
 
 TASKS_DIR = Path(__file__).parent / "fixtures" / "tasks"
 
@@ -200,3 +205,29 @@ def test_data_that_fits_in_the_host_cache_still_has_to_be_read(saxpy: FunctionTa
     floor = physical_floor(saxpy, roomy, "host_function").floor_ms
     assert floor is not None and floor == pytest.approx((read + written) / 2000e9 * 1e3)
     assert floor > 0.02  # the memo of every answer was timed at 0.02 ms on the 256 MB sum
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs Linux's CPU affinity")
+def test_the_host_copy_rate_does_not_fall_with_the_load_on_its_core() -> None:
+    """The host's copy rate (``measure_host_gbps``, the peak's ``host_gbps``) is the memory's, not the
+    scheduler's: with four busy processes on the one core it is pinned to, the copy runs a fifth of
+    the time, and its rate must stay at least half of what the same core gives alone. Timed by the
+    wall clock (before 2026-12-01) it failed 4 times of 4 here: 2.3-6.0 GB/s against 21.2-24.9 alone
+    (the 2-core CI machine at load 5-7); by the thread's CPU time 24.2-24.4 against 23.7-24.9."""
+    allowed = os.sched_getaffinity(0)
+    core = min(allowed)
+    busy: list[subprocess.Popen[bytes]] = []
+    try:
+        os.sched_setaffinity(0, {core})  # this thread only: the one that copies
+        alone = max(measure_host_gbps(64 << 20) for _ in range(2))
+        for _ in range(4):
+            busy.append(subprocess.Popen([sys.executable, "-c", "while True: pass"]))
+            os.sched_setaffinity(busy[-1].pid, {core})
+        time.sleep(0.3)
+        loaded = measure_host_gbps(64 << 20)
+    finally:
+        for proc in busy:
+            proc.kill()
+            proc.wait()
+        os.sched_setaffinity(0, allowed)
+    assert loaded >= alone / 2, f"{loaded:.1f} GB/s beside 4 busy processes, {alone:.1f} GB/s alone"
