@@ -36,7 +36,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from executor.verdict import ErrorKind
+from executor import floor
+from executor.taskformat import NUMPY_DTYPES, FunctionTask, KernelTask
+from executor.verdict import DevicePeak, ErrorKind
 from executor.worker.messages import WorkerOutcome
 
 # The executor's shortest window may be this many times the worker's median timed call, plus the slack.
@@ -61,14 +63,52 @@ FIRST_VISIT_SLACK_MS = 15.0
 CLOCK_CONFIRM_CALLS = 3
 
 
+def copy_allowance(task: FunctionTask | KernelTask, peak: DevicePeak | None) -> tuple[float, str]:
+    """What a clock-confirming call's window may hold beyond the confirming bound for the copy of what
+    the call left (executor.worker.host's ``first_visit``: every one of the task's arrays at the timing
+    size, copied into buffers touched before the call, before its end is announced), in ms, and how
+    it was reckoned (for the verdict's message); ``(0.0, "")`` where no trustworthy rate is known.
+
+    At most the copy's own time, so that it gives a candidate nothing the copy does not take from it:
+    the bytes beyond the host's last-level cache (those the call may have left in it are not counted),
+    read and written, at the host's copy rate measured by the executor's peak worker
+    (:mod:`executor.peak`: no candidate code loaded, the trials' locks held; ``host_gbps`` counts a
+    copy's reads and writes both, :func:`executor.worker.host.measure_host_gbps`) x
+    :data:`executor.floor.HEADROOM`. None where the figures were not measured (the datasheet's or the
+    default: a rate no host was seen to copy at; None: a job whose worker measures its own, which is
+    its candidate's process) and for kernel tasks (not compared)."""
+    if peak is None or peak.source != "measured" or not isinstance(task, FunctionTask):
+        return 0.0, ""
+    if not (peak.host_gbps > 0 and peak.host_cache_bytes > 0):
+        return 0.0, ""
+    try:
+        nbytes = sum(task.array_length(a, "timing") * NUMPY_DTYPES[a.dtype]().itemsize for a in task.arrays)
+    except Exception:  # any failure to size an array means: no allowance
+        return 0.0, ""
+    counted = max(0, nbytes - peak.host_cache_bytes)
+    gbps = peak.host_gbps * floor.HEADROOM
+    ms = 2 * counted / (gbps * 1e6)
+    if ms <= 0:
+        return 0.0, ""
+    return ms, (
+        f"{ms:.4g} ms for the copy of what it left ({nbytes} bytes, {counted} beyond the host's cache, read "
+        f"and written at {gbps:.4g} GB/s, the executor's measured host copy rate x {floor.HEADROOM:g})"
+    )
+
+
 def timed_refusal(
-    windows_s: Sequence[float | None], first_visits_ms: Sequence[float] | None, median_ms: float
+    windows_s: Sequence[float | None],
+    first_visits_ms: Sequence[float] | None,
+    median_ms: float,
+    copy_allowance_ms: float = 0.0,
 ) -> tuple[str, float] | None:
     """Whether the timed calls' windows alone refuse the worker's clock: None where they agree with it,
     else why, and the bound in ms that a clock-confirming call's window must keep instead (``CLOCK_FACTOR``
     x the median + the slack of the rule that refused, the shortest window's where both did). Used by the
     executor on the kernel's stamps and by the worker on its own clock, which only decides whether it
-    makes a confirming call (a changed clock there can skip it, and is refused for it)."""
+    makes a confirming call (a changed clock there can skip it, and is refused for it).
+    ``copy_allowance_ms`` (:func:`copy_allowance`) is added to that bound only, never to the timed
+    calls' own rules (their windows hold no copy)."""
     known = [w for w in windows_s if w is not None]
     # timed calls 1..K: each set's first visit (those whose window is known)
     pairs = [(w, t) for w, t in zip(windows_s, first_visits_ms or [], strict=False) if w is not None]
@@ -97,7 +137,7 @@ def timed_refusal(
         )
     if slack is None:
         return None
-    return why, CLOCK_FACTOR * median_ms + slack
+    return why, CLOCK_FACTOR * median_ms + slack + copy_allowance_ms
 
 
 def clock_check(
@@ -108,6 +148,7 @@ def clock_check(
     confirm_windows_s: Sequence[float | None] = (),
     stray_starts: int = 0,
     own_process: bool = False,
+    copy_allowance: tuple[float, str] = (0.0, ""),
 ) -> WorkerOutcome:
     """``outcome``, or an ``implausible`` one in its place when the worker's clock disagrees with the
     executor's: ``windows_s`` are the executor's seconds between the start and the end of each timed
@@ -129,7 +170,9 @@ def clock_check(
     to change (the runner gets neither the channel nor a way to trace the worker, which is non-dumpable
     before the runner starts): the windows are not compared with the worker's times, which only load
     could make them disagree with (review 36c's M2: one first visit held up refused an honest candidate
-    there, and a runner makes no confirming call); the lines themselves are still checked."""
+    there, and a runner makes no confirming call); the lines themselves are still checked.
+    ``copy_allowance``: :func:`copy_allowance`'s for the job (the executor's figures), added to the
+    confirming call's bound only; ``seconds["clock_confirm_copy_allowance"]`` on a confirmed pass."""
     timing = outcome.candidate_timing
     if not outcome.passed or timing is None:
         return outcome
@@ -166,7 +209,12 @@ def clock_check(
             "or its stamps were missing): the clock the calls were timed with cannot be checked"
         )
     else:
-        refusal = None if own_process else timed_refusal(windows_s, outcome.first_visits_ms, timing.median_ms)
+        allowance_ms, reckoned = copy_allowance
+        refusal = (
+            None
+            if own_process
+            else timed_refusal(windows_s, outcome.first_visits_ms, timing.median_ms, allowance_ms)
+        )
         if refusal is None:  # also: nothing announced as a timed call (kernel batches, no call limit)
             return outcome
         why, bound_ms = refusal
@@ -174,7 +222,10 @@ def clock_check(
         if last is not None and last * 1e3 <= bound_ms:
             # Other processes' work kept the worker off its core inside the trials' windows; a first
             # visit on values no memo has seen, timed on both clocks after them, agrees.
-            return outcome.model_copy(update={"seconds": {**outcome.seconds, "clock_confirmed": last}})
+            seconds = {**outcome.seconds, "clock_confirmed": last}
+            if allowance_ms > 0:
+                seconds["clock_confirm_copy_allowance"] = allowance_ms / 1e3
+            return outcome.model_copy(update={"seconds": seconds})
         if not confirm_windows_s:
             confirmed = "; the worker made no clock-confirming call"
         else:
@@ -182,7 +233,9 @@ def clock_check(
             confirmed = (
                 f"; confirmed after the trials: the last of {len(confirm_windows_s)} clock-confirming "
                 f"call(s) on a fresh set took {shown} by the executor's clock, above {bound_ms:.4g} ms "
-                f"({CLOCK_FACTOR:g} x the median + the slack)"
+                f"({CLOCK_FACTOR:g} x the median + the slack"
+                + (f" + {reckoned}" if allowance_ms > 0 else "")
+                + ")"
             )
         why += f"{confirmed}: the clock the calls were timed with was changed"
     return WorkerOutcome(

@@ -49,7 +49,7 @@ from pydantic import BaseModel
 
 from executor import timingset
 from executor.cache import DEFAULT_CACHE_DIR
-from executor.clockcheck import CLOCK_CONFIRM_CALLS, clock_check
+from executor.clockcheck import CLOCK_CONFIRM_CALLS, clock_check, copy_allowance
 from executor.errors import EvaluationCancelled, WorkerError
 from executor.fleet.pinning import TIMING_SPLIT_ENV, executor_split
 from executor.gpulock import LOCK_ENV, device_lock, host_memory_blocked, lock_files, pool_lock
@@ -649,6 +649,7 @@ class WorkerProcess:
         self._uid_lock: Any = None
         # A reference worker's job: what it made for the store is adopted from it (finish_reference).
         self.reference_job: ReferenceJob | None = None
+        self.candidate_job: WorkerJob | None = None  # the candidate job sent (send_job)
         # The reference job's claim on its task's preparation (timingset.claim), held until adoption.
         self.claim: IO[bytes] | None = None
         self._jail_root: Path | None = None
@@ -883,6 +884,8 @@ class WorkerProcess:
             self._timing_dir = job.timing_set.dir
         if isinstance(job, WorkerJob) and self.protection != "none":
             _open_timing_sets(self._timing_dir)
+        if isinstance(job, WorkerJob):  # its task and figures bound the clock-confirming call's copy
+            self.candidate_job = job
         if isinstance(job, ReferenceJob):
             self.reference_job = job
             if self._timing_dir:
@@ -1717,6 +1720,13 @@ def finish_candidate(
             proc.stray_starts,
             # Function candidates in a runner: the worker's switch is this process's environment's
             own_process=candidate_process_wanted() and proc.runtime != "none",
+            # Reckoned here, from the job this process sent (the executor's measured figures), never
+            # from what the worker reports (docs/executor.md, "The copy's cost").
+            copy_allowance=(
+                copy_allowance(proc.candidate_job.task, proc.candidate_job.device_peak)
+                if proc.candidate_job is not None
+                else (0.0, "")
+            ),
         )
         return outcome.model_copy(update={"seconds": {**outcome.seconds, "run": elapsed}})
     kind, message = _death_message(proc, stage_text)

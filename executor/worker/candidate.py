@@ -30,7 +30,7 @@ import numpy as np
 from executor import floor, timingset
 from executor.abi import bind_entry, call_entry
 from executor.checking import compare_output
-from executor.clockcheck import CLOCK_CONFIRM_CALLS, timed_refusal
+from executor.clockcheck import CLOCK_CONFIRM_CALLS, copy_allowance, timed_refusal
 from executor.devcompare import DeviceComparer
 from executor.errors import ExecutorError
 from executor.gpulock import (
@@ -1070,7 +1070,10 @@ class Worker:
         samples = last.get("samples_ms")
         if not isinstance(candidate, FunctionRuntime) or not candidate.confirms or not windows or not samples:
             return None
-        refusal = timed_refusal(windows, samples[:sets], stats.median_ms)
+        # The executor adds the same allowance for the copy to its bound, from the same figures (the
+        # job's, measured by the executor; none where this process measured its own).
+        allowance_ms, _ = copy_allowance(self.task, self.job.device_peak)
+        refusal = timed_refusal(windows, samples[:sets], stats.median_ms, allowance_ms)
         if refusal is None:
             return None
         bound_ms = refusal[1]

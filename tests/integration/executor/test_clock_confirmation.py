@@ -18,14 +18,17 @@ from __future__ import annotations
 
 import platform
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from executor.clockcheck import CLOCK_FACTOR, FIRST_VISIT_SLACK_MS
+from executor.protocol import EvaluationOptions
 from executor.sandbox import run_job
 from executor.taskformat import FunctionTask, KernelTask
 from executor.verdict import ErrorKind
-from executor.worker.messages import CandidateRun
+from executor.worker.host import host_peak
+from executor.worker.messages import CandidateRun, WorkerJob
 from tests.integration.executor.test_clock_attack import CLOCK_AND_MEMO, HONEST, LIMIT, run_poly_attack
 from tests.integration.executor.test_clock_attack import OPTIONS as ATTACK_OPTIONS
 from tests.integration.executor.test_executor_hacks_host import POLY_BODY, POLY_HEAD, POLY_TASK
@@ -33,6 +36,7 @@ from tests.support.hostcode import (
     FAST,
     SAXPY_HEAD,
     build_host_candidates,
+    one_input_task,
     saxpy_timed_at,
     timing_set_job,
     use_candidate_process,
@@ -45,13 +49,13 @@ OPTIONS = FAST.model_copy(update={"min_trials": 5, "max_trials": 7})
 DELAY_MS = 2 * FIRST_VISIT_SLACK_MS + 10
 
 
-def held_up(product: Path, task: FunctionTask | KernelTask) -> CandidateRun:
-    """A run of ``product`` whose first visits are held up (each inside its window) by `DELAY_MS`."""
+def held_up(product: Path, task: FunctionTask | KernelTask, delay_ms: float = DELAY_MS) -> CandidateRun:
+    """A run of ``product`` whose first visits are held up (each inside its window) by ``delay_ms``."""
     return CandidateRun(
         candidate_product=product,
         candidate_symbol=task.entry,
         call_limit=LIMIT,
-        first_visit_delay_ms=DELAY_MS,
+        first_visit_delay_ms=delay_ms,
     )
 
 
@@ -285,3 +289,96 @@ def test_a_clock_confirming_call_the_candidate_writes_itself_is_refused(tmp_path
     timing = outcome.candidate_timing
     assert not outcome.passed and outcome.error is ErrorKind.IMPLAUSIBLE, (outcome.message, timing)
     assert "made 3 clock-confirming call(s) but the executor saw 4" in outcome.message, outcome.message
+
+
+# The copy's cost (docs/executor.md): a confirming call's window holds the copy of every array it left,
+# before its end is announced. A task that reads a 512-MB input sparsely (4,096 values, 800 damped
+# steps each: a median of ~8 ms here) leaves ~40 ms of copying in that window, over 2 x its median +
+# 15 ms: honest and held up, it was refused (implausible) until the executor added what the copy takes
+# at its own measured host copy rate (executor.clockcheck.copy_allowance).
+SPARSE_N = 1 << 27  # floats: 512 MB
+SPARSE_HEAD = 'extern "C" void sparse_poly(int n, const float* x, float* y) {\n'
+
+
+def sparse_loop(steps: int) -> str:
+    return (
+        "int stride = n / 4096;\n"
+        "for (int j = 0; j < 4096; ++j) { float v = x[j * stride]; "
+        f"for (int k = 0; k < {steps}; ++k) v = v * 0.999f + 0.001f * x[j * stride]; y[j] = v; }}"
+    )
+
+
+def sparse_task(steps: int) -> dict[str, Any]:
+    """The task's ``task.json``; its reference is ``SPARSE_HEAD + sparse_loop(steps) + " }"``."""
+    return one_input_task(
+        "sparse_poly",
+        domain="elementwise",
+        description=f"y[j] = {steps} damped steps from x[j * (n / 4096)], 4096 of them",
+        timing=SPARSE_N,
+        output=("y", "float32", "4096"),
+        rtol=1e-4,
+        atol=1e-5,
+    )
+
+
+SPARSE_STEPS = 800
+SPARSE = SPARSE_HEAD + sparse_loop(SPARSE_STEPS) + " }\n"
+# The memo's task does more work per call (~30 ms here), so that what the allowance must not cover is
+# far above the slack.
+MEMO_STEPS = 3000
+# Longer than 2 x a first visit of the sparse task (~8 ms here) + the first visits' slack, under load.
+SPARSE_DELAY_MS = 200
+# Review 22c's changed clock and memo of every answer, on the sparse task.
+_POLY_LOOP = "for (int i = 0; i < n; ++i) { " + POLY_BODY + " }"
+SPARSE_CLOCK_AND_MEMO = (
+    CLOCK_AND_MEMO.replace(POLY_HEAD, SPARSE_HEAD)
+    .replace(_POLY_LOOP, sparse_loop(MEMO_STEPS))
+    .replace("n * sizeof(float)", "4096 * sizeof(float)")
+    .replace("y + n)", "y + 4096)")
+)
+
+
+def _measured_job(task: FunctionTask | KernelTask, tmp: Path, options: EvaluationOptions) -> WorkerJob:
+    """A job with the host's figures measured here, outside any candidate's worker, as the executor's
+    peak worker measures them (executor.peak); without them the executor gives no copy allowance."""
+    peak = host_peak()
+    assert peak.source == "measured" and peak.host_gbps > 0
+    return timing_set_job(task, tmp, options).model_copy(update={"device_peak": peak})
+
+
+def test_an_honest_candidate_whose_confirming_call_copies_much_passes(tmp_path: Path) -> None:
+    task = write_task(tmp_path, sparse_task(SPARSE_STEPS), SPARSE)
+    product = build_host_candidates(tmp_path, {"sparse": SPARSE})["sparse"]
+    run = held_up(product, task, SPARSE_DELAY_MS)
+    outcome = run_job(_measured_job(task, tmp_path / "job", OPTIONS), run, timeout_s=300)
+    assert outcome.passed, (outcome.message, outcome.seconds)
+    timing = outcome.candidate_timing
+    assert timing is not None and outcome.first_visits_ms is not None
+    assert all(CLOCK_FACTOR * t + FIRST_VISIT_SLACK_MS < SPARSE_DELAY_MS for t in outcome.first_visits_ms)
+    confirmed_ms = outcome.seconds["clock_confirmed"] * 1e3
+    allowance_ms = outcome.seconds["clock_confirm_copy_allowance"] * 1e3
+    # the copy really took the window past the bound without it (else this test shows nothing) ...
+    assert confirmed_ms > CLOCK_FACTOR * timing.median_ms + FIRST_VISIT_SLACK_MS, outcome.seconds
+    # ... and the allowance is at most the copy's time (512 MB read and written: ~40 ms here)
+    assert 0 < allowance_ms < confirmed_ms, outcome.seconds
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the candidate is x86-64 machine code")
+def test_a_changed_clock_with_a_memo_is_refused_with_the_copy_allowance(tmp_path: Path) -> None:
+    """Review 22c's memo on the sparse task, its first visits held up, with the executor's figures: the
+    confirming call's window holds its true work (~30 ms) besides the copy, which the allowance does
+    not exceed, so it is still refused, and the message shows the allowance. (No physical floor: the
+    task's 512 MB input would refuse the memo's 0.02 ms there first.)"""
+    assert SPARSE_CLOCK_AND_MEMO.count("sparse_poly") == 1 and "poly_iter" not in SPARSE_CLOCK_AND_MEMO
+    assert sparse_loop(MEMO_STEPS) in SPARSE_CLOCK_AND_MEMO and "y + 4096)" in SPARSE_CLOCK_AND_MEMO
+    task = write_task(tmp_path, sparse_task(MEMO_STEPS), SPARSE_HEAD + sparse_loop(MEMO_STEPS) + " }\n")
+    product = build_host_candidates(tmp_path, {"memo": SPARSE_CLOCK_AND_MEMO})["memo"]
+    options = ATTACK_OPTIONS.model_copy(update={"physical_floor": False})
+    outcome = run_job(
+        _measured_job(task, tmp_path / "memo", options),
+        held_up(product, task, SPARSE_DELAY_MS),
+        timeout_s=300,
+    )
+    assert not outcome.passed and outcome.error is ErrorKind.IMPLAUSIBLE, (outcome.message, outcome.seconds)
+    assert "clock-confirming call(s) on a fresh set" in outcome.message, (outcome.message, outcome.seconds)
+    assert "for the copy of what it left" in outcome.message, outcome.message

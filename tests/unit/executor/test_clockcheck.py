@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Literal
+
 from executor.checking import timing_stats
-from executor.clockcheck import CLOCK_FACTOR, CLOCK_SLACK_MS, FIRST_VISIT_SLACK_MS, clock_check
-from executor.verdict import ErrorKind
+from executor.clockcheck import (
+    CLOCK_FACTOR,
+    CLOCK_SLACK_MS,
+    FIRST_VISIT_SLACK_MS,
+    clock_check,
+    copy_allowance,
+    timed_refusal,
+)
+from executor.floor import HEADROOM
+from executor.verdict import DevicePeak, ErrorKind
 from executor.worker.messages import WorkerOutcome
+from tests.support.hostcode import one_input_task, write_task
 
 
 def _passed(median_ms: float) -> WorkerOutcome:
@@ -203,3 +215,49 @@ def test_a_candidate_in_a_process_of_its_own_is_not_refused_for_load() -> None:
     assert not clock_check(outcome, held, 1, announced=True, own_process=True).passed
     assert not clock_check(outcome, held, 0, True, (), 1, own_process=True).passed
     assert not clock_check(outcome, held[:5], 0, announced=True, own_process=True).passed
+
+
+def _peak(
+    source: Literal["measured", "datasheet", "default"] = "measured",
+    host_gbps: float = 20.0,
+    cache: int = 32 << 20,
+) -> DevicePeak:
+    return DevicePeak(
+        name="host",
+        dram_gbps=host_gbps,
+        launch_us=0.0,
+        h2d_gbps=host_gbps,
+        d2h_gbps=host_gbps,
+        host_gbps=host_gbps,
+        host_cache_bytes=cache,
+        source=source,
+    )
+
+
+def test_the_copy_allowance_is_the_copys_time_at_the_executors_measured_rate(tmp_path: Path) -> None:
+    """The confirming call's copy (docs/executor.md, "The copy's cost"): every array at the timing size
+    beyond the host's cache, read and written, at the measured host rate x the headroom; nothing where
+    the rate was not measured by the executor, and added to the confirming bound only."""
+    spec = one_input_task("big", domain="elementwise", description="y = x", timing=64 << 20)  # 2 x 256 MB
+    task = write_task(tmp_path, spec, "")
+    ms, reckoned = copy_allowance(task, _peak())
+    counted = 2 * (256 << 20) - (32 << 20)
+    assert abs(ms - 2 * counted / (20.0 * HEADROOM * 1e6)) < 1e-9 and str(counted) in reckoned
+    for peak in (None, _peak("datasheet"), _peak("default"), _peak(cache=1 << 30), _peak(cache=0)):
+        assert copy_allowance(task, peak) == (0.0, "")
+    # the timed calls' rule is not moved by it; the confirming bound is
+    windows, firsts = [0.060, 0.060] + [0.0001] * 5, [0.04, 0.04]
+    plain, allowed = timed_refusal(windows, firsts, 0.04), timed_refusal(windows, firsts, 0.04, ms)
+    assert plain is not None and allowed is not None and allowed[1] == plain[1] + ms
+    assert timed_refusal([0.004] * 7, None, 2.0, ms) is None
+    outcome = _passed(0.04).model_copy(
+        update={"first_visits_ms": firsts, "seconds": {"clock_confirm_calls": 1.0}}
+    )
+    within = (plain[1] + ms * 0.9) / 1e3
+    assert not clock_check(outcome, windows, 0, confirm_windows_s=[within]).passed
+    passed = clock_check(outcome, windows, 0, confirm_windows_s=[within], copy_allowance=(ms, reckoned))
+    assert passed.passed and passed.seconds["clock_confirm_copy_allowance"] == ms / 1e3
+    above = clock_check(
+        outcome, windows, 0, confirm_windows_s=[within + ms / 1e3], copy_allowance=(ms, reckoned)
+    )
+    assert not above.passed and reckoned in above.message
