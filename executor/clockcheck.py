@@ -63,7 +63,9 @@ FIRST_VISIT_SLACK_MS = 15.0
 CLOCK_CONFIRM_CALLS = 3
 
 
-def copy_allowance(task: FunctionTask | KernelTask, peak: DevicePeak | None) -> tuple[float, str]:
+def copy_allowance(
+    task: FunctionTask | KernelTask, peak: DevicePeak | None, rate_now_gbps: float = 0.0
+) -> tuple[float, str]:
     """What a clock-confirming call's window may hold beyond the confirming bound for the copy of what
     the call left (executor.worker.host's ``first_visit``: every one of the task's arrays at the timing
     size, copied into buffers touched before the call, before its end is announced), in ms, and how
@@ -76,7 +78,14 @@ def copy_allowance(task: FunctionTask | KernelTask, peak: DevicePeak | None) -> 
     copy's reads and writes both, :func:`executor.worker.host.measure_host_gbps`) x
     :data:`executor.floor.HEADROOM`. None where the figures were not measured (the datasheet's or the
     default: a rate no host was seen to copy at; None: a job whose worker measures its own, which is
-    its candidate's process) and for kernel tasks (not compared)."""
+    its candidate's process) and for kernel tasks (not compared).
+
+    ``rate_now_gbps``: the same rate measured again by the executor when the allowance is needed (a
+    confirming call was made), and the higher of the two is used: the peak is measured once per
+    process, and review 37b saw this host's rate move 1.66x within 8 minutes (a peak measured at a slow
+    moment made the allowance ~9 ms more than a later copy took, and a changed clock with a memo whose
+    work fitted it passed with the peak's rate x 0.6). A higher rate only makes the allowance smaller,
+    so neither measurement can be lowered to a candidate's gain."""
     if peak is None or peak.source != "measured" or not isinstance(task, FunctionTask):
         return 0.0, ""
     if not (peak.host_gbps > 0 and peak.host_cache_bytes > 0):
@@ -86,7 +95,7 @@ def copy_allowance(task: FunctionTask | KernelTask, peak: DevicePeak | None) -> 
     except Exception:  # any failure to size an array means: no allowance
         return 0.0, ""
     counted = max(0, nbytes - peak.host_cache_bytes)
-    gbps = peak.host_gbps * floor.HEADROOM
+    gbps = max(peak.host_gbps, rate_now_gbps) * floor.HEADROOM
     ms = 2 * counted / (gbps * 1e6)
     if ms <= 0:
         return 0.0, ""

@@ -67,6 +67,7 @@ from executor.jail import (
     wide,
 )
 from executor.verdict import ErrorKind
+from executor.worker.host import measure_host_gbps
 from executor.worker.messages import (
     CLOCK_CONFIRM_CALL,
     DONE_FD_ENV,
@@ -1629,6 +1630,20 @@ def clock_confirm_seeds(count: int = CLOCK_CONFIRM_CALLS) -> list[int]:
     return seeds
 
 
+def _copy_allowance(proc: WorkerProcess) -> tuple[float, str]:
+    """The clock-confirming call's copy allowance for ``proc``'s candidate job (``(0.0, "")`` without one
+    or without a confirming call): from the job's figures and, only where a confirming call was made,
+    the host copy rate measured again here, now (a 256-MB copy in this process, which runs no
+    candidate code; the higher rate is used: :func:`executor.clockcheck.copy_allowance`)."""
+    job = proc.candidate_job
+    if job is None or not proc.confirm_windows:
+        return 0.0, ""
+    allowance = copy_allowance(job.task, job.device_peak)
+    if allowance[0] <= 0:
+        return allowance
+    return copy_allowance(job.task, job.device_peak, measure_host_gbps())
+
+
 def finish_candidate(
     proc: WorkerProcess,
     run: CandidateRun,
@@ -1722,11 +1737,7 @@ def finish_candidate(
             own_process=candidate_process_wanted() and proc.runtime != "none",
             # Reckoned here, from the job this process sent (the executor's measured figures), never
             # from what the worker reports (docs/executor.md, "The copy's cost").
-            copy_allowance=(
-                copy_allowance(proc.candidate_job.task, proc.candidate_job.device_peak)
-                if proc.candidate_job is not None
-                else (0.0, "")
-            ),
+            copy_allowance=_copy_allowance(proc),
         )
         return outcome.model_copy(update={"seconds": {**outcome.seconds, "run": elapsed}})
     kind, message = _death_message(proc, stage_text)

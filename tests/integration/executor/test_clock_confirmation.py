@@ -338,11 +338,15 @@ SPARSE_CLOCK_AND_MEMO = (
 )
 
 
-def _measured_job(task: FunctionTask | KernelTask, tmp: Path, options: EvaluationOptions) -> WorkerJob:
+def _measured_job(
+    task: FunctionTask | KernelTask, tmp: Path, options: EvaluationOptions, rate_scale: float = 1.0
+) -> WorkerJob:
     """A job with the host's figures measured here, outside any candidate's worker, as the executor's
-    peak worker measures them (executor.peak); without them the executor gives no copy allowance."""
+    peak worker measures them (executor.peak); without them the executor gives no copy allowance.
+    ``rate_scale``: the host copy rate as if the peak had been measured at a moment that much slower."""
     peak = host_peak()
     assert peak.source == "measured" and peak.host_gbps > 0
+    peak = peak.model_copy(update={"host_gbps": peak.host_gbps * rate_scale})
     return timing_set_job(task, tmp, options).model_copy(update={"device_peak": peak})
 
 
@@ -364,21 +368,33 @@ def test_an_honest_candidate_whose_confirming_call_copies_much_passes(tmp_path: 
 
 
 @pytest.mark.skipif(platform.machine() != "x86_64", reason="the candidate is x86-64 machine code")
-def test_a_changed_clock_with_a_memo_is_refused_with_the_copy_allowance(tmp_path: Path) -> None:
+@pytest.mark.parametrize("rate_scale", [1.0, 0.4])
+def test_a_changed_clock_with_a_memo_is_refused_with_the_copy_allowance(
+    tmp_path: Path, rate_scale: float
+) -> None:
     """Review 22c's memo on the sparse task, its first visits held up, with the executor's figures: the
     confirming call's window holds its true work (~30 ms) besides the copy, which the allowance does
     not exceed, so it is still refused, and the message shows the allowance. (No physical floor: the
-    task's 512 MB input would refuse the memo's 0.02 ms there first.)"""
+    task's 512 MB input would refuse the memo's 0.02 ms there first.) ``0.4``: the job's peak as if
+    measured at a moment 2.5 times slower (review 37b saw this host's rate move 1.66x in 8 minutes, and
+    the memo passed with x 0.45 and a smaller one with x 0.6): the executor measures the rate again
+    when a confirming call was made and uses the higher. A memo whose second confirming call (made
+    when the worker's copy ran past its own bound) is answered from the first is refused as
+    ``wrong_output`` on that call (review 37b, L3): a refusal too."""
     assert SPARSE_CLOCK_AND_MEMO.count("sparse_poly") == 1 and "poly_iter" not in SPARSE_CLOCK_AND_MEMO
     assert sparse_loop(MEMO_STEPS) in SPARSE_CLOCK_AND_MEMO and "y + 4096)" in SPARSE_CLOCK_AND_MEMO
     task = write_task(tmp_path, sparse_task(MEMO_STEPS), SPARSE_HEAD + sparse_loop(MEMO_STEPS) + " }\n")
     product = build_host_candidates(tmp_path, {"memo": SPARSE_CLOCK_AND_MEMO})["memo"]
     options = ATTACK_OPTIONS.model_copy(update={"physical_floor": False})
     outcome = run_job(
-        _measured_job(task, tmp_path / "memo", options),
+        _measured_job(task, tmp_path / "memo", options, rate_scale),
         held_up(product, task, SPARSE_DELAY_MS),
         timeout_s=300,
     )
-    assert not outcome.passed and outcome.error is ErrorKind.IMPLAUSIBLE, (outcome.message, outcome.seconds)
+    assert not outcome.passed, (outcome.message, outcome.seconds)
+    if outcome.error is ErrorKind.WRONG_OUTPUT:  # its second confirming call, answered from the first
+        assert "clock-confirming call" in outcome.message, outcome.message
+        return
+    assert outcome.error is ErrorKind.IMPLAUSIBLE, (outcome.message, outcome.seconds)
     assert "clock-confirming call(s) on a fresh set" in outcome.message, (outcome.message, outcome.seconds)
     assert "for the copy of what it left" in outcome.message, outcome.message

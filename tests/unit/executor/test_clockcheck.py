@@ -243,6 +243,9 @@ def test_the_copy_allowance_is_the_copys_time_at_the_executors_measured_rate(tmp
     ms, reckoned = copy_allowance(task, _peak())
     counted = 2 * (256 << 20) - (32 << 20)
     assert abs(ms - 2 * counted / (20.0 * HEADROOM * 1e6)) < 1e-9 and str(counted) in reckoned
+    # the rate measured again when it is needed: the higher of the two is used (review 37b, M1)
+    faster, _ = copy_allowance(task, _peak(), 40.0)
+    assert abs(faster - ms / 2) < 1e-9 and copy_allowance(task, _peak(), 5.0)[0] == ms
     for peak in (None, _peak("datasheet"), _peak("default"), _peak(cache=1 << 30), _peak(cache=0)):
         assert copy_allowance(task, peak) == (0.0, "")
     # the timed calls' rule is not moved by it; the confirming bound is

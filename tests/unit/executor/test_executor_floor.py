@@ -221,7 +221,9 @@ def test_the_host_copy_rate_does_not_fall_with_the_load_on_its_core() -> None:
         os.sched_setaffinity(0, {core})  # this thread only: the one that copies
         alone = max(measure_host_gbps(64 << 20) for _ in range(2))
         for _ in range(4):
-            busy.append(subprocess.Popen([sys.executable, "-c", "while True: pass"]))
+            # Each ends by itself within 60 s should this worker be killed before the finally runs.
+            spin = "import time\nend = time.monotonic() + 60\nwhile time.monotonic() < end: pass"
+            busy.append(subprocess.Popen([sys.executable, "-c", spin]))
             os.sched_setaffinity(busy[-1].pid, {core})
         time.sleep(0.3)
         loaded = measure_host_gbps(64 << 20)
