@@ -1630,6 +1630,25 @@ def clock_confirm_seeds(count: int = CLOCK_CONFIRM_CALLS) -> list[int]:
     return seeds
 
 
+# The host copy rate measured again for the copy allowance (_copy_allowance): one measurement at a time
+# (a 256-MB copy: 512 MB of this process's memory while it runs), and one made in the last few seconds
+# is reused, so that many evaluations reaching that path at once (or candidates that write
+# clock-confirming lines to reach it) cost one.
+_RATE_LOCK = threading.Lock()
+_rate_now: tuple[float, float] | None = None  # (time.monotonic() when measured, GB/s)
+RATE_REUSE_S = 5.0
+
+
+def _host_rate_now() -> float:
+    """The host copy rate (:func:`executor.worker.host.measure_host_gbps`), measured here now or in the
+    last :data:`RATE_REUSE_S` seconds."""
+    global _rate_now
+    with _RATE_LOCK:
+        if _rate_now is None or time.monotonic() - _rate_now[0] > RATE_REUSE_S:
+            _rate_now = (time.monotonic(), measure_host_gbps())
+        return _rate_now[1]
+
+
 def _copy_allowance(proc: WorkerProcess) -> tuple[float, str]:
     """The clock-confirming call's copy allowance for ``proc``'s candidate job (``(0.0, "")`` without one
     or without a confirming call): from the job's figures and, only where a confirming call was made,
@@ -1641,7 +1660,7 @@ def _copy_allowance(proc: WorkerProcess) -> tuple[float, str]:
     allowance = copy_allowance(job.task, job.device_peak)
     if allowance[0] <= 0:
         return allowance
-    return copy_allowance(job.task, job.device_peak, measure_host_gbps())
+    return copy_allowance(job.task, job.device_peak, _host_rate_now())
 
 
 def finish_candidate(
