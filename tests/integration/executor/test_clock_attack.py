@@ -268,6 +268,16 @@ def test_work_left_past_the_end_on_an_output_compared_sorted_is_refused(tmp_path
     assert "changed after its end was announced" in outcome.message, outcome.message
 
 
+# C, in a hooked ``write``: on a call's start line on the done channel, ``current`` becomes the timed
+# call's number (0: a call that is not a timed one); the block is left open for what follows.
+CURRENT_CALL = (
+    '    if (fd == done_fd && count > 5 && count < 200 && std::memcmp(buf, "call ", 5) == 0) {\n'
+    "        char line[200]; std::memcpy(line, buf, count); line[count] = 0;\n"
+    '        const char* at = std::strstr(line, "timed call ");\n'
+    "        current = at ? atoi(at + 11) : 0;\n"
+)
+
+
 # The same, only on the trials' last two timed calls (8 and 9 of 9: the start line names the call),
 # one on each copy: no later call on the copy samples its outputs before restoring them. Their whole
 # check after the trials reads the work done; the worker then checks what they left unchanged at the
@@ -279,11 +289,7 @@ LAST_CALLS_AFTER_THE_END = (
     )
     .replace(
         "    long r = raw3(1, fd, (long)buf, (long)count);\n",
-        "    long r = raw3(1, fd, (long)buf, (long)count);\n"
-        '    if (fd == done_fd && count > 5 && count < 200 && std::memcmp(buf, "call ", 5) == 0) {\n'
-        "        char line[200]; std::memcpy(line, buf, count); line[count] = 0;\n"
-        '        const char* at = std::strstr(line, "timed call ");\n'
-        "        current = at ? atoi(at + 11) : 0;\n    }\n",
+        "    long r = raw3(1, fd, (long)buf, (long)count);\n" + CURRENT_CALL + "    }\n",
     )
     .replace("if (n > 100000 && ++big > 1 && !pending)", "if (n > 100000 && current >= 8 && !pending)")
 )
@@ -339,10 +345,8 @@ FIRST_VISITS_LEFT = (
     + "static const float* xs[2]; static float* ys[2]; static std::vector<float> answers[2]; static int todo = -1;\n"
     + 'extern "C" long late_write(int fd, const void* buf, unsigned long count) {\n'
     + "    long r = raw3(1, fd, (long)buf, (long)count);\n"
-    + '    if (fd == done_fd && count > 5 && count < 200 && std::memcmp(buf, "call ", 5) == 0) {\n'
-    + "        char line[200]; std::memcpy(line, buf, count); line[count] = 0;\n"
-    + '        const char* at = std::strstr(line, "timed call ");\n'
-    + "        current = at ? atoi(at + 11) : 0;\n    }\n"
+    + CURRENT_CALL
+    + "    }\n"
     + '    if (todo >= 0 && fd == done_fd && count == 4 && std::memcmp(buf, "end\\n", 4) == 0) {\n'
     + "        answers[todo].resize(pn); work(pn, xs[todo], answers[todo].data()); todo = -1;\n    }\n"
     + "    return r;\n}\n"
@@ -390,10 +394,7 @@ BEFORE_THE_START = (
     + POLY_BODY
     + " } }\n"
     + 'extern "C" long late_write(int fd, const void* buf, unsigned long count) {\n'
-    + '    if (fd == done_fd && count > 5 && count < 200 && std::memcmp(buf, "call ", 5) == 0) {\n'
-    + "        char line[200]; std::memcpy(line, buf, count); line[count] = 0;\n"
-    + '        const char* at = std::strstr(line, "timed call ");\n'
-    + "        current = at ? atoi(at + 11) : 0;\n"
+    + CURRENT_CALL
     + "        int slot = (current - 1) % 2;\n"
     + "        if (current > 2 && ns[slot] > 0) work(ns[slot], xs[slot], ys[slot]);\n"
     + "    }\n"
