@@ -160,15 +160,9 @@ def changed_since(
         flat = arrays[name].reshape(-1)
         now = np.ascontiguousarray(flat if kept.positions is None else flat[kept.positions])
         was = np.ascontiguousarray(kept.values)
-        width = was.dtype.itemsize
-        if width in (1, 2, 4, 8):  # one unsigned integer per element: bits compared as numbers
-            bits = np.dtype(f"u{width}")
-            differ = int(np.count_nonzero(now.view(bits) != was.view(bits)))
-        else:
-            rows = (now.view(np.uint8).reshape(-1, width) != was.view(np.uint8).reshape(-1, width)).any(
-                axis=1
-            )
-            differ = int(np.count_nonzero(rows))
+        width = was.dtype.itemsize  # each element's bytes as one row (a sample: 4,096 elements at most)
+        rows = now.view(np.uint8).reshape(-1, width) != was.view(np.uint8).reshape(-1, width)
+        differ = int(np.count_nonzero(rows.any(axis=1)))
         if differ:
             return name, differ, was.size
     return None
