@@ -752,10 +752,8 @@ class FunctionRuntime(Runtime):
             # a candidate that left a first visit undone and answered the repeats from work done
             # outside the windows passed unless that call happened to be drawn) and one drawn from
             # the slot's later calls.
-            if i >= 0 and unsampled and i < len(rotated):
-                first = spot(j % len(sources), what, work.arrays, True)
-                if first is not None:
-                    spots.first.append(first)
+            if i >= 0 and unsampled and i < len(rotated):  # a first call: FirstAndDrawn keeps it
+                spots.offer(i, lambda: spot(j % len(sources), what, work.arrays, True))
             elif i >= 0 and unsampled:
                 whole_sorted.setdefault(j, CallSamples(rng, 1)).offer(
                     lambda: spot(j % len(sources), what, work.arrays, True)
