@@ -19,7 +19,7 @@ It passes the static rules and the link check (it declares ``write`` and ``mallo
 nothing that names them): a libc hook needs neither Python's API nor an unlisted import. In the runner
 (:mod:`executor.worker.runner`) the candidate has only its own process's ``malloc`` and ``write``: the
 worker's samples are drawn where it cannot see them. There it passed at the honest speed (medians 85.9
-and 86.6 ms against the honest 86.2 and 85.7, session 37); it does not learn there which call is timed
+and 86.6 ms against the honest 86.2 and 85.7, session 36); it does not learn there which call is timed
 either (a runner is not given the done channel), so what this shows is that this candidate gains
 nothing, not that no deferral can work in a runner.
 
