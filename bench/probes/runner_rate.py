@@ -168,14 +168,16 @@ class Service:
 class RunnerWatch:
     """An independent check that the runner runs: every ``interval`` s, the processes whose command line is
     the runner's (``executor.worker runner candidate``), each attributed to the service it descends from
-    (its parent chain). A runner lives for its worker's run, so a short one can be missed; the count says
-    whether any were seen under each service, not how many ran."""
+    (its parent chain: runner, worker, the jail's init and ``unshare``, the service). A runner lives for its
+    worker's run, so a short one can be missed; the count says whether any were seen under each service,
+    not how many ran. ``unattributed``: a runner of another process of the host (a test), or one whose
+    parents ended while the chain was read."""
 
     def __init__(self, services: dict[str, Service], interval: float = 0.5):
         self.services = services
         self.interval = interval
         self.seen: dict[str, set[int]] = {mode: set() for mode in MODES}
-        self.seen["other"] = set()
+        self.seen["unattributed"] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -208,7 +210,7 @@ class RunnerWatch:
                 if b"executor.worker" not in argv or b"runner" not in argv or b"candidate" not in argv:
                     continue
                 pid: int | None = int(entry.name)
-                owner = "other"
+                owner = "unattributed"
                 for _ in range(12):
                     pid = self._parent(pid) if pid else None
                     if pid is None or pid <= 1:
