@@ -33,8 +33,10 @@ ARGS=(--runtime "$RUNTIME" --budget-s "$BUDGET" --concurrency "${CONCURRENCY:-4}
       --seq-share "${SEQ_SHARE:-0.5}" --out "$OUT/runner_rate.json" --md "$OUT/runner_rate.md" --logs "$LOGS")
 [ -n "${TASKS:-}" ] && ARGS+=(--tasks "$TASKS")
 [ -n "${TIMING_CORES:-}" ] && ARGS+=(--timing-cores "$TIMING_CORES")
-timeout --kill-after=5 $(( BUDGET + 5 )) python3 -m bench.probes.runner_rate "${ARGS[@]}" > "$LOGS/probe.out" 2>&1
+timeout --kill-after=40 $(( BUDGET + 5 )) python3 -m bench.probes.runner_rate "${ARGS[@]}" > "$LOGS/probe.out" 2>&1
 echo "probe rc $? at $(( $(date +%s) - S )) s"
+# The probe stops its two services itself (also on SIGTERM); killed outright, it leaves them: end their sessions.
+for pid in $(cat "$LOGS/service_pids" 2>/dev/null); do kill -KILL -- "-$pid" 2>/dev/null && echo "killed service session $pid"; done
 grep -E "^\[" "$LOGS/probe.out" | tail -40
 if [ ! -s "$OUT/runner_rate.md" ] || grep -q '"partial": true' "$OUT/runner_rate.json" 2>/dev/null; then
   echo "(partial: tables rendered from the JSON)"
@@ -43,4 +45,8 @@ if [ ! -s "$OUT/runner_rate.md" ] || grep -q '"partial": true' "$OUT/runner_rate
 fi
 tar czf "$OUT/runner_rate_logs.tgz" -C "$(dirname "$LOGS")" "$(basename "$LOGS")" 2>/dev/null
 cat "$OUT/runner_rate.md"
+# The headline again at the very end (a device call's output keeps its last 12,000 characters).
+echo; echo "== summary"
+grep -E "^\| regime \| (mode|rate)|^\| (seq|conc) \| (off|on|[0-9.]+|-) \||all tasks|runtime-stage verdicts|Runner processes|^## Verdicts" \
+  "$OUT/runner_rate.md"
 echo "total $(( $(date +%s) - S )) s"

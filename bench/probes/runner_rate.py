@@ -135,6 +135,9 @@ class Service:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+        # For the device script, which kills what is left of these sessions if this process was killed.
+        with (logs / "service_pids").open("a") as pids:
+            pids.write(f"{self.proc.pid}\n")
 
     def wait_ready(self, deadline: float) -> dict[str, Any]:
         while time.monotonic() < deadline:
@@ -692,6 +695,13 @@ def render(doc: dict[str, Any]) -> str:
             + f"; warm-up evaluations (not counted): {len(doc.get('warmup', []))}, "
             f"{sum(w['passed'] for w in doc.get('warmup', []))} passed."
         )
+        for mode, p in prep.items():
+            for a in p["answers"]:
+                if not a.get("ready"):
+                    what = str(a.get("error") or f"baseline {a.get('baseline')}").replace("\n", " ")[:200]
+                    lines.append(
+                        f"- not prepared in time ({mode}): {a.get('task') or a.get('task_id')}: {what}"
+                    )
         lines.append("")
     lines += [
         "## Evaluation rate",
@@ -836,6 +846,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--logs", type=Path, default=Path(tempfile.gettempdir()) / "runner_rate_logs")
     parser.add_argument("--render", type=Path, default=None, help="only print the tables of a (partial) JSON")
     args = parser.parse_args(argv)
+
+    def stopped(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)  # so that the services are stopped on the way out (finally)
+
+    signal.signal(signal.SIGTERM, stopped)
     doc = json.loads(args.render.read_text()) if args.render is not None else measure(args)
     table = render(doc)
     if args.md is not None:
