@@ -36,7 +36,9 @@ ARGS=(--runtime "$RUNTIME" --budget-s "$BUDGET" --concurrency "${CONCURRENCY:-4}
 timeout --kill-after=40 $(( BUDGET + 5 )) python3 -m bench.probes.runner_rate "${ARGS[@]}" > "$LOGS/probe.out" 2>&1
 echo "probe rc $? at $(( $(date +%s) - S )) s"
 # The probe stops its two services itself (also on SIGTERM); killed outright, it leaves them: end their sessions.
-for pid in $(cat "$LOGS/service_pids" 2>/dev/null); do kill -KILL -- "-$pid" 2>/dev/null && echo "killed service session $pid"; done
+while read -r pid; do
+  kill -KILL -- "-$pid" 2>/dev/null && echo "killed service session $pid"
+done < <(cat "$LOGS/service_pids" 2>/dev/null)
 grep -E "^\[" "$LOGS/probe.out" | tail -40
 if [ ! -s "$OUT/runner_rate.md" ] || grep -q '"partial": true' "$OUT/runner_rate.json" 2>/dev/null; then
   echo "(partial: tables rendered from the JSON)"
