@@ -8,7 +8,8 @@
 # Carry: .whlgpu (renamed .whl here; the pycuda wheel in it saves the build). Knobs: TASKS (comma
 # separated function tasks; default the probe's 8), CONCURRENCY (4), PER_VISIT (2), SEQ_SHARE (0.5),
 # TIMING_CORES (default automatic: 2 on 16 CPUs, set the same in both services), RUNTIME (gpu; host
-# runs it on a machine without a GPU, no wheels installed, for a smoke test).
+# runs it on a machine without a GPU, no wheels installed, for a smoke test), OPTIONS (EvaluationOptions
+# as JSON; default {"baseline": false}, as bench.probes.executor_bench: the candidate is the naive code).
 # Out: $OUT/runner_rate.md, $OUT/runner_rate.json, $OUT/runner_rate_logs.tgz (both services' logs),
 # $OUT/env.txt; the tables are printed at the end.
 set -u
@@ -33,10 +34,13 @@ ARGS=(--runtime "$RUNTIME" --budget-s "$BUDGET" --concurrency "${CONCURRENCY:-4}
       --seq-share "${SEQ_SHARE:-0.5}" --out "$OUT/runner_rate.json" --md "$OUT/runner_rate.md" --logs "$LOGS")
 [ -n "${TASKS:-}" ] && ARGS+=(--tasks "$TASKS")
 [ -n "${TIMING_CORES:-}" ] && ARGS+=(--timing-cores "$TIMING_CORES")
+[ -n "${OPTIONS:-}" ] && ARGS+=(--options "$OPTIONS")
 timeout --kill-after=40 $(( BUDGET + 5 )) python3 -m bench.probes.runner_rate "${ARGS[@]}" > "$LOGS/probe.out" 2>&1
 echo "probe rc $? at $(( $(date +%s) - S )) s"
 # The probe stops its two services itself (also on SIGTERM); killed outright, it leaves them: end their sessions.
-for pid in $(cat "$LOGS/service_pids" 2>/dev/null); do kill -KILL -- "-$pid" 2>/dev/null && echo "killed service session $pid"; done
+while read -r pid; do
+  kill -KILL -- "-$pid" 2>/dev/null && echo "killed service session $pid"
+done < <(cat "$LOGS/service_pids" 2>/dev/null)
 grep -E "^\[" "$LOGS/probe.out" | tail -40
 if [ ! -s "$OUT/runner_rate.md" ] || grep -q '"partial": true' "$OUT/runner_rate.json" 2>/dev/null; then
   echo "(partial: tables rendered from the JSON)"

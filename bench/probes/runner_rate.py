@@ -34,8 +34,10 @@ Reported: per regime and mode the evaluations, their wall, evaluations per hour,
 percentile of an evaluation's wall as its caller saw it, and the medians of the verdict's ``seconds``;
 the ratio on/off of the rates with its spread over rounds and over tasks; per task the medians of the
 passing evaluations' ``median_ms`` (and speedups) in both modes and their ratio, with the spread of the
-ratios of the repeats paired in order; every verdict that did not pass; and whether the runner ran
-(``seconds["runner_roundtrip"]`` is reported by a worker that timed through a runner, never otherwise).
+ratios of the repeats paired in order (the serial reference is timed once, in the one store: every
+speedup is that one time over the evaluation's median, in both modes); every verdict that did not pass; and whether the runner
+ran, two ways: ``seconds["runner_roundtrip"]`` (reported by a worker that timed through a runner, never
+otherwise), and the runner processes seen in ``/proc`` under each service (:class:`RunnerWatch`).
 ``--render JSON`` prints the tables of a (partial) JSON.
 """
 
