@@ -64,6 +64,7 @@ from executor.worker.messages import (
     WorkerJob,
     seeds_needed,
 )
+from executor.worker.runner import candidate_process, candidate_process_mode
 
 logger = logging.getLogger(__name__)
 # How often the pass through the host memory's lock before a function run's turn tries that lock.
@@ -90,12 +91,18 @@ class Evaluator:
         """``remote_builds``: where compiles go instead of this host's CPUs (a fleet's compile workers)."""
         self.settings = settings
         host_shared_below_gbps()  # a bad REGRAPH_HOST_SHARED_BELOW_GBPS stops the start, not each run
+        candidate_process_mode()  # ... and so does a bad REGRAPH_EXECUTOR_CANDIDATE_PROCESS
         detected = device_arch()
         self.arch = settings.arch if settings.arch != "auto" else (detected or DEFAULT_ARCH)
         self.runtime: Literal["gpu", "host", "none"] = self._choose_runtime(
             settings.runtime, detected is not None
         )
         self.compiler = Compiler.from_settings(settings, self.arch, remote=remote_builds)
+        if self.runtime_checks_available:
+            # Where function candidates run (under ``auto``, a runner's confinement probed now, once):
+            # a warning where they run in their workers.
+            runner, where = candidate_process()
+            logger.log(logging.INFO if runner else logging.WARNING, "%s", where)
         self._timing_cache: dict[tuple[str, str], TimingStats] = {}
         # When each baseline timing in memory goes stale (time.monotonic()): as on disk, after
         # baseline_timing_max_age_s from its measurement, so a long-running executor times it again.
@@ -207,6 +214,12 @@ class Evaluator:
         if has_gpu and importlib.util.find_spec("pycuda") is not None:
             return "gpu"
         return "none"
+
+    @property
+    def candidate_process(self) -> str | None:
+        """Where a function candidate runs here, and why (:func:`executor.worker.runner.candidate_process`);
+        None where no candidate runs."""
+        return candidate_process()[1] if self.runtime_checks_available else None
 
     @property
     def runtime_checks_available(self) -> bool:

@@ -348,6 +348,11 @@ class DeviceInfo(BaseModel):
     runtime: str
     runtime_checks_available: bool
     nvcc: str | None = None
+    candidate_process: str | None = Field(
+        default=None,
+        description="where a function candidate runs here (a process of its own, or its worker's) and "
+        "why (REGRAPH_EXECUTOR_CANDIDATE_PROCESS); None where no candidate runs",
+    )
     peak: DevicePeak | None = Field(
         default=None,
         description="the bandwidths and launch latency the physical floor is computed from (executor.floor), "

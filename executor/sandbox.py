@@ -82,7 +82,7 @@ from executor.worker.messages import (
     WorkerOutcome,
     read_beat,
 )
-from executor.worker.runner import candidate_process_wanted
+from executor.worker.runner import CANDIDATE_PROCESS_ENV, candidate_process
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -195,6 +195,9 @@ def _worker_env(gpu_lock: Path | None = None, timing_cores: int | None = None) -
     env["PYTHONPATH"] = os.pathsep.join(
         filter(None, [str(Path(__file__).resolve().parent.parent), env.get("PYTHONPATH", "")])
     )
+    # Where its function candidate runs, as chosen here (never ``auto``: the worker does not probe, and
+    # the checks of its outcome here must know; executor.worker.runner.candidate_process).
+    env[CANDIDATE_PROCESS_ENV] = "1" if candidate_process()[0] else "0"
     env.pop(TIMING_SPLIT_ENV, None)
     split = executor_split(timing_cores)  # the worker's trials' cores and the rest
     if split is not None:
@@ -243,7 +246,7 @@ _ENV_KEPT = (
     LOCK_ENV,
     DONE_FD_ENV,
     "REGRAPH_EXECUTOR_RUNNER_LANDLOCK",  # an operator's switch (executor.worker.runner.LANDLOCK_ENV)
-    "REGRAPH_EXECUTOR_CANDIDATE_PROCESS",  # ... and CANDIDATE_PROCESS_ENV
+    CANDIDATE_PROCESS_ENV,  # ... and where a function candidate runs (set by _worker_env)
     TIMING_SPLIT_ENV,  # the workers' cores, set by _worker_env (executor.fleet.pinning)
 )
 _PACKAGE = Path(__file__).resolve().parent
@@ -730,6 +733,8 @@ class WorkerProcess:
         sock, done_read, done_write = _done_channel()
         env = _worker_env(self.gpu_lock, self.timing_cores)
         env[DONE_FD_ENV] = str(done_write)
+        # Whether its function candidate runs in a process of its own (its jail keeps the same value).
+        self.own_process = env[CANDIDATE_PROCESS_ENV] == "1" and self.runtime != "none"
         argv = [sys.executable, "-m", "executor.worker", self._command, self.role, self.runtime]
         user: int | None = None
         self._bound: list[str | Path] = []
@@ -752,8 +757,11 @@ class WorkerProcess:
             _open_to_jail(self.dir, writable=True, owner=self.uid if self.uid is not None else JAIL_UID)
             _open_to_jail(self.dir.parent, writable=False)
         with self.stderr_path.open("wb") as err:
-            # The first line of the worker's log: the protection in force (shown with a crash).
+            # The first line of the worker's log: the protection in force (shown with a crash); for a
+            # candidate worker that can run one, where a function candidate runs, and why, the second.
             err.write(f"[{describe_worker(self.protection, self.role)}]\n".encode())
+            if self.role == "candidate" and self.runtime != "none":
+                err.write(f"[{candidate_process()[1]}]\n".encode())
             err.flush()
             try:
                 split = executor_split(self.timing_cores)
@@ -1752,8 +1760,8 @@ def finish_candidate(
             announced,
             proc.confirm_windows,
             proc.stray_starts,
-            # Function candidates in a runner: the worker's switch is this process's environment's
-            own_process=candidate_process_wanted() and proc.runtime != "none",
+            # Function candidates in a runner: as this process told the worker at its start
+            own_process=proc.own_process,
             # Reckoned here, from the job this process sent (the executor's measured figures), never
             # from what the worker reports (docs/executor.md, "The copy's cost").
             copy_allowance=_copy_allowance(proc),

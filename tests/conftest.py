@@ -37,6 +37,14 @@ if "torch" in sys.modules:  # imported before this file (a plugin): the variable
 # test gets such 503s with the default compilers too when the machine is loaded: session 35 saw them
 # twice at load 14-20.)
 os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
+# Function candidates in their workers' process (REGRAPH_EXECUTOR_CANDIDATE_PROCESS=0), unless the run
+# sets its own or a test does: the executor's default (auto) runs each in a process of its own where it
+# can be confined (this host), one more process start per candidate (~0.4 CPU-s), and most tests here
+# are not about where it runs. The runner's tests set 1 (tests.support.hostcode.use_candidate_process);
+# the default's, and the executor's isolation tests, unset it (use_default_candidate_process); those of
+# what a candidate in its worker can do set 0 themselves (use_worker_process). tests/gpu runs without
+# this file (--noconftest): the default there.
+os.environ.setdefault("REGRAPH_EXECUTOR_CANDIDATE_PROCESS", "0")
 
 if TYPE_CHECKING:
     # Imported lazily below: the GPU host that runs `pytest tests/gpu` has no neo4j driver.

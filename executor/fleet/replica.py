@@ -174,6 +174,7 @@ class ExecutorReplica:
             "arch": self.evaluator.arch,
             "runtime_checks_available": self.evaluator.runtime_checks_available,
             "nvcc": nvcc,
+            "candidate_process": self.evaluator.candidate_process,
             "turns": self.evaluator.turns.usage(),
         }
 

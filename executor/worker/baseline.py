@@ -77,6 +77,7 @@ class BaselineWorker(Worker):
                     self.timing_sources,
                     opts,
                     warm=self.warm_source,
+                    shared=self.use_runner,  # a runner's calls read shared mappings (as Worker.timing's)
                     page_locks=self.page_locks(),
                 )
                 self._add_seconds("baseline_copies", t1)

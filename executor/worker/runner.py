@@ -3,9 +3,9 @@
 A function task's candidate is native code loaded into a process. When that process was the worker, the
 code could read whatever the worker held (every timing set's inputs, before the trials: review 22b
 filled a memo of every answer from them, 2,176-3,504x, every check passed) and rewrite what the worker
-computes (its clock, its checks). With :data:`CANDIDATE_PROCESS_ENV` on (off by default: not yet run on
-a GPU), the candidate worker (:mod:`executor.worker.candidate`) starts a
-runner, ``python -m executor.worker runner candidate {host|gpu}``, as its own child, in its own jail
+computes (its clock, its checks). By default (:data:`CANDIDATE_PROCESS_ENV` ``auto``: wherever a runner
+can confine itself, :func:`candidate_process`), the candidate worker (:mod:`executor.worker.candidate`)
+starts a runner, ``python -m executor.worker runner candidate {host|gpu}``, as its own child, in its own jail
 and process group, before the candidate arrives; the runner loads the library and calls it, and holds
 nothing else:
 
@@ -61,6 +61,7 @@ import stat
 import struct
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -79,11 +80,18 @@ from executor.worker.runtime import CandidateFailed
 
 logger = logging.getLogger(__name__)
 
-# Set to 1/true/on/yes (in the executor's environment, which passes it to the workers) to run function
-# candidates in a runner; off by default: the runner has not been run on a GPU yet, and without it a
-# function candidate runs in its worker as before (executor.worker.host.HostFunctionRuntime,
-# executor.worker.gpu.GpuFunctionRuntime).
+# Where a function candidate runs (in the executor's environment; candidate_process): ``auto`` (the
+# default, DEFAULT_CANDIDATE_PROCESS) in a runner wherever a runner can confine itself (Landlock and its
+# seccomp filter, probed once per process: runner_confinement), else in its worker; ``1`` (or
+# true/on/yes) always in a runner, which refuses the candidate where it cannot confine itself; ``0`` (or
+# false/off/no) always in its worker, as before session 23 (executor.worker.host.HostFunctionRuntime,
+# executor.worker.gpu.GpuFunctionRuntime). Anything else stops the executor's start. The executor hands
+# its workers the choice made (1 or 0), never ``auto``: a worker does not probe, and the executor's
+# checks (executor.clockcheck's own_process) know where each candidate ran.
 CANDIDATE_PROCESS_ENV = "REGRAPH_EXECUTOR_CANDIDATE_PROCESS"
+DEFAULT_CANDIDATE_PROCESS = "auto"
+# How long the confinement probe (``python -m executor.worker runner probe``) may take.
+PROBE_S = 60.0
 # The runner's end of its socket (an inherited descriptor).
 RUNNER_FD_ENV = "REGRAPH_RUNNER_FD"
 # The worker's process id: a runner whose parent is already another (the worker died before the runner
@@ -423,10 +431,95 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
+def candidate_process_mode() -> str:
+    """:data:`CANDIDATE_PROCESS_ENV` as ``auto``, ``1`` or ``0`` (unset or empty:
+    :data:`DEFAULT_CANDIDATE_PROCESS`); any other value raises ValueError, which names the variable and
+    what it may be (the executor reads it at its start: :class:`executor.evaluate.Evaluator`)."""
+    text = os.environ.get(CANDIDATE_PROCESS_ENV, "").strip().lower() or DEFAULT_CANDIDATE_PROCESS
+    if text in ("1", "true", "on", "yes"):
+        return "1"
+    if text in ("0", "false", "off", "no"):
+        return "0"
+    if text == "auto":
+        return "auto"
+    raise ValueError(
+        f"{CANDIDATE_PROCESS_ENV} must be auto (the default: a function candidate in a process of its own "
+        "wherever that process can be confined, else in its worker), 1 (always in a process of its own; "
+        "refused where it cannot be confined; also true/on/yes) or 0 (always in its worker; also "
+        f"false/off/no), not {os.environ.get(CANDIDATE_PROCESS_ENV)!r}"
+    )
+
+
+_confinement: list[str | None] = []  # the probe's answer, once per process (runner_confinement)
+_confinement_lock = threading.Lock()
+
+
+def runner_confinement() -> str | None:
+    """None where a runner can confine itself here (Landlock and its seccomp filter), else why not: a
+    process of the runner's (``python -m executor.worker runner probe``) confines itself as a runner
+    does before it loads a candidate (:func:`confine_runner`) and says how that went. Probed once per
+    process; with :data:`LANDLOCK_ENV` off, not probed (a runner would not confine itself)."""
+    if not landlock_wanted():
+        return f"{LANDLOCK_ENV} is off"
+    with _confinement_lock:
+        if not _confinement:
+            _confinement.append(_probe_confinement())
+        return _confinement[0]
+
+
+def _probe_confinement() -> str | None:
+    path = os.environ.get("PYTHONPATH", "")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(_PACKAGE.parent), path]))}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "executor.worker", "runner", "probe"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=PROBE_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"its probe failed: {e}"
+    answer = done.stdout.strip()
+    if done.returncode == 0 and answer == "confined":
+        return None
+    if done.returncode == 0 and answer.startswith("not confined: "):
+        return answer.removeprefix("not confined: ")
+    return f"its probe exited with status {done.returncode}: {done.stderr.strip()[-500:]}"
+
+
+def candidate_process() -> tuple[bool, str]:
+    """Whether a function candidate runs in a runner here (:data:`CANDIDATE_PROCESS_ENV`; ``auto``: where
+    :func:`runner_confinement` finds that a runner can confine itself), and one line that says where
+    it runs and why (the executor's device description, the first lines of each candidate worker's
+    log). Raises ValueError for a value of the variable it does not know."""
+    mode = candidate_process_mode()
+    if mode == "0":
+        return False, f"a function candidate runs in its worker's process ({CANDIDATE_PROCESS_ENV}=0)"
+    if mode == "1":
+        how = (
+            "refused where it cannot be confined"
+            if landlock_wanted()
+            else f"not confined beyond the worker's jail: {LANDLOCK_ENV} is off"
+        )
+        return True, f"a function candidate runs in a process of its own ({CANDIDATE_PROCESS_ENV}=1; {how})"
+    why = runner_confinement()
+    if why is None:
+        return True, (
+            "a function candidate runs in a process of its own, confined by Landlock and a seccomp "
+            f"filter ({CANDIDATE_PROCESS_ENV}=auto)"
+        )
+    return False, (
+        f"a function candidate runs in its worker's process, where it can read and change what the "
+        f"worker holds: a process of its own cannot be confined here ({why}; {CANDIDATE_PROCESS_ENV}=auto)"
+    )
+
+
 def candidate_process_wanted() -> bool:
-    """Whether function candidates run in a runner (:data:`CANDIDATE_PROCESS_ENV`, off unless set to
-    1/true/on/yes)."""
-    return os.environ.get(CANDIDATE_PROCESS_ENV, "").strip().lower() in ("1", "true", "on", "yes")
+    """Whether function candidates run in a runner (:func:`candidate_process`)."""
+    return candidate_process()[0]
 
 
 def landlock_wanted() -> bool:
@@ -564,6 +657,24 @@ def runner_files(runtime: str, product: str) -> tuple[list[str], list[str]]:
     return readable, writable
 
 
+def confine_runner(runtime: str, product: str) -> str | None:
+    """Confine this process as a runner of ``runtime`` does before it loads ``product``: Landlock
+    (:func:`confine`, :func:`runner_files`), then the seccomp filter (:func:`forbid_processes`). None
+    when both are in force, else why not."""
+    return confine(*runner_files(runtime, product)) or forbid_processes()
+
+
+def probe() -> int:
+    """``python -m executor.worker runner probe``: confine this process as a host runner does before
+    its load (:func:`confine_runner`, the interpreter in the candidate library's place) and say on stdout how that
+    went: ``confined`` or ``not confined: WHY`` (read by :func:`runner_confinement`)."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)  # as serve does
+    why = confine_runner("host", sys.executable)
+    sys.stdout.write("confined\n" if why is None else f"not confined: {why}\n")
+    sys.stdout.flush()
+    return 0
+
+
 class _Served:
     """What a runner holds: the bound entry, its task, the mappings by key, the CUDA context."""
 
@@ -596,9 +707,7 @@ class _Served:
                     "seccomp filter): %s is off",
                     LANDLOCK_ENV,
                 )
-            elif (
-                why := confine(*runner_files(self.runtime, request["product"])) or forbid_processes()
-            ) is not None:
+            elif (why := confine_runner(self.runtime, request["product"])) is not None:
                 raise CandidateFailed(
                     ErrorKind.RUNTIME_NOT_AVAILABLE,
                     f"the candidate's process could not be confined: {why} ({LANDLOCK_ENV}=0 runs it in the "

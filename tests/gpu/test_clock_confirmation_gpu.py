@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import platform
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from tests.support.hostcode import (
     run_job_showing_stderr,
     saxpy_timed_at,
     timing_set_job,
+    use_worker_process,
     write_task,
 )
 
@@ -31,6 +33,17 @@ pytestmark = pytest.mark.gpu
 
 if importlib.util.find_spec("pycuda") is None or shutil.which("nvidia-smi") is None:
     pytest.skip("needs pycuda and an NVIDIA GPU", allow_module_level=True)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _in_the_workers_process() -> Iterator[None]:
+    """In their workers' process (``REGRAPH_EXECUTOR_CANDIDATE_PROCESS=0``), whatever the
+    executor's default (this directory runs without tests/conftest.py): a runner makes no
+    clock-confirming call."""
+    with pytest.MonkeyPatch.context() as patch:
+        use_worker_process(patch)
+        yield
+
 
 QUICK = EvaluationOptions(
     min_trials=5, max_trials=9, min_timing_ms=5, warmup_ms=0.0, reference_repeats=1, baseline=False

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import platform
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,13 @@ from tests.integration.executor.test_clock_attack import (
     deferred,
 )
 from tests.integration.executor.test_executor_hacks_host import POLY_TASK
-from tests.support.hostcode import build_host_candidates, run_job_showing_stderr, timing_set_job, write_task
+from tests.support.hostcode import (
+    build_host_candidates,
+    run_job_showing_stderr,
+    timing_set_job,
+    use_worker_process,
+    write_task,
+)
 
 pytestmark = [
     pytest.mark.gpu,
@@ -41,6 +48,17 @@ pytestmark = [
 
 if importlib.util.find_spec("pycuda") is None or shutil.which("nvidia-smi") is None:
     pytest.skip("needs pycuda and an NVIDIA GPU", allow_module_level=True)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _in_the_workers_process() -> Iterator[None]:
+    """In their workers' process (``REGRAPH_EXECUTOR_CANDIDATE_PROCESS=0``), whatever the
+    executor's default (this directory runs without tests/conftest.py): what is tested is what a
+    candidate that hooks its worker's libc does there."""
+    with pytest.MonkeyPatch.context() as patch:
+        use_worker_process(patch)
+        yield
+
 
 # No warm-up time (the candidates' calls return at once: a warm-up by time spins to its cap); 25 trials
 # so that BEFORE_THE_START's first call on each copy is rarely the one kept whole (what let it pass

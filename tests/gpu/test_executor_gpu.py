@@ -24,6 +24,7 @@ from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
 from executor.timingset import timing_seed
 from executor.verdict import ErrorKind, Verdict
+from tests.support.hostcode import use_worker_process
 
 pytestmark = pytest.mark.gpu
 
@@ -389,10 +390,23 @@ BURST_SAXPY = (
 )
 
 
-def test_a_burst_on_both_first_visits_is_confirmed_on_a_fresh_set(evaluator: CandidateEvaluator) -> None:
+def test_a_burst_on_both_first_visits_is_confirmed_on_a_fresh_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The repeat-visit rule's confirming call (option ``repeat_confirm``) on the GPU runtime: the
     candidate above passes, its confirming call timed at about its median; without the call the rule
-    refuses it."""
+    refuses it. In its worker's process (``REGRAPH_EXECUTOR_CANDIDATE_PROCESS=0``), on an evaluator of
+    its own whose workers start so: a candidate in a process of its own (the executor's default where
+    that process can be confined) gets no confirming call."""
+    use_worker_process(monkeypatch)
+    evaluator = Evaluator(ExecutorSettings(cache_dir=tmp_path, runtime="gpu", run_timeout_s=60))
+    try:
+        _confirmed_burst(evaluator)
+    finally:
+        evaluator.close()
+
+
+def _confirmed_burst(evaluator: Evaluator) -> None:
     naive = _task("saxpy").naive_source
     assert naive is not None
     head = 'extern "C" void saxpy(int n, float a, const float* x, float* y) {\n'

@@ -21,11 +21,23 @@ from executor.evaluate import Evaluator
 from executor.protocol import CandidateSource, EvaluationOptions
 from executor.settings import ExecutorSettings
 from executor.taskformat import load_task
+from tests.support.hostcode import use_worker_process
 
 pytestmark = pytest.mark.gpu
 
 if importlib.util.find_spec("pycuda") is None or shutil.which("nvidia-smi") is None:
     pytest.skip("needs pycuda and an NVIDIA GPU", allow_module_level=True)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _in_the_workers_process() -> Iterator[None]:
+    """In their workers' process (``REGRAPH_EXECUTOR_CANDIDATE_PROCESS=0``), whatever the
+    executor's default (this directory runs without tests/conftest.py): a runner's shared mappings
+    are left pageable, never registered."""
+    with pytest.MonkeyPatch.context() as patch:
+        use_worker_process(patch)
+        yield
+
 
 TASKS = Path(__file__).parents[1] / "unit" / "executor" / "fixtures" / "tasks"
 QUICK = EvaluationOptions(min_trials=5, max_trials=12, min_timing_ms=20, reference_repeats=1, baseline=False)

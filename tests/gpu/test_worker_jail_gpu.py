@@ -26,6 +26,7 @@ from executor.settings import ExecutorSettings
 from executor.taskformat import load_task
 from executor.verdict import ErrorKind
 from executor.worker.messages import CandidateRun, WorkerJob
+from tests.support.hostcode import use_worker_process
 from tests.unit.executor.test_executor_static import GOOD_KERNEL
 
 pytestmark = pytest.mark.gpu
@@ -110,6 +111,10 @@ extern "C" void saxpy(int n, float a, const float* x, float* y) {{
 def test_a_gpu_function_candidate_cannot_read_the_secret(
     evaluator: Evaluator, tmp_path: Path, secret: Path, jailed: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # In its worker's process (REGRAPH_EXECUTOR_CANDIDATE_PROCESS=0): what is tested is the worker's jail
+    # (a candidate in a process of its own, the executor's default where it can be confined, is kept
+    # from both files by Landlock too, jailed or not).
+    use_worker_process(monkeypatch)
     if not jailed:
         monkeypatch.setenv(JAIL_WORKERS_ENV, "off")
     elif worker_protection("gpu") != "namespace":

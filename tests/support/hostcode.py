@@ -213,12 +213,26 @@ def host_evaluator(cache_dir: Path, **settings: Any) -> Iterator[Evaluator]:
 
 
 def use_candidate_process(patch: pytest.MonkeyPatch) -> None:
-    """Function candidates in a process of their own (:mod:`executor.worker.runner`, the operator's
-    choice, off by default) for the workers started from now on; where the kernel has no Landlock, its
-    switch off too, since a runner refuses to run unconfined unless told to."""
+    """Function candidates always in a process of their own (:mod:`executor.worker.runner`,
+    ``REGRAPH_EXECUTOR_CANDIDATE_PROCESS=1``) for the workers started from now on; where the kernel has
+    no Landlock, its switch off too, since a runner refuses to run unconfined unless told to."""
     patch.setenv(CANDIDATE_PROCESS_ENV, "1")
     if landlock_version() == 0:
         patch.setenv(LANDLOCK_ENV, "0")
+
+
+def use_worker_process(patch: pytest.MonkeyPatch) -> None:
+    """Function candidates in their workers' process (``REGRAPH_EXECUTOR_CANDIDATE_PROCESS=0``, as
+    before session 23) for the workers started from now on: for a test of what a candidate there can
+    do or is checked for (tests/conftest.py sets the same for the suite, which a test may not rely on)."""
+    patch.setenv(CANDIDATE_PROCESS_ENV, "0")
+
+
+def use_default_candidate_process(patch: pytest.MonkeyPatch) -> None:
+    """The executor's default for where a function candidate runs (``auto``: a process of its own
+    wherever a runner can confine itself, else its worker's), which tests/conftest.py sets aside for
+    the suite, for the workers started from now on."""
+    patch.delenv(CANDIDATE_PROCESS_ENV, raising=False)
 
 
 def run_job_showing_stderr(job: WorkerJob, run: CandidateRun, timeout_s: float) -> tuple[WorkerOutcome, str]:

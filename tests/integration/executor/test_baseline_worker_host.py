@@ -38,7 +38,14 @@ from executor.sandbox import WorkerPool
 from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, parse_task
 from executor.worker.messages import BaselineOutcome
-from tests.support.hostcode import FAST, build_host_candidates, one_input_task, timing_set_job
+from tests.support.hostcode import (
+    FAST,
+    build_host_candidates,
+    one_input_task,
+    timing_set_job,
+    use_default_candidate_process,
+    use_worker_process,
+)
 
 OPTIONS = FAST.model_copy(update={"baseline": True, "min_trials": 5, "max_trials": 9})
 # What a function task's source must hold besides its entry (a kernel it could launch).
@@ -185,8 +192,11 @@ def _measure_alone(
 
 @pytest.mark.parametrize("ahead", [True, False])
 def test_the_baseline_worker_makes_its_copies_where_the_knob_says(
-    products: dict[str, str], tmp_path: Path, ahead: bool
+    products: dict[str, str], tmp_path: Path, ahead: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The executor's default (a runner here, on shared mappings): copies made in the run were not shared
+    # until session 37 (the baseline worker failed an assertion and exited 1).
+    use_default_candidate_process(monkeypatch)
     pool = WorkerPool("host", prewarm=False)
     try:
         outcome = _measure_alone(pool, tmp_path, products["naive"], ahead)
@@ -297,11 +307,14 @@ def test_a_retry_after_a_failed_baseline_waits_its_turn_as_the_candidates_do(eva
     assert not again[0].result(timeout=120).ok
 
 
-def test_a_lock_that_the_rlimit_refuses_every_time_is_kept_as_past_the_cap(tmp_path: Path) -> None:
+def test_a_lock_that_the_rlimit_refuses_every_time_is_kept_as_past_the_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Review 45 F6: on the host runtime a task whose arrays pass the workers' RLIMIT_MEMLOCK (below the
     setting's cap) had every lock refused, its baseline turned away as a failed lock and timed again
     every 300 s, forever. The rlimit is the executor's cap there: past it, the baseline is kept as
     pageable past the cap, and the task's candidates (pageable past it too) are compared with it."""
+    use_worker_process(monkeypatch)  # page-locked arrays: a runner's shared mappings are left pageable
     task = _task(NAIVE + "// past the rlimit\n")
     locked = OPTIONS.model_copy(update={"host_memory": "page_locked"})
     settings = _settings(tmp_path / "cache")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import platform
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +26,20 @@ from executor.sandbox import run_job
 from executor.verdict import ErrorKind
 from executor.worker.messages import CandidateRun, WorkerOutcome
 from tests.integration.executor.test_executor_hacks_host import POLY_BODY, POLY_HEAD, POLY_TASK
-from tests.support.hostcode import FAST, build_host_candidates, timing_set_job, write_task
+from tests.support.hostcode import FAST, build_host_candidates, timing_set_job, use_worker_process, write_task
 
 pytestmark = pytest.mark.skipif(platform.machine() != "x86_64", reason="the candidate is x86-64 machine code")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _in_the_workers_process() -> Iterator[None]:
+    """In their workers' process (``REGRAPH_EXECUTOR_CANDIDATE_PROCESS=0``), whatever the suite's or
+    the executor's default: what is tested is what a candidate that hooks its process's clock and
+    writes does to its worker (in a runner, those hooks reach only the runner's own)."""
+    with pytest.MonkeyPatch.context() as patch:
+        use_worker_process(patch)
+        yield
+
 
 CLOCK = (
     "#include <cstdint>\n#include <cstring>\n#include <ctime>\n"

@@ -17,6 +17,7 @@ Host runtime, built with the host compiler (the attack is x86-64 machine code).
 from __future__ import annotations
 
 import platform
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from tests.support.hostcode import (
     saxpy_timed_at,
     timing_set_job,
     use_candidate_process,
+    use_worker_process,
     write_task,
 )
 
@@ -47,6 +49,15 @@ SAXPY = SAXPY_HEAD + "for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i]; }\n"
 OPTIONS = FAST.model_copy(update={"min_trials": 5, "max_trials": 7})
 # Longer than 2 x a first visit of saxpy at 256 Ki floats (well under 1 ms) + the first visits' slack.
 DELAY_MS = 2 * FIRST_VISIT_SLACK_MS + 10
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _in_the_workers_process() -> Iterator[None]:
+    """In their workers' process (``REGRAPH_EXECUTOR_CANDIDATE_PROCESS=0``), whatever the suite's or
+    the executor's default, unless a test says otherwise: a runner makes no clock-confirming call."""
+    with pytest.MonkeyPatch.context() as patch:
+        use_worker_process(patch)
+        yield
 
 
 def held_up(product: Path, task: FunctionTask | KernelTask, delay_ms: float = DELAY_MS) -> CandidateRun:

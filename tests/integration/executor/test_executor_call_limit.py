@@ -22,7 +22,7 @@ from executor.settings import ExecutorSettings
 from executor.taskformat import load_task
 from executor.verdict import ErrorKind
 from executor.worker.messages import CandidateRun, WorkerJob
-from tests.support.hostcode import FAST, build_host_candidates
+from tests.support.hostcode import FAST, build_host_candidates, use_worker_process
 
 TASKS_DIR = Path(__file__).parents[2] / "unit" / "executor" / "fixtures" / "tasks"
 # Four correctness calls, then one warm-up call (no warm-up time) and three to five timed calls.
@@ -163,11 +163,12 @@ def test_the_evaluator_gives_each_call_its_limit(tmp_path: Path) -> None:
 
 @pytest.mark.timeout(120)
 def test_a_candidate_that_fakes_the_announcements_still_meets_the_run_limit(
-    job: WorkerJob, products: dict[str, str], tmp_path: Path
+    job: WorkerJob, products: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The candidate runs in the worker's process and can write on the pipe itself: ending its call
     over and over evades the call limit, but neither extends the run limit nor keeps the parent so busy
     reading that it misses it."""
+    use_worker_process(monkeypatch)  # its worker's process, whose done channel it writes
     outcome = run_job(job, _run(products["fake_ends"]), timeout_s=60, workdir=tmp_path, run_limit_s=3.0)
     assert outcome.error is ErrorKind.TIMEOUT and outcome.killed_by == "run", outcome.message
     assert "(run limit 3.0s)" in outcome.message

@@ -23,7 +23,14 @@ from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
 from executor.verdict import ErrorKind, Verdict
 from tests.support.buildcache import sharing_builds
-from tests.support.hostcode import FIVE_CHECKED, FIXTURE_TASKS, SAXPY_HEAD, STUB, use_candidate_process
+from tests.support.hostcode import (
+    FIVE_CHECKED,
+    FIXTURE_TASKS,
+    SAXPY_HEAD,
+    STUB,
+    use_candidate_process,
+    use_worker_process,
+)
 
 HEAD = SAXPY_HEAD
 BODY = "for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i];\n"
@@ -427,12 +434,13 @@ MAKES_A_TIMER = (
 
 
 def test_a_timer_made_by_the_candidate_keeps_the_turn(
-    saxpy: FunctionTask | KernelTask, tmp_path: Path
+    saxpy: FunctionTask | KernelTask, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Review 24a, HIGH 1 (c): a POSIX timer made since the load could run the candidate's will after
     the release (a SIGSTOP, say): the release is refused, the checks run under the turn, the verdict
     as before. (An evaluator of its own: the module's may hold spare workers started with the candidate
     process on, whose timer goes with that process before the release.)"""
+    use_worker_process(monkeypatch)  # the timer made in the worker's own process
     built = _evaluator(tmp_path / "cache", early=True)
     try:
         verdict, _held = _evaluate_watched(built, saxpy, MAKES_A_TIMER)

@@ -1,7 +1,9 @@
 """Crash / timeout / memory isolation of the worker, exercised on the CPU with host-code candidates.
 
 The candidates here are plain C++ compiled into shared libraries: the worker path that loads a .so
-and calls its entry through ctypes is the same with or without a GPU.
+and calls its entry through ctypes is the same with or without a GPU. They run where the executor's
+default puts them (``REGRAPH_EXECUTOR_CANDIDATE_PROCESS=auto``: in a process of their own, the runner,
+wherever it can be confined, as on this host; tests/conftest.py sets the suite's aside).
 """
 
 from __future__ import annotations
@@ -31,7 +33,13 @@ from executor.timingset import TimingSetSpec
 from executor.verdict import ErrorKind
 from executor.worker.candidate import RunLocks, Worker
 from executor.worker.messages import DONE_FD_ENV, CandidateRun, WorkerJob, WorkerOutcome, write_result
-from tests.support.hostcode import FAST, build_host_candidates, saxpy_timed_at
+from tests.support.hostcode import (
+    FAST,
+    build_host_candidates,
+    saxpy_timed_at,
+    use_default_candidate_process,
+    use_worker_process,
+)
 
 TASKS_DIR = Path(__file__).parents[2] / "unit" / "executor" / "fixtures" / "tasks"
 
@@ -61,6 +69,11 @@ CANDIDATES = {
     + "if (memo.empty()) { for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i]; memo.assign(y, y + n); }"
     " else { for (int i = 0; i < n && i < (int)memo.size(); ++i) y[i] = memo[i]; } }",
 }
+
+
+@pytest.fixture(autouse=True)
+def _default(monkeypatch: pytest.MonkeyPatch) -> None:
+    use_default_candidate_process(monkeypatch)
 
 
 @pytest.fixture(scope="module")
@@ -228,10 +241,11 @@ def test_a_pool_worker_holds_the_gpu_lock_while_it_runs_and_a_kill_releases_it(
 
 
 def test_a_check_run_behind_reports_the_first_failing_set(
-    task: FunctionTask | KernelTask, tmp_path: Path
+    task: FunctionTask | KernelTask, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A kernel's timing-size outputs are checked in a thread (Worker.check_behind) while it is timed;
     the verdict waits for those checks and reports the first set that failed."""
+    use_worker_process(monkeypatch)  # a Worker in this process: no runner started from here
     job = _job(task, tmp_path)
     worker = Worker(job)
     worker.prepare()
@@ -333,12 +347,15 @@ def test_a_candidate_worker_reports_when_its_preparation_is_done(
 
 
 def test_a_run_lets_go_of_its_checks_lock_before_its_trials_take_theirs(
-    task: FunctionTask | KernelTask, products: dict[str, str], tmp_path: Path
+    task: FunctionTask | KernelTask, products: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A function task's correctness calls hold the locks shared and its trials alone (RunLocks): the
     first hold ends before the second begins (converting a held flock is not atomic), the candidate
     is checked under the first and timed under the second, and a failing check never takes the
     trials' lock. The reservation of the trials' locks is taken before the checks' and let go last."""
+    # A Worker in this process: no runner started from here (it would write its stderr file in this
+    # process's directory and make this process non-dumpable).
+    use_worker_process(monkeypatch)
     events: list[str] = []
 
     def lock(name: str) -> Callable[[], contextlib.AbstractContextManager[None]]:
@@ -412,8 +429,10 @@ PARKS = (
 
 
 def test_a_descriptor_a_candidate_parks_in_the_done_channel_is_gone_with_the_worker(
-    task: FunctionTask | KernelTask, tmp_path: Path
+    task: FunctionTask | KernelTask, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # In its worker's process: a runner is not given the done channel (nor may it write its directory).
+    use_worker_process(monkeypatch)
     product = build_host_candidates(tmp_path, {"parks": PARKS})["parks"]
     proc = WorkerProcess("candidate", "host", tmp_path)
     try:

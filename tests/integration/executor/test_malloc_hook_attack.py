@@ -1,6 +1,8 @@
 """A function candidate that hooks libc's ``malloc`` in the worker's process writes the right answer at
 exactly the elements the worker samples, and does each timed call's work outside its window (review
-37, H1). Open where the candidate shares the worker's process; closed by the runner.
+37, H1). Open where the candidate shares the worker's process (``REGRAPH_EXECUTOR_CANDIDATE_PROCESS=0``,
+or its default ``auto`` on a host where a runner cannot confine itself); closed by the runner, which the
+default runs wherever it can confine itself (Landlock and its seccomp filter: this host).
 
 Session 36 sampled each timed call's outputs inside its window (executor.worker.host.FunctionRuntime.time,
 review 36c's H2): work left to later is then not in the sample. But the sample is numpy's: it draws the
@@ -37,6 +39,7 @@ import pytest
 from executor import linkcheck, static
 from executor.sandbox import run_job
 from executor.worker.messages import CandidateRun, WorkerOutcome
+from executor.worker.runner import candidate_process, landlock_version
 from tests.integration.executor.test_clock_attack import (
     CLOCK,
     HONEST,
@@ -51,6 +54,8 @@ from tests.support.hostcode import (
     build_host_candidates,
     timing_set_job,
     use_candidate_process,
+    use_default_candidate_process,
+    use_worker_process,
     write_task,
 )
 
@@ -184,27 +189,40 @@ def test_the_predicting_candidate_passes_the_static_rules_and_the_link_check(tmp
     strict=True,
     raises=AssertionError,
     reason="review 37 H1: a candidate in the worker's process that hooks libc's malloc sees where the "
-    "worker's samples are drawn and writes the right answer there; open, closed only by the runner "
-    "(REGRAPH_EXECUTOR_CANDIDATE_PROCESS=1)",
+    "worker's samples are drawn and writes the right answer there; open there "
+    "(REGRAPH_EXECUTOR_CANDIDATE_PROCESS=0, or auto on a host without Landlock), closed by the runner",
 )
 @pytest.mark.parametrize(
     ("task_json", "trials"), [(POLY_TASK, 9), (POLY_SORTED_TASK, 25)], ids=["elementwise", "sorted"]
 )
 @pytest.mark.parametrize("attack", ATTACKS)
 def test_a_candidate_that_predicts_the_samples_in_the_workers_process_is_refused(
-    tmp_path: Path, task_json: dict[str, Any], trials: int, attack: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, task_json: dict[str, Any], trials: int, attack: str
 ) -> None:
+    use_worker_process(monkeypatch)
     outcome = _run(tmp_path, attack, ATTACKS[attack], task_json, trials)
     assert not outcome.passed and outcome.error in REFUSED, (outcome.message, outcome.candidate_timing)
 
 
 @pytest.mark.parametrize(
-    ("task_json", "trials"), [(POLY_TASK, 9), (POLY_SORTED_TASK, 25)], ids=["elementwise", "sorted"]
+    ("setting", "task_json", "trials"),
+    [("default", POLY_TASK, 9), ("default", POLY_SORTED_TASK, 25), ("1", POLY_TASK, 9)],
+    ids=["default-elementwise", "default-sorted", "1-elementwise"],
 )
 def test_in_its_own_process_the_predicting_candidates_gain_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, task_json: dict[str, Any], trials: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, setting: str, task_json: dict[str, Any], trials: int
 ) -> None:
-    use_candidate_process(monkeypatch)
+    """``default``: the executor's default (``auto``), which runs the candidate in a process of its own
+    wherever a runner can confine itself, as here. ``1``: always in a process of its own, confined or
+    not (where the kernel has no Landlock: the only case run there); on one task, the other's
+    path being the default's wherever Landlock is."""
+    if setting == "1":
+        use_candidate_process(monkeypatch)
+    else:
+        if landlock_version() == 0:
+            pytest.skip("no Landlock on this kernel: the default runs the candidate in its worker (H1 open)")
+        use_default_candidate_process(monkeypatch)
+        assert candidate_process()[0], candidate_process()[1]
     honest = _run(tmp_path, "honest", HONEST, task_json, trials)
     for name, source in ATTACKS.items():
         assert_no_gain(_run(tmp_path, name, source, task_json, trials), honest)

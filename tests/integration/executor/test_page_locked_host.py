@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import resource
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -43,6 +44,7 @@ from tests.support.hostcode import (
     run_job_showing_stderr,
     run_on_timing_sets,
     timing_set_job,
+    use_worker_process,
     write_task,
 )
 
@@ -75,6 +77,15 @@ SMALL = one_input_task("scaled_copy", domain="elementwise", description="y[i] = 
 LARGE = one_input_task("scaled_copy", domain="elementwise", description="y[i] = 2 x[i]", timing=1 << 20)
 OPTIONS = FAST.model_copy(update={"min_trials": 5, "max_trials": 7})
 LOCKED_OPTIONS = OPTIONS.model_copy(update={"host_memory": "page_locked"})
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _in_the_workers_process() -> Iterator[None]:
+    """In their workers' process (``REGRAPH_EXECUTOR_CANDIDATE_PROCESS=0``), whatever the suite's or
+    the executor's default: a runner's shared mappings are left pageable, never locked."""
+    with pytest.MonkeyPatch.context() as patch:
+        use_worker_process(patch)
+        yield
 
 
 @pytest.fixture(scope="module")

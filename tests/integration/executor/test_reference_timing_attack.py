@@ -24,7 +24,7 @@ import pytest
 from executor.evaluate import Evaluator
 from executor.protocol import CandidateSource
 from executor.taskformat import load_task
-from tests.support.hostcode import FAST, host_evaluator
+from tests.support.hostcode import FAST, host_evaluator, use_worker_process
 
 TASKS_DIR = Path(__file__).parents[2] / "unit" / "executor" / "fixtures" / "tasks"
 OPTIONS = FAST.model_copy(update={"min_trials": 5, "max_trials": 9})
@@ -66,7 +66,9 @@ REWRITER = (
 
 
 @pytest.fixture
-def evaluator(tmp_path: Path) -> Iterator[Evaluator]:
+def evaluator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Evaluator]:
+    # In its worker's process (its spares too): a runner's candidate cannot reach its worker's result.
+    use_worker_process(monkeypatch)
     with host_evaluator(tmp_path / "cache") as built:
         yield built
 

@@ -21,7 +21,7 @@ from executor.taskformat import FunctionTask, KernelTask
 from executor.verdict import ErrorKind
 from executor.worker.host import SPOT_CALLS, SPOT_ELEMENTS
 from tests.integration.executor.test_clock_confirmation import SAME_ENTROPY_AND_PATCH
-from tests.support.hostcode import build_host_candidates, run_on_timing_sets, write_task
+from tests.support.hostcode import build_host_candidates, run_on_timing_sets, use_worker_process, write_task
 from tests.unit.executor.test_repeat_confirmation import BODY, HEAD, OPTIONS, SEEN, TASK
 
 pytestmark = pytest.mark.skipif(
@@ -51,13 +51,14 @@ def task(tmp_path_factory: pytest.TempPathFactory) -> FunctionTask | KernelTask:
 
 
 def test_the_repeat_confirming_set_does_not_follow_a_patched_entropy(
-    task: FunctionTask | KernelTask, tmp_path: Path
+    task: FunctionTask | KernelTask, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """test_repeat_confirmation's burst on the trials' first visits, and a wrong answer on any call
     whose inputs begin as the set of the seed the patched entropy makes of ``secrets.randbits(63)``.
     The confirming set comes from the executor's seed (CandidateRun.repeat_confirm_seed) and the burst
     is confirmed away. With the worker's own draw the candidate recognised the confirming set ahead
     (wrong_output on the confirming call; an attack answers a memo there)."""
+    use_worker_process(monkeypatch)  # the repeat-visit rule's confirming call: made in process only
     predicted = generate_inputs(task, "timing", _patched_randbits(63)).arrays["x"][:4]
     bits = ", ".join(f"0x{int(b):08x}u" for b in predicted.view(np.uint32))
     source = (

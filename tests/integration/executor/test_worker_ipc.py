@@ -36,7 +36,7 @@ from executor.taskformat import load_task
 from executor.verdict import ErrorKind
 from executor.worker.messages import CandidateRun, WorkerJob, WorkerOutcome
 from tests.integration.executor.test_executor_hacks_host import POLY_BODY, POLY_HEAD, POLY_TASK
-from tests.support.hostcode import FAST, STUB, build_host_candidates, write_task
+from tests.support.hostcode import FAST, STUB, build_host_candidates, use_worker_process, write_task
 from tests.support.hostcode import FIXTURE_TASKS as TASKS_DIR
 
 pytestmark = pytest.mark.skipif(protection() != "namespace", reason="no namespaces on this host")
@@ -237,7 +237,10 @@ def _run_in_worker(tmp_path: Path, source: str, gpu_lock: Path | None = None) ->
         proc.close()
 
 
-def test_a_jailed_worker_cannot_write_the_gpu_lock_files(tmp_path: Path) -> None:
+def test_a_jailed_worker_cannot_write_the_gpu_lock_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    use_worker_process(monkeypatch)  # the worker's view of them (a runner is not told where they are)
     lock = tmp_path / "gpu.lock"
     lock.touch()
     outcome = _run_in_worker(tmp_path, LOCK_WRITER, gpu_lock=lock)
