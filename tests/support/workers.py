@@ -7,6 +7,8 @@ import os
 import re
 from pathlib import Path
 
+from executor.sandbox import workers_dir
+
 
 def worker_children(role: bytes | None = None) -> list[int]:
     """Pids of this process's ``executor.worker`` children (spares included); only those serving
@@ -71,3 +73,28 @@ def processes_working_in(directory: Path) -> list[Path]:
         except OSError:
             continue
     return found
+
+
+def worker_stages(role: str) -> dict[Path, str]:
+    """The stage each live worker of this process serving ``role`` ("candidate", "reference") last
+    reported, by its directory (its progress file; executor.sandbox.WorkerProcess.stage_text). A
+    worker's directory is removed when it is closed."""
+    stages = {}
+    for directory in workers_dir().glob(f"regraph-{role}-*"):
+        try:
+            stages[directory] = (directory / "progress").read_text()
+        except OSError:
+            continue
+    return stages
+
+
+def cpu_seconds_in(directory: Path) -> float:
+    """The CPU time (user + system) that the processes working in ``directory`` have spent so far."""
+    ticks = 0
+    for entry in processes_working_in(directory):
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime: fields 14 and 15 of the whole line
+    return ticks / os.sysconf("SC_CLK_TCK")

@@ -9,10 +9,13 @@ closed at a chosen moment: while the candidate runs.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import signal
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -34,7 +37,7 @@ from graphdb.embedded import free_port
 from tests.support.buildcache import sharing_builds
 from tests.support.hostcode import SAXPY_CORRECT
 from tests.support.servers import post_evaluation_and_hold, serve_in_thread
-from tests.support.workers import worker_children
+from tests.support.workers import cpu_seconds_in, worker_children, worker_stages
 
 TASKS_DIR = Path(__file__).parents[2] / "unit" / "executor" / "fixtures" / "tasks"
 # Never returns; only the executor's limits (set far away here) or a kill end it.
@@ -53,6 +56,50 @@ def wait_until(condition: object, deadline_s: float, what: str) -> float:
         assert time.monotonic() - started < deadline_s, what
         time.sleep(0.1)
     return time.monotonic() - started
+
+
+SPUN_CPU_S = 0.2  # CPU time a worker spends after reporting its stage: it is inside the never-ending call
+
+
+def wait_inside_run(role: str, stage: str, deadline_s: float) -> None:
+    """Until a worker of this process serving ``role`` has reported ``stage`` (written just before the
+    never-ending call) and has spent SPUN_CPU_S of CPU since: it spins inside its run. (Before, a fixed
+    sleep of 1-2 s after the run's start stood for this.)"""
+    started = time.monotonic()
+    at_stage: dict[Path, float] = {}
+    while True:
+        for directory, now in worker_stages(role).items():
+            if now != stage:
+                continue
+            spent = cpu_seconds_in(directory)
+            if at_stage.setdefault(directory, spent) + SPUN_CPU_S <= spent:
+                return
+        assert time.monotonic() - started < deadline_s, f"no {role} worker spins in its {stage} stage"
+        time.sleep(0.05)
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@contextlib.contextmanager
+def app_records() -> Iterator[_Records]:
+    """The executor app's log records (INFO and up) while the block runs, whatever the loggers above
+    it do with them (executor.logs.configure_logging stops their propagation)."""
+    logger, handler = logging.getLogger("executor.app"), _Records()
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    logger.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 def _settings(cache_dir: Path, **extra: Any) -> ExecutorSettings:
@@ -82,7 +129,7 @@ def test_a_caller_that_goes_away_stops_its_running_candidate(
         caller = post_evaluation_and_hold(url, route, item, LIMIT_S)
         # Compiled (nvcc), then run: the candidate holds the GPU lock and spins.
         wait_until(lambda: evaluator.gpu_busy, LIMIT_S / 2, "the candidate never started")
-        time.sleep(1.0)  # well inside its run
+        wait_inside_run("candidate", "correctness", LIMIT_S / 2)
         assert evaluator.in_flight == 1 and worker_children(b"candidate")
         caller.close()  # the caller goes away
         took = wait_until(
@@ -118,14 +165,18 @@ def test_evaluations_cancelled_while_queued_start_nothing(tmp_path: Path) -> Non
             task=task, candidate=CandidateSource(source=source), options=EvaluationOptions(correctness_sets=1)
         ).model_dump(mode="json")
 
-    with serve_in_thread(app) as url:
+    with serve_in_thread(app) as url, app_records() as logged:
         holder = post_evaluation_and_hold(url, "/v1/evaluate", item(SPIN), LIMIT_S)
         wait_until(lambda: evaluator.gpu_busy, LIMIT_S / 2, "the spinning candidate never started")
         queued = [post_evaluation_and_hold(url, "/v1/evaluate", item(s), LIMIT_S) for s in queued_sources]
         wait_until(lambda: slots.waiting == len(queued), STOPPED_WITHIN_S, "the evaluations never queued")
         for caller in queued:
             caller.close()
-        time.sleep(1.0)  # the executor notices each closed connection (it reads their disconnects)
+        wait_until(  # the executor notices each closed connection (it reads their disconnects)
+            lambda: sum(r.getMessage().startswith("client gone") for r in logged.records) == len(queued),
+            STOPPED_WITHIN_S,
+            "the executor never saw the queued callers go",
+        )
         holder.close()
         wait_until(
             lambda: slots.in_use == 0 and slots.waiting == 0 and evaluator.in_flight == 0,
@@ -258,7 +309,7 @@ def test_a_stopping_executor_stops_its_running_candidate_at_once(tmp_path: Path,
     )
     try:
         wait_until(lambda: evaluator.gpu_busy, LIMIT_S / 2, "the candidate never started")
-        time.sleep(1.0)  # well inside its run
+        wait_inside_run("candidate", "correctness", LIMIT_S / 2)
         assert worker_children(b"candidate")
         began = time.monotonic()
         server.handle_exit(signal.SIGTERM, None)
@@ -360,7 +411,7 @@ def test_a_batch_stopped_by_the_shutdown_keeps_the_verdicts_it_has(
             LIMIT_S / 2,
             "the spinning item never started",
         )
-        time.sleep(1.0)  # well inside its run
+        wait_inside_run("candidate", "correctness", LIMIT_S / 2)
         assert worker_children(b"candidate")
         server.handle_exit(signal.SIGTERM, None)
         thread.join(timeout=LIMIT_S / 4)
@@ -405,7 +456,7 @@ def test_a_stopping_executor_stops_a_running_task_preparation(tmp_path: Path) ->
         preparing = evaluator.prepare_task(task, options)
         assert preparing is not None
         wait_until(lambda: worker_children(b"reference"), LIMIT_S / 2, "the reference worker never started")
-        time.sleep(2.0)  # inside its timing-size run
+        wait_inside_run("reference", "timing_set", LIMIT_S / 2)  # its timing-size run
         assert not preparing.done()
         began = time.monotonic()
     finally:
@@ -489,7 +540,7 @@ def test_a_preparation_stopped_while_prepare_waits_is_not_ready(tmp_path: Path) 
         )
         caller.start()
         wait_until(lambda: worker_children(b"reference"), LIMIT_S / 2, "the reference worker never started")
-        time.sleep(2.0)  # inside its timing-size run
+        wait_inside_run("reference", "timing_set", LIMIT_S / 2)  # its timing-size run
         app.state.stop_evaluations()
         caller.join(timeout=STOPPED_WITHIN_S)
         assert answers, "the waiting prepare got no answer at the stop"
