@@ -52,6 +52,7 @@ from executor.cache import content_key
 from executor.protocol import EvaluationOptions
 from executor.taskformat import FunctionTask, KernelTask
 from executor.verdict import TimingStats
+from executor.worker.runner import candidate_process
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +93,15 @@ def baseline_key(
     text changed with that rule, so that none stored before it (perhaps timed pageable) is read.
     ``over_cap`` (bytes; page_locked only): the key of a timing whose arrays were all left pageable
     because they passed that cap on locked bytes (the executor's ``host_lock_max_mb``), which a task's
-    baseline does on every measurement under that cap (review 44 F3)."""
+    baseline does on every measurement under that cap (review 44 F3). A function task's baseline timed
+    in a process of its own (the runner, where this executor runs function candidates there:
+    :func:`executor.worker.runner.candidate_process`) has a key of its own, since its calls are timed
+    through the runner's round trips and shared mappings (its medians ~4-14 % higher at the median task
+    on an H200, session 37): executors of one cache with different settings never read each other's
+    (review 38 L3); the in-worker keys stay those stored before."""
+    where: tuple[str, ...] = ()
+    if isinstance(task, FunctionTask) and candidate_process()[0]:
+        where = ("timed in a process of its own",)
     if options.host_memory in (None, "pageable"):
         memory: tuple[str, ...] = ()
     elif over_cap is None:
@@ -108,6 +117,7 @@ def baseline_key(
         task.model_dump_json(include={"params", "args"}),
         options.model_dump_json(include=TIMING_FIELDS),
         *memory,
+        *where,
     )
 
 

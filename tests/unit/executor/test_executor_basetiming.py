@@ -6,12 +6,15 @@ import json
 import time
 from pathlib import Path
 
+import pytest
+
 from executor.basetiming import BASELINE_WORKER, TIMING_FIELDS, TIMING_METHOD, BaselineTimings, baseline_key
 from executor.cache import content_key
 from executor.checking import timing_stats
 from executor.protocol import EvaluationOptions
 from executor.taskformat import FunctionTask, KernelTask
 from executor.verdict import TimingStats
+from executor.worker.runner import CANDIDATE_PROCESS_ENV
 
 H200 = "NVIDIA H200 (sm_90)"
 
@@ -92,6 +95,22 @@ def test_the_key_follows_what_the_timing_depends_on(saxpy: FunctionTask | Kernel
         saxpy.model_dump_json(include={"params", "args"}),
         options.model_dump_json(include=TIMING_FIELDS),
     )
+
+
+def test_a_function_baseline_timed_in_its_own_process_has_a_key_of_its_own(
+    saxpy: FunctionTask | KernelTask, scale_kernel: FunctionTask | KernelTask, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review 38 L3: a runner's medians are higher, so executors of one cache that run function
+    candidates (and their baselines) in different places must not read each other's baselines."""
+    options = EvaluationOptions()
+    monkeypatch.setenv(CANDIDATE_PROCESS_ENV, "0")
+    in_worker = {baseline_key(task, options) for task in (saxpy, scale_kernel)}
+    monkeypatch.setenv(CANDIDATE_PROCESS_ENV, "1")
+    in_runner = {baseline_key(task, options) for task in (saxpy, scale_kernel)}
+    assert isinstance(saxpy, FunctionTask) and isinstance(scale_kernel, KernelTask)
+    assert baseline_key(saxpy, options) not in in_worker  # the function task's moved
+    assert baseline_key(scale_kernel, options) in in_worker  # a kernel's never runs in a runner
+    assert len(in_runner - in_worker) == 1
 
 
 def test_the_baselines_are_shared_and_read_at_the_turn_by_default() -> None:
