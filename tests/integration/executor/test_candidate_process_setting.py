@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -29,6 +30,7 @@ from fastapi.testclient import TestClient
 from executor.app import create_app
 from executor.evaluate import Evaluator
 from executor.settings import ExecutorSettings
+from executor.verdict import ErrorKind
 from executor.worker import runner
 from executor.worker.messages import CandidateRun, WorkerJob, WorkerOutcome
 from executor.worker.runner import CANDIDATE_PROCESS_ENV, LANDLOCK_ENV, candidate_process, landlock_version
@@ -173,6 +175,36 @@ def test_on_a_host_without_landlock_the_default_runs_the_candidate_in_its_worker
     assert outcome.passed and not _in_a_runner(outcome), (outcome.message, answer["stderr"])
     said = [line for line in answer["stderr"].splitlines() if line.startswith(f"[{WORKERS}")]
     assert said and "Landlock is not available here" in said[0], answer["stderr"]
+
+
+# The clock attack of test_clock_attack (a candidate that rewrites its process's clock_gettime) run
+# from the worker down, on the same host, with the fewest trials the check reads.
+_NO_LANDLOCK_CLOCK = (
+    _NO_LANDLOCK_FILTER
+    + """
+from pathlib import Path
+from tests.integration.executor import test_clock_attack as attack
+options = attack.OPTIONS.model_copy(update={"min_trials": 3, "max_trials": 3})
+outcome = attack.run_poly_attack(Path.cwd(), "clock", attack.CLOCK, options)
+print(json.dumps({"landlock": runner.landlock_version(), "outcome": outcome.model_dump(mode="json")}))
+"""
+)
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the candidate is x86-64 machine code")
+def test_on_a_host_without_landlock_the_executor_knows_the_candidate_ran_in_its_worker(
+    tmp_path: Path,
+) -> None:
+    """Review 38, D1: there, under the default, the clock attack runs in its worker, and the executor's
+    clock check knows it (``own_process`` False: each timed call's window is compared with what the
+    worker's clock read), so the attack is refused. An executor that took it for a runner's skipped
+    that comparison and passed it (~0.1 ms a call against ~85 ms honest, review 38)."""
+    answer = _without_landlock(tmp_path, _NO_LANDLOCK_CLOCK)
+    outcome = WorkerOutcome.model_validate(answer["outcome"])
+    assert answer["landlock"] == 0
+    assert not _in_a_runner(outcome), outcome.message
+    assert not outcome.passed and outcome.error is ErrorKind.IMPLAUSIBLE, outcome.message
+    assert "executor's clock" in (outcome.message or ""), outcome.message
 
 
 @pytest.mark.parametrize("fails", ["timeout", "status", "output"])
