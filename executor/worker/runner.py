@@ -82,7 +82,8 @@ logger = logging.getLogger(__name__)
 
 # Where a function candidate runs (in the executor's environment; candidate_process): ``auto`` (the
 # default, DEFAULT_CANDIDATE_PROCESS) in a runner wherever a runner can confine itself (Landlock and its
-# seccomp filter, probed once per process: runner_confinement), else in its worker; ``1`` (or
+# seccomp filter, probed once per process: runner_confinement), else, where the probe said why not, in
+# its worker (a probe that gave no answer chooses the runner); ``1`` (or
 # true/on/yes) always in a runner, which refuses the candidate where it cannot confine itself; ``0`` (or
 # false/off/no) always in its worker, as before session 23 (executor.worker.host.HostFunctionRuntime,
 # executor.worker.gpu.GpuFunctionRuntime). Anything else stops the executor's start. The executor hands
@@ -450,24 +451,31 @@ def candidate_process_mode() -> str:
     )
 
 
-_confinement: list[str | None] = []  # the probe's answer, once per process (runner_confinement)
+# The probe's answer, once per process (runner_confinement): (why not, or None; whether the probe answered).
+_confinement: list[tuple[str | None, bool]] = []
 _confinement_lock = threading.Lock()
 
 
-def runner_confinement() -> str | None:
-    """None where a runner can confine itself here (Landlock and its seccomp filter), else why not: a
-    process of the runner's (``python -m executor.worker runner probe``) confines itself as a runner
-    does before it loads a candidate (:func:`confine_runner`) and says how that went. Probed once per
-    process; with :data:`LANDLOCK_ENV` off, not probed (a runner would not confine itself)."""
+def runner_confinement() -> tuple[str | None, bool]:
+    """Whether a runner can confine itself here (Landlock and its seccomp filter): ``(None, True)`` where
+    it can, ``(WHY, True)`` where it cannot and the probe said why, and ``(WHAT, False)`` where the probe
+    gave no answer of its own (it could not start, ran past :data:`PROBE_S`, exited non-zero or wrote
+    something else): a process of the runner's (``python -m executor.worker runner probe``) confines
+    itself as a runner does before it loads a candidate (:func:`confine_runner`) and says how that went.
+    With :data:`LANDLOCK_ENV` off, not probed (a runner would not confine itself): a known answer.
+
+    Probed once per process, and a probe that gave no answer is kept as well, not retried: what it
+    chooses (:func:`candidate_process`: the runner, which refuses a candidate where it cannot confine
+    itself) is safe to keep, and a retry at each worker's start could cost up to :data:`PROBE_S` each."""
     if not landlock_wanted():
-        return f"{LANDLOCK_ENV} is off"
+        return f"{LANDLOCK_ENV} is off", True
     with _confinement_lock:
         if not _confinement:
             _confinement.append(_probe_confinement())
         return _confinement[0]
 
 
-def _probe_confinement() -> str | None:
+def _probe_confinement() -> tuple[str | None, bool]:
     path = os.environ.get("PYTHONPATH", "")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(_PACKAGE.parent), path]))}
     try:
@@ -481,20 +489,22 @@ def _probe_confinement() -> str | None:
             check=False,
         )
     except (OSError, subprocess.TimeoutExpired) as e:
-        return f"its probe failed: {e}"
+        return f"its probe failed: {e}", False
     answer = done.stdout.strip()
     if done.returncode == 0 and answer == "confined":
-        return None
+        return None, True
     if done.returncode == 0 and answer.startswith("not confined: "):
-        return answer.removeprefix("not confined: ")
-    return f"its probe exited with status {done.returncode}: {done.stderr.strip()[-500:]}"
+        return answer.removeprefix("not confined: "), True
+    said = f"; it wrote {answer[-200:]!r}" if answer else ""
+    return f"its probe exited with status {done.returncode}{said}: {done.stderr.strip()[-500:]}", False
 
 
 def candidate_process() -> tuple[bool, str]:
     """Whether a function candidate runs in a runner here (:data:`CANDIDATE_PROCESS_ENV`; ``auto``: where
-    :func:`runner_confinement` finds that a runner can confine itself), and one line that says where
-    it runs and why (the executor's device description, the first lines of each candidate worker's
-    log). Raises ValueError for a value of the variable it does not know."""
+    :func:`runner_confinement` finds that a runner can confine itself, and, failing closed, where its
+    probe gave no answer), and one line that says where it runs and why (the executor's device
+    description and start log, the first lines of each candidate worker's log). Raises ValueError for a
+    value of the variable it does not know."""
     mode = candidate_process_mode()
     if mode == "0":
         return False, f"a function candidate runs in its worker's process ({CANDIDATE_PROCESS_ENV}=0)"
@@ -505,11 +515,18 @@ def candidate_process() -> tuple[bool, str]:
             else f"not confined beyond the worker's jail: {LANDLOCK_ENV} is off"
         )
         return True, f"a function candidate runs in a process of its own ({CANDIDATE_PROCESS_ENV}=1; {how})"
-    why = runner_confinement()
+    why, answered = runner_confinement()
     if why is None:
         return True, (
             "a function candidate runs in a process of its own, confined by Landlock and a seccomp "
             f"filter ({CANDIDATE_PROCESS_ENV}=auto)"
+        )
+    if not answered:
+        # Fail closed: only the probe's own answer runs candidates in their workers; a runner that then
+        # cannot confine itself refuses the candidate (runtime_not_available), as under 1.
+        return True, (
+            "a function candidate runs in a process of its own, refused where it cannot be confined: "
+            f"the probe of its confinement gave no answer ({why}; {CANDIDATE_PROCESS_ENV}=auto)"
         )
     return False, (
         f"a function candidate runs in its worker's process, where it can read and change what the "

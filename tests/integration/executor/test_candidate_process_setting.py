@@ -5,7 +5,9 @@ can confine itself (Landlock and its seccomp filter, found by a probe once per e
 its worker's process elsewhere: never refused because of the host. Where it runs, and why, is the second
 line of each candidate worker's log (shown with a crash) and the executor's device description
 (``GET /v1/device``). ``1`` always runs it in a runner (which refuses it where it cannot confine itself),
-``0`` always in its worker; anything else stops the executor's start.
+``0`` always in its worker; anything else stops the executor's start. Only the probe's own answer
+(``not confined: WHY``) runs candidates in their workers: a probe that gives none chooses the runner
+(review 38, M2).
 
 A host without Landlock is made here as the kernel makes it: a process (and everything it starts) under
 a seccomp filter that answers Landlock's system calls with ENOSYS, as a kernel built without it does.
@@ -16,9 +18,11 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -26,8 +30,10 @@ from fastapi.testclient import TestClient
 from executor.app import create_app
 from executor.evaluate import Evaluator
 from executor.settings import ExecutorSettings
+from executor.verdict import ErrorKind
+from executor.worker import runner
 from executor.worker.messages import CandidateRun, WorkerJob, WorkerOutcome
-from executor.worker.runner import CANDIDATE_PROCESS_ENV, LANDLOCK_ENV, landlock_version
+from executor.worker.runner import CANDIDATE_PROCESS_ENV, LANDLOCK_ENV, candidate_process, landlock_version
 from tests.support.hostcode import (
     FAST,
     SAXPY_HEAD,
@@ -109,11 +115,9 @@ def test_where_a_runner_is_not_to_be_confined_the_default_runs_it_in_its_worker_
 # A process under a seccomp filter that answers Landlock's three system calls with ENOSYS (a kernel
 # without Landlock), inherited by everything it starts (the probe, the workers, their runners); it runs
 # one candidate job under the default, as the test process passes it (a worker job, the library).
-_NO_LANDLOCK = """
+_NO_LANDLOCK_FILTER = """
 import ctypes, errno, json, platform, struct, sys
 from executor.worker import runner
-from executor.worker.messages import CandidateRun, WorkerJob
-from tests.support.hostcode import run_job_showing_stderr
 seccomp, arch, *_ = runner._SECCOMP_ABI[platform.machine()]
 bpf = runner._bpf
 allow, enosys = 0x7FFF0000, 0x00050000 | errno.ENOSYS
@@ -127,10 +131,36 @@ libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
 assert libc.prctl(38, 1, 0, 0, 0) == 0  # PR_SET_NO_NEW_PRIVS
 assert libc.syscall(ctypes.c_long(seccomp), ctypes.c_long(1), ctypes.c_long(0), ctypes.c_char_p(fprog)) == 0
+"""
+_NO_LANDLOCK = (
+    _NO_LANDLOCK_FILTER
+    + """
+from executor.worker.messages import CandidateRun, WorkerJob
+from tests.support.hostcode import run_job_showing_stderr
 job = WorkerJob.model_validate_json(open(sys.argv[1]).read())
 outcome, stderr = run_job_showing_stderr(job, CandidateRun(candidate_product=sys.argv[2], candidate_symbol="saxpy"), 120)
 print(json.dumps({"landlock": runner.landlock_version(), "outcome": outcome.model_dump(mode="json"), "stderr": stderr}))
 """
+)
+
+
+def _without_landlock(cwd: Path, script: str, *args: str) -> dict[str, Any]:
+    """``script`` run with ``args`` under the default in a process of a host without Landlock; what it
+    printed last, as JSON."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[3])}
+    env.pop(CANDIDATE_PROCESS_ENV, None)
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    answer: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return answer
 
 
 def test_on_a_host_without_landlock_the_default_runs_the_candidate_in_its_worker_and_says_so(
@@ -139,24 +169,76 @@ def test_on_a_host_without_landlock_the_default_runs_the_candidate_in_its_worker
     """Not refused because of the host (``1`` refuses it there: ``runtime_not_available``)."""
     job = tmp_path / "job.json"
     job.write_text(_job(tmp_path).model_dump_json())
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[3])}
-    env.pop(CANDIDATE_PROCESS_ENV, None)
-    done = subprocess.run(
-        [sys.executable, "-c", _NO_LANDLOCK, str(job), products["correct"]],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    answer = _without_landlock(tmp_path, _NO_LANDLOCK, str(job), products["correct"])
     outcome = WorkerOutcome.model_validate(answer["outcome"])
     assert answer["landlock"] == 0
     assert outcome.passed and not _in_a_runner(outcome), (outcome.message, answer["stderr"])
     said = [line for line in answer["stderr"].splitlines() if line.startswith(f"[{WORKERS}")]
     assert said and "Landlock is not available here" in said[0], answer["stderr"]
+
+
+# The clock attack of test_clock_attack (a candidate that rewrites its process's clock_gettime) run
+# from the worker down, on the same host, with the fewest trials the check reads.
+_NO_LANDLOCK_CLOCK = (
+    _NO_LANDLOCK_FILTER
+    + """
+from pathlib import Path
+from tests.integration.executor import test_clock_attack as attack
+options = attack.OPTIONS.model_copy(update={"min_trials": 3, "max_trials": 3})
+outcome = attack.run_poly_attack(Path.cwd(), "clock", attack.CLOCK, options)
+print(json.dumps({"landlock": runner.landlock_version(), "outcome": outcome.model_dump(mode="json")}))
+"""
+)
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the candidate is x86-64 machine code")
+def test_on_a_host_without_landlock_the_executor_knows_the_candidate_ran_in_its_worker(
+    tmp_path: Path,
+) -> None:
+    """Review 38, D1: there, under the default, the clock attack runs in its worker, and the executor's
+    clock check knows it (``own_process`` False: each timed call's window is compared with what the
+    worker's clock read), so the attack is refused. An executor that took it for a runner's skipped
+    that comparison and passed it (~0.1 ms a call against ~85 ms honest, review 38)."""
+    answer = _without_landlock(tmp_path, _NO_LANDLOCK_CLOCK)
+    outcome = WorkerOutcome.model_validate(answer["outcome"])
+    assert answer["landlock"] == 0
+    assert not _in_a_runner(outcome), outcome.message
+    assert not outcome.passed and outcome.error is ErrorKind.IMPLAUSIBLE, outcome.message
+    assert "executor's clock" in (outcome.message or ""), outcome.message
+
+
+@pytest.mark.parametrize("fails", ["timeout", "status", "output"])
+def test_a_probe_that_gives_no_answer_runs_the_candidate_in_a_process_of_its_own(
+    tmp_path: Path, products: dict[str, str], monkeypatch: pytest.MonkeyPatch, fails: str
+) -> None:
+    """Review 38, M2: under ``auto`` only the probe's own answer (``not confined: WHY``) runs candidates
+    in their workers. A probe that runs past its limit, exits non-zero or writes anything else chooses
+    the runner (fail closed: a runner that then cannot confine itself refuses the candidate, as ``1``
+    does), and the line says so. The real timeout runs an honest candidate (a runner confines itself
+    here); the other two are the probe's answer made up."""
+    if fails == "timeout" and landlock_version() == 0:
+        pytest.skip("no Landlock on this kernel: a runner cannot confine itself here")
+    monkeypatch.setattr(runner, "_confinement", [])  # not probed yet in this process
+    if fails == "timeout":
+        monkeypatch.setattr(runner, "PROBE_S", 0.001)
+    else:
+        made_up = {"status": (1, ""), "output": (0, "confined, or not")}[fails]
+
+        def probed(argv: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
+            return subprocess.CompletedProcess(argv, made_up[0], made_up[1], "")
+
+        monkeypatch.setattr(subprocess, "run", probed)  # the probe's, in runner
+    inside, line = candidate_process()
+    assert inside and "the probe of its confinement gave no answer" in line, line
+    monkeypatch.setattr(runner, "PROBE_S", 60.0)
+    again = candidate_process()  # kept, not probed again
+    assert again == (inside, line)
+    if fails != "timeout":
+        return
+    assert "timed out" in line, line
+    outcome, stderr = run_job_showing_stderr(_job(tmp_path), _run(products["correct"]), 120)
+    assert outcome.passed and _in_a_runner(outcome), (outcome.message, stderr)
+    assert f"[{line}]" in stderr.splitlines(), stderr
 
 
 @pytest.mark.parametrize("value", ["yes please", "2", "runner"])
