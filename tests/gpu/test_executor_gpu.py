@@ -128,7 +128,14 @@ def test_scale_kernel_passes(evaluator: CandidateEvaluator) -> None:
         ("block_sum", "block_sum_writes_nothing.cu", {ErrorKind.UNWRITTEN_OUTPUT}),
         ("block_sum", "block_sum_writes_part.cu", {ErrorKind.UNWRITTEN_OUTPUT}),
         ("block_sum", "block_sum_writes_zeros.cu", {ErrorKind.WRONG_OUTPUT}),
-        ("block_sum", "block_sum_race.cu", {ErrorKind.WRONG_OUTPUT, ErrorKind.NONDETERMINISTIC}),
+        # Its warps read shared memory others have not written yet: stale values, or NaN bit patterns
+        # left there, which the output check reports as unwritten (a NaN never passes; seen on an H200
+        # in sessions 25 and 37).
+        (
+            "block_sum",
+            "block_sum_race.cu",
+            {ErrorKind.WRONG_OUTPUT, ErrorKind.NONDETERMINISTIC, ErrorKind.UNWRITTEN_OUTPUT},
+        ),
         (
             "block_sum",
             "block_sum_out_of_bounds.cu",
