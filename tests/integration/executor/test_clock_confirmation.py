@@ -365,13 +365,20 @@ def test_an_honest_candidate_whose_confirming_call_copies_much_passes(tmp_path: 
     task = write_task(tmp_path, sparse_task(SPARSE_STEPS), SPARSE)
     product = build_host_candidates(tmp_path, {"sparse": SPARSE})["sparse"]
     run = held_up(product, task, SPARSE_DELAY_MS)
-    outcome = run_job(_measured_job(task, tmp_path / "job", OPTIONS), run, timeout_s=300)
-    assert outcome.passed, (outcome.message, outcome.seconds)
-    timing = outcome.candidate_timing
-    assert timing is not None and outcome.first_visits_ms is not None
-    assert all(CLOCK_FACTOR * t + FIRST_VISIT_SLACK_MS < SPARSE_DELAY_MS for t in outcome.first_visits_ms)
-    confirmed_ms = outcome.seconds["clock_confirmed"] * 1e3
-    allowance_ms = outcome.seconds["clock_confirm_copy_allowance"] * 1e3
+    # Each run must pass. A run shows the allowance at work only when the confirming copy took its
+    # window past the bound without it; on a loaded host the honest median grows with it (a clean-clone
+    # run in session 37: 63.5 ms against 2 x 28.3 + 15, the run passed), so such a run is made again,
+    # twice at most, and the test fails when none of three shows it.
+    for attempt in range(3):
+        outcome = run_job(_measured_job(task, tmp_path / f"job{attempt}", OPTIONS), run, timeout_s=300)
+        assert outcome.passed, (outcome.message, outcome.seconds)
+        timing = outcome.candidate_timing
+        assert timing is not None and outcome.first_visits_ms is not None
+        assert all(CLOCK_FACTOR * t + FIRST_VISIT_SLACK_MS < SPARSE_DELAY_MS for t in outcome.first_visits_ms)
+        confirmed_ms = outcome.seconds["clock_confirmed"] * 1e3
+        allowance_ms = outcome.seconds["clock_confirm_copy_allowance"] * 1e3
+        if confirmed_ms > CLOCK_FACTOR * timing.median_ms + FIRST_VISIT_SLACK_MS:
+            break
     # the copy really took the window past the bound without it (else this test shows nothing) ...
     assert confirmed_ms > CLOCK_FACTOR * timing.median_ms + FIRST_VISIT_SLACK_MS, outcome.seconds
     # ... and the allowance is at most the copy's time (512 MB read and written: ~40 ms here)
