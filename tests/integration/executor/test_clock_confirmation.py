@@ -365,12 +365,17 @@ def test_an_honest_candidate_whose_confirming_call_copies_much_passes(tmp_path: 
     task = write_task(tmp_path, sparse_task(SPARSE_STEPS), SPARSE)
     product = build_host_candidates(tmp_path, {"sparse": SPARSE})["sparse"]
     run = held_up(product, task, SPARSE_DELAY_MS)
-    # Each run must pass. A run shows the allowance at work only when the confirming copy took its
-    # window past the bound without it; on a loaded host the honest median grows with it (a clean-clone
-    # run in session 37: 63.5 ms against 2 x 28.3 + 15, the run passed), so such a run is made again,
-    # twice at most, and the test fails when none of three shows it.
+    # A run shows the allowance at work only when it passes and its confirming copy took its window past
+    # the bound without it. On a loaded host the honest median grows (a clean-clone run in session 37:
+    # 63.5 ms against 2 x 28.3 + 15, the run passed), and the first timed calls' windows can pass even
+    # the allowance (two other such runs: refused `implausible`, 213.6 and 234.5 ms by the executor's
+    # clock against 13-33 ms by the worker's: the copy allowance under load, docs/executor.md), so such
+    # a run is made again, twice at most; any other refusal fails at once, and the test fails when none
+    # of three shows it. Without the allowance every run is refused.
     for attempt in range(3):
         outcome = run_job(_measured_job(task, tmp_path / f"job{attempt}", OPTIONS), run, timeout_s=300)
+        if not outcome.passed and outcome.error == ErrorKind.IMPLAUSIBLE and attempt < 2:
+            continue
         assert outcome.passed, (outcome.message, outcome.seconds)
         timing = outcome.candidate_timing
         assert timing is not None and outcome.first_visits_ms is not None
