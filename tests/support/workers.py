@@ -98,3 +98,21 @@ def cpu_seconds_in(directory: Path) -> float:
             continue
         ticks += int(fields[11]) + int(fields[12])  # utime, stime: fields 14 and 15 of the whole line
     return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def describe_processes(entries: list[Path]) -> list[str]:
+    """One line per /proc entry for a failure message: its command line (cut), state, parent and pids
+    in each PID namespace (``NSpid``: one pid means it runs in the host's namespace, not a jail's)."""
+    lines = []
+    for entry in entries:
+        try:
+            cmdline = (entry / "cmdline").read_bytes()[:80].replace(b"\0", b" ").decode(errors="replace")
+            status = dict(
+                line.split(":", 1) for line in (entry / "status").read_text().splitlines() if ":" in line
+            )
+        except OSError:
+            lines.append(f"{entry.name}: gone")
+            continue
+        fields = ", ".join(f"{k} {status.get(k, '?').strip()}" for k in ("State", "PPid", "NSpid"))
+        lines.append(f"{entry.name} {cmdline!r}: {fields}")
+    return lines
