@@ -8,7 +8,9 @@ ran; its outputs are checked, and it counts as a first visit. Here a candidate s
 burst: it spins on its first call on the trials' two slots (the third and fourth timing-size buffers
 it sees, after the correctness call's and the warm-up's) and on no other. A memo of every answer does
 the work on the confirming call too and is still refused; a confirming call that answers wrong is
-``wrong_output``.
+``wrong_output``. The same with the candidate in a runner (``1`` and the default; review 38's M1: the
+runner, killed after the trials until session 38, made no confirming call), where the burst and the
+memo are told by the input's values, since a runner's mapping may land at an address seen before.
 """
 
 from __future__ import annotations
