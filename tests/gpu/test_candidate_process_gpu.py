@@ -92,3 +92,43 @@ def test_a_candidate_that_slows_its_clock_is_timed_on_the_workers(tmp_path: Path
     assert clock.passed and clock.candidate_timing is not None, f"{clock.message}\n{stderr}"
     # Its calls take ~58 ms of poly_iter each on the CPU; its own clock reads 0.02 ms.
     assert clock.candidate_timing.median_ms > 10, clock.candidate_timing
+
+
+# A saxpy that spins 150 ms on the trials' first visits only, told by its input's values (the first 8
+# floats: a runner maps each set where its mmap chooses, and a mapping may land where an unmapped one
+# was, so an address-keyed burst also spun on the confirming call): the warm-up runs on values seen
+# before (the correctness call's) or on the first it sees, so the first visits are the 2nd and 3rd new
+# values at the timing size (tests/unit/executor/test_repeat_confirmation.py's BURST_BY_VALUES).
+BURST_BY_VALUES_SAXPY = (
+    "#include <chrono>\n#include <cstring>\n"
+    "static float seen_values[64][8]; static int nvalues = 0;\n"
+    "static void burst(int n, const float* x) {\n"
+    "    if (n < 100000) return;\n"
+    "    for (int k = 0; k < nvalues; ++k) if (std::memcmp(seen_values[k], x, sizeof seen_values[k]) == 0) return;\n"
+    "    if (nvalues < 64) std::memcpy(seen_values[nvalues], x, sizeof seen_values[nvalues]);\n"
+    "    if (++nvalues == 2 || nvalues == 3) {\n"
+    "        auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(150);\n"
+    "        while (std::chrono::steady_clock::now() < until) {}\n"
+    "    }\n}\n"
+)
+
+
+def test_a_burst_on_both_first_visits_is_confirmed_in_the_candidates_process(evaluator: Evaluator) -> None:
+    """Review 38's M1 on a GPU: the runner is paused after the trials, not killed, and makes the
+    repeat-visit rule's confirming call on a mapping of its own; the candidate above passes, and
+    without the call (``repeat_confirm`` off) the rule refuses it, as it refused every such candidate in
+    a runner before."""
+    task = load_task(TASKS / "saxpy")
+    naive = task.naive_source
+    head = 'extern "C" void saxpy(int n, float a, const float* x, float* y) {\n'
+    assert naive is not None and head in naive
+    source = BURST_BY_VALUES_SAXPY + naive.replace(head, head + "    burst(n, x);\n")
+    verdict = evaluator.evaluate(task, CandidateSource(source=source), QUICK)
+    assert verdict.passed, verdict.message
+    assert "runner_roundtrip" in verdict.seconds and "repeat_confirm_call" in verdict.seconds, verdict.seconds
+    off = evaluator.evaluate(
+        task,
+        CandidateSource(source=source + "\n// off\n"),
+        QUICK.model_copy(update={"repeat_confirm": False}),
+    )
+    assert not off.passed and off.error is ErrorKind.IMPLAUSIBLE, off.message
