@@ -21,7 +21,6 @@ from executor.gpulock import host_copies
 from executor.inputs import generate_inputs
 from executor.worker.candidate import RunLocks, Worker
 from executor.worker.gpu import make_slots
-from executor.worker.host import FunctionRuntime
 from executor.worker.messages import PREPARED, BaselineOutcome, CandidateRun, notify_parent
 
 
@@ -87,8 +86,6 @@ class BaselineWorker(Worker):
                 self.gpu.reset_timing_state()
             t2 = time.perf_counter()
             stats, last = baseline.time(slots, opts)
-            if isinstance(baseline, FunctionRuntime):  # a runner paused after the trials: killed
-                baseline.finish_calls()
             self.recheck_page_locks()
             baseline.check_copies(last)
             self._add_seconds("baseline_timing", t2)

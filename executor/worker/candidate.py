@@ -259,8 +259,7 @@ class Worker:
             if self.timing_sources and self.job.options.repeat_confirm and not kernel and not self.use_runner:
                 # The repeat-visit rule's confirming call's buffers (confirm_first_visit), made before
                 # the candidate runs so that their addresses are none it has seen; not touched (their
-                # pages are taken) unless that call is made. A runner's is a mapping made for the call
-                # (RunnerFunctionRuntime.first_visit): its address there is the runner's choice, then.
+                # pages are taken) unless that call is made.
                 locks = self.page_locks()
                 empty = np.empty if locks is None else page_aligned_empty
                 self.confirm_buffers = {
@@ -780,8 +779,6 @@ class Worker:
             clock_confirmation = self.confirm_clock(
                 candidate, stats, last, len(sources), run.clock_confirm_seeds
             )
-            if isinstance(candidate, FunctionRuntime):  # no call after these: a runner is killed now
-                candidate.finish_calls()
             self.recheck_page_locks()
             if release is not None:
                 self.release_gpu(candidate, release)
@@ -838,7 +835,7 @@ class Worker:
         Before it: the device figures that the floor needs (measured on the device when the job brings
         none), and a synchronisation of this worker's context, so that nothing the calls queued in it is
         still in flight (a candidate in a process of its own is stopped already: its runtime's
-        ``finish_calls``; a process that one cloned is not). Not released (``release_refused``; the checks
+        ``calls_done``; a process that one cloned is not). Not released (``release_refused``; the checks
         then run under the turn, as before) when this process has a thread that is neither one of its
         own Python threads nor there before the candidate's library was loaded, a signal handler set
         since, or a POSIX timer made since. A screen, not a proof: a handler replaced on a signal that
@@ -1021,11 +1018,9 @@ class Worker:
         one more first visit, right after the trials and under their locks, on a set drawn now at the
         timing size from ``seed`` (the executor's: :attr:`CandidateRun.repeat_confirm_seed`; None: no
         confirmation; drawn from this process's entropy, which its candidate can patch, the set was
-        known to it ahead: session 35), in buffers of its own (:meth:`FunctionRuntime.first_visit`;
-        for a candidate in a runner, a shared mapping of its own handed over with the call, the runner
-        paused from the trials' end to the call and after it:
-        :meth:`~executor.worker.host.RunnerFunctionRuntime.first_visit`). Its milliseconds, the set and
-        what the call left (its outputs are checked by :meth:`check_confirmation` once the GPU is released); None where no
+        known to it ahead: session 35), in buffers of its own
+        (:meth:`FunctionRuntime.first_visit`). Its milliseconds, the set and what the call left (its
+        outputs are checked by :meth:`check_confirmation` once the GPU is released); None where no
         confirmation is made. Why: on two H200s of one host (session 26) honest candidates' first calls
         came in bursts of other processes' work 0.17-0.5 s long from the trials' start, both first
         visits 4-11 times the median (docs/executor.md). A memo cannot answer values it has never
@@ -1036,7 +1031,7 @@ class Worker:
         if (
             not isinstance(candidate, FunctionRuntime)
             or not candidate.confirms
-            or (self.confirm_buffers is None and not self.use_runner)
+            or self.confirm_buffers is None
         ):
             return None
         rule = self._repeat_rule(candidate, stats, samples, sets)
@@ -1074,8 +1069,6 @@ class Worker:
         windows = last.get("windows_s")
         samples = last.get("samples_ms")
         if not isinstance(candidate, FunctionRuntime) or not candidate.confirms or not windows or not samples:
-            return None
-        if self.use_runner:  # the executor does not compare a runner's windows (clockcheck's own_process)
             return None
         # The executor adds the same allowance for the copy to its bound, from the same figures (the
         # job's, measured by the executor; none where this process measured its own).

@@ -533,12 +533,7 @@ class FunctionRuntime(Runtime):
         self.after_call()
 
     def calls_done(self) -> None:
-        """After the trials' last call, and after each confirming call (:meth:`first_visit`), before
-        what it left is read: nothing here (a runner is paused)."""
-
-    def finish_calls(self) -> None:
-        """After the last call of all (the trials' and any confirming call's), before what the calls
-        left is checked: nothing here (a runner is killed)."""
+        """After the last call, before what the calls left is checked: nothing here."""
 
     def _refill(self, inputs: InputSet) -> InputSet:
         """``inputs`` copied into the buffers of the previous call when every array has the same shape
@@ -592,10 +587,8 @@ class FunctionRuntime(Runtime):
         self.check_inputs(inputs, work, call)
         return {a.name: work.arrays[a.name].copy() for a in self.task.outputs}  # the next call reuses them
 
-    @property
-    def confirms(self) -> bool:
-        """Whether :meth:`first_visit` can call again after :meth:`time`."""
-        return True
+    # Whether :meth:`first_visit` can call again after :meth:`time` (a runner is stopped by then).
+    confirms = True
 
     def first_visit(
         self, inputs: InputSet, call: str, buffers: dict[str, np.ndarray] | None = None
@@ -607,13 +600,9 @@ class FunctionRuntime(Runtime):
         is announced: the caller checks them after the trials' own checks, and what a thread of the
         candidate writes after the call is not in them, review 37's H1). After the trials, for the
         repeat-visit rule's confirmation and the clock check's (executor.worker.candidate)."""
-        # ``buffers`` itself (a runner's calls know a mapping by its dict: RunnerFunctionRuntime.invoke)
-        arrays = (
-            buffers
-            if buffers is not None
-            else {n: np.empty(a.shape, a.dtype) for n, a in inputs.arrays.items()}
-        )
+        arrays = {}
         for name, a in inputs.arrays.items():
+            arrays[name] = buffers[name] if buffers is not None else np.empty(a.shape, a.dtype)
             np.copyto(arrays[name], a)
         work = InputSet(inputs.seed, inputs.size, dict(inputs.scalars), arrays)
         # What the call leaves is copied into these, their pages touched now (outside the window): a
@@ -626,7 +615,6 @@ class FunctionRuntime(Runtime):
             start = time.perf_counter()
             self.invoke(work)
             end = time.perf_counter()
-            self.calls_done()  # a runner's threads stopped before the copy: what the call left is what is read
             # Copied before the call's end is announced (review 36c's H2: a candidate that leaves its
             # work to a clock read of the worker's after the call, whose own clock says the call was
             # fast, must do it inside the executor's window), so a confirming call's window holds this
@@ -815,6 +803,8 @@ class RunnerFunctionRuntime(FunctionRuntime):
     mapping, its outputs read back here, and it is timed here, on this process's clock around the
     request and its acknowledgement. ``device``: what the verdict names (this worker's device)."""
 
+    confirms = False  # stopped after the trials (calls_done): no call after them
+
     def __init__(
         self, runner: Runner, task: FunctionTask | KernelTask, product: str, symbol: str, device: str
     ):
@@ -854,32 +844,7 @@ class RunnerFunctionRuntime(FunctionRuntime):
 
     def invoke(self, work: InputSet) -> None:
         flush = self._timing and self.runner.runtime == "gpu"
-        # A runner paused after the trials (calls_done) goes on inside this call's timing: whatever it
-        # does once resumed is in the confirming call's time.
-        self.runner.resume()
         self.runner.call(self._mapped[id(work.arrays)], work.scalars, flush=flush)
-
-    @property
-    def confirms(self) -> bool:
-        """Whether the runner is paused after the trials (:meth:`calls_done`), alive for a confirming
-        call; one that ended or did not stop makes none."""
-        return self.runner.paused
-
-    def first_visit(
-        self, inputs: InputSet, call: str, buffers: dict[str, np.ndarray] | None = None
-    ) -> tuple[float, InputSet]:
-        """:meth:`FunctionRuntime.first_visit` in the runner, on a shared mapping made now and handed
-        over with the call's request, inside its timing, as a timing set's is with its first timed call
-        (``buffers`` is for a candidate in this process, whose addresses it could have seen: the
-        runner's address for the mapping is new to it). The set's values are in the mapping only from
-        just before the call, and the runner is paused again when it returns (:meth:`calls_done`), so
-        that what the call left is read with none of its threads running."""
-        shared = SharedArrays.like(inputs.arrays)
-        self._mapped[id(shared.arrays)] = shared
-        try:
-            return super().first_visit(inputs, call, shared.arrays)
-        finally:
-            shared.close()
 
     def time(self, slots: Any, options: EvaluationOptions) -> tuple[TimingStats, dict[str, Any]]:
         # The rotated copies are handed over each with its first timed call (Runner.call): nothing
@@ -894,9 +859,4 @@ class RunnerFunctionRuntime(FunctionRuntime):
             self.runner.request("reset")
 
     def calls_done(self) -> None:
-        # Paused, not killed: a confirming call may follow (executor.worker.candidate); killed by
-        # finish_calls before anything the calls left is checked.
-        self.runner.pause()
-
-    def finish_calls(self) -> None:
         self.runner.stop()

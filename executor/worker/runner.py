@@ -22,12 +22,9 @@ nothing else:
   which they are much slower is refused. Every request other than a call has a deadline;
 * each acknowledgement must echo the request's random nonce, so the runner cannot answer a call before
   it is asked (a reply queued ahead would otherwise read as a call of no time);
-* after the trials the worker pauses the runner (``SIGSTOP``, :meth:`Runner.pause`), resumes it inside
-  the timing of the repeat-visit rule's confirming call, if that call is made (on a mapping of its own,
-  review 38's M1), and pauses it again when it returns; before it checks what the calls left, it kills
-  the runner (a process the runner forked is not killed with it: review 23b, not closed); the worker
-  makes itself non-dumpable first, so that the runner (the same uid) cannot trace it or read its memory
-  through ``/proc``.
+* before the worker checks what the trials left, it kills the runner (a process the runner forked is
+  not killed with it: review 23b, not closed); the worker makes itself non-dumpable first, so that the
+  runner (the same uid) cannot trace it or read its memory through ``/proc``.
 
 A runner that dies, exits or breaks the protocol once its library is asked to load is the candidate's
 failure: the worker ends itself the same way (the same signal, or the same exit status), so the
@@ -212,8 +209,6 @@ class Runner:
         self.mapped: set[int] = set()
         self.runtime = runtime
         self.started = False
-        # Stopped by SIGSTOP between the trials and a confirming call (pause, resume).
-        self.paused = False
         # Where the runner's stderr stood when the load was asked for (None: not yet): from then on,
         # the candidate's code may have run in it.
         self.trusted_bytes: int | None = None
@@ -389,45 +384,11 @@ class Runner:
             best = min(best, time.perf_counter() - start)
         return best
 
-    def pause(self) -> bool:
-        """Stop every thread of the runner (``SIGSTOP``, which it can neither catch nor ignore) and wait,
-        at most :data:`UNTIMED_S`, until the kernel says they all are (waitid: ``CLD_STOPPED``, the
-        runner left unreaped), so that nothing of the candidate's runs between the worker's calls after
-        the trials (a confirming call may follow: :meth:`resume`). Whether it is paused; a runner that
-        has ended is left to the next request, and one that did not stop in time is killed (it then
-        makes no call)."""
-        if self.paused:
-            return True
-        if self.proc.poll() is not None:
-            return False
-        os.kill(self.proc.pid, signal.SIGSTOP)
-        deadline = time.monotonic() + UNTIMED_S
-        flags = os.WSTOPPED | os.WEXITED | os.WNOWAIT | os.WNOHANG
-        while time.monotonic() < deadline:
-            state = os.waitid(os.P_PID, self.proc.pid, flags)
-            if state is not None and state.si_code == os.CLD_STOPPED:
-                self.paused = True
-                return True
-            if state is not None:  # it ended meanwhile (reaped by the next request, or by stop)
-                return False
-            time.sleep(0.0002)
-        logger.warning("the candidate's process did not stop within %g s of SIGSTOP: killed", UNTIMED_S)
-        self.stop()
-        return False
-
-    def resume(self) -> None:
-        """Let a paused runner (:meth:`pause`) run again; called inside the timing of the call that
-        follows, so that whatever it does once resumed is in that call's time."""
-        if self.paused:
-            self.paused = False
-            os.kill(self.proc.pid, signal.SIGCONT)
-
     def stop(self) -> None:
         """Kill the runner and wait for it (its mappings go with it)."""
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
-        self.paused = False
         self.sock.close()
 
 

@@ -243,64 +243,6 @@ def test_a_runner_dies_with_its_worker(tmp_path: Path) -> None:
     assert not alive, f"the runner {pid} outlived its worker"
 
 
-# A worker's side of a runner whose candidate starts a thread that never stops (at its load): the runner
-# paused after its calls (Runner.pause, as after the trials), what the kernel says of each of its
-# threads, a call after resume, and a pause of a runner that has ended; printed as JSON.
-_PAUSED_RUNNER = """
-import json, os, sys
-from pathlib import Path
-import numpy as np
-from executor.worker.runner import Runner, SharedArrays
-from tests.integration.executor.test_clock_attack import HONEST
-from tests.integration.executor.test_executor_hacks_host import POLY_TASK
-from tests.support.hostcode import build_host_candidates, write_task
-here = Path(".").resolve()
-task = write_task(here, POLY_TASK, HONEST)
-busy = "#include <thread>\\nstatic int started = [] { std::thread([] { for (volatile long i = 0;; ++i) {} }).detach(); return 0; }();\\n"
-lib = build_host_candidates(here, {"busy": busy + HONEST})["busy"]
-started = Runner("host")
-started.load(task, lib, task.entry)
-arrays = SharedArrays.like({"x": np.ones(8, np.float32), "y": np.zeros(8, np.float32)})
-arrays.arrays["x"][:] = 1.0
-started.call(arrays, {"n": 8})
-def states():
-    tasks = Path(f"/proc/{started.proc.pid}/task")
-    return sorted((t / "stat").read_text().rsplit(")", 1)[-1].split()[0] for t in tasks.iterdir())
-out = {"running": states(), "paused": started.pause()}
-out["stopped"] = states()
-started.resume()
-started.call(arrays, {"n": 8})
-out["answered"] = float(arrays.arrays["y"][0])
-out["again"] = states()
-started.proc.kill()
-started.proc.wait()
-out["ended"] = started.pause()
-print(json.dumps(out))
-"""
-
-
-def test_a_paused_runner_runs_nothing_until_it_is_resumed(tmp_path: Path) -> None:
-    """After the trials the worker pauses its runner (``SIGSTOP``) rather than killing it, so that a
-    confirming call can follow (review 38's M1): every thread of it is stopped then, a candidate's own
-    busy thread included, until the call resumes it; a runner that has ended is not paused (no
-    confirming call is made)."""
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[3])}
-    done = subprocess.run(
-        [sys.executable, "-c", _PAUSED_RUNNER],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = json.loads(done.stdout.strip().splitlines()[-1])
-    assert len(out["running"]) >= 2 and "R" in out["running"], out  # the busy thread runs
-    assert out["paused"] is True and set(out["stopped"]) == {"T"}, out
-    assert out["answered"] > 0 and "R" in out["again"], out
-    assert out["ended"] is False, out
-
-
 def test_a_runner_is_never_given_the_executors_locks(tmp_path: Path) -> None:
     """The worker holds the locks for its runner. A runner that took one itself (its CUDA context,
     under the GPU lock shared) waited at the turnstile that its own worker's run holds, until the
