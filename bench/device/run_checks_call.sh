@@ -12,7 +12,7 @@ if [ -d .whlgpu ]; then rm -rf .whl; mv .whlgpu .whl; fi
 # shellcheck source=bench/device/gpu_env.sh
 source bench/device/gpu_env.sh > /dev/null || exit 1
 R=$OUT/checks; mkdir -p "$R"; cp "$OUT/env.txt" "$R/"
-[ -z "${SKIP_GPU_TESTS:-}" ] && timeout "${TESTS_TIMEOUT:-170}" python3 -m pytest --noconftest -o addopts="" -p no:cacheprovider -q -rA -m gpu tests/gpu \
+[ -z "${SKIP_GPU_TESTS:-}" ] && timeout "${TESTS_TIMEOUT:-220}" python3 -m pytest --noconftest -o addopts="" -p no:cacheprovider -q -rA -m gpu tests/gpu \
   --ignore=tests/gpu/test_adversarial_corpus.py > "$R/gpu_tests.log" 2>&1
 echo "gpu tests rc $? at $(( $(date +%s) - S )) s"; grep -E "^(FAILED|ERROR)|passed|failed" "$R/gpu_tests.log" | tail -8
 CORPUS_TIMEOUT=${CORPUS_TIMEOUT:-150} BENCH_TIMEOUT=${BENCH_TIMEOUT:-110} SKIP_TESTS=1 OUT=$R \
