@@ -68,3 +68,12 @@ def test_an_answer_is_checked_against_the_offered_methods() -> None:
         check("x", offered, {"existed": True, "method": "Loop unrolling"})
     with pytest.raises(JudgeError, match="lacks existed/method"):
         check("x", offered, {"existed": "yes", "method": "Shared memory tiling"})
+
+
+def test_the_judge_probe_reads_the_development_sets_only() -> None:
+    """`bench.probes.relabel_judge` names its sets one by one and refuses any other, the outside set first."""
+    from bench.probes.relabel_judge import DEV_SETS, main
+
+    assert ("general", *(f"dev{n}" for n in range(2, 16))) == DEV_SETS
+    with pytest.raises(SystemExit, match="not a development set"):
+        main(["--sets", "dev2,outside"])
