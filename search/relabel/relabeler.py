@@ -45,7 +45,7 @@ from graphdb.models import AliasAddition, RelabelDecision, RelabelOutcome, Techn
 from search.backends.base import ChatMessage, ChatModel, ModelError
 from search.backends.config import ModelRoles, build_model
 from search.embeddings import Embedder, EmbeddingError, default_model_path, technique_text
-from search.errors import SearchError
+from search.errors import SearchConfigError, SearchError
 from search.protocols import INITIAL_TECHNIQUE
 from search.relabel.evidence import CodeEvidence, code_evidence, name_code_mismatch
 from search.relabel.examples import EXAMPLE_MERGE, EXAMPLE_NEW, ExampleBank, LabelledName, read_examples
@@ -109,6 +109,25 @@ JUDGE_SCHEMA: dict[str, Any] = {
 }
 
 
+def judge_prompt(candidate: str, description: str, options: list[str]) -> str:
+    """The question the judge is asked: is `candidate` (described by `description`) one of `options`?"""
+    listing = "\n".join(f"- {o}" for o in options)
+    return (
+        "You maintain a catalogue of CUDA optimization methods.\n"
+        f"Known methods:\n{listing}\n\n"
+        f"New method name: {candidate}\n"
+        + (f"What the step did: {description}\n" if description else "")
+        + "Is the new method the same technique as one of the known methods (not merely related)? "
+        'Answer JSON {"existed": true, "method": "<the known method, copied exactly>"} or '
+        '{"existed": false, "method": "<the new name>"}.'
+    )
+
+
+JUDGE_BACKENDS: tuple[str, ...] = ("openai", "vllm", "replay")
+"""The backends a judge role may name: those that constrain an answer to `JUDGE_SCHEMA` (an OpenAI-compatible
+server, vLLM's guided decoding) or replay recorded ones; the in-process transformers backend cannot."""
+
+
 class ChatModelJudge:
     """A `Judge` asking a chat model; call it from a thread without a running event loop."""
 
@@ -122,16 +141,7 @@ class ChatModelJudge:
 
     def __call__(self, candidate: str, description: str, options: list[str]) -> dict[str, Any]:
         """Ask whether `candidate` is one of `options`; return the parsed JSON answer."""
-        listing = "\n".join(f"- {o}" for o in options)
-        prompt = (
-            "You maintain a catalogue of CUDA optimization methods.\n"
-            f"Known methods:\n{listing}\n\n"
-            f"New method name: {candidate}\n"
-            + (f"What the step did: {description}\n" if description else "")
-            + "Is the new method the same technique as one of the known methods (not merely related)? "
-            'Answer JSON {"existed": true, "method": "<the known method, copied exactly>"} or '
-            '{"existed": false, "method": "<the new name>"}.'
-        )
+        prompt = judge_prompt(candidate, description, options)
         try:
             if self._loop is None or self._loop.is_closed():
                 self._loop = asyncio.new_event_loop()
@@ -153,6 +163,13 @@ class ChatModelJudge:
         if not isinstance(answer, dict):
             raise JudgeError(f"the judge answered {type(answer).__name__}, not an object")
         return answer
+
+
+def judge_options(ranked: Ranked, new_threshold: float, candidates: int) -> list[str]:
+    """The methods offered to the judge: the best `candidates` whose probability is at least
+    `new_threshold`, else (none is) the best `candidates` whatever their probability."""
+    likely = [n for n, p in zip(ranked.names, ranked.probabilities, strict=True) if p >= new_threshold]
+    return likely[:candidates] or list(ranked.names[:candidates])
 
 
 MAX_DETAIL_FLAG_CHARS = 100_000
@@ -884,11 +901,7 @@ class RelabelSession:
         outcome_kind, target, decided_by = choice.outcome, choice.technique, choice.decided_by
         canonical = choice.canonical
         if outcome_kind == "undecided" and rl.judge is not None and ranked is not None:
-            options = [
-                n
-                for n, p in zip(ranked.names, ranked.probabilities, strict=True)
-                if p >= rl.policy.model.new_threshold
-            ][: rl.candidates] or list(ranked.names[: rl.candidates])
+            options = judge_options(ranked, rl.policy.model.new_threshold, rl.candidates)
             decided_by = "judge"
             try:
                 judge_answer = rl.judge(step.name, step.detail[:MAX_DESCRIPTION_CHARS], options)
@@ -1081,6 +1094,14 @@ def build_relabeler(
     if judge is None:
         role = (roles or ModelRoles()).judge
         if role is not None:
+            if role.backend not in JUDGE_BACKENDS:
+                # Refused here, not per name: built, such a judge fails every question, and every name it
+                # was to decide would wait in the queue behind a warning (session 38, the packaged model).
+                raise SearchConfigError(
+                    f"the judge role's backend {role.backend!r} cannot constrain answers to the judge's JSON "
+                    f"schema; set REGRAPH_MODELS__JUDGE__BACKEND to one of {', '.join(JUDGE_BACKENDS)}, "
+                    "or leave the judge role unset (undecided names then wait in the curator queue)"
+                )
             judge = ChatModelJudge(build_model(role))
     return Relabeler(
         store,

