@@ -179,7 +179,8 @@ def clock_check(
     to change (the runner gets neither the channel nor a way to trace the worker, which is non-dumpable
     before the runner starts): the windows are not compared with the worker's times, which only load
     could make them disagree with (review 36c's M2: one first visit held up refused an honest candidate
-    there, and a runner makes no confirming call); the lines themselves are still checked.
+    there, and a runner makes no clock-confirming call: only the repeat-visit rule's, in a fresh
+    runner); the lines themselves are still checked.
     ``copy_allowance``: :func:`copy_allowance`'s for the job (the executor's figures), added to the
     confirming call's bound only; ``seconds["clock_confirm_copy_allowance"]`` on a confirmed pass."""
     timing = outcome.candidate_timing

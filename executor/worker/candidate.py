@@ -1019,7 +1019,12 @@ class Worker:
         timing size from ``seed`` (the executor's: :attr:`CandidateRun.repeat_confirm_seed`; None: no
         confirmation; drawn from this process's entropy, which its candidate can patch, the set was
         known to it ahead: session 35), in buffers of its own
-        (:meth:`FunctionRuntime.first_visit`). Its milliseconds, the set and what the call left (its
+        (:meth:`FunctionRuntime.first_visit`). A candidate in a runner (killed after the trials) makes
+        it in a fresh runner, started, loaded and warmed up now, only where the rule would refuse,
+        and killed at the call's acknowledgement, before what the call left is copied
+        (:meth:`~executor.worker.host.RunnerFunctionRuntime.confirming_runtime`; review 38's M1, mended
+        after review 39); one that cannot be started, loaded or warmed up makes none (the rule's
+        refusal stands). Its milliseconds, the set and what the call left (its
         outputs are checked by :meth:`check_confirmation` once the GPU is released); None where no
         confirmation is made. Why: on two H200s of one host (session 26) honest candidates' first calls
         came in bursts of other processes' work 0.17-0.5 s long from the trials' start, both first
@@ -1028,20 +1033,31 @@ class Worker:
         confirming call runs at its median's speed once the burst is over."""
         if not self.job.options.repeat_confirm or seed is None:
             return None
-        if (
-            not isinstance(candidate, FunctionRuntime)
-            or not candidate.confirms
-            or self.confirm_buffers is None
+        in_runner = isinstance(candidate, RunnerFunctionRuntime)
+        if not isinstance(candidate, FunctionRuntime) or (
+            not in_runner and (not candidate.confirms or self.confirm_buffers is None)
         ):
             return None
         rule = self._repeat_rule(candidate, stats, samples, sets)
         if rule is None or rule[0] - rule[1] <= rule[2] * stats.median_ms:
             return None
         t0 = time.perf_counter()
-        fresh = generate_inputs(self.task, "timing", seed, self.reference_lib)
-        ms, work = candidate.first_visit(
-            fresh, "the confirming call on a fresh set after the trials", self.confirm_buffers
-        )
+        call = "the confirming call on a fresh set after the trials"
+        if isinstance(candidate, RunnerFunctionRuntime):
+            warm = self.warm_source if self.warm_source is not None else self.timing_sources[0]
+            try:
+                confirming = candidate.confirming_runtime(warm)
+            except CandidateFailed as e:  # fail closed: no confirmation, the refusal stands
+                logger.warning("no confirming call: its process could not be started or warmed up: %s", e)
+                self.seconds["repeat_confirm_unmade"] = 1.0
+                return None
+            finally:
+                self._add_seconds("repeat_confirm_process", t0)
+            fresh = generate_inputs(self.task, "timing", seed, self.reference_lib)
+            ms, work = confirming.first_visit(fresh, call)  # its runner killed at the call's ack
+        else:
+            fresh = generate_inputs(self.task, "timing", seed, self.reference_lib)
+            ms, work = candidate.first_visit(fresh, call, self.confirm_buffers)
         self._add_seconds("repeat_confirm", t0)
         self.seconds["repeat_confirm_call"] = ms / 1e3
         return ms, fresh, work

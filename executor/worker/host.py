@@ -765,8 +765,10 @@ class FunctionRuntime(Runtime):
         # One call at a time: each is timed on the host clock around the call and its synchronisation.
         # Trial i runs on source i % len(sources) (the slots are a multiple of the sources).
         policy = dataclasses.replace(options.trial_policy(), groups=len(sources))
-        samples, stop = measure(trial, policy)
-        self.calls_done()
+        try:
+            samples, stop = measure(trial, policy)
+        finally:  # a runner killed whatever ended the trials (review 39's L2: none outlives a failure)
+            self.calls_done()
         # Every copy's inputs as they were made (the warm-up's too): a change persists in its copy.
         # Checked by check_copies, after the trials: host work only, which the worker may do once the
         # GPU's turn is over (executor.worker.candidate).
@@ -803,13 +805,16 @@ class RunnerFunctionRuntime(FunctionRuntime):
     mapping, its outputs read back here, and it is timed here, on this process's clock around the
     request and its acknowledgement. ``device``: what the verdict names (this worker's device)."""
 
-    confirms = False  # stopped after the trials (calls_done): no call after them
+    # Killed after the trials (calls_done): no call after them in the same runner. The repeat-visit
+    # rule's confirming call is made in a fresh one (confirming_runtime).
+    confirms = False
 
     def __init__(
         self, runner: Runner, task: FunctionTask | KernelTask, product: str, symbol: str, device: str
     ):
         self.runner = runner
         self.device = device
+        self.product, self.symbol = product, symbol
         self._mapped: dict[int, SharedArrays] = {}  # by id() of the arrays the worker calls on
         self._run_buffers: SharedArrays | None = None
         self._timing = False  # in time(): on a GPU, each call flushes L2 first (inside the request)
@@ -860,3 +865,65 @@ class RunnerFunctionRuntime(FunctionRuntime):
 
     def calls_done(self) -> None:
         self.runner.stop()
+
+    def confirming_runtime(self, warm: InputSet) -> RunnerFunctionRuntime:
+        """A fresh runner for the repeat-visit rule's confirming call (review 38's M1, mended after
+        review 39): started now, the library loaded in it as in this one (its round trips measured
+        before and after the load, as here), and one untimed call on ``warm`` (a set at the timing
+        size that is not the confirming set) so that the confirming call is not its process's first.
+        Raises :class:`CandidateFailed` where it cannot be started, loaded or warmed up (its runner
+        killed then): the caller makes no confirming call, and the rule's refusal stands."""
+        runner = Runner(self.runner.runtime)
+        try:
+            fresh = RunnerFunctionRuntime(runner, self.task, self.product, self.symbol, self.device)
+            fresh.watch = self.watch
+            fresh.run(warm, call="the confirming process's warm-up call")
+            fresh.reset_timing_state()
+            fresh._timing = True  # the confirming call is timed as a timed call is (the L2 flush on a GPU)
+        except BaseException:
+            runner.stop()
+            raise
+        return fresh
+
+    def first_visit(
+        self, inputs: InputSet, call: str, buffers: dict[str, np.ndarray] | None = None
+    ) -> tuple[float, InputSet]:
+        """The confirming call in this runner (:meth:`confirming_runtime`'s: the trials' is killed),
+        and its last: on a shared mapping made now and handed over with the call's request, inside
+        its timing (``buffers`` is for a candidate in the worker's process). Right after the call's
+        acknowledgement, still inside its announced window: a sample of every array of the call at
+        positions drawn here, then the runner killed and reaped (``SIGKILL``: no thread of the
+        candidate's, and no timer of its, runs after it), then what the call left copied. A sample
+        that no longer holds is ``wrong_output``: something of the candidate's wrote to the call's
+        arrays between its acknowledgement and the kill (review 39's H1 had a timer thread write a
+        memo's answer ~20 ms after a call that returned at once)."""
+        shared = SharedArrays.like(inputs.arrays)
+        self._mapped[id(shared.arrays)] = shared
+        rng = np.random.default_rng(secrets.randbits(128))  # this process's memory: not the runner's to read
+        try:
+            work = InputSet(inputs.seed, inputs.size, dict(inputs.scalars), shared.arrays)
+            for name, a in inputs.arrays.items():
+                np.copyto(work.arrays[name], a)
+            kept = {name: np.zeros_like(a) for name, a in work.arrays.items()}  # pages touched now
+            with self.watch.call(call):
+                self.before_trial()
+                start = time.perf_counter()
+                self.invoke(work)
+                end = time.perf_counter()
+                at_end = position_sample(work.arrays, rng)
+                self.runner.stop()
+                for name, a in work.arrays.items():
+                    np.copyto(kept[name], a)
+        finally:
+            self.runner.stop()
+            shared.close()
+        changed = changed_since(kept, at_end)
+        if changed is not None:
+            name, differ, count = changed
+            raise CandidateFailed(
+                ErrorKind.WRONG_OUTPUT,
+                f"{call}: {differ} of {count} elements of its array {name!r}, sampled when it returned, "
+                "changed before its process was killed: its work was not done when it returned",
+            )
+        left = InputSet(work.seed, work.size, dict(work.scalars), kept)
+        return max((end - start) * 1e3 - self.call_overhead_ms, 0.0), left

@@ -24,7 +24,10 @@ nothing else:
   it is asked (a reply queued ahead would otherwise read as a call of no time);
 * before the worker checks what the trials left, it kills the runner (a process the runner forked is
   not killed with it: review 23b, not closed); the worker makes itself non-dumpable first, so that the
-  runner (the same uid) cannot trace it or read its memory through ``/proc``.
+  runner (the same uid) cannot trace it or read its memory through ``/proc``. Where the repeat-visit
+  rule asks for a confirming call, the worker makes it in a fresh runner, loaded and warmed up then,
+  and kills that one at the call's acknowledgement, before it copies what the call left
+  (:meth:`executor.worker.host.RunnerFunctionRuntime.confirming_runtime`; review 38's M1, review 39).
 
 A runner that dies, exits or breaks the protocol once its library is asked to load is the candidate's
 failure: the worker ends itself the same way (the same signal, or the same exit status), so the

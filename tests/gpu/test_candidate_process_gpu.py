@@ -92,3 +92,47 @@ def test_a_candidate_that_slows_its_clock_is_timed_on_the_workers(tmp_path: Path
     assert clock.passed and clock.candidate_timing is not None, f"{clock.message}\n{stderr}"
     # Its calls take ~58 ms of poly_iter each on the CPU; its own clock reads 0.02 ms.
     assert clock.candidate_timing.median_ms > 10, clock.candidate_timing
+
+
+# A saxpy that spins 150 ms on the trials' first visits only, told by its input's values (the first 8
+# floats: a runner maps each set where its mmap chooses) in a process that made the correctness calls
+# (at the test size, below 100,000): there the correctness call's timing-size set is the first new
+# values (the warm-up runs on them again), the two timing sets the second and third. The confirming call
+# is made in a fresh runner, which makes no correctness call (review 38's M1, mended after review 39;
+# tests/unit/executor/test_repeat_confirmation.py's BURST_BY_VALUES).
+BURST_BY_VALUES_SAXPY = (
+    "#include <chrono>\n#include <cstring>\n"
+    "static float seen_values[64][8]; static int nvalues = 0; static int small_calls = 0;\n"
+    "static void burst(int n, const float* x) {\n"
+    "    if (n < 100000) { ++small_calls; return; }\n"
+    "    for (int k = 0; k < nvalues; ++k) if (std::memcmp(seen_values[k], x, sizeof seen_values[k]) == 0) return;\n"
+    "    if (nvalues < 64) std::memcpy(seen_values[nvalues], x, sizeof seen_values[nvalues]);\n"
+    "    ++nvalues;\n"
+    "    if (small_calls > 0 && (nvalues == 2 || nvalues == 3)) {\n"
+    "        auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(150);\n"
+    "        while (std::chrono::steady_clock::now() < until) {}\n"
+    "    }\n}\n"
+)
+
+
+def test_a_burst_on_both_first_visits_is_confirmed_in_a_fresh_candidate_process(evaluator: Evaluator) -> None:
+    """Review 38's M1 on a GPU: the trials' runner is killed after the trials, and the repeat-visit
+    rule's confirming call is made in a fresh runner (its own CUDA context, warmed up on a set of its
+    own, killed at the call's acknowledgement); the candidate above passes, and without the call
+    (``repeat_confirm`` off) the rule refuses it, as it refused every such candidate in a runner before."""
+    task = load_task(TASKS / "saxpy")
+    naive = task.naive_source
+    head = 'extern "C" void saxpy(int n, float a, const float* x, float* y) {\n'
+    assert naive is not None and head in naive
+    source = BURST_BY_VALUES_SAXPY + naive.replace(head, head + "    burst(n, x);\n")
+    verdict = evaluator.evaluate(task, CandidateSource(source=source), QUICK)
+    assert verdict.passed, verdict.message
+    assert "runner_roundtrip" in verdict.seconds and "repeat_confirm_call" in verdict.seconds, verdict.seconds
+    # the fresh runner's start, load and warm-up
+    assert "repeat_confirm_process" in verdict.seconds, verdict.seconds
+    off = evaluator.evaluate(
+        task,
+        CandidateSource(source=source + "\n// off\n"),
+        QUICK.model_copy(update={"repeat_confirm": False}),
+    )
+    assert not off.passed and off.error is ErrorKind.IMPLAUSIBLE, off.message

@@ -9,6 +9,13 @@ burst: it spins on its first call on the trials' two slots (the third and fourth
 it sees, after the correctness call's and the warm-up's) and on no other. A memo of every answer does
 the work on the confirming call too and is still refused; a confirming call that answers wrong is
 ``wrong_output``.
+
+In a runner (review 38's M1; the tests named ``..._in_a_runner`` and ``..._by_default``) the trials'
+runner is killed after the trials and the confirming call is made in a fresh one, warmed up first and
+killed at the call's acknowledgement: the burst passes, a memo keyed on values is refused, and so are
+review 39's two candidates that defeated the first attempt (a SIGSTOP pause of the trials' runner) with
+POSIX timers: a memo whose answer a timer thread wrote after the call, and an input a timer restored
+after the trials.
 """
 
 from __future__ import annotations
@@ -21,7 +28,16 @@ from executor.protocol import EvaluationOptions
 from executor.taskformat import FunctionTask, KernelTask
 from executor.verdict import ErrorKind
 from executor.worker.messages import WorkerOutcome
-from tests.support.hostcode import FAST, build_host_candidates, one_input_task, run_on_timing_sets, write_task
+from executor.worker.runner import candidate_process
+from tests.support.hostcode import (
+    FAST,
+    build_host_candidates,
+    one_input_task,
+    run_on_timing_sets,
+    use_candidate_process,
+    use_default_candidate_process,
+    write_task,
+)
 
 HEAD = 'extern "C" void damp(int n, const float* x, float* y) {\n'
 BODY = "for (int i = 0; i < n; ++i) { float v = x[i]; for (int k = 0; k < 40; ++k) v = v * 0.999f + 0.001f * x[i]; y[i] = v; }"
@@ -64,6 +80,132 @@ SLOT_MEMO = (
     + "\nif (n > 100000 && owned < 16) { owners[owned] = x; kept[owned++].assign(y, y + n); } }"
 )
 OPTIONS = FAST.model_copy(update={"min_trials": 5, "max_trials": 9})
+# In a runner (review 38's M1, mended after review 39). The trials' runner is killed after the trials and
+# the confirming call is made in a fresh one, warmed up first on a set at the timing size; so these
+# candidates tell their calls apart by the input's values (the first 8 floats: a runner maps each set
+# where its mmap chooses), and the fresh process by its having made no correctness call (none smaller
+# than the timing size). The timing-size values seen so far in this process, in order; the call's place
+# among them (1-based), 0 for values seen before.
+SEEN_VALUES = (
+    "#include <chrono>\n#include <cstring>\n"
+    "static float seen_values[64][8]; static int nvalues = 0; static int small_calls = 0;\n"
+    "static int fresh_values(int n, const float* x) {\n"
+    "    if (n < 100000) { ++small_calls; return 0; }\n"
+    "    for (int k = 0; k < nvalues; ++k) if (std::memcmp(seen_values[k], x, sizeof seen_values[k]) == 0) return 0;\n"
+    "    if (nvalues < 64) std::memcpy(seen_values[nvalues], x, sizeof seen_values[nvalues]);\n"
+    "    return ++nvalues;\n}\n"
+    "static void spin(int ms) {\n"
+    "    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);\n"
+    "    while (std::chrono::steady_clock::now() < until) {}\n}\n"
+)
+# A burst on the trials' first visits only: in the process that made the correctness calls, the
+# correctness call's timing-size set is 1 (the warm-up runs on its values again), the two timing sets 2
+# and 3. 300 ms: under a load of 8.5 here the median was 36 ms, and the bound below must stay under it.
+BURST_BY_VALUES_MS = 300
+BURST_BY_VALUES_LINE = (
+    f"int p = fresh_values(n, x); if (small_calls > 0 && (p == 2 || p == 3)) spin({BURST_BY_VALUES_MS});\n"
+)
+BURST_BY_VALUES = SEEN_VALUES + HEAD + BURST_BY_VALUES_LINE + BODY + " }"
+# The same, and zeros at the timing size in a process that made no correctness call (the confirming one).
+BURST_BY_VALUES_THEN_WRONG = (
+    SEEN_VALUES
+    + HEAD
+    + BURST_BY_VALUES_LINE
+    + "if (small_calls == 0 && n >= 100000) { std::memset(y, 0, n * sizeof(float)); return; }\n"
+    + BODY
+    + " }"
+)
+# The same, and a write into its const input on the warm-up call of a process that made no correctness
+# call (the confirming one): the warm-up fails, so no confirming call is made.
+BURST_BY_VALUES_SPOILED_WARM_UP = (
+    SEEN_VALUES
+    + HEAD
+    + BURST_BY_VALUES_LINE
+    + "if (small_calls == 0 && p == 1) const_cast<float*>(x)[0] += 1.0f;\n"
+    + BODY
+    + " }"
+)
+# Every answer remembered, keyed on the input's values: a rotated copy of a set, wherever it is mapped,
+# is answered from the memo. What it computes, it computes 10 times over (a task whose work is ~50 ms
+# here): the rule refuses gains over 3x only, and in a runner under a load of 8 the memo's median (0.2
+# ms alone) reached ~2 ms of scheduling, which passed a memo of the 5-ms damp.
+MEMO_BY_VALUES = (
+    "#include <vector>\n"
+    "static float keys[16][8]; static std::vector<float> answers[16]; static int answered = 0;\n"
+    "static volatile int heavy = 10;\n"
+)
+MEMO_LOOKUP = (
+    "if (n > 100000) for (int k = 0; k < answered; ++k) if (std::memcmp(keys[k], x, sizeof keys[k]) == 0) "
+    "{ std::memcpy(y, answers[k].data(), n * sizeof(float)); return; }\n"
+)
+MEMO_KEEP = (
+    "for (int r = 0; r < heavy; ++r) "
+    + BODY
+    + "\nif (n > 100000 && answered < 16) { std::memcpy(keys[answered], x, sizeof keys[answered]); "
+    "answers[answered++].assign(y, y + n); } }"
+)
+VALUE_MEMO = SEEN_VALUES + MEMO_BY_VALUES + HEAD + MEMO_LOOKUP + MEMO_KEEP
+# POSIX timers as review 39's probes (/tmp/rev39-scratch: late.py, restore.py) made them, against the
+# first attempt, which paused the trials' runner with SIGSTOP: a SIGEV_THREAD timer runs a function on
+# a thread of its own, a timer of signal 18 (SIGCONT) undoes a pause. glibc's struct sigevent (x86-64):
+# the value, the signal, the notification, then the thread's function and attributes.
+TIMERS = (
+    "#include <ctime>\n"
+    "struct ev_t { void* value; int signo; int notify; void (*fn)(void*); void* attr; char pad[32]; };\n"
+    "static timer_t made[512]; static int nmade = 0;\n"
+    "static void make(int signo, int notify, void (*fn)(void*)) {\n"
+    "    ev_t e; std::memset(&e, 0, sizeof e); e.signo = signo; e.notify = notify; e.fn = fn;\n"
+    "    if (timer_create(CLOCK_MONOTONIC, (struct sigevent*)&e, &made[nmade]) == 0) ++nmade;\n}\n"
+    "static void arm(int k, long ns) {\n"
+    "    itimerspec s; std::memset(&s, 0, sizeof s);\n"
+    "    s.it_value.tv_sec = ns / 1000000000L; s.it_value.tv_nsec = ns % 1000000000L;\n"
+    "    timer_settime(made[k], 0, &s, nullptr);\n}\n"
+)
+# The value memo, whose confirming call returns at once and has a timer thread write the answer 20 ms
+# later, with SIGCONT timers every 0.1 ms for 40 ms and a SIGSTOP timer at 300 ms, so that a pause
+# waited for looks successful (review 39's H1: passed 5 of 6 against the first attempt, run with
+# WORK_NS=20000000 CONT_STEP=100000L). The confirming call: in a process that made no correctness call,
+# its second timing-size call (the first is the warm-up); in the trials' process (the first attempt),
+# the fourth set of values.
+LATE_WRITE_MEMO = (
+    SEEN_VALUES
+    + TIMERS
+    + "static int late_n; static const float* late_x; static float* late_y;\n"
+    + "static void late_work(void*) { int n = late_n; const float* x = late_x; float* y = late_y; "
+    + BODY
+    + " }\n"
+    + MEMO_BY_VALUES
+    + HEAD
+    + "if (nmade == 0) {\n"
+    "  make(0, 2, late_work); for (int k = 1; k <= 400; ++k) make(18, 0, nullptr); make(19, 0, nullptr); }\n"
+    + "int p = fresh_values(n, x);\n"
+    + MEMO_LOOKUP
+    + "if ((small_calls == 0 && p >= 2) || p >= 4) { late_n = n; late_x = x; late_y = y; arm(0, 20000000L);\n"
+    "  for (int k = 1; k <= 400; ++k) arm(k, k * 100000L); arm(401, 300000000L); return; }\n" + MEMO_KEEP
+)
+# A candidate that changes its const input x on every timed call (a tag, a sort, ...) and has a timer
+# put it back 5 ms after the last, with SIGCONT timers every 25 us for 10 ms and a SIGSTOP timer at 30
+# ms (review 39's H2: passed 3 of 3 against the first attempt, whose runner lived on, paused, after the
+# trials; refused before it).
+RESTORED_INPUT = (
+    "#include <cstring>\n"
+    + TIMERS
+    + "static float* tagged[64]; static float orig[64]; static int ntagged = 0;\n"
+    "static const float* first_big = nullptr;\n"
+    "static void restore(void*) { for (int k = 0; k < ntagged; ++k) tagged[k][0] = orig[k]; }\n"
+    + HEAD
+    + "if (nmade == 0) {\n"
+    "  make(0, 2, restore); for (int k = 1; k <= 400; ++k) make(18, 0, nullptr); make(19, 0, nullptr); }\n"
+    + BODY
+    + "\nif (n < 100000) return;\n"
+    "if (!first_big) { first_big = x; return; }\n"  # the correctness call's buffer: checked at once
+    "if (x == first_big) return;\n"
+    "float* w = const_cast<float*>(x);\n"
+    "int k = 0; while (k < ntagged && tagged[k] != w) ++k;\n"
+    "if (k == ntagged && ntagged < 64) { tagged[k] = w; orig[k] = w[0]; ++ntagged; }\n"
+    "w[0] = 12345.0f;\n"
+    "arm(0, 5000000L); for (int j = 1; j <= 400; ++j) arm(j, j * 25000L); arm(401, 30000000L); }"
+)
 # The slot memo, and on the confirming call (a buffer it has never seen, after the trials' two) the work
 # left to a thread that writes the answer after the call has returned (review 37's H1): the confirming
 # call's outputs must be taken when it returns, as a timed call's samples are, not read later.
@@ -99,6 +241,12 @@ def products(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
             "burst_then_wrong": BURST_THEN_WRONG,
             "slot_memo": "#include <cstring>\n" + SLOT_MEMO,
             "slot_memo_late_confirm": SLOT_MEMO_LATE_CONFIRM,
+            "burst_by_values": BURST_BY_VALUES,
+            "burst_by_values_then_wrong": BURST_BY_VALUES_THEN_WRONG,
+            "burst_by_values_spoiled_warm_up": BURST_BY_VALUES_SPOILED_WARM_UP,
+            "value_memo": VALUE_MEMO,
+            "late_write_memo": LATE_WRITE_MEMO,
+            "restored_input": RESTORED_INPUT,
         },
     )
 
@@ -163,3 +311,113 @@ def test_a_confirming_call_answered_after_it_returned_is_not_a_pass(
     assert outcome.message.startswith("the confirming call on a fresh set after the trials: "), (
         outcome.message
     )
+
+
+def _assert_confirmed_away(outcome: WorkerOutcome) -> None:
+    """A burst on both first visits (each at least its spin), passed by a confirming call at about the
+    median (the bound: test_a_burst_on_every_first_visit_is_confirmed_away's)."""
+    assert outcome.passed, outcome.message
+    assert outcome.first_visits_ms is not None and min(outcome.first_visits_ms) >= BURST_BY_VALUES_MS
+    assert outcome.candidate_timing is not None
+    bound_ms = 3 * outcome.candidate_timing.median_ms + 50.0
+    assert bound_ms < BURST_BY_VALUES_MS, bound_ms
+    assert outcome.seconds["repeat_confirm_call"] * 1e3 < bound_ms
+    assert "repeat_confirm_process" in outcome.seconds  # made in a fresh runner
+
+
+def test_a_burst_on_every_first_visit_is_confirmed_away_in_a_runner(
+    task: FunctionTask | KernelTask, products: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review 38's M1: the runner was killed after the trials and made no confirming call, so this
+    candidate passed in its worker and was refused in a runner (the reviewer's probe: 2 of 2 refused,
+    "ran 30.1 times faster than the fastest first call"). The confirming call is made in a fresh runner,
+    timed by the worker's clock."""
+    use_candidate_process(monkeypatch)
+    outcome = _run(task, products["burst_by_values"], tmp_path, OPTIONS)
+    assert "runner_roundtrip" in outcome.seconds, outcome.seconds  # it ran in a runner
+    _assert_confirmed_away(outcome)
+
+
+def test_a_burst_on_every_first_visit_is_confirmed_away_by_default(
+    task: FunctionTask | KernelTask, products: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same under the executor's default (``auto``: a runner wherever one can be confined)."""
+    use_default_candidate_process(monkeypatch)
+    if not candidate_process()[0]:
+        pytest.skip("no runner here: the default runs the candidate in its worker")
+    outcome = _run(task, products["burst_by_values"], tmp_path, OPTIONS)
+    assert "runner_roundtrip" in outcome.seconds, outcome.seconds
+    _assert_confirmed_away(outcome)
+
+
+def test_no_confirming_call_where_its_process_cannot_be_warmed_up(
+    task: FunctionTask | KernelTask, products: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fail closed: a fresh runner that cannot be started, loaded or warmed up (here its warm-up call
+    changes its const input) makes no confirming call, and the rule's refusal stands."""
+    use_candidate_process(monkeypatch)
+    outcome = _run(task, products["burst_by_values_spoiled_warm_up"], tmp_path, OPTIONS)
+    assert "runner_roundtrip" in outcome.seconds, outcome.seconds
+    assert not outcome.passed and outcome.error is ErrorKind.IMPLAUSIBLE, outcome.message
+    assert "the confirming call" not in outcome.message, outcome.message
+    assert outcome.seconds.get("repeat_confirm_unmade") == 1.0, outcome.seconds
+
+
+def test_a_memo_keyed_on_values_is_refused_after_its_confirming_call_in_a_runner(
+    task: FunctionTask | KernelTask, products: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A memo of every answer keyed on the input's values answers every rotated copy of a set in a
+    runner too; its confirming call, on values it has never seen in a process that has remembered
+    nothing, does the work and the rule still refuses it."""
+    use_candidate_process(monkeypatch)
+    outcome = _run(task, products["value_memo"], tmp_path, OPTIONS)
+    assert "runner_roundtrip" in outcome.seconds, outcome.seconds
+    assert not outcome.passed and outcome.error is ErrorKind.IMPLAUSIBLE, outcome.message
+    assert "the confirming call on a fresh set after the trials took" in outcome.message, outcome.message
+
+
+def test_a_confirming_call_in_a_runner_that_answers_wrong_is_wrong_output(
+    task: FunctionTask | KernelTask, products: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runner's confirming call is checked as the worker's is: what it left, copied from its mapping
+    once its process is killed, against the reference's on its set."""
+    use_candidate_process(monkeypatch)
+    outcome = _run(task, products["burst_by_values_then_wrong"], tmp_path, OPTIONS)
+    assert "runner_roundtrip" in outcome.seconds, outcome.seconds
+    assert not outcome.passed and outcome.error is ErrorKind.WRONG_OUTPUT, outcome.message
+    assert outcome.stage == "timing"
+    assert outcome.message.startswith("the confirming call on a fresh set after the trials: "), (
+        outcome.message
+    )
+
+
+def test_a_confirming_call_whose_answer_a_timer_writes_later_is_refused_in_a_runner(
+    task: FunctionTask | KernelTask, products: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review 39's H1: the confirming call returns at once and a timer thread writes its answer 20 ms
+    later. The confirming runner is killed at the call's acknowledgement, before what it left is copied,
+    so the answer is never there (or, written part-way before the kill, the sample taken at the ack no
+    longer holds): ``wrong_output`` (the outputs' NaN prefill: ``unwritten_output``)."""
+    use_candidate_process(monkeypatch)
+    outcome = _run(task, products["late_write_memo"], tmp_path, OPTIONS)
+    assert "runner_roundtrip" in outcome.seconds, outcome.seconds
+    assert "repeat_confirm_process" in outcome.seconds, outcome.message  # the rule asked for it
+    assert not outcome.passed, (outcome.candidate_timing, outcome.first_visits_ms)
+    assert outcome.error in (ErrorKind.UNWRITTEN_OUTPUT, ErrorKind.WRONG_OUTPUT), outcome.message
+    assert outcome.stage == "timing"
+    assert outcome.message.startswith("the confirming call on a fresh set after the trials: "), (
+        outcome.message
+    )
+
+
+def test_an_input_a_timer_restores_after_the_trials_is_refused_in_a_runner(
+    task: FunctionTask | KernelTask, products: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review 39's H2: a candidate that writes into its const input on every timed call and has a timer
+    put it back after the last. The trials' runner is killed and reaped at the trials' end, before the
+    copies' inputs are checked, so the timer never fires."""
+    use_candidate_process(monkeypatch)
+    outcome = _run(task, products["restored_input"], tmp_path, OPTIONS)
+    assert "runner_roundtrip" in outcome.seconds, outcome.seconds
+    assert not outcome.passed and outcome.error is ErrorKind.WRONG_OUTPUT, outcome.message
+    assert "changed its input 'x'" in outcome.message, outcome.message
