@@ -2,7 +2,7 @@
 # The candidate process (executor/worker/runner.py) on one GPU, in one call (~60-120 s): the facts
 # (kernel, Landlock, compute mode, device nodes), the runner driven step by step outside the executor
 # with its stderr shown (bench/probes/runner_check.py: naive saxpy, a host fault after CUDA calls,
-# honest and clock-rewriting host code, Landlock on and off), then the three GPU tests of the
+# honest and clock-rewriting host code, Landlock on and off), then the GPU tests of the
 # candidate process (tests/gpu/test_candidate_process_gpu.py), again unconfined (Landlock and seccomp off)
 # when they fail. Carry: .whl (as run_executor_gpu.sh). Writes to $OUT: env.txt, facts.txt,
 # runner_check/report.md (and the case directories), gpu_tests.log [, gpu_tests_unconfined.log].
