@@ -19,7 +19,7 @@ VERDICT_FORMAT: Literal["regraph.verdict/v1"] = "regraph.verdict/v1"
 # The models that only the executor's HTTP side and its callers validate or write (a verdict, its
 # compile result, static violations and fleet record) build their validators at first use
 # (``defer_build``), not at import: every worker imports this module and never uses them (with those of
-# executor.protocol, ~12 ms of a worker start's ~0.3 CPU-s).
+# executor.protocol, 6-12 ms of a worker start's ~0.4 CPU-s).
 
 
 class StaticViolation(BaseModel):
