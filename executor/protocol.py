@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from executor.runlimit import RunLimit
 from executor.taskformat import FunctionTask, KernelTask, Task
@@ -65,8 +65,14 @@ __all__ = [
 ]
 
 
+# The HTTP side's models build their validators at first use (``defer_build``), not at import: every
+# worker imports this module for EvaluationOptions and never uses them (see executor.verdict).
+
+
 class CandidateSource(BaseModel):
     """A candidate's code: one CUDA translation unit (function tasks) or kernel source (kernel tasks)."""
+
+    model_config = ConfigDict(defer_build=True)
 
     source: str = Field(min_length=1, max_length=400_000)
 
@@ -300,6 +306,8 @@ class PrepareResponse(BaseModel):
     or done already, or nothing to do), on which replica, and, when the request waited (``wait_s``),
     whether it was done in time and what became of the naive baseline."""
 
+    model_config = ConfigDict(defer_build=True)
+
     task_id: str
     started: bool
     replica: str | None = None
@@ -324,12 +332,16 @@ class BatchRequest(BaseModel):
 class BatchResponse(BaseModel):
     """Verdicts in request order."""
 
+    model_config = ConfigDict(defer_build=True)
+
     verdicts: list[Verdict]
 
 
 class TurnUsage(BaseModel):
     """How the executor's GPU turns (:mod:`executor.gputurns`: one run at a time) were used since it
     started: whose runs held them, for how long."""
+
+    model_config = ConfigDict(defer_build=True)
 
     seconds: float = Field(description="wall time since the executor started")
     turns: dict[str, int] = Field(description="turns taken, per holder (`candidate`, `baseline`)")
@@ -339,6 +351,8 @@ class TurnUsage(BaseModel):
 
 class DeviceInfo(BaseModel):
     """``GET /v1/device``."""
+
+    model_config = ConfigDict(defer_build=True)
 
     name: str | None = None
     compute_capability: str | None = None
@@ -384,6 +398,8 @@ class FleetDeviceInfo(DeviceInfo):
 class ErrorBody(BaseModel):
     """The body of every error answer."""
 
+    model_config = ConfigDict(defer_build=True)
+
     message: str
     type: str
     code: int
@@ -391,5 +407,7 @@ class ErrorBody(BaseModel):
 
 class ErrorEnvelope(BaseModel):
     """``{"error": {...}}``: what every non-2xx answer of the executor carries."""
+
+    model_config = ConfigDict(defer_build=True)
 
     error: ErrorBody
