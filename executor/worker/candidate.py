@@ -125,6 +125,10 @@ def withheld_message(mismatch: Mismatch) -> str:
 # 2-core machine under load, one honest evaluation of a 0.06 ms call had all three first visits at
 # 1.07 ms or more (1 in 15 such runs; none in 48 more).
 REPEAT_HOST_SLACK_MS = 2.0
+# The fewest untimed calls a fresh runner makes before the repeat-visit rule's confirming call (the
+# option ``warmup`` where it asks for more): the trials' process had made a correctness call at the
+# timing size and its warm-up before its first timed call (review 39b's L1).
+REPEAT_CONFIRM_WARMUPS = 2
 
 
 def _candidate_state() -> tuple[frozenset[int], int, frozenset[str]] | None:
@@ -1020,11 +1024,15 @@ class Worker:
         confirmation; drawn from this process's entropy, which its candidate can patch, the set was
         known to it ahead: session 35), in buffers of its own
         (:meth:`FunctionRuntime.first_visit`). A candidate in a runner (killed after the trials) makes
-        it in a fresh runner, started, loaded and warmed up now, only where the rule would refuse,
-        and killed at the call's acknowledgement, before what the call left is copied
+        it in a fresh runner, only where the rule would refuse: the set drawn first, then the runner
+        started, loaded and warmed up (``warmup`` untimed calls, at least
+        :data:`REPEAT_CONFIRM_WARMUPS`), the call made at once, and the runner killed at its
+        acknowledgement, before what the call left is copied
         (:meth:`~executor.worker.host.RunnerFunctionRuntime.confirming_runtime`; review 38's M1, mended
-        after review 39); one that cannot be started, loaded or warmed up makes none (the rule's
-        refusal stands). Its milliseconds, the set and what the call left (its
+        after reviews 39 and 39b). One that cannot be started, loaded or warmed up (a failure before
+        its load, or one it reports) makes none, and the rule's refusal stands; one that dies or exits
+        once its load was asked for ends this worker as it ended (``crash``), as the trials' runner
+        does. Its milliseconds, the set and what the call left (its
         outputs are checked by :meth:`check_confirmation` once the GPU is released); None where no
         confirmation is made. Why: on two H200s of one host (session 26) honest candidates' first calls
         came in bursts of other processes' work 0.17-0.5 s long from the trials' start, both first
@@ -1045,16 +1053,25 @@ class Worker:
         call = "the confirming call on a fresh set after the trials"
         if isinstance(candidate, RunnerFunctionRuntime):
             warm = self.warm_source if self.warm_source is not None else self.timing_sources[0]
+            # Drawn before the fresh runner starts: the confirming call follows its warm-up at once
+            # (review 39b's L1), and the set reaches the runner only with the call's request.
+            fresh = generate_inputs(self.task, "timing", seed, self.reference_lib)
+            t1 = time.perf_counter()
             try:
-                confirming = candidate.confirming_runtime(warm)
+                # As many warm-up calls as the trials make (at least 2: an autotuner's first calls at
+                # a size are slower, review 39b's L1); bounded by the option's own limit (50).
+                warmups = max(self.job.options.warmup, REPEAT_CONFIRM_WARMUPS)
+                confirming = candidate.confirming_runtime(warm, warmups)
             except CandidateFailed as e:  # fail closed: no confirmation, the refusal stands
                 logger.warning("no confirming call: its process could not be started or warmed up: %s", e)
                 self.seconds["repeat_confirm_unmade"] = 1.0
                 return None
             finally:
-                self._add_seconds("repeat_confirm_process", t0)
-            fresh = generate_inputs(self.task, "timing", seed, self.reference_lib)
-            ms, work = confirming.first_visit(fresh, call)  # its runner killed at the call's ack
+                self._add_seconds("repeat_confirm_process", t1)
+            try:
+                ms, work = confirming.first_visit(fresh, call)  # its runner killed at the call's ack
+            finally:  # review 39b's L3: no fresh runner, and none of its mappings, outlives the call
+                confirming.close()
         else:
             fresh = generate_inputs(self.task, "timing", seed, self.reference_lib)
             ms, work = candidate.first_visit(fresh, call, self.confirm_buffers)

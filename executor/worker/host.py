@@ -866,24 +866,42 @@ class RunnerFunctionRuntime(FunctionRuntime):
     def calls_done(self) -> None:
         self.runner.stop()
 
-    def confirming_runtime(self, warm: InputSet) -> RunnerFunctionRuntime:
+    def confirming_runtime(self, warm: InputSet, warmups: int) -> RunnerFunctionRuntime:
         """A fresh runner for the repeat-visit rule's confirming call (review 38's M1, mended after
         review 39): started now, the library loaded in it as in this one (its round trips measured
-        before and after the load, as here), and one untimed call on ``warm`` (a set at the timing
-        size that is not the confirming set) so that the confirming call is not its process's first.
-        Raises :class:`CandidateFailed` where it cannot be started, loaded or warmed up (its runner
-        killed then): the caller makes no confirming call, and the rule's refusal stands."""
+        before and after the load, as here), and ``warmups`` untimed calls on ``warm`` (a set at the
+        timing size that is not the confirming set) so that the confirming call is not among its
+        process's first (an autotuner's first calls at a size are slower: review 39b's L1). Raises
+        :class:`CandidateFailed` where it cannot be started, loaded or warmed up (its runner killed and
+        its warm-up's buffers let go then): the caller makes no confirming call, and the rule's
+        refusal stands. A runner that dies or exits once its load was asked for ends this worker as
+        it ended (:meth:`~executor.worker.runner.Runner.mirror_fate`: ``crash``), as the trials' does.
+        The caller calls :meth:`close` when done with it (:meth:`first_visit` kills its runner)."""
         runner = Runner(self.runner.runtime)
+        fresh: RunnerFunctionRuntime | None = None
         try:
             fresh = RunnerFunctionRuntime(runner, self.task, self.product, self.symbol, self.device)
             fresh.watch = self.watch
-            fresh.run(warm, call="the confirming process's warm-up call")
+            for k in range(warmups):
+                fresh.run(warm, call=f"the confirming process's warm-up call {k + 1}")
             fresh.reset_timing_state()
             fresh._timing = True  # the confirming call is timed as a timed call is (the L2 flush on a GPU)
         except BaseException:
+            if fresh is not None:
+                fresh.close()
             runner.stop()
             raise
         return fresh
+
+    def close(self) -> None:
+        """Kill the runner (if it still runs) and let go of every mapping this runtime made for it
+        (:meth:`run`'s buffers, a warm-up's): none outlives the confirming call, none is held during
+        the checks that follow."""
+        self.runner.stop()
+        for shared in self._mapped.values():
+            shared.close()
+        self._mapped.clear()
+        self._run_buffers = None
 
     def first_visit(
         self, inputs: InputSet, call: str, buffers: dict[str, np.ndarray] | None = None
@@ -891,11 +909,11 @@ class RunnerFunctionRuntime(FunctionRuntime):
         """The confirming call in this runner (:meth:`confirming_runtime`'s: the trials' is killed),
         and its last: on a shared mapping made now and handed over with the call's request, inside
         its timing (``buffers`` is for a candidate in the worker's process). Right after the call's
-        acknowledgement, still inside its announced window: a sample of every array of the call at
-        positions drawn here, then the runner killed and reaped (``SIGKILL``: no thread of the
-        candidate's, and no timer of its, runs after it), then what the call left copied. A sample
-        that no longer holds is ``wrong_output``: something of the candidate's wrote to the call's
-        arrays between its acknowledgement and the kill (review 39's H1 had a timer thread write a
+        acknowledgement, still inside its announced window: the runner killed (``SIGKILL``: no thread
+        of the candidate's, and no timer of its, runs after it), a sample of every array of the call
+        at positions drawn here, the runner reaped, then what the call left copied. A sample that no
+        longer holds is ``wrong_output``: something of the candidate's wrote to the call's arrays
+        after its acknowledgement, before its process ended (review 39's H1 had a timer thread write a
         memo's answer ~20 ms after a call that returned at once)."""
         shared = SharedArrays.like(inputs.arrays)
         self._mapped[id(shared.arrays)] = shared
@@ -910,13 +928,16 @@ class RunnerFunctionRuntime(FunctionRuntime):
                 start = time.perf_counter()
                 self.invoke(work)
                 end = time.perf_counter()
+                # Killed at once (review 39b's L2: nothing untimed between the acknowledgement and
+                # the kill), sampled, reaped, copied: a write that lands between the kill and the
+                # process's end is told by the sample no longer holding.
+                self.runner.proc.kill()
                 at_end = position_sample(work.arrays, rng)
                 self.runner.stop()
                 for name, a in work.arrays.items():
                     np.copyto(kept[name], a)
-        finally:
-            self.runner.stop()
-            shared.close()
+        finally:  # its last call: the runner killed, and every mapping let go, on every path (review 39b's L3)
+            self.close()
         changed = changed_since(kept, at_end)
         if changed is not None:
             name, differ, count = changed

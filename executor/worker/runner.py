@@ -192,6 +192,10 @@ class Runner:
         self.stderr_path = Path(cwd) / RUNNER_STDERR
         try:
             with open(self.stderr_path, "ab") as stderr:
+                # Where this runner's part of the file begins: a fresh runner (the repeat-visit
+                # rule's confirming call) appends after the trials' runner, whose candidate wrote
+                # there; none of that is quoted as this runner's own (review 39b's L4).
+                self.stderr_start = os.fstat(stderr.fileno()).st_size
                 self.proc = subprocess.Popen(
                     [sys.executable, "-m", "executor.worker", "runner", "candidate", runtime],
                     stdin=subprocess.DEVNULL,
@@ -298,13 +302,15 @@ class Runner:
         raise self.failure
 
     def stderr_tail(self, limit: int | None, trusted: bool = True) -> str:
-        """The end of the runner's stderr: the part written before the load (``trusted``), or after."""
+        """The end of this runner's stderr (from its start): the part written before the load
+        (``trusted``), or after."""
         try:
             data = self.stderr_path.read_bytes()
         except OSError:
             return ""
         cut = len(data) if self.trusted_bytes is None else self.trusted_bytes
-        part = data[:cut] if trusted else data[cut:]
+        cut = max(cut, self.stderr_start)
+        part = data[self.stderr_start : cut] if trusted else data[cut:]
         return part[-(limit or STDERR_SHOWN) :].decode("utf-8", "replace").strip()
 
     @staticmethod

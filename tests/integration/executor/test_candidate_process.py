@@ -274,6 +274,18 @@ def test_a_runner_that_fails_before_the_load_says_why(
         assert part in message, message
 
 
+def test_a_fresh_runner_that_fails_before_its_load_quotes_only_its_own_stderr(tmp_path: Path) -> None:
+    """Review 39b's L4: the repeat-visit rule's fresh runner appends to the trials' runner's stderr,
+    where that runner's candidate wrote; a failure of the fresh one before its load quotes only what it
+    wrote itself (none of the candidate's text as the runner's own)."""
+    (tmp_path / "runner.stderr").write_text("WRITTEN BY THE TRIALS' CANDIDATE\n")
+    result = _runner_case(tmp_path, "host", "SIGABRT")
+    assert result["kind"] == "runtime_not_available", result
+    message = str(result["message"])
+    assert "died from SIGABRT" in message, message
+    assert "WRITTEN BY THE TRIALS' CANDIDATE" not in message, message
+
+
 _IOCTL_CASE = """
 import errno, fcntl, os, termios
 from executor.worker import runner as r

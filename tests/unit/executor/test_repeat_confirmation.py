@@ -20,6 +20,10 @@ after the trials.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -106,6 +110,19 @@ BURST_BY_VALUES_LINE = (
     f"int p = fresh_values(n, x); if (small_calls > 0 && (p == 2 || p == 3)) spin({BURST_BY_VALUES_MS});\n"
 )
 BURST_BY_VALUES = SEEN_VALUES + HEAD + BURST_BY_VALUES_LINE + BODY + " }"
+# The same, and an autotuner's start: its first two calls at the timing size in a process are slower by
+# 40 ms (variants tried). The trials' process makes them on its correctness call and its warm-up; a
+# fresh runner warmed up once made its confirming call the second and refused the candidate (review
+# 39b's L1: the probe autotune3, 2 of 2 refused in a runner, passed in the worker).
+AUTOTUNER_START_MS = 40
+AUTOTUNER_WITH_BURST = (
+    SEEN_VALUES
+    + HEAD
+    + f"static int big_calls = 0; if (n >= 100000 && ++big_calls <= 2) spin({AUTOTUNER_START_MS});\n"
+    + BURST_BY_VALUES_LINE
+    + BODY
+    + " }"
+)
 # The same, and zeros at the timing size in a process that made no correctness call (the confirming one).
 BURST_BY_VALUES_THEN_WRONG = (
     SEEN_VALUES
@@ -165,7 +182,7 @@ TIMERS = (
 # later, with SIGCONT timers every 0.1 ms for 40 ms and a SIGSTOP timer at 300 ms, so that a pause
 # waited for looks successful (review 39's H1: passed 5 of 6 against the first attempt, run with
 # WORK_NS=20000000 CONT_STEP=100000L). The confirming call: in a process that made no correctness call,
-# its second timing-size call (the first is the warm-up); in the trials' process (the first attempt),
+# its second set of values at the timing size (the first is the warm-ups'); in the trials' process (the first attempt),
 # the fourth set of values.
 LATE_WRITE_MEMO = (
     SEEN_VALUES
@@ -244,6 +261,7 @@ def products(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
             "burst_by_values": BURST_BY_VALUES,
             "burst_by_values_then_wrong": BURST_BY_VALUES_THEN_WRONG,
             "burst_by_values_spoiled_warm_up": BURST_BY_VALUES_SPOILED_WARM_UP,
+            "autotuner_with_burst": AUTOTUNER_WITH_BURST,
             "value_memo": VALUE_MEMO,
             "late_write_memo": LATE_WRITE_MEMO,
             "restored_input": RESTORED_INPUT,
@@ -350,6 +368,18 @@ def test_a_burst_on_every_first_visit_is_confirmed_away_by_default(
     _assert_confirmed_away(outcome)
 
 
+def test_an_autotuner_with_a_burst_is_confirmed_away_in_a_runner(
+    task: FunctionTask | KernelTask, products: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review 39b's L1: the fresh runner warms up as the trials' process did (``warmup`` calls, at least
+    two), so an honest candidate whose first two calls at the timing size are slower (an autotuner)
+    makes its confirming call at its median's speed; with one warm-up it was refused ``implausible``."""
+    use_candidate_process(monkeypatch)
+    outcome = _run(task, products["autotuner_with_burst"], tmp_path, OPTIONS)
+    assert "runner_roundtrip" in outcome.seconds, outcome.seconds
+    _assert_confirmed_away(outcome)
+
+
 def test_no_confirming_call_where_its_process_cannot_be_warmed_up(
     task: FunctionTask | KernelTask, products: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -421,3 +451,61 @@ def test_an_input_a_timer_restores_after_the_trials_is_refused_in_a_runner(
     assert "runner_roundtrip" in outcome.seconds, outcome.seconds
     assert not outcome.passed and outcome.error is ErrorKind.WRONG_OUTPUT, outcome.message
     assert "changed its input 'x'" in outcome.message, outcome.message
+
+
+# The confirming call in a runner of its own, in a process of its own (a Runner makes its process
+# non-dumpable): the order of the runner's kill and the sample of what the call left, as JSON.
+_KILL_THEN_SAMPLE = """
+import json
+from pathlib import Path
+from executor.inputs import generate_inputs
+from executor.worker import host
+from executor.worker.runner import Runner
+from tests.support.hostcode import build_host_candidates, write_task
+from tests.unit.executor.test_repeat_confirmation import BODY, HEAD, TASK
+here = Path(".").resolve()
+task = write_task(here / "task", TASK, HEAD + BODY + " }")
+product = build_host_candidates(here / "c", {"plain": HEAD + BODY + " }"})["plain"]
+runtime = host.RunnerFunctionRuntime(Runner("host"), task, product, task.entry, "host")
+events = []
+kill, sample = runtime.runner.proc.kill, host.position_sample
+runtime.runner.proc.kill = lambda: (events.append("kill"), kill())[1]
+host.position_sample = lambda arrays, rng: (events.append("sample"), sample(arrays, rng))[1]
+runtime.first_visit(generate_inputs(task, "timing", 7), "the confirming call")
+# A fresh runner whose confirming call fails: killed, and none of its mappings kept (its warm-ups' too).
+fresh = runtime.confirming_runtime(generate_inputs(task, "timing", 8), 2)
+def fail(work):
+    raise RuntimeError("the call failed")
+fresh.invoke = fail
+try:
+    fresh.first_visit(generate_inputs(task, "timing", 9), "the confirming call")
+except RuntimeError:
+    pass
+left = {"reaped": fresh.runner.proc.returncode is not None, "mapped": len(fresh._mapped),
+        "run_buffers": fresh._run_buffers is not None}
+print(json.dumps({"events": events, "failed": left}))
+"""
+
+
+def test_the_confirming_runner_is_killed_before_what_its_call_left_is_sampled(tmp_path: Path) -> None:
+    """Review 39b's L2: nothing untimed between the confirming call's acknowledgement and its runner's
+    kill (the sample of every array, then the kill, left the candidate's threads that long); the sample
+    is still taken before the runner is reaped and compared with the copy made after. L3: a confirming
+    call that fails leaves its runner killed and reaped and none of its mappings (its warm-ups') held."""
+    (tmp_path / "task").mkdir()
+    (tmp_path / "c").mkdir()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[3])}
+    done = subprocess.run(
+        [sys.executable, "-c", _KILL_THEN_SAMPLE],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["events"][:2] == ["kill", "sample"], result
+    # Review 39b's L3: a confirming call that fails leaves no runner and no mapping behind.
+    assert result["failed"] == {"reaped": True, "mapped": 0, "run_buffers": False}, result
