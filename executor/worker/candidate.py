@@ -1051,11 +1051,11 @@ class Worker:
             return None
         t0 = time.perf_counter()
         call = "the confirming call on a fresh set after the trials"
+        # Drawn before a fresh runner starts: the confirming call follows its warm-up at once (review
+        # 39b's L1), and the set reaches the runner only with the call's request.
+        fresh = generate_inputs(self.task, "timing", seed, self.reference_lib)
         if isinstance(candidate, RunnerFunctionRuntime):
             warm = self.warm_source if self.warm_source is not None else self.timing_sources[0]
-            # Drawn before the fresh runner starts: the confirming call follows its warm-up at once
-            # (review 39b's L1), and the set reaches the runner only with the call's request.
-            fresh = generate_inputs(self.task, "timing", seed, self.reference_lib)
             t1 = time.perf_counter()
             try:
                 # As many warm-up calls as the trials make (at least 2: an autotuner's first calls at
@@ -1073,7 +1073,6 @@ class Worker:
             finally:  # review 39b's L3: no fresh runner, and none of its mappings, outlives the call
                 confirming.close()
         else:
-            fresh = generate_inputs(self.task, "timing", seed, self.reference_lib)
             ms, work = candidate.first_visit(fresh, call, self.confirm_buffers)
         self._add_seconds("repeat_confirm", t0)
         self.seconds["repeat_confirm_call"] = ms / 1e3

@@ -168,17 +168,25 @@ def changed_since(
     return None
 
 
-def check_left(call: str, arrays: dict[str, np.ndarray], sample: dict[str, SpotSample]) -> None:
+def check_left(
+    call: str,
+    arrays: dict[str, np.ndarray],
+    sample: dict[str, SpotSample],
+    kind: str = "output",
+    changed_when: str = "after its end was announced",
+) -> None:
     """Raise :class:`CandidateFailed` (``wrong_output``) when a timed call's outputs (``arrays``) no
     longer hold what ``sample`` (:func:`position_sample`, taken when the call returned, before its end
-    was announced) held: something wrote to them after the call's end (``call`` names it and its set)."""
+    was announced) held: something wrote to them after the call's end (``call`` names it and its set).
+    ``kind`` and ``changed_when`` word the message for other arrays and moments (a confirming runner's
+    arrays, sampled at its call's acknowledgement and copied once it was killed)."""
     changed = changed_since(arrays, sample)
     if changed is not None:
         name, differ, count = changed
         raise CandidateFailed(
             ErrorKind.WRONG_OUTPUT,
-            f"{call}: {differ} of {count} elements of its output {name!r}, sampled when it returned, changed "
-            "after its end was announced: its work was not done when it returned",
+            f"{call}: {differ} of {count} elements of its {kind} {name!r}, sampled when it returned, changed "
+            f"{changed_when}: its work was not done when it returned",
         )
 
 
@@ -938,13 +946,6 @@ class RunnerFunctionRuntime(FunctionRuntime):
                     np.copyto(kept[name], a)
         finally:  # its last call: the runner killed, and every mapping let go, on every path (review 39b's L3)
             self.close()
-        changed = changed_since(kept, at_end)
-        if changed is not None:
-            name, differ, count = changed
-            raise CandidateFailed(
-                ErrorKind.WRONG_OUTPUT,
-                f"{call}: {differ} of {count} elements of its array {name!r}, sampled when it returned, "
-                "changed before its process was killed: its work was not done when it returned",
-            )
+        check_left(call, kept, at_end, kind="array", changed_when="before its process was killed")
         left = InputSet(work.seed, work.size, dict(work.scalars), kept)
         return max((end - start) * 1e3 - self.call_overhead_ms, 0.0), left
