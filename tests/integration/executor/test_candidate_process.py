@@ -25,7 +25,6 @@ Host runtime, built with the host compiler (no static rules: what is tested is t
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import platform
 import signal
@@ -48,6 +47,7 @@ from tests.support.hostcode import (
     use_candidate_process,
     write_task,
 )
+from tests.support.scripts import script_answer
 
 
 def _scanner(whose: str) -> str:
@@ -181,19 +181,7 @@ print(json.dumps(out))
 
 
 def _runner_case(tmp_path: Path, runtime: str, act: str) -> dict[str, object]:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[3])}
-    done = subprocess.run(
-        [sys.executable, "-c", _RUNNER_CASE, runtime, act],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    return script_answer(_RUNNER_CASE, runtime, act, cwd=tmp_path)
 
 
 _WORKER_OF_A_RUNNER = """

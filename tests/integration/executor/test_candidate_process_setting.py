@@ -16,11 +16,8 @@ Host runtime, built with the host compiler.
 
 from __future__ import annotations
 
-import json
-import os
 import platform
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +39,7 @@ from tests.support.hostcode import (
     saxpy_timed_at,
     use_default_candidate_process,
 )
+from tests.support.scripts import script_answer
 
 CANDIDATES = {
     "correct": SAXPY_HEAD + "for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i]; }",
@@ -147,20 +145,7 @@ print(json.dumps({"landlock": runner.landlock_version(), "outcome": outcome.mode
 def _without_landlock(cwd: Path, script: str, *args: str) -> dict[str, Any]:
     """``script`` run with ``args`` under the default in a process of a host without Landlock; what it
     printed last, as JSON."""
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[3])}
-    env.pop(CANDIDATE_PROCESS_ENV, None)
-    done = subprocess.run(
-        [sys.executable, "-c", script, *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    answer: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return answer
+    return script_answer(script, *args, cwd=cwd, timeout_s=300, unset=(CANDIDATE_PROCESS_ENV,))
 
 
 def test_on_a_host_without_landlock_the_default_runs_the_candidate_in_its_worker_and_says_so(

@@ -20,10 +20,6 @@ after the trials.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -42,6 +38,7 @@ from tests.support.hostcode import (
     use_default_candidate_process,
     write_task,
 )
+from tests.support.scripts import script_answer
 
 HEAD = 'extern "C" void damp(int n, const float* x, float* y) {\n'
 BODY = "for (int i = 0; i < n; ++i) { float v = x[i]; for (int k = 0; k < 40; ++k) v = v * 0.999f + 0.001f * x[i]; y[i] = v; }"
@@ -494,18 +491,7 @@ def test_the_confirming_runner_is_killed_before_what_its_call_left_is_sampled(tm
     call that fails leaves its runner killed and reaped and none of its mappings (its warm-ups') held."""
     (tmp_path / "task").mkdir()
     (tmp_path / "c").mkdir()
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[3])}
-    done = subprocess.run(
-        [sys.executable, "-c", _KILL_THEN_SAMPLE],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = script_answer(_KILL_THEN_SAMPLE, cwd=tmp_path)
     assert result["events"][:2] == ["kill", "sample"], result
     # Review 39b's L3: a confirming call that fails leaves no runner and no mapping behind.
     assert result["failed"] == {"reaped": True, "mapped": 0, "run_buffers": False}, result
