@@ -292,6 +292,9 @@ class Jail:
             "tmpfs": list(self.tmpfs),
             "required": [os.path.abspath(str(p)) for p in self.required],
             "init": self.init,
+            # SysV IPC's limits lowered (jail_init.IPC_LIMITS), only where the jail has an IPC namespace
+            # of its own: written in the host's, they would be the host's.
+            "ipc_limits": "--ipc" in _unshare_args(),
             "uid": JAIL_UID if is_root() else None,
             "env": env,
         }

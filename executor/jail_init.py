@@ -3,6 +3,7 @@
 Run as ``python -I jail_init.py SPEC_JSON -- COMMAND...`` by ``unshare --mount --ipc --pid --fork`` (plus
 ``--user --map-root-user`` where the executor is not root): it builds a new root on a tmpfs with only
 the paths the spec names bind-mounted (read-only unless listed as writable), a fresh /proc and /tmp,
+SysV IPC's limits lowered in its IPC namespace (where the spec says it has one of its own),
 chroots into it, drops to the spec's unprivileged uid when it has one, and execs the command. Any
 failure ends it with status 125 and one line on stderr that starts with ``jail:``; the command never
 runs outside the jail.
@@ -148,6 +149,26 @@ def _bind(root: str, path: str, writable: bool, device: bool) -> None:
     _mount(None, target, None, flags)
 
 
+# SysV IPC's limits in the jail's own IPC namespace (its sysctls are the namespace's, writable by its
+# owner: root, or the user namespace's mapped root). Segments filled and detached, and messages left in
+# queues, hold host memory that no process maps: outside RLIMIT_AS and any process's RSS (review 39b's
+# probe held 2 x 128 MiB while its VmSize read 162,412 kB). Nothing of the executor's uses SysV IPC.
+IPC_LIMITS = {
+    "kernel/shmmax": 16 << 20,  # bytes in one segment
+    "kernel/shmall": (32 << 20) // 4096,  # pages in all of them
+    "kernel/shmmni": 16,  # segments
+    "kernel/msgmni": 16,  # message queues (each of kernel/msgmnb bytes, 16 KiB by default)
+}
+
+
+def _limit_ipc() -> None:
+    """Lower SysV IPC's limits in this (new) IPC namespace: best effort (a read-only ``/proc/sys``,
+    as in some containers, leaves the host's limits; said nowhere but docs/executor.md)."""
+    for name, value in IPC_LIMITS.items():
+        with contextlib.suppress(OSError), open(f"/proc/sys/{name}", "w") as f:
+            f.write(str(value))
+
+
 def main(argv: list[str]) -> None:
     """Build the jail described by ``argv[0]`` (JSON) and exec ``argv[2:]`` in it."""
     if len(argv) < 3 or argv[1] != "--":
@@ -160,6 +181,8 @@ def main(argv: list[str]) -> None:
         for path in spec.get("required", []):
             if not os.path.exists(path):
                 raise OSError(2, f"a required path is missing: {path}")
+        if spec.get("ipc_limits"):  # only in an IPC namespace of the jail's own: never the host's
+            _limit_ipc()  # through the host's /proc, before the jail's own replaces it
         _mount(None, "/", None, MS_REC | MS_PRIVATE)
         _mount("tmpfs", root, "tmpfs", MS_NOSUID, f"mode=755,size={spec.get('tmpfs_size', '1g')}")
         for path in spec.get("read_only", []):

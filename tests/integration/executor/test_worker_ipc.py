@@ -28,6 +28,7 @@ import pytest
 
 from executor.evaluate import Evaluator
 from executor.jail import protection
+from executor.jail_init import IPC_LIMITS
 from executor.protocol import CandidateSource, EvaluationOptions
 from executor.reference import build_reference
 from executor.sandbox import WorkerProcess, _job_dirs, finish_candidate, remove_ipc_of, start_candidate
@@ -78,20 +79,23 @@ static char* base = 0;
     + " }\n}\n"
     + STUB
 )
-SEGMENTS, SEGMENT_MB = 6, 64
-# saxpy that leaves SEGMENTS segments of SEGMENT_MB, written through, on its first call.
+# As much as the jail's SysV limits let a worker hold (executor.jail_init.IPC_LIMITS: 16 MiB a segment,
+# 32 MiB in all; 6 x 64 MB before them).
+SEGMENTS, SEGMENT_MB = 2, 16
+# saxpy that leaves SEGMENTS segments of SEGMENT_MB, written through, on its first call; right only
+# where it made them all (so that the test below has something to see gone).
 LEAVER = (
     r"""
 #include <cstring>
 extern "C" int shmget(int key, unsigned long size, int flags);
 extern "C" void* shmat(int id, const void* addr, int flags);
 extern "C" int shmdt(const void* addr);
-static int done = 0;
+static int done = 0, made = 0;
 extern "C" void saxpy(int n, float a, const float* x, float* y) {
   if (!done) { done = 1;
     for (int s = 0; s < SEGMENTS; ++s) { int id = shmget(KEY + s, SEGMENT_MBul << 20, 01000 | 0600);
-      if (id >= 0) { void* p = shmat(id, 0, 0); if (p != (void*)-1) { std::memset(p, 1, SEGMENT_MBul << 20); shmdt(p); } } } }
-  for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i];
+      if (id >= 0) { void* p = shmat(id, 0, 0); if (p != (void*)-1) { std::memset(p, 1, SEGMENT_MBul << 20); shmdt(p); ++made; } } } }
+  for (int i = 0; i < n; ++i) y[i] = made == SEGMENTS ? a * x[i] + y[i] : -1.0f;
 }
 """.replace("SEGMENT_MB", str(SEGMENT_MB)).replace("SEGMENTS", str(SEGMENTS))
     + STUB
@@ -127,6 +131,21 @@ extern "C" void saxpy(int n, float a, const float* x, float* y) {
   long key = syscall(SYS_add_key, "user", "DESCRIPTION", "memo", 4, -4);
   bool ok = key < 0 && errno == EPERM;
   if (key >= 0) syscall(SYS_keyctl, 9, key, -4);
+  for (int i = 0; i < n; ++i) y[i] = ok ? a * x[i] + y[i] : -1.0f;
+}
+"""
+
+# saxpy, right only when the jail's SysV limits hold: a segment of 128 MiB is refused, and segments of 8
+# MiB, created until one is refused (at most 40: 320 MiB), hold no more than the namespace's total.
+# Review 39b's shm_hoard filled two segments of 128 MiB and detached them: host memory outside RLIMIT_AS
+# and every process's RSS.
+SHM_HOARDER = r"""
+extern "C" int shmget(int key, unsigned long size, int flags);
+extern "C" void saxpy(int n, float a, const float* x, float* y) {
+  bool ok = shmget(0, 128ul << 20, 01000 | 0600) < 0;
+  unsigned long held = 0;
+  for (int s = 0; s < 40 && shmget(0, 8ul << 20, 01000 | 0600) >= 0; ++s) held += 8ul << 20;
+  ok = ok && held <= LIMIT;
   for (int i = 0; i < n; ++i) y[i] = ok ? a * x[i] + y[i] : -1.0f;
 }
 """
@@ -202,10 +221,10 @@ def test_a_workers_sysv_segments_are_gone_after_it_ends(tmp_path: Path, shm_key:
     # The namespace is freed by the kernel shortly after its last process (asynchronously).
     deadline = time.monotonic() + 30.0
     left = _shmem_mb() - before
-    while left > SEGMENTS * SEGMENT_MB // 3 and time.monotonic() < deadline:
+    while left > SEGMENTS * SEGMENT_MB // 2 and time.monotonic() < deadline:
         time.sleep(0.5)
         left = _shmem_mb() - before
-    assert left <= SEGMENTS * SEGMENT_MB // 3, f"{left} MB of shared memory left after the worker ended"
+    assert left <= SEGMENTS * SEGMENT_MB // 2, f"{left} MB of shared memory left after the worker ended"
 
 
 def _run_in_worker(tmp_path: Path, source: str, gpu_lock: Path | None = None) -> WorkerOutcome:
@@ -254,6 +273,15 @@ def test_a_jailed_worker_cannot_keep_anything_in_a_keyring(tmp_path: Path) -> No
     description = f"regraph-test-{secrets.token_hex(4)}"
     outcome = _run_in_worker(tmp_path, KEY_ADDER.replace("DESCRIPTION", description))
     assert outcome.passed, outcome.message  # add_key refused with EPERM
+
+
+def test_a_jailed_worker_cannot_hoard_memory_in_sysv_segments(tmp_path: Path) -> None:
+    """Review 39b's open Medium (older than the runner): SysV segments filled and detached hold host
+    memory outside the worker's RLIMIT_AS and its RSS. The jail's IPC namespace has low SysV limits
+    (executor.jail_init.IPC_LIMITS): one segment of 16 MiB at most, 32 MiB in all."""
+    limit = IPC_LIMITS["kernel/shmall"] * 4096
+    outcome = _run_in_worker(tmp_path, SHM_HOARDER.replace("LIMIT", f"{limit}ul"))
+    assert outcome.passed, outcome.message
 
 
 def test_what_a_uid_fallback_worker_leaves_in_the_hosts_ipc_is_removed() -> None:
