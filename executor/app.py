@@ -417,6 +417,7 @@ def create_app(settings: ExecutorSettings | None = None) -> FastAPI:
             runtime_checks_available=evaluator.runtime_checks_available,
             nvcc=nvcc,
             candidate_process=evaluator.candidate_process,
+            memory_cgroups=evaluator.memory_cgroups,
             peak=floor.stored_peak(settings.cache_dir / "device-peak", kept) if kept else None,
             turns=TurnUsage.model_validate(evaluator.turns.usage()),
         )

@@ -88,6 +88,12 @@ def measure(
             killed_for = proc.wait(
                 timeout_s, memory_limit_bytes, watch_rss=pool.runtime == "gpu", cancelled=stopping
             )
+        exceeded = proc.memory_exceeded()
+        if exceeded is not None:
+            return BaselineOutcome(
+                ok=False,
+                message=f"the baseline worker ran out of its memory limit (its memory cgroup: {exceeded})",
+            )
         if proc.result_path.exists():
             outcome = BaselineOutcome.model_validate_json(proc.result_path.read_text())
             outcome.seconds["host_shared"] = float(shared)  # not seconds: how its trials held the host

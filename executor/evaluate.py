@@ -23,6 +23,7 @@ from executor import baseline as baseline_worker
 from executor import linkcheck
 from executor.basetiming import BaselineTimings, baseline_key
 from executor.cache import content_key
+from executor.cgroup import placement
 from executor.compile import DEFAULT_ARCH, INCLUDE_REFUSED, Compiler, RemoteBuilds, device_arch, kernel_symbol
 from executor.devcompare import compare_source
 from executor.errors import EvaluationCancelled, EvaluationExpired, ExecutorError, ReferenceBuildError
@@ -136,8 +137,13 @@ class Evaluator:
         self._comparison: Future[str | None] | None = (
             self._threads.submit(self._build_comparison) if self.runtime == "gpu" else None
         )
+        # Each worker's memory cgroup (executor.cgroup): where they are made, found once per process.
+        self.cgroups = placement(settings.memory_cgroups)
         self.pool = WorkerPool(
-            self.runtime, prewarm=settings.prewarm_workers, timing_cores=settings.timing_cores
+            self.runtime,
+            prewarm=settings.prewarm_workers,
+            timing_cores=settings.timing_cores,
+            cgroups=self.cgroups.place,
         )
         # One candidate's run at a time on the GPU, in arrival order or kernel runs first while the
         # device is busy for a function task's trials (executor.gputurns, gpu_kernel_first).
@@ -214,6 +220,12 @@ class Evaluator:
         if has_gpu and importlib.util.find_spec("pycuda") is not None:
             return "gpu"
         return "none"
+
+    @property
+    def memory_cgroups(self) -> str:
+        """Whether each worker runs in a memory cgroup of its own here, where, and why not
+        (:func:`executor.cgroup.placement`)."""
+        return self.cgroups.says
 
     @property
     def candidate_process(self) -> str | None:

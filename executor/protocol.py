@@ -367,6 +367,11 @@ class DeviceInfo(BaseModel):
         description="where a function candidate runs here (a process of its own, or its worker's) and "
         "why (REGRAPH_EXECUTOR_CANDIDATE_PROCESS); None where no candidate runs",
     )
+    memory_cgroups: str | None = Field(
+        default=None,
+        description="whether each worker runs in a memory cgroup of its own (REGRAPH_EXECUTOR_MEMORY_CGROUPS), "
+        "where, or why not",
+    )
     peak: DevicePeak | None = Field(
         default=None,
         description="the bandwidths and launch latency the physical floor is computed from (executor.floor), "

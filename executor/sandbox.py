@@ -50,6 +50,7 @@ from pydantic import BaseModel
 
 from executor import timingset
 from executor.cache import DEFAULT_CACHE_DIR
+from executor.cgroup import HEADROOM_BYTES, CgroupError, CgroupMemory, CgroupPlace, WorkerCgroup, enter
 from executor.clockcheck import CLOCK_CONFIRM_CALLS, clock_check, copy_allowance
 from executor.errors import EvaluationCancelled, WorkerError
 from executor.fleet.pinning import TIMING_SPLIT_ENV, executor_split
@@ -595,12 +596,17 @@ _SPAWNER = _Spawner()
 
 
 def _worker_setup(
-    cwd: str, user: int | None, cores: tuple[int, ...] | None = None
+    cwd: str, user: int | None, cores: tuple[int, ...] | None = None, cgroup_procs: int | None = None
 ) -> None:  # pragma: no cover - between fork and exec
     """A worker's files (the reference's outputs above all) readable by a jailed candidate worker; a
     worker of its own uid (the ``uid`` fallback) gets the jail's uid's group, which the directories
     that workers share are writable by. ``cores``: where it starts (the timing split's rest, so that
-    not even its start-up runs on the cores kept for host-timed trials; the kernel may refuse)."""
+    not even its start-up runs on the cores kept for host-timed trials; the kernel may refuse).
+    ``cgroup_procs``: a descriptor of its memory cgroup's ``cgroup.procs``, entered first, before the
+    exec, so that nothing the worker starts (``unshare``, the jail's init, the worker, its runner) is
+    ever outside it; a refusal fails the start."""
+    if cgroup_procs is not None:
+        enter(cgroup_procs)
     os.umask(0o022)
     if cores:
         with contextlib.suppress(OSError):
@@ -730,10 +736,17 @@ class WorkerProcess:
         command: Literal["serve", "probe", "peak", "baseline"] = "serve",
         binds: list[tuple[Path, bool]] | None = None,
         timing_cores: int | None = None,
+        cgroups: CgroupPlace | None = None,
     ) -> None:
         """``timing_cores``: the executor's setting of that name, from which the worker's cores are
-        split (:func:`executor.fleet.pinning.executor_split`; None: the environment's, else automatic)."""
+        split (:func:`executor.fleet.pinning.executor_split`; None: the environment's, else automatic).
+        ``cgroups``: where the worker's memory cgroup is made (:mod:`executor.cgroup`; None: none)."""
         self.role = role
+        self._cgroup_place = cgroups
+        # The worker's memory cgroup (made at its start, kept across a restart before its job, removed
+        # by close) and the memory limit its job was sent with.
+        self.cgroup: WorkerCgroup | None = None
+        self.memory_limit_bytes: int | None = None
         self.timing_cores = timing_cores
         self.runtime = runtime
         self.dir = Path(tempfile.mkdtemp(prefix=f"regraph-{role}-", dir=workdir or workers_dir()))
@@ -855,6 +868,21 @@ class WorkerProcess:
                 user = self.uid if self.uid is not None else user
             _open_to_jail(self.dir, writable=True, owner=self.uid if self.uid is not None else JAIL_UID)
             _open_to_jail(self.dir.parent, writable=False)
+        cgroup_procs: int | None = None
+        try:
+            if self._cgroup_place is not None and self.cgroup is None:
+                self.cgroup = WorkerCgroup.make(self._cgroup_place)
+            if self.cgroup is not None:
+                cgroup_procs = self.cgroup.open_procs()
+        except CgroupError as e:  # a place that was checked at the start: never run without it
+            if sock is not None:
+                sock.close()
+            else:
+                os.close(done_read)
+            os.close(done_write)
+            self._remove_cgroup()
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise WorkerError(f"cannot start a worker: {e}") from e
         with self.stderr_path.open("wb") as err:
             # The first line of the worker's log: the protection in force (shown with a crash); for a
             # candidate worker that can run one, where a function candidate runs, and why, the second.
@@ -864,7 +892,9 @@ class WorkerProcess:
             err.flush()
             try:
                 split = executor_split(self.timing_cores)
-                setup = functools.partial(_worker_setup, str(self.dir), user, split.rest if split else None)
+                setup = functools.partial(
+                    _worker_setup, str(self.dir), user, split.rest if split else None, cgroup_procs
+                )
 
                 def start() -> subprocess.Popen[bytes]:
                     return subprocess.Popen(
@@ -881,15 +911,18 @@ class WorkerProcess:
 
                 # forked by a thread that lives as long as this process (_Spawner: the death signal)
                 self.proc = _SPAWNER.run(start)
-            except OSError as e:
+            except (OSError, subprocess.SubprocessError) as e:  # the latter: refused by its cgroup
                 if sock is not None:
                     sock.close()
                 else:
                     os.close(done_read)
+                self._remove_cgroup()
                 shutil.rmtree(self.dir, ignore_errors=True)
                 raise WorkerError(f"cannot start a worker: {e}") from e
             finally:
                 os.close(done_write)  # the worker holds the only write end: its exit closes the pipe
+                if cgroup_procs is not None:
+                    os.close(cgroup_procs)
         self.started = time.monotonic()
         self._done_sock, self._done = sock, done_read
         self._stamped = sock is not None
@@ -1012,7 +1045,37 @@ class WorkerProcess:
                 self._respawn()
         paths = {"progress_path": str(self.progress_path), "result_path": str(self.result_path)}
         update = {"memory_limit_bytes": memory_limit_bytes, **paths, **fields}
+        self.memory_limit_bytes = memory_limit_bytes
+        if self.cgroup is not None and memory_limit_bytes is not None:
+            # Before the job: nothing of a caller's (a reference, a candidate) has run in it yet.
+            try:
+                self.cgroup.limit(memory_limit_bytes + HEADROOM_BYTES)
+            except CgroupError as e:
+                raise WorkerError(f"cannot limit the worker's memory cgroup: {e}") from e
         self.send("job.json", job.model_copy(update=update))
+
+    def cgroup_memory(self) -> CgroupMemory | None:
+        """What the worker's memory cgroup recorded (:meth:`WorkerCgroup.memory`); None without one,
+        or where it cannot be read (logged)."""
+        if self.cgroup is None:
+            return None
+        try:
+            return self.cgroup.memory()
+        except CgroupError as e:
+            logger.warning("cannot read the worker's memory cgroup: %s", e)
+            return None
+
+    def memory_exceeded(self) -> str | None:
+        """How the worker's memory cgroup met its limit with nothing left to reclaim (its figures), or
+        None when it did not (or it has none)."""
+        memory = self.cgroup_memory()
+        return memory.describe() if memory is not None and memory.exceeded else None
+
+    def _remove_cgroup(self) -> None:
+        """Kill what is left in the worker's memory cgroup and remove it."""
+        if self.cgroup is not None:
+            self.cgroup.remove()
+            self.cgroup = None
 
     def admit(self, run: CandidateRun) -> CandidateRun:
         """``run`` with its products in reach of the worker: a product outside its jail's binds is
@@ -1073,9 +1136,11 @@ class WorkerProcess:
         return True
 
     def close(self) -> None:
-        """Kill the worker if it still runs and remove its directory."""
+        """Kill the worker if it still runs and remove its directory and its memory cgroup (with
+        anything left in it: a process that left the worker's process group)."""
         self.kill()
         self._close_done()
+        self._remove_cgroup()
         shutil.rmtree(self.dir, ignore_errors=True)
         if self._jail_root is not None:
             with contextlib.suppress(OSError):
@@ -1603,10 +1668,13 @@ class WorkerPool:
         prewarm: bool = True,
         workdir: Path | None = None,
         timing_cores: int | None = None,
+        cgroups: CgroupPlace | None = None,
     ) -> None:
-        """``timing_cores``: the executor's setting, handed to every worker (:class:`WorkerProcess`)."""
+        """``timing_cores``: the executor's setting, handed to every worker (:class:`WorkerProcess`);
+        ``cgroups``: where each worker's memory cgroup is made (None: no cgroups)."""
         self.runtime = runtime
         self.timing_cores = timing_cores
+        self.cgroups = cgroups
         self.prewarm = prewarm
         self.workdir = workdir
         self._spares: dict[Role, WorkerProcess] = {}
@@ -1664,6 +1732,7 @@ class WorkerPool:
             gpu_lock=lock,
             command=command,
             timing_cores=self.timing_cores,
+            cgroups=self.cgroups,
         )
 
     def start_command(self, command: Literal["peak", "baseline"]) -> WorkerProcess:
@@ -1818,6 +1887,19 @@ def finish_candidate(
     stage: Literal["correctness", "timing"] = (
         "timing" if stage_text in ("timing", "baseline", "reference_timing") else "correctness"
     )
+    exceeded = proc.memory_exceeded()
+    if exceeded is not None:
+        # Its memory cgroup met the limit: the kernel killed a process of it (the worker, or its runner,
+        # whose death ends the worker), or refused it memory. Whatever the worker wrote or how it died.
+        limit_bytes = memory_limit_bytes if memory_limit_bytes is not None else proc.memory_limit_bytes
+        return WorkerOutcome(
+            passed=False,
+            stage=stage,
+            error=ErrorKind.OUT_OF_MEMORY,
+            message=f"worker exceeded {limit_bytes} bytes of host memory during {stage_text} (its memory "
+            f"cgroup, which counts tmpfs files, memfd and shared memory too: {exceeded})",
+            seconds={stage: elapsed, "run": elapsed},
+        )
     if killed_for is not None and proc.released_fault is not None:  # the candidate's fault, named
         return WorkerOutcome(
             passed=False,
@@ -1903,6 +1985,13 @@ def finish_reference(
     (:class:`EvaluationCancelled` once ``cancelled`` is set)."""
     try:
         killed_for = proc.wait(timeout_s, None, watch_rss=False, cancelled=cancelled)
+        exceeded = proc.memory_exceeded()
+        if exceeded is not None:
+            return ReferenceOutcome(
+                ok=False,
+                message=f"the reference's worker exceeded {proc.memory_limit_bytes} bytes of host memory "
+                f"(its memory cgroup: {exceeded})",
+            )
         if killed_for is ErrorKind.TIMEOUT:
             return ReferenceOutcome(ok=False, message=f"the reference was killed after {timeout_s:.0f}s")
         if proc.result_path.exists():

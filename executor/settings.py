@@ -224,6 +224,15 @@ class ExecutorSettings(BaseSettings):
     )
     request_timeout_s: float = Field(default=900.0, gt=0, description="limit of one synchronous request")
     memory_limit_bytes: int = Field(default=16 << 30, gt=0, description="host memory of one worker process")
+    memory_cgroups: str = Field(
+        default="auto",
+        description="a memory cgroup per worker (executor.cgroup), limited to memory_limit_bytes plus 64 MiB, "
+        "so that what no process maps counts too (memfd pages, files in the jail's tmpfs, SysV segments): "
+        "'auto' (the executor's own cgroup on v1; on v2 its own where memory is enabled for its children, "
+        "a leaf it moves itself to where it is alone in its cgroup, or the nearest writable ancestor that "
+        "enables memory), 'off', or a cgroup directory to make them in. Where none is usable the workers "
+        "run without, and GET /v1/device's memory_cgroups says why",
+    )
     compile_workers: int = Field(
         default_factory=lambda: default_compile_workers(os.cpu_count()),
         ge=1,

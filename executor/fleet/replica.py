@@ -175,6 +175,7 @@ class ExecutorReplica:
             "runtime_checks_available": self.evaluator.runtime_checks_available,
             "nvcc": nvcc,
             "candidate_process": self.evaluator.candidate_process,
+            "memory_cgroups": self.evaluator.memory_cgroups,
             "turns": self.evaluator.turns.usage(),
         }
 

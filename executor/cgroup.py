@@ -1,0 +1,457 @@
+"""A memory cgroup per worker: host memory that no process of the worker maps still counts.
+
+``RLIMIT_AS`` (the host path) and the parent's watch of resident memory (the GPU path,
+:func:`executor.sandbox._tree_rss_bytes`) see only what a process maps. A candidate can hold more
+without mapping it: the pages of a ``memfd`` it filled and unmapped (the descriptor kept), files written
+to its jail's tmpfs (``/tmp``, ``/dev/shm``), SysV segments (capped since session 38 by the jail's IPC
+limits). The kernel charges those pages to the memory cgroup of the task that faulted them in, so a
+cgroup of its own per worker, with a limit, bounds them all: past the limit the kernel reclaims what it
+can and then kills a process of the cgroup (on cgroup v2, all of them: ``memory.oom.group``).
+
+:func:`find_place` looks once for a directory where the executor may make such cgroups:
+
+- cgroup v1: the executor's own cgroup in the memory hierarchy (children may sit beside processes);
+- cgroup v2: the executor's own cgroup where memory is already enabled for its children (the root); else,
+  where the executor is the only process of its cgroup (a systemd unit with ``Delegate=yes``, a
+  container's own cgroup), the executor moves itself into a leaf of it (``regraph-executor``: the rule
+  of no internal processes) and enables memory for its children; else the nearest ancestor that
+  enables memory for its children and that the executor may write (root on a host);
+- ``REGRAPH_EXECUTOR_MEMORY_CGROUPS`` names such a directory itself, or turns them ``off``.
+
+Where none is usable (not root and nothing delegated, a read-only cgroupfs, no memory controller) the
+workers run as before and :attr:`Placement.says` tells why (``GET /v1/device``'s ``memory_cgroups``).
+
+A worker enters its cgroup between fork and exec (:func:`enter`, through a descriptor that the
+executor opened), so nothing it starts is ever outside it; its limit is written before its job is sent
+(:meth:`WorkerCgroup.limit`); what it used is read for its verdict (:meth:`WorkerCgroup.memory`); the
+cgroup is emptied (``cgroup.kill`` on v2, SIGKILL to each process otherwise) and removed with the
+worker (:meth:`WorkerCgroup.remove`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import itertools
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from executor.errors import ExecutorError
+
+logger = logging.getLogger(__name__)
+
+# The executor's setting (ExecutorSettings.memory_cgroups): "auto", "off", or a cgroup directory.
+OFF_VALUES = frozenset({"0", "off", "false", "no"})
+# The workers' cgroups are named PREFIX<executor pid>-<n>; the executor's own leaf on cgroup v2.
+PREFIX = "regraph-worker-"
+EXECUTOR_LEAF = "regraph-executor"
+# Above the job's memory_limit_bytes: the jail's own processes (``unshare`` and its small Python init,
+# about 10 MB resident), and the kernel's memory for the worker's page tables, sockets and files, which
+# a cgroup counts and the RSS watch does not. Page cache charged to the cgroup is reclaimed before any
+# process is killed.
+HEADROOM_BYTES = 64 << 20
+# How long the removal of a worker's cgroup waits for its last processes to exit.
+REMOVE_WAIT_S = 10.0
+PROC_CGROUP = Path("/proc/self/cgroup")
+MOUNTINFO = Path("/proc/self/mountinfo")
+
+Version = Literal[1, 2]
+
+
+class CgroupError(ExecutorError):
+    """A cgroup of the workers could not be made, limited, entered or read."""
+
+
+@dataclass(frozen=True)
+class CgroupPlace:
+    """Where workers' memory cgroups are made: ``parent`` (a directory of the cgroup ``version``)."""
+
+    version: Version
+    parent: Path
+    how: str  # how it was found, for the executor's log and GET /v1/device
+
+    def describe(self) -> str:
+        """One line on what bounds a worker's memory here."""
+        return (
+            f"each worker in a memory cgroup of its own (cgroup v{self.version}, under {self.parent}: "
+            f"{self.how}), limited to the memory limit plus {HEADROOM_BYTES >> 20} MiB, tmpfs, memfd "
+            "and SysV pages counted"
+        )
+
+
+@dataclass(frozen=True)
+class Placement:
+    """What :func:`find_place` found: a place, or None and why not (``says``, either way)."""
+
+    place: CgroupPlace | None
+    says: str
+
+
+@dataclass(frozen=True)
+class CgroupMemory:
+    """What a worker's cgroup recorded: its peak (bytes; None where the kernel keeps none: cgroup v2
+    before Linux 5.19), how many times it was out of memory at its limit (``ooms``: v2's ``oom``
+    events, v1's ``under_oom`` now) and how many processes the kernel killed for it (``oom_kills``)."""
+
+    peak: int | None
+    ooms: int
+    oom_kills: int
+
+    @property
+    def exceeded(self) -> bool:
+        """Whether the worker met its limit with nothing left to reclaim."""
+        return self.ooms > 0 or self.oom_kills > 0
+
+    def describe(self) -> str:
+        """Its figures, for a verdict's message."""
+        peak = f"peak {self.peak >> 20} MiB, " if self.peak is not None else ""
+        return f"{peak}{self.oom_kills} process(es) killed by the kernel at the limit"
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError as e:
+        raise CgroupError(f"cannot read {path}: {e.strerror or e}") from e
+
+
+def _write(path: Path, value: str) -> None:
+    try:
+        fd = os.open(path, os.O_WRONLY)
+    except OSError as e:
+        raise CgroupError(f"cannot open {path}: {e.strerror or e}") from e
+    try:
+        os.write(fd, value.encode())
+    except OSError as e:
+        raise CgroupError(f"cannot write {value!r} to {path}: {e.strerror or e}") from e
+    finally:
+        os.close(fd)
+
+
+def _keyed(text: str) -> dict[str, int]:
+    """``name value`` lines (``memory.events``, ``memory.oom_control``) as a dict."""
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        with contextlib.suppress(ValueError):
+            out[name] = int(value)
+    return out
+
+
+def _procs(directory: Path) -> list[int]:
+    try:
+        return [int(p) for p in (directory / "cgroup.procs").read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _writable(directory: Path) -> bool:
+    return os.access(directory, os.W_OK) and os.access(directory / "cgroup.procs", os.W_OK)
+
+
+def _mounts(mountinfo: Path) -> list[tuple[str, str, str, set[str]]]:
+    """The cgroup mounts: (root in the hierarchy, mount point, file system type, super options)."""
+    found = []
+    with contextlib.suppress(OSError):
+        for line in mountinfo.read_text().splitlines():
+            head, _, tail = line.partition(" - ")
+            fields, rest = head.split(), tail.split()
+            if len(fields) >= 5 and len(rest) >= 3 and rest[0] in ("cgroup", "cgroup2"):
+                found.append((fields[3], fields[4], rest[0], set(rest[2].split(","))))
+    return found
+
+
+def _under(mount_root: str, mount_point: str, path: str) -> Path | None:
+    """Where the cgroup ``path`` (as /proc/self/cgroup says it) is in a mount of its hierarchy whose
+    root is ``mount_root``; None when the mount does not show it."""
+    if mount_root != "/" and path != mount_root and not path.startswith(mount_root.rstrip("/") + "/"):
+        return None
+    rest = path[len(mount_root) :] if mount_root != "/" else path
+    return Path(mount_point) / rest.lstrip("/")
+
+
+def _own_cgroups(proc_cgroup: Path, mountinfo: Path) -> tuple[Path | None, Path | None, Path | None, str]:
+    """This process's memory cgroup directory on v1, its cgroup v2 directory and v2's mount point
+    (each None where there is none to be seen), and what was missing."""
+    try:
+        lines = proc_cgroup.read_text().splitlines()
+    except OSError as e:
+        return None, None, None, f"cannot read {proc_cgroup}: {e.strerror or e}"
+    mounts = _mounts(mountinfo)
+    v1 = v2 = v2_mount = None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "" and path:
+            for root, point, fstype, _ in mounts:
+                if fstype == "cgroup2" and (where := _under(root, point, path)) is not None:
+                    v2, v2_mount = where, Path(point)
+                    break
+        elif "memory" in controllers.split(","):
+            for root, point, fstype, options in mounts:
+                if (
+                    fstype == "cgroup"
+                    and "memory" in options
+                    and (where := _under(root, point, path)) is not None
+                ):
+                    v1 = where
+                    break
+    return v1, v2, v2_mount, "no cgroup file system with the memory controller is mounted here"
+
+
+def _v2_controllers(directory: Path, name: str) -> set[str]:
+    with contextlib.suppress(OSError):
+        return set((directory / name).read_text().split())
+    return set()
+
+
+def _v2_place(own: Path, mount: Path) -> CgroupPlace | str:
+    """A cgroup v2 directory whose children may have the memory controller, and which the executor may
+    write; or why there is none."""
+    if "memory" not in _v2_controllers(mount, "cgroup.controllers"):
+        return f"cgroup v2 at {mount} has no memory controller (it may be bound to a v1 hierarchy)"
+    if "memory" in _v2_controllers(own, "cgroup.subtree_control") and _writable(own):
+        return CgroupPlace(2, own, "the executor's own cgroup")
+    others = [pid for pid in _procs(own) if pid != os.getpid()]
+    if "memory" in _v2_controllers(own, "cgroup.controllers") and _writable(own) and not others:
+        # Delegated to the executor alone: it moves itself into a leaf (no internal processes).
+        leaf = own / EXECUTOR_LEAF
+        try:
+            with contextlib.suppress(FileExistsError):
+                leaf.mkdir()
+            _write(leaf / "cgroup.procs", str(os.getpid()))
+            _write(own / "cgroup.subtree_control", "+memory")
+        except (OSError, CgroupError) as e:
+            logger.warning("could not make %s the executor's own leaf: %s", leaf, e)
+        else:
+            return CgroupPlace(2, own, f"delegated: the executor moved itself to {EXECUTOR_LEAF}")
+    for ancestor in own.parents:
+        if ancestor != mount and mount not in ancestor.parents:
+            break
+        if "memory" in _v2_controllers(ancestor, "cgroup.subtree_control") and _writable(ancestor):
+            return CgroupPlace(
+                2, ancestor, "the nearest writable ancestor that enables memory for its children"
+            )
+    held = f" and {len(others)} other process(es) are in it" if others else ""
+    return (
+        f"cgroup v2: the executor's cgroup {own} does not enable memory for its children{held}, and no "
+        "ancestor that does is writable by the executor"
+    )
+
+
+def _check(place: CgroupPlace) -> None:
+    """Make a cgroup there, limit it, run a process in it and remove it: what every worker needs."""
+    probe = WorkerCgroup.make(place)
+    try:
+        probe.limit(256 << 20)
+        true = shutil.which("true") or "/bin/true"
+        fd = probe.open_procs()
+        try:
+            subprocess.run([true], preexec_fn=lambda: enter(fd), check=True, timeout=30)
+        except (OSError, subprocess.SubprocessError) as e:
+            raise CgroupError(f"a process could not enter {probe.path}: {e}") from e
+        finally:
+            os.close(fd)
+        probe.memory()
+    finally:
+        if not probe.remove():
+            raise CgroupError(f"could not remove {probe.path}")
+
+
+def _remove_stale(place: CgroupPlace) -> None:
+    """Remove the empty worker cgroups that an executor no longer running left there."""
+    with contextlib.suppress(OSError):
+        for child in place.parent.iterdir():
+            if not child.name.startswith(PREFIX) or not child.is_dir():
+                continue
+            owner = child.name[len(PREFIX) :].partition("-")[0]
+            if not owner.isdigit() or int(owner) == os.getpid() or _alive(int(owner)):
+                continue
+            if not _procs(child):
+                with contextlib.suppress(OSError):
+                    child.rmdir()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def find_place(
+    setting: str = "auto", proc_cgroup: Path = PROC_CGROUP, mountinfo: Path = MOUNTINFO
+) -> Placement:
+    """Where this executor makes its workers' memory cgroups (``setting``: ``auto``, ``off``, or a
+    cgroup directory), checked by making one and running a process in it; or why nowhere."""
+    value = setting.strip()
+    if value.lower() in OFF_VALUES:
+        return Placement(None, "off: REGRAPH_EXECUTOR_MEMORY_CGROUPS=off")
+    if value.lower() != "auto":
+        directory = Path(value)
+        if (directory / "cgroup.controllers").exists():
+            version: Version = 2
+            if "memory" not in _v2_controllers(directory, "cgroup.subtree_control"):
+                with contextlib.suppress(CgroupError):
+                    _write(directory / "cgroup.subtree_control", "+memory")
+            if "memory" not in _v2_controllers(directory, "cgroup.subtree_control"):
+                return Placement(None, f"off: {directory} does not enable memory for its children")
+        elif (directory / "memory.limit_in_bytes").exists():
+            version = 1
+        else:
+            return Placement(None, f"off: {directory} is no cgroup directory with the memory controller")
+        found: CgroupPlace | str = CgroupPlace(version, directory, "named by REGRAPH_EXECUTOR_MEMORY_CGROUPS")
+    else:
+        v1, v2, v2_mount, missing = _own_cgroups(proc_cgroup, mountinfo)
+        if v1 is not None:
+            found = (
+                CgroupPlace(1, v1, "the executor's own cgroup")
+                if _writable(v1)
+                else f"cgroup v1: {v1} is not writable"
+            )
+        elif v2 is not None and v2_mount is not None:
+            found = _v2_place(v2, v2_mount)
+        else:
+            found = missing
+    if isinstance(found, str):
+        return Placement(None, f"off: {found}")
+    try:
+        _remove_stale(found)
+        _check(found)
+    except CgroupError as e:
+        return Placement(None, f"off: {e}")
+    return Placement(found, found.describe())
+
+
+_placements: dict[str, Placement] = {}
+_placements_lock = threading.Lock()
+
+
+def placement(setting: str = "auto") -> Placement:
+    """:func:`find_place` for ``setting``, found once per process (logged then)."""
+    with _placements_lock:
+        if setting not in _placements:
+            found = find_place(setting)
+            level = (
+                logging.INFO if found.place is not None or setting.lower() in OFF_VALUES else logging.WARNING
+            )
+            logger.log(level, "workers' memory cgroups: %s", found.says)
+            _placements[setting] = found
+        return _placements[setting]
+
+
+def enter(procs_fd: int) -> None:  # pragma: no cover - runs in the child between fork and exec
+    """Move the calling process into the cgroup whose ``cgroup.procs`` ``procs_fd`` is (opened by the
+    parent: plain system calls only here). Raises OSError when the kernel refuses."""
+    os.write(procs_fd, b"0")
+
+
+_serial = itertools.count(1)
+
+
+class WorkerCgroup:
+    """One worker's memory cgroup (:meth:`make`), its limit, its figures and its removal."""
+
+    def __init__(self, place: CgroupPlace, path: Path) -> None:
+        self.place = place
+        self.path = path
+        self.limit_bytes: int | None = None
+
+    @classmethod
+    def make(cls, place: CgroupPlace) -> WorkerCgroup:
+        """A new, empty cgroup under ``place`` (no limit yet); on cgroup v2 the whole cgroup is killed
+        when the kernel kills one of its processes at the limit, and nothing of it is swapped."""
+        path = place.parent / f"{PREFIX}{os.getpid()}-{next(_serial)}"
+        try:
+            path.mkdir()
+        except OSError as e:
+            raise CgroupError(f"cannot make {path}: {e.strerror or e}") from e
+        made = cls(place, path)
+        if place.version == 2:
+            with contextlib.suppress(CgroupError):  # the kernel may have no such file (before 4.19)
+                _write(path / "memory.oom.group", "1")
+        return made
+
+    def open_procs(self) -> int:
+        """A descriptor of its ``cgroup.procs`` for :func:`enter` (the caller closes it)."""
+        try:
+            return os.open(self.path / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
+        except OSError as e:
+            raise CgroupError(f"cannot open {self.path}/cgroup.procs: {e.strerror or e}") from e
+
+    def limit(self, limit_bytes: int) -> None:
+        """Limit it to ``limit_bytes`` of memory, and as much with swap where swap is counted."""
+        text = str(limit_bytes)
+        if self.place.version == 2:
+            _write(self.path / "memory.max", text)
+            if (self.path / "memory.swap.max").exists():
+                _write(self.path / "memory.swap.max", "0")
+        else:
+            memsw = self.path / "memory.memsw.limit_in_bytes"
+            raise_first = memsw.exists() and self.limit_bytes is not None and limit_bytes > self.limit_bytes
+            if raise_first:  # memory+swap must never be set below memory alone
+                _write(memsw, text)
+            _write(self.path / "memory.limit_in_bytes", text)
+            if memsw.exists() and not raise_first:
+                _write(memsw, text)
+        self.limit_bytes = limit_bytes
+
+    def memory(self) -> CgroupMemory:
+        """What it recorded so far."""
+        if self.place.version == 2:
+            events = _keyed(_read(self.path / "memory.events"))
+            peak: int | None = None
+            with contextlib.suppress(CgroupError, ValueError):
+                peak = int(_read(self.path / "memory.peak"))
+            kills = events.get("oom_kill", 0) + events.get("oom_group_kill", 0)
+            return CgroupMemory(peak, events.get("oom", 0), kills)
+        control = _keyed(_read(self.path / "memory.oom_control"))
+        try:
+            peak = int(_read(self.path / "memory.max_usage_in_bytes"))
+        except ValueError:
+            peak = None
+        return CgroupMemory(peak, control.get("under_oom", 0), control.get("oom_kill", 0))
+
+    def processes(self) -> list[int]:
+        """The processes in it now."""
+        return _procs(self.path)
+
+    def remove(self, timeout_s: float = REMOVE_WAIT_S) -> bool:
+        """Kill whatever is left in it and remove it; False (logged) when it is still there after
+        ``timeout_s``."""
+        kill = self.path / "cgroup.kill"
+        if self.place.version == 2 and kill.exists():
+            with contextlib.suppress(CgroupError):
+                _write(kill, "1")
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = self.processes()
+            if not left:
+                try:
+                    self.path.rmdir()
+                    return True
+                except FileNotFoundError:
+                    return True
+                except OSError as e:
+                    if e.errno != errno.EBUSY:
+                        logger.warning("cannot remove the worker's cgroup %s: %s", self.path, e)
+                        return False
+            for pid in left:  # v1, or v2 before cgroup.kill (5.14)
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            if time.monotonic() >= deadline:
+                logger.warning(
+                    "the worker's cgroup %s still holds %s after %.0fs", self.path, left, timeout_s
+                )
+                return False
+            time.sleep(0.01)

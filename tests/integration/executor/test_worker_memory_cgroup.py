@@ -1,0 +1,220 @@
+"""A worker's memory cgroup bounds the host memory that no process of it maps (review 39b's open Medium).
+
+``RLIMIT_AS`` (the host path) and the RSS watch (the GPU path) see only mapped memory: a candidate could
+fill a ``memfd`` and unmap it (the descriptor kept), or write files to its jail's tmpfs (``/tmp``,
+``/dev/shm``), and hold that memory past its limit. Each worker now runs in a memory cgroup of its own
+(:mod:`executor.cgroup`), limited to the job's limit plus :data:`executor.cgroup.HEADROOM_BYTES`: the
+kernel charges those pages to it, and kills a process of it at the limit. Here: jailed candidate workers
+of the test-only ``host`` runtime, built as ``test_worker_ipc`` builds them, on this host's cgroup (v1 on
+the dev machine, v2 on the GPU device: ``bench/device/cgroup_check.sh``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from executor.cgroup import PREFIX, CgroupMemory, CgroupPlace, placement
+from executor.evaluate import Evaluator
+from executor.jail import protection
+from executor.reference import build_reference
+from executor.sandbox import WorkerProcess, _job_dirs, finish_candidate, start_candidate
+from executor.settings import ExecutorSettings
+from executor.taskformat import load_task
+from executor.verdict import ErrorKind
+from executor.worker.messages import CandidateRun, WorkerJob, WorkerOutcome
+from tests.support.hostcode import (
+    FAST,
+    build_host_candidates,
+    use_candidate_process,
+    use_worker_process,
+)
+from tests.support.hostcode import FIXTURE_TASKS as TASKS_DIR
+
+PLACE = placement("auto").place
+pytestmark = [
+    pytest.mark.skipif(protection() != "namespace", reason="no namespaces on this host"),
+    pytest.mark.skipif(PLACE is None, reason=f"no memory cgroups here ({placement('auto').says})"),
+]
+
+MB = 1 << 20
+# The job's memory limit: the worker's RLIMIT_AS (what an honest host worker needs, with room), and its
+# cgroup's limit with the headroom.
+LIMIT = 768 * MB
+# What the hoarders hold: well past the cgroup's limit, within the jail's tmpfs sizes (/tmp on the
+# jail's root, 1 GiB; /dev/shm, 256 MiB).
+HOARD_MB = 1024
+
+SAXPY = "  for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i];\n}\n"
+# saxpy that, on its first call, fills a memfd of HOARD_MB in 32-MiB windows, each mapped, written and
+# unmapped again (never more than 32 MiB mapped: nothing of it in RLIMIT_AS or any process's RSS), and
+# keeps the descriptor. Right in every other way.
+MEMFD_HOARDER = (
+    r"""
+#include <cstring>
+#include <sys/mman.h>
+#include <unistd.h>
+static int hoard = -1;
+extern "C" void saxpy(int n, float a, const float* x, float* y) {
+  if (hoard < 0) {
+    hoard = memfd_create("hoard", 0);
+    const long window = 32l << 20, total = HOARD_MBl << 20;
+    if (hoard >= 0 && ftruncate(hoard, total) == 0) {
+      for (long at = 0; at < total; at += window) {
+        void* p = mmap(0, window, PROT_READ | PROT_WRITE, MAP_SHARED, hoard, at);
+        if (p == MAP_FAILED) break;
+        std::memset(p, 1, window);
+        munmap(p, window);
+      }
+    }
+  }
+"""
+    + SAXPY
+).replace("HOARD_MB", str(HOARD_MB))
+# saxpy that, on its first call, writes HOARD_MB of files to its jail's tmpfs: /dev/shm until it is full
+# (256 MiB), the rest to /tmp, in 1-MiB writes; the files stay (nothing maps them).
+TMPFS_HOARDER = (
+    r"""
+#include <cstdio>
+#include <cstring>
+static bool done = false;
+static long put(const char* path, long mb) {
+  static char block[1 << 20];
+  std::memset(block, 1, sizeof block);
+  FILE* f = std::fopen(path, "wb");
+  long written = 0;
+  if (!f) return 0;
+  for (; written < mb; ++written) {
+    if (std::fwrite(block, 1, sizeof block, f) != sizeof block || std::fflush(f) != 0) break;
+  }
+  std::fclose(f);
+  return written;
+}
+extern "C" void saxpy(int n, float a, const float* x, float* y) {
+  if (!done) { done = true; long shm = put("/dev/shm/hoard", HOARD_MB); put("/tmp/hoard", HOARD_MB - shm); }
+"""
+    + SAXPY
+).replace("HOARD_MB", str(HOARD_MB))
+HONEST = 'extern "C" void saxpy(int n, float a, const float* x, float* y) {\n' + SAXPY
+
+
+def _workers_cgroups() -> set[str]:
+    assert PLACE is not None
+    return {p.name for p in PLACE.parent.iterdir() if p.name.startswith(PREFIX)}
+
+
+def _run_in_worker(
+    tmp_path: Path,
+    source: str,
+    cgroups: CgroupPlace | None = PLACE,
+    seen: list[Path] | None = None,
+    figures: list[CgroupMemory] | None = None,
+) -> WorkerOutcome:
+    """saxpy's ``source``, built plainly (no static rules) and run in a jailed candidate worker whose job
+    has the memory limit :data:`LIMIT`, in a memory cgroup under ``cgroups`` (None: none); the cgroup's
+    path is added to ``seen``, what it recorded to ``figures``."""
+    tmp_path.chmod(0o755)  # the reference's library in reach of the jail's uid
+    task = load_task(TASKS_DIR / "saxpy")
+    cache, products = tmp_path / "cache", tmp_path / "products"
+    cache.mkdir()
+    products.mkdir()
+    job = WorkerJob(
+        task=task,
+        runtime="host",
+        reference_library=str(build_reference(task, cache)),
+        seeds=[11, 22, 33, 44],
+        options=FAST,
+    )
+    product = build_host_candidates(products, {"candidate": source})["candidate"]
+    proc = WorkerProcess("candidate", "host", binds=_job_dirs(job), cgroups=cgroups)
+    try:
+        assert proc.protection == "namespace"
+        if seen is not None and proc.cgroup is not None:
+            seen.append(proc.cgroup.path)
+            assert proc.pid in proc.cgroup.processes() or proc.proc.pid in proc.cgroup.processes()
+        start_candidate(proc, job, LIMIT)
+        return finish_candidate(
+            proc,
+            CandidateRun(candidate_product=product, candidate_symbol="saxpy"),
+            timeout_s=120,
+            memory_limit_bytes=LIMIT,
+        )
+    finally:
+        if figures is not None and proc.cgroup is not None:
+            figures.append(proc.cgroup.memory())
+        proc.close()
+
+
+def _refused_for_memory(outcome: WorkerOutcome) -> None:
+    assert not outcome.passed and outcome.error is ErrorKind.OUT_OF_MEMORY, (outcome.error, outcome.message)
+    assert f"worker exceeded {LIMIT} bytes of host memory" in outcome.message, outcome.message
+    assert "its memory cgroup" in outcome.message, outcome.message
+
+
+def test_a_memfd_filled_and_unmapped_in_a_runner_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runner (the worker's child, where a function candidate runs by default) fills the memfd:
+    its pages are charged to the worker's cgroup too. Without the cgroup the candidate passed."""
+    use_candidate_process(monkeypatch)
+    before = _workers_cgroups()
+    seen: list[Path] = []
+    _refused_for_memory(_run_in_worker(tmp_path, MEMFD_HOARDER, seen=seen))
+    assert seen and not seen[0].exists()
+    assert _workers_cgroups() == before
+
+
+def test_files_written_to_the_jails_tmpfs_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The candidate in its worker's process writes files to /dev/shm and /tmp of its jail (tmpfs):
+    nothing maps them. Without the cgroup the candidate passed."""
+    use_worker_process(monkeypatch)
+    seen: list[Path] = []
+    _refused_for_memory(_run_in_worker(tmp_path, TMPFS_HOARDER, seen=seen))
+    assert seen and not seen[0].exists()
+
+
+@pytest.mark.parametrize("where", ["worker", "runner"])
+def test_an_honest_candidate_passes_in_its_cgroup_and_leaves_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    (use_worker_process if where == "worker" else use_candidate_process)(monkeypatch)
+    before = _workers_cgroups()
+    seen: list[Path] = []
+    figures: list[CgroupMemory] = []
+    outcome = _run_in_worker(tmp_path, HONEST, seen=seen, figures=figures)
+    assert outcome.passed, outcome.message
+    print(f"honest saxpy in its {where}: the cgroup's {figures[0].describe()}")
+    assert not figures[0].exceeded
+    assert seen, "the worker had no memory cgroup"
+    assert not seen[0].exists(), f"{seen[0]} is still there after the worker"
+    assert _workers_cgroups() == before
+
+
+def test_the_evaluators_workers_get_cgroups_unless_off(tmp_path: Path) -> None:
+    """The setting reaches the pool (and GET /v1/device's memory_cgroups says so); 'off' turns it off."""
+    on = Evaluator(ExecutorSettings(cache_dir=tmp_path / "on", runtime="host", prewarm_workers=False))
+    try:
+        assert on.pool.cgroups == PLACE
+        assert on.memory_cgroups.startswith("each worker in a memory cgroup of its own"), on.memory_cgroups
+        worker = on.pool.take("candidate")
+        try:
+            assert worker.cgroup is not None and worker.cgroup.path.is_dir()
+            path = worker.cgroup.path
+        finally:
+            worker.close()
+        assert not path.exists()
+    finally:
+        on.close()
+    off = Evaluator(
+        ExecutorSettings(
+            cache_dir=tmp_path / "off", runtime="host", prewarm_workers=False, memory_cgroups="off"
+        )
+    )
+    try:
+        assert off.pool.cgroups is None
+        assert off.memory_cgroups.startswith("off"), off.memory_cgroups
+    finally:
+        off.close()
