@@ -1,0 +1,180 @@
+"""Where the workers' memory cgroups are made (:mod:`executor.cgroup`), on fake cgroup trees.
+
+The dev machine has cgroup v1 (tests/integration/executor/test_worker_memory_cgroup.py runs real
+workers there); the GPU hosts and most production hosts have v2, whose choices are checked here on
+directories that stand for a cgroup2 mount (plain files for its interface files), and once on the
+device by bench/device/cgroup_check.sh.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from executor.cgroup import (
+    EXECUTOR_LEAF,
+    CgroupError,
+    CgroupPlace,
+    WorkerCgroup,
+    _own_cgroups,
+    _v2_place,
+    find_place,
+)
+
+# This dev machine's (hybrid: memory on a v1 hierarchy, an empty cgroup2 beside it) and a v2 host's.
+HYBRID = """\
+31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+40 31 0:37 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+"""
+HYBRID_MEMBERSHIP = "4:memory:/process_api/abc\n3:cpuset:/\n0::/\n"
+V2 = "29 23 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 rw,nsdelegate\n"
+V2_MEMBERSHIP = "0::/process_api/abc\n"
+# A container's view of the host's v1 hierarchy: the mount's root is the container's cgroup.
+CONTAINER_V1 = "50 40 0:32 /docker/c1 /sys/fs/cgroup/memory ro,relatime - cgroup cgroup rw,memory\n"
+
+
+def _files(tmp_path: Path, mountinfo: str, membership: str) -> tuple[Path, Path]:
+    (tmp_path / "mountinfo").write_text(mountinfo)
+    (tmp_path / "cgroup").write_text(membership)
+    return tmp_path / "cgroup", tmp_path / "mountinfo"
+
+
+def test_hybrid_hosts_use_the_memory_hierarchy_of_v1(tmp_path: Path) -> None:
+    v1, v2, mount, _ = _own_cgroups(*_files(tmp_path, HYBRID, HYBRID_MEMBERSHIP))
+    assert v1 == Path("/sys/fs/cgroup/memory/process_api/abc")
+    assert v2 == Path("/sys/fs/cgroup/unified") and mount == Path("/sys/fs/cgroup/unified")
+
+
+def test_a_v2_host(tmp_path: Path) -> None:
+    v1, v2, mount, _ = _own_cgroups(*_files(tmp_path, V2, V2_MEMBERSHIP))
+    assert v1 is None and v2 == Path("/sys/fs/cgroup/process_api/abc") and mount == Path("/sys/fs/cgroup")
+
+
+def test_a_mount_whose_root_is_the_containers_cgroup(tmp_path: Path) -> None:
+    v1, _, _, _ = _own_cgroups(*_files(tmp_path, CONTAINER_V1, "4:memory:/docker/c1\n"))
+    assert v1 == Path("/sys/fs/cgroup/memory")
+    v1, _, _, missing = _own_cgroups(*_files(tmp_path, CONTAINER_V1, "4:memory:/other\n"))
+    assert v1 is None and "memory controller" in missing
+
+
+def _cgroup(path: Path, controllers: str = "", subtree: str = "", procs: str = "") -> Path:
+    """A directory standing for a cgroup v2 directory."""
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "cgroup.controllers").write_text(controllers)
+    (path / "cgroup.subtree_control").write_text(subtree)
+    (path / "cgroup.procs").write_text(procs)
+    return path
+
+
+@pytest.fixture
+def mount(tmp_path: Path) -> Path:
+    return _cgroup(tmp_path / "cg", controllers="cpu io memory pids", subtree="cpu memory pids")
+
+
+def test_v2_its_own_cgroup_where_memory_is_enabled_for_children(mount: Path) -> None:
+    place = _v2_place(mount, mount)
+    assert isinstance(place, CgroupPlace) and place.parent == mount and place.version == 2
+
+
+def test_v2_alone_in_a_delegated_cgroup_it_moves_itself_into_a_leaf(mount: Path) -> None:
+    own = _cgroup(mount / "svc", controllers="cpu memory pids", procs=f"{os.getpid()}\n")
+    _cgroup(own / EXECUTOR_LEAF)  # what mkdir makes in a real cgroupfs
+    place = _v2_place(own, mount)
+    assert isinstance(place, CgroupPlace) and place.parent == own, place
+    assert (own / EXECUTOR_LEAF / "cgroup.procs").read_text() == str(os.getpid())
+    assert (own / "cgroup.subtree_control").read_text() == "+memory"
+
+
+def test_v2_with_others_in_its_cgroup_the_nearest_ancestor_that_enables_memory(mount: Path) -> None:
+    middle = _cgroup(mount / "process_api", controllers="cpu memory pids", subtree="cpu")
+    own = _cgroup(middle / "abc", controllers="cpu", procs=f"{os.getpid()}\n1\n")
+    place = _v2_place(own, mount)
+    assert isinstance(place, CgroupPlace) and place.parent == mount, place  # not middle: no memory below it
+    (middle / "cgroup.subtree_control").write_text("cpu memory")
+    place = _v2_place(own, mount)
+    assert isinstance(place, CgroupPlace) and place.parent == middle, place
+
+
+def test_v2_nowhere_says_why(mount: Path) -> None:
+    (mount / "cgroup.subtree_control").write_text("cpu")
+    own = _cgroup(mount / "abc", controllers="cpu", procs=f"{os.getpid()}\n1\n")
+    why = _v2_place(own, mount)
+    assert isinstance(why, str) and "1 other process(es)" in why, why
+    (mount / "cgroup.controllers").write_text("cpu io")
+    why = _v2_place(own, mount)
+    assert isinstance(why, str) and "no memory controller" in why, why
+
+
+def test_off_and_a_directory_that_is_no_cgroup(tmp_path: Path) -> None:
+    assert find_place("off").place is None and find_place("off").says.startswith("off")
+    named = find_place(str(tmp_path))
+    assert named.place is None and "no cgroup directory" in named.says
+
+
+def _worker_cgroup(path: Path, version: int, files: dict[str, str]) -> WorkerCgroup:
+    path.mkdir()
+    for name, text in files.items():
+        (path / name).write_text(text)
+    place = CgroupPlace(2 if version == 2 else 1, path.parent, "test")
+    return WorkerCgroup(place, path)
+
+
+def test_v2_limit_and_figures(tmp_path: Path) -> None:
+    cgroup = _worker_cgroup(
+        tmp_path / "w",
+        2,
+        {"memory.max": "", "memory.swap.max": "", "memory.peak": "123456789\n", "memory.events": ""},
+    )
+    cgroup.limit(512 << 20)
+    assert (cgroup.path / "memory.max").read_text() == str(512 << 20)
+    assert (cgroup.path / "memory.swap.max").read_text() == "0"
+    (cgroup.path / "memory.events").write_text("low 0\nhigh 0\nmax 7\noom 0\noom_kill 0\noom_group_kill 0\n")
+    figures = cgroup.memory()
+    assert figures.peak == 123456789 and not figures.exceeded  # reclaim at the limit (max 7) is no refusal
+    (cgroup.path / "memory.events").write_text("low 0\nhigh 0\nmax 9\noom 1\noom_kill 0\noom_group_kill 3\n")
+    figures = cgroup.memory()
+    assert figures.exceeded and figures.oom_kills == 3 and "peak 117 MiB" in figures.describe()
+
+
+def test_v1_limit_keeps_memsw_at_or_above_memory(tmp_path: Path) -> None:
+    writes: list[str] = []
+    cgroup = _worker_cgroup(
+        tmp_path / "w",
+        1,
+        {
+            "memory.limit_in_bytes": "",
+            "memory.memsw.limit_in_bytes": "",
+            "memory.oom_control": "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n",
+            "memory.max_usage_in_bytes": "2048\n",
+        },
+    )
+    real_write = os.write
+
+    def logged(fd: int, data: bytes) -> int:
+        writes.append(os.readlink(f"/proc/self/fd/{fd}").rsplit("/", 1)[-1])
+        return real_write(fd, data)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(os, "write", logged)
+        cgroup.limit(1 << 30)  # from no limit: memory first
+        cgroup.limit(2 << 30)  # raised: memory+swap first
+        cgroup.limit(1 << 29)  # lowered: memory first
+    assert writes == [
+        "memory.limit_in_bytes",
+        "memory.memsw.limit_in_bytes",
+        "memory.memsw.limit_in_bytes",
+        "memory.limit_in_bytes",
+        "memory.limit_in_bytes",
+        "memory.memsw.limit_in_bytes",
+    ]
+    figures = cgroup.memory()
+    assert figures.exceeded and figures.peak == 2048
+
+
+def test_a_limit_that_cannot_be_written_is_an_error(tmp_path: Path) -> None:
+    cgroup = _worker_cgroup(tmp_path / "w", 2, {})
+    with pytest.raises(CgroupError, match=r"memory\.max"):
+        cgroup.limit(1 << 30)
