@@ -186,6 +186,7 @@ def test_an_honest_candidate_passes_in_its_cgroup_and_leaves_none(
     figures: list[CgroupMemory] = []
     outcome = _run_in_worker(tmp_path, HONEST, seen=seen, figures=figures)
     assert outcome.passed, outcome.message
+    assert ("runner_roundtrip" in outcome.seconds) == (where == "runner"), outcome.seconds
     print(f"honest saxpy in its {where}: the cgroup's {figures[0].describe()}")
     assert not figures[0].exceeded
     assert seen, "the worker had no memory cgroup"
