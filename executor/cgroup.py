@@ -188,7 +188,10 @@ def _own_cgroups(proc_cgroup: Path, mountinfo: Path) -> tuple[Path | None, Path 
     mounts = _mounts(mountinfo)
     v1 = v2 = v2_mount = None
     for line in lines:
-        _, controllers, path = line.split(":", 2)
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, path = parts
         if controllers == "" and path:
             for root, point, fstype, _ in mounts:
                 if fstype == "cgroup2" and (where := _under(root, point, path)) is not None:

@@ -17,7 +17,7 @@ import pytest
 
 from executor.cgroup import PREFIX, CgroupMemory, CgroupPlace, placement
 from executor.evaluate import Evaluator
-from executor.jail import protection
+from executor.jail import Protection, protection
 from executor.reference import build_reference
 from executor.sandbox import WorkerProcess, _job_dirs, finish_candidate, start_candidate
 from executor.settings import ExecutorSettings
@@ -110,9 +110,11 @@ def _run_in_worker(
     cgroups: CgroupPlace | None = PLACE,
     seen: list[Path] | None = None,
     figures: list[CgroupMemory] | None = None,
+    protection: Protection = "namespace",
 ) -> WorkerOutcome:
     """saxpy's ``source``, built plainly (no static rules) and run in a jailed candidate worker whose job
-    has the memory limit :data:`LIMIT`, in a memory cgroup under ``cgroups`` (None: none); the cgroup's
+    has the memory limit :data:`LIMIT` (under ``protection``: the jail by default), in a memory cgroup under
+    ``cgroups`` (None: none); the cgroup's
     path is added to ``seen``, what it recorded to ``figures``."""
     tmp_path.chmod(0o755)  # the reference's library in reach of the jail's uid
     task = load_task(TASKS_DIR / "saxpy")
@@ -127,9 +129,8 @@ def _run_in_worker(
         options=FAST,
     )
     product = build_host_candidates(products, {"candidate": source})["candidate"]
-    proc = WorkerProcess("candidate", "host", binds=_job_dirs(job), cgroups=cgroups)
+    proc = WorkerProcess("candidate", "host", binds=_job_dirs(job), cgroups=cgroups, protection=protection)
     try:
-        assert proc.protection == "namespace"
         if seen is not None and proc.cgroup is not None:
             seen.append(proc.cgroup.path)
             assert proc.pid in proc.cgroup.processes() or proc.proc.pid in proc.cgroup.processes()
@@ -173,6 +174,17 @@ def test_files_written_to_the_jails_tmpfs_are_refused(
     use_worker_process(monkeypatch)
     seen: list[Path] = []
     _refused_for_memory(_run_in_worker(tmp_path, TMPFS_HOARDER, seen=seen))
+    assert seen and not seen[0].exists()
+
+
+def test_a_worker_without_the_jail_is_in_its_cgroup_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cgroup does not depend on the jail: a worker started without it (protection ``none``, where
+    namespaces are refused and the executor is not root) enters its cgroup the same way."""
+    use_worker_process(monkeypatch)
+    seen: list[Path] = []
+    _refused_for_memory(_run_in_worker(tmp_path, MEMFD_HOARDER, seen=seen, protection="none"))
     assert seen and not seen[0].exists()
 
 
