@@ -7,12 +7,14 @@
 # jailed host-runtime workers, a memfd and a tmpfs hoarder refused, honest saxpy passing, no cgroup left),
 # then, where pycuda is there, tests/gpu/test_runner_memory_gpu.py (a 3-GiB limit on a GPU: honest saxpy
 # passes in its cgroup, an 8-GiB hog is refused), and what regraph-worker-* cgroups are left anywhere.
-# Carry: .whl (as run_executor_gpu.sh; pydantic & co; pycuda optional here: it is not built).
+# Carry: .whlgpu (renamed .whl here, as run_checks_call.sh does) or .whl: pydantic & co, and pycuda's wheel
+# for the GPU test (not built here when missing: the test is left out).
 # Writes to $OUT: facts.txt, probe.txt, tests.log, gpu_test.log, left.txt. Knob: DEADLINE_S (110).
 set -uo pipefail
 S=$(date +%s)
 left() { echo $(( ${DEADLINE_S:-110} - $(date +%s) + S )); }
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+if [ -d .whlgpu ]; then rm -rf .whl; mv .whlgpu .whl; fi
 export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH
 # The carried wheels, as bench/device/gpu_env.sh installs them, without its pycuda build (minutes).
 # shellcheck disable=SC2012
