@@ -11,11 +11,24 @@ the dev machine, v2 on the GPU device: ``bench/device/cgroup_check.sh``).
 
 from __future__ import annotations
 
+import os
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
-from executor.cgroup import PREFIX, CgroupMemory, CgroupPlace, placement
+from executor.cgroup import (
+    MOUNTINFO,
+    PREFIX,
+    PROC_CGROUP,
+    CgroupMemory,
+    CgroupPlace,
+    WorkerCgroup,
+    _own_cgroups,
+    enter,
+    placement,
+)
 from executor.evaluate import Evaluator
 from executor.jail import Protection, protection
 from executor.reference import build_reference
@@ -231,3 +244,29 @@ def test_the_evaluators_workers_get_cgroups_unless_off(tmp_path: Path) -> None:
         assert off.memory_cgroups.startswith("off"), off.memory_cgroups
     finally:
         off.close()
+
+
+def test_a_v2_cgroups_removal_kills_what_is_left_in_it() -> None:
+    """cgroup v2's way out (``cgroup.kill``, then ``rmdir``), on this host's cgroup2 mount whatever its
+    controllers (here the hybrid host's, which has no memory controller): processes left in the cgroup,
+    one that left its process group (``setsid``) included, are killed and the cgroup removed."""
+    mount = _own_cgroups(PROC_CGROUP, MOUNTINFO)[2]
+    if mount is None or not os.access(mount, os.W_OK):
+        pytest.skip("no writable cgroup2 mount here")
+    cgroup = WorkerCgroup.make(CgroupPlace(2, mount, "test"))
+    fd = cgroup.open_procs()
+    try:
+        left = [
+            subprocess.Popen(["sleep", "60"], preexec_fn=lambda: enter(fd)),
+            subprocess.Popen(["setsid", "sh", "-c", "sleep 60 & sleep 60"], preexec_fn=lambda: enter(fd)),
+        ]
+    finally:
+        os.close(fd)
+    deadline = time.monotonic() + 10
+    while len(cgroup.processes()) < 4 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(cgroup.processes()) == 4, cgroup.processes()
+    assert (cgroup.path / "cgroup.kill").exists()
+    assert cgroup.remove(timeout_s=10)
+    assert not cgroup.path.exists()
+    assert [p.wait(timeout=10) for p in left] == [-9, -9]
