@@ -99,7 +99,9 @@ class Placement:
 class CgroupMemory:
     """What a worker's cgroup recorded: its peak (bytes; None where the kernel keeps none: cgroup v2
     before Linux 5.19), how many times it was out of memory at its limit (``ooms``: v2's ``oom``
-    events, v1's ``under_oom`` now) and how many processes the kernel killed for it (``oom_kills``)."""
+    events, v1's ``under_oom`` now) and how many of its processes the kernel's OOM killer killed
+    (``oom_kills``: at its limit, or, rarely, the host's or an ancestor's: refused as well, the candidate's
+    memory being among what was short)."""
 
     peak: int | None
     ooms: int
@@ -107,13 +109,14 @@ class CgroupMemory:
 
     @property
     def exceeded(self) -> bool:
-        """Whether the worker met its limit with nothing left to reclaim."""
+        """Whether the worker met its limit with nothing left to reclaim, or lost a process to the OOM
+        killer."""
         return self.ooms > 0 or self.oom_kills > 0
 
     def describe(self) -> str:
         """Its figures, for a verdict's message."""
         peak = f"peak {self.peak >> 20} MiB, " if self.peak is not None else ""
-        return f"{peak}{self.oom_kills} process(es) killed by the kernel at the limit"
+        return f"{peak}{self.oom_kills} process(es) killed by the kernel's OOM killer"
 
 
 def _read(path: Path) -> str:
