@@ -17,7 +17,9 @@ import time
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 
+from executor.app import create_app
 from executor.cgroup import (
     MOUNTINFO,
     PREFIX,
@@ -220,11 +222,11 @@ def test_an_honest_candidate_passes_in_its_cgroup_and_leaves_none(
 
 
 def test_the_evaluators_workers_get_cgroups_unless_off(tmp_path: Path) -> None:
-    """The setting reaches the pool (and GET /v1/device's memory_cgroups says so); 'off' turns it off."""
+    """The setting reaches the pool, and GET /v1/device's memory_cgroups says where they are; 'off' turns
+    them off and says so."""
     on = Evaluator(ExecutorSettings(cache_dir=tmp_path / "on", runtime="host", prewarm_workers=False))
     try:
         assert on.pool.cgroups == PLACE
-        assert on.memory_cgroups.startswith("each worker in a memory cgroup of its own"), on.memory_cgroups
         worker = on.pool.take("candidate")
         try:
             assert worker.cgroup is not None and worker.cgroup.path.is_dir()
@@ -234,16 +236,13 @@ def test_the_evaluators_workers_get_cgroups_unless_off(tmp_path: Path) -> None:
         assert not path.exists()
     finally:
         on.close()
-    off = Evaluator(
-        ExecutorSettings(
-            cache_dir=tmp_path / "off", runtime="host", prewarm_workers=False, memory_cgroups="off"
+    for setting, says in (("auto", "each worker in a memory cgroup of its own"), ("off", "off: ")):
+        settings = ExecutorSettings(
+            cache_dir=tmp_path / setting, runtime="host", prewarm_workers=False, memory_cgroups=setting
         )
-    )
-    try:
-        assert off.pool.cgroups is None
-        assert off.memory_cgroups.startswith("off"), off.memory_cgroups
-    finally:
-        off.close()
+        with TestClient(create_app(settings)) as client:
+            device = client.get("/v1/device").json()
+        assert device["memory_cgroups"].startswith(says), device
 
 
 def test_a_v2_cgroups_removal_kills_what_is_left_in_it() -> None:

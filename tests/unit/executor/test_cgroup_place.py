@@ -178,3 +178,18 @@ def test_a_limit_that_cannot_be_written_is_an_error(tmp_path: Path) -> None:
     cgroup = _worker_cgroup(tmp_path / "w", 2, {})
     with pytest.raises(CgroupError, match=r"memory\.max"):
         cgroup.limit(1 << 30)
+
+
+def test_where_the_cgroup_cannot_be_written_they_are_off_and_say_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unprivileged executor, or a read-only cgroupfs: its own v1 cgroup is there but not writable."""
+    mountinfo = f"35 31 0:32 / {tmp_path / 'memory'} rw,relatime - cgroup cgroup rw,memory\n"
+    membership, info = _files(tmp_path, mountinfo, "4:memory:/svc\n")
+    (tmp_path / "memory" / "svc").mkdir(parents=True)
+    (tmp_path / "memory" / "svc" / "cgroup.procs").write_text(f"{os.getpid()}\n")
+    monkeypatch.setattr(os, "access", lambda path, mode: mode != os.W_OK)
+    found = find_place("auto", membership, info)
+    assert (
+        found.place is None and found.says == f"off: cgroup v1: {tmp_path / 'memory' / 'svc'} is not writable"
+    )
