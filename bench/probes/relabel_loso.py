@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -453,6 +454,8 @@ class HeldOutTally:
     false: int = 0
     queued: int = 0
     duplicates: int = 0
+    new_ok: int = 0
+    """Right new techniques (a name the graph lacks)."""
 
     def add(self, rec: Record, v: str) -> None:
         self.items += 1
@@ -461,6 +464,7 @@ class HeldOutTally:
         self.false += v == "false"
         self.queued += v == "queued"
         self.duplicates += v == "new wrong"
+        self.new_ok += v == "new ok"
 
     def cell(self) -> str:
         q = 100.0 * self.queued / self.items if self.items else 0.0
@@ -993,6 +997,105 @@ def implemented_report(records: Sequence[Record], vectors: TextVectors) -> str:
     return "\n".join(head + rows + ["", "Moved decisions:", "", *moved])
 
 
+def _bank_of(sources: Sequence[str]) -> list[Any]:
+    """The example bank of the own calibration half and the clear items of the development `sources`."""
+    from search.relabel.examples import LabelledName
+
+    keep = {"own", *sources}
+    return [
+        LabelledName(item.name, None if item.truth == NEW else item.truth, source)
+        for source, item in bank_items()
+        if source in keep
+    ]
+
+
+CURVE_KS: tuple[int, ...] = (0, 2, 4, 8, 14)
+CURVE_DRAWS = 5
+CURVE_SEED = 39
+
+
+def curve_draw(held: str, k: int, draw: int, seed: int = CURVE_SEED) -> list[str]:
+    """The `k` other development sets whose names make `held`'s example bank in draw `draw` (seeded by
+    the held-out set, k and the draw: a run decides the same banks every time)."""
+    others = [s for s in DEV_SETS if s != held]
+    return sorted(random.Random(f"{seed}:{held}:{k}:{draw}").sample(others, min(k, len(others))))
+
+
+def learning_curve_report(
+    records: Sequence[Record],
+    vectors: TextVectors,
+    ks: Sequence[int] = CURVE_KS,
+    draws: int = CURVE_DRAWS,
+    seed: int = CURVE_SEED,
+) -> str:
+    """The committed example rule with banks of k other development sets (issue 28, session 39): each
+    set held out as `implemented_report` does, its names decided on the full graph (the rule needs the
+    taxonomy) with the own calibration half and `k` sets drawn from the others; `draws` draws per k
+    (one when k is 0 or all of them). Summed over the held-out sets, per draw; the table shows the mean
+    over the draws and their range."""
+    taxonomy = default_taxonomy()
+    model = load_model()
+    sets = dict(_sets())
+    before = {(r.source, r.graph, r.id): r for r in records}
+    scene = next(s for s in scenarios(taxonomy) if s.name == "full")
+    index = None
+    n_other = len(DEV_SETS) - 1
+    # draw -> (clear, doubtful) tallies, per k
+    results: dict[int, list[tuple[HeldOutTally, HeldOutTally]]] = {}
+    for k in ks:
+        k_draws = 1 if k in (0, n_other) else draws
+        for draw in range(k_draws):
+            clear, doubtful = HeldOutTally(), HeldOutTally()
+            for held in DEV_SETS:
+                policy = RelabelPolicy(
+                    vectors.embedder,
+                    taxonomy=scene.taxonomy,
+                    model=model,
+                    vectors=vectors,
+                    examples=_bank_of(curve_draw(held, k, draw, seed)),
+                )
+                if index is None:
+                    index = policy.index(scene.techniques)
+                items = sets[held]
+                policy.prepare([i.step() for i in items], index)
+                for item in items:
+                    old = before[(held, scene.name, item.id)]
+                    (doubtful if item.doubtful else clear).add(
+                        old, verdict(item, scene, policy.choose(item.step(), index))
+                    )
+            results.setdefault(k, []).append((clear, doubtful))
+
+    def spread(values: list[int]) -> str:
+        mean = sum(values) / len(values)
+        return f"{mean:.1f}" if min(values) == max(values) else f"{mean:.1f} ({min(values)}-{max(values)})"
+
+    first = results[min(results)][0][0]
+    lines = [
+        f"## Learning curve: the example rule with banks of k other development sets ({len(DEV_SETS)} sets, "
+        "each held out; full graph)",
+        "",
+        f"Bank: the own calibration half and k of the {n_other} other sets' clear items, {draws} draws per k"
+        f" (seed {seed}; one when k is 0 or {n_other}). Clear items ({first.items}, {first.merge_items} must"
+        " merge), summed over the held-out sets: mean over the draws (range). Right: correct merges and"
+        " right new techniques; queued and duplicates as counts.",
+        "",
+        "| k sets | draws | bank size (mean) | right | correct merges | false merges | queued | duplicates |"
+        " doubtful: false merges |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for k, rows in sorted(results.items()):
+        k_draws = len(rows)
+        sizes = [len(_bank_of(curve_draw(held, k, d, seed))) for d in range(k_draws) for held in DEV_SETS]
+        right = [c.correct + c.new_ok for c, _ in rows]
+        lines.append(
+            f"| {k} | {k_draws} | {sum(sizes) / len(sizes):.0f} | {spread(right)} | "
+            f"{spread([c.correct for c, _ in rows])} | {spread([c.false for c, _ in rows])} | "
+            f"{spread([c.queued for c, _ in rows])} | {spread([c.duplicates for c, _ in rows])} | "
+            f"{spread([d.false for _, d in rows])} |"
+        )
+    return "\n".join(lines)
+
+
 def write_bank(path: Path | None = None) -> int:
     """Write the packaged examples (`search.relabel.examples`) from the development sets' clear items
     and the own set's calibration half (never the outside set); returns how many."""
@@ -1042,6 +1145,20 @@ def main(argv: list[str] | None = None) -> int:
         help="with --refit: MERGE,NEW thresholds of the model with a taxonomy",
     )
     parser.add_argument(
+        "--learning-curve",
+        action="store_true",
+        help="also the example rule with banks of k other sets, leave one set out (full graph)",
+    )
+    parser.add_argument(
+        "--curve-ks",
+        default=",".join(str(k) for k in CURVE_KS),
+        help="with --learning-curve: the numbers of other sets in the bank",
+    )
+    parser.add_argument(
+        "--curve-draws", type=int, default=CURVE_DRAWS, help="with --learning-curve: draws per k"
+    )
+    parser.add_argument("--curve-seed", type=int, default=CURVE_SEED, help="with --learning-curve: seed")
+    parser.add_argument(
         "--write-examples", action="store_true", help="write search/relabel/data/examples.v1.jsonl and stop"
     )
     args = parser.parse_args(argv)
@@ -1075,13 +1192,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown changes: {sorted(unknown)}")
     changes = [c for c in CHANGES if not wanted or c.name in wanted]
     text = per_set(records) + "\n\n" + report(records, changes)
-    if args.implemented or args.knn or args.refit:
+    if args.implemented or args.knn or args.refit or args.learning_curve:
         # one set of vectors for every report (each built its own from the cache before)
         vectors = cached_vectors(shared_embedder(), args.vector_cache)
         if args.implemented:
             text += "\n\n" + implemented_report(records, vectors)
         if args.knn:
             text += "\n\n" + knn_report(records, vectors)
+        if args.learning_curve:
+            ks = [int(k) for k in args.curve_ks.split(",") if k]
+            text += "\n\n" + learning_curve_report(records, vectors, ks, args.curve_draws, args.curve_seed)
         if args.refit:
             text += "\n\n" + refit_report(records, vectors, args.model_out)
     print(text)
