@@ -1042,7 +1042,11 @@ def learning_curve_report(
     set held out as `implemented_report` does, its names decided on the full graph (the rule needs the
     taxonomy) with the own calibration half and `k` sets drawn from the others; `draws` draws per k
     (one when k is 0 or all of them). Summed over the held-out sets, per draw; the table shows the mean
-    over the draws and their range."""
+    over the draws and their range. It also counts the clear names with a near twin in the bank: an
+    example at cosine >= `EXAMPLE_MERGE` naming the right technique (or none, for a name that names
+    none), and one as near naming another: what the bank could decide, gates aside."""
+    from search.relabel.examples import EXAMPLE_MERGE, example_text
+
     taxonomy = default_taxonomy()
     model = load_model()
     sets = dict(_sets())
@@ -1052,10 +1056,13 @@ def learning_curve_report(
     n_other = len(DEV_SETS) - 1
     # draw -> (clear, doubtful) tallies, per k
     results: dict[int, list[tuple[HeldOutTally, HeldOutTally]]] = {}
+    twins: dict[int, list[tuple[int, int]]] = {}
+    """k -> per draw, clear names with a near twin naming the right technique, and another one."""
     for k in ks:
         k_draws = 1 if k in (0, n_other) else draws
         for draw in range(k_draws):
             clear, doubtful = HeldOutTally(), HeldOutTally()
+            twin_right = twin_wrong = 0
             for held in DEV_SETS:
                 policy = RelabelPolicy(
                     vectors.embedder,
@@ -1068,12 +1075,20 @@ def learning_curve_report(
                     index = policy.index(scene.techniques)
                 items = sets[held]
                 policy.prepare([i.step() for i in items], index)
+                bank = policy.example_bank()
+                vectors.ensure([example_text(i.name) for i in items])
                 for item in items:
                     old = before[(held, scene.name, item.id)]
                     (doubtful if item.doubtful else clear).add(
                         old, verdict(item, scene, policy.choose(item.step(), index))
                     )
+                    near = bank.nearest(vectors.get(example_text(item.name))) if bank else None
+                    if near is not None and not item.doubtful and near[1] >= EXAMPLE_MERGE:
+                        named = (near[0].technique or NEW) == item.truth
+                        twin_right += named
+                        twin_wrong += not named
             results.setdefault(k, []).append((clear, doubtful))
+            twins.setdefault(k, []).append((twin_right, twin_wrong))
 
     def spread(values: list[int]) -> str:
         mean = sum(values) / len(values)
@@ -1087,11 +1102,12 @@ def learning_curve_report(
         f"Bank: the own calibration half and k of the {n_other} other sets' clear items, {draws} draws per k"
         f" (seed {seed}; one when k is 0 or {n_other}). Clear items ({first.items}, {first.merge_items} must"
         " merge), summed over the held-out sets: mean over the draws (range). Right: correct merges and"
-        " right new techniques; queued and duplicates as counts.",
+        " right new techniques; queued and duplicates as counts. Twins: clear names whose nearest example is"
+        f" at cosine >= {EXAMPLE_MERGE} and names their technique (right) or another (wrong).",
         "",
         "| k sets | draws | bank size (mean) | right | correct merges | false merges | queued | duplicates |"
-        " doubtful: false merges |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        " doubtful: false merges | twins right | twins wrong |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for k, rows in sorted(results.items()):
         k_draws = len(rows)
@@ -1101,7 +1117,8 @@ def learning_curve_report(
             f"| {k} | {k_draws} | {sum(sizes) / len(sizes):.0f} | {spread(right)} | "
             f"{spread([c.correct for c, _ in rows])} | {spread([c.false for c, _ in rows])} | "
             f"{spread([c.queued for c, _ in rows])} | {spread([c.duplicates for c, _ in rows])} | "
-            f"{spread([d.false for _, d in rows])} |"
+            f"{spread([d.false for _, d in rows])} | {spread([t[0] for t in twins[k]])} | "
+            f"{spread([t[1] for t in twins[k]])} |"
         )
     return "\n".join(lines)
 
