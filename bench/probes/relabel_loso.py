@@ -3,7 +3,7 @@
     python -m bench.probes.relabel_loso --vector-cache /tmp/rl32/vc.npz --records /tmp/rl32/rec.json \
         --out loso.md
 
-Every development set's items (`general.jsonl`, `dev2.jsonl` ... `dev15.jsonl`) and the own set are
+Every development set's items (`general.jsonl`, `dev2.jsonl` ... `dev17.jsonl`) and the own set are
 decided once on the `full` and `bare` graphs of `bench.probes.relabel_bench`; each decision is recorded
 with its verdict (`correct`, `false`, `new ok`, `new wrong`, `queued`), the gate that queued it, the
 scorer's best candidate and what taking it would be (`top_verdict`), what a new technique named as the
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -54,7 +55,11 @@ from search.relabel.relabeler import RelabelChoice, RelabelPolicy
 from search.relabel.scoring import FEATURES, CandidateIndex, ScoringModel, TextVectors, fit_choice, load_model
 from search.relabel.taxonomy import concept_tokens, default_taxonomy
 
-DEV_SETS: tuple[str, ...] = ("general", *(f"dev{n}" for n in range(2, 16)))
+DEV_SETS: tuple[str, ...] = ("general", *(f"dev{n}" for n in range(2, 18)))
+EXAMPLE_SETS: tuple[str, ...] = DEV_SETS[:15]
+"""The development sets whose clear items the packaged examples hold (`--write-examples`): general, dev2
+... dev15. dev16 and dev17 (session 39) were measured held out and left out: they gained no right decision
+on the clear items (`bench/results/relabel/2026-12-01_s39_learning_curve.md`)."""
 GRAPHS: tuple[str, ...] = ("full", "bare")
 NEVER_NEW_GATES = frozenset({"name_unusable", "name_not_understood", "name_contradicts", "other"})
 """Queued names a change may never turn into new techniques: the issue's bad input and nonsense names,
@@ -453,6 +458,8 @@ class HeldOutTally:
     false: int = 0
     queued: int = 0
     duplicates: int = 0
+    new_ok: int = 0
+    """Right new techniques (a name the graph lacks)."""
 
     def add(self, rec: Record, v: str) -> None:
         self.items += 1
@@ -461,6 +468,7 @@ class HeldOutTally:
         self.false += v == "false"
         self.queued += v == "queued"
         self.duplicates += v == "new wrong"
+        self.new_ok += v == "new ok"
 
     def cell(self) -> str:
         q = 100.0 * self.queued / self.items if self.items else 0.0
@@ -716,11 +724,15 @@ BANK_GRAPHS: dict[str, frozenset[str]] = {}
 """graph -> the names of its techniques (filled by `knn_report`)."""
 
 
-def bank_items() -> list[tuple[str, Item]]:
-    """The labelled names an example bank may hold: every development set's clear items and the own
-    set's calibration half (the test half stays a clean check)."""
+def bank_items(sets: Sequence[str] | None = None) -> list[tuple[str, Item]]:
+    """The labelled names an example bank may hold: the clear items of the development `sets` (default
+    `EXAMPLE_SETS`, the packaged examples' sets) and the own set's calibration half (the test half stays
+    a clean check)."""
+    keep = {"own", *(EXAMPLE_SETS if sets is None else sets)}
     out = []
     for source, items in _sets():
+        if source not in keep:
+            continue
         for item in items:
             if item.doubtful or (source == "own" and item.half != "calibration"):
                 continue
@@ -797,7 +809,7 @@ def bank_similarities(
     from the taxonomy's scenarios first, as the banks need."""
     for scene in scenarios(default_taxonomy()):
         BANK_GRAPHS[scene.name] = frozenset(scene.graph_names)
-    bank = bank_items()
+    bank = bank_items(DEV_SETS)
     texts = [i.step().text.embedded_name() for _, i in bank]
     by_key = {(src, i.id): i for src, items in _sets() for i in items}
     rec_texts = [by_key[(r.source, r.id)].step().text.embedded_name() for r in records]
@@ -928,14 +940,17 @@ def knn_report(records: Sequence[Record], vectors: TextVectors) -> str:
     return "\n".join(lines + details)
 
 
-def implemented_report(records: Sequence[Record], vectors: TextVectors) -> str:
+def implemented_report(
+    records: Sequence[Record], vectors: TextVectors, bank_sets: Sequence[str] = EXAMPLE_SETS
+) -> str:
     """The committed rule (`search.relabel.examples`) leaving one set out: each development set decided
-    with the examples of every other set (and the own calibration half); the own set with all of them."""
+    with the examples of every other set of `bank_sets` (default: the packaged examples' sets; `--bank-sets
+    all`: every development set) and the own calibration half; the own set with all of them."""
     from search.relabel.examples import LabelledName
 
     bank = [
         LabelledName(item.name, None if item.truth == NEW else item.truth, source)
-        for source, item in bank_items()
+        for source, item in bank_items(bank_sets)
     ]
     taxonomy = default_taxonomy()
     model = load_model()
@@ -980,7 +995,8 @@ def implemented_report(records: Sequence[Record], vectors: TextVectors) -> str:
         "## The committed rule, leave one set out (`search.relabel.examples`)",
         "",
         "Each development set decided with the examples of the other sets and the own calibration half;"
-        " the own set with all of them (its calibration half is in the bank: not a held-out figure).",
+        " the own set with all of them (its calibration half is in the bank: not a held-out figure)."
+        + f" Sets in the bank: {', '.join(s for s in DEV_SETS if s in bank_sets)}.",
         "",
         "| set | graph | items | before | after |",
         "| --- | --- | --- | --- | --- |",
@@ -991,6 +1007,120 @@ def implemented_report(records: Sequence[Record], vectors: TextVectors) -> str:
             f"| all {len(DEV_SETS)} held out | {graph} | {part} ({a.items}) | {b.cell()} | {a.cell()} |"
         )
     return "\n".join(head + rows + ["", "Moved decisions:", "", *moved])
+
+
+def _bank_of(sources: Sequence[str]) -> list[Any]:
+    """The example bank of the own calibration half and the clear items of the development `sources`."""
+    from search.relabel.examples import LabelledName
+
+    return [
+        LabelledName(item.name, None if item.truth == NEW else item.truth, source)
+        for source, item in bank_items(sources)
+    ]
+
+
+CURVE_KS: tuple[int, ...] = (0, 2, 4, 8, 14)
+CURVE_DRAWS = 5
+CURVE_SEED = 39
+
+
+def curve_draw(held: str, k: int, draw: int, seed: int = CURVE_SEED) -> list[str]:
+    """The `k` other development sets whose names make `held`'s example bank in draw `draw` (seeded by
+    the held-out set, k and the draw: a run decides the same banks every time)."""
+    others = [s for s in DEV_SETS if s != held]
+    return sorted(random.Random(f"{seed}:{held}:{k}:{draw}").sample(others, min(k, len(others))))
+
+
+def learning_curve_report(
+    records: Sequence[Record],
+    vectors: TextVectors,
+    ks: Sequence[int] = CURVE_KS,
+    draws: int = CURVE_DRAWS,
+    seed: int = CURVE_SEED,
+) -> str:
+    """The committed example rule with banks of k other development sets (issue 28, session 39): each
+    set held out as `implemented_report` does, its names decided on the full graph (the rule needs the
+    taxonomy) with the own calibration half and `k` sets drawn from the others; `draws` draws per k
+    (one when k is 0 or all of them). Summed over the held-out sets, per draw; the table shows the mean
+    over the draws and their range. It also counts the clear names with a near twin in the bank: an
+    example at cosine >= `EXAMPLE_MERGE` naming the right technique (or none, for a name that names
+    none), and one as near naming another: what the bank could decide, gates aside."""
+    from search.relabel.examples import EXAMPLE_MERGE, example_text
+
+    taxonomy = default_taxonomy()
+    model = load_model()
+    sets = dict(_sets())
+    before = {(r.source, r.graph, r.id): r for r in records}
+    scene = next(s for s in scenarios(taxonomy) if s.name == "full")
+    index = None
+    n_other = len(DEV_SETS) - 1
+    # draw -> (clear, doubtful) tallies, per k
+    results: dict[int, list[tuple[HeldOutTally, HeldOutTally]]] = {}
+    twins: dict[int, list[tuple[int, int]]] = {}
+    """k -> per draw, clear names with a near twin naming the right technique, and another one."""
+    for k in ks:
+        k_draws = 1 if k in (0, n_other) else draws
+        for draw in range(k_draws):
+            clear, doubtful = HeldOutTally(), HeldOutTally()
+            twin_right = twin_wrong = 0
+            for held in DEV_SETS:
+                policy = RelabelPolicy(
+                    vectors.embedder,
+                    taxonomy=scene.taxonomy,
+                    model=model,
+                    vectors=vectors,
+                    examples=_bank_of(curve_draw(held, k, draw, seed)),
+                )
+                if index is None:
+                    index = policy.index(scene.techniques)
+                items = sets[held]
+                policy.prepare([i.step() for i in items], index)
+                bank = policy.example_bank()
+                vectors.ensure([example_text(i.name) for i in items])
+                for item in items:
+                    old = before[(held, scene.name, item.id)]
+                    (doubtful if item.doubtful else clear).add(
+                        old, verdict(item, scene, policy.choose(item.step(), index))
+                    )
+                    near = bank.nearest(vectors.get(example_text(item.name))) if bank else None
+                    if near is not None and not item.doubtful and near[1] >= EXAMPLE_MERGE:
+                        named = (near[0].technique or NEW) == item.truth
+                        twin_right += named
+                        twin_wrong += not named
+            results.setdefault(k, []).append((clear, doubtful))
+            twins.setdefault(k, []).append((twin_right, twin_wrong))
+
+    def spread(values: list[int]) -> str:
+        mean = sum(values) / len(values)
+        return f"{mean:.1f}" if min(values) == max(values) else f"{mean:.1f} ({min(values)}-{max(values)})"
+
+    first = results[min(results)][0][0]
+    lines = [
+        f"## Learning curve: the example rule with banks of k other development sets ({len(DEV_SETS)} sets, "
+        "each held out; full graph)",
+        "",
+        f"Bank: the own calibration half and k of the {n_other} other sets' clear items, {draws} draws per k"
+        f" (seed {seed}; one when k is 0 or {n_other}). Clear items ({first.items}, {first.merge_items} must"
+        " merge), summed over the held-out sets: mean over the draws (range). Right: correct merges and"
+        " right new techniques; queued and duplicates as counts. Twins: clear names whose nearest example is"
+        f" at cosine >= {EXAMPLE_MERGE} and names their technique (right) or another (wrong).",
+        "",
+        "| k sets | draws | bank size (mean) | right | correct merges | false merges | queued | duplicates |"
+        " doubtful: false merges | twins right | twins wrong |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for k, rows in sorted(results.items()):
+        k_draws = len(rows)
+        sizes = [len(_bank_of(curve_draw(held, k, d, seed))) for d in range(k_draws) for held in DEV_SETS]
+        right = [c.correct + c.new_ok for c, _ in rows]
+        lines.append(
+            f"| {k} | {k_draws} | {sum(sizes) / len(sizes):.0f} | {spread(right)} | "
+            f"{spread([c.correct for c, _ in rows])} | {spread([c.false for c, _ in rows])} | "
+            f"{spread([c.queued for c, _ in rows])} | {spread([c.duplicates for c, _ in rows])} | "
+            f"{spread([d.false for _, d in rows])} | {spread([t[0] for t in twins[k]])} | "
+            f"{spread([t[1] for t in twins[k]])} |"
+        )
+    return "\n".join(lines)
 
 
 def write_bank(path: Path | None = None) -> int:
@@ -1042,6 +1172,26 @@ def main(argv: list[str] | None = None) -> int:
         help="with --refit: MERGE,NEW thresholds of the model with a taxonomy",
     )
     parser.add_argument(
+        "--bank-sets",
+        choices=("committed", "all"),
+        default="committed",
+        help="with --implemented: the bank's development sets (the packaged examples' sets, or all)",
+    )
+    parser.add_argument(
+        "--learning-curve",
+        action="store_true",
+        help="also the example rule with banks of k other sets, leave one set out (full graph)",
+    )
+    parser.add_argument(
+        "--curve-ks",
+        default=",".join(str(k) for k in CURVE_KS),
+        help="with --learning-curve: the numbers of other sets in the bank",
+    )
+    parser.add_argument(
+        "--curve-draws", type=int, default=CURVE_DRAWS, help="with --learning-curve: draws per k"
+    )
+    parser.add_argument("--curve-seed", type=int, default=CURVE_SEED, help="with --learning-curve: seed")
+    parser.add_argument(
         "--write-examples", action="store_true", help="write search/relabel/data/examples.v1.jsonl and stop"
     )
     args = parser.parse_args(argv)
@@ -1075,13 +1225,17 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown changes: {sorted(unknown)}")
     changes = [c for c in CHANGES if not wanted or c.name in wanted]
     text = per_set(records) + "\n\n" + report(records, changes)
-    if args.implemented or args.knn or args.refit:
+    if args.implemented or args.knn or args.refit or args.learning_curve:
         # one set of vectors for every report (each built its own from the cache before)
         vectors = cached_vectors(shared_embedder(), args.vector_cache)
         if args.implemented:
-            text += "\n\n" + implemented_report(records, vectors)
+            bank_sets = DEV_SETS if args.bank_sets == "all" else EXAMPLE_SETS
+            text += "\n\n" + implemented_report(records, vectors, bank_sets)
         if args.knn:
             text += "\n\n" + knn_report(records, vectors)
+        if args.learning_curve:
+            ks = [int(k) for k in args.curve_ks.split(",") if k]
+            text += "\n\n" + learning_curve_report(records, vectors, ks, args.curve_draws, args.curve_seed)
         if args.refit:
             text += "\n\n" + refit_report(records, vectors, args.model_out)
     print(text)
