@@ -32,7 +32,7 @@ from graphdb.models import ReviewStatus, Role
 from graphdb.store import GraphStore
 from regraph_cli.discovery import reach
 from search.backends.base import ChatModel
-from search.backends.config import ModelRoles, RoleConfig, build_model
+from search.backends.config import ModelRoles, RoleConfig, build_model, require_structured_output
 from search.embeddings import shared_embedder
 from search.errors import EvaluatorUnavailableError, SearchError
 from search.relabel.construction import (
@@ -200,6 +200,13 @@ def build(
     if teacher_tasks:
         role = _teacher_role(teacher_url, teacher_model, teacher_api_key)
         try:
+            # Before the model is built: on a backend that cannot hold the answer's schema the teacher
+            # would skip every task and the build would go on without it.
+            require_structured_output(
+                "teacher",
+                role,
+                otherwise=", or give --teacher-url and --teacher-model (an OpenAI-compatible server)",
+            )
             teacher_model_obj: ChatModel = build_model(role)
             teacher = TeacherTrajectorySource(
                 teacher_model_obj,

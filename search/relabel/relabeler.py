@@ -43,9 +43,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from graphdb.models import AliasAddition, RelabelDecision, RelabelOutcome, Technique, utc_now
 from search.backends.base import ChatMessage, ChatModel, ModelError
-from search.backends.config import ModelRoles, build_model
+from search.backends.config import ModelRoles, build_model, require_structured_output
 from search.embeddings import Embedder, EmbeddingError, default_model_path, technique_text
-from search.errors import SearchConfigError, SearchError
+from search.errors import SearchError
 from search.protocols import INITIAL_TECHNIQUE
 from search.relabel.evidence import CodeEvidence, code_evidence, name_code_mismatch
 from search.relabel.examples import EXAMPLE_MERGE, EXAMPLE_NEW, ExampleBank, LabelledName, read_examples
@@ -121,11 +121,6 @@ def judge_prompt(candidate: str, description: str, options: list[str]) -> str:
         'Answer JSON {"existed": true, "method": "<the known method, copied exactly>"} or '
         '{"existed": false, "method": "<the new name>"}.'
     )
-
-
-JUDGE_BACKENDS: tuple[str, ...] = ("openai", "vllm", "replay")
-"""The backends a judge role may name: those that constrain an answer to `JUDGE_SCHEMA` (an OpenAI-compatible
-server, vLLM's guided decoding) or replay recorded ones; the in-process transformers backend cannot."""
 
 
 class ChatModelJudge:
@@ -1094,14 +1089,13 @@ def build_relabeler(
     if judge is None:
         role = (roles or ModelRoles()).judge
         if role is not None:
-            if role.backend not in JUDGE_BACKENDS:
-                # Refused here, not per name: built, such a judge fails every question, and every name it
-                # was to decide would wait in the queue behind a warning (session 38, the packaged model).
-                raise SearchConfigError(
-                    f"the judge role's backend {role.backend!r} cannot constrain answers to the judge's JSON "
-                    f"schema; set REGRAPH_MODELS__JUDGE__BACKEND to one of {', '.join(JUDGE_BACKENDS)}, "
-                    "or leave the judge role unset (undecided names then wait in the curator queue)"
-                )
+            # Refused here, not per name: built, such a judge fails every question, and every name it was
+            # to decide would wait in the queue behind a warning (session 38, the packaged model).
+            require_structured_output(
+                "judge",
+                role,
+                otherwise=", or leave the judge role unset (undecided names then wait in the curator queue)",
+            )
             judge = ChatModelJudge(build_model(role))
     return Relabeler(
         store,

