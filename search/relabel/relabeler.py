@@ -893,6 +893,7 @@ class RelabelSession:
                     matched, score = name, probability
                     break
         judge_answer: dict[str, Any] | None = None
+        judge_failure: dict[str, Any] | None = None
         outcome_kind, target, decided_by = choice.outcome, choice.technique, choice.decided_by
         canonical = choice.canonical
         if outcome_kind == "undecided" and rl.judge is not None and ranked is not None:
@@ -917,6 +918,10 @@ class RelabelSession:
                     "relabel judge failed; queueing", extra={"candidate": step.name, "error": str(e)}
                 )
                 judge_answer = {"error": str(e)}
+                # The judge decided nothing: the rule that left the name undecided sent it to the queue,
+                # and the judge's failure is its evidence (session 38 recorded "judge" here).
+                decided_by = choice.decided_by
+                judge_failure = {"options": options, "error": str(e)}
         flags = list(choice.flags)
         if outcome_kind == "merge":
             outcome = RelabelOutcome.MERGED
@@ -942,6 +947,8 @@ class RelabelSession:
             logger.info(decided_note, extra={"candidate": step.name})
         evidence = choice.evidence_json()
         evidence["flags"] = flags
+        if judge_failure is not None:
+            evidence["judge"] = judge_failure
         self.decisions.append(
             RelabelDecision(
                 id=uuid.uuid4().hex,
