@@ -32,7 +32,7 @@ from graphdb.models import ReviewStatus, Role
 from graphdb.store import GraphStore
 from regraph_cli.discovery import reach
 from search.backends.base import ChatModel
-from search.backends.config import ModelRoles, RoleConfig, build_model
+from search.backends.config import ModelRoles, RoleConfig, build_model, require_structured_output
 from search.embeddings import shared_embedder
 from search.errors import EvaluatorUnavailableError, SearchError
 from search.relabel.construction import (
@@ -45,7 +45,7 @@ from search.relabel.construction import (
     TaskDirectoryReferences,
     read_trajectories,
 )
-from search.relabel.relabeler import build_relabeler
+from search.relabel.relabeler import build_relabeler, role_judge
 from search.relabel.teacher import DEFAULT_MAX_STEPS, TeacherTrajectorySource, load_teacher_tasks
 
 graph_app = typer.Typer(
@@ -195,11 +195,23 @@ def build(
         trajectories = read_trajectories(files or [])
     except SearchError as e:
         raise _fail(f"{e} (nothing was written)") from e
+    try:
+        # The judge role first: refused, it should not wait for the teacher's whole run (session 39).
+        judge = role_judge()
+    except SearchError as e:
+        raise _fail(f"{e} (nothing was written)") from e
     teacher: TeacherTrajectorySource | None = None
     references: ReferenceSource = TaskDirectoryReferences(tasks)
     if teacher_tasks:
         role = _teacher_role(teacher_url, teacher_model, teacher_api_key)
         try:
+            # Before the model is built: on a backend that cannot hold the answer's schema the teacher
+            # would skip every task and the build would go on without it.
+            require_structured_output(
+                "teacher",
+                role,
+                otherwise=", or give --teacher-url and --teacher-model (an OpenAI-compatible server)",
+            )
             teacher_model_obj: ChatModel = build_model(role)
             teacher = TeacherTrajectorySource(
                 teacher_model_obj,
@@ -230,7 +242,7 @@ def build(
             embedder = shared_embedder()
             # The one relabeler of every graph-building path: taxonomy and scorer from the settings,
             # the judge from the `judge` model role (REGRAPH_MODELS__JUDGE__*) when set.
-            relabeler = build_relabeler(store, embedder)
+            relabeler = build_relabeler(store, embedder, judge=judge)
             builder = GraphBuilder(
                 store=store,
                 embedder=embedder,

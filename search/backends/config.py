@@ -81,6 +81,28 @@ def local_role(spec: str, **settings: Any) -> RoleConfig | None:
     return RoleConfig(backend="transformers", model=spec, **settings)
 
 
+STRUCTURED_OUTPUT_BACKENDS: tuple[BackendName, ...] = ("openai", "vllm", "replay")
+"""The backends a role that answers to a JSON schema (the teacher, the judge) may name: those that constrain
+an answer to the schema (an OpenAI-compatible server's structured output, vLLM's guided decoding) or replay
+recorded answers. The in-process transformers backend cannot: it refuses every such request
+(`TransformersModel.complete`)."""
+
+
+def require_structured_output(role_name: str, role: RoleConfig, *, otherwise: str = "") -> None:
+    """Refuse, with a `SearchConfigError` naming the role, its backend and the backends that can, a role
+    that answers to a JSON schema on a backend that cannot constrain answers to one. Called where the role
+    is configured, before its model is built: built, such a role fails every request, and the run goes on
+    without a single answer (session 38: the judge queued every name; session 39: the teacher skipped
+    every task). `otherwise`: what else the caller offers, appended to the message."""
+    if role.backend in STRUCTURED_OUTPUT_BACKENDS:
+        return
+    raise SearchConfigError(
+        f"the {role_name} role must answer to a JSON schema, and its backend {role.backend!r} cannot "
+        f"constrain answers to one; set REGRAPH_MODELS__{role_name.upper()}__BACKEND to one of "
+        f"{', '.join(STRUCTURED_OUTPUT_BACKENDS)}{otherwise}"
+    )
+
+
 def build_model(role: RoleConfig) -> ChatModel:
     """Build the backend a role asks for (vllm and torch are imported only here, and only when chosen)."""
     model: ChatModel
@@ -121,4 +143,13 @@ def build_model(role: RoleConfig) -> ChatModel:
     return model
 
 
-__all__ = ["LOCAL_PREFIX", "ModelRoles", "ModelUnavailableError", "RoleConfig", "build_model", "local_role"]
+__all__ = [
+    "LOCAL_PREFIX",
+    "STRUCTURED_OUTPUT_BACKENDS",
+    "ModelRoles",
+    "ModelUnavailableError",
+    "RoleConfig",
+    "build_model",
+    "local_role",
+    "require_structured_output",
+]

@@ -43,9 +43,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from graphdb.models import AliasAddition, RelabelDecision, RelabelOutcome, Technique, utc_now
 from search.backends.base import ChatMessage, ChatModel, ModelError
-from search.backends.config import ModelRoles, build_model
+from search.backends.config import ModelRoles, build_model, require_structured_output
 from search.embeddings import Embedder, EmbeddingError, default_model_path, technique_text
-from search.errors import SearchConfigError, SearchError
+from search.errors import SearchError
 from search.protocols import INITIAL_TECHNIQUE
 from search.relabel.evidence import CodeEvidence, code_evidence, name_code_mismatch
 from search.relabel.examples import EXAMPLE_MERGE, EXAMPLE_NEW, ExampleBank, LabelledName, read_examples
@@ -121,11 +121,6 @@ def judge_prompt(candidate: str, description: str, options: list[str]) -> str:
         'Answer JSON {"existed": true, "method": "<the known method, copied exactly>"} or '
         '{"existed": false, "method": "<the new name>"}.'
     )
-
-
-JUDGE_BACKENDS: tuple[str, ...] = ("openai", "vllm", "replay")
-"""The backends a judge role may name: those that constrain an answer to `JUDGE_SCHEMA` (an OpenAI-compatible
-server, vLLM's guided decoding) or replay recorded ones; the in-process transformers backend cannot."""
 
 
 class ChatModelJudge:
@@ -898,6 +893,7 @@ class RelabelSession:
                     matched, score = name, probability
                     break
         judge_answer: dict[str, Any] | None = None
+        judge_failure: dict[str, Any] | None = None
         outcome_kind, target, decided_by = choice.outcome, choice.technique, choice.decided_by
         canonical = choice.canonical
         if outcome_kind == "undecided" and rl.judge is not None and ranked is not None:
@@ -922,6 +918,10 @@ class RelabelSession:
                     "relabel judge failed; queueing", extra={"candidate": step.name, "error": str(e)}
                 )
                 judge_answer = {"error": str(e)}
+                # The judge decided nothing: the rule that left the name undecided sent it to the queue,
+                # and the judge's failure is its evidence (session 38 recorded "judge" here).
+                decided_by = choice.decided_by
+                judge_failure = {"options": options, "error": str(e)}
         flags = list(choice.flags)
         if outcome_kind == "merge":
             outcome = RelabelOutcome.MERGED
@@ -947,6 +947,8 @@ class RelabelSession:
             logger.info(decided_note, extra={"candidate": step.name})
         evidence = choice.evidence_json()
         evidence["flags"] = flags
+        if judge_failure is not None:
+            evidence["judge"] = judge_failure
         self.decisions.append(
             RelabelDecision(
                 id=uuid.uuid4().hex,
@@ -1077,6 +1079,23 @@ class RelabelConfig(BaseSettings):
         return taxonomy_setting(self.taxonomy)
 
 
+def role_judge(roles: ModelRoles | None = None) -> Judge | None:
+    """The judge of the `judge` model role (`REGRAPH_MODELS__JUDGE__*`), None where it is unset. A role
+    whose backend cannot hold an answer to `JUDGE_SCHEMA` is refused (`require_structured_output`): built,
+    such a judge fails every question, and every name it was to decide would wait in the queue behind a
+    warning (session 38, the packaged model). Call it before any long work (`regraph graph build` does,
+    before its teacher is asked), so that the refusal comes first."""
+    role = (roles or ModelRoles()).judge
+    if role is None:
+        return None
+    require_structured_output(
+        "judge",
+        role,
+        otherwise=", or leave the judge role unset (undecided names then wait in the curator queue)",
+    )
+    return ChatModelJudge(build_model(role))
+
+
 def build_relabeler(
     store: TechniqueReader,
     embedder: Embedder,
@@ -1092,17 +1111,7 @@ def build_relabeler(
     """
     settings = config or RelabelConfig()
     if judge is None:
-        role = (roles or ModelRoles()).judge
-        if role is not None:
-            if role.backend not in JUDGE_BACKENDS:
-                # Refused here, not per name: built, such a judge fails every question, and every name it
-                # was to decide would wait in the queue behind a warning (session 38, the packaged model).
-                raise SearchConfigError(
-                    f"the judge role's backend {role.backend!r} cannot constrain answers to the judge's JSON "
-                    f"schema; set REGRAPH_MODELS__JUDGE__BACKEND to one of {', '.join(JUDGE_BACKENDS)}, "
-                    "or leave the judge role unset (undecided names then wait in the curator queue)"
-                )
-            judge = ChatModelJudge(build_model(role))
+        judge = role_judge(roles)
     return Relabeler(
         store,
         embedder,

@@ -184,9 +184,11 @@ def test_judge_decides_undecided_names_and_unknown_answers_are_refused(
     )
     assert "Memory access coalescing" in store.get_technique("Memory coalescing").aliases
     # The paper's rule: a relabel onto a method that is not among the offered ones is refused. The
-    # name is kept as its own technique, flagged for a curator, and the refusal is on record.
+    # name is kept as its own technique, flagged for a curator, and the refusal is on record; the judge
+    # decided nothing, so the decision is the scorer's, which left it undecided (session 39).
     refused = by_candidate["Shared memory blocking"]
-    assert (refused.decided_by, refused.outcome) == ("judge", RelabelOutcome.FLAGGED)
+    assert (refused.decided_by, refused.outcome) == ("model", RelabelOutcome.FLAGGED)
+    assert refused.evidence is not None and "not one of the offered" in refused.evidence["judge"]["error"]
     assert "Quantum tiling" in str(refused.judge_answer) and "not one of the offered" in str(
         refused.judge_answer
     )

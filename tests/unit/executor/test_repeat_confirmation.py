@@ -272,10 +272,37 @@ def _run(
     return run_on_timing_sets(task, product, tmp, options)
 
 
+CONFIRMED_AND_REFUSED = "the confirming call on a fresh set after the trials took"
+"""What a refusal says once the confirming call was made and was itself too slow (check_repeats)."""
+
+
+def _run_honest(
+    task: FunctionTask | KernelTask, product: str, tmp: Path, options: EvaluationOptions
+) -> WorkerOutcome:
+    """An honest candidate's run, made again, twice at most, where the rule refused it after its
+    confirming call. That call is one first visit compared with the trials' median: the rule refuses
+    where it took more than ``repeat_gain_limit`` (3) times the median plus the allowance (~2 ms), ~18 ms
+    for this task's ~5 ms, and on this shared 2-core host one call now and then is held off its core for
+    that long (session 39: 18.18 ms against ~18 ms in the runner's burst test; of 20 runs of that test's
+    job in a loop here, 1 refused: a call of 33.9 ms against a median of 9.0 ms). A refusal of any other
+    kind, or the third alike, fails the test: a confirmation that is not made, or not warmed up (the
+    autotuner below, refused on every run), still fails it."""
+    for attempt in range(3):
+        outcome = _run(task, product, tmp / f"attempt{attempt}", options)
+        refused_after_confirming = (
+            not outcome.passed
+            and outcome.error is ErrorKind.IMPLAUSIBLE
+            and CONFIRMED_AND_REFUSED in outcome.message
+        )
+        if not refused_after_confirming or attempt == 2:
+            return outcome
+    raise AssertionError("unreachable")
+
+
 def test_a_burst_on_every_first_visit_is_confirmed_away(
     task: FunctionTask | KernelTask, products: dict[str, str], tmp_path: Path
 ) -> None:
-    outcome = _run(task, products["burst"], tmp_path / "on", OPTIONS)
+    outcome = _run_honest(task, products["burst"], tmp_path / "on", OPTIONS)
     assert outcome.passed, outcome.message
     assert outcome.first_visits_ms is not None and min(outcome.first_visits_ms) >= 150.0
     assert outcome.candidate_timing is not None
@@ -298,7 +325,7 @@ def test_a_memo_of_every_answer_is_refused_after_its_confirming_call(
     outcome = _run(task, products["slot_memo"], tmp_path, OPTIONS)
     assert not outcome.passed and outcome.error is ErrorKind.IMPLAUSIBLE, outcome.message
     assert outcome.stage == "timing" and "fastest first call on a timing set" in outcome.message
-    assert "the confirming call on a fresh set after the trials took" in outcome.message, outcome.message
+    assert CONFIRMED_AND_REFUSED in outcome.message, outcome.message
 
 
 def test_a_confirming_call_that_answers_wrong_is_wrong_output(
@@ -348,7 +375,7 @@ def test_a_burst_on_every_first_visit_is_confirmed_away_in_a_runner(
     "ran 30.1 times faster than the fastest first call"). The confirming call is made in a fresh runner,
     timed by the worker's clock."""
     use_candidate_process(monkeypatch)
-    outcome = _run(task, products["burst_by_values"], tmp_path, OPTIONS)
+    outcome = _run_honest(task, products["burst_by_values"], tmp_path, OPTIONS)
     assert "runner_roundtrip" in outcome.seconds, outcome.seconds  # it ran in a runner
     _assert_confirmed_away(outcome)
 
@@ -360,7 +387,7 @@ def test_a_burst_on_every_first_visit_is_confirmed_away_by_default(
     use_default_candidate_process(monkeypatch)
     if not candidate_process()[0]:
         pytest.skip("no runner here: the default runs the candidate in its worker")
-    outcome = _run(task, products["burst_by_values"], tmp_path, OPTIONS)
+    outcome = _run_honest(task, products["burst_by_values"], tmp_path, OPTIONS)
     assert "runner_roundtrip" in outcome.seconds, outcome.seconds
     _assert_confirmed_away(outcome)
 
@@ -372,7 +399,7 @@ def test_an_autotuner_with_a_burst_is_confirmed_away_in_a_runner(
     two), so an honest candidate whose first two calls at the timing size are slower (an autotuner)
     makes its confirming call at its median's speed; with one warm-up it was refused ``implausible``."""
     use_candidate_process(monkeypatch)
-    outcome = _run(task, products["autotuner_with_burst"], tmp_path, OPTIONS)
+    outcome = _run_honest(task, products["autotuner_with_burst"], tmp_path, OPTIONS)
     assert "runner_roundtrip" in outcome.seconds, outcome.seconds
     _assert_confirmed_away(outcome)
 
@@ -400,7 +427,7 @@ def test_a_memo_keyed_on_values_is_refused_after_its_confirming_call_in_a_runner
     outcome = _run(task, products["value_memo"], tmp_path, OPTIONS)
     assert "runner_roundtrip" in outcome.seconds, outcome.seconds
     assert not outcome.passed and outcome.error is ErrorKind.IMPLAUSIBLE, outcome.message
-    assert "the confirming call on a fresh set after the trials took" in outcome.message, outcome.message
+    assert CONFIRMED_AND_REFUSED in outcome.message, outcome.message
 
 
 def test_a_confirming_call_in_a_runner_that_answers_wrong_is_wrong_output(

