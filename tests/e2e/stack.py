@@ -128,7 +128,10 @@ def running_stack(driver: Driver, target: Neo4jTarget, workdir: Path, **override
     """Empty the graph, start the executor and the API (which loads the seed graph), add the keys."""
     with driver.session(database=target.database) as session:
         session.run(CLEAR).consume()
-    executor_settings = ExecutorSettings(cache_dir=workdir / "executor-cache", runtime="none")
+    # no spare reference worker: one would start with the stack and after each evaluation, mostly unused
+    executor_settings = ExecutorSettings(
+        cache_dir=workdir / "executor-cache", runtime="none", prewarm_workers=False
+    )
     with serve_in_thread(create_executor_app(executor_settings)) as executor_url:
         settings = ApiSettings(
             neo4j_uri=target.uri,

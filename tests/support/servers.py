@@ -68,11 +68,15 @@ def serve_in_thread(
 
 @contextmanager
 def compile_only_executor(cache_dir: Path) -> Iterator[str]:
-    """The real executor service without a GPU runtime (compile-only, whatever the machine), on loopback."""
+    """The real executor service without a GPU runtime (compile-only, whatever the machine), on loopback.
+
+    No spare reference worker (``prewarm_workers`` off): each evaluation starts its own beside its
+    compile, and none is left to be killed unused when the test ends (spares: test_executor_prewarm.py)."""
     from executor.app import create_app
     from executor.settings import ExecutorSettings
 
-    with serve_in_thread(create_app(ExecutorSettings(cache_dir=cache_dir, runtime="none"))) as url:
+    settings = ExecutorSettings(cache_dir=cache_dir, runtime="none", prewarm_workers=False)
+    with serve_in_thread(create_app(settings)) as url:
         yield url
 
 

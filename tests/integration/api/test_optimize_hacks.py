@@ -172,8 +172,13 @@ def sources() -> dict[str, tuple[str, str, int]]:
 
 @pytest.fixture(scope="module")
 def executor_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    # Every job is another task's: workers prepared for a task's next candidate (prepare_next) would be
+    # stopped unused, after their reference run.
     executor = ExecutorSettings(
-        cache_dir=tmp_path_factory.mktemp("optimize-hacks-executor"), runtime="host", run_timeout_s=120
+        cache_dir=tmp_path_factory.mktemp("optimize-hacks-executor"),
+        runtime="host",
+        run_timeout_s=120,
+        prepare_next=False,
     )
     with serve_in_thread(create_executor_app(executor)) as url:
         yield url

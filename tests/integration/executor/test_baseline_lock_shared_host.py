@@ -48,8 +48,14 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Evaluator, 
     except ToolchainError:
         pytest.skip("no nvcc here")
     cache = tmp_path_factory.mktemp("shared-store") / "cache"
+    # Baseline measurements only (their own workers): no spares, which would be killed unused.
     settings = ExecutorSettings(
-        cache_dir=cache, runtime="host", run_timeout_s=120, host_baseline=True, prepare_next=False
+        cache_dir=cache,
+        runtime="host",
+        run_timeout_s=120,
+        host_baseline=True,
+        prepare_next=False,
+        prewarm_workers=False,
     )
     built = (Evaluator(settings), Evaluator(settings))
     try:
@@ -175,6 +181,7 @@ def test_a_stuck_holder_is_waited_for_run_timeout_s_then_the_baseline_is_timed_h
         run_timeout_s=STUCK_S,
         host_baseline=True,
         prepare_next=False,
+        prewarm_workers=False,  # a baseline measurement only: no spares, killed unused
     )
     evaluator = Evaluator(settings)
     task = _task("stuck holder")

@@ -54,6 +54,7 @@ def executors(
                 run_timeout_s=60,
                 compile_workers=1,
                 prepare_next=False,
+                prewarm_workers=False,  # one evaluation each at most: no spares, killed unused
                 baseline_timing_cache=shared,
             )
         )

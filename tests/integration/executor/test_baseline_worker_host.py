@@ -226,7 +226,8 @@ def test_a_kept_baseline_is_measured_again_once_it_is_stale(tmp_path: Path) -> N
     """A long-running executor does not keep a baseline timing in memory longer than the host's store
     keeps it (``baseline_timing_max_age_s``): once stale, the task's next evaluation measures it again."""
     max_age_s = 3.0
-    settings = _settings(tmp_path / "cache", baseline_timing_max_age_s=max_age_s)
+    # baseline measurements only (their own workers): no spares, which would be killed unused
+    settings = _settings(tmp_path / "cache", baseline_timing_max_age_s=max_age_s, prewarm_workers=False)
     evaluator = Evaluator(settings)
     try:
         task = _task(NAIVE + "// stale\n")
@@ -262,7 +263,7 @@ def test_a_restarted_executor_finds_the_stored_baseline_before_its_first_verdict
     learn only from its first run's outcome: after a restart, a task prepared before the first verdict
     timed its baseline again. The device's figures (measured by a worker of their own) name the model,
     so the restarted executor finds the stored timing at once."""
-    settings = _settings(tmp_path / "cache")
+    settings = _settings(tmp_path / "cache", prewarm_workers=False)  # no evaluation: no spares
     task = _task(NAIVE + "// restarted\n")
     before = Evaluator(settings)
     try:

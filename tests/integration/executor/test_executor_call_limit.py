@@ -141,6 +141,7 @@ def test_the_evaluator_gives_each_call_its_limit(tmp_path: Path) -> None:
         run_timeout_s=120,
         run_limit_floor_s=RUN_LIMIT_S,
         run_call_floor_s=1.0,
+        prewarm_workers=False,  # one evaluation: no spare or prepared workers, killed unused at the close
     )
     # The static checks want a kernel launch in a candidate (one that is never reached) and no unistd.h.
     stub = "\n__global__ void stub_kernel() {}\nstatic void never_called() { stub_kernel<<<1, 1>>>(); }\n"

@@ -43,6 +43,9 @@ def evaluator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Evaluator]:
         compile_workers=2,
         gpu_kernel_first=True,
         timings_at_turn=True,
+        # The turns, not the spares (test_executor_prewarm.py): no spare or prepared workers, which the
+        # module's close would kill unused.
+        prewarm_workers=False,
     )
     built = Evaluator(settings)
     yield built

@@ -77,6 +77,8 @@ SMALL = one_input_task("scaled_copy", domain="elementwise", description="y[i] = 
 LARGE = one_input_task("scaled_copy", domain="elementwise", description="y[i] = 2 x[i]", timing=1 << 20)
 OPTIONS = FAST.model_copy(update={"min_trials": 5, "max_trials": 7})
 LOCKED_OPTIONS = OPTIONS.model_copy(update={"host_memory": "page_locked"})
+# The evaluators here run no evaluation (their baseline methods are called directly), so they are made
+# with prewarm_workers=False: each would start a spare candidate and reference worker, killed unused.
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -231,7 +233,7 @@ def test_the_setting_decides_where_the_request_leaves_it(
 ) -> None:
     assert ExecutorSettings().host_memory == "pageable"
     monkeypatch.setenv("REGRAPH_EXECUTOR_HOST_MEMORY", "page_locked")
-    evaluator = Evaluator(ExecutorSettings(runtime="host", cache_dir=tmp_path))
+    evaluator = Evaluator(ExecutorSettings(runtime="host", prewarm_workers=False, cache_dir=tmp_path))
     try:
         assert evaluator.settings.host_memory == "page_locked"
         assert evaluator.with_settings(None).host_memory == "page_locked"
@@ -330,7 +332,11 @@ def test_a_baseline_timed_pageable_is_not_kept_for_page_locked_memory(product: s
     assert locked.seconds["host_lock_total_bytes"] == LOCK_TOTAL
     assert locked.timing is not None and locked.timing.median_ms < SPIN_MS / 2
 
-    evaluator = Evaluator(ExecutorSettings(runtime="host", cache_dir=tmp_path / "cache", host_baseline=True))
+    evaluator = Evaluator(
+        ExecutorSettings(
+            runtime="host", prewarm_workers=False, cache_dir=tmp_path / "cache", host_baseline=True
+        )
+    )
     try:
         store = (
             tmp_path
@@ -388,7 +394,9 @@ def test_a_baseline_past_the_cap_is_kept_as_pageable(product: str, tmp_path: Pat
     assert candidate.seconds["host_page_locked"] == 0.0 and candidate.seconds["host_lock_over_cap"] == 1.0
 
     cache = tmp_path / "cache"
-    settings = ExecutorSettings(runtime="host", cache_dir=cache, host_baseline=True, host_lock_max_mb=2)
+    settings = ExecutorSettings(
+        runtime="host", prewarm_workers=False, cache_dir=cache, host_baseline=True, host_lock_max_mb=2
+    )
     store = cache / "baseline-timings" / "host-cpu"
     evaluator = Evaluator(settings)
     try:
@@ -465,7 +473,9 @@ def test_a_baseline_and_its_candidates_pass_the_cap_together(product: str, tmp_p
         assert seconds["host_page_locked"] == float(locked), seconds
         assert seconds.get("host_lock_over_cap", 0.0) == float(not locked), seconds
         assert seconds["host_lock_total_bytes"] == LOCK_TOTAL, seconds
-    settings = ExecutorSettings(runtime="host", cache_dir=tmp_path / "cache", host_baseline=True)
+    settings = ExecutorSettings(
+        runtime="host", prewarm_workers=False, cache_dir=tmp_path / "cache", host_baseline=True
+    )
     evaluator = Evaluator(settings.model_copy(update={"host_lock_max_mb": cap >> 20}))
     try:
         evaluator._keep_baseline(task, LOCKED_OPTIONS, base)
@@ -490,7 +500,11 @@ def test_no_baseline_speedup_across_host_memories(product: str, tmp_path: Path) 
     assert candidate.seconds["host_page_locked"] == 0.0  # refused
     assert "host_lock_over_cap" not in candidate.seconds
 
-    evaluator = Evaluator(ExecutorSettings(runtime="host", cache_dir=tmp_path / "cache", host_baseline=True))
+    evaluator = Evaluator(
+        ExecutorSettings(
+            runtime="host", prewarm_workers=False, cache_dir=tmp_path / "cache", host_baseline=True
+        )
+    )
     try:
         for measuring in ((_done(kept), True), None):  # measured for this verdict, or kept before it
             if measuring is None:
@@ -520,7 +534,9 @@ def test_an_executor_reads_the_baseline_its_own_cap_gives(product: str, tmp_path
     _needs_rlimit_for_small()
     task = _task(tmp_path / "task", SMALL).model_copy(update={"naive_source": HEAD + BODY + " }\n"})
     cache = tmp_path / "cache"
-    small = ExecutorSettings(runtime="host", cache_dir=cache, host_baseline=True, host_lock_max_mb=2)
+    small = ExecutorSettings(
+        runtime="host", prewarm_workers=False, cache_dir=cache, host_baseline=True, host_lock_max_mb=2
+    )
     large = small.model_copy(update={"host_lock_max_mb": LOCK_TOTAL >> 20})
     over = _measure_baseline(product, task, tmp_path / "over", cap=small.host_lock_max_mb << 20)
     locked = _measure_baseline(product, task, tmp_path / "locked", cap=large.host_lock_max_mb << 20)

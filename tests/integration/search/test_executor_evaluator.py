@@ -59,6 +59,7 @@ def test_a_cancelled_evaluation_leaves_no_thread_waiting_for_the_executor(
         run_timeout_s=40,
         run_limit_floor_s=30,
         run_call_floor_s=30,
+        prewarm_workers=False,  # one evaluation: no spare or prepared workers, killed unused at the close
     )
     task = load_task(TASK_DIR)
 
@@ -119,8 +120,10 @@ def _after_the_close(port: int, ours: int) -> str:
 def test_an_evaluators_evaluations_share_one_connection_closed_with_it(tmp_path: Path) -> None:
     """A search evaluates many candidates: they reuse one connection to the executor (not one each),
     and the connection is closed when the evaluator is (the end of the search), by the evaluator."""
-    # No task preparation: the candidates never get past the static checks.
-    executor = create_app(ExecutorSettings(cache_dir=tmp_path, runtime="host", prepare_tasks=False))
+    # No task preparation and no spare workers: the candidates never get past the static checks.
+    executor = create_app(
+        ExecutorSettings(cache_dir=tmp_path, runtime="host", prepare_tasks=False, prewarm_workers=False)
+    )
     clients: set[tuple[str, int]] = set()  # the client address of every request the executor got
 
     async def recording(scope: dict[str, Any], receive: Any, send: Any) -> None:

@@ -60,7 +60,10 @@ def test_the_seeds_come_from_a_secret_the_task_alone_does_not_give(
 
 
 def test_an_evaluator_times_on_its_secret_seeds(saxpy: FunctionTask | KernelTask, tmp_path: Path) -> None:
-    evaluator = Evaluator(ExecutorSettings(cache_dir=tmp_path / "cache", runtime="host"))
+    # no evaluation: no spare workers, which would be killed unused
+    evaluator = Evaluator(
+        ExecutorSettings(cache_dir=tmp_path / "cache", runtime="host", prewarm_workers=False)
+    )
     try:
         spec = evaluator._timing_set(saxpy, Path("/cache/reference/aaaa.so"), EvaluationOptions())
         assert spec is not None and spec.seed != timingset.timing_seed(saxpy)
