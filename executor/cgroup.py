@@ -587,11 +587,29 @@ class WorkerCgroup:
                         logger.warning("cannot remove the worker's cgroup %s: %s", self.path, e)
                         return False
             for pid in left:  # v1, or v2 before cgroup.kill (5.14)
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
+                self._kill(pid)
             if time.monotonic() >= deadline:
                 logger.warning(
                     "the worker's cgroup %s still holds %s after %.0fs", self.path, left, timeout_s
                 )
                 return False
             time.sleep(0.01)
+
+    def _kill(self, pid: int) -> None:
+        """SIGKILL to ``pid`` only while it is a process of this cgroup: through a pidfd, opened first
+        and checked against ``cgroup.procs`` after, so that a pid reused meanwhile by a process elsewhere
+        is never signalled (review 40 L3); a plain kill where the kernel has no pidfd (before 5.3)."""
+        try:
+            fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            return
+        except OSError:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+            return
+        try:
+            if pid in self.processes():
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    signal.pidfd_send_signal(fd, signal.SIGKILL)
+        finally:
+            os.close(fd)

@@ -357,3 +357,26 @@ def test_a_v2_cgroups_removal_kills_what_is_left_in_it() -> None:
     assert cgroup.remove(timeout_s=10)
     assert not cgroup.path.exists()
     assert [p.wait(timeout=10) for p in left] == [-9, -9]
+
+
+def test_the_removal_kills_what_left_the_workers_group() -> None:
+    """In this host's place (v1 here: no cgroup.kill), processes left in a cgroup, one that left its
+    process group (``setsid``) and its child included, are killed one by one through pidfds (review 40
+    L3, L5) and the cgroup removed."""
+    assert PLACE is not None
+    cgroup = WorkerCgroup.make(PLACE)
+    fd = cgroup.open_procs()
+    try:
+        left = [
+            subprocess.Popen(["sleep", "60"], preexec_fn=lambda: enter(fd)),
+            subprocess.Popen(["setsid", "sh", "-c", "sleep 60 & sleep 60"], preexec_fn=lambda: enter(fd)),
+        ]
+    finally:
+        os.close(fd)
+    deadline = time.monotonic() + 10
+    while len(cgroup.processes()) < 4 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(cgroup.processes()) == 4, cgroup.processes()
+    assert cgroup.remove(timeout_s=5)
+    assert not cgroup.path.exists()
+    assert [p.wait(timeout=10) for p in left] == [-9, -9]
