@@ -299,6 +299,10 @@ class Jail:
             # of its own: written in the host's, they would be the host's.
             "ipc_limits": "--ipc" in _unshare_args(),
             "uid": JAIL_UID if is_root() else None,
+            # In the executor's user namespace (not root): the jail's mounts locked against the command,
+            # which runs as that namespace's root (jail_init._lock_mounts); as root, the command's uid
+            # (JAIL_UID) may remount nothing.
+            "lock_mounts": not is_root(),
             "env": env,
         }
 
