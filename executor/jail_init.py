@@ -1,9 +1,10 @@
 """The first process inside a compile jail (see :mod:`executor.jail`); standard library only.
 
-Run as ``python -I jail_init.py SPEC_JSON -- COMMAND...`` by ``unshare --mount --ipc --pid --fork`` (plus
-``--user --map-root-user`` where the executor is not root): it builds a new root on a tmpfs with only
-the paths the spec names bind-mounted (read-only unless listed as writable), a fresh /proc and /tmp,
-SysV IPC's limits lowered in its IPC namespace (where the spec says it has one of its own),
+Run as ``python -I jail_init.py SPEC_JSON -- COMMAND...`` by ``unshare --mount --ipc --pid --cgroup --fork``
+(plus ``--user --map-root-user`` where the executor is not root): it builds a new root on a tmpfs with
+only the paths the spec names bind-mounted (read-only unless listed as writable, all the way down), a
+fresh /proc and /tmp, SysV IPC's limits lowered in its IPC namespace (where the spec says it has one of
+its own), locks those mounts in a nested user namespace where the spec says so (the executor not root),
 chroots into it, drops to the spec's unprivileged uid when it has one, and execs the command. Any
 failure ends it with status 125 and one line on stderr that starts with ``jail:``; the command never
 runs outside the jail.
