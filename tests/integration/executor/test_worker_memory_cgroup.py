@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -35,6 +36,7 @@ from executor.cgroup import (
     enter,
     placement,
 )
+from executor.errors import WorkerError
 from executor.evaluate import Evaluator
 from executor.jail import HOST_PATHS, Jail, Protection, protection, python_paths
 from executor.reference import build_reference
@@ -380,3 +382,31 @@ def test_the_removal_kills_what_left_the_workers_group() -> None:
     assert cgroup.remove(timeout_s=5)
     assert not cgroup.path.exists()
     assert [p.wait(timeout=10) for p in left] == [-9, -9]
+
+
+def test_a_worker_its_cgroup_refuses_does_not_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The entry between fork and exec refused (here a ``cgroup.procs`` that is /dev/full: ENOSPC, as a
+    kernel refuses a cgroup past its pids.max or one being removed): the worker does not start, rather
+    than run outside its cgroup (review 40 L5), and its cgroup is removed."""
+    parent = tmp_path / "place"
+    parent.mkdir()
+    real_mkdir = Path.mkdir
+
+    def mkdir(path: Path, *args: Any, **kwargs: Any) -> None:
+        real_mkdir(path, *args, **kwargs)
+        if path.parent == parent:
+            (path / "cgroup.procs").symlink_to("/dev/full")
+
+    real_rmdir = Path.rmdir
+
+    def rmdir(path: Path) -> None:
+        if path.parent == parent:
+            (path / "cgroup.procs").unlink()
+        real_rmdir(path)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    monkeypatch.setattr(Path, "rmdir", rmdir)
+    monkeypatch.setattr(WorkerCgroup, "processes", lambda self: [])
+    with pytest.raises(WorkerError, match="cannot start a worker"):
+        WorkerProcess("candidate", "host", cgroups=CgroupPlace(1, parent, "test"), protection="namespace")
+    assert list(parent.iterdir()) == []
