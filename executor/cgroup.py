@@ -11,15 +11,27 @@ can and then kills a process of the cgroup (on cgroup v2, all of them: ``memory.
 :func:`find_place` looks once for a directory where the executor may make such cgroups:
 
 - cgroup v1: the executor's own cgroup in the memory hierarchy (children may sit beside processes);
-- cgroup v2: the executor's own cgroup where memory is already enabled for its children (the root); else,
-  where the executor is the only process of its cgroup (a systemd unit with ``Delegate=yes``, a
-  container's own cgroup), the executor moves itself into a leaf of it (``regraph-executor``: the rule
-  of no internal processes) and enables memory for its children; else the nearest ancestor that
-  enables memory for its children and that the executor may write (root on a host);
+- cgroup v2: only the executor's own cgroup, and only where it is delegated to the executor (systemd's
+  ``trusted.delegate`` or ``user.delegate`` extended attribute, a unit with ``Delegate=yes``; or the root
+  of its cgroup namespace, a container's own cgroup): there where memory is already enabled for its
+  children; else, where the executor is the only process of it, the executor moves itself into a leaf of
+  it (``regraph-executor``: the rule of no internal processes) and enables memory for its children. A
+  cgroup that is not delegated is another's to manage (systemd's, a device agent's): no cgroup is made
+  there, nor in any ancestor, whose workers would escape the executor's own pids, CPU and IO limits;
 - ``REGRAPH_EXECUTOR_MEMORY_CGROUPS`` names such a directory itself, or turns them ``off``.
 
-Where none is usable (not root and nothing delegated, a read-only cgroupfs, no memory controller) the
-workers run as before and :attr:`Placement.says` tells why (``GET /v1/device``'s ``memory_cgroups``).
+Only an executor that is root, whose workers are jailed, makes them (review 40 H1): a worker's code then
+runs as an unprivileged uid (:data:`executor.jail.JAIL_UID`, or a worker uid of its own) that may write
+no file of any cgroup, which is checked on the first cgroup made. An executor that is not root runs its
+workers' code as its own uid (the user namespace's mapped root): that uid owns the cgroups it makes, and
+the code could raise its own limit, leave its cgroup for its parent, or kill another worker's; so there
+are none. Inside the jail ``/sys`` is read-only all the way down (:mod:`executor.jail_init`) and the
+worker has a cgroup namespace rooted at its own cgroup (``unshare --cgroup``).
+
+Where none is usable (not root, unjailed workers, nothing delegated, a read-only cgroupfs, no memory
+controller) the workers run as before and :attr:`Placement.says` tells why (``GET /v1/device``'s
+``memory_cgroups``). Where the pids controller is enabled too, each worker's cgroup gets ``pids.max``
+(:data:`PIDS_MAX`): a fork bomb stays in its cgroup.
 
 A worker enters its cgroup between fork and exec (:func:`enter`, through a descriptor that the
 executor opened), so nothing it starts is ever outside it; its limit is written before its job is sent
@@ -31,12 +43,15 @@ worker (:meth:`WorkerCgroup.remove`).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import itertools
 import logging
 import os
+import secrets
 import shutil
 import signal
+import stat
 import subprocess
 import threading
 import time
@@ -45,12 +60,15 @@ from pathlib import Path
 from typing import Literal
 
 from executor.errors import ExecutorError
+from executor.jail import is_root
 
 logger = logging.getLogger(__name__)
 
 # The executor's setting (ExecutorSettings.memory_cgroups): "auto", "off", or a cgroup directory.
 OFF_VALUES = frozenset({"0", "off", "false", "no"})
-# The workers' cgroups are named PREFIX<executor pid>-<n>; the executor's own leaf on cgroup v2.
+# The workers' cgroups are named PREFIX<pid namespace inode>-<executor pid>-<token>-<n> (the token a
+# random one per executor process: a pid of another namespace, or reused, names another executor's);
+# the executor's own leaf on cgroup v2.
 PREFIX = "regraph-worker-"
 EXECUTOR_LEAF = "regraph-executor"
 # Above the job's memory_limit_bytes: the jail's own processes (``unshare`` and its small Python init,
@@ -60,6 +78,9 @@ EXECUTOR_LEAF = "regraph-executor"
 HEADROOM_BYTES = 64 << 20
 # How long the removal of a worker's cgroup waits for its last processes to exit.
 REMOVE_WAIT_S = 10.0
+# pids.max of a worker's cgroup where the pids controller is enabled for it (threads count: a CUDA
+# context, OpenBLAS's and torch's pools); ExecutorSettings.memory_cgroup_pids sets it.
+PIDS_MAX = 1024
 PROC_CGROUP = Path("/proc/self/cgroup")
 MOUNTINFO = Path("/proc/self/mountinfo")
 
@@ -77,6 +98,7 @@ class CgroupPlace:
     version: Version
     parent: Path
     how: str  # how it was found, for the executor's log and GET /v1/device
+    pids_max: int = PIDS_MAX  # written where the pids controller is enabled for the workers' cgroups
 
     def describe(self) -> str:
         """One line on what bounds a worker's memory here."""
@@ -151,7 +173,8 @@ def _keyed(text: str) -> dict[str, int]:
 
 def _procs(directory: Path) -> list[int]:
     try:
-        return [int(p) for p in (directory / "cgroup.procs").read_text().split()]
+        # never 0 (os.kill(0, ...) is this process's own group): the kernel lists none, a fake tree might
+        return [pid for pid in map(int, (directory / "cgroup.procs").read_text().split()) if pid > 0]
     except (OSError, ValueError):
         return []
 
@@ -218,16 +241,38 @@ def _v2_controllers(directory: Path, name: str) -> set[str]:
     return set()
 
 
+DELEGATE_XATTRS = ("trusted.delegate", "user.delegate")
+
+
+def _delegated(own: Path, mount: Path) -> str | None:
+    """How the cgroup v2 directory ``own`` is delegated to the executor (systemd's extended attribute
+    on a unit with ``Delegate=yes``, or the root of its cgroup namespace), or None."""
+    if own == mount:
+        return "the root of its cgroup namespace"
+    for name in DELEGATE_XATTRS:
+        with contextlib.suppress(OSError):
+            if os.getxattr(own, name).strip(b"\0").strip() in (b"1", b"yes", b"true"):
+                return f"delegated to it ({name})"
+    return None
+
+
 def _v2_place(own: Path, mount: Path) -> CgroupPlace | str:
-    """A cgroup v2 directory whose children may have the memory controller, and which the executor may
-    write; or why there is none."""
+    """The executor's own cgroup v2 directory where it is delegated to the executor and its children may
+    have the memory controller; or why not."""
     if "memory" not in _v2_controllers(mount, "cgroup.controllers"):
         return f"cgroup v2 at {mount} has no memory controller (it may be bound to a v1 hierarchy)"
+    how = _delegated(own, mount)
+    if how is None:
+        return (
+            f"cgroup v2: the executor's cgroup {own} is not delegated to it (no {' or '.join(DELEGATE_XATTRS)}, "
+            "not the root of a cgroup namespace): it is another's to manage; REGRAPH_EXECUTOR_MEMORY_CGROUPS "
+            "may name a directory for them"
+        )
     if "memory" in _v2_controllers(own, "cgroup.subtree_control") and _writable(own):
-        return CgroupPlace(2, own, "the executor's own cgroup")
+        return CgroupPlace(2, own, f"the executor's own cgroup, {how}")
     others = [pid for pid in _procs(own) if pid != os.getpid()]
     if "memory" in _v2_controllers(own, "cgroup.controllers") and _writable(own) and not others:
-        # Delegated to the executor alone: it moves itself into a leaf (no internal processes).
+        # The executor alone in it: it moves itself into a leaf (no internal processes).
         leaf = own / EXECUTOR_LEAF
         try:
             with contextlib.suppress(FileExistsError):
@@ -237,18 +282,15 @@ def _v2_place(own: Path, mount: Path) -> CgroupPlace | str:
         except (OSError, CgroupError) as e:
             logger.warning("could not make %s the executor's own leaf: %s", leaf, e)
         else:
-            return CgroupPlace(2, own, f"delegated: the executor moved itself to {EXECUTOR_LEAF}")
-    for ancestor in own.parents:
-        if ancestor != mount and mount not in ancestor.parents:
-            break
-        if "memory" in _v2_controllers(ancestor, "cgroup.subtree_control") and _writable(ancestor):
+            with contextlib.suppress(CgroupError):  # best effort: pids.max where it can be had
+                _write(own / "cgroup.subtree_control", "+pids")
             return CgroupPlace(
-                2, ancestor, "the nearest writable ancestor that enables memory for its children"
+                2, own, f"the executor's own cgroup, {how}; it moved itself to {EXECUTOR_LEAF}"
             )
     held = f" and {len(others)} other process(es) are in it" if others else ""
     return (
-        f"cgroup v2: the executor's cgroup {own} does not enable memory for its children{held}, and no "
-        "ancestor that does is writable by the executor"
+        f"cgroup v2: the executor's cgroup {own} ({how}) does not enable memory for its children{held}, "
+        "or is not writable by the executor"
     )
 
 
@@ -266,19 +308,68 @@ def _check(place: CgroupPlace) -> None:
         finally:
             os.close(fd)
         probe.memory()
+        exposed = _exposed(probe)
+        if exposed is not None:
+            raise CgroupError(exposed)
     finally:
         if not probe.remove():
             raise CgroupError(f"could not remove {probe.path}")
 
 
+def _exposed(probe: WorkerCgroup) -> str | None:
+    """Why a worker's code could write its cgroup's files (its limit, its membership, its parent's) though
+    it runs as another uid than the executor: a file not the executor's, or one others may write."""
+    place = probe.place
+    limit = "memory.max" if place.version == 2 else "memory.limit_in_bytes"
+    paths = [
+        probe.path,
+        probe.path / limit,
+        probe.path / "cgroup.procs",
+        place.parent,
+        place.parent / "cgroup.procs",
+    ]
+    for path in paths:
+        try:
+            info = os.stat(path)
+        except OSError:
+            continue
+        if info.st_uid != os.geteuid():
+            return f"{path} belongs to uid {info.st_uid}, not the executor: a worker's code may write it"
+        if info.st_mode & stat.S_IWOTH or (info.st_mode & stat.S_IWGRP and info.st_gid != os.getegid()):
+            return f"{path} is writable by others than the executor (mode {stat.filemode(info.st_mode)})"
+    return None
+
+
+def _pid_namespace() -> int:
+    """The inode of this process's pid namespace (0 where it cannot be read): a pid means a process
+    only within it."""
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return 0
+
+
+_TOKEN = secrets.token_hex(4)
+
+
+def _name_prefix() -> str:
+    """This executor's workers' cgroups' names, up to their number."""
+    return f"{PREFIX}{_pid_namespace()}-{os.getpid()}-{_TOKEN}-"
+
+
 def _remove_stale(place: CgroupPlace) -> None:
-    """Remove the empty worker cgroups that an executor no longer running left there."""
+    """Remove the empty worker cgroups that an executor of this pid namespace no longer running left there
+    (one that had this process's pid included); those of other namespaces' executors are theirs."""
+    namespace = str(_pid_namespace())
     with contextlib.suppress(OSError):
         for child in place.parent.iterdir():
             if not child.name.startswith(PREFIX) or not child.is_dir():
                 continue
-            owner = child.name[len(PREFIX) :].partition("-")[0]
-            if not owner.isdigit() or int(owner) == os.getpid() or _alive(int(owner)):
+            parts = child.name[len(PREFIX) :].split("-")
+            if len(parts) != 4 or parts[0] != namespace or not parts[1].isdigit() or parts[2] == _TOKEN:
+                continue
+            owner = int(parts[1])
+            if owner != os.getpid() and _alive(owner):
                 continue
             if not _procs(child):
                 with contextlib.suppress(OSError):
@@ -296,13 +387,32 @@ def _alive(pid: int) -> bool:
 
 
 def find_place(
-    setting: str = "auto", proc_cgroup: Path = PROC_CGROUP, mountinfo: Path = MOUNTINFO
+    setting: str = "auto",
+    proc_cgroup: Path = PROC_CGROUP,
+    mountinfo: Path = MOUNTINFO,
+    *,
+    jailed: bool = True,
+    pids_max: int = PIDS_MAX,
 ) -> Placement:
     """Where this executor makes its workers' memory cgroups (``setting``: ``auto``, ``off``, or a
-    cgroup directory), checked by making one and running a process in it; or why nowhere."""
+    cgroup directory), checked by making one and running a process in it; or why nowhere. ``jailed``:
+    whether its workers run jailed (as another uid than root); ``pids_max``: each cgroup's ``pids.max``."""
     value = setting.strip()
     if value.lower() in OFF_VALUES:
         return Placement(None, "off: REGRAPH_EXECUTOR_MEMORY_CGROUPS=off")
+    if not is_root():
+        return Placement(
+            None,
+            "off: the executor is not root, so its workers' code runs as its own uid (the jail's mapped "
+            "root), which may write the cgroups it makes: a candidate could raise its own limit or leave "
+            "its cgroup",
+        )
+    if not jailed:
+        return Placement(
+            None,
+            "off: the workers are not jailed (REGRAPH_JAIL_WORKERS), so a candidate runs as root, which "
+            "may write its own cgroup",
+        )
     if value.lower() != "auto":
         directory = Path(value)
         if (directory / "cgroup.controllers").exists():
@@ -317,6 +427,9 @@ def find_place(
         else:
             return Placement(None, f"off: {directory} is no cgroup directory with the memory controller")
         found: CgroupPlace | str = CgroupPlace(version, directory, "named by REGRAPH_EXECUTOR_MEMORY_CGROUPS")
+        if version == 2:
+            with contextlib.suppress(CgroupError):  # best effort: pids.max where it can be had
+                _write(directory / "cgroup.subtree_control", "+pids")
     else:
         v1, v2, v2_mount, missing = _own_cgroups(proc_cgroup, mountinfo)
         if v1 is not None:
@@ -331,6 +444,7 @@ def find_place(
             found = missing
     if isinstance(found, str):
         return Placement(None, f"off: {found}")
+    found = dataclasses.replace(found, pids_max=pids_max)
     try:
         _remove_stale(found)
         _check(found)
@@ -343,17 +457,20 @@ _placements: dict[str, Placement] = {}
 _placements_lock = threading.Lock()
 
 
-def placement(setting: str = "auto") -> Placement:
-    """:func:`find_place` for ``setting``, found once per process (logged then)."""
+def placement(setting: str = "auto", *, jailed: bool = True, pids_max: int = PIDS_MAX) -> Placement:
+    """:func:`find_place` for ``setting``, found once per process (logged then). Called before the
+    executor starts any thread or process of its own (review 40 M1): on cgroup v2 it may move the
+    executor into a leaf, which a process of it beside it would stop."""
+    key = f"{setting}|{jailed}|{pids_max}"
     with _placements_lock:
-        if setting not in _placements:
-            found = find_place(setting)
+        if key not in _placements:
+            found = find_place(setting, jailed=jailed, pids_max=pids_max)
             level = (
                 logging.INFO if found.place is not None or setting.lower() in OFF_VALUES else logging.WARNING
             )
             logger.log(level, "workers' memory cgroups: %s", found.says)
-            _placements[setting] = found
-        return _placements[setting]
+            _placements[key] = found
+        return _placements[key]
 
 
 def enter(procs_fd: int) -> None:  # pragma: no cover - runs in the child between fork and exec
@@ -377,15 +494,27 @@ class WorkerCgroup:
     def make(cls, place: CgroupPlace) -> WorkerCgroup:
         """A new, empty cgroup under ``place`` (no limit yet); on cgroup v2 the whole cgroup is killed
         when the kernel kills one of its processes at the limit, and nothing of it is swapped."""
-        path = place.parent / f"{PREFIX}{os.getpid()}-{next(_serial)}"
-        try:
-            path.mkdir()
-        except OSError as e:
-            raise CgroupError(f"cannot make {path}: {e.strerror or e}") from e
+        for _ in range(100):  # a name left by an earlier executor (L1): the next number
+            path = place.parent / f"{_name_prefix()}{next(_serial)}"
+            try:
+                path.mkdir()
+                break
+            except FileExistsError:
+                continue
+            except OSError as e:
+                raise CgroupError(f"cannot make {path}: {e.strerror or e}") from e
+        else:
+            raise CgroupError(f"cannot make a cgroup under {place.parent}: every name taken")
         made = cls(place, path)
         if place.version == 2:
             with contextlib.suppress(CgroupError):  # the kernel may have no such file (before 4.19)
                 _write(path / "memory.oom.group", "1")
+            if (path / "pids.max").exists():
+                try:
+                    _write(path / "pids.max", str(place.pids_max))
+                except CgroupError:
+                    made.remove()
+                    raise
         return made
 
     def open_procs(self) -> int:
@@ -443,6 +572,11 @@ class WorkerCgroup:
         while True:
             left = self.processes()
             if not left:
+                if self.place.version == 1:
+                    # Pages its processes left (files they wrote, page cache) charged to it would keep
+                    # a removed cgroup alive in the kernel, unseen (review 40 L4): reclaimed first.
+                    with contextlib.suppress(CgroupError):
+                        _write(self.path / "memory.force_empty", "0")
                 try:
                     self.path.rmdir()
                     return True
@@ -453,11 +587,29 @@ class WorkerCgroup:
                         logger.warning("cannot remove the worker's cgroup %s: %s", self.path, e)
                         return False
             for pid in left:  # v1, or v2 before cgroup.kill (5.14)
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
+                self._kill(pid)
             if time.monotonic() >= deadline:
                 logger.warning(
                     "the worker's cgroup %s still holds %s after %.0fs", self.path, left, timeout_s
                 )
                 return False
             time.sleep(0.01)
+
+    def _kill(self, pid: int) -> None:
+        """SIGKILL to ``pid`` only while it is a process of this cgroup: through a pidfd, opened first
+        and checked against ``cgroup.procs`` after, so that a pid reused meanwhile by a process elsewhere
+        is never signalled (review 40 L3); a plain kill where the kernel has no pidfd (before 5.3)."""
+        try:
+            fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            return
+        except OSError:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+            return
+        try:
+            if pid in self.processes():
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    signal.pidfd_send_signal(fd, signal.SIGKILL)
+        finally:
+            os.close(fd)

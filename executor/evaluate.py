@@ -47,6 +47,7 @@ from executor.sandbox import (
     WorkerProcess,
     finish_candidate,
     finish_reference,
+    jail_workers_enabled,
     start_candidate,
     start_reference,
 )
@@ -91,6 +92,14 @@ class Evaluator:
     def __init__(self, settings: ExecutorSettings, remote_builds: RemoteBuilds | None = None) -> None:
         """``remote_builds``: where compiles go instead of this host's CPUs (a fleet's compile workers)."""
         self.settings = settings
+        # Each worker's memory cgroup (executor.cgroup): where they are made, found once per process and
+        # first of all, before this evaluator starts any thread or process (review 40 M1): on cgroup v2
+        # the executor may move itself into a leaf of its cgroup, which no process of its may share then
+        # (a compile of the comparison kernels started before would turn the cgroups off, or not, by
+        # how soon it started).
+        self.cgroups = placement(
+            settings.memory_cgroups, jailed=jail_workers_enabled(), pids_max=settings.memory_cgroup_pids
+        )
         host_shared_below_gbps()  # a bad REGRAPH_HOST_SHARED_BELOW_GBPS stops the start, not each run
         candidate_process_mode()  # ... and so does a bad REGRAPH_EXECUTOR_CANDIDATE_PROCESS
         detected = device_arch()
@@ -137,8 +146,6 @@ class Evaluator:
         self._comparison: Future[str | None] | None = (
             self._threads.submit(self._build_comparison) if self.runtime == "gpu" else None
         )
-        # Each worker's memory cgroup (executor.cgroup): where they are made, found once per process.
-        self.cgroups = placement(settings.memory_cgroups)
         self.pool = WorkerPool(
             self.runtime,
             prewarm=settings.prewarm_workers,

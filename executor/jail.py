@@ -117,7 +117,10 @@ def _unshare_args() -> list[str]:
     # --ipc: SysV objects and POSIX message queues of the jail's own, gone with its last process
     # (review 25: a candidate's shared-memory segment outlived its worker and its memory limit, and a
     # later evaluation of the same code found every answer in it).
-    args = [unshare, "--mount", "--ipc", "--pid", "--fork", "--kill-child"]
+    # --cgroup: a cgroup namespace rooted where the command starts, a worker's own memory cgroup (entered
+    # before unshare runs): /proc/self/cgroup shows nothing of the host's tree, and on cgroup v2 (with
+    # nsdelegate) the kernel refuses a process of it a move out and writes to its root's limits (review 40 H1).
+    args = [unshare, "--mount", "--ipc", "--pid", "--cgroup", "--fork", "--kill-child"]
     if not is_root():
         args[1:1] = ["--user", "--map-root-user"]
     return args
@@ -296,6 +299,10 @@ class Jail:
             # of its own: written in the host's, they would be the host's.
             "ipc_limits": "--ipc" in _unshare_args(),
             "uid": JAIL_UID if is_root() else None,
+            # In the executor's user namespace (not root): the jail's mounts locked against the command,
+            # which runs as that namespace's root (jail_init._lock_mounts); as root, the command's uid
+            # (JAIL_UID) may remount nothing.
+            "lock_mounts": not is_root(),
             "env": env,
         }
 

@@ -1,9 +1,10 @@
 """The first process inside a compile jail (see :mod:`executor.jail`); standard library only.
 
-Run as ``python -I jail_init.py SPEC_JSON -- COMMAND...`` by ``unshare --mount --ipc --pid --fork`` (plus
-``--user --map-root-user`` where the executor is not root): it builds a new root on a tmpfs with only
-the paths the spec names bind-mounted (read-only unless listed as writable), a fresh /proc and /tmp,
-SysV IPC's limits lowered in its IPC namespace (where the spec says it has one of its own),
+Run as ``python -I jail_init.py SPEC_JSON -- COMMAND...`` by ``unshare --mount --ipc --pid --cgroup --fork``
+(plus ``--user --map-root-user`` where the executor is not root): it builds a new root on a tmpfs with
+only the paths the spec names bind-mounted (read-only unless listed as writable, all the way down), a
+fresh /proc and /tmp, SysV IPC's limits lowered in its IPC namespace (where the spec says it has one of
+its own), locks those mounts in a nested user namespace where the spec says so (the executor not root),
 chroots into it, drops to the spec's unprivileged uid when it has one, and execs the command. Any
 failure ends it with status 125 and one line on stderr that starts with ``jail:``; the command never
 runs outside the jail.
@@ -31,6 +32,11 @@ MS_REC = 16384
 MS_PRIVATE = 1 << 18
 MS_RELATIME = 1 << 21
 PR_SET_NO_NEW_PRIVS = 38
+# mount_setattr(2) (Linux 5.12; the same number on x86-64 and aarch64): a bind read-only all the way down.
+_SYS_MOUNT_SETATTR = 442
+_AT_FDCWD = -100
+_AT_RECURSIVE = 0x8000
+_MOUNT_ATTR_RDONLY, _MOUNT_ATTR_NOSUID, _MOUNT_ATTR_NODEV = 1, 2, 4
 PR_SET_PDEATHSIG = 1
 SIGKILL = 9
 
@@ -142,11 +148,45 @@ def _bind(root: str, path: str, writable: bool, device: bool) -> None:
     flags = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID
     if not device:
         flags |= MS_NODEV
-    vfs = os.statvfs(path).f_flag
+    _remount_read_only(target, path, flags)
+    _read_only_below(target, device)
+
+
+def _remount_read_only(target: str, source: str, flags: int) -> None:
+    vfs = os.statvfs(source).f_flag
     for bit, mflag in _KEPT.items():
         if vfs & bit:
             flags |= mflag
     _mount(None, target, None, flags)
+
+
+def _read_only_below(target: str, device: bool) -> None:
+    """Make every mount below the read-only bind ``target`` read-only too: a recursive bind remounted
+    read-only stays writable below its top (review 40 H1: /sys's /sys/fs/cgroup, where a worker's
+    memory cgroup is). mount_setattr with AT_RECURSIVE where the kernel has it, else each mount below."""
+    attr = struct.pack(
+        "=QQQQ", _MOUNT_ATTR_RDONLY | _MOUNT_ATTR_NOSUID | (0 if device else _MOUNT_ATTR_NODEV), 0, 0, 0
+    )
+    _libc.syscall.restype = ctypes.c_long
+    done = _libc.syscall(
+        ctypes.c_long(_SYS_MOUNT_SETATTR),
+        ctypes.c_int(_AT_FDCWD),
+        target.encode(),
+        ctypes.c_uint(_AT_RECURSIVE),
+        ctypes.create_string_buffer(attr, len(attr)),
+        ctypes.c_size_t(len(attr)),
+    )
+    if done == 0:
+        return
+    flags = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | (0 if device else MS_NODEV)
+    with open("/proc/self/mountinfo") as f:
+        points = [line.split()[4] for line in f if len(line.split()) > 4]
+    for point in points:
+        point = (
+            point.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
+        )
+        if point.startswith(target.rstrip("/") + "/"):
+            _remount_read_only(point, point, flags)
 
 
 # SysV IPC's limits in the jail's own IPC namespace (its sysctls are the namespace's, writable by its
@@ -167,6 +207,28 @@ def _limit_ipc() -> None:
     for name, value in IPC_LIMITS.items():
         with contextlib.suppress(OSError), open(f"/proc/sys/{name}", "w") as f:
             f.write(str(value))
+
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+
+
+def _lock_mounts() -> None:
+    """Lock the jail's mounts: enter a user namespace (and a mount namespace) of their own below the one
+    that made them, mapping only this process's ids. An executor that is not root runs the jail in a
+    user namespace whose root (the executor's uid) may remount or unmount what that namespace mounted:
+    the command could remount a read-only bind read-write (/sys/fs/cgroup below /sys, the executor's own
+    package) and write what the executor's uid owns (review 40 H1, seen with the reviewer's setup). Mounts
+    copied into a less privileged namespace are locked: their flags stay and they cannot be unmounted.
+    Must come before the chroot (the kernel refuses a user namespace to a chrooted process). Where the
+    kernel refuses the nested namespace (a limit of user namespaces, a security module) the jail stays as
+    it was before (unlocked) rather than fall back to no jail at all."""
+    uid, gid = os.getuid(), os.getgid()
+    if _libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0:
+        return
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+        with open(f"/proc/self/{name}", "w") as f:
+            f.write(text)
 
 
 def main(argv: list[str]) -> None:
@@ -201,6 +263,8 @@ def main(argv: list[str]) -> None:
         # a compiler runs without /proc; nvcc only reads its own path from it when present
         with contextlib.suppress(OSError):
             _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        if spec.get("lock_mounts"):
+            _lock_mounts()
         os.chroot(root)
         os.chdir(spec["cwd"])
         uid = spec.get("uid")

@@ -757,6 +757,11 @@ class WorkerProcess:
         self._command = command
         # The runtime jail, for the reference too: an inline task's reference is a caller's code.
         self.protection: Protection = protection or worker_protection(runtime, role)
+        if self.protection == "none" and cgroups is not None:
+            # Its code runs as the executor's own uid, which may write the cgroup (review 40 H1): a limit
+            # it could lift is no limit. The pool's place is kept for jailed workers.
+            logger.warning("a %s worker without the jail runs without a memory cgroup", role)
+            self._cgroup_place = None
         if role == "reference" and is_root():
             self.dir.chmod(0o711)  # its outputs reached by name by a jailed candidate worker
         self._timing_dir: str | None = None

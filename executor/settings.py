@@ -228,10 +228,18 @@ class ExecutorSettings(BaseSettings):
         default="auto",
         description="a memory cgroup per worker (executor.cgroup), limited to memory_limit_bytes plus 64 MiB, "
         "so that what no process maps counts too (memfd pages, files in the jail's tmpfs, SysV segments): "
-        "'auto' (the executor's own cgroup on v1; on v2 its own where memory is enabled for its children, "
-        "a leaf it moves itself to where it is alone in its cgroup, or the nearest writable ancestor that "
-        "enables memory), 'off', or a cgroup directory to make them in. Where none is usable the workers "
-        "run without, and GET /v1/device's memory_cgroups says why",
+        "'auto' (the executor's own cgroup on v1; on v2 its own, only where it is delegated to the executor "
+        "(systemd's trusted.delegate or user.delegate, or the root of a cgroup namespace): where memory is "
+        "enabled for its children, or a leaf it moves itself to where it is alone in it), 'off', or a cgroup "
+        "directory to make them in. Only a root executor whose workers are jailed has them (its workers' "
+        "code runs as another uid, which may write no cgroup file). Where none is usable the workers run "
+        "without, and GET /v1/device's memory_cgroups says why",
+    )
+    memory_cgroup_pids: int = Field(
+        default=1024,
+        ge=16,
+        description="pids.max of each worker's memory cgroup where the pids controller is enabled for it "
+        "(cgroup v2): the tasks (threads included) that a worker, its jail and its runner may have at once",
     )
     compile_workers: int = Field(
         default_factory=lambda: default_compile_workers(os.cpu_count()),

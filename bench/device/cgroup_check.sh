@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # The workers' memory cgroups (executor/cgroup.py) on the GPU device, whose cgroup is v2 (the dev machine's
 # is v1), in one call (~60-110 s): the facts (kernel, /proc/self/cgroup, the cgroup2 mount, the controllers
-# enabled), a tiny v2 probe outside the executor (the place found; a cgroup made, limited to 64 MiB, a child
+# enabled), a tiny v2 probe outside the executor (what "auto" finds: off there since review 40 M2, the device's
+# own cgroup holding its agent's processes and not delegated; then the place named: a cgroup directory this
+# script makes beside its own cgroup, regraph-check-<pid>, with memory enabled for its children, given
+# to the executor and the tests as REGRAPH_EXECUTOR_MEMORY_CGROUPS and removed at the end; a cgroup made, limited to 64 MiB, a child
 # in it that fills a 256-MiB memfd, killed by the kernel; its figures; cgroup.kill and the removal), the new
 # tests (tests/unit/executor/test_cgroup_place.py, tests/integration/executor/test_worker_memory_cgroup.py:
 # jailed host-runtime workers, a memfd and a tmpfs hoarder refused, honest saxpy passing, no cgroup left),
 # then, where pycuda is there, tests/gpu/test_runner_memory_gpu.py (a 3-GiB limit on a GPU: honest saxpy
-# passes in its cgroup, an 8-GiB hog is refused), and what regraph-worker-* cgroups are left anywhere.
+# passes in its cgroup, an 8-GiB hog is refused), and what regraph-* cgroups are left anywhere.
 # Carry: .whlgpu (renamed .whl here, as run_checks_call.sh does) or .whl: pydantic & co, and pycuda's wheel
 # for the GPU test (not built here when missing: the test is left out).
 # Writes to $OUT: facts.txt, probe.txt, tests.log, gpu_test.log, left.txt. Knob: DEADLINE_S (110).
@@ -36,11 +39,26 @@ fi
   which g++ unshare; python3 --version
 } > "$OUT/facts.txt" 2>&1
 cat "$OUT/facts.txt"
+# The place named for this run: beside this process's own cgroup, under the parent that enables memory.
+own=/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup)
+CHECK="$(dirname "$own")/regraph-check-$$"
+removecheck() {
+  for d in "$CHECK"/*/; do [ -d "$d" ] && rmdir "$d" 2>/dev/null; done
+  [ -d "$CHECK" ] && rmdir "$CHECK" && echo "removed $CHECK"
+}
+trap removecheck EXIT
+if mkdir "$CHECK" && echo +memory > "$CHECK/cgroup.subtree_control"; then
+  export REGRAPH_EXECUTOR_MEMORY_CGROUPS="$CHECK"
+  echo "named: $CHECK: controllers [$(cat "$CHECK/cgroup.controllers")] subtree_control [$(cat "$CHECK/cgroup.subtree_control")]" | tee -a "$OUT/facts.txt"
+else
+  echo "could not make $CHECK with memory for its children" | tee -a "$OUT/facts.txt"
+fi
 timeout 30 python3 - > "$OUT/probe.txt" 2>&1 <<'PY'
 import logging, os, subprocess, sys, time
 logging.basicConfig(level=logging.INFO)
 from executor.cgroup import WorkerCgroup, enter, find_place
-found = find_place("auto")
+print("auto:", find_place("auto").says)
+found = find_place(os.environ.get("REGRAPH_EXECUTOR_MEMORY_CGROUPS", "auto"))
 print("placement:", found.says)
 if found.place is None:
     sys.exit(0)
@@ -79,5 +97,6 @@ if python3 -c "import pycuda.driver" 2>/dev/null && [ "$(left)" -gt 40 ]; then
 else
   echo "gpu test not run (no pycuda, or $(left) s left)" | tee "$OUT/gpu_test.log"
 fi
-find /sys/fs/cgroup -maxdepth 4 -name 'regraph-*' > "$OUT/left.txt" 2>/dev/null
+removecheck; trap - EXIT
+find /sys/fs/cgroup -maxdepth 5 -name 'regraph-*' > "$OUT/left.txt" 2>/dev/null
 echo "regraph cgroups left: $(wc -l < "$OUT/left.txt")"; head -5 "$OUT/left.txt"

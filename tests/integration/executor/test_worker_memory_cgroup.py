@@ -12,13 +12,18 @@ the dev machine, v2 on the GPU device: ``bench/device/cgroup_check.sh``).
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
+import executor
 from executor.app import create_app
 from executor.cgroup import (
     MOUNTINFO,
@@ -31,8 +36,9 @@ from executor.cgroup import (
     enter,
     placement,
 )
+from executor.errors import WorkerError
 from executor.evaluate import Evaluator
-from executor.jail import Protection, protection
+from executor.jail import HOST_PATHS, Jail, Protection, protection, python_paths
 from executor.reference import build_reference
 from executor.sandbox import WorkerProcess, _job_dirs, finish_candidate, start_candidate
 from executor.settings import ExecutorSettings
@@ -47,10 +53,13 @@ from tests.support.hostcode import (
 )
 from tests.support.hostcode import FIXTURE_TASKS as TASKS_DIR
 
-PLACE = placement("auto").place
+# The setting as the executor reads it (bench/device/cgroup_check.sh names a directory on the GPU device,
+# whose own cgroup is not delegated to it), "auto" without.
+SETTING = os.environ.get("REGRAPH_EXECUTOR_MEMORY_CGROUPS", "auto")
+PLACE = placement(SETTING).place
 pytestmark = [
     pytest.mark.skipif(protection() != "namespace", reason="no namespaces on this host"),
-    pytest.mark.skipif(PLACE is None, reason=f"no memory cgroups here ({placement('auto').says})"),
+    pytest.mark.skipif(PLACE is None, reason=f"no memory cgroups here ({placement(SETTING).says})"),
 ]
 
 MB = 1 << 20
@@ -203,15 +212,85 @@ def test_files_written_to_the_jails_tmpfs_are_refused(
     assert seen and not seen[0].exists()
 
 
-def test_a_worker_without_the_jail_is_in_its_cgroup_too(
+def test_a_worker_without_the_namespace_jail_is_in_its_cgroup_too(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The cgroup does not depend on the jail: a worker started without it (protection ``none``, where
-    namespaces are refused and the executor is not root) enters its cgroup the same way."""
+    """The cgroup does not depend on the namespaces: a worker started without them (protection ``uid``,
+    as a uid of its own, where namespaces are refused) enters its cgroup the same way. (Before review 40
+    this ran with protection ``none``, which now gets no cgroup: the next test.)"""
+    if any(not d.stat().st_mode & 0o001 for d in Path(sys.executable).parents):
+        pytest.skip(f"the interpreter {sys.executable} is out of reach of other uids here")
     use_worker_process(monkeypatch)
     seen: list[Path] = []
-    _refused_for_memory(_run_in_worker(tmp_path, MEMFD_HOARDER, seen=seen, protection="none"))
+    _refused_for_memory(_run_in_worker(tmp_path, MEMFD_HOARDER, seen=seen, protection="uid"))
     assert seen and not seen[0].exists()
+
+
+def test_a_worker_that_runs_as_the_executor_gets_no_cgroup(tmp_path: Path) -> None:
+    """Protection ``none``: its code runs as the executor's uid, which may write the cgroup: no cgroup
+    (review 40 H1), rather than a limit it could lift."""
+    proc = WorkerProcess("candidate", "host", cgroups=PLACE, protection="none")
+    try:
+        assert proc.cgroup is None
+    finally:
+        proc.close()
+
+
+# In the jail, as the candidate: raise its own cgroup's limit, then move itself to the cgroup's parent.
+ESCAPE = """
+import sys
+limit, parent = sys.argv[1], sys.argv[2]
+for path, value in ((limit, "9223372036854771712"), (parent, "0")):
+    try:
+        with open(path, "w") as f:
+            f.write(value)
+        print("written", path)
+    except OSError as e:
+        print("refused", path, e.strerror)
+print(open("/proc/self/cgroup").read().strip().replace(chr(10), " "))
+for line in open("/proc/self/mountinfo"):
+    if line.split()[4].startswith("/sys"):
+        print("mount", line.split()[4], line.split()[5])
+"""
+
+
+def test_a_jailed_candidate_cannot_raise_its_limit_nor_leave_its_cgroup(tmp_path: Path) -> None:
+    """Review 40 H1: the jail binds /sys for the CUDA driver; the cgroup file system below it was
+    writable. Now every mount at or below /sys is read-only in the jail, the worker's cgroup is the root
+    of its cgroup namespace, and both writes are refused: read-only, whatever the files' owners (with
+    the read-only remount of /sys's top only, the refusal was the files' permissions': "Permission
+    denied" as uid 65534)."""
+    assert PLACE is not None
+    cgroup = WorkerCgroup.make(PLACE)
+    try:
+        cgroup.limit(256 * MB)
+        limit = cgroup.path / ("memory.max" if PLACE.version == 2 else "memory.limit_in_bytes")
+        jail = Jail(read_only=(*HOST_PATHS, *python_paths(Path(executor.__file__).parent), "/sys"))
+        root = Path(tempfile.mkdtemp(prefix="regraph-jail-root-"))
+        tmp_path.chmod(0o777)
+        argv, env, _ = jail.command(
+            [sys.executable, "-I", "-c", ESCAPE, str(limit), str(PLACE.parent / "cgroup.procs")],
+            tmp_path,
+            root,
+            "namespace",
+        )
+        fd = cgroup.open_procs()
+        try:
+            out = subprocess.run(
+                argv, env=env, capture_output=True, text=True, timeout=60, preexec_fn=lambda: enter(fd)
+            )
+        finally:
+            os.close(fd)
+            shutil.rmtree(root, ignore_errors=True)
+        print(out.stdout, out.stderr)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.count("refused") == 2 and "written" not in out.stdout, out.stdout
+        assert out.stdout.count("Read-only file system") == 2, out.stdout
+        assert int(limit.read_text()) == 256 * MB
+        mounts = [line.split()[1:] for line in out.stdout.splitlines() if line.startswith("mount ")]
+        assert mounts and all(options.split(",")[0] == "ro" for _, options in mounts), mounts
+    finally:
+        assert cgroup.remove()
 
 
 @pytest.mark.parametrize("where", ["worker", "runner"])
@@ -247,7 +326,7 @@ def test_the_evaluators_workers_get_cgroups_unless_off(tmp_path: Path) -> None:
         assert not path.exists()
     finally:
         on.close()
-    for setting, says in (("auto", "each worker in a memory cgroup of its own"), ("off", "off: ")):
+    for setting, says in ((SETTING, "each worker in a memory cgroup of its own"), ("off", "off: ")):
         settings = ExecutorSettings(
             cache_dir=tmp_path / setting, runtime="host", prewarm_workers=False, memory_cgroups=setting
         )
@@ -280,3 +359,54 @@ def test_a_v2_cgroups_removal_kills_what_is_left_in_it() -> None:
     assert cgroup.remove(timeout_s=10)
     assert not cgroup.path.exists()
     assert [p.wait(timeout=10) for p in left] == [-9, -9]
+
+
+def test_the_removal_kills_what_left_the_workers_group() -> None:
+    """In this host's place (v1 here: no cgroup.kill), processes left in a cgroup, one that left its
+    process group (``setsid``) and its child included, are killed one by one through pidfds (review 40
+    L3, L5) and the cgroup removed."""
+    assert PLACE is not None
+    cgroup = WorkerCgroup.make(PLACE)
+    fd = cgroup.open_procs()
+    try:
+        left = [
+            subprocess.Popen(["sleep", "60"], preexec_fn=lambda: enter(fd)),
+            subprocess.Popen(["setsid", "sh", "-c", "sleep 60 & sleep 60"], preexec_fn=lambda: enter(fd)),
+        ]
+    finally:
+        os.close(fd)
+    deadline = time.monotonic() + 10
+    while len(cgroup.processes()) < 4 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(cgroup.processes()) == 4, cgroup.processes()
+    assert cgroup.remove(timeout_s=5)
+    assert not cgroup.path.exists()
+    assert [p.wait(timeout=10) for p in left] == [-9, -9]
+
+
+def test_a_worker_its_cgroup_refuses_does_not_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The entry between fork and exec refused (here a ``cgroup.procs`` that is /dev/full: ENOSPC, as a
+    kernel refuses a cgroup past its pids.max or one being removed): the worker does not start, rather
+    than run outside its cgroup (review 40 L5), and its cgroup is removed."""
+    parent = tmp_path / "place"
+    parent.mkdir()
+    real_mkdir = Path.mkdir
+
+    def mkdir(path: Path, *args: Any, **kwargs: Any) -> None:
+        real_mkdir(path, *args, **kwargs)
+        if path.parent == parent:
+            (path / "cgroup.procs").symlink_to("/dev/full")
+
+    real_rmdir = Path.rmdir
+
+    def rmdir(path: Path) -> None:
+        if path.parent == parent:
+            (path / "cgroup.procs").unlink()
+        real_rmdir(path)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    monkeypatch.setattr(Path, "rmdir", rmdir)
+    monkeypatch.setattr(WorkerCgroup, "processes", lambda self: [])
+    with pytest.raises(WorkerError, match="cannot start a worker"):
+        WorkerProcess("candidate", "host", cgroups=CgroupPlace(1, parent, "test"), protection="namespace")
+    assert list(parent.iterdir()) == []

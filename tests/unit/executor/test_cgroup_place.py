@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import executor.cgroup as cgroup_module
 from executor.cgroup import (
     EXECUTOR_LEAF,
+    PREFIX,
     CgroupError,
     CgroupPlace,
     WorkerCgroup,
@@ -79,30 +82,45 @@ def test_v2_its_own_cgroup_where_memory_is_enabled_for_children(mount: Path) -> 
     assert isinstance(place, CgroupPlace) and place.parent == mount and place.version == 2
 
 
+def _delegate(path: Path) -> None:
+    """What systemd writes on a unit's cgroup with ``Delegate=yes``."""
+    try:
+        os.setxattr(path, "trusted.delegate", b"1")
+    except OSError as e:
+        pytest.skip(f"no trusted extended attributes here: {e}")
+
+
 def test_v2_alone_in_a_delegated_cgroup_it_moves_itself_into_a_leaf(mount: Path) -> None:
     own = _cgroup(mount / "svc", controllers="cpu memory pids", procs=f"{os.getpid()}\n")
+    _delegate(own)
     _cgroup(own / EXECUTOR_LEAF)  # what mkdir makes in a real cgroupfs
     place = _v2_place(own, mount)
     assert isinstance(place, CgroupPlace) and place.parent == own, place
     assert (own / EXECUTOR_LEAF / "cgroup.procs").read_text() == str(os.getpid())
-    assert (own / "cgroup.subtree_control").read_text() == "+memory"
+    # +memory, then +pids (best effort), each written over the file's start here
+    assert (own / "cgroup.subtree_control").read_text() == "+pidsry"
 
 
-def test_v2_with_others_in_its_cgroup_the_nearest_ancestor_that_enables_memory(mount: Path) -> None:
-    middle = _cgroup(mount / "process_api", controllers="cpu memory pids", subtree="cpu")
+def test_v2_a_cgroup_not_delegated_is_left_alone_and_no_ancestor_is_taken(mount: Path) -> None:
+    """Review 40 M2: the GPU device's facts (its cgroup holds the agent's processes, its parent enables
+    memory): before, the nearest writable ancestor was taken, outside the executor's own limits. Now
+    off, and the executor stays where it is, even alone in its cgroup."""
+    middle = _cgroup(mount / "process_api", controllers="cpu memory pids", subtree="memory")
     own = _cgroup(middle / "abc", controllers="cpu", procs=f"{os.getpid()}\n1\n")
-    place = _v2_place(own, mount)
-    assert isinstance(place, CgroupPlace) and place.parent == mount, place  # not middle: no memory below it
-    (middle / "cgroup.subtree_control").write_text("cpu memory")
-    place = _v2_place(own, mount)
-    assert isinstance(place, CgroupPlace) and place.parent == middle, place
+    why = _v2_place(own, mount)
+    assert isinstance(why, str) and "not delegated" in why, why
+    alone = _cgroup(middle / "svc", controllers="memory pids", procs=f"{os.getpid()}\n")
+    why = _v2_place(alone, mount)
+    assert isinstance(why, str) and "not delegated" in why, why
+    assert not (alone / EXECUTOR_LEAF).exists()
 
 
 def test_v2_nowhere_says_why(mount: Path) -> None:
     (mount / "cgroup.subtree_control").write_text("cpu")
     own = _cgroup(mount / "abc", controllers="cpu", procs=f"{os.getpid()}\n1\n")
+    _delegate(own)
     why = _v2_place(own, mount)
-    assert isinstance(why, str) and "1 other process(es)" in why, why
+    assert isinstance(why, str) and "1 other process(es)" in why and "trusted.delegate" in why, why
     (mount / "cgroup.controllers").write_text("cpu io")
     why = _v2_place(own, mount)
     assert isinstance(why, str) and "no memory controller" in why, why
@@ -193,3 +211,109 @@ def test_where_the_cgroup_cannot_be_written_they_are_off_and_say_why(
     assert (
         found.place is None and found.says == f"off: cgroup v1: {tmp_path / 'memory' / 'svc'} is not writable"
     )
+
+
+V1_FILES = ("memory.limit_in_bytes", "cgroup.procs", "memory.oom_control", "memory.max_usage_in_bytes")
+
+
+def _v1_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A directory standing for a v1 memory cgroup (what find_place checks for a named one); a directory
+    made below it gets the files the kernel would put there."""
+    parent = tmp_path / "memory"
+    parent.mkdir()
+    for name in V1_FILES:
+        (parent / name).write_text("")
+    real_mkdir = Path.mkdir
+
+    def mkdir(path: Path, *args: Any, **kwargs: Any) -> None:
+        real_mkdir(path, *args, **kwargs)
+        if path.parent == parent:
+            for name in V1_FILES:
+                (path / name).write_text("0\n")
+            (path / "cgroup.procs").write_text("")  # what a process that enters writes goes nowhere
+
+    real_rmdir = Path.rmdir
+
+    def rmdir(path: Path) -> None:  # a cgroup's files go with it
+        if path.parent == parent:
+            for child in path.iterdir():
+                child.unlink()
+        real_rmdir(path)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    monkeypatch.setattr(Path, "rmdir", rmdir)
+    return parent
+
+
+def test_an_executor_that_is_not_root_makes_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review 40 H1: its workers' code runs as its own uid (the jail's mapped root), owner of every cgroup
+    it makes: it could lift its limit or leave its cgroup. Off for a named directory as for auto (the
+    reviewer's setup: a directory chowned to the executor's uid)."""
+    parent = _v1_place(tmp_path, monkeypatch)
+    monkeypatch.setattr("executor.cgroup.is_root", lambda: False)
+    for setting in (str(parent), "auto"):
+        found = find_place(setting)
+        assert found.place is None and found.says.startswith("off: the executor is not root"), found.says
+    assert not [p for p in parent.iterdir() if p.is_dir()]
+    monkeypatch.setattr("executor.cgroup.is_root", lambda: True)
+    found = find_place(str(parent))
+    assert found.place is not None, found.says  # the same directory, a root executor's
+
+
+def test_unjailed_workers_get_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    found = find_place(str(_v1_place(tmp_path, monkeypatch)), jailed=False)
+    assert found.place is None and "not jailed" in found.says, found.says
+
+
+def test_a_place_a_worker_could_write_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first cgroup made is checked: a parent of another uid's (a worker's), or one others may write."""
+    parent = _v1_place(tmp_path, monkeypatch)
+    os.chmod(parent / "cgroup.procs", 0o666)
+    found = find_place(str(parent))
+    assert found.place is None and "writable by others" in found.says, found.says
+    os.chmod(parent / "cgroup.procs", 0o644)
+    os.chown(parent, 65534, 65534)
+    found = find_place(str(parent))
+    assert found.place is None and "belongs to uid 65534" in found.says, found.says
+    assert not [p for p in parent.iterdir() if p.is_dir()]
+
+
+def test_names_the_sweep_and_a_taken_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review 40 L1/L2: names carry the pid namespace and a token of the executor's; the sweep removes
+    the empty cgroups of dead executors of its own namespace and those its own pid left (an earlier
+    executor's), never another namespace's; a name taken is passed over."""
+    place = CgroupPlace(1, tmp_path, "test")
+    ns, me = cgroup_module._pid_namespace(), os.getpid()
+    dead = 2**22 + 1  # above pid_max's default: no such process
+    names = {
+        "mine_earlier": f"{PREFIX}{ns}-{me}-00000000-1",
+        "dead": f"{PREFIX}{ns}-{dead}-abcdef01-3",
+        "alive": f"{PREFIX}{ns}-1-abcdef01-1",
+        "other_namespace": f"{PREFIX}{ns + 1}-{dead}-abcdef01-1",
+        "held": f"{PREFIX}{ns}-{dead}-abcdef02-1",
+    }
+    for name in names.values():
+        (tmp_path / name).mkdir()
+    (tmp_path / names["held"] / "cgroup.procs").write_text("4242\n")
+    cgroup_module._remove_stale(place)
+    left = {key for key, name in names.items() if (tmp_path / name).exists()}
+    assert left == {"alive", "other_namespace", "held"}, left
+    monkeypatch.setattr(cgroup_module, "_serial", iter([7, 8]))
+    (tmp_path / f"{cgroup_module._name_prefix()}7").mkdir()
+    made = WorkerCgroup.make(place)
+    assert made.path.name == f"{cgroup_module._name_prefix()}8"
+
+
+def test_v2_pids_max_where_the_pids_controller_is_enabled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review 40 M2: a fork bomb stays in its worker's cgroup."""
+    real_mkdir = Path.mkdir
+
+    def mkdir(path: Path, *args: Any, **kwargs: Any) -> None:
+        real_mkdir(path)
+        (path / "pids.max").write_text("")
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    made = WorkerCgroup.make(CgroupPlace(2, tmp_path, "test", pids_max=99))
+    assert (made.path / "pids.max").read_text() == "99"

@@ -7,6 +7,7 @@ beside the executor; every trick below names it by its absolute path.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -316,3 +317,45 @@ def test_the_uid_fallback_runs_in_the_build_directory_as_nobody_at_the_lowered_p
     assert int(uid) == jail.JAIL_UID
     assert cwd == str(work)
     assert int(niceness) == min(19, own + nice)
+
+
+@pytest.mark.skipif(jail.protection() != "namespace", reason="no namespaces on this host")
+def test_the_jails_mounts_are_locked_against_its_own_root(tmp_path: Path) -> None:
+    """Review 40 H1: an executor that is not root runs its jail's command as the user namespace's root,
+    which could remount a read-only bind read-write (the reviewer's setup: then raise its cgroup's limit)
+    or unmount it. jail_init locks the mounts in a nested user namespace (``lock_mounts``, set where the
+    executor is not root). Here, as root, the command runs as root with the lock (its uid left as it is):
+    the remount and the unmounts are refused, the bind stays read-only. Without the lock, root's remount
+    succeeded (seen with lock_mounts False)."""
+    bound = tmp_path / "ro"
+    bound.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    box = jail.Jail(read_only=(*jail.HOST_PATHS, str(bound)))
+    spec = box._spec(tmp_path / "root", work)
+    spec.update(uid=None, lock_mounts=True)
+    (tmp_path / "root").mkdir()
+    script = (
+        f"mount -o remount,bind,rw {bound} && echo remounted; umount {bound} && echo unmounted; "
+        f"umount -l /usr && echo unmounted-usr; touch {bound}/x && echo written; id -u"
+    )
+    out = subprocess.run(
+        [
+            *jail._unshare_args(),
+            sys.executable,
+            "-I",
+            "-S",
+            str(jail._INIT),
+            json.dumps(spec),
+            "--",
+            "sh",
+            "-c",
+            script,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["0"], (out.stdout, out.stderr)
+    assert not (bound / "x").exists()
