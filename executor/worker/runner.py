@@ -51,6 +51,8 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import fcntl
+import functools
 import itertools
 import json
 import logging
@@ -66,7 +68,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -127,48 +129,124 @@ _keys = itertools.count(1)
 
 
 class SharedArrays:
-    """Arrays laid out in one shared mapping (a ``memfd``) that the worker fills and a runner maps.
+    """Arrays laid out in shared mappings (``memfd`` files) that the worker fills and a runner maps.
 
-    ``arrays`` is what an :class:`~executor.inputs.InputSet` of the worker holds (views of the
-    mapping); ``layout`` tells the runner where each is (name, shape, dtype, offset)."""
+    ``readonly`` names the arrays the candidate must not change (the task's ``in`` arrays, declared
+    ``const``): they are laid out in a memfd of their own, which the worker maps (read-write) and then
+    seals (:data:`INPUT_SEALS`), so that from then on no new mapping of it may write and no write
+    through any descriptor of it is taken: the runner maps it read-only, and the kernel refuses it
+    write access by every way the runner has (mprotect, a writable mapping, write(2), the descriptor
+    reopened through ``/proc``; tests/unit/executor/test_input_seal.py). The worker's own mapping
+    stays writable (it fills the set after this, and refills :meth:`~executor.worker.host.FunctionRuntime.run`'s
+    buffers before each call). Where this kernel refuses the seal (:func:`input_seal`), every array
+    is in the one read-write memfd, as before session 40. The other arrays (``out``, ``inout``) are in
+    a read-write memfd. ``arrays`` is what an :class:`~executor.inputs.InputSet` of the worker holds
+    (views of the mappings); ``fds`` the memfds (read-write, then the sealed one where there is one);
+    ``layout`` tells the runner where each array is (name, shape, dtype, offset, index in ``fds``)."""
 
-    def __init__(self, shapes: Iterable[tuple[str, tuple[int, ...], np.dtype[Any]]]) -> None:
+    def __init__(
+        self, shapes: Iterable[tuple[str, tuple[int, ...], np.dtype[Any]]], readonly: Collection[str] = ()
+    ) -> None:
         self.key = next(_keys)
-        self.layout: list[tuple[str, list[int], str, int]] = []
-        offset = 0
+        sealed = input_seal() is None
+        self.layout: list[tuple[str, list[int], str, int, int]] = []
+        ends = [0, 0]  # the bytes laid out in each memfd: read-write, sealed
         for name, shape, dtype in shapes:
-            self.layout.append((name, list(shape), dtype.str, offset))
+            part = SEALED_PART if sealed and name in readonly else 0
+            self.layout.append((name, list(shape), dtype.str, ends[part], part))
             nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-            offset += -(-max(nbytes, 1) // 64) * 64
-        self.fd = os.memfd_create(f"regraph-set-{self.key}", os.MFD_CLOEXEC)
-        os.ftruncate(self.fd, max(offset, mmap.PAGESIZE))
-        self.arrays = view_arrays(self.fd, self.layout)
+            ends[part] += -(-max(nbytes, 1) // 64) * 64
+        self.fds = [os.memfd_create(f"regraph-set-{self.key}", os.MFD_CLOEXEC)]
+        if ends[SEALED_PART]:
+            self.fds.append(
+                os.memfd_create(f"regraph-set-{self.key}-in", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+            )
+        for fd, end in zip(self.fds, ends, strict=False):
+            os.ftruncate(fd, max(end, mmap.PAGESIZE))
+        self.arrays = view_arrays(self.fds, self.layout)
+        if ends[SEALED_PART]:
+            # After the worker's mapping is made: F_SEAL_FUTURE_WRITE leaves the mappings made before it
+            # writable, and refuses every later one write access.
+            fcntl.fcntl(self.fds[SEALED_PART], _F_ADD_SEALS, INPUT_SEALS)
 
     @classmethod
-    def like(cls, arrays: dict[str, np.ndarray]) -> SharedArrays:
-        """Empty shared arrays of the shapes and types of ``arrays``."""
-        return cls((name, a.shape, a.dtype) for name, a in arrays.items())
+    def like(cls, arrays: dict[str, np.ndarray], readonly: Collection[str] = ()) -> SharedArrays:
+        """Empty shared arrays of the shapes and types of ``arrays``, those named in ``readonly`` in the
+        sealed memfd."""
+        return cls(((name, a.shape, a.dtype) for name, a in arrays.items()), readonly)
 
     def close(self) -> None:
-        """Let the descriptor go (the mapping stays while its arrays are used)."""
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        """Let the descriptors go (the mappings stay while their arrays are used)."""
+        for fd in self.fds:
+            os.close(fd)
+        self.fds = []
 
 
-def view_arrays(fd: int, layout: list[tuple[str, list[int], str, int]]) -> dict[str, np.ndarray]:
-    """The arrays of ``layout`` in a shared mapping of the whole of ``fd``."""
-    size = os.fstat(fd).st_size
-    # Its page tables filled now: a runner's first timed call on a set must not pay a fault per page
-    # (a 42 ms call on a large set took up to 4x that on its first visit, and the trials grew).
-    region = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE)
-    # Huge pages where the host lets shared memory have them (``shmem_enabled`` at ``advise``): at
-    # ``never`` a memory-bound call on a 96 MB set ran 20 % slower than on numpy's (huge-page) arrays.
-    with contextlib.suppress(OSError, AttributeError):
-        region.madvise(mmap.MADV_HUGEPAGE)
+def const_inputs(task: FunctionTask | KernelTask) -> frozenset[str]:
+    """The arrays of ``task`` that a call must not change (intent ``in``, declared ``const``): a
+    runner's :class:`SharedArrays` holds them in its sealed memfd."""
+    return frozenset(a.name for a in task.arrays if a.intent == "in")
+
+
+# The sealed memfd's place in SharedArrays.fds (and in a layout's entries).
+SEALED_PART = 1
+# F_ADD_SEALS and the seals of a set's const inputs: F_SEAL_FUTURE_WRITE (Linux 5.1; Python's fcntl
+# does not name it), no growing, no shrinking (a hole punched, the file cut: both would change what the
+# worker's mapping reads), and no seal added or taken off later.
+_F_ADD_SEALS = getattr(fcntl, "F_ADD_SEALS", 1033)
+F_SEAL_FUTURE_WRITE = 0x10
+INPUT_SEALS = F_SEAL_FUTURE_WRITE | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL
+
+
+@functools.cache
+def input_seal() -> str | None:
+    """None where this kernel seals a memfd as :class:`SharedArrays` seals a set's const inputs (its
+    descriptor then takes no write: checked here), else why not (an older kernel than 5.1): then a
+    runner maps them read-write, as before session 40, which is said once in this process's log and
+    in :func:`candidate_process`'s line."""
+    why = None
+    try:
+        fd = os.memfd_create("regraph-seal-probe", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    except OSError as e:
+        why = f"no sealable memfd ({e.strerror})"
+    else:
+        try:
+            os.ftruncate(fd, mmap.PAGESIZE)
+            fcntl.fcntl(fd, _F_ADD_SEALS, INPUT_SEALS)
+            os.pwrite(fd, b"\0", 0)
+            why = "the kernel took F_SEAL_FUTURE_WRITE and then a write through the descriptor"
+        except PermissionError:
+            pass  # the seal refused the write
+        except OSError as e:
+            why = f"the kernel refused F_SEAL_FUTURE_WRITE ({e.strerror}; Linux 5.1+)"
+        finally:
+            os.close(fd)
+    if why is not None:
+        logger.warning("a candidate's process can write its const inputs here: %s", why)
+    return why
+
+
+def view_arrays(
+    fds: list[int], layout: list[tuple[str, list[int], str, int, int]], read_only: Collection[int] = ()
+) -> dict[str, np.ndarray]:
+    """The arrays of ``layout`` in shared mappings of the whole of each of ``fds``; those of the
+    descriptors whose index is in ``read_only`` mapped read-only (a runner's of the sealed memfd: the
+    kernel refuses it a writable one)."""
+    regions = []
+    for index, fd in enumerate(fds):
+        size = os.fstat(fd).st_size
+        prot = mmap.PROT_READ if index in read_only else mmap.PROT_READ | mmap.PROT_WRITE
+        # Its page tables filled now: a runner's first timed call on a set must not pay a fault per page
+        # (a 42 ms call on a large set took up to 4x that on its first visit, and the trials grew).
+        region = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE, prot=prot)
+        # Huge pages where the host lets shared memory have them (``shmem_enabled`` at ``advise``): at
+        # ``never`` a memory-bound call on a 96 MB set ran 20 % slower than on numpy's (huge-page) arrays.
+        with contextlib.suppress(OSError, AttributeError):
+            region.madvise(mmap.MADV_HUGEPAGE)
+        regions.append(region)
     return {
-        name: np.ndarray(tuple(shape), np.dtype(dtype), buffer=region, offset=offset)
-        for name, shape, dtype, offset in layout
+        name: np.ndarray(tuple(shape), np.dtype(dtype), buffer=regions[part], offset=offset)
+        for name, shape, dtype, offset, part in layout
     }
 
 
@@ -378,7 +456,7 @@ class Runner:
             return
         self.mapped.add(shared.key)
         self.request(
-            "call", [shared.fd], None, key=shared.key, layout=shared.layout, scalars=scalars, flush=flush
+            "call", shared.fds, None, key=shared.key, layout=shared.layout, scalars=scalars, flush=flush
         )
 
     def roundtrip_s(self, op: str = "ping", repeats: int = ROUNDTRIPS) -> float:
@@ -513,7 +591,26 @@ def candidate_process() -> tuple[bool, str]:
     :func:`runner_confinement` finds that a runner can confine itself, and, failing closed, where its
     probe gave no answer), and one line that says where it runs and why (the executor's device
     description and start log, the first lines of each candidate worker's log). Raises ValueError for a
-    value of the variable it does not know."""
+    value of the variable it does not know. Where it runs in a process of its own, the line also says
+    whether its const inputs are read-only there (:func:`const_inputs_said`)."""
+    runs, where = _where_candidates_run()
+    return runs, f"{where}; {const_inputs_said()}" if runs else where
+
+
+def const_inputs_said() -> str:
+    """Whether a runner's const inputs are read-only here (:func:`input_seal`), in words: a candidate
+    that writes one dies from SIGSEGV there, and a crash's verdict shows this line (a worker's log
+    begins with it) to say why."""
+    why = input_seal()
+    if why is None:
+        return (
+            "its const (in) arrays are mapped read-only there, from a sealed memfd: a write to one ends "
+            "that process with SIGSEGV"
+        )
+    return f"its const (in) arrays are writable there, and checked only after its calls: {why}"
+
+
+def _where_candidates_run() -> tuple[bool, str]:
     mode = candidate_process_mode()
     if mode == "0":
         return False, f"a function candidate runs in its worker's process ({CANDIDATE_PROCESS_ENV}=0)"
@@ -747,7 +844,8 @@ class _Served:
             assert self.task is not None
             if fds:  # its first call on this mapping
                 try:
-                    self.maps[int(request["key"])] = view_arrays(fds[0], request["layout"])
+                    # The sealed memfd read-only: the kernel refuses this process a writable mapping.
+                    self.maps[int(request["key"])] = view_arrays(fds, request["layout"], (SEALED_PART,))
                 finally:
                     for fd in fds:
                         os.close(fd)
