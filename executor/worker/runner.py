@@ -198,32 +198,59 @@ F_SEAL_FUTURE_WRITE = 0x10
 INPUT_SEALS = F_SEAL_FUTURE_WRITE | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL
 
 
-@functools.cache
+# Set to 0/false/off/no (in the executor's environment, which passes it to the workers) to leave a
+# runner's const inputs in its read-write mapping, as before session 40 (then checked only after the
+# calls, and review 39's H2 restores them in time): for debugging, a GPU candidate that page-locks its
+# inputs with cudaHostRegister's default flags (refused on read-only memory; cudaHostRegisterReadOnly
+# works), or a test of that behaviour. Said where a candidate's process is described (candidate_process).
+SEAL_ENV = "REGRAPH_EXECUTOR_RUNNER_SEAL"
+
+
 def input_seal() -> str | None:
-    """None where this kernel seals a memfd as :class:`SharedArrays` seals a set's const inputs (its
-    descriptor then takes no write: checked here), else why not (an older kernel than 5.1): then a
-    runner maps them read-write, as before session 40, which is said once in this process's log and
-    in :func:`candidate_process`'s line."""
-    why = None
+    """None where a runner's const inputs are sealed (:class:`SharedArrays`): this kernel seals a memfd
+    so that its descriptor then takes no write (probed once per process) and :data:`SEAL_ENV` is not
+    off; else why not (a kernel older than 5.1, or the switch): a runner then maps them read-write, as
+    before session 40, which is said once in this process's log and in :func:`candidate_process`'s
+    line."""
+    why = kernel_seal()
+    if why is None and not seal_wanted():
+        why = f"{SEAL_ENV} is off"
+    if why is not None:
+        _say_unsealed(why)
+    return why
+
+
+def seal_wanted() -> bool:
+    """Whether a runner's const inputs are to be sealed (:data:`SEAL_ENV`, on unless 0/false/off/no)."""
+    return os.environ.get(SEAL_ENV, "1").strip().lower() not in ("0", "false", "off", "no")
+
+
+@functools.cache
+def kernel_seal() -> str | None:
+    """None where this kernel takes :data:`INPUT_SEALS` on a memfd and then refuses a write through its
+    descriptor, else why not."""
     try:
         fd = os.memfd_create("regraph-seal-probe", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     except OSError as e:
-        why = f"no sealable memfd ({e.strerror})"
-    else:
+        return f"no sealable memfd here ({e.strerror})"
+    try:
+        os.ftruncate(fd, mmap.PAGESIZE)
         try:
-            os.ftruncate(fd, mmap.PAGESIZE)
             fcntl.fcntl(fd, _F_ADD_SEALS, INPUT_SEALS)
-            os.pwrite(fd, b"\0", 0)
-            why = "the kernel took F_SEAL_FUTURE_WRITE and then a write through the descriptor"
-        except PermissionError:
-            pass  # the seal refused the write
         except OSError as e:
-            why = f"the kernel refused F_SEAL_FUTURE_WRITE ({e.strerror}; Linux 5.1+)"
-        finally:
-            os.close(fd)
-    if why is not None:
-        logger.warning("a candidate's process can write its const inputs here: %s", why)
-    return why
+            return f"the kernel refused F_SEAL_FUTURE_WRITE ({e.strerror}; it needs Linux 5.1+)"
+        try:
+            os.pwrite(fd, b"\0", 0)
+        except PermissionError:
+            return None
+        return "the kernel took F_SEAL_FUTURE_WRITE and then a write through the descriptor"
+    finally:
+        os.close(fd)
+
+
+@functools.cache
+def _say_unsealed(why: str) -> None:
+    logger.warning("a function candidate's process can write its const inputs here: %s", why)
 
 
 def view_arrays(

@@ -109,18 +109,24 @@ def test_a_read_only_mapping_of_it_cannot_be_made_writable(shared: SharedArrays)
     assert float(shared.arrays["y"][0]) == 3.0
 
 
-def test_where_the_kernel_refuses_the_seal_every_array_is_in_the_read_write_memfd(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize("off", ["kernel", "switch"])
+def test_where_there_is_no_seal_every_array_is_in_the_read_write_memfd(
+    monkeypatch: pytest.MonkeyPatch, off: str
 ) -> None:
-    """As before session 40 (a kernel older than 5.1): one read-write memfd, nothing sealed, and the
-    line that says where candidates run says so."""
-    monkeypatch.setattr(runner, "input_seal", lambda: "the kernel refused F_SEAL_FUTURE_WRITE (test)")
+    """As before session 40, on a kernel older than 5.1 (its refusal stood in for here) or with
+    ``REGRAPH_EXECUTOR_RUNNER_SEAL=0``: one read-write memfd, nothing sealed, and the line that says
+    where a candidate runs says so."""
+    if off == "kernel":
+        monkeypatch.setattr(runner, "kernel_seal", lambda: "the kernel refused F_SEAL_FUTURE_WRITE (test)")
+    else:
+        monkeypatch.setenv(runner.SEAL_ENV, "off")
     made = SharedArrays.like(ARRAYS, readonly={"x", "w"})
     try:
         assert len(made.fds) == 1
         assert {part for *_, part in made.layout} == {0}
-        assert "writable there" in runner.const_inputs_said()
-        assert "(test)" in runner.const_inputs_said()
+        said = runner.const_inputs_said()
+        assert "writable there" in said
+        assert ("(test)" if off == "kernel" else f"{runner.SEAL_ENV} is off") in said, said
     finally:
         made.close()
 

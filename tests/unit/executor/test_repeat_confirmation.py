@@ -28,7 +28,7 @@ from executor.protocol import EvaluationOptions
 from executor.taskformat import FunctionTask, KernelTask
 from executor.verdict import ErrorKind
 from executor.worker.messages import WorkerOutcome
-from executor.worker.runner import candidate_process, const_inputs_said, input_seal
+from executor.worker.runner import SEAL_ENV, candidate_process, const_inputs_said, input_seal
 from tests.support.hostcode import (
     FAST,
     build_host_candidates,
@@ -408,8 +408,11 @@ def test_no_confirming_call_where_its_process_cannot_be_warmed_up(
     task: FunctionTask | KernelTask, products: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Fail closed: a fresh runner that cannot be started, loaded or warmed up (here its warm-up call
-    changes its const input) makes no confirming call, and the rule's refusal stands."""
+    changes its const input) makes no confirming call, and the rule's refusal stands. With the
+    runner's const inputs sealed (session 40) that write ends the runner (``crash``); so the seal is
+    off here, as on a kernel that refuses it, where the warm-up's input check refuses the call."""
     use_candidate_process(monkeypatch)
+    monkeypatch.setenv(SEAL_ENV, "0")
     outcome = _run(task, products["burst_by_values_spoiled_warm_up"], tmp_path, OPTIONS)
     assert "runner_roundtrip" in outcome.seconds, outcome.seconds
     assert not outcome.passed and outcome.error is ErrorKind.IMPLAUSIBLE, outcome.message
