@@ -13,7 +13,11 @@ nothing else:
   (:class:`SharedArrays`) with the request of the first call made on it, inside that call's timing
   (so no timed call's values are in the runner before that set is timed, and what the runner does
   when it maps a set is timed: review 23b computed each answer there while the hand-over was a
-  request of its own); the worker reads the outputs back after the call's acknowledgement;
+  request of its own); the worker reads the outputs back after the call's acknowledgement. A set's
+  ``in`` arrays are in a memfd of their own, sealed once the worker has mapped it, which the runner
+  can only read (session 40: review 39's H2 wrote its input and had a timer restore it before the
+  worker's check; no kill after the trials is soon enough): a write to one ends the runner with
+  SIGSEGV, a ``crash`` (:class:`SharedArrays`, :func:`input_seal`, :data:`SEAL_ENV`);
 * the expected outputs, the other sets, the seeds, the clock and the verdict stay in the worker, which
   times each call with its own clock around the request and its acknowledgement (:meth:`Runner.call`),
   announced to the executor as before (:class:`~executor.worker.runtime.CallWatch`). The fastest of
