@@ -165,13 +165,17 @@ class SharedArrays:
             self.fds.append(
                 os.memfd_create(f"regraph-set-{self.key}-in", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
             )
-        for fd, end in zip(self.fds, ends, strict=False):
-            os.ftruncate(fd, max(end, mmap.PAGESIZE))
-        self.arrays = view_arrays(self.fds, self.layout)
-        if ends[SEALED_PART]:
-            # After the worker's mapping is made: F_SEAL_FUTURE_WRITE leaves the mappings made before it
-            # writable, and refuses every later one write access.
-            fcntl.fcntl(self.fds[SEALED_PART], _F_ADD_SEALS, INPUT_SEALS)
+        try:
+            for fd, end in zip(self.fds, ends, strict=False):
+                os.ftruncate(fd, max(end, mmap.PAGESIZE))
+            self.arrays = view_arrays(self.fds, self.layout)
+            if ends[SEALED_PART]:
+                # After the worker's mapping is made: F_SEAL_FUTURE_WRITE leaves the mappings made
+                # before it writable, and refuses every later one write access.
+                fcntl.fcntl(self.fds[SEALED_PART], _F_ADD_SEALS, INPUT_SEALS)
+        except BaseException:
+            self.close()
+            raise
 
     @classmethod
     def like(cls, arrays: dict[str, np.ndarray], readonly: Collection[str] = ()) -> SharedArrays:
