@@ -319,6 +319,7 @@ _ENV_KEPT = (
     LOCK_ENV,
     DONE_FD_ENV,
     "REGRAPH_EXECUTOR_RUNNER_LANDLOCK",  # an operator's switch (executor.worker.runner.LANDLOCK_ENV)
+    "REGRAPH_EXECUTOR_RUNNER_SEAL",  # another (executor.worker.runner.SEAL_ENV)
     CANDIDATE_PROCESS_ENV,  # ... and where a function candidate runs (set by _worker_env)
     TIMING_SPLIT_ENV,  # the workers' cores, set by _worker_env (executor.fleet.pinning)
 )

@@ -45,6 +45,7 @@ from executor.worker.host import (
     host_cache_bytes,
     measure_host_gbps,
 )
+from executor.worker.runner import const_inputs
 from executor.worker.runtime import CandidateFailed, Runtime
 
 logger = logging.getLogger(__name__)
@@ -586,16 +587,24 @@ def make_slots(
 ) -> HostSlots | DeviceSlots:
     """The rotated copies that a runtime's trials run on: on the device for kernel tasks (``gpu`` is
     required), in host memory for function tasks (``options.rotated_copies``); each chunk copied under
-    ``lock``. ``warm``: the set
-    the warm-up runs on, never timed; ``shared``: function tasks' copies in shared mappings, for a
-    candidate's own process (:mod:`executor.worker.runner`); ``page_locks``: function tasks' copies
-    page-locked (option ``host_memory``)."""
+    ``lock``. ``warm``: the set the warm-up runs on, never timed; ``shared``: function tasks' copies
+    in shared mappings, for a candidate's own process (:mod:`executor.worker.runner`), the task's
+    ``in`` arrays read-only there; ``page_locks``: function tasks' copies page-locked (option
+    ``host_memory``)."""
     rotate = options.rotated_copies(kernel=isinstance(task, KernelTask))
     if isinstance(task, KernelTask):
         if gpu is None:
             raise ExecutorError("a kernel task's timing buffers need a CUDA context")
         return DeviceSlots(gpu, task, sources, rotate, lock, warm)
-    return HostSlots(sources, rotate, lock=lock, warm=warm, shared=shared, page_locks=page_locks)
+    return HostSlots(
+        sources,
+        rotate,
+        lock=lock,
+        warm=warm,
+        shared=shared,
+        page_locks=page_locks,
+        readonly=const_inputs(task),
+    )
 
 
 class GpuFunctionRuntime(FunctionRuntime):

@@ -16,7 +16,7 @@ import os
 import secrets
 import select
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -30,7 +30,7 @@ from executor.protocol import EvaluationOptions
 from executor.taskformat import FunctionTask, KernelTask
 from executor.verdict import DevicePeak, ErrorKind, TimingStats
 from executor.worker.messages import TIMED_CALL
-from executor.worker.runner import ROUNDTRIP_SLACK_S, ROUNDTRIP_SLOWER, Runner, SharedArrays
+from executor.worker.runner import ROUNDTRIP_SLACK_S, ROUNDTRIP_SLOWER, Runner, SharedArrays, const_inputs
 from executor.worker.runtime import CandidateFailed, Runtime
 
 # When the host's last-level cache size cannot be read: a common size of one socket's L3.
@@ -466,6 +466,8 @@ class HostSlots:
     they rotate through the slots too). ``lock`` (e.g. :func:`executor.gpulock.host_copies`) is held
     around each chunk of :data:`COPY_CHUNK_BYTES` copied. ``page_locks`` (option ``host_memory:
     page_locked``): every copy made in pages of its own and locked by it once made (all or none).
+    ``shared``: each copy in shared mappings for a runner, the arrays named in ``readonly`` (the task's
+    ``in`` arrays) in a sealed one that the runner can only read (:class:`SharedArrays`).
     """
 
     def __init__(
@@ -477,8 +479,10 @@ class HostSlots:
         warm: InputSet | None = None,
         shared: bool = False,
         page_locks: PageLocks | None = None,
+        readonly: Collection[str] = (),
     ) -> None:
         self.sources = sources
+        self.readonly = readonly
         # Each copy's mapping, by id() of its arrays (only with ``shared``: for a runner).
         self.shared: dict[int, SharedArrays] | None = {} if shared else None
         self.page_locks = None if shared else page_locks  # a runner's mappings are its to lock
@@ -493,7 +497,7 @@ class HostSlots:
     def _copy(self, source: InputSet, lock: Callable[[], AbstractContextManager[None]]) -> InputSet:
         # In a shared mapping for a runner: a candidate's process (executor.worker.runner) is handed a
         # copy with its first timed call, never before.
-        shared = None if self.shared is None else SharedArrays.like(source.arrays)
+        shared = None if self.shared is None else SharedArrays.like(source.arrays, self.readonly)
         arrays = {}
         for name, array in source.arrays.items():
             # C order: reshape(-1) below is a view of it
@@ -851,7 +855,9 @@ class RunnerFunctionRuntime(FunctionRuntime):
             self.runner.drop(old)
             self._mapped.pop(id(old.arrays), None)
             old.close()
-        shared = self._run_buffers = SharedArrays.like(like)  # mapped with its first call
+        # mapped with its first call, the const inputs read-only (refilled before each call through
+        # this process's mapping, which the seal leaves writable)
+        shared = self._run_buffers = SharedArrays.like(like, const_inputs(self.task))
         self._mapped[id(shared.arrays)] = shared
         return shared.arrays
 
@@ -923,7 +929,7 @@ class RunnerFunctionRuntime(FunctionRuntime):
         longer holds is ``wrong_output``: something of the candidate's wrote to the call's arrays
         after its acknowledgement, before its process ended (review 39's H1 had a timer thread write a
         memo's answer ~20 ms after a call that returned at once)."""
-        shared = SharedArrays.like(inputs.arrays)
+        shared = SharedArrays.like(inputs.arrays, const_inputs(self.task))
         self._mapped[id(shared.arrays)] = shared
         rng = np.random.default_rng(secrets.randbits(128))  # this process's memory: not the runner's to read
         try:

@@ -13,7 +13,11 @@ nothing else:
   (:class:`SharedArrays`) with the request of the first call made on it, inside that call's timing
   (so no timed call's values are in the runner before that set is timed, and what the runner does
   when it maps a set is timed: review 23b computed each answer there while the hand-over was a
-  request of its own); the worker reads the outputs back after the call's acknowledgement;
+  request of its own); the worker reads the outputs back after the call's acknowledgement. A set's
+  ``in`` arrays are in a memfd of their own, sealed once the worker has mapped it, which the runner
+  can only read (session 40: review 39's H2 wrote its input and had a timer restore it before the
+  worker's check; no kill after the trials is soon enough): a write to one ends the runner with
+  SIGSEGV, a ``crash`` (:class:`SharedArrays`, :func:`input_seal`, :data:`SEAL_ENV`);
 * the expected outputs, the other sets, the seeds, the clock and the verdict stay in the worker, which
   times each call with its own clock around the request and its acknowledgement (:meth:`Runner.call`),
   announced to the executor as before (:class:`~executor.worker.runtime.CallWatch`). The fastest of
@@ -51,6 +55,8 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import fcntl
+import functools
 import itertools
 import json
 import logging
@@ -66,7 +72,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -127,48 +133,155 @@ _keys = itertools.count(1)
 
 
 class SharedArrays:
-    """Arrays laid out in one shared mapping (a ``memfd``) that the worker fills and a runner maps.
+    """Arrays laid out in shared mappings (``memfd`` files) that the worker fills and a runner maps.
 
-    ``arrays`` is what an :class:`~executor.inputs.InputSet` of the worker holds (views of the
-    mapping); ``layout`` tells the runner where each is (name, shape, dtype, offset)."""
+    ``readonly`` names the arrays the candidate must not change (the task's ``in`` arrays, declared
+    ``const``): they are laid out in a memfd of their own, which the worker maps (read-write) and then
+    seals (:data:`INPUT_SEALS`), so that from then on no new mapping of it may write and no write
+    through any descriptor of it is taken: the runner maps it read-only, and the kernel refuses it
+    write access by every way the runner has (mprotect, a writable mapping, write(2), the descriptor
+    reopened through ``/proc``; tests/unit/executor/test_input_seal.py). The worker's own mapping
+    stays writable (it fills the set after this, and refills :meth:`~executor.worker.host.FunctionRuntime.run`'s
+    buffers before each call). Where this kernel refuses the seal (:func:`input_seal`), every array
+    is in the one read-write memfd, as before session 40. The other arrays (``out``, ``inout``) are in
+    a read-write memfd. ``arrays`` is what an :class:`~executor.inputs.InputSet` of the worker holds
+    (views of the mappings); ``fds`` the memfds (read-write, then the sealed one where there is one);
+    ``layout`` tells the runner where each array is (name, shape, dtype, offset, index in ``fds``)."""
 
-    def __init__(self, shapes: Iterable[tuple[str, tuple[int, ...], np.dtype[Any]]]) -> None:
+    def __init__(
+        self, shapes: Iterable[tuple[str, tuple[int, ...], np.dtype[Any]]], readonly: Collection[str] = ()
+    ) -> None:
         self.key = next(_keys)
-        self.layout: list[tuple[str, list[int], str, int]] = []
-        offset = 0
+        sealed = input_seal() is None
+        self.layout: list[tuple[str, list[int], str, int, int]] = []
+        ends = [0, 0]  # the bytes laid out in each memfd: read-write, sealed
         for name, shape, dtype in shapes:
-            self.layout.append((name, list(shape), dtype.str, offset))
+            part = SEALED_PART if sealed and name in readonly else 0
+            self.layout.append((name, list(shape), dtype.str, ends[part], part))
             nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-            offset += -(-max(nbytes, 1) // 64) * 64
-        self.fd = os.memfd_create(f"regraph-set-{self.key}", os.MFD_CLOEXEC)
-        os.ftruncate(self.fd, max(offset, mmap.PAGESIZE))
-        self.arrays = view_arrays(self.fd, self.layout)
+            ends[part] += -(-max(nbytes, 1) // 64) * 64
+        self.fds = [os.memfd_create(f"regraph-set-{self.key}", os.MFD_CLOEXEC)]
+        if ends[SEALED_PART]:
+            self.fds.append(
+                os.memfd_create(f"regraph-set-{self.key}-in", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+            )
+        try:
+            for fd, end in zip(self.fds, ends, strict=False):
+                os.ftruncate(fd, max(end, mmap.PAGESIZE))
+            self.arrays = view_arrays(self.fds, self.layout)
+            if ends[SEALED_PART]:
+                # After the worker's mapping is made: F_SEAL_FUTURE_WRITE leaves the mappings made
+                # before it writable, and refuses every later one write access.
+                fcntl.fcntl(self.fds[SEALED_PART], _F_ADD_SEALS, INPUT_SEALS)
+        except BaseException:
+            self.close()
+            raise
 
     @classmethod
-    def like(cls, arrays: dict[str, np.ndarray]) -> SharedArrays:
-        """Empty shared arrays of the shapes and types of ``arrays``."""
-        return cls((name, a.shape, a.dtype) for name, a in arrays.items())
+    def like(cls, arrays: dict[str, np.ndarray], readonly: Collection[str] = ()) -> SharedArrays:
+        """Empty shared arrays of the shapes and types of ``arrays``, those named in ``readonly`` in the
+        sealed memfd."""
+        return cls(((name, a.shape, a.dtype) for name, a in arrays.items()), readonly)
 
     def close(self) -> None:
-        """Let the descriptor go (the mapping stays while its arrays are used)."""
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        """Let the descriptors go (the mappings stay while their arrays are used)."""
+        for fd in self.fds:
+            os.close(fd)
+        self.fds = []
 
 
-def view_arrays(fd: int, layout: list[tuple[str, list[int], str, int]]) -> dict[str, np.ndarray]:
-    """The arrays of ``layout`` in a shared mapping of the whole of ``fd``."""
-    size = os.fstat(fd).st_size
-    # Its page tables filled now: a runner's first timed call on a set must not pay a fault per page
-    # (a 42 ms call on a large set took up to 4x that on its first visit, and the trials grew).
-    region = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE)
-    # Huge pages where the host lets shared memory have them (``shmem_enabled`` at ``advise``): at
-    # ``never`` a memory-bound call on a 96 MB set ran 20 % slower than on numpy's (huge-page) arrays.
-    with contextlib.suppress(OSError, AttributeError):
-        region.madvise(mmap.MADV_HUGEPAGE)
+def const_inputs(task: FunctionTask | KernelTask) -> frozenset[str]:
+    """The arrays of ``task`` that a call must not change (intent ``in``, declared ``const``): a
+    runner's :class:`SharedArrays` holds them in its sealed memfd."""
+    return frozenset(a.name for a in task.arrays if a.intent == "in")
+
+
+# The sealed memfd's place in SharedArrays.fds (and in a layout's entries).
+SEALED_PART = 1
+# F_ADD_SEALS and the seals of a set's const inputs: F_SEAL_FUTURE_WRITE (Linux 5.1; Python's fcntl
+# does not name it), no growing, no shrinking (a hole punched, the file cut: both would change what the
+# worker's mapping reads), and no seal added or taken off later.
+_F_ADD_SEALS = getattr(fcntl, "F_ADD_SEALS", 1033)
+F_SEAL_FUTURE_WRITE = 0x10
+INPUT_SEALS = F_SEAL_FUTURE_WRITE | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL
+
+
+# Set to 0/false/off/no (in the executor's environment, which passes it to the workers) to leave a
+# runner's const inputs in its read-write mapping, as before session 40 (then checked only after the
+# calls, and review 39's H2 restores them in time): for debugging, a GPU candidate that page-locks its
+# inputs with cudaHostRegister's default flags (refused on read-only memory; cudaHostRegisterReadOnly
+# works), or a test of that behaviour. Said where a candidate's process is described (candidate_process).
+SEAL_ENV = "REGRAPH_EXECUTOR_RUNNER_SEAL"
+
+
+def input_seal() -> str | None:
+    """None where a runner's const inputs are sealed (:class:`SharedArrays`): this kernel seals a memfd
+    so that its descriptor then takes no write (probed once per process) and :data:`SEAL_ENV` is not
+    off; else why not (a kernel older than 5.1, or the switch): a runner then maps them read-write, as
+    before session 40, which is said once in this process's log and in :func:`candidate_process`'s
+    line."""
+    why = kernel_seal()
+    if why is None and not seal_wanted():
+        why = f"{SEAL_ENV} is off"
+    if why is not None:
+        _say_unsealed(why)
+    return why
+
+
+def seal_wanted() -> bool:
+    """Whether a runner's const inputs are to be sealed (:data:`SEAL_ENV`, on unless 0/false/off/no)."""
+    return os.environ.get(SEAL_ENV, "1").strip().lower() not in ("0", "false", "off", "no")
+
+
+@functools.cache
+def kernel_seal() -> str | None:
+    """None where this kernel takes :data:`INPUT_SEALS` on a memfd and then refuses a write through its
+    descriptor, else why not."""
+    try:
+        fd = os.memfd_create("regraph-seal-probe", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    except OSError as e:
+        return f"no sealable memfd here ({e.strerror})"
+    try:
+        os.ftruncate(fd, mmap.PAGESIZE)
+        try:
+            fcntl.fcntl(fd, _F_ADD_SEALS, INPUT_SEALS)
+        except OSError as e:
+            return f"the kernel refused F_SEAL_FUTURE_WRITE ({e.strerror}; it needs Linux 5.1+)"
+        try:
+            os.pwrite(fd, b"\0", 0)
+        except PermissionError:
+            return None
+        return "the kernel took F_SEAL_FUTURE_WRITE and then a write through the descriptor"
+    finally:
+        os.close(fd)
+
+
+@functools.cache
+def _say_unsealed(why: str) -> None:
+    logger.warning("a function candidate's process can write its const inputs here: %s", why)
+
+
+def view_arrays(
+    fds: list[int], layout: list[tuple[str, list[int], str, int, int]], read_only: Collection[int] = ()
+) -> dict[str, np.ndarray]:
+    """The arrays of ``layout`` in shared mappings of the whole of each of ``fds``; those of the
+    descriptors whose index is in ``read_only`` mapped read-only (a runner's of the sealed memfd: the
+    kernel refuses it a writable one)."""
+    regions = []
+    for index, fd in enumerate(fds):
+        size = os.fstat(fd).st_size
+        prot = mmap.PROT_READ if index in read_only else mmap.PROT_READ | mmap.PROT_WRITE
+        # Its page tables filled now: a runner's first timed call on a set must not pay a fault per page
+        # (a 42 ms call on a large set took up to 4x that on its first visit, and the trials grew).
+        region = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE, prot=prot)
+        # Huge pages where the host lets shared memory have them (``shmem_enabled`` at ``advise``): at
+        # ``never`` a memory-bound call on a 96 MB set ran 20 % slower than on numpy's (huge-page) arrays.
+        with contextlib.suppress(OSError, AttributeError):
+            region.madvise(mmap.MADV_HUGEPAGE)
+        regions.append(region)
     return {
-        name: np.ndarray(tuple(shape), np.dtype(dtype), buffer=region, offset=offset)
-        for name, shape, dtype, offset in layout
+        name: np.ndarray(tuple(shape), np.dtype(dtype), buffer=regions[part], offset=offset)
+        for name, shape, dtype, offset, part in layout
     }
 
 
@@ -378,7 +491,7 @@ class Runner:
             return
         self.mapped.add(shared.key)
         self.request(
-            "call", [shared.fd], None, key=shared.key, layout=shared.layout, scalars=scalars, flush=flush
+            "call", shared.fds, None, key=shared.key, layout=shared.layout, scalars=scalars, flush=flush
         )
 
     def roundtrip_s(self, op: str = "ping", repeats: int = ROUNDTRIPS) -> float:
@@ -513,7 +626,26 @@ def candidate_process() -> tuple[bool, str]:
     :func:`runner_confinement` finds that a runner can confine itself, and, failing closed, where its
     probe gave no answer), and one line that says where it runs and why (the executor's device
     description and start log, the first lines of each candidate worker's log). Raises ValueError for a
-    value of the variable it does not know."""
+    value of the variable it does not know. Where it runs in a process of its own, the line also says
+    whether its const inputs are read-only there (:func:`const_inputs_said`)."""
+    runs, where = _where_candidates_run()
+    return runs, f"{where}; {const_inputs_said()}" if runs else where
+
+
+def const_inputs_said() -> str:
+    """Whether a runner's const inputs are read-only here (:func:`input_seal`), in words: a candidate
+    that writes one dies from SIGSEGV there, and a crash's verdict shows this line (a worker's log
+    begins with it) to say why."""
+    why = input_seal()
+    if why is None:
+        return (
+            "its const (in) arrays are mapped read-only there, from a sealed memfd: a write to one ends "
+            "that process with SIGSEGV"
+        )
+    return f"its const (in) arrays are writable there, and checked only after its calls: {why}"
+
+
+def _where_candidates_run() -> tuple[bool, str]:
     mode = candidate_process_mode()
     if mode == "0":
         return False, f"a function candidate runs in its worker's process ({CANDIDATE_PROCESS_ENV}=0)"
@@ -747,7 +879,8 @@ class _Served:
             assert self.task is not None
             if fds:  # its first call on this mapping
                 try:
-                    self.maps[int(request["key"])] = view_arrays(fds[0], request["layout"])
+                    # The sealed memfd read-only: the kernel refuses this process a writable mapping.
+                    self.maps[int(request["key"])] = view_arrays(fds, request["layout"], (SEALED_PART,))
                 finally:
                     for fd in fds:
                         os.close(fd)

@@ -30,7 +30,13 @@ from executor.settings import ExecutorSettings
 from executor.verdict import ErrorKind
 from executor.worker import runner
 from executor.worker.messages import CandidateRun, WorkerJob, WorkerOutcome
-from executor.worker.runner import CANDIDATE_PROCESS_ENV, LANDLOCK_ENV, candidate_process, landlock_version
+from executor.worker.runner import (
+    CANDIDATE_PROCESS_ENV,
+    LANDLOCK_ENV,
+    candidate_process,
+    const_inputs_said,
+    landlock_version,
+)
 from tests.support.hostcode import (
     FAST,
     SAXPY_HEAD,
@@ -89,12 +95,14 @@ def test_by_default_a_function_candidate_runs_in_a_confined_process_of_its_own(
         pytest.skip("no Landlock on this kernel: the default runs a function candidate in its worker")
     outcome, stderr = run_job_showing_stderr(_job(tmp_path), _run(products["correct"]), 120)
     assert outcome.passed and _in_a_runner(outcome), (outcome.message, stderr)
-    assert f"[{OWN} ({CANDIDATE_PROCESS_ENV}=auto)]" in stderr.splitlines()
+    # ... and whether its const inputs are read-only there (session 40: a sealed memfd).
+    assert f"[{OWN} ({CANDIDATE_PROCESS_ENV}=auto); {const_inputs_said()}]" in stderr.splitlines()
     # The executor's device description says the same.
     settings = ExecutorSettings(cache_dir=tmp_path / "cache", runtime="host", prewarm_workers=False)
     with TestClient(create_app(settings)) as client:
         device = client.get("/v1/device").json()
     assert device["candidate_process"].startswith(OWN), device
+    assert device["candidate_process"].endswith(f"; {const_inputs_said()}"), device
 
 
 def test_where_a_runner_is_not_to_be_confined_the_default_runs_it_in_its_worker_and_says_so(

@@ -22,6 +22,7 @@ from executor.protocol import CandidateSource
 from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task
 from executor.verdict import ErrorKind, Verdict
+from executor.worker.runner import SEAL_ENV
 from tests.support.buildcache import sharing_builds
 from tests.support.hostcode import (
     FIVE_CHECKED,
@@ -251,8 +252,11 @@ def test_with_the_candidate_process_the_turn_ends_once_it_is_stopped(
     saxpy: FunctionTask | KernelTask, tmp_path: Path, shared_builds: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With the candidate in a process of its own, that process is stopped before the release (its
-    runtime's ``calls_done``): the turn ends, and the checks after it still refuse a const-input change."""
+    runtime's ``calls_done``): the turn ends, and the checks after it still refuse a const-input change.
+    The runner's const inputs unsealed (as on a kernel older than 5.1): sealed, the change is refused
+    at once, the runner dead from SIGSEGV (tests/integration/executor/test_const_input_seal.py)."""
     use_candidate_process(monkeypatch)
+    monkeypatch.setenv(SEAL_ENV, "0")
     built = _evaluator(sharing_builds(tmp_path / "cache", shared_builds), early=True)
     try:
         honest, held = _evaluate_watched(built, saxpy, HONEST)
