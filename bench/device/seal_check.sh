@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A runner's const inputs read-only on a GPU (session 40, executor/worker/runner.py SharedArrays): the
+# A runner's const inputs read-only on a GPU (session 39, executor/worker/runner.py SharedArrays): the
 # kernel's answer to the seal, the CUDA toolkit, then the GPU tests of the seal and of the runner
 # (tests/gpu/test_const_input_seal_gpu.py: cudaHostRegisterReadOnly of a const input passes, the default
 # flags are refused, a write to a const input is a crash; tests/gpu/test_candidate_process_gpu.py).

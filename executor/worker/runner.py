@@ -15,7 +15,7 @@ nothing else:
   when it maps a set is timed: review 23b computed each answer there while the hand-over was a
   request of its own); the worker reads the outputs back after the call's acknowledgement. A set's
   ``in`` arrays are in a memfd of their own, sealed once the worker has mapped it, which the runner
-  can only read (session 40: review 39's H2 wrote its input and had a timer restore it before the
+  can only read (session 39: review 39's H2 wrote its input and had a timer restore it before the
   worker's check; no kill after the trials is soon enough): a write to one ends the runner with
   SIGSEGV, a ``crash`` (:class:`SharedArrays`, :func:`input_seal`, :data:`SEAL_ENV`);
 * the expected outputs, the other sets, the seeds, the clock and the verdict stay in the worker, which
@@ -143,7 +143,7 @@ class SharedArrays:
     reopened through ``/proc``; tests/unit/executor/test_input_seal.py). The worker's own mapping
     stays writable (it fills the set after this, and refills :meth:`~executor.worker.host.FunctionRuntime.run`'s
     buffers before each call). Where this kernel refuses the seal (:func:`input_seal`), every array
-    is in the one read-write memfd, as before session 40. The other arrays (``out``, ``inout``) are in
+    is in the one read-write memfd, as before session 39. The other arrays (``out``, ``inout``) are in
     a read-write memfd. ``arrays`` is what an :class:`~executor.inputs.InputSet` of the worker holds
     (views of the mappings); ``fds`` the memfds (read-write, then the sealed one where there is one);
     ``layout`` tells the runner where each array is (name, shape, dtype, offset, index in ``fds``)."""
@@ -207,7 +207,7 @@ INPUT_SEALS = F_SEAL_FUTURE_WRITE | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK | fc
 
 
 # Set to 0/false/off/no (in the executor's environment, which passes it to the workers) to leave a
-# runner's const inputs in its read-write mapping, as before session 40 (then checked only after the
+# runner's const inputs in its read-write mapping, as before session 39 (then checked only after the
 # calls, and review 39's H2 restores them in time): for debugging, a GPU candidate that page-locks its
 # inputs with cudaHostRegister's default flags (refused on read-only memory; cudaHostRegisterReadOnly
 # works), or a test of that behaviour. Said where a candidate's process is described (candidate_process).
@@ -218,7 +218,7 @@ def input_seal() -> str | None:
     """None where a runner's const inputs are sealed (:class:`SharedArrays`): this kernel seals a memfd
     so that its descriptor then takes no write (probed once per process) and :data:`SEAL_ENV` is not
     off; else why not (a kernel older than 5.1, or the switch): a runner then maps them read-write, as
-    before session 40, which is said once in this process's log and in :func:`candidate_process`'s
+    before session 39, which is said once in this process's log and in :func:`candidate_process`'s
     line."""
     why = kernel_seal()
     if why is None and not seal_wanted():

@@ -1,4 +1,4 @@
-"""A GPU function candidate's const inputs are read-only in its process (session 40; not yet run on a GPU).
+"""A GPU function candidate's const inputs are read-only in its process (session 39; not yet run on a GPU).
 
 In a runner a set's ``in`` arrays are mapped read-only from a sealed memfd
 (:class:`executor.worker.runner.SharedArrays`): review 39's H2 wrote its input and had a timer restore

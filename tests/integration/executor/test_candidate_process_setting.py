@@ -95,7 +95,7 @@ def test_by_default_a_function_candidate_runs_in_a_confined_process_of_its_own(
         pytest.skip("no Landlock on this kernel: the default runs a function candidate in its worker")
     outcome, stderr = run_job_showing_stderr(_job(tmp_path), _run(products["correct"]), 120)
     assert outcome.passed and _in_a_runner(outcome), (outcome.message, stderr)
-    # ... and whether its const inputs are read-only there (session 40: a sealed memfd).
+    # ... and whether its const inputs are read-only there (session 39: a sealed memfd).
     assert f"[{OWN} ({CANDIDATE_PROCESS_ENV}=auto); {const_inputs_said()}]" in stderr.splitlines()
     # The executor's device description says the same.
     settings = ExecutorSettings(cache_dir=tmp_path / "cache", runtime="host", prewarm_workers=False)

@@ -3,7 +3,7 @@
 Review 39's H2 wrote a mark into its const input on every timed call (to know a set it had seen) and
 had a timer put it back once the calls stopped: when the worker took more than the timer's 5 ms to
 kill the runner after the trials, the copies' check found nothing (3 of 32 runs passed under load).
-Since session 40 a set's ``in`` arrays are in a memfd of their own that the worker seals
+Since session 39 a set's ``in`` arrays are in a memfd of their own that the worker seals
 (``F_SEAL_FUTURE_WRITE``: executor.worker.runner.SharedArrays) and the runner maps read-only. The
 candidate below computes the right answer and then tries to write its input ``x`` by every way it has
 (each once per call, each outcome written on its stderr once): make its pages writable (``mprotect``),
@@ -13,7 +13,7 @@ to it, or map it writable. (The runner holds a descriptor of each memfd it maps 
 mapping: CPython's ``mmap`` keeps a duplicate; so the last route does reopen it read-write, and only
 the seal refuses the write.) A route that works writes into ``x``, which the input check then finds
 (``wrong_output``). With every route refused it passes. With the seal off (everything in one
-read-write memfd, as before session 40, or where the kernel refuses the seal), ``mprotect`` works and
+read-write memfd, as before session 39, or where the kernel refuses the seal), ``mprotect`` works and
 the run is refused.
 
 Host runtime, built with the host compiler; the worker's side of the seal (every write route of a

@@ -113,7 +113,7 @@ def test_a_read_only_mapping_of_it_cannot_be_made_writable(shared: SharedArrays)
 def test_where_there_is_no_seal_every_array_is_in_the_read_write_memfd(
     monkeypatch: pytest.MonkeyPatch, off: str
 ) -> None:
-    """As before session 40, on a kernel older than 5.1 (its refusal stood in for here) or with
+    """As before session 39, on a kernel older than 5.1 (its refusal stood in for here) or with
     ``REGRAPH_EXECUTOR_RUNNER_SEAL=0``: one read-write memfd, nothing sealed, and the line that says
     where a candidate runs says so."""
     if off == "kernel":

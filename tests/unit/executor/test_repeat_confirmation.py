@@ -15,7 +15,7 @@ runner is killed after the trials and the confirming call is made in a fresh one
 killed at the call's acknowledgement: the burst passes, a memo keyed on values is refused, and so are
 review 39's two candidates that defeated the first attempt (a SIGSTOP pause of the trials' runner) with
 POSIX timers: a memo whose answer a timer thread wrote after the call, and an input a timer restored
-after the trials (a crash since session 40: a runner's const inputs are read-only).
+after the trials (a crash since session 39: a runner's const inputs are read-only).
 """
 
 from __future__ import annotations
@@ -409,7 +409,7 @@ def test_no_confirming_call_where_its_process_cannot_be_warmed_up(
 ) -> None:
     """Fail closed: a fresh runner that cannot be started, loaded or warmed up (here its warm-up call
     changes its const input) makes no confirming call, and the rule's refusal stands. With the
-    runner's const inputs sealed (session 40) that write ends the runner (``crash``); so the seal is
+    runner's const inputs sealed (session 39) that write ends the runner (``crash``); so the seal is
     off here, as on a kernel that refuses it, where the warm-up's input check refuses the call."""
     use_candidate_process(monkeypatch)
     monkeypatch.setenv(SEAL_ENV, "0")
@@ -473,7 +473,7 @@ def test_an_input_a_timer_restores_after_the_trials_is_refused_in_a_runner(
     """Review 39's H2: a candidate that writes into its const input on every timed call and has a timer
     put it back after the last. Killing the trials' runner at their end did not close it: where the
     worker took longer than the timer's 5 ms to get there, the copies' check found ``x`` restored (3
-    of 32 runs passed under load). Since session 40 a runner's const inputs are mapped read-only
+    of 32 runs passed under load). Since session 39 a runner's const inputs are mapped read-only
     (executor.worker.runner.SharedArrays, a sealed memfd): its first write (on the warm-up's set)
     ends the runner with SIGSEGV, and the worker with it, every time; the verdict says why (the
     worker's log begins with the line). With the seal off it was ``wrong_output`` or passed."""
