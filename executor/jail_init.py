@@ -71,6 +71,29 @@ def _bpf(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
     return struct.pack("=HBBI", code, jt, jf, k)
 
 
+PR_CAPBSET_DROP = 24
+PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+_CAP_VERSION_3 = 0x20080522
+
+
+def _drop_capabilities() -> None:
+    """Drop every capability of this process, and every one an exec could give it back (the bounding
+    set, the ambient set). For a jail whose command stays the root of its user namespace (an executor
+    that is not root: no uid to drop to): with its capabilities there, that root could ``chroot`` out of
+    the jail (``mkdir x; chroot x; chdir ..`` to the mount namespace's root; review 40b's H-a, seen with
+    an executor of uid 1000: the host's tree visible and the executor's package written) or remount
+    what is not locked. Without them it is one more unprivileged uid, which owns the files the executor's
+    uid owns (read-only binds stay read-only: no capability to remount them)."""
+    for cap in range(64):
+        if _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() != 22:  # EINVAL: none
+            raise OSError(ctypes.get_errno(), f"cannot drop capability {cap} from the bounding set")
+    _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    header = (ctypes.c_uint32 * 2)(_CAP_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable (two words each): none
+    if _libc.capset(header, data) != 0:
+        raise OSError(ctypes.get_errno(), "cannot drop the capabilities")
+
+
 def _forbid_keyrings() -> None:
     """Refuse (EPERM) ``add_key``, ``request_key`` and ``keyctl`` to this process and all it starts,
     and every call of another ABI than the machine's (x86-64's 32-bit ``int 0x80``, x32), which would
@@ -221,11 +244,12 @@ def _lock_mounts() -> None:
     package) and write what the executor's uid owns (review 40 H1, seen with the reviewer's setup). Mounts
     copied into a less privileged namespace are locked: their flags stay and they cannot be unmounted.
     Must come before the chroot (the kernel refuses a user namespace to a chrooted process). Where the
-    kernel refuses the nested namespace (a limit of user namespaces, a security module) the jail stays as
-    it was before (unlocked) rather than fall back to no jail at all."""
+    kernel refuses the nested namespace (a limit of user namespaces, a security module) the jail fails
+    (status 125) rather than run unlocked: review 40b's M-a."""
     uid, gid = os.getuid(), os.getgid()
     if _libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0:
-        return
+        # Fail closed (review 40b's M-a: refused, the jail ran unlocked and nothing said so).
+        raise OSError(ctypes.get_errno(), "cannot lock the jail's mounts (a user namespace was refused)")
     for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
         with open(f"/proc/self/{name}", "w") as f:
             f.write(text)
@@ -272,6 +296,8 @@ def main(argv: list[str]) -> None:
             os.setgroups([])
             os.setgid(uid)
             os.setuid(uid)
+        else:
+            _drop_capabilities()
         # A change of uid clears the parent-death signal: set again, so that this process (the
         # command after exec, PID 1 of the namespace) dies with `unshare`, and every stage with it.
         _libc.prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)

@@ -200,8 +200,11 @@ def test_a_candidate_that_predicts_the_samples_in_the_workers_process_is_refused
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, task_json: dict[str, Any], trials: int, attack: str
 ) -> None:
     use_worker_process(monkeypatch)
-    outcome = _run(tmp_path, attack, ATTACKS[attack], task_json, trials)
-    assert not outcome.passed and outcome.error in REFUSED, (outcome.message, outcome.candidate_timing)
+    # Closed means refused on every run: three runs, as a load burst can get one refused by its timing
+    # (an XPASS in session 39's loaded clean-clone run, this strict xfail's only failure so far).
+    for run in range(3):
+        outcome = _run(tmp_path / str(run), attack, ATTACKS[attack], task_json, trials)
+        assert not outcome.passed and outcome.error in REFUSED, (outcome.message, outcome.candidate_timing)
 
 
 @pytest.mark.parametrize(

@@ -27,7 +27,6 @@ import executor
 from executor.app import create_app
 from executor.cgroup import (
     MOUNTINFO,
-    PREFIX,
     PROC_CGROUP,
     CgroupMemory,
     CgroupPlace,
@@ -134,11 +133,6 @@ def _one_blas_thread(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")
 
 
-def _workers_cgroups() -> set[str]:
-    assert PLACE is not None
-    return {p.name for p in PLACE.parent.iterdir() if p.name.startswith(PREFIX)}
-
-
 def _run_in_worker(
     tmp_path: Path,
     source: str,
@@ -194,11 +188,9 @@ def test_a_memfd_filled_and_unmapped_in_a_runner_is_refused(
     """The runner (the worker's child, where a function candidate runs by default) fills the memfd:
     its pages are charged to the worker's cgroup too. Without the cgroup the candidate passed."""
     use_candidate_process(monkeypatch)
-    before = _workers_cgroups()
     seen: list[Path] = []
     _refused_for_memory(_run_in_worker(tmp_path, MEMFD_HOARDER, seen=seen))
     assert seen and not seen[0].exists()
-    assert _workers_cgroups() == before
 
 
 def test_files_written_to_the_jails_tmpfs_are_refused(
@@ -218,8 +210,16 @@ def test_a_worker_without_the_namespace_jail_is_in_its_cgroup_too(
     """The cgroup does not depend on the namespaces: a worker started without them (protection ``uid``,
     as a uid of its own, where namespaces are refused) enters its cgroup the same way. (Before review 40
     this ran with protection ``none``, which now gets no cgroup: the next test.)"""
-    if any(not d.stat().st_mode & 0o001 for d in Path(sys.executable).parents):
-        pytest.skip(f"the interpreter {sys.executable} is out of reach of other uids here")
+    # The worker runs as another uid: the interpreter, the executor's package and PYTHONPATH's entries
+    # must be in its reach. (On the GPU device, with all of them in reach, this test failed in session 39:
+    # "worker exited with status 1 during startup"; cause not found, bench/results/2026-12-01_s39/.)
+    import executor
+
+    needed = [Path(sys.executable), Path(executor.__file__).parent]
+    needed += [Path(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).exists()]
+    for path in needed:
+        if any(not d.stat().st_mode & 0o001 for d in Path(path).resolve().parents):
+            pytest.skip(f"{path} is out of reach of other uids here")
     use_worker_process(monkeypatch)
     seen: list[Path] = []
     _refused_for_memory(_run_in_worker(tmp_path, MEMFD_HOARDER, seen=seen, protection="uid"))
@@ -298,7 +298,6 @@ def test_an_honest_candidate_passes_in_its_cgroup_and_leaves_none(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
 ) -> None:
     (use_worker_process if where == "worker" else use_candidate_process)(monkeypatch)
-    before = _workers_cgroups()
     seen: list[Path] = []
     figures: list[CgroupMemory] = []
     outcome = _run_in_worker(tmp_path, HONEST, seen=seen, figures=figures)
@@ -308,7 +307,6 @@ def test_an_honest_candidate_passes_in_its_cgroup_and_leaves_none(
     assert not figures[0].exceeded
     assert seen, "the worker had no memory cgroup"
     assert not seen[0].exists(), f"{seen[0]} is still there after the worker"
-    assert _workers_cgroups() == before
 
 
 def test_the_evaluators_workers_get_cgroups_unless_off(tmp_path: Path) -> None:

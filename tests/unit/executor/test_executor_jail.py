@@ -359,3 +359,48 @@ def test_the_jails_mounts_are_locked_against_its_own_root(tmp_path: Path) -> Non
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["0"], (out.stdout, out.stderr)
     assert not (bound / "x").exists()
+
+
+_ESCAPE = """
+import os, sys
+os.mkdir("/tmp/x")
+try:
+    os.chroot("/tmp/x")
+except PermissionError:
+    print("chroot refused")
+    sys.exit(0)
+for _ in range(64):
+    os.chdir("..")
+os.chroot(".")
+print("escaped", os.path.exists(sys.argv[1]))
+"""
+
+
+@pytest.mark.skipif(jail.protection() != "namespace", reason="no namespaces on this host")
+@pytest.mark.skipif(not Path("/usr/bin/python3").exists(), reason="no /usr/bin/python3 in the jail's reach")
+@pytest.mark.parametrize("lock", [True, False])
+def test_the_jails_own_root_cannot_chroot_out_of_it(tmp_path: Path, lock: bool) -> None:
+    """Review 40b's H-a: an executor that is not root runs its jail's command as the user namespace's
+    root, which kept its capabilities: ``mkdir x; chroot x; chdir ..`` (64 times); ``chroot .`` put it at
+    the mount namespace's root, the host's whole tree (the reviewer, as uid 1000: the host's files seen
+    and the executor's package written). jail_init drops every capability of such a command (the
+    bounding set too) after its chroot, lock or no lock. Here, as root, the command runs as root
+    (``uid`` None, as for an executor that is not root). With the drop taken out, it escaped (both
+    cases)."""
+    outside = tmp_path / "outside-marker"
+    outside.touch()
+    work = tmp_path / "work"
+    work.mkdir()
+    box = jail.Jail(read_only=(*jail.HOST_PATHS, "/usr/bin/python3"))
+    spec = box._spec(tmp_path / "root", work)
+    spec.update(uid=None, lock_mounts=lock)
+    (tmp_path / "root").mkdir()
+    init = [sys.executable, "-I", "-S", str(jail._INIT), json.dumps(spec), "--"]
+    out = subprocess.run(
+        [*jail._unshare_args(), *init, "/usr/bin/python3", "-I", "-S", "-c", _ESCAPE, str(outside)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["chroot", "refused"], (out.stdout, out.stderr)
