@@ -10,6 +10,7 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from executor.cache import DEFAULT_CACHE_DIR
+from executor.cgroup import default_pids_max
 
 
 def default_compile_workers(cpus: int | None) -> int:
@@ -236,10 +237,11 @@ class ExecutorSettings(BaseSettings):
         "without, and GET /v1/device's memory_cgroups says why",
     )
     memory_cgroup_pids: int = Field(
-        default=1024,
+        default_factory=lambda: default_pids_max(),
         ge=16,
         description="pids.max of each worker's memory cgroup where the pids controller is enabled for it "
-        "(cgroup v2): the tasks (threads included) that a worker, its jail and its runner may have at once",
+        "(cgroup v2): the tasks (threads included) that a worker, its jail and its runner may have at once "
+        "(default: 1024, or 8 per core of the host where that is more)",
     )
     compile_workers: int = Field(
         default_factory=lambda: default_compile_workers(os.cpu_count()),

@@ -23,8 +23,10 @@ from executor.cgroup import (
     WorkerCgroup,
     _own_cgroups,
     _v2_place,
+    default_pids_max,
     find_place,
 )
+from executor.settings import ExecutorSettings
 
 # This dev machine's (hybrid: memory on a v1 hierarchy, an empty cgroup2 beside it) and a v2 host's.
 HYBRID = """\
@@ -317,3 +319,13 @@ def test_v2_pids_max_where_the_pids_controller_is_enabled(
     monkeypatch.setattr(Path, "mkdir", mkdir)
     made = WorkerCgroup.make(CgroupPlace(2, tmp_path, "test", pids_max=99))
     assert (made.path / "pids.max").read_text() == "99"
+
+
+def test_the_default_pids_max_grows_with_the_host_cores() -> None:
+    """Review 40b's L-d: threads count against pids.max (OpenBLAS's and an OpenMP candidate's, one per
+    core, in the worker and its runner), so a fixed 1024 could refuse an honest candidate on a host of
+    ~300 cores: 1024, or 8 per core where that is more, and the setting's default follows it."""
+    assert default_pids_max(2) == 1024
+    assert default_pids_max(128) == 1024
+    assert default_pids_max(384) == 3072
+    assert ExecutorSettings(cache_dir=Path("/nonexistent")).memory_cgroup_pids == default_pids_max()
