@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import json
 import os
 import platform
@@ -85,7 +86,7 @@ def _drop_capabilities() -> None:
     what is not locked. Without them it is one more unprivileged uid, which owns the files the executor's
     uid owns (read-only binds stay read-only: no capability to remount them)."""
     for cap in range(64):
-        if _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() != 22:  # EINVAL: none
+        if _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() != errno.EINVAL:  # none
             raise OSError(ctypes.get_errno(), f"cannot drop capability {cap} from the bounding set")
     _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
     header = (ctypes.c_uint32 * 2)(_CAP_VERSION_3, 0)
@@ -172,7 +173,7 @@ def _bind(root: str, path: str, writable: bool, device: bool) -> None:
     if not device:
         flags |= MS_NODEV
     _remount_read_only(target, path, flags)
-    _read_only_below(target, device)
+    _read_only_below(target, device, flags)
 
 
 def _remount_read_only(target: str, source: str, flags: int) -> None:
@@ -183,10 +184,11 @@ def _remount_read_only(target: str, source: str, flags: int) -> None:
     _mount(None, target, None, flags)
 
 
-def _read_only_below(target: str, device: bool) -> None:
+def _read_only_below(target: str, device: bool, flags: int) -> None:
     """Make every mount below the read-only bind ``target`` read-only too: a recursive bind remounted
     read-only stays writable below its top (review 40 H1: /sys's /sys/fs/cgroup, where a worker's
-    memory cgroup is). mount_setattr with AT_RECURSIVE where the kernel has it, else each mount below."""
+    memory cgroup is). mount_setattr with AT_RECURSIVE where the kernel has it, else each mount below
+    remounted with ``flags`` (the bind's own: read-only, nosuid, nodev unless ``device``)."""
     attr = struct.pack(
         "=QQQQ", _MOUNT_ATTR_RDONLY | _MOUNT_ATTR_NOSUID | (0 if device else _MOUNT_ATTR_NODEV), 0, 0, 0
     )
@@ -201,7 +203,6 @@ def _read_only_below(target: str, device: bool) -> None:
     )
     if done == 0:
         return
-    flags = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | (0 if device else MS_NODEV)
     with open("/proc/self/mountinfo") as f:
         points = [line.split()[4] for line in f if len(line.split()) > 4]
     for point in points:

@@ -84,7 +84,7 @@ from executor.worker.messages import (
     WorkerOutcome,
     read_beat,
 )
-from executor.worker.runner import CANDIDATE_PROCESS_ENV, candidate_process
+from executor.worker.runner import CANDIDATE_PROCESS_ENV, candidate_process, switch_on
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -328,7 +328,7 @@ _PACKAGE = Path(__file__).resolve().parent
 
 def jail_workers_enabled() -> bool:
     """Whether the workers (candidate and reference) are jailed (:data:`JAIL_WORKERS_ENV`, on unless set to 0/false/off/no)."""
-    return os.environ.get(JAIL_WORKERS_ENV, "1").strip().lower() not in ("0", "false", "off", "no")
+    return switch_on(JAIL_WORKERS_ENV)
 
 
 def describe_worker(kind: Protection, role: Role = "candidate") -> str:
@@ -875,20 +875,6 @@ class WorkerProcess:
             _open_to_jail(self.dir, writable=True, owner=self.uid if self.uid is not None else JAIL_UID)
             _open_to_jail(self.dir.parent, writable=False)
         cgroup_procs: int | None = None
-        try:
-            if self._cgroup_place is not None and self.cgroup is None:
-                self.cgroup = WorkerCgroup.make(self._cgroup_place)
-            if self.cgroup is not None:
-                cgroup_procs = self.cgroup.open_procs()
-        except CgroupError as e:  # a place that was checked at the start: never run without it
-            if sock is not None:
-                sock.close()
-            else:
-                os.close(done_read)
-            os.close(done_write)
-            self._remove_cgroup()
-            shutil.rmtree(self.dir, ignore_errors=True)
-            raise WorkerError(f"cannot start a worker: {e}") from e
         with self.stderr_path.open("wb") as err:
             # The first line of the worker's log: the protection in force (shown with a crash); for a
             # candidate worker that can run one, where a function candidate runs, and why, the second.
@@ -897,6 +883,12 @@ class WorkerProcess:
                 err.write(f"[{candidate_process()[1]}]\n".encode())
             err.flush()
             try:
+                # Its memory cgroup: a place that was checked at the start, so never run without it
+                # (a CgroupError fails the start).
+                if self._cgroup_place is not None and self.cgroup is None:
+                    self.cgroup = WorkerCgroup.make(self._cgroup_place)
+                if self.cgroup is not None:
+                    cgroup_procs = self.cgroup.open_procs()
                 split = executor_split(self.timing_cores)
                 setup = functools.partial(
                     _worker_setup, str(self.dir), user, split.rest if split else None, cgroup_procs
@@ -917,7 +909,11 @@ class WorkerProcess:
 
                 # forked by a thread that lives as long as this process (_Spawner: the death signal)
                 self.proc = _SPAWNER.run(start)
-            except (OSError, subprocess.SubprocessError) as e:  # the latter: refused by its cgroup
+            except (
+                OSError,
+                subprocess.SubprocessError,
+                CgroupError,
+            ) as e:  # the second: its cgroup refused it
                 if sock is not None:
                     sock.close()
                 else:

@@ -228,9 +228,15 @@ def input_seal() -> str | None:
     return why
 
 
+def switch_on(name: str) -> bool:
+    """Whether the operator's switch ``name`` (an environment variable: :data:`SEAL_ENV`,
+    :data:`LANDLOCK_ENV`, the jail's) is on: on unless set to 0/false/off/no."""
+    return os.environ.get(name, "1").strip().lower() not in ("0", "false", "off", "no")
+
+
 def seal_wanted() -> bool:
-    """Whether a runner's const inputs are to be sealed (:data:`SEAL_ENV`, on unless 0/false/off/no)."""
-    return os.environ.get(SEAL_ENV, "1").strip().lower() not in ("0", "false", "off", "no")
+    """Whether a runner's const inputs are to be sealed (:data:`SEAL_ENV`)."""
+    return switch_on(SEAL_ENV)
 
 
 @functools.cache
@@ -681,8 +687,8 @@ def candidate_process_wanted() -> bool:
 
 
 def landlock_wanted() -> bool:
-    """Whether a runner confines itself (:data:`LANDLOCK_ENV`, on unless set to 0/false/off/no)."""
-    return os.environ.get(LANDLOCK_ENV, "1").strip().lower() not in ("0", "false", "off", "no")
+    """Whether a runner confines itself (:data:`LANDLOCK_ENV`)."""
+    return switch_on(LANDLOCK_ENV)
 
 
 def landlock_version() -> int:
