@@ -113,6 +113,25 @@ def build_host_candidates(out: Path, sources: dict[str, str]) -> dict[str, str]:
     return built
 
 
+def saxpy_worker_job(tmp: Path, source: str) -> tuple[WorkerJob, str]:
+    """The fixture saxpy's host-runtime worker job (its reference built under ``tmp``, seeds 11-44,
+    :data:`FAST`) and ``source`` built plainly (no static rules) as its candidate's library, for a
+    jailed worker a test starts itself; ``tmp`` opened to the jail's uid (the reference's library)."""
+    tmp.chmod(0o755)
+    task = load_task(FIXTURE_TASKS / "saxpy")
+    cache, products = tmp / "cache", tmp / "products"
+    cache.mkdir()
+    products.mkdir()
+    job = WorkerJob(
+        task=task,
+        runtime="host",
+        reference_library=str(build_reference(task, cache)),
+        seeds=[11, 22, 33, 44],
+        options=FAST,
+    )
+    return job, build_host_candidates(products, {"candidate": source})["candidate"]
+
+
 _C_TYPES = {"float32": "float", "float64": "double"}
 
 

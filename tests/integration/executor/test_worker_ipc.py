@@ -30,15 +30,14 @@ from executor.evaluate import Evaluator
 from executor.jail import protection
 from executor.jail_init import IPC_LIMITS
 from executor.protocol import CandidateSource, EvaluationOptions
-from executor.reference import build_reference
 from executor.sandbox import WorkerProcess, _job_dirs, finish_candidate, remove_ipc_of, start_candidate
 from executor.settings import ExecutorSettings
 from executor.taskformat import load_task
 from executor.verdict import ErrorKind
-from executor.worker.messages import CandidateRun, WorkerJob, WorkerOutcome
+from executor.worker.messages import CandidateRun, WorkerOutcome
 from tests.integration.executor.test_executor_hacks_host import POLY_BODY, POLY_HEAD, POLY_TASK
-from tests.support.hostcode import FAST, STUB, build_host_candidates, use_worker_process, write_task
 from tests.support.hostcode import FIXTURE_TASKS as TASKS_DIR
+from tests.support.hostcode import STUB, saxpy_worker_job, use_worker_process, write_task
 
 pytestmark = pytest.mark.skipif(protection() != "namespace", reason="no namespaces on this host")
 
@@ -229,19 +228,7 @@ def test_a_workers_sysv_segments_are_gone_after_it_ends(tmp_path: Path, shm_key:
 
 def _run_in_worker(tmp_path: Path, source: str, gpu_lock: Path | None = None) -> WorkerOutcome:
     """saxpy's ``source``, built plainly (no static rules) and run in a jailed candidate worker."""
-    tmp_path.chmod(0o755)  # the reference's library in reach of the jail's uid
-    task = load_task(TASKS_DIR / "saxpy")
-    cache, products = tmp_path / "cache", tmp_path / "products"
-    cache.mkdir()
-    products.mkdir()
-    job = WorkerJob(
-        task=task,
-        runtime="host",
-        reference_library=str(build_reference(task, cache)),
-        seeds=[11, 22, 33, 44],
-        options=FAST,
-    )
-    product = build_host_candidates(products, {"candidate": source})["candidate"]
+    job, product = saxpy_worker_job(tmp_path, source)
     proc = WorkerProcess("candidate", "host", gpu_lock=gpu_lock, binds=_job_dirs(job))
     try:
         assert proc.protection == "namespace"

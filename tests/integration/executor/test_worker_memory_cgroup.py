@@ -38,19 +38,15 @@ from executor.cgroup import (
 from executor.errors import WorkerError
 from executor.evaluate import Evaluator
 from executor.jail import HOST_PATHS, Jail, Protection, protection, python_paths
-from executor.reference import build_reference
 from executor.sandbox import WorkerProcess, _job_dirs, finish_candidate, start_candidate
 from executor.settings import ExecutorSettings
-from executor.taskformat import load_task
 from executor.verdict import ErrorKind
-from executor.worker.messages import CandidateRun, WorkerJob, WorkerOutcome
+from executor.worker.messages import CandidateRun, WorkerOutcome
 from tests.support.hostcode import (
-    FAST,
-    build_host_candidates,
+    saxpy_worker_job,
     use_candidate_process,
     use_worker_process,
 )
-from tests.support.hostcode import FIXTURE_TASKS as TASKS_DIR
 
 # The setting as the executor reads it (bench/device/cgroup_check.sh names a directory on the GPU device,
 # whose own cgroup is not delegated to it), "auto" without.
@@ -145,19 +141,7 @@ def _run_in_worker(
     has the memory limit :data:`LIMIT` (under ``protection``: the jail by default), in a memory cgroup under
     ``cgroups`` (None: none); the cgroup's
     path is added to ``seen``, what it recorded to ``figures``."""
-    tmp_path.chmod(0o755)  # the reference's library in reach of the jail's uid
-    task = load_task(TASKS_DIR / "saxpy")
-    cache, products = tmp_path / "cache", tmp_path / "products"
-    cache.mkdir()
-    products.mkdir()
-    job = WorkerJob(
-        task=task,
-        runtime="host",
-        reference_library=str(build_reference(task, cache)),
-        seeds=[11, 22, 33, 44],
-        options=FAST,
-    )
-    product = build_host_candidates(products, {"candidate": source})["candidate"]
+    job, product = saxpy_worker_job(tmp_path, source)
     proc = WorkerProcess("candidate", "host", binds=_job_dirs(job), cgroups=cgroups, protection=protection)
     try:
         if seen is not None and proc.cgroup is not None:
@@ -333,14 +317,9 @@ def test_the_evaluators_workers_get_cgroups_unless_off(tmp_path: Path) -> None:
         assert device["memory_cgroups"].startswith(says), device
 
 
-def test_a_v2_cgroups_removal_kills_what_is_left_in_it() -> None:
-    """cgroup v2's way out (``cgroup.kill``, then ``rmdir``), on this host's cgroup2 mount whatever its
-    controllers (here the hybrid host's, which has no memory controller): processes left in the cgroup,
-    one that left its process group (``setsid``) included, are killed and the cgroup removed."""
-    mount = _own_cgroups(PROC_CGROUP, MOUNTINFO)[2]
-    if mount is None or not os.access(mount, os.W_OK):
-        pytest.skip("no writable cgroup2 mount here")
-    cgroup = WorkerCgroup.make(CgroupPlace(2, mount, "test"))
+def _processes_left_in(cgroup: WorkerCgroup) -> list[subprocess.Popen[bytes]]:
+    """Four processes started in ``cgroup`` (entered between fork and exec): a ``sleep``, and a shell
+    that left its process group (``setsid``) with its background ``sleep``; the two started here."""
     fd = cgroup.open_procs()
     try:
         left = [
@@ -353,6 +332,18 @@ def test_a_v2_cgroups_removal_kills_what_is_left_in_it() -> None:
     while len(cgroup.processes()) < 4 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert len(cgroup.processes()) == 4, cgroup.processes()
+    return left
+
+
+def test_a_v2_cgroups_removal_kills_what_is_left_in_it() -> None:
+    """cgroup v2's way out (``cgroup.kill``, then ``rmdir``), on this host's cgroup2 mount whatever its
+    controllers (here the hybrid host's, which has no memory controller): processes left in the cgroup,
+    one that left its process group (``setsid``) included, are killed and the cgroup removed."""
+    mount = _own_cgroups(PROC_CGROUP, MOUNTINFO)[2]
+    if mount is None or not os.access(mount, os.W_OK):
+        pytest.skip("no writable cgroup2 mount here")
+    cgroup = WorkerCgroup.make(CgroupPlace(2, mount, "test"))
+    left = _processes_left_in(cgroup)
     assert (cgroup.path / "cgroup.kill").exists()
     assert cgroup.remove(timeout_s=10)
     assert not cgroup.path.exists()
@@ -365,18 +356,7 @@ def test_the_removal_kills_what_left_the_workers_group() -> None:
     L3, L5) and the cgroup removed."""
     assert PLACE is not None
     cgroup = WorkerCgroup.make(PLACE)
-    fd = cgroup.open_procs()
-    try:
-        left = [
-            subprocess.Popen(["sleep", "60"], preexec_fn=lambda: enter(fd)),
-            subprocess.Popen(["setsid", "sh", "-c", "sleep 60 & sleep 60"], preexec_fn=lambda: enter(fd)),
-        ]
-    finally:
-        os.close(fd)
-    deadline = time.monotonic() + 10
-    while len(cgroup.processes()) < 4 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert len(cgroup.processes()) == 4, cgroup.processes()
+    left = _processes_left_in(cgroup)
     assert cgroup.remove(timeout_s=5)
     assert not cgroup.path.exists()
     assert [p.wait(timeout=10) for p in left] == [-9, -9]
