@@ -202,7 +202,9 @@ class Evaluator:
         needed += [("the build directory's parent", cache_dir / sub) for sub in ("candidates", "reference")]
         problems = unreachable(needed, JAIL_UID, JAIL_UID)
         if problems:
-            raise ReachError(refusal(problems, f"the compiles (as uid {JAIL_UID}: no namespaces here)"))
+            raise ReachError(
+                refusal(problems, f"the compiles (as uid {JAIL_UID}: no namespaces here)", workers=False)
+            )
 
     @functools.cached_property
     def timing_secret(self) -> bytes:

@@ -41,8 +41,12 @@ WAYS_OUT = (
     "REGRAPH_EXECUTOR_CACHE_DIR=/var/cache/regraph-executor; for Python, an installation outside a "
     "private home), or `chmod o+x` the directory named; or run the executor where it may make "
     "namespaces (`unshare --mount --pid --fork true` works: the jail then binds what it needs, whatever "
-    "the modes above). REGRAPH_EXECUTOR_JAIL_WORKERS=0 runs the workers without any jail, as the "
-    "executor's own user (root here): only for code you trust."
+    "the modes above)."
+)
+# For the workers only: the way out that gives up their jail.
+JAIL_OFF = (
+    "REGRAPH_EXECUTOR_JAIL_WORKERS=0 runs the workers without any jail, as the executor's own user (root "
+    "here): only for code you trust."
 )
 
 
@@ -120,9 +124,10 @@ def interpreter_needs(package: Path, pythonpath: Iterable[str] = ()) -> list[tup
     return needed
 
 
-def refusal(problems: Sequence[Unreachable], who: str) -> str:
-    """The error for ``problems`` of ``who`` (the workers, the compiles): what each directory that
-    blocks them keeps from them (the first few), then :data:`WAYS_OUT`."""
+def refusal(problems: Sequence[Unreachable], who: str, workers: bool = True) -> str:
+    """The error for ``problems`` of ``who`` (the workers, the compiles: ``workers`` False): what each
+    directory that blocks them keeps from them (the first few), then :data:`WAYS_OUT` (and, for the
+    workers, :data:`JAIL_OFF`)."""
     by_blocker: dict[str, list[str]] = {}
     for p in problems:
         where = f"{p.blocker} does not let them through to" if p.blocker else "they may not read"
@@ -131,4 +136,6 @@ def refusal(problems: Sequence[Unreachable], who: str) -> str:
     for where, paths in by_blocker.items():
         more = f" and {len(paths) - 3} more" if len(paths) > 3 else ""
         parts.append(f"{where} {', '.join(paths[:3])}{more}")
-    return f"{who} cannot reach what they need: {'; '.join(parts)}. {WAYS_OUT}"
+    return f"{who} cannot reach what they need: {'; '.join(parts)}. {WAYS_OUT}" + (
+        f" {JAIL_OFF}" if workers else ""
+    )

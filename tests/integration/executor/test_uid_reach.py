@@ -23,7 +23,7 @@ from executor.errors import WorkerError
 from executor.evaluate import Evaluator
 from executor.jail import JAIL_UID, is_root, protection
 from executor.reach import ReachError, unreachable
-from executor.sandbox import take_worker_uid, worker_protection
+from executor.sandbox import JAIL_WORKERS_ENV, take_worker_uid, worker_protection
 from executor.settings import ExecutorSettings
 
 pytestmark = pytest.mark.skipif(not is_root(), reason="other uids: the executor must be root")
@@ -89,6 +89,21 @@ def test_an_executor_whose_workers_cannot_reach_its_cache_does_not_start(
         message
     )
     assert "REGRAPH_EXECUTOR_CACHE_DIR=" in message and "chmod o+x" in message, message
+
+
+def test_an_executor_whose_compiles_cannot_reach_its_build_directories_does_not_start(
+    dirs: tuple[Path, Path], uid_protection: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The compile jail's uid (65534) builds under the cache (``candidates``, ``reference``): the same
+    check, as that uid, with the workers' jail off (its check not made)."""
+    closed, _ = dirs
+    monkeypatch.setenv(JAIL_WORKERS_ENV, "0")
+    with pytest.raises(ReachError) as refused:
+        Evaluator(ExecutorSettings(cache_dir=closed / "cache", runtime="host", prewarm_workers=False))
+    message = str(refused.value)
+    assert message.startswith(f"the compiles (as uid {JAIL_UID}"), message
+    assert f"{closed} does not let them through to the build directory's parent" in message, message
+    assert "REGRAPH_EXECUTOR_JAIL_WORKERS" not in message, message
 
 
 def test_workers_that_cannot_reach_their_import_path_are_refused_not_run_as_root(
