@@ -852,6 +852,7 @@ class WorkerProcess:
         # How much the worker had written to its stderr when it was handed untrusted code (a
         # candidate): what comes after may be anything that code read, and never reaches a verdict.
         self.trusted_output: int | None = None
+        self._trusted_tail = b""  # the end of that output, read at the hand-over
         self._done = -1
         self._done_sock: socket.socket | None = None
         # Held to close the done channel: the waiter and a thread that waits for the worker to be gone
@@ -1538,22 +1539,29 @@ class WorkerProcess:
         self.timed_windows, self.read_windows, self.unmatched_ends, self._timed_since = [], [], 0, None
         self.confirm_windows, self.stray_starts, self._confirming_seen = [], 0, False
         self.released_at = None
+        # Its end read now: the candidate holds the file's descriptor (not opened to append) and owns
+        # the directory, so it could later write over those bytes or put another file in their place.
         try:
-            self.trusted_output = self.stderr_path.stat().st_size
+            with self.stderr_path.open("rb") as f:
+                self.trusted_output = f.seek(0, os.SEEK_END)
+                f.seek(max(0, self.trusted_output - STDERR_TAIL))
+                self._trusted_tail = f.read(STDERR_TAIL)
         except OSError:
-            self.trusted_output = 0
+            self.trusted_output, self._trusted_tail = 0, b""
 
     def reported_tail(self) -> str:
         """The end of what the worker wrote before it was handed a candidate, and a note of how much
         it wrote after (that part stays in the worker's directory, removed with it)."""
-        try:
-            data = self.stderr_path.read_bytes()
-        except OSError:
-            return ""
         if self.trusted_output is None:
-            return data[-STDERR_TAIL:].decode("utf-8", "replace")
-        own = data[: self.trusted_output][-STDERR_TAIL:].decode("utf-8", "replace")
-        after = len(data) - self.trusted_output
+            try:
+                return self.stderr_path.read_bytes()[-STDERR_TAIL:].decode("utf-8", "replace")
+            except OSError:
+                return ""
+        own = self._trusted_tail.decode("utf-8", "replace")  # as it was at the hand-over
+        try:
+            after = self.stderr_path.stat().st_size - self.trusted_output
+        except OSError:
+            after = 0
         if after <= 0:
             return own
         return f"{own}\n[{after} bytes written after the candidate was loaded are not shown]".strip()
@@ -1932,6 +1940,11 @@ def finish_candidate(
     :meth:`WorkerProcess.wait`, which calls ``on_release`` when the worker's GPU work is over). The
     outcome's ``seconds["run"]`` is the time from the hand-over to the outcome, a killed or dead
     worker's too."""
+    # Handed over once the worker is prepared (or gone), as the evaluator waits for it: what the worker
+    # wrote until then is its own, a start-up failure's cause included ("Permission denied" on the
+    # reference's library), and is shown with a crash; handed over at once, its death was counted the
+    # candidate's and its cause hidden as the candidate's output.
+    proc.wait_prepared(timeout_s, cancelled)
     start = time.monotonic()
     proc.hand_untrusted()
     # The clock-confirming calls' seeds come from here, not the worker's entropy, which its candidate
