@@ -112,12 +112,14 @@ def unreachable(needed: Sequence[tuple[str, Path]], uid: int, gid: int) -> list[
 
 def interpreter_needs(package: Path, pythonpath: Iterable[str] = ()) -> list[tuple[str, Path]]:
     """What ``python -m`` of this interpreter needs to import ``package`` (the executor's): the
-    interpreter, its prefixes, its import path as this process has it and ``pythonpath`` (a worker's
-    ``PYTHONPATH``), and the package itself."""
+    interpreter, its prefixes, the entries of this process's import path under them (the standard
+    library, site-packages), ``pythonpath`` (a worker's ``PYTHONPATH``) and the package itself. Not
+    this process's own first entry (its working directory, or its script's: a worker has its own)."""
     needed: list[tuple[str, Path]] = [("the interpreter", Path(sys.executable))]
-    for prefix in dict.fromkeys((sys.prefix, sys.base_prefix, sys.exec_prefix)):
-        needed.append(("the Python installation", Path(prefix)))
-    for entry in dict.fromkeys([*sys.path, *pythonpath]):
+    prefixes = [Path(p) for p in dict.fromkeys((sys.prefix, sys.base_prefix, sys.exec_prefix))]
+    needed += [("the Python installation", p) for p in prefixes]
+    installed = [e for e in sys.path if e and any(Path(e) == p or p in Path(e).parents for p in prefixes)]
+    for entry in dict.fromkeys([*installed, *pythonpath]):
         if entry and os.path.exists(entry):
             needed.append(("an entry of the import path", Path(entry)))
     needed.append(("the executor's package", package))

@@ -18,11 +18,12 @@ from pathlib import Path
 
 import pytest
 
+import executor
 from executor import sandbox
 from executor.errors import WorkerError
 from executor.evaluate import Evaluator
 from executor.jail import JAIL_UID, is_root, protection
-from executor.reach import ReachError, unreachable
+from executor.reach import ReachError, interpreter_needs, unreachable
 from executor.sandbox import JAIL_WORKERS_ENV, take_worker_uid, worker_protection
 from executor.settings import ExecutorSettings
 
@@ -75,6 +76,18 @@ def test_the_check_names_the_directory_that_keeps_the_uid_out(dirs: tuple[Path, 
         ("the cache", closed / "cache", closed),
         ("one to be", closed, None),  # not made yet: its parent, which the uid may not read
     ]
+
+
+def test_the_executors_own_first_import_path_entry_is_not_asked_for(
+    dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The executor started from a directory others may not pass (its working directory, first on its
+    import path): a worker has a working directory of its own and never needs it; no refusal for it."""
+    closed, _ = dirs
+    monkeypatch.syspath_prepend(str(closed / "cache"))
+    needed = interpreter_needs(Path(executor.__file__).parent, [str(Path(executor.__file__).parent.parent)])
+    assert not [p for _, p in needed if p == closed / "cache" or closed in p.parents], needed
+    assert ("the executor's package", Path(executor.__file__).parent) in needed
 
 
 def test_an_executor_whose_workers_cannot_reach_its_cache_does_not_start(
