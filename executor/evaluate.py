@@ -36,9 +36,10 @@ from executor.gpulock import (
     host_shared_below_gbps,
 )
 from executor.gputurns import GpuTurns, Kind, Turn
-from executor.jail import AnyOf
+from executor.jail import JAIL_UID, AnyOf, host_toolchain_paths, is_root, protection
 from executor.peak import device_peak
 from executor.protocol import BaselineState, CandidateSource, EvaluateRequest, EvaluationOptions
+from executor.reach import ReachError, refusal, unreachable
 from executor.reference import build_reference, reference_timeout_s
 from executor.runlimit import RunLimit, run_limit
 from executor.sandbox import (
@@ -48,6 +49,7 @@ from executor.sandbox import (
     finish_candidate,
     finish_reference,
     jail_workers_enabled,
+    require_worker_reach,
     start_candidate,
     start_reference,
 )
@@ -108,6 +110,10 @@ class Evaluator:
             settings.runtime, detected is not None
         )
         self.compiler = Compiler.from_settings(settings, self.arch, remote=remote_builds)
+        if is_root() and protection() == "uid":
+            # No namespaces: workers and compiles run as other uids that open what they need through
+            # the host's directories; checked now, as those uids, or every candidate fails later.
+            self._check_uid_reach(settings.cache_dir, local_builds=remote_builds is None)
         if self.runtime_checks_available:
             # Where function candidates run (under ``auto``, a runner's confinement probed now, once):
             # a warning where they run in their workers.
@@ -177,6 +183,28 @@ class Evaluator:
         self._task_threads = ThreadPoolExecutor(
             max_workers=settings.compile_workers, thread_name_prefix="executor-task-prepare"
         )
+
+    def _check_uid_reach(self, cache_dir: Path, local_builds: bool) -> None:
+        """Raise :class:`executor.reach.ReachError` (the executor does not start) when a worker's uid
+        (:func:`executor.sandbox.require_worker_reach`, with the jail of the workers on) or a local
+        compile's (:data:`executor.jail.JAIL_UID`: nvcc, the host compiler, the build directories under
+        ``cache_dir``) cannot reach what it needs. One ``/bin/sh`` as each uid (a few ms)."""
+        if jail_workers_enabled():
+            require_worker_reach(cache_dir)
+        if not local_builds:
+            return
+        needed: list[tuple[str, Path]] = [
+            ("the host compiler's files", Path(p)) for p in host_toolchain_paths()
+        ]
+        with contextlib.suppress(ExecutorError):  # no nvcc: host builds only, said where they fail
+            chain = self.compiler.toolchain
+            needed += [("nvcc", chain.nvcc), ("the CUDA toolkit", chain.root)]
+        needed += [("the build directory's parent", cache_dir / sub) for sub in ("candidates", "reference")]
+        problems = unreachable(needed, JAIL_UID, JAIL_UID)
+        if problems:
+            raise ReachError(
+                refusal(problems, f"the compiles (as uid {JAIL_UID}: no namespaces here)", workers=False)
+            )
 
     @functools.cached_property
     def timing_secret(self) -> bytes:

@@ -68,6 +68,7 @@ from executor.jail import (
     python_paths,
     wide,
 )
+from executor.reach import ReachError, Unreachable, interpreter_needs, refusal, unreachable
 from executor.verdict import ErrorKind
 from executor.worker.host import measure_host_gbps
 from executor.worker.messages import (
@@ -257,6 +258,13 @@ class OpenCall:
         return self.started + self.limit_s
 
 
+def _worker_pythonpath() -> str:
+    """A worker's ``PYTHONPATH``: the executor's checkout, then this process's."""
+    return os.pathsep.join(
+        filter(None, [str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH", "")])
+    )
+
+
 def _worker_env(gpu_lock: Path | None = None, timing_cores: int | None = None) -> dict[str, str]:
     """A worker's environment: this process's, with its GPU lock, the executor on its import path and
     the split of :func:`executor_split` for ``timing_cores`` (the executor's setting; None: as
@@ -265,9 +273,7 @@ def _worker_env(gpu_lock: Path | None = None, timing_cores: int | None = None) -
     env.pop(LOCK_ENV, None)
     if gpu_lock is not None:
         env[LOCK_ENV] = str(gpu_lock)
-    env["PYTHONPATH"] = os.pathsep.join(
-        filter(None, [str(Path(__file__).resolve().parent.parent), env.get("PYTHONPATH", "")])
-    )
+    env["PYTHONPATH"] = _worker_pythonpath()
     # Where its function candidate runs, as chosen here (never ``auto``: the worker does not probe, and
     # the checks of its outcome here must know; executor.worker.runner.candidate_process).
     env[CANDIDATE_PROCESS_ENV] = "1" if candidate_process()[0] else "0"
@@ -365,6 +371,7 @@ def workers_dir() -> Path:
 _learned: dict[Role, dict[str, bool]] = {"candidate": {}, "reference": {}}
 _learned_lock = threading.Lock()
 _probed: dict[tuple[str, ...], Protection] = {}
+_refused: dict[tuple[str, ...], str] = {}  # why no protection is left for a key of _probed (as root)
 _probe_lock = threading.Lock()
 
 
@@ -419,6 +426,51 @@ def take_worker_uid() -> tuple[int, Any]:
             continue
         return uid, handle
     raise WorkerError(f"no free worker uid in {os.environ.get(WORKER_UIDS_ENV, DEFAULT_WORKER_UIDS)}")
+
+
+# The executor's cache directories whose files workers are handed (the reference's library, the timing
+# sets, the candidates' products): the default one and every evaluator's (need_reach). Under ``uid`` a
+# worker opens them through the host's directories.
+_reach_dirs: dict[Path, None] = {DEFAULT_CACHE_DIR: None}
+_reached: dict[tuple[Path, ...], list[Unreachable]] = {}
+
+
+def need_reach(cache_dir: Path) -> None:
+    """Add ``cache_dir`` to what :func:`worker_reach` checks (an evaluator's cache)."""
+    with _probe_lock:
+        _reach_dirs[Path(os.path.abspath(cache_dir))] = None
+
+
+def worker_reach() -> list[Unreachable]:
+    """What a worker of the ``uid`` protection (a uid of its own, group :data:`JAIL_UID`, no mount
+    namespace) cannot reach of what it needs: the interpreter and its import path, every entry of its
+    ``PYTHONPATH``, the executor's package and the cache directories (:func:`need_reach`). Asked as a
+    worker's uid, taken for the check (:func:`executor.reach.unreachable`: one ``/bin/sh``, a few ms),
+    once per process and set of cache directories. Empty where the executor is not root (no other
+    uid)."""
+    if not is_root():
+        return []
+    dirs = tuple(_reach_dirs)
+    if dirs not in _reached:
+        needed = interpreter_needs(_PACKAGE, _worker_pythonpath().split(os.pathsep))
+        needed += [("the executor's cache", d) for d in dirs]
+        uid, held = take_worker_uid()
+        try:
+            _reached[dirs] = unreachable(needed, uid, JAIL_UID)
+        finally:
+            held.close()
+    return _reached[dirs]
+
+
+def require_worker_reach(cache_dir: Path) -> None:
+    """At an evaluator's start, where its workers will run under ``uid`` (root, no namespaces): raise
+    :class:`ReachError`, naming each path and the directory that blocks it and the ways out, when a
+    worker could not reach what it needs (every candidate would crash at its worker's start)."""
+    need_reach(cache_dir)
+    with _probe_lock:
+        problems = worker_reach()
+    if problems:
+        raise ReachError(refusal(problems, "the workers (each a uid of its own: no namespaces here)"))
 
 
 # What a worker under the ``uid`` fallback (no IPC namespace) may leave behind in the host's IPC: SysV
@@ -674,8 +726,11 @@ def worker_protection(runtime: Runtime, role: Role = "candidate") -> Protection:
     """The protection that workers of ``role`` and ``runtime`` start under: the compile jail's
     strongest (:func:`executor.jail.protection`) when a jailed worker passes its start-up probe
     (``python -m executor.worker probe``: imports, the CUDA context on a GPU, its directory, the lock
-    files), else the next weaker that does, down to ``none``; each failure is logged. Probed once per
-    role, runtime and setting."""
+    files), else the next weaker that does, down to ``none``; each failure is logged. ``uid`` is tried
+    only where its workers reach what they need (:func:`worker_reach`). Where the executor is root and
+    every jail failed, raises :class:`WorkerError` with each failure (as does every later call) rather
+    than run a caller's code as root: ``none`` is had there only by turning the jail off
+    (:data:`JAIL_WORKERS_ENV`). Probed once per role, runtime and setting."""
     if not jail_workers_enabled():
         return "none"
     key = (role, runtime, os.environ.get(JAIL_EXTRA_ENV, ""), os.environ.get("REGRAPH_JAIL", ""))
@@ -688,17 +743,33 @@ def worker_protection(runtime: Runtime, role: Role = "candidate") -> Protection:
         order: list[Protection] = ["namespace"] if strongest == "namespace" else []
         if is_root() and strongest != "none":
             order.append("uid")
+        if key in _refused:
+            raise WorkerError(_refused[key])
         chosen: Protection = "none"
+        failures: list[str] = []
         for kind in order:
-            ok, out = _probe(role, runtime, kind)
+            problems = worker_reach() if kind == "uid" else []
+            if problems:  # no probe: its worker could not even say what it lacks
+                ok, out = False, refusal(problems, f"{role} workers of the uid protection")
+            else:
+                ok, out = _probe(role, runtime, kind)
             if ok:
                 chosen = kind
                 break
+            said = out.strip() if problems else out.strip()[-800:]
+            failures.append(f"{kind}: {said}")
             logger.warning(
-                "the runtime jail (%s) failed its start-up probe; trying a weaker one: %s",
-                kind,
-                out.strip()[-800:],
+                "the runtime jail (%s) failed its start-up probe; trying a weaker one: %s", kind, said
             )
+        if chosen == "none" and failures and is_root():
+            # Never a fallback to the executor's own user, root: a caller's code (a candidate, an inline
+            # task's reference) would run with every file of the host open to it. Refused, said why.
+            _refused[key] = (
+                f"no runtime jail works for {role} workers ({runtime} runtime) here, and without one "
+                f"they would run as root: refused. {' | '.join(failures)}"
+            )
+            logger.error("%s", _refused[key])
+            raise WorkerError(_refused[key])
         level = logging.INFO if chosen == "namespace" else logging.WARNING
         logger.log(level, "%s workers (%s runtime): %s", role, runtime, describe_worker(chosen, role))
         _probed[key] = chosen
@@ -781,6 +852,7 @@ class WorkerProcess:
         # How much the worker had written to its stderr when it was handed untrusted code (a
         # candidate): what comes after may be anything that code read, and never reaches a verdict.
         self.trusted_output: int | None = None
+        self._trusted_tail = b""  # the end of that output, read at the hand-over
         self._done = -1
         self._done_sock: socket.socket | None = None
         # Held to close the done channel: the waiter and a thread that waits for the worker to be gone
@@ -1467,22 +1539,29 @@ class WorkerProcess:
         self.timed_windows, self.read_windows, self.unmatched_ends, self._timed_since = [], [], 0, None
         self.confirm_windows, self.stray_starts, self._confirming_seen = [], 0, False
         self.released_at = None
+        # Its end read now: the candidate holds the file's descriptor (not opened to append) and owns
+        # the directory, so it could later write over those bytes or put another file in their place.
         try:
-            self.trusted_output = self.stderr_path.stat().st_size
+            with self.stderr_path.open("rb") as f:
+                self.trusted_output = f.seek(0, os.SEEK_END)
+                f.seek(max(0, self.trusted_output - STDERR_TAIL))
+                self._trusted_tail = f.read(STDERR_TAIL)
         except OSError:
-            self.trusted_output = 0
+            self.trusted_output, self._trusted_tail = 0, b""
 
     def reported_tail(self) -> str:
         """The end of what the worker wrote before it was handed a candidate, and a note of how much
         it wrote after (that part stays in the worker's directory, removed with it)."""
-        try:
-            data = self.stderr_path.read_bytes()
-        except OSError:
-            return ""
         if self.trusted_output is None:
-            return data[-STDERR_TAIL:].decode("utf-8", "replace")
-        own = data[: self.trusted_output][-STDERR_TAIL:].decode("utf-8", "replace")
-        after = len(data) - self.trusted_output
+            try:
+                return self.stderr_path.read_bytes()[-STDERR_TAIL:].decode("utf-8", "replace")
+            except OSError:
+                return ""
+        own = self._trusted_tail.decode("utf-8", "replace")  # as it was at the hand-over
+        try:
+            after = self.stderr_path.stat().st_size - self.trusted_output
+        except OSError:
+            after = 0
         if after <= 0:
             return own
         return f"{own}\n[{after} bytes written after the candidate was loaded are not shown]".strip()
@@ -1861,6 +1940,11 @@ def finish_candidate(
     :meth:`WorkerProcess.wait`, which calls ``on_release`` when the worker's GPU work is over). The
     outcome's ``seconds["run"]`` is the time from the hand-over to the outcome, a killed or dead
     worker's too."""
+    # Handed over once the worker is prepared (or gone), as the evaluator waits for it: what the worker
+    # wrote until then is its own, a start-up failure's cause included ("Permission denied" on the
+    # reference's library), and is shown with a crash; handed over at once, its death was counted the
+    # candidate's and its cause hidden as the candidate's output.
+    proc.wait_prepared(timeout_s, cancelled)
     start = time.monotonic()
     proc.hand_untrusted()
     # The clock-confirming calls' seeds come from here, not the worker's entropy, which its candidate

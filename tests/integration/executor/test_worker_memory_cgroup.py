@@ -37,8 +37,9 @@ from executor.cgroup import (
 )
 from executor.errors import WorkerError
 from executor.evaluate import Evaluator
-from executor.jail import HOST_PATHS, Jail, Protection, protection, python_paths
-from executor.sandbox import WorkerProcess, _job_dirs, finish_candidate, start_candidate
+from executor.jail import HOST_PATHS, JAIL_UID, Jail, Protection, is_root, protection, python_paths
+from executor.reach import interpreter_needs, refusal, unreachable
+from executor.sandbox import WorkerProcess, _job_dirs, finish_candidate, start_candidate, take_worker_uid
 from executor.settings import ExecutorSettings
 from executor.verdict import ErrorKind
 from executor.worker.messages import CandidateRun, WorkerOutcome
@@ -188,25 +189,29 @@ def test_files_written_to_the_jails_tmpfs_are_refused(
     assert seen and not seen[0].exists()
 
 
-def test_a_worker_without_the_namespace_jail_is_in_its_cgroup_too(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_worker_without_the_namespace_jail_is_in_its_cgroup_too(monkeypatch: pytest.MonkeyPatch) -> None:
     """The cgroup does not depend on the namespaces: a worker started without them (protection ``uid``,
     as a uid of its own, where namespaces are refused) enters its cgroup the same way. (Before review 40
     this ran with protection ``none``, which now gets no cgroup: the next test.)"""
-    # The worker runs as another uid: the interpreter, the executor's package and PYTHONPATH's entries
-    # must be in its reach. (On the GPU device, with all of them in reach, this test failed in session 39:
-    # "worker exited with status 1 during startup"; cause not found, bench/results/2026-12-01_s39/.)
-    import executor
-
-    needed = [Path(sys.executable), Path(executor.__file__).parent]
-    needed += [Path(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).exists()]
-    for path in needed:
-        if any(not d.stat().st_mode & 0o001 for d in Path(path).resolve().parents):
-            pytest.skip(f"{path} is out of reach of other uids here")
+    # The worker runs as another uid with no mount namespace: the interpreter, the executor's package and
+    # PYTHONPATH's entries must be in its reach (asked as a worker's uid), and so must its job's files,
+    # kept out of pytest's tmp_path (under a 0700 directory): the GPU device's "worker exited with status 1
+    # during startup" of session 39 was the reference's library there, "Permission denied".
+    if is_root():
+        uid, held = take_worker_uid()
+        try:
+            closed = unreachable(interpreter_needs(Path(executor.__file__).parent, sys.path), uid, JAIL_UID)
+        finally:
+            held.close()
+        if closed:
+            pytest.skip(refusal(closed, "a worker's uid"))
     use_worker_process(monkeypatch)
     seen: list[Path] = []
-    _refused_for_memory(_run_in_worker(tmp_path, MEMFD_HOARDER, seen=seen, protection="uid"))
+    job_dir = Path(tempfile.mkdtemp(prefix="regraph-test-uid-"))  # in /tmp (1777): others pass
+    try:
+        _refused_for_memory(_run_in_worker(job_dir, MEMFD_HOARDER, seen=seen, protection="uid"))
+    finally:
+        shutil.rmtree(job_dir, ignore_errors=True)
     assert seen and not seen[0].exists()
 
 

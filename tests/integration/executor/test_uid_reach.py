@@ -1,0 +1,133 @@
+"""The ``uid`` protection's reach check (executor.reach), run for real as the uids it asks about.
+
+Under ``uid`` (the executor root, namespaces refused) workers and compiles run as other uids with no
+mount namespace: what they need is opened through the host's directories. An executor cache or a Python
+installation under a 0700 directory (a root executor's ``~/.cache``) crashed every candidate with
+"worker exited with status 1 during startup without a result". The executor now asks, as a worker's
+uid, at its start, and refuses to start, naming the directory; its workers never fall back to running
+as root. Each test makes its own closed directory (0700, under the temporary directory) rather than
+relying on the host's home.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import executor
+from executor import sandbox
+from executor.errors import WorkerError
+from executor.evaluate import Evaluator
+from executor.jail import JAIL_UID, is_root, protection
+from executor.reach import ReachError, interpreter_needs, unreachable
+from executor.sandbox import JAIL_WORKERS_ENV, take_worker_uid, worker_protection
+from executor.settings import ExecutorSettings
+
+pytestmark = pytest.mark.skipif(not is_root(), reason="other uids: the executor must be root")
+
+
+@pytest.fixture
+def dirs() -> Iterator[tuple[Path, Path]]:
+    """A closed directory (0700: no other uid passes) and an open one (0755), each holding ``cache``;
+    removed after."""
+    top = Path(tempfile.mkdtemp(prefix="regraph-test-reach-"))
+    top.chmod(0o755)
+    closed, opened = top / "closed", top / "open"
+    for d, mode in ((closed, 0o700), (opened, 0o755)):
+        (d / "cache").mkdir(parents=True)
+        d.chmod(mode)
+    yield closed, opened
+    shutil.rmtree(top, ignore_errors=True)
+
+
+@pytest.fixture
+def uid_protection(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No namespaces (``REGRAPH_JAIL=off``: the executor's protection is ``uid``), and the process's
+    probes of the workers' protection and reach forgotten before and after."""
+    monkeypatch.setenv("REGRAPH_JAIL", "off")
+    for name in ("_probed", "_refused", "_reached"):
+        monkeypatch.setattr(sandbox, name, {})
+    monkeypatch.setattr(sandbox, "_reach_dirs", dict(sandbox._reach_dirs))
+    protection.cache_clear()
+    yield
+    protection.cache_clear()
+
+
+def test_the_check_names_the_directory_that_keeps_the_uid_out(dirs: tuple[Path, Path]) -> None:
+    closed, opened = dirs
+    uid, held = take_worker_uid()
+    try:
+        problems = unreachable(
+            [
+                ("the cache", closed / "cache"),
+                ("the other cache", opened / "cache"),
+                ("one to be", closed / "x"),
+            ],
+            uid,
+            JAIL_UID,
+        )
+    finally:
+        held.close()
+    assert [(p.what, p.path, p.blocker) for p in problems] == [
+        ("the cache", closed / "cache", closed),
+        ("one to be", closed, None),  # not made yet: its parent, which the uid may not read
+    ]
+
+
+def test_the_executors_own_first_import_path_entry_is_not_asked_for(
+    dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The executor started from a directory others may not pass (its working directory, first on its
+    import path): a worker has a working directory of its own and never needs it; no refusal for it."""
+    closed, _ = dirs
+    monkeypatch.syspath_prepend(str(closed / "cache"))
+    needed = interpreter_needs(Path(executor.__file__).parent, [str(Path(executor.__file__).parent.parent)])
+    assert not [p for _, p in needed if p == closed / "cache" or closed in p.parents], needed
+    assert ("the executor's package", Path(executor.__file__).parent) in needed
+
+
+def test_an_executor_whose_workers_cannot_reach_its_cache_does_not_start(
+    dirs: tuple[Path, Path], uid_protection: None
+) -> None:
+    """Before, it started, and every candidate's worker then died at its start."""
+    closed, _ = dirs
+    with pytest.raises(ReachError) as refused:
+        Evaluator(ExecutorSettings(cache_dir=closed / "cache", runtime="host", prewarm_workers=False))
+    message = str(refused.value)
+    assert f"{closed} does not let them through to the executor's cache {closed / 'cache'}" in message, (
+        message
+    )
+    assert "REGRAPH_EXECUTOR_CACHE_DIR=" in message and "chmod o+x" in message, message
+
+
+def test_an_executor_whose_compiles_cannot_reach_its_build_directories_does_not_start(
+    dirs: tuple[Path, Path], uid_protection: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The compile jail's uid (65534) builds under the cache (``candidates``, ``reference``): the same
+    check, as that uid, with the workers' jail off (its check not made)."""
+    closed, _ = dirs
+    monkeypatch.setenv(JAIL_WORKERS_ENV, "0")
+    with pytest.raises(ReachError) as refused:
+        Evaluator(ExecutorSettings(cache_dir=closed / "cache", runtime="host", prewarm_workers=False))
+    message = str(refused.value)
+    assert message.startswith(f"the compiles (as uid {JAIL_UID}"), message
+    assert f"{closed} does not let them through to the build directory's parent" in message, message
+    assert "REGRAPH_EXECUTOR_JAIL_WORKERS" not in message, message
+
+
+def test_workers_that_cannot_reach_their_import_path_are_refused_not_run_as_root(
+    dirs: tuple[Path, Path], uid_protection: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A PYTHONPATH entry in the closed directory: the ``uid`` protection cannot serve, and no worker
+    starts as root (``none``, what the fallback chose before); the error names the directory."""
+    closed, _ = dirs
+    monkeypatch.setenv("PYTHONPATH", f"{closed / 'cache'}")
+    with pytest.raises(WorkerError) as refused:
+        worker_protection("host")
+    assert f"{closed} does not let them through to an entry of the import path" in str(refused.value)
+    with pytest.raises(WorkerError):  # remembered: a later worker is refused without a probe
+        sandbox.WorkerProcess("candidate", "host")
