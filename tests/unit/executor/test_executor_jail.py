@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -404,3 +406,95 @@ def test_the_jails_own_root_cannot_chroot_out_of_it(tmp_path: Path, lock: bool) 
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["chroot", "refused"], (out.stdout, out.stderr)
+
+
+# How a jail's command is run in the tests below: ``root`` as a root executor runs it (the command drops to
+# jail.JAIL_UID), ``command-root`` as root with the command left root and the mounts locked (as for an
+# executor that is not root, the existing tests' way), ``not-root`` by an executor that is not root
+# (uid 65534 through setpriv: ``unshare --user --map-root-user``, the command the user namespace's root).
+JAIL_MODES = ("root", "command-root", "not-root")
+
+
+def _not_root_refused() -> str | None:
+    """Why a jail cannot be made here by uid 65534 (None: it can)."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        return "needs root and setpriv to run a jail as uid 65534"
+    as_65534 = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"]
+    probe = subprocess.run(
+        [*as_65534, "unshare", "--user", "--map-root-user", "--mount", "true"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    return None if probe.returncode == 0 else f"no user namespace for uid 65534 here: {probe.stderr.strip()}"
+
+
+def _in_jail(mode: str, script: str, read_only: tuple[str, ...] = ()) -> tuple[list[str], str]:
+    """``script`` run by /usr/bin/python3 in a jail made as ``mode`` says; its stdout's lines, its stderr."""
+    if jail.protection() != "namespace":
+        pytest.skip("no namespaces on this host")
+    if not Path("/usr/bin/python3").exists():
+        pytest.skip("no /usr/bin/python3 in the jail's reach")
+    prefix: list[str] = []
+    args = jail._unshare_args()
+    if mode == "not-root":
+        why = _not_root_refused()
+        if why is not None:
+            pytest.skip(why)
+        prefix = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"]
+        if "--user" not in args:
+            args = [args[0], "--user", "--map-root-user", *args[1:]]
+    base = Path(tempfile.mkdtemp(prefix="regraph-jail-test-"))  # reachable by uid 65534
+    try:
+        (base / "root").mkdir()
+        (base / "work").mkdir()
+        for path in (base, base / "root", base / "work"):
+            path.chmod(0o755)
+            os.chown(path, 65534, 65534)
+        box = jail.Jail(read_only=(*jail.HOST_PATHS, "/usr/bin/python3", *read_only))
+        spec = box._spec(base / "root", base / "work")
+        if mode != "root":
+            spec.update(uid=None, lock_mounts=True)
+        init = ["/usr/bin/python3", "-I", "-S", str(jail._INIT), json.dumps(spec), "--"]
+        out = subprocess.run(
+            [*prefix, *args, *init, "/usr/bin/python3", "-I", "-S", "-c", script],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd="/",
+        )
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    assert out.returncode == 0, (out.stdout, out.stderr)
+    return out.stdout.splitlines(), out.stderr
+
+
+_RAISE_IPC_LIMITS = """
+import os
+for name in ("kernel/shmmax", "kernel/msgmax"):
+    try:
+        with open("/proc/sys/" + name, "w") as f:
+            f.write("1073741824")
+        print("written", name)
+    except OSError as e:
+        print("refused", name, e.strerror)
+print("shmmax", open("/proc/sys/kernel/shmmax").read().strip(), "uid", os.getuid())
+"""
+
+
+@pytest.mark.parametrize("mode", JAIL_MODES)
+def test_the_jails_sysctls_are_read_only(mode: str) -> None:
+    """Review 40b's L-a: the jail's IPC sysctls belong to its IPC namespace's owner; an executor that is
+    not root runs its command as that (user) namespace's root, which wrote ``kernel/shmmax`` and
+    ``kernel/msgmax`` (no capability needed), raising the SysV limits jail_init lowers. jail_init binds
+    ``/proc/sys`` read-only over itself: refused whoever writes. Without that bind, both writes succeeded
+    as ``command-root`` and ``not-root``, and ``root``'s were refused only by the files' mode
+    (``Permission denied``)."""
+    lines, err = _in_jail(mode, _RAISE_IPC_LIMITS)
+    refused = [line for line in lines if line.startswith(("refused", "written"))]
+    assert refused == [f"refused kernel/{name} Read-only file system" for name in ("shmmax", "msgmax")], (
+        lines,
+        err,
+    )
+    uid = str(jail.JAIL_UID) if mode == "root" else "0"
+    assert lines[-1] == f"shmmax {16 << 20} uid {uid}", lines  # jail_init.IPC_LIMITS, still
