@@ -498,3 +498,27 @@ def test_the_jails_sysctls_are_read_only(mode: str) -> None:
     )
     uid = str(jail.JAIL_UID) if mode == "root" else "0"
     assert lines[-1] == f"shmmax {16 << 20} uid {uid}", lines  # jail_init.IPC_LIMITS, still
+
+
+_LOOK_AT_CGROUPS = """
+import os
+print("cgroup", sorted(os.listdir("/sys/fs/cgroup")))
+try:
+    os.mkdir("/sys/fs/cgroup/regraph-probe")
+    print("made")
+except OSError as e:
+    print("refused", e.strerror)
+print("devices", len(os.listdir("/sys/devices")) > 0)
+"""
+
+
+@pytest.mark.parametrize("mode", JAIL_MODES)
+def test_no_cgroup_is_seen_in_the_jail(mode: str) -> None:
+    """Review 40b's L-c: a jail that binds /sys (a GPU worker's, for the CUDA driver) showed every cgroup's
+    figures below /sys/fs/cgroup (a side channel on the host's services and the other workers). jail_init
+    covers it with an empty read-only tmpfs; the rest of /sys stays (the driver's devices). Without the
+    cover, the host's hierarchies were listed (``memory``, ``cpu``, ... here)."""
+    if not Path("/sys/fs/cgroup").is_dir():
+        pytest.skip("no /sys/fs/cgroup here")
+    lines, err = _in_jail(mode, _LOOK_AT_CGROUPS, read_only=("/sys",))
+    assert lines == ["cgroup []", "refused Read-only file system", "devices True"], (lines, err)
