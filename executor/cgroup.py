@@ -25,8 +25,10 @@ runs as an unprivileged uid (:data:`executor.jail.JAIL_UID`, or a worker uid of 
 no file of any cgroup, which is checked on the first cgroup made. An executor that is not root runs its
 workers' code as its own uid (the user namespace's mapped root): that uid owns the cgroups it makes, and
 the code could raise its own limit, leave its cgroup for its parent, or kill another worker's; so there
-are none. Inside the jail ``/sys`` is read-only all the way down (:mod:`executor.jail_init`) and the
-worker has a cgroup namespace rooted at its own cgroup (``unshare --cgroup``).
+are none. Inside the jail ``/sys`` is read-only all the way down, ``/sys/fs/cgroup`` covered by an empty
+tmpfs (:mod:`executor.jail_init`), and the worker has a cgroup namespace rooted at its own cgroup
+(``unshare --cgroup``) where the kernel gives one (:func:`executor.jail.cgroup_namespace`; where it does
+not, the cgroups stay: the uid that owns none of their files is the first guard, checked here).
 
 Where none is usable (not root, unjailed workers, nothing delegated, a read-only cgroupfs, no memory
 controller) the workers run as before and :attr:`Placement.says` tells why (``GET /v1/device``'s

@@ -1,8 +1,8 @@
 """The first process inside a compile jail (see :mod:`executor.jail`); standard library only.
 
-Run as ``python -I jail_init.py SPEC_JSON -- COMMAND...`` by ``unshare --mount --ipc --pid --cgroup --fork``
-(plus ``--user --map-root-user`` where the executor is not root): it builds a new root on a tmpfs with
-only the paths the spec names bind-mounted (read-only unless listed as writable, all the way down), a
+Run as ``python -I jail_init.py SPEC_JSON -- COMMAND...`` by ``unshare --mount --ipc --pid --cgroup
+--fork`` (``--cgroup`` left out where the kernel refuses it; plus ``--user --map-root-user`` where the
+executor is not root): it builds a new root on a tmpfs with only the paths the spec names bind-mounted (read-only unless listed as writable, all the way down), a
 fresh /proc (its /proc/sys read-only) and /tmp, /sys/fs/cgroup covered by an empty read-only tmpfs where
 /sys is bound, SysV IPC's limits lowered in its IPC namespace (where the spec says it has one of
 its own), locks those mounts in a nested user namespace where the spec says so (the executor not root),

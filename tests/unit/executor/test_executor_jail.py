@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import shutil
 import signal
 import subprocess
@@ -522,3 +523,73 @@ def test_no_cgroup_is_seen_in_the_jail(mode: str) -> None:
         pytest.skip("no /sys/fs/cgroup here")
     lines, err = _in_jail(mode, _LOOK_AT_CGROUPS, read_only=("/sys",))
     assert lines == ["cgroup []", "refused Read-only file system", "devices True"], (lines, err)
+
+
+# A process under a seccomp filter that refuses unshare(2) with CLONE_NEWCGROUP (EINVAL, as a kernel
+# without cgroup namespaces answers), inherited by all it starts; then the jail's probe, a jailed
+# command and a worker's start-up probe, as the executor makes them, and what the log said.
+_NO_CGROUP_NAMESPACE = """
+import ctypes, errno, json, logging, os, platform, struct, subprocess, sys, tempfile
+from pathlib import Path
+from executor import jail, jail_init
+seccomp, arch = jail_init._KEYRING_CALLS[platform.machine()][:2]
+unshare = {"x86_64": 272, "aarch64": 97}[platform.machine()]
+bpf = jail_init._bpf
+allow, einval = 0x7FFF0000, 0x00050000 | errno.EINVAL
+prog = [bpf(0x20, 4), bpf(0x15, arch, 1, 0), bpf(0x06, allow), bpf(0x20, 0), bpf(0x15, unshare, 0, 3)]
+prog += [bpf(0x20, 16), bpf(0x45, 0x02000000, 0, 1), bpf(0x06, einval), bpf(0x06, allow)]
+code = ctypes.create_string_buffer(b"".join(prog))
+fprog = struct.pack("=HxxxxxxQ", len(prog), ctypes.addressof(code))
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+assert libc.prctl(38, 1, 0, 0, 0) == 0  # PR_SET_NO_NEW_PRIVS
+assert libc.syscall(ctypes.c_long(seccomp), ctypes.c_long(1), ctypes.c_long(0), ctypes.c_char_p(fprog)) == 0
+refused = subprocess.run(["unshare", "--cgroup", "true"], capture_output=True, text=True)
+records = []
+handler = logging.Handler()
+handler.emit = records.append
+logging.getLogger().addHandler(handler)
+logging.getLogger().setLevel(logging.INFO)
+kind = jail.protection()
+work = Path(tempfile.mkdtemp())
+os.chmod(work, 0o777)
+rc, out = jail.Jail(read_only=jail.HOST_PATHS).run(
+    ["sh", "-c", "readlink /proc/self/ns/pid /proc/self/ns/cgroup; id -u"], work, timeout_s=60
+)
+from executor.sandbox import worker_protection
+worker = worker_protection("host", "candidate")
+print(json.dumps({
+    "refused": refused.returncode != 0, "protection": kind, "args": jail._unshare_args(), "rc": rc,
+    "seen": out.split(), "worker": worker, "said": [r.getMessage() for r in records if "cgroup namespace" in r.getMessage()],
+    "host": [os.readlink("/proc/self/ns/pid"), os.readlink("/proc/self/ns/cgroup")],
+}))
+"""
+
+
+@pytest.mark.skipif(jail.protection() != "namespace", reason="no namespaces on this host")
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "aarch64"), reason="no system call numbers here")
+def test_without_cgroup_namespaces_the_jails_keep_the_other_namespaces_and_say_so(tmp_path: Path) -> None:
+    """Review 40b's L-b: a kernel without cgroup namespaces refused the whole ``unshare ... --cgroup``, so
+    the probe failed and compiles and workers fell to ``uid`` (or ``none``) with only the generic warning.
+    Under a seccomp filter that refuses the cgroup namespace alone, the jail now runs in its mount, PID
+    and IPC namespaces without it (its pid namespace not the host's, its cgroup namespace the host's), a
+    worker starts jailed, and the log says once what was lost. Before, ``protection()`` was ``uid`` here."""
+    out = subprocess.run(
+        [sys.executable, "-c", _NO_CGROUP_NAMESPACE],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    answer = json.loads(out.stdout.splitlines()[-1])
+    assert answer["refused"], answer
+    assert answer["protection"] == "namespace", (answer, out.stderr[-3000:])
+    assert "--cgroup" not in answer["args"] and "--pid" in answer["args"], answer
+    assert answer["rc"] == 0, answer
+    pid_ns, cgroup_ns, uid = answer["seen"]
+    assert pid_ns != answer["host"][0] and cgroup_ns == answer["host"][1], answer
+    assert uid == (str(jail.JAIL_UID) if os.geteuid() == 0 else "0")
+    assert answer["worker"] == "namespace", (answer, out.stderr[-3000:])
+    warned = [line for line in answer["said"] if "without a cgroup namespace (the kernel refused one" in line]
+    assert len(warned) == 1 and "Invalid argument" in warned[0], answer["said"]
