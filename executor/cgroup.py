@@ -253,13 +253,25 @@ def _v2_controllers(directory: Path, name: str) -> set[str]:
 
 
 DELEGATE_XATTRS = ("trusted.delegate", "user.delegate")
+CGROUP_NAMESPACE = Path("/proc/self/ns/cgroup")
+# The inode of the host's own cgroup namespace (the kernel's PROC_CGROUP_INIT_INO), whose root is the
+# real root cgroup.
+INITIAL_CGROUP_NAMESPACE = 0xEFFFFFFB
 
 
-def _delegated(own: Path, mount: Path) -> str | None:
+def _delegated(own: Path, mount: Path, cgroup_ns: Path = CGROUP_NAMESPACE) -> str | None:
     """How the cgroup v2 directory ``own`` is delegated to the executor (systemd's extended attribute
-    on a unit with ``Delegate=yes``, or the root of its cgroup namespace), or None."""
+    on a unit with ``Delegate=yes``, or the root of its cgroup namespace), or None. ``cgroup_ns``: the
+    executor's cgroup namespace. The root of the host's own cgroup namespace (or of a kernel without
+    cgroup namespaces) is the real root cgroup, the host's to manage: never delegated (review 40b's L-e:
+    before, a process there was taken as delegated)."""
     if own == mount:
-        return "the root of its cgroup namespace"
+        try:
+            namespace = os.stat(cgroup_ns).st_ino
+        except OSError:  # no cgroup namespaces: its root is the host's
+            namespace = INITIAL_CGROUP_NAMESPACE
+        if namespace != INITIAL_CGROUP_NAMESPACE:
+            return "the root of its cgroup namespace"
     for name in DELEGATE_XATTRS:
         with contextlib.suppress(OSError):
             if os.getxattr(own, name).strip(b"\0").strip() in (b"1", b"yes", b"true"):
@@ -267,17 +279,17 @@ def _delegated(own: Path, mount: Path) -> str | None:
     return None
 
 
-def _v2_place(own: Path, mount: Path) -> CgroupPlace | str:
+def _v2_place(own: Path, mount: Path, cgroup_ns: Path = CGROUP_NAMESPACE) -> CgroupPlace | str:
     """The executor's own cgroup v2 directory where it is delegated to the executor and its children may
-    have the memory controller; or why not."""
+    have the memory controller; or why not. ``cgroup_ns``: the executor's cgroup namespace."""
     if "memory" not in _v2_controllers(mount, "cgroup.controllers"):
         return f"cgroup v2 at {mount} has no memory controller (it may be bound to a v1 hierarchy)"
-    how = _delegated(own, mount)
+    how = _delegated(own, mount, cgroup_ns)
     if how is None:
         return (
             f"cgroup v2: the executor's cgroup {own} is not delegated to it (no {' or '.join(DELEGATE_XATTRS)}, "
-            "not the root of a cgroup namespace): it is another's to manage; REGRAPH_EXECUTOR_MEMORY_CGROUPS "
-            "may name a directory for them"
+            "not the root of a cgroup namespace of its own): it is another's to manage; "
+            "REGRAPH_EXECUTOR_MEMORY_CGROUPS may name a directory for them"
         )
     if "memory" in _v2_controllers(own, "cgroup.subtree_control") and _writable(own):
         return CgroupPlace(2, own, f"the executor's own cgroup, {how}")

@@ -9,6 +9,9 @@ device by bench/device/cgroup_check.sh.
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +24,7 @@ from executor.cgroup import (
     CgroupError,
     CgroupPlace,
     WorkerCgroup,
+    _delegated,
     _own_cgroups,
     _v2_place,
     default_pids_max,
@@ -79,9 +83,55 @@ def mount(tmp_path: Path) -> Path:
     return _cgroup(tmp_path / "cg", controllers="cpu io memory pids", subtree="cpu memory pids")
 
 
-def test_v2_its_own_cgroup_where_memory_is_enabled_for_children(mount: Path) -> None:
-    place = _v2_place(mount, mount)
+@pytest.fixture
+def own_namespace() -> Iterator[Path]:
+    """The cgroup namespace of a process that has one of its own (``unshare --cgroup``): its
+    ``/proc/PID/ns/cgroup``, for as long as the test runs."""
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare here")
+    for user in ([], ["--user", "--map-root-user"]):
+        proc = subprocess.Popen(
+            ["unshare", *user, "--cgroup", "sh", "-c", "echo in; exec sleep 120"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        assert proc.stdout is not None
+        if proc.stdout.readline().strip() == "in":
+            try:
+                yield Path(f"/proc/{proc.pid}/ns/cgroup")
+            finally:
+                proc.kill()
+                proc.wait()
+            return
+        proc.wait()
+    pytest.skip("no cgroup namespace can be made here")
+
+
+def _initial_namespace() -> Path:
+    """This process's cgroup namespace where it is the host's own (else the test is skipped)."""
+    if os.stat(cgroup_module.CGROUP_NAMESPACE).st_ino != cgroup_module.INITIAL_CGROUP_NAMESPACE:
+        pytest.skip("this process is not in the host's own cgroup namespace")
+    return cgroup_module.CGROUP_NAMESPACE
+
+
+def test_v2_its_own_cgroup_where_memory_is_enabled_for_children(mount: Path, own_namespace: Path) -> None:
+    place = _v2_place(mount, mount, own_namespace)
     assert isinstance(place, CgroupPlace) and place.parent == mount and place.version == 2
+
+
+def test_v2_the_hosts_root_cgroup_is_never_taken_as_delegated(
+    tmp_path: Path, mount: Path, own_namespace: Path
+) -> None:
+    """Review 40b's L-e: a process in the real root cgroup (the root of the host's own cgroup namespace,
+    or any root on a kernel without cgroup namespaces) was taken as the root of a cgroup namespace of
+    its own, delegated: its cgroups were to be made in the host's root. Only a namespace of its own is
+    (a real one here, made by ``unshare --cgroup``). Before, all three were delegated."""
+    assert _delegated(mount, mount, tmp_path / "no-cgroup-namespaces") is None
+    assert _delegated(mount, mount, _initial_namespace()) is None
+    why = _v2_place(mount, mount, _initial_namespace())
+    assert isinstance(why, str) and "not delegated" in why, why
+    assert _delegated(mount, mount, own_namespace) == "the root of its cgroup namespace"
 
 
 def _delegate(path: Path) -> None:
