@@ -25,8 +25,10 @@ runs as an unprivileged uid (:data:`executor.jail.JAIL_UID`, or a worker uid of 
 no file of any cgroup, which is checked on the first cgroup made. An executor that is not root runs its
 workers' code as its own uid (the user namespace's mapped root): that uid owns the cgroups it makes, and
 the code could raise its own limit, leave its cgroup for its parent, or kill another worker's; so there
-are none. Inside the jail ``/sys`` is read-only all the way down (:mod:`executor.jail_init`) and the
-worker has a cgroup namespace rooted at its own cgroup (``unshare --cgroup``).
+are none. Inside the jail ``/sys`` is read-only all the way down, ``/sys/fs/cgroup`` covered by an empty
+tmpfs (:mod:`executor.jail_init`), and the worker has a cgroup namespace rooted at its own cgroup
+(``unshare --cgroup``) where the kernel gives one (:func:`executor.jail.cgroup_namespace`; where it does
+not, the cgroups stay: the uid that owns none of their files is the first guard, checked here).
 
 Where none is usable (not root, unjailed workers, nothing delegated, a read-only cgroupfs, no memory
 controller) the workers run as before and :attr:`Placement.says` tells why (``GET /v1/device``'s
@@ -251,13 +253,25 @@ def _v2_controllers(directory: Path, name: str) -> set[str]:
 
 
 DELEGATE_XATTRS = ("trusted.delegate", "user.delegate")
+CGROUP_NAMESPACE = Path("/proc/self/ns/cgroup")
+# The inode of the host's own cgroup namespace (the kernel's PROC_CGROUP_INIT_INO), whose root is the
+# real root cgroup.
+INITIAL_CGROUP_NAMESPACE = 0xEFFFFFFB
 
 
-def _delegated(own: Path, mount: Path) -> str | None:
+def _delegated(own: Path, mount: Path, cgroup_ns: Path = CGROUP_NAMESPACE) -> str | None:
     """How the cgroup v2 directory ``own`` is delegated to the executor (systemd's extended attribute
-    on a unit with ``Delegate=yes``, or the root of its cgroup namespace), or None."""
+    on a unit with ``Delegate=yes``, or the root of its cgroup namespace), or None. ``cgroup_ns``: the
+    executor's cgroup namespace. The root of the host's own cgroup namespace (or of a kernel without
+    cgroup namespaces) is the real root cgroup, the host's to manage: never delegated (review 40b's L-e:
+    before, a process there was taken as delegated)."""
     if own == mount:
-        return "the root of its cgroup namespace"
+        try:
+            namespace = os.stat(cgroup_ns).st_ino
+        except OSError:  # no cgroup namespaces: its root is the host's
+            namespace = INITIAL_CGROUP_NAMESPACE
+        if namespace != INITIAL_CGROUP_NAMESPACE:
+            return "the root of its cgroup namespace"
     for name in DELEGATE_XATTRS:
         with contextlib.suppress(OSError):
             if os.getxattr(own, name).strip(b"\0").strip() in (b"1", b"yes", b"true"):
@@ -265,17 +279,17 @@ def _delegated(own: Path, mount: Path) -> str | None:
     return None
 
 
-def _v2_place(own: Path, mount: Path) -> CgroupPlace | str:
+def _v2_place(own: Path, mount: Path, cgroup_ns: Path = CGROUP_NAMESPACE) -> CgroupPlace | str:
     """The executor's own cgroup v2 directory where it is delegated to the executor and its children may
-    have the memory controller; or why not."""
+    have the memory controller; or why not. ``cgroup_ns``: the executor's cgroup namespace."""
     if "memory" not in _v2_controllers(mount, "cgroup.controllers"):
         return f"cgroup v2 at {mount} has no memory controller (it may be bound to a v1 hierarchy)"
-    how = _delegated(own, mount)
+    how = _delegated(own, mount, cgroup_ns)
     if how is None:
         return (
             f"cgroup v2: the executor's cgroup {own} is not delegated to it (no {' or '.join(DELEGATE_XATTRS)}, "
-            "not the root of a cgroup namespace): it is another's to manage; REGRAPH_EXECUTOR_MEMORY_CGROUPS "
-            "may name a directory for them"
+            "not the root of a cgroup namespace of its own): it is another's to manage; "
+            "REGRAPH_EXECUTOR_MEMORY_CGROUPS may name a directory for them"
         )
     if "memory" in _v2_controllers(own, "cgroup.subtree_control") and _writable(own):
         return CgroupPlace(2, own, f"the executor's own cgroup, {how}")
@@ -366,20 +380,91 @@ def _name_prefix() -> str:
     return f"{PREFIX}{_pid_namespace()}-{os.getpid()}-{_TOKEN}-"
 
 
-def _remove_stale(place: CgroupPlace) -> None:
-    """Remove the empty worker cgroups that an executor of this pid namespace no longer running left there
-    (one that had this process's pid included); those of other namespaces' executors are theirs."""
-    namespace = str(_pid_namespace())
+# The inode of the host's own pid namespace (the kernel's PROC_PID_INIT_INO): from there every process
+# of every namespace is in sight.
+INITIAL_PID_NAMESPACE = 0xEFFFFFFC
+PROC = Path("/proc")
+
+
+def _owner(name: str) -> tuple[int | None, int, str | None] | None:
+    """A worker cgroup's name as (pid namespace, executor pid, token): ``PREFIX<ns>-<pid>-<token>-<n>``, or
+    session 39's first form ``PREFIX<pid>-<n>`` (namespace and token unknown: None); None for another."""
+    parts = name[len(PREFIX) :].split("-")
+    if len(parts) == 4 and parts[0].isdigit() and parts[1].isdigit() and parts[3].isdigit():
+        return int(parts[0]), int(parts[1]), parts[2]
+    if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
+        return None, int(parts[0]), None
+    return None
+
+
+def _own_pids(proc: Path = PROC) -> dict[int, list[Path]] | None:
+    """Every process in sight by its pid in its own (innermost) pid namespace (``NSpid``'s last), this
+    one left out; None where a process's could not be read (nothing can then be ruled out)."""
+    table: dict[int, list[Path]] = {}
+    with contextlib.suppress(FileNotFoundError):
+        for entry in proc.iterdir():
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            try:
+                status = (entry / "status").read_text()
+            except (FileNotFoundError, ProcessLookupError):  # gone meanwhile
+                continue
+            except OSError:
+                return None
+            nspid = [line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:")]
+            if not nspid or not nspid[0] or not nspid[0][-1].isdigit():  # a kernel before 4.1
+                return None
+            table.setdefault(int(nspid[0][-1]), []).append(entry)
+    return table
+
+
+def _may_run(namespace: int | None, pid: int, table: dict[int, list[Path]] | None) -> bool:
+    """Whether some process in sight is ``pid`` of pid namespace ``namespace`` (None: of any), as far as
+    can be told (an unreadable one counts as it)."""
+    if table is None:
+        return True
+    for entry in table.get(pid, []):
+        if namespace is None:
+            return True
+        try:
+            if os.stat(entry / "ns" / "pid").st_ino == namespace:
+                return True
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        except OSError:
+            return True
+    return False
+
+
+def _remove_stale(place: CgroupPlace, proc: Path = PROC) -> None:
+    """Remove the empty worker cgroups that an executor no longer running left there (one that had this
+    process's pid included). Of this pid namespace: its pid is not running. Of another namespace, or an
+    old name (``PREFIX<pid>-<n>``, whose namespace is unknown): only from the host's own pid namespace,
+    where every process of every namespace is in sight, and where no process is that pid in that namespace
+    (in any, for an old name): a live executor's cgroup in another namespace is never removed (review 40
+    L2), and from inside a namespace those of others stay (review 40b's L-f: before, old names and other
+    namespaces' were never removed)."""
+    namespace = _pid_namespace()
+    table: dict[int, list[Path]] | None = None
+    scanned = False
     with contextlib.suppress(OSError):
         for child in place.parent.iterdir():
             if not child.name.startswith(PREFIX) or not child.is_dir():
                 continue
-            parts = child.name[len(PREFIX) :].split("-")
-            if len(parts) != 4 or parts[0] != namespace or not parts[1].isdigit() or parts[2] == _TOKEN:
+            owned = _owner(child.name)
+            if owned is None or owned[2] == _TOKEN:
                 continue
-            owner = int(parts[1])
-            if owner != os.getpid() and _alive(owner):
-                continue
+            where, owner, _ = owned
+            if where == namespace:
+                if owner != os.getpid() and _alive(owner):
+                    continue
+            elif namespace != INITIAL_PID_NAMESPACE:
+                continue  # another namespace's executor may run out of this one's sight
+            else:
+                if not scanned:
+                    table, scanned = _own_pids(proc), True
+                if _may_run(where, owner, table):
+                    continue
             if not _procs(child):
                 with contextlib.suppress(OSError):
                     child.rmdir()

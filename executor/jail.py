@@ -4,8 +4,9 @@ A candidate's source is untrusted, and a compiler reads whatever its preprocesso
 (``#include </etc/shadow>``, a macro that expands to a path, a directive split by backslash-newlines)
 and echoes it in its diagnostics. So nvcc, g++ (task references) and their children run:
 
-- ``namespace`` (Linux, where ``unshare`` works): in new mount, IPC and PID namespaces (and a user
-  namespace where the executor is not root) whose root is a fresh tmpfs holding only read-only bind
+- ``namespace`` (Linux, where ``unshare`` works): in new mount, IPC, PID and cgroup namespaces (the
+  cgroup one left out, said once in the log, where the kernel refuses it and the others work), and a
+  user namespace where the executor is not root, whose root is a fresh tmpfs holding only read-only bind
   mounts of the toolchain (:func:`host_toolchain_paths` plus the CUDA toolkit), the build directory
   (writable), a private /tmp and /proc; as the unprivileged :data:`JAIL_UID` where the executor is
   root. The compiler is PID 1 of its PID namespace: when it or the executor dies (the parent-death
@@ -112,7 +113,20 @@ def is_root() -> bool:
     return os.geteuid() == 0
 
 
-def _unshare_args() -> list[str]:
+# Whether the jails get a cgroup namespace (``--cgroup``): False only once :func:`protection` has found
+# the kernel refusing one while the other namespaces work (review 40b's L-b).
+_cgroup_namespace = True
+
+
+def cgroup_namespace() -> bool:
+    """Whether the namespace jails have a cgroup namespace of their own (probed by :func:`protection`)."""
+    protection()
+    return _cgroup_namespace
+
+
+def _unshare_args(cgroup: bool | None = None) -> list[str]:
+    """``unshare`` and its options for a namespace jail; ``cgroup``: with ``--cgroup`` (None: where the
+    host gives one, :func:`cgroup_namespace`)."""
     unshare = shutil.which("unshare") or "/usr/bin/unshare"
     # --ipc: SysV objects and POSIX message queues of the jail's own, gone with its last process
     # (review 25: a candidate's shared-memory segment outlived its worker and its memory limit, and a
@@ -121,28 +135,55 @@ def _unshare_args() -> list[str]:
     # before unshare runs): /proc/self/cgroup shows nothing of the host's tree, and on cgroup v2 (with
     # nsdelegate) the kernel refuses a process of it a move out and writes to its root's limits (review 40 H1).
     args = [unshare, "--mount", "--ipc", "--pid", "--cgroup", "--fork", "--kill-child"]
+    if not (cgroup_namespace() if cgroup is None else cgroup):
+        args.remove("--cgroup")
     if not is_root():
         args[1:1] = ["--user", "--map-root-user"]
     return args
 
 
+def _probe(cgroup: bool) -> tuple[int | None, str]:
+    """A jailed ``true`` in the namespace jail, with or without a cgroup namespace."""
+    with tempfile.TemporaryDirectory(prefix="regraph-jail-probe-") as tmp:
+        true = shutil.which("true") or "/bin/true"
+        jail = Jail(read_only=(*HOST_PATHS,), cgroup_namespace=cgroup)
+        try:
+            return jail.run([true], Path(tmp), timeout_s=30.0, forced="namespace")
+        except OSError as e:
+            return -1, str(e)
+
+
+# What a jail without a cgroup namespace loses and keeps, said once in the log (review 40b's L-b).
+WITHOUT_CGROUP_NAMESPACE = (
+    "the namespace jails run without a cgroup namespace (the kernel refused one: %s): a jailed process's "
+    "/proc/self/cgroup names its cgroup's path on the host, and on cgroup v2 the kernel's nsdelegate "
+    "refusal of a move out of a worker's cgroup (review 40 H1's second guard) is gone; the workers' memory "
+    "cgroups stay, guarded by the jailed uid, which owns no file of theirs (checked at the start), and by "
+    "the jail's read-only /sys with /sys/fs/cgroup covered"
+)
+
+
 @functools.lru_cache(maxsize=1)
 def protection() -> Protection:
-    """The strongest protection that works on this host (probed once: a jailed ``true``)."""
+    """The strongest protection that works on this host (probed once: a jailed ``true``, again without
+    a cgroup namespace where the first is refused)."""
+    global _cgroup_namespace
     if os.environ.get("REGRAPH_JAIL", "") == "off":  # only for tests that show what the jail stops
         return "uid" if is_root() else "none"
-    if sys.platform.startswith("linux") and Path(_unshare_args()[0]).is_file():
-        with tempfile.TemporaryDirectory(prefix="regraph-jail-probe-") as tmp:
-            true = shutil.which("true") or "/bin/true"
-            jail = Jail(read_only=(*HOST_PATHS,))
-            try:
-                rc, out = jail.run([true], Path(tmp), timeout_s=30.0, forced="namespace")
-            except OSError as e:
-                rc, out = -1, str(e)
-            if rc == 0:
-                logger.info("compiles run in a mount/PID namespace jail")
-                return "namespace"
-            logger.warning("namespaces are unavailable for the compile jail (%s)", out.strip()[:300])
+    if sys.platform.startswith("linux") and Path(_unshare_args(True)[0]).is_file():
+        rc, out = _probe(cgroup=True)
+        if rc == 0:
+            logger.info("compiles run in a mount/PID namespace jail")
+            return "namespace"
+        # A kernel without cgroup namespaces (before 4.6, or built without them) refuses the whole
+        # unshare: the other namespaces are kept where they work without it.
+        again, _ = _probe(cgroup=False)
+        if again == 0:
+            _cgroup_namespace = False
+            logger.warning(WITHOUT_CGROUP_NAMESPACE, out.strip()[:300])
+            logger.info("compiles run in a mount/PID namespace jail (no cgroup namespace)")
+            return "namespace"
+        logger.warning("namespaces are unavailable for the compile jail (%s)", out.strip()[:300])
     fallback: Protection = "uid" if is_root() else "none"
     logger.warning(
         "compile jail: %s (no namespaces); files only root can read stay protected"
@@ -283,6 +324,8 @@ class Jail:
     required: Sequence[str] = ()
     # Keep a small init as PID 1 of the namespace and run the command as its child (see jail_init).
     init: bool = False
+    # With a cgroup namespace of its own (None: where the host gives one; protection's probe sets it).
+    cgroup_namespace: bool | None = None
 
     def _spec(self, root: Path, cwd: Path) -> dict[str, object]:
         env = {"PATH": "/usr/bin:/bin", "HOME": JAIL_TMP, "TMPDIR": JAIL_TMP, "LANG": "C", **self.env}
@@ -297,7 +340,7 @@ class Jail:
             "init": self.init,
             # SysV IPC's limits lowered (jail_init.IPC_LIMITS), only where the jail has an IPC namespace
             # of its own: written in the host's, they would be the host's.
-            "ipc_limits": "--ipc" in _unshare_args(),
+            "ipc_limits": "--ipc" in _unshare_args(self.cgroup_namespace),
             "uid": JAIL_UID if is_root() else None,
             # In the executor's user namespace (not root): the jail's mounts locked against the command,
             # which runs as that namespace's root (jail_init._lock_mounts); as root, the command's uid
@@ -314,7 +357,16 @@ class Jail:
         that the jail's root is mounted on (``namespace``); it must stay until the command is gone."""
         if kind == "namespace":
             spec = json.dumps(self._spec(root, cwd))
-            argv = [*_unshare_args(), sys.executable, "-I", "-S", str(_INIT), spec, "--", *cmd]
+            argv = [
+                *_unshare_args(self.cgroup_namespace),
+                sys.executable,
+                "-I",
+                "-S",
+                str(_INIT),
+                spec,
+                "--",
+                *cmd,
+            ]
             return argv, {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C"}, None
         return list(cmd), {**os.environ, **self.env}, JAIL_UID if kind == "uid" else None
 

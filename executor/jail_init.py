@@ -1,9 +1,10 @@
 """The first process inside a compile jail (see :mod:`executor.jail`); standard library only.
 
-Run as ``python -I jail_init.py SPEC_JSON -- COMMAND...`` by ``unshare --mount --ipc --pid --cgroup --fork``
-(plus ``--user --map-root-user`` where the executor is not root): it builds a new root on a tmpfs with
-only the paths the spec names bind-mounted (read-only unless listed as writable, all the way down), a
-fresh /proc and /tmp, SysV IPC's limits lowered in its IPC namespace (where the spec says it has one of
+Run as ``python -I jail_init.py SPEC_JSON -- COMMAND...`` by ``unshare --mount --ipc --pid --cgroup
+--fork`` (``--cgroup`` left out where the kernel refuses it; plus ``--user --map-root-user`` where the
+executor is not root): it builds a new root on a tmpfs with only the paths the spec names bind-mounted (read-only unless listed as writable, all the way down), a
+fresh /proc (its /proc/sys read-only) and /tmp, /sys/fs/cgroup covered by an empty read-only tmpfs where
+/sys is bound, SysV IPC's limits lowered in its IPC namespace (where the spec says it has one of
 its own), locks those mounts in a nested user namespace where the spec says so (the executor not root),
 chroots into it, drops to the spec's unprivileged uid when it has one, and execs the command. Any
 failure ends it with status 125 and one line on stderr that starts with ``jail:``; the command never
@@ -233,6 +234,31 @@ def _limit_ipc() -> None:
             f.write(str(value))
 
 
+def _read_only_proc_sys(target: str) -> None:
+    """Bind the jail's ``/proc/sys`` over itself read-only (review 40b's L-a). Its IPC sysctls belong to
+    the uid that owns the jail's IPC namespace: an executor that is not root runs its command as that
+    namespace's root (its own uid mapped), which may write them without any capability and so raise
+    the SysV limits that :func:`_limit_ipc` lowered (``kernel/shmmax``, ``kernel/msgmax``). Read-only,
+    every write is refused (``EROFS``), whoever the command is; locked with the other mounts."""
+    _mount(target, target, None, MS_BIND | MS_REC)
+    _remount_read_only(target, target, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
+
+
+# Paths covered in the jail, where a bind shows them (``/sys``, bound for the CUDA driver), by an empty
+# read-only tmpfs: every cgroup's figures (memory, CPU, processes of every service on the host) were
+# readable there, a side channel (review 40b's L-c). The executor reads its workers' figures from
+# outside their jails; nothing in a jail reads a cgroup file.
+COVERED = ("/sys/fs/cgroup",)
+
+
+def _cover(root: str) -> None:
+    """Cover each of :data:`COVERED` that the jail's root shows (a directory, reached without a link)."""
+    for path in COVERED:
+        target = root + path
+        if os.path.isdir(target) and os.path.realpath(target) == os.path.realpath(root) + path:
+            _mount("tmpfs", target, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=555,size=4k")
+
+
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 
@@ -288,6 +314,9 @@ def main(argv: list[str]) -> None:
         # a compiler runs without /proc; nvcc only reads its own path from it when present
         with contextlib.suppress(OSError):
             _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        if os.path.isdir(root + "/proc/sys"):
+            _read_only_proc_sys(root + "/proc/sys")
+        _cover(root)
         if spec.get("lock_mounts"):
             _lock_mounts()
         os.chroot(root)

@@ -237,6 +237,8 @@ for path, value in ((limit, "9223372036854771712"), (parent, "0")):
     except OSError as e:
         print("refused", path, e.strerror)
 print(open("/proc/self/cgroup").read().strip().replace(chr(10), " "))
+import os
+print("listed", sorted(os.listdir("/sys/fs/cgroup")))
 for line in open("/proc/self/mountinfo"):
     if line.split()[4].startswith("/sys"):
         print("mount", line.split()[4], line.split()[5])
@@ -246,9 +248,10 @@ for line in open("/proc/self/mountinfo"):
 def test_a_jailed_candidate_cannot_raise_its_limit_nor_leave_its_cgroup(tmp_path: Path) -> None:
     """Review 40 H1: the jail binds /sys for the CUDA driver; the cgroup file system below it was
     writable. Now every mount at or below /sys is read-only in the jail, the worker's cgroup is the root
-    of its cgroup namespace, and both writes are refused: read-only, whatever the files' owners (with
-    the read-only remount of /sys's top only, the refusal was the files' permissions': "Permission
-    denied" as uid 65534)."""
+    of its cgroup namespace, and /sys/fs/cgroup is covered by an empty read-only tmpfs (review 40b's
+    L-c): both writes are refused, the files are not there to be opened (with the read-only remounts and
+    no cover: "Read-only file system"; with the read-only remount of /sys's top only, the files'
+    permissions': "Permission denied" as uid 65534)."""
     assert PLACE is not None
     cgroup = WorkerCgroup.make(PLACE)
     try:
@@ -274,10 +277,13 @@ def test_a_jailed_candidate_cannot_raise_its_limit_nor_leave_its_cgroup(tmp_path
         print(out.stdout, out.stderr)
         assert out.returncode == 0, out.stderr
         assert out.stdout.count("refused") == 2 and "written" not in out.stdout, out.stdout
-        assert out.stdout.count("Read-only file system") == 2, out.stdout
+        assert out.stdout.count("No such file or directory") == 2, out.stdout
+        assert "listed []" in out.stdout.splitlines(), out.stdout
         assert int(limit.read_text()) == 256 * MB
         mounts = [line.split()[1:] for line in out.stdout.splitlines() if line.startswith("mount ")]
         assert mounts and all(options.split(",")[0] == "ro" for _, options in mounts), mounts
+        # the cover, mounted last over the cgroup file systems (still listed below it, out of reach)
+        assert [point for point, _ in mounts][-1] == "/sys/fs/cgroup", mounts
     finally:
         assert cgroup.remove()
 

@@ -8,7 +8,12 @@ device by bench/device/cgroup_check.sh.
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +26,7 @@ from executor.cgroup import (
     CgroupError,
     CgroupPlace,
     WorkerCgroup,
+    _delegated,
     _own_cgroups,
     _v2_place,
     default_pids_max,
@@ -79,9 +85,55 @@ def mount(tmp_path: Path) -> Path:
     return _cgroup(tmp_path / "cg", controllers="cpu io memory pids", subtree="cpu memory pids")
 
 
-def test_v2_its_own_cgroup_where_memory_is_enabled_for_children(mount: Path) -> None:
-    place = _v2_place(mount, mount)
+@pytest.fixture
+def own_namespace() -> Iterator[Path]:
+    """The cgroup namespace of a process that has one of its own (``unshare --cgroup``): its
+    ``/proc/PID/ns/cgroup``, for as long as the test runs."""
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare here")
+    for user in ([], ["--user", "--map-root-user"]):
+        proc = subprocess.Popen(
+            ["unshare", *user, "--cgroup", "sh", "-c", "echo in; exec sleep 120"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        assert proc.stdout is not None
+        if proc.stdout.readline().strip() == "in":
+            try:
+                yield Path(f"/proc/{proc.pid}/ns/cgroup")
+            finally:
+                proc.kill()
+                proc.wait()
+            return
+        proc.wait()
+    pytest.skip("no cgroup namespace can be made here")
+
+
+def _initial_namespace() -> Path:
+    """This process's cgroup namespace where it is the host's own (else the test is skipped)."""
+    if os.stat(cgroup_module.CGROUP_NAMESPACE).st_ino != cgroup_module.INITIAL_CGROUP_NAMESPACE:
+        pytest.skip("this process is not in the host's own cgroup namespace")
+    return cgroup_module.CGROUP_NAMESPACE
+
+
+def test_v2_its_own_cgroup_where_memory_is_enabled_for_children(mount: Path, own_namespace: Path) -> None:
+    place = _v2_place(mount, mount, own_namespace)
     assert isinstance(place, CgroupPlace) and place.parent == mount and place.version == 2
+
+
+def test_v2_the_hosts_root_cgroup_is_never_taken_as_delegated(
+    tmp_path: Path, mount: Path, own_namespace: Path
+) -> None:
+    """Review 40b's L-e: a process in the real root cgroup (the root of the host's own cgroup namespace,
+    or any root on a kernel without cgroup namespaces) was taken as the root of a cgroup namespace of
+    its own, delegated: its cgroups were to be made in the host's root. Only a namespace of its own is
+    (a real one here, made by ``unshare --cgroup``). Before, all three were delegated."""
+    assert _delegated(mount, mount, tmp_path / "no-cgroup-namespaces") is None
+    assert _delegated(mount, mount, _initial_namespace()) is None
+    why = _v2_place(mount, mount, _initial_namespace())
+    assert isinstance(why, str) and "not delegated" in why, why
+    assert _delegated(mount, mount, own_namespace) == "the root of its cgroup namespace"
 
 
 def _delegate(path: Path) -> None:
@@ -283,7 +335,8 @@ def test_a_place_a_worker_could_write_is_refused(tmp_path: Path, monkeypatch: py
 def test_names_the_sweep_and_a_taken_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Review 40 L1/L2: names carry the pid namespace and a token of the executor's; the sweep removes
     the empty cgroups of dead executors of its own namespace and those its own pid left (an earlier
-    executor's), never another namespace's; a name taken is passed over."""
+    executor's), another namespace's only where it can tell that its executor is gone (from the host's
+    own pid namespace: below); a name taken is passed over."""
     place = CgroupPlace(1, tmp_path, "test")
     ns, me = cgroup_module._pid_namespace(), os.getpid()
     dead = 2**22 + 1  # above pid_max's default: no such process
@@ -299,11 +352,108 @@ def test_names_the_sweep_and_a_taken_name(tmp_path: Path, monkeypatch: pytest.Mo
     (tmp_path / names["held"] / "cgroup.procs").write_text("4242\n")
     cgroup_module._remove_stale(place)
     left = {key for key, name in names.items() if (tmp_path / name).exists()}
-    assert left == {"alive", "other_namespace", "held"}, left
+    # no process anywhere is ``dead``: swept where every namespace is in sight
+    seen_all = ns == cgroup_module.INITIAL_PID_NAMESPACE
+    assert left == {"alive", "held"} | (set() if seen_all else {"other_namespace"}), left
     monkeypatch.setattr(cgroup_module, "_serial", iter([7, 8]))
     (tmp_path / f"{cgroup_module._name_prefix()}7").mkdir()
     made = WorkerCgroup.make(place)
     assert made.path.name == f"{cgroup_module._name_prefix()}8"
+
+
+def _in_a_pid_namespace() -> tuple[subprocess.Popen[str], int, int]:
+    """A process (``sleep``) in a pid namespace of its own whose pid there is no process of this
+    namespace: (the namespace's ``unshare``, the namespace's inode, the pid there)."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare to make a pid namespace")
+    free = [n for n in range(20000, 32000, 97) if not Path(f"/proc/{n + 1}").exists()]
+    script = f"echo {free[0]} > /proc/sys/kernel/ns_last_pid; sleep 120 & echo $!; readlink /proc/self/ns/pid; wait"
+    proc = subprocess.Popen(
+        ["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c", script], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    pid, namespace = int(proc.stdout.readline()), proc.stdout.readline().strip()
+    if Path(f"/proc/{pid}").exists():
+        proc.kill()
+        pytest.skip(f"pid {pid} was taken here meanwhile")
+    return proc, int(namespace.removeprefix("pid:[").rstrip("]")), pid
+
+
+def test_the_sweep_removes_other_namespaces_and_old_names_only_once_their_executor_is_gone(
+    tmp_path: Path,
+) -> None:
+    """Review 40b's L-f: old names (``PREFIX<pid>-<n>``, session 39's first) and other pid namespaces'
+    were never swept. From the host's own pid namespace, where every process is in sight, an empty one
+    is removed once no process is its executor's pid in its namespace (in any, for an old name); a live
+    executor's, here a process of a real pid namespace whose pid there is no pid here, stays (review 40
+    L2). Before, all were left (seen with the sweep of 54acefa)."""
+    if cgroup_module._pid_namespace() != cgroup_module.INITIAL_PID_NAMESPACE:
+        pytest.skip("not in the host's own pid namespace")
+    proc, namespace, pid = _in_a_pid_namespace()
+    try:
+        dead = 2**22 + 1  # above pid_max's default: no such process in any namespace
+        names = {
+            "live_there": f"{PREFIX}{namespace}-{pid}-abcdef01-1",
+            "dead_there": f"{PREFIX}{namespace}-{dead}-abcdef01-2",
+            "namespace_gone": f"{PREFIX}{namespace + 1_000_000}-{pid}-abcdef01-1",
+            "old_live_there": f"{PREFIX}{pid}-1",
+            "old_live_here": f"{PREFIX}1-1",
+            "old_dead": f"{PREFIX}{dead}-2",
+            "old_held": f"{PREFIX}{dead}-3",
+            "old_mine": f"{PREFIX}{os.getpid()}-4",  # never made by this one: an earlier executor's
+        }
+        for name in names.values():
+            (tmp_path / name).mkdir()
+        (tmp_path / names["old_held"] / "cgroup.procs").write_text("4242\n")
+        cgroup_module._remove_stale(CgroupPlace(1, tmp_path, "test"))
+        left = {key for key, name in names.items() if (tmp_path / name).exists()}
+        assert left == {"live_there", "old_live_there", "old_live_here", "old_held"}, left
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+_SWEEP_IN_A_NAMESPACE = """
+import json, os, sys
+from pathlib import Path
+from executor import cgroup
+parent, ns, dead = Path(sys.argv[1]), cgroup._pid_namespace(), 2**22 + 1
+names = {
+    "own_dead": f"{cgroup.PREFIX}{ns}-{dead}-abcdef01-1",
+    "other_dead": f"{cgroup.PREFIX}{ns + 1}-{dead}-abcdef01-1",
+    "old_dead": f"{cgroup.PREFIX}{dead}-1",
+}
+for name in names.values():
+    (parent / name).mkdir()
+cgroup._remove_stale(cgroup.CgroupPlace(1, parent, "test"))
+print(json.dumps(sorted(key for key, name in names.items() if (parent / name).exists())))
+"""
+
+
+def test_inside_a_pid_namespace_the_sweep_leaves_other_namespaces_and_old_names(tmp_path: Path) -> None:
+    """Inside a pid namespace other namespaces' processes are out of sight: an empty cgroup of another
+    namespace's, or of an old name, may be a live executor's (between its making and its worker's entry,
+    or its worker just killed at its limit, its figures not yet read): left. Its own namespace's dead
+    executor's is removed. Seen failing with the sweep taking the host's way everywhere (both removed)."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare to make a pid namespace")
+    out = subprocess.run(
+        [
+            "unshare",
+            "--pid",
+            "--fork",
+            "--mount-proc",
+            sys.executable,
+            "-c",
+            _SWEEP_IN_A_NAMESPACE,
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.splitlines()[-1]) == ["old_dead", "other_dead"], out.stdout
 
 
 def test_v2_pids_max_where_the_pids_controller_is_enabled(

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import platform
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -404,3 +407,189 @@ def test_the_jails_own_root_cannot_chroot_out_of_it(tmp_path: Path, lock: bool) 
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["chroot", "refused"], (out.stdout, out.stderr)
+
+
+# How a jail's command is run in the tests below: ``root`` as a root executor runs it (the command drops to
+# jail.JAIL_UID), ``command-root`` as root with the command left root and the mounts locked (as for an
+# executor that is not root, the existing tests' way), ``not-root`` by an executor that is not root
+# (uid 65534 through setpriv: ``unshare --user --map-root-user``, the command the user namespace's root).
+JAIL_MODES = ("root", "command-root", "not-root")
+
+
+def _not_root_refused() -> str | None:
+    """Why a jail cannot be made here by uid 65534 (None: it can)."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        return "needs root and setpriv to run a jail as uid 65534"
+    as_65534 = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"]
+    probe = subprocess.run(
+        [*as_65534, "unshare", "--user", "--map-root-user", "--mount", "true"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    return None if probe.returncode == 0 else f"no user namespace for uid 65534 here: {probe.stderr.strip()}"
+
+
+def _in_jail(mode: str, script: str, read_only: tuple[str, ...] = ()) -> tuple[list[str], str]:
+    """``script`` run by /usr/bin/python3 in a jail made as ``mode`` says; its stdout's lines, its stderr."""
+    if jail.protection() != "namespace":
+        pytest.skip("no namespaces on this host")
+    if not Path("/usr/bin/python3").exists():
+        pytest.skip("no /usr/bin/python3 in the jail's reach")
+    prefix: list[str] = []
+    args = jail._unshare_args()
+    if mode == "not-root":
+        why = _not_root_refused()
+        if why is not None:
+            pytest.skip(why)
+        prefix = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"]
+        if "--user" not in args:
+            args = [args[0], "--user", "--map-root-user", *args[1:]]
+    base = Path(tempfile.mkdtemp(prefix="regraph-jail-test-"))  # reachable by uid 65534
+    try:
+        (base / "root").mkdir()
+        (base / "work").mkdir()
+        for path in (base, base / "root", base / "work"):
+            path.chmod(0o755)
+            os.chown(path, 65534, 65534)
+        box = jail.Jail(read_only=(*jail.HOST_PATHS, "/usr/bin/python3", *read_only))
+        spec = box._spec(base / "root", base / "work")
+        if mode != "root":
+            spec.update(uid=None, lock_mounts=True)
+        init = ["/usr/bin/python3", "-I", "-S", str(jail._INIT), json.dumps(spec), "--"]
+        out = subprocess.run(
+            [*prefix, *args, *init, "/usr/bin/python3", "-I", "-S", "-c", script],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd="/",
+        )
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    assert out.returncode == 0, (out.stdout, out.stderr)
+    return out.stdout.splitlines(), out.stderr
+
+
+_RAISE_IPC_LIMITS = """
+import os
+for name in ("kernel/shmmax", "kernel/msgmax"):
+    try:
+        with open("/proc/sys/" + name, "w") as f:
+            f.write("1073741824")
+        print("written", name)
+    except OSError as e:
+        print("refused", name, e.strerror)
+print("shmmax", open("/proc/sys/kernel/shmmax").read().strip(), "uid", os.getuid())
+"""
+
+
+@pytest.mark.parametrize("mode", JAIL_MODES)
+def test_the_jails_sysctls_are_read_only(mode: str) -> None:
+    """Review 40b's L-a: the jail's IPC sysctls belong to its IPC namespace's owner; an executor that is
+    not root runs its command as that (user) namespace's root, which wrote ``kernel/shmmax`` and
+    ``kernel/msgmax`` (no capability needed), raising the SysV limits jail_init lowers. jail_init binds
+    ``/proc/sys`` read-only over itself: refused whoever writes. Without that bind, both writes succeeded
+    as ``command-root`` and ``not-root``, and ``root``'s were refused only by the files' mode
+    (``Permission denied``)."""
+    lines, err = _in_jail(mode, _RAISE_IPC_LIMITS)
+    refused = [line for line in lines if line.startswith(("refused", "written"))]
+    assert refused == [f"refused kernel/{name} Read-only file system" for name in ("shmmax", "msgmax")], (
+        lines,
+        err,
+    )
+    uid = str(jail.JAIL_UID) if mode == "root" else "0"
+    assert lines[-1] == f"shmmax {16 << 20} uid {uid}", lines  # jail_init.IPC_LIMITS, still
+
+
+_LOOK_AT_CGROUPS = """
+import os
+print("cgroup", sorted(os.listdir("/sys/fs/cgroup")))
+try:
+    os.mkdir("/sys/fs/cgroup/regraph-probe")
+    print("made")
+except OSError as e:
+    print("refused", e.strerror)
+print("devices", len(os.listdir("/sys/devices")) > 0)
+"""
+
+
+@pytest.mark.parametrize("mode", JAIL_MODES)
+def test_no_cgroup_is_seen_in_the_jail(mode: str) -> None:
+    """Review 40b's L-c: a jail that binds /sys (a GPU worker's, for the CUDA driver) showed every cgroup's
+    figures below /sys/fs/cgroup (a side channel on the host's services and the other workers). jail_init
+    covers it with an empty read-only tmpfs; the rest of /sys stays (the driver's devices). Without the
+    cover, the host's hierarchies were listed (``memory``, ``cpu``, ... here)."""
+    if not Path("/sys/fs/cgroup").is_dir():
+        pytest.skip("no /sys/fs/cgroup here")
+    lines, err = _in_jail(mode, _LOOK_AT_CGROUPS, read_only=("/sys",))
+    assert lines == ["cgroup []", "refused Read-only file system", "devices True"], (lines, err)
+
+
+# A process under a seccomp filter that refuses unshare(2) with CLONE_NEWCGROUP (EINVAL, as a kernel
+# without cgroup namespaces answers), inherited by all it starts; then the jail's probe, a jailed
+# command and a worker's start-up probe, as the executor makes them, and what the log said.
+_NO_CGROUP_NAMESPACE = """
+import ctypes, errno, json, logging, os, platform, struct, subprocess, sys, tempfile
+from pathlib import Path
+from executor import jail, jail_init
+seccomp, arch = jail_init._KEYRING_CALLS[platform.machine()][:2]
+unshare = {"x86_64": 272, "aarch64": 97}[platform.machine()]
+bpf = jail_init._bpf
+allow, einval = 0x7FFF0000, 0x00050000 | errno.EINVAL
+prog = [bpf(0x20, 4), bpf(0x15, arch, 1, 0), bpf(0x06, allow), bpf(0x20, 0), bpf(0x15, unshare, 0, 3)]
+prog += [bpf(0x20, 16), bpf(0x45, 0x02000000, 0, 1), bpf(0x06, einval), bpf(0x06, allow)]
+code = ctypes.create_string_buffer(b"".join(prog))
+fprog = struct.pack("=HxxxxxxQ", len(prog), ctypes.addressof(code))
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+assert libc.prctl(38, 1, 0, 0, 0) == 0  # PR_SET_NO_NEW_PRIVS
+assert libc.syscall(ctypes.c_long(seccomp), ctypes.c_long(1), ctypes.c_long(0), ctypes.c_char_p(fprog)) == 0
+refused = subprocess.run(["unshare", "--cgroup", "true"], capture_output=True, text=True)
+records = []
+handler = logging.Handler()
+handler.emit = records.append
+logging.getLogger().addHandler(handler)
+logging.getLogger().setLevel(logging.INFO)
+kind = jail.protection()
+work = Path(tempfile.mkdtemp())
+os.chmod(work, 0o777)
+rc, out = jail.Jail(read_only=jail.HOST_PATHS).run(
+    ["sh", "-c", "readlink /proc/self/ns/pid /proc/self/ns/cgroup; id -u"], work, timeout_s=60
+)
+from executor.sandbox import worker_protection
+worker = worker_protection("host", "candidate")
+print(json.dumps({
+    "refused": refused.returncode != 0, "protection": kind, "args": jail._unshare_args(), "rc": rc,
+    "seen": out.split(), "worker": worker, "said": [r.getMessage() for r in records if "cgroup namespace" in r.getMessage()],
+    "host": [os.readlink("/proc/self/ns/pid"), os.readlink("/proc/self/ns/cgroup")],
+}))
+"""
+
+
+@pytest.mark.skipif(jail.protection() != "namespace", reason="no namespaces on this host")
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "aarch64"), reason="no system call numbers here")
+def test_without_cgroup_namespaces_the_jails_keep_the_other_namespaces_and_say_so(tmp_path: Path) -> None:
+    """Review 40b's L-b: a kernel without cgroup namespaces refused the whole ``unshare ... --cgroup``, so
+    the probe failed and compiles and workers fell to ``uid`` (or ``none``) with only the generic warning.
+    Under a seccomp filter that refuses the cgroup namespace alone, the jail now runs in its mount, PID
+    and IPC namespaces without it (its pid namespace not the host's, its cgroup namespace the host's), a
+    worker starts jailed, and the log says once what was lost. Before, ``protection()`` was ``uid`` here."""
+    out = subprocess.run(
+        [sys.executable, "-c", _NO_CGROUP_NAMESPACE],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    answer = json.loads(out.stdout.splitlines()[-1])
+    assert answer["refused"], answer
+    assert answer["protection"] == "namespace", (answer, out.stderr[-3000:])
+    assert "--cgroup" not in answer["args"] and "--pid" in answer["args"], answer
+    assert answer["rc"] == 0, answer
+    pid_ns, cgroup_ns, uid = answer["seen"]
+    assert pid_ns != answer["host"][0] and cgroup_ns == answer["host"][1], answer
+    assert uid == (str(jail.JAIL_UID) if os.geteuid() == 0 else "0")
+    assert answer["worker"] == "namespace", (answer, out.stderr[-3000:])
+    warned = [line for line in answer["said"] if "without a cgroup namespace (the kernel refused one" in line]
+    assert len(warned) == 1 and "Invalid argument" in warned[0], answer["said"]
