@@ -76,6 +76,7 @@ from executor.worker.messages import (
     DONE_FD_ENV,
     GPU_RELEASED,
     PREPARED,
+    REPEAT_CONFIRM_CALLS,
     TIMED_CALL,
     CallBeat,
     CandidateRun,
@@ -1949,12 +1950,12 @@ def finish_candidate(
     proc.hand_untrusted()
     # The clock-confirming calls' seeds come from here, not the worker's entropy, which its candidate
     # can change (review 36c's H1 made every confirming set the same and answered the last from a memo);
-    # so do the repeat-visit rule's confirming set's (distinct from theirs) and the spot samples' draws.
-    seeds = clock_confirm_seeds(CLOCK_CONFIRM_CALLS + 1)
+    # so do the repeat-visit rule's confirming sets' (distinct from theirs) and the spot samples' draws.
+    seeds = clock_confirm_seeds(CLOCK_CONFIRM_CALLS + REPEAT_CONFIRM_CALLS)
     update = {
         "sent_at": start,
-        "clock_confirm_seeds": seeds[1:],
-        "repeat_confirm_seed": seeds[0],
+        "clock_confirm_seeds": seeds[REPEAT_CONFIRM_CALLS:],
+        "repeat_confirm_seeds": seeds[:REPEAT_CONFIRM_CALLS],
         "spot_seed": secrets.randbits(128),
     }
     proc.send("run.json", proc.admit(run).model_copy(update=update))

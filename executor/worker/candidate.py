@@ -69,6 +69,7 @@ from executor.worker.host import (
 from executor.worker.messages import (
     CLOCK_CONFIRM_CALL,
     PREPARED,
+    REPEAT_CONFIRM_CALLS,
     CandidateRun,
     WorkerJob,
     WorkerOutcome,
@@ -129,6 +130,8 @@ REPEAT_HOST_SLACK_MS = 2.0
 # option ``warmup`` where it asks for more): the trials' process had made a correctness call at the
 # timing size and its warm-up before its first timed call (review 39b's L1).
 REPEAT_CONFIRM_WARMUPS = 2
+# The name of the repeat-visit rule's first confirming call, in its verdicts (the others are numbered).
+CONFIRMING_CALL = "the confirming call on a fresh set after the trials"
 
 
 def _candidate_state() -> tuple[frozenset[int], int, frozenset[str]] | None:
@@ -778,7 +781,7 @@ class Worker:
                 self.seconds["launch_gate_off"] = 1.0
             # Still under the trials' locks: one more first visit when the repeat-visit rule would refuse.
             confirmation = self.confirm_first_visit(
-                candidate, stats, last.get("samples_ms"), len(sources), run.repeat_confirm_seed
+                candidate, stats, last.get("samples_ms"), len(sources), run.repeat_confirm_seeds
             )
             clock_confirmation = self.confirm_clock(
                 candidate, stats, last, len(sources), run.clock_confirm_seeds
@@ -799,9 +802,11 @@ class Worker:
             t1 = time.perf_counter()
             self.check_timed_calls(candidate, sources, last)
             self._add_seconds("last_check", t1)
-            confirmed_ms = None
-            if confirmation is not None:
-                confirmed_ms = self.check_confirmation(candidate, *confirmation)
+            confirmed_ms: list[float] | None = None
+            if confirmation is not None:  # the last one (confirm_first_visit checked the others)
+                times, fresh, work, call = confirmation
+                self.check_confirmation(candidate, times[-1], fresh, work, call)
+                confirmed_ms = times
             if clock_confirmation is not None:  # the last one (confirm_clock checked the others)
                 self.check_confirmation(candidate, *clock_confirmation, seconds="clock_confirm")
             self.check_floor(candidate, stats)
@@ -1016,30 +1021,34 @@ class Worker:
         stats: TimingStats,
         samples: list[float] | None,
         sets: int,
-        seed: int | None,
-    ) -> tuple[float, InputSet, InputSet] | None:
+        seeds: list[int],
+    ) -> tuple[list[float], InputSet, InputSet, str] | None:
         """Where the repeat-visit rule would refuse a function candidate (option ``repeat_confirm``):
-        one more first visit, right after the trials and under their locks, on a set drawn now at the
-        timing size from ``seed`` (the executor's: :attr:`CandidateRun.repeat_confirm_seed`; None: no
+        up to :data:`~executor.worker.messages.REPEAT_CONFIRM_CALLS` more first visits, right after the
+        trials and under their locks, each on a set drawn then at the timing size from the next of
+        ``seeds`` (the executor's, distinct: :attr:`CandidateRun.repeat_confirm_seeds`; none: no
         confirmation; drawn from this process's entropy, which its candidate can patch, the set was
-        known to it ahead: session 35), in buffers of its own
-        (:meth:`FunctionRuntime.first_visit`). A candidate in a runner (killed after the trials) makes
-        it in a fresh runner, only where the rule would refuse: the set drawn first, then the runner
-        started, loaded and warmed up (``warmup`` untimed calls, at least
-        :data:`REPEAT_CONFIRM_WARMUPS`), the call made at once, and the runner killed at its
-        acknowledgement, before what the call left is copied
+        known to it ahead: session 35), in buffers of its own (:meth:`FunctionRuntime.first_visit`),
+        stopping at the first that is within the rule's bound. One call was not enough: on this 2-core
+        host under load an honest call was held off its core past the bound about 1 run in 20 (session
+        39). Each is checked (:meth:`check_confirmation`): each but the last here, under the locks,
+        before the next is made (one set and what it left held at a time), the last once the GPU is
+        released. A candidate in a runner (killed after the trials) makes each in a fresh runner, only
+        where the rule would refuse: the set drawn first, then the runner started, loaded and warmed up
+        (``warmup`` untimed calls, at least :data:`REPEAT_CONFIRM_WARMUPS`), the call made at once, and
+        the runner killed at its acknowledgement, before what the call left is copied
         (:meth:`~executor.worker.host.RunnerFunctionRuntime.confirming_runtime`; review 38's M1, mended
         after reviews 39 and 39b). One that cannot be started, loaded or warmed up (a failure before
-        its load, or one it reports) makes none, and the rule's refusal stands; one that dies or exits
-        once its load was asked for ends this worker as it ended (``crash``), as the trials' runner
-        does. Its milliseconds, the set and what the call left (its
-        outputs are checked by :meth:`check_confirmation` once the GPU is released); None where no
-        confirmation is made. Why: on two H200s of one host (session 26) honest candidates' first calls
-        came in bursts of other processes' work 0.17-0.5 s long from the trials' start, both first
-        visits 4-11 times the median (docs/executor.md). A memo cannot answer values it has never
-        seen, so its confirming call does the work and the rule still refuses it; honest code's
-        confirming call runs at its median's speed once the burst is over."""
-        if not self.job.options.repeat_confirm or seed is None:
+        its load, or one it reports) makes no more, and the rule judges what was made (with none, its
+        refusal stands); one that dies or exits once its load was asked for ends this worker as it ended
+        (``crash``), as the trials' runner does. Returns every call's milliseconds in order, and the last
+        one's set, what it left and name; None where none is made. Why: on two H200s of one host
+        (session 26) honest candidates' first calls came in bursts of other processes' work 0.17-0.5 s
+        long from the trials' start, both first visits 4-11 times the median (docs/executor.md). A memo
+        cannot answer values it has never seen, so each confirming call does the work and the rule
+        still refuses it; honest code's confirming call runs at its median's speed once the burst is
+        over."""
+        if not self.job.options.repeat_confirm or not seeds:
             return None
         in_runner = isinstance(candidate, RunnerFunctionRuntime)
         if not isinstance(candidate, FunctionRuntime) or (
@@ -1049,34 +1058,47 @@ class Worker:
         rule = self._repeat_rule(candidate, stats, samples, sets)
         if rule is None or rule[0] - rule[1] <= rule[2] * stats.median_ms:
             return None
+        _, allowance, limit = rule
         t0 = time.perf_counter()
-        call = "the confirming call on a fresh set after the trials"
-        # Drawn before a fresh runner starts: the confirming call follows its warm-up at once (review
-        # 39b's L1), and the set reaches the runner only with the call's request.
-        fresh = generate_inputs(self.task, "timing", seed, self.reference_lib)
-        if isinstance(candidate, RunnerFunctionRuntime):
-            warm = self.warm_source if self.warm_source is not None else self.timing_sources[0]
-            t1 = time.perf_counter()
-            try:
-                # As many warm-up calls as the trials make (at least 2: an autotuner's first calls at
-                # a size are slower, review 39b's L1); bounded by the option's own limit (50).
-                warmups = max(self.job.options.warmup, REPEAT_CONFIRM_WARMUPS)
-                confirming = candidate.confirming_runtime(warm, warmups)
-            except CandidateFailed as e:  # fail closed: no confirmation, the refusal stands
-                logger.warning("no confirming call: its process could not be started or warmed up: %s", e)
-                self.seconds["repeat_confirm_unmade"] = 1.0
-                return None
-            finally:
-                self._add_seconds("repeat_confirm_process", t1)
-            try:
-                ms, work = confirming.first_visit(fresh, call)  # its runner killed at the call's ack
-            finally:  # review 39b's L3: no fresh runner, and none of its mappings, outlives the call
-                confirming.close()
-        else:
-            ms, work = candidate.first_visit(fresh, call, self.confirm_buffers)
+        times: list[float] = []
+        made: tuple[InputSet, InputSet, str] | None = None
+        for k, seed in enumerate(seeds[:REPEAT_CONFIRM_CALLS]):
+            if made is not None:  # the one before, not within the bound (its check: in the span too)
+                self.check_confirmation(candidate, times[-1], *made, seconds="repeat_confirm_early_checks")
+            call = CONFIRMING_CALL if k == 0 else f"confirming call {k + 1} on a fresh set after the trials"
+            # Drawn before a fresh runner starts: the confirming call follows its warm-up at once
+            # (review 39b's L1), and the set reaches the runner only with the call's request.
+            fresh = generate_inputs(self.task, "timing", seed, self.reference_lib)
+            if isinstance(candidate, RunnerFunctionRuntime):
+                warm = self.warm_source if self.warm_source is not None else self.timing_sources[0]
+                t1 = time.perf_counter()
+                try:
+                    # As many warm-up calls as the trials make (at least 2: an autotuner's first calls
+                    # at a size are slower, review 39b's L1); bounded by the option's own limit (50).
+                    warmups = max(self.job.options.warmup, REPEAT_CONFIRM_WARMUPS)
+                    confirming = candidate.confirming_runtime(warm, warmups)
+                except CandidateFailed as e:  # fail closed: no more confirmation, the rule judges
+                    logger.warning("no confirming call: its process could not be started or warmed up: %s", e)
+                    self.seconds["repeat_confirm_unmade"] = 1.0
+                    break
+                finally:
+                    self._add_seconds("repeat_confirm_process", t1)
+                try:
+                    ms, work = confirming.first_visit(fresh, call)  # its runner killed at the call's ack
+                finally:  # review 39b's L3: no fresh runner, and none of its mappings, outlives the call
+                    confirming.close()
+            else:
+                ms, work = candidate.first_visit(fresh, call, self.confirm_buffers)
+            times.append(ms)
+            made = fresh, work, call
+            self.seconds["repeat_confirm_calls"] = float(k + 1)
+            self.seconds["repeat_confirm_call"] = ms / 1e3
+            if ms - allowance <= limit * stats.median_ms:
+                break
         self._add_seconds("repeat_confirm", t0)
-        self.seconds["repeat_confirm_call"] = ms / 1e3
-        return ms, fresh, work
+        if made is None:
+            return None
+        return times, *made
 
     def confirm_clock(
         self, candidate: Runtime, stats: TimingStats, last: dict[str, Any], sets: int, seeds: list[int]
@@ -1131,7 +1153,7 @@ class Worker:
         ms: float,
         fresh: InputSet,
         work: InputSet,
-        call: str = "the confirming call on a fresh set after the trials",
+        call: str = CONFIRMING_CALL,
         seconds: str = "repeat_confirm",
     ) -> float:
         """A confirming call's ``in`` arrays (unchanged, bit for bit) and outputs against the
@@ -1160,7 +1182,7 @@ class Worker:
         stats: TimingStats,
         samples: list[float] | None,
         sets: int,
-        confirmed_ms: float | None = None,
+        confirmed_ms: list[float] | None = None,
     ) -> None:
         """The first visits against the median (option ``repeat_gain_limit``). Trial ``k < sets`` is
         the first call on timing set ``k``, whose values the candidate has never seen (the correctness
@@ -1171,19 +1193,20 @@ class Worker:
         repeat's may come from a cache. That much is taken off first: twice the time the task's bytes
         take at the memory's measured bandwidth (the device's for a kernel task, whose trials flush L2
         anyway; the host's for a function task), and for a function task, timed on the host clock,
-        :data:`REPEAT_HOST_SLACK_MS` more. ``confirmed_ms``: the confirming call's time
-        (:meth:`confirm_first_visit`), a first visit too, which counts with the others."""
+        :data:`REPEAT_HOST_SLACK_MS` more. ``confirmed_ms``: the confirming calls' times, in order
+        (:meth:`confirm_first_visit`), first visits too, which count with the others."""
         rule = self._repeat_rule(candidate, stats, samples, sets)
         if rule is None:
             return
         first, allowance, limit = rule
-        fastest = first if confirmed_ms is None else min(first, confirmed_ms)
+        fastest = min([first, *(confirmed_ms or [])])
         if fastest - allowance > limit * stats.median_ms:
-            confirmed = (
-                ""
-                if confirmed_ms is None
-                else f"; the confirming call on a fresh set after the trials took {confirmed_ms:.4g} ms"
-            )
+            confirmed = ""
+            if confirmed_ms and len(confirmed_ms) == 1:
+                confirmed = f"; {CONFIRMING_CALL} took {confirmed_ms[0]:.4g} ms"
+            elif confirmed_ms:
+                took = ", ".join(f"{ms:.4g}" for ms in confirmed_ms)
+                confirmed = f"; the {len(confirmed_ms)} confirming calls on fresh sets after the trials took {took} ms"
             raise CandidateFailed(
                 ErrorKind.IMPLAUSIBLE,
                 f"the median timed call ({stats.median_ms:.4g} ms) ran {fastest / stats.median_ms:.3g} times "

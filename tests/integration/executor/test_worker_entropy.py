@@ -55,7 +55,7 @@ def test_the_repeat_confirming_set_does_not_follow_a_patched_entropy(
 ) -> None:
     """test_repeat_confirmation's burst on the trials' first visits, and a wrong answer on any call
     whose inputs begin as the set of the seed the patched entropy makes of ``secrets.randbits(63)``.
-    The confirming set comes from the executor's seed (CandidateRun.repeat_confirm_seed) and the burst
+    The confirming set comes from the executor's seed (CandidateRun.repeat_confirm_seeds) and the burst
     is confirmed away. With the worker's own draw the candidate recognised the confirming set ahead
     (wrong_output on the confirming call; an attack answers a memo there)."""
     use_worker_process(monkeypatch)  # the repeat-visit rule's confirming call: made in process only
