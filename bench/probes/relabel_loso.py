@@ -1136,6 +1136,39 @@ def write_bank(path: Path | None = None) -> int:
     return len(examples)
 
 
+def ceiling_report(records: Sequence[Record]) -> str:
+    """What no gate over this scorer can exceed (session 40): of the development sets' clear items that
+    must merge, those merged right plus those whose scorer's best candidate is right where the rule
+    queued them or made a new technique. A gate that never erred (taking every right best candidate
+    and refusing every wrong one) would merge exactly these."""
+    rows = [
+        "## The ceiling of any gate over the scorer (clear items that must merge)",
+        "",
+        "| sets | graph | items | merged right | queued, best right | new, best right | best wrong (queued / new) | "
+        "ceiling |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for label, sets in (("15 example sets", EXAMPLE_SETS), (f"all {len(DEV_SETS)}", DEV_SETS)):
+        for graph in ("full", "bare"):
+            mine = [
+                r
+                for r in records
+                if r.graph == graph and r.source in sets and not r.doubtful and r.should_merge
+            ]
+            right = sum(r.verdict == "correct" for r in mine)
+            queued = sum(r.verdict == "queued" and r.top_verdict == "correct" for r in mine)
+            new = sum(r.verdict == "new wrong" and r.top_verdict == "correct" for r in mine)
+            wrong_q = sum(r.verdict == "queued" and r.top_verdict == "false" for r in mine)
+            wrong_n = sum(r.verdict == "new wrong" and r.top_verdict == "false" for r in mine)
+            ceiling = right + queued + new
+            share = f"{ceiling / len(mine):.1%}" if mine else "-"
+            rows.append(
+                f"| {label} | {graph} | {len(mine)} | {right} | {queued} | {new} | {wrong_q} / {wrong_n} | "
+                f"{ceiling} ({share}) |"
+            )
+    return "\n".join(rows)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
@@ -1192,6 +1225,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--curve-seed", type=int, default=CURVE_SEED, help="with --learning-curve: seed")
     parser.add_argument(
+        "--ceiling", action="store_true", help="also the ceiling of any gate over the scorer (session 40)"
+    )
+    parser.add_argument(
         "--write-examples", action="store_true", help="write search/relabel/data/examples.v1.jsonl and stop"
     )
     args = parser.parse_args(argv)
@@ -1225,6 +1261,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown changes: {sorted(unknown)}")
     changes = [c for c in CHANGES if not wanted or c.name in wanted]
     text = per_set(records) + "\n\n" + report(records, changes)
+    if args.ceiling:
+        text += "\n\n" + ceiling_report(records)
     if args.implemented or args.knn or args.refit or args.learning_curve:
         # one set of vectors for every report (each built its own from the cache before)
         vectors = cached_vectors(shared_embedder(), args.vector_cache)
