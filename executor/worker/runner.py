@@ -750,10 +750,11 @@ _SECCOMP_SET_MODE_FILTER, _SECCOMP_FILTER_FLAG_TSYNC = 1, 1
 _SECCOMP_RET_ALLOW, _SECCOMP_RET_ERRNO = 0x7FFF0000, 0x00050000
 _CLONE_THREAD = 0x00010000
 _BPF_LD_W_ABS, _BPF_JEQ_K, _BPF_JSET_K, _BPF_JGE_K, _BPF_RET_K = 0x20, 0x15, 0x45, 0x35, 0x06
-# machine: (seccomp's system call, its audit arch, clone, clone3, the fork-like calls refused outright)
+# machine: (seccomp's system call, its audit arch, clone, clone3, the calls refused outright: the
+# fork-like ones, then memfd_create and memfd_secret)
 _SECCOMP_ABI = {
-    "x86_64": (317, 0xC000003E, 56, 435, (57, 58, 59, 322)),  # fork, vfork, execve, execveat
-    "aarch64": (277, 0xC00000B7, 220, 435, (221, 281)),  # execve, execveat (no fork, vfork)
+    "x86_64": (317, 0xC000003E, 56, 435, (57, 58, 59, 322, 319, 447)),  # fork, vfork, execve, execveat
+    "aarch64": (277, 0xC00000B7, 220, 435, (221, 281, 279, 447)),  # execve, execveat (no fork, vfork)
 }
 
 
@@ -764,9 +765,13 @@ def _bpf(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
 def forbid_processes() -> str | None:
     """Refuse, on every thread of this process from now on, every system call that makes a process or
     runs a program: a ``clone`` without ``CLONE_THREAD``, ``fork``, ``vfork``, ``execve``, ``execveat``
-    (EPERM), and ``clone3`` (ENOSYS: the C library then makes its threads with ``clone``). Calls of
-    another ABI than the machine's (x86-64's 32-bit ``int 0x80``, x32) are refused whole. Needs
-    no-new-privileges (set by the runner at its start). None when in force, else why not."""
+    (EPERM), and ``clone3`` (ENOSYS: the C library then makes its threads with ``clone``); and the two
+    that make a file in memory, ``memfd_create`` and ``memfd_secret`` (EPERM): a memfd filled and
+    unmapped holds host memory that no ``RLIMIT_AS`` and no RSS watch counts, bounded only by a memory
+    cgroup, which many hosts do not give the executor (session 40; the runner maps the worker's memfds,
+    passed to it, and makes none). Calls of another ABI than the machine's (x86-64's 32-bit
+    ``int 0x80``, x32) are refused whole. Needs no-new-privileges (set by the runner at its start). None
+    when in force, else why not."""
     machine = platform.machine()
     if machine not in _SECCOMP_ABI:
         return f"no system call filter for {machine}"

@@ -354,3 +354,31 @@ def test_the_candidates_process_makes_threads_but_no_process(tmp_path: Path) -> 
     run = CandidateRun(candidate_product=built["forker"], candidate_symbol=task.entry)
     outcome = run_job(timing_set_job(task, tmp_path / "job", OPTIONS), run, timeout_s=120)
     assert outcome.passed, outcome.message
+
+
+# memfd_create and memfd_secret on the candidate's first call: either one that succeeds marks the output.
+_MEMFD_MAKER = (
+    "#include <sys/mman.h>\n#include <sys/syscall.h>\n#include <unistd.h>\n"
+    + POLY_HEAD
+    + "static int made = -1;\n"
+    "if (made < 0) {\n"
+    '  int a = memfd_create("hoard", 0); int b = (int)syscall(447, 0);\n'
+    "  made = (a >= 0) + (b >= 0);\n}\n"
+    + f"for (int i = 0; i < n; ++i) {{ {POLY_BODY} }}\nif (made) y[0] += 1.0f;\n}}\n"
+)
+
+
+def test_the_candidates_process_makes_no_file_in_memory(tmp_path: Path) -> None:
+    """A memfd filled and unmapped holds host memory that neither RLIMIT_AS nor the RSS watch counts,
+    bounded only by a memory cgroup, which many hosts do not give the executor (the GPU device's
+    cgroup v2 is not delegated to it). The runner's filter refuses memfd_create and memfd_secret
+    (EPERM) before it loads the library; the runner maps the worker's memfds and makes none, so honest
+    code is not touched."""
+    if landlock_version() == 0:
+        pytest.skip("no Landlock on this kernel")
+    task = write_task(tmp_path, POLY_TASK, HONEST)
+    built = build_host_candidates(tmp_path, {"memfd": _MEMFD_MAKER})
+    run = CandidateRun(candidate_product=built["memfd"], candidate_symbol=task.entry)
+    outcome = run_job(timing_set_job(task, tmp_path / "job", OPTIONS), run, timeout_s=120)
+    assert outcome.passed, outcome.message
+    assert "runner_roundtrip" in outcome.seconds, outcome.seconds  # it ran in a runner

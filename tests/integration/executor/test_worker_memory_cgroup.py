@@ -167,12 +167,14 @@ def _refused_for_memory(outcome: WorkerOutcome) -> None:
     assert "its memory cgroup" in outcome.message, outcome.message
 
 
-def test_a_memfd_filled_and_unmapped_in_a_runner_is_refused(
+def test_a_memfd_filled_and_unmapped_in_the_worker_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The runner (the worker's child, where a function candidate runs by default) fills the memfd:
-    its pages are charged to the worker's cgroup too. Without the cgroup the candidate passed."""
-    use_candidate_process(monkeypatch)
+    """The candidate in its worker's process fills the memfd: its pages are charged to the worker's
+    cgroup. Without the cgroup the candidate passed. (In a runner, where a function candidate runs by
+    default, this candidate filled it too, its pages charged to the same cgroup, until session 40: the
+    runner's filter now refuses memfd_create, test_candidate_process.py.)"""
+    use_worker_process(monkeypatch)
     seen: list[Path] = []
     _refused_for_memory(_run_in_worker(tmp_path, MEMFD_HOARDER, seen=seen))
     assert seen and not seen[0].exists()
