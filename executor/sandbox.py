@@ -2043,13 +2043,17 @@ def finish_candidate(
     ``run_limit_s`` limits the candidate's own run and ``run.call_limit`` each of its calls (see
     :meth:`WorkerProcess.wait`, which calls ``on_release`` when the worker's GPU work is over). The
     outcome's ``seconds["run"]`` is the time from the hand-over to the outcome, a killed or dead
-    worker's too."""
+    worker's too. ``timeout_s`` bounds the wait for the worker's preparation and the run together
+    (review 41 L4: each had its own, twice ``timeout_s`` in all)."""
     # Handed over once the worker is prepared (or gone), as the evaluator waits for it: what the worker
     # wrote until then is its own, a start-up failure's cause included ("Permission denied" on the
     # reference's library), and is shown with a crash; handed over at once, its death was counted the
     # candidate's and its cause hidden as the candidate's output.
+    began = time.monotonic()
     proc.wait_prepared(timeout_s, cancelled)
     start = time.monotonic()
+    # What is left of the one deadline (none: the kill comes at once, "during inputs")
+    left_s = max(0.0, timeout_s - (start - began))
     proc.hand_untrusted()
     # The clock-confirming calls' seeds come from here, not the worker's entropy, which its candidate
     # can change (review 36c's H1 made every confirming set the same and answered the last from a memo);
@@ -2063,7 +2067,7 @@ def finish_candidate(
     }
     proc.send("run.json", proc.admit(run).model_copy(update=update))
     killed_for = proc.wait(
-        timeout_s,
+        left_s,
         memory_limit_bytes,
         watch_rss=proc.runtime == "gpu",
         run_limit_s=run_limit_s,
@@ -2105,7 +2109,7 @@ def finish_candidate(
             limit = run.call_limit
             basis = f" ({limit.describe(call.calls, call.per_call_ms)})" if limit is not None else ""
             why = f": {call.what} ran longer than its call limit of {call.limit_s:.1f}s{basis}"
-        elif run_limit_s is not None and run_limit_s < timeout_s:
+        elif run_limit_s is not None and run_limit_s < left_s:
             why = f" (run limit {run_limit_s:.1f}s)"
         else:
             why = ""
