@@ -394,7 +394,12 @@ def workers_dir() -> Path:
 _learned: dict[Role, dict[str, bool]] = {"candidate": {}, "reference": {}}
 _learned_lock = threading.Lock()
 _probed: dict[tuple[str, ...], Protection] = {}
-_refused: dict[tuple[str, ...], str] = {}  # why no protection is left for a key of _probed (as root)
+# Why no protection is left for a key of _probed (as root), and when it may be probed again: None for a
+# refusal of the reach check's alone (the host's directories: the same on every try), else
+# REFUSAL_RETRY_S after it (a probe that failed may pass later: its 120 s under load, the GPU busy;
+# review 41 L2: any refusal was kept for the process's life).
+_refused: dict[tuple[str, ...], tuple[str, float | None]] = {}
+REFUSAL_RETRY_S = 30.0
 _probe_lock = threading.Lock()
 
 
@@ -751,9 +756,11 @@ def worker_protection(runtime: Runtime, role: Role = "candidate") -> Protection:
     (``python -m executor.worker probe``: imports, the CUDA context on a GPU, its directory, the lock
     files), else the next weaker that does, down to ``none``; each failure is logged. ``uid`` is tried
     only where its workers reach what they need (:func:`worker_reach`). Where the executor is root and
-    every jail failed, raises :class:`WorkerError` with each failure (as does every later call) rather
-    than run a caller's code as root: ``none`` is had there only by turning the jail off
-    (:data:`JAIL_WORKERS_ENV`). Probed once per role, runtime and setting."""
+    every jail failed, raises :class:`WorkerError` with each failure rather than run a caller's code as
+    root: ``none`` is had there only by turning the jail off (:data:`JAIL_WORKERS_ENV`). A refusal is
+    kept: for good where only the reach check refused (the host's directories), for
+    :data:`REFUSAL_RETRY_S` where a probe failed (then probed again). Probed once per role, runtime and
+    setting (where it chose a protection)."""
     if not jail_workers_enabled():
         return "none"
     key = (role, runtime, os.environ.get(JAIL_EXTRA_ENV, ""), os.environ.get("REGRAPH_JAIL", ""))
@@ -767,15 +774,20 @@ def worker_protection(runtime: Runtime, role: Role = "candidate") -> Protection:
         if is_root() and strongest != "none":
             order.append("uid")
         if key in _refused:
-            raise WorkerError(_refused[key])
+            message, again_at = _refused[key]
+            if again_at is None or time.monotonic() < again_at:
+                raise WorkerError(message)
+            del _refused[key]
         chosen: Protection = "none"
         failures: list[str] = []
+        probe_failed = False  # a refusal that may not stand: probed again after REFUSAL_RETRY_S
         for kind in order:
             problems = worker_reach() if kind == "uid" else []
             if problems:  # no probe: its worker could not even say what it lacks
                 ok, out = False, refusal(problems, f"{role} workers of the uid protection")
             else:
                 ok, out = _probe(role, runtime, kind)
+                probe_failed = probe_failed or not ok
             if ok:
                 chosen = kind
                 break
@@ -787,12 +799,14 @@ def worker_protection(runtime: Runtime, role: Role = "candidate") -> Protection:
         if chosen == "none" and failures and is_root():
             # Never a fallback to the executor's own user, root: a caller's code (a candidate, an inline
             # task's reference) would run with every file of the host open to it. Refused, said why.
-            _refused[key] = (
+            again = f" (probed again from {REFUSAL_RETRY_S:.0f}s on)" if probe_failed else ""
+            message = (
                 f"no runtime jail works for {role} workers ({runtime} runtime) here, and without one "
-                f"they would run as root: refused. {' | '.join(failures)}"
+                f"they would run as root: refused{again}. {' | '.join(failures)}"
             )
-            logger.error("%s", _refused[key])
-            raise WorkerError(_refused[key])
+            _refused[key] = (message, time.monotonic() + REFUSAL_RETRY_S if probe_failed else None)
+            logger.error("%s", message)
+            raise WorkerError(message)
         level = logging.INFO if chosen == "namespace" else logging.WARNING
         logger.log(level, "%s workers (%s runtime): %s", role, runtime, describe_worker(chosen, role))
         _probed[key] = chosen

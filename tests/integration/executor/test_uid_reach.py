@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,7 +26,7 @@ from executor.errors import WorkerError
 from executor.evaluate import Evaluator
 from executor.jail import JAIL_UID, is_root, protection
 from executor.reach import ReachError, interpreter_needs, unreachable
-from executor.sandbox import JAIL_WORKERS_ENV, take_worker_uid, worker_protection
+from executor.sandbox import JAIL_EXTRA_ENV, JAIL_WORKERS_ENV, take_worker_uid, worker_protection
 from executor.settings import ExecutorSettings
 
 pytestmark = pytest.mark.skipif(not is_root(), reason="other uids: the executor must be root")
@@ -131,3 +133,82 @@ def test_workers_that_cannot_reach_their_import_path_are_refused_not_run_as_root
     assert f"{closed} does not let them through to an entry of the import path" in str(refused.value)
     with pytest.raises(WorkerError):  # remembered: a later worker is refused without a probe
         sandbox.WorkerProcess("candidate", "host")
+
+
+class _CountedProbes:
+    """The real start-up probe (``sandbox._probe``), counted."""
+
+    def __init__(self) -> None:
+        self.made = 0
+        self.real = sandbox._probe
+
+    def __call__(self, *args: Any) -> tuple[bool, str]:
+        self.made += 1
+        return self.real(*args)
+
+
+@pytest.fixture
+def probes_forgotten(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The process's probes of the workers' protection and reach forgotten before and after (the host's
+    jail as it is)."""
+    for name in ("_probed", "_refused", "_reached"):
+        monkeypatch.setattr(sandbox, name, {})
+    monkeypatch.setattr(sandbox, "_reach_dirs", dict(sandbox._reach_dirs))
+    yield
+
+
+@pytest.mark.skipif(protection() != "namespace", reason="no namespaces on this host")
+def test_a_refusal_after_a_failed_probe_is_probed_again_later(
+    dirs: tuple[Path, Path], probes_forgotten: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review 41 L2: a refusal was kept for the process's life, so one probe that failed (its 120 s under
+    load, the GPU busy) left the executor unusable until a restart. Here the probes fail for real: the
+    namespace jail's for a required bind that is missing (test_worker_jail.py's way), the uid workers'
+    (where they reach their interpreter: else the reach check refuses them) for a ``numpy`` on their
+    import path that cannot be imported. Then the causes go: the refusal stands for
+    :data:`sandbox.REFUSAL_RETRY_S` without a probe, then the probes are made again and the jail passes."""
+    _, opened = dirs
+    missing = opened / "extra"
+    monkeypatch.setenv(JAIL_EXTRA_ENV, str(missing))
+    broken = opened / "cache" / "numpy.py"
+    broken.write_text('raise ImportError("made to fail by the test")\n')
+    monkeypatch.setenv("PYTHONPATH", str(broken.parent))
+    monkeypatch.setattr(sandbox, "REFUSAL_RETRY_S", 4.0, raising=False)
+    probes = _CountedProbes()
+    monkeypatch.setattr(sandbox, "_probe", probes)
+    with pytest.raises(WorkerError) as refused:
+        worker_protection("host")
+    message = str(refused.value)
+    assert "namespace: " in message and "a required path is missing" in message, message
+    made = probes.made
+    assert made >= 1
+    broken.unlink()
+    missing.mkdir()
+    with pytest.raises(WorkerError):  # within the backoff: refused again, no probe
+        worker_protection("host")
+    assert probes.made == made
+    time.sleep(4.2)
+    assert worker_protection("host") == "namespace"
+    assert probes.made == made + 1
+    assert "probed again from 4s on" in message, message
+
+
+def test_a_refusal_of_the_reach_check_alone_stands(
+    dirs: tuple[Path, Path], uid_protection: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reach check's refusal (the host's directories: the same on every try) is kept without a
+    backoff: neither the check nor a probe is made again for it."""
+    closed, _ = dirs
+    sandbox.need_reach(closed / "cache")
+    monkeypatch.setattr(sandbox, "REFUSAL_RETRY_S", 0.0, raising=False)
+    probes = _CountedProbes()
+    monkeypatch.setattr(sandbox, "_probe", probes)
+    checks: list[int] = []
+    reach = sandbox.worker_reach
+    monkeypatch.setattr(sandbox, "worker_reach", lambda: checks.append(1) or reach())
+    for _ in range(2):
+        with pytest.raises(WorkerError) as refused:
+            worker_protection("host")
+        assert f"{closed} does not let them through to the executor's cache" in str(refused.value)
+        assert "probed again" not in str(refused.value)
+    assert probes.made == 0 and len(checks) == 1
