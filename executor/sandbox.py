@@ -68,7 +68,17 @@ from executor.jail import (
     python_paths,
     wide,
 )
-from executor.reach import ReachError, Unreachable, interpreter_needs, refusal, unreachable
+from executor.reach import (
+    CACHE,
+    ReachError,
+    Unreachable,
+    blockers,
+    interpreter_needs,
+    refusal,
+    split_skippable,
+    unreachable,
+    x_only,
+)
 from executor.verdict import ErrorKind
 from executor.worker.host import measure_host_gbps
 from executor.worker.messages import (
@@ -457,9 +467,10 @@ def take_worker_uid() -> tuple[int, Any]:
 
 
 # The executor's cache directories whose files workers are handed (the reference's library, the timing
-# sets, the candidates' products): the default one and every evaluator's (need_reach). Under ``uid`` a
-# worker opens them through the host's directories.
-_reach_dirs: dict[Path, None] = {DEFAULT_CACHE_DIR: None}
+# sets, the candidates' products): every evaluator's (need_reach), the default one only where an
+# evaluator uses it (review 41 L3: an executor given another cache was refused for the default's home).
+# Under ``uid`` a worker opens them through the host's directories.
+_reach_dirs: dict[Path, None] = {}
 _reached: dict[tuple[Path, ...], list[Unreachable]] = {}
 
 
@@ -471,22 +482,32 @@ def need_reach(cache_dir: Path) -> None:
 
 def worker_reach() -> list[Unreachable]:
     """What a worker of the ``uid`` protection (a uid of its own, group :data:`JAIL_UID`, no mount
-    namespace) cannot reach of what it needs: the interpreter and its import path, every entry of its
-    ``PYTHONPATH``, the executor's package and the cache directories (:func:`need_reach`). Asked as a
-    worker's uid, taken for the check (:func:`executor.reach.unreachable`: one ``/bin/sh``, a few ms),
-    once per process and set of cache directories. Empty where the executor is not root (no other
-    uid)."""
+    namespace) cannot reach of what it needs: the interpreter (executable) and its installation's
+    import path, the executor's package and the entry that holds it, and the cache directories
+    (:func:`need_reach`; passed through). Asked as a worker's uid, taken for the check
+    (:func:`executor.reach.unreachable`: one ``/bin/sh``, a few ms), once per process and set of cache
+    directories. The other entries of its ``PYTHONPATH`` are asked too, and one out of reach is logged,
+    not returned: Python's import skips it (:func:`executor.reach.split_skippable`). Empty where the
+    executor is not root (no other uid)."""
     if not is_root():
         return []
     dirs = tuple(_reach_dirs)
     if dirs not in _reached:
         needed = interpreter_needs(_PACKAGE, _worker_pythonpath().split(os.pathsep))
-        needed += [("the executor's cache", d) for d in dirs]
+        needed += [(CACHE, d) for d in dirs]
         uid, held = take_worker_uid()
         try:
-            _reached[dirs] = unreachable(needed, uid, JAIL_UID)
+            problems = unreachable(needed, uid, JAIL_UID, x_only(needed))
         finally:
             held.close()
+        _reached[dirs], skipped = split_skippable(problems)
+        if skipped:
+            logger.warning(
+                "the workers (each a uid of its own: no namespaces here) cannot reach entries of their "
+                "PYTHONPATH: %s. Python skips them; what a worker imports from them is missing, which its "
+                "start-up probe says",
+                blockers(skipped),
+            )
     return _reached[dirs]
 
 
