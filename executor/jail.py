@@ -114,8 +114,12 @@ def is_root() -> bool:
 
 
 # Whether the jails get a cgroup namespace (``--cgroup``): False only once :func:`protection` has found
-# the kernel refusing one while the other namespaces work (review 40b's L-b).
+# the kernel refusing one while the other namespaces work (review 40b's L-b); set again by each of its
+# probes (review 41 L1: a fallback once was a fallback for the process's life, its cache cleared or not).
 _cgroup_namespace = True
+# What unshare(1) says when the kernel refuses a namespace it does not have (EINVAL): with the probe
+# without ``--cgroup`` passing, the cgroup namespace's refusal.
+_REFUSED = "Invalid argument"
 
 
 def cgroup_namespace() -> bool:
@@ -166,8 +170,9 @@ WITHOUT_CGROUP_NAMESPACE = (
 @functools.lru_cache(maxsize=1)
 def protection() -> Protection:
     """The strongest protection that works on this host (probed once: a jailed ``true``, again without
-    a cgroup namespace where the first is refused)."""
+    a cgroup namespace where the first is refused; :func:`cgroup_namespace` says which)."""
     global _cgroup_namespace
+    _cgroup_namespace = True  # probed again (its cache cleared): nothing kept from an earlier probe
     if os.environ.get("REGRAPH_JAIL", "") == "off":  # only for tests that show what the jail stops
         return "uid" if is_root() else "none"
     if sys.platform.startswith("linux") and Path(_unshare_args(True)[0]).is_file():
@@ -176,9 +181,20 @@ def protection() -> Protection:
             logger.info("compiles run in a mount/PID namespace jail")
             return "namespace"
         # A kernel without cgroup namespaces (before 4.6, or built without them) refuses the whole
-        # unshare: the other namespaces are kept where they work without it.
+        # unshare: the other namespaces are kept where they work without it. Only then: a probe that
+        # failed for another reason (its 30 s passed under load, a fork failed) is made again with the
+        # cgroup namespace, and it is dropped only when that fails too (review 41 L1).
         again, _ = _probe(cgroup=False)
         if again == 0:
+            if _REFUSED not in out:
+                third, third_out = _probe(cgroup=True)
+                if third == 0:
+                    logger.info(
+                        "compiles run in a mount/PID namespace jail (its first probe failed: %s)",
+                        out.strip()[:300],
+                    )
+                    return "namespace"
+                out = f"{out.strip()}; again: {third_out.strip()}"
             _cgroup_namespace = False
             logger.warning(WITHOUT_CGROUP_NAMESPACE, out.strip()[:300])
             logger.info("compiles run in a mount/PID namespace jail (no cgroup namespace)")

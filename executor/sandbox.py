@@ -68,7 +68,17 @@ from executor.jail import (
     python_paths,
     wide,
 )
-from executor.reach import ReachError, Unreachable, interpreter_needs, refusal, unreachable
+from executor.reach import (
+    CACHE,
+    ReachError,
+    Unreachable,
+    blockers,
+    interpreter_needs,
+    refusal,
+    split_skippable,
+    unreachable,
+    x_only,
+)
 from executor.verdict import ErrorKind
 from executor.worker.host import measure_host_gbps
 from executor.worker.messages import (
@@ -142,7 +152,29 @@ BEAT_BUDGET = BEAT_READS * BEAT_BYTES
 FINAL_READS = 4
 # The candidate worker's stages (see executor.worker.candidate) in which the candidate itself runs.
 RUN_STAGES = frozenset({"correctness", "timing", "reference_timing", "baseline"})
+# Every stage a worker reports (executor.worker: candidate, baseline, reference) and the waiter's
+# defaults: a verdict names one of these, or UNKNOWN_STAGE (the progress file is the worker's to write,
+# and code loaded in it, a candidate or an inline task's reference, may write anything there).
+KNOWN_STAGES = frozenset(
+    {
+        "startup",
+        "inputs",
+        PREPARED,
+        "correctness",
+        "timing",
+        "baseline",
+        "reference",
+        "timing_set_wait",
+        "timing_set",
+        "reference_timing",
+    }
+)
+UNKNOWN_STAGE = "an unknown stage"
 STDERR_TAIL = 4000
+# The most read of a worker's progress file and of its result file (a result is kilobytes).
+PROGRESS_MAX_BYTES = 64
+RESULT_MAX_BYTES = 16 << 20
+M = TypeVar("M", bound=BaseModel)
 
 Role = Literal["candidate", "reference"]
 Runtime = Literal["gpu", "host", "none"]
@@ -372,7 +404,12 @@ def workers_dir() -> Path:
 _learned: dict[Role, dict[str, bool]] = {"candidate": {}, "reference": {}}
 _learned_lock = threading.Lock()
 _probed: dict[tuple[str, ...], Protection] = {}
-_refused: dict[tuple[str, ...], str] = {}  # why no protection is left for a key of _probed (as root)
+# Why no protection is left for a key of _probed (as root), and when it may be probed again: None for a
+# refusal of the reach check's alone (the host's directories: the same on every try), else
+# REFUSAL_RETRY_S after it (a probe that failed may pass later: its 120 s under load, the GPU busy;
+# review 41 L2: any refusal was kept for the process's life).
+_refused: dict[tuple[str, ...], tuple[str, float | None]] = {}
+REFUSAL_RETRY_S = 30.0
 _probe_lock = threading.Lock()
 
 
@@ -430,9 +467,10 @@ def take_worker_uid() -> tuple[int, Any]:
 
 
 # The executor's cache directories whose files workers are handed (the reference's library, the timing
-# sets, the candidates' products): the default one and every evaluator's (need_reach). Under ``uid`` a
-# worker opens them through the host's directories.
-_reach_dirs: dict[Path, None] = {DEFAULT_CACHE_DIR: None}
+# sets, the candidates' products): every evaluator's (need_reach), the default one only where an
+# evaluator uses it (review 41 L3: an executor given another cache was refused for the default's home).
+# Under ``uid`` a worker opens them through the host's directories.
+_reach_dirs: dict[Path, None] = {}
 _reached: dict[tuple[Path, ...], list[Unreachable]] = {}
 
 
@@ -444,22 +482,32 @@ def need_reach(cache_dir: Path) -> None:
 
 def worker_reach() -> list[Unreachable]:
     """What a worker of the ``uid`` protection (a uid of its own, group :data:`JAIL_UID`, no mount
-    namespace) cannot reach of what it needs: the interpreter and its import path, every entry of its
-    ``PYTHONPATH``, the executor's package and the cache directories (:func:`need_reach`). Asked as a
-    worker's uid, taken for the check (:func:`executor.reach.unreachable`: one ``/bin/sh``, a few ms),
-    once per process and set of cache directories. Empty where the executor is not root (no other
-    uid)."""
+    namespace) cannot reach of what it needs: the interpreter (executable) and its installation's
+    import path, the executor's package and the entry that holds it, and the cache directories
+    (:func:`need_reach`; passed through). Asked as a worker's uid, taken for the check
+    (:func:`executor.reach.unreachable`: one ``/bin/sh``, a few ms), once per process and set of cache
+    directories. The other entries of its ``PYTHONPATH`` are asked too, and one out of reach is logged,
+    not returned: Python's import skips it (:func:`executor.reach.split_skippable`). Empty where the
+    executor is not root (no other uid)."""
     if not is_root():
         return []
     dirs = tuple(_reach_dirs)
     if dirs not in _reached:
         needed = interpreter_needs(_PACKAGE, _worker_pythonpath().split(os.pathsep))
-        needed += [("the executor's cache", d) for d in dirs]
+        needed += [(CACHE, d) for d in dirs]
         uid, held = take_worker_uid()
         try:
-            _reached[dirs] = unreachable(needed, uid, JAIL_UID)
+            problems = unreachable(needed, uid, JAIL_UID, x_only(needed))
         finally:
             held.close()
+        _reached[dirs], skipped = split_skippable(problems)
+        if skipped:
+            logger.warning(
+                "the workers (each a uid of its own: no namespaces here) cannot reach entries of their "
+                "PYTHONPATH: %s. Python skips them; what a worker imports from them is missing, which its "
+                "start-up probe says",
+                blockers(skipped),
+            )
     return _reached[dirs]
 
 
@@ -729,9 +777,11 @@ def worker_protection(runtime: Runtime, role: Role = "candidate") -> Protection:
     (``python -m executor.worker probe``: imports, the CUDA context on a GPU, its directory, the lock
     files), else the next weaker that does, down to ``none``; each failure is logged. ``uid`` is tried
     only where its workers reach what they need (:func:`worker_reach`). Where the executor is root and
-    every jail failed, raises :class:`WorkerError` with each failure (as does every later call) rather
-    than run a caller's code as root: ``none`` is had there only by turning the jail off
-    (:data:`JAIL_WORKERS_ENV`). Probed once per role, runtime and setting."""
+    every jail failed, raises :class:`WorkerError` with each failure rather than run a caller's code as
+    root: ``none`` is had there only by turning the jail off (:data:`JAIL_WORKERS_ENV`). A refusal is
+    kept: for good where only the reach check refused (the host's directories), for
+    :data:`REFUSAL_RETRY_S` where a probe failed (then probed again). Probed once per role, runtime and
+    setting (where it chose a protection)."""
     if not jail_workers_enabled():
         return "none"
     key = (role, runtime, os.environ.get(JAIL_EXTRA_ENV, ""), os.environ.get("REGRAPH_JAIL", ""))
@@ -745,15 +795,20 @@ def worker_protection(runtime: Runtime, role: Role = "candidate") -> Protection:
         if is_root() and strongest != "none":
             order.append("uid")
         if key in _refused:
-            raise WorkerError(_refused[key])
+            message, again_at = _refused[key]
+            if again_at is None or time.monotonic() < again_at:
+                raise WorkerError(message)
+            del _refused[key]
         chosen: Protection = "none"
         failures: list[str] = []
+        probe_failed = False  # a refusal that may not stand: probed again after REFUSAL_RETRY_S
         for kind in order:
             problems = worker_reach() if kind == "uid" else []
             if problems:  # no probe: its worker could not even say what it lacks
                 ok, out = False, refusal(problems, f"{role} workers of the uid protection")
             else:
                 ok, out = _probe(role, runtime, kind)
+                probe_failed = probe_failed or not ok
             if ok:
                 chosen = kind
                 break
@@ -765,12 +820,14 @@ def worker_protection(runtime: Runtime, role: Role = "candidate") -> Protection:
         if chosen == "none" and failures and is_root():
             # Never a fallback to the executor's own user, root: a caller's code (a candidate, an inline
             # task's reference) would run with every file of the host open to it. Refused, said why.
-            _refused[key] = (
+            again = f" (probed again from {REFUSAL_RETRY_S:.0f}s on)" if probe_failed else ""
+            message = (
                 f"no runtime jail works for {role} workers ({runtime} runtime) here, and without one "
-                f"they would run as root: refused. {' | '.join(failures)}"
+                f"they would run as root: refused{again}. {' | '.join(failures)}"
             )
-            logger.error("%s", _refused[key])
-            raise WorkerError(_refused[key])
+            _refused[key] = (message, time.monotonic() + REFUSAL_RETRY_S if probe_failed else None)
+            logger.error("%s", message)
+            raise WorkerError(message)
         level = logging.INFO if chosen == "namespace" else logging.WARNING
         logger.log(level, "%s workers (%s runtime): %s", role, runtime, describe_worker(chosen, role))
         _probed[key] = chosen
@@ -859,6 +916,10 @@ class WorkerProcess:
         # Held to close the done channel: the waiter and a thread that waits for the worker to be gone
         # (executor.evaluate's _let_go_when_gone) may both.
         self._done_lock = threading.Lock()
+        # This process's descriptor of the worker's log (:meth:`_open_log`), and the lock that keeps
+        # its reads from a close (and so from another file that took its number).
+        self._log = -1
+        self._log_lock = threading.Lock()
         self._spawn()
 
     def _jail(self) -> Jail:
@@ -948,56 +1009,56 @@ class WorkerProcess:
             _open_to_jail(self.dir, writable=True, owner=self.uid if self.uid is not None else JAIL_UID)
             _open_to_jail(self.dir.parent, writable=False)
         cgroup_procs: int | None = None
-        with self.stderr_path.open("wb") as err:
+        try:
+            err = self._open_log()
             # The first line of the worker's log: the protection in force (shown with a crash); for a
             # candidate worker that can run one, where a function candidate runs, and why, the second.
-            err.write(f"[{describe_worker(self.protection, self.role)}]\n".encode())
+            os.write(err, f"[{describe_worker(self.protection, self.role)}]\n".encode())
             if self.role == "candidate" and self.runtime != "none":
-                err.write(f"[{candidate_process()[1]}]\n".encode())
-            err.flush()
-            try:
-                # Its memory cgroup: a place that was checked at the start, so never run without it
-                # (a CgroupError fails the start).
-                if self._cgroup_place is not None and self.cgroup is None:
-                    self.cgroup = WorkerCgroup.make(self._cgroup_place)
-                if self.cgroup is not None:
-                    cgroup_procs = self.cgroup.open_procs()
-                split = executor_split(self.timing_cores)
-                setup = functools.partial(
-                    _worker_setup, str(self.dir), user, split.rest if split else None, cgroup_procs
+                os.write(err, f"[{candidate_process()[1]}]\n".encode())
+            # Its memory cgroup: a place that was checked at the start, so never run without it
+            # (a CgroupError fails the start).
+            if self._cgroup_place is not None and self.cgroup is None:
+                self.cgroup = WorkerCgroup.make(self._cgroup_place)
+            if self.cgroup is not None:
+                cgroup_procs = self.cgroup.open_procs()
+            split = executor_split(self.timing_cores)
+            setup = functools.partial(
+                _worker_setup, str(self.dir), user, split.rest if split else None, cgroup_procs
+            )
+
+            def start() -> subprocess.Popen[bytes]:
+                return subprocess.Popen(
+                    argv,
+                    stdin=subprocess.PIPE,
+                    stdout=err,
+                    stderr=err,
+                    cwd=self.dir,
+                    env=env,
+                    start_new_session=True,
+                    pass_fds=(done_write,),
+                    preexec_fn=setup,
                 )
 
-                def start() -> subprocess.Popen[bytes]:
-                    return subprocess.Popen(
-                        argv,
-                        stdin=subprocess.PIPE,
-                        stdout=err,
-                        stderr=err,
-                        cwd=self.dir,
-                        env=env,
-                        start_new_session=True,
-                        pass_fds=(done_write,),
-                        preexec_fn=setup,
-                    )
-
-                # forked by a thread that lives as long as this process (_Spawner: the death signal)
-                self.proc = _SPAWNER.run(start)
-            except (
-                OSError,
-                subprocess.SubprocessError,
-                CgroupError,
-            ) as e:  # the second: its cgroup refused it
-                if sock is not None:
-                    sock.close()
-                else:
-                    os.close(done_read)
-                self._remove_cgroup()
-                shutil.rmtree(self.dir, ignore_errors=True)
-                raise WorkerError(f"cannot start a worker: {e}") from e
-            finally:
-                os.close(done_write)  # the worker holds the only write end: its exit closes the pipe
-                if cgroup_procs is not None:
-                    os.close(cgroup_procs)
+            # forked by a thread that lives as long as this process (_Spawner: the death signal)
+            self.proc = _SPAWNER.run(start)
+        except (
+            OSError,
+            subprocess.SubprocessError,
+            CgroupError,
+        ) as e:  # the second: its cgroup refused it
+            if sock is not None:
+                sock.close()
+            else:
+                os.close(done_read)
+            self._remove_cgroup()
+            self._close_log()
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise WorkerError(f"cannot start a worker: {e}") from e
+        finally:
+            os.close(done_write)  # the worker holds the only write end: its exit closes the pipe
+            if cgroup_procs is not None:
+                os.close(cgroup_procs)
         self.started = time.monotonic()
         self._done_sock, self._done = sock, done_read
         self._stamped = sock is not None
@@ -1085,8 +1146,13 @@ class WorkerProcess:
     def send(self, name: str, message: BaseModel) -> None:
         """Write ``message`` to a file in the worker's directory and hand the worker its path."""
         path = self.dir / name
-        path.write_text(message.model_dump_json())
-        path.chmod(0o644)  # for a jailed worker's uid, whatever the executor's umask
+        # Made anew, never written through a link: the directory is the worker's uid's (review 41 H1).
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        with os.fdopen(fd, "w") as f:
+            os.fchmod(fd, 0o644)  # for a jailed worker's uid, whatever the executor's umask
+            f.write(message.model_dump_json())
         self._send_line(str(path))
         if self.job_sent is None:
             self.job_sent = time.monotonic()
@@ -1216,6 +1282,7 @@ class WorkerProcess:
         self.kill()
         self._close_done()
         self._remove_cgroup()
+        self._close_log()
         shutil.rmtree(self.dir, ignore_errors=True)
         if self._jail_root is not None:
             with contextlib.suppress(OSError):
@@ -1291,7 +1358,7 @@ class WorkerProcess:
         self.release_allowance_s = 0.0
         looked = 0.0  # when the host memory's lock was last looked at after the release
         try:
-            while self.proc.poll() is None and not self.result_path.exists():
+            while self.proc.poll() is None and not self.has_result():
                 self._stop_if(cancelled)
                 if not running and self.stage_text() in RUN_STAGES:
                     running = True
@@ -1348,7 +1415,7 @@ class WorkerProcess:
                 ):
                     killed_for = ErrorKind.OUT_OF_MEMORY
                     break
-                if on_release is not None and self.released_at is not None and not self.result_path.exists():
+                if on_release is not None and self.released_at is not None and not self.has_result():
                     # instead of this tick's sleep: the evaluator's tries for the device's locks, for
                     # one tick at most, the watch above between two (review 33 F8)
                     if on_release(min(left, POLL_S)):
@@ -1386,7 +1453,7 @@ class WorkerProcess:
         lock is not held while the worker still generates or uploads inputs. Raises
         :class:`EvaluationCancelled` once ``cancelled`` is set."""
         deadline = time.monotonic() + timeout_s
-        while self.proc.poll() is None and not self.result_path.exists():
+        while self.proc.poll() is None and not self.has_result():
             self._stop_if(cancelled)
             if self.stage_text() == PREPARED:
                 return True
@@ -1519,18 +1586,74 @@ class WorkerProcess:
                 with contextlib.suppress(OSError):
                     os.close(fd)
 
+    def _open_log(self) -> int:
+        """Make the worker's log (its stdout and stderr) anew and keep this process's descriptor of it,
+        which it reads with (:meth:`_log_tail`): the worker's uid owns the directory, so the name may
+        later be another file's (review 41 H1: a link to a root-only file). Returns the descriptor."""
+        self._close_log()
+        with contextlib.suppress(FileNotFoundError):  # a worker started again (before its job)
+            self.stderr_path.unlink()
+        fd = os.open(
+            self.stderr_path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644
+        )
+        with contextlib.suppress(OSError):
+            os.fchmod(fd, 0o644)  # whatever the executor's umask
+        with self._log_lock:
+            self._log = fd
+        return fd
+
+    def _close_log(self) -> None:
+        with self._log_lock:
+            fd, self._log = self._log, -1
+            if fd >= 0:
+                os.close(fd)
+
+    def _log_tail(self, end: int | None = None) -> tuple[int, bytes]:
+        """The log's size and its last :data:`STDERR_TAIL` bytes (before ``end``, with one), read through
+        this process's own descriptor of it (``(0, b"")`` once closed)."""
+        with self._log_lock:
+            if self._log < 0:
+                return 0, b""
+            size = os.fstat(self._log).st_size
+            stop = size if end is None else min(end, size)
+            start = max(0, stop - STDERR_TAIL)
+            return size, os.pread(self._log, stop - start, start)
+
     def stage_text(self, default: str = "startup") -> str:
-        """The last stage the worker reported."""
+        """The last stage the worker reported: one of :data:`KNOWN_STAGES` (``default`` when it reported
+        none), else :data:`UNKNOWN_STAGE`, which is also what a progress file that is not a plain file
+        (a link, a FIFO) reads as."""
         try:
-            return self.progress_path.read_text() or default
-        except OSError:
+            text = read_worker_file(self.progress_path, PROGRESS_MAX_BYTES).decode("ascii")
+        except FileNotFoundError:
             return default
+        except (OSError, ValueError):  # UnicodeDecodeError is a ValueError
+            return UNKNOWN_STAGE
+        text = text or default
+        return text if text in KNOWN_STAGES else UNKNOWN_STAGE
+
+    def has_result(self) -> bool:
+        """Whether there is something under the result file's name (not followed if it is a link)."""
+        return os.path.lexists(self.result_path)
+
+    def read_result(self, model: type[M]) -> M | None:
+        """The worker's result as ``model``; None when there is none, or when what is there is not a
+        plain file (:func:`read_worker_file`: a link, a FIFO), logged. Raises pydantic's ValidationError
+        for a plain file that does not hold one."""
+        try:
+            data = read_worker_file(self.result_path, RESULT_MAX_BYTES)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as e:
+            logger.warning("the %s worker's result is not read: %s", self.role, e)
+            return None
+        return model.model_validate_json(data)
 
     def stderr_tail(self) -> str:
         """The end of the worker's stderr (for the executor's own use: it may hold what a candidate
         printed; :meth:`reported_tail` is what a verdict may show)."""
         try:
-            return self.stderr_path.read_bytes()[-STDERR_TAIL:].decode("utf-8", "replace")
+            return self._log_tail()[1].decode("utf-8", "replace")
         except OSError:
             return ""
 
@@ -1543,10 +1666,7 @@ class WorkerProcess:
         # Its end read now: the candidate holds the file's descriptor (not opened to append) and owns
         # the directory, so it could later write over those bytes or put another file in their place.
         try:
-            with self.stderr_path.open("rb") as f:
-                self.trusted_output = f.seek(0, os.SEEK_END)
-                f.seek(max(0, self.trusted_output - STDERR_TAIL))
-                self._trusted_tail = f.read(STDERR_TAIL)
+            self.trusted_output, self._trusted_tail = self._log_tail()
         except OSError:
             self.trusted_output, self._trusted_tail = 0, b""
 
@@ -1554,18 +1674,36 @@ class WorkerProcess:
         """The end of what the worker wrote before it was handed a candidate, and a note of how much
         it wrote after (that part stays in the worker's directory, removed with it)."""
         if self.trusted_output is None:
-            try:
-                return self.stderr_path.read_bytes()[-STDERR_TAIL:].decode("utf-8", "replace")
-            except OSError:
-                return ""
+            return self.stderr_tail()
         own = self._trusted_tail.decode("utf-8", "replace")  # as it was at the hand-over
-        try:
-            after = self.stderr_path.stat().st_size - self.trusted_output
+        try:  # the log itself, through this process's descriptor: never what its name now is
+            after = self._log_tail()[0] - self.trusted_output
         except OSError:
             after = 0
         if after <= 0:
             return own
         return f"{own}\n[{after} bytes written after the candidate was loaded are not shown]".strip()
+
+
+def read_worker_file(path: Path, limit: int) -> bytes:
+    """The content of ``path``, a file in a worker's directory (which the worker's uid owns, so that
+    code loaded in the worker may have put anything in its place): opened without following a link and
+    without blocking (a FIFO), read only when it is a plain file of one link (not a hard link to another
+    file) of at most ``limit`` bytes. Raises FileNotFoundError when there is none, ValueError when it is
+    not such a file, OSError when it cannot be opened (a link: ELOOP)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+            raise ValueError(f"{path.name} is not a plain file")
+        if st.st_size > limit:
+            raise ValueError(f"{path.name} holds more than {limit} bytes")
+        data = os.pread(fd, limit + 1, 0)
+        if len(data) > limit:
+            raise ValueError(f"{path.name} holds more than {limit} bytes")
+        return data
+    finally:
+        os.close(fd)
 
 
 def _done_channel() -> tuple[socket.socket | None, int, int]:
@@ -1783,7 +1921,7 @@ class WorkerPool:
             prepared, self._prepared = self._prepared, None
         if prepared is None:
             return None
-        alive = prepared.reference.alive or prepared.reference.result_path.exists()
+        alive = prepared.reference.alive or prepared.reference.has_result()
         if prepared.key == key and alive and (prepared.candidate is None or prepared.candidate.alive):
             return prepared
         for proc in prepared.workers():
@@ -1940,13 +2078,17 @@ def finish_candidate(
     ``run_limit_s`` limits the candidate's own run and ``run.call_limit`` each of its calls (see
     :meth:`WorkerProcess.wait`, which calls ``on_release`` when the worker's GPU work is over). The
     outcome's ``seconds["run"]`` is the time from the hand-over to the outcome, a killed or dead
-    worker's too."""
+    worker's too. ``timeout_s`` bounds the wait for the worker's preparation and the run together
+    (review 41 L4: each had its own, twice ``timeout_s`` in all)."""
     # Handed over once the worker is prepared (or gone), as the evaluator waits for it: what the worker
     # wrote until then is its own, a start-up failure's cause included ("Permission denied" on the
     # reference's library), and is shown with a crash; handed over at once, its death was counted the
     # candidate's and its cause hidden as the candidate's output.
+    began = time.monotonic()
     proc.wait_prepared(timeout_s, cancelled)
     start = time.monotonic()
+    # What is left of the one deadline (none: the kill comes at once, "during inputs")
+    left_s = max(0.0, timeout_s - (start - began))
     proc.hand_untrusted()
     # The clock-confirming calls' seeds come from here, not the worker's entropy, which its candidate
     # can change (review 36c's H1 made every confirming set the same and answered the last from a memo);
@@ -1960,7 +2102,7 @@ def finish_candidate(
     }
     proc.send("run.json", proc.admit(run).model_copy(update=update))
     killed_for = proc.wait(
-        timeout_s,
+        left_s,
         memory_limit_bytes,
         watch_rss=proc.runtime == "gpu",
         run_limit_s=run_limit_s,
@@ -2002,7 +2144,7 @@ def finish_candidate(
             limit = run.call_limit
             basis = f" ({limit.describe(call.calls, call.per_call_ms)})" if limit is not None else ""
             why = f": {call.what} ran longer than its call limit of {call.limit_s:.1f}s{basis}"
-        elif run_limit_s is not None and run_limit_s < timeout_s:
+        elif run_limit_s is not None and run_limit_s < left_s:
             why = f" (run limit {run_limit_s:.1f}s)"
         else:
             why = ""
@@ -2022,8 +2164,8 @@ def finish_candidate(
             message=f"worker exceeded {memory_limit_bytes} bytes of host memory during {stage_text}",
             seconds={stage: elapsed, "run": elapsed},
         )
-    if proc.result_path.exists():
-        outcome = WorkerOutcome.model_validate_json(proc.result_path.read_text())
+    outcome = proc.read_result(WorkerOutcome)
+    if outcome is not None:
         announced = run.call_limit is not None  # the worker announces its calls (executor.worker.runtime)
         outcome = clock_check(
             outcome,
@@ -2081,8 +2223,8 @@ def finish_reference(
             )
         if killed_for is ErrorKind.TIMEOUT:
             return ReferenceOutcome(ok=False, message=f"the reference was killed after {timeout_s:.0f}s")
-        if proc.result_path.exists():
-            outcome = ReferenceOutcome.model_validate_json(proc.result_path.read_text())
+        outcome = proc.read_result(ReferenceOutcome)
+        if outcome is not None:
             _adopt_timing_sets(proc, outcome)
             _open_timing_sets(proc._timing_dir)  # for the jailed candidate workers that read it
             return outcome

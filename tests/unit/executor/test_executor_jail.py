@@ -18,6 +18,7 @@ import tempfile
 import textwrap
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -530,6 +531,7 @@ def test_no_cgroup_is_seen_in_the_jail(mode: str) -> None:
 # command and a worker's start-up probe, as the executor makes them, and what the log said.
 _NO_CGROUP_NAMESPACE = """
 import ctypes, errno, json, logging, os, platform, struct, subprocess, sys, tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from executor import jail, jail_init
 seccomp, arch = jail_init._KEYRING_CALLS[platform.machine()][:2]
@@ -593,3 +595,72 @@ def test_without_cgroup_namespaces_the_jails_keep_the_other_namespaces_and_say_s
     assert answer["worker"] == "namespace", (answer, out.stderr[-3000:])
     warned = [line for line in answer["said"] if "without a cgroup namespace (the kernel refused one" in line]
     assert len(warned) == 1 and "Invalid argument" in warned[0], answer["said"]
+
+
+class _Probes:
+    """Stands in for :func:`jail._probe`: answers in turn (rc, what unshare said), records each probe's
+    ``cgroup``."""
+
+    def __init__(self, *answers: tuple[int, str]) -> None:
+        self.answers = list(answers)
+        self.asked: list[bool] = []
+
+    def __call__(self, cgroup: bool) -> tuple[int | None, str]:
+        self.asked.append(cgroup)
+        return self.answers.pop(0)
+
+
+@pytest.fixture
+def probed(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., _Probes]]:
+    """Make :func:`jail.protection` probe again with stand-in probes (not on a host whose jail is off);
+    its cache cleared after, so that the next asks the host."""
+    monkeypatch.delenv("REGRAPH_JAIL", raising=False)
+    monkeypatch.setattr(jail, "_cgroup_namespace", jail._cgroup_namespace)
+    if not sys.platform.startswith("linux") or not Path(jail._unshare_args(True)[0]).is_file():
+        pytest.skip("no unshare here")
+
+    def probe(*answers: tuple[int, str]) -> _Probes:
+        probes = _Probes(*answers)
+        monkeypatch.setattr(jail, "_probe", probes)
+        jail.protection.cache_clear()
+        return probes
+
+    try:
+        yield probe
+    finally:
+        jail.protection.cache_clear()
+
+
+LOADED = (-1, "the jail did not finish in 30s")
+REFUSED = (1, "unshare: unshare failed: Invalid argument")
+
+
+def test_one_failed_probe_does_not_drop_the_cgroup_namespace(probed: Callable[..., _Probes]) -> None:
+    """Review 41 L1: any first failure (its 30 s passed under load) dropped ``--cgroup`` for the
+    process's life. Now a second probe with it decides: here it passes, and the namespace is kept."""
+    probes = probed(LOADED, (0, ""), (0, ""))
+    assert jail.protection() == "namespace"
+    assert jail.cgroup_namespace()
+    assert "--cgroup" in jail._unshare_args()
+    assert probes.asked == [True, False, True]
+
+
+def test_the_cgroup_namespace_is_dropped_when_refused_or_failing_twice(
+    probed: Callable[..., _Probes],
+) -> None:
+    probes = probed(REFUSED, (0, ""))  # the kernel's refusal: no second probe with it
+    assert jail.protection() == "namespace" and not jail.cgroup_namespace()
+    assert "--cgroup" not in jail._unshare_args() and "--pid" in jail._unshare_args()
+    assert probes.asked == [True, False]
+    probes = probed(LOADED, (0, ""), LOADED)  # failed twice with it, passed without
+    assert jail.protection() == "namespace" and not jail.cgroup_namespace()
+    assert probes.asked == [True, False, True]
+
+
+def test_probing_again_forgets_an_earlier_fallback(probed: Callable[..., _Probes]) -> None:
+    """Review 41 L1: ``protection.cache_clear()`` probed again but kept the module's flag."""
+    probed(REFUSED, (0, ""))
+    assert not jail.cgroup_namespace()
+    probes = probed((0, ""))
+    assert jail.protection() == "namespace" and jail.cgroup_namespace()
+    assert probes.asked == [True]

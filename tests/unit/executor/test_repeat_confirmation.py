@@ -71,6 +71,14 @@ BURST = SEEN + HEAD + "int p = fresh_place(n, x); if (p == 3 || p == 4) spin(150
 BURST_THROUGH_FIRST_CONFIRMATION = (
     SEEN + HEAD + "int p = fresh_place(n, x); if (p == 3 || p == 4 || p == 5) spin(150);\n" + BODY + " }"
 )
+# A burst on the trials' first visits, and a first confirming call (its buffers the first time they are
+# seen) as slow and answered with zeros; the next confirming calls, in the same buffers, right and at
+# the median's speed. Only the first call's own check, made before the second (review 41 L5), sees its
+# zeros: the second call is within the bound and is the one checked after the trials.
+SLOW_WRONG_FIRST_CONFIRMATION = (
+    SEEN + HEAD + "int p = fresh_place(n, x); if (p == 3 || p == 4) spin(150);\n"
+    "if (p == 5) { spin(150); std::memset(y, 0, n * sizeof(float)); return; }\n" + BODY + " }"
+)
 # The same, and a wrong answer in any buffer after those (the confirming call's).
 BURST_THEN_WRONG = (
     SEEN + HEAD + "int p = fresh_place(n, x); if (p == 3 || p == 4) spin(150);\n"
@@ -259,6 +267,7 @@ def products(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
             "burst": "#include <cstring>\n" + BURST,
             "burst_then_wrong": BURST_THEN_WRONG,
             "burst_through_first_confirmation": "#include <cstring>\n" + BURST_THROUGH_FIRST_CONFIRMATION,
+            "slow_wrong_first_confirmation": SLOW_WRONG_FIRST_CONFIRMATION,
             "slot_memo": "#include <cstring>\n" + SLOT_MEMO,
             "slot_memo_late_confirm": SLOT_MEMO_LATE_CONFIRM,
             "burst_by_values": BURST_BY_VALUES,
@@ -341,6 +350,22 @@ def test_a_burst_that_outlasts_the_first_confirming_call_is_confirmed_away_by_th
     bound_ms = 3 * outcome.candidate_timing.median_ms + 50.0
     assert bound_ms < 150.0, bound_ms
     assert outcome.seconds["repeat_confirm_call"] * 1e3 < bound_ms  # the last one's
+
+
+def test_a_wrong_confirming_call_followed_by_a_right_one_is_wrong_output(
+    task: FunctionTask | KernelTask, products: dict[str, str], tmp_path: Path
+) -> None:
+    """Each confirming call but the last is checked before the next is made (session 40): a first call
+    too slow for the rule that answers zeros, then a second that is right and within the bound, is
+    ``wrong_output`` naming the first. Without that early check the second was the only one checked,
+    and the candidate passed."""
+    outcome = _run(task, products["slow_wrong_first_confirmation"], tmp_path, OPTIONS)
+    assert not outcome.passed and outcome.error is ErrorKind.WRONG_OUTPUT, outcome.message
+    assert outcome.stage == "timing"
+    assert outcome.message.startswith("the confirming call on a fresh set after the trials: "), (
+        outcome.message
+    )
+    assert outcome.seconds.get("repeat_confirm_calls") == 1, outcome.seconds
 
 
 def test_a_memo_of_every_answer_is_refused_after_its_confirming_call(
