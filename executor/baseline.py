@@ -94,8 +94,10 @@ def measure(
                 ok=False,
                 message=f"the baseline worker ran out of its memory limit (its memory cgroup: {exceeded})",
             )
-        if proc.result_path.exists():
-            outcome = BaselineOutcome.model_validate_json(proc.result_path.read_text())
+        # Read without following a link or opening a FIFO: an inline task's naive.cu runs in this worker
+        # (review 41 H1's rest).
+        outcome = proc.read_result(BaselineOutcome)
+        if outcome is not None:
             outcome.seconds["host_shared"] = float(shared)  # not seconds: how its trials held the host
             return outcome
         if killed_for is ErrorKind.TIMEOUT:

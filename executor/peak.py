@@ -48,7 +48,10 @@ def measure(pool: WorkerPool) -> DevicePeak:
     try:
         try:
             proc.proc.wait(timeout=MEASURE_TIMEOUT_S)
-            peak = DevicePeak.model_validate_json(proc.result_path.read_text())
+            read = proc.read_result(DevicePeak)  # as every worker's result is read (review 41 H1)
+            if read is None:
+                raise ValueError("the measuring worker left no result")
+            peak = read
         except (OSError, ValueError, subprocess.TimeoutExpired) as e:
             tail = proc.stderr_tail().strip()[-500:]
             logger.warning("the device's figures could not be measured: %s %s", e, tail)

@@ -18,8 +18,12 @@ Also: one baseline worker per task (not per evaluation), the kept record names i
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import resource
+import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -178,7 +182,12 @@ def test_a_naive_cu_that_does_not_compile_is_not_measured_again(evaluator: Evalu
 @pytest.fixture(scope="module")
 def products(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     crash = HEAD + "if (n > 0) __builtin_trap(); }"
-    return build_host_candidates(tmp_path_factory.mktemp("naive-builds"), {"naive": NAIVE, "crash": crash})
+    # An inline task's naive.cu is its caller's code: in the worker's process, it puts a FIFO where the
+    # worker's result goes (its working directory) and ends the worker (review 41 H1's rest).
+    fifo = "#include <sys/stat.h>\n#include <unistd.h>\n" + HEAD + 'mkfifo("result.json", 0666); _exit(1); }'
+    return build_host_candidates(
+        tmp_path_factory.mktemp("naive-builds"), {"naive": NAIVE, "crash": crash, "fifo": fifo}
+    )
 
 
 def _measure_alone(
@@ -220,6 +229,34 @@ def test_a_baseline_that_crashes_or_does_not_build_is_an_outcome(
         pool.close()
     assert not crashed.ok and crashed.timing is None and "during baseline" in crashed.message, crashed.message
     assert not unbuilt.ok and "does not compile" in unbuilt.message
+
+
+def test_a_baseline_that_leaves_a_fifo_as_its_result_does_not_hold_the_executor(
+    products: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The executor read the baseline worker's result by name: a FIFO there blocked the measurement's
+    thread (and the evaluations waiting for the baseline) for as long as nothing wrote to it. A result
+    that is not a plain file is no result: the measurement ends with the worker's exit."""
+    use_worker_process(monkeypatch)  # the naive code in the worker's process, where the FIFO is made
+    pool = WorkerPool("host", prewarm=False)
+    done: list[BaselineOutcome] = []
+    measuring = threading.Thread(
+        target=lambda: done.append(_measure_alone(pool, tmp_path, products["fifo"])), daemon=True
+    )
+    try:
+        measuring.start()
+        measuring.join(60)
+        blocked = measuring.is_alive()
+        if blocked:  # free the thread: open the FIFO for writing
+            for fifo in Path(tempfile.gettempdir()).glob("regraph-workers-*/*/result.json"):
+                with contextlib.suppress(OSError):
+                    os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            measuring.join(10)
+    finally:
+        pool.close()
+    assert not blocked, "the baseline's measurement was still blocked after 60 s"
+    (outcome,) = done
+    assert not outcome.ok and outcome.timing is None and "during baseline" in outcome.message, outcome.message
 
 
 def test_a_kept_baseline_is_measured_again_once_it_is_stale(tmp_path: Path) -> None:
