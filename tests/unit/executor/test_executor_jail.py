@@ -597,33 +597,40 @@ def test_without_cgroup_namespaces_the_jails_keep_the_other_namespaces_and_say_s
     assert len(warned) == 1 and "Invalid argument" in warned[0], answer["said"]
 
 
-class _Probes:
-    """Stands in for :func:`jail._probe`: answers in turn (rc, what unshare said), records each probe's
-    ``cgroup``."""
-
-    def __init__(self, *answers: tuple[int, str]) -> None:
-        self.answers = list(answers)
-        self.asked: list[bool] = []
-
-    def __call__(self, cgroup: bool) -> tuple[int | None, str]:
-        self.asked.append(cgroup)
-        return self.answers.pop(0)
+# An ``unshare`` of the test's own, first on PATH (the jail finds it there): for each call, in turn, the
+# next line of its plan file: "ok" runs the real one, "busy" fails as a loaded host's fork can, "refuse"
+# fails as a kernel without cgroup namespaces does where --cgroup is asked (else runs the real one).
+# Each call's --cgroup (1 or 0) is appended to its log.
+UNSHARE = """#!/bin/sh
+here=$(dirname "$0")
+asked=0; for a in "$@"; do [ "$a" = --cgroup ] && asked=1; done
+echo $asked >> "$here/asked"
+step=$(head -n 1 "$here/plan"); sed -i 1d "$here/plan"
+case "$step" in
+  busy) echo "unshare: fork failed: Resource temporarily unavailable" >&2; exit 1 ;;
+  refuse) if [ $asked = 1 ]; then echo "unshare: unshare failed: Invalid argument" >&2; exit 1; fi ;;
+esac
+exec REAL "$@"
+"""
 
 
 @pytest.fixture
-def probed(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., _Probes]]:
-    """Make :func:`jail.protection` probe again with stand-in probes (not on a host whose jail is off);
-    its cache cleared after, so that the next asks the host."""
+def probed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Callable[..., None]]:
+    """Make :func:`jail.protection` probe again through :data:`UNSHARE` (in ``tmp_path``) following a
+    plan: yields the call that sets the plan. Its cache cleared after, so that the next asks the host."""
     monkeypatch.delenv("REGRAPH_JAIL", raising=False)
     monkeypatch.setattr(jail, "_cgroup_namespace", jail._cgroup_namespace)
-    if not sys.platform.startswith("linux") or not Path(jail._unshare_args(True)[0]).is_file():
+    real = shutil.which("unshare")
+    if not sys.platform.startswith("linux") or real is None:
         pytest.skip("no unshare here")
+    (tmp_path / "unshare").write_text(UNSHARE.replace("REAL", real))
+    (tmp_path / "unshare").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ.get('PATH', '')}")
 
-    def probe(*answers: tuple[int, str]) -> _Probes:
-        probes = _Probes(*answers)
-        monkeypatch.setattr(jail, "_probe", probes)
+    def probe(*plan: str) -> None:
+        (tmp_path / "plan").write_text("".join(f"{step}\n" for step in plan))
+        (tmp_path / "asked").write_text("")
         jail.protection.cache_clear()
-        return probes
 
     try:
         yield probe
@@ -631,36 +638,40 @@ def probed(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., _Probes]]:
         jail.protection.cache_clear()
 
 
-LOADED = (-1, "the jail did not finish in 30s")
-REFUSED = (1, "unshare: unshare failed: Invalid argument")
+def _asked(where: Path) -> list[bool]:
+    """Whether each probe since the plan was set asked for ``--cgroup``."""
+    return [line == "1" for line in (where / "asked").read_text().split()]
 
 
-def test_one_failed_probe_does_not_drop_the_cgroup_namespace(probed: Callable[..., _Probes]) -> None:
-    """Review 41 L1: any first failure (its 30 s passed under load) dropped ``--cgroup`` for the
-    process's life. Now a second probe with it decides: here it passes, and the namespace is kept."""
-    probes = probed(LOADED, (0, ""), (0, ""))
+def test_one_failed_probe_does_not_drop_the_cgroup_namespace(
+    probed: Callable[..., None], tmp_path: Path
+) -> None:
+    """Review 41 L1: any first failure (its 30 s passed under load, a fork refused) dropped
+    ``--cgroup`` for the process's life. Now a second probe with it decides: here it passes, and the
+    namespace is kept."""
+    probed("busy", "ok", "ok")
     assert jail.protection() == "namespace"
     assert jail.cgroup_namespace()
     assert "--cgroup" in jail._unshare_args()
-    assert probes.asked == [True, False, True]
+    assert _asked(tmp_path) == [True, False, True]
 
 
 def test_the_cgroup_namespace_is_dropped_when_refused_or_failing_twice(
-    probed: Callable[..., _Probes],
+    probed: Callable[..., None], tmp_path: Path
 ) -> None:
-    probes = probed(REFUSED, (0, ""))  # the kernel's refusal: no second probe with it
+    probed("refuse", "ok")  # the kernel's refusal: no second probe with it
     assert jail.protection() == "namespace" and not jail.cgroup_namespace()
     assert "--cgroup" not in jail._unshare_args() and "--pid" in jail._unshare_args()
-    assert probes.asked == [True, False]
-    probes = probed(LOADED, (0, ""), LOADED)  # failed twice with it, passed without
+    assert _asked(tmp_path) == [True, False]
+    probed("busy", "ok", "busy")  # failed twice with it, passed without
     assert jail.protection() == "namespace" and not jail.cgroup_namespace()
-    assert probes.asked == [True, False, True]
+    assert _asked(tmp_path) == [True, False, True]
 
 
-def test_probing_again_forgets_an_earlier_fallback(probed: Callable[..., _Probes]) -> None:
+def test_probing_again_forgets_an_earlier_fallback(probed: Callable[..., None], tmp_path: Path) -> None:
     """Review 41 L1: ``protection.cache_clear()`` probed again but kept the module's flag."""
-    probed(REFUSED, (0, ""))
+    probed("refuse", "ok")
     assert not jail.cgroup_namespace()
-    probes = probed((0, ""))
+    probed("ok")
     assert jail.protection() == "namespace" and jail.cgroup_namespace()
-    assert probes.asked == [True]
+    assert _asked(tmp_path) == [True]
