@@ -61,6 +61,7 @@ from executor.timingset import prune as prune_timing_sets
 from executor.timingset import variants as timing_set_variants
 from executor.verdict import CompileResult, ErrorKind, Stage, TimingStats, Verdict, reward_for
 from executor.worker.messages import (
+    REPEAT_CONFIRM_CALLS,
     BaselineOutcome,
     CandidateRun,
     ReferenceJob,
@@ -71,6 +72,10 @@ from executor.worker.messages import (
 from executor.worker.runner import candidate_process, candidate_process_mode
 
 logger = logging.getLogger(__name__)
+# What one confirming call of the repeat-visit rule may add to a run beyond the call itself: a fresh
+# runner's start, load and warm-up (0.25-0.35 s on the 2-core dev machine's host runtime, session 38;
+# on a GPU it also makes its own CUDA context), with room for a loaded host.
+CONFIRMING_PROCESS_S = 2.0
 # How often the pass through the host memory's lock before a function run's turn tries that lock.
 HOST_GATE_POLL_S = 0.01
 # How long the evaluator tries for the device's locks (shared) at a function candidate's release
@@ -775,16 +780,25 @@ class Evaluator:
         reference was timed."""
         reference = self._cached_timing("reference", task)
         timing_budget = options.max_warmup_ms / 1e3 + options.max_timing_s if options.run_timing else 0.0
+        # A function task's repeat-visit rule may make up to REPEAT_CONFIRM_CALLS confirming calls after
+        # the trials, each in a fresh runner (started, loaded, warmed up): with three, the GPU corpus's
+        # value memo ran past a 5.9-s limit (session 40's call 3) where one had fitted.
+        confirming = options.run_timing and options.repeat_confirm and isinstance(task, FunctionTask)
         return run_limit(
             cap_s=self.settings.run_timeout_s,
             floor_s=self.settings.run_limit_floor_s,
             factor=self.settings.run_limit_factor,
             # the fresh sets, the timing-size checks, the first set again, the reference's repeats
-            calls=options.correctness_sets + options.timing_size_checks + 1 + options.reference_repeats,
+            calls=options.correctness_sets
+            + options.timing_size_checks
+            + 1
+            + options.reference_repeats
+            + (REPEAT_CONFIRM_CALLS if confirming else 0),
             timing_budget_s=timing_budget,
             reference_ms=reference.median_ms if reference is not None else None,
             parent_ms=options.parent_ms,
             call_floor_s=self.settings.run_call_floor_s,
+            confirm_s=REPEAT_CONFIRM_CALLS * CONFIRMING_PROCESS_S if confirming else 0.0,
         )
 
     def with_settings(self, options: EvaluationOptions | None) -> EvaluationOptions:

@@ -111,13 +111,16 @@ def run_limit(
     reference_ms: float | None = None,
     parent_ms: float | None = None,
     call_floor_s: float | None = None,
+    confirm_s: float = 0.0,
 ) -> RunLimit:
     """The limit of one candidate's run.
 
     ``calls`` counts the candidate's calls outside the timed trials (the correctness sets, the
     timing-size checks, the re-run of the first set); ``timing_budget_s`` bounds the warm-up and the
-    trials. ``parent_ms`` wins over ``reference_ms`` when both are known. With ``call_floor_s``, the
-    limit of each call (:func:`call_limit`) comes with it.
+    trials; ``confirm_s`` is what else the run may need after the trials (the repeat-visit rule's
+    confirming calls, each in a fresh process: its start, load and warm-up), added to the derived
+    limit (the floor already has room for a run's own starts). ``parent_ms`` wins over ``reference_ms``
+    when both are known. With ``call_floor_s``, the limit of each call (:func:`call_limit`) comes with it.
     """
     call = (
         call_limit(floor_s=call_floor_s, factor=factor, reference_ms=reference_ms, parent_ms=parent_ms)
@@ -128,7 +131,7 @@ def run_limit(
     if measured is None:
         return RunLimit(seconds=cap_s, basis="cap")
     basis, per_call_ms = measured
-    derived = factor * per_call_ms / 1e3 * max(calls, 1) + timing_budget_s
+    derived = factor * per_call_ms / 1e3 * max(calls, 1) + timing_budget_s + confirm_s
     if derived >= cap_s:
         return RunLimit(seconds=cap_s, basis="cap", basis_ms=per_call_ms, call=call)
     if derived <= floor_s:

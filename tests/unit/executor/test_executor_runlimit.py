@@ -17,6 +17,17 @@ def test_a_typical_task_gets_seconds_not_minutes() -> None:
     assert limit.seconds == pytest.approx(10 * 0.080 * 6 + 2.2)  # 7.0 s
 
 
+def test_the_confirming_calls_processes_are_added_to_what_the_run_may_need() -> None:
+    """Session 40: up to three confirming calls, each in a fresh runner, after the trials. A fast task
+    whose floor held one no longer held three (the GPU corpus's value memo: killed at 5.9 s during
+    timing): their allowance is added to the derived limit, which the floor no longer hides."""
+    assert run_limit(**LIMITS, reference_ms=80.0, confirm_s=6.0).seconds == pytest.approx(7.0 + 6.0)
+    fast = run_limit(**LIMITS, reference_ms=0.05, confirm_s=6.0)
+    assert fast.basis == "reference" and fast.seconds == pytest.approx(10 * 0.00005 * 6 + 2.2 + 6.0)
+    assert run_limit(**{**LIMITS, "floor_s": 60.0}, reference_ms=0.05, confirm_s=6.0).seconds == 60.0
+    assert run_limit(**LIMITS, reference_ms=10_000.0, confirm_s=6.0).seconds == 300.0  # the cap holds
+
+
 def test_the_parent_time_wins_over_the_reference() -> None:
     limit = run_limit(**LIMITS, reference_ms=80.0, parent_ms=200.0)
     assert limit.basis == "parent" and limit.seconds == pytest.approx(10 * 0.2 * 6 + 2.2)
