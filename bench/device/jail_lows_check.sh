@@ -10,14 +10,8 @@ set -uo pipefail
 S=$(date +%s)
 left() { echo $(( ${DEADLINE_S:-90} - $(date +%s) + S )); }
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-if [ -d .whlgpu ]; then rm -rf .whl; mv .whlgpu .whl; fi
-export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH
-# shellcheck disable=SC2012
-_stamp=$(ls -l .whl/*.whl 2>/dev/null | md5sum | cut -c1-16)
-if [ -d .whl ] && [ "$(cat /tmp/site/.regraph-wheels 2>/dev/null)" != "$_stamp" ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-  echo "$_stamp" > /tmp/site/.regraph-wheels
-fi
+# shellcheck source=bench/device/carried_wheels.sh
+source bench/device/carried_wheels.sh || exit 1
 {
   date -u; uname -r; id -u
   echo "pid ns $(stat -L -c %i /proc/self/ns/pid) (initial 4026531836), cgroup ns $(stat -L -c %i /proc/self/ns/cgroup) (initial 4026531835)"

@@ -18,7 +18,7 @@ from executor.errors import ToolchainError
 from executor.evaluate import Evaluator
 from executor.protocol import EvaluationOptions
 from executor.reference import build_reference
-from executor.sandbox import run_job
+from executor.sandbox import WorkerProcess, finish_candidate, run_job, start_candidate
 from executor.settings import ExecutorSettings
 from executor.taskformat import FunctionTask, KernelTask, load_task, parse_task
 from executor.timingset import TimingSetSpec
@@ -130,6 +130,18 @@ def saxpy_worker_job(tmp: Path, source: str) -> tuple[WorkerJob, str]:
         options=FAST,
     )
     return job, build_host_candidates(products, {"candidate": source})["candidate"]
+
+
+def run_saxpy_job(proc: WorkerProcess, job: WorkerJob, product: str) -> WorkerOutcome:
+    """:func:`saxpy_worker_job`'s job and candidate in ``proc`` (a candidate worker the test started),
+    handed over as the evaluator does, with no memory limit; ``proc`` is left to the caller to close."""
+    start_candidate(proc, job, None)
+    return finish_candidate(
+        proc,
+        CandidateRun(candidate_product=product, candidate_symbol="saxpy"),
+        timeout_s=120,
+        memory_limit_bytes=None,
+    )
 
 
 _C_TYPES = {"float32": "float", "float64": "double"}

@@ -33,16 +33,14 @@ from executor.reference import build_reference
 from executor.sandbox import (
     WorkerProcess,
     _job_dirs,
-    finish_candidate,
     finish_reference,
-    start_candidate,
     start_reference,
     worker_protection,
 )
 from executor.taskformat import load_task, parse_task
 from executor.verdict import ErrorKind
-from executor.worker.messages import CandidateRun, ReferenceJob, ReferenceOutcome, WorkerOutcome
-from tests.support.hostcode import FAST, FIXTURE_TASKS, saxpy_worker_job, use_worker_process
+from executor.worker.messages import ReferenceJob, ReferenceOutcome, WorkerOutcome
+from tests.support.hostcode import FAST, FIXTURE_TASKS, run_saxpy_job, saxpy_worker_job, use_worker_process
 
 pytestmark = pytest.mark.skipif(not is_root(), reason="the files belong to the executor's own uid")
 
@@ -157,13 +155,7 @@ def _candidate_run(job_dir: Path, source: str) -> WorkerOutcome:
         proc = WorkerProcess("candidate", "host", binds=_job_dirs(job))
         procs.append(proc)
         try:
-            start_candidate(proc, job, None)
-            return finish_candidate(
-                proc,
-                CandidateRun(candidate_product=product, candidate_symbol="saxpy"),
-                timeout_s=120,
-                memory_limit_bytes=None,
-            )
+            return run_saxpy_job(proc, job, product)
         finally:
             proc.close()
 

@@ -30,14 +30,14 @@ from executor.evaluate import Evaluator
 from executor.jail import protection
 from executor.jail_init import IPC_LIMITS
 from executor.protocol import CandidateSource, EvaluationOptions
-from executor.sandbox import WorkerProcess, _job_dirs, finish_candidate, remove_ipc_of, start_candidate
+from executor.sandbox import WorkerProcess, _job_dirs, remove_ipc_of
 from executor.settings import ExecutorSettings
 from executor.taskformat import load_task
 from executor.verdict import ErrorKind
-from executor.worker.messages import CandidateRun, WorkerOutcome
+from executor.worker.messages import WorkerOutcome
 from tests.integration.executor.test_executor_hacks_host import POLY_BODY, POLY_HEAD, POLY_TASK
 from tests.support.hostcode import FIXTURE_TASKS as TASKS_DIR
-from tests.support.hostcode import STUB, saxpy_worker_job, use_worker_process, write_task
+from tests.support.hostcode import STUB, run_saxpy_job, saxpy_worker_job, use_worker_process, write_task
 
 pytestmark = pytest.mark.skipif(protection() != "namespace", reason="no namespaces on this host")
 
@@ -232,13 +232,7 @@ def _run_in_worker(tmp_path: Path, source: str, gpu_lock: Path | None = None) ->
     proc = WorkerProcess("candidate", "host", gpu_lock=gpu_lock, binds=_job_dirs(job))
     try:
         assert proc.protection == "namespace"
-        start_candidate(proc, job, None)
-        return finish_candidate(
-            proc,
-            CandidateRun(candidate_product=product, candidate_symbol="saxpy"),
-            timeout_s=120,
-            memory_limit_bytes=None,
-        )
+        return run_saxpy_job(proc, job, product)
     finally:
         proc.close()
 

@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 from executor.jail import is_root
-from executor.sandbox import WorkerProcess, _job_dirs, finish_candidate, start_candidate, worker_protection
+from executor.sandbox import WorkerProcess, _job_dirs, worker_protection
 from executor.verdict import ErrorKind
-from executor.worker.messages import CandidateRun, WorkerOutcome
-from tests.support.hostcode import saxpy_worker_job, use_worker_process
+from executor.worker.messages import WorkerOutcome
+from tests.support.hostcode import run_saxpy_job, saxpy_worker_job, use_worker_process
 
 SAXPY = 'extern "C" void saxpy(int n, float a, const float* x, float* y) {\n'
 SAXPY_BODY = "  for (int i = 0; i < n; ++i) y[i] = a * x[i] + y[i];\n}\n"
@@ -56,13 +56,7 @@ def _run(job_dir: Path, source: str, unreadable_reference: bool = False) -> Work
         Path(job.reference_library).chmod(0o600)
     proc = WorkerProcess("candidate", "host", binds=_job_dirs(job))
     try:
-        start_candidate(proc, job, None)
-        return finish_candidate(
-            proc,
-            CandidateRun(candidate_product=product, candidate_symbol="saxpy"),
-            timeout_s=120,
-            memory_limit_bytes=None,
-        )
+        return run_saxpy_job(proc, job, product)
     finally:
         proc.close()
 
