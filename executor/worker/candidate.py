@@ -1024,7 +1024,9 @@ class Worker:
         seeds: list[int],
     ) -> tuple[list[float], InputSet, InputSet, str] | None:
         """Where the repeat-visit rule would refuse a function candidate (option ``repeat_confirm``):
-        up to :data:`~executor.worker.messages.REPEAT_CONFIRM_CALLS` more first visits, right after the
+        up to :data:`~executor.worker.messages.REPEAT_CONFIRM_CALLS` more first visits for a candidate in
+        a runner (one in its worker's process, whose buffers for it are made once: a second call there
+        would come at an address the candidate had seen), right after the
         trials and under their locks, each on a set drawn then at the timing size from the next of
         ``seeds`` (the executor's, distinct: :attr:`CandidateRun.repeat_confirm_seeds`; none: no
         confirmation; drawn from this process's entropy, which its candidate can patch, the set was
@@ -1062,7 +1064,10 @@ class Worker:
         t0 = time.perf_counter()
         times: list[float] = []
         made: tuple[InputSet, InputSet, str] | None = None
-        for k, seed in enumerate(seeds[:REPEAT_CONFIRM_CALLS]):
+        # Three only in a runner, each in a process of its own that has seen nothing. In the worker's
+        # process the calls would share one set of buffers, whose address the second call would have
+        # seen: one call there, as before session 40.
+        for k, seed in enumerate(seeds[: REPEAT_CONFIRM_CALLS if in_runner else 1]):
             if made is not None:  # the one before, not within the bound (its check: in the span too)
                 self.check_confirmation(candidate, times[-1], *made, seconds="repeat_confirm_early_checks")
             call = CONFIRMING_CALL if k == 0 else f"confirming call {k + 1} on a fresh set after the trials"
