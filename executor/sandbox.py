@@ -1147,11 +1147,7 @@ class WorkerProcess:
         """Write ``message`` to a file in the worker's directory and hand the worker its path."""
         path = self.dir / name
         # Made anew, never written through a link: the directory is the worker's uid's (review 41 H1).
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-        with os.fdopen(fd, "w") as f:
-            os.fchmod(fd, 0o644)  # for a jailed worker's uid, whatever the executor's umask
+        with os.fdopen(_make_anew(path, os.O_WRONLY), "w") as f:
             f.write(message.model_dump_json())
         self._send_line(str(path))
         if self.job_sent is None:
@@ -1591,13 +1587,7 @@ class WorkerProcess:
         which it reads with (:meth:`_log_tail`): the worker's uid owns the directory, so the name may
         later be another file's (review 41 H1: a link to a root-only file). Returns the descriptor."""
         self._close_log()
-        with contextlib.suppress(FileNotFoundError):  # a worker started again (before its job)
-            self.stderr_path.unlink()
-        fd = os.open(
-            self.stderr_path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644
-        )
-        with contextlib.suppress(OSError):
-            os.fchmod(fd, 0o644)  # whatever the executor's umask
+        fd = _make_anew(self.stderr_path, os.O_RDWR)  # anew too for a worker started again (before its job)
         with self._log_lock:
             self._log = fd
         return fd
@@ -1683,6 +1673,21 @@ class WorkerProcess:
         if after <= 0:
             return own
         return f"{own}\n[{after} bytes written after the candidate was loaded are not shown]".strip()
+
+
+def _make_anew(path: Path, access: int) -> int:
+    """A file in a worker's directory (which the worker's uid owns) made anew, never opened through what
+    is there under its name (a link: review 41 H1), readable by the jailed uid whatever the executor's
+    umask: its descriptor, opened for ``access`` (``os.O_WRONLY``, ``os.O_RDWR``)."""
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    fd = os.open(path, access | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        os.fchmod(fd, 0o644)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
 
 
 def read_worker_file(path: Path, limit: int) -> bytes:

@@ -134,6 +134,12 @@ REPEAT_CONFIRM_WARMUPS = 2
 CONFIRMING_CALL = "the confirming call on a fresh set after the trials"
 
 
+def _within_repeat_rule(first_ms: float, allowance_ms: float, limit: float, stats: TimingStats) -> bool:
+    """Whether a first visit of ``first_ms`` (``allowance_ms`` of it allowed for caches) is within the
+    repeat-visit rule's ``limit`` times the trials' median (:meth:`Worker.check_repeats`)."""
+    return first_ms - allowance_ms <= limit * stats.median_ms
+
+
 def _candidate_state() -> tuple[frozenset[int], int, frozenset[str]] | None:
     """What in this process could run code of its own accord: the ids of its threads that are not
     Python's (the CUDA driver's, and any a candidate's library started), the set of signals it
@@ -804,9 +810,8 @@ class Worker:
             self._add_seconds("last_check", t1)
             confirmed_ms: list[float] | None = None
             if confirmation is not None:  # the last one (confirm_first_visit checked the others)
-                times, fresh, work, call = confirmation
-                self.check_confirmation(candidate, times[-1], fresh, work, call)
-                confirmed_ms = times
+                confirmed_ms, fresh, work, call = confirmation
+                self.check_confirmation(candidate, fresh, work, call)
             if clock_confirmation is not None:  # the last one (confirm_clock checked the others)
                 self.check_confirmation(candidate, *clock_confirmation, seconds="clock_confirm")
             self.check_floor(candidate, stats)
@@ -1058,7 +1063,7 @@ class Worker:
         ):
             return None
         rule = self._repeat_rule(candidate, stats, samples, sets)
-        if rule is None or rule[0] - rule[1] <= rule[2] * stats.median_ms:
+        if rule is None or _within_repeat_rule(rule[0], rule[1], rule[2], stats):
             return None
         _, allowance, limit = rule
         t0 = time.perf_counter()
@@ -1069,7 +1074,7 @@ class Worker:
         # seen: one call there, as before session 40.
         for k, seed in enumerate(seeds[: REPEAT_CONFIRM_CALLS if in_runner else 1]):
             if made is not None:  # the one before, not within the bound (its check: in the span too)
-                self.check_confirmation(candidate, times[-1], *made, seconds="repeat_confirm_early_checks")
+                self.check_confirmation(candidate, *made, seconds="repeat_confirm_early_checks")
             call = CONFIRMING_CALL if k == 0 else f"confirming call {k + 1} on a fresh set after the trials"
             # Drawn before a fresh runner starts: the confirming call follows its warm-up at once
             # (review 39b's L1), and the set reaches the runner only with the call's request.
@@ -1098,7 +1103,7 @@ class Worker:
             made = fresh, work, call
             self.seconds["repeat_confirm_calls"] = float(k + 1)
             self.seconds["repeat_confirm_call"] = ms / 1e3
-            if ms - allowance <= limit * stats.median_ms:
+            if _within_repeat_rule(ms, allowance, limit, stats):
                 break
         self._add_seconds("repeat_confirm", t0)
         if made is None:
@@ -1107,7 +1112,7 @@ class Worker:
 
     def confirm_clock(
         self, candidate: Runtime, stats: TimingStats, last: dict[str, Any], sets: int, seeds: list[int]
-    ) -> tuple[float, InputSet, InputSet, str] | None:
+    ) -> tuple[InputSet, InputSet, str] | None:
         """Where the executor's clock check would refuse a function candidate's timed calls
         (:func:`executor.clockcheck.timed_refusal`, judged here on this process's clock around each
         call's announcement, whose window holds the executor's): up to
@@ -1117,7 +1122,7 @@ class Worker:
         :attr:`CandidateRun.clock_confirm_seeds`), stopping at the first whose window here is within
         the bound. Every one is checked (:meth:`check_confirmation`): each but the last here, under the
         locks, before the next is made (one set and its copy held at a time), and the last, whose
-        milliseconds, set, what it left and name are returned, once the GPU is released; the executor
+        set, what it left and name are returned, once the GPU is released; the executor
         judges the last one's window on its own clock. None where none is made (no seeds: none). Why:
         on a loaded host the worker is kept off its core between its writes, and the first visits' windows grow past the rule's slack
         (an honest 3 ms saxpy's two were 24 and 32 ms under a load of 7 on 2 cores); a changed clock
@@ -1137,15 +1142,15 @@ class Worker:
             return None
         bound_ms = refusal[1]
         t0 = time.perf_counter()
-        made: tuple[float, InputSet, InputSet, str] | None = None
+        made: tuple[InputSet, InputSet, str] | None = None
         for k, seed in enumerate(seeds[:CLOCK_CONFIRM_CALLS]):
             if made is not None:  # the one before, not within the bound here (its check: in the span too)
                 self.check_confirmation(candidate, *made, seconds="clock_confirm_early_checks")
             self.seconds["clock_confirm_calls"] = float(k + 1)
             fresh = generate_inputs(self.task, "timing", seed, self.reference_lib)
             call = f"{CLOCK_CONFIRM_CALL}{k + 1} on a fresh set after the trials"
-            ms, work = candidate.first_visit(fresh, call, self.confirm_buffers)
-            made = ms, fresh, work, call
+            _, work = candidate.first_visit(fresh, call, self.confirm_buffers)
+            made = fresh, work, call
             window = candidate.watch.window_s
             if window is not None and window * 1e3 <= bound_ms:
                 break
@@ -1155,16 +1160,14 @@ class Worker:
     def check_confirmation(
         self,
         candidate: Runtime,
-        ms: float,
         fresh: InputSet,
         work: InputSet,
         call: str = CONFIRMING_CALL,
         seconds: str = "repeat_confirm",
-    ) -> float:
+    ) -> None:
         """A confirming call's ``in`` arrays (unchanged, bit for bit) and outputs against the
         reference's on its set (run here, now that the candidate has run on it): a confirming call that
-        changed its input or answers wrong is ``wrong_output``; else its milliseconds, for
-        :meth:`check_repeats`. ``call``: its name (the repeat-visit rule's, or a clock-confirming
+        changed its input or answers wrong is ``wrong_output``. ``call``: its name (the repeat-visit rule's, or a clock-confirming
         call's: :meth:`confirm_clock`), ``seconds``: where the time of the check is added."""
         assert isinstance(candidate, FunctionRuntime)
         candidate.check_inputs(fresh, work, call)
@@ -1179,7 +1182,6 @@ class Worker:
             raise CandidateFailed(e.kind, f"{call}: {e}", e.mismatch) from e
         finally:
             self._add_seconds(seconds, t0)
-        return ms
 
     def check_repeats(
         self,
@@ -1205,7 +1207,7 @@ class Worker:
             return
         first, allowance, limit = rule
         fastest = min([first, *(confirmed_ms or [])])
-        if fastest - allowance > limit * stats.median_ms:
+        if not _within_repeat_rule(fastest, allowance, limit, stats):
             confirmed = ""
             if confirmed_ms and len(confirmed_ms) == 1:
                 confirmed = f"; {CONFIRMING_CALL} took {confirmed_ms[0]:.4g} ms"
