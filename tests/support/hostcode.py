@@ -132,15 +132,18 @@ def saxpy_worker_job(tmp: Path, source: str) -> tuple[WorkerJob, str]:
     return job, build_host_candidates(products, {"candidate": source})["candidate"]
 
 
-def run_saxpy_job(proc: WorkerProcess, job: WorkerJob, product: str) -> WorkerOutcome:
+def run_saxpy_job(
+    proc: WorkerProcess, job: WorkerJob, product: str, memory_limit_bytes: int | None = None
+) -> WorkerOutcome:
     """:func:`saxpy_worker_job`'s job and candidate in ``proc`` (a candidate worker the test started),
-    handed over as the evaluator does, with no memory limit; ``proc`` is left to the caller to close."""
-    start_candidate(proc, job, None)
+    handed over as the evaluator does, with ``memory_limit_bytes`` (None: no limit); ``proc`` is left to
+    the caller to close."""
+    start_candidate(proc, job, memory_limit_bytes)
     return finish_candidate(
         proc,
         CandidateRun(candidate_product=product, candidate_symbol="saxpy"),
         timeout_s=120,
-        memory_limit_bytes=None,
+        memory_limit_bytes=memory_limit_bytes,
     )
 
 

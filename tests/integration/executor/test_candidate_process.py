@@ -36,7 +36,7 @@ from pathlib import Path
 import pytest
 
 from executor.sandbox import run_job
-from executor.worker.messages import CandidateRun
+from executor.worker.messages import CandidateRun, WorkerOutcome
 from executor.worker.runner import LANDLOCK_ENV, landlock_version
 from tests.integration.executor.test_clock_attack import HONEST, OPTIONS
 from tests.integration.executor.test_executor_hacks_host import POLY_BODY, POLY_HEAD, POLY_TASK
@@ -340,6 +340,17 @@ _FORKER = (
 )
 
 
+def _run_confined(tmp_path: Path, source: str) -> WorkerOutcome:
+    """``source`` on the poly task's timing sets in a runner confined by its seccomp filter (skipped
+    where there is no Landlock: the tests then turn the runner's confinement off, the filter with it)."""
+    if landlock_version() == 0:
+        pytest.skip("no Landlock on this kernel")
+    task = write_task(tmp_path, POLY_TASK, HONEST)
+    built = build_host_candidates(tmp_path, {"candidate": source})
+    run = CandidateRun(candidate_product=built["candidate"], candidate_symbol=task.entry)
+    return run_job(timing_set_job(task, tmp_path / "job", OPTIONS), run, timeout_s=120)
+
+
 @pytest.mark.skipif(platform.machine() != "x86_64", reason="the candidate is x86-64 machine code")
 def test_the_candidates_process_makes_threads_but_no_process(tmp_path: Path) -> None:
     """A process the runner forked outlived its kill (review 23b: a helper wrote back an ``in`` array
@@ -347,12 +358,7 @@ def test_the_candidates_process_makes_threads_but_no_process(tmp_path: Path) -> 
     refuses every fork before it loads the library (seccomp on every thread: a clone without
     CLONE_THREAD, fork, vfork, clone3, the exec family), and still makes threads. (Where there is no
     Landlock, the tests turn the runner's confinement off, the filter with it.)"""
-    if landlock_version() == 0:
-        pytest.skip("no Landlock on this kernel")
-    task = write_task(tmp_path, POLY_TASK, HONEST)
-    built = build_host_candidates(tmp_path, {"forker": _FORKER})
-    run = CandidateRun(candidate_product=built["forker"], candidate_symbol=task.entry)
-    outcome = run_job(timing_set_job(task, tmp_path / "job", OPTIONS), run, timeout_s=120)
+    outcome = _run_confined(tmp_path, _FORKER)
     assert outcome.passed, outcome.message
 
 
@@ -374,11 +380,6 @@ def test_the_candidates_process_makes_no_file_in_memory(tmp_path: Path) -> None:
     cgroup v2 is not delegated to it). The runner's filter refuses memfd_create and memfd_secret
     (EPERM) before it loads the library; the runner maps the worker's memfds and makes none, so honest
     code is not touched."""
-    if landlock_version() == 0:
-        pytest.skip("no Landlock on this kernel")
-    task = write_task(tmp_path, POLY_TASK, HONEST)
-    built = build_host_candidates(tmp_path, {"memfd": _MEMFD_MAKER})
-    run = CandidateRun(candidate_product=built["memfd"], candidate_symbol=task.entry)
-    outcome = run_job(timing_set_job(task, tmp_path / "job", OPTIONS), run, timeout_s=120)
+    outcome = _run_confined(tmp_path, _MEMFD_MAKER)
     assert outcome.passed, outcome.message
     assert "runner_roundtrip" in outcome.seconds, outcome.seconds  # it ran in a runner

@@ -39,11 +39,12 @@ from executor.errors import WorkerError
 from executor.evaluate import Evaluator
 from executor.jail import HOST_PATHS, JAIL_UID, Jail, Protection, is_root, protection, python_paths
 from executor.reach import interpreter_needs, refusal, unreachable
-from executor.sandbox import WorkerProcess, _job_dirs, finish_candidate, start_candidate, take_worker_uid
+from executor.sandbox import WorkerProcess, _job_dirs, take_worker_uid
 from executor.settings import ExecutorSettings
 from executor.verdict import ErrorKind
-from executor.worker.messages import CandidateRun, WorkerOutcome
+from executor.worker.messages import WorkerOutcome
 from tests.support.hostcode import (
+    run_saxpy_job,
     saxpy_worker_job,
     use_candidate_process,
     use_worker_process,
@@ -148,13 +149,7 @@ def _run_in_worker(
         if seen is not None and proc.cgroup is not None:
             seen.append(proc.cgroup.path)
             assert proc.pid in proc.cgroup.processes() or proc.proc.pid in proc.cgroup.processes()
-        start_candidate(proc, job, LIMIT)
-        return finish_candidate(
-            proc,
-            CandidateRun(candidate_product=product, candidate_symbol="saxpy"),
-            timeout_s=120,
-            memory_limit_bytes=LIMIT,
-        )
+        return run_saxpy_job(proc, job, product, LIMIT)
     finally:
         if figures is not None and proc.cgroup is not None:
             figures.append(proc.cgroup.memory())
